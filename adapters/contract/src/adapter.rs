@@ -1,0 +1,112 @@
+//! The [`Adapter`] trait: the one seam between the gateway and a platform.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::ids::{AccountId, Platform, UserId};
+use crate::inbound::InboundEvent;
+use crate::outbound::{OutboundMessage, SendError, SentMessage};
+use crate::webhook::{WebhookRequest, WebhookResponse};
+
+/// What a platform can do, so the gateway shapes replies to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Longest message the platform accepts, in characters (Discord 2000, Slack and Feishu 4000).
+    pub max_message_chars: usize,
+    /// Replies can go into threads.
+    pub threads: bool,
+    /// Native commands can be answered privately (ephemeral).
+    pub ephemeral_replies: bool,
+}
+
+/// How an account's connection is doing, for `/readyz` and `/baton status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionState {
+    /// Not started yet, or starting.
+    Connecting,
+    /// Connected and receiving events (or webhook mode, ready to receive).
+    Connected,
+    /// Lost the connection; reconnecting with backoff. `attempt` counts from 1.
+    Retrying {
+        /// How many reconnect attempts so far.
+        attempt: u32,
+    },
+    /// Stopped for good (shutdown, or a fatal error such as a revoked token).
+    Stopped,
+}
+
+impl ConnectionState {
+    /// Ready means the account can receive: connected, or on its way back with backoff.
+    pub fn is_ready(self) -> bool {
+        matches!(
+            self,
+            ConnectionState::Connected | ConnectionState::Retrying { .. }
+        )
+    }
+}
+
+/// The gateway closed its intake (it is shutting down); the event was not taken.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the gateway is shutting down and takes no new events")]
+pub struct SinkClosed;
+
+/// Where an adapter hands normalized events.
+///
+/// `accept` returns once the gateway has taken responsibility for the event (it is durably
+/// recorded or known to be a duplicate). Adapters acknowledge the platform *after* it returns,
+/// and must not do slow work before calling it: platforms redeliver after ~3 s.
+#[async_trait]
+pub trait EventSink: Send + Sync {
+    /// Take one event.
+    async fn accept(&self, event: InboundEvent) -> Result<(), SinkClosed>;
+}
+
+/// A failure that stops an adapter: bad credentials, or a platform that refuses us for good.
+/// Transient failures are retried inside the adapter and never surface here.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// The platform rejected our credentials; fix the token named by the account's `*_env` key.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// Any other fatal problem, described for the operator.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+/// One account's connection to one platform.
+///
+/// The gateway calls [`Adapter::run`] once, in its own task. Sends may happen concurrently
+/// with `run` and with each other.
+#[async_trait]
+pub trait Adapter: Send + Sync + 'static {
+    /// Which platform this adapter speaks.
+    fn platform(&self) -> Platform;
+
+    /// Which account it logs in as.
+    fn account(&self) -> &AccountId;
+
+    /// Limits the gateway must respect when posting.
+    fn capabilities(&self) -> Capabilities;
+
+    /// The account's own platform user id, once known (after `auth.test`, READY, `bot/v3/info`).
+    /// The gateway uses it to resolve mentions of this bot and to recognise its messages.
+    fn self_id(&self) -> Option<UserId>;
+
+    /// The connection's state right now.
+    fn connection_state(&self) -> ConnectionState;
+
+    /// Connect and feed events to `sink` until `shutdown` fires, reconnecting with backoff on
+    /// transient failures. Webhook-only adapters just mark themselves connected and wait.
+    async fn run(&self, sink: &dyn EventSink, shutdown: CancellationToken)
+    -> Result<(), AdapterError>;
+
+    /// Post one chunk.
+    async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError>;
+
+    /// Handle a request to `/hooks/<platform>/<account>`. Verify before parsing; hand events to
+    /// `sink`; answer within the platform's deadline. The default refuses: no webhook mode.
+    async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {
+        let _ = (request, sink);
+        WebhookResponse::error(404, "this account does not take webhooks; check its `mode`")
+    }
+}

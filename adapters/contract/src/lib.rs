@@ -1,0 +1,23 @@
+//! The contract between baton's gateway and its platform adapters.
+//!
+//! Every platform (Slack, Discord, Feishu/Lark, the built-in local channel) turns what it
+//! receives into one [`InboundEvent`] and sends what the gateway hands it as an
+//! [`OutboundMessage`]. Nothing in here decides *policy* (who may speak, which bot wakes,
+//! what is a duplicate): that belongs to the gateway's pipeline. An adapter only knows its
+//! platform and this crate, so the arrows point one way: gateway -> adapter -> contract.
+
+mod adapter;
+mod backoff;
+mod ids;
+mod inbound;
+mod outbound;
+mod secret;
+mod webhook;
+
+pub use adapter::{Adapter, AdapterError, Capabilities, ConnectionState, EventSink, SinkClosed};
+pub use backoff::Backoff;
+pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
+pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
+pub use outbound::{OutboundMessage, SendError, SentMessage};
+pub use secret::Secret;
+pub use webhook::{WebhookRequest, WebhookResponse};
