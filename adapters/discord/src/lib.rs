@@ -1,0 +1,1 @@
+//! baton's discord adapter (in progress).

@@ -1,0 +1,1 @@
+//! baton's feishu adapter (in progress).

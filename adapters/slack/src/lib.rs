@@ -1,0 +1,1 @@
+//! baton's slack adapter (in progress).

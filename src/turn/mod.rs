@@ -1,0 +1,183 @@
+//! Pipeline step 10, the turn: one run of a bot's backend, with tools, in a bounded loop.
+//!
+//! A [`Backend`] turns a [`TurnRequest`] into a [`BackendReply`]. It never decides silence by
+//! itself (that is [`crate::outcome`]'s job) and never posts anything (that is delivery's).
+//! Tool calls go through a [`ToolExecutor`] that the gateway supplies per turn, so the same
+//! loop serves every tool set the later features add.
+
+mod command;
+mod echo;
+mod http;
+mod openai;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use command::CommandBackend;
+pub use echo::EchoBackend;
+pub use http::HttpBackend;
+pub use openai::{OpenAiBackend, OpenAiSettings};
+
+/// Who said a line of the conversation given to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The bot's instructions.
+    System,
+    /// A human, or another bot speaking to this one (its text says so).
+    User,
+    /// The bot itself.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+/// A tool call the model asked for. `arguments` is the JSON text the model produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Correlates the call with its result.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments as JSON text (as OpenAI sends them).
+    pub arguments: String,
+}
+
+/// One line of the conversation handed to a backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatLine {
+    /// Who said it.
+    pub role: Role,
+    /// What was said (empty for an assistant line that only calls tools).
+    pub content: String,
+    /// The speaker's name, for user lines (a human's display name or `bot:<id>`).
+    pub name: Option<String>,
+    /// Tool calls made by an assistant line.
+    pub tool_calls: Vec<ToolCall>,
+    /// For a tool line: which call it answers.
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatLine {
+    /// A line with just a role and text.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            name: None,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool a model may call: name, description and JSON schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// Everything a backend needs for one turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRequest {
+    /// The bot taking the turn.
+    pub bot: String,
+    /// The model name configured for the bot (may be empty for non-model backends).
+    pub model: String,
+    /// System prompt, then history-buffer context, then the session tail, then the message.
+    pub messages: Vec<ChatLine>,
+    /// Tools this bot may call on this turn.
+    pub tools: Vec<ToolSpec>,
+    /// The session this turn belongs to (`bot:<bot>:<platform>:<account>:<chat>...`).
+    pub session: String,
+}
+
+impl TurnRequest {
+    /// The text of the last user line: the message that woke the bot.
+    pub fn last_user_text(&self) -> &str {
+        self.messages
+            .iter()
+            .rev()
+            .find(|l| l.role == Role::User)
+            .map_or("", |l| l.content.as_str())
+    }
+}
+
+/// What the backend said. `text: None` means the backend explicitly chose silence
+/// (`{"silent": true}` from an http backend); otherwise the silent-token rule applies to `text`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackendReply {
+    /// The reply text, or `None` for an explicit silence.
+    pub text: Option<String>,
+    /// The model that answered, for the transcript and `sessions_send` results.
+    pub model: String,
+}
+
+/// Runs the tools a backend asks for during a turn. Implemented by the gateway; the result is
+/// given back to the model verbatim as JSON, including structured refusals.
+#[async_trait]
+pub trait ToolExecutor: Send + Sync {
+    /// Run one tool call and return its JSON result (errors are results too, never panics).
+    async fn call(&self, call: &ToolCall) -> serde_json::Value;
+}
+
+/// A tool executor that has no tools: every call gets an error result.
+pub struct NoTools;
+
+#[async_trait]
+impl ToolExecutor for NoTools {
+    async fn call(&self, call: &ToolCall) -> serde_json::Value {
+        serde_json::json!({"status": "error", "error": format!("unknown tool `{}`", call.name)})
+    }
+}
+
+/// Why a turn produced no reply. The text is shown to operators, never to chat users verbatim.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BackendError {
+    /// The backend answered with an error status after the retries ran out.
+    #[error("backend returned HTTP {status} after {attempts} attempt(s): {message}")]
+    Status {
+        /// HTTP status of the last attempt.
+        status: u16,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The backend's error message (never contains our API key).
+        message: String,
+    },
+    /// The backend could not be reached or did not answer in time.
+    #[error("backend unreachable: {0}; check its base_url/url and that it is running")]
+    Unreachable(String),
+    /// The backend answered something baton cannot read.
+    #[error("backend answered an unreadable response: {0}")]
+    BadResponse(String),
+    /// The model kept calling tools past the configured bound.
+    #[error("the model called tools {0} rounds in a row without answering; stopped")]
+    ToolLoop(u32),
+    /// The `command` backend's program failed.
+    #[error("command backend failed: {0}")]
+    Command(String),
+}
+
+/// A bot's backend.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Run one turn. Tool calls go through `tools`; the loop is bounded.
+    async fn run(
+        &self,
+        request: &TurnRequest,
+        tools: &dyn ToolExecutor,
+    ) -> Result<BackendReply, BackendError>;
+}
+
+/// How many model rounds one turn may take (each round may call tools) before it is stopped.
+pub const MAX_TOOL_ROUNDS: u32 = 8;
+
+/// Default per-request timeout for network backends.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
