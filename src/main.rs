@@ -1,1 +1,2 @@
+//! The `baton` command line.
 fn main() {}

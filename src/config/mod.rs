@@ -1,0 +1,181 @@
+//! The configuration file (SPEC.md section 3): TOML in, typed values out.
+//!
+//! Loading happens in two stages, as ripgrep does with its arguments. [`Config::load`] parses the
+//! file into the plain structs below (every default spelled out in `config/baton.example.toml`)
+//! and collects *every* unknown key instead of stopping at the first. [`validate`] then checks
+//! what serde cannot (references between sections, globs, environment variables) and returns the
+//! full list of [`Problem`]s. Only a config without problems is turned into a running gateway.
+//!
+//! Secrets are never in the file: keys ending in `_env` name environment variables, read by
+//! [`resolve_secret`] into [`Secret`]s that cannot be printed.
+
+mod model;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use baton_contract::Secret;
+pub use model::*;
+pub use validate::validate;
+
+/// One thing wrong with a config, naming the key (and line, when it can be found).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted path of the offending key, e.g. `accounts[2].bot`.
+    pub key: String,
+    /// 1-based line in the file, when known.
+    pub line: Option<usize>,
+    /// What is wrong and what to do about it. Never contains a secret value.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}: {}", self.key, self.message),
+            None => write!(f, "{}: {}", self.key, self.message),
+        }
+    }
+}
+
+/// Why a config could not be used: the list of every problem found.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}; pass --config PATH or set BATON_CONFIG")]
+    Read {
+        /// The file we tried.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// The file was read but has problems.
+    #[error("{} problem(s) in {}:\n{}", .problems.len(), .path.display(), list(.problems))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+}
+
+fn list(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("  - {p}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Config {
+    /// Read, parse and validate a config file, reporting every problem at once.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::from_toml(&text, base, &|name| std::env::var(name).ok()).map_err(|problems| {
+            ConfigError::Invalid {
+                path: path.to_owned(),
+                problems,
+            }
+        })
+    }
+
+    /// Parse and validate config text. `base` resolves relative file paths (prompt files);
+    /// `env` looks up environment variables, so tests need not touch the process environment.
+    pub fn from_toml(
+        text: &str,
+        base: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let mut unknown = Vec::new();
+        let parsed: Result<Config, _> =
+            serde_ignored::deserialize(toml::Deserializer::new(text), |path| {
+                unknown.push(path.to_string())
+            });
+        for key in unknown {
+            problems.push(Problem {
+                line: line_of_key(text, &key),
+                message: "unknown key; check its spelling against config/baton.example.toml"
+                    .into(),
+                key,
+            });
+        }
+        let mut config = match parsed {
+            Ok(config) => config,
+            Err(err) => {
+                problems.push(Problem {
+                    key: "(file)".into(),
+                    line: err.span().map(|s| line_at(text, s.start)),
+                    message: err.message().trim().to_owned(),
+                });
+                return Err(problems);
+            }
+        };
+        config.base_dir = base.to_owned();
+        problems.extend(validate(&config, env));
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// Read the secret named by an `_env` key. `None` when the key is unset or the variable empty.
+pub fn resolve_secret(env_name: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Option<Secret> {
+    let value = env(env_name?)?;
+    (!value.is_empty()).then(|| Secret::new(value))
+}
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Best-effort line of a dotted key path: the first line defining its last segment.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let leaf = key.rsplit('.').next()?;
+    text.lines().position(|line| {
+        let line = line.trim_start();
+        line.strip_prefix(leaf)
+            .is_some_and(|rest| rest.trim_start().starts_with('='))
+            || line.trim_start_matches('[').starts_with(leaf)
+    })
+    .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        (name == "TOKEN").then(|| "s3cr3t".to_owned())
+    }
+
+    #[test]
+    fn reports_every_unknown_key_with_its_line() {
+        let text = "[gateway]\nlisten = \"127.0.0.1:1\"\nlisen = 1\n\n[lanes]\nmian = 2\n";
+        let problems = Config::from_toml(text, Path::new("."), &env).unwrap_err();
+        let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert!(keys.contains(&("gateway.lisen", Some(3))), "{problems:?}");
+        assert!(keys.contains(&("lanes.mian", Some(6))), "{problems:?}");
+    }
+
+    #[test]
+    fn a_type_error_names_its_line() {
+        let problems =
+            Config::from_toml("[lanes]\nmain = \"four\"\n", Path::new("."), &env).unwrap_err();
+        assert_eq!(problems[0].line, Some(2), "{problems:?}");
+    }
+
+    #[test]
+    fn secrets_resolve_only_when_set_and_non_empty() {
+        assert!(resolve_secret(Some("TOKEN"), &env).is_some());
+        assert!(resolve_secret(Some("MISSING"), &env).is_none());
+        assert!(resolve_secret(None, &env).is_none());
+    }
+}

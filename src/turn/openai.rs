@@ -1,0 +1,5 @@
+//! stub
+/// stub
+pub struct OpenAiBackend;
+/// stub
+pub struct OpenAiSettings;
