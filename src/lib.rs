@@ -2,3 +2,6 @@
 
 pub mod config;
 pub mod turn;
+pub mod guards;
+pub mod lanes;
+pub mod outcome;

@@ -1,0 +1,152 @@
+//! Pipeline step 6: does this message wake this bot?
+//!
+//! `mention` wakes a bot only on a *structural* mention: the platform's mention of its user id,
+//! or a reply to one of its messages. Plain-text name matching is off, so "I asked snark
+//! yesterday" does not summon snark. `always` wakes it on every message, except one that
+//! mentions only *other* bots (`ignore_other_mentions`): "@caid fix this" is for caid alone.
+//! A direct message is always addressed to the bot.
+
+use baton_contract::{ChatKind, InboundEvent, UserId};
+
+use super::chat_rules::ChatPolicy;
+use crate::config::Activation;
+
+/// Why a bot woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// A direct message.
+    DirectMessage,
+    /// Mentioned by its platform id.
+    Mentioned,
+    /// A reply to one of its messages.
+    RepliedTo,
+    /// `@everyone`-style mention where `respond_to_at_all` is on.
+    Everyone,
+    /// The chat is `always`.
+    Always,
+}
+
+/// Decide whether the bot with platform identity `me` wakes on `event`. `activation` is the
+/// chat's effective activation (config or admin override); `is_bot` tells whether a mentioned
+/// user id is a bot's.
+pub(crate) fn decide(
+    event: &InboundEvent,
+    me: Option<&UserId>,
+    activation: Activation,
+    chat: &ChatPolicy,
+    is_bot: impl Fn(&UserId) -> bool,
+) -> Option<Wake> {
+    if event.chat_kind == ChatKind::Dm {
+        return Some(Wake::DirectMessage);
+    }
+    if let Some(me) = me {
+        if event.mentions.contains(me) {
+            return Some(Wake::Mentioned);
+        }
+        if event.reply_to_author.as_ref() == Some(me) {
+            return Some(Wake::RepliedTo);
+        }
+    }
+    if event.mentions_everyone && chat.respond_to_at_all {
+        return Some(Wake::Everyone);
+    }
+    match activation {
+        Activation::Mention => None,
+        Activation::Always => {
+            let only_other_bots =
+                !event.mentions.is_empty() && event.mentions.iter().all(|m| is_bot(m));
+            (!(chat.ignore_other_mentions && only_other_bots)).then_some(Wake::Always)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use baton_contract::{Platform, Sender};
+
+    use super::*;
+
+    fn chat() -> ChatPolicy {
+        ChatPolicy {
+            listed: true,
+            activation: Activation::Mention,
+            allow_bots: Arc::new(globset::GlobSet::empty()),
+            history_limit: 10,
+            ignore_other_mentions: true,
+            respond_to_at_all: false,
+        }
+    }
+
+    fn event(mentions: &[&str]) -> InboundEvent {
+        let sender = Sender {
+            id: "alice".into(),
+            name: "Alice".into(),
+            is_bot: false,
+            is_self: false,
+        };
+        let mut e = InboundEvent::text_message(
+            Platform::Local,
+            "snark".into(),
+            "room".into(),
+            ChatKind::Group,
+            sender,
+            "m1".into(),
+            "text",
+        );
+        e.mentions = mentions.iter().map(|m| UserId::from(*m)).collect();
+        e
+    }
+
+    fn bots(id: &UserId) -> bool {
+        ["snark", "caid"].contains(&id.as_str())
+    }
+
+    #[test]
+    fn mention_mode_needs_a_structural_mention_or_reply() {
+        let me = UserId::from("snark");
+        let d = |e: &InboundEvent| decide(e, Some(&me), Activation::Mention, &chat(), bots);
+        assert_eq!(d(&event(&["snark"])), Some(Wake::Mentioned));
+        assert_eq!(d(&event(&[])), None);
+        let mut text_only = event(&[]);
+        text_only.text = "snark, are you there?".into();
+        assert_eq!(d(&text_only), None, "name matching in plain text is off");
+        let mut reply = event(&[]);
+        reply.reply_to_author = Some(me.clone());
+        assert_eq!(d(&reply), Some(Wake::RepliedTo));
+    }
+
+    #[test]
+    fn always_mode_ignores_messages_for_other_bots_only() {
+        let me = UserId::from("snark");
+        let d = |e: &InboundEvent, c: &ChatPolicy| decide(e, Some(&me), Activation::Always, c, bots);
+        assert_eq!(d(&event(&[]), &chat()), Some(Wake::Always));
+        assert_eq!(d(&event(&["caid"]), &chat()), None);
+        assert_eq!(d(&event(&["caid", "bob"]), &chat()), Some(Wake::Always));
+        assert_eq!(d(&event(&["caid", "snark"]), &chat()), Some(Wake::Mentioned));
+        let mut keen = chat();
+        keen.ignore_other_mentions = false;
+        assert_eq!(d(&event(&["caid"]), &keen), Some(Wake::Always));
+    }
+
+    #[test]
+    fn dms_always_wake_and_everyone_only_when_enabled() {
+        let me = UserId::from("snark");
+        let mut dm = event(&[]);
+        dm.chat_kind = ChatKind::Dm;
+        assert_eq!(
+            decide(&dm, Some(&me), Activation::Mention, &chat(), bots),
+            Some(Wake::DirectMessage)
+        );
+        let mut all = event(&[]);
+        all.mentions_everyone = true;
+        assert_eq!(decide(&all, Some(&me), Activation::Mention, &chat(), bots), None);
+        let mut keen = chat();
+        keen.respond_to_at_all = true;
+        assert_eq!(
+            decide(&all, Some(&me), Activation::Mention, &keen, bots),
+            Some(Wake::Everyone)
+        );
+    }
+}

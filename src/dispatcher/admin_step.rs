@@ -1,0 +1,83 @@
+//! Pipeline step 4: admin commands are recognised here and answered without a model turn.
+//!
+//! A text command in a group reaches every bot account in that chat; it is claimed once per chat
+//! (durably, like dedupe) so exactly one bot answers. Only ids in `[admins]` may run commands;
+//! a human who is not an admin gets a short refusal, and a bot is never answered (so a bot cannot
+//! start a command loop). Every call, allowed or not, is written to the audit table.
+
+use baton_contract::{InboundEvent, InboundKind};
+
+use super::{DropReason, Handled, Inbound, Shared, turn_step};
+use crate::admin::{self, AdminCommand, text_command};
+use crate::config::AdminsConfig;
+use crate::mirror::now_ms;
+use crate::store::{Claim, NewAudit};
+
+/// Whether the sender is a configured admin (bots never are).
+pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
+    !event.sender.is_bot
+        && admins
+            .for_platform(event.platform)
+            .iter()
+            .any(|id| id == event.sender.id.as_str())
+}
+
+/// Answer the event if it is an admin command; `None` lets it go on down the pipeline.
+pub(crate) async fn intercept(shared: &Shared, inbound: &Inbound<'_>) -> Option<Handled> {
+    let event = &inbound.event;
+    let line = match &event.kind {
+        InboundKind::Command { .. } => event.text.trim(),
+        InboundKind::Message => text_command(&event.text)?,
+    };
+    if !claim_once_per_chat(shared, inbound).await {
+        return Some(Handled::Dropped(DropReason::AdminHandledElsewhere));
+    }
+    let (outcome, reply) = if event.sender.is_bot {
+        ("refused: bots may not run admin commands".to_owned(), None)
+    } else if !is_admin(&shared.config.admins, event) {
+        let text = "Only baton admins can run /baton commands.".to_owned();
+        ("refused: not an admin".to_owned(), Some(text))
+    } else {
+        match AdminCommand::parse(line) {
+            Ok(command) => match admin::execute(shared, inbound, &command).await {
+                Ok(text) => ("ok".to_owned(), Some(text)),
+                Err(text) => (format!("error: {text}"), Some(text)),
+            },
+            Err(err) => (format!("error: {err}"), Some(err.to_string())),
+        }
+    };
+    audit(shared, inbound, line, &outcome).await;
+    if let Some(text) = &reply {
+        turn_step::notice(shared, inbound, text).await;
+    }
+    Some(Handled::Admin(reply.unwrap_or(outcome)))
+}
+
+/// True for the first account to see this command in this chat.
+async fn claim_once_per_chat(shared: &Shared, inbound: &Inbound<'_>) -> bool {
+    let event = &inbound.event;
+    if matches!(event.kind, InboundKind::Command { .. }) {
+        return true;
+    }
+    let scope = format!("admin:{}", inbound.chat_key);
+    let keys = [format!("msg:{}", event.message_id)];
+    !matches!(
+        shared.store.claim(&scope, &keys, now_ms()).await,
+        Ok(Claim::Duplicate)
+    )
+}
+
+async fn audit(shared: &Shared, inbound: &Inbound<'_>, line: &str, outcome: &str) {
+    let event = &inbound.event;
+    let record = NewAudit {
+        ts_ms: now_ms(),
+        platform: event.platform.to_string(),
+        chat: event.chat.to_string(),
+        user: event.sender.id.to_string(),
+        command: format!("/baton {line}").trim_end().to_owned(),
+        outcome: outcome.to_owned(),
+    };
+    if let Err(err) = shared.store.audit(record).await {
+        tracing::error!(%err, "could not write the audit record");
+    }
+}

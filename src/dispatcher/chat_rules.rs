@@ -1,0 +1,152 @@
+//! Per-chat policy: the `[[chats]]` entry matching a chat, over `[chats_default]`.
+//!
+//! Resolved once at start-up into glob matchers ([`ChatRules`]), then looked up per event. A
+//! durable admin override (`/baton activation ...`) is applied on top by the dispatcher.
+
+use std::sync::Arc;
+
+use baton_contract::Platform;
+use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
+
+use crate::config::{Activation, ChatConfig, Config};
+
+/// The effective policy of one chat.
+#[derive(Debug, Clone)]
+pub struct ChatPolicy {
+    /// A `[[chats]]` entry matched (what `group_policy = "allowlist"` asks for).
+    pub listed: bool,
+    /// `mention` or `always`.
+    pub activation: Activation,
+    /// Bots whose messages may wake bots here.
+    pub allow_bots: Arc<GlobSet>,
+    /// Un-activated messages kept as context.
+    pub history_limit: usize,
+    /// A message mentioning only other bots does not wake an `always` bot.
+    pub ignore_other_mentions: bool,
+    /// `@everyone`-style mentions wake bots.
+    pub respond_to_at_all: bool,
+}
+
+struct Entry {
+    platform: Platform,
+    id: GlobMatcher,
+    config: ChatConfig,
+    allow_bots: Option<Arc<GlobSet>>,
+}
+
+/// Every `[[chats]]` entry, compiled.
+pub struct ChatRules {
+    entries: Vec<Entry>,
+    default: ChatPolicy,
+}
+
+impl ChatRules {
+    /// Compile the chat entries. Validation has already checked every glob.
+    pub fn new(config: &Config) -> Result<ChatRules, globset::Error> {
+        let defaults = &config.chats_default;
+        let default = ChatPolicy {
+            listed: false,
+            activation: defaults.activation,
+            allow_bots: Arc::new(glob_set(&defaults.allow_bots)?),
+            history_limit: defaults.history_limit,
+            ignore_other_mentions: defaults.ignore_other_mentions,
+            respond_to_at_all: defaults.respond_to_at_all,
+        };
+        let entries = config
+            .chats
+            .iter()
+            .map(|chat| {
+                Ok(Entry {
+                    platform: chat.platform,
+                    id: Glob::new(&chat.id)?.compile_matcher(),
+                    allow_bots: chat
+                        .allow_bots
+                        .as_deref()
+                        .map(glob_set)
+                        .transpose()?
+                        .map(Arc::new),
+                    config: chat.clone(),
+                })
+            })
+            .collect::<Result<_, globset::Error>>()?;
+        Ok(ChatRules { entries, default })
+    }
+
+    /// The policy for `chat` on `platform`: an exact `[[chats]]` id first, then the first glob
+    /// that matches, then `[chats_default]`.
+    pub fn resolve(&self, platform: Platform, chat: &str) -> ChatPolicy {
+        let on_platform = || self.entries.iter().filter(|e| e.platform == platform);
+        let entry = on_platform()
+            .find(|e| e.config.id == chat)
+            .or_else(|| on_platform().find(|e| e.id.is_match(chat)));
+        let Some(entry) = entry else {
+            return self.default.clone();
+        };
+        let d = &self.default;
+        ChatPolicy {
+            listed: true,
+            activation: entry.config.activation.unwrap_or(d.activation),
+            allow_bots: entry
+                .allow_bots
+                .clone()
+                .unwrap_or_else(|| Arc::clone(&d.allow_bots)),
+            history_limit: entry.config.history_limit.unwrap_or(d.history_limit),
+            ignore_other_mentions: entry
+                .config
+                .ignore_other_mentions
+                .unwrap_or(d.ignore_other_mentions),
+            respond_to_at_all: entry
+                .config
+                .respond_to_at_all
+                .unwrap_or(d.respond_to_at_all),
+        }
+    }
+}
+
+/// Compile a list of ids or globs into one set.
+pub(crate) fn glob_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
+    let mut builder = GlobSetBuilder::new();
+    for pattern in patterns {
+        builder.add(Glob::new(pattern)?);
+    }
+    builder.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn rules(toml: &str) -> ChatRules {
+        let config = Config::from_toml(toml, Path::new("."), &|_| None).unwrap();
+        ChatRules::new(&config).unwrap()
+    }
+
+    #[test]
+    fn exact_entry_beats_glob_and_unset_keys_fall_back() {
+        let r = rules(
+            r#"
+            [chats_default]
+            history_limit = 7
+            [[chats]]
+            platform = "slack"
+            id = "C*"
+            activation = "always"
+            [[chats]]
+            platform = "slack"
+            id = "C42"
+            allow_bots = ["caid"]
+            "#,
+        );
+        let exact = r.resolve(Platform::Slack, "C42");
+        assert!(exact.listed);
+        assert_eq!(exact.activation, Activation::Mention);
+        assert!(exact.allow_bots.is_match("caid"));
+        assert_eq!(exact.history_limit, 7);
+        let glob = r.resolve(Platform::Slack, "C9");
+        assert_eq!(glob.activation, Activation::Always);
+        assert!(!glob.allow_bots.is_match("caid"));
+        assert!(!r.resolve(Platform::Discord, "C42").listed, "platforms are separate");
+    }
+}

@@ -1,0 +1,147 @@
+//! What a bot is given for a turn (step 10's input): its system prompt, the chat's history
+//! buffer, the tail of its session, and the message that woke it — in that order.
+
+use crate::roster::Bot;
+use crate::store::{Entry, EntryKind, HistoryEntry};
+use crate::turn::{ChatLine, Role, ToolSpec, TurnRequest};
+
+/// How many transcript entries of the session are replayed to the model.
+pub(crate) const SESSION_TAIL: usize = 40;
+
+/// The message being answered.
+pub(crate) struct Current<'a> {
+    /// Speaker name for the model.
+    pub name: &'a str,
+    /// The text.
+    pub text: &'a str,
+}
+
+/// Assemble the turn.
+pub(crate) fn turn_request(
+    bot: &Bot,
+    session: &str,
+    history: &[HistoryEntry],
+    tail: &[Entry],
+    current: Current<'_>,
+    tools: Vec<ToolSpec>,
+) -> TurnRequest {
+    let mut messages = Vec::with_capacity(tail.len() + 3);
+    if !bot.system_prompt.is_empty() {
+        messages.push(ChatLine::new(Role::System, bot.system_prompt.as_str()));
+    }
+    if !history.is_empty() {
+        messages.push(ChatLine::new(Role::User, history_text(history)));
+    }
+    messages.extend(tail_lines(tail));
+    let mut line = ChatLine::new(Role::User, current.text);
+    line.name = Some(current.name.to_owned());
+    messages.push(line);
+    TurnRequest {
+        bot: bot.id().to_owned(),
+        model: bot.config.model.clone().unwrap_or_default(),
+        messages,
+        tools,
+        session: session.to_owned(),
+    }
+}
+
+/// The history buffer as one context line, oldest first.
+fn history_text(history: &[HistoryEntry]) -> String {
+    let mut text = String::from(
+        "Earlier messages in this chat that were not addressed to you (context only):\n",
+    );
+    for entry in history {
+        text.push_str(&entry.speaker);
+        text.push_str(": ");
+        text.push_str(&entry.text);
+        text.push('\n');
+    }
+    text
+}
+
+/// The session's inbound messages and replies as chat lines; the chunks of one reply are
+/// joined back into one assistant line.
+fn tail_lines(tail: &[Entry]) -> Vec<ChatLine> {
+    let mut lines: Vec<ChatLine> = Vec::with_capacity(tail.len());
+    let mut last_run: Option<&str> = None;
+    for entry in tail {
+        match entry.kind {
+            EntryKind::Inbound => {
+                let mut line = ChatLine::new(Role::User, entry.text.as_str());
+                line.name = entry.meta["name"].as_str().map(str::to_owned);
+                lines.push(line);
+                last_run = None;
+            }
+            EntryKind::Reply => {
+                let same_run = last_run.is_some() && last_run == entry.run_id.as_deref();
+                match lines.last_mut() {
+                    Some(prev) if same_run => {
+                        prev.content.push('\n');
+                        prev.content.push_str(&entry.text);
+                    }
+                    _ => lines.push(ChatLine::new(Role::Assistant, entry.text.as_str())),
+                }
+                last_run = entry.run_id.as_deref();
+            }
+            _ => {}
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Origin;
+
+    fn entry(kind: EntryKind, text: &str, run: Option<&str>) -> Entry {
+        Entry {
+            id: 0,
+            session: "s".into(),
+            ts_ms: 0,
+            kind,
+            speaker: "x".into(),
+            origin: Origin::Human,
+            text: text.into(),
+            platform_message_id: None,
+            run_id: run.map(str::to_owned),
+            idempotency_key: None,
+            meta: serde_json::json!({"name": "Alice"}),
+        }
+    }
+
+    #[test]
+    fn chunks_of_one_reply_are_joined_and_other_kinds_skipped() {
+        let tail = [
+            entry(EntryKind::Inbound, "q1", None),
+            entry(EntryKind::Reply, "a1-part1", Some("r1")),
+            entry(EntryKind::Reply, "a1-part2", Some("r1")),
+            entry(EntryKind::Silent, "", Some("r2")),
+            entry(EntryKind::Inbound, "q2", None),
+        ];
+        let lines = tail_lines(&tail);
+        let roles: Vec<_> = lines.iter().map(|l| (l.role, l.content.as_str())).collect();
+        assert_eq!(
+            roles,
+            vec![
+                (Role::User, "q1"),
+                (Role::Assistant, "a1-part1\na1-part2"),
+                (Role::User, "q2")
+            ]
+        );
+        assert_eq!(lines[0].name.as_deref(), Some("Alice"));
+    }
+
+    #[test]
+    fn history_is_one_context_line_in_order() {
+        let h = |s: &str, t: &str| HistoryEntry {
+            message_id: t.into(),
+            sender_id: s.into(),
+            speaker: s.into(),
+            text: t.into(),
+            ts_ms: 0,
+        };
+        let text = history_text(&[h("alice", "one"), h("bob", "two")]);
+        assert!(text.ends_with("alice: one\nbob: two\n"), "{text}");
+    }
+}

@@ -1,0 +1,83 @@
+//! Pipeline step 2: deduplicate, durably.
+//!
+//! Platforms redeliver: Slack retries after 3 s, Feishu after a missing ack, and a restart may
+//! replay. Each event is claimed in the store under every id it carries (the platform's delivery
+//! id and the message id), per account, and the claim is committed before the event is
+//! acknowledged. So Slack's `app_mention` + `message` pair (two event ids, one message id) is one
+//! event, and a redelivery a day later, after any number of restarts, is still a duplicate.
+
+use baton_contract::InboundEvent;
+
+use crate::store::{Claim, Store, StoreError};
+
+/// The dedupe scope: per account, because every bot account sees the same message and each must
+/// handle it once.
+pub(crate) fn scope(event: &InboundEvent) -> String {
+    format!("{}:{}", event.platform, event.account)
+}
+
+/// Every id this event can be recognised by.
+pub(crate) fn keys(event: &InboundEvent) -> Vec<String> {
+    let mut keys = Vec::with_capacity(2);
+    if let Some(event_id) = &event.event_id {
+        keys.push(format!("evt:{event_id}"));
+    }
+    keys.push(format!("msg:{}", event.message_id));
+    keys
+}
+
+/// Claim the event; `Duplicate` means it was handled (or is being handled) already.
+pub(crate) async fn claim(
+    store: &Store,
+    event: &InboundEvent,
+    now_ms: i64,
+) -> Result<Claim, StoreError> {
+    store.claim(&scope(event), &keys(event), now_ms).await
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{ChatKind, Platform, Sender};
+
+    use super::*;
+
+    fn event(event_id: Option<&str>, message_id: &str) -> InboundEvent {
+        let sender = Sender {
+            id: "U1".into(),
+            name: "alice".into(),
+            is_bot: false,
+            is_self: false,
+        };
+        let mut e = InboundEvent::text_message(
+            Platform::Slack,
+            "snark".into(),
+            "C1".into(),
+            ChatKind::Group,
+            sender,
+            message_id.into(),
+            "hi",
+        );
+        e.event_id = event_id.map(str::to_owned);
+        e
+    }
+
+    #[tokio::test]
+    async fn app_mention_and_message_pair_is_one_event() {
+        let store = Store::open(":memory:").await.unwrap();
+        let mention = event(Some("Ev1"), "1700.000100");
+        let message = event(Some("Ev2"), "1700.000100");
+        assert_eq!(claim(&store, &mention, 0).await.unwrap(), Claim::Fresh);
+        assert_eq!(claim(&store, &message, 1).await.unwrap(), Claim::Duplicate);
+    }
+
+    #[tokio::test]
+    async fn each_account_claims_separately() {
+        let store = Store::open(":memory:").await.unwrap();
+        let a = event(None, "m1");
+        let mut b = a.clone();
+        b.account = "caid".into();
+        assert_eq!(claim(&store, &a, 0).await.unwrap(), Claim::Fresh);
+        assert_eq!(claim(&store, &b, 0).await.unwrap(), Claim::Fresh);
+        assert_eq!(claim(&store, &a, 0).await.unwrap(), Claim::Duplicate);
+    }
+}

@@ -1,0 +1,157 @@
+//! Pipeline step 5: may this sender talk to bots in this chat at all?
+//!
+//! Groups follow `group_policy` (fail closed: `allowlist` by default, so a bot added to a random
+//! channel stays quiet until the chat is listed). Direct messages follow `dm_policy`; under
+//! `pairing` an unknown sender gets a one-time code an admin approves. Admins and `dm_allow`
+//! users are always let into DMs. Local DMs (terminal chat, `/v1/chat/completions`) are already
+//! gated by the HTTP API token or the loopback rule, so they are allowed here.
+
+use baton_contract::{ChatKind, InboundEvent, Platform};
+
+use super::chat_rules::ChatPolicy;
+use crate::config::{ChatsDefault, DmPolicy, GroupPolicy};
+
+/// Why a sender was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `group_policy = "allowlist"` and the chat has no `[[chats]]` entry.
+    GroupNotListed,
+    /// `group_policy = "disabled"`.
+    GroupsDisabled,
+    /// `dm_policy = "disabled"`.
+    DmsDisabled,
+    /// `dm_policy = "allowlist"` and the sender is not in `dm_allow`.
+    DmNotAllowed,
+}
+
+impl Refusal {
+    /// Short name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::GroupNotListed => "group_not_listed",
+            Refusal::GroupsDisabled => "groups_disabled",
+            Refusal::DmsDisabled => "dms_disabled",
+            Refusal::DmNotAllowed => "dm_not_allowed",
+        }
+    }
+
+    /// What a refused DM sender is told. Groups get silence.
+    pub fn notice(self) -> &'static str {
+        match self {
+            Refusal::DmsDisabled => "I don't take direct messages here.",
+            _ => "You're not on the list of people I take direct messages from; ask an admin.",
+        }
+    }
+}
+
+/// The policy verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyDecision {
+    /// Go on.
+    Allow,
+    /// Stop; DMs get a (rate-limited) notice.
+    Refuse(Refusal),
+    /// `dm_policy = "pairing"` and the sender is not known yet: check the pairing store.
+    NeedsPairing,
+}
+
+/// Decide for `event` in a chat with `chat` policy.
+pub(crate) fn decide(
+    event: &InboundEvent,
+    chat: &ChatPolicy,
+    defaults: &ChatsDefault,
+    is_admin: bool,
+) -> PolicyDecision {
+    match event.chat_kind {
+        ChatKind::Group => match defaults.group_policy {
+            GroupPolicy::Open => PolicyDecision::Allow,
+            GroupPolicy::Allowlist if chat.listed => PolicyDecision::Allow,
+            GroupPolicy::Allowlist => PolicyDecision::Refuse(Refusal::GroupNotListed),
+            GroupPolicy::Disabled => PolicyDecision::Refuse(Refusal::GroupsDisabled),
+        },
+        ChatKind::Dm => {
+            let allowed = is_admin
+                || event.platform == Platform::Local
+                || defaults.dm_allow.iter().any(|u| u == event.sender.id.as_str());
+            match defaults.dm_policy {
+                _ if allowed => PolicyDecision::Allow,
+                DmPolicy::Open => PolicyDecision::Allow,
+                DmPolicy::Allowlist => PolicyDecision::Refuse(Refusal::DmNotAllowed),
+                DmPolicy::Disabled => PolicyDecision::Refuse(Refusal::DmsDisabled),
+                DmPolicy::Pairing => PolicyDecision::NeedsPairing,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use baton_contract::Sender;
+
+    use super::*;
+    use crate::config::Activation;
+
+    fn chat(listed: bool) -> ChatPolicy {
+        ChatPolicy {
+            listed,
+            activation: Activation::Mention,
+            allow_bots: Arc::new(globset::GlobSet::empty()),
+            history_limit: 10,
+            ignore_other_mentions: true,
+            respond_to_at_all: false,
+        }
+    }
+
+    fn event(platform: Platform, kind: ChatKind, sender: &str) -> InboundEvent {
+        let sender = Sender {
+            id: sender.into(),
+            name: String::new(),
+            is_bot: false,
+            is_self: false,
+        };
+        InboundEvent::text_message(platform, "a".into(), "c".into(), kind, sender, "m".into(), "")
+    }
+
+    #[test]
+    fn groups_fail_closed_unless_listed_or_open() {
+        let mut d = ChatsDefault::default();
+        let e = event(Platform::Slack, ChatKind::Group, "U1");
+        assert_eq!(
+            decide(&e, &chat(false), &d, false),
+            PolicyDecision::Refuse(Refusal::GroupNotListed)
+        );
+        assert_eq!(decide(&e, &chat(true), &d, false), PolicyDecision::Allow);
+        d.group_policy = GroupPolicy::Open;
+        assert_eq!(decide(&e, &chat(false), &d, false), PolicyDecision::Allow);
+        d.group_policy = GroupPolicy::Disabled;
+        assert_eq!(
+            decide(&e, &chat(true), &d, false),
+            PolicyDecision::Refuse(Refusal::GroupsDisabled)
+        );
+    }
+
+    #[test]
+    fn dms_by_policy_with_admins_allow_list_and_local_let_in() {
+        let mut d = ChatsDefault::default();
+        let e = event(Platform::Slack, ChatKind::Dm, "U1");
+        assert_eq!(decide(&e, &chat(false), &d, false), PolicyDecision::NeedsPairing);
+        assert_eq!(decide(&e, &chat(false), &d, true), PolicyDecision::Allow);
+        d.dm_policy = DmPolicy::Allowlist;
+        assert_eq!(
+            decide(&e, &chat(false), &d, false),
+            PolicyDecision::Refuse(Refusal::DmNotAllowed)
+        );
+        d.dm_allow = vec!["U1".into()];
+        assert_eq!(decide(&e, &chat(false), &d, false), PolicyDecision::Allow);
+        d.dm_policy = DmPolicy::Disabled;
+        d.dm_allow.clear();
+        let local = event(Platform::Local, ChatKind::Dm, "alice");
+        assert_eq!(decide(&local, &chat(false), &d, false), PolicyDecision::Allow);
+        assert_eq!(
+            decide(&e, &chat(false), &d, false),
+            PolicyDecision::Refuse(Refusal::DmsDisabled)
+        );
+    }
+}

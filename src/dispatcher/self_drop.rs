@@ -1,0 +1,46 @@
+//! Pipeline step 3: a bot never reacts to its own messages.
+//!
+//! Adapters mark what they know (`is_self`), and the account's own platform identity is checked
+//! too, so a message posted by this bot through another path (another process, the platform's
+//! UI) is still recognised.
+
+use baton_contract::{InboundEvent, UserId};
+
+/// Whether `event` was written by the account that received it (`me`).
+pub(crate) fn is_own_message(event: &InboundEvent, me: Option<&UserId>) -> bool {
+    event.sender.is_self || me == Some(&event.sender.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{ChatKind, Platform, Sender};
+
+    use super::*;
+
+    fn from(id: &str, is_self: bool) -> InboundEvent {
+        let sender = Sender {
+            id: id.into(),
+            name: String::new(),
+            is_bot: true,
+            is_self,
+        };
+        InboundEvent::text_message(
+            Platform::Local,
+            "snark".into(),
+            "room".into(),
+            ChatKind::Group,
+            sender,
+            "m".into(),
+            "hi",
+        )
+    }
+
+    #[test]
+    fn own_messages_are_recognised_by_flag_or_identity() {
+        let me = UserId::from("snark");
+        assert!(is_own_message(&from("x", true), Some(&me)));
+        assert!(is_own_message(&from("snark", false), Some(&me)));
+        assert!(!is_own_message(&from("caid", false), Some(&me)));
+        assert!(!is_own_message(&from("caid", false), None));
+    }
+}

@@ -1,0 +1,103 @@
+//! The resolved stage of the config: bots with their backends, accounts with their adapters.
+
+use std::sync::Arc;
+
+use baton_contract::{AccountId, Platform};
+
+use super::StartError;
+use crate::config::{BackendKind, BotConfig, Config, resolve_secret};
+use crate::local::{LocalAdapter, LocalHub};
+use crate::roster::{Account, Bot, Roster};
+use crate::turn::{
+    Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
+};
+
+/// Environment lookup, injectable for tests.
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Build every bot and account. Every bot without a `local` account gets one implicitly, so the
+/// terminal chat and `/v1/chat/completions` reach every bot.
+pub(crate) fn roster(config: &Config, hub: &Arc<LocalHub>, env: Env<'_>) -> Result<Roster, StartError> {
+    let bots = config
+        .bots
+        .iter()
+        .map(|bot| build_bot(config, bot, env).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut accounts = Vec::with_capacity(config.accounts.len() + bots.len());
+    for account in &config.accounts {
+        let bot = bots
+            .iter()
+            .find(|b| b.id() == account.bot)
+            .expect("validation checked every account's bot");
+        if account.platform != Platform::Local {
+            return Err(StartError::AdapterUnavailable {
+                platform: account.platform,
+                account: account.account_id().to_owned(),
+            });
+        }
+        accounts.push(local_account(hub, account.account_id(), bot));
+    }
+    for bot in &bots {
+        let has_local = accounts
+            .iter()
+            .any(|a: &Account| a.platform == Platform::Local && a.bot.id() == bot.id());
+        if !has_local {
+            accounts.push(local_account(hub, bot.id(), bot));
+        }
+    }
+    Ok(Roster::new(bots, accounts))
+}
+
+fn local_account(hub: &Arc<LocalHub>, id: &str, bot: &Arc<Bot>) -> Account {
+    let id = AccountId::from(id);
+    let adapter = LocalAdapter::new(Arc::clone(hub), id.clone(), bot.id().to_owned());
+    Account {
+        platform: Platform::Local,
+        id,
+        bot: Arc::clone(bot),
+        adapter: Arc::new(adapter),
+    }
+}
+
+fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, StartError> {
+    let system_prompt = match (&bot.system_prompt, &bot.system_prompt_file) {
+        (Some(text), _) => text.clone(),
+        (None, Some(file)) => {
+            let path = config.base_dir.join(file);
+            std::fs::read_to_string(&path).map_err(|source| StartError::PromptFile {
+                bot: bot.id.clone(),
+                path,
+                source,
+            })?
+        }
+        (None, None) => String::new(),
+    };
+    Ok(Bot {
+        system_prompt,
+        backend: backend(config, bot, env)?,
+        config: bot.clone(),
+    })
+}
+
+fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Backend>, StartError> {
+    let bad = |e: crate::turn::BackendError| StartError::Backend {
+        bot: bot.id.clone(),
+        message: e.to_string(),
+    };
+    Ok(match bot.backend {
+        BackendKind::Echo => Arc::new(EchoBackend::new()),
+        BackendKind::Openai => {
+            let shared = &config.backends.openai;
+            let configured = bot.base_url.as_deref().or(shared.base_url.as_deref());
+            let base_url = OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
+            let key_env = bot.api_key_env.as_deref().or(shared.api_key_env.as_deref());
+            let settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
+                .with_api_key(resolve_secret(key_env, env));
+            Arc::new(OpenAiBackend::new(settings).map_err(bad)?)
+        }
+        BackendKind::Http => {
+            Arc::new(HttpBackend::new(bot.url.clone().unwrap_or_default()).map_err(bad)?)
+        }
+        BackendKind::Command => Arc::new(CommandBackend::new(bot.command.clone())),
+    })
+}

@@ -1,0 +1,215 @@
+//! The running gateway: store, roster, dispatcher, adapters and the HTTP listener, started in
+//! that order and stopped in reverse, with in-flight turns drained.
+//!
+//! `baton run`, `baton chat` and the end-to-end tests all start a [`Gateway`]; tests get the
+//! same code path as production, on port 0 and a temporary database.
+
+mod build;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_contract::{EventSink, Platform};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, resolve_secret};
+use crate::dispatcher::{ChatRules, Dispatcher, Shared};
+use crate::http;
+use crate::local::LocalHub;
+use crate::mirror::now_ms;
+use crate::store::{Store, StoreError};
+
+/// How the gateway starts, beyond the config file.
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// Override `gateway.listen`.
+    pub listen: Option<String>,
+    /// Override `gateway.database`.
+    pub database: Option<String>,
+    /// Serve HTTP (off for `baton chat`).
+    pub serve_http: bool,
+}
+
+/// Why the gateway could not start. Each says what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The store would not open.
+    #[error("cannot open the database: {0}")]
+    Store(#[from] StoreError),
+    /// A system prompt file is unreadable.
+    #[error("bot `{bot}`: cannot read system_prompt_file {}: {source}", .path.display())]
+    PromptFile {
+        /// The bot.
+        bot: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A backend could not be built.
+    #[error("bot `{bot}`: {message}")]
+    Backend {
+        /// The bot.
+        bot: String,
+        /// Why.
+        message: String,
+    },
+    /// An account's platform adapter is not in this build.
+    #[error(
+        "account `{account}` is on {platform}, whose adapter is not part of this build yet; \
+         remove the account or use the `local` platform"
+    )]
+    AdapterUnavailable {
+        /// The platform.
+        platform: Platform,
+        /// The account.
+        account: String,
+    },
+    /// A `[[chats]]` glob did not compile.
+    #[error("bad glob in [[chats]]: {0}")]
+    Glob(#[from] globset::Error),
+    /// The HTTP listener could not bind.
+    #[error("cannot listen on {addr}: {source}; pick another address with --listen")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A started gateway.
+pub struct Gateway {
+    dispatcher: Dispatcher,
+    hub: Arc<LocalHub>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<()>,
+    addr: Option<SocketAddr>,
+}
+
+impl Gateway {
+    /// Open the store, build the roster, connect every account, serve HTTP.
+    pub async fn start(config: Config, options: StartOptions) -> Result<Gateway, StartError> {
+        Self::start_with_env(config, options, &|name| std::env::var(name).ok()).await
+    }
+
+    /// [`Gateway::start`] with an injectable environment.
+    pub async fn start_with_env(
+        mut config: Config,
+        options: StartOptions,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Gateway, StartError> {
+        if let Some(listen) = options.listen {
+            config.gateway.listen = listen;
+        }
+        if let Some(database) = options.database {
+            config.gateway.database = database;
+        }
+        let store = Store::open(&config.gateway.database).await?;
+        let hub = LocalHub::new();
+        let roster = build::roster(&config, &hub, env)?;
+        let chat_rules = ChatRules::new(&config)?;
+        let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
+        let config = Arc::new(config);
+        let shared = Arc::new(Shared::new(Arc::clone(&config), roster, chat_rules, store));
+        let dispatcher = Dispatcher::new(Arc::clone(&shared));
+        let shutdown = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        for account in shared.roster.accounts() {
+            let adapter = Arc::clone(&account.adapter);
+            let sink = dispatcher.clone();
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                if let Err(err) = adapter.run(&sink as &dyn EventSink, stop).await {
+                    tracing::error!(platform = %adapter.platform(), account = %adapter.account(), %err, "account stopped");
+                }
+            });
+        }
+        tasks.spawn(maintenance(Arc::clone(&shared), shutdown.clone()));
+        let addr = if options.serve_http {
+            let listener = tokio::net::TcpListener::bind(&config.gateway.listen)
+                .await
+                .map_err(|source| StartError::Listen {
+                    addr: config.gateway.listen.clone(),
+                    source,
+                })?;
+            let addr = listener.local_addr().ok();
+            let state = http::AppState::new(dispatcher.clone(), Arc::clone(&hub), api_token);
+            let stop = shutdown.clone();
+            tasks.spawn(async move {
+                if let Err(err) = http::serve(listener, state, stop).await {
+                    tracing::error!(%err, "HTTP server stopped");
+                }
+            });
+            addr
+        } else {
+            None
+        };
+        Ok(Gateway {
+            dispatcher,
+            hub,
+            shutdown,
+            tasks,
+            addr,
+        })
+    }
+
+    /// The HTTP address actually bound (port 0 resolved).
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addr
+    }
+
+    /// The pipeline.
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
+    /// The local channel's rooms.
+    pub fn hub(&self) -> &Arc<LocalHub> {
+        &self.hub
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.dispatcher.shared().store
+    }
+
+    /// Stop taking events, let in-flight turns finish (up to `gateway.drain_seconds`), stop the
+    /// listener and adapters, and close the store. Returns whether every turn finished in time.
+    pub async fn shutdown(mut self) -> bool {
+        let grace = Duration::from_secs(self.dispatcher.shared().config.gateway.drain_seconds);
+        self.shutdown.cancel();
+        let drained = self.dispatcher.drain(grace).await;
+        if !drained {
+            tracing::warn!(?grace, "turns still running after the drain period; stopping anyway");
+        }
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        if let Err(err) = self.store().close().await {
+            tracing::error!(%err, "closing the store failed");
+        }
+        drained
+    }
+}
+
+/// Forget idle guard state every minute and purge expired dedupe records every hour.
+async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    let mut ticks: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        shared.guards.retain_recent();
+        if ticks % 60 == 0 {
+            if let Err(err) = shared.store.purge_expired(now_ms()).await {
+                tracing::warn!(%err, "could not purge expired dedupe records");
+            }
+        }
+        ticks += 1;
+    }
+}

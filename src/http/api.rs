@@ -1,0 +1,85 @@
+//! `/api/...`: the local rooms (post and read) and the store's sessions and transcripts as JSON.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{AppState, MAX_TEXT_BYTES};
+use crate::local::Post;
+use crate::store::TranscriptQuery;
+
+/// `?after=SEQ` for reading a room.
+#[derive(Debug, Deserialize)]
+pub(super) struct After {
+    after: Option<u64>,
+}
+
+/// Post into a local room as a human. The pipeline runs in the background, as for a platform.
+pub(super) async fn post_room_message(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Json(post): Json<Post>,
+) -> Response {
+    if post.sender.trim().is_empty() {
+        return bad(StatusCode::BAD_REQUEST, "`sender` is required");
+    }
+    if state.hub.is_bot(&post.sender) {
+        return bad(StatusCode::BAD_REQUEST, "that sender name belongs to a bot; pick another");
+    }
+    if room.starts_with("dm:") {
+        return bad(StatusCode::BAD_REQUEST, "rooms named `dm:...` are direct messages; use /v1/chat/completions");
+    }
+    if post.text.len() > MAX_TEXT_BYTES {
+        return bad(StatusCode::PAYLOAD_TOO_LARGE, "the message is over 100 kB; send less text");
+    }
+    let message = state.hub.post(&room, post);
+    (StatusCode::ACCEPTED, Json(message)).into_response()
+}
+
+/// A room's messages, oldest first.
+pub(super) async fn room_messages(
+    State(state): State<AppState>,
+    Path(room): Path<String>,
+    Query(after): Query<After>,
+) -> Response {
+    Json(state.hub.messages(&room, after.after)).into_response()
+}
+
+/// Every session the store knows.
+pub(super) async fn sessions(State(state): State<AppState>) -> Response {
+    match state.dispatcher.shared().store.sessions().await {
+        Ok(sessions) => Json(sessions).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+/// `?session=KEY&after=ID`: a session's transcript.
+#[derive(Debug, Deserialize)]
+pub(super) struct TranscriptParams {
+    session: String,
+    after: Option<i64>,
+}
+
+/// One session's transcript, oldest first.
+pub(super) async fn transcript(
+    State(state): State<AppState>,
+    Query(params): Query<TranscriptParams>,
+) -> Response {
+    let query = TranscriptQuery {
+        session: params.session,
+        after_id: params.after,
+        last: None,
+        since_reset: false,
+    };
+    match state.dispatcher.shared().store.transcript(query).await {
+        Ok(entries) => Json(entries).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+fn bad(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({"error": message}))).into_response()
+}

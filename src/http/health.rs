@@ -1,0 +1,35 @@
+//! `GET /healthz` (the process answers) and `GET /readyz` (the store is open and every account
+//! is connected or reconnecting with backoff).
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::AppState;
+
+/// Liveness.
+pub(super) async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness, with the accounts that are not ready.
+pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    let shared = state.dispatcher.shared();
+    let store_ok = shared.store.flush().await.is_ok();
+    let waiting: Vec<String> = shared
+        .roster
+        .accounts()
+        .iter()
+        .filter(|a| !a.adapter.connection_state().is_ready())
+        .map(|a| format!("{}/{}", a.platform, a.id))
+        .collect();
+    let ready = store_ok && waiting.is_empty();
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({"ready": ready, "store": store_ok, "accounts_not_ready": waiting});
+    (status, Json(body))
+}

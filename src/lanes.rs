@@ -1,0 +1,251 @@
+//! Pipeline step 9: lanes. A turn waits for its session, then for a slot on its lane.
+//!
+//! Two rules meet here. Turns of one session run one at a time, in arrival order (a bot must not
+//! answer message 2 before message 1 in the same chat). And each lane (`main` for user messages,
+//! `nested` for bot-to-bot deliveries, `subagent`, `cron`) runs at most its configured number of
+//! turns at once. Different sessions, including different bots in the same chat, run in parallel.
+//!
+//! The session lock is taken *before* the lane slot, so a session with a backlog holds at most
+//! one slot, and a busy chat cannot starve the others.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+
+use crate::config::LanesConfig;
+
+/// Which queue a turn runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Turns caused by messages in chats.
+    Main,
+    /// Bot-to-bot deliveries.
+    Nested,
+    /// Sub-agent runs.
+    Subagent,
+    /// Heartbeats and scheduled turns.
+    Cron,
+}
+
+impl Lane {
+    /// Every lane, in display order.
+    pub const ALL: [Lane; 4] = [Lane::Main, Lane::Nested, Lane::Subagent, Lane::Cron];
+
+    /// The config and display name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Main => "main",
+            Lane::Nested => "nested",
+            Lane::Subagent => "subagent",
+            Lane::Cron => "cron",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+struct LaneState {
+    slots: Arc<Semaphore>,
+    capacity: usize,
+    /// Turns waiting for their session or a slot.
+    queued: AtomicUsize,
+    /// Turns holding a slot.
+    running: AtomicUsize,
+}
+
+/// A snapshot of one lane, for `/baton status` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneLoad {
+    /// The lane.
+    pub lane: Lane,
+    /// Configured concurrency.
+    pub capacity: usize,
+    /// Turns waiting.
+    pub queued: usize,
+    /// Turns running.
+    pub running: usize,
+}
+
+/// The lanes and the per-session locks. Cheap to share behind an `Arc`.
+pub struct Lanes {
+    lanes: [LaneState; 4],
+    /// Weak so a session's lock disappears once no turn holds or waits for it.
+    sessions: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+}
+
+/// Held while a turn runs: its session lock and its lane slot. Dropping it lets the next go.
+pub struct LaneGuard {
+    _session: OwnedMutexGuard<()>,
+    _slot: OwnedSemaphorePermit,
+    running: Arc<Lanes>,
+    lane: Lane,
+}
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        self.running.lanes[self.lane.index()]
+            .running
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Lanes {
+    /// Lanes sized by `[lanes]` (validation guarantees every size is at least 1).
+    pub fn new(config: &LanesConfig) -> Arc<Lanes> {
+        let lane = |capacity: usize| LaneState {
+            slots: Arc::new(Semaphore::new(capacity.max(1))),
+            capacity: capacity.max(1),
+            queued: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
+        };
+        Arc::new(Lanes {
+            lanes: [
+                lane(config.main),
+                lane(config.nested),
+                lane(config.subagent),
+                lane(config.cron),
+            ],
+            sessions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Wait for `session`'s previous turns to finish, then for a slot on `lane`.
+    pub async fn enter(self: &Arc<Self>, lane: Lane, session: &str) -> LaneGuard {
+        let state = &self.lanes[lane.index()];
+        state.queued.fetch_add(1, Ordering::Relaxed);
+        let session_lock = self.session_lock(session).lock_owned().await;
+        let slot = Arc::clone(&state.slots)
+            .acquire_owned()
+            .await
+            .expect("lane semaphores are never closed");
+        state.queued.fetch_sub(1, Ordering::Relaxed);
+        state.running.fetch_add(1, Ordering::Relaxed);
+        LaneGuard {
+            _session: session_lock,
+            _slot: slot,
+            running: Arc::clone(self),
+            lane,
+        }
+    }
+
+    /// Whether `session` has a turn running or waiting (anyone but us holds its lock's `Arc`).
+    pub fn session_busy(&self, session: &str) -> bool {
+        let sessions = self.sessions.lock().expect("lane map poisoned");
+        sessions
+            .get(session)
+            .and_then(Weak::upgrade)
+            .is_some_and(|lock| Arc::strong_count(&lock) > 1)
+    }
+
+    /// Load of every lane.
+    pub fn load(&self) -> Vec<LaneLoad> {
+        Lane::ALL
+            .into_iter()
+            .map(|lane| {
+                let s = &self.lanes[lane.index()];
+                LaneLoad {
+                    lane,
+                    capacity: s.capacity,
+                    queued: s.queued.load(Ordering::Relaxed),
+                    running: s.running.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+
+    fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
+        // A std mutex: held only for a map lookup, never across an await.
+        let mut sessions = self.sessions.lock().expect("lane map poisoned");
+        if let Some(lock) = sessions.get(session).and_then(Weak::upgrade) {
+            return lock;
+        }
+        if sessions.len() >= 1024 {
+            sessions.retain(|_, weak| weak.strong_count() > 0);
+        }
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        sessions.insert(session.to_owned(), Arc::downgrade(&lock));
+        lock
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn lanes(main: usize) -> Arc<Lanes> {
+        Lanes::new(&LanesConfig {
+            main,
+            ..LanesConfig::default()
+        })
+    }
+
+    #[tokio::test]
+    async fn one_session_runs_serially_in_order() {
+        let lanes = lanes(4);
+        let first = lanes.enter(Lane::Main, "s").await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for i in 0..3 {
+            let lanes = Arc::clone(&lanes);
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let _g = lanes.enter(Lane::Main, "s").await;
+                tx.send(i).unwrap();
+            });
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), rx.recv())
+                .await
+                .is_err(),
+            "a second turn ran while the first held the session"
+        );
+        assert!(lanes.session_busy("s"));
+        drop(first);
+        let order: Vec<_> = [rx.recv().await, rx.recv().await, rx.recv().await]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(order, vec![0, 1, 2]);
+    }
+
+    #[tokio::test]
+    async fn different_sessions_run_in_parallel_up_to_the_lane_size() {
+        let lanes = lanes(2);
+        let a = lanes.enter(Lane::Main, "a").await;
+        let b = lanes.enter(Lane::Main, "b").await;
+        let load = lanes.load()[0];
+        assert_eq!((load.running, load.capacity), (2, 2));
+        let blocked = {
+            let lanes = Arc::clone(&lanes);
+            tokio::spawn(async move { lanes.enter(Lane::Main, "c").await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!blocked.is_finished(), "lane size 2 let a third turn run");
+        assert_eq!(lanes.load()[0].queued, 1);
+        drop(a);
+        let _c = blocked.await.unwrap();
+        drop(b);
+        assert_eq!(lanes.load()[0].running, 1);
+    }
+
+    #[tokio::test]
+    async fn lanes_are_independent() {
+        let lanes = lanes(1);
+        let _main = lanes.enter(Lane::Main, "a").await;
+        let nested = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Nested, "b"));
+        assert!(nested.await.is_ok(), "a full main lane blocked the nested lane");
+    }
+}

@@ -1,0 +1,118 @@
+//! [`LocalAdapter`]: a local bot account, an [`Adapter`] like any platform's.
+//!
+//! It "connects" by draining its inbox from the [`LocalHub`] into the pipeline, and "posts" by
+//! writing into the hub's room. The pipeline cannot tell it from Slack, which is the point.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_contract::{
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionState, EventSink, InboundEvent,
+    MessageId, OutboundMessage, Platform, SendError, SentMessage, UserId,
+};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::hub::{LocalHub, Post};
+
+/// The local channel's message limit: Slack's, so long replies are chunked as they would be.
+pub const LOCAL_MAX_MESSAGE_CHARS: usize = 4000;
+
+/// One bot's account on the local platform.
+pub struct LocalAdapter {
+    account: AccountId,
+    bot: String,
+    hub: Arc<LocalHub>,
+    inbox: Mutex<Option<mpsc::UnboundedReceiver<InboundEvent>>>,
+    state: Mutex<ConnectionState>,
+}
+
+impl LocalAdapter {
+    /// Join `hub` as `bot`'s account `account`.
+    pub fn new(hub: Arc<LocalHub>, account: AccountId, bot: String) -> Self {
+        let inbox = hub.join(account.clone(), bot.clone());
+        Self {
+            account,
+            bot,
+            hub,
+            inbox: Mutex::new(Some(inbox)),
+            state: Mutex::new(ConnectionState::Connecting),
+        }
+    }
+
+    fn set_state(&self, state: ConnectionState) {
+        *self.state.lock().expect("state poisoned") = state;
+    }
+}
+
+#[async_trait]
+impl Adapter for LocalAdapter {
+    fn platform(&self) -> Platform {
+        Platform::Local
+    }
+
+    fn account(&self) -> &AccountId {
+        &self.account
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_message_chars: LOCAL_MAX_MESSAGE_CHARS,
+            threads: true,
+            ephemeral_replies: false,
+        }
+    }
+
+    fn self_id(&self) -> Option<UserId> {
+        Some(UserId(self.bot.clone()))
+    }
+
+    fn connection_state(&self) -> ConnectionState {
+        *self.state.lock().expect("state poisoned")
+    }
+
+    async fn run(
+        &self,
+        sink: &dyn EventSink,
+        shutdown: CancellationToken,
+    ) -> Result<(), AdapterError> {
+        let inbox = self.inbox.lock().expect("inbox poisoned").take();
+        let Some(mut inbox) = inbox else {
+            return Err(AdapterError::Fatal(format!(
+                "local account `{}` is already running",
+                self.account
+            )));
+        };
+        self.set_state(ConnectionState::Connected);
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                event = inbox.recv() => event,
+            };
+            let Some(event) = event else { break };
+            if sink.accept(event).await.is_err() {
+                break;
+            }
+        }
+        self.set_state(ConnectionState::Stopped);
+        Ok(())
+    }
+
+    async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
+        let post = Post {
+            text: message.text.clone(),
+            thread: message.thread.as_ref().map(ToString::to_string),
+            reply_to: message.reply_to.as_ref().map(ToString::to_string),
+            ..Post::default()
+        };
+        let posted = self.hub.bot_post(
+            message.chat.as_str(),
+            &self.bot,
+            &message.idempotency_key,
+            post,
+        );
+        Ok(SentMessage {
+            message_id: MessageId(posted.id),
+        })
+    }
+}

@@ -1,0 +1,8 @@
+//! The built-in local channel: rooms and DMs in the gateway's own process, reached through the
+//! terminal (`baton chat`), `/v1/chat/completions` and `/api/local/rooms/...`.
+
+mod adapter;
+mod hub;
+
+pub use adapter::{LOCAL_MAX_MESSAGE_CHARS, LocalAdapter};
+pub use hub::{LocalHub, Post, RoomMessage};
