@@ -442,6 +442,22 @@ mod tests {
     }
 
     #[test]
+    fn crlf_line_endings_split_like_lf() {
+        assert_eq!(
+            assert_lossless("one\r\n\r\ntwo\r\nthree", 10),
+            ["one", "two\r\nthree"]
+        );
+    }
+
+    #[test]
+    fn indentation_after_a_split_is_kept() {
+        assert_eq!(
+            assert_lossless("first line\n    indented", 12),
+            ["first line", "    indented"]
+        );
+    }
+
+    #[test]
     fn a_single_long_word_is_cut_hard() {
         let word = "x".repeat(25);
         assert_eq!(
