@@ -97,11 +97,11 @@ impl Config {
             serde_ignored::deserialize(toml::Deserializer::new(text), |path| {
                 unknown.push(path.to_string())
             });
-        for key in unknown {
+        for path in unknown {
+            let key = dotted(&path);
             problems.push(Problem {
-                line: line_of_key(text, &key),
-                message: "unknown key; check its spelling against config/baton.example.toml"
-                    .into(),
+                line: validate::locate(text, &key),
+                message: "unknown key; check its spelling against config/baton.example.toml".into(),
                 key,
             });
         }
@@ -117,7 +117,14 @@ impl Config {
             }
         };
         config.base_dir = base.to_owned();
-        problems.extend(validate(&config, env));
+        problems.extend(validate(&config, env).into_iter().map(|mut problem| {
+            problem.line = problem
+                .line
+                .or_else(|| validate::locate(text, &problem.key));
+            problem
+        }));
+        // In file order, so a reader can fix them top to bottom.
+        problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
         if problems.is_empty() {
             Ok(config)
         } else {
@@ -127,7 +134,10 @@ impl Config {
 }
 
 /// Read the secret named by an `_env` key. `None` when the key is unset or the variable empty.
-pub fn resolve_secret(env_name: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Option<Secret> {
+pub fn resolve_secret(
+    env_name: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<Secret> {
     let value = env(env_name?)?;
     (!value.is_empty()).then(|| Secret::new(value))
 }
@@ -136,16 +146,22 @@ fn line_at(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
-/// Best-effort line of a dotted key path: the first line defining its last segment.
-fn line_of_key(text: &str, key: &str) -> Option<usize> {
-    let leaf = key.rsplit('.').next()?;
-    text.lines().position(|line| {
-        let line = line.trim_start();
-        line.strip_prefix(leaf)
-            .is_some_and(|rest| rest.trim_start().starts_with('='))
-            || line.trim_start_matches('[').starts_with(leaf)
-    })
-    .map(|i| i + 1)
+/// A `serde_ignored` path (`bots.1.foo`, `chats.0.?.x`) as a config key (`bots[1].foo`).
+fn dotted(path: &str) -> String {
+    let mut key = String::with_capacity(path.len() + 2);
+    for segment in path.split('.').filter(|s| *s != "?") {
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            key.push('[');
+            key.push_str(segment);
+            key.push(']');
+        } else {
+            if !key.is_empty() {
+                key.push('.');
+            }
+            key.push_str(segment);
+        }
+    }
+    key
 }
 
 #[cfg(test)]
@@ -163,6 +179,22 @@ mod tests {
         let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
         assert!(keys.contains(&("gateway.lisen", Some(3))), "{problems:?}");
         assert!(keys.contains(&("lanes.mian", Some(6))), "{problems:?}");
+    }
+
+    #[test]
+    fn unknown_keys_in_array_tables_name_the_entry_and_its_line() {
+        let text = "[[bots]]\nid = \"a\"\nbackend = \"echo\"\n\n[[bots]]\nid = \"b\"\nbackend = \"echo\"\nmodle = \"x\"\n\n[[chats]]\nplatform = \"local\"\nid = \"*\"\nactivaton = \"always\"\nallow_bot = []\n";
+        let problems = Config::from_toml(text, Path::new("."), &env).unwrap_err();
+        let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert!(keys.contains(&("bots[1].modle", Some(8))), "{problems:?}");
+        assert!(
+            keys.contains(&("chats[0].activaton", Some(13))),
+            "{problems:?}"
+        );
+        assert!(
+            keys.contains(&("chats[0].allow_bot", Some(14))),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -368,9 +368,9 @@ impl Activation {
 }
 
 /// `[[chats]]`: policy for one chat (or every chat matching a glob on `id`).
-/// Unset keys fall back to `[chats_default]`.
+/// Unset keys fall back to `[chats_default]`. (Unknown keys are collected by the loader, like
+/// everywhere else, rather than refused by serde one at a time.)
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ChatConfig {
     /// Platform of the chat.
     pub platform: Platform,
