@@ -177,10 +177,9 @@ impl OpenAiBackend {
             .map_err(|e| Attempt::Retryable(Failure::Unreachable(self.redact(transport(e)))))?;
         if status.is_success() {
             return serde_json::from_str(&text).map_err(|e| {
-                Attempt::Final(FinalError::Bad(self.redact(format!(
-                    "not JSON ({e}): {}",
-                    quote(&text)
-                ))))
+                Attempt::Final(FinalError::Bad(
+                    self.redact(format!("not JSON ({e}): {}", quote(&text))),
+                ))
             });
         }
         let message = self.redact(error_message(status, &text));
@@ -460,7 +459,12 @@ fn parse_completion(body: &Value) -> Result<Completion, String> {
                 .collect::<Vec<_>>()
                 .join(""),
         ),
-        Some(other) => return Err(format!("message content is not text: {}", quote(&other.to_string()))),
+        Some(other) => {
+            return Err(format!(
+                "message content is not text: {}",
+                quote(&other.to_string())
+            ));
+        }
     };
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
@@ -593,7 +597,10 @@ mod tests {
             "http://localhost:11434/v1"
         );
         assert_eq!(
-            resolve(Some("http://vllm:8000/v1//"), Some("http://localhost:11434/v1")),
+            resolve(
+                Some("http://vllm:8000/v1//"),
+                Some("http://localhost:11434/v1")
+            ),
             "http://vllm:8000/v1"
         );
         assert_eq!(resolve(Some("  "), Some("")), "https://api.openai.com/v1");
@@ -712,7 +719,10 @@ mod tests {
         headers.insert("retry-after-ms", "120".parse().unwrap());
         assert_eq!(retry_after(&headers), Some(Duration::from_millis(120)));
         let mut date = HeaderMap::new();
-        date.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap());
+        date.insert(
+            "retry-after",
+            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
+        );
         assert_eq!(retry_after(&date), None);
     }
 
