@@ -524,7 +524,7 @@ async fn fake_proves_parallel_requests_without_timing() {
 }
 
 #[tokio::test]
-async fn fake_serves_models_and_openai_errors() {
+async fn fake_lists_models_on_loopback() {
     let fake = FakeOpenAi::start().await;
     fake.script("gpt-listed", Step::reply("x"));
     let client = reqwest::Client::new();
