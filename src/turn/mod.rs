@@ -181,3 +181,134 @@ pub const MAX_TOOL_ROUNDS: u32 = 8;
 
 /// Default per-request timeout for network backends.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+// ---- Shared by the network backends (`openai`, `http`) ----------------------------------------
+
+/// How long a TCP/TLS connect may take before the attempt counts as unreachable. Shorter than
+/// [`REQUEST_TIMEOUT`] so a dead host is reported quickly while a slow model may still think.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest piece of a foreign body quoted in an error, so an HTML error page stays readable.
+const QUOTE_LIMIT: usize = 300;
+
+/// The HTTP client the network backends share. Timeouts are set per request, so one client can
+/// serve backends with different settings.
+fn http_client() -> Result<reqwest::Client, BackendError> {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| BackendError::Unreachable(format!("could not set up the HTTP client: {e}")))
+}
+
+/// `url` without user info or query, fit for an error message (either may hold a credential).
+fn redacted_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.to_string()
+        }
+        Err(_) => "<invalid url>".to_owned(),
+    }
+}
+
+/// A transport failure (connect, timeout, reading the body) as one line, with the cause chain,
+/// because reqwest's own text ("error sending request") does not say what went wrong.
+fn describe_transport_error(err: &reqwest::Error, url: &str, timeout: Duration) -> String {
+    if err.is_timeout() {
+        return format!(
+            "no answer from {} within {}s",
+            redacted_url(url),
+            timeout.as_secs_f32()
+        );
+    }
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    format!("{} ({text})", redacted_url(url))
+}
+
+/// The error message in a non-2xx body: OpenAI's `error.message`, a plain `error` or `message`
+/// string, else the start of the body, else the status's reason phrase.
+fn error_message(status: reqwest::StatusCode, body: &str) -> String {
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(body) {
+        let found = ["/error/message", "/error", "/message"]
+            .iter()
+            .find_map(|pointer| value.pointer(pointer).and_then(serde_json::Value::as_str));
+        if let Some(message) = found {
+            return message.to_owned();
+        }
+    }
+    let body = body.trim();
+    if body.is_empty() {
+        status.canonical_reason().unwrap_or("no message").to_owned()
+    } else {
+        quote(body)
+    }
+}
+
+/// At most [`QUOTE_LIMIT`] characters of `text`, marked when cut.
+fn quote(text: &str) -> String {
+    match text.char_indices().nth(QUOTE_LIMIT) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_message_prefers_openai_shape() {
+        let body = r#"{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":null}}"#;
+        assert_eq!(
+            error_message(reqwest::StatusCode::TOO_MANY_REQUESTS, body),
+            "Rate limit reached"
+        );
+        assert_eq!(
+            error_message(reqwest::StatusCode::BAD_REQUEST, r#"{"error":"bad input"}"#),
+            "bad input"
+        );
+        assert_eq!(
+            error_message(reqwest::StatusCode::BAD_GATEWAY, ""),
+            "Bad Gateway"
+        );
+        let html = "<html>".repeat(100);
+        let quoted = error_message(reqwest::StatusCode::BAD_GATEWAY, &html);
+        assert_eq!(quoted.chars().count(), QUOTE_LIMIT + 1);
+        assert!(quoted.ends_with('…'));
+    }
+
+    #[test]
+    fn redacted_url_drops_credentials_and_query() {
+        assert_eq!(
+            redacted_url("http://user:hunter2@example.com:8080/v1/chat?key=abc"),
+            "http://example.com:8080/v1/chat"
+        );
+        assert_eq!(redacted_url("not a url"), "<invalid url>");
+    }
+
+    #[test]
+    fn last_user_text_finds_the_waking_message() {
+        let request = TurnRequest {
+            bot: "b".into(),
+            model: String::new(),
+            messages: vec![
+                ChatLine::new(Role::System, "be nice"),
+                ChatLine::new(Role::User, "first"),
+                ChatLine::new(Role::Assistant, "ok"),
+                ChatLine::new(Role::User, "second"),
+            ],
+            tools: Vec::new(),
+            session: "s".into(),
+        };
+        assert_eq!(request.last_user_text(), "second");
+    }
+}

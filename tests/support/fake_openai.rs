@@ -1,0 +1,479 @@
+//! A fake OpenAI-compatible server on loopback, for backend and end-to-end tests.
+//!
+//! Replies are scripted per `model` (a FIFO of [`Step`]s); with nothing scripted it answers
+//! `echo: <last user message>`. Every request body is recorded, and the number of requests being
+//! answered at once is tracked, so a test can prove parallelism by condition
+//! ([`FakeOpenAi::hold_until_in_flight`]) instead of by timing. Response bodies follow the real
+//! shapes in `shared/fixtures/openai/` (openai/openai-openapi examples).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+/// How long [`FakeOpenAi::hold_until_in_flight`] holds a request at most, so a test that fails to
+/// reach the parallelism it expects fails on its assertion rather than hanging.
+const HOLD_LIMIT: Duration = Duration::from_secs(10);
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A normal assistant message with this content.
+    Reply(String),
+    /// An assistant message calling these tools: `(tool name, arguments object)`.
+    ToolCalls(Vec<(String, Value)>),
+    /// An OpenAI-shaped error body with this status, and a `Retry-After` header (seconds) if set.
+    Error {
+        /// HTTP status.
+        status: u16,
+        /// `Retry-After` in seconds.
+        retry_after: Option<u64>,
+    },
+    /// Wait, then answer with the inner step (e.g. to trip a client timeout).
+    Delay(Duration, Box<Step>),
+}
+
+impl Step {
+    /// `Step::Reply` without the `.to_owned()`.
+    pub fn reply(text: impl Into<String>) -> Step {
+        Step::Reply(text.into())
+    }
+
+    /// A single tool call.
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> Step {
+        Step::ToolCalls(vec![(name.into(), arguments)])
+    }
+}
+
+/// A running fake server. Stops when dropped.
+pub struct FakeOpenAi {
+    /// `http://127.0.0.1:PORT/v1`: what a backend's `base_url` should be.
+    pub base_url: String,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// State shared with the handlers. A std `Mutex` because it is never held across an `.await`.
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Bumped each time a hold is released; monotonic, so a waiter cannot miss its release.
+    released: watch::Sender<u64>,
+    /// Requests received so far; a watch so tests can wait for a count.
+    received: watch::Sender<usize>,
+}
+
+#[derive(Default)]
+struct Inner {
+    scripts: HashMap<String, VecDeque<Step>>,
+    requests: Vec<Recorded>,
+    in_flight: usize,
+    max_in_flight: usize,
+    hold: Option<usize>,
+    hold_generation: u64,
+    api_key: Option<String>,
+}
+
+struct Recorded {
+    body: Value,
+    authorization: Option<String>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A test that panicked while holding the lock already failed; keep serving the rest.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl FakeOpenAi {
+    /// Starts the server on `127.0.0.1:0` in a background task.
+    pub async fn start() -> FakeOpenAi {
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            released: watch::channel(0).0,
+            received: watch::channel(0).0,
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat_completions))
+            .route("/v1/models", get(models))
+            .fallback(not_found)
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local addr");
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .await
+                .expect("fake openai serves");
+        });
+        FakeOpenAi {
+            base_url: format!("http://{addr}/v1"),
+            shared,
+            task,
+        }
+    }
+
+    /// Queues `step` as the next answer to a request whose `model` is `model` (FIFO per model).
+    pub fn script(&self, model: &str, step: Step) {
+        self.shared
+            .lock()
+            .scripts
+            .entry(model.to_owned())
+            .or_default()
+            .push_back(step);
+    }
+
+    /// Every request body received, in arrival order.
+    pub fn requests(&self) -> Vec<Value> {
+        self.shared
+            .lock()
+            .requests
+            .iter()
+            .map(|r| r.body.clone())
+            .collect()
+    }
+
+    /// The request bodies whose `model` is `model`, in arrival order.
+    pub fn requests_for(&self, model: &str) -> Vec<Value> {
+        self.requests()
+            .into_iter()
+            .filter(|body| body["model"] == model)
+            .collect()
+    }
+
+    /// The `Authorization` header of every request, in arrival order.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.shared
+            .lock()
+            .requests
+            .iter()
+            .map(|r| r.authorization.clone())
+            .collect()
+    }
+
+    /// Answer 401 (`invalid_api_key`) to any request not bearing `Bearer <key>`.
+    pub fn require_api_key(&self, key: &str) {
+        self.shared.lock().api_key = Some(key.to_owned());
+    }
+
+    /// Highest number of requests that were being answered at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        self.shared.lock().max_in_flight
+    }
+
+    /// Hold each request until `n` requests are in flight at the same time (or 10 s pass), to
+    /// prove parallelism without timing. Once `n` is reached every held request is released and
+    /// later requests pass straight through; call again to re-arm.
+    pub fn hold_until_in_flight(&self, n: usize) {
+        self.shared.lock().hold = Some(n);
+    }
+
+    /// Waits until at least `n` requests have arrived (or `timeout` passes) and returns them all.
+    pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<Value> {
+        let mut rx = self.shared.received.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|&count| count >= n)).await;
+        self.requests()
+    }
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Counts a request as in flight for as long as its handler runs (also when the client goes away).
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    /// Enters, and returns the hold generation to wait past if this request must be held.
+    fn enter(shared: &Arc<Shared>) -> (InFlight, Option<u64>) {
+        let mut inner = shared.lock();
+        inner.in_flight += 1;
+        inner.max_in_flight = inner.max_in_flight.max(inner.in_flight);
+        let wait = match inner.hold {
+            Some(n) if inner.in_flight >= n => {
+                release(shared, &mut inner);
+                None
+            }
+            Some(_) => Some(inner.hold_generation),
+            None => None,
+        };
+        (InFlight(shared.clone()), wait)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().in_flight -= 1;
+    }
+}
+
+/// Ends the current hold: every request waiting on it goes on, later ones are not held.
+fn release(shared: &Shared, inner: &mut Inner) {
+    inner.hold = None;
+    inner.hold_generation += 1;
+    shared.released.send_replace(inner.hold_generation);
+}
+
+/// Waits until the hold of `generation` is released, or [`HOLD_LIMIT`] passes (then releases it).
+async fn wait_for_release(shared: &Shared, generation: u64) {
+    let mut rx = shared.released.subscribe();
+    let released = tokio::time::timeout(HOLD_LIMIT, rx.wait_for(|&g| g > generation)).await;
+    if released.is_err() {
+        let mut inner = shared.lock();
+        if inner.hold_generation == generation {
+            release(shared, &mut inner);
+        }
+    }
+}
+
+async fn chat_completions(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (_in_flight, held) = InFlight::enter(&shared);
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(e) => {
+            return error_response(
+                400,
+                None,
+                &format!("We could not parse the JSON body of your request. ({e})"),
+            );
+        }
+    };
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let model = body["model"].as_str().unwrap_or_default().to_owned();
+    let (step, key_ok, index) = {
+        let mut inner = shared.lock();
+        let key_ok = inner
+            .api_key
+            .as_ref()
+            .is_none_or(|key| authorization.as_deref() == Some(&format!("Bearer {key}")));
+        inner.requests.push(Recorded {
+            body: body.clone(),
+            authorization,
+        });
+        let step = inner.scripts.get_mut(&model).and_then(VecDeque::pop_front);
+        (step, key_ok, inner.requests.len())
+    };
+    shared.received.send_modify(|count| *count += 1);
+
+    if let Some(generation) = held {
+        wait_for_release(&shared, generation).await;
+    }
+    if !key_ok {
+        return error_response(
+            401,
+            None,
+            "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys.",
+        );
+    }
+
+    let mut step = step.unwrap_or_else(|| Step::Reply(format!("echo: {}", last_user_text(&body))));
+    loop {
+        match step {
+            Step::Delay(wait, next) => {
+                tokio::time::sleep(wait).await;
+                step = *next;
+            }
+            Step::Error {
+                status,
+                retry_after,
+            } => return error_response(status, retry_after, default_error_message(status)),
+            Step::Reply(text) => {
+                let message = json!({
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": null,
+                    "annotations": [],
+                });
+                return completion(&body, index, message, "stop");
+            }
+            Step::ToolCalls(calls) => {
+                let calls: Vec<Value> = calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (name, arguments))| {
+                        json!({
+                            "id": format!("call_fake_{index}_{i}"),
+                            "type": "function",
+                            "function": { "name": name, "arguments": arguments.to_string() },
+                        })
+                    })
+                    .collect();
+                let message = json!({ "role": "assistant", "content": null, "tool_calls": calls });
+                return completion(&body, index, message, "tool_calls");
+            }
+        }
+    }
+}
+
+/// A `chat.completion` (or, for `"stream": true`, its SSE form) around `message`.
+fn completion(request: &Value, index: usize, message: Value, finish_reason: &str) -> Response {
+    let id = format!("chatcmpl-fake{index}");
+    let model = request["model"].clone();
+    let created = 1_741_569_952 + index as u64;
+    if request["stream"] == true {
+        return stream(&id, &model, created, message, finish_reason);
+    }
+    let content_len = message["content"]
+        .as_str()
+        .map_or(0, |c| c.split_whitespace().count());
+    axum::Json(json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "logprobs": null,
+            "finish_reason": finish_reason,
+        }],
+        "usage": {
+            "prompt_tokens": 19,
+            "completion_tokens": content_len,
+            "total_tokens": 19 + content_len,
+        },
+        "service_tier": "default",
+    }))
+    .into_response()
+}
+
+/// The same answer as server-sent `chat.completion.chunk`s, as in `chat_stream_*.sse`.
+fn stream(id: &str, model: &Value, created: u64, message: Value, finish_reason: &str) -> Response {
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "system_fingerprint": null,
+            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
+        })
+    };
+    let mut chunks = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    if let Some(text) = message["content"].as_str() {
+        chunks.push(chunk(json!({ "content": text }), Value::Null));
+    }
+    if let Some(calls) = message["tool_calls"].as_array() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                let mut call = call.clone();
+                call["index"] = i.into();
+                call
+            })
+            .collect();
+        chunks.push(chunk(json!({ "tool_calls": calls }), Value::Null));
+    }
+    chunks.push(chunk(json!({}), finish_reason.into()));
+    let mut text = String::new();
+    for chunk in chunks {
+        text.push_str(&format!("data: {chunk}\n\n"));
+    }
+    text.push_str("data: [DONE]\n\n");
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from(text))
+        .expect("valid response")
+}
+
+/// `GET /v1/models`: every model scripted or asked for so far, plus `fake-model`.
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let inner = shared.lock();
+    let mut names: BTreeSet<String> = inner.scripts.keys().cloned().collect();
+    names.extend(
+        inner
+            .requests
+            .iter()
+            .filter_map(|r| r.body["model"].as_str().map(str::to_owned)),
+    );
+    names.insert("fake-model".to_owned());
+    let data: Vec<Value> = names
+        .into_iter()
+        .map(|id| json!({ "id": id, "object": "model", "created": 1_686_935_002, "owned_by": "baton-fake" }))
+        .collect();
+    axum::Json(json!({ "object": "list", "data": data })).into_response()
+}
+
+async fn not_found() -> Response {
+    error_response(
+        404,
+        None,
+        "Unknown request URL. Please check the URL for typos.",
+    )
+}
+
+/// An OpenAI-shaped error (`error_examples.json`): message, type, param, code.
+fn error_response(status: u16, retry_after: Option<u64>, message: &str) -> Response {
+    let (kind, code) = match status {
+        401 => ("invalid_request_error", json!("invalid_api_key")),
+        404 => ("invalid_request_error", json!("model_not_found")),
+        429 => ("requests", json!("rate_limit_exceeded")),
+        500..=599 => ("server_error", Value::Null),
+        _ => ("invalid_request_error", Value::Null),
+    };
+    let body = json!({
+        "error": { "message": message, "type": kind, "param": null, "code": code }
+    });
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, seconds.into());
+    }
+    response
+}
+
+/// The message the real API gives for a status (`error_examples.json`).
+fn default_error_message(status: u16) -> &'static str {
+    match status {
+        400 => "Unrecognized request argument supplied: foo",
+        401 => {
+            "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
+        }
+        404 => "The model does not exist or you do not have access to it.",
+        429 => {
+            "Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 1s."
+        }
+        500..=599 => "The server had an error while processing your request. Sorry about that!",
+        _ => "The request failed.",
+    }
+}
+
+/// The content of the last `user` message (string, or the text parts of a parts array).
+fn last_user_text(body: &Value) -> String {
+    let Some(message) = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+    else {
+        return String::new();
+    };
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}

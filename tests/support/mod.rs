@@ -1,0 +1,6 @@
+//! Helpers shared by the integration tests: fakes of the services baton talks to, on loopback.
+//!
+//! Each test binary compiles this module and uses only part of it, hence the allowances.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod fake_openai;
