@@ -1,8 +1,23 @@
 //! baton: a gateway that puts many AI bots into group chats and keeps them well-behaved.
+//!
+//! Modules follow the pipeline of SPEC.md section 4: an adapter normalizes an event, the
+//! [`dispatcher`] runs it through dedupe, self-drop, [`admin`], policy, activation, the
+//! [`guards`], the [`lanes`] and a [`turn`]; the [`outcome`] decides reply or silence;
+//! [`deliver`] posts it; [`mirror`] records it all in the [`store`].
 
+pub mod admin;
+pub mod cli;
 pub mod config;
 pub mod deliver;
-pub mod turn;
+pub mod dispatcher;
+pub mod gateway;
 pub mod guards;
+pub mod http;
 pub mod lanes;
+pub mod local;
+pub mod mirror;
 pub mod outcome;
+pub mod roster;
+pub mod session;
+pub mod store;
+pub mod turn;

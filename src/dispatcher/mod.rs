@@ -144,12 +144,12 @@ pub(crate) struct Inbound<'a> {
 
 impl Inbound<'_> {
     /// The bot that received the event.
-    pub fn bot(&self) -> &str {
+    pub(crate) fn bot(&self) -> &str {
         self.account.bot.id()
     }
 
     /// The session this event belongs to.
-    pub fn session(&self) -> SessionKey {
+    pub(crate) fn session(&self) -> SessionKey {
         SessionKey {
             bot: self.bot().to_owned(),
             platform: self.event.platform,
@@ -160,7 +160,7 @@ impl Inbound<'_> {
     }
 
     /// Where an answer to this event goes: its thread, as a reply, privately for native commands.
-    pub fn reply_target(&self) -> Target {
+    pub(crate) fn reply_target(&self) -> Target {
         Target {
             chat: self.event.chat.clone(),
             thread: self.event.thread.clone(),

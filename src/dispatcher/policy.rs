@@ -46,7 +46,7 @@ impl Refusal {
 
 /// The policy verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PolicyDecision {
+pub(crate) enum PolicyDecision {
     /// Go on.
     Allow,
     /// Stop; DMs get a (rate-limited) notice.

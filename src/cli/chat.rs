@@ -1,0 +1,67 @@
+//! `baton chat BOT`: a terminal conversation with one bot through the local channel. It starts
+//! the pipeline in-process (no HTTP listener), so it works with or without a running gateway.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use baton_contract::Platform;
+use clap::Args;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::dispatcher::Handled;
+use crate::gateway::{Gateway, StartOptions};
+
+/// Who talks to whom.
+#[derive(Debug, Args)]
+pub(super) struct ChatArgs {
+    /// The bot to talk to.
+    bot: String,
+    /// Your name in the transcript (`[admins] local` names may run /baton commands).
+    #[arg(long, env = "USER", default_value = "local-user")]
+    user: String,
+    /// Use this SQLite file instead of `gateway.database`.
+    #[arg(long)]
+    database: Option<String>,
+}
+
+pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
+    let config = super::load(config)?;
+    let options = StartOptions {
+        database: args.database,
+        ..StartOptions::default()
+    };
+    let gateway = Gateway::start(config, options).await?;
+    let account = gateway
+        .dispatcher()
+        .shared()
+        .roster
+        .account_of_bot(Platform::Local, &args.bot)
+        .map(|a| a.id.clone())
+        .with_context(|| format!("no bot `{}`; `baton check` lists the roster", args.bot))?;
+    let mut out = tokio::io::stdout();
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    out.write_all(format!("talking to {} as {} (Ctrl-D to quit)\n> ", args.bot, args.user).as_bytes())
+        .await?;
+    out.flush().await?;
+    while let Some(line) = lines.next_line().await? {
+        if line.trim().is_empty() {
+            out.write_all(b"> ").await?;
+            out.flush().await?;
+            continue;
+        }
+        let Some(event) = gateway.hub().direct(&account, &args.user, &line) else {
+            anyhow::bail!("the bot's local account is not running");
+        };
+        let answer = match gateway.dispatcher().handle(event).await {
+            Handled::Replied(text) | Handled::Admin(text) => format!("{}: {text}", args.bot),
+            Handled::Silent => format!("({} stays silent)", args.bot),
+            Handled::Failed(err) => format!("(the turn failed: {err})"),
+            other => format!("(not answered: {other:?})"),
+        };
+        out.write_all(format!("{answer}\n> ").as_bytes()).await?;
+        out.flush().await?;
+    }
+    out.write_all(b"\n").await?;
+    gateway.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! The `baton` command line (SPEC.md section 2): `run`, `check`, `chat`, `transcript`,
+//! `sessions`, `pairing`. Each subcommand lives in its own file; this one parses arguments,
+//! sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must fix).
+
+mod chat;
+mod check;
+mod run;
+mod views;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::config::{Config, ConfigError};
+
+/// baton: many AI bots in your group chats, well-behaved.
+#[derive(Debug, Parser)]
+#[command(name = "baton", version, about)]
+pub struct Cli {
+    /// The config file.
+    #[arg(long, global = true, env = "BATON_CONFIG", default_value = "baton.toml")]
+    config: PathBuf,
+    /// Log format on stderr (`RUST_LOG` filters).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start the gateway: connect every account, serve HTTP, run until SIGINT/SIGTERM.
+    Run(run::RunArgs),
+    /// Validate the config and the environment it names; print the roster and chat policies.
+    Check,
+    /// Talk to one bot in the terminal, through the local channel and the full pipeline.
+    Chat(chat::ChatArgs),
+    /// Print a session's transcript.
+    Transcript(views::TranscriptArgs),
+    /// List the sessions the store holds.
+    Sessions(views::StoreArgs),
+    /// DM pairing: list pending codes, approve one.
+    Pairing(views::PairingArgs),
+}
+
+/// Parse the command line and run it.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run::run(&cli.config, args).await,
+            Command::Check => check::check(&cli.config),
+            Command::Chat(args) => chat::chat(&cli.config, args).await,
+            Command::Transcript(args) => views::transcript(&cli.config, args).await,
+            Command::Sessions(args) => views::sessions(&cli.config, args).await,
+            Command::Pairing(args) => views::pairing(&cli.config, args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Load the config, turning every problem into one error listing them all.
+fn load(path: &Path) -> anyhow::Result<Config> {
+    Config::load(path).map_err(|err| match err {
+        ConfigError::Invalid { .. } => {
+            anyhow::anyhow!("{err}\n(run `baton check --config {}` after fixing)", path.display())
+        }
+        ConfigError::Read { .. } => anyhow::anyhow!(err),
+    })
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,59 @@
+//! `baton run`: start the gateway and keep it up until SIGINT or SIGTERM, then drain.
+
+use std::path::Path;
+
+use clap::Args;
+
+use crate::gateway::{Gateway, StartOptions};
+
+/// Overrides for running several gateways (or tests) side by side.
+#[derive(Debug, Args)]
+pub(super) struct RunArgs {
+    /// Listen on this address instead of `gateway.listen` (port 0 picks a free one).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Use this SQLite file instead of `gateway.database`.
+    #[arg(long)]
+    database: Option<String>,
+}
+
+pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
+    let config = super::load(config)?;
+    let options = StartOptions {
+        listen: args.listen,
+        database: args.database,
+        serve_http: true,
+    };
+    let gateway = Gateway::start(config, options).await?;
+    if let Some(addr) = gateway.addr() {
+        tracing::info!(%addr, "baton is listening");
+        println!("baton listening on http://{addr}");
+    }
+    wait_for_signal().await;
+    tracing::info!("shutting down: draining turns in flight");
+    gateway.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

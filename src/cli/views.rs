@@ -1,0 +1,166 @@
+//! Read-only views of the store: `baton transcript`, `baton sessions`, `baton pairing`.
+//! They open the database named by the config (or `--database`) next to a running gateway;
+//! SQLite's WAL lets them read while it writes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::mirror::now_ms;
+use crate::store::{Entry, Store, TranscriptQuery};
+
+/// Which database to read.
+#[derive(Debug, Args)]
+pub(super) struct StoreArgs {
+    /// Read this SQLite file instead of `gateway.database`.
+    #[arg(long)]
+    database: Option<String>,
+}
+
+/// Output format of `baton transcript`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// `time speaker [kind]: text`.
+    Text,
+    /// One JSON object per entry.
+    Jsonl,
+}
+
+/// Which transcript.
+#[derive(Debug, Args)]
+pub(super) struct TranscriptArgs {
+    /// The session key (`bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`).
+    #[arg(long, conflicts_with_all = ["bot", "chat"])]
+    session: Option<String>,
+    /// The bot (with --chat).
+    #[arg(long, requires = "chat")]
+    bot: Option<String>,
+    /// The chat id (with --bot).
+    #[arg(long, requires = "bot")]
+    chat: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Keep printing new entries as they are written.
+    #[arg(long)]
+    follow: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// `baton pairing list|approve CODE`.
+#[derive(Debug, Args)]
+pub(super) struct PairingArgs {
+    #[command(subcommand)]
+    action: PairingAction,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum PairingAction {
+    /// Pending and approved pairings.
+    List,
+    /// Let the sender holding CODE talk to the bots in DMs.
+    Approve {
+        /// The code the sender was given.
+        code: String,
+    },
+}
+
+async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Store> {
+    let database = match &args.database {
+        Some(db) => db.clone(),
+        None => super::load(config)?.gateway.database,
+    };
+    Store::open(&database)
+        .await
+        .with_context(|| format!("opening {database}"))
+}
+
+pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::Result<()> {
+    let store = open(config, &args.store).await?;
+    let session = match (&args.session, &args.bot, &args.chat) {
+        (Some(key), _, _) => key.clone(),
+        (None, Some(bot), Some(chat)) => find_session(&store, bot, chat).await?,
+        _ => anyhow::bail!("name the session: --session KEY, or --bot ID --chat ID"),
+    };
+    let mut after = None;
+    loop {
+        let query = TranscriptQuery {
+            after_id: after,
+            ..TranscriptQuery::session(&session)
+        };
+        for entry in store.transcript(query).await? {
+            println!("{}", render(&entry, args.format));
+            after = Some(entry.id);
+        }
+        if !args.follow {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<String> {
+    let sessions = store.sessions().await?;
+    let found: Vec<_> = sessions
+        .iter()
+        .filter(|s| s.bot == bot && s.chat == chat)
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(one.key.clone()),
+        [] => anyhow::bail!("no session of bot `{bot}` in chat `{chat}`; `baton sessions` lists them"),
+        many => {
+            let keys: Vec<_> = many.iter().map(|s| s.key.as_str()).collect();
+            anyhow::bail!("several sessions match; pick one with --session:\n  {}", keys.join("\n  "))
+        }
+    }
+}
+
+fn render(entry: &Entry, format: Format) -> String {
+    match format {
+        Format::Jsonl => serde_json::to_string(entry).unwrap_or_default(),
+        Format::Text => {
+            let secs = entry.ts_ms / 1000;
+            let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+            let text = if entry.text.is_empty() { "—" } else { &entry.text };
+            format!(
+                "{h:02}:{m:02}:{s:02} {} [{}]: {text}",
+                entry.speaker,
+                entry.kind.as_str()
+            )
+        }
+    }
+}
+
+pub(super) async fn sessions(config: &Path, args: StoreArgs) -> anyhow::Result<()> {
+    let store = open(config, &args).await?;
+    println!("{:<56} {:>8}  last activity", "SESSION", "ENTRIES");
+    for s in store.sessions().await? {
+        let ago = (now_ms() - s.updated_ms).max(0) / 1000;
+        println!("{:<56} {:>8}  {ago} s ago", s.key, s.entries);
+    }
+    Ok(())
+}
+
+pub(super) async fn pairing(config: &Path, args: PairingArgs) -> anyhow::Result<()> {
+    let store = open(config, &args.store).await?;
+    match args.action {
+        PairingAction::List => {
+            println!("{:<10} {:<24} {:<8} STATE", "PLATFORM", "USER", "CODE");
+            for p in store.pairings().await? {
+                let state = if p.approved { "approved" } else { "pending" };
+                println!("{:<10} {:<24} {:<8} {state}", p.platform, p.user, p.code);
+            }
+        }
+        PairingAction::Approve { code } => match store.approve_pairing(&code, now_ms()).await? {
+            Some((platform, user)) => println!("approved {user} on {platform}"),
+            None => anyhow::bail!("no pending pairing with code {code}; `baton pairing list` shows them"),
+        },
+    }
+    store.close().await?;
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Opening connections: where the database lives and the pragmas every connection needs.
+//!
+//! A file database runs in WAL mode with `synchronous=NORMAL`: readers never block the writer
+//! and a commit costs no fsync (a power cut may lose the last commits, never corrupt the file).
+//!
+//! `":memory:"` becomes a uniquely named shared-cache memory database, so that the reader
+//! connections see what the writer committed and two stores in one process stay apart. In shared
+//! cache, SQLite locks whole tables between connections and a busy timeout does not wait for
+//! such locks: a reader would fail with "database table is locked" while a batch is open, and the
+//! writer would fail while a reader holds a read lock. Readers of a memory database therefore
+//! run `read_uncommitted`, which takes no table locks at all. They may see a batch before its
+//! commit; in a throwaway database that is harmless.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::StoreError;
+
+/// How long a connection waits for a lock held by another one before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the database lives.
+#[derive(Debug, Clone)]
+pub(crate) enum Location {
+    /// A file on disk, as the user named it.
+    File(String),
+    /// A private shared-cache memory database (`file:baton-<uuid>?mode=memory&cache=shared`).
+    Memory(String),
+}
+
+impl Location {
+    /// Interprets the `database` setting: `":memory:"` or a file path.
+    pub(crate) fn parse(path: &str) -> Self {
+        if path == ":memory:" {
+            Location::Memory(format!(
+                "file:baton-{}?mode=memory&cache=shared",
+                uuid::Uuid::new_v4()
+            ))
+        } else {
+            Location::File(path.to_owned())
+        }
+    }
+
+    /// The name used in error messages.
+    pub(crate) fn display(&self) -> &str {
+        match self {
+            Location::File(path) => path,
+            Location::Memory(_) => ":memory:",
+        }
+    }
+
+    fn open_raw(&self) -> rusqlite::Result<Connection> {
+        match self {
+            // No URI flag for files, so a path is always a path, whatever characters it has.
+            Location::File(path) => Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            ),
+            Location::Memory(uri) => Connection::open_with_flags(
+                uri,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            ),
+        }
+    }
+
+    fn open_err(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Open {
+            path: self.display().to_owned(),
+            source,
+        }
+    }
+
+    /// Opens the one connection that writes, creating the file if needed.
+    pub(crate) fn open_writer(&self) -> Result<Connection, StoreError> {
+        let setup = || -> rusqlite::Result<Connection> {
+            let conn = self.open_raw()?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            // A memory database answers "memory" here; that is fine.
+            let _mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            conn.pragma_update(None, "foreign_keys", true)?;
+            Ok(conn)
+        };
+        setup().map_err(|e| self.open_err(e))
+    }
+
+    /// Opens a connection that only reads.
+    pub(crate) fn open_reader(&self) -> Result<Connection, StoreError> {
+        let setup = || -> rusqlite::Result<Connection> {
+            let conn = self.open_raw()?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.pragma_update(None, "foreign_keys", true)?;
+            conn.pragma_update(None, "query_only", true)?;
+            if let Location::Memory(_) = self {
+                conn.pragma_update(None, "read_uncommitted", true)?;
+            }
+            Ok(conn)
+        };
+        setup().map_err(|e| self.open_err(e))
+    }
+}

@@ -1,0 +1,67 @@
+//! [`StoreError`]: every way the store can fail, each with a message that says what to do.
+//!
+//! One variant per failure kind, as matrix-sdk-sqlite's `OpenStoreError` does: opening the file,
+//! migrating its schema, a query failing, a batch failing to commit, the writer having stopped.
+//! Callers match on the kind (a closed writer during shutdown is expected, a failed migration is
+//! not); users read the message.
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database file could not be opened or configured (WAL, pragmas).
+    #[error(
+        "cannot open the database at {path}: {source}; check the directory exists and is \
+         writable, or pass --database (\":memory:\" for a throwaway run)"
+    )]
+    Open {
+        /// The path (or memory URI) that was being opened.
+        path: String,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// A schema migration failed; the database was left at the previous version.
+    #[error(
+        "cannot upgrade the database schema to version {version}: {source}; the file was left \
+         unchanged at the previous version: restore a backup or pass --database to start a new one"
+    )]
+    Migrate {
+        /// The schema version whose migration failed.
+        version: u32,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The database was written by a newer baton whose schema this build does not know.
+    #[error(
+        "the database has schema version {found}, but this baton only knows versions up to \
+         {supported}; upgrade baton, or pass --database to use another file"
+    )]
+    TooNew {
+        /// The version found in the file.
+        found: u32,
+        /// The newest version this build can migrate to.
+        supported: u32,
+    },
+
+    /// A query failed (constraint, corrupt row, I/O).
+    #[error("database error: {0}; if it persists, check the disk and the database file")]
+    Sqlite(#[from] rusqlite::Error),
+
+    /// The batch holding this write could not be committed, so the write did not happen.
+    #[error(
+        "could not commit to the database: {0}; the write was not saved: check free disk space \
+         and that the database file is writable"
+    )]
+    Commit(String),
+
+    /// The writer thread has stopped (the store was closed, or the gateway is shutting down).
+    #[error("the store is closed: no more writes are accepted (the gateway is shutting down)")]
+    Closed,
+
+    /// Store code panicked. The store keeps working; the operation did not happen.
+    #[error("internal store error: {0}; this is a bug in baton, please report it")]
+    Internal(String),
+}

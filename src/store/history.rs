@@ -1,0 +1,315 @@
+//! The history buffer (SPEC 4, step 6): per chat, the messages that did not wake a bot, given
+//! to a bot as context on its next turn, then cleared *for that bot*.
+//!
+//! One buffer per chat is shared by every bot in it; each bot has its own cursor (the id of the
+//! last entry it was given), so one bot taking its context does not clear another's. The buffer
+//! keeps only the newest `limit` entries. Both survive restarts.
+
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// A message kept as context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryEntry {
+    /// Platform message id (one message is stored once per chat, whichever bot saw it).
+    pub message_id: String,
+    /// Platform user id of the sender.
+    pub sender_id: String,
+    /// Display name of the sender, as the model should see it.
+    pub speaker: String,
+    /// The message text.
+    pub text: String,
+    /// When it was sent, milliseconds since the Unix epoch.
+    pub ts_ms: i64,
+}
+
+/// What [`Store::history_take`] should return and for whom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryTake<'a> {
+    /// The chat's buffer.
+    pub chat_key: &'a str,
+    /// The bot taking its context (whose cursor moves).
+    pub bot: &'a str,
+    /// Leave out messages from this sender (the bot's own account: it knows what it said).
+    pub skip_sender: Option<&'a str>,
+    /// Leave out this message (the one that woke the bot, given to it separately).
+    pub skip_message: Option<&'a str>,
+    /// At most this many entries (the newest ones).
+    pub limit: usize,
+}
+
+impl Store {
+    /// Keep `entry` in the chat's buffer; keep only the newest `limit` entries per chat_key. The same message_id pushed twice for one chat_key is stored once (several bot accounts see the same message).
+    pub async fn history_push(
+        &self,
+        chat_key: &str,
+        entry: HistoryEntry,
+        limit: usize,
+    ) -> Result<(), StoreError> {
+        let chat_key = chat_key.to_owned();
+        let keep = to_sql_limit(limit);
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (chat_key, message_id) DO NOTHING",
+            )?
+            .execute((
+                &chat_key,
+                &entry.message_id,
+                &entry.sender_id,
+                &entry.speaker,
+                &entry.text,
+                entry.ts_ms,
+            ))?;
+            conn.prepare_cached(
+                "DELETE FROM history WHERE chat_key = ?1 AND id <= coalesce(
+                    (SELECT id FROM history WHERE chat_key = ?1
+                     ORDER BY id DESC LIMIT 1 OFFSET ?2), 0)",
+            )?
+            .execute((&chat_key, keep))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Entries the bot has not been given yet (newer than its cursor), at most `take.limit` (the newest ones), oldest first, skipping entries whose sender_id == take.skip_sender and whose message_id == take.skip_message; then moves the bot's cursor past every current entry (durably).
+    ///
+    /// The two skip rules apply independently: an entry is left out if it is from
+    /// `skip_sender`, and the entry `skip_message` is left out whoever sent it. Skipped and
+    /// over-the-limit entries are passed over for good, like the ones returned.
+    pub async fn history_take(
+        &self,
+        take: HistoryTake<'_>,
+    ) -> Result<Vec<HistoryEntry>, StoreError> {
+        let chat_key = take.chat_key.to_owned();
+        let bot = take.bot.to_owned();
+        let skip_sender = take.skip_sender.map(str::to_owned);
+        let skip_message = take.skip_message.map(str::to_owned);
+        let limit = to_sql_limit(take.limit);
+        self.write(move |conn| {
+            let cursor: i64 = conn
+                .prepare_cached(
+                    "SELECT coalesce(
+                        (SELECT last_id FROM history_cursors WHERE chat_key = ?1 AND bot = ?2), 0)",
+                )?
+                .query_row((&chat_key, &bot), |row| row.get(0))?;
+            let mut entries = conn
+                .prepare_cached(
+                    "SELECT message_id, sender_id, speaker, text, ts_ms FROM history
+                     WHERE chat_key = ?1 AND id > ?2
+                       AND (?3 IS NULL OR sender_id IS NOT ?3)
+                       AND (?4 IS NULL OR message_id IS NOT ?4)
+                     ORDER BY id DESC LIMIT ?5",
+                )?
+                .query_map(
+                    (&chat_key, cursor, &skip_sender, &skip_message, limit),
+                    |row| {
+                        Ok(HistoryEntry {
+                            message_id: row.get(0)?,
+                            sender_id: row.get(1)?,
+                            speaker: row.get(2)?,
+                            text: row.get(3)?,
+                            ts_ms: row.get(4)?,
+                        })
+                    },
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            entries.reverse();
+            conn.prepare_cached(
+                "INSERT INTO history_cursors (chat_key, bot, last_id)
+                 SELECT ?1, ?2, newest FROM
+                    (SELECT max(id) AS newest FROM history WHERE chat_key = ?1 AND id > ?3)
+                 WHERE newest IS NOT NULL
+                 ON CONFLICT (chat_key, bot) DO UPDATE
+                    SET last_id = max(last_id, excluded.last_id)",
+            )?
+            .execute((&chat_key, &bot, cursor))?;
+            Ok(entries)
+        })
+        .await
+    }
+}
+
+/// A `usize` count as an SQL `LIMIT`/`OFFSET` value.
+fn to_sql_limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: &str, sender: &str) -> HistoryEntry {
+        HistoryEntry {
+            message_id: id.into(),
+            sender_id: sender.into(),
+            speaker: sender.to_lowercase(),
+            text: format!("text of {id}"),
+            ts_ms: 1,
+        }
+    }
+
+    fn take<'a>(bot: &'a str, limit: usize) -> HistoryTake<'a> {
+        HistoryTake {
+            chat_key: "slack:C1",
+            bot,
+            skip_sender: None,
+            skip_message: None,
+            limit,
+        }
+    }
+
+    fn ids(entries: &[HistoryEntry]) -> Vec<&str> {
+        entries.iter().map(|e| e.message_id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn keeps_the_newest_limit_entries_once_each() {
+        let store = Store::open(":memory:").await.unwrap();
+        for i in 1..=5 {
+            store
+                .history_push("slack:C1", msg(&format!("m{i}"), "U1"), 3)
+                .await
+                .unwrap();
+        }
+        // Seen again by a second bot account: not stored twice, not moved.
+        store
+            .history_push("slack:C1", msg("m4", "U1"), 3)
+            .await
+            .unwrap();
+        store
+            .history_push("slack:C2", msg("x1", "U1"), 3)
+            .await
+            .unwrap();
+        let got = store.history_take(take("snark", 10)).await.unwrap();
+        assert_eq!(ids(&got), ["m3", "m4", "m5"]);
+        assert_eq!(got[0].text, "text of m3");
+    }
+
+    #[tokio::test]
+    async fn cursors_are_per_bot_and_take_returns_only_new_entries() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .history_push("slack:C1", msg("m1", "U1"), 50)
+            .await
+            .unwrap();
+        store
+            .history_push("slack:C1", msg("m2", "U1"), 50)
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&store.history_take(take("snark", 10)).await.unwrap()),
+            ["m1", "m2"]
+        );
+        assert!(
+            store
+                .history_take(take("snark", 10))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        store
+            .history_push("slack:C1", msg("m3", "U1"), 50)
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&store.history_take(take("snark", 10)).await.unwrap()),
+            ["m3"]
+        );
+        // caid has taken nothing yet; it gets the newest `limit`, and then nothing.
+        assert_eq!(
+            ids(&store.history_take(take("caid", 2)).await.unwrap()),
+            ["m2", "m3"]
+        );
+        assert!(
+            store
+                .history_take(take("caid", 2))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn skip_rules_leave_out_the_bots_own_messages_and_the_trigger() {
+        let store = Store::open(":memory:").await.unwrap();
+        for (id, sender) in [("m1", "U1"), ("m2", "BOT"), ("m3", "U2"), ("m4", "U1")] {
+            store
+                .history_push("slack:C1", msg(id, sender), 50)
+                .await
+                .unwrap();
+        }
+        let got = store
+            .history_take(HistoryTake {
+                skip_sender: Some("BOT"),
+                skip_message: Some("m4"),
+                ..take("snark", 10)
+            })
+            .await
+            .unwrap();
+        assert_eq!(ids(&got), ["m1", "m3"]);
+        // The cursor moved past the skipped entries too.
+        store
+            .history_push("slack:C1", msg("m5", "U1"), 50)
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&store.history_take(take("snark", 10)).await.unwrap()),
+            ["m5"]
+        );
+    }
+
+    #[tokio::test]
+    async fn buffer_and_cursors_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.db");
+        let path = path.to_str().unwrap();
+        let store = Store::open(path).await.unwrap();
+        store
+            .history_push("slack:C1", msg("m1", "U1"), 50)
+            .await
+            .unwrap();
+        store.history_take(take("snark", 10)).await.unwrap();
+        store
+            .history_push("slack:C1", msg("m2", "U1"), 50)
+            .await
+            .unwrap();
+        store.close().await.unwrap();
+        drop(store);
+
+        let store = Store::open(path).await.unwrap();
+        assert_eq!(
+            ids(&store.history_take(take("snark", 10)).await.unwrap()),
+            ["m2"]
+        );
+        assert_eq!(
+            ids(&store.history_take(take("caid", 10)).await.unwrap()),
+            ["m1", "m2"]
+        );
+    }
+
+    #[tokio::test]
+    async fn trimming_to_zero_never_reuses_ids() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .history_push("slack:C1", msg("m1", "U1"), 1)
+            .await
+            .unwrap();
+        store.history_take(take("snark", 10)).await.unwrap();
+        store
+            .history_push("slack:C1", msg("m2", "U1"), 0)
+            .await
+            .unwrap(); // empties the buffer
+        store
+            .history_push("slack:C1", msg("m3", "U1"), 1)
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&store.history_take(take("snark", 10)).await.unwrap()),
+            ["m3"]
+        );
+    }
+}

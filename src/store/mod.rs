@@ -1,0 +1,293 @@
+//! The SQLite store: everything baton remembers between events and across restarts.
+//!
+//! [`Store`] is a cheap clonable handle (an `Arc` inside), like mini-redis's `Db`. Behind it:
+//!
+//! - one **writer** thread owning the only write connection; writes are batched into
+//!   transactions and every `async fn` that writes returns only once its rows are committed
+//!   ([`writer`](self) module docs explain the batching);
+//! - a small pool of **reader** connections, used inside `spawn_blocking` so rusqlite never
+//!   blocks a tokio worker;
+//! - schema **migrations** by `PRAGMA user_version`, one SQL file per step.
+//!
+//! One file per thing kept: [`dedupe`](Store::claim), [`transcript`](Store::append),
+//! [`sessions`](Store::touch_session), [`history`](Store::history_push),
+//! [`chat settings`](Store::chat_settings), [`audit`](Store::audit),
+//! [`pairing`](Store::pairing).
+
+mod audit;
+mod chat_settings;
+mod connect;
+mod dedupe;
+mod error;
+mod history;
+mod migrate;
+mod pairing;
+mod readers;
+mod sessions;
+mod transcript;
+mod writer;
+
+use std::sync::{Arc, Mutex};
+
+use rusqlite::Connection;
+
+pub use audit::{AuditRecord, NewAudit};
+pub use chat_settings::ChatSettings;
+pub use dedupe::{Claim, DEDUPE_TTL_MS};
+pub use error::StoreError;
+pub use history::{HistoryEntry, HistoryTake};
+pub use pairing::{Pairing, PairingRecord};
+pub use sessions::{SessionRecord, SessionRef};
+pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
+
+use chat_settings::SettingsCache;
+use connect::Location;
+use readers::Readers;
+use writer::Writer;
+
+/// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
+/// and reader pool. Dropping the last clone stops the writer after it commits what is queued;
+/// call [`Store::close`] to wait for that.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Writer,
+    readers: Readers,
+    settings: Arc<SettingsCache>,
+    /// For a memory database: one connection held for the store's lifetime, since the
+    /// database disappears when its last connection closes.
+    _keeper: Option<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path`, or a private in-memory one for
+    /// `":memory:"`, brings its schema up to date and starts the writer thread.
+    pub async fn open(path: &str) -> Result<Store, StoreError> {
+        let location = Location::parse(path);
+        tokio::task::spawn_blocking(move || Store::open_blocking(location))
+            .await
+            .map_err(|e| StoreError::Internal(format!("opening the store: {e}")))?
+    }
+
+    fn open_blocking(location: Location) -> Result<Store, StoreError> {
+        let mut conn = location.open_writer()?;
+        migrate::run_migrations(&mut conn)?;
+        let settings = Arc::new(SettingsCache::load(&conn)?);
+        let keeper = match location {
+            Location::Memory(_) => Some(Mutex::new(location.open_reader()?)),
+            Location::File(_) => None,
+        };
+        let first_reader = location.open_reader()?;
+        let writer = Writer::spawn(conn).map_err(|e| {
+            StoreError::Internal(format!("cannot start the store writer thread: {e}"))
+        })?;
+        tracing::debug!(database = location.display(), "store opened");
+        Ok(Store {
+            inner: Arc::new(Inner {
+                writer,
+                readers: Readers::new(location, first_reader),
+                settings,
+                _keeper: keeper,
+            }),
+        })
+    }
+
+    /// Resolves once every write submitted before the call is committed.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.write(|_| Ok(())).await
+    }
+
+    /// Flush, stop the writer thread and wait for it. Later writes fail with
+    /// [`StoreError::Closed`]; reads keep working. Closing twice is fine.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        self.inner.writer.stop().await
+    }
+
+    /// Runs `work` on the writer thread; returns once it is committed.
+    pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.inner.writer.submit(work, None).await
+    }
+
+    /// Like [`Store::write`], then runs `after_commit` on the writer thread, in commit order.
+    pub(crate) async fn write_then<T, F>(
+        &self,
+        work: F,
+        after_commit: impl FnOnce(&T) + Send + 'static,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.inner
+            .writer
+            .submit(work, Some(Box::new(after_commit)))
+            .await
+    }
+
+    /// Runs `read` on a reader connection, off the async workers.
+    pub(crate) async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        match tokio::task::spawn_blocking(move || inner.readers.with(read)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => {
+                Err(StoreError::Internal(format!("a store read panicked: {e}")))
+            }
+            Err(_) => Err(StoreError::Closed),
+        }
+    }
+
+    /// How many batches the writer has committed since open: with the number of writes, it
+    /// shows how well writes are being batched (for metrics and tests).
+    pub fn commits(&self) -> u64 {
+        self.inner.writer.commits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn opens_a_file_with_wal_and_reopens_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("baton.db");
+        let path = path.to_str().unwrap();
+        let store = Store::open(path).await.unwrap();
+        let mode: String = store
+            .read(|c| c.pragma_query_value(None, "journal_mode", |r| r.get(0)))
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        store.close().await.unwrap();
+        store.close().await.unwrap();
+        let again = Store::open(path).await.unwrap();
+        assert_eq!(
+            again.read(|c| migrate::user_version(c)).await.unwrap(),
+            migrate::SCHEMA_VERSION
+        );
+    }
+
+    #[tokio::test]
+    async fn open_reports_the_path_and_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no/such/dir/baton.db");
+        let err = Store::open(path.to_str().unwrap()).await.unwrap_err();
+        assert!(matches!(err, StoreError::Open { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("no/such/dir/baton.db"), "{msg}");
+        assert!(msg.contains("--database"), "{msg}");
+    }
+
+    #[tokio::test]
+    async fn writes_after_close_fail_with_closed() {
+        let store = Store::open(":memory:").await.unwrap();
+        store.close().await.unwrap();
+        let err = store.flush().await.unwrap_err();
+        assert!(matches!(err, StoreError::Closed), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_failing_job_does_not_poison_its_batch() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .write(|c| c.execute_batch("CREATE TABLE t (x INTEGER NOT NULL)"))
+            .await
+            .unwrap();
+        // Hold the writer busy so the next four jobs queue up and run as one batch.
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let blocker = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .write(move |_| {
+                        started_tx.send(()).unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
+            .await
+            .unwrap();
+        let good = |x: i64| {
+            let store = store.clone();
+            async move {
+                store
+                    .write(move |c| c.execute("INSERT INTO t VALUES (?1)", [x]))
+                    .await
+            }
+        };
+        let bad = store.write(|c| {
+            c.execute("INSERT INTO t VALUES (99)", [])?;
+            c.execute("INSERT INTO t VALUES (NULL)", [])
+        });
+        let panics = store.write(|c| -> rusqlite::Result<()> {
+            c.execute("INSERT INTO t VALUES (98)", [])?;
+            panic!("boom")
+        });
+        let before = store.commits();
+        let (one, bad, panics, two) = tokio::join!(good(1), bad, panics, good(2));
+        blocker.await.unwrap().unwrap();
+        one.unwrap();
+        two.unwrap();
+        assert!(matches!(bad, Err(StoreError::Sqlite(_))), "{bad:?}");
+        assert!(matches!(panics, Err(StoreError::Internal(_))), "{panics:?}");
+        assert_eq!(
+            store.commits() - before,
+            2,
+            "blocker, then one batch of four"
+        );
+        let rows: Vec<i64> = store
+            .read(|c| {
+                c.prepare("SELECT x FROM t ORDER BY x")?
+                    .query_map([], |r| r.get(0))?
+                    .collect()
+            })
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![1, 2], "the failed jobs left nothing behind");
+    }
+
+    #[tokio::test]
+    async fn memory_stores_are_private_and_readers_see_writes() {
+        let a = Store::open(":memory:").await.unwrap();
+        let b = Store::open(":memory:").await.unwrap();
+        a.write(|c| c.execute_batch("CREATE TABLE only_a (x)"))
+            .await
+            .unwrap();
+        let count = |s: &Store| {
+            let s = s.clone();
+            async move {
+                s.read(|c| {
+                    c.query_row(
+                        "SELECT count(*) FROM sqlite_schema WHERE name = 'only_a'",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .await
+                .unwrap()
+            }
+        };
+        assert_eq!(count(&a).await, 1);
+        assert_eq!(count(&b).await, 0);
+    }
+}

@@ -1,0 +1,247 @@
+//! Sessions: one row per bot per chat (per thread), with when it was last active and where
+//! the model's view of its transcript starts.
+//!
+//! A reset (`/new`) does not delete anything: it moves the session's `reset_after` cursor to its
+//! current last entry, so the transcript stays whole for people and the model starts afresh.
+
+use rusqlite::{OptionalExtension, Row};
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// Identifies a session and the chat it lives in (what [`Store::touch_session`] records).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct SessionRef {
+    /// `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`.
+    pub key: String,
+    /// Bot id.
+    pub bot: String,
+    /// Platform name (`slack`, `discord`, `feishu`, `lark`, `local`).
+    pub platform: String,
+    /// Account id on that platform.
+    pub account: String,
+    /// Chat (channel, DM) id.
+    pub chat: String,
+    /// Thread id, for thread-level sessions.
+    pub thread: Option<String>,
+}
+
+/// A stored session, for `baton sessions` and `sessions_list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionRecord {
+    /// Session key.
+    pub key: String,
+    /// Bot id.
+    pub bot: String,
+    /// Platform name.
+    pub platform: String,
+    /// Account id.
+    pub account: String,
+    /// Chat id.
+    pub chat: String,
+    /// Thread id, if thread-level.
+    pub thread: Option<String>,
+    /// First seen, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    /// Last activity, milliseconds since the Unix epoch.
+    pub updated_ms: i64,
+    /// How many transcript entries it has (all of them, resets included).
+    pub entries: i64,
+}
+
+const SELECT_SESSIONS: &str = "SELECT key, bot, platform, account, chat, thread, created_ms,
+        updated_ms, (SELECT count(*) FROM transcript t WHERE t.session = s.key)
+     FROM sessions s";
+
+fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        key: row.get(0)?,
+        bot: row.get(1)?,
+        platform: row.get(2)?,
+        account: row.get(3)?,
+        chat: row.get(4)?,
+        thread: row.get(5)?,
+        created_ms: row.get(6)?,
+        updated_ms: row.get(7)?,
+        entries: row.get(8)?,
+    })
+}
+
+impl Store {
+    /// Records activity in `session`: creates it on first use, otherwise moves `updated_ms`
+    /// forward (never back, so a late write cannot make a busy session look idle).
+    pub async fn touch_session(&self, session: &SessionRef, now_ms: i64) -> Result<(), StoreError> {
+        let s = session.clone();
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
+                    updated_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+                 ON CONFLICT (key) DO UPDATE SET updated_ms = max(updated_ms, excluded.updated_ms)",
+            )?
+            .execute((
+                &s.key,
+                &s.bot,
+                &s.platform,
+                &s.account,
+                &s.chat,
+                &s.thread,
+                now_ms,
+            ))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every session, most recently updated first.
+    pub async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(&format!("{SELECT_SESSIONS} ORDER BY updated_ms DESC, key"))?
+                .query_map([], session_from_row)?
+                .collect()
+        })
+        .await
+    }
+
+    /// One session by key.
+    pub async fn session(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let key = key.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(&format!("{SELECT_SESSIONS} WHERE key = ?1"))?
+                .query_row([key], session_from_row)
+                .optional()
+        })
+        .await
+    }
+
+    /// Start a new conversation in matching sessions: the model's view (TranscriptQuery::since_reset) starts after the current last entry. The transcript keeps everything. `bot: None` = every bot. Returns how many sessions were reset.
+    ///
+    /// Matches on platform and chat, so the chat's thread sessions are reset too.
+    pub async fn reset_sessions(
+        &self,
+        platform: &str,
+        chat: &str,
+        bot: Option<&str>,
+    ) -> Result<usize, StoreError> {
+        let (platform, chat, bot) = (platform.to_owned(), chat.to_owned(), bot.map(str::to_owned));
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE sessions SET reset_after = max(reset_after, coalesce(
+                    (SELECT max(id) FROM transcript t WHERE t.session = sessions.key), 0))
+                 WHERE platform = ?1 AND chat = ?2 AND (?3 IS NULL OR bot = ?3)",
+            )?
+            .execute((&platform, &chat, &bot))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::TranscriptQuery;
+    use crate::store::transcript::tests::entry;
+
+    fn session(bot: &str, chat: &str, thread: Option<&str>) -> SessionRef {
+        let mut key = format!("bot:{bot}:slack:{bot}:{chat}");
+        if let Some(t) = thread {
+            key.push_str(&format!(":thread:{t}"));
+        }
+        SessionRef {
+            key,
+            bot: bot.into(),
+            platform: "slack".into(),
+            account: bot.into(),
+            chat: chat.into(),
+            thread: thread.map(str::to_owned),
+        }
+    }
+
+    #[tokio::test]
+    async fn touch_creates_then_bumps_and_lists_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        let a = session("snark", "C1", None);
+        let b = session("caid", "C1", Some("171.1"));
+        store.touch_session(&a, 100).await.unwrap();
+        store.touch_session(&b, 200).await.unwrap();
+        store.touch_session(&a, 300).await.unwrap();
+        store.touch_session(&a, 250).await.unwrap(); // late: ignored
+        store.append(entry(&a.key, "hi")).await.unwrap();
+        store.close().await.unwrap();
+
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        let all = store.sessions().await.unwrap();
+        assert_eq!(
+            all.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(),
+            [a.key.as_str(), b.key.as_str()]
+        );
+        let rec = store.session(&a.key).await.unwrap().unwrap();
+        assert_eq!((rec.created_ms, rec.updated_ms, rec.entries), (100, 300, 1));
+        assert_eq!(all[1].thread.as_deref(), Some("171.1"));
+        assert_eq!(store.session("nope").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn reset_hides_old_entries_only_from_since_reset_queries() {
+        let store = Store::open(":memory:").await.unwrap();
+        let snark = session("snark", "C1", None);
+        let caid = session("caid", "C1", None);
+        let other = session("snark", "C2", None);
+        for s in [&snark, &caid, &other] {
+            store.touch_session(s, 1).await.unwrap();
+            store.append(entry(&s.key, "old")).await.unwrap();
+        }
+
+        assert_eq!(
+            store
+                .reset_sessions("slack", "C1", Some("snark"))
+                .await
+                .unwrap(),
+            1
+        );
+        store.append(entry(&snark.key, "new")).await.unwrap();
+
+        let view = |key: &str, since_reset| TranscriptQuery {
+            since_reset,
+            ..TranscriptQuery::session(key)
+        };
+        let texts = |v: Vec<crate::store::Entry>| v.into_iter().map(|e| e.text).collect::<Vec<_>>();
+        assert_eq!(
+            texts(store.transcript(view(&snark.key, true)).await.unwrap()),
+            ["new"]
+        );
+        assert_eq!(
+            texts(store.transcript(view(&snark.key, false)).await.unwrap()),
+            ["old", "new"]
+        );
+        // Other bot in the chat, and the same bot elsewhere, keep their context.
+        assert_eq!(
+            texts(store.transcript(view(&caid.key, true)).await.unwrap()),
+            ["old"]
+        );
+        assert_eq!(
+            texts(store.transcript(view(&other.key, true)).await.unwrap()),
+            ["old"]
+        );
+
+        // Every bot in the chat.
+        assert_eq!(store.reset_sessions("slack", "C1", None).await.unwrap(), 2);
+        assert!(
+            store
+                .transcript(view(&caid.key, true))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .transcript(view(&snark.key, true))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.reset_sessions("slack", "C9", None).await.unwrap(), 0);
+    }
+}

@@ -1,0 +1,524 @@
+//! The transcript (SPEC 4, step 13): everything said in a session, in the order it happened.
+//!
+//! Entries are append-only and numbered by a global, never-reused id, so "after id N" is a
+//! stable cursor for `--follow` and for the model's view after a reset. A delivered chunk
+//! carries its idempotency key, which is how a replayed delivery finds out it already posted.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rusqlite::types::Type;
+use rusqlite::{OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+
+use super::{Store, StoreError};
+
+/// What an entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A message that reached the bot (from a human, or another bot).
+    Inbound,
+    /// A chunk of the bot's reply, as delivered.
+    Reply,
+    /// The bot's turn ended in silence (kept so the record shows it chose not to speak).
+    Silent,
+    /// Something failed (a turn, a delivery); never silently lost.
+    Failure,
+    /// The bot called a tool.
+    ToolCall,
+    /// A tool's answer.
+    ToolResult,
+    /// An admin command and its answer.
+    Admin,
+    /// A message from the gateway itself (rate-limit notice, pairing code, ...).
+    Notice,
+}
+
+impl EntryKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [EntryKind; 8] = [
+        EntryKind::Inbound,
+        EntryKind::Reply,
+        EntryKind::Silent,
+        EntryKind::Failure,
+        EntryKind::ToolCall,
+        EntryKind::ToolResult,
+        EntryKind::Admin,
+        EntryKind::Notice,
+    ];
+
+    /// The snake_case name stored in the database and printed in transcripts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Inbound => "inbound",
+            EntryKind::Reply => "reply",
+            EntryKind::Silent => "silent",
+            EntryKind::Failure => "failure",
+            EntryKind::ToolCall => "tool_call",
+            EntryKind::ToolResult => "tool_result",
+            EntryKind::Admin => "admin",
+            EntryKind::Notice => "notice",
+        }
+    }
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EntryKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EntryKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown transcript entry kind '{s}'"))
+    }
+}
+
+/// Who an entry's words come from, so a bot's words are never taken for a human's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// A person on the platform.
+    Human,
+    /// A bot (this one, or another speaking to it).
+    Bot,
+    /// baton itself.
+    Gateway,
+}
+
+impl Origin {
+    /// Every origin, in declaration order.
+    pub const ALL: [Origin; 3] = [Origin::Human, Origin::Bot, Origin::Gateway];
+
+    /// The snake_case name stored in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Human => "human",
+            Origin::Bot => "bot",
+            Origin::Gateway => "gateway",
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Origin {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Origin::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| format!("unknown transcript origin '{s}'"))
+    }
+}
+
+/// An entry to append (the store assigns the id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewEntry {
+    /// Session key (`bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`).
+    pub session: String,
+    /// When it happened, milliseconds since the Unix epoch.
+    pub ts_ms: i64,
+    /// What it records.
+    pub kind: EntryKind,
+    /// Who said it: a human id, a bot id, or `bot:<id>` for bot-origin messages.
+    pub speaker: String,
+    /// Human, bot or gateway.
+    pub origin: Origin,
+    /// The words (for tool calls: the call as text).
+    pub text: String,
+    /// The platform's id for the message, once known (inbound, or a delivered chunk).
+    pub platform_message_id: Option<String>,
+    /// The turn this belongs to, to correlate replies by run and not by position.
+    pub run_id: Option<String>,
+    /// For a delivered chunk: the key that makes redelivery a no-op. Unique across the store.
+    pub idempotency_key: Option<String>,
+    /// Anything else worth keeping (raw payload, model, timings).
+    pub meta: serde_json::Value,
+}
+
+/// A stored entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Global, increasing, never reused: a cursor for "what came after".
+    pub id: i64,
+    /// Session key.
+    pub session: String,
+    /// When it happened, milliseconds since the Unix epoch.
+    pub ts_ms: i64,
+    /// What it records.
+    pub kind: EntryKind,
+    /// Who said it.
+    pub speaker: String,
+    /// Human, bot or gateway.
+    pub origin: Origin,
+    /// The words.
+    pub text: String,
+    /// The platform's id for the message, if any.
+    pub platform_message_id: Option<String>,
+    /// The turn this belongs to, if any.
+    pub run_id: Option<String>,
+    /// The delivery idempotency key, if any.
+    pub idempotency_key: Option<String>,
+    /// Anything else recorded.
+    pub meta: serde_json::Value,
+}
+
+/// Which entries of a session to read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TranscriptQuery {
+    /// Session key.
+    pub session: String,
+    /// Only entries with a greater id (for `--follow` and incremental reads).
+    pub after_id: Option<i64>,
+    /// Only the newest N, still returned oldest-first (the model's transcript tail).
+    pub last: Option<usize>,
+    /// Only entries after the session's last reset (what the model sees).
+    pub since_reset: bool,
+}
+
+impl TranscriptQuery {
+    /// The whole transcript of `session`.
+    pub fn session(session: impl Into<String>) -> Self {
+        TranscriptQuery {
+            session: session.into(),
+            ..TranscriptQuery::default()
+        }
+    }
+}
+
+impl Store {
+    /// Appends `entry` to its session's transcript and returns its id, once committed.
+    ///
+    /// An entry whose `idempotency_key` is already recorded is not written again: the id of the
+    /// entry already holding the key is returned, so a replayed append is harmless. Give the key
+    /// only to the entry that records a chunk actually delivered.
+    pub async fn append(&self, entry: NewEntry) -> Result<i64, StoreError> {
+        let meta = serde_json::to_string(&entry.meta)
+            .map_err(|e| StoreError::Internal(format!("transcript meta is not JSON: {e}")))?;
+        self.write(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
+                        platform_message_id, run_id, idempotency_key, meta)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                     ON CONFLICT (idempotency_key) DO NOTHING
+                     RETURNING id",
+                )?
+                .query_row(
+                    rusqlite::params![
+                        entry.session,
+                        entry.ts_ms,
+                        entry.kind.as_str(),
+                        entry.speaker,
+                        entry.origin.as_str(),
+                        entry.text,
+                        entry.platform_message_id,
+                        entry.run_id,
+                        entry.idempotency_key,
+                        meta,
+                    ],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            match inserted {
+                Some(id) => Ok(id),
+                None => conn.query_row(
+                    "SELECT id FROM transcript WHERE idempotency_key = ?1",
+                    [&entry.idempotency_key],
+                    |row| row.get(0),
+                ),
+            }
+        })
+        .await
+    }
+
+    /// Reads entries of one session, always oldest-first.
+    pub async fn transcript(&self, query: TranscriptQuery) -> Result<Vec<Entry>, StoreError> {
+        self.read(move |conn| {
+            let limit = query
+                .last
+                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, session, ts_ms, kind, speaker, origin, text,
+                        platform_message_id, run_id, idempotency_key, meta
+                 FROM transcript
+                 WHERE session = ?1
+                   AND id > max(?2, CASE WHEN ?3
+                        THEN coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
+                        ELSE 0 END)
+                 ORDER BY id DESC
+                 LIMIT ?4",
+            )?;
+            let mut entries = stmt
+                .query_map(
+                    (
+                        &query.session,
+                        query.after_id.unwrap_or(0),
+                        query.since_reset,
+                        limit,
+                    ),
+                    entry_from_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            entries.reverse();
+            Ok(entries)
+        })
+        .await
+    }
+
+    /// The platform message id recorded for a delivered chunk with this idempotency key, if any (so a replayed delivery never posts twice).
+    pub async fn delivered(&self, idempotency_key: &str) -> Result<Option<String>, StoreError> {
+        let key = idempotency_key.to_owned();
+        self.read(move |conn| {
+            let found: Option<Option<String>> = conn
+                .prepare_cached(
+                    "SELECT platform_message_id FROM transcript WHERE idempotency_key = ?1",
+                )?
+                .query_row([key], |row| row.get(0))
+                .optional()?;
+            Ok(found.flatten())
+        })
+        .await
+    }
+}
+
+fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
+    let meta: String = row.get(10)?;
+    Ok(Entry {
+        id: row.get(0)?,
+        session: row.get(1)?,
+        ts_ms: row.get(2)?,
+        kind: parse_column(row, 3)?,
+        speaker: row.get(4)?,
+        origin: parse_column(row, 5)?,
+        text: row.get(6)?,
+        platform_message_id: row.get(7)?,
+        run_id: row.get(8)?,
+        idempotency_key: row.get(9)?,
+        meta: serde_json::from_str(&meta)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(10, Type::Text, Box::new(e)))?,
+    })
+}
+
+/// Reads a text column into a type parsed by `FromStr` (a corrupt value is a conversion error).
+fn parse_column<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    text.parse()
+        .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A plain inbound entry for tests.
+    pub(crate) fn entry(session: &str, text: &str) -> NewEntry {
+        NewEntry {
+            session: session.to_owned(),
+            ts_ms: 1_000,
+            kind: EntryKind::Inbound,
+            speaker: "U1".to_owned(),
+            origin: Origin::Human,
+            text: text.to_owned(),
+            platform_message_id: None,
+            run_id: None,
+            idempotency_key: None,
+            meta: serde_json::json!({}),
+        }
+    }
+
+    fn texts(entries: &[Entry]) -> Vec<&str> {
+        entries.iter().map(|e| e.text.as_str()).collect()
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for kind in EntryKind::ALL {
+            assert_eq!(kind.as_str().parse::<EntryKind>(), Ok(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
+        for origin in Origin::ALL {
+            assert_eq!(origin.as_str().parse::<Origin>(), Ok(origin));
+            assert_eq!(serde_json::to_value(origin).unwrap(), origin.as_str());
+        }
+        assert!("toolcall".parse::<EntryKind>().is_err());
+    }
+
+    #[tokio::test]
+    async fn round_trips_every_field_and_reads_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("t.db").to_str().unwrap())
+            .await
+            .unwrap();
+        let full = NewEntry {
+            kind: EntryKind::ToolCall,
+            origin: Origin::Bot,
+            speaker: "bot:caid".into(),
+            platform_message_id: Some("m1".into()),
+            run_id: Some("r1".into()),
+            idempotency_key: Some("k1".into()),
+            meta: serde_json::json!({"raw": {"ts": "1.2"}}),
+            ..entry("s1", "first")
+        };
+        let id1 = store.append(full.clone()).await.unwrap();
+        let id2 = store.append(entry("s2", "elsewhere")).await.unwrap();
+        let id3 = store.append(entry("s1", "second")).await.unwrap();
+        assert!(id1 < id2 && id2 < id3);
+
+        let all = store
+            .transcript(TranscriptQuery::session("s1"))
+            .await
+            .unwrap();
+        assert_eq!(texts(&all), ["first", "second"]);
+        let e = &all[0];
+        assert_eq!(e.id, id1);
+        assert_eq!(
+            (e.kind, e.origin, e.speaker.as_str()),
+            (EntryKind::ToolCall, Origin::Bot, "bot:caid")
+        );
+        assert_eq!(e.meta, full.meta);
+        assert_eq!(e.run_id.as_deref(), Some("r1"));
+
+        let after = TranscriptQuery {
+            after_id: Some(id1),
+            ..TranscriptQuery::session("s1")
+        };
+        assert_eq!(texts(&store.transcript(after).await.unwrap()), ["second"]);
+    }
+
+    #[tokio::test]
+    async fn last_n_are_the_newest_still_oldest_first() {
+        let store = Store::open(":memory:").await.unwrap();
+        for i in 0..5 {
+            store.append(entry("s", &i.to_string())).await.unwrap();
+        }
+        let q = TranscriptQuery {
+            last: Some(2),
+            ..TranscriptQuery::session("s")
+        };
+        assert_eq!(texts(&store.transcript(q).await.unwrap()), ["3", "4"]);
+    }
+
+    #[tokio::test]
+    async fn idempotency_key_records_a_delivery_once() {
+        let store = Store::open(":memory:").await.unwrap();
+        assert_eq!(store.delivered("k").await.unwrap(), None);
+        let chunk = NewEntry {
+            kind: EntryKind::Reply,
+            platform_message_id: Some("1712.0001".into()),
+            idempotency_key: Some("k".into()),
+            ..entry("s", "hello")
+        };
+        let id = store.append(chunk.clone()).await.unwrap();
+        assert_eq!(
+            store.delivered("k").await.unwrap().as_deref(),
+            Some("1712.0001")
+        );
+        // Replayed: same id, nothing new written.
+        assert_eq!(store.append(chunk).await.unwrap(), id);
+        let all = store
+            .transcript(TranscriptQuery::session("s"))
+            .await
+            .unwrap();
+        assert_eq!(all.len(), 1);
+        // Entries without a key never collide.
+        store.append(entry("s", "a")).await.unwrap();
+        store.append(entry("s", "b")).await.unwrap();
+        assert_eq!(
+            store
+                .transcript(TranscriptQuery::session("s"))
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_thousand_concurrent_appends_are_batched_committed_and_ordered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let path = path.to_str().unwrap();
+        let store = Store::open(path).await.unwrap();
+        let before = store.commits();
+        // 50 callers at once, each appending 20 entries one after the other.
+        let tasks: Vec<_> = (0..50)
+            .map(|t| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let mut ids = Vec::new();
+                    for i in 0..20 {
+                        ids.push(store.append(entry("s", &format!("{t}-{i}"))).await.unwrap());
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all_ids = Vec::new();
+        for task in tasks {
+            let ids = task.await.unwrap();
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "each caller's order is kept"
+            );
+            all_ids.extend(ids);
+        }
+        let batches = store.commits() - before;
+        assert!(
+            batches < 500,
+            "{batches} commits for 1000 appends: not batched"
+        );
+        all_ids.sort_unstable();
+        all_ids.dedup();
+        assert_eq!(all_ids.len(), 1000, "distinct ids");
+
+        // Committed: a fresh open of the file sees every one, in id order.
+        store.close().await.unwrap();
+        drop(store);
+        let store = Store::open(path).await.unwrap();
+        let stored = store
+            .transcript(TranscriptQuery::session("s"))
+            .await
+            .unwrap();
+        assert_eq!(stored.iter().map(|e| e.id).collect::<Vec<_>>(), all_ids);
+        let pos = |text: &str| stored.iter().position(|e| e.text == text).unwrap();
+        assert!(pos("7-3") < pos("7-4"));
+    }
+
+    #[tokio::test]
+    async fn memory_readers_see_writes_while_writes_continue() {
+        let store = Store::open(":memory:").await.unwrap();
+        let writer = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..300 {
+                    store.append(entry("s", &i.to_string())).await.unwrap();
+                }
+            })
+        };
+        let mut seen = 0;
+        while seen < 300 {
+            let now = store
+                .transcript(TranscriptQuery::session("s"))
+                .await
+                .unwrap()
+                .len();
+            assert!(now >= seen, "never goes backwards");
+            seen = now;
+            tokio::task::yield_now().await;
+        }
+        writer.await.unwrap();
+    }
+}
