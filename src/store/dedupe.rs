@@ -44,18 +44,25 @@ impl Store {
                 "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
                  ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms",
             )?;
-            let mut claim = Claim::Fresh;
+            // Look at every key before recording any, so a key listed twice is not a
+            // duplicate of itself.
+            let mut unseen = Vec::with_capacity(keys.len());
             for key in &keys {
                 let live: Option<bool> = seen
                     .query_row((&scope, key, now_ms, DEDUPE_TTL_MS), |r| r.get(0))
                     .optional()?;
-                if live == Some(true) {
-                    claim = Claim::Duplicate;
-                } else {
-                    record.execute((&scope, key, now_ms))?;
+                if live != Some(true) {
+                    unseen.push(key);
                 }
             }
-            Ok(claim)
+            for key in &unseen {
+                record.execute((&scope, key, now_ms))?;
+            }
+            Ok(if unseen.len() == keys.len() {
+                Claim::Fresh
+            } else {
+                Claim::Duplicate
+            })
         })
         .await
     }
@@ -144,6 +151,15 @@ mod tests {
             Claim::Duplicate
         );
         assert_eq!(store.claim("s", &[], t).await.unwrap(), Claim::Fresh);
+        // Slack sends the event id and the message id; they may be equal.
+        assert_eq!(
+            store.claim("s", &keys(&["x", "x"]), t).await.unwrap(),
+            Claim::Fresh
+        );
+        assert_eq!(
+            store.claim("s", &keys(&["x"]), t).await.unwrap(),
+            Claim::Duplicate
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

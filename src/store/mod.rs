@@ -2,17 +2,21 @@
 //!
 //! [`Store`] is a cheap clonable handle (an `Arc` inside), like mini-redis's `Db`. Behind it:
 //!
-//! - one **writer** thread owning the only write connection; writes are batched into
-//!   transactions and every `async fn` that writes returns only once its rows are committed
-//!   ([`writer`](self) module docs explain the batching);
-//! - a small pool of **reader** connections, used inside `spawn_blocking` so rusqlite never
-//!   blocks a tokio worker;
-//! - schema **migrations** by `PRAGMA user_version`, one SQL file per step.
+//! - one **writer** thread (`writer.rs`) owning the only write connection; writes are batched
+//!   into transactions, and every `async fn` that writes returns only once its rows are
+//!   committed;
+//! - a small pool of **reader** connections (`readers.rs`), used inside `spawn_blocking` so
+//!   rusqlite never blocks a tokio worker;
+//! - schema **migrations** by `PRAGMA user_version` (`migrate.rs`, one SQL file per step);
+//! - connection setup, WAL and `":memory:"` (`connect.rs`).
 //!
-//! One file per thing kept: [`dedupe`](Store::claim), [`transcript`](Store::append),
-//! [`sessions`](Store::touch_session), [`history`](Store::history_push),
-//! [`chat settings`](Store::chat_settings), [`audit`](Store::audit),
-//! [`pairing`](Store::pairing).
+//! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
+//! ([`Store::claim`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
+//! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
+//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]).
+//!
+//! Writes that must decide something atomically (is this event new? which history entries has
+//! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
 
 mod audit;
 mod chat_settings;
@@ -179,7 +183,7 @@ mod tests {
         store.close().await.unwrap();
         let again = Store::open(path).await.unwrap();
         assert_eq!(
-            again.read(|c| migrate::user_version(c)).await.unwrap(),
+            again.read(migrate::user_version).await.unwrap(),
             migrate::SCHEMA_VERSION
         );
     }

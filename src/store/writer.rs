@@ -45,11 +45,14 @@ pub(crate) trait Job: Send {
     fn finish(self: Box<Self>, committed: Result<(), &str>);
 }
 
+/// What runs on the writer thread after a job's batch commits, given the job's result.
+pub(crate) type AfterCommit<T> = Box<dyn FnOnce(&T) + Send>;
+
 /// A closure run once by the writer, plus what to do with its result.
 struct Pending<T, F> {
     work: Option<F>,
     outcome: Option<Result<T, StoreError>>,
-    after_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+    after_commit: Option<AfterCommit<T>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
 }
 
@@ -139,7 +142,7 @@ impl Writer {
     pub(crate) async fn submit<T, F>(
         &self,
         work: F,
-        after_commit: Option<Box<dyn FnOnce(&T) + Send>>,
+        after_commit: Option<AfterCommit<T>>,
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
