@@ -246,6 +246,9 @@ mod tests {
         let lanes = lanes(1);
         let _main = lanes.enter(Lane::Main, "a").await;
         let nested = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Nested, "b"));
-        assert!(nested.await.is_ok(), "a full main lane blocked the nested lane");
+        assert!(
+            nested.await.is_ok(),
+            "a full main lane blocked the nested lane"
+        );
     }
 }

@@ -47,9 +47,24 @@ impl Journal {
     }
 
     /// Record a line someone else said to the bot.
-    pub async fn heard(&self, speaker: &str, origin: Origin, text: &str, message_id: Option<&str>, meta: Value) {
-        self.write(EntryKind::Inbound, speaker, origin, text, message_id, None, meta)
-            .await;
+    pub async fn heard(
+        &self,
+        speaker: &str,
+        origin: Origin,
+        text: &str,
+        message_id: Option<&str>,
+        meta: Value,
+    ) {
+        self.write(
+            EntryKind::Inbound,
+            speaker,
+            origin,
+            text,
+            message_id,
+            None,
+            meta,
+        )
+        .await;
     }
 
     /// Record what the bot itself did (`Silent`, `Failure`, `Notice`, `Admin`).

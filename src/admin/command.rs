@@ -94,7 +94,10 @@ mod tests {
     #[test]
     fn recognises_text_commands_after_mentions_only() {
         assert_eq!(text_command("/baton status"), Some("status"));
-        assert_eq!(text_command("@snark /baton pause @caid"), Some("pause @caid"));
+        assert_eq!(
+            text_command("@snark /baton pause @caid"),
+            Some("pause @caid")
+        );
         assert_eq!(text_command("/baton"), Some(""));
         assert_eq!(text_command("/batonx"), None);
         assert_eq!(text_command("please /baton help"), None);

@@ -31,7 +31,10 @@ pub(crate) async fn execute(
                 .set_activation(chat, Some(activation.as_str()))
                 .await
                 .map_err(failed)?;
-            Ok(format!("Activation in this chat is now `{}`.", activation.as_str()))
+            Ok(format!(
+                "Activation in this chat is now `{}`.",
+                activation.as_str()
+            ))
         }
         AdminCommand::Pause(bot) => {
             let bot = resolve_bot(shared, bot.as_deref())?;
@@ -41,7 +44,9 @@ pub(crate) async fn execute(
         AdminCommand::Resume(bot) => {
             let bot = resolve_bot(shared, bot.as_deref())?;
             let paused = store.chat_settings(chat).await.map_err(failed)?.paused;
-            let resumed = paused.iter().filter(|p| bot == "*" || **p == bot || *p == "*");
+            let resumed = paused
+                .iter()
+                .filter(|p| bot == "*" || **p == bot || *p == "*");
             for p in resumed {
                 store.set_paused(chat, p, false).await.map_err(failed)?;
             }
@@ -55,10 +60,17 @@ pub(crate) async fn execute(
                 .reset_sessions(event.platform.as_str(), event.chat.as_str(), only)
                 .await
                 .map_err(failed)?;
-            Ok(format!("Started a new conversation for {} ({n} session(s)).", who(&bot)))
+            Ok(format!(
+                "Started a new conversation for {} ({n} session(s)).",
+                who(&bot)
+            ))
         }
         AdminCommand::PairingApprove(code) => {
-            match store.approve_pairing(code, now_ms()).await.map_err(failed)? {
+            match store
+                .approve_pairing(code, now_ms())
+                .await
+                .map_err(failed)?
+            {
                 Some((platform, user)) => Ok(format!("Approved {user} on {platform}.")),
                 None => Err(format!("No pending pairing with code `{code}`.")),
             }
@@ -98,10 +110,20 @@ fn bots(shared: &Shared) -> String {
 
 fn bot_line(bot: &Bot) -> String {
     let c = &bot.config;
-    let model = c.model.as_deref().map(|m| format!(", {m}")).unwrap_or_default();
-    format!("{} ({}) — {:?}{model}. {}", c.id, c.display_name(), c.backend, c.description)
-        .trim_end()
-        .to_owned()
+    let model = c
+        .model
+        .as_deref()
+        .map(|m| format!(", {m}"))
+        .unwrap_or_default();
+    format!(
+        "{} ({}) — {:?}{model}. {}",
+        c.id,
+        c.display_name(),
+        c.backend,
+        c.description
+    )
+    .trim_end()
+    .to_owned()
 }
 
 async fn status(shared: &Shared, inbound: &Inbound<'_>) -> String {
@@ -137,6 +159,9 @@ async fn status(shared: &Shared, inbound: &Inbound<'_>) -> String {
     } else {
         settings.paused.join(", ")
     };
-    let _ = write!(out, "\nThis chat: activation {activation}; paused: {paused}");
+    let _ = write!(
+        out,
+        "\nThis chat: activation {activation}; paused: {paused}"
+    );
     out
 }

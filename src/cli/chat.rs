@@ -40,8 +40,14 @@ pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
         .with_context(|| format!("no bot `{}`; `baton check` lists the roster", args.bot))?;
     let mut out = tokio::io::stdout();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    out.write_all(format!("talking to {} as {} (Ctrl-D to quit)\n> ", args.bot, args.user).as_bytes())
-        .await?;
+    out.write_all(
+        format!(
+            "talking to {} as {} (Ctrl-D to quit)\n> ",
+            args.bot, args.user
+        )
+        .as_bytes(),
+    )
+    .await?;
     out.flush().await?;
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {

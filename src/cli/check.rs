@@ -17,7 +17,11 @@ fn summary(config: &Config) -> String {
     let mut out = String::from("Bots:\n");
     for bot in &config.bots {
         let model = bot.model.as_deref().unwrap_or("-");
-        let _ = writeln!(out, "  {:<12} {:?} model={model}  {}", bot.id, bot.backend, bot.description);
+        let _ = writeln!(
+            out,
+            "  {:<12} {:?} model={model}  {}",
+            bot.id, bot.backend, bot.description
+        );
     }
     out.push_str("Accounts:\n");
     for account in &config.accounts {

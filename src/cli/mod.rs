@@ -19,7 +19,12 @@ use crate::config::{Config, ConfigError};
 #[command(name = "baton", version, about)]
 pub struct Cli {
     /// The config file.
-    #[arg(long, global = true, env = "BATON_CONFIG", default_value = "baton.toml")]
+    #[arg(
+        long,
+        global = true,
+        env = "BATON_CONFIG",
+        default_value = "baton.toml"
+    )]
     config: PathBuf,
     /// Log format on stderr (`RUST_LOG` filters).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -87,7 +92,10 @@ pub fn main() -> ExitCode {
 fn load(path: &Path) -> anyhow::Result<Config> {
     Config::load(path).map_err(|err| match err {
         ConfigError::Invalid { .. } => {
-            anyhow::anyhow!("{err}\n(run `baton check --config {}` after fixing)", path.display())
+            anyhow::anyhow!(
+                "{err}\n(run `baton check --config {}` after fixing)",
+                path.display()
+            )
         }
         ConfigError::Read { .. } => anyhow::anyhow!(err),
     })

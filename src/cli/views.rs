@@ -112,10 +112,15 @@ async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<St
         .collect();
     match found.as_slice() {
         [one] => Ok(one.key.clone()),
-        [] => anyhow::bail!("no session of bot `{bot}` in chat `{chat}`; `baton sessions` lists them"),
+        [] => {
+            anyhow::bail!("no session of bot `{bot}` in chat `{chat}`; `baton sessions` lists them")
+        }
         many => {
             let keys: Vec<_> = many.iter().map(|s| s.key.as_str()).collect();
-            anyhow::bail!("several sessions match; pick one with --session:\n  {}", keys.join("\n  "))
+            anyhow::bail!(
+                "several sessions match; pick one with --session:\n  {}",
+                keys.join("\n  ")
+            )
         }
     }
 }
@@ -126,7 +131,11 @@ fn render(entry: &Entry, format: Format) -> String {
         Format::Text => {
             let secs = entry.ts_ms / 1000;
             let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-            let text = if entry.text.is_empty() { "—" } else { &entry.text };
+            let text = if entry.text.is_empty() {
+                "—"
+            } else {
+                &entry.text
+            };
             format!(
                 "{h:02}:{m:02}:{s:02} {} [{}]: {text}",
                 entry.speaker,
@@ -158,7 +167,9 @@ pub(super) async fn pairing(config: &Path, args: PairingArgs) -> anyhow::Result<
         }
         PairingAction::Approve { code } => match store.approve_pairing(&code, now_ms()).await? {
             Some((platform, user)) => println!("approved {user} on {platform}"),
-            None => anyhow::bail!("no pending pairing with code {code}; `baton pairing list` shows them"),
+            None => anyhow::bail!(
+                "no pending pairing with code {code}; `baton pairing list` shows them"
+            ),
         },
     }
     store.close().await?;

@@ -409,7 +409,7 @@ mod tests {
     #[test]
     fn text_exactly_at_the_limit_is_one_chunk() {
         let text = "a".repeat(2000);
-        assert_eq!(split(&text, 2000), [text.clone()]);
+        assert_eq!(split(&text, 2000), std::slice::from_ref(&text));
         let over = format!("{text}b");
         let chunks = assert_lossless(&over, 2000);
         assert_eq!(chunks.len(), 2);
@@ -567,7 +567,7 @@ mod tests {
                 }
                 5 => text.push_str("\n~~~~\n"),
                 6 => text.push_str(&"y".repeat(rng.below(50))),
-                7 => text.push_str("\t"),
+                7 => text.push('\t'),
                 _ => {
                     text.push_str(WORDS[rng.below(WORDS.len())]);
                     text.push(' ');

@@ -101,7 +101,11 @@ async fn send_with_retry(
                 if attempt < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER =>
             {
                 attempt += 1;
-                tracing::warn!(?retry_after, attempt, "platform rate limit; retrying the chunk");
+                tracing::warn!(
+                    ?retry_after,
+                    attempt,
+                    "platform rate limit; retrying the chunk"
+                );
                 tokio::time::sleep(retry_after).await;
             }
             other => return other,

@@ -54,7 +54,7 @@ pub(crate) fn decide(
         Activation::Mention => None,
         Activation::Always => {
             let only_other_bots =
-                !event.mentions.is_empty() && event.mentions.iter().all(|m| is_bot(m));
+                !event.mentions.is_empty() && event.mentions.iter().all(is_bot);
             (!(chat.ignore_other_mentions && only_other_bots)).then_some(Wake::Always)
         }
     }
@@ -120,11 +120,15 @@ mod tests {
     #[test]
     fn always_mode_ignores_messages_for_other_bots_only() {
         let me = UserId::from("snark");
-        let d = |e: &InboundEvent, c: &ChatPolicy| decide(e, Some(&me), Activation::Always, c, bots);
+        let d =
+            |e: &InboundEvent, c: &ChatPolicy| decide(e, Some(&me), Activation::Always, c, bots);
         assert_eq!(d(&event(&[]), &chat()), Some(Wake::Always));
         assert_eq!(d(&event(&["caid"]), &chat()), None);
         assert_eq!(d(&event(&["caid", "bob"]), &chat()), Some(Wake::Always));
-        assert_eq!(d(&event(&["caid", "snark"]), &chat()), Some(Wake::Mentioned));
+        assert_eq!(
+            d(&event(&["caid", "snark"]), &chat()),
+            Some(Wake::Mentioned)
+        );
         let mut keen = chat();
         keen.ignore_other_mentions = false;
         assert_eq!(d(&event(&["caid"]), &keen), Some(Wake::Always));
@@ -141,7 +145,10 @@ mod tests {
         );
         let mut all = event(&[]);
         all.mentions_everyone = true;
-        assert_eq!(decide(&all, Some(&me), Activation::Mention, &chat(), bots), None);
+        assert_eq!(
+            decide(&all, Some(&me), Activation::Mention, &chat(), bots),
+            None
+        );
         let mut keen = chat();
         keen.respond_to_at_all = true;
         assert_eq!(

@@ -147,6 +147,9 @@ mod tests {
         let glob = r.resolve(Platform::Slack, "C9");
         assert_eq!(glob.activation, Activation::Always);
         assert!(!glob.allow_bots.is_match("caid"));
-        assert!(!r.resolve(Platform::Discord, "C42").listed, "platforms are separate");
+        assert!(
+            !r.resolve(Platform::Discord, "C42").listed,
+            "platforms are separate"
+        );
     }
 }

@@ -104,12 +104,7 @@ pub struct Shared {
 
 impl Shared {
     /// Assemble the shared state.
-    pub fn new(
-        config: Arc<Config>,
-        roster: Roster,
-        chat_rules: ChatRules,
-        store: Store,
-    ) -> Shared {
+    pub fn new(config: Arc<Config>, roster: Roster, chat_rules: ChatRules, store: Store) -> Shared {
         let clock = governor::clock::DefaultClock::default();
         Shared {
             guards: Guards::new(&config.limits, clock.clone()),
@@ -253,9 +248,13 @@ impl Dispatcher {
             .and_then(parse_activation)
             .unwrap_or(inbound.policy.activation);
         let roster = &shared.roster;
-        let woke = activation::decide(&inbound.event, me.as_ref(), activation, &inbound.policy, |u| {
-            roster.bot_of_user(inbound.event.platform, u).is_some()
-        });
+        let woke = activation::decide(
+            &inbound.event,
+            me.as_ref(),
+            activation,
+            &inbound.policy,
+            |u| roster.bot_of_user(inbound.event.platform, u).is_some(),
+        );
         let Some(wake) = woke else {
             self.buffer(&inbound).await;
             return Handled::Buffered;
@@ -265,7 +264,11 @@ impl Dispatcher {
             return Handled::Dropped(DropReason::Paused);
         }
         if let Err(refusal) = self.check_bot_message(&inbound) {
-            tracing::info!(bot = inbound.bot(), reason = refusal.as_str(), "bot message refused");
+            tracing::info!(
+                bot = inbound.bot(),
+                reason = refusal.as_str(),
+                "bot message refused"
+            );
             self.buffer(&inbound).await;
             return Handled::Dropped(DropReason::BotGuard(refusal));
         }
@@ -296,7 +299,12 @@ impl Dispatcher {
         let shared = &*self.shared;
         let event = &inbound.event;
         let is_admin = admin_step::is_admin(&shared.config.admins, event);
-        let decision = policy::decide(event, &inbound.policy, &shared.config.chats_default, is_admin);
+        let decision = policy::decide(
+            event,
+            &inbound.policy,
+            &shared.config.chats_default,
+            is_admin,
+        );
         match decision {
             PolicyDecision::Allow => Ok(()),
             PolicyDecision::Refuse(refusal) => {
@@ -337,7 +345,10 @@ impl Dispatcher {
         if speaker.origin != crate::store::Origin::Bot {
             return Ok(());
         }
-        let author = speaker.bot.as_deref().unwrap_or(inbound.event.sender.id.as_str());
+        let author = speaker
+            .bot
+            .as_deref()
+            .unwrap_or(inbound.event.sender.id.as_str());
         self.shared.guards.bot_messages.check(BotMessage {
             chat: &inbound.chat_key,
             message_id: inbound.event.message_id.as_str(),

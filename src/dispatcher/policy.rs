@@ -72,7 +72,10 @@ pub(crate) fn decide(
         ChatKind::Dm => {
             let allowed = is_admin
                 || event.platform == Platform::Local
-                || defaults.dm_allow.iter().any(|u| u == event.sender.id.as_str());
+                || defaults
+                    .dm_allow
+                    .iter()
+                    .any(|u| u == event.sender.id.as_str());
             match defaults.dm_policy {
                 _ if allowed => PolicyDecision::Allow,
                 DmPolicy::Open => PolicyDecision::Allow,
@@ -111,7 +114,15 @@ mod tests {
             is_bot: false,
             is_self: false,
         };
-        InboundEvent::text_message(platform, "a".into(), "c".into(), kind, sender, "m".into(), "")
+        InboundEvent::text_message(
+            platform,
+            "a".into(),
+            "c".into(),
+            kind,
+            sender,
+            "m".into(),
+            "",
+        )
     }
 
     #[test]
@@ -136,7 +147,10 @@ mod tests {
     fn dms_by_policy_with_admins_allow_list_and_local_let_in() {
         let mut d = ChatsDefault::default();
         let e = event(Platform::Slack, ChatKind::Dm, "U1");
-        assert_eq!(decide(&e, &chat(false), &d, false), PolicyDecision::NeedsPairing);
+        assert_eq!(
+            decide(&e, &chat(false), &d, false),
+            PolicyDecision::NeedsPairing
+        );
         assert_eq!(decide(&e, &chat(false), &d, true), PolicyDecision::Allow);
         d.dm_policy = DmPolicy::Allowlist;
         assert_eq!(
@@ -148,7 +162,10 @@ mod tests {
         d.dm_policy = DmPolicy::Disabled;
         d.dm_allow.clear();
         let local = event(Platform::Local, ChatKind::Dm, "alice");
-        assert_eq!(decide(&local, &chat(false), &d, false), PolicyDecision::Allow);
+        assert_eq!(
+            decide(&local, &chat(false), &d, false),
+            PolicyDecision::Allow
+        );
         assert_eq!(
             decide(&e, &chat(false), &d, false),
             PolicyDecision::Refuse(Refusal::DmsDisabled)

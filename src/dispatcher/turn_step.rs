@@ -57,7 +57,13 @@ pub(crate) async fn run(shared: &Shared, inbound: &Inbound<'_>, wake: Wake) -> H
         "raw": event.raw,
     });
     journal
-        .heard(&speaker.label, speaker.origin, &event.text, Some(event.message_id.as_str()), meta)
+        .heard(
+            &speaker.label,
+            speaker.origin,
+            &event.text,
+            Some(event.message_id.as_str()),
+            meta,
+        )
         .await;
 
     let bot = &inbound.account.bot;
@@ -72,7 +78,10 @@ pub(crate) async fn run(shared: &Shared, inbound: &Inbound<'_>, wake: Wake) -> H
         Ok(Ok(reply)) => reply,
         Ok(Err(err)) => return fail(shared, inbound, &journal, err.to_string()).await,
         Err(_) => {
-            let err = format!("the turn took longer than {} s and was stopped", limit.as_secs());
+            let err = format!(
+                "the turn took longer than {} s and was stopped",
+                limit.as_secs()
+            );
             return fail(shared, inbound, &journal, err).await;
         }
     };
@@ -125,7 +134,11 @@ pub(crate) async fn notice(shared: &Shared, inbound: &Inbound<'_>, text: &str) {
     if let Err(err) = deliver(adapter, &inbound.reply_target(), text, &journal).await {
         tracing::warn!(bot = inbound.bot(), %err, "notice not delivered");
         journal
-            .bot_did(EntryKind::Failure, &err.to_string(), json!({"stage": "notice"}))
+            .bot_did(
+                EntryKind::Failure,
+                &err.to_string(),
+                json!({"stage": "notice"}),
+            )
             .await;
     }
 }

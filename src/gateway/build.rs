@@ -17,7 +17,11 @@ pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Build every bot and account. Every bot without a `local` account gets one implicitly, so the
 /// terminal chat and `/v1/chat/completions` reach every bot.
-pub(crate) fn roster(config: &Config, hub: &Arc<LocalHub>, env: Env<'_>) -> Result<Roster, StartError> {
+pub(crate) fn roster(
+    config: &Config,
+    hub: &Arc<LocalHub>,
+    env: Env<'_>,
+) -> Result<Roster, StartError> {
     let bots = config
         .bots
         .iter()
@@ -89,7 +93,8 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
         BackendKind::Openai => {
             let shared = &config.backends.openai;
             let configured = bot.base_url.as_deref().or(shared.base_url.as_deref());
-            let base_url = OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
+            let base_url =
+                OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
             let key_env = bot.api_key_env.as_deref().or(shared.api_key_env.as_deref());
             let settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
                 .with_api_key(resolve_secret(key_env, env));

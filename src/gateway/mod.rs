@@ -184,7 +184,10 @@ impl Gateway {
         self.shutdown.cancel();
         let drained = self.dispatcher.drain(grace).await;
         if !drained {
-            tracing::warn!(?grace, "turns still running after the drain period; stopping anyway");
+            tracing::warn!(
+                ?grace,
+                "turns still running after the drain period; stopping anyway"
+            );
         }
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}

@@ -214,7 +214,10 @@ mod tests {
         assert!(g.check(msg("m3", "a", "b")).is_ok());
         assert_eq!(
             g.check(msg("m4", "b", "a")),
-            Err(BotRefusal::ChainLimit { position: 4, max: 3 })
+            Err(BotRefusal::ChainLimit {
+                position: 4,
+                max: 3
+            })
         );
         g.human_spoke("local:room");
         assert!(g.check(msg("m5", "b", "a")).is_ok());
@@ -242,9 +245,15 @@ mod tests {
             Err(BotRefusal::PairCooldown { .. })
         ));
         g.human_spoke("local:room");
-        assert!(g.check(msg("m4", "a", "c")).is_ok(), "other pairs are unaffected");
+        assert!(
+            g.check(msg("m4", "a", "c")).is_ok(),
+            "other pairs are unaffected"
+        );
         clock.advance(Duration::from_secs(59));
-        assert!(g.check(msg("m5", "a", "b")).is_err(), "cooldown ended early");
+        assert!(
+            g.check(msg("m5", "a", "b")).is_err(),
+            "cooldown ended early"
+        );
         clock.advance(Duration::from_secs(2));
         assert!(g.check(msg("m6", "a", "b")).is_ok());
     }

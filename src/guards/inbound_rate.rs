@@ -88,7 +88,11 @@ mod tests {
             RateVerdict::LimitedNotify { .. }
         ));
         assert_eq!(limit.check("snark", "alice"), RateVerdict::LimitedQuiet);
-        assert_eq!(limit.check("caid", "alice"), RateVerdict::Allowed, "budgets are per bot");
+        assert_eq!(
+            limit.check("caid", "alice"),
+            RateVerdict::Allowed,
+            "budgets are per bot"
+        );
         clock.advance(Duration::from_secs(31));
         assert_eq!(limit.check("snark", "alice"), RateVerdict::Allowed);
     }

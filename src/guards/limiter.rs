@@ -94,7 +94,10 @@ mod tests {
         assert!(limiter.check(&"a").is_ok());
         assert!(limiter.check(&"a").is_ok());
         let wait = limiter.check(&"a").unwrap_err();
-        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(30), "{wait:?}");
+        assert!(
+            wait > Duration::ZERO && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
         assert!(limiter.check(&"b").is_ok(), "keys share a budget");
         clock.advance(Duration::from_secs(30));
         assert!(limiter.check(&"a").is_ok());

@@ -27,13 +27,22 @@ pub(super) async fn post_room_message(
         return bad(StatusCode::BAD_REQUEST, "`sender` is required");
     }
     if state.hub.is_bot(&post.sender) {
-        return bad(StatusCode::BAD_REQUEST, "that sender name belongs to a bot; pick another");
+        return bad(
+            StatusCode::BAD_REQUEST,
+            "that sender name belongs to a bot; pick another",
+        );
     }
     if room.starts_with("dm:") {
-        return bad(StatusCode::BAD_REQUEST, "rooms named `dm:...` are direct messages; use /v1/chat/completions");
+        return bad(
+            StatusCode::BAD_REQUEST,
+            "rooms named `dm:...` are direct messages; use /v1/chat/completions",
+        );
     }
     if post.text.len() > MAX_TEXT_BYTES {
-        return bad(StatusCode::PAYLOAD_TOO_LARGE, "the message is over 100 kB; send less text");
+        return bad(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the message is over 100 kB; send less text",
+        );
     }
     let message = state.hub.post(&room, post);
     (StatusCode::ACCEPTED, Json(message)).into_response()

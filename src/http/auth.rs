@@ -23,7 +23,8 @@ pub(super) async fn require(
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "));
-            if presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.expose().as_bytes())) {
+            if presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.expose().as_bytes()))
+            {
                 next.run(request).await
             } else {
                 let msg = "missing or wrong bearer token; send `Authorization: Bearer <token>` \

@@ -71,28 +71,46 @@ pub(super) async fn chat_completions(
     Json(request): Json<ChatRequest>,
 ) -> Response {
     let Some(bot) = request.bot_id.as_deref().or(request.model.as_deref()) else {
-        return error(StatusCode::BAD_REQUEST, "set `model` to a bot id (see GET /v1/models)");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "set `model` to a bot id (see GET /v1/models)",
+        );
     };
     let shared = state.dispatcher.shared();
     let Some(account) = shared.roster.account_of_bot(Platform::Local, bot) else {
-        return error(StatusCode::NOT_FOUND, &format!("no bot `{bot}`; GET /v1/models lists them"));
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("no bot `{bot}`; GET /v1/models lists them"),
+        );
     };
     let Some(text) = last_user_text(&request.messages) else {
-        return error(StatusCode::BAD_REQUEST, "`messages` has no user message with text");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "`messages` has no user message with text",
+        );
     };
     if text.len() > MAX_TEXT_BYTES {
-        return error(StatusCode::PAYLOAD_TOO_LARGE, "the message is over 100 kB; send less text");
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the message is over 100 kB; send less text",
+        );
     }
     let user = request.user.as_deref().unwrap_or("local-user");
     let Some(event) = state.hub.direct(&account.id, user, &text) else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "the bot's local account is not running");
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the bot's local account is not running",
+        );
     };
     let content = match state.dispatcher.handle(event).await {
         Handled::Replied(text) | Handled::Admin(text) => text,
         Handled::Silent => String::new(),
         Handled::Failed(err) => return error(StatusCode::BAD_GATEWAY, &err),
         Handled::Dropped(DropReason::RateLimited) => {
-            return error(StatusCode::TOO_MANY_REQUESTS, "too many messages; slow down");
+            return error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many messages; slow down",
+            );
         }
         other => return error(StatusCode::FORBIDDEN, &format!("not answered: {other:?}")),
     };

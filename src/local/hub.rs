@@ -98,7 +98,11 @@ impl LocalHub {
     pub fn join(&self, account: AccountId, bot: String) -> mpsc::UnboundedReceiver<InboundEvent> {
         let (inbox, rx) = mpsc::unbounded_channel();
         let mut members = self.members.lock().expect("hub poisoned");
-        members.push(Member { account, bot, inbox });
+        members.push(Member {
+            account,
+            bot,
+            inbox,
+        });
         rx
     }
 
@@ -207,7 +211,13 @@ impl LocalHub {
         self.find(room, id).map(|m| UserId(m.author))
     }
 
-    fn event(&self, room: &str, post: &Post, message: &RoomMessage, member: &Member) -> InboundEvent {
+    fn event(
+        &self,
+        room: &str,
+        post: &Post,
+        message: &RoomMessage,
+        member: &Member,
+    ) -> InboundEvent {
         let (mentions, mentions_everyone) = mentions(&post.text);
         let chat_kind = if room.starts_with("dm:") {
             ChatKind::Dm

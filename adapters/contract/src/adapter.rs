@@ -97,8 +97,11 @@ pub trait Adapter: Send + Sync + 'static {
 
     /// Connect and feed events to `sink` until `shutdown` fires, reconnecting with backoff on
     /// transient failures. Webhook-only adapters just mark themselves connected and wait.
-    async fn run(&self, sink: &dyn EventSink, shutdown: CancellationToken)
-    -> Result<(), AdapterError>;
+    async fn run(
+        &self,
+        sink: &dyn EventSink,
+        shutdown: CancellationToken,
+    ) -> Result<(), AdapterError>;
 
     /// Post one chunk.
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError>;
