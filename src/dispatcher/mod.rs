@@ -17,6 +17,7 @@ mod admin_step;
 mod chat_rules;
 mod context;
 mod dedupe;
+mod own_notices;
 mod policy;
 mod self_drop;
 mod speaker;
@@ -80,6 +81,8 @@ pub enum DropReason {
     Paused,
     /// A bot-authored message that may not wake this bot.
     BotGuard(BotRefusal),
+    /// A line the gateway posted through a bot account (admin answer, notice, error reply).
+    GatewayNotice,
     /// The sender is over the inbound rate limit.
     RateLimited,
 }
@@ -100,6 +103,8 @@ pub struct Shared {
     pub lanes: Arc<Lanes>,
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
     pub(crate) notices: KeyedLimiter<(String, String)>,
+    /// Lines the gateway posted through bot accounts, which must not wake other bots.
+    pub(crate) own_notices: own_notices::OwnNotices,
 }
 
 impl Shared {
@@ -110,6 +115,7 @@ impl Shared {
             guards: Guards::new(&config.limits, clock.clone()),
             lanes: Lanes::new(&config.lanes),
             notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
+            own_notices: own_notices::OwnNotices::default(),
             config,
             roster,
             chat_rules,
@@ -193,6 +199,11 @@ impl Dispatcher {
         self.process(event).await
     }
 
+    /// Events accepted whose pipeline run has not finished.
+    pub fn in_flight(&self) -> usize {
+        self.tasks.len()
+    }
+
     /// Stop taking events and wait (at most `grace`) for the turns in flight to finish.
     /// Returns whether everything finished.
     pub async fn drain(&self, grace: Duration) -> bool {
@@ -228,6 +239,9 @@ impl Dispatcher {
             return Handled::Dropped(DropReason::OwnMessage);
         }
         let inbound = self.inbound(event, account);
+        if self.is_gateway_notice(&inbound) {
+            return Handled::Dropped(DropReason::GatewayNotice);
+        }
         if let Some(handled) = admin_step::intercept(shared, &inbound).await {
             return handled;
         }
@@ -292,6 +306,16 @@ impl Dispatcher {
             speaker,
             policy,
         }
+    }
+
+    /// Step 3, continued: the gateway's own lines, posted through another bot's account.
+    fn is_gateway_notice(&self, inbound: &Inbound<'_>) -> bool {
+        let Some(author) = &inbound.speaker.bot else {
+            return false;
+        };
+        self.shared
+            .own_notices
+            .is_notice(&inbound.chat_key, author, &inbound.event.text)
     }
 
     /// Step 5.

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::context::{self, Current, SESSION_TAIL};
 use super::{Handled, Inbound, Shared, Wake};
-use crate::deliver::deliver;
+use crate::deliver::{DeliveryFailed, deliver};
 use crate::lanes::Lane;
 use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::outcome::Outcome;
@@ -117,8 +117,7 @@ async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: St
         .await;
     let text = &shared.config.gateway.error_reply;
     if !text.trim().is_empty() {
-        let adapter = &*inbound.account.adapter;
-        if let Err(e) = deliver(adapter, &inbound.reply_target(), text, journal).await {
+        if let Err(e) = gateway_says(shared, inbound, journal, text).await {
             tracing::error!(bot = inbound.bot(), err = %e, "error reply not delivered");
         }
     }
@@ -130,8 +129,7 @@ async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: St
 pub(crate) async fn notice(shared: &Shared, inbound: &Inbound<'_>, text: &str) {
     let journal = journal(shared, inbound, "notice");
     touch(shared, inbound, journal.session()).await;
-    let adapter = &*inbound.account.adapter;
-    if let Err(err) = deliver(adapter, &inbound.reply_target(), text, &journal).await {
+    if let Err(err) = gateway_says(shared, inbound, &journal, text).await {
         tracing::warn!(bot = inbound.bot(), %err, "notice not delivered");
         journal
             .bot_did(
@@ -141,6 +139,23 @@ pub(crate) async fn notice(shared: &Shared, inbound: &Inbound<'_>, text: &str) {
             )
             .await;
     }
+}
+
+/// Post a line on the gateway's behalf through the bot's account, remembered first so that
+/// other bots do not take it for the bot speaking.
+async fn gateway_says(
+    shared: &Shared,
+    inbound: &Inbound<'_>,
+    journal: &Journal,
+    text: &str,
+) -> Result<(), DeliveryFailed> {
+    shared
+        .own_notices
+        .remember(&inbound.chat_key, inbound.bot(), text);
+    let adapter = &*inbound.account.adapter;
+    deliver(adapter, &inbound.reply_target(), text, journal)
+        .await
+        .map(drop)
 }
 
 /// A journal for a run answering `inbound`. The run id derives from the event, so a replay of

@@ -172,6 +172,13 @@ impl Gateway {
         &self.hub
     }
 
+    /// Nothing left to do: no local event waiting for the pipeline, no pipeline run in flight.
+    /// Replies cascade (a bot's reply is a new event) and each is counted before the run that
+    /// posted it ends, so "idle" means the conversation has come to rest.
+    pub fn is_idle(&self) -> bool {
+        self.hub.pending() == 0 && self.dispatcher.in_flight() == 0
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.dispatcher.shared().store

@@ -90,7 +90,9 @@ impl Adapter for LocalAdapter {
                 event = inbox.recv() => event,
             };
             let Some(event) = event else { break };
-            if sink.accept(event).await.is_err() {
+            let accepted = sink.accept(event).await;
+            self.hub.taken();
+            if accepted.is_err() {
                 break;
             }
         }

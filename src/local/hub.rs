@@ -7,6 +7,7 @@
 //! Direct messages (terminal chat, `/v1/chat/completions`) are chats named `dm:<user>`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use baton_contract::{
@@ -86,6 +87,8 @@ pub struct LocalHub {
     members: Mutex<Vec<Member>>,
     /// Idempotency keys already posted, with the message id they produced.
     posted: Mutex<HashMap<String, String>>,
+    /// Events handed to an inbox and not yet accepted by the pipeline.
+    pending: AtomicUsize,
 }
 
 impl LocalHub {
@@ -120,7 +123,9 @@ impl LocalHub {
         for member in members.iter() {
             let event = self.event(room, &post, &message, member);
             // A closed inbox means that account stopped; the others still get the message.
-            let _ = member.inbox.send(event);
+            if member.inbox.send(event).is_ok() {
+                self.pending.fetch_add(1, Ordering::SeqCst);
+            }
         }
         message
     }
@@ -159,6 +164,16 @@ impl LocalHub {
         let members = self.members.lock().expect("hub poisoned");
         let member = members.iter().find(|m| &m.account == account)?;
         Some(self.event(&room, &post, &message, member))
+    }
+
+    /// An adapter took one event from its inbox and the pipeline accepted it.
+    pub(crate) fn taken(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Events posted but not yet accepted by the pipeline (for "settled" checks in tests).
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
     }
 
     /// The room's messages after `after_seq` (all when `None`), oldest first.

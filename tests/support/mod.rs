@@ -4,3 +4,4 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod fake_openai;
+pub mod gateway;

@@ -1,0 +1,614 @@
+//! The real `baton` binary, end to end, on loopback and in temporary directories:
+//! `check` (good and broken configs), `run` (HTTP, a local room, SIGTERM), `transcript`,
+//! `sessions`, `chat`, and what a missing config file gets.
+//!
+//! Nothing here sleeps to synchronise: every wait polls for the awaited state with a deadline.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+const BATON: &str = env!("CARGO_BIN_EXE_baton");
+
+/// Start-up should take well under a second; this only bounds a hung test.
+const START_DEADLINE: Duration = Duration::from_secs(10);
+/// A reply from the echo backend, a transcript write, a CLI command.
+const STEP_DEADLINE: Duration = Duration::from_secs(10);
+/// SIGTERM to exit: the drain period (`gateway.drain_seconds`, 10 s by default) plus margin.
+const EXIT_DEADLINE: Duration = Duration::from_secs(20);
+/// Between two polls of a state we are waiting for.
+const POLL: Duration = Duration::from_millis(25);
+
+fn demo_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml")
+}
+
+/// `baton` with a clean environment for config lookup, run from `cwd` so that nothing it
+/// writes by default (a `baton-demo.db`) lands in the repository.
+fn baton(cwd: &Path) -> Command {
+    let mut cmd = Command::new(BATON);
+    cmd.current_dir(cwd)
+        .env_remove("BATON_CONFIG")
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Run a short command to completion (bounded by a deadline).
+async fn output(mut cmd: Command) -> Output {
+    let child = cmd.spawn().expect("spawn baton");
+    match tokio::time::timeout(STEP_DEADLINE, child.wait_with_output()).await {
+        Ok(out) => out.expect("wait for baton"),
+        Err(_) => panic!("baton did not finish within {STEP_DEADLINE:?}: {cmd:?}"),
+    }
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stdout and stderr together, for "the output mentions X" checks.
+fn all_output(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A spawned long-running `baton`, killed if the test ends (or panics) before it exits.
+struct Running {
+    child: Option<Child>,
+    pid: u32,
+    /// Everything it wrote on stderr so far, for failure messages.
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn spawn(mut cmd: Command) -> (Running, tokio::process::ChildStdout) {
+        let mut child = cmd.spawn().expect("spawn baton");
+        let pid = child.id().expect("a running child has a pid");
+        let out = child.stdout.take().expect("stdout is piped");
+        let mut err = child.stderr.take().expect("stderr is piped");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let running = Running {
+            child: Some(child),
+            pid,
+            stderr,
+        };
+        (running, out)
+    }
+
+    fn logs(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Send SIGTERM, as a service manager would.
+    fn terminate(&self) {
+        let status = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {} failed", self.pid);
+    }
+
+    /// Wait for the process to exit, at most `deadline`.
+    async fn wait(&mut self, deadline: Duration) -> ExitStatus {
+        let child = self.child.as_mut().expect("not waited for yet");
+        match tokio::time::timeout(deadline, child.wait()).await {
+            Ok(status) => {
+                let status = status.expect("wait for baton");
+                self.child = None;
+                status
+            }
+            Err(_) => panic!(
+                "baton did not exit within {deadline:?}\n--- stderr ---\n{}",
+                self.logs()
+            ),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+/// Poll `probe` until it yields a value or `deadline` passes.
+async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let until = Instant::now() + deadline;
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < until,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[tokio::test]
+async fn check_accepts_the_demo_and_prints_the_roster() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.arg("check").arg("--config").arg(demo_config());
+    let out = output(cmd).await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    for bot in ["snark", "caid", "sec"] {
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with(bot)),
+            "roster line for {bot} missing:\n{text}"
+        );
+        assert!(
+            text.contains(&format!("local/{bot} -> bot {bot}")),
+            "local account of {bot} missing:\n{text}"
+        );
+    }
+    assert!(text.contains("config OK"), "{text}");
+}
+
+#[tokio::test]
+async fn check_honours_baton_config_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.arg("check").env("BATON_CONFIG", demo_config());
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    assert!(stdout(&out).contains("snark"), "{}", show(&out));
+}
+
+/// Environment variables the broken config names. Unique to this test file, so the developer's
+/// own environment cannot interfere.
+const UNSET_VAR: &str = "BATON_CLI_TEST_NEVER_SET_KEY";
+const TOKEN_VAR: &str = "BATON_CLI_TEST_API_TOKEN";
+const TOKEN_SECRET: &str = "tok-5ecret-must-never-be-printed-81c2";
+const KEY_VAR: &str = "BATON_CLI_TEST_ORACLE_KEY";
+const KEY_SECRET: &str = "sk-cli-test-also-secret-3f9d7e";
+
+fn broken_config() -> String {
+    format!(
+        r#"[gateway]
+listen = "127.0.0.1:0"
+api_token_env = "{TOKEN_VAR}"
+lisen = "127.0.0.1:1"
+
+[backends.openai]
+api_key_env = "{UNSET_VAR}"
+
+[[bots]]
+id = "snark"
+backend = "echo"
+
+[[bots]]
+id = "oracle"
+backend = "openai"
+model = "some-model"
+api_key_env = "{KEY_VAR}"
+
+[[bots]]
+id = "snark"
+backend = "echo"
+
+[[accounts]]
+bot = "ghost"
+platform = "local"
+
+[[chats]]
+platform = "local"
+id = "lobby-[oops"
+"#
+    )
+}
+
+/// The 1-based line of the first line of `text` that starts with `prefix`, after `after`.
+fn line_of(text: &str, prefix: &str, after: usize) -> usize {
+    text.lines()
+        .enumerate()
+        .skip(after)
+        .find(|(_, l)| l.starts_with(prefix))
+        .map(|(n, _)| n + 1)
+        .unwrap_or_else(|| panic!("`{prefix}` not in the test config"))
+}
+
+#[tokio::test]
+async fn check_lists_every_problem_with_its_key_and_never_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broken.toml");
+    let text = broken_config();
+    std::fs::write(&path, &text).unwrap();
+
+    let second_snark = {
+        let first = line_of(&text, "id = \"snark\"", 0);
+        line_of(&text, "id = \"snark\"", first)
+    };
+    // (key, line, a word of the message): each problem names its key, and its line.
+    let expected = [
+        ("gateway.lisen", line_of(&text, "lisen", 0), "unknown key"),
+        (
+            "backends.openai.api_key_env",
+            line_of(&text, &format!("api_key_env = \"{UNSET_VAR}\""), 0),
+            UNSET_VAR,
+        ),
+        ("bots[2].id", second_snark, "unique"),
+        (
+            "accounts[0].bot",
+            line_of(&text, "bot = \"ghost\"", 0),
+            "ghost",
+        ),
+        (
+            "chats[0].id",
+            line_of(&text, "id = \"lobby-[oops\"", 0),
+            "glob",
+        ),
+    ];
+
+    let mut cmd = baton(dir.path());
+    cmd.arg("check")
+        .arg("--config")
+        .arg(&path)
+        .env_remove(UNSET_VAR)
+        .env(TOKEN_VAR, TOKEN_SECRET)
+        .env(KEY_VAR, KEY_SECRET);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let all = all_output(&out);
+    for (key, line, word) in expected {
+        let found = all.lines().any(|l| {
+            l.contains(&format!("{key}:"))
+                && l.contains(&format!("line {line}"))
+                && l.contains(word)
+        });
+        assert!(
+            found,
+            "no problem reported for `{key}` (line {line}, mentioning `{word}`):\n{all}"
+        );
+    }
+    // The variables that are set are not problems, and their values are never echoed.
+    assert!(!all.contains("gateway.api_token_env"), "{all}");
+    assert!(!all.contains("bots[1].api_key_env"), "{all}");
+    assert!(!all.contains(TOKEN_SECRET), "a secret leaked:\n{all}");
+    assert!(!all.contains(KEY_SECRET), "a secret leaked:\n{all}");
+    assert!(!all.contains("config OK"), "{all}");
+
+    // `baton run` refuses the same config the same way, and starts nothing: no database file.
+    let db = dir.path().join("never.db");
+    let mut cmd = baton(dir.path());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&path)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--database")
+        .arg(&db)
+        .env_remove(UNSET_VAR)
+        .env(TOKEN_VAR, TOKEN_SECRET)
+        .env(KEY_VAR, KEY_SECRET);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let all = all_output(&out);
+    for (key, _, _) in expected {
+        assert!(
+            all.contains(key),
+            "`baton run` did not report {key}:\n{all}"
+        );
+    }
+    assert!(
+        !all.contains(TOKEN_SECRET) && !all.contains(KEY_SECRET),
+        "{all}"
+    );
+    assert!(!all.contains("listening"), "{all}");
+    assert!(
+        !db.exists(),
+        "a refused config still created {}",
+        db.display()
+    );
+}
+
+#[tokio::test]
+async fn a_missing_config_file_says_how_to_name_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.arg("check").arg("--config").arg("/nonexistent.toml");
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let all = all_output(&out);
+    assert!(all.contains("/nonexistent.toml"), "{all}");
+    assert!(
+        all.contains("--config") && all.contains("BATON_CONFIG"),
+        "the message should say to pass --config or set BATON_CONFIG:\n{all}"
+    );
+
+    // Without --config or BATON_CONFIG the default is ./baton.toml; an empty directory has none.
+    let mut cmd = baton(dir.path());
+    cmd.arg("run").arg("--listen").arg("127.0.0.1:0");
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let all = all_output(&out);
+    assert!(all.contains("baton.toml"), "{all}");
+    assert!(
+        all.contains("--config") && all.contains("BATON_CONFIG"),
+        "{all}"
+    );
+}
+
+/// The room's messages, as `GET /api/local/rooms/{room}/messages` returns them.
+async fn room(http: &reqwest::Client, base: &str, room: &str) -> Vec<Value> {
+    let response = http
+        .get(format!("{base}/api/local/rooms/{room}/messages"))
+        .send()
+        .await
+        .expect("GET room");
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("room JSON")
+}
+
+#[tokio::test]
+async fn run_serves_a_room_stops_on_sigterm_and_leaves_a_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.db");
+    let room_id = "cli-lobby";
+    let mut cmd = baton(dir.path());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(demo_config())
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--database")
+        .arg(&db);
+    let (mut gateway, out) = Running::spawn(cmd);
+
+    // The address, from `baton listening on http://ADDR`.
+    let mut lines = BufReader::new(out).lines();
+    let addr = match tokio::time::timeout(START_DEADLINE, lines.next_line()).await {
+        Ok(Ok(Some(line))) => line
+            .strip_prefix("baton listening on http://")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .trim()
+            .to_owned(),
+        other => panic!(
+            "no `baton listening on` line within {START_DEADLINE:?} ({other:?})\n--- stderr ---\n{}",
+            gateway.logs()
+        ),
+    };
+    let addr: std::net::SocketAddr = addr.parse().expect("ADDR is IP:PORT");
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    let base = format!("http://{addr}");
+    // Keep reading stdout so the gateway can never block on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    eventually(START_DEADLINE, "GET /readyz = 200", || async {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await;
+    let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+
+    let models: Value = http
+        .get(format!("{base}/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["snark", "caid", "sec"], "{models}");
+
+    // A human mentions snark in a local room; snark's echo reply appears in the room.
+    let posted = http
+        .post(format!("{base}/api/local/rooms/{room_id}/messages"))
+        .json(&json!({"sender": "alice", "text": "@snark hello from the cli test"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    let posted: Value = posted.json().await.unwrap();
+    let reply = eventually(STEP_DEADLINE, "snark's reply in the room", || async {
+        room(&http, &base, room_id)
+            .await
+            .into_iter()
+            .find(|m| m["author"] == "snark" && m["is_bot"] == true)
+    })
+    .await;
+    assert_eq!(reply["text"], "hello from the cli test", "{reply}");
+    assert_eq!(reply["reply_to"], posted["id"], "{reply}");
+    // Only snark was mentioned: caid and sec stay out of it.
+    let authors: Vec<Value> = room(&http, &base, room_id)
+        .await
+        .into_iter()
+        .map(|m| m["author"].clone())
+        .collect();
+    assert_eq!(authors, [json!("alice"), json!("snark")]);
+
+    // The OpenAI-compatible endpoint reaches the same bot.
+    let completion: Value = http
+        .post(format!("{base}/v1/chat/completions"))
+        .json(&json!({"model": "snark", "user": "bob",
+                      "messages": [{"role": "user", "content": "ping over http"}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        completion["choices"][0]["message"]["content"], "ping over http",
+        "{completion}"
+    );
+
+    // SIGTERM: drain and exit 0.
+    gateway.terminate();
+    let status = gateway.wait(EXIT_DEADLINE).await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "baton run exited with {status:?}\n--- stderr ---\n{}",
+        gateway.logs()
+    );
+
+    // The transcript, as text: who said what.
+    let view = |args: &[&str]| {
+        let mut cmd = baton(dir.path());
+        cmd.args(args)
+            .arg("--config")
+            .arg(demo_config())
+            .arg("--database")
+            .arg(&db);
+        cmd
+    };
+    let out = output(view(&["transcript", "--bot", "snark", "--chat", room_id])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("alice") && l.contains("@snark hello from the cli test")),
+        "the human's line, attributed to alice, is missing:\n{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains(" snark ")
+            && l.ends_with(": hello from the cli test")
+            && !l.contains("alice")),
+        "snark's reply, attributed to snark, is missing:\n{text}"
+    );
+
+    // As JSON lines.
+    let out = output(view(&[
+        "transcript",
+        "--bot",
+        "snark",
+        "--chat",
+        room_id,
+        "--format",
+        "jsonl",
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let entries: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert!(entries.len() >= 2, "{entries:?}");
+    let session = format!("bot:snark:local:snark:{room_id}");
+    assert!(entries.iter().all(|e| e["session"] == session.as_str()));
+    assert!(
+        entries.iter().any(|e| e["speaker"] == "alice"
+            && e["origin"] == "human"
+            && e["text"] == "@snark hello from the cli test"),
+        "{entries:#?}"
+    );
+    assert!(
+        entries.iter().any(|e| e["speaker"] == "snark"
+            && e["kind"] == "reply"
+            && e["text"] == "hello from the cli test"),
+        "{entries:#?}"
+    );
+
+    // The session list.
+    let out = output(view(&["sessions"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().next() == Some(session.as_str())),
+        "{session} not listed:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn chat_answers_from_stdin_and_exits_at_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let mut cmd = baton(dir.path());
+    cmd.arg("chat")
+        .arg("snark")
+        .arg("--config")
+        .arg(demo_config())
+        .arg("--database")
+        .arg(&db)
+        .stdin(Stdio::piped());
+    let (mut chat, out) = Running::spawn(cmd);
+    let mut stdin = chat
+        .child
+        .as_mut()
+        .and_then(|c| c.stdin.take())
+        .expect("stdin is piped");
+    stdin.write_all(b"hello snark\n").await.unwrap();
+    drop(stdin); // EOF
+
+    let mut text = String::new();
+    let read = tokio::time::timeout(STEP_DEADLINE, async {
+        let mut out = out;
+        out.read_to_string(&mut text).await
+    })
+    .await;
+    assert!(
+        matches!(read, Ok(Ok(_))),
+        "stdout not closed within {STEP_DEADLINE:?}:\n{text}\n--- stderr ---\n{}",
+        chat.logs()
+    );
+    let status = chat.wait(EXIT_DEADLINE).await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status:?}\n{text}\n--- stderr ---\n{}",
+        chat.logs()
+    );
+    assert!(
+        text.contains("snark: hello snark"),
+        "snark's echo reply is missing:\n{text}\n--- stderr ---\n{}",
+        chat.logs()
+    );
+    assert!(db.exists(), "the conversation was not stored in --database");
+}
