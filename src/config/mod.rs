@@ -9,6 +9,7 @@
 //! Secrets are never in the file: keys ending in `_env` name environment variables, read by
 //! [`resolve_secret`] into [`Secret`]s that cannot be printed.
 
+mod locate;
 mod model;
 mod validate;
 
@@ -18,6 +19,8 @@ use std::path::{Path, PathBuf};
 pub use baton_contract::Secret;
 pub use model::*;
 pub use validate::validate;
+
+use locate::{line_at, locate};
 
 /// One thing wrong with a config, naming the key (and line, when it can be found).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +103,7 @@ impl Config {
         for path in unknown {
             let key = dotted(&path);
             problems.push(Problem {
-                line: validate::locate(text, &key),
+                line: locate(text, &key),
                 message: "unknown key; check its spelling against config/baton.example.toml".into(),
                 key,
             });
@@ -118,9 +121,7 @@ impl Config {
         };
         config.base_dir = base.to_owned();
         problems.extend(validate(&config, env).into_iter().map(|mut problem| {
-            problem.line = problem
-                .line
-                .or_else(|| validate::locate(text, &problem.key));
+            problem.line = problem.line.or_else(|| locate(text, &problem.key));
             problem
         }));
         // In file order, so a reader can fix them top to bottom.
@@ -140,10 +141,6 @@ pub fn resolve_secret(
 ) -> Option<Secret> {
     let value = env(env_name?)?;
     (!value.is_empty()).then(|| Secret::new(value))
-}
-
-fn line_at(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
 /// A `serde_ignored` path (`bots.1.foo`, `chats.0.?.x`) as a config key (`bots[1].foo`).
@@ -202,6 +199,15 @@ mod tests {
         let problems =
             Config::from_toml("[lanes]\nmain = \"four\"\n", Path::new("."), &env).unwrap_err();
         assert_eq!(problems[0].line, Some(2), "{problems:?}");
+    }
+
+    #[test]
+    fn from_toml_gives_validation_problems_their_lines() {
+        let text = "[[bots]]\nid = \"a\"\nbackend = \"echo\"\n\n[[bots]]\nid = \"a\"\nbackend = \"openai\"\n";
+        let problems = Config::from_toml(text, Path::new("."), &env).unwrap_err();
+        let found: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert!(found.contains(&("bots[1].id", Some(6))), "{problems:#?}");
+        assert!(found.contains(&("bots[1].model", Some(5))), "{problems:#?}");
     }
 
     #[test]

@@ -198,6 +198,18 @@ pub enum BackendKind {
     Echo,
 }
 
+impl BackendKind {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Openai => "openai",
+            BackendKind::Http => "http",
+            BackendKind::Command => "command",
+            BackendKind::Echo => "echo",
+        }
+    }
+}
+
 /// `[[bots]]`: one agent identity.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BotConfig {

@@ -1,0 +1,166 @@
+//! `[[bots]]` and `[backends]`: unique slug ids, a readable prompt, valid tool globs, and the
+//! keys of each bot's backend (present where the backend needs them, absent elsewhere).
+
+use std::collections::HashMap;
+
+use super::super::{BackendKind, BotConfig, Config};
+use super::{Checker, earlier, is_slug, slugify};
+
+/// What an openai `api_key_env` variable holds, for messages.
+const API_KEY: &str = "the model server's API key (or remove the key if the server needs none)";
+
+impl Checker<'_> {
+    pub(super) fn bots(&mut self, config: &Config) {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, bot) in config.bots.iter().enumerate() {
+            let key = |name: &str| format!("bots[{i}].{name}");
+            if bot.id.is_empty() {
+                self.report(
+                    key("id"),
+                    "is empty; give the bot a slug id such as \"snark\"",
+                );
+            } else if !is_slug(&bot.id) {
+                self.report(
+                    key("id"),
+                    format!(
+                        "`{}` is not a slug; use lowercase letters, digits, `-` and `_`, \
+                         starting with a letter or digit (e.g. \"{}\")",
+                        bot.id,
+                        slugify(&bot.id)
+                    ),
+                );
+            }
+            if let Some(first) = earlier(&mut seen, &bot.id, i) {
+                self.report(
+                    key("id"),
+                    format!(
+                        "`{}` is already the id of bots[{first}]; bot ids must be unique",
+                        bot.id
+                    ),
+                );
+            }
+            self.backend_keys(i, bot);
+            if bot.system_prompt.is_some() && bot.system_prompt_file.is_some() {
+                self.report(
+                    key("system_prompt_file"),
+                    "is set together with `system_prompt`; keep one of them",
+                );
+            }
+            if let Some(file) = &bot.system_prompt_file {
+                let path = config.base_dir.join(file);
+                let readable = std::fs::File::open(&path)
+                    .and_then(|f| f.metadata())
+                    .is_ok_and(|m| m.is_file());
+                if !readable {
+                    self.report(
+                        key("system_prompt_file"),
+                        format!(
+                            "cannot read `{}`; relative paths are resolved from the config \
+                             file's directory",
+                            path.display()
+                        ),
+                    );
+                }
+            }
+            self.globs(&key("tools"), &bot.tools);
+        }
+    }
+
+    /// Keys that belong to one backend: present where needed, absent elsewhere.
+    fn backend_keys(&mut self, i: usize, bot: &BotConfig) {
+        let key = |name: &str| format!("bots[{i}].{name}");
+        match bot.backend {
+            BackendKind::Openai => {
+                if bot.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+                    self.report(
+                        key("model"),
+                        "is missing; the openai backend needs a model name (e.g. model = \
+                         \"gpt-4o-mini\")",
+                    );
+                }
+                if let Some(url) = &bot.base_url {
+                    self.url(key("base_url"), url);
+                }
+                if let Some(name) = &bot.api_key_env {
+                    self.env_var(&key("api_key_env"), name, API_KEY);
+                }
+            }
+            BackendKind::Http => match &bot.url {
+                None => self.report(
+                    key("url"),
+                    "is missing; the http backend needs the URL turns are POSTed to",
+                ),
+                Some(url) => self.url(key("url"), url),
+            },
+            BackendKind::Command => {
+                if bot
+                    .command
+                    .first()
+                    .is_none_or(|program| program.trim().is_empty())
+                {
+                    self.report(
+                        key("command"),
+                        "is missing or empty; the command backend needs the program and its \
+                         arguments, e.g. command = [\"my-agent\", \"--json\"]",
+                    );
+                }
+            }
+            BackendKind::Echo => {}
+        }
+        // Each backend's own keys, with whether the bot sets them: refused on any other.
+        for (name, owner, set) in [
+            ("base_url", BackendKind::Openai, bot.base_url.is_some()),
+            (
+                "api_key_env",
+                BackendKind::Openai,
+                bot.api_key_env.is_some(),
+            ),
+            ("url", BackendKind::Http, bot.url.is_some()),
+            ("command", BackendKind::Command, !bot.command.is_empty()),
+        ] {
+            if set && bot.backend != owner {
+                let owner = owner.as_str();
+                self.report(
+                    key(name),
+                    format!(
+                        "`{name}` is only used by the {owner} backend; remove it, or set \
+                         backend = \"{owner}\""
+                    ),
+                );
+            }
+        }
+    }
+
+    pub(super) fn backends(&mut self, config: &Config) {
+        let openai = &config.backends.openai;
+        if let Some(url) = &openai.base_url {
+            self.url("backends.openai.base_url".into(), url);
+        }
+        if let Some(name) = &openai.api_key_env {
+            self.env_var("backends.openai.api_key_env", name, API_KEY);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::assert_broken_reports;
+
+    #[test]
+    fn bots_report_each_problem_by_key() {
+        assert_broken_reports(
+            &[
+                "bots[0].model",
+                "bots[0].system_prompt_file",
+                "bots[0].tools[1]",
+                "bots[0].api_key_env",
+                "bots[1].id",
+                "bots[1].url",
+                "bots[1].base_url",
+                "bots[2].id",
+                "bots[2].command",
+            ],
+            &["bots[0].tools[0]"],
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! The gateway-wide sections: `[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]` and
+//! `[chains]`. Mostly numbers that must leave room for work (a lane of 0 never runs a turn, a
+//! budget of 0 refuses everything), plus the bots the sections name.
+
+use std::net::SocketAddr;
+
+use super::super::Config;
+use super::Checker;
+
+impl Checker<'_> {
+    pub(super) fn gateway(&mut self, config: &Config) {
+        let gateway = &config.gateway;
+        if gateway.listen.parse::<SocketAddr>().is_err() {
+            self.report(
+                "gateway.listen",
+                format!(
+                    "`{}` is not a socket address; write IP:PORT, e.g. \"127.0.0.1:8642\" \
+                     (or \"0.0.0.0:8642\" to listen on every interface)",
+                    gateway.listen
+                ),
+            );
+        }
+        if gateway.database.trim().is_empty() {
+            self.report(
+                "gateway.database",
+                "is empty; name an SQLite file (e.g. \"baton.db\"), or \":memory:\" for a \
+                 throwaway run",
+            );
+        }
+        if let Some(name) = &gateway.api_token_env {
+            self.env_var(
+                "gateway.api_token_env",
+                name,
+                "the bearer token for /v1 and /api (or remove the key: without it only \
+                 loopback clients are served)",
+            );
+        }
+        let token = &gateway.silent_token;
+        if token.is_empty() {
+            self.report(
+                "gateway.silent_token",
+                "is empty; a bot needs a word to say \"I have nothing to add\" (default \
+                 \"NO_REPLY\")",
+            );
+        } else if token.chars().any(char::is_whitespace) {
+            self.report(
+                "gateway.silent_token",
+                "contains whitespace; use one word such as \"NO_REPLY\" (replies are trimmed \
+                 before they are compared with it)",
+            );
+        }
+        self.at_least_one(
+            "gateway.turn_timeout_seconds",
+            gateway.turn_timeout_seconds,
+            " (seconds a turn may run)",
+        );
+    }
+
+    pub(super) fn lanes(&mut self, config: &Config) {
+        let lanes = &config.lanes;
+        for (name, value) in [
+            ("main", lanes.main),
+            ("nested", lanes.nested),
+            ("subagent", lanes.subagent),
+            ("cron", lanes.cron),
+        ] {
+            self.at_least_one(
+                &format!("lanes.{name}"),
+                value as u64,
+                ": a lane with no room never runs a turn",
+            );
+        }
+    }
+
+    pub(super) fn limits(&mut self, config: &Config) {
+        let limits = &config.limits;
+        for (name, value) in [
+            (
+                "inbound_per_sender_per_minute",
+                limits.inbound_per_sender_per_minute,
+            ),
+            (
+                "bot_pair_events_per_minute",
+                limits.bot_pair_events_per_minute,
+            ),
+            ("send_per_pair_per_minute", limits.send_per_pair_per_minute),
+            (
+                "send_per_sender_per_minute",
+                limits.send_per_sender_per_minute,
+            ),
+            ("fan_out_targets", limits.fan_out_targets),
+        ] {
+            self.at_least_one(
+                &format!("limits.{name}"),
+                u64::from(value),
+                " (a budget of 0 would refuse everything)",
+            );
+        }
+        self.at_least_one(
+            "limits.fan_out_window_seconds",
+            limits.fan_out_window_seconds,
+            "",
+        );
+        self.at_least_one(
+            "limits.max_depth",
+            u64::from(limits.max_depth),
+            " (to turn bot-to-bot messages off, set [agent_to_agent] enabled = false)",
+        );
+        if limits.max_ping_pong_turns > 5 {
+            self.report(
+                "limits.max_ping_pong_turns",
+                format!(
+                    "is {}; it must be between 0 and 5 (extra A<->B exchanges after a \
+                     sessions_send)",
+                    limits.max_ping_pong_turns
+                ),
+            );
+        }
+    }
+
+    pub(super) fn agent_to_agent(&mut self, config: &Config) {
+        for (i, pattern) in config.agent_to_agent.allow.iter().enumerate() {
+            let key = format!("agent_to_agent.allow[{i}]");
+            let literal = !pattern.contains(['*', '?', '[', '{']);
+            // A plain id must name a bot; a glob (or a known id) must compile.
+            let known = !literal
+                || self.bot_ref(config, key.clone(), pattern, |ids| {
+                    format!("use a bot id or a glob (known: {ids})")
+                });
+            if known {
+                self.glob(key, pattern);
+            }
+        }
+    }
+
+    pub(super) fn chains(&mut self, config: &Config) {
+        let chains = &config.chains;
+        if let Some(coordinator) = &chains.coordinator {
+            self.bot_ref(config, "chains.coordinator", coordinator, |ids| {
+                format!(
+                    "name one of: {ids} (or remove the key to let baton coordinate round-robin)"
+                )
+            });
+        }
+        self.at_least_one("chains.max_rounds", u64::from(chains.max_rounds), "");
+        if chains.rounds == 0 || chains.rounds > chains.max_rounds.max(1) {
+            self.report(
+                "chains.rounds",
+                format!(
+                    "is {}; it must be between 1 and max_rounds ({})",
+                    chains.rounds, chains.max_rounds
+                ),
+            );
+        }
+        self.at_least_one(
+            "chains.turn_timeout_seconds",
+            chains.turn_timeout_seconds,
+            "",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixture::assert_broken_reports;
+
+    #[test]
+    fn gateway_wide_sections_report_each_problem_by_key() {
+        assert_broken_reports(
+            &[
+                "gateway.listen",
+                "gateway.silent_token",
+                "gateway.api_token_env",
+                "lanes.nested",
+                "limits.max_ping_pong_turns",
+                "limits.send_per_pair_per_minute",
+                "agent_to_agent.allow[1]",
+                "agent_to_agent.allow[2]",
+                "chains.coordinator",
+                "chains.rounds",
+            ],
+            // `snark` is a bot: a plain id that names one is fine.
+            &["agent_to_agent.allow[0]"],
+        );
+    }
+}
