@@ -21,8 +21,21 @@ async fn models_lists_the_roster() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha", "beta"], ""), &db).await;
-    let models: Value = gw.http.get(format!("{}/v1/models", gw.base)).send().await.unwrap().json().await.unwrap();
-    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let models: Value = gw
+        .http
+        .get(format!("{}/v1/models", gw.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["alpha", "beta"]);
     assert_eq!(models["object"], "list");
     gw.stop().await;
@@ -54,8 +67,16 @@ async fn a_completion_runs_the_pipeline_in_a_dm_session_and_keeps_the_conversati
     let again = json!({"model": "alpha", "messages": [{"role": "user", "content": "Who am I?"}], "user": "ann"});
     completion(&gw, again).await;
     let second = &fake.requests_for("alpha")[1];
-    let contents: Vec<&str> = second["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
-    assert!(contents.contains(&"Hi, I am Ann.") && contents.contains(&"Hello Ann."), "{contents:?}");
+    let contents: Vec<&str> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        contents.contains(&"Hi, I am Ann.") && contents.contains(&"Hello Ann."),
+        "{contents:?}"
+    );
     let transcript = gw.transcript("bot:alpha:local:alpha:dm:ann").await;
     assert_eq!(transcript[0]["speaker"], "ann");
     assert_eq!(transcript[1]["speaker"], "alpha");
@@ -68,18 +89,40 @@ async fn streaming_answers_with_openai_sse_chunks() {
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
     fake.script("alpha", Step::reply("streamed answer"));
-    let request = json!({"model": "alpha", "stream": true, "messages": [{"role": "user", "content": "go"}]});
+    let request =
+        json!({"model": "alpha", "stream": true, "messages": [{"role": "user", "content": "go"}]});
     let response = completion(&gw, request).await;
     assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let text = response.text().await.unwrap();
-    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
     assert_eq!(data.last(), Some(&"[DONE]"));
-    let chunks: Vec<Value> = data[..data.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
-    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
-    let content: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(content, "streamed answer");
-    assert_eq!(chunks.last().unwrap()["choices"][0]["finish_reason"], "stop");
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "stop"
+    );
     gw.stop().await;
 }
 
@@ -88,12 +131,25 @@ async fn bad_requests_get_clear_errors() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
-    let unknown = completion(&gw, json!({"model": "nobody", "messages": [{"role": "user", "content": "x"}]})).await;
+    let unknown = completion(
+        &gw,
+        json!({"model": "nobody", "messages": [{"role": "user", "content": "x"}]}),
+    )
+    .await;
     assert_eq!(unknown.status(), 404);
     let body: Value = unknown.json().await.unwrap();
-    assert!(body["error"]["message"].as_str().unwrap().contains("/v1/models"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/models")
+    );
     let huge = "x".repeat(101 * 1024);
-    let too_big = completion(&gw, json!({"model": "alpha", "messages": [{"role": "user", "content": huge}]})).await;
+    let too_big = completion(
+        &gw,
+        json!({"model": "alpha", "messages": [{"role": "user", "content": huge}]}),
+    )
+    .await;
     assert_eq!(too_big.status(), 413);
     assert!(fake.requests_for("alpha").is_empty());
     gw.stop().await;

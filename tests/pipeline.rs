@@ -41,8 +41,14 @@ activation = "always"
     gw.say("quiet", "alice", "good morning all").await;
     gw.say("quiet", "alice", "@alpha what's up?").await;
     gw.settle().await;
-    assert_eq!(texts(&gw.said_by("quiet", "alpha").await), ["echo: @alpha what's up?"]);
-    assert!(gw.said_by("quiet", "beta").await.is_empty(), "beta was not mentioned");
+    assert_eq!(
+        texts(&gw.said_by("quiet", "alpha").await),
+        ["echo: @alpha what's up?"]
+    );
+    assert!(
+        gw.said_by("quiet", "beta").await.is_empty(),
+        "beta was not mentioned"
+    );
 
     gw.say("busy", "alice", "anyone around?").await;
     gw.settle().await;
@@ -73,11 +79,23 @@ async fn silent_token_exact_match_is_silent_and_a_trailing_token_is_stripped() {
     fake.script("alpha", Step::reply("  NO_REPLY\n"));
     let asked = gw.say("room", "alice", "@alpha anything?").await;
     gw.settle().await;
-    assert_eq!(gw.messages("room").await.len(), 1, "a silent turn left something in the room");
+    assert_eq!(
+        gw.messages("room").await.len(),
+        1,
+        "a silent turn left something in the room"
+    );
     let session = "bot:alpha:local:alpha:room";
-    let kinds: Vec<Value> = gw.transcript(session).await.iter().map(|e| e["kind"].clone()).collect();
+    let kinds: Vec<Value> = gw
+        .transcript(session)
+        .await
+        .iter()
+        .map(|e| e["kind"].clone())
+        .collect();
     assert_eq!(kinds, [json!("inbound"), json!("silent")]);
-    assert_eq!(gw.transcript(session).await[0]["platform_message_id"], asked["id"]);
+    assert_eq!(
+        gw.transcript(session).await[0]["platform_message_id"],
+        asked["id"]
+    );
 
     fake.script("alpha", Step::reply("All done.\n\nNO_REPLY"));
     gw.say("room", "alice", "@alpha and now?").await;
@@ -92,20 +110,27 @@ async fn history_buffer_reaches_the_next_turn_and_survives_a_restart() {
     let (_dir, db) = temp_db();
     let config = config_text(&fake.base_url, &["alpha"], "");
     let gw = TestGateway::start(&config, &db).await;
-    gw.say("room", "bob", "the release codename is pineapple").await;
+    gw.say("room", "bob", "the release codename is pineapple")
+        .await;
     gw.settle().await;
     assert!(fake.requests_for("alpha").is_empty());
     gw.stop().await;
 
     let gw = TestGateway::start(&config, &db).await;
-    gw.say("room", "alice", "@alpha what is the codename?").await;
+    gw.say("room", "alice", "@alpha what is the codename?")
+        .await;
     gw.settle().await;
-    assert!(prompt_text(&fake, "alpha").contains("pineapple"), "history did not reach the turn");
+    assert!(
+        prompt_text(&fake, "alpha").contains("pineapple"),
+        "history did not reach the turn"
+    );
     fake.script("alpha", Step::reply("ok"));
     gw.say("room", "alice", "@alpha again?").await;
     gw.settle().await;
     let second = &fake.requests_for("alpha")[1];
-    let first_line = second["messages"][0]["content"].as_str().unwrap_or_default();
+    let first_line = second["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
     assert!(
         !first_line.contains("Earlier messages"),
         "the buffer was given twice: {second}"
@@ -129,7 +154,10 @@ async fn a_duplicate_event_redelivered_after_a_restart_gets_no_second_reply() {
     let gw = TestGateway::start(&config, &db).await;
     gw.post("room", event).await;
     gw.settle().await;
-    assert!(gw.said_by("room", "alpha").await.is_empty(), "answered a redelivery");
+    assert!(
+        gw.said_by("room", "alpha").await.is_empty(),
+        "answered a redelivery"
+    );
     assert_eq!(fake.requests_for("alpha").len(), 1, "the model ran twice");
     gw.stop().await;
 }
@@ -143,7 +171,10 @@ async fn a_bot_message_wakes_a_bot_only_when_allowed() {
     gw.say("room", "alice", "@alpha start").await;
     gw.settle().await;
     assert_eq!(gw.said_by("room", "alpha").await.len(), 1);
-    assert!(fake.requests_for("beta").is_empty(), "beta woke without allow_bots");
+    assert!(
+        fake.requests_for("beta").is_empty(),
+        "beta woke without allow_bots"
+    );
     gw.stop().await;
 
     let fake = FakeOpenAi::start().await;
@@ -184,7 +215,11 @@ allow_bots = ["*"]
     assert_eq!(bot_messages(gw.messages("room").await), 4);
     gw.say("room", "alice", "@alpha once more").await;
     gw.settle().await;
-    assert_eq!(bot_messages(gw.messages("room").await), 8, "a human did not reset the chain");
+    assert_eq!(
+        bot_messages(gw.messages("room").await),
+        8,
+        "a human did not reset the chain"
+    );
     gw.stop().await;
 }
 
@@ -208,7 +243,9 @@ async fn a_long_reply_is_chunked_at_the_limit_without_losing_text() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
-    let paragraphs: Vec<String> = (0..30).map(|i| format!("Paragraph {i}: {}", "lorem ipsum ".repeat(25))).collect();
+    let paragraphs: Vec<String> = (0..30)
+        .map(|i| format!("Paragraph {i}: {}", "lorem ipsum ".repeat(25)))
+        .collect();
     let long = paragraphs.join("\n\n");
     assert!(long.chars().count() > 8000);
     fake.script("alpha", Step::reply(long.clone()));
@@ -221,7 +258,11 @@ async fn a_long_reply_is_chunked_at_the_limit_without_losing_text() {
     assert_eq!(squash(&chunks.concat()), squash(&long));
     let entries = gw.transcript("bot:alpha:local:alpha:room").await;
     let replies = entries.iter().filter(|e| e["kind"] == "reply").count();
-    assert_eq!(replies, chunks.len(), "each chunk is mirrored with its message id");
+    assert_eq!(
+        replies,
+        chunks.len(),
+        "each chunk is mirrored with its message id"
+    );
     gw.stop().await;
 }
 
@@ -230,12 +271,27 @@ async fn a_backend_failure_gives_a_short_error_reply_and_a_recorded_failure() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
-    fake.script("alpha", Step::Error { status: 400, retry_after: None });
+    fake.script(
+        "alpha",
+        Step::Error {
+            status: 400,
+            retry_after: None,
+        },
+    );
     gw.say("room", "alice", "@alpha hello?").await;
     gw.settle().await;
-    assert_eq!(texts(&gw.said_by("room", "alpha").await), ["Sorry, my model backend failed."]);
+    assert_eq!(
+        texts(&gw.said_by("room", "alpha").await),
+        ["Sorry, my model backend failed."]
+    );
     let entries = gw.transcript("bot:alpha:local:alpha:room").await;
-    let failure = entries.iter().find(|e| e["kind"] == "failure").expect("failure recorded");
-    assert!(failure["text"].as_str().unwrap().contains("400"), "{failure}");
+    let failure = entries
+        .iter()
+        .find(|e| e["kind"] == "failure")
+        .expect("failure recorded");
+    assert!(
+        failure["text"].as_str().unwrap().contains("400"),
+        "{failure}"
+    );
     gw.stop().await;
 }

@@ -53,8 +53,7 @@ pub(crate) fn decide(
     match activation {
         Activation::Mention => None,
         Activation::Always => {
-            let only_other_bots =
-                !event.mentions.is_empty() && event.mentions.iter().all(is_bot);
+            let only_other_bots = !event.mentions.is_empty() && event.mentions.iter().all(is_bot);
             (!(chat.ignore_other_mentions && only_other_bots)).then_some(Wake::Always)
         }
     }

@@ -68,7 +68,11 @@ mod tests {
     #[test]
     fn recognises_a_notice_and_its_chunks_only_in_its_chat_and_author() {
         let notices = OwnNotices::default();
-        notices.remember("local:room", "alpha", "Activation is now `always`.\n\nSecond part.");
+        notices.remember(
+            "local:room",
+            "alpha",
+            "Activation is now `always`.\n\nSecond part.",
+        );
         assert!(notices.is_notice("local:room", "alpha", "Second part."));
         assert!(notices.is_notice("local:room", "alpha", " Activation is now `always`."));
         assert!(!notices.is_notice("local:other", "alpha", "Second part."));

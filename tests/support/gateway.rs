@@ -80,7 +80,8 @@ impl TestGateway {
 
     /// Post `text` as `sender`.
     pub async fn say(&self, room: &str, sender: &str, text: &str) -> Value {
-        self.post(room, json!({"sender": sender, "text": text})).await
+        self.post(room, json!({"sender": sender, "text": text}))
+            .await
     }
 
     /// Every message in the room.
@@ -109,14 +110,19 @@ impl TestGateway {
         loop {
             if self.gateway.is_idle() {
                 match idle_since {
-                    Some(t) if tokio::time::Instant::now() - t > Duration::from_millis(50) => return,
+                    Some(t) if tokio::time::Instant::now() - t > Duration::from_millis(50) => {
+                        return;
+                    }
                     None => idle_since = Some(tokio::time::Instant::now()),
                     _ => {}
                 }
             } else {
                 idle_since = None;
             }
-            assert!(tokio::time::Instant::now() < deadline, "gateway did not settle");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "gateway did not settle"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
