@@ -112,3 +112,130 @@ async fn send_with_retry(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use baton_contract::{
+        AccountId, AdapterError, Capabilities, ConnectionState, EventSink, Platform,
+    };
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::store::{Store, TranscriptQuery};
+
+    /// Answers each send with the next scripted result and records what it was asked to post.
+    struct Scripted {
+        account: AccountId,
+        results: Mutex<Vec<Result<SentMessage, SendError>>>,
+        sent: Mutex<Vec<OutboundMessage>>,
+    }
+
+    impl Scripted {
+        fn new(mut results: Vec<Result<SentMessage, SendError>>) -> Self {
+            results.reverse();
+            Self {
+                account: "a".into(),
+                results: Mutex::new(results),
+                sent: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Adapter for Scripted {
+        fn platform(&self) -> Platform {
+            Platform::Local
+        }
+        fn account(&self) -> &AccountId {
+            &self.account
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                max_message_chars: 10,
+                threads: true,
+                ephemeral_replies: false,
+            }
+        }
+        fn self_id(&self) -> Option<UserId> {
+            None
+        }
+        fn connection_state(&self) -> ConnectionState {
+            ConnectionState::Connected
+        }
+        async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
+            Ok(())
+        }
+        async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
+            self.sent.lock().unwrap().push(message.clone());
+            self.results.lock().unwrap().pop().expect("an unexpected send")
+        }
+    }
+
+    fn ok(id: &str) -> Result<SentMessage, SendError> {
+        Ok(SentMessage {
+            message_id: MessageId::from(id),
+        })
+    }
+
+    fn target() -> Target {
+        Target {
+            chat: "c".into(),
+            thread: Some("t".into()),
+            reply_to: None,
+            ephemeral: None,
+        }
+    }
+
+    async fn journal() -> Journal {
+        let store = Store::open(":memory:").await.unwrap();
+        Journal::new(store, "s".into(), "bot".into(), "run1".into())
+    }
+
+    #[tokio::test]
+    async fn a_429_is_retried_after_retry_after_and_chunks_keep_their_keys() {
+        let adapter = Scripted::new(vec![
+            Err(SendError::RateLimited {
+                retry_after: Duration::from_millis(5),
+            }),
+            ok("m1"),
+            ok("m2"),
+        ]);
+        let journal = journal().await;
+        let ids = deliver(&adapter, &target(), "hello there", &journal)
+            .await
+            .unwrap();
+        assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
+        let sent = adapter.sent.lock().unwrap().clone();
+        let keys: Vec<_> = sent.iter().map(|m| m.idempotency_key.as_str()).collect();
+        assert_eq!(keys, ["run1#0", "run1#0", "run1#1"], "a retry must reuse its key");
+        assert!(sent.iter().all(|m| m.thread.as_ref().is_some_and(|t| t.as_str() == "t")));
+        let entries = journal
+            .store()
+            .transcript(TranscriptQuery::session("s"))
+            .await
+            .unwrap();
+        let ids: Vec<_> = entries.iter().map(|e| e.platform_message_id.clone()).collect();
+        assert_eq!(ids, [Some("m1".to_owned()), Some("m2".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn a_transport_failure_is_not_retried_and_a_replay_skips_delivered_chunks() {
+        let adapter = Scripted::new(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
+        let journal = journal().await;
+        let err = deliver(&adapter, &target(), "hello there", &journal)
+            .await
+            .unwrap_err();
+        assert_eq!((err.chunk, err.total), (1, 2));
+        assert_eq!(adapter.sent.lock().unwrap().len(), 2, "retried an unknown fate");
+
+        let replay = Scripted::new(vec![ok("m2")]);
+        let ids = deliver(&replay, &target(), "hello there", &journal)
+            .await
+            .unwrap();
+        assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
+        assert_eq!(replay.sent.lock().unwrap().len(), 1, "chunk 0 was posted twice");
+    }
+}
