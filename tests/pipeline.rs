@@ -295,3 +295,40 @@ async fn a_backend_failure_gives_a_short_error_reply_and_a_recorded_failure() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn oversized_text_from_any_platform_is_refused_with_a_message() {
+    use baton::dispatcher::{DropReason, Handled};
+    use baton_contract::{ChatKind, InboundEvent, Platform, Sender, UserId};
+
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
+    let sender = Sender {
+        id: "alice".into(),
+        name: "alice".into(),
+        is_bot: false,
+        is_self: false,
+    };
+    let text = format!("@alpha {}", "x".repeat(101 * 1024));
+    let mut event = InboundEvent::text_message(
+        Platform::Local,
+        "alpha".into(),
+        "room".into(),
+        ChatKind::Group,
+        sender,
+        "big-1".into(),
+        text,
+    );
+    event.mentions = vec![UserId::from("alpha")];
+    let handled = gw.gateway.dispatcher().handle(event).await;
+    assert_eq!(handled, Handled::Dropped(DropReason::TooLong));
+    assert!(
+        fake.requests_for("alpha").is_empty(),
+        "the model saw the oversized text"
+    );
+    let said = texts(&gw.said_by("room", "alpha").await);
+    assert_eq!(said.len(), 1);
+    assert!(said[0].contains("over 100 kB"), "{said:?}");
+    gw.stop().await;
+}

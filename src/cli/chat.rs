@@ -27,10 +27,16 @@ pub(super) struct ChatArgs {
 pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
     let config = super::load(config)?;
     let options = StartOptions {
-        database: args.database,
+        database: args.database.clone(),
         ..StartOptions::default()
     };
     let gateway = Gateway::start(config, options).await?;
+    let result = converse(&gateway, &args).await;
+    gateway.shutdown().await;
+    result
+}
+
+async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
     let account = gateway
         .dispatcher()
         .shared()
@@ -68,6 +74,5 @@ pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
         out.flush().await?;
     }
     out.write_all(b"\n").await?;
-    gateway.shutdown().await;
     Ok(())
 }

@@ -61,7 +61,13 @@ enum Command {
 /// Parse the command line and run it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    // The terminal chat shares its screen with the conversation: only warnings by default.
+    let default_level = if matches!(cli.command, Command::Chat(_)) {
+        "warn"
+    } else {
+        "info"
+    };
+    init_logging(cli.log_format, default_level);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -101,11 +107,13 @@ fn load(path: &Path) -> anyhow::Result<Config> {
     })
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

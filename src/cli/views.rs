@@ -15,7 +15,7 @@ use crate::store::{Entry, Store, TranscriptQuery};
 #[derive(Debug, Args)]
 pub(super) struct StoreArgs {
     /// Read this SQLite file instead of `gateway.database`.
-    #[arg(long)]
+    #[arg(long, global = true)]
     database: Option<String>,
 }
 

@@ -46,7 +46,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config file {path}: {source}; pass --config PATH or set BATON_CONFIG")]
+    #[error("cannot read config file {}; pass --config PATH or set BATON_CONFIG", .path.display())]
     Read {
         /// The file we tried.
         path: PathBuf,

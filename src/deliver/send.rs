@@ -170,7 +170,11 @@ mod tests {
         }
         async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
             self.sent.lock().unwrap().push(message.clone());
-            self.results.lock().unwrap().pop().expect("an unexpected send")
+            self.results
+                .lock()
+                .unwrap()
+                .pop()
+                .expect("an unexpected send")
         }
     }
 
@@ -210,14 +214,24 @@ mod tests {
         assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
         let sent = adapter.sent.lock().unwrap().clone();
         let keys: Vec<_> = sent.iter().map(|m| m.idempotency_key.as_str()).collect();
-        assert_eq!(keys, ["run1#0", "run1#0", "run1#1"], "a retry must reuse its key");
-        assert!(sent.iter().all(|m| m.thread.as_ref().is_some_and(|t| t.as_str() == "t")));
+        assert_eq!(
+            keys,
+            ["run1#0", "run1#0", "run1#1"],
+            "a retry must reuse its key"
+        );
+        assert!(
+            sent.iter()
+                .all(|m| m.thread.as_ref().is_some_and(|t| t.as_str() == "t"))
+        );
         let entries = journal
             .store()
             .transcript(TranscriptQuery::session("s"))
             .await
             .unwrap();
-        let ids: Vec<_> = entries.iter().map(|e| e.platform_message_id.clone()).collect();
+        let ids: Vec<_> = entries
+            .iter()
+            .map(|e| e.platform_message_id.clone())
+            .collect();
         assert_eq!(ids, [Some("m1".to_owned()), Some("m2".to_owned())]);
     }
 
@@ -229,13 +243,21 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!((err.chunk, err.total), (1, 2));
-        assert_eq!(adapter.sent.lock().unwrap().len(), 2, "retried an unknown fate");
+        assert_eq!(
+            adapter.sent.lock().unwrap().len(),
+            2,
+            "retried an unknown fate"
+        );
 
         let replay = Scripted::new(vec![ok("m2")]);
         let ids = deliver(&replay, &target(), "hello there", &journal)
             .await
             .unwrap();
         assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
-        assert_eq!(replay.sent.lock().unwrap().len(), 1, "chunk 0 was posted twice");
+        assert_eq!(
+            replay.sent.lock().unwrap().len(),
+            1,
+            "chunk 0 was posted twice"
+        );
     }
 }

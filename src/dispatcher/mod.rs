@@ -45,6 +45,10 @@ use crate::roster::{Account, Roster};
 use crate::session::{SessionKey, chat_key};
 use crate::store::{Claim, HistoryEntry, Pairing, Store};
 
+/// The largest inbound text the pipeline takes (SPEC.md section 9): anything longer is refused
+/// with a message, never truncated.
+pub const MAX_TEXT_BYTES: usize = 100 * 1024;
+
 /// What became of one event. Returned to callers that wait (the local HTTP chat) and logged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handled {
@@ -85,6 +89,10 @@ pub enum DropReason {
     GatewayNotice,
     /// The sender is over the inbound rate limit.
     RateLimited,
+    /// The text is over [`MAX_TEXT_BYTES`].
+    TooLong,
+    /// The gateway is draining for shutdown and takes no new events.
+    ShuttingDown,
 }
 
 /// Everything the steps share. Built once by [`crate::gateway`].
@@ -193,10 +201,18 @@ impl Dispatcher {
     /// Deduplicate and run the whole pipeline, waiting for the outcome. The local chat uses
     /// this; platform adapters go through [`EventSink::accept`], which does not wait.
     pub async fn handle(&self, event: InboundEvent) -> Handled {
-        if !self.claim(&event).await {
-            return Handled::Duplicate;
+        if self.tasks.is_closed() {
+            return Handled::Dropped(DropReason::ShuttingDown);
         }
-        self.process(event).await
+        // Tracked like a spawned run, so a shutdown waits for it too.
+        self.tasks
+            .track_future(async {
+                if !self.claim(&event).await {
+                    return Handled::Duplicate;
+                }
+                self.process(event).await
+            })
+            .await
     }
 
     /// Events accepted whose pipeline run has not finished.
@@ -241,6 +257,11 @@ impl Dispatcher {
         let inbound = self.inbound(event, account);
         if self.is_gateway_notice(&inbound) {
             return Handled::Dropped(DropReason::GatewayNotice);
+        }
+        if inbound.event.text.len() > MAX_TEXT_BYTES {
+            let text = "That message is over 100 kB, too long for me to read; please send less.";
+            turn_step::notice(shared, &inbound, text).await;
+            return Handled::Dropped(DropReason::TooLong);
         }
         if let Some(handled) = admin_step::intercept(shared, &inbound).await {
             return handled;

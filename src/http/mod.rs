@@ -22,8 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::dispatcher::Dispatcher;
 use crate::local::LocalHub;
 
-/// The largest text accepted from a client (SPEC.md section 9: over 100 kB is refused).
-pub const MAX_TEXT_BYTES: usize = 100 * 1024;
+use crate::dispatcher::MAX_TEXT_BYTES;
 
 /// What every handler can reach.
 #[derive(Clone)]

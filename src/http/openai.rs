@@ -106,6 +106,12 @@ pub(super) async fn chat_completions(
         Handled::Replied(text) | Handled::Admin(text) => text,
         Handled::Silent => String::new(),
         Handled::Failed(err) => return error(StatusCode::BAD_GATEWAY, &err),
+        Handled::Dropped(DropReason::ShuttingDown) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the gateway is shutting down; retry shortly",
+            );
+        }
         Handled::Dropped(DropReason::RateLimited) => {
             return error(
                 StatusCode::TOO_MANY_REQUESTS,
