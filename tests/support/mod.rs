@@ -5,3 +5,4 @@
 
 pub mod fake_openai;
 pub mod gateway;
+pub mod turns;
