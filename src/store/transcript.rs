@@ -13,113 +13,84 @@ use serde::{Deserialize, Serialize};
 
 use super::{Store, StoreError};
 
-/// What an entry records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryKind {
-    /// A message that reached the bot (from a human, or another bot).
-    Inbound,
-    /// A chunk of the bot's reply, as delivered.
-    Reply,
-    /// The bot's turn ended in silence (kept so the record shows it chose not to speak).
-    Silent,
-    /// Something failed (a turn, a delivery); never silently lost.
-    Failure,
-    /// The bot called a tool.
-    ToolCall,
-    /// A tool's answer.
-    ToolResult,
-    /// An admin command and its answer.
-    Admin,
-    /// A message from the gateway itself (rate-limit notice, pairing code, ...).
-    Notice,
-}
-
-impl EntryKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [EntryKind; 8] = [
-        EntryKind::Inbound,
-        EntryKind::Reply,
-        EntryKind::Silent,
-        EntryKind::Failure,
-        EntryKind::ToolCall,
-        EntryKind::ToolResult,
-        EntryKind::Admin,
-        EntryKind::Notice,
-    ];
-
-    /// The snake_case name stored in the database and printed in transcripts.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryKind::Inbound => "inbound",
-            EntryKind::Reply => "reply",
-            EntryKind::Silent => "silent",
-            EntryKind::Failure => "failure",
-            EntryKind::ToolCall => "tool_call",
-            EntryKind::ToolResult => "tool_result",
-            EntryKind::Admin => "admin",
-            EntryKind::Notice => "notice",
+/// A fieldless enum stored in the database by its snake_case name: the enum, `ALL`, `as_str`,
+/// `Display` and `FromStr`, written once from one list so the names cannot drift apart.
+macro_rules! stored_name {
+    (
+        $(#[$doc:meta])* $name:ident, $what:literal {
+            $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+
         }
-    }
-}
-
-impl fmt::Display for EntryKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for EntryKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        EntryKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("unknown transcript entry kind '{s}'"))
-    }
-}
-
-/// Who an entry's words come from, so a bot's words are never taken for a human's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// A person on the platform.
-    Human,
-    /// A bot (this one, or another speaking to it).
-    Bot,
-    /// baton itself.
-    Gateway,
-}
-
-impl Origin {
-    /// Every origin, in declaration order.
-    pub const ALL: [Origin; 3] = [Origin::Human, Origin::Bot, Origin::Gateway];
-
-    /// The snake_case name stored in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Origin::Human => "human",
-            Origin::Bot => "bot",
-            Origin::Gateway => "gateway",
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
         }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The snake_case name stored in the database and printed in transcripts.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| format!(concat!("unknown transcript ", $what, " '{}'"), s))
+            }
+        }
+    };
+}
+
+stored_name! {
+    /// What an entry records.
+    EntryKind, "entry kind" {
+        /// A message that reached the bot (from a human, or another bot).
+        Inbound = "inbound",
+        /// A chunk of the bot's reply, as delivered.
+        Reply = "reply",
+        /// The bot's turn ended in silence (kept so the record shows it chose not to speak).
+        Silent = "silent",
+        /// Something failed (a turn, a delivery); never silently lost.
+        Failure = "failure",
+        /// The bot called a tool.
+        ToolCall = "tool_call",
+        /// A tool's answer.
+        ToolResult = "tool_result",
+        /// An admin command and its answer.
+        Admin = "admin",
+        /// A message from the gateway itself (rate-limit notice, pairing code, ...).
+        Notice = "notice",
     }
 }
 
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Origin {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Origin::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| format!("unknown transcript origin '{s}'"))
+stored_name! {
+    /// Who an entry's words come from, so a bot's words are never taken for a human's.
+    Origin, "origin" {
+        /// A person on the platform.
+        Human = "human",
+        /// A bot (this one, or another speaking to it).
+        Bot = "bot",
+        /// baton itself.
+        Gateway = "gateway",
     }
 }
 
@@ -345,11 +316,11 @@ pub(crate) mod tests {
 
     #[test]
     fn names_round_trip() {
-        for kind in EntryKind::ALL {
+        for &kind in EntryKind::ALL {
             assert_eq!(kind.as_str().parse::<EntryKind>(), Ok(kind));
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
-        for origin in Origin::ALL {
+        for &origin in Origin::ALL {
             assert_eq!(origin.as_str().parse::<Origin>(), Ok(origin));
             assert_eq!(serde_json::to_value(origin).unwrap(), origin.as_str());
         }
