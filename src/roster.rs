@@ -9,6 +9,7 @@ use std::sync::Arc;
 use baton_contract::{AccountId, Adapter, Platform, UserId};
 
 use crate::config::BotConfig;
+use crate::tools::ToolSet;
 use crate::turn::Backend;
 
 /// One bot, ready to take turns.
@@ -19,6 +20,8 @@ pub struct Bot {
     pub system_prompt: String,
     /// What runs its turns.
     pub backend: Arc<dyn Backend>,
+    /// The agent tools its `tools` list allows.
+    pub tools: ToolSet,
 }
 
 impl Bot {

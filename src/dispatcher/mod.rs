@@ -32,6 +32,7 @@ use tokio_util::task::TaskTracker;
 
 pub use activation::Wake;
 pub use chat_rules::{ChatPolicy, ChatRules};
+pub(crate) use chat_rules::glob_set;
 pub use policy::Refusal;
 
 use self::policy::PolicyDecision;
@@ -310,7 +311,7 @@ impl Dispatcher {
         if let Some(stop) = self.check_rate(&inbound).await {
             return stop;
         }
-        turn_step::run(shared, &inbound, wake).await
+        turn_step::run(&self.shared, &inbound, wake).await
     }
 
     fn inbound<'a>(&self, event: InboundEvent, account: &'a Account) -> Inbound<'a> {

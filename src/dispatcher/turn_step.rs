@@ -2,6 +2,7 @@
 //! deliver, mirror. Also the gateway's own short answers (notices, admin replies), which are
 //! delivered and mirrored the same way but never run a model.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,10 +14,10 @@ use crate::lanes::Lane;
 use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::outcome::Outcome;
 use crate::store::{EntryKind, HistoryTake, SessionRef, TranscriptQuery};
-use crate::turn::NoTools;
+use crate::tools::{AgentTools, Caller};
 
 /// Run the woken bot's turn for `inbound`.
-pub(crate) async fn run(shared: &Shared, inbound: &Inbound<'_>, wake: Wake) -> Handled {
+pub(crate) async fn run(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
     let session = inbound.session();
     let key = session.render();
     let journal = journal(shared, inbound, "in");
@@ -71,8 +72,9 @@ pub(crate) async fn run(shared: &Shared, inbound: &Inbound<'_>, wake: Wake) -> H
         name: &speaker.name,
         text: &event.text,
     };
-    let request = context::turn_request(bot, &key, &history, &tail, current, Vec::new());
-    let tools = RecordingTools::new(&NoTools, &journal);
+    let agent_tools = AgentTools::new(Arc::clone(shared), Caller::from_chat(&session));
+    let request = context::turn_request(bot, &key, &history, &tail, current, bot.tools.specs());
+    let tools = RecordingTools::new(&agent_tools, &journal);
     let limit = Duration::from_secs(shared.config.gateway.turn_timeout_seconds);
     let reply = match tokio::time::timeout(limit, bot.backend.run(&request, &tools)).await {
         Ok(Ok(reply)) => reply,

@@ -8,6 +8,7 @@ use super::StartError;
 use crate::config::{BackendKind, BotConfig, Config, resolve_secret};
 use crate::local::{LocalAdapter, LocalHub};
 use crate::roster::{Account, Bot, Roster};
+use crate::tools::ToolSet;
 use crate::turn::{
     Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
 };
@@ -76,7 +77,9 @@ fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, Star
         }
         (None, None) => String::new(),
     };
+    let patterns = crate::dispatcher::glob_set(&bot.tools)?;
     Ok(Bot {
+        tools: ToolSet::from_globs(&patterns),
         system_prompt,
         backend: backend(config, bot, env)?,
         config: bot.clone(),

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -27,6 +27,9 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
 
     if version < 1 {
         step(conn, 1, include_str!("migrations/001_initial.sql"))?;
+    }
+    if version < 2 {
+        step(conn, 2, include_str!("migrations/002_deliveries.sql"))?;
     }
 
     Ok(())

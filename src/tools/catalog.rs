@@ -1,0 +1,274 @@
+//! Which agent tools exist, what a model is told about each, and which ones a bot may call.
+//!
+//! A bot's `tools` list (names or globs) is compiled once into a [`ToolSet`]. Each tool is
+//! offered under the name the list matched: its primary name, or else its alias, so a config that
+//! says `bots_send_message` shows the model that name. A call by either name works as long as the
+//! tool is in the set.
+
+use std::fmt;
+
+use globset::GlobSet;
+use serde_json::{Value, json};
+
+use crate::turn::ToolSpec;
+
+/// Every agent tool baton runs itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolName {
+    /// `bots_list`: the roster.
+    BotsList,
+    /// `sessions_list`: the sessions the store holds.
+    SessionsList,
+    /// `sessions_history`: one session's transcript.
+    SessionsHistory,
+    /// `session_status`: one session's state and its deliveries.
+    SessionStatus,
+    /// `sessions_send`: hand another bot a message and get its reply.
+    SessionsSend,
+    /// `escalate_to_user`: ask the human side of the originating conversation.
+    EscalateToUser,
+    /// `resolve_agent_approval`: approve or deny a pending approval request.
+    ResolveAgentApproval,
+}
+
+impl ToolName {
+    /// Every tool, in the order they are offered.
+    pub const ALL: [ToolName; 7] = [
+        ToolName::BotsList,
+        ToolName::SessionsList,
+        ToolName::SessionsHistory,
+        ToolName::SessionStatus,
+        ToolName::SessionsSend,
+        ToolName::EscalateToUser,
+        ToolName::ResolveAgentApproval,
+    ];
+
+    /// The primary name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::BotsList => "bots_list",
+            ToolName::SessionsList => "sessions_list",
+            ToolName::SessionsHistory => "sessions_history",
+            ToolName::SessionStatus => "session_status",
+            ToolName::SessionsSend => "sessions_send",
+            ToolName::EscalateToUser => "escalate_to_user",
+            ToolName::ResolveAgentApproval => "resolve_agent_approval",
+        }
+    }
+
+    /// The second name some agent runtimes know the tool by.
+    pub fn alias(self) -> Option<&'static str> {
+        match self {
+            ToolName::BotsList => Some("bots_list_available"),
+            ToolName::SessionsSend => Some("bots_send_message"),
+            _ => None,
+        }
+    }
+
+    /// The tool called `name` (primary name or alias).
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL
+            .into_iter()
+            .find(|t| t.as_str() == name || t.alias() == Some(name))
+    }
+
+    /// What the model is told the tool does.
+    fn description(self) -> &'static str {
+        match self {
+            ToolName::BotsList => {
+                "List the other bots you can work with: id, name, description, backend, model and \
+                 the platforms each is on. Use it to find who to hand a task to."
+            }
+            ToolName::SessionsList => {
+                "List conversations (sessions) baton holds, newest first: key, bot, platform, \
+                 chat, last activity. Optionally only one bot's."
+            }
+            ToolName::SessionsHistory => {
+                "Read the transcript of one session: who said what, tool calls and bot-to-bot \
+                 messages, oldest first."
+            }
+            ToolName::SessionStatus => {
+                "The state of one session: last activity, whether a turn is running, and the \
+                 bot-to-bot deliveries in flight to and from it."
+            }
+            ToolName::SessionsSend => {
+                "Send a message to another bot and get its reply. The target runs a turn with \
+                 your message (it sees it as coming from you) and its answer is returned here. \
+                 If it times out, the answer is delivered to your session later: do not send \
+                 the same thing again. timeout_seconds = 0 sends without waiting."
+            }
+            ToolName::EscalateToUser => {
+                "Ask the human in the conversation this work started from. Your question is \
+                 posted there; their answer comes back to your session as a new message. \
+                 Set approval = true to ask for an approve/deny decision instead."
+            }
+            ToolName::ResolveAgentApproval => {
+                "Approve or deny an approval request another bot raised with escalate_to_user. \
+                 The requesting bot is told the decision."
+            }
+        }
+    }
+
+    /// JSON schema of the arguments.
+    fn parameters(self) -> Value {
+        match self {
+            ToolName::BotsList => object(json!({}), &[]),
+            ToolName::SessionsList => object(
+                json!({
+                    "bot": {"type": "string", "description": "Only this bot's sessions."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}
+                }),
+                &[],
+            ),
+            ToolName::SessionsHistory => object(
+                json!({
+                    "session": {"type": "string", "description": "Session key, or a bot id for your default session with that bot."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 20}
+                }),
+                &["session"],
+            ),
+            ToolName::SessionStatus => object(
+                json!({
+                    "session": {"type": "string", "description": "Session key, or a bot id for your default session with that bot."}
+                }),
+                &["session"],
+            ),
+            ToolName::SessionsSend => object(
+                json!({
+                    "target": {"type": "string", "description": "A bot id (its session for you) or a session key."},
+                    "message": {"type": "string", "description": "What to ask or tell it."},
+                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": 1800, "default": 30,
+                        "description": "How long to wait for the reply; 0 = do not wait (the reply comes to your session later)."},
+                    "idempotency_key": {"type": "string", "description": "Same key = same request: a retry returns the first run's result instead of running again."}
+                }),
+                &["target", "message"],
+            ),
+            ToolName::EscalateToUser => object(
+                json!({
+                    "message": {"type": "string", "description": "The question for the human."},
+                    "approval": {"type": "boolean", "default": false,
+                        "description": "Ask for an approve/deny decision (answered with /baton approve|deny ID or resolve_agent_approval)."}
+                }),
+                &["message"],
+            ),
+            ToolName::ResolveAgentApproval => object(
+                json!({
+                    "approval_id": {"type": "string"},
+                    "decision": {"type": "string", "enum": ["approve", "deny"]},
+                    "note": {"type": "string", "description": "Why, for the requester."}
+                }),
+                &["approval_id", "decision"],
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The tools one bot may call, with the name each is offered under.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSet {
+    offered: Vec<(ToolName, &'static str)>,
+}
+
+impl ToolSet {
+    /// The tools `patterns` (a bot's `tools` list, compiled) allow.
+    pub fn from_globs(patterns: &GlobSet) -> ToolSet {
+        let offered = ToolName::ALL
+            .into_iter()
+            .filter_map(|tool| {
+                if patterns.is_match(tool.as_str()) {
+                    Some((tool, tool.as_str()))
+                } else {
+                    let alias = tool.alias().filter(|a| patterns.is_match(a))?;
+                    Some((tool, alias))
+                }
+            })
+            .collect();
+        ToolSet { offered }
+    }
+
+    /// The tool a call names, if this bot may call it.
+    pub fn allowed(&self, name: &str) -> Option<ToolName> {
+        let tool = ToolName::parse(name)?;
+        self.offered.iter().any(|(t, _)| *t == tool).then_some(tool)
+    }
+
+    /// Whether the set holds `tool`.
+    pub fn contains(&self, tool: ToolName) -> bool {
+        self.offered.iter().any(|(t, _)| *t == tool)
+    }
+
+    /// What the model is shown: one spec per allowed tool.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.offered
+            .iter()
+            .map(|(tool, name)| ToolSpec {
+                name: (*name).to_owned(),
+                description: tool.description().to_owned(),
+                parameters: tool.parameters(),
+            })
+            .collect()
+    }
+
+    /// No tools at all.
+    pub fn is_empty(&self) -> bool {
+        self.offered.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatcher::glob_set;
+
+    fn set(patterns: &[&str]) -> ToolSet {
+        let patterns: Vec<String> = patterns.iter().map(|p| (*p).to_owned()).collect();
+        ToolSet::from_globs(&glob_set(&patterns).unwrap())
+    }
+
+    #[test]
+    fn globs_select_tools_and_aliases_name_them() {
+        let tools = set(&["sessions_*", "bots_list"]);
+        let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            ["bots_list", "sessions_list", "sessions_history", "sessions_send"]
+        );
+        assert_eq!(tools.allowed("bots_send_message"), Some(ToolName::SessionsSend));
+        assert_eq!(tools.allowed("escalate_to_user"), None);
+        assert_eq!(tools.allowed("no_such_tool"), None);
+
+        let aliased = set(&["bots_send_message"]);
+        let names: Vec<String> = aliased.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(names, ["bots_send_message"]);
+        assert_eq!(aliased.allowed("sessions_send"), Some(ToolName::SessionsSend));
+        assert!(set(&[]).is_empty());
+    }
+
+    #[test]
+    fn every_schema_is_an_object_with_its_required_properties() {
+        for tool in ToolName::ALL {
+            let schema = tool.parameters();
+            assert_eq!(schema["type"], "object", "{tool}");
+            for required in schema["required"].as_array().unwrap() {
+                let name = required.as_str().unwrap();
+                assert!(schema["properties"].get(name).is_some(), "{tool}: {name}");
+            }
+            assert_eq!(ToolName::parse(tool.as_str()), Some(tool));
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! The agent tools of SPEC.md section 5: what a bot's backend (or an MCP client speaking as a
+//! bot) can call to find other bots, read sessions, hand work over and ask a human.
+//!
+//! [`AgentTools`] is the [`ToolExecutor`] a turn gets. It knows who is calling ([`Caller`]):
+//! the bot, its session, how deep in a chain of sends the turn is and which bot's send caused
+//! it. The guards need exactly that, so the same rules hold whether the call comes from a model
+//! in a turn or from an external runtime over `/mcp`.
+
+mod bots;
+mod catalog;
+mod escalate;
+mod send;
+mod sessions;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+pub use catalog::{ToolName, ToolSet};
+
+use crate::dispatcher::Shared;
+use crate::session::SessionKey;
+use crate::turn::{ToolCall, ToolExecutor};
+
+/// Who is calling a tool, and in what turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The calling bot's id.
+    pub bot: String,
+    /// The calling bot's session: where a late reply to its send lands.
+    pub session: String,
+    /// How many bots the chain of sends leading to this turn holds: 1 for a turn a human (or a
+    /// schedule, or an MCP client) started, +1 for each `sessions_send` hop.
+    pub depth: u32,
+    /// The bot whose `sessions_send` caused this turn. The passive-reply rule forbids sending
+    /// back to it: this turn's answer *is* the reply.
+    pub passive_to: Option<String>,
+    /// The human-facing session the chain of turns started from, where `escalate_to_user`
+    /// posts. `None` for callers with no chat behind them (an MCP client).
+    pub origin: Option<SessionKey>,
+}
+
+impl Caller {
+    /// A caller at the start of a chain: a turn a human woke in `session`.
+    pub fn from_chat(session: &SessionKey) -> Caller {
+        Caller {
+            bot: session.bot.clone(),
+            session: session.render(),
+            depth: 1,
+            passive_to: None,
+            origin: Some(session.clone()),
+        }
+    }
+
+    /// A caller with no chat behind it: an external runtime over `/mcp`, speaking as the bot
+    /// of `session`. A late reply to its send is recorded in that session, not turned into a
+    /// turn, and `escalate_to_user` has no human to ask.
+    pub fn external(session: &SessionKey) -> Caller {
+        Caller {
+            bot: session.bot.clone(),
+            session: session.render(),
+            depth: 1,
+            passive_to: None,
+            origin: None,
+        }
+    }
+}
+
+/// The tools one turn may call, bound to its caller.
+pub struct AgentTools {
+    shared: Arc<Shared>,
+    caller: Caller,
+}
+
+impl AgentTools {
+    /// Tools for `caller`, on the gateway's shared state.
+    pub fn new(shared: Arc<Shared>, caller: Caller) -> AgentTools {
+        AgentTools { shared, caller }
+    }
+
+    /// Who is calling.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The tools the caller may use, as shown to a model (or listed over MCP).
+    pub fn specs(&self) -> Vec<crate::turn::ToolSpec> {
+        self.shared
+            .roster
+            .bot(&self.caller.bot)
+            .map(|bot| bot.tools.specs())
+            .unwrap_or_default()
+    }
+
+    async fn run(&self, tool: ToolName, args: Value) -> Value {
+        match tool {
+            ToolName::BotsList => bots::list(&self.shared),
+            ToolName::SessionsList => sessions::list(self, args).await,
+            ToolName::SessionsHistory => sessions::history(self, args).await,
+            ToolName::SessionStatus => sessions::status(self, args).await,
+            ToolName::SessionsSend => send::call(self, args).await,
+            ToolName::EscalateToUser => escalate::escalate(self, args).await,
+            ToolName::ResolveAgentApproval => escalate::resolve(self, args).await,
+        }
+    }
+}
+
+#[async_trait]
+impl ToolExecutor for AgentTools {
+    async fn call(&self, call: &ToolCall) -> Value {
+        let Some(bot) = self.shared.roster.bot(&self.caller.bot) else {
+            return error(format!("unknown bot `{}`", self.caller.bot));
+        };
+        let Some(tool) = bot.tools.allowed(&call.name) else {
+            return error(format!(
+                "tool `{}` is not available to bot `{}`; add it to the bot's `tools` list in \
+                 the config",
+                call.name, self.caller.bot
+            ));
+        };
+        let args = if call.arguments.trim().is_empty() {
+            json!({})
+        } else {
+            match serde_json::from_str(&call.arguments) {
+                Ok(args) => args,
+                Err(err) => return error(format!("arguments are not valid JSON: {err}")),
+            }
+        };
+        self.run(tool, args).await
+    }
+}
+
+/// A tool result saying the call could not be made, and why.
+pub(crate) fn error(message: impl Into<String>) -> Value {
+    json!({"status": "error", "error": message.into()})
+}
+
+/// The arguments of a call as `T`, or an error result naming what is wrong.
+pub(crate) fn args<T: DeserializeOwned>(tool: ToolName, args: Value) -> Result<T, Value> {
+    serde_json::from_value(args).map_err(|err| error(format!("bad arguments for {tool}: {err}")))
+}
