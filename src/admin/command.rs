@@ -22,6 +22,20 @@ pub enum AdminCommand {
     Reset(Option<String>),
     /// Let a DM sender in (`dm_policy = "pairing"`).
     PairingApprove(String),
+    /// Approve a bot's pending approval request, with an optional note for the bot.
+    Approve {
+        /// The request's id (`ap-xxxxxx`).
+        id: String,
+        /// Why, for the requesting bot.
+        note: Option<String>,
+    },
+    /// Deny a bot's pending approval request, with an optional note for the bot.
+    Deny {
+        /// The request's id (`ap-xxxxxx`).
+        id: String,
+        /// Why, for the requesting bot.
+        note: Option<String>,
+    },
 }
 
 /// A command line that is not a command.
@@ -44,7 +58,9 @@ pub const HELP: &str = "\
 /baton pause [@bot] — silence a bot (or all) in this chat
 /baton resume [@bot] — undo pause
 /baton reset [@bot] — start a new conversation
-/baton pairing approve CODE — let a DM sender in";
+/baton pairing approve CODE — let a DM sender in
+/baton approve ID [note] — approve a bot's approval request
+/baton deny ID [note] — deny a bot's approval request";
 
 /// If `text` is a text command (`/baton ...`, possibly after leading @mentions), the part after
 /// `/baton`.
@@ -81,10 +97,29 @@ impl AdminCommand {
                 (Some("approve"), Some(code)) => AdminCommand::PairingApprove(code.to_owned()),
                 _ => return Err(ParseError::Usage("/baton pairing approve CODE")),
             },
+            "approve" => {
+                let Some((id, note)) = id_and_note(words) else {
+                    return Err(ParseError::Usage("/baton approve ID [note]"));
+                };
+                AdminCommand::Approve { id, note }
+            }
+            "deny" => {
+                let Some((id, note)) = id_and_note(words) else {
+                    return Err(ParseError::Usage("/baton deny ID [note]"));
+                };
+                AdminCommand::Deny { id, note }
+            }
             other => return Err(ParseError::Unknown(other.to_owned())),
         };
         Ok(command)
     }
+}
+
+/// `ID [note...]`: the first word, and the rest (if any) as one note.
+fn id_and_note<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<(String, Option<String>)> {
+    let id = words.next()?.to_owned();
+    let note = words.collect::<Vec<_>>().join(" ");
+    Some((id, (!note.is_empty()).then_some(note)))
 }
 
 #[cfg(test)]
@@ -119,6 +154,24 @@ mod tests {
             AdminCommand::parse("pairing approve AB12CD"),
             Ok(AdminCommand::PairingApprove("AB12CD".into()))
         );
+        assert_eq!(
+            AdminCommand::parse("approve ap-7kq2xd"),
+            Ok(AdminCommand::Approve {
+                id: "ap-7kq2xd".into(),
+                note: None
+            })
+        );
+        assert_eq!(
+            AdminCommand::parse("DENY ap-7kq2xd  not   on a Friday"),
+            Ok(AdminCommand::Deny {
+                id: "ap-7kq2xd".into(),
+                note: Some("not on a Friday".into())
+            })
+        );
+        assert!(matches!(
+            AdminCommand::parse("approve"),
+            Err(ParseError::Usage(_))
+        ));
         assert!(matches!(
             AdminCommand::parse("activation sometimes"),
             Err(ParseError::Usage(_))

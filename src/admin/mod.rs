@@ -1,21 +1,22 @@
 //! Admin commands (SPEC.md section 7): `/baton help`, `status`, `bots`, `activation`, `pause`,
-//! `resume`, `reset`, `pairing approve`. One parser ([`AdminCommand::parse`]) and one handler
-//! set serve text commands in any chat and native slash commands alike; authorization and
-//! auditing happen in the pipeline's admin step.
+//! `resume`, `reset`, `pairing approve`, `approve`, `deny`. One parser ([`AdminCommand::parse`])
+//! and one handler set serve text commands in any chat and native slash commands alike;
+//! authorization and auditing happen in the pipeline's admin step.
 
 mod command;
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 pub use command::{AdminCommand, HELP, ParseError, text_command};
 
-use crate::dispatcher::{Inbound, Shared};
+use crate::dispatcher::{DecideError, Decision, Inbound, Resolver, Shared, decide_approval};
 use crate::mirror::now_ms;
 use crate::roster::Bot;
 
 /// Run an authorized command in the chat `inbound` came from. `Err` is a user-facing message.
 pub(crate) async fn execute(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     inbound: &Inbound<'_>,
     command: &AdminCommand,
 ) -> Result<String, String> {
@@ -74,6 +75,42 @@ pub(crate) async fn execute(
                 Some((platform, user)) => Ok(format!("Approved {user} on {platform}.")),
                 None => Err(format!("No pending pairing with code `{code}`.")),
             }
+        }
+        AdminCommand::Approve { id, note } => {
+            decide(shared, inbound, id, Decision::Approve, note.as_deref()).await
+        }
+        AdminCommand::Deny { id, note } => {
+            decide(shared, inbound, id, Decision::Deny, note.as_deref()).await
+        }
+    }
+}
+
+/// `approve` / `deny`: decide a bot's approval request as the admin who ran the command.
+async fn decide(
+    shared: &Arc<Shared>,
+    inbound: &Inbound<'_>,
+    id: &str,
+    decision: Decision,
+    note: Option<&str>,
+) -> Result<String, String> {
+    let by = Resolver::Human {
+        id: inbound.event.sender.id.as_str(),
+        name: &inbound.speaker.name,
+    };
+    match decide_approval(shared, id, decision, by, note).await {
+        Ok(decided) => Ok(match decision {
+            Decision::Approve => format!("Approved {}.", decided.id),
+            Decision::Deny => format!("Denied {}.", decided.id),
+        }),
+        Err(DecideError::NotPending(id, state)) => {
+            Err(format!("No pending approval {id}: it was already {state}."))
+        }
+        Err(DecideError::NotAnApproval(id)) => Err(format!(
+            "No pending approval {id}: that is a question, and the answer is a message in its chat."
+        )),
+        Err(err @ DecideError::Store(_)) => Err(err.to_string()),
+        Err(DecideError::Unknown(_) | DecideError::SelfApproval(_)) => {
+            Err(format!("No pending approval {}.", id.trim()))
         }
     }
 }

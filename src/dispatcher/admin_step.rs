@@ -5,6 +5,8 @@
 //! a human who is not an admin gets a short refusal, and a bot is never answered (so a bot cannot
 //! start a command loop). Every call, allowed or not, is written to the audit table.
 
+use std::sync::Arc;
+
 use baton_contract::{InboundEvent, InboundKind};
 
 use super::{DropReason, Handled, Inbound, Shared, turn_step};
@@ -23,7 +25,7 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
 }
 
 /// Answer the event if it is an admin command; `None` lets it go on down the pipeline.
-pub(crate) async fn intercept(shared: &Shared, inbound: &Inbound<'_>) -> Option<Handled> {
+pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Option<Handled> {
     let event = &inbound.event;
     let line = match &event.kind {
         InboundKind::Command { .. } => event.text.trim(),

@@ -14,6 +14,7 @@
 
 mod activation;
 mod admin_step;
+mod answer_step;
 mod chat_rules;
 mod context;
 mod dedupe;
@@ -31,8 +32,9 @@ use baton_contract::{EventSink, InboundEvent, InboundKind, SinkClosed};
 use tokio_util::task::TaskTracker;
 
 pub use activation::Wake;
-pub use chat_rules::{ChatPolicy, ChatRules};
+pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
 pub(crate) use chat_rules::glob_set;
+pub use chat_rules::{ChatPolicy, ChatRules};
 pub use policy::Refusal;
 
 use self::policy::PolicyDecision;
@@ -61,6 +63,8 @@ pub enum Handled {
     Buffered,
     /// An admin command, answered without a model turn.
     Admin(String),
+    /// A human's answer to a bot's question (this escalation id), routed back to the bot.
+    Answered(String),
     /// The bot replied; the text as delivered (silent token stripped).
     Replied(String),
     /// The bot chose silence.
@@ -264,7 +268,7 @@ impl Dispatcher {
             turn_step::notice(shared, &inbound, text).await;
             return Handled::Dropped(DropReason::TooLong);
         }
-        if let Some(handled) = admin_step::intercept(shared, &inbound).await {
+        if let Some(handled) = admin_step::intercept(&self.shared, &inbound).await {
             return handled;
         }
         if let Err(stop) = self.check_policy(&inbound).await {
@@ -272,6 +276,9 @@ impl Dispatcher {
         }
         if inbound.speaker.origin == crate::store::Origin::Human {
             shared.guards.bot_messages.human_spoke(&inbound.chat_key);
+        }
+        if let Some(answered) = answer_step::intercept(&self.shared, &inbound).await {
+            return answered;
         }
         let settings = shared
             .store

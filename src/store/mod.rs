@@ -23,6 +23,7 @@ mod chat_settings;
 mod connect;
 mod dedupe;
 mod error;
+mod escalations;
 mod history;
 mod migrate;
 mod pairing;
@@ -39,6 +40,10 @@ pub use audit::{AuditRecord, NewAudit};
 pub use chat_settings::ChatSettings;
 pub use dedupe::{Claim, DEDUPE_TTL_MS};
 pub use error::StoreError;
+pub use escalations::{
+    AnswerCandidate, AnswerMatch, Escalation, EscalationKind, EscalationQuery, EscalationState,
+    NewEscalation,
+};
 pub use history::{HistoryEntry, HistoryTake};
 pub use pairing::{Pairing, PairingRecord};
 pub use sessions::{SessionRecord, SessionRef};

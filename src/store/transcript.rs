@@ -54,15 +54,16 @@ macro_rules! stored_name {
                     .iter()
                     .copied()
                     .find(|v| v.as_str() == s)
-                    .ok_or_else(|| format!(concat!("unknown transcript ", $what, " '{}'"), s))
+                    .ok_or_else(|| format!(concat!("unknown ", $what, " '{}'"), s))
             }
         }
     };
 }
+pub(super) use stored_name;
 
 stored_name! {
     /// What an entry records.
-    EntryKind, "entry kind" {
+    EntryKind, "transcript entry kind" {
         /// A message that reached the bot (from a human, or another bot).
         Inbound = "inbound",
         /// A chunk of the bot's reply, as delivered.
@@ -84,7 +85,7 @@ stored_name! {
 
 stored_name! {
     /// Who an entry's words come from, so a bot's words are never taken for a human's.
-    Origin, "origin" {
+    Origin, "transcript origin" {
         /// A person on the platform.
         Human = "human",
         /// A bot (this one, or another speaking to it).
@@ -284,7 +285,10 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
 }
 
 /// Reads a text column into a type parsed by `FromStr` (a corrupt value is a conversion error).
-fn parse_column<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+pub(super) fn parse_column<T: FromStr<Err = String>>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
     text.parse()
         .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))

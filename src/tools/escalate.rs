@@ -1,15 +1,263 @@
-//! `escalate_to_user` and `resolve_agent_approval`.
+//! `escalate_to_user` and `resolve_agent_approval` (SPEC.md 5.3): a bot asks the people of the
+//! conversation its work started from, and bots (or admins, `/baton approve|deny`) decide
+//! approval requests.
+//!
+//! The question is posted through the account of the session the chain of turns started from —
+//! the humans are there, not necessarily where the asking bot is — and recorded in the store
+//! first, so its id can be printed in it. The human's answer comes back through the pipeline's
+//! answer step (`dispatcher/answer_step.rs`), which also routes decisions back.
 
-use serde_json::Value;
+use serde::Deserialize;
+use serde_json::{Value, json};
 
-use super::{AgentTools, error};
+use super::{AgentTools, ToolName, args, error};
+use crate::deliver::{DeliveryFailed, Target, deliver};
+use crate::dispatcher::{DecideError, Decision, Resolver, decide_approval};
+use crate::mirror::{Journal, now_ms};
+use crate::roster::Account;
+use crate::session::SessionKey;
+use crate::store::{EntryKind, EscalationKind, EscalationState, NewEscalation, SessionRef};
 
-/// Post a question to the human side of the caller's originating conversation.
-pub(super) async fn escalate(_tools: &AgentTools, _args: Value) -> Value {
-    error("escalate_to_user is not built yet")
+#[derive(Deserialize)]
+struct EscalateArgs {
+    message: String,
+    #[serde(default)]
+    approval: bool,
 }
 
-/// Approve or deny a pending approval request.
-pub(super) async fn resolve(_tools: &AgentTools, _args: Value) -> Value {
-    error("resolve_agent_approval is not built yet")
+#[derive(Deserialize)]
+struct ResolveArgs {
+    approval_id: String,
+    decision: Decision,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// Post a question (or an approval request) to the human side of the caller's originating
+/// conversation and record it as pending.
+pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
+    let args: EscalateArgs = match args(ToolName::EscalateToUser, args_json) {
+        Ok(args) => args,
+        Err(err) => return err,
+    };
+    let message = args.message.trim();
+    if message.is_empty() {
+        return error("`message` is empty; write the question the human should answer");
+    }
+    let caller = &tools.caller;
+    let Some(origin) = &caller.origin else {
+        return error(
+            "there is no human conversation behind this call (it did not start from a chat, \
+             e.g. it came over MCP), so there is nobody to ask; ask the person you are working \
+             for directly",
+        );
+    };
+    let shared = &tools.shared;
+    let Some(account) = shared.roster.account(origin.platform, &origin.account) else {
+        return error(format!(
+            "the account `{}` on {} that the conversation came through is no longer configured; \
+             the question cannot be posted",
+            origin.account, origin.platform
+        ));
+    };
+    let kind = if args.approval {
+        EscalationKind::Approval
+    } else {
+        EscalationKind::Question
+    };
+    let chat_key = origin.chat_key();
+    let new = NewEscalation {
+        kind,
+        bot: caller.bot.clone(),
+        session: caller.session.clone(),
+        origin: session_ref(origin),
+        chat_key: chat_key.clone(),
+        text: message.to_owned(),
+    };
+    let store = &shared.store;
+    let escalation = match store.create_escalation(new, now_ms()).await {
+        Ok(escalation) => escalation,
+        Err(err) => {
+            return error(format!(
+                "could not record the question, so it was not asked: {err}"
+            ));
+        }
+    };
+    let asker = shared
+        .roster
+        .bot(&caller.bot)
+        .map_or(caller.bot.as_str(), |bot| bot.config.display_name());
+    let text = posted_text(kind, asker, &escalation.id, message);
+    if let Err(err) = post(tools, account, origin, &escalation.id, &text).await {
+        return error(format!(
+            "could not post the question to {chat_key}: {err}; nobody was asked, so no answer \
+             will come: try again later or go on without it"
+        ));
+    }
+    let id_field = match kind {
+        EscalationKind::Question => "escalation_id",
+        EscalationKind::Approval => "approval_id",
+    };
+    json!({"status": "pending", id_field: escalation.id, "posted_to": chat_key})
+}
+
+/// What the humans see.
+fn posted_text(kind: EscalationKind, asker: &str, id: &str, message: &str) -> String {
+    match kind {
+        EscalationKind::Question => format!("{asker} asks: {message}"),
+        EscalationKind::Approval => format!(
+            "{asker} asks for approval ({id}): {message}\n\
+             Reply /baton approve {id} or /baton deny {id}."
+        ),
+    }
+}
+
+/// Post the question `id` to the origin's chat through the origin's account, recorded in the
+/// origin session's transcript; on failure the escalation is marked failed.
+async fn post(
+    tools: &AgentTools,
+    account: &Account,
+    origin: &SessionKey,
+    id: &str,
+    text: &str,
+) -> Result<(), DeliveryFailed> {
+    let shared = &tools.shared;
+    let store = &shared.store;
+    // Posted through another bot's account: that bot is not speaking, so other bots must not
+    // take the line for its words.
+    shared
+        .own_notices
+        .remember(&origin.chat_key(), account.bot.id(), text);
+    let journal = Journal::new(
+        store.clone(),
+        origin.render(),
+        origin.bot.clone(),
+        id.to_owned(),
+    );
+    let target = Target {
+        chat: origin.chat.clone(),
+        thread: origin.thread.clone(),
+        reply_to: None,
+        ephemeral: None,
+    };
+    match deliver(&*account.adapter, &target, text, &journal).await {
+        Ok(posted) => {
+            let Some(first) = posted.first() else {
+                return Ok(());
+            };
+            if let Err(err) = store.escalation_posted(id, first.as_str()).await {
+                tracing::error!(
+                    escalation = %id, %err,
+                    "could not remember the posted question; only its chat will match answers"
+                );
+            }
+            Ok(())
+        }
+        Err(failed) => {
+            let err = failed.to_string();
+            tracing::error!(escalation = %id, %err, "question not posted");
+            let meta = json!({"stage": "escalate", "escalation": id});
+            journal.bot_did(EntryKind::Failure, &err, meta).await;
+            let marked = store
+                .resolve_escalation(id, EscalationState::Failed, Some(&err), "baton", now_ms())
+                .await;
+            if let Err(store_err) = marked {
+                tracing::error!(
+                    escalation = %id, err = %store_err,
+                    "could not mark the question failed"
+                );
+            }
+            Err(failed)
+        }
+    }
+}
+
+/// Approve or deny a pending approval request another bot raised.
+pub(super) async fn resolve(tools: &AgentTools, args_json: Value) -> Value {
+    let args: ResolveArgs = match args(ToolName::ResolveAgentApproval, args_json) {
+        Ok(args) => args,
+        Err(err) => return err,
+    };
+    let by = Resolver::Bot(&tools.caller.bot);
+    let decided = decide_approval(
+        &tools.shared,
+        &args.approval_id,
+        args.decision,
+        by,
+        args.note.as_deref(),
+    )
+    .await;
+    match decided {
+        Ok(decided) => json!({
+            "status": "ok",
+            "approval_id": decided.id,
+            "decision": decided.state,
+        }),
+        Err(err @ DecideError::SelfApproval(_)) => json!({
+            "status": "refused",
+            "reason": "self-approval",
+            "error": err.to_string(),
+        }),
+        Err(err) => error(err.to_string()),
+    }
+}
+
+/// A session key in the store's terms.
+fn session_ref(key: &SessionKey) -> SessionRef {
+    SessionRef {
+        key: key.render(),
+        bot: key.bot.clone(),
+        platform: key.platform.to_string(),
+        account: key.account.to_string(),
+        chat: key.chat.to_string(),
+        thread: key.thread.as_ref().map(ToString::to_string),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::Platform;
+
+    use super::*;
+
+    #[test]
+    fn an_approval_request_says_how_to_answer_it() {
+        assert_eq!(
+            posted_text(
+                EscalationKind::Question,
+                "Caid",
+                "q-7kq2xd",
+                "Which branch?"
+            ),
+            "Caid asks: Which branch?"
+        );
+        assert_eq!(
+            posted_text(
+                EscalationKind::Approval,
+                "Caid",
+                "ap-7kq2xd",
+                "Drop staging?"
+            ),
+            "Caid asks for approval (ap-7kq2xd): Drop staging?\n\
+             Reply /baton approve ap-7kq2xd or /baton deny ap-7kq2xd."
+        );
+    }
+
+    #[test]
+    fn the_origin_is_stored_in_parts() {
+        let key = SessionKey {
+            bot: "alpha".into(),
+            platform: Platform::Slack,
+            account: "alpha-slack".into(),
+            chat: "C1".into(),
+            thread: Some("1700.1".into()),
+        };
+        let stored = session_ref(&key);
+        assert_eq!(stored.key, "bot:alpha:slack:alpha-slack:C1:thread:1700.1");
+        assert_eq!(
+            (stored.platform.as_str(), stored.account.as_str()),
+            ("slack", "alpha-slack")
+        );
+        assert_eq!(stored.thread.as_deref(), Some("1700.1"));
+    }
 }

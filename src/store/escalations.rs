@@ -1,0 +1,651 @@
+//! Escalations (SPEC.md 5.3): questions and approval requests bots put to the humans of the
+//! conversation their work started from, and what became of each.
+//!
+//! A row is created before the question is posted (its id is part of the posted text), and it
+//! moves out of `pending` exactly once. Every move is a single `UPDATE ... WHERE state =
+//! 'pending'` on the writer, because the same human message reaches every bot account in the
+//! chat and each of them asks "is this an answer?" at the same time: the first one gets the
+//! question, the others learn that their copy was already used ([`AnswerMatch::Copy`]).
+//!
+//! Ids are short (`q-` or `ap-` and six characters without look-alikes) because people type
+//! them: `/baton approve ap-7kq2xd`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use rand::Rng;
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+
+use super::transcript::{parse_column, stored_name};
+use super::{SessionRef, Store, StoreError};
+
+/// Characters an id is made of after its prefix: lowercase letters and digits, minus
+/// look-alikes (`0`/`o`, `1`/`l`/`i`).
+const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+/// Characters after the prefix.
+const ID_LEN: usize = 6;
+
+stored_name! {
+    /// What a bot asked for.
+    EscalationKind, "escalation kind" {
+        /// A question; the human's next message in the conversation answers it.
+        Question = "question",
+        /// An approve/deny decision, made with `/baton approve|deny` or `resolve_agent_approval`.
+        Approval = "approval",
+    }
+}
+
+stored_name! {
+    /// Where an escalation stands.
+    EscalationState, "escalation state" {
+        /// Posted (or being posted), waiting for the human side.
+        Pending = "pending",
+        /// A question a human answered.
+        Answered = "answered",
+        /// An approval request that was approved.
+        Approved = "approved",
+        /// An approval request that was denied.
+        Denied = "denied",
+        /// The question could not be posted; nobody will answer it.
+        Failed = "failed",
+    }
+}
+
+impl EscalationKind {
+    /// The id prefix, which tells people which command answers it.
+    fn prefix(self) -> &'static str {
+        match self {
+            EscalationKind::Question => "q",
+            EscalationKind::Approval => "ap",
+        }
+    }
+}
+
+/// An escalation to record (the store assigns the id).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewEscalation {
+    /// Question or approval request.
+    pub kind: EscalationKind,
+    /// The asking bot.
+    pub bot: String,
+    /// The asking bot's session: where the answer is delivered.
+    pub session: String,
+    /// The session whose chat the question is posted to.
+    pub origin: SessionRef,
+    /// `<platform>:<chat>[:thread:<id>]` of the origin: where answers are looked for.
+    pub chat_key: String,
+    /// What the bot asked, as it wrote it.
+    pub text: String,
+}
+
+/// A stored escalation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Escalation {
+    /// `q-xxxxxx` or `ap-xxxxxx`.
+    pub id: String,
+    /// Question or approval request.
+    pub kind: EscalationKind,
+    /// The asking bot.
+    pub bot: String,
+    /// The asking bot's session.
+    pub session: String,
+    /// The session whose chat the question was posted to.
+    pub origin: SessionRef,
+    /// `<platform>:<chat>[:thread:<id>]` of the origin.
+    pub chat_key: String,
+    /// The platform's id of the posted question, once posted.
+    pub posted_message_id: Option<String>,
+    /// What the bot asked.
+    pub text: String,
+    /// Where it stands.
+    pub state: EscalationState,
+    /// The human's answer, the approval note, or why posting failed.
+    pub answer: Option<String>,
+    /// Who resolved it: a human's id, or `bot:<id>`.
+    pub answered_by: Option<String>,
+    /// The platform's id of the message that answered a question.
+    pub answer_message_id: Option<String>,
+    /// When it was asked, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    /// When it left `pending`.
+    pub resolved_ms: Option<i64>,
+}
+
+/// A human message that may answer a pending question ([`Store::answer_escalation`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerCandidate {
+    /// `<platform>:<chat>`: the chat, whatever thread the message is in.
+    pub chat: String,
+    /// `<platform>:<chat>[:thread:<id>]`: where exactly it was said.
+    pub chat_key: String,
+    /// The message it replies to, if the platform says.
+    pub reply_to: Option<String>,
+    /// Its platform id.
+    pub message_id: String,
+    /// When it was sent (platform time, ms); 0 when unknown.
+    pub sent_ms: i64,
+    /// Who wrote it (human id).
+    pub by: String,
+    /// The text: the answer.
+    pub text: String,
+}
+
+/// What a human message turned out to be for the pending questions of its chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerMatch {
+    /// It answers this question, which is now `answered`: route the answer back.
+    First(Escalation),
+    /// It already answered this question through another bot account: drop this copy.
+    Copy(Escalation),
+}
+
+/// Which escalations to list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EscalationQuery {
+    /// Only those in this state.
+    pub state: Option<EscalationState>,
+    /// At most this many, newest first (all when `None`).
+    pub limit: Option<usize>,
+}
+
+const SELECT: &str = "SELECT id, kind, bot, session, origin, origin_bot, origin_platform,
+        origin_account, origin_chat, origin_thread, chat_key, posted_message_id, text, state,
+        answer, answered_by, answer_message_id, created_ms, resolved_ms
+     FROM escalations";
+
+/// Columns in [`SELECT`] order, for `RETURNING`.
+const COLUMNS: &str = "id, kind, bot, session, origin, origin_bot, origin_platform,
+        origin_account, origin_chat, origin_thread, chat_key, posted_message_id, text, state,
+        answer, answered_by, answer_message_id, created_ms, resolved_ms";
+
+fn escalation_from_row(row: &Row<'_>) -> rusqlite::Result<Escalation> {
+    Ok(Escalation {
+        id: row.get(0)?,
+        kind: parse_column(row, 1)?,
+        bot: row.get(2)?,
+        session: row.get(3)?,
+        origin: SessionRef {
+            key: row.get(4)?,
+            bot: row.get(5)?,
+            platform: row.get(6)?,
+            account: row.get(7)?,
+            chat: row.get(8)?,
+            thread: row.get(9)?,
+        },
+        chat_key: row.get(10)?,
+        posted_message_id: row.get(11)?,
+        text: row.get(12)?,
+        state: parse_column(row, 13)?,
+        answer: row.get(14)?,
+        answered_by: row.get(15)?,
+        answer_message_id: row.get(16)?,
+        created_ms: row.get(17)?,
+        resolved_ms: row.get(18)?,
+    })
+}
+
+/// An id as people type it: spaces and case do not matter.
+fn normalize(id: &str) -> String {
+    id.trim().to_ascii_lowercase()
+}
+
+fn new_id(conn: &Connection, kind: EscalationKind) -> rusqlite::Result<String> {
+    let mut rng = rand::rng();
+    loop {
+        let tail: String = (0..ID_LEN)
+            .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
+            .collect();
+        let id = format!("{}-{tail}", kind.prefix());
+        let taken: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM escalations WHERE id = ?1)")?
+            .query_row([&id], |r| r.get(0))?;
+        if !taken {
+            return Ok(id);
+        }
+    }
+}
+
+fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Escalation>> {
+    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
+        .query_row([id], escalation_from_row)
+        .optional()
+}
+
+impl Store {
+    /// Records a new pending escalation with a fresh id and returns it, once committed.
+    pub async fn create_escalation(
+        &self,
+        new: NewEscalation,
+        now_ms: i64,
+    ) -> Result<Escalation, StoreError> {
+        self.write(move |conn| {
+            let id = new_id(conn, new.kind)?;
+            let o = &new.origin;
+            conn.prepare_cached(
+                "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
+                    origin_platform, origin_account, origin_chat, origin_thread, chat_key, text,
+                    state, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13)",
+            )?
+            .execute(rusqlite::params![
+                id,
+                new.kind.as_str(),
+                new.bot,
+                new.session,
+                o.key,
+                o.bot,
+                o.platform,
+                o.account,
+                o.chat,
+                o.thread,
+                new.chat_key,
+                new.text,
+                now_ms,
+            ])?;
+            by_id(conn, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
+        })
+        .await
+    }
+
+    /// Remembers the platform id of the posted question, so a reply to it is recognised.
+    pub async fn escalation_posted(&self, id: &str, message_id: &str) -> Result<(), StoreError> {
+        let (id, message_id) = (normalize(id), message_id.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE escalations SET posted_message_id = ?2 WHERE id = ?1")?
+                .execute((&id, &message_id))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// One escalation by id (case and surrounding spaces ignored).
+    pub async fn escalation(&self, id: &str) -> Result<Option<Escalation>, StoreError> {
+        let id = normalize(id);
+        self.read(move |conn| by_id(conn, &id)).await
+    }
+
+    /// Escalations, newest first.
+    pub async fn escalations(&self, query: EscalationQuery) -> Result<Vec<Escalation>, StoreError> {
+        let limit = query
+            .limit
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let state = query.state.map(EscalationState::as_str);
+        self.read(move |conn| {
+            conn.prepare_cached(&format!(
+                "{SELECT} WHERE ?1 IS NULL OR state = ?1
+                 ORDER BY created_ms DESC, id LIMIT ?2"
+            ))?
+            .query_map((state, limit), escalation_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    /// Moves a *pending* escalation to `state`, recording `answer` (the answer, a note, or why
+    /// it failed) and who decided. `None` when there is no such escalation or it is no longer
+    /// pending: of two callers racing, exactly one gets `Some`.
+    pub async fn resolve_escalation(
+        &self,
+        id: &str,
+        state: EscalationState,
+        answer: Option<&str>,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<Option<Escalation>, StoreError> {
+        let id = normalize(id);
+        let (answer, by) = (answer.map(str::to_owned), by.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(&format!(
+                "UPDATE escalations
+                 SET state = ?2, answer = ?3, answered_by = ?4, resolved_ms = ?5
+                 WHERE id = ?1 AND state = 'pending'
+                 RETURNING {COLUMNS}"
+            ))?
+            .query_row(
+                (&id, state.as_str(), &answer, &by, now_ms),
+                escalation_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
+    /// Whether the human message `candidate` answers a pending question of its chat, and if so
+    /// marks that question answered (atomically) and returns it.
+    ///
+    /// A message answers a question posted in its chat when, in this order of preference:
+    /// 1. it replies to the posted question;
+    /// 2. it is in the thread the question was posted in, or in a thread opened under it;
+    /// 3. it carries no reply reference and was said, after the question, in the very chat (and
+    ///    thread) the question was posted to: the next human message there.
+    ///
+    /// Among several matching questions the oldest is answered first. A message that already
+    /// answered a question (a copy received through another bot account) is
+    /// [`AnswerMatch::Copy`].
+    pub async fn answer_escalation(
+        &self,
+        candidate: AnswerCandidate,
+        now_ms: i64,
+    ) -> Result<Option<AnswerMatch>, StoreError> {
+        // Every human message in every chat comes through here, once per bot account: ask a
+        // reader first, so the writer is only bothered in chats with something to answer.
+        let probe = candidate.clone();
+        let relevant = self
+            .read(move |conn| {
+                conn.prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM escalations
+                        WHERE origin_platform || ':' || origin_chat = ?1
+                          AND (state = 'pending' OR answer_message_id = ?2))",
+                )?
+                .query_row((&probe.chat, &probe.message_id), |r| r.get::<_, bool>(0))
+            })
+            .await?;
+        if !relevant {
+            return Ok(None);
+        }
+        self.write(move |conn| answer_in(conn, &candidate, now_ms))
+            .await
+    }
+}
+
+/// [`Store::answer_escalation`] on the writer.
+fn answer_in(
+    conn: &Connection,
+    c: &AnswerCandidate,
+    now_ms: i64,
+) -> rusqlite::Result<Option<AnswerMatch>> {
+    let used = conn
+        .prepare_cached(&format!(
+            "{SELECT} WHERE answer_message_id = ?2 AND origin_platform || ':' || origin_chat = ?1"
+        ))?
+        .query_row((&c.chat, &c.message_id), escalation_from_row)
+        .optional()?;
+    if let Some(escalation) = used {
+        return Ok(Some(AnswerMatch::Copy(escalation)));
+    }
+    let found: Option<String> = conn
+        .prepare_cached(
+            "SELECT id FROM escalations
+             WHERE state = 'pending' AND kind = 'question'
+               AND origin_platform || ':' || origin_chat = ?1
+               AND (
+                    (?3 IS NOT NULL AND posted_message_id = ?3)
+                 OR (posted_message_id IS NOT NULL
+                     AND ?2 = chat_key || ':thread:' || posted_message_id)
+                 OR (?2 = chat_key
+                     AND (origin_thread IS NOT NULL OR ?3 IS NULL)
+                     AND (?4 = 0 OR ?4 >= created_ms))
+               )
+             ORDER BY coalesce(posted_message_id = ?3, 0) DESC, created_ms, id
+             LIMIT 1",
+        )?
+        .query_row((&c.chat, &c.chat_key, &c.reply_to, c.sent_ms), |r| r.get(0))
+        .optional()?;
+    let Some(id) = found else {
+        return Ok(None);
+    };
+    conn.prepare_cached(&format!(
+        "UPDATE escalations
+         SET state = 'answered', answer = ?2, answered_by = ?3, answer_message_id = ?4,
+             resolved_ms = ?5
+         WHERE id = ?1 AND state = 'pending'
+         RETURNING {COLUMNS}"
+    ))?
+    .query_row(
+        (&id, &c.text, &c.by, &c.message_id, now_ms),
+        escalation_from_row,
+    )
+    .optional()
+    .map(|answered| answered.map(AnswerMatch::First))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(thread: Option<&str>) -> SessionRef {
+        let mut key = "bot:alpha:slack:alpha:C1".to_owned();
+        if let Some(t) = thread {
+            key.push_str(&format!(":thread:{t}"));
+        }
+        SessionRef {
+            key,
+            bot: "alpha".into(),
+            platform: "slack".into(),
+            account: "alpha".into(),
+            chat: "C1".into(),
+            thread: thread.map(str::to_owned),
+        }
+    }
+
+    fn question(kind: EscalationKind, thread: Option<&str>) -> NewEscalation {
+        let chat_key = match thread {
+            Some(t) => format!("slack:C1:thread:{t}"),
+            None => "slack:C1".to_owned(),
+        };
+        NewEscalation {
+            kind,
+            bot: "beta".into(),
+            session: "bot:beta:slack:beta:C9".into(),
+            origin: origin(thread),
+            chat_key,
+            text: "which branch?".into(),
+        }
+    }
+
+    /// A human message in `slack:C1` (thread `thread`), sent at 2000.
+    fn said(id: &str, thread: Option<&str>, reply_to: Option<&str>) -> AnswerCandidate {
+        AnswerCandidate {
+            chat: "slack:C1".into(),
+            chat_key: match thread {
+                Some(t) => format!("slack:C1:thread:{t}"),
+                None => "slack:C1".into(),
+            },
+            reply_to: reply_to.map(str::to_owned),
+            message_id: id.into(),
+            sent_ms: 2_000,
+            by: "U1".into(),
+            text: "main".into(),
+        }
+    }
+
+    async fn answered(store: &Store, c: AnswerCandidate) -> Option<String> {
+        match store.answer_escalation(c, 3_000).await.unwrap() {
+            Some(AnswerMatch::First(e)) => Some(e.id),
+            Some(AnswerMatch::Copy(e)) => Some(format!("copy:{}", e.id)),
+            None => None,
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for &state in EscalationState::ALL {
+            assert_eq!(state.as_str().parse::<EscalationState>(), Ok(state));
+        }
+        let err = "maybe".parse::<EscalationState>().unwrap_err();
+        assert_eq!(err, "unknown escalation state 'maybe'");
+    }
+
+    #[tokio::test]
+    async fn ids_are_short_prefixed_and_found_however_typed() {
+        let store = Store::open(":memory:").await.unwrap();
+        let q = store
+            .create_escalation(question(EscalationKind::Question, None), 1_000)
+            .await
+            .unwrap();
+        let ap = store
+            .create_escalation(question(EscalationKind::Approval, None), 1_000)
+            .await
+            .unwrap();
+        assert!(q.id.starts_with("q-") && q.id.len() == 8, "{}", q.id);
+        assert!(ap.id.starts_with("ap-") && ap.id.len() == 9, "{}", ap.id);
+        assert!(ap.id[3..].bytes().all(|b| ID_ALPHABET.contains(&b)));
+        assert_eq!(q.state, EscalationState::Pending);
+        assert_eq!(q.origin, origin(None));
+        let typed = format!(" {} ", ap.id.to_uppercase());
+        assert_eq!(store.escalation(&typed).await.unwrap(), Some(ap.clone()));
+        let pending = EscalationQuery {
+            state: Some(EscalationState::Pending),
+            limit: None,
+        };
+        assert_eq!(store.escalations(pending).await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn resolve_moves_a_pending_row_once() {
+        let store = Store::open(":memory:").await.unwrap();
+        let ap = store
+            .create_escalation(question(EscalationKind::Approval, None), 1_000)
+            .await
+            .unwrap();
+        let approve = store.resolve_escalation(
+            &ap.id,
+            EscalationState::Approved,
+            Some("ship it"),
+            "U1",
+            2_000,
+        );
+        let deny = store.resolve_escalation(&ap.id, EscalationState::Denied, None, "U2", 2_000);
+        let (approve, deny) = tokio::join!(approve, deny);
+        let winners: Vec<Escalation> = [approve.unwrap(), deny.unwrap()]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(winners.len(), 1, "both racers resolved it");
+        let stored = store.escalation(&ap.id).await.unwrap().unwrap();
+        assert_eq!(stored, winners[0]);
+        assert_eq!(stored.resolved_ms, Some(2_000));
+        assert_eq!(
+            store
+                .resolve_escalation("ap-nosuch", EscalationState::Denied, None, "U1", 3_000)
+                .await
+                .unwrap(),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reply_to_the_question_answers_it_even_among_others() {
+        let store = Store::open(":memory:").await.unwrap();
+        let first = store
+            .create_escalation(question(EscalationKind::Question, None), 1_000)
+            .await
+            .unwrap();
+        let second = store
+            .create_escalation(question(EscalationKind::Question, None), 1_000)
+            .await
+            .unwrap();
+        store.escalation_posted(&first.id, "p1").await.unwrap();
+        store.escalation_posted(&second.id, "p2").await.unwrap();
+        // A reply to something else is not an answer.
+        assert_eq!(
+            answered(&store, said("m0", None, Some("other"))).await,
+            None
+        );
+        assert_eq!(
+            answered(&store, said("m1", None, Some("p2"))).await,
+            Some(second.id.clone())
+        );
+        let stored = store.escalation(&second.id).await.unwrap().unwrap();
+        assert_eq!(stored.state, EscalationState::Answered);
+        assert_eq!(
+            (stored.answer.as_deref(), stored.answered_by.as_deref()),
+            (Some("main"), Some("U1"))
+        );
+        assert_eq!(stored.answer_message_id.as_deref(), Some("m1"));
+        // The same message through another account is a copy; the other question still waits.
+        assert_eq!(
+            answered(&store, said("m1", None, Some("p2"))).await,
+            Some(format!("copy:{}", second.id))
+        );
+        assert_eq!(
+            store.escalation(&first.id).await.unwrap().unwrap().state,
+            EscalationState::Pending
+        );
+    }
+
+    #[tokio::test]
+    async fn the_next_message_in_the_chat_answers_the_oldest_question() {
+        let store = Store::open(":memory:").await.unwrap();
+        let first = store
+            .create_escalation(question(EscalationKind::Question, None), 1_000)
+            .await
+            .unwrap();
+        let second = store
+            .create_escalation(question(EscalationKind::Question, None), 1_500)
+            .await
+            .unwrap();
+        let approval = store
+            .create_escalation(question(EscalationKind::Approval, None), 500)
+            .await
+            .unwrap();
+        // Said before the questions were asked: not an answer.
+        let early = AnswerCandidate {
+            sent_ms: 900,
+            ..said("m0", None, None)
+        };
+        assert_eq!(answered(&store, early).await, None);
+        // In another thread, or another chat: not an answer.
+        assert_eq!(answered(&store, said("m1", Some("T9"), None)).await, None);
+        let elsewhere = AnswerCandidate {
+            chat: "slack:C2".into(),
+            chat_key: "slack:C2".into(),
+            ..said("m2", None, None)
+        };
+        assert_eq!(answered(&store, elsewhere).await, None);
+        assert_eq!(
+            answered(&store, said("m3", None, None)).await,
+            Some(first.id)
+        );
+        assert_eq!(
+            answered(&store, said("m4", None, None)).await,
+            Some(second.id)
+        );
+        // Approvals are not answered by chat messages.
+        assert_eq!(answered(&store, said("m5", None, None)).await, None);
+        assert_eq!(
+            store.escalation(&approval.id).await.unwrap().unwrap().state,
+            EscalationState::Pending
+        );
+    }
+
+    #[tokio::test]
+    async fn a_message_in_the_questions_thread_answers_it() {
+        let store = Store::open(":memory:").await.unwrap();
+        let in_thread = store
+            .create_escalation(question(EscalationKind::Question, Some("T1")), 1_000)
+            .await
+            .unwrap();
+        let top = store
+            .create_escalation(question(EscalationKind::Question, None), 1_000)
+            .await
+            .unwrap();
+        store.escalation_posted(&top.id, "p-top").await.unwrap();
+        // In the origin thread, even replying to another message there.
+        assert_eq!(
+            answered(&store, said("m1", Some("T1"), Some("T1"))).await,
+            Some(in_thread.id)
+        );
+        // In a thread opened under the top-level question.
+        assert_eq!(
+            answered(&store, said("m2", Some("p-top"), None)).await,
+            Some(top.id)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_or_answered_question_takes_no_more_answers() {
+        let store = Store::open(":memory:").await.unwrap();
+        let q = store
+            .create_escalation(question(EscalationKind::Question, None), 1_000)
+            .await
+            .unwrap();
+        let failed = store
+            .resolve_escalation(&q.id, EscalationState::Failed, Some("429"), "baton", 1_100)
+            .await
+            .unwrap();
+        assert_eq!(failed.map(|e| e.state), Some(EscalationState::Failed));
+        assert_eq!(answered(&store, said("m1", None, None)).await, None);
+    }
+}
