@@ -31,10 +31,10 @@ use baton_contract::{EventSink, InboundEvent, InboundKind, SinkClosed};
 use tokio_util::task::TaskTracker;
 
 pub use activation::Wake;
-pub use chat_rules::{ChatPolicy, ChatRules};
 pub(crate) use chat_rules::glob_set;
-pub(crate) use turn_step::{Heard, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
+pub use chat_rules::{ChatPolicy, ChatRules};
 pub use policy::Refusal;
+pub(crate) use turn_step::{Heard, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
 
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
@@ -42,8 +42,8 @@ use crate::config::{Activation, Config};
 use crate::deliver::Target;
 use crate::guards::{BotMessage, BotRefusal, Guards, KeyedLimiter, RateVerdict};
 use crate::lanes::Lanes;
-use crate::relay::Relay;
 use crate::mirror::now_ms;
+use crate::relay::Relay;
 use crate::roster::{Account, Roster};
 use crate::session::{SessionKey, chat_key};
 use crate::store::{Claim, HistoryEntry, Pairing, Store};
@@ -134,7 +134,12 @@ impl Shared {
         let clock = governor::clock::DefaultClock::default();
         let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
         Ok(Shared {
-            guards: Guards::new(&config.limits, &config.agent_to_agent, a2a_allow, clock.clone()),
+            guards: Guards::new(
+                &config.limits,
+                &config.agent_to_agent,
+                a2a_allow,
+                clock.clone(),
+            ),
             lanes: Lanes::new(&config.lanes),
             notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
             own_notices: own_notices::OwnNotices::default(),
@@ -217,7 +222,8 @@ impl Dispatcher {
             return Handled::Dropped(DropReason::ShuttingDown);
         }
         // Tracked like a spawned run, so a shutdown waits for it too.
-        self.shared.tasks
+        self.shared
+            .tasks
             .track_future(async {
                 if !self.claim(&event).await {
                     return Handled::Duplicate;
@@ -236,7 +242,9 @@ impl Dispatcher {
     /// Returns whether everything finished.
     pub async fn drain(&self, grace: Duration) -> bool {
         self.shared.tasks.close();
-        tokio::time::timeout(grace, self.shared.tasks.wait()).await.is_ok()
+        tokio::time::timeout(grace, self.shared.tasks.wait())
+            .await
+            .is_ok()
     }
 
     /// Step 2. True when the event is new. A store failure lets the event through: answering

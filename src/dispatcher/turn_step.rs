@@ -157,15 +157,27 @@ pub(crate) async fn take_turn(shared: &Arc<Shared>, plan: TurnPlan<'_>) -> TurnE
         .unwrap_or_default();
     let heard = plan.heard;
     journal
-        .heard(heard.speaker, heard.origin, heard.text, heard.message_id, heard.meta)
+        .heard(
+            heard.speaker,
+            heard.origin,
+            heard.text,
+            heard.message_id,
+            heard.meta,
+        )
         .await;
     let bot = plan.bot;
     let current = Current {
         name: heard.name,
         text: heard.text,
     };
-    let request =
-        context::turn_request(bot, &session, plan.history, &tail, current, bot.tools.specs());
+    let request = context::turn_request(
+        bot,
+        &session,
+        plan.history,
+        &tail,
+        current,
+        bot.tools.specs(),
+    );
     let agent_tools = AgentTools::new(Arc::clone(shared), plan.caller);
     let tools = RecordingTools::new(&agent_tools, journal);
     let reply = match tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await {
@@ -190,7 +202,11 @@ pub(crate) async fn take_turn(shared: &Arc<Shared>, plan: TurnPlan<'_>) -> TurnE
 async fn failed(journal: &Journal, err: TurnFailure) -> TurnEnd {
     tracing::error!(session = journal.session(), %err, "turn failed");
     journal
-        .bot_did(EntryKind::Failure, &err.to_string(), json!({"stage": "turn"}))
+        .bot_did(
+            EntryKind::Failure,
+            &err.to_string(),
+            json!({"stage": "turn"}),
+        )
         .await;
     TurnEnd::Failed(err)
 }

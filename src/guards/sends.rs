@@ -252,7 +252,10 @@ mod tests {
     use super::*;
     use crate::dispatcher::glob_set;
 
-    fn guard(limits: LimitsConfig, allow: &[&str]) -> (SendGuard<FakeRelativeClock>, FakeRelativeClock) {
+    fn guard(
+        limits: LimitsConfig,
+        allow: &[&str],
+    ) -> (SendGuard<FakeRelativeClock>, FakeRelativeClock) {
         let clock = FakeRelativeClock::default();
         let a2a = AgentToAgentConfig {
             enabled: true,
@@ -274,9 +277,18 @@ mod tests {
     #[test]
     fn rules_refuse_self_disallowed_passive_and_deep_sends() {
         let (g, _) = guard(LimitsConfig::default(), &["snark", "caid", "sec*"]);
-        assert_eq!(g.check_rules(&attempt("snark", "snark")), Err(SendRefusal::SelfSend));
-        assert_eq!(g.check_rules(&attempt("snark", "rogue")), Err(SendRefusal::NotAllowed));
-        assert_eq!(g.check_rules(&attempt("rogue", "snark")), Err(SendRefusal::NotAllowed));
+        assert_eq!(
+            g.check_rules(&attempt("snark", "snark")),
+            Err(SendRefusal::SelfSend)
+        );
+        assert_eq!(
+            g.check_rules(&attempt("snark", "rogue")),
+            Err(SendRefusal::NotAllowed)
+        );
+        assert_eq!(
+            g.check_rules(&attempt("rogue", "snark")),
+            Err(SendRefusal::NotAllowed)
+        );
         assert_eq!(g.check_rules(&attempt("snark", "secbot")), Ok(()));
         let passive = SendAttempt {
             passive_to: Some("snark"),
@@ -307,7 +319,10 @@ mod tests {
         };
         let allow = glob_set(&a2a.allow).unwrap();
         let g = SendGuard::new(&LimitsConfig::default(), &a2a, allow, clock);
-        assert_eq!(g.check_rules(&attempt("a", "b")), Err(SendRefusal::Disabled));
+        assert_eq!(
+            g.check_rules(&attempt("a", "b")),
+            Err(SendRefusal::Disabled)
+        );
     }
 
     #[test]
@@ -329,7 +344,11 @@ mod tests {
             assert_eq!(g.charge("a", target), Ok(()));
         }
         assert_eq!(g.charge("a", "t6"), Err(SendRefusal::FanOut));
-        assert_eq!(g.charge("a", "t1"), Ok(()), "a target already reached is free");
+        assert_eq!(
+            g.charge("a", "t1"),
+            Ok(()),
+            "a target already reached is free"
+        );
         assert_eq!(g.charge("z", "t6"), Ok(()), "windows are per sender");
         clock.advance(Duration::from_secs(5));
         assert_eq!(g.charge("a", "t6"), Ok(()), "the window slid");

@@ -54,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/sessions", get(api::sessions))
         .route("/api/transcript", get(api::transcript))
+        .route("/api/deliveries", get(api::deliveries))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,

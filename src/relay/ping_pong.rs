@@ -96,7 +96,11 @@ async fn turn(
     };
     if is_reply_skip(&text) {
         journal
-            .bot_did(EntryKind::Silent, "", json!({"reason": "REPLY_SKIP", "ping_pong": n}))
+            .bot_did(
+                EntryKind::Silent,
+                "",
+                json!({"reason": "REPLY_SKIP", "ping_pong": n}),
+            )
             .await;
         return None;
     }

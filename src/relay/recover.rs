@@ -21,7 +21,10 @@ pub async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
         match d.state {
             DeliveryState::Queued => {
                 tracing::info!(run = %d.run_id, target = %d.target, "resuming a queued delivery");
-                shared.store.delivery_notify(&d.run_id, Notify::Pending).await?;
+                shared
+                    .store
+                    .delivery_notify(&d.run_id, Notify::Pending)
+                    .await?;
                 start(shared, d);
             }
             DeliveryState::Running => {
@@ -37,7 +40,10 @@ pub async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
                 if pushed.is_empty() {
                     run::push(shared, d, &settled(d)).await;
                 } else {
-                    shared.store.delivery_notify(&d.run_id, Notify::Done).await?;
+                    shared
+                        .store
+                        .delivery_notify(&d.run_id, Notify::Done)
+                        .await?;
                 }
             }
         }
@@ -47,7 +53,10 @@ pub async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
 
 /// What became of a run the restart cut short, judged from the target's transcript.
 async fn interrupted(shared: &Shared, d: &Delivery) -> Result<RunResult, StoreError> {
-    let entries = shared.store.run_entries(&d.target_session, &d.run_id).await?;
+    let entries = shared
+        .store
+        .run_entries(&d.target_session, &d.run_id)
+        .await?;
     let model = |e: &crate::store::Entry| e.meta["model"].as_str().unwrap_or_default().to_owned();
     let outcome = entries.iter().rev().find_map(|e| match e.kind {
         EntryKind::Answer => Some(RunResult::Answered {

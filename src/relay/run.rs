@@ -66,7 +66,11 @@ async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
     match take_turn(shared, plan).await {
         TurnEnd::Reply { text, model } => {
             journal
-                .bot_did(EntryKind::Answer, &text, json!({"to": d.sender, "model": model}))
+                .bot_did(
+                    EntryKind::Answer,
+                    &text,
+                    json!({"to": d.sender, "model": model}),
+                )
                 .await;
             RunResult::Answered { reply: text, model }
         }
@@ -136,9 +140,17 @@ pub(super) async fn settle(shared: &Arc<Shared>, d: &Delivery, result: RunResult
 pub(super) async fn push(shared: &Arc<Shared>, d: &Delivery, result: &RunResult) {
     let (speaker, origin, text) = match result {
         RunResult::Answered { reply, .. } => {
-            let reply = if reply.is_empty() { "(no reply)" } else { reply };
+            let reply = if reply.is_empty() {
+                "(no reply)"
+            } else {
+                reply
+            };
             let text = format!("[reply to your sessions_send, run {}] {reply}", d.run_id);
-            (format!("bot:{}", d.target), Origin::Bot, from_bot(&d.target, &text))
+            (
+                format!("bot:{}", d.target),
+                Origin::Bot,
+                from_bot(&d.target, &text),
+            )
         }
         RunResult::Failed { state, reason } => (
             "baton".to_owned(),

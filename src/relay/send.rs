@@ -12,9 +12,7 @@ use crate::dispatcher::Shared;
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
 use crate::session::SessionKey;
-use crate::store::{
-    Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode,
-};
+use crate::store::{Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode};
 use crate::tools::Caller;
 
 /// Without an idempotency key, the same text to the same target within this window is the same
@@ -74,7 +72,9 @@ pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
     let delivery = match shared.store.delivery_begin(new, since).await {
         Ok(Begun::New(delivery)) => delivery,
-        Ok(Begun::Existing(earlier)) => return follow(shared, &earlier, request.timeout, started).await,
+        Ok(Begun::Existing(earlier)) => {
+            return follow(shared, &earlier, request.timeout, started).await;
+        }
         Err(err) => {
             return crate::tools::error(format!(
                 "the message could not be recorded, so it was not sent: {err}"

@@ -139,12 +139,21 @@ mod tests {
             let relay = Arc::clone(&relay);
             tokio::spawn(async move { relay.wait("r", Duration::from_secs(10)).await })
         };
-        while relay.runs.lock().unwrap()["r"].state.lock().unwrap().waiters == 0 {
+        while relay.runs.lock().unwrap()["r"]
+            .state
+            .lock()
+            .unwrap()
+            .waiters
+            == 0
+        {
             tokio::task::yield_now().await;
         }
         assert!(relay.finish("r", answer("hi")), "someone was waiting");
         assert_eq!(waiter.await.unwrap(), Waited::Got(answer("hi")));
-        assert_eq!(relay.wait("r", Duration::ZERO).await, Waited::Got(answer("hi")));
+        assert_eq!(
+            relay.wait("r", Duration::ZERO).await,
+            Waited::Got(answer("hi"))
+        );
         relay.forget("r");
         assert_eq!(relay.wait("r", Duration::ZERO).await, Waited::Unknown);
     }
@@ -153,7 +162,10 @@ mod tests {
     async fn after_a_give_up_the_finisher_is_responsible() {
         let relay = Relay::default();
         relay.open("r");
-        assert_eq!(relay.wait("r", Duration::from_millis(1)).await, Waited::GaveUp);
+        assert_eq!(
+            relay.wait("r", Duration::from_millis(1)).await,
+            Waited::GaveUp
+        );
         assert!(!relay.finish("r", answer("late")), "nobody waits: push it");
         assert_eq!(relay.in_flight(), 1);
     }

@@ -80,7 +80,11 @@ async fn post(shared: &Shared, key: &SessionKey, journal: &Journal, text: &str, 
     let account = shared.roster.account(key.platform, &key.account);
     let Some(account) = account.filter(|_| !key.is_backchannel()) else {
         journal
-            .bot_did(EntryKind::Answer, text, json!({"model": model, "posted": false}))
+            .bot_did(
+                EntryKind::Answer,
+                text,
+                json!({"model": model, "posted": false}),
+            )
             .await;
         return;
     };

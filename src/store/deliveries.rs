@@ -249,7 +249,11 @@ impl Store {
     /// Find the earlier run of the same request (same key; or, without a key, the same text
     /// since `since_ms`), or write `new` as queued. Atomic: two identical sends racing each
     /// other start one run.
-    pub async fn delivery_begin(&self, new: NewDelivery, since_ms: i64) -> Result<Begun, StoreError> {
+    pub async fn delivery_begin(
+        &self,
+        new: NewDelivery,
+        since_ms: i64,
+    ) -> Result<Begun, StoreError> {
         self.write(move |conn| {
             if let Some(earlier) = same_request(conn, &new, since_ms)? {
                 return Ok(Begun::Existing(earlier));
@@ -402,19 +406,37 @@ mod tests {
     #[tokio::test]
     async fn the_same_request_finds_the_first_run() {
         let store = Store::open(":memory:").await.unwrap();
-        let first = store.delivery_begin(send("r1", None, "hi", 1_000), 0).await.unwrap();
+        let first = store
+            .delivery_begin(send("r1", None, "hi", 1_000), 0)
+            .await
+            .unwrap();
         assert!(matches!(first, Begun::New(ref d) if d.state == DeliveryState::Queued));
-        let again = store.delivery_begin(send("r2", None, "hi", 2_000), 0).await.unwrap();
+        let again = store
+            .delivery_begin(send("r2", None, "hi", 2_000), 0)
+            .await
+            .unwrap();
         assert!(matches!(again, Begun::Existing(ref d) if d.run_id == "r1"));
         let later = store
             .delivery_begin(send("r3", None, "hi", 700_000), 100_000)
             .await
             .unwrap();
-        assert!(matches!(later, Begun::New(_)), "outside the window is a new request");
-        let keyed = store.delivery_begin(send("k1", Some("x"), "a", 1), 0).await.unwrap();
+        assert!(
+            matches!(later, Begun::New(_)),
+            "outside the window is a new request"
+        );
+        let keyed = store
+            .delivery_begin(send("k1", Some("x"), "a", 1), 0)
+            .await
+            .unwrap();
         assert!(matches!(keyed, Begun::New(_)));
-        let keyed = store.delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000).await.unwrap();
-        assert!(matches!(keyed, Begun::Existing(ref d) if d.run_id == "k1"), "a key never expires");
+        let keyed = store
+            .delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000)
+            .await
+            .unwrap();
+        assert!(
+            matches!(keyed, Begun::Existing(ref d) if d.run_id == "k1"),
+            "a key never expires"
+        );
     }
 
     #[tokio::test]
@@ -424,7 +446,10 @@ mod tests {
             .delivery_refused(send("r1", Some("k"), "hi", 1), "pair-rate")
             .await
             .unwrap();
-        let begun = store.delivery_begin(send("r2", Some("k"), "hi", 2), 0).await.unwrap();
+        let begun = store
+            .delivery_begin(send("r2", Some("k"), "hi", 2), 0)
+            .await
+            .unwrap();
         assert!(matches!(begun, Begun::New(_)));
         let refused = store.delivery("r1").await.unwrap().unwrap();
         assert_eq!(refused.state, DeliveryState::Refused);
@@ -434,19 +459,30 @@ mod tests {
     #[tokio::test]
     async fn settling_is_once_and_unsettled_ones_are_found() {
         let store = Store::open(":memory:").await.unwrap();
-        store.delivery_begin(send("r1", None, "a", 1), 0).await.unwrap();
-        store.delivery_begin(send("r2", None, "b", 2), 0).await.unwrap();
-        assert!(store
-            .delivery_settle(DeliveryChange::to("r1", DeliveryState::Running, 5))
+        store
+            .delivery_begin(send("r1", None, "a", 1), 0)
             .await
-            .unwrap());
+            .unwrap();
+        store
+            .delivery_begin(send("r2", None, "b", 2), 0)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .delivery_settle(DeliveryChange::to("r1", DeliveryState::Running, 5))
+                .await
+                .unwrap()
+        );
         let done = DeliveryChange {
             reply: Some("ok".into()),
             ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
         };
         assert!(store.delivery_settle(done.clone()).await.unwrap());
         let failed = DeliveryChange::to("r1", DeliveryState::Failed, 10);
-        assert!(!store.delivery_settle(failed).await.unwrap(), "settled stays settled");
+        assert!(
+            !store.delivery_settle(failed).await.unwrap(),
+            "settled stays settled"
+        );
         let r1 = store.delivery("r1").await.unwrap().unwrap();
         assert_eq!(
             (r1.state, r1.reply.as_deref(), r1.started_ms, r1.finished_ms),

@@ -55,7 +55,10 @@ macro_rules! stored_name {
 }
 
 /// Reads a text column into a type parsed by `FromStr` (a corrupt value is a conversion error).
-pub(super) fn parse_column<T: FromStr<Err = String>>(row: &Row<'_>, idx: usize) -> rusqlite::Result<T> {
+pub(super) fn parse_column<T: FromStr<Err = String>>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<T> {
     let text: String = row.get(idx)?;
     text.parse()
         .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))

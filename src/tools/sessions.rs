@@ -137,7 +137,10 @@ fn resolve(tools: &AgentTools, session: &str) -> Option<String> {
     if SessionKey::parse(session).is_some() {
         return Some(session.to_owned());
     }
-    let account = tools.shared.roster.account_of_bot(Platform::Local, session)?;
+    let account = tools
+        .shared
+        .roster
+        .account_of_bot(Platform::Local, session)?;
     Some(SessionKey::backchannel(session, account.id.clone(), &tools.caller.bot).render())
 }
 

@@ -35,7 +35,11 @@ impl Backend for EchoBackend {
     ) -> Result<BackendReply, BackendError> {
         let text = strip_addressing(request.last_user_text());
         let reply = match parse_directive(text) {
-            Some(Directive { wait, target, message }) => {
+            Some(Directive {
+                wait,
+                target,
+                message,
+            }) => {
                 let mut arguments = json!({ "target": target, "message": message });
                 if !wait {
                     arguments["timeout_seconds"] = json!(0);
