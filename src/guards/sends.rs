@@ -204,12 +204,15 @@ impl<C: Clock + Clone> SendGuard<C> {
     }
 }
 
+/// The targets one sender reached recently, with when each was last reached.
+type Reached<I> = VecDeque<(String, I)>;
+
 /// Distinct targets per sender within a sliding window.
 struct FanOut<C: Clock> {
     targets: usize,
     window: Duration,
     clock: C,
-    recent: Mutex<HashMap<String, VecDeque<(String, C::Instant)>>>,
+    recent: Mutex<HashMap<String, Reached<C::Instant>>>,
 }
 
 impl<C: Clock> FanOut<C> {
@@ -231,7 +234,7 @@ impl<C: Clock> FanOut<C> {
         Ok(())
     }
 
-    fn expire(&self, seen: &mut VecDeque<(String, C::Instant)>, now: C::Instant) {
+    fn expire(&self, seen: &mut Reached<C::Instant>, now: C::Instant) {
         seen.retain(|(_, at)| Duration::from(now.duration_since(*at)) < self.window);
     }
 

@@ -38,7 +38,7 @@ pub(super) async fn list(tools: &AgentTools, raw: Value) -> Value {
         Err(err) => return error(format!("could not read the sessions: {err}")),
     };
     sessions.retain(|s| a.bot.as_deref().is_none_or(|bot| s.bot == bot));
-    sessions.sort_by(|x, y| y.updated_ms.cmp(&x.updated_ms));
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.updated_ms));
     sessions.truncate(a.limit.unwrap_or(50).clamp(1, 200));
     let sessions: Vec<Value> = sessions
         .into_iter()
