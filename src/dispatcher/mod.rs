@@ -42,6 +42,7 @@ use crate::config::{Activation, Config};
 use crate::deliver::Target;
 use crate::guards::{BotMessage, BotRefusal, Guards, KeyedLimiter, RateVerdict};
 use crate::lanes::Lanes;
+use crate::metrics::{self, Metrics};
 use crate::mirror::now_ms;
 use crate::relay::Relay;
 use crate::roster::{Account, Roster};
@@ -118,6 +119,8 @@ pub struct Shared {
     pub(crate) own_notices: own_notices::OwnNotices,
     /// Sends whose senders are waiting for the reply.
     pub relay: Relay,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
     /// Every pipeline run and background turn, so a shutdown can drain them.
     pub tasks: TaskTracker,
 }
@@ -144,6 +147,7 @@ impl Shared {
             notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
             own_notices: own_notices::OwnNotices::default(),
             relay: Relay::default(),
+            metrics: Metrics::default(),
             tasks: TaskTracker::new(),
             config,
             roster,
@@ -251,8 +255,14 @@ impl Dispatcher {
     /// twice after a later redelivery is better than never answering.
     async fn claim(&self, event: &InboundEvent) -> bool {
         match dedupe::claim(&self.shared.store, event, now_ms()).await {
-            Ok(Claim::Fresh) => true,
+            Ok(Claim::Fresh) => {
+                let platform = event.platform.as_str();
+                self.shared.metrics.add(&metrics::EVENTS_IN, platform);
+                true
+            }
             Ok(Claim::Duplicate) => {
+                let platform = event.platform.as_str();
+                self.shared.metrics.add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
                 false
             }
@@ -319,6 +329,8 @@ impl Dispatcher {
             return Handled::Dropped(DropReason::Paused);
         }
         if let Err(refusal) = self.check_bot_message(&inbound) {
+            let reason = refusal.as_str();
+            shared.metrics.add(&metrics::BOT_MESSAGE_REFUSALS, reason);
             tracing::info!(
                 bot = inbound.bot(),
                 reason = refusal.as_str(),

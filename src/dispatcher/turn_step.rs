@@ -11,6 +11,7 @@ use super::context::{self, Current, SESSION_TAIL};
 use super::{Handled, Inbound, Shared, Wake};
 use crate::deliver::{DeliveryFailed, deliver};
 use crate::lanes::Lane;
+use crate::metrics;
 use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
@@ -180,26 +181,36 @@ pub(crate) async fn take_turn(shared: &Arc<Shared>, plan: TurnPlan<'_>) -> TurnE
     );
     let agent_tools = AgentTools::new(Arc::clone(shared), plan.caller);
     let tools = RecordingTools::new(&agent_tools, journal);
-    let reply = match tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await {
+    let started = std::time::Instant::now();
+    let ran = tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await;
+    shared.metrics.turn_took(started.elapsed());
+    let reply = match ran {
         Ok(Ok(reply)) => reply,
-        Ok(Err(err)) => return failed(journal, TurnFailure::Backend(err.to_string())).await,
-        Err(_) => return failed(journal, TurnFailure::TimedOut(plan.limit)).await,
+        Ok(Err(err)) => {
+            return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
+        }
+        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
     };
     match Outcome::from_backend(&reply, &shared.config.gateway.silent_token) {
         Outcome::Silent => {
+            shared.metrics.add(&metrics::TURNS, "silent");
             journal
                 .bot_did(EntryKind::Silent, "", json!({"model": reply.model}))
                 .await;
             TurnEnd::Silent { model: reply.model }
         }
-        Outcome::Reply(text) => TurnEnd::Reply {
-            text,
-            model: reply.model,
-        },
+        Outcome::Reply(text) => {
+            shared.metrics.add(&metrics::TURNS, "reply");
+            TurnEnd::Reply {
+                text,
+                model: reply.model,
+            }
+        }
     }
 }
 
-async fn failed(journal: &Journal, err: TurnFailure) -> TurnEnd {
+async fn failed(shared: &Shared, journal: &Journal, err: TurnFailure) -> TurnEnd {
+    shared.metrics.add(&metrics::TURNS, "failed");
     tracing::error!(session = journal.session(), %err, "turn failed");
     journal
         .bot_did(

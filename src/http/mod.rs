@@ -8,6 +8,7 @@
 mod api;
 mod auth;
 mod health;
+mod metrics;
 mod openai;
 
 use std::net::SocketAddr;
@@ -62,6 +63,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
         .merge(guarded)
         .with_state(state)
 }
