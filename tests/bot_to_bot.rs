@@ -558,3 +558,93 @@ async fn queue_a_delivery(db: &Path, target: &str) {
     store.delivery_begin(new, 0).await.unwrap();
     store.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_read_tools_show_the_roster_sessions_and_transcripts() {
+    let fake = FakeOpenAi::start().await;
+    fake.script("a", send("b", "remember the number 42"));
+    fake.script("b", Step::reply("noted: 42"));
+    fake.script(
+        "a",
+        Step::ToolCalls(vec![
+            ("bots_list_available".into(), json!({})),
+            ("sessions_list".into(), json!({"bot": "b"})),
+            (
+                "sessions_history".into(),
+                json!({"session": "b", "limit": 5}),
+            ),
+            ("session_status".into(), json!({"session": B_FROM_A})),
+            ("sessions_history".into(), json!({"session": "nobody"})),
+        ]),
+    );
+    fake.script("a", Step::reply("done"));
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+
+    gw.say("room", "alice", "@a look around").await;
+    gw.settle().await;
+
+    let results = tool_results(&fake, "a");
+    assert_eq!(results.len(), 6, "{results:#?}");
+    let bots = &results[1]["bots"];
+    let ids: Vec<&str> = bots
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(bots[1]["backend"], "openai");
+    assert_eq!(bots[1]["model"], "b");
+    assert_eq!(bots[1]["platforms"], json!(["local"]));
+    let sessions = results[2]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0]["session"], B_FROM_A);
+    let history = &results[3];
+    assert_eq!(history["session"], B_FROM_A);
+    let texts: Vec<&str> = history["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        ["Message from bot 'a': remember the number 42", "noted: 42"]
+    );
+    let status = &results[4];
+    assert_eq!(status["exists"], true);
+    assert_eq!(status["entries"], 2);
+    assert_eq!(status["deliveries_in_flight"], json!([]));
+    assert_eq!(results[5]["status"], "error");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn tools_outside_the_bots_list_are_not_offered_or_run() {
+    let fake = FakeOpenAi::start().await;
+    fake.script("a", send("b", "hi"));
+    fake.script("a", Step::reply("done"));
+    let text = config(&fake, &["b"], "").replace("\n[[bots]]", &format!(
+        "\n[[bots]]\nid = \"a\"\nbackend = \"openai\"\nmodel = \"a\"\nbase_url = \"{}\"\ntools = [\"bots_list\"]\n\n[[bots]]",
+        fake.base_url
+    ));
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&text, &db).await;
+
+    gw.say("room", "alice", "@a hi").await;
+    gw.settle().await;
+
+    let offered: Vec<String> = fake.requests_for("a")[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(offered, ["bots_list"]);
+    let result = &tool_results(&fake, "a")[0];
+    assert_eq!(result["status"], "error");
+    assert!(result["error"].as_str().unwrap().contains("not available"));
+    assert!(fake.requests_for("b").is_empty());
+    gw.stop().await;
+}
