@@ -98,7 +98,8 @@ struct Directive<'a> {
     message: &'a str,
 }
 
-/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case).
+/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case, the `@` optional:
+/// in a chat, `@caid` is a mention that wakes caid too, which a demo may not want).
 fn parse_directive(text: &str) -> Option<Directive<'_>> {
     let (keyword, rest) = text.split_once(' ')?;
     let wait = if keyword.eq_ignore_ascii_case("ask") {
@@ -108,7 +109,8 @@ fn parse_directive(text: &str) -> Option<Directive<'_>> {
     } else {
         return None;
     };
-    let rest = rest.trim_start().strip_prefix('@')?;
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix('@').unwrap_or(rest);
     let (target, message) = rest.split_once(':')?;
     let target = target.trim();
     let message = message.trim();
@@ -178,7 +180,11 @@ mod tests {
                 message: "audit this"
             })
         );
-        assert_eq!(parse_directive("ask caid: x"), None);
+        assert_eq!(
+            parse_directive("ask caid: x"),
+            ask("caid", "x"),
+            "the @ is optional, so the target need not be mentioned (and woken)"
+        );
         assert_eq!(parse_directive("ask @caid x"), None);
         assert_eq!(parse_directive("ask @caid: "), None);
         assert_eq!(parse_directive("basket"), None);
