@@ -15,6 +15,7 @@ pub mod guards;
 pub mod http;
 pub mod lanes;
 pub mod local;
+pub mod metrics;
 pub mod mirror;
 pub mod outcome;
 pub mod relay;

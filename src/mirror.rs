@@ -135,9 +135,8 @@ impl<'a> RecordingTools<'a> {
 impl ToolExecutor for RecordingTools<'_> {
     async fn call(&self, call: &ToolCall) -> Value {
         let args = json!({"tool": call.name, "call_id": call.id, "arguments": call.arguments});
-        self.journal
-            .bot_did(EntryKind::ToolCall, &call.name, args)
-            .await;
+        let text = format!("{} {}", call.name, call.arguments);
+        self.journal.bot_did(EntryKind::ToolCall, &text, args).await;
         let result = self.inner.call(call).await;
         self.journal
             .bot_did(

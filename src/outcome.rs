@@ -16,6 +16,15 @@ pub enum Outcome {
     Silent,
 }
 
+/// What a bot answers in a ping-pong exchange (SPEC.md 5.2) to end it early.
+pub const REPLY_SKIP: &str = "REPLY_SKIP";
+
+/// Whether `text` ends a ping-pong exchange: it equals [`REPLY_SKIP`] once trimmed, exactly as
+/// the silent token is matched.
+pub fn is_reply_skip(text: &str) -> bool {
+    text.trim() == REPLY_SKIP
+}
+
 impl Outcome {
     /// Decide the outcome of a backend's reply under `silent_token`.
     ///

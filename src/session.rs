@@ -7,6 +7,8 @@ use std::fmt;
 
 use baton_contract::{AccountId, ChatId, Platform, ThreadId};
 
+use crate::store::SessionRef;
+
 /// Where a session lives: one bot's account in one chat, optionally one thread of it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SessionKey {
@@ -33,7 +35,69 @@ impl SessionKey {
     pub fn chat_key(&self) -> String {
         chat_key(self.platform, &self.chat, self.thread.as_ref())
     }
+
+    /// The session for the store's session table.
+    pub fn store_ref(&self) -> SessionRef {
+        SessionRef {
+            key: self.render(),
+            bot: self.bot.clone(),
+            platform: self.platform.to_string(),
+            account: self.account.to_string(),
+            chat: self.chat.to_string(),
+            thread: self.thread.as_ref().map(ToString::to_string),
+        }
+    }
+
+    /// `bot`'s session for messages `sender` hands it with `sessions_send`: one per pair, on
+    /// the bot's local account, apart from every human conversation.
+    pub fn backchannel(bot: &str, account: AccountId, sender: &str) -> SessionKey {
+        SessionKey {
+            bot: bot.to_owned(),
+            platform: Platform::Local,
+            account,
+            chat: ChatId::from(format!("{BACKCHANNEL_PREFIX}{sender}")),
+            thread: None,
+        }
+    }
+
+    /// Whether the session is a conversation among bots (or with an MCP client) rather than a
+    /// chat people read: nothing said in it is posted anywhere.
+    pub fn is_backchannel(&self) -> bool {
+        self.platform == Platform::Local
+            && [BACKCHANNEL_PREFIX, MCP_PREFIX]
+                .iter()
+                .any(|p| self.chat.as_str().starts_with(p))
+    }
+
+    /// Read a rendered key back. `None` for anything that is not
+    /// `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`.
+    pub fn parse(key: &str) -> Option<SessionKey> {
+        let rest = key.strip_prefix("bot:")?;
+        let mut parts = rest.splitn(4, ':');
+        let bot = parts.next().filter(|s| !s.is_empty())?;
+        let platform: Platform = parts.next()?.parse().ok()?;
+        let account = parts.next().filter(|s| !s.is_empty())?;
+        let place = parts.next().filter(|s| !s.is_empty())?;
+        let (chat, thread) = match place.rsplit_once(":thread:") {
+            Some((chat, thread)) if !chat.is_empty() && !thread.is_empty() => {
+                (chat, Some(ThreadId::from(thread)))
+            }
+            _ => (place, None),
+        };
+        Some(SessionKey {
+            bot: bot.to_owned(),
+            platform,
+            account: AccountId::from(account),
+            chat: ChatId::from(chat),
+            thread,
+        })
+    }
 }
+
+/// Chat ids of [`SessionKey::backchannel`] sessions start with this, then the sender's id.
+const BACKCHANNEL_PREFIX: &str = "a2a:";
+/// Chat ids of sessions of MCP clients start with this.
+pub const MCP_PREFIX: &str = "mcp:";
 
 /// `<platform>:<chat>[:thread:<id>]`.
 pub fn chat_key(platform: Platform, chat: &ChatId, thread: Option<&ThreadId>) -> String {
@@ -74,5 +138,22 @@ mod tests {
         key.thread = Some("1700.1".into());
         assert_eq!(key.render(), "bot:snark:slack:snark:C1:thread:1700.1");
         assert_eq!(key.chat_key(), "slack:C1:thread:1700.1");
+        assert_eq!(SessionKey::parse(&key.render()), Some(key.clone()));
+        key.thread = None;
+        assert_eq!(SessionKey::parse(&key.render()), Some(key));
+    }
+
+    #[test]
+    fn parse_refuses_what_is_not_a_key_and_keeps_colons_in_chats() {
+        assert_eq!(SessionKey::parse("caid"), None);
+        assert_eq!(SessionKey::parse("bot:caid:nowhere:caid:C1"), None);
+        assert_eq!(SessionKey::parse("bot:caid:local:caid:"), None);
+        let back = SessionKey::backchannel("caid", "caid".into(), "snark");
+        assert_eq!(back.render(), "bot:caid:local:caid:a2a:snark");
+        assert_eq!(SessionKey::parse(&back.render()), Some(back.clone()));
+        assert!(back.is_backchannel());
+        let dm = SessionKey::parse("bot:caid:local:caid:dm:alice").unwrap();
+        assert_eq!(dm.chat.as_str(), "dm:alice");
+        assert!(!dm.is_backchannel());
     }
 }

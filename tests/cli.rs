@@ -472,6 +472,22 @@ async fn run_serves_a_room_stops_on_sigterm_and_leaves_a_transcript() {
         .collect();
     assert_eq!(authors, [json!("alice"), json!("snark")]);
 
+    // The router delegates to the specialist with the echo `ask` directive.
+    let posted = http
+        .post(format!("{base}/api/local/rooms/{room_id}/messages"))
+        .json(&json!({"sender": "alice", "text": "@snark ask caid: lint the diff"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    eventually(STEP_DEADLINE, "snark relays caid's answer", || async {
+        room(&http, &base, room_id)
+            .await
+            .into_iter()
+            .find(|m| m["author"] == "snark" && m["text"] == "lint the diff")
+    })
+    .await;
+
     // The OpenAI-compatible endpoint reaches the same bot.
     let completion: Value = http
         .post(format!("{base}/v1/chat/completions"))
@@ -554,6 +570,19 @@ async fn run_serves_a_room_stops_on_sigterm_and_leaves_a_transcript() {
             && e["text"] == "hello from the cli test"),
         "{entries:#?}"
     );
+
+    // The delegation, in the deliveries table.
+    let out = output(view(&["deliveries"])).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("run_"))
+        .unwrap_or_else(|| panic!("no delivery listed:\n{text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[1..4], ["snark", "caid", "delivered"], "{text}");
+    assert!(text.contains("lint the diff"), "{text}");
 
     // The session list.
     let out = output(view(&["sessions"])).await;

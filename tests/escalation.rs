@@ -19,6 +19,13 @@ use support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
 
 const ALPHA_ROOM: &str = "bot:alpha:local:alpha:room";
 
+fn texts(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// `alpha` and `beta` on the fake model, both allowed the escalation tools, every bot woken by
 /// every message in `room` (so a question or an answer that wrongly woke a bot would show).
 async fn start(fake: &FakeOpenAi) -> (tempfile::TempDir, TestGateway) {
@@ -61,6 +68,23 @@ async fn tool_results(gw: &TestGateway, session: &str) -> Vec<Value> {
         .iter()
         .filter(|e| e["kind"] == "tool_result")
         .map(|e| serde_json::from_str(e["text"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+/// The model turns started since the fake had `since` requests: (bot, last user message).
+fn turns_since(fake: &FakeOpenAi, since: usize) -> Vec<(String, String)> {
+    fake.requests()
+        .split_off(since)
+        .into_iter()
+        .map(|body| {
+            let last_user = body["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            (body["model"].as_str().unwrap().to_owned(), last_user)
+        })
         .collect()
 }
 
@@ -134,20 +158,23 @@ async fn a_question_is_posted_where_the_chain_started_and_the_next_human_message
         "the posted question woke beta"
     );
 
-    let asked = fake.requests_for("alpha").len();
+    let asked = fake.requests().len();
     let in_room = gw.messages("room").await.len();
     let answer = gw.say("room", "alice", "main, please").await;
     gw.settle().await;
-    assert_eq!(
-        fake.requests_for("alpha").len(),
-        asked,
-        "the answer woke alpha in the room"
+    let routed = format!(
+        "Answer from alice to your question {}: main, please",
+        question.id
     );
-    assert!(fake.requests_for("beta").is_empty(), "the answer woke beta");
     assert_eq!(
-        gw.messages("room").await.len(),
-        in_room + 1,
-        "a bot spoke up"
+        turns_since(&fake, asked),
+        [("alpha".to_owned(), routed.clone())],
+        "the answer must wake only the asker, and only with the routed answer"
+    );
+    assert_eq!(
+        texts(&gw.messages("room").await.split_off(in_room)),
+        ["main, please".to_owned(), format!("echo: {routed}")],
+        "only the answer and the asker's reply to it"
     );
 
     let answered = the_escalation(gw.gateway.store()).await;
@@ -166,6 +193,7 @@ async fn a_question_is_posted_where_the_chain_started_and_the_next_human_message
     assert_eq!(recorded[0]["speaker"], "alice");
 
     // The chat is back to normal: the next message wakes the bots again.
+    let asked = fake.requests_for("alpha").len();
     gw.say("room", "alice", "thanks").await;
     gw.settle().await;
     assert_eq!(fake.requests_for("alpha").len(), asked + 1);
@@ -208,7 +236,18 @@ async fn a_reply_to_the_question_is_the_answer_and_copies_from_other_accounts_ar
         Handled::Answered(question.id.clone()),
         "the copy through alpha's account"
     );
-    assert_eq!(fake.requests().len(), asked, "a copy woke a bot");
+    gw.settle().await;
+    assert_eq!(
+        turns_since(&fake, asked),
+        [(
+            "alpha".to_owned(),
+            format!(
+                "Answer from alice to your question {}: staging",
+                question.id
+            )
+        )],
+        "the answer is routed back once, whatever account took it, and wakes nobody else"
+    );
     let answered = the_escalation(gw.gateway.store()).await;
     assert_eq!(answered.state, EscalationState::Answered);
     assert_eq!(answered.answer_message_id.as_deref(), Some("m-answer"));
@@ -281,8 +320,16 @@ async fn an_admin_approves_with_baton_approve_and_a_non_admin_is_refused() {
     gw.say("room", "admin", &format!("/baton approve {id} go ahead"))
         .await;
     gw.settle().await;
-    let after: Vec<Value> = gw.messages("room").await.split_off(before);
-    assert_eq!(bot_lines(after), [format!("Approved {id}.")]);
+    let mut after = bot_lines(gw.messages("room").await.split_off(before));
+    after.sort();
+    assert_eq!(
+        after,
+        [
+            format!("Approved {id}."),
+            format!("echo: Approval {id} approved by admin: go ahead"),
+        ],
+        "the admin is answered, and alpha, woken with the decision, speaks"
+    );
     let approved = the_escalation(gw.gateway.store()).await;
     assert_eq!(approved.state, EscalationState::Approved);
     assert_eq!(
@@ -405,8 +452,8 @@ async fn escalating_without_a_human_conversation_is_refused() {
     gw.stop().await;
 }
 
-/// Needs the relay (`post_to_session`): the answer reaches the asking bot's session as an
-/// inbound message it is woken with.
+/// Through the relay (`post_to_session`): the answer reaches the asking bot's session as an
+/// inbound message it is woken with, and what the bot then says is posted to its chat.
 #[tokio::test]
 async fn the_askers_session_receives_the_answer() {
     let fake = FakeOpenAi::start().await;
@@ -440,5 +487,17 @@ async fn the_askers_session_receives_the_answer() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     gw.settle().await;
+    let woken: Vec<Value> = gw
+        .said_by("room", "alpha")
+        .await
+        .into_iter()
+        .filter(|m| m["text"].as_str().unwrap().contains("eu-west"))
+        .collect();
+    assert_eq!(
+        woken.len(),
+        1,
+        "alpha's answer to the routed-back message was not posted: {:#?}",
+        gw.messages("room").await
+    );
     gw.stop().await;
 }

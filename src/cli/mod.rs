@@ -54,6 +54,8 @@ enum Command {
     Transcript(views::TranscriptArgs),
     /// List the sessions the store holds.
     Sessions(views::StoreArgs),
+    /// List bot-to-bot deliveries (`sessions_send`): state, guard refusals, replies.
+    Deliveries(views::DeliveriesArgs),
     /// DM pairing: list pending codes, approve one.
     Pairing(views::PairingArgs),
 }
@@ -82,6 +84,7 @@ pub fn main() -> ExitCode {
             Command::Chat(args) => chat::chat(&cli.config, args).await,
             Command::Transcript(args) => views::transcript(&cli.config, args).await,
             Command::Sessions(args) => views::sessions(&cli.config, args).await,
+            Command::Deliveries(args) => views::deliveries(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
         }
     });

@@ -1,4 +1,5 @@
-//! Read-only views of the store: `baton transcript`, `baton sessions`, `baton pairing`.
+//! Read-only views of the store: `baton transcript`, `baton sessions`, `baton deliveries`,
+//! `baton pairing`.
 //! They open the database named by the config (or `--database`) next to a running gateway;
 //! SQLite's WAL lets them read while it writes.
 
@@ -9,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::mirror::now_ms;
-use crate::store::{Entry, Store, TranscriptQuery};
+use crate::store::{DeliveryQuery, Entry, Store, TranscriptQuery};
 
 /// Which database to read.
 #[derive(Debug, Args)]
@@ -153,6 +154,63 @@ pub(super) async fn sessions(config: &Path, args: StoreArgs) -> anyhow::Result<(
         println!("{:<56} {:>8}  {ago} s ago", s.key, s.entries);
     }
     Ok(())
+}
+
+/// Which deliveries to list.
+#[derive(Debug, Args)]
+pub(super) struct DeliveriesArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Only those sent from or to this session.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only queued or running ones.
+    #[arg(long)]
+    open: bool,
+    /// At most this many, newest first.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::Result<()> {
+    let store = open(config, &args.store).await?;
+    let query = DeliveryQuery {
+        session: args.session,
+        open_only: args.open,
+        limit: args.limit,
+    };
+    println!(
+        "{:<36} {:<10} {:<10} {:<10} {:>5} {:>7}  OUTCOME",
+        "RUN", "FROM", "TO", "STATE", "DEPTH", "AGE"
+    );
+    for d in store.deliveries(query).await? {
+        let age = (now_ms() - d.created_ms).max(0) / 1000;
+        let outcome = d.reason.as_deref().or(d.reply.as_deref()).unwrap_or("");
+        println!(
+            "{:<36} {:<10} {:<10} {:<10} {:>5} {:>6}s  {}",
+            d.run_id,
+            d.sender,
+            d.target,
+            d.state,
+            d.depth,
+            age,
+            one_line(outcome, 60)
+        );
+    }
+    store.close().await?;
+    Ok(())
+}
+
+/// `text` on one line, cut to `max` characters.
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
 }
 
 pub(super) async fn pairing(config: &Path, args: PairingArgs) -> anyhow::Result<()> {

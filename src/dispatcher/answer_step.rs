@@ -249,6 +249,7 @@ fn route_back(
             run_id: escalation.id.clone(),
             meta,
             caller,
+            delivery: None,
         },
     );
 }

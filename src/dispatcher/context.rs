@@ -72,7 +72,7 @@ fn tail_lines(tail: &[Entry]) -> Vec<ChatLine> {
                 lines.push(line);
                 last_run = None;
             }
-            EntryKind::Reply => {
+            EntryKind::Reply | EntryKind::Answer => {
                 let same_run = last_run.is_some() && last_run == entry.run_id.as_deref();
                 match lines.last_mut() {
                     Some(prev) if same_run => {

@@ -36,6 +36,7 @@ pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
 pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules};
 pub use policy::Refusal;
+pub(crate) use turn_step::{Heard, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
 
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
@@ -43,7 +44,9 @@ use crate::config::{Activation, Config};
 use crate::deliver::Target;
 use crate::guards::{BotMessage, BotRefusal, Guards, KeyedLimiter, RateVerdict};
 use crate::lanes::Lanes;
+use crate::metrics::{self, Metrics};
 use crate::mirror::now_ms;
+use crate::relay::Relay;
 use crate::roster::{Account, Roster};
 use crate::session::{SessionKey, chat_key};
 use crate::store::{Claim, HistoryEntry, Pairing, Store};
@@ -118,22 +121,43 @@ pub struct Shared {
     pub(crate) notices: KeyedLimiter<(String, String)>,
     /// Lines the gateway posted through bot accounts, which must not wake other bots.
     pub(crate) own_notices: own_notices::OwnNotices,
+    /// Sends whose senders are waiting for the reply.
+    pub relay: Relay,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
+    /// Every pipeline run and background turn, so a shutdown can drain them.
+    pub tasks: TaskTracker,
 }
 
 impl Shared {
-    /// Assemble the shared state.
-    pub fn new(config: Arc<Config>, roster: Roster, chat_rules: ChatRules, store: Store) -> Shared {
+    /// Assemble the shared state. Fails only on an `[agent_to_agent] allow` glob that does not
+    /// compile (validation reports those first).
+    pub fn new(
+        config: Arc<Config>,
+        roster: Roster,
+        chat_rules: ChatRules,
+        store: Store,
+    ) -> Result<Shared, globset::Error> {
         let clock = governor::clock::DefaultClock::default();
-        Shared {
-            guards: Guards::new(&config.limits, clock.clone()),
+        let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
+        Ok(Shared {
+            guards: Guards::new(
+                &config.limits,
+                &config.agent_to_agent,
+                a2a_allow,
+                clock.clone(),
+            ),
             lanes: Lanes::new(&config.lanes),
             notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
             own_notices: own_notices::OwnNotices::default(),
+            relay: Relay::default(),
+            metrics: Metrics::default(),
+            tasks: TaskTracker::new(),
             config,
             roster,
             chat_rules,
             store,
-        }
+        })
     }
 }
 
@@ -141,7 +165,6 @@ impl Shared {
 #[derive(Clone)]
 pub struct Dispatcher {
     shared: Arc<Shared>,
-    tasks: TaskTracker,
 }
 
 /// One event on its way through the steps, with what earlier steps learned.
@@ -192,10 +215,7 @@ impl Inbound<'_> {
 impl Dispatcher {
     /// A dispatcher over `shared`.
     pub fn new(shared: Arc<Shared>) -> Self {
-        Self {
-            shared,
-            tasks: TaskTracker::new(),
-        }
+        Self { shared }
     }
 
     /// The shared state.
@@ -206,11 +226,12 @@ impl Dispatcher {
     /// Deduplicate and run the whole pipeline, waiting for the outcome. The local chat uses
     /// this; platform adapters go through [`EventSink::accept`], which does not wait.
     pub async fn handle(&self, event: InboundEvent) -> Handled {
-        if self.tasks.is_closed() {
+        if self.shared.tasks.is_closed() {
             return Handled::Dropped(DropReason::ShuttingDown);
         }
         // Tracked like a spawned run, so a shutdown waits for it too.
-        self.tasks
+        self.shared
+            .tasks
             .track_future(async {
                 if !self.claim(&event).await {
                     return Handled::Duplicate;
@@ -222,22 +243,30 @@ impl Dispatcher {
 
     /// Events accepted whose pipeline run has not finished.
     pub fn in_flight(&self) -> usize {
-        self.tasks.len()
+        self.shared.tasks.len()
     }
 
     /// Stop taking events and wait (at most `grace`) for the turns in flight to finish.
     /// Returns whether everything finished.
     pub async fn drain(&self, grace: Duration) -> bool {
-        self.tasks.close();
-        tokio::time::timeout(grace, self.tasks.wait()).await.is_ok()
+        self.shared.tasks.close();
+        tokio::time::timeout(grace, self.shared.tasks.wait())
+            .await
+            .is_ok()
     }
 
     /// Step 2. True when the event is new. A store failure lets the event through: answering
     /// twice after a later redelivery is better than never answering.
     async fn claim(&self, event: &InboundEvent) -> bool {
         match dedupe::claim(&self.shared.store, event, now_ms()).await {
-            Ok(Claim::Fresh) => true,
+            Ok(Claim::Fresh) => {
+                let platform = event.platform.as_str();
+                self.shared.metrics.add(&metrics::EVENTS_IN, platform);
+                true
+            }
             Ok(Claim::Duplicate) => {
+                let platform = event.platform.as_str();
+                self.shared.metrics.add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
                 false
             }
@@ -307,6 +336,8 @@ impl Dispatcher {
             return Handled::Dropped(DropReason::Paused);
         }
         if let Err(refusal) = self.check_bot_message(&inbound) {
+            let reason = refusal.as_str();
+            shared.metrics.add(&metrics::BOT_MESSAGE_REFUSALS, reason);
             tracing::info!(
                 bot = inbound.bot(),
                 reason = refusal.as_str(),
@@ -480,14 +511,14 @@ impl EventSink for Dispatcher {
     /// Claim the event durably, then run the rest of the pipeline in the background so the
     /// adapter can acknowledge the platform at once.
     async fn accept(&self, event: InboundEvent) -> Result<(), SinkClosed> {
-        if self.tasks.is_closed() {
+        if self.shared.tasks.is_closed() {
             return Err(SinkClosed);
         }
         if !self.claim(&event).await {
             return Ok(());
         }
         let this = self.clone();
-        self.tasks.spawn(async move {
+        self.shared.tasks.spawn(async move {
             let handled = this.process(event).await;
             tracing::debug!(?handled, "event handled");
         });

@@ -11,9 +11,11 @@ use super::context::{self, Current, SESSION_TAIL};
 use super::{Handled, Inbound, Shared, Wake};
 use crate::deliver::{DeliveryFailed, deliver};
 use crate::lanes::Lane;
+use crate::metrics;
 use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::outcome::Outcome;
-use crate::store::{EntryKind, HistoryTake, SessionRef, TranscriptQuery};
+use crate::roster::Bot;
+use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TranscriptQuery};
 use crate::tools::{AgentTools, Caller};
 
 /// Run the woken bot's turn for `inbound`.
@@ -21,7 +23,7 @@ pub(crate) async fn run(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake)
     let session = inbound.session();
     let key = session.render();
     let journal = journal(shared, inbound, "in");
-    touch(shared, inbound, &key).await;
+    touch(shared, inbound).await;
     let _slot = shared.lanes.enter(Lane::Main, &key).await;
 
     let event = &inbound.event;
@@ -40,83 +42,198 @@ pub(crate) async fn run(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake)
             tracing::error!(%err, "could not read the history buffer; answering without it");
             Vec::new()
         });
+    let speaker = &inbound.speaker;
+    let heard = Heard {
+        speaker: &speaker.label,
+        name: &speaker.name,
+        origin: speaker.origin,
+        text: &event.text,
+        message_id: Some(event.message_id.as_str()),
+        meta: json!({
+            "name": speaker.name,
+            "wake": format!("{wake:?}"),
+            "history": history.len(),
+            "raw": event.raw,
+        }),
+    };
+    let turn = TurnPlan {
+        bot: &inbound.account.bot,
+        journal: &journal,
+        caller: Caller::from_chat(&session),
+        history: &history,
+        heard,
+        limit: Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+    };
+    match take_turn(shared, turn).await {
+        TurnEnd::Silent { .. } => Handled::Silent,
+        TurnEnd::Failed(err) => fail(shared, inbound, &journal, err.to_string()).await,
+        TurnEnd::Reply { text, .. } => {
+            let adapter = &*inbound.account.adapter;
+            match deliver(adapter, &inbound.reply_target(), &text, &journal).await {
+                Ok(_) => Handled::Replied(text),
+                Err(err) => Handled::Failed(undelivered(&journal, err).await),
+            }
+        }
+    }
+}
+
+/// What woke the bot, as the transcript records it and the model reads it.
+pub(crate) struct Heard<'a> {
+    /// Transcript speaker: a human id, or `bot:<id>`.
+    pub speaker: &'a str,
+    /// The name the model sees.
+    pub name: &'a str,
+    /// Human, bot or gateway.
+    pub origin: Origin,
+    /// The words, as the bot is given them.
+    pub text: &'a str,
+    /// The platform message id, for messages from a chat.
+    pub message_id: Option<&'a str>,
+    /// Kept with the inbound entry.
+    pub meta: serde_json::Value,
+}
+
+/// One turn to take, whatever caused it: a chat message, another bot's send, a late reply.
+pub(crate) struct TurnPlan<'a> {
+    /// The bot taking it.
+    pub bot: &'a Arc<Bot>,
+    /// The run's pen; its session is the turn's session.
+    pub journal: &'a Journal,
+    /// Who the turn calls tools as.
+    pub caller: Caller,
+    /// The chat's history buffer, for turns woken in a chat.
+    pub history: &'a [HistoryEntry],
+    /// The message.
+    pub heard: Heard<'a>,
+    /// Longest the backend may take.
+    pub limit: Duration,
+}
+
+/// How a turn ended, before anything is posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TurnEnd {
+    /// The bot said this (silent token already stripped).
+    Reply {
+        /// The text.
+        text: String,
+        /// The model that said it.
+        model: String,
+    },
+    /// The bot chose silence (recorded).
+    Silent {
+        /// The model that chose it.
+        model: String,
+    },
+    /// The backend failed or ran out of time (recorded).
+    Failed(TurnFailure),
+}
+
+/// Why a turn produced nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TurnFailure {
+    /// The backend answered with an error.
+    #[error("{0}")]
+    Backend(String),
+    /// The backend was still working at the time limit and was stopped.
+    #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
+    TimedOut(Duration),
+}
+
+/// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools
+/// under the time limit, and decide the outcome. Silence and failures are recorded here;
+/// posting a reply is the caller's business (a chat reply, or an answer to another bot).
+/// The caller holds the session's lane slot.
+pub(crate) async fn take_turn(shared: &Arc<Shared>, plan: TurnPlan<'_>) -> TurnEnd {
+    let journal = plan.journal;
+    let session = journal.session().to_owned();
     let tail = shared
         .store
         .transcript(TranscriptQuery {
-            session: key.clone(),
+            session: session.clone(),
             after_id: None,
             last: Some(SESSION_TAIL),
             since_reset: true,
         })
         .await
         .unwrap_or_default();
-    let speaker = &inbound.speaker;
-    let meta = json!({
-        "name": speaker.name,
-        "wake": format!("{wake:?}"),
-        "history": history.len(),
-        "raw": event.raw,
-    });
+    let heard = plan.heard;
     journal
         .heard(
-            &speaker.label,
-            speaker.origin,
-            &event.text,
-            Some(event.message_id.as_str()),
-            meta,
+            heard.speaker,
+            heard.origin,
+            heard.text,
+            heard.message_id,
+            heard.meta,
         )
         .await;
-
-    let bot = &inbound.account.bot;
+    let bot = plan.bot;
     let current = Current {
-        name: &speaker.name,
-        text: &event.text,
+        name: heard.name,
+        text: heard.text,
     };
-    let agent_tools = AgentTools::new(Arc::clone(shared), Caller::from_chat(&session));
-    let request = context::turn_request(bot, &key, &history, &tail, current, bot.tools.specs());
-    let tools = RecordingTools::new(&agent_tools, &journal);
-    let limit = Duration::from_secs(shared.config.gateway.turn_timeout_seconds);
-    let reply = match tokio::time::timeout(limit, bot.backend.run(&request, &tools)).await {
+    let request = context::turn_request(
+        bot,
+        &session,
+        plan.history,
+        &tail,
+        current,
+        bot.tools.specs(),
+    );
+    let agent_tools = AgentTools::new(Arc::clone(shared), plan.caller);
+    let tools = RecordingTools::new(&agent_tools, journal);
+    let started = std::time::Instant::now();
+    let ran = tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await;
+    shared.metrics.turn_took(started.elapsed());
+    let reply = match ran {
         Ok(Ok(reply)) => reply,
-        Ok(Err(err)) => return fail(shared, inbound, &journal, err.to_string()).await,
-        Err(_) => {
-            let err = format!(
-                "the turn took longer than {} s and was stopped",
-                limit.as_secs()
-            );
-            return fail(shared, inbound, &journal, err).await;
+        Ok(Err(err)) => {
+            return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
         }
+        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
     };
     match Outcome::from_backend(&reply, &shared.config.gateway.silent_token) {
         Outcome::Silent => {
+            shared.metrics.add(&metrics::TURNS, "silent");
             journal
                 .bot_did(EntryKind::Silent, "", json!({"model": reply.model}))
                 .await;
-            Handled::Silent
+            TurnEnd::Silent { model: reply.model }
         }
         Outcome::Reply(text) => {
-            let adapter = &*inbound.account.adapter;
-            match deliver(adapter, &inbound.reply_target(), &text, &journal).await {
-                Ok(_) => Handled::Replied(text),
-                Err(err) => {
-                    let err = err.to_string();
-                    tracing::error!(bot = inbound.bot(), %err, "reply not delivered");
-                    journal
-                        .bot_did(EntryKind::Failure, &err, json!({"stage": "deliver"}))
-                        .await;
-                    Handled::Failed(err)
-                }
+            shared.metrics.add(&metrics::TURNS, "reply");
+            TurnEnd::Reply {
+                text,
+                model: reply.model,
             }
         }
     }
 }
 
-/// The backend failed: record it, and tell the user briefly (unless `error_reply` is empty).
-async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: String) -> Handled {
-    tracing::error!(bot = inbound.bot(), %err, "turn failed");
+async fn failed(shared: &Shared, journal: &Journal, err: TurnFailure) -> TurnEnd {
+    shared.metrics.add(&metrics::TURNS, "failed");
+    tracing::error!(session = journal.session(), %err, "turn failed");
     journal
-        .bot_did(EntryKind::Failure, &err, json!({"stage": "turn"}))
+        .bot_did(
+            EntryKind::Failure,
+            &err.to_string(),
+            json!({"stage": "turn"}),
+        )
         .await;
+    TurnEnd::Failed(err)
+}
+
+/// A reply that did not reach the platform: logged and recorded, never silently lost.
+pub(crate) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> String {
+    let err = err.to_string();
+    tracing::error!(session = journal.session(), %err, "reply not delivered");
+    journal
+        .bot_did(EntryKind::Failure, &err, json!({"stage": "deliver"}))
+        .await;
+    err
+}
+
+/// The backend failed (already recorded): tell the user briefly, unless `error_reply` is empty.
+async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: String) -> Handled {
     let text = &shared.config.gateway.error_reply;
     if !text.trim().is_empty() {
         if let Err(e) = gateway_says(shared, inbound, journal, text).await {
@@ -130,7 +247,7 @@ async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: St
 /// delivered to the sender's chat and recorded in the bot's transcript.
 pub(crate) async fn notice(shared: &Shared, inbound: &Inbound<'_>, text: &str) {
     let journal = journal(shared, inbound, "notice");
-    touch(shared, inbound, journal.session()).await;
+    touch(shared, inbound).await;
     if let Err(err) = gateway_says(shared, inbound, &journal, text).await {
         tracing::warn!(bot = inbound.bot(), %err, "notice not delivered");
         journal
@@ -176,17 +293,12 @@ fn journal(shared: &Shared, inbound: &Inbound<'_>, kind: &str) -> Journal {
     )
 }
 
-async fn touch(shared: &Shared, inbound: &Inbound<'_>, key: &str) {
-    let event = &inbound.event;
-    let session = SessionRef {
-        key: key.to_owned(),
-        bot: inbound.bot().to_owned(),
-        platform: event.platform.to_string(),
-        account: inbound.account.id.to_string(),
-        chat: event.chat.to_string(),
-        thread: event.thread.as_ref().map(ToString::to_string),
-    };
-    if let Err(err) = shared.store.touch_session(&session, now_ms()).await {
+async fn touch(shared: &Shared, inbound: &Inbound<'_>) {
+    if let Err(err) = shared
+        .store
+        .touch_session(&inbound.session().store_ref(), now_ms())
+        .await
+    {
         tracing::error!(%err, "could not record the session");
     }
 }

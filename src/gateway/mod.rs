@@ -114,8 +114,12 @@ impl Gateway {
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
         let config = Arc::new(config);
-        let shared = Arc::new(Shared::new(Arc::clone(&config), roster, chat_rules, store));
+        let shared = Arc::new(Shared::new(Arc::clone(&config), roster, chat_rules, store)?);
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
+        let recovered = crate::relay::recover(&shared).await?;
+        if recovered > 0 {
+            tracing::info!(recovered, "picked up deliveries left open by the last run");
+        }
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         for account in shared.roster.accounts() {

@@ -6,14 +6,18 @@
 mod bot_messages;
 mod inbound_rate;
 mod limiter;
+mod sends;
 
 use governor::clock::{Clock, DefaultClock};
 
 pub use bot_messages::{BotMessage, BotMessageGuard, BotRefusal};
 pub use inbound_rate::{InboundRateLimit, RateVerdict};
 pub use limiter::KeyedLimiter;
+pub use sends::{SendAttempt, SendGuard, SendRefusal};
 
-use crate::config::LimitsConfig;
+use globset::GlobSet;
+
+use crate::config::{AgentToAgentConfig, LimitsConfig};
 
 /// Every inbound guard, built from `[limits]`.
 pub struct Guards<C: Clock = DefaultClock> {
@@ -21,14 +25,22 @@ pub struct Guards<C: Clock = DefaultClock> {
     pub bot_messages: BotMessageGuard<C>,
     /// Step 8: per-sender budget.
     pub inbound: InboundRateLimit<C>,
+    /// `sessions_send`: who may message whom, how often, how deep.
+    pub sends: SendGuard<C>,
 }
 
 impl<C: Clock + Clone> Guards<C> {
-    /// Guards with `limits`, on `clock`.
-    pub fn new(limits: &LimitsConfig, clock: C) -> Self {
+    /// Guards with `limits` and `a2a` (whose `allow` list is `a2a_allow`, compiled), on `clock`.
+    pub fn new(
+        limits: &LimitsConfig,
+        a2a: &AgentToAgentConfig,
+        a2a_allow: GlobSet,
+        clock: C,
+    ) -> Self {
         Self {
             bot_messages: BotMessageGuard::new(limits, clock.clone()),
-            inbound: InboundRateLimit::new(limits.inbound_per_sender_per_minute, clock),
+            inbound: InboundRateLimit::new(limits.inbound_per_sender_per_minute, clock.clone()),
+            sends: SendGuard::new(limits, a2a, a2a_allow, clock),
         }
     }
 
@@ -36,5 +48,6 @@ impl<C: Clock + Clone> Guards<C> {
     pub fn retain_recent(&self) {
         self.bot_messages.retain_recent();
         self.inbound.retain_recent();
+        self.sends.retain_recent();
     }
 }

@@ -1,4 +1,5 @@
-//! `/api/...`: the local rooms (post and read) and the store's sessions and transcripts as JSON.
+//! `/api/...`: the local rooms (post and read) and the store's sessions, transcripts and
+//! deliveries as JSON.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -9,7 +10,7 @@ use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
 use crate::local::Post;
-use crate::store::TranscriptQuery;
+use crate::store::{DeliveryQuery, TranscriptQuery};
 
 /// `?after=SEQ` for reading a room.
 #[derive(Debug, Deserialize)]
@@ -61,6 +62,45 @@ pub(super) async fn room_messages(
 pub(super) async fn sessions(State(state): State<AppState>) -> Response {
     match state.dispatcher.shared().store.sessions().await {
         Ok(sessions) => Json(sessions).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+/// `?session=KEY&open=true&limit=N` for deliveries.
+#[derive(Debug, Deserialize)]
+pub(super) struct DeliveryParams {
+    session: Option<String>,
+    #[serde(default)]
+    open: bool,
+    #[serde(default)]
+    limit: usize,
+}
+
+/// Bot-to-bot deliveries, newest first, with the guards' refusal counts since start.
+pub(super) async fn deliveries(
+    State(state): State<AppState>,
+    Query(params): Query<DeliveryParams>,
+) -> Response {
+    let shared = state.dispatcher.shared();
+    let query = DeliveryQuery {
+        session: params.session,
+        open_only: params.open,
+        limit: params.limit,
+    };
+    let refusals: serde_json::Map<String, serde_json::Value> = shared
+        .guards
+        .sends
+        .refusals()
+        .into_iter()
+        .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
+        .collect();
+    match shared.store.deliveries(query).await {
+        Ok(deliveries) => Json(json!({
+            "deliveries": deliveries,
+            "in_flight": shared.relay.in_flight(),
+            "refusals": refusals,
+        }))
+        .into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
 }

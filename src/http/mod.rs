@@ -8,6 +8,7 @@
 mod api;
 mod auth;
 mod health;
+mod metrics;
 mod openai;
 
 use std::net::SocketAddr;
@@ -54,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/sessions", get(api::sessions))
         .route("/api/transcript", get(api::transcript))
+        .route("/api/deliveries", get(api::deliveries))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -61,6 +63,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
         .merge(guarded)
         .with_state(state)
 }

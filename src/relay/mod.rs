@@ -1,9 +1,35 @@
 //! Bot-to-bot traffic (SPEC.md section 5.1): `sessions_send` deliveries, their durable record,
-//! and messages pushed into a session from outside a chat (a late reply, an escalation answer).
+//! and messages pushed into a session from outside its chat.
+//!
+//! ```text
+//!  sessions_send ─▶ guards (rules) ─▶ store: find-or-insert ─▶ guards (budgets)
+//!                                            │ existing run: its result, or wait for it
+//!                                            ▼
+//!                 nested lane ─▶ target's turn ─▶ settle ─▶ waiting sender gets the reply
+//!                                                    └──▶ nobody waiting: pushed to the
+//!                                                         sender's session (wakes it)
+//! ```
+//!
+//! Two failure modes shape it. A sender that times out and retries must not make the target work
+//! twice: the delivery row is found again by idempotency key or by the same text within 10
+//! minutes ([`send`]). A reply that comes after the sender gave up must not vanish: whoever is
+//! left holding it pushes it to the sender's session ([`waiters`], [`wake`]). Runs left open
+//! by a restart are resumed or failed, on the record ([`recover`]).
+
+mod ping_pong;
+mod recover;
+mod run;
+mod send;
+mod waiters;
+mod wake;
 
 use std::sync::Arc;
 
 use serde_json::Value;
+
+pub use recover::recover;
+pub use send::{SendRequest, send};
+pub use waiters::{Relay, RunResult};
 
 use crate::dispatcher::Shared;
 use crate::store::Origin;
@@ -29,11 +55,21 @@ pub struct SessionMessage {
     pub meta: Value,
     /// Who the woken turn calls tools as.
     pub caller: Caller,
+    /// The delivery whose outcome this message tells the sender about, if any: it is marked
+    /// notified once the message is on record, so a restart neither loses nor repeats it.
+    pub delivery: Option<String>,
 }
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown
 /// drains it).
 pub fn post_to_session(shared: &Arc<Shared>, message: SessionMessage) {
-    let _ = (shared, message);
-    tracing::warn!("post_to_session is not built yet");
+    let task_shared = Arc::clone(shared);
+    shared
+        .tasks
+        .spawn(async move { wake::run(&task_shared, message).await });
+}
+
+/// What a bot is given when another bot speaks to it.
+fn from_bot(sender: &str, text: &str) -> String {
+    format!("Message from bot '{sender}': {text}")
 }

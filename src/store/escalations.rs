@@ -10,14 +10,11 @@
 //! Ids are short (`q-` or `ap-` and six characters without look-alikes) because people type
 //! them: `/baton approve ap-7kq2xd`.
 
-use std::fmt;
-use std::str::FromStr;
-
 use rand::Rng;
 use rusqlite::{Connection, OptionalExtension, Row};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::transcript::{parse_column, stored_name};
+use super::stored_name::parse_column;
 use super::{SessionRef, Store, StoreError};
 
 /// Characters an id is made of after its prefix: lowercase letters and digits, minus
@@ -464,7 +461,7 @@ mod tests {
             assert_eq!(state.as_str().parse::<EscalationState>(), Ok(state));
         }
         let err = "maybe".parse::<EscalationState>().unwrap_err();
-        assert_eq!(err, "unknown escalation state 'maybe'");
+        assert_eq!(err, "unknown stored escalation state 'maybe'");
     }
 
     #[tokio::test]

@@ -11,17 +11,21 @@
 //! - connection setup, WAL and `":memory:"` (`connect.rs`).
 //!
 //! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
-//! ([`Store::claim`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
+//! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]).
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
 
+#[macro_use]
+mod stored_name;
+
 mod audit;
 mod chat_settings;
 mod connect;
 mod dedupe;
+mod deliveries;
 mod error;
 mod escalations;
 mod history;
@@ -39,6 +43,9 @@ use rusqlite::Connection;
 pub use audit::{AuditRecord, NewAudit};
 pub use chat_settings::ChatSettings;
 pub use dedupe::{Claim, DEDUPE_TTL_MS};
+pub use deliveries::{
+    Begun, Delivery, DeliveryChange, DeliveryQuery, DeliveryState, NewDelivery, Notify, SendMode,
+};
 pub use error::StoreError;
 pub use escalations::{
     AnswerCandidate, AnswerMatch, Escalation, EscalationKind, EscalationQuery, EscalationState,

@@ -4,70 +4,23 @@
 //! stable cursor for `--follow` and for the model's view after a reset. A delivered chunk
 //! carries its idempotency key, which is how a replayed delivery finds out it already posted.
 
-use std::fmt;
-use std::str::FromStr;
-
 use rusqlite::types::Type;
 use rusqlite::{OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
+use super::stored_name::parse_column;
 use super::{Store, StoreError};
-
-/// A fieldless enum stored in the database by its snake_case name: the enum, `ALL`, `as_str`,
-/// `Display` and `FromStr`, written once from one list so the names cannot drift apart.
-macro_rules! stored_name {
-    (
-        $(#[$doc:meta])* $name:ident, $what:literal {
-            $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+
-        }
-    ) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name {
-            $($(#[$vdoc])* $variant,)+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            /// The snake_case name stored in the database and printed in transcripts.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                $name::ALL
-                    .iter()
-                    .copied()
-                    .find(|v| v.as_str() == s)
-                    .ok_or_else(|| format!(concat!("unknown ", $what, " '{}'"), s))
-            }
-        }
-    };
-}
-pub(super) use stored_name;
 
 stored_name! {
     /// What an entry records.
-    EntryKind, "transcript entry kind" {
+    EntryKind, "entry kind" {
         /// A message that reached the bot (from a human, or another bot).
         Inbound = "inbound",
         /// A chunk of the bot's reply, as delivered.
         Reply = "reply",
+        /// The bot's answer to another bot (a `sessions_send`), returned to the sender rather
+        /// than posted in a chat.
+        Answer = "answer",
         /// The bot's turn ended in silence (kept so the record shows it chose not to speak).
         Silent = "silent",
         /// Something failed (a turn, a delivery); never silently lost.
@@ -85,7 +38,7 @@ stored_name! {
 
 stored_name! {
     /// Who an entry's words come from, so a bot's words are never taken for a human's.
-    Origin, "transcript origin" {
+    Origin, "origin" {
         /// A person on the platform.
         Human = "human",
         /// A bot (this one, or another speaking to it).
@@ -250,6 +203,22 @@ impl Store {
         .await
     }
 
+    /// The entries of one run in one session, oldest first: how a restart finds out whether a
+    /// turn got as far as its outcome.
+    pub async fn run_entries(&self, session: &str, run_id: &str) -> Result<Vec<Entry>, StoreError> {
+        let (session, run_id) = (session.to_owned(), run_id.to_owned());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT id, session, ts_ms, kind, speaker, origin, text,
+                        platform_message_id, run_id, idempotency_key, meta
+                 FROM transcript WHERE session = ?1 AND run_id = ?2 ORDER BY id",
+            )?
+            .query_map((session, run_id), entry_from_row)?
+            .collect()
+        })
+        .await
+    }
+
     /// The platform message id recorded for a delivered chunk with this idempotency key, if any (so a replayed delivery never posts twice).
     pub async fn delivered(&self, idempotency_key: &str) -> Result<Option<String>, StoreError> {
         let key = idempotency_key.to_owned();
@@ -282,16 +251,6 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
         meta: serde_json::from_str(&meta)
             .map_err(|e| rusqlite::Error::FromSqlConversionFailure(10, Type::Text, Box::new(e)))?,
     })
-}
-
-/// Reads a text column into a type parsed by `FromStr` (a corrupt value is a conversion error).
-pub(super) fn parse_column<T: FromStr<Err = String>>(
-    row: &Row<'_>,
-    idx: usize,
-) -> rusqlite::Result<T> {
-    let text: String = row.get(idx)?;
-    text.parse()
-        .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))
 }
 
 #[cfg(test)]

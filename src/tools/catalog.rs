@@ -246,16 +246,27 @@ mod tests {
         let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
         assert_eq!(
             names,
-            ["bots_list", "sessions_list", "sessions_history", "sessions_send"]
+            [
+                "bots_list",
+                "sessions_list",
+                "sessions_history",
+                "sessions_send"
+            ]
         );
-        assert_eq!(tools.allowed("bots_send_message"), Some(ToolName::SessionsSend));
+        assert_eq!(
+            tools.allowed("bots_send_message"),
+            Some(ToolName::SessionsSend)
+        );
         assert_eq!(tools.allowed("escalate_to_user"), None);
         assert_eq!(tools.allowed("no_such_tool"), None);
 
         let aliased = set(&["bots_send_message"]);
         let names: Vec<String> = aliased.specs().into_iter().map(|s| s.name).collect();
         assert_eq!(names, ["bots_send_message"]);
-        assert_eq!(aliased.allowed("sessions_send"), Some(ToolName::SessionsSend));
+        assert_eq!(
+            aliased.allowed("sessions_send"),
+            Some(ToolName::SessionsSend)
+        );
         assert!(set(&[]).is_empty());
     }
 

@@ -16,7 +16,7 @@ use crate::dispatcher::{DecideError, Decision, Resolver, decide_approval};
 use crate::mirror::{Journal, now_ms};
 use crate::roster::Account;
 use crate::session::SessionKey;
-use crate::store::{EntryKind, EscalationKind, EscalationState, NewEscalation, SessionRef};
+use crate::store::{EntryKind, EscalationKind, EscalationState, NewEscalation};
 
 #[derive(Deserialize)]
 struct EscalateArgs {
@@ -70,7 +70,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         kind,
         bot: caller.bot.clone(),
         session: caller.session.clone(),
-        origin: session_ref(origin),
+        origin: origin.store_ref(),
         chat_key: chat_key.clone(),
         text: message.to_owned(),
     };
@@ -128,11 +128,13 @@ async fn post(
     shared
         .own_notices
         .remember(&origin.chat_key(), account.bot.id(), text);
+    // Not the bare escalation id: that is the run id of the asker's turn woken by the answer,
+    // whose reply must not share the question's idempotency keys (it would never be posted).
     let journal = Journal::new(
         store.clone(),
         origin.render(),
         origin.bot.clone(),
-        id.to_owned(),
+        format!("escalate:{id}"),
     );
     let target = Target {
         chat: origin.chat.clone(),
@@ -202,22 +204,8 @@ pub(super) async fn resolve(tools: &AgentTools, args_json: Value) -> Value {
     }
 }
 
-/// A session key in the store's terms.
-fn session_ref(key: &SessionKey) -> SessionRef {
-    SessionRef {
-        key: key.render(),
-        bot: key.bot.clone(),
-        platform: key.platform.to_string(),
-        account: key.account.to_string(),
-        chat: key.chat.to_string(),
-        thread: key.thread.as_ref().map(ToString::to_string),
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use baton_contract::Platform;
-
     use super::*;
 
     #[test]
@@ -241,23 +229,5 @@ mod tests {
             "Caid asks for approval (ap-7kq2xd): Drop staging?\n\
              Reply /baton approve ap-7kq2xd or /baton deny ap-7kq2xd."
         );
-    }
-
-    #[test]
-    fn the_origin_is_stored_in_parts() {
-        let key = SessionKey {
-            bot: "alpha".into(),
-            platform: Platform::Slack,
-            account: "alpha-slack".into(),
-            chat: "C1".into(),
-            thread: Some("1700.1".into()),
-        };
-        let stored = session_ref(&key);
-        assert_eq!(stored.key, "bot:alpha:slack:alpha-slack:C1:thread:1700.1");
-        assert_eq!(
-            (stored.platform.as_str(), stored.account.as_str()),
-            ("slack", "alpha-slack")
-        );
-        assert_eq!(stored.thread.as_deref(), Some("1700.1"));
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! It says back what it was sent, minus the mentions that woke it and the
 //! `Message from bot '<x>': ` prefix a `sessions_send` adds, so two echo bots can be chained in a
-//! demo and a test can predict every word. One directive exercises the tool path:
-//! `ask @<bot>: <text>` calls `sessions_send` and answers with the target's reply.
+//! demo and a test can predict every word. Two directives exercise the tool path:
+//! - `ask @<bot>: <text>` calls `sessions_send` and answers with the target's reply;
+//! - `tell @<bot>: <text>` calls it fire-and-forget (`timeout_seconds = 0`) and answers that the
+//!   message was accepted; the target's reply arrives in the session later.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -13,7 +15,7 @@ use super::{Backend, BackendError, BackendReply, ToolCall, ToolExecutor, TurnReq
 /// The model name echo replies carry, so transcripts show no real model answered.
 const MODEL: &str = "echo";
 
-/// Replies with the text it was sent; understands `ask @<bot>: <text>`.
+/// Replies with the text it was sent; understands `ask @<bot>: <text>` and `tell @<bot>: <text>`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EchoBackend;
 
@@ -32,12 +34,20 @@ impl Backend for EchoBackend {
         tools: &dyn ToolExecutor,
     ) -> Result<BackendReply, BackendError> {
         let text = strip_addressing(request.last_user_text());
-        let reply = match parse_ask(text) {
-            Some((target, message)) => {
+        let reply = match parse_directive(text) {
+            Some(Directive {
+                wait,
+                target,
+                message,
+            }) => {
+                let mut arguments = json!({ "target": target, "message": message });
+                if !wait {
+                    arguments["timeout_seconds"] = json!(0);
+                }
                 let call = ToolCall {
                     id: "echo_call_1".to_owned(),
                     name: "sessions_send".to_owned(),
-                    arguments: json!({ "target": target, "message": message }).to_string(),
+                    arguments: arguments.to_string(),
                 };
                 describe_send(target, &tools.call(&call).await)
             }
@@ -79,18 +89,37 @@ fn strip_addressing(mut text: &str) -> &str {
     }
 }
 
-/// `ask @<bot>: <text>` (the keyword in any case) as `(bot, text)`.
-fn parse_ask(text: &str) -> Option<(&str, &str)> {
-    let head = text.get(..4)?;
-    if !head.eq_ignore_ascii_case("ask ") {
+/// A `sessions_send` the text asks for.
+#[derive(Debug, PartialEq, Eq)]
+struct Directive<'a> {
+    /// `ask` waits for the reply; `tell` does not.
+    wait: bool,
+    target: &'a str,
+    message: &'a str,
+}
+
+/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case, the `@` optional:
+/// in a chat, `@caid` is a mention that wakes caid too, which a demo may not want).
+fn parse_directive(text: &str) -> Option<Directive<'_>> {
+    let (keyword, rest) = text.split_once(' ')?;
+    let wait = if keyword.eq_ignore_ascii_case("ask") {
+        true
+    } else if keyword.eq_ignore_ascii_case("tell") {
+        false
+    } else {
         return None;
-    }
-    let rest = text[4..].trim_start().strip_prefix('@')?;
+    };
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix('@').unwrap_or(rest);
     let (target, message) = rest.split_once(':')?;
     let target = target.trim();
     let message = message.trim();
     let valid = !target.is_empty() && !target.contains(char::is_whitespace);
-    (valid && !message.is_empty()).then_some((target, message))
+    (valid && !message.is_empty()).then_some(Directive {
+        wait,
+        target,
+        message,
+    })
 }
 
 /// The reply to an `ask`: the target's reply, or one line saying what happened instead.
@@ -126,20 +155,40 @@ mod tests {
     }
 
     #[test]
-    fn parses_the_ask_directive() {
+    fn parses_the_directives() {
+        let ask = |target, message| {
+            Some(Directive {
+                wait: true,
+                target,
+                message,
+            })
+        };
         assert_eq!(
-            parse_ask("ask @caid: write a haiku"),
-            Some(("caid", "write a haiku"))
+            parse_directive("ask @caid: write a haiku"),
+            ask("caid", "write a haiku")
         );
-        assert_eq!(parse_ask("Ask @caid:go"), Some(("caid", "go")));
+        assert_eq!(parse_directive("Ask @caid:go"), ask("caid", "go"));
         assert_eq!(
-            parse_ask("ask @caid: time: 5pm"),
-            Some(("caid", "time: 5pm"))
+            parse_directive("ask @caid: time: 5pm"),
+            ask("caid", "time: 5pm")
         );
-        assert_eq!(parse_ask("ask caid: x"), None);
-        assert_eq!(parse_ask("ask @caid x"), None);
-        assert_eq!(parse_ask("ask @caid: "), None);
-        assert_eq!(parse_ask("basket"), None);
+        assert_eq!(
+            parse_directive("TELL @sec: audit this"),
+            Some(Directive {
+                wait: false,
+                target: "sec",
+                message: "audit this"
+            })
+        );
+        assert_eq!(
+            parse_directive("ask caid: x"),
+            ask("caid", "x"),
+            "the @ is optional, so the target need not be mentioned (and woken)"
+        );
+        assert_eq!(parse_directive("ask @caid x"), None);
+        assert_eq!(parse_directive("ask @caid: "), None);
+        assert_eq!(parse_directive("basket"), None);
+        assert_eq!(parse_directive("asking @caid: x"), None);
     }
 
     #[test]

@@ -11,7 +11,6 @@ CREATE TABLE deliveries (
     target          TEXT    NOT NULL,
     target_session  TEXT    NOT NULL,
     message         TEXT    NOT NULL,
-    message_hash    TEXT    NOT NULL,
     idempotency_key TEXT,
     depth           INTEGER NOT NULL,
     origin          TEXT,
@@ -27,7 +26,7 @@ CREATE TABLE deliveries (
 );
 CREATE UNIQUE INDEX deliveries_key ON deliveries (sender, target_session, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND state <> 'refused';
-CREATE INDEX deliveries_text ON deliveries (sender, target_session, message_hash, created_ms);
+CREATE INDEX deliveries_text ON deliveries (sender, target_session, created_ms);
 CREATE INDEX deliveries_open ON deliveries (state) WHERE state IN ('queued', 'running');
 CREATE INDEX deliveries_notify ON deliveries (notify) WHERE notify = 'pending';
 CREATE INDEX deliveries_created ON deliveries (created_ms);

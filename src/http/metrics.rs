@@ -1,0 +1,72 @@
+//! `GET /metrics`: the gateway's counters plus the gauges read where they live (lanes, the
+//! relay, the pipeline, the send guards), in Prometheus text format.
+
+use std::fmt::Write as _;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::AppState;
+use crate::metrics::header as describe;
+
+/// Everything, as one text page.
+pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let shared = state.dispatcher.shared();
+    let mut out = String::with_capacity(4096);
+    shared.metrics.render(&mut out);
+
+    describe(
+        &mut out,
+        "baton_send_refusals_total",
+        "sessions_send calls refused by a guard, by reason.",
+        "counter",
+    );
+    for (reason, n) in shared.guards.sends.refusals() {
+        let _ = writeln!(
+            out,
+            "baton_send_refusals_total{{reason=\"{}\"}} {n}",
+            reason.as_str()
+        );
+    }
+    let lanes = shared.lanes.load();
+    describe(
+        &mut out,
+        "baton_lane_queued",
+        "Turns waiting per lane.",
+        "gauge",
+    );
+    for l in &lanes {
+        let _ = writeln!(out, "baton_lane_queued{{lane=\"{}\"}} {}", l.lane, l.queued);
+    }
+    describe(
+        &mut out,
+        "baton_lane_running",
+        "Turns running per lane.",
+        "gauge",
+    );
+    for l in &lanes {
+        let _ = writeln!(
+            out,
+            "baton_lane_running{{lane=\"{}\"}} {}",
+            l.lane, l.running
+        );
+    }
+    let gauges = [
+        (
+            "baton_deliveries_in_flight",
+            "Bot-to-bot deliveries running in this process.",
+            shared.relay.in_flight(),
+        ),
+        (
+            "baton_pipeline_in_flight",
+            "Events and background turns not finished.",
+            shared.tasks.len(),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        describe(&mut out, name, help, "gauge");
+        let _ = writeln!(out, "{name} {value}");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}

@@ -1,0 +1,137 @@
+//! Counters for `GET /metrics` (Prometheus text format): what came in, what was dropped as a
+//! duplicate, how turns ended, and what the guards refused.
+//!
+//! Every label value is a `&'static str` (a platform name, a reason), so counting allocates
+//! nothing; the map holds one entry per (counter, label) pair seen. Gauges (lane depth, runs in
+//! flight) are read at render time from where they live instead of being mirrored here.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A labelled counter's name, help text and label name.
+#[derive(Debug)]
+pub struct Counter {
+    /// Metric name.
+    pub name: &'static str,
+    /// `# HELP` text.
+    pub help: &'static str,
+    /// The one label it is split by.
+    pub label: &'static str,
+}
+
+/// Events accepted from a platform (after dedupe), by platform.
+pub static EVENTS_IN: Counter = Counter {
+    name: "baton_events_in_total",
+    help: "Events accepted from platforms, after deduplication.",
+    label: "platform",
+};
+
+/// Redeliveries recognised by dedupe, by platform.
+pub static DUPLICATES: Counter = Counter {
+    name: "baton_dedupe_hits_total",
+    help: "Events dropped as duplicates (platform redeliveries, replays).",
+    label: "platform",
+};
+
+/// How turns ended: `reply`, `silent`, `failed`.
+pub static TURNS: Counter = Counter {
+    name: "baton_turns_total",
+    help: "Turns taken, by outcome.",
+    label: "outcome",
+};
+
+/// Bot-authored messages the loop guards kept from waking a bot, by reason.
+pub static BOT_MESSAGE_REFUSALS: Counter = Counter {
+    name: "baton_bot_message_refusals_total",
+    help: "Bot-authored messages refused by the loop guards, by reason.",
+    label: "reason",
+};
+
+/// The gateway's counters. One per gateway, in `Shared`.
+#[derive(Default)]
+pub struct Metrics {
+    counts: Mutex<BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>>,
+    turn_time: Mutex<(Duration, u64)>,
+}
+
+impl Metrics {
+    /// Add one to `counter{label = value}`.
+    pub fn add(&self, counter: &'static Counter, value: &'static str) {
+        let mut counts = self.counts.lock().expect("metrics poisoned");
+        counts
+            .entry((counter.name, value))
+            .or_insert((counter, 0))
+            .1 += 1;
+    }
+
+    /// The value of `counter{label = value}`.
+    pub fn get(&self, counter: &'static Counter, value: &'static str) -> u64 {
+        let counts = self.counts.lock().expect("metrics poisoned");
+        counts.get(&(counter.name, value)).map_or(0, |(_, n)| *n)
+    }
+
+    /// Record how long a turn's backend took.
+    pub fn turn_took(&self, elapsed: Duration) {
+        let mut time = self.turn_time.lock().expect("metrics poisoned");
+        time.0 += elapsed;
+        time.1 += 1;
+    }
+
+    /// The counters in Prometheus text format, appended to `out`.
+    pub fn render(&self, out: &mut String) {
+        let counts = self.counts.lock().expect("metrics poisoned");
+        let mut last = "";
+        for ((name, value), (counter, n)) in counts.iter() {
+            if *name != last {
+                header(out, counter.name, counter.help, "counter");
+                last = name;
+            }
+            let _ = writeln!(out, "{name}{{{}=\"{value}\"}} {n}", counter.label);
+        }
+        let (total, count) = *self.turn_time.lock().expect("metrics poisoned");
+        header(
+            out,
+            "baton_turn_seconds",
+            "Time turns spent in their backend.",
+            "summary",
+        );
+        let _ = writeln!(out, "baton_turn_seconds_sum {}", total.as_secs_f64());
+        let _ = writeln!(out, "baton_turn_seconds_count {count}");
+    }
+}
+
+/// `# HELP` and `# TYPE` lines.
+pub fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_render_grouped_under_one_header() {
+        let metrics = Metrics::default();
+        metrics.add(&EVENTS_IN, "slack");
+        metrics.add(&EVENTS_IN, "slack");
+        metrics.add(&EVENTS_IN, "local");
+        metrics.add(&TURNS, "silent");
+        metrics.turn_took(Duration::from_millis(1500));
+        assert_eq!(metrics.get(&EVENTS_IN, "slack"), 2);
+        let mut out = String::new();
+        metrics.render(&mut out);
+        assert_eq!(
+            out.matches("# TYPE baton_events_in_total counter").count(),
+            1
+        );
+        assert!(
+            out.contains("baton_events_in_total{platform=\"slack\"} 2\n"),
+            "{out}"
+        );
+        assert!(out.contains("baton_events_in_total{platform=\"local\"} 1\n"));
+        assert!(out.contains("baton_turns_total{outcome=\"silent\"} 1\n"));
+        assert!(out.contains("baton_turn_seconds_sum 1.5\nbaton_turn_seconds_count 1\n"));
+    }
+}

@@ -1,0 +1,115 @@
+//! `max_ping_pong_turns` (SPEC.md 5.2): after a send is answered, the two bots may go back and
+//! forth a few more times, each side able to stop by answering `REPLY_SKIP`.
+//!
+//! The exchange runs after the sender's tool call has returned, in the two sessions of the send
+//! (the sender's first), on the nested lane. Nothing of it is posted to a chat: it refines the
+//! answer between the bots, and both transcripts keep it. Neither side may `sessions_send` the
+//! other during it (the passive-reply rule), so it cannot grow past its bound.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::from_bot;
+use crate::dispatcher::{Heard, Shared, TurnEnd, TurnPlan, take_turn};
+use crate::lanes::Lane;
+use crate::mirror::Journal;
+use crate::outcome::is_reply_skip;
+use crate::session::SessionKey;
+use crate::store::{Delivery, EntryKind, Origin};
+use crate::tools::Caller;
+
+/// The config allows at most this many extra exchanges.
+const MAX_TURNS: u32 = 5;
+
+/// Start the exchange after `d` was answered with `reply`, when the config asks for one.
+pub(super) fn start(shared: &Arc<Shared>, d: &Delivery, reply: &str) {
+    let turns = shared.config.limits.max_ping_pong_turns.min(MAX_TURNS);
+    if turns == 0 || reply.trim().is_empty() || is_reply_skip(reply) {
+        return;
+    }
+    let task_shared = Arc::clone(shared);
+    let (d, reply) = (d.clone(), reply.to_owned());
+    shared
+        .tasks
+        .spawn(async move { exchange(&task_shared, &d, reply, turns).await });
+}
+
+async fn exchange(shared: &Arc<Shared>, d: &Delivery, mut last: String, turns: u32) {
+    for n in 1..=turns {
+        let (bot, session, other) = if n % 2 == 1 {
+            (&d.sender, &d.sender_session, &d.target)
+        } else {
+            (&d.target, &d.target_session, &d.sender)
+        };
+        match turn(shared, d, n, bot, session, other, &last).await {
+            Some(text) => last = text,
+            None => return,
+        }
+    }
+}
+
+/// One exchange: `bot` answers `other`'s last words. `None` ends the exchange.
+async fn turn(
+    shared: &Arc<Shared>,
+    d: &Delivery,
+    n: u32,
+    bot: &str,
+    session: &str,
+    other: &str,
+    last: &str,
+) -> Option<String> {
+    let taker = shared.roster.bot(bot)?;
+    let _slot = shared.lanes.enter(Lane::Nested, session).await;
+    let journal = Journal::new(
+        shared.store.clone(),
+        session.to_owned(),
+        bot.to_owned(),
+        format!("{}:pp{n}", d.run_id),
+    );
+    let speaker = format!("bot:{other}");
+    let text = from_bot(other, last);
+    let plan = TurnPlan {
+        bot: taker,
+        journal: &journal,
+        caller: Caller {
+            bot: bot.to_owned(),
+            session: session.to_owned(),
+            depth: d.depth,
+            passive_to: Some(other.to_owned()),
+            origin: d.origin.as_deref().and_then(SessionKey::parse),
+        },
+        history: &[],
+        heard: Heard {
+            speaker: &speaker,
+            name: &speaker,
+            origin: Origin::Bot,
+            text: &text,
+            message_id: None,
+            meta: json!({"name": speaker, "run_id": d.run_id, "ping_pong": n}),
+        },
+        limit: Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+    };
+    let TurnEnd::Reply { text, model } = take_turn(shared, plan).await else {
+        return None;
+    };
+    if is_reply_skip(&text) {
+        journal
+            .bot_did(
+                EntryKind::Silent,
+                "",
+                json!({"reason": "REPLY_SKIP", "ping_pong": n}),
+            )
+            .await;
+        return None;
+    }
+    journal
+        .bot_did(
+            EntryKind::Answer,
+            &text,
+            json!({"to": other, "model": model, "ping_pong": n}),
+        )
+        .await;
+    Some(text)
+}

@@ -1,0 +1,190 @@
+//! The target's side of a delivery: its turn on the nested lane, then settling the outcome and
+//! handing it to whoever is responsible for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::waiters::RunResult;
+use super::{SessionMessage, from_bot, ping_pong, post_to_session};
+use crate::dispatcher::{Heard, Shared, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::lanes::Lane;
+use crate::mirror::{Journal, now_ms};
+use crate::session::SessionKey;
+use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
+use crate::tools::Caller;
+
+/// The longest a delivery's run may take (SPEC.md 5.1: fire-and-forget runs up to 30 minutes;
+/// a sender that stops waiting does not shorten it).
+pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
+
+/// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
+/// parked in the relay meanwhile.
+pub(super) async fn run(shared: Arc<Shared>, delivery: Delivery) {
+    let result = turn(&shared, &delivery).await;
+    settle(&shared, &delivery, result).await;
+}
+
+async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
+    let Some(bot) = shared.roster.bot(&d.target) else {
+        return failed(format!("bot `{}` is no longer configured", d.target));
+    };
+    if let Some(key) = SessionKey::parse(&d.target_session) {
+        if let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await {
+            tracing::error!(%err, "could not record the session");
+        }
+    }
+    let _slot = shared.lanes.enter(Lane::Nested, &d.target_session).await;
+    let running = DeliveryChange::to(&d.run_id, DeliveryState::Running, now_ms());
+    if let Err(err) = shared.store.delivery_settle(running).await {
+        tracing::error!(run = %d.run_id, %err, "could not mark the delivery running");
+    }
+    let journal = Journal::new(
+        shared.store.clone(),
+        d.target_session.clone(),
+        d.target.clone(),
+        d.run_id.clone(),
+    );
+    let speaker = format!("bot:{}", d.sender);
+    let text = from_bot(&d.sender, &d.message);
+    let plan = TurnPlan {
+        bot,
+        journal: &journal,
+        caller: caller_of(d),
+        history: &[],
+        heard: Heard {
+            speaker: &speaker,
+            name: &speaker,
+            origin: Origin::Bot,
+            text: &text,
+            message_id: None,
+            meta: json!({"name": speaker, "sender": d.sender, "run_id": d.run_id, "depth": d.depth}),
+        },
+        limit: RUN_LIMIT,
+    };
+    match take_turn(shared, plan).await {
+        TurnEnd::Reply { text, model } => {
+            journal
+                .bot_did(
+                    EntryKind::Answer,
+                    &text,
+                    json!({"to": d.sender, "model": model}),
+                )
+                .await;
+            RunResult::Answered { reply: text, model }
+        }
+        TurnEnd::Silent { model } => RunResult::Answered {
+            reply: String::new(),
+            model,
+        },
+        TurnEnd::Failed(TurnFailure::TimedOut(limit)) => RunResult::Failed {
+            state: DeliveryState::TimedOut,
+            reason: TurnFailure::TimedOut(limit).to_string(),
+        },
+        TurnEnd::Failed(err) => failed(err.to_string()),
+    }
+}
+
+/// The target's turn runs as itself, one hop deeper, and may not send back to the sender.
+fn caller_of(d: &Delivery) -> Caller {
+    Caller {
+        bot: d.target.clone(),
+        session: d.target_session.clone(),
+        depth: d.depth,
+        passive_to: Some(d.sender.clone()),
+        origin: d.origin.as_deref().and_then(SessionKey::parse),
+    }
+}
+
+fn failed(reason: String) -> RunResult {
+    RunResult::Failed {
+        state: DeliveryState::Failed,
+        reason,
+    }
+}
+
+/// Record the outcome, give it to the waiting sender or push it to the sender's session, and
+/// start the ping-pong exchange when one is configured.
+pub(super) async fn settle(shared: &Arc<Shared>, d: &Delivery, result: RunResult) {
+    let in_band = shared.relay.finish(&d.run_id, result.clone());
+    let mut change = match &result {
+        RunResult::Answered { reply, model } => DeliveryChange {
+            reply: Some(reply.clone()),
+            model: Some(model.clone()),
+            ..DeliveryChange::to(&d.run_id, DeliveryState::Delivered, now_ms())
+        },
+        RunResult::Failed { state, reason } => DeliveryChange {
+            reason: Some(reason.clone()),
+            ..DeliveryChange::to(&d.run_id, *state, now_ms())
+        },
+    };
+    change.notify = Some(if in_band {
+        Notify::None
+    } else {
+        Notify::Pending
+    });
+    if let Err(err) = shared.store.delivery_settle(change).await {
+        tracing::error!(run = %d.run_id, %err, "could not record the delivery's outcome");
+    }
+    shared.relay.forget(&d.run_id);
+    if !in_band {
+        push(shared, d, &result).await;
+    } else if let RunResult::Answered { reply, .. } = &result {
+        ping_pong::start(shared, d, reply);
+    }
+}
+
+/// Tell the sender's session the outcome nobody waited for: it arrives as a message from the
+/// target (or from baton, for a failure) and wakes the sender.
+pub(super) async fn push(shared: &Arc<Shared>, d: &Delivery, result: &RunResult) {
+    let (speaker, origin, text) = match result {
+        RunResult::Answered { reply, .. } => {
+            let reply = if reply.is_empty() {
+                "(no reply)"
+            } else {
+                reply
+            };
+            let text = format!("[reply to your sessions_send, run {}] {reply}", d.run_id);
+            (
+                format!("bot:{}", d.target),
+                Origin::Bot,
+                from_bot(&d.target, &text),
+            )
+        }
+        RunResult::Failed { state, reason } => (
+            "baton".to_owned(),
+            Origin::Gateway,
+            format!(
+                "Message from baton: your sessions_send to bot '{}' (run {}) ended {state}: {reason}",
+                d.target, d.run_id
+            ),
+        ),
+    };
+    let caller = Caller {
+        bot: d.sender.clone(),
+        session: d.sender_session.clone(),
+        depth: d.depth.saturating_sub(1).max(1),
+        passive_to: None,
+        origin: d.origin.as_deref().and_then(SessionKey::parse),
+    };
+    post_to_session(
+        shared,
+        SessionMessage {
+            session: d.sender_session.clone(),
+            speaker: speaker.clone(),
+            origin,
+            text,
+            run_id: push_run_id(&d.run_id),
+            meta: json!({"name": speaker, "in_reply_to": d.run_id, "from": d.target}),
+            caller,
+            delivery: Some(d.run_id.clone()),
+        },
+    );
+}
+
+/// The run id of the sender's turn woken by a pushed outcome: derived, so a restart can tell
+/// whether the push already happened.
+pub(super) fn push_run_id(run_id: &str) -> String {
+    format!("reply:{run_id}")
+}

@@ -1,0 +1,100 @@
+//! A session woken from outside its chat (see [`super::SessionMessage`]): the bot takes a turn
+//! on the nested lane, and its reply goes to the session's chat, so the people who asked see
+//! the late answer. Sessions with no chat (bot backchannels) keep the reply in the transcript;
+//! sessions of MCP clients only record the message, since no backend stands behind them.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::SessionMessage;
+use crate::deliver::{Target, deliver};
+use crate::dispatcher::{Heard, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::lanes::Lane;
+use crate::mirror::{Journal, now_ms};
+use crate::session::{MCP_PREFIX, SessionKey};
+use crate::store::{EntryKind, Notify};
+
+/// Run the woken turn and deliver what it says.
+pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
+    let Some(key) = SessionKey::parse(&message.session) else {
+        tracing::error!(session = %message.session, "cannot wake a session whose key does not parse");
+        return;
+    };
+    let Some(bot) = shared.roster.bot(&key.bot) else {
+        tracing::error!(session = %message.session, "cannot wake a session of an unknown bot");
+        return;
+    };
+    if let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await {
+        tracing::error!(%err, "could not record the session");
+    }
+    let journal = Journal::new(
+        shared.store.clone(),
+        message.session.clone(),
+        key.bot.clone(),
+        message.run_id.clone(),
+    );
+    let heard = Heard {
+        speaker: &message.speaker,
+        name: &message.speaker,
+        origin: message.origin,
+        text: &message.text,
+        message_id: None,
+        meta: message.meta.clone(),
+    };
+    let delivery = message.delivery.clone();
+    if key.chat.as_str().starts_with(MCP_PREFIX) {
+        journal
+            .heard(heard.speaker, heard.origin, heard.text, None, heard.meta)
+            .await;
+        notified(shared, delivery.as_deref()).await;
+        return;
+    }
+    let _slot = shared.lanes.enter(Lane::Nested, &message.session).await;
+    let plan = TurnPlan {
+        bot,
+        journal: &journal,
+        caller: message.caller,
+        history: &[],
+        heard,
+        limit: std::time::Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+    };
+    let end = take_turn(shared, plan).await;
+    notified(shared, delivery.as_deref()).await;
+    if let TurnEnd::Reply { text, model } = end {
+        post(shared, &key, &journal, &text, &model).await;
+    }
+}
+
+/// The pushed outcome of `delivery` is on record in the sender's session.
+async fn notified(shared: &Shared, delivery: Option<&str>) {
+    let Some(run_id) = delivery else { return };
+    if let Err(err) = shared.store.delivery_notify(run_id, Notify::Done).await {
+        tracing::error!(run = run_id, %err, "could not record that the reply was pushed");
+    }
+}
+
+/// Post the woken bot's reply to its session's chat, or keep it in the transcript when the
+/// session has none.
+async fn post(shared: &Shared, key: &SessionKey, journal: &Journal, text: &str, model: &str) {
+    let account = shared.roster.account(key.platform, &key.account);
+    let Some(account) = account.filter(|_| !key.is_backchannel()) else {
+        journal
+            .bot_did(
+                EntryKind::Answer,
+                text,
+                json!({"model": model, "posted": false}),
+            )
+            .await;
+        return;
+    };
+    let target = Target {
+        chat: key.chat.clone(),
+        thread: key.thread.clone(),
+        reply_to: None,
+        ephemeral: None,
+    };
+    if let Err(err) = deliver(&*account.adapter, &target, text, journal).await {
+        undelivered(journal, err).await;
+    }
+}

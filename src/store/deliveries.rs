@@ -1,0 +1,510 @@
+//! Deliveries: one row per `sessions_send`, from the guards' verdict to the target's reply.
+//!
+//! The row is what makes a send safe to retry and impossible to lose. It is written before the
+//! target's turn starts, so a retry finds it ([`Store::delivery_begin`] is one atomic
+//! find-or-insert on the writer thread) and a restart finds it too
+//! ([`Store::deliveries_unsettled`]). The `notify` column remembers that a reply still has to be
+//! pushed to the sender's session because nobody is waiting for it any more.
+
+use rusqlite::{OptionalExtension, Row};
+use serde::Serialize;
+
+use super::stored_name::parse_column;
+use super::{Store, StoreError};
+
+stored_name! {
+    /// Where a delivery is in its life.
+    DeliveryState, "delivery state" {
+        /// Written; the target's turn waits for its lane.
+        Queued = "queued",
+        /// The target's turn is running.
+        Running = "running",
+        /// The target answered (a reply, or silence).
+        Delivered = "delivered",
+        /// The target's turn failed, or a restart interrupted it.
+        Failed = "failed",
+        /// The target's turn ran past the bound for a delivery and was stopped.
+        TimedOut = "timed_out",
+        /// A guard refused the send; no turn ran.
+        Refused = "refused",
+    }
+}
+
+impl DeliveryState {
+    /// Whether the state is final.
+    pub fn is_settled(self) -> bool {
+        !matches!(self, DeliveryState::Queued | DeliveryState::Running)
+    }
+}
+
+stored_name! {
+    /// Whether the sender waits for the reply.
+    SendMode, "send mode" {
+        /// The sender waits up to its timeout.
+        Wait = "wait",
+        /// Fire-and-forget (`timeout_seconds = 0`): the reply goes to the sender's session.
+        Fire = "fire",
+    }
+}
+
+stored_name! {
+    /// Whether the outcome still has to be pushed to the sender's session.
+    Notify, "notify state" {
+        /// Nobody needs telling: the sender got the result in its tool call.
+        None = "none",
+        /// The sender is not waiting: push the outcome to its session when it is known.
+        Pending = "pending",
+        /// Pushed.
+        Done = "done",
+    }
+}
+
+/// A send about to start, as written by [`Store::delivery_begin`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewDelivery {
+    /// Correlates the target's turn, its reply and every transcript entry of the run.
+    pub run_id: String,
+    /// Sending bot.
+    pub sender: String,
+    /// The sender's session, where a late reply lands.
+    pub sender_session: String,
+    /// Target bot.
+    pub target: String,
+    /// The session the target's turn runs in.
+    pub target_session: String,
+    /// The message as the sender wrote it.
+    pub message: String,
+    /// The sender's key for "the same request".
+    pub idempotency_key: Option<String>,
+    /// Bots in the chain including the target (see `tools::Caller::depth`).
+    pub depth: u32,
+    /// The human-facing session the chain started from.
+    pub origin: Option<String>,
+    /// Wait or fire-and-forget.
+    pub mode: SendMode,
+    /// When, in milliseconds since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// A stored delivery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Delivery {
+    /// Run id.
+    pub run_id: String,
+    /// Sending bot.
+    pub sender: String,
+    /// The sender's session.
+    pub sender_session: String,
+    /// Target bot.
+    pub target: String,
+    /// The target's session.
+    pub target_session: String,
+    /// The message.
+    pub message: String,
+    /// The sender's idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Bots in the chain including the target.
+    pub depth: u32,
+    /// The human-facing session the chain started from.
+    pub origin: Option<String>,
+    /// Wait or fire-and-forget.
+    pub mode: SendMode,
+    /// Where it is.
+    pub state: DeliveryState,
+    /// Why it was refused or failed.
+    pub reason: Option<String>,
+    /// The target's reply (empty for a silent answer).
+    pub reply: Option<String>,
+    /// The model that answered.
+    pub model: Option<String>,
+    /// Whether the outcome still has to reach the sender's session.
+    pub notify: Notify,
+    /// Created, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    /// The target's turn started.
+    pub started_ms: Option<i64>,
+    /// Settled.
+    pub finished_ms: Option<i64>,
+}
+
+/// What [`Store::delivery_begin`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// No earlier run matched: this row was written, queued.
+    New(Delivery),
+    /// An earlier run of the same request: no row was written.
+    Existing(Delivery),
+}
+
+/// Which deliveries to list.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryQuery {
+    /// Only those sent from or to this session.
+    pub session: Option<String>,
+    /// Only queued or running ones.
+    pub open_only: bool,
+    /// At most this many, newest first (0 = 100).
+    pub limit: usize,
+}
+
+const SELECT: &str = "SELECT run_id, sender, sender_session, target, target_session, message,
+        idempotency_key, depth, origin, mode, state, reason, reply, model, notify, created_ms,
+        started_ms, finished_ms
+    FROM deliveries";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
+    Ok(Delivery {
+        run_id: row.get(0)?,
+        sender: row.get(1)?,
+        sender_session: row.get(2)?,
+        target: row.get(3)?,
+        target_session: row.get(4)?,
+        message: row.get(5)?,
+        idempotency_key: row.get(6)?,
+        depth: row.get(7)?,
+        origin: row.get(8)?,
+        mode: parse_column(row, 9)?,
+        state: parse_column(row, 10)?,
+        reason: row.get(11)?,
+        reply: row.get(12)?,
+        model: row.get(13)?,
+        notify: parse_column(row, 14)?,
+        created_ms: row.get(15)?,
+        started_ms: row.get(16)?,
+        finished_ms: row.get(17)?,
+    })
+}
+
+fn insert(
+    conn: &rusqlite::Connection,
+    new: &NewDelivery,
+    state: DeliveryState,
+    reason: Option<&str>,
+) -> rusqlite::Result<()> {
+    let notify = match new.mode {
+        SendMode::Wait => Notify::None,
+        SendMode::Fire => Notify::Pending,
+    };
+    conn.prepare_cached(
+        "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
+            idempotency_key, depth, origin, mode, state, reason, notify, created_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(rusqlite::params![
+        new.run_id,
+        new.sender,
+        new.sender_session,
+        new.target,
+        new.target_session,
+        new.message,
+        new.idempotency_key,
+        new.depth,
+        new.origin,
+        new.mode.as_str(),
+        state.as_str(),
+        reason,
+        notify.as_str(),
+        new.created_ms,
+    ])?;
+    Ok(())
+}
+
+fn by_run(conn: &rusqlite::Connection, run_id: &str) -> rusqlite::Result<Option<Delivery>> {
+    conn.prepare_cached(&format!("{SELECT} WHERE run_id = ?1"))?
+        .query_row([run_id], from_row)
+        .optional()
+}
+
+/// The earlier run of the same request: same key, or (without a key) the same text since
+/// `since_ms`. Refused sends never count: nothing ran.
+fn same_request(
+    conn: &rusqlite::Connection,
+    new: &NewDelivery,
+    since_ms: i64,
+) -> rusqlite::Result<Option<Delivery>> {
+    let found = match &new.idempotency_key {
+        Some(key) => conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND idempotency_key = ?3
+                   AND state <> 'refused'"
+            ))?
+            .query_row((&new.sender, &new.target_session, key), from_row)
+            .optional()?,
+        None => conn
+            .prepare_cached(&format!(
+                "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND created_ms >= ?3
+                   AND message = ?4 AND idempotency_key IS NULL AND state <> 'refused'
+                 ORDER BY created_ms DESC LIMIT 1"
+            ))?
+            .query_row(
+                (&new.sender, &new.target_session, since_ms, &new.message),
+                from_row,
+            )
+            .optional()?,
+    };
+    Ok(found)
+}
+
+impl Store {
+    /// Find the earlier run of the same request (same key; or, without a key, the same text
+    /// since `since_ms`), or write `new` as queued. Atomic: two identical sends racing each
+    /// other start one run.
+    pub async fn delivery_begin(
+        &self,
+        new: NewDelivery,
+        since_ms: i64,
+    ) -> Result<Begun, StoreError> {
+        self.write(move |conn| {
+            if let Some(earlier) = same_request(conn, &new, since_ms)? {
+                return Ok(Begun::Existing(earlier));
+            }
+            insert(conn, &new, DeliveryState::Queued, None)?;
+            let row = by_run(conn, &new.run_id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            Ok(Begun::New(row))
+        })
+        .await
+    }
+
+    /// Record a send the guards refused before anything was written for it.
+    pub async fn delivery_refused(&self, new: NewDelivery, reason: &str) -> Result<(), StoreError> {
+        let reason = reason.to_owned();
+        self.write(move |conn| insert(conn, &new, DeliveryState::Refused, Some(&reason)))
+            .await
+    }
+
+    /// Move a delivery to `state`. `reply`, `model` and `reason` are kept when given; a settled
+    /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
+    /// again: the first outcome wins.
+    pub async fn delivery_settle(&self, change: DeliveryChange) -> Result<bool, StoreError> {
+        self.write(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE deliveries SET state = ?2,
+                        reason = coalesce(?3, reason), reply = coalesce(?4, reply),
+                        model = coalesce(?5, model), notify = coalesce(?7, notify),
+                        started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
+                        finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
+                                      ELSE ?6 END
+                     WHERE run_id = ?1 AND state IN ('queued', 'running')",
+                )?
+                .execute(rusqlite::params![
+                    change.run_id,
+                    change.state.as_str(),
+                    change.reason,
+                    change.reply,
+                    change.model,
+                    change.at_ms,
+                    change.notify.map(Notify::as_str),
+                ])?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    /// Set whether the outcome still has to reach the sender's session.
+    pub async fn delivery_notify(&self, run_id: &str, notify: Notify) -> Result<(), StoreError> {
+        let run_id = run_id.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE deliveries SET notify = ?2 WHERE run_id = ?1")?
+                .execute((run_id, notify.as_str()))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// One delivery by run id.
+    pub async fn delivery(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.read(move |conn| by_run(conn, &run_id)).await
+    }
+
+    /// Deliveries, newest first.
+    pub async fn deliveries(&self, query: DeliveryQuery) -> Result<Vec<Delivery>, StoreError> {
+        self.read(move |conn| {
+            let limit = if query.limit == 0 { 100 } else { query.limit };
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            conn.prepare_cached(&format!(
+                "{SELECT} WHERE (?1 IS NULL OR sender_session = ?1 OR target_session = ?1)
+                   AND (NOT ?2 OR state IN ('queued', 'running'))
+                 ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
+            ))?
+            .query_map((&query.session, query.open_only, limit), from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    /// What a restart must pick up: deliveries still queued or running, and settled ones whose
+    /// outcome has not reached the sender's session yet. Oldest first.
+    pub async fn deliveries_unsettled(&self) -> Result<Vec<Delivery>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(&format!(
+                "{SELECT} WHERE state IN ('queued', 'running') OR notify = 'pending'
+                 ORDER BY created_ms, rowid"
+            ))?
+            .query_map([], from_row)?
+            .collect()
+        })
+        .await
+    }
+}
+
+/// A state change for [`Store::delivery_settle`].
+#[derive(Debug, Clone)]
+pub struct DeliveryChange {
+    /// Which delivery.
+    pub run_id: String,
+    /// The new state.
+    pub state: DeliveryState,
+    /// Why (refusal, failure).
+    pub reason: Option<String>,
+    /// The reply.
+    pub reply: Option<String>,
+    /// The model that answered.
+    pub model: Option<String>,
+    /// Whether the outcome must still reach the sender's session, when that changes.
+    pub notify: Option<Notify>,
+    /// When.
+    pub at_ms: i64,
+}
+
+impl DeliveryChange {
+    /// A change to `state` with nothing else to say.
+    pub fn to(run_id: &str, state: DeliveryState, at_ms: i64) -> Self {
+        Self {
+            run_id: run_id.to_owned(),
+            state,
+            reason: None,
+            reply: None,
+            model: None,
+            notify: None,
+            at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(run: &str, key: Option<&str>, text: &str, at: i64) -> NewDelivery {
+        NewDelivery {
+            run_id: run.into(),
+            sender: "snark".into(),
+            sender_session: "bot:snark:local:snark:room".into(),
+            target: "caid".into(),
+            target_session: "bot:caid:local:caid:a2a:snark".into(),
+            message: text.into(),
+            idempotency_key: key.map(str::to_owned),
+            depth: 2,
+            origin: None,
+            mode: SendMode::Wait,
+            created_ms: at,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_same_request_finds_the_first_run() {
+        let store = Store::open(":memory:").await.unwrap();
+        let first = store
+            .delivery_begin(send("r1", None, "hi", 1_000), 0)
+            .await
+            .unwrap();
+        assert!(matches!(first, Begun::New(ref d) if d.state == DeliveryState::Queued));
+        let again = store
+            .delivery_begin(send("r2", None, "hi", 2_000), 0)
+            .await
+            .unwrap();
+        assert!(matches!(again, Begun::Existing(ref d) if d.run_id == "r1"));
+        let later = store
+            .delivery_begin(send("r3", None, "hi", 700_000), 100_000)
+            .await
+            .unwrap();
+        assert!(
+            matches!(later, Begun::New(_)),
+            "outside the window is a new request"
+        );
+        let keyed = store
+            .delivery_begin(send("k1", Some("x"), "a", 1), 0)
+            .await
+            .unwrap();
+        assert!(matches!(keyed, Begun::New(_)));
+        let keyed = store
+            .delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000)
+            .await
+            .unwrap();
+        assert!(
+            matches!(keyed, Begun::Existing(ref d) if d.run_id == "k1"),
+            "a key never expires"
+        );
+    }
+
+    #[tokio::test]
+    async fn refused_sends_are_kept_but_never_matched() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .delivery_refused(send("r1", Some("k"), "hi", 1), "pair-rate")
+            .await
+            .unwrap();
+        let begun = store
+            .delivery_begin(send("r2", Some("k"), "hi", 2), 0)
+            .await
+            .unwrap();
+        assert!(matches!(begun, Begun::New(_)));
+        let refused = store.delivery("r1").await.unwrap().unwrap();
+        assert_eq!(refused.state, DeliveryState::Refused);
+        assert_eq!(refused.reason.as_deref(), Some("pair-rate"));
+    }
+
+    #[tokio::test]
+    async fn settling_is_once_and_unsettled_ones_are_found() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .delivery_begin(send("r1", None, "a", 1), 0)
+            .await
+            .unwrap();
+        store
+            .delivery_begin(send("r2", None, "b", 2), 0)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .delivery_settle(DeliveryChange::to("r1", DeliveryState::Running, 5))
+                .await
+                .unwrap()
+        );
+        let done = DeliveryChange {
+            reply: Some("ok".into()),
+            ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
+        };
+        assert!(store.delivery_settle(done.clone()).await.unwrap());
+        let failed = DeliveryChange::to("r1", DeliveryState::Failed, 10);
+        assert!(
+            !store.delivery_settle(failed).await.unwrap(),
+            "settled stays settled"
+        );
+        let r1 = store.delivery("r1").await.unwrap().unwrap();
+        assert_eq!(
+            (r1.state, r1.reply.as_deref(), r1.started_ms, r1.finished_ms),
+            (DeliveryState::Delivered, Some("ok"), Some(5), Some(9))
+        );
+        store.delivery_notify("r1", Notify::Pending).await.unwrap();
+        let open: Vec<String> = store
+            .deliveries_unsettled()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.run_id)
+            .collect();
+        assert_eq!(open, ["r1", "r2"]);
+        let listed = store
+            .deliveries(DeliveryQuery {
+                open_only: true,
+                ..DeliveryQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].run_id, "r2");
+    }
+}

@@ -1,0 +1,65 @@
+//! [`stored_name!`]: fieldless enums kept in the database by name (entry kinds, origins,
+//! delivery states), written once from one list so the Rust names and the stored names cannot
+//! drift apart.
+
+use std::str::FromStr;
+
+use rusqlite::Row;
+use rusqlite::types::Type;
+
+/// A fieldless enum stored in the database by its snake_case name: the enum, `ALL`, `as_str`,
+/// `Display` and `FromStr`, written once from one list so the names cannot drift apart.
+macro_rules! stored_name {
+    (
+        $(#[$doc:meta])* $name:ident, $what:literal {
+            $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The snake_case name stored in the database and printed in transcripts.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| format!(concat!("unknown stored ", $what, " '{}'"), s))
+            }
+        }
+    };
+}
+
+/// Reads a text column into a type parsed by `FromStr` (a corrupt value is a conversion error).
+pub(super) fn parse_column<T: FromStr<Err = String>>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(idx)?;
+    text.parse()
+        .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))
+}
