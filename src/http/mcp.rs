@@ -20,7 +20,8 @@
 //!
 //! # Where the calls land
 //!
-//! Calls run as [`Caller::external`] on the session `bot:<bot>:local:<its local account>:mcp`:
+//! Calls run as [`Caller::external`] on the session
+//! `bot:<bot>:local:<its local account>:mcp:client` ([`SessionKey::mcp`]):
 //! a late `sessions_send` reply is recorded there, and `escalate_to_user` has no human to ask.
 //!
 //! # Transport choices
@@ -28,7 +29,8 @@
 //! rmcp's session mode (an `Mcp-Session-Id` per client, SSE responses) is kept because it is
 //! what MCP clients expect from a streamable HTTP server. Its cancellation token is the
 //! gateway's stop token, so open SSE streams end when the gateway stops: graceful shutdown would
-//! otherwise wait on them, and each connection's task outlives the aborted server task. rmcp's `Host` check (against DNS rebinding: a web page whose name
+//! otherwise wait on them, and each connection's task outlives the aborted server task.
+//! rmcp's `Host` check (against DNS rebinding: a web page whose name
 //! resolves to 127.0.0.1 reaching a loopback-only gateway) stays on while the gateway serves
 //! loopback clients without a token; with `gateway.api_token_env` set the bearer token is the
 //! protection, and any `Host` is accepted so remote clients can use the gateway's real name.
