@@ -49,10 +49,13 @@ pub static BOT_MESSAGE_REFUSALS: Counter = Counter {
     label: "reason",
 };
 
+/// Counts by (metric name, label value), each with its counter's description.
+type Counts = BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>;
+
 /// The gateway's counters. One per gateway, in `Shared`.
 #[derive(Default)]
 pub struct Metrics {
-    counts: Mutex<BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>>,
+    counts: Mutex<Counts>,
     turn_time: Mutex<(Duration, u64)>,
 }
 

@@ -60,6 +60,24 @@ impl SessionKey {
         }
     }
 
+    /// The session of an MCP client speaking as `bot` (through the bot's local account): the
+    /// sender session of its `sessions_send` calls, where late replies are recorded.
+    pub fn mcp(bot: &str, account: AccountId) -> SessionKey {
+        SessionKey {
+            bot: bot.to_owned(),
+            platform: Platform::Local,
+            account,
+            chat: ChatId::from(format!("{MCP_PREFIX}client")),
+            thread: None,
+        }
+    }
+
+    /// Whether the session belongs to an MCP client: no backend stands behind it, so a
+    /// message for it is recorded but wakes no turn.
+    pub fn is_mcp(&self) -> bool {
+        self.platform == Platform::Local && self.chat.as_str().starts_with(MCP_PREFIX)
+    }
+
     /// Whether the session is a conversation among bots (or with an MCP client) rather than a
     /// chat people read: nothing said in it is posted anywhere.
     pub fn is_backchannel(&self) -> bool {
@@ -97,7 +115,7 @@ impl SessionKey {
 /// Chat ids of [`SessionKey::backchannel`] sessions start with this, then the sender's id.
 const BACKCHANNEL_PREFIX: &str = "a2a:";
 /// Chat ids of sessions of MCP clients start with this.
-pub const MCP_PREFIX: &str = "mcp:";
+const MCP_PREFIX: &str = "mcp:";
 
 /// `<platform>:<chat>[:thread:<id>]`.
 pub fn chat_key(platform: Platform, chat: &ChatId, thread: Option<&ThreadId>) -> String {

@@ -235,10 +235,10 @@ pub(crate) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> Strin
 /// The backend failed (already recorded): tell the user briefly, unless `error_reply` is empty.
 async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: String) -> Handled {
     let text = &shared.config.gateway.error_reply;
-    if !text.trim().is_empty() {
-        if let Err(e) = gateway_says(shared, inbound, journal, text).await {
-            tracing::error!(bot = inbound.bot(), err = %e, "error reply not delivered");
-        }
+    if !text.trim().is_empty()
+        && let Err(e) = gateway_says(shared, inbound, journal, text).await
+    {
+        tracing::error!(bot = inbound.bot(), err = %e, "error reply not delivered");
     }
     Handled::Failed(err)
 }

@@ -219,10 +219,10 @@ async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         shared.guards.retain_recent();
-        if ticks % 60 == 0 {
-            if let Err(err) = shared.store.purge_expired(now_ms()).await {
-                tracing::warn!(%err, "could not purge expired dedupe records");
-            }
+        if ticks.is_multiple_of(60)
+            && let Err(err) = shared.store.purge_expired(now_ms()).await
+        {
+            tracing::warn!(%err, "could not purge expired dedupe records");
         }
         ticks += 1;
     }

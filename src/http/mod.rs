@@ -1,13 +1,14 @@
 //! The one HTTP listener (SPEC.md section 8): health, the OpenAI-compatible API, the local
-//! rooms and the JSON API.
+//! rooms, the JSON API and the MCP server.
 //!
-//! `/v1` and `/api` are guarded: with `gateway.api_token_env` set, a bearer token is required;
-//! without it, only loopback clients are served, so a gateway started on a laptop is not an open
-//! relay to its bots.
+//! `/v1`, `/api` and `/mcp` are guarded: with `gateway.api_token_env` set, a bearer token is
+//! required; without it, only loopback clients are served, so a gateway started on a laptop is
+//! not an open relay to its bots.
 
 mod api;
 mod auth;
 mod health;
+mod mcp;
 mod metrics;
 mod openai;
 
@@ -34,7 +35,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over the pipeline and the local hub; `api_token` guards `/v1` and `/api`.
+    /// State over the pipeline and the local hub; `api_token` guards `/v1`, `/api` and `/mcp`.
     pub fn new(dispatcher: Dispatcher, hub: Arc<LocalHub>, api_token: Option<Secret>) -> Self {
         Self {
             dispatcher,
@@ -44,8 +45,9 @@ impl AppState {
     }
 }
 
-/// Every route.
-pub fn router(state: AppState) -> Router {
+/// Every route. `stop` ends the long-lived MCP streams, which graceful shutdown would otherwise
+/// wait on.
+pub fn router(state: AppState, stop: CancellationToken) -> Router {
     let guarded = Router::new()
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat_completions))
@@ -56,6 +58,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/sessions", get(api::sessions))
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
+        .nest_service("/mcp", mcp::service(&state, stop))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
@@ -74,7 +77,7 @@ pub async fn serve(
     state: AppState,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let app = router(state, stop.clone()).into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await

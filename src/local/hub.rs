@@ -132,10 +132,10 @@ impl LocalHub {
 
     /// A bot posts `text` (its reply). The same idempotency key never posts twice.
     pub fn bot_post(&self, room: &str, bot: &str, key: &str, mut post: Post) -> RoomMessage {
-        if let Some(id) = self.posted.lock().expect("hub poisoned").get(key) {
-            if let Some(existing) = self.find(room, id) {
-                return existing;
-            }
+        if let Some(id) = self.posted.lock().expect("hub poisoned").get(key)
+            && let Some(existing) = self.find(room, id)
+        {
+            return existing;
         }
         post.sender = bot.to_owned();
         post.is_bot = true;
@@ -196,10 +196,10 @@ impl LocalHub {
     fn record(&self, room: &str, post: &Post) -> RoomMessage {
         let mut rooms = self.rooms.lock().expect("hub poisoned");
         let room = rooms.entry(room.to_owned()).or_default();
-        if let Some(id) = &post.message_id {
-            if let Some(seen) = room.log.iter().find(|m| &m.id == id) {
-                return seen.clone();
-            }
+        if let Some(id) = &post.message_id
+            && let Some(seen) = room.log.iter().find(|m| &m.id == id)
+        {
+            return seen.clone();
         }
         room.next_seq += 1;
         let message = RoomMessage {

@@ -30,10 +30,10 @@ async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
     let Some(bot) = shared.roster.bot(&d.target) else {
         return failed(format!("bot `{}` is no longer configured", d.target));
     };
-    if let Some(key) = SessionKey::parse(&d.target_session) {
-        if let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await {
-            tracing::error!(%err, "could not record the session");
-        }
+    if let Some(key) = SessionKey::parse(&d.target_session)
+        && let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await
+    {
+        tracing::error!(%err, "could not record the session");
     }
     let _slot = shared.lanes.enter(Lane::Nested, &d.target_session).await;
     let running = DeliveryChange::to(&d.run_id, DeliveryState::Running, now_ms());

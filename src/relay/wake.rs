@@ -12,7 +12,7 @@ use crate::deliver::{Target, deliver};
 use crate::dispatcher::{Heard, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::lanes::Lane;
 use crate::mirror::{Journal, now_ms};
-use crate::session::{MCP_PREFIX, SessionKey};
+use crate::session::SessionKey;
 use crate::store::{EntryKind, Notify};
 
 /// Run the woken turn and deliver what it says.
@@ -43,7 +43,7 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
         meta: message.meta.clone(),
     };
     let delivery = message.delivery.clone();
-    if key.chat.as_str().starts_with(MCP_PREFIX) {
+    if key.is_mcp() {
         journal
             .heard(heard.speaker, heard.origin, heard.text, None, heard.meta)
             .await;

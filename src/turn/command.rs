@@ -102,10 +102,10 @@ impl Backend for CommandBackend {
         } else {
             &request.model
         };
-        if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
-            if let Some(reply) = agent_reply(&value, default_model) {
-                return reply;
-            }
+        if let Ok(value) = serde_json::from_str::<serde_json::Value>(text)
+            && let Some(reply) = agent_reply(&value, default_model)
+        {
+            return reply;
         }
         Ok(BackendReply {
             text: Some(text.to_owned()),

@@ -66,10 +66,10 @@ fn strip_addressing(mut text: &str) -> &str {
     loop {
         let before = text;
         text = text.trim_start();
-        if let Some(rest) = text.strip_prefix("Message from bot '") {
-            if let Some((_sender, message)) = rest.split_once("':") {
-                text = message;
-            }
+        if let Some(rest) = text.strip_prefix("Message from bot '")
+            && let Some((_sender, message)) = rest.split_once("':")
+        {
+            text = message;
         }
         text = text.trim_start();
         if let Some(rest) = text.strip_prefix('@') {

@@ -47,14 +47,23 @@ pub struct TestGateway {
 impl TestGateway {
     /// Start from config text, on the SQLite file `db`.
     pub async fn start(config: &str, db: &Path) -> TestGateway {
-        let config = Config::from_toml(config, Path::new("."), &|_| None)
+        Self::start_with_env(config, db, &|_| None).await
+    }
+
+    /// [`TestGateway::start`] with `env` as the process environment (for `*_env` keys).
+    pub async fn start_with_env(
+        config: &str,
+        db: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> TestGateway {
+        let config = Config::from_toml(config, Path::new("."), env)
             .unwrap_or_else(|problems| panic!("test config invalid: {problems:#?}"));
         let options = StartOptions {
             listen: Some("127.0.0.1:0".into()),
             database: Some(db.to_string_lossy().into_owned()),
             serve_http: true,
         };
-        let gateway = Gateway::start_with_env(config, options, &|_| None)
+        let gateway = Gateway::start_with_env(config, options, env)
             .await
             .expect("gateway starts");
         let base = format!("http://{}", gateway.addr().expect("listening"));

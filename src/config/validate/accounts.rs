@@ -27,16 +27,16 @@ impl Checker<'_> {
                 format!("add a [[bots]] entry with that id or use one of: {ids}")
             });
             let id = account.account_id();
-            if let Some(explicit) = &account.id {
-                if !is_slug(explicit) {
-                    self.report(
-                        key("id"),
-                        format!(
-                            "`{explicit}` is not a slug; account ids appear in webhook paths \
+            if let Some(explicit) = &account.id
+                && !is_slug(explicit)
+            {
+                self.report(
+                    key("id"),
+                    format!(
+                        "`{explicit}` is not a slug; account ids appear in webhook paths \
                              and session keys, so use lowercase letters, digits, `-` and `_`"
-                        ),
-                    );
-                }
+                    ),
+                );
             }
             if let Some(first) = earlier(&mut seen, (account.platform, id), i) {
                 self.report(
