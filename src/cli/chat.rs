@@ -67,6 +67,7 @@ async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
         let answer = match gateway.dispatcher().handle(event).await {
             Handled::Replied(text) | Handled::Admin(text) => format!("{}: {text}", args.bot),
             Handled::Silent => format!("({} stays silent)", args.bot),
+            Handled::Answered(id) => format!("(your answer to {id} was passed on)"),
             Handled::Failed(err) => format!("(the turn failed: {err})"),
             other => format!("(not answered: {other:?})"),
         };

@@ -6,10 +6,12 @@
 //!  adapter ──accept──▶ 2 dedupe (durable) ──ack──▶ platform
 //!                           │ spawn
 //!                           ▼
-//!  3 self ▶ 4 admin ▶ 5 policy ▶ 6 activation ▶ 7 bot guards ▶ 8 rate limit
-//!                                      │ not woken: history buffer
-//!                                      ▼
-//!                 9 lanes ▶ 10 turn ▶ 11 outcome ▶ 12 deliver ▶ 13 mirror
+//!  3 self ▶ 4 admin ▶ 5 policy ▶ answer ▶ 6 activation ▶ 7 bot guards ▶ 8 rate limit
+//!                                │             │ not woken: history buffer
+//!                                │             ▼
+//!                                │   9 lanes ▶ 10 turn ▶ 11 outcome ▶ 12 deliver ▶ 13 mirror
+//!                                ▼
+//!            a human's answer to a bot's escalate_to_user question: routed back to that bot
 //! ```
 
 mod activation;

@@ -105,6 +105,7 @@ pub(super) async fn chat_completions(
     let content = match state.dispatcher.handle(event).await {
         Handled::Replied(text) | Handled::Admin(text) => text,
         Handled::Silent => String::new(),
+        Handled::Answered(id) => format!("(your answer to {id} was passed on)"),
         Handled::Failed(err) => return error(StatusCode::BAD_GATEWAY, &err),
         Handled::Dropped(DropReason::ShuttingDown) => {
             return error(
