@@ -71,14 +71,7 @@ fn woken_by(fake: &FakeOpenAi, model: &str) -> Vec<String> {
 }
 
 async fn deliveries(gw: &TestGateway) -> Value {
-    gw.http
-        .get(format!("{}/api/deliveries", gw.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    gw.get("/api/deliveries").await
 }
 
 fn entries<'a>(transcript: &'a [Value], kind: &str) -> Vec<&'a Value> {

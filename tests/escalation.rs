@@ -54,6 +54,21 @@ async fn escalations(store: &Store) -> Vec<Escalation> {
     store.escalations(EscalationQuery::default()).await.unwrap()
 }
 
+/// alpha, woken by alice in `room`, calls `escalate_to_user` with `arguments` and then says
+/// `then`; returns the escalation it made.
+async fn alpha_escalates(
+    fake: &FakeOpenAi,
+    gw: &TestGateway,
+    arguments: Value,
+    then: &str,
+    alice_says: &str,
+) -> Escalation {
+    script_call(fake, "alpha", "escalate_to_user", arguments, then);
+    gw.say("room", "alice", alice_says).await;
+    gw.settle().await;
+    the_escalation(gw.gateway.store()).await
+}
+
 /// The only escalation in the store.
 async fn the_escalation(store: &Store) -> Escalation {
     let mut all = escalations(store).await;
@@ -116,17 +131,15 @@ fn human_message(account: &str, id: &str, text: &str, reply_to: Option<&str>) ->
 async fn a_question_is_posted_where_the_chain_started_and_the_next_human_message_answers_it() {
     let fake = FakeOpenAi::start().await;
     let (_dir, gw) = start(&fake).await;
-    script_call(
+
+    let question = alpha_escalates(
         &fake,
-        "alpha",
-        "escalate_to_user",
+        &gw,
         json!({"message": "Which branch should I deploy?"}),
         "I asked the humans.",
-    );
-    gw.say("room", "alice", "@alpha deploy please").await;
-    gw.settle().await;
-
-    let question = the_escalation(gw.gateway.store()).await;
+        "@alpha deploy please",
+    )
+    .await;
     assert_eq!(question.kind, EscalationKind::Question);
     assert_eq!(question.state, EscalationState::Pending);
     assert!(question.id.starts_with("q-"), "{}", question.id);
@@ -204,16 +217,14 @@ async fn a_question_is_posted_where_the_chain_started_and_the_next_human_message
 async fn a_reply_to_the_question_is_the_answer_and_copies_from_other_accounts_are_dropped() {
     let fake = FakeOpenAi::start().await;
     let (_dir, gw) = start(&fake).await;
-    script_call(
+    let question = alpha_escalates(
         &fake,
-        "alpha",
-        "escalate_to_user",
+        &gw,
         json!({"message": "Staging or production?"}),
         "Asked.",
-    );
-    gw.say("room", "alice", "@alpha roll it out").await;
-    gw.settle().await;
-    let question = the_escalation(gw.gateway.store()).await;
+        "@alpha roll it out",
+    )
+    .await;
     let posted = question.posted_message_id.clone().unwrap();
 
     // Replying to something else is not an answer: it runs through the pipeline as usual.
@@ -265,16 +276,14 @@ async fn a_reply_to_the_question_is_the_answer_and_copies_from_other_accounts_ar
 async fn an_admin_approves_with_baton_approve_and_a_non_admin_is_refused() {
     let fake = FakeOpenAi::start().await;
     let (_dir, gw) = start(&fake).await;
-    script_call(
+    let request = alpha_escalates(
         &fake,
-        "alpha",
-        "escalate_to_user",
+        &gw,
         json!({"message": "May I drop the staging database?", "approval": true}),
         "Waiting for approval.",
-    );
-    gw.say("room", "alice", "@alpha clean up staging").await;
-    gw.settle().await;
-    let request = the_escalation(gw.gateway.store()).await;
+        "@alpha clean up staging",
+    )
+    .await;
     let id = request.id.clone();
     assert_eq!(request.kind, EscalationKind::Approval);
     assert!(id.starts_with("ap-"), "{id}");
@@ -364,16 +373,15 @@ async fn an_admin_approves_with_baton_approve_and_a_non_admin_is_refused() {
 async fn a_bot_may_not_resolve_its_own_approval_request_but_another_bot_may() {
     let fake = FakeOpenAi::start().await;
     let (_dir, gw) = start(&fake).await;
-    script_call(
+    let id = alpha_escalates(
         &fake,
-        "alpha",
-        "escalate_to_user",
+        &gw,
         json!({"message": "Merge the release branch?", "approval": true}),
         "Asked.",
-    );
-    gw.say("room", "alice", "@alpha merge it").await;
-    gw.settle().await;
-    let id = the_escalation(gw.gateway.store()).await.id;
+        "@alpha merge it",
+    )
+    .await
+    .id;
 
     script_call(
         &fake,
@@ -458,16 +466,15 @@ async fn escalating_without_a_human_conversation_is_refused() {
 async fn the_askers_session_receives_the_answer() {
     let fake = FakeOpenAi::start().await;
     let (_dir, gw) = start(&fake).await;
-    script_call(
+    let id = alpha_escalates(
         &fake,
-        "alpha",
-        "escalate_to_user",
+        &gw,
         json!({"message": "Which region?"}),
         "Asked.",
-    );
-    gw.say("room", "alice", "@alpha spin up a server").await;
-    gw.settle().await;
-    let id = the_escalation(gw.gateway.store()).await.id;
+        "@alpha spin up a server",
+    )
+    .await
+    .id;
     gw.say("room", "alice", "eu-west").await;
 
     let expected = format!("Answer from alice to your question {id}: eu-west");

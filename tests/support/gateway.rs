@@ -95,8 +95,14 @@ impl TestGateway {
 
     /// Every message in the room.
     pub async fn messages(&self, room: &str) -> Vec<Value> {
+        let all = self.get(&format!("/api/local/rooms/{room}/messages")).await;
+        serde_json::from_value(all).unwrap()
+    }
+
+    /// `GET <path>` on the gateway, as JSON.
+    pub async fn get(&self, path: &str) -> Value {
         self.http
-            .get(format!("{}/api/local/rooms/{room}/messages", self.base))
+            .get(format!("{}{path}", self.base))
             .send()
             .await
             .unwrap()
