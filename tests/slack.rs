@@ -300,8 +300,16 @@ async fn slash_command_over_socket_mode_is_refused_for_a_non_admin_and_works_for
     for (id, text) in &responses[1..] {
         assert!(!text.contains("Only baton admins"), "{id}: {text}");
     }
-    assert!(responses[1].1.contains("status"), "help lists the commands: {}", responses[1].1);
-    assert!(responses[3].1.contains("always"), "activation answered: {}", responses[3].1);
+    assert!(
+        responses[1].1.contains("status"),
+        "help lists the commands: {}",
+        responses[1].1
+    );
+    assert!(
+        responses[3].1.contains("always"),
+        "activation answered: {}",
+        responses[3].1
+    );
     assert!(
         w.slack.posts().is_empty(),
         "command answers are private, never posted"
