@@ -34,13 +34,18 @@ pub(crate) fn roster(
             .iter()
             .find(|b| b.id() == account.bot)
             .expect("validation checked every account's bot");
-        if account.platform != Platform::Local {
-            return Err(StartError::AdapterUnavailable {
-                platform: account.platform,
-                account: account.account_id().to_owned(),
-            });
-        }
-        accounts.push(local_account(hub, account.account_id(), bot));
+        let built = match account.platform {
+            Platform::Local => local_account(hub, account.account_id(), bot),
+            #[cfg(feature = "slack")]
+            Platform::Slack => slack_account(account, bot, env)?,
+            platform => {
+                return Err(StartError::AdapterUnavailable {
+                    platform,
+                    account: account.account_id().to_owned(),
+                });
+            }
+        };
+        accounts.push(built);
     }
     for bot in &bots {
         let has_local = accounts
@@ -62,6 +67,48 @@ fn local_account(hub: &Arc<LocalHub>, id: &str, bot: &Arc<Bot>) -> Account {
         bot: Arc::clone(bot),
         adapter: Arc::new(adapter),
     }
+}
+
+/// A Slack account: its tokens from the environment, its mode, its API base.
+#[cfg(feature = "slack")]
+fn slack_account(
+    account: &crate::config::AccountConfig,
+    bot: &Arc<Bot>,
+    env: Env<'_>,
+) -> Result<Account, StartError> {
+    use baton_slack::{Mode, SlackAdapter, SlackSettings};
+    let id = AccountId::from(account.account_id());
+    let missing = |key: &str| StartError::AccountSetup {
+        account: id.to_string(),
+        message: format!(
+            "`{key}` names no set environment variable; `baton check` lists what is missing"
+        ),
+    };
+    let mode = match account.mode.as_deref() {
+        Some("events") => Mode::Events,
+        _ => Mode::Socket,
+    };
+    let bot_token = resolve_secret(account.bot_token_env.as_deref(), env)
+        .ok_or_else(|| missing("bot_token_env"))?;
+    let mut settings = SlackSettings::new(id.clone(), mode, bot_token);
+    settings.app_token = resolve_secret(account.app_token_env.as_deref(), env);
+    settings.signing_secret = resolve_secret(account.signing_secret_env.as_deref(), env);
+    if mode == Mode::Socket && settings.app_token.is_none() {
+        return Err(missing("app_token_env"));
+    }
+    if mode == Mode::Events && settings.signing_secret.is_none() {
+        return Err(missing("signing_secret_env"));
+    }
+    settings.app_id = account.app_id.clone();
+    if let Some(url) = &account.api_url {
+        settings.api_url = url.clone();
+    }
+    Ok(Account {
+        platform: Platform::Slack,
+        id,
+        bot: Arc::clone(bot),
+        adapter: Arc::new(SlackAdapter::new(settings)),
+    })
 }
 
 fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, StartError> {

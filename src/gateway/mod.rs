@@ -68,6 +68,14 @@ pub enum StartError {
         /// The account.
         account: String,
     },
+    /// An account's credentials or settings are unusable.
+    #[error("account `{account}`: {message}")]
+    AccountSetup {
+        /// The account.
+        account: String,
+        /// What to fix.
+        message: String,
+    },
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),

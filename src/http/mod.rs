@@ -1,5 +1,5 @@
 //! The one HTTP listener (SPEC.md section 8): health, the OpenAI-compatible API, the local
-//! rooms, the JSON API and the MCP server.
+//! rooms, the JSON API, platform webhooks (`/hooks/<platform>/<account>`) and the MCP server.
 //!
 //! `/v1`, `/api` and `/mcp` are guarded: with `gateway.api_token_env` set, a bearer token is
 //! required; without it, only loopback clients are served, so a gateway started on a laptop is
@@ -8,6 +8,7 @@
 mod api;
 mod auth;
 mod health;
+mod hooks;
 mod mcp;
 mod metrics;
 mod openai;
@@ -67,6 +68,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
+        .route("/hooks/{platform}/{account}", post(hooks::hook))
         .merge(guarded)
         .with_state(state)
 }

@@ -4,5 +4,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod fake_openai;
+pub mod fake_slack;
 pub mod gateway;
 pub mod turns;

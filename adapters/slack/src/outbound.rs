@@ -1,0 +1,32 @@
+//! Posting one chunk: into the triggering message's thread, or privately for a slash command.
+//!
+//! The gateway has already split the reply to 4000 characters and retries a 429 itself; this
+//! module makes exactly one request per call, so a failure whose fate is unknown is never
+//! repeated here (Slack has no idempotency key).
+
+use baton_contract::{MessageId, OutboundMessage, SendError, SentMessage};
+
+use crate::api::Api;
+use crate::normalize::{message_id, ts_of};
+
+/// Post `message` once.
+pub(crate) async fn send(api: &Api, message: &OutboundMessage) -> Result<SentMessage, SendError> {
+    if let Some((_user, reply)) = &message.ephemeral {
+        api.respond(&reply.token, &message.text).await?;
+        return Ok(SentMessage {
+            message_id: MessageId(String::new()),
+        });
+    }
+    let channel = message.chat.as_str();
+    // Reply in the thread the message came from; a top-level message starts a thread under
+    // itself, so the answer never lands in the channel as well.
+    let thread_ts = message
+        .thread
+        .as_ref()
+        .map(|t| t.as_str())
+        .or_else(|| message.reply_to.as_ref().and_then(ts_of));
+    let ts = api.post_message(channel, thread_ts, &message.text).await?;
+    Ok(SentMessage {
+        message_id: message_id(channel, &ts),
+    })
+}

@@ -1,0 +1,136 @@
+//! Socket Mode: `apps.connections.open`, then one websocket until Slack says `disconnect`.
+//!
+//! Each envelope is handed to the gateway's [`EventSink`] and acknowledged only after `accept`
+//! returns: the event is then durably claimed, so an ack never covers an event that a crash
+//! could lose, and `accept` is quick enough for Slack's 3 s. A redelivery (`retry_attempt` > 0)
+//! carries the same `event_id` and message, so the gateway's dedupe drops it; nothing here
+//! needs to remember envelopes. Reconnects (after `disconnect`, a closed socket or a failed
+//! open) wait out the contract's [`Backoff`], which resets once Slack says `hello`.
+
+use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_util::sync::CancellationToken;
+
+use crate::SlackAdapter;
+use crate::api::ApiError;
+
+/// How one websocket session ended.
+enum End {
+    /// The gateway is shutting down.
+    Shutdown,
+    /// Slack asked us to reconnect (`refresh_requested`, `warning`, …), or the socket closed.
+    Reconnect(String),
+}
+
+/// Keep a Socket Mode connection up until `shutdown`.
+pub(crate) async fn run(
+    adapter: &SlackAdapter,
+    sink: &dyn EventSink,
+    shutdown: &CancellationToken,
+) -> Result<(), AdapterError> {
+    let settings = &adapter.settings;
+    let mut backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
+    loop {
+        match session(adapter, sink, shutdown, &mut backoff).await {
+            Ok(End::Shutdown) => return Ok(()),
+            Ok(End::Reconnect(reason)) => {
+                tracing::info!(account = %settings.account, %reason, "Slack socket closed; reconnecting");
+            }
+            Err(ApiError::Auth(code)) => {
+                return Err(AdapterError::Auth(format!(
+                    "Slack refused the app-level token of account `{}` ({code}); check its \
+                     app_token_env (xapp-..., with the connections:write scope)",
+                    settings.account
+                )));
+            }
+            Err(err) => {
+                tracing::warn!(account = %settings.account, %err, "Slack socket failed; reconnecting");
+            }
+        }
+        adapter.set_state(ConnectionState::Retrying {
+            attempt: backoff.attempt() + 1,
+        });
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+}
+
+/// One websocket, from `apps.connections.open` to its end.
+async fn session(
+    adapter: &SlackAdapter,
+    sink: &dyn EventSink,
+    shutdown: &CancellationToken,
+    backoff: &mut Backoff,
+) -> Result<End, ApiError> {
+    let url = adapter.api.connections_open().await?;
+    let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+        .await
+        .map_err(|e| ApiError::Transport(format!("websocket connect failed: {e}")))?;
+    let (mut write, mut read) = ws.split();
+    loop {
+        let frame = tokio::select! {
+            _ = shutdown.cancelled() => {
+                let _ = write.send(Message::Close(None)).await;
+                return Ok(End::Shutdown);
+            }
+            frame = read.next() => frame,
+        };
+        let message = match frame {
+            None => return Ok(End::Reconnect("socket ended".into())),
+            Some(Err(e)) => return Err(ApiError::Transport(format!("websocket: {e}"))),
+            Some(Ok(message)) => message,
+        };
+        let text = match message {
+            Message::Text(text) => text,
+            Message::Ping(data) => {
+                send(&mut write, Message::Pong(data)).await?;
+                continue;
+            }
+            Message::Close(_) => return Ok(End::Reconnect("closed by Slack".into())),
+            _ => continue,
+        };
+        let Ok(envelope) = serde_json::from_str::<Value>(text.as_str()) else {
+            tracing::warn!(account = %adapter.settings.account, "unreadable Socket Mode frame ignored");
+            continue;
+        };
+        let kind = envelope.get("type").and_then(Value::as_str).unwrap_or("");
+        let event = match kind {
+            "hello" => {
+                adapter.set_state(ConnectionState::Connected);
+                backoff.reset();
+                continue;
+            }
+            "disconnect" => {
+                let reason = envelope.get("reason").and_then(Value::as_str).unwrap_or("");
+                return Ok(End::Reconnect(format!("disconnect: {reason}")));
+            }
+            "events_api" => adapter.normalize_event(&envelope["payload"]),
+            "slash_commands" => adapter.normalize_command(&envelope["payload"]),
+            _ => None,
+        };
+        if let Some(event) = event
+            && sink.accept(event).await.is_err()
+        {
+            // Not acked: Slack redelivers it to whoever runs next.
+            return Ok(End::Shutdown);
+        }
+        if let Some(id) = envelope.get("envelope_id").and_then(Value::as_str) {
+            let ack = json!({ "envelope_id": id }).to_string();
+            send(&mut write, Message::text(ack)).await?;
+        }
+    }
+}
+
+async fn send<S>(write: &mut S, message: Message) -> Result<(), ApiError>
+where
+    S: futures::Sink<Message, Error = tokio_tungstenite::tungstenite::Error> + Unpin,
+{
+    write
+        .send(message)
+        .await
+        .map_err(|e| ApiError::Transport(format!("websocket send failed: {e}")))
+}

@@ -1,0 +1,469 @@
+//! The Slack adapter end to end: a real gateway with two Slack apps (bots `snark` and `caid`)
+//! talking to a fake Slack on 127.0.0.1 over Socket Mode and the Events API, and bots on a fake
+//! model server. Every wait is on a condition with a deadline.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use support::fake_openai::{FakeOpenAi, Step};
+use support::fake_slack::{FakeSlack, event_body, events_envelope, signed_headers, unix_now};
+use support::gateway::TestGateway;
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const SNARK: &str = "U_SNARK";
+const CAID: &str = "U_CAID";
+const HUMAN: &str = "U_HUMAN";
+const ADMIN: &str = "U_ADMIN";
+
+/// Both bots on Slack: `snark_mode` for snark (`socket` or `events`), socket for caid.
+fn config(model: &FakeOpenAi, slack: &FakeSlack, snark_mode: &str, extra: &str) -> String {
+    let mut text = format!(
+        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+         [admins]\nslack = [\"{ADMIN}\"]\n\n\
+         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n"
+    );
+    for bot in ["snark", "caid"] {
+        let upper = bot.to_uppercase();
+        let mode = if bot == "snark" { snark_mode } else { "socket" };
+        text.push_str(&format!(
+            "\n[[bots]]\nid = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{}\"\n\n\
+             [[accounts]]\nbot = \"{bot}\"\nplatform = \"slack\"\nmode = \"{mode}\"\n\
+             app_token_env = \"{upper}_SLACK_APP_TOKEN\"\nbot_token_env = \"{upper}_SLACK_BOT_TOKEN\"\n\
+             signing_secret_env = \"{upper}_SLACK_SIGNING_SECRET\"\napi_url = \"{}\"\n",
+            model.base_url, slack.api_url
+        ));
+    }
+    text.push_str(extra);
+    text
+}
+
+fn env(name: &str) -> Option<String> {
+    let (bot, rest) = name.split_once("_SLACK_")?;
+    let bot = bot.to_lowercase();
+    Some(match rest {
+        "APP_TOKEN" => format!("xapp-{bot}"),
+        "BOT_TOKEN" => format!("xoxb-{bot}"),
+        "SIGNING_SECRET" => SECRET.to_owned(),
+        _ => return None,
+    })
+}
+
+struct World {
+    model: FakeOpenAi,
+    slack: FakeSlack,
+    gateway: TestGateway,
+    _db: tempfile::TempDir,
+}
+
+async fn world(snark_mode: &str, extra: &str) -> World {
+    let model = FakeOpenAi::start().await;
+    let slack = FakeSlack::start().await;
+    slack.app("snark", SNARK);
+    slack.app("caid", CAID);
+    let (dir, db) = support::gateway::temp_db();
+    let text = config(&model, &slack, snark_mode, extra);
+    let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;
+    if snark_mode == "socket" {
+        slack.wait_connected("snark", 1).await;
+    }
+    slack.wait_connected("caid", 1).await;
+    World {
+        model,
+        slack,
+        gateway,
+        _db: dir,
+    }
+}
+
+/// A human message event at `ts` in `channel`.
+fn said(user: &str, channel: &str, ts: &str, text: &str) -> Value {
+    json!({ "user": user, "text": text, "ts": ts, "channel": channel, "event_ts": ts,
+            "channel_type": "channel" })
+}
+
+impl World {
+    /// Push `envelope` to `app` and wait for its ack (the gateway has taken the event), then for
+    /// the gateway to come to rest.
+    async fn deliver(&self, app: &str, envelope: Value) {
+        let id = envelope["envelope_id"].as_str().unwrap().to_owned();
+        let before = self.slack.acks().iter().filter(|a| **a == id).count();
+        self.slack.push(app, &envelope);
+        self.slack
+            .wait_for(|s| s.acks().iter().filter(|a| **a == id).count() > before)
+            .await;
+        self.gateway.settle().await;
+    }
+
+    async fn hook(&self, body: &str, headers: Vec<(&'static str, String)>, form: bool) -> u16 {
+        let mut request = self
+            .gateway
+            .http
+            .post(format!("{}/hooks/slack/snark", self.gateway.base))
+            .header(
+                "content-type",
+                if form {
+                    "application/x-www-form-urlencoded"
+                } else {
+                    "application/json"
+                },
+            )
+            .body(body.to_owned());
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let status = request.send().await.unwrap().status().as_u16();
+        self.gateway.settle().await;
+        status
+    }
+}
+
+#[tokio::test]
+async fn a_mention_gets_one_threaded_reply_from_the_mentioned_bot_with_its_own_token() {
+    let w = world("socket", "").await;
+    w.model.script("snark", Step::reply("hi from snark"));
+    let ts = "1700000000.000100";
+    let text = format!("<@{SNARK}> hello");
+    let mention = event_body(
+        "A_snark",
+        "Ev1",
+        "app_mention",
+        said(HUMAN, "C1", ts, &text),
+    );
+    let message = event_body("A_snark", "Ev2", "message", said(HUMAN, "C1", ts, &text));
+    let caid_copy = event_body("A_caid", "Ev3", "message", said(HUMAN, "C1", ts, &text));
+    // Both events of the pair reach snark; caid (not mentioned) sees the message too.
+    w.deliver("snark", events_envelope("env-1", 0, mention))
+        .await;
+    w.deliver("snark", events_envelope("env-2", 0, message))
+        .await;
+    w.deliver("caid", events_envelope("env-3", 0, caid_copy))
+        .await;
+    let posts = w.slack.posts();
+    assert_eq!(
+        posts.len(),
+        1,
+        "one reply for the pair, none from caid: {posts:?}"
+    );
+    assert_eq!(posts[0].token, "xoxb-snark");
+    assert_eq!(posts[0].channel, "C1");
+    assert_eq!(
+        posts[0].thread_ts.as_deref(),
+        Some(ts),
+        "the reply goes in the thread"
+    );
+    assert_eq!(posts[0].text, "hi from snark");
+    assert_eq!(w.model.requests_for("caid").len(), 0);
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn a_redelivered_envelope_gets_no_second_reply() {
+    let w = world("socket", "").await;
+    let ts = "1700000000.000200";
+    let body = event_body(
+        "A_snark",
+        "Ev9",
+        "app_mention",
+        said(HUMAN, "C1", ts, &format!("<@{SNARK}> once")),
+    );
+    w.deliver("snark", events_envelope("env-9", 0, body.clone()))
+        .await;
+    w.deliver("snark", events_envelope("env-9b", 1, body)).await;
+    assert_eq!(w.slack.posts().len(), 1);
+    assert_eq!(w.model.requests_for("snark").len(), 1);
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn a_reply_in_a_thread_stays_in_that_thread() {
+    let w = world("socket", "").await;
+    let mut event = said(
+        HUMAN,
+        "C1",
+        "1700000000.000302",
+        &format!("<@{SNARK}> in thread"),
+    );
+    event["thread_ts"] = "1700000000.000301".into();
+    w.deliver(
+        "snark",
+        events_envelope(
+            "env-t",
+            0,
+            event_body("A_snark", "EvT", "app_mention", event),
+        ),
+    )
+    .await;
+    let posts = w.slack.posts();
+    assert_eq!(posts.len(), 1);
+    assert_eq!(posts[0].thread_ts.as_deref(), Some("1700000000.000301"));
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn a_429_then_success_is_exactly_one_post_after_retry_after() {
+    let w = world("socket", "").await;
+    w.slack.rate_limit_next(1);
+    let started = std::time::Instant::now();
+    let body = event_body(
+        "A_snark",
+        "Ev4",
+        "app_mention",
+        said(HUMAN, "C1", "1700000000.000400", &format!("<@{SNARK}> hi")),
+    );
+    w.deliver("snark", events_envelope("env-4", 0, body)).await;
+    w.slack.wait_for(|s| !s.posts().is_empty()).await;
+    assert_eq!(w.slack.all_posts().len(), 2, "one 429, one success");
+    assert_eq!(w.slack.posts().len(), 1);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(1),
+        "waited Retry-After"
+    );
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn a_9000_character_reply_is_three_ordered_posts_in_the_thread() {
+    let w = world("socket", "").await;
+    let long: String = (0..9000)
+        .map(|i| char::from(b'a' + (i / 4000) as u8))
+        .collect();
+    w.model.script("snark", Step::reply(long.clone()));
+    let ts = "1700000000.000500";
+    let body = event_body(
+        "A_snark",
+        "Ev5",
+        "app_mention",
+        said(HUMAN, "C1", ts, &format!("<@{SNARK}> long")),
+    );
+    w.deliver("snark", events_envelope("env-5", 0, body)).await;
+    let posts = w.slack.posts();
+    assert_eq!(posts.len(), 3);
+    assert!(
+        posts
+            .iter()
+            .all(|p| p.thread_ts.as_deref() == Some(ts) && p.token == "xoxb-snark")
+    );
+    assert!(posts.iter().all(|p| p.text.chars().count() <= 4000));
+    let joined: String = posts.iter().map(|p| p.text.as_str()).collect();
+    assert_eq!(joined, long, "chunks arrive in order");
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn another_bots_message_wakes_a_bot_only_where_allow_bots_names_it() {
+    let extra = "\n[[chats]]\nplatform = \"slack\"\nid = \"C_ALLOW\"\nallow_bots = [\"caid\"]\n";
+    let w = world("socket", extra).await;
+    for (n, channel) in ["C_DENY", "C_ALLOW"].into_iter().enumerate() {
+        let ts = format!("1700000000.00060{n}");
+        let mut event = said(CAID, channel, &ts, &format!("<@{SNARK}> over to you"));
+        event["bot_id"] = "B_caid".into();
+        let body = event_body("A_snark", &format!("EvB{n}"), "app_mention", event);
+        w.deliver("snark", events_envelope(&format!("env-b{n}"), 0, body))
+            .await;
+    }
+    let posts = w.slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0].channel, "C_ALLOW");
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn slash_command_over_socket_mode_is_refused_for_a_non_admin_and_works_for_an_admin() {
+    let w = world("socket", "").await;
+    for (n, (user, line)) in [
+        (HUMAN, "help"),
+        (ADMIN, "help"),
+        (ADMIN, "status"),
+        (ADMIN, "activation always"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let envelope = json!({
+            "envelope_id": format!("cmd-{n}"), "type": "slash_commands", "accepts_response_payload": true,
+            "payload": { "token": "t", "team_id": "T1", "channel_id": "C1", "channel_name": "general",
+                "user_id": user, "user_name": user, "command": "/baton", "text": line,
+                "api_app_id": "A_snark", "response_url": w.slack.response_url(&format!("r{n}")),
+                "trigger_id": format!("trig.{n}") }
+        });
+        w.deliver("snark", envelope).await;
+    }
+    w.slack.wait_for(|s| s.responses().len() == 4).await;
+    let responses = w.slack.responses();
+    assert_eq!(responses[0].0, "r0");
+    assert!(
+        responses[0].1.contains("Only baton admins"),
+        "{responses:?}"
+    );
+    for (id, text) in &responses[1..] {
+        assert!(!text.contains("Only baton admins"), "{id}: {text}");
+    }
+    assert!(
+        responses[1].1.contains("status"),
+        "help lists the commands: {}",
+        responses[1].1
+    );
+    assert!(
+        responses[3].1.contains("always"),
+        "activation answered: {}",
+        responses[3].1
+    );
+    assert!(
+        w.slack.posts().is_empty(),
+        "command answers are private, never posted"
+    );
+    assert_eq!(
+        w.model.requests().len(),
+        0,
+        "no model turn for admin commands"
+    );
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn a_disconnect_is_followed_by_a_reconnect_and_no_event_is_lost() {
+    let w = world("socket", "").await;
+    w.slack.push(
+        "snark",
+        &json!({"type": "disconnect", "reason": "refresh_requested",
+        "debug_info": {"host": "fake"}}),
+    );
+    w.slack.wait_connected("snark", 2).await;
+    let body = event_body(
+        "A_snark",
+        "Ev7",
+        "app_mention",
+        said(
+            HUMAN,
+            "C1",
+            "1700000000.000700",
+            &format!("<@{SNARK}> still there?"),
+        ),
+    );
+    w.deliver("snark", events_envelope("env-7", 0, body)).await;
+    assert_eq!(w.slack.posts().len(), 1);
+    w.gateway.stop().await;
+}
+
+#[tokio::test]
+async fn events_api_refuses_bad_signatures_answers_challenges_and_ignores_retries() {
+    let w = world("events", "").await;
+    let ts = "1700000000.000800";
+    let body = event_body(
+        "A_snark",
+        "EvH",
+        "app_mention",
+        said(HUMAN, "C1", ts, &format!("<@{SNARK}> over http")),
+    )
+    .to_string();
+    let now = unix_now();
+    assert_eq!(w.hook(&body, vec![], false).await, 401, "unsigned");
+    let mut bad = signed_headers(SECRET, now, &body);
+    bad[1].1 = signed_headers("wrong-secret", now, &body)[1].1.clone();
+    assert_eq!(w.hook(&body, bad, false).await, 401, "badly signed");
+    assert_eq!(
+        w.hook(&body, signed_headers(SECRET, now - 301, &body), false)
+            .await,
+        401,
+        "stale"
+    );
+    assert!(w.slack.all_posts().is_empty());
+    assert_eq!(w.model.requests().len(), 0);
+
+    let challenge = json!({"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}).to_string();
+    let response = w
+        .gateway
+        .http
+        .post(format!("{}/hooks/slack/snark", w.gateway.base))
+        .header("content-type", "application/json")
+        .headers(
+            signed_headers(SECRET, now, &challenge)
+                .into_iter()
+                .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+                .collect(),
+        )
+        .body(challenge.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["challenge"],
+        "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"
+    );
+
+    // The account answers once auth.test has told it who it is; Slack retries a 503 meanwhile.
+    let mut status = 0;
+    for _ in 0..200 {
+        status = w
+            .hook(&body, signed_headers(SECRET, unix_now(), &body), false)
+            .await;
+        if status != 503 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 200);
+    w.slack.wait_for(|s| s.posts().len() == 1).await;
+    let mut retry = signed_headers(SECRET, unix_now(), &body);
+    retry.push(("x-slack-retry-num", "1".into()));
+    retry.push(("x-slack-retry-reason", "http_timeout".into()));
+    assert_eq!(w.hook(&body, retry, false).await, 200);
+    let posts = w.slack.posts();
+    assert_eq!(posts.len(), 1, "the retry is a duplicate");
+    assert_eq!(posts[0].thread_ts.as_deref(), Some(ts));
+    assert_eq!(posts[0].token, "xoxb-snark");
+
+    // Slash command over HTTP: form-encoded and signed.
+    let form = |user: &str, id: &str| {
+        format!(
+            "token=t&team_id=T1&channel_id=C1&channel_name=general&user_id={user}&user_name=x\
+             &command=%2Fbaton&text=status&api_app_id=A_snark&response_url={}&trigger_id=trig.{id}",
+            url_encode(&w.slack.response_url(id))
+        )
+    };
+    let refused = form(HUMAN, "h1");
+    assert_eq!(
+        w.hook(&refused, signed_headers(SECRET, unix_now(), &refused), true)
+            .await,
+        200
+    );
+    let allowed = form(ADMIN, "h2");
+    assert_eq!(
+        w.hook(&allowed, vec![], true).await,
+        401,
+        "unsigned command"
+    );
+    assert_eq!(
+        w.hook(&allowed, signed_headers(SECRET, unix_now(), &allowed), true)
+            .await,
+        200
+    );
+    w.slack.wait_for(|s| s.responses().len() == 2).await;
+    let responses = w.slack.responses();
+    assert!(
+        responses
+            .iter()
+            .any(|(id, t)| id == "h1" && t.contains("Only baton admins"))
+    );
+    assert!(
+        responses
+            .iter()
+            .any(|(id, t)| id == "h2" && !t.contains("Only baton admins"))
+    );
+    w.gateway.stop().await;
+}
+
+fn url_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,355 @@
+//! A fake Slack on 127.0.0.1: the Web API methods baton calls, the Socket Mode websocket, and a
+//! `response_url` endpoint, recording everything, with scriptable 429s. It also signs Events API
+//! requests the way Slack does.
+//!
+//! Apps are registered with [`FakeSlack::app`]: each has a bot token (`xoxb-<name>`), an
+//! app-level token (`xapp-<name>`), a bot user id and a bot id. Envelopes pushed with
+//! [`FakeSlack::push`] go to the app's current websocket; acks are recorded per envelope id.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::gateway::DEADLINE;
+
+/// One `chat.postMessage` call as received.
+#[derive(Debug, Clone)]
+pub struct Post {
+    /// The bearer token it carried.
+    pub token: String,
+    /// `channel`.
+    pub channel: String,
+    /// `thread_ts`, if any.
+    pub thread_ts: Option<String>,
+    /// `text`.
+    pub text: String,
+    /// Whether the fake answered 429 to it.
+    pub rate_limited: bool,
+}
+
+#[derive(Default)]
+struct Inner {
+    base: String,
+    /// app name -> (bot user id, bot id)
+    apps: HashMap<String, (String, String)>,
+    posts: Vec<Post>,
+    responses: Vec<(String, String)>,
+    acks: Vec<String>,
+    connects: HashMap<String, usize>,
+    sockets: HashMap<String, mpsc::UnboundedSender<String>>,
+    rate_limits: u32,
+    next_ts: u64,
+}
+
+/// A running fake Slack.
+#[derive(Clone)]
+pub struct FakeSlack {
+    /// `http://127.0.0.1:PORT/api`: an account's `api_url`.
+    pub api_url: String,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl FakeSlack {
+    /// Start on 127.0.0.1:0.
+    pub async fn start() -> FakeSlack {
+        let inner = Arc::new(Mutex::new(Inner {
+            next_ts: 1_700_000_000_000_100,
+            ..Inner::default()
+        }));
+        let app = Router::new()
+            .route("/api/auth.test", get(auth_test).post(auth_test))
+            .route("/api/apps.connections.open", post(connections_open))
+            .route("/api/chat.postMessage", post(post_message))
+            .route("/ws/{app}", get(socket))
+            .route("/commands/{id}", post(response_url))
+            .with_state(Arc::clone(&inner));
+        let base = super::turns::serve(app).await;
+        inner.lock().unwrap().base = base.clone();
+        FakeSlack {
+            api_url: format!("{base}/api"),
+            base,
+            inner,
+        }
+    }
+
+    /// Register an app `name` whose bot user is `user_id` (bot id `B_<name>`).
+    pub fn app(&self, name: &str, user_id: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .apps
+            .insert(name.to_owned(), (user_id.to_owned(), format!("B_{name}")));
+    }
+
+    /// The next `n` `chat.postMessage` calls get 429 with `Retry-After: 1`.
+    pub fn rate_limit_next(&self, n: u32) {
+        self.inner.lock().unwrap().rate_limits = n;
+    }
+
+    /// Every `chat.postMessage` call, 429s included, in order.
+    pub fn all_posts(&self) -> Vec<Post> {
+        self.inner.lock().unwrap().posts.clone()
+    }
+
+    /// The posts that were accepted.
+    pub fn posts(&self) -> Vec<Post> {
+        self.all_posts()
+            .into_iter()
+            .filter(|p| !p.rate_limited)
+            .collect()
+    }
+
+    /// Every `response_url` call: (path id, text).
+    pub fn responses(&self) -> Vec<(String, String)> {
+        self.inner.lock().unwrap().responses.clone()
+    }
+
+    /// A `response_url` on this fake.
+    pub fn response_url(&self, id: &str) -> String {
+        format!("{}/commands/{id}", self.base)
+    }
+
+    /// Envelope ids acknowledged so far.
+    pub fn acks(&self) -> Vec<String> {
+        self.inner.lock().unwrap().acks.clone()
+    }
+
+    /// How many websockets `app` has opened.
+    pub fn connects(&self, app: &str) -> usize {
+        self.inner
+            .lock()
+            .unwrap()
+            .connects
+            .get(app)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Wait until `app` has opened its `n`th websocket (and got its hello).
+    pub async fn wait_connected(&self, app: &str, n: usize) {
+        self.wait_for(|s| s.connects(app) >= n && s.socket_open(app))
+            .await;
+    }
+
+    fn socket_open(&self, app: &str) -> bool {
+        self.inner
+            .lock()
+            .unwrap()
+            .sockets
+            .get(app)
+            .is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// Send `frame` on `app`'s websocket.
+    pub fn push(&self, app: &str, frame: &Value) {
+        let inner = self.inner.lock().unwrap();
+        let tx = inner.sockets.get(app).expect("app has a websocket");
+        tx.send(frame.to_string()).expect("websocket open");
+    }
+
+    /// Wait, up to the test deadline, until `cond` holds.
+    pub async fn wait_for(&self, cond: impl Fn(&FakeSlack) -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while !cond(self) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "fake Slack: condition not reached in time"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Events API headers for `body`, signed with `secret` at `timestamp` (Unix seconds).
+pub fn signed_headers(secret: &str, timestamp: i64, body: &str) -> Vec<(&'static str, String)> {
+    let ts = timestamp.to_string();
+    vec![
+        ("x-slack-request-timestamp", ts.clone()),
+        (
+            "x-slack-signature",
+            baton_slack::signature::sign(secret, &ts, body.as_bytes()),
+        ),
+    ]
+}
+
+/// Now, in Unix seconds.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// An `events_api` envelope around an Events API body.
+pub fn events_envelope(envelope_id: &str, retry_attempt: u32, body: Value) -> Value {
+    json!({
+        "envelope_id": envelope_id,
+        "payload": body,
+        "type": "events_api",
+        "accepts_response_payload": false,
+        "retry_attempt": retry_attempt,
+        "retry_reason": if retry_attempt > 0 { "timeout" } else { "" },
+    })
+}
+
+/// An Events API body: a `kind` (`message` / `app_mention`) event in `channel` at `ts`.
+pub fn event_body(app_id: &str, event_id: &str, kind: &str, event: Value) -> Value {
+    let mut event = event;
+    event["type"] = kind.into();
+    json!({
+        "token": "verification-token",
+        "team_id": "T1",
+        "api_app_id": app_id,
+        "event": event,
+        "type": "event_callback",
+        "event_id": event_id,
+        "event_time": 1_700_000_000,
+    })
+}
+
+fn bearer(headers: &HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("")
+        .to_owned()
+}
+
+async fn auth_test(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap) -> Json<Value> {
+    let token = bearer(&headers);
+    let inner = inner.lock().unwrap();
+    let app = token.strip_prefix("xoxb-").unwrap_or("");
+    Json(match inner.apps.get(app) {
+        Some((user, bot)) => json!({
+            "ok": true, "url": "https://fake.slack.com/", "team": "Fake", "user": app,
+            "team_id": "T1", "user_id": user, "bot_id": bot,
+        }),
+        None => json!({ "ok": false, "error": "invalid_auth" }),
+    })
+}
+
+async fn connections_open(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    let token = bearer(&headers);
+    let inner = inner.lock().unwrap();
+    let app = token.strip_prefix("xapp-").unwrap_or("");
+    if !inner.apps.contains_key(app) {
+        return Json(json!({ "ok": false, "error": "invalid_auth" }));
+    }
+    let ws = inner.base.replacen("http://", "ws://", 1);
+    Json(json!({ "ok": true, "url": format!("{ws}/ws/{app}") }))
+}
+
+async fn post_message(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    let rate_limited = inner.rate_limits > 0;
+    let channel = body["channel"].as_str().unwrap_or("").to_owned();
+    inner.posts.push(Post {
+        token: bearer(&headers),
+        channel: channel.clone(),
+        thread_ts: body["thread_ts"].as_str().map(str::to_owned),
+        text: body["text"].as_str().unwrap_or("").to_owned(),
+        rate_limited,
+    });
+    if rate_limited {
+        inner.rate_limits -= 1;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            Json(json!({ "ok": false, "error": "ratelimited" })),
+        )
+            .into_response();
+    }
+    inner.next_ts += 1;
+    let n = inner.next_ts;
+    let ts = format!("{}.{:06}", n / 1_000_000, n % 1_000_000);
+    Json(json!({
+        "ok": true, "channel": channel, "ts": ts,
+        "message": { "type": "message", "text": body["text"], "user": "U_BOT", "ts": ts, "bot_id": "B_BOT" },
+    }))
+    .into_response()
+}
+
+async fn response_url(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> &'static str {
+    let text = body["text"].as_str().unwrap_or("").to_owned();
+    inner.lock().unwrap().responses.push((id, text));
+    "ok"
+}
+
+async fn socket(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(app): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    upgrade.on_upgrade(move |ws| serve_socket(inner, app, ws))
+}
+
+async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let hello = json!({"type": "hello", "num_connections": 1,
+        "debug_info": {"host": "fake", "approximate_connection_time": 18060}, "connection_info": {"app_id": "A1"}});
+    if ws
+        .send(Message::Text(hello.to_string().into()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    {
+        let mut inner = inner.lock().unwrap();
+        *inner.connects.entry(app.clone()).or_default() += 1;
+        inner.sockets.insert(app.clone(), tx);
+    }
+    loop {
+        tokio::select! {
+            out = rx.recv() => {
+                let Some(out) = out else { return };
+                let is_disconnect = out.contains("\"disconnect\"");
+                if ws.send(Message::Text(out.into())).await.is_err() {
+                    return;
+                }
+                if is_disconnect {
+                    let _ = ws.send(Message::Close(None)).await;
+                    inner.lock().unwrap().sockets.remove(&app);
+                    return;
+                }
+            }
+            incoming = ws.recv() => {
+                let Some(Ok(Message::Text(text))) = incoming else {
+                    if matches!(incoming, None | Some(Err(_)) | Some(Ok(Message::Close(_)))) {
+                        inner.lock().unwrap().sockets.remove(&app);
+                        return;
+                    }
+                    continue;
+                };
+                if let Ok(v) = serde_json::from_str::<Value>(text.as_str())
+                    && let Some(id) = v["envelope_id"].as_str()
+                {
+                    inner.lock().unwrap().acks.push(id.to_owned());
+                }
+            }
+        }
+    }
+}
