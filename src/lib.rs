@@ -3,9 +3,11 @@
 //! Modules follow the pipeline of SPEC.md section 4: an adapter normalizes an event, the
 //! [`dispatcher`] runs it through dedupe, self-drop, [`admin`], policy, activation, the
 //! [`guards`], the [`lanes`] and a [`turn`]; the [`outcome`] decides reply or silence;
-//! [`deliver`] posts it; [`mirror`] records it all in the [`store`].
+//! [`deliver`] posts it; [`mirror`] records it all in the [`store`]. Chains (ordered turn-taking
+//! among bots) live in `chains`.
 
 pub mod admin;
+pub(crate) mod chains;
 pub mod cli;
 pub mod config;
 pub mod deliver;

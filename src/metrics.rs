@@ -4,11 +4,15 @@
 //! Every label value is a `&'static str` (a platform name, a reason), so counting allocates
 //! nothing; the map holds one entry per (counter, label) pair seen. Gauges (lane depth, runs in
 //! flight) are read at render time from where they live instead of being mirrored here.
+//!
+//! Guard refusals are also kept for an hour, one timestamped record each ([`RecentRefusals`]),
+//! because `/baton status` and `/baton limits` answer "what did the guards refuse lately, and
+//! here?", which counters since start cannot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A labelled counter's name, help text and label name.
 #[derive(Debug)]
@@ -57,9 +61,17 @@ type Counts = BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>;
 pub struct Metrics {
     counts: Mutex<Counts>,
     turn_time: Mutex<(Duration, u64)>,
+    /// Guard refusals of the last hour.
+    pub recent: RecentRefusals,
 }
 
 impl Metrics {
+    /// A guard (`guard`: `bot_messages`, `inbound_rate`, `sessions_send`, `chain`) refused
+    /// something for `reason`, in `chat` (`<platform>:<chat>`) when there is one: kept an hour.
+    pub fn refused(&self, guard: &'static str, reason: &'static str, chat: Option<String>) {
+        self.recent.record(guard, reason, chat, Instant::now());
+    }
+
     /// Add one to `counter{label = value}`.
     pub fn add(&self, counter: &'static Counter, value: &'static str) {
         let mut counts = self.counts.lock().expect("metrics poisoned");
@@ -105,6 +117,89 @@ impl Metrics {
     }
 }
 
+/// How long [`RecentRefusals`] keeps a refusal.
+pub const RECENT_WINDOW: Duration = Duration::from_secs(3600);
+/// At most this many refusals are kept; the oldest go first. A flood that fills it is shown as
+/// what it is (thousands refused), so losing its oldest records loses nothing anyone reads.
+const RECENT_CAPACITY: usize = 10_000;
+
+/// One refusal, kept for [`RECENT_WINDOW`].
+struct Refusal {
+    at: Instant,
+    guard: &'static str,
+    reason: &'static str,
+    chat: Option<String>,
+}
+
+/// Guard refusals of the last hour, by guard and reason, overall or in one chat.
+#[derive(Default)]
+pub struct RecentRefusals {
+    kept: Mutex<VecDeque<Refusal>>,
+}
+
+/// How many times one guard refused for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusalCount {
+    /// The guard.
+    pub guard: &'static str,
+    /// The reason.
+    pub reason: &'static str,
+    /// How many times, in the window.
+    pub count: usize,
+}
+
+impl RecentRefusals {
+    fn record(&self, guard: &'static str, reason: &'static str, chat: Option<String>, at: Instant) {
+        let mut kept = self.kept.lock().expect("refusal log poisoned");
+        prune(&mut kept, at);
+        if kept.len() >= RECENT_CAPACITY {
+            kept.pop_front();
+        }
+        kept.push_back(Refusal {
+            at,
+            guard,
+            reason,
+            chat,
+        });
+    }
+
+    /// Refusals in the last hour (only those in `chat`, when given), most frequent first.
+    pub fn last_hour(&self, chat: Option<&str>) -> Vec<RefusalCount> {
+        self.counts_at(chat, Instant::now())
+    }
+
+    fn counts_at(&self, chat: Option<&str>, now: Instant) -> Vec<RefusalCount> {
+        let mut kept = self.kept.lock().expect("refusal log poisoned");
+        prune(&mut kept, now);
+        let mut counts: BTreeMap<(&'static str, &'static str), usize> = BTreeMap::new();
+        let here = kept
+            .iter()
+            .filter(|r| chat.is_none_or(|c| r.chat.as_deref() == Some(c)));
+        for refusal in here {
+            *counts.entry((refusal.guard, refusal.reason)).or_default() += 1;
+        }
+        let mut counts: Vec<RefusalCount> = counts
+            .into_iter()
+            .map(|((guard, reason), count)| RefusalCount {
+                guard,
+                reason,
+                count,
+            })
+            .collect();
+        counts.sort_by_key(|c| std::cmp::Reverse(c.count));
+        counts
+    }
+}
+
+fn prune(kept: &mut VecDeque<Refusal>, now: Instant) {
+    while kept
+        .front()
+        .is_some_and(|r| now.saturating_duration_since(r.at) > RECENT_WINDOW)
+    {
+        kept.pop_front();
+    }
+}
+
 /// `# HELP` and `# TYPE` lines.
 pub fn header(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -136,5 +231,30 @@ mod tests {
         assert!(out.contains("baton_events_in_total{platform=\"local\"} 1\n"));
         assert!(out.contains("baton_turns_total{outcome=\"silent\"} 1\n"));
         assert!(out.contains("baton_turn_seconds_sum 1.5\nbaton_turn_seconds_count 1\n"));
+    }
+
+    #[test]
+    fn refusals_are_kept_an_hour_and_counted_per_chat() {
+        let recent = RecentRefusals::default();
+        let start = Instant::now();
+        let room = || Some("local:room".to_owned());
+        recent.record("bot_messages", "bot_reply_chain", room(), start);
+        recent.record("chain", "not-holder", room(), start + Duration::from_secs(1800));
+        recent.record("chain", "not-holder", room(), start + Duration::from_secs(1801));
+        recent.record("sessions_send", "pair-rate", None, start + Duration::from_secs(1802));
+        let later = start + Duration::from_secs(3700);
+        let here = recent.counts_at(Some("local:room"), later);
+        assert_eq!(
+            here,
+            [RefusalCount {
+                guard: "chain",
+                reason: "not-holder",
+                count: 2
+            }],
+            "the first is over an hour old"
+        );
+        assert_eq!(recent.counts_at(None, later).len(), 2);
+        let much_later = start + Duration::from_secs(2 * 3600);
+        assert!(recent.counts_at(None, much_later).is_empty());
     }
 }

@@ -38,7 +38,9 @@ pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
 pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules};
 pub use policy::Refusal;
-pub(crate) use turn_step::{Heard, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
+pub(crate) use turn_step::{
+    Heard, Recall, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered,
+};
 
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
@@ -340,6 +342,8 @@ impl Dispatcher {
         if let Err(refusal) = self.check_bot_message(&inbound) {
             let reason = refusal.as_str();
             shared.metrics.add(&metrics::BOT_MESSAGE_REFUSALS, reason);
+            let chat = Some(inbound.settings_key.clone());
+            shared.metrics.refused("bot_messages", reason, chat);
             tracing::info!(
                 bot = inbound.bot(),
                 reason = refusal.as_str(),
@@ -375,9 +379,12 @@ impl Dispatcher {
         let Some(author) = &inbound.speaker.bot else {
             return false;
         };
-        self.shared
-            .own_notices
-            .is_notice(&inbound.chat_key, author, &inbound.event.text)
+        // Lines remembered for the whole chat (a chain's, posted as replies that the platform
+        // may put in a thread of its own) match in any of its threads.
+        let notices = &self.shared.own_notices;
+        let text = &inbound.event.text;
+        notices.is_notice(&inbound.chat_key, author, text)
+            || notices.is_notice(&inbound.settings_key, author, text)
     }
 
     /// Step 5.
@@ -451,6 +458,12 @@ impl Dispatcher {
             .guards
             .inbound
             .check(inbound.bot(), &inbound.speaker.label);
+        if verdict != RateVerdict::Allowed {
+            let chat = Some(inbound.settings_key.clone());
+            self.shared
+                .metrics
+                .refused("inbound_rate", "per-sender", chat);
+        }
         match verdict {
             RateVerdict::Allowed => None,
             RateVerdict::LimitedNotify { retry_after } => {

@@ -63,6 +63,7 @@ pub(crate) async fn run(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake)
         history: &history,
         heard,
         limit: Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        recall: Recall::SessionTail,
     };
     match take_turn(shared, turn).await {
         TurnEnd::Silent { .. } => Handled::Silent,
@@ -107,6 +108,18 @@ pub(crate) struct TurnPlan<'a> {
     pub heard: Heard<'a>,
     /// Longest the backend may take.
     pub limit: Duration,
+    /// How much of the session the bot is given back.
+    pub recall: Recall,
+}
+
+/// How much of its session a bot is given back for a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recall {
+    /// The tail of the session since its last reset: the turn continues a conversation.
+    SessionTail,
+    /// Nothing: the message carries all the context the turn needs (a chain turn, whose block
+    /// holds the whole chain; replaying earlier blocks as well would repeat it).
+    MessageOnly,
 }
 
 /// How a turn ended, before anything is posted.
@@ -146,16 +159,19 @@ pub(crate) enum TurnFailure {
 pub(crate) async fn take_turn(shared: &Arc<Shared>, plan: TurnPlan<'_>) -> TurnEnd {
     let journal = plan.journal;
     let session = journal.session().to_owned();
-    let tail = shared
-        .store
-        .transcript(TranscriptQuery {
-            session: session.clone(),
-            after_id: None,
-            last: Some(SESSION_TAIL),
-            since_reset: true,
-        })
-        .await
-        .unwrap_or_default();
+    let tail = match plan.recall {
+        Recall::SessionTail => shared
+            .store
+            .transcript(TranscriptQuery {
+                session: session.clone(),
+                after_id: None,
+                last: Some(SESSION_TAIL),
+                since_reset: true,
+            })
+            .await
+            .unwrap_or_default(),
+        Recall::MessageOnly => Vec::new(),
+    };
     let heard = plan.heard;
     journal
         .heard(

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::from_bot;
-use crate::dispatcher::{Heard, Shared, TurnEnd, TurnPlan, take_turn};
+use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn};
 use crate::lanes::Lane;
 use crate::mirror::Journal;
 use crate::outcome::is_reply_skip;
@@ -90,6 +90,7 @@ async fn turn(
             meta: json!({"name": speaker, "run_id": d.run_id, "ping_pong": n}),
         },
         limit: Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        recall: Recall::SessionTail,
     };
     let TurnEnd::Reply { text, model } = take_turn(shared, plan).await else {
         return None;

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::waiters::RunResult;
 use super::{SessionMessage, from_bot, ping_pong, post_to_session};
-use crate::dispatcher::{Heard, Shared, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnFailure, TurnPlan, take_turn};
 use crate::lanes::Lane;
 use crate::mirror::{Journal, now_ms};
 use crate::session::SessionKey;
@@ -62,6 +62,7 @@ async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
             meta: json!({"name": speaker, "sender": d.sender, "run_id": d.run_id, "depth": d.depth}),
         },
         limit: RUN_LIMIT,
+        recall: Recall::SessionTail,
     };
     match take_turn(shared, plan).await {
         TurnEnd::Reply { text, model } => {

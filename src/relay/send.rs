@@ -82,6 +82,7 @@ pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -
         }
     };
     if let Err(refusal) = shared.guards.sends.charge(&caller.bot, &target.bot) {
+        count_refusal(shared, delivery.origin.as_deref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())
@@ -135,11 +136,20 @@ fn unknown_bot(shared: &Shared, name: &str) -> Value {
 /// A send the rules refused before anything ran: kept on record, answered with the reason.
 async fn refuse_new(shared: &Shared, new: NewDelivery, refusal: SendRefusal) -> Value {
     tracing::info!(sender = %new.sender, target = %new.target, reason = refusal.as_str(), "sessions_send refused");
+    count_refusal(shared, new.origin.as_deref(), refusal);
     let target = new.target.clone();
     if let Err(err) = shared.store.delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
     refused(refusal, &target)
+}
+
+/// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
+fn count_refusal(shared: &Shared, origin: Option<&str>, refusal: SendRefusal) {
+    let chat = origin
+        .and_then(SessionKey::parse)
+        .map(|o| crate::session::chat_key(o.platform, &o.chat, None));
+    shared.metrics.refused("sessions_send", refusal.as_str(), chat);
 }
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::SessionMessage;
 use crate::deliver::{Target, deliver};
-use crate::dispatcher::{Heard, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::lanes::Lane;
 use crate::mirror::{Journal, now_ms};
 use crate::session::SessionKey;
@@ -58,6 +58,7 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
         history: &[],
         heard,
         limit: std::time::Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        recall: Recall::SessionTail,
     };
     let end = take_turn(shared, plan).await;
     notified(shared, delivery.as_deref()).await;

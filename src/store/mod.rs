@@ -13,7 +13,8 @@
 //! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
-//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]).
+//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]), `chains.rs`
+//! ([`Store::chain_post`]).
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
@@ -22,6 +23,7 @@
 mod stored_name;
 
 mod audit;
+mod chains;
 mod chat_settings;
 mod connect;
 mod dedupe;
@@ -41,6 +43,10 @@ use std::sync::{Arc, Mutex};
 use rusqlite::Connection;
 
 pub use audit::{AuditRecord, NewAudit};
+pub use chains::{
+    BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,
+    ChainState, Handed, Handoff, NewChain, Posted,
+};
 pub use chat_settings::ChatSettings;
 pub use dedupe::{Claim, DEDUPE_TTL_MS};
 pub use deliveries::{

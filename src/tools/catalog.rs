@@ -29,11 +29,23 @@ pub enum ToolName {
     EscalateToUser,
     /// `resolve_agent_approval`: approve or deny a pending approval request.
     ResolveAgentApproval,
+    /// `chain_create`: start a chain in this chat, coordinated by the caller.
+    ChainCreate,
+    /// `chain_add`: bring a bot into a chain and give it the turn.
+    ChainAdd,
+    /// `chain_message`: post in a chain, on one's turn.
+    ChainMessage,
+    /// `chain_pass`: hand the turn to a participant.
+    ChainPass,
+    /// `chain_close`: end a chain (its coordinator).
+    ChainClose,
+    /// `chain_status`: a chain's state and everything said in it.
+    ChainStatus,
 }
 
 impl ToolName {
     /// Every tool, in the order they are offered.
-    pub const ALL: [ToolName; 7] = [
+    pub const ALL: [ToolName; 13] = [
         ToolName::BotsList,
         ToolName::SessionsList,
         ToolName::SessionsHistory,
@@ -41,6 +53,12 @@ impl ToolName {
         ToolName::SessionsSend,
         ToolName::EscalateToUser,
         ToolName::ResolveAgentApproval,
+        ToolName::ChainCreate,
+        ToolName::ChainAdd,
+        ToolName::ChainMessage,
+        ToolName::ChainPass,
+        ToolName::ChainClose,
+        ToolName::ChainStatus,
     ];
 
     /// The primary name.
@@ -53,6 +71,12 @@ impl ToolName {
             ToolName::SessionsSend => "sessions_send",
             ToolName::EscalateToUser => "escalate_to_user",
             ToolName::ResolveAgentApproval => "resolve_agent_approval",
+            ToolName::ChainCreate => "chain_create",
+            ToolName::ChainAdd => "chain_add",
+            ToolName::ChainMessage => "chain_message",
+            ToolName::ChainPass => "chain_pass",
+            ToolName::ChainClose => "chain_close",
+            ToolName::ChainStatus => "chain_status",
         }
     }
 
@@ -106,6 +130,31 @@ impl ToolName {
                 "Approve or deny an approval request another bot raised with escalate_to_user. \
                  The requesting bot is told the decision."
             }
+            ToolName::ChainCreate => {
+                "Start a chain in this chat: an ordered conversation among bots where one bot \
+                 speaks at a time. You coordinate it and hold the turn; returns the chain id. \
+                 Then give the turn with chain_pass or chain_add."
+            }
+            ToolName::ChainAdd => {
+                "Bring a bot into your chain and give it the turn, with the whole chain so far \
+                 plus your prompt. The turn comes back to you after it posts."
+            }
+            ToolName::ChainMessage => {
+                "Post in a chain. Only the bot holding the turn may post; the post appears in \
+                 the chat under your name and the turn goes back to the coordinator."
+            }
+            ToolName::ChainPass => {
+                "Coordinator only: hand the turn to a participant, with the whole chain so far \
+                 plus your prompt. It comes back to you after that bot posts (or times out)."
+            }
+            ToolName::ChainClose => {
+                "Coordinator only: end the chain; it is marked completed and nobody posts in it \
+                 again."
+            }
+            ToolName::ChainStatus => {
+                "A chain's state: coordinator, participants, who holds the turn, and everything \
+                 said and handed over so far. Without `chain`, the chains you are in."
+            }
         }
     }
 
@@ -158,6 +207,42 @@ impl ToolName {
                     "note": {"type": "string", "description": "Why, for the requester."}
                 }),
                 &["approval_id", "decision"],
+            ),
+            ToolName::ChainCreate => object(
+                json!({
+                    "name": {"type": "string", "description": "What the chain is about; everyone sees it."},
+                    "participants": {"type": "array", "items": {"type": "string"},
+                        "description": "Bot ids taking part, in order (more can join with chain_add)."}
+                }),
+                &["name"],
+            ),
+            ToolName::ChainAdd | ToolName::ChainPass => object(
+                json!({
+                    "chain": {"type": "string", "description": "The chain id (ch-xxxxxx)."},
+                    "bot": {"type": "string", "description": "The bot to give the turn to."},
+                    "prompt": {"type": "string", "description": "What you ask of it this turn."}
+                }),
+                &["chain", "bot", "prompt"],
+            ),
+            ToolName::ChainMessage => object(
+                json!({
+                    "chain": {"type": "string", "description": "The chain id (ch-xxxxxx)."},
+                    "content": {"type": "string", "description": "Your post."}
+                }),
+                &["chain", "content"],
+            ),
+            ToolName::ChainClose => object(
+                json!({
+                    "chain": {"type": "string", "description": "The chain id (ch-xxxxxx)."},
+                    "summary": {"type": "string", "description": "Why it ends, for the record."}
+                }),
+                &["chain"],
+            ),
+            ToolName::ChainStatus => object(
+                json!({
+                    "chain": {"type": "string", "description": "The chain id; leave out for the chains you are in."}
+                }),
+                &[],
             ),
         }
     }

@@ -8,6 +8,7 @@
 
 mod bots;
 mod catalog;
+mod chains;
 mod escalate;
 mod send;
 mod sessions;
@@ -103,6 +104,11 @@ impl AgentTools {
             ToolName::SessionsSend => send::call(self, args).await,
             ToolName::EscalateToUser => escalate::escalate(self, args).await,
             ToolName::ResolveAgentApproval => escalate::resolve(self, args).await,
+            ToolName::ChainCreate => chains::create(self, args).await,
+            ToolName::ChainAdd | ToolName::ChainPass => chains::hand(self, tool, args).await,
+            ToolName::ChainMessage => chains::message(self, args).await,
+            ToolName::ChainClose => chains::close(self, args).await,
+            ToolName::ChainStatus => chains::status(self, args).await,
         }
     }
 }

@@ -1,0 +1,426 @@
+//! Chains (SPEC.md 5.4): ordered turn-taking among bots in one chat. A coordinator hands the
+//! floor to one bot at a time; that bot reads everything said before it, posts once, and the
+//! turn goes back to the coordinator.
+//!
+//! ```text
+//!  start: chain_create, /baton chain start ─▶ the coordinator holds the turn
+//!  coordinator: chain_pass, chain_add ─▶ handoff ─▶ the participant's turn, given the whole
+//!                                                   chain as one block (context.rs, turns.rs)
+//!  participant: chain_message, or its reply ─▶ posted in the chat under its own account
+//!                                              (post.rs), then the turn goes back
+//!  silence, a failed turn, [chains] turn_timeout_seconds ─▶ a system note; the turn goes back
+//!  back with the coordinator ─▶ a bot: its turn, with the same block
+//!                           └─▶ baton: the next participant in order, or close (round_robin.rs)
+//!  closed by: chain_close, a human's /baton chain stop, max_rounds, a coordinator that lets its
+//!             turn pass without moving it
+//! ```
+//!
+//! Turn-taking is enforced where posts are made, not by asking the bots nicely: every move of
+//! the turn is checked and made in one store job ([`crate::store::Store::chain_post`]), so a
+//! bot that is not the holder is refused whatever its model believes, and a late post after a
+//! timeout (or a late timeout after a post) changes nothing. Posts never wake other bots
+//! through the chat either: a chain gives turns, the chat does not (see `post.rs`).
+
+mod context;
+mod place;
+mod post;
+mod round_robin;
+mod turns;
+
+use std::sync::Arc;
+
+pub(crate) use place::Place;
+
+use self::context::Role;
+use self::turns::TurnJob;
+use crate::dispatcher::Shared;
+use crate::mirror::now_ms;
+use crate::store::{
+    Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain,
+    Posted,
+};
+
+/// A chain to start.
+#[derive(Debug, Clone)]
+pub(crate) struct Start {
+    /// What it is about.
+    pub name: String,
+    /// The coordinating bot; `None` for baton's round-robin.
+    pub coordinator: Option<String>,
+    /// Participants, in order.
+    pub participants: Vec<String>,
+    /// Where it posts.
+    pub place: Place,
+    /// Who started it (a bot id, or a human's id).
+    pub started_by: String,
+    /// How the chat learns it started.
+    pub opening: Opening,
+}
+
+/// How the people in the chat learn that a chain started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opening {
+    /// baton posts an announcement, which the chain's posts then answer if it has no anchor.
+    Announce,
+    /// The command that started it is answered in the chat, which says it all.
+    CommandAnswer,
+}
+
+/// A handoff asked for by the coordinator (`chain_pass`, `chain_add`) or by baton.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pass<'a> {
+    /// The chain.
+    pub chain: &'a str,
+    /// Who hands the turn: must be the coordinator.
+    pub by: &'a str,
+    /// Who gets it.
+    pub to: &'a str,
+    /// What it is asked.
+    pub prompt: &'a str,
+    /// Whether `to` joins the chain with this handoff (`chain_add`).
+    pub joins: bool,
+}
+
+/// Why a chain operation was not done. Each message says what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChainFailure {
+    /// The store said no (not the holder, closed, unknown chain) or failed.
+    #[error(transparent)]
+    Chain(#[from] ChainError),
+    /// Only the coordinator may do this.
+    #[error("only the coordinator of chain {id} ({coordinator}) can {what}")]
+    NotCoordinator {
+        /// The chain.
+        id: String,
+        /// Its coordinator.
+        coordinator: String,
+        /// What was tried.
+        what: &'static str,
+    },
+    /// The request itself is wrong (unknown bot, empty text, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ChainFailure {
+    /// A short reason code for refusals that are the rules working (tool results, metrics);
+    /// `None` for mistakes and failures.
+    pub(crate) fn refusal(&self) -> Option<&'static str> {
+        match self {
+            ChainFailure::Chain(ChainError::NotHolder { .. }) => Some("not-holder"),
+            ChainFailure::Chain(ChainError::TurnTaken { .. }) => Some("turn-taken"),
+            ChainFailure::Chain(ChainError::Closed { .. }) => Some("closed"),
+            ChainFailure::NotCoordinator { .. } => Some("not-coordinator"),
+            _ => None,
+        }
+    }
+}
+
+/// Start a chain: check everyone can speak in its chat, record it (the coordinator holds the
+/// turn) and tell the chat. Nobody is given a turn yet: see [`kick_off`].
+pub(crate) async fn start(shared: &Arc<Shared>, start: Start) -> Result<Chain, ChainFailure> {
+    let place = &start.place;
+    if let Some(coordinator) = &start.coordinator {
+        if let Some(why) = place.refuse_bot(shared, coordinator) {
+            return Err(ChainFailure::Invalid(format!("the coordinator: {why}")));
+        }
+        if start.participants.contains(coordinator) {
+            return Err(ChainFailure::Invalid(format!(
+                "`{coordinator}` coordinates the chain and cannot also be a participant; \
+                 leave it out of the participants"
+            )));
+        }
+    }
+    let mut participants: Vec<String> = Vec::with_capacity(start.participants.len());
+    for bot in &start.participants {
+        if let Some(why) = place.refuse_bot(shared, bot) {
+            return Err(ChainFailure::Invalid(why));
+        }
+        if !participants.contains(bot) {
+            participants.push(bot.clone());
+        }
+    }
+    let new = NewChain {
+        name: start.name.trim().to_owned(),
+        coordinator: start.coordinator.clone(),
+        participants,
+        origin: place.origin(),
+        started_by: start.started_by.clone(),
+    };
+    let chain = shared
+        .store
+        .create_chain(new, now_ms())
+        .await
+        .map_err(ChainError::from)?;
+    tracing::info!(chain = %chain.id, coordinator = chain.coordinator_name(), "chain started");
+    if start.opening == Opening::Announce {
+        return Ok(announce(shared, chain, place).await);
+    }
+    Ok(chain)
+}
+
+/// Set a started chain going: its coordinating bot takes a turn with `prompt`, or baton gives
+/// the first participant the turn.
+pub(crate) async fn kick_off(shared: &Arc<Shared>, chain: Chain, prompt: String) {
+    coordinator_move(shared, chain, prompt).await;
+}
+
+/// Give the turn to `pass.to` (adding it to the chain first when it `joins`). Its turn starts
+/// in the background; the result is the chain after the move.
+pub(crate) async fn hand(shared: &Arc<Shared>, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
+    let chain = load(shared, pass.chain).await?;
+    if pass.by != chain.coordinator_name() {
+        return Err(ChainFailure::NotCoordinator {
+            id: chain.id,
+            coordinator: chain.coordinator_name().to_owned(),
+            what: "hand the turn to a bot",
+        });
+    }
+    let place = place_of(&chain)?;
+    if let Some(why) = place.refuse_bot(shared, pass.to) {
+        return Err(ChainFailure::Invalid(why));
+    }
+    if chain.coordinator.as_deref() == Some(pass.to) {
+        return Err(ChainFailure::Invalid(
+            "you coordinate this chain and hold the turn already; post with chain_message, \
+             or hand the turn to a participant"
+                .to_owned(),
+        ));
+    }
+    if !pass.joins && !chain.participants.iter().any(|p| p == pass.to) {
+        return Err(ChainFailure::Invalid(format!(
+            "`{}` is not a participant of chain {} (participants: {}); bring it in with \
+             chain_add",
+            pass.to,
+            chain.id,
+            chain.participants.join(", ")
+        )));
+    }
+    let handoff = Handoff {
+        chain: chain.id.clone(),
+        by: pass.by.to_owned(),
+        to: pass.to.to_owned(),
+        prompt: pass.prompt.trim().to_owned(),
+        add: pass.joins,
+        max_rounds: shared.config.chains.max_rounds,
+    };
+    let handed = shared.store.chain_hand(handoff, now_ms()).await?;
+    match &handed {
+        Handed::Given(chain) => turns::spawn(
+            shared,
+            TurnJob {
+                chain: chain.clone(),
+                bot: pass.to.to_owned(),
+                role: Role::Participant,
+                prompt: pass.prompt.to_owned(),
+            },
+        ),
+        Handed::Capped(chain) => closed(shared, chain).await,
+    }
+    Ok(handed)
+}
+
+/// Post `content` as `sender`, who must hold the turn: recorded, shown in the chat under the
+/// sender's own account, and the turn goes back to the coordinator.
+pub(crate) async fn post(
+    shared: &Arc<Shared>,
+    chain: &str,
+    sender: &str,
+    content: &str,
+) -> Result<Posted, ChainFailure> {
+    let content = content.trim();
+    if content.is_empty() {
+        return Err(ChainFailure::Invalid(
+            "`content` is empty; write what you want to say in the chain".to_owned(),
+        ));
+    }
+    let posted = match shared.store.chain_post(chain, sender, content, now_ms()).await {
+        Ok(posted) => posted,
+        Err(err) => {
+            let err = ChainFailure::from(err);
+            if let Some(reason) = err.refusal() {
+                let place = shared.store.chain(chain).await.ok().flatten();
+                let chat = place.map(|c| format!("{}:{}", c.origin.platform, c.origin.chat));
+                shared.metrics.refused("chain", reason, chat);
+                tracing::info!(chain, sender, reason, "chain post refused");
+            }
+            return Err(err);
+        }
+    };
+    let chain = &posted.chain;
+    let place = place_of(chain)?;
+    match place.account_of(shared, sender) {
+        Some(account) => {
+            let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
+            post::say(shared, &place, account, run_id, content).await;
+        }
+        None => tracing::error!(chain = %chain.id, sender, "the poster has no account here"),
+    }
+    if posted.returned {
+        coordinator_move(shared, chain.clone(), format!("{sender} posted.")).await;
+    }
+    Ok(posted)
+}
+
+/// Close an open chain; `Ok(None)` if it was closed already. A chain a human stopped is not
+/// announced again (their command's answer says it); any other ending is told in the chat.
+pub(crate) async fn close(
+    shared: &Arc<Shared>,
+    chain: &str,
+    close: ChainClose,
+) -> Result<Option<Chain>, ChainFailure> {
+    let state = close.state;
+    let closed_chain = shared.store.chain_close(chain, close, now_ms()).await?;
+    if let Some(chain) = &closed_chain {
+        tracing::info!(chain = %chain.id, state = %chain.state, "chain closed");
+        if state != ChainState::Stopped {
+            closed(shared, chain).await;
+        }
+    }
+    Ok(closed_chain)
+}
+
+/// Stop every open chain started in `platform`'s chat `chat` (a human's `/baton chain stop`).
+/// Turns already running may finish; nothing new starts and nothing more is posted.
+pub(crate) async fn stop_in_chat(
+    shared: &Arc<Shared>,
+    platform: &str,
+    chat: &str,
+    by: &str,
+) -> Result<Vec<Chain>, ChainFailure> {
+    let query = crate::store::ChainQuery {
+        open_in: Some((platform.to_owned(), chat.to_owned())),
+        limit: None,
+    };
+    let open = shared.store.chains(query).await.map_err(ChainError::from)?;
+    let mut stopped = Vec::with_capacity(open.len());
+    for chain in open {
+        let stop = stop_by(by);
+        if let Some(chain) = close(shared, &chain.id, stop).await? {
+            stopped.push(chain);
+        }
+    }
+    Ok(stopped)
+}
+
+/// How a human stops a chain.
+pub(crate) fn stop_by(by: &str) -> ChainClose {
+    ChainClose {
+        state: ChainState::Stopped,
+        by: by.to_owned(),
+        reason: "stopped with /baton chain stop".to_owned(),
+        at_turn: None,
+    }
+}
+
+/// Whether `bot` posted in `chain` during `turn` (with `chain_message`, inside its turn).
+async fn posted_in_turn(shared: &Shared, chain: &str, bot: &str, turn: i64) -> bool {
+    shared
+        .store
+        .chain_entries(chain)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .any(|e| e.kind == ChainEntryKind::Message && e.turn == turn && e.sender == bot)
+}
+
+/// A participant's turn ended without a post: the turn goes back to the coordinator with a
+/// system note, unless it moved on already (then nothing happens).
+async fn hand_back(shared: &Arc<Shared>, chain: &Chain, turn: i64, reason: String) {
+    match shared
+        .store
+        .chain_return(&chain.id, turn, &reason, now_ms())
+        .await
+    {
+        Ok(Some(back)) => {
+            if let Ok(place) = place_of(&back) {
+                let run_id = format!("chain:{}:r{turn}", back.id);
+                post::baton_says(shared, &place, run_id, &reason).await;
+            }
+            coordinator_move(shared, back, reason).await;
+        }
+        Ok(None) => {}
+        Err(err) => tracing::error!(chain = %chain.id, %err, "could not hand the turn back"),
+    }
+}
+
+/// The turn is with the coordinator: wake the coordinating bot, or let baton move it.
+async fn coordinator_move(shared: &Arc<Shared>, chain: Chain, news: String) {
+    if chain.state != ChainState::Open {
+        return;
+    }
+    match chain.coordinator.clone() {
+        None => round_robin::next(shared, chain).await,
+        Some(bot) => turns::spawn(
+            shared,
+            TurnJob {
+                chain,
+                bot,
+                role: Role::Coordinator,
+                prompt: news,
+            },
+        ),
+    }
+}
+
+/// Tell the chat a chain started; its announcement becomes the anchor when it has none, so the
+/// posts that follow sit under it.
+async fn announce(shared: &Shared, chain: Chain, place: &Place) -> Chain {
+    let participants = if chain.participants.is_empty() {
+        "none yet".to_owned()
+    } else {
+        chain.participants.join(", ")
+    };
+    let text = format!(
+        "Chain {} \"{}\" started by {}: {} coordinates; participants: {participants}. One bot \
+         speaks at a time, here. `/baton chain stop` ends it.",
+        chain.id,
+        chain.name,
+        chain.started_by,
+        chain.coordinator_name()
+    );
+    let run_id = format!("chain:{}:open", chain.id);
+    let posted = post::baton_says(shared, place, run_id, &text).await;
+    let (Some(anchor), None, None) = (posted, &place.anchor, &place.thread) else {
+        return chain;
+    };
+    if let Err(err) = shared.store.chain_anchor(&chain.id, anchor.as_str()).await {
+        tracing::error!(chain = %chain.id, %err, "could not remember the announcement");
+        return chain;
+    }
+    shared.store.chain(&chain.id).await.ok().flatten().unwrap_or(chain)
+}
+
+/// Tell the chat how a chain ended.
+async fn closed(shared: &Shared, chain: &Chain) {
+    let Ok(place) = place_of(chain) else { return };
+    let text = format!(
+        "Chain {} \"{}\" {}: {}",
+        chain.id,
+        chain.name,
+        chain.state,
+        chain.closed_reason.as_deref().unwrap_or("closed")
+    );
+    post::baton_says(shared, &place, format!("chain:{}:close", chain.id), &text).await;
+}
+
+async fn load(shared: &Shared, id: &str) -> Result<Chain, ChainFailure> {
+    match shared.store.chain(id).await.map_err(ChainError::from)? {
+        Some(chain) => Ok(chain),
+        None => Err(ChainError::Unknown(id.trim().to_owned()).into()),
+    }
+}
+
+fn place_of(chain: &Chain) -> Result<Place, ChainFailure> {
+    Place::of(chain).ok_or_else(|| {
+        ChainFailure::Invalid(format!(
+            "chain {} was started on platform `{}`, which this build does not know",
+            chain.id, chain.origin.platform
+        ))
+    })
+}
+
+/// Whether `bot` coordinates `chain`.
+pub(crate) fn is_coordinator(chain: &Chain, bot: &str) -> bool {
+    chain.coordinator.as_deref() == Some(bot)
+}

@@ -1,0 +1,111 @@
+//! Where a chain lives: the chat it was started from, and each bot's session and account there.
+//!
+//! Every post goes to the same place: the chat's thread when the chain started in one, else as a
+//! reply to the chain's anchor message (the command that started it, or baton's announcement).
+//! On Slack a reply to a top-level message *is* a post in the thread under it, so the whole chain
+//! reads as one thread; on platforms without threads the posts are replies to one message.
+
+use baton_contract::{AccountId, ChatId, MessageId, Platform, ThreadId};
+
+use crate::deliver::Target;
+use crate::dispatcher::Shared;
+use crate::roster::Account;
+use crate::session::{SessionKey, chat_key};
+use crate::store::{Chain, ChainOrigin};
+
+/// The chat a chain posts in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Place {
+    /// The platform.
+    pub platform: Platform,
+    /// The chat.
+    pub chat: ChatId,
+    /// The thread it started in, if any.
+    pub thread: Option<ThreadId>,
+    /// The message its posts answer.
+    pub anchor: Option<MessageId>,
+    /// The account baton's own lines about the chain go through.
+    pub account: AccountId,
+}
+
+impl Place {
+    /// The place a stored chain posts in; `None` for a platform this build does not know.
+    pub(crate) fn of(chain: &Chain) -> Option<Place> {
+        let o = &chain.origin;
+        Some(Place {
+            platform: o.platform.parse().ok()?,
+            chat: ChatId::from(o.chat.as_str()),
+            thread: o.thread.as_deref().map(ThreadId::from),
+            anchor: o.anchor.as_deref().map(MessageId::from),
+            account: AccountId::from(o.account.as_str()),
+        })
+    }
+
+    /// As stored.
+    pub(crate) fn origin(&self) -> ChainOrigin {
+        ChainOrigin {
+            platform: self.platform.to_string(),
+            chat: self.chat.to_string(),
+            thread: self.thread.as_ref().map(ToString::to_string),
+            anchor: self.anchor.as_ref().map(ToString::to_string),
+            account: self.account.to_string(),
+        }
+    }
+
+    /// `<platform>:<chat>[:thread:<id>]`, for remembering the chain's lines as not-to-wake.
+    pub(crate) fn chat_key(&self) -> String {
+        chat_key(self.platform, &self.chat, self.thread.as_ref())
+    }
+
+    /// Where every post of the chain goes.
+    pub(crate) fn target(&self) -> Target {
+        Target {
+            chat: self.chat.clone(),
+            thread: self.thread.clone(),
+            reply_to: self.anchor.clone(),
+            ephemeral: None,
+        }
+    }
+
+    /// `bot`'s account on this platform: a bot speaks in the chain only under its own identity.
+    pub(crate) fn account_of<'a>(&self, shared: &'a Shared, bot: &str) -> Option<&'a Account> {
+        shared.roster.account_of_bot(self.platform, bot)
+    }
+
+    /// The account baton's own lines go through.
+    pub(crate) fn voice<'a>(&self, shared: &'a Shared) -> Option<&'a Account> {
+        shared.roster.account(self.platform, &self.account)
+    }
+
+    /// `account`'s session in this chat (and thread): where its chain turns and posts are
+    /// recorded.
+    pub(crate) fn session(&self, account: &Account) -> SessionKey {
+        SessionKey {
+            bot: account.bot.id().to_owned(),
+            platform: self.platform,
+            account: account.id.clone(),
+            chat: self.chat.clone(),
+            thread: self.thread.clone(),
+        }
+    }
+
+    /// Why `bot` cannot take part here, if it cannot: it must exist and have an account on this
+    /// platform.
+    pub(crate) fn refuse_bot(&self, shared: &Shared, bot: &str) -> Option<String> {
+        if shared.roster.bot(bot).is_none() {
+            let known: Vec<&str> = shared.roster.bots().iter().map(|b| b.id()).collect();
+            return Some(format!(
+                "no bot `{bot}`; known bots: {}",
+                known.join(", ")
+            ));
+        }
+        if self.account_of(shared, bot).is_none() {
+            return Some(format!(
+                "bot `{bot}` has no account on {}, so it cannot speak in this chat; add an \
+                 [[accounts]] entry for it on {} or pick another bot",
+                self.platform, self.platform
+            ));
+        }
+        None
+    }
+}

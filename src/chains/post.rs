@@ -1,0 +1,65 @@
+//! Saying things in a chain's chat: a bot's post under its own account, and baton's own lines
+//! (opened, a turn timed out, closed) through the chain's voice account.
+//!
+//! Every line is remembered as the gateway's before it is sent, so no bot in the chat takes it
+//! as a message to answer: in a chain, turns are given by the chain, never by the chat. Without
+//! this, a chain post mentioning another bot (or any post, for an `always` bot) would wake bots
+//! out of turn — the very noise chains exist to stop.
+
+use baton_contract::MessageId;
+
+use super::place::Place;
+use crate::deliver::deliver;
+use crate::dispatcher::{Shared, undelivered};
+use crate::mirror::{Journal, now_ms};
+use crate::roster::Account;
+
+/// Post `text` in `place` through `account`, recorded in that account's session there under
+/// `run_id` (which makes a replay post nothing twice). Returns the first posted message's id; a
+/// failure is recorded in the transcript and logged, never silently lost.
+pub(super) async fn say(
+    shared: &Shared,
+    place: &Place,
+    account: &Account,
+    run_id: String,
+    text: &str,
+) -> Option<MessageId> {
+    shared
+        .own_notices
+        .remember(&place.chat_key(), account.bot.id(), text);
+    let session = place.session(account);
+    if let Err(err) = shared
+        .store
+        .touch_session(&session.store_ref(), now_ms())
+        .await
+    {
+        tracing::error!(%err, "could not record the session");
+    }
+    let journal = Journal::new(
+        shared.store.clone(),
+        session.render(),
+        account.bot.id().to_owned(),
+        run_id,
+    );
+    match deliver(&*account.adapter, &place.target(), text, &journal).await {
+        Ok(ids) => ids.into_iter().next(),
+        Err(err) => {
+            undelivered(&journal, err).await;
+            None
+        }
+    }
+}
+
+/// baton's own line about a chain, through the chain's voice account.
+pub(super) async fn baton_says(
+    shared: &Shared,
+    place: &Place,
+    run_id: String,
+    text: &str,
+) -> Option<MessageId> {
+    let Some(account) = place.voice(shared) else {
+        tracing::warn!(account = %place.account, "the chain's account is gone; line not posted");
+        return None;
+    };
+    say(shared, place, account, run_id, text).await
+}

@@ -1,0 +1,273 @@
+//! The chain tools (SPEC.md 5.4): `chain_create`, `chain_add`, `chain_pass`, `chain_message`,
+//! `chain_close`, `chain_status`. They are thin: the rules (who holds the turn, who may hand
+//! it on, when it comes back) live in [`crate::chains`] and the store, so a bot calling a tool,
+//! a bot's plain reply in its turn and an admin's command all meet the same checks.
+//!
+//! A refusal that is the rules working (not your turn, not the coordinator, chain closed) is a
+//! `{"status":"refused","reason","message"}` result, like `sessions_send`'s guards; a mistake
+//! (unknown bot or chain, empty text) is an error result saying what to send instead.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{AgentTools, ToolName, args, error};
+use crate::chains::{self, ChainFailure, Opening, Pass, Place, Start};
+use crate::store::{Chain, ChainClose, ChainEntry, ChainQuery, ChainState, Handed};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateArgs {
+    name: String,
+    #[serde(default)]
+    participants: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HandArgs {
+    chain: String,
+    bot: String,
+    #[serde(default)]
+    prompt: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageArgs {
+    chain: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CloseArgs {
+    chain: String,
+    #[serde(default)]
+    summary: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusArgs {
+    #[serde(default)]
+    chain: Option<String>,
+}
+
+/// Start a chain in the chat the caller's work started from, coordinated by the caller.
+pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
+    let a: CreateArgs = match args(ToolName::ChainCreate, raw) {
+        Ok(a) => a,
+        Err(result) => return result,
+    };
+    if a.name.trim().is_empty() {
+        return error("`name` is empty; say what the chain is about");
+    }
+    let caller = &tools.caller;
+    let Some(origin) = &caller.origin else {
+        return error(
+            "a chain posts in the chat it was started from, and this call did not come from a \
+             chat (e.g. it came over MCP); start the chain from a bot's turn in a chat, or ask \
+             an admin to run /baton chain start there",
+        );
+    };
+    let shared = &tools.shared;
+    let voice = shared
+        .roster
+        .account_of_bot(origin.platform, &caller.bot)
+        .map_or_else(|| origin.account.clone(), |a| a.id.clone());
+    let start = Start {
+        name: a.name,
+        coordinator: Some(caller.bot.clone()),
+        participants: a.participants.iter().map(|p| bot_id(p)).collect(),
+        place: Place {
+            platform: origin.platform,
+            chat: origin.chat.clone(),
+            thread: origin.thread.clone(),
+            anchor: None,
+            account: voice,
+        },
+        started_by: caller.bot.clone(),
+        opening: Opening::Announce,
+    };
+    match chains::start(shared, start).await {
+        Ok(chain) => json!({
+            "status": "ok",
+            "chain": chain.id,
+            "coordinator": caller.bot,
+            "participants": chain.participants,
+            "holder": caller.bot,
+            "next": "You hold the turn. Give it to a participant with chain_pass (or bring a bot \
+                     in with chain_add); close the chain with chain_close when the topic is done.",
+        }),
+        Err(err) => failure(&err),
+    }
+}
+
+/// `chain_pass` (a participant) and `chain_add` (any bot, which joins): give it the turn.
+pub(super) async fn hand(tools: &AgentTools, tool: ToolName, raw: Value) -> Value {
+    let a: HandArgs = match args(tool, raw) {
+        Ok(a) => a,
+        Err(result) => return result,
+    };
+    let to = bot_id(&a.bot);
+    let pass = Pass {
+        chain: &a.chain,
+        by: &tools.caller.bot,
+        to: &to,
+        prompt: &a.prompt,
+        joins: tool == ToolName::ChainAdd,
+    };
+    match chains::hand(&tools.shared, pass).await {
+        Ok(Handed::Given(chain)) => json!({
+            "status": "ok",
+            "chain": chain.id,
+            "holder": to,
+            "turn": chain.turn,
+            "round": chain.round,
+            "participants": chain.participants,
+            "note": format!("{to} is taking its turn now; the turn comes back to you when it has \
+                             posted (or passed, or timed out). Do not post for it."),
+        }),
+        Ok(Handed::Capped(chain)) => closed(&chain),
+        Err(err) => failure(&err),
+    }
+}
+
+/// Post in a chain, on the caller's turn.
+pub(super) async fn message(tools: &AgentTools, raw: Value) -> Value {
+    let a: MessageArgs = match args(ToolName::ChainMessage, raw) {
+        Ok(a) => a,
+        Err(result) => return result,
+    };
+    let bot = &tools.caller.bot;
+    match chains::post(&tools.shared, &a.chain, bot, &a.content).await {
+        Ok(posted) => {
+            let chain = &posted.chain;
+            let next = if posted.returned {
+                format!(
+                    "Posted. The turn is back with {}; your turn is over.",
+                    chain.coordinator_name()
+                )
+            } else {
+                "Posted. You coordinate, so you keep the turn.".to_owned()
+            };
+            json!({"status": "ok", "chain": chain.id, "holder": chain.holder_name(), "next": next})
+        }
+        Err(err) => failure(&err),
+    }
+}
+
+/// End a chain (its coordinator only).
+pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
+    let a: CloseArgs = match args(ToolName::ChainClose, raw) {
+        Ok(a) => a,
+        Err(result) => return result,
+    };
+    let shared = &tools.shared;
+    let bot = &tools.caller.bot;
+    let chain = match shared.store.chain(&a.chain).await {
+        Ok(Some(chain)) => chain,
+        Ok(None) => return error(format!("no chain `{}`; chain_status lists yours", a.chain)),
+        Err(err) => return error(format!("could not read the chain: {err}")),
+    };
+    if !chains::is_coordinator(&chain, bot) {
+        let err = ChainFailure::NotCoordinator {
+            id: chain.id,
+            coordinator: chain.coordinator_name().to_owned(),
+            what: "close it",
+        };
+        return failure(&err);
+    }
+    let close = ChainClose {
+        state: ChainState::Completed,
+        by: bot.clone(),
+        reason: a
+            .summary
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "closed by its coordinator".to_owned()),
+        at_turn: None,
+    };
+    match chains::close(shared, &chain.id, close).await {
+        Ok(Some(chain)) => json!({"status": "ok", "chain": chain.id, "state": chain.state}),
+        Ok(None) => json!({"status": "ok", "chain": chain.id, "state": chain.state,
+                           "note": "it was already closed"}),
+        Err(err) => failure(&err),
+    }
+}
+
+/// One chain with its log, or the chains the caller takes part in.
+pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
+    let a: StatusArgs = match args(ToolName::ChainStatus, raw) {
+        Ok(a) => a,
+        Err(result) => return result,
+    };
+    let store = &tools.shared.store;
+    if let Some(id) = a.chain {
+        let chain = match store.chain(&id).await {
+            Ok(Some(chain)) => chain,
+            Ok(None) => return error(format!("no chain `{id}`; leave out `chain` to list yours")),
+            Err(err) => return error(format!("could not read the chain: {err}")),
+        };
+        let log = store.chain_entries(&chain.id).await.unwrap_or_default();
+        let mut value = summary(&chain);
+        value["status"] = json!("ok");
+        value["messages"] = log.iter().map(entry).collect();
+        return value;
+    }
+    let bot = &tools.caller.bot;
+    let query = ChainQuery {
+        open_in: None,
+        limit: Some(200),
+    };
+    let chains = match store.chains(query).await {
+        Ok(chains) => chains,
+        Err(err) => return error(format!("could not read the chains: {err}")),
+    };
+    let mine: Vec<Value> = chains
+        .iter()
+        .filter(|c| chains::is_coordinator(c, bot) || c.participants.contains(bot))
+        .take(20)
+        .map(summary)
+        .collect();
+    json!({"status": "ok", "chains": mine})
+}
+
+fn summary(chain: &Chain) -> Value {
+    json!({
+        "chain": chain.id,
+        "name": chain.name,
+        "state": chain.state,
+        "coordinator": chain.coordinator_name(),
+        "holder": chain.holder_name(),
+        "participants": chain.participants,
+        "turn": chain.turn,
+        "round": chain.round,
+        "closed_reason": chain.closed_reason,
+    })
+}
+
+fn entry(e: &ChainEntry) -> Value {
+    json!({"turn": e.turn, "kind": e.kind, "sender": e.sender, "to": e.recipient,
+           "content": e.content, "ts_ms": e.ts_ms})
+}
+
+fn closed(chain: &Chain) -> Value {
+    json!({
+        "status": "closed",
+        "chain": chain.id,
+        "state": chain.state,
+        "reason": chain.closed_reason,
+    })
+}
+
+fn failure(err: &ChainFailure) -> Value {
+    match err.refusal() {
+        Some(reason) => json!({"status": "refused", "reason": reason, "message": err.to_string()}),
+        None => error(err.to_string()),
+    }
+}
+
+/// A bot named with or without `@`.
+fn bot_id(name: &str) -> String {
+    name.trim().trim_start_matches('@').to_owned()
+}
