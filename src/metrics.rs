@@ -239,9 +239,24 @@ mod tests {
         let start = Instant::now();
         let room = || Some("local:room".to_owned());
         recent.record("bot_messages", "bot_reply_chain", room(), start);
-        recent.record("chain", "not-holder", room(), start + Duration::from_secs(1800));
-        recent.record("chain", "not-holder", room(), start + Duration::from_secs(1801));
-        recent.record("sessions_send", "pair-rate", None, start + Duration::from_secs(1802));
+        recent.record(
+            "chain",
+            "not-holder",
+            room(),
+            start + Duration::from_secs(1800),
+        );
+        recent.record(
+            "chain",
+            "not-holder",
+            room(),
+            start + Duration::from_secs(1801),
+        );
+        recent.record(
+            "sessions_send",
+            "pair-rate",
+            None,
+            start + Duration::from_secs(1802),
+        );
         let later = start + Duration::from_secs(3700);
         let here = recent.counts_at(Some("local:room"), later);
         assert_eq!(

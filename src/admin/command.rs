@@ -36,6 +36,27 @@ pub enum AdminCommand {
         /// Why, for the requesting bot.
         note: Option<String>,
     },
+    /// Guard state for this chat: budgets, the bot reply chain, recent refusals.
+    Limits,
+    /// The last lines of this chat's transcript: one bot's session, or everyone's.
+    Transcript {
+        /// Only this bot's session.
+        bot: Option<String>,
+        /// How many lines.
+        lines: usize,
+    },
+    /// Start a chain in this chat.
+    ChainStart {
+        /// The bots taking part, in order.
+        participants: Vec<String>,
+        /// What it is about.
+        topic: String,
+    },
+    /// A chain's state; without an id, the open chains of this chat.
+    ChainStatus(Option<String>),
+    /// End a chain at once (`close`, alias `stop`); without an id, every open chain of this
+    /// chat. A turn already running may finish; nothing new starts.
+    ChainClose(Option<String>),
 }
 
 /// A command line that is not a command.
@@ -49,10 +70,15 @@ pub enum ParseError {
     Usage(&'static str),
 }
 
+/// Lines `transcript` prints unless told otherwise.
+pub const TRANSCRIPT_LINES: usize = 20;
+/// The most lines `transcript` prints.
+pub const TRANSCRIPT_MAX_LINES: usize = 200;
+
 /// The help text, one line per command.
 pub const HELP: &str = "\
 /baton help — this list
-/baton status — bots, accounts, connections, lanes and queues, this chat's settings
+/baton status — accounts and connections, lanes and queues, guard refusals in the last hour
 /baton bots — the roster
 /baton activation mention|always — when bots in this chat answer
 /baton pause [@bot] — silence a bot (or all) in this chat
@@ -60,7 +86,12 @@ pub const HELP: &str = "\
 /baton reset [@bot] — start a new conversation
 /baton pairing approve CODE — let a DM sender in
 /baton approve ID [note] — approve a bot's approval request
-/baton deny ID [note] — deny a bot's approval request";
+/baton deny ID [note] — deny a bot's approval request
+/baton limits — guard budgets and recent refusals in this chat
+/baton transcript [@bot] [n] — the last n lines of this chat's transcript (default 20)
+/baton chain start @bot [@bot ...] <topic> — bots take turns on a topic, one at a time
+/baton chain status [ID] — the open chains here (or one chain)
+/baton chain stop [ID] — end the chains here (or one) at once; alias close";
 
 /// If `text` is a text command (`/baton ...`, possibly after leading @mentions), the part after
 /// `/baton`.
@@ -109,10 +140,79 @@ impl AdminCommand {
                 };
                 AdminCommand::Deny { id, note }
             }
+            "limits" => AdminCommand::Limits,
+            "transcript" => transcript(words)?,
+            "chain" => chain(words)?,
             other => return Err(ParseError::Unknown(other.to_owned())),
         };
         Ok(command)
     }
+}
+
+/// `transcript [@bot] [n]`, in either order.
+fn transcript<'a>(words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, ParseError> {
+    const USAGE: &str = "/baton transcript [@bot] [n]";
+    let (mut bot, mut lines) = (None, None);
+    for word in words {
+        match word.parse::<usize>() {
+            Ok(n) if lines.is_none() && (1..=TRANSCRIPT_MAX_LINES).contains(&n) => lines = Some(n),
+            Ok(_) => return Err(ParseError::Usage(USAGE)),
+            Err(_) if bot.is_none() => bot = Some(word.trim_start_matches('@').to_owned()),
+            Err(_) => return Err(ParseError::Usage(USAGE)),
+        }
+    }
+    Ok(AdminCommand::Transcript {
+        bot,
+        lines: lines.unwrap_or(TRANSCRIPT_LINES),
+    })
+}
+
+/// `chain start @a @b <topic>`, `chain status [ID]`, `chain close|stop [ID]`.
+fn chain<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, ParseError> {
+    const USAGE: &str = "/baton chain start @bot [@bot ...] <topic> | status [ID] | stop [ID]";
+    let action = words.next().map(str::to_ascii_lowercase);
+    let command = match action.as_deref() {
+        Some("start") => {
+            let mut participants = Vec::new();
+            let mut topic = Vec::new();
+            for word in words {
+                match word.strip_prefix('@') {
+                    Some(bot) if topic.is_empty() && !bot.is_empty() => {
+                        participants.push(bot.trim_end_matches(',').to_owned());
+                    }
+                    _ => topic.push(word),
+                }
+            }
+            if participants.is_empty() || topic.is_empty() {
+                return Err(ParseError::Usage(
+                    "/baton chain start @bot [@bot ...] <topic> (name the bots first, then the topic)",
+                ));
+            }
+            AdminCommand::ChainStart {
+                participants,
+                topic: topic.join(" "),
+            }
+        }
+        Some("status") => AdminCommand::ChainStatus(words.next().map(str::to_owned)),
+        Some("close" | "stop") => AdminCommand::ChainClose(words.next().map(str::to_owned)),
+        _ => return Err(ParseError::Usage(USAGE)),
+    };
+    Ok(command)
+}
+
+/// Whether a human's message asks to stop the chains of its chat anywhere in it (`... /baton
+/// chain stop ...`): the emergency brake works even when the command is not the whole message.
+pub fn asks_chain_stop(text: &str) -> bool {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| c == '`' || c == '"')
+                .to_ascii_lowercase()
+        })
+        .collect();
+    words
+        .windows(3)
+        .any(|w| w[0] == "/baton" && w[1] == "chain" && matches!(w[2].as_str(), "stop" | "close"))
 }
 
 /// `ID [note...]`: the first word, and the rest (if any) as one note.
@@ -180,5 +280,71 @@ mod tests {
             AdminCommand::parse("launch"),
             Err(ParseError::Unknown("launch".into()))
         );
+    }
+
+    #[test]
+    fn parses_limits_transcript_and_chain_commands() {
+        assert_eq!(AdminCommand::parse("limits"), Ok(AdminCommand::Limits));
+        assert_eq!(
+            AdminCommand::parse("transcript"),
+            Ok(AdminCommand::Transcript {
+                bot: None,
+                lines: TRANSCRIPT_LINES
+            })
+        );
+        assert_eq!(
+            AdminCommand::parse("transcript 5 @caid"),
+            Ok(AdminCommand::Transcript {
+                bot: Some("caid".into()),
+                lines: 5
+            })
+        );
+        assert!(matches!(
+            AdminCommand::parse("transcript 0"),
+            Err(ParseError::Usage(_))
+        ));
+        assert!(matches!(
+            AdminCommand::parse("transcript a b"),
+            Err(ParseError::Usage(_))
+        ));
+        assert_eq!(
+            AdminCommand::parse("chain start @caid @sec, @doc review the launch plan"),
+            Ok(AdminCommand::ChainStart {
+                participants: vec!["caid".into(), "sec".into(), "doc".into()],
+                topic: "review the launch plan".into()
+            })
+        );
+        assert!(matches!(
+            AdminCommand::parse("chain start @caid"),
+            Err(ParseError::Usage(_))
+        ));
+        assert!(matches!(
+            AdminCommand::parse("chain start the plan"),
+            Err(ParseError::Usage(_))
+        ));
+        assert_eq!(
+            AdminCommand::parse("chain status"),
+            Ok(AdminCommand::ChainStatus(None))
+        );
+        assert_eq!(
+            AdminCommand::parse("chain STOP ch-abc234"),
+            Ok(AdminCommand::ChainClose(Some("ch-abc234".into())))
+        );
+        assert_eq!(
+            AdminCommand::parse("chain close"),
+            Ok(AdminCommand::ChainClose(None))
+        );
+        assert!(matches!(
+            AdminCommand::parse("chain"),
+            Err(ParseError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn a_stop_anywhere_in_a_message_is_the_brake() {
+        assert!(asks_chain_stop("ok that's enough /baton chain stop please"));
+        assert!(asks_chain_stop("`/baton chain close`"));
+        assert!(!asks_chain_stop("/baton chain status"));
+        assert!(!asks_chain_stop("stop the chain"));
     }
 }

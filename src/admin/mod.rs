@@ -1,32 +1,78 @@
 //! Admin commands (SPEC.md section 7): `/baton help`, `status`, `bots`, `activation`, `pause`,
-//! `resume`, `reset`, `pairing approve`, `approve`, `deny`. One parser ([`AdminCommand::parse`])
-//! and one handler set serve text commands in any chat and native slash commands alike;
-//! authorization and auditing happen in the pipeline's admin step.
+//! `resume`, `reset`, `limits`, `transcript`, `chain start|status|close`, `pairing approve`,
+//! `approve`, `deny`. One parser ([`AdminCommand::parse`]) and one handler set serve text
+//! commands in any chat and native slash commands alike; authorization and auditing happen in
+//! the pipeline's admin step. The chain commands are in `chain.rs`, the reports (`status`,
+//! `limits`, `transcript`, `bots`) in `report.rs`.
 
+mod chain;
 mod command;
+mod report;
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
-pub use command::{AdminCommand, HELP, ParseError, text_command};
+pub(crate) use chain::may_stop;
+pub use command::{
+    AdminCommand, HELP, ParseError, TRANSCRIPT_LINES, TRANSCRIPT_MAX_LINES, asks_chain_stop,
+    text_command,
+};
 
 use crate::dispatcher::{DecideError, Decision, Inbound, Resolver, Shared, decide_approval};
 use crate::mirror::now_ms;
-use crate::roster::Bot;
+use crate::store::{Chain, PairingApproval};
+
+/// What a command answers, and what happens once the answer is posted.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The answer.
+    pub text: String,
+    /// Work that must follow the answer, not precede it.
+    pub then: Option<AfterAnswer>,
+}
+
+/// Work done after an answer is posted, so the chat reads in order.
+#[derive(Debug)]
+pub(crate) enum AfterAnswer {
+    /// Give a started chain its first turn, with this prompt for its coordinator.
+    KickOff(Chain, String),
+}
+
+impl From<String> for Answer {
+    fn from(text: String) -> Answer {
+        Answer { text, then: None }
+    }
+}
+
+/// Do what an answer left to do.
+pub(crate) async fn after(shared: &Arc<Shared>, then: AfterAnswer) {
+    match then {
+        AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(shared, chain, prompt).await,
+    }
+}
 
 /// Run an authorized command in the chat `inbound` came from. `Err` is a user-facing message.
 pub(crate) async fn execute(
     shared: &Arc<Shared>,
     inbound: &Inbound<'_>,
     command: &AdminCommand,
-) -> Result<String, String> {
+) -> Result<Answer, String> {
     let store = &shared.store;
     let chat = &inbound.settings_key;
     let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
-    match command {
+    let answer = match command {
+        AdminCommand::ChainStart {
+            participants,
+            topic,
+        } => return chain::start(shared, inbound, participants, topic).await,
+        AdminCommand::ChainStatus(id) => chain::status(shared, inbound, id.as_deref()).await,
+        AdminCommand::ChainClose(id) => chain::close(shared, inbound, id.as_deref()).await,
         AdminCommand::Help => Ok(HELP.to_owned()),
-        AdminCommand::Status => Ok(status(shared, inbound).await),
-        AdminCommand::Bots => Ok(bots(shared)),
+        AdminCommand::Status => Ok(report::status(shared).await),
+        AdminCommand::Bots => Ok(report::bots(shared)),
+        AdminCommand::Limits => Ok(report::limits(shared, inbound).await),
+        AdminCommand::Transcript { bot, lines } => {
+            report::transcript(shared, inbound, bot.as_deref(), *lines).await
+        }
         AdminCommand::Activation(activation) => {
             store
                 .set_activation(chat, Some(activation.as_str()))
@@ -38,12 +84,12 @@ pub(crate) async fn execute(
             ))
         }
         AdminCommand::Pause(bot) => {
-            let bot = resolve_bot(shared, bot.as_deref())?;
+            let bot = resolve_bot(shared, inbound, bot.as_deref())?;
             store.set_paused(chat, &bot, true).await.map_err(failed)?;
             Ok(format!("Paused {} in this chat.", who(&bot)))
         }
         AdminCommand::Resume(bot) => {
-            let bot = resolve_bot(shared, bot.as_deref())?;
+            let bot = resolve_bot(shared, inbound, bot.as_deref())?;
             let paused = store.chat_settings(chat).await.map_err(failed)?.paused;
             let resumed = paused
                 .iter()
@@ -54,7 +100,7 @@ pub(crate) async fn execute(
             Ok(format!("Resumed {} in this chat.", who(&bot)))
         }
         AdminCommand::Reset(bot) => {
-            let bot = resolve_bot(shared, bot.as_deref())?;
+            let bot = resolve_bot(shared, inbound, bot.as_deref())?;
             let only = (bot != "*").then_some(bot.as_str());
             let event = &inbound.event;
             let n = store
@@ -67,14 +113,11 @@ pub(crate) async fn execute(
             ))
         }
         AdminCommand::PairingApprove(code) => {
-            match store
+            let approved = store
                 .approve_pairing(code, now_ms())
                 .await
-                .map_err(failed)?
-            {
-                Some((platform, user)) => Ok(format!("Approved {user} on {platform}.")),
-                None => Err(format!("No pending pairing with code `{code}`.")),
-            }
+                .map_err(failed)?;
+            pairing_answer(code, approved)
         }
         AdminCommand::Approve { id, note } => {
             decide(shared, inbound, id, Decision::Approve, note.as_deref()).await
@@ -82,6 +125,25 @@ pub(crate) async fn execute(
         AdminCommand::Deny { id, note } => {
             decide(shared, inbound, id, Decision::Deny, note.as_deref()).await
         }
+    };
+    answer.map(Answer::from)
+}
+
+/// What `pairing approve CODE` answers, for `/baton` and the CLI alike.
+pub fn pairing_answer(code: &str, approved: PairingApproval) -> Result<String, String> {
+    let code = code.trim();
+    match approved {
+        PairingApproval::Approved { platform, user } => Ok(format!(
+            "Approved {user} on {platform}: they can talk to the bots in DMs now."
+        )),
+        PairingApproval::Expired { platform, user } => Err(format!(
+            "Code {code} (from {user} on {platform}) has expired: codes last one hour. Ask them \
+             to message the bot again for a new code."
+        )),
+        PairingApproval::Unknown => Err(format!(
+            "No pending pairing with code {code}; check the code (8 characters), or list them \
+             with `baton pairing list`."
+        )),
     }
 }
 
@@ -123,82 +185,23 @@ fn who(bot: &str) -> String {
     }
 }
 
-/// A bot named by id or display name (`@` optional); `None` means every bot (`*`).
-fn resolve_bot(shared: &Shared, name: Option<&str>) -> Result<String, String> {
+/// A bot named by id, display name, or its account's user id on this platform (`@` optional,
+/// as a mention arrives); `None` means every bot (`*`).
+pub(crate) fn resolve_bot(
+    shared: &Shared,
+    inbound: &Inbound<'_>,
+    name: Option<&str>,
+) -> Result<String, String> {
     let Some(name) = name else {
         return Ok("*".to_owned());
     };
-    shared
-        .roster
+    let name = name.trim_start_matches('@');
+    let roster = &shared.roster;
+    roster
         .bots()
         .iter()
         .find(|b| b.id() == name || b.config.display_name().eq_ignore_ascii_case(name))
+        .or_else(|| roster.bot_of_user(inbound.event.platform, &name.into()))
         .map(|b| b.id().to_owned())
         .ok_or_else(|| format!("No bot named `{name}`; `/baton bots` lists them."))
-}
-
-fn bots(shared: &Shared) -> String {
-    let mut out = String::from("Bots:");
-    for bot in shared.roster.bots() {
-        let _ = write!(out, "\n- {}", bot_line(bot));
-    }
-    out
-}
-
-fn bot_line(bot: &Bot) -> String {
-    let c = &bot.config;
-    let model = c
-        .model
-        .as_deref()
-        .map(|m| format!(", {m}"))
-        .unwrap_or_default();
-    format!(
-        "{} ({}) — {:?}{model}. {}",
-        c.id,
-        c.display_name(),
-        c.backend,
-        c.description
-    )
-    .trim_end()
-    .to_owned()
-}
-
-async fn status(shared: &Shared, inbound: &Inbound<'_>) -> String {
-    let mut out = String::from("baton status\nAccounts:");
-    for account in shared.roster.accounts() {
-        let _ = write!(
-            out,
-            "\n- {}/{} (bot {}): {:?}",
-            account.platform,
-            account.id,
-            account.bot.id(),
-            account.adapter.connection_state()
-        );
-    }
-    out.push_str("\nLanes:");
-    for load in shared.lanes.load() {
-        let _ = write!(
-            out,
-            "\n- {}: {} running, {} queued, capacity {}",
-            load.lane, load.running, load.queued, load.capacity
-        );
-    }
-    let settings = shared
-        .store
-        .chat_settings(&inbound.settings_key)
-        .await
-        .unwrap_or_default();
-    let activation = settings
-        .activation
-        .unwrap_or_else(|| inbound.policy.activation.as_str().to_owned());
-    let paused = if settings.paused.is_empty() {
-        "none".to_owned()
-    } else {
-        settings.paused.join(", ")
-    };
-    let _ = write!(
-        out,
-        "\nThis chat: activation {activation}; paused: {paused}"
-    );
-    out
 }

@@ -92,7 +92,10 @@ pub(crate) fn turn_text(
 /// One log entry as a line.
 fn line(entry: &ChainEntry) -> String {
     match entry.kind {
-        ChainEntryKind::Message => format!("- turn {} · {}: {}", entry.turn, entry.sender, entry.content),
+        ChainEntryKind::Message => format!(
+            "- turn {} · {}: {}",
+            entry.turn, entry.sender, entry.content
+        ),
         ChainEntryKind::Handoff => format!(
             "- turn {} · {} gave the turn to {}: {}",
             entry.turn,
@@ -133,7 +136,13 @@ mod tests {
         }
     }
 
-    fn entry(turn: i64, sender: &str, kind: ChainEntryKind, content: &str, to: Option<&str>) -> ChainEntry {
+    fn entry(
+        turn: i64,
+        sender: &str,
+        kind: ChainEntryKind,
+        content: &str,
+        to: Option<&str>,
+    ) -> ChainEntry {
         ChainEntry {
             id: turn,
             chain: "ch-abc234".into(),
@@ -152,18 +161,50 @@ mod tests {
             entry(0, "baton", ChainEntryKind::System, "chain started", None),
             entry(1, "snark", ChainEntryKind::Handoff, "risks?", Some("caid")),
             entry(1, "caid", ChainEntryKind::Message, "the migration", None),
-            entry(3, "snark", ChainEntryKind::Handoff, "mitigations?", Some("sec")),
+            entry(
+                3,
+                "snark",
+                ChainEntryKind::Handoff,
+                "mitigations?",
+                Some("sec"),
+            ),
         ];
-        let text = turn_text(&chain(), &log, "sec", Role::Participant, "mitigations?", "NO_REPLY");
-        assert!(text.starts_with("[chain ch-abc234 \"launch plan\"] coordinator: snark; participants: caid, sec.\n"), "{text}");
-        let caid = text.find("- turn 1 · caid: the migration").expect("caid's post");
-        let handoff = text.find("- turn 3 · snark gave the turn to sec: mitigations?").expect("handoff");
+        let text = turn_text(
+            &chain(),
+            &log,
+            "sec",
+            Role::Participant,
+            "mitigations?",
+            "NO_REPLY",
+        );
+        assert!(
+            text.starts_with(
+                "[chain ch-abc234 \"launch plan\"] coordinator: snark; participants: caid, sec.\n"
+            ),
+            "{text}"
+        );
+        let caid = text
+            .find("- turn 1 · caid: the migration")
+            .expect("caid's post");
+        let handoff = text
+            .find("- turn 3 · snark gave the turn to sec: mitigations?")
+            .expect("handoff");
         assert!(caid < handoff);
-        assert!(!text.contains("chain started"), "the opening note is not news");
+        assert!(
+            !text.contains("chain started"),
+            "the opening note is not news"
+        );
         assert!(text.contains("It is your turn (sec, turn 3). mitigations?"));
         assert!(text.contains("Reply NO_REPLY to pass."));
 
-        let coordinating = turn_text(&chain(), &[], "snark", Role::Coordinator, "caid posted.", "NO_REPLY");
+        let coordinating = turn_text(
+            &chain(),
+            &[],
+            "snark",
+            Role::Coordinator,
+            "caid posted.",
+            "NO_REPLY",
+        );
         assert!(coordinating.contains("Nothing has been said in the chain yet."));
         assert!(coordinating.contains("chain_pass(chain=\"ch-abc234\", bot, prompt)"));
     }

@@ -36,8 +36,7 @@ use self::turns::TurnJob;
 use crate::dispatcher::Shared;
 use crate::mirror::now_ms;
 use crate::store::{
-    Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain,
-    Posted,
+    Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain, Posted,
 };
 
 /// A chain to start.
@@ -171,8 +170,8 @@ pub(crate) async fn hand(shared: &Arc<Shared>, pass: Pass<'_>) -> Result<Handed,
     let chain = load(shared, pass.chain).await?;
     if pass.by != chain.coordinator_name() {
         return Err(ChainFailure::NotCoordinator {
-            id: chain.id,
             coordinator: chain.coordinator_name().to_owned(),
+            id: chain.id,
             what: "hand the turn to a bot",
         });
     }
@@ -234,7 +233,11 @@ pub(crate) async fn post(
             "`content` is empty; write what you want to say in the chain".to_owned(),
         ));
     }
-    let posted = match shared.store.chain_post(chain, sender, content, now_ms()).await {
+    let posted = match shared
+        .store
+        .chain_post(chain, sender, content, now_ms())
+        .await
+    {
         Ok(posted) => posted,
         Err(err) => {
             let err = ChainFailure::from(err);
@@ -388,7 +391,13 @@ async fn announce(shared: &Shared, chain: Chain, place: &Place) -> Chain {
         tracing::error!(chain = %chain.id, %err, "could not remember the announcement");
         return chain;
     }
-    shared.store.chain(&chain.id).await.ok().flatten().unwrap_or(chain)
+    shared
+        .store
+        .chain(&chain.id)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(chain)
 }
 
 /// Tell the chat how a chain ended.

@@ -94,10 +94,7 @@ impl Place {
     pub(crate) fn refuse_bot(&self, shared: &Shared, bot: &str) -> Option<String> {
         if shared.roster.bot(bot).is_none() {
             let known: Vec<&str> = shared.roster.bots().iter().map(|b| b.id()).collect();
-            return Some(format!(
-                "no bot `{bot}`; known bots: {}",
-                known.join(", ")
-            ));
+            return Some(format!("no bot `{bot}`; known bots: {}", known.join(", ")));
         }
         if self.account_of(shared, bot).is_none() {
             return Some(format!(

@@ -15,7 +15,9 @@ use crate::store::{BATON, Chain, ChainClose, ChainEntryKind, ChainState};
 pub(super) async fn next(shared: &Arc<Shared>, chain: Chain) {
     let log = match shared.store.chain_entries(&chain.id).await {
         Ok(log) => log,
-        Err(err) => return stall(shared, &chain, format!("its log could not be read: {err}")).await,
+        Err(err) => {
+            return stall(shared, &chain, format!("its log could not be read: {err}")).await;
+        }
     };
     let given = log
         .iter()
@@ -48,7 +50,12 @@ pub(super) async fn next(shared: &Arc<Shared>, chain: Chain) {
         joins: false,
     };
     if let Err(err) = super::hand(shared, pass).await {
-        stall(shared, &chain, format!("the turn could not be given: {err}")).await;
+        stall(
+            shared,
+            &chain,
+            format!("the turn could not be given: {err}"),
+        )
+        .await;
     }
 }
 

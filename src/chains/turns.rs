@@ -62,7 +62,10 @@ async fn take(shared: &Arc<Shared>, job: TurnJob) {
     let seconds = shared.config.chains.turn_timeout_seconds;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let Some(place) = Place::of(&job.chain) else {
-        let why = format!("the chain's platform `{}` is unknown", job.chain.origin.platform);
+        let why = format!(
+            "the chain's platform `{}` is unknown",
+            job.chain.origin.platform
+        );
         return finish(shared, &job, None, Ended::Failed(why)).await;
     };
     let Some(account) = place.account_of(shared, &job.bot) else {

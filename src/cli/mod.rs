@@ -1,7 +1,8 @@
 //! The `baton` command line (SPEC.md section 2): `run`, `check`, `chat`, `transcript`,
-//! `sessions`, `pairing`. Each subcommand lives in its own file; this one parses arguments,
+//! `sessions`, `chains`, `deliveries`, `pairing`. Each subcommand lives in its own file; this one parses arguments,
 //! sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must fix).
 
+mod chains;
 mod chat;
 mod check;
 mod run;
@@ -54,6 +55,8 @@ enum Command {
     Transcript(views::TranscriptArgs),
     /// List the sessions the store holds.
     Sessions(views::StoreArgs),
+    /// List chains, or show one chain (`baton chains ID`) with its messages.
+    Chains(chains::ChainsArgs),
     /// List bot-to-bot deliveries (`sessions_send`): state, guard refusals, replies.
     Deliveries(views::DeliveriesArgs),
     /// DM pairing: list pending codes, approve one.
@@ -84,6 +87,7 @@ pub fn main() -> ExitCode {
             Command::Chat(args) => chat::chat(&cli.config, args).await,
             Command::Transcript(args) => views::transcript(&cli.config, args).await,
             Command::Sessions(args) => views::sessions(&cli.config, args).await,
+            Command::Chains(args) => chains::chains(&cli.config, args).await,
             Command::Deliveries(args) => views::deliveries(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
         }

@@ -1,5 +1,5 @@
 //! Read-only views of the store: `baton transcript`, `baton sessions`, `baton deliveries`,
-//! `baton pairing`.
+//! `baton pairing` (whose `approve` writes, and is audited). `baton chains` is in `chains.rs`.
 //! They open the database named by the config (or `--database`) next to a running gateway;
 //! SQLite's WAL lets them read while it writes.
 
@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::mirror::now_ms;
-use crate::store::{DeliveryQuery, Entry, Store, TranscriptQuery};
+use crate::store::{DeliveryQuery, Entry, NewAudit, Store, TranscriptQuery};
 
 /// Which database to read.
 #[derive(Debug, Args)]
@@ -71,7 +71,8 @@ enum PairingAction {
     },
 }
 
-async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Store> {
+/// The store named by `--database`, or by the config.
+pub(super) async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Store> {
     let database = match &args.database {
         Some(db) => db.clone(),
         None => super::load(config)?.gateway.database,
@@ -129,20 +130,7 @@ async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<St
 fn render(entry: &Entry, format: Format) -> String {
     match format {
         Format::Jsonl => serde_json::to_string(entry).unwrap_or_default(),
-        Format::Text => {
-            let secs = entry.ts_ms / 1000;
-            let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-            let text = if entry.text.is_empty() {
-                "—"
-            } else {
-                &entry.text
-            };
-            format!(
-                "{h:02}:{m:02}:{s:02} {} [{}]: {text}",
-                entry.speaker,
-                entry.kind.as_str()
-            )
-        }
+        Format::Text => entry.line(),
     }
 }
 
@@ -202,7 +190,7 @@ pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::R
 }
 
 /// `text` on one line, cut to `max` characters.
-fn one_line(text: &str, max: usize) -> String {
+pub(super) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c == '\n' { ' ' } else { c })
@@ -217,18 +205,50 @@ pub(super) async fn pairing(config: &Path, args: PairingArgs) -> anyhow::Result<
     let store = open(config, &args.store).await?;
     match args.action {
         PairingAction::List => {
-            println!("{:<10} {:<24} {:<8} STATE", "PLATFORM", "USER", "CODE");
+            let now = now_ms();
+            println!(
+                "{:<10} {:<12} {:<24} {:<8} STATE",
+                "PLATFORM", "ACCOUNT", "USER", "CODE"
+            );
             for p in store.pairings().await? {
-                let state = if p.approved { "approved" } else { "pending" };
-                println!("{:<10} {:<24} {:<8} {state}", p.platform, p.user, p.code);
+                let account = p.account.as_deref().unwrap_or("-");
+                println!(
+                    "{:<10} {:<12} {:<24} {:<8} {}",
+                    p.platform,
+                    account,
+                    p.user,
+                    p.code,
+                    p.state(now)
+                );
             }
         }
-        PairingAction::Approve { code } => match store.approve_pairing(&code, now_ms()).await? {
-            Some((platform, user)) => println!("approved {user} on {platform}"),
-            None => anyhow::bail!(
-                "no pending pairing with code {code}; `baton pairing list` shows them"
-            ),
-        },
+        PairingAction::Approve { code } => {
+            let approved = store.approve_pairing(&code, now_ms()).await?;
+            let answer = crate::admin::pairing_answer(&code, approved);
+            let outcome = match &answer {
+                Ok(_) => "ok".to_owned(),
+                Err(text) => format!("error: {text}"),
+            };
+            // Approvals are audited wherever they are made; from the command line the "chat"
+            // is the terminal and the user is whoever ran it.
+            let record = NewAudit {
+                ts_ms: now_ms(),
+                platform: "cli".to_owned(),
+                chat: "-".to_owned(),
+                user: std::env::var("USER").unwrap_or_else(|_| "cli".to_owned()),
+                command: format!("baton pairing approve {}", code.trim()),
+                outcome,
+            };
+            store.audit(record).await?;
+            store.close().await?;
+            return match answer {
+                Ok(text) => {
+                    println!("{text}");
+                    Ok(())
+                }
+                Err(text) => Err(anyhow::anyhow!(text)),
+            };
+        }
     }
     store.close().await?;
     Ok(())

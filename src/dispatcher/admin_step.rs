@@ -4,13 +4,16 @@
 //! (durably, like dedupe) so exactly one bot answers. Only ids in `[admins]` may run commands;
 //! a human who is not an admin gets a short refusal, and a bot is never answered (so a bot cannot
 //! start a command loop). Every call, allowed or not, is written to the audit table.
+//!
+//! One exception to "admins only": `/baton chain stop` in a chat where a chain is posting, said
+//! by any human, anywhere in a message. It is the brake on bots talking, and pulling it is safe.
 
 use std::sync::Arc;
 
 use baton_contract::{InboundEvent, InboundKind};
 
 use super::{DropReason, Handled, Inbound, Shared, turn_step};
-use crate::admin::{self, AdminCommand, text_command};
+use crate::admin::{self, AdminCommand, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
 use crate::mirror::now_ms;
 use crate::store::{Claim, NewAudit};
@@ -29,20 +32,36 @@ pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Op
     let event = &inbound.event;
     let line = match &event.kind {
         InboundKind::Command { .. } => event.text.trim(),
-        InboundKind::Message => text_command(&event.text)?,
+        InboundKind::Message => match text_command(&event.text) {
+            Some(line) => line,
+            // The brake: a human asking anywhere in a message to stop the chains here.
+            None if !event.sender.is_bot && asks_chain_stop(&event.text) => "chain stop",
+            None => return None,
+        },
     };
     if !claim_once_per_chat(shared, inbound).await {
         return Some(Handled::Dropped(DropReason::AdminHandledElsewhere));
     }
+    let mut then = None;
     let (outcome, reply) = if event.sender.is_bot {
         ("refused: bots may not run admin commands".to_owned(), None)
-    } else if !is_admin(&shared.config.admins, event) {
-        let text = "Only baton admins can run /baton commands.".to_owned();
-        ("refused: not an admin".to_owned(), Some(text))
     } else {
-        match AdminCommand::parse(line) {
+        let parsed = AdminCommand::parse(line);
+        let allowed = is_admin(&shared.config.admins, event)
+            || match &parsed {
+                Ok(command) => admin::may_stop(shared, inbound, command).await,
+                Err(_) => false,
+            };
+        match parsed {
+            _ if !allowed => {
+                let text = "Only baton admins can run /baton commands.".to_owned();
+                ("refused: not an admin".to_owned(), Some(text))
+            }
             Ok(command) => match admin::execute(shared, inbound, &command).await {
-                Ok(text) => ("ok".to_owned(), Some(text)),
+                Ok(answer) => {
+                    then = answer.then;
+                    ("ok".to_owned(), Some(answer.text))
+                }
                 Err(text) => (format!("error: {text}"), Some(text)),
             },
             Err(err) => (format!("error: {err}"), Some(err.to_string())),
@@ -51,6 +70,9 @@ pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Op
     audit(shared, inbound, line, &outcome).await;
     if let Some(text) = &reply {
         turn_step::notice(shared, inbound, text).await;
+    }
+    if let Some(then) = then {
+        admin::after(shared, then).await;
     }
     Some(Handled::Admin(reply.unwrap_or(outcome)))
 }

@@ -38,9 +38,7 @@ pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
 pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules};
 pub use policy::Refusal;
-pub(crate) use turn_step::{
-    Heard, Recall, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered,
-};
+pub(crate) use turn_step::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
 
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
@@ -410,17 +408,31 @@ impl Dispatcher {
             PolicyDecision::NeedsPairing => {
                 let pairing = shared
                     .store
-                    .pairing(event.platform.as_str(), event.sender.id.as_str(), now_ms())
+                    .pairing(
+                        event.platform.as_str(),
+                        inbound.account.id.as_str(),
+                        event.sender.id.as_str(),
+                        now_ms(),
+                    )
                     .await;
                 match pairing {
                     Ok(Pairing::Paired) => Ok(()),
                     Ok(Pairing::Pending { code, .. }) => {
                         let text = format!(
                             "Hi! I need an admin's approval before we can talk. Ask an admin to run \
-                             `/baton pairing approve {code}` (or `baton pairing approve {code}`)."
+                             `/baton pairing approve {code}` (or `baton pairing approve {code}`). \
+                             The code is good for one hour."
                         );
                         self.notify_once(inbound, &text).await;
                         tracing::info!(sender = %event.sender.id, "DM sender waiting for pairing");
+                        Err(Handled::Dropped(DropReason::PairingPending))
+                    }
+                    Ok(Pairing::Full) => {
+                        tracing::warn!(
+                            sender = %event.sender.id, account = %inbound.account.id,
+                            "DM sender not given a pairing code: the account holds its three \
+                             live codes; approve or let them expire"
+                        );
                         Err(Handled::Dropped(DropReason::PairingPending))
                     }
                     Err(err) => {

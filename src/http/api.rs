@@ -1,5 +1,5 @@
-//! `/api/...`: the local rooms (post and read) and the store's sessions, transcripts and
-//! deliveries as JSON.
+//! `/api/...`: the local rooms (post and read) and the store's sessions, transcripts,
+//! deliveries and chains as JSON.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
 use crate::local::Post;
-use crate::store::{DeliveryQuery, TranscriptQuery};
+use crate::store::{ChainQuery, DeliveryQuery, TranscriptQuery};
 
 /// `?after=SEQ` for reading a room.
 #[derive(Debug, Deserialize)]
@@ -125,6 +125,46 @@ pub(super) async fn transcript(
     };
     match state.dispatcher.shared().store.transcript(query).await {
         Ok(entries) => Json(entries).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+/// `?limit=N` for chains.
+#[derive(Debug, Deserialize)]
+pub(super) struct ChainParams {
+    limit: Option<usize>,
+}
+
+/// Chains, newest first.
+pub(super) async fn chains(
+    State(state): State<AppState>,
+    Query(params): Query<ChainParams>,
+) -> Response {
+    let query = ChainQuery {
+        open_in: None,
+        limit: params.limit,
+    };
+    match state.dispatcher.shared().store.chains(query).await {
+        Ok(chains) => Json(json!({"chains": chains})).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+/// One chain and its messages (handoffs and system notes included), oldest first.
+pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let store = &state.dispatcher.shared().store;
+    let chain = match store.chain(&id).await {
+        Ok(Some(chain)) => chain,
+        Ok(None) => {
+            return bad(
+                StatusCode::NOT_FOUND,
+                "no such chain; GET /api/chains lists them",
+            );
+        }
+        Err(err) => return bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    };
+    match store.chain_entries(&chain.id).await {
+        Ok(messages) => Json(json!({"chain": chain, "messages": messages})).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
 }

@@ -59,6 +59,8 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/sessions", get(api::sessions))
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
+        .route("/api/chains", get(api::chains))
+        .route("/api/chains/{id}", get(api::chain))
         .nest_service("/mcp", mcp::service(&state, stop))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -149,7 +149,9 @@ fn count_refusal(shared: &Shared, origin: Option<&str>, refusal: SendRefusal) {
     let chat = origin
         .and_then(SessionKey::parse)
         .map(|o| crate::session::chat_key(o.platform, &o.chat, None));
-    shared.metrics.refused("sessions_send", refusal.as_str(), chat);
+    shared
+        .metrics
+        .refused("sessions_send", refusal.as_str(), chat);
 }
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.

@@ -481,8 +481,8 @@ impl Store {
                     .prepare_cached("SELECT round_turn FROM chains WHERE id = ?1")?
                     .query_row([&chain.id], |r| r.get(0))?;
                 let turn = chain.turn + 1;
-                let new_round = chain.round == 0
-                    || had_turn_since(conn, &chain.id, &handoff.to, round_turn)?;
+                let new_round =
+                    chain.round == 0 || had_turn_since(conn, &chain.id, &handoff.to, round_turn)?;
                 let (round, round_turn) = if new_round {
                     (chain.round + 1, turn)
                 } else {
@@ -502,11 +502,7 @@ impl Store {
                      WHERE id = ?1",
                 )?
                 .execute(rusqlite::params![
-                    chain.id,
-                    handoff.to,
-                    turn,
-                    round,
-                    round_turn
+                    chain.id, handoff.to, turn, round, round_turn
                 ])?;
                 let entry = Note {
                     turn,
@@ -644,23 +640,15 @@ impl Store {
     /// Chains, newest first: all of them, or only the open ones started in one chat.
     pub async fn chains(&self, query: ChainQuery) -> Result<Vec<Chain>, StoreError> {
         let limit = i64::try_from(query.limit.unwrap_or(usize::MAX)).unwrap_or(i64::MAX);
+        let (platform, chat) = query.open_in.unzip();
         self.read(move |conn| {
-            let rows = match &query.open_in {
-                Some((platform, chat)) => conn
-                    .prepare_cached(&format!(
-                        "{SELECT} WHERE state = 'open' AND origin_platform = ?1 AND origin_chat = ?2
-                         ORDER BY created_ms DESC, id LIMIT ?3"
-                    ))?
-                    .query_map(rusqlite::params![platform, chat, limit], chain_from_row)?
-                    .collect(),
-                None => conn
-                    .prepare_cached(&format!(
-                        "{SELECT} ORDER BY created_ms DESC, id LIMIT ?1"
-                    ))?
-                    .query_map([limit], chain_from_row)?
-                    .collect(),
-            };
-            rows
+            conn.prepare_cached(&format!(
+                "{SELECT} WHERE ?1 IS NULL
+                    OR (state = 'open' AND origin_platform = ?1 AND origin_chat = ?2)
+                 ORDER BY created_ms DESC, id LIMIT ?3"
+            ))?
+            .query_map(rusqlite::params![platform, chat, limit], chain_from_row)?
+            .collect()
         })
         .await
     }
@@ -755,12 +743,19 @@ mod tests {
             .create_chain(new_chain(Some("snark"), &["caid", "sec"]), 1)
             .await
             .unwrap();
-        assert!(chain.id.starts_with("ch-") && chain.id.len() == 9, "{}", chain.id);
+        assert!(
+            chain.id.starts_with("ch-") && chain.id.len() == 9,
+            "{}",
+            chain.id
+        );
         assert_eq!(chain.holder.as_deref(), Some("snark"));
         assert!(chain.coordinator_holds());
 
         let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
-        assert_eq!((chain.holder.as_deref(), chain.turn, chain.round), (Some("caid"), 1, 1));
+        assert_eq!(
+            (chain.holder.as_deref(), chain.turn, chain.round),
+            (Some("caid"), 1, 1)
+        );
 
         let err = store.chain_post(&chain.id, "sec", "me first", 3).await;
         assert!(
@@ -773,12 +768,18 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, ChainError::TurnTaken { .. }), "{err}");
 
-        let posted = store.chain_post(&chain.id, "caid", "risk: none", 4).await.unwrap();
+        let posted = store
+            .chain_post(&chain.id, "caid", "risk: none", 4)
+            .await
+            .unwrap();
         assert!(posted.returned);
         assert_eq!(posted.chain.holder.as_deref(), Some("snark"));
         assert_eq!(posted.chain.turn, 2);
         // The coordinator may speak while it holds the turn; it keeps it.
-        let own = store.chain_post(&chain.id, "snark", "thanks", 5).await.unwrap();
+        let own = store
+            .chain_post(&chain.id, "snark", "thanks", 5)
+            .await
+            .unwrap();
         assert!(!own.returned);
         assert_eq!(own.chain.turn, 2);
 
@@ -805,16 +806,25 @@ mod tests {
             .await
             .unwrap();
         let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
-        assert_eq!(store.chain_return(&chain.id, 0, "stale", 3).await.unwrap(), None);
+        assert_eq!(
+            store.chain_return(&chain.id, 0, "stale", 3).await.unwrap(),
+            None
+        );
         let back = store
             .chain_return(&chain.id, 1, "caid timed out", 3)
             .await
             .unwrap()
             .expect("handed back");
         assert_eq!((back.holder.as_deref(), back.turn), (Some("snark"), 2));
-        assert_eq!(store.chain_return(&chain.id, 1, "again", 4).await.unwrap(), None);
+        assert_eq!(
+            store.chain_return(&chain.id, 1, "again", 4).await.unwrap(),
+            None
+        );
         let late = store.chain_post(&chain.id, "caid", "late", 5).await;
-        assert!(matches!(late, Err(ChainError::NotHolder { .. })), "{late:?}");
+        assert!(
+            matches!(late, Err(ChainError::NotHolder { .. })),
+            "{late:?}"
+        );
         let log = store.chain_entries(&chain.id).await.unwrap();
         assert_eq!(log.last().unwrap().kind, ChainEntryKind::System);
         assert_eq!(log.last().unwrap().content, "caid timed out");
@@ -845,7 +855,13 @@ mod tests {
         assert!(capped.closed_reason.unwrap().contains("max_rounds = 2"));
         let after = store.chain_post(&chain.id, "a", "more", 5).await;
         assert!(
-            matches!(after, Err(ChainError::Closed { state: ChainState::Capped, .. })),
+            matches!(
+                after,
+                Err(ChainError::Closed {
+                    state: ChainState::Capped,
+                    ..
+                })
+            ),
             "{after:?}"
         );
     }
@@ -883,6 +899,9 @@ mod tests {
         assert!(store.chains(open).await.unwrap().is_empty());
         assert_eq!(store.chains(ChainQuery::default()).await.unwrap().len(), 1);
         let unknown = store.chain_post("ch-nope22", "doc", "x", 5).await;
-        assert!(matches!(unknown, Err(ChainError::Unknown(_))), "{unknown:?}");
+        assert!(
+            matches!(unknown, Err(ChainError::Unknown(_))),
+            "{unknown:?}"
+        );
     }
 }

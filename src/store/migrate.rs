@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 4;
+pub(crate) const SCHEMA_VERSION: u32 = 5;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -36,6 +36,9 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     }
     if version < 4 {
         step(conn, 4, include_str!("migrations/004_chains.sql"))?;
+    }
+    if version < 5 {
+        step(conn, 5, include_str!("migrations/005_pairing.sql"))?;
     }
 
     Ok(())

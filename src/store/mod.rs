@@ -58,7 +58,9 @@ pub use escalations::{
     NewEscalation,
 };
 pub use history::{HistoryEntry, HistoryTake};
-pub use pairing::{Pairing, PairingRecord};
+pub use pairing::{
+    CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
+};
 pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
 

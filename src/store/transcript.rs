@@ -100,6 +100,25 @@ pub struct Entry {
     pub meta: serde_json::Value,
 }
 
+impl Entry {
+    /// The entry as one line for people: `HH:MM:SS speaker [kind]: text` (UTC), as
+    /// `baton transcript` and `/baton transcript` print it.
+    pub fn line(&self) -> String {
+        let secs = self.ts_ms / 1000;
+        let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+        let text = if self.text.is_empty() {
+            "—"
+        } else {
+            &self.text
+        };
+        format!(
+            "{h:02}:{m:02}:{s:02} {} [{}]: {text}",
+            self.speaker,
+            self.kind.as_str()
+        )
+    }
+}
+
 /// Which entries of a session to read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TranscriptQuery {

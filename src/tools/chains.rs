@@ -172,8 +172,8 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
     };
     if !chains::is_coordinator(&chain, bot) {
         let err = ChainFailure::NotCoordinator {
-            id: chain.id,
             coordinator: chain.coordinator_name().to_owned(),
+            id: chain.id,
             what: "close it",
         };
         return failure(&err);

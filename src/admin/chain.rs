@@ -1,0 +1,224 @@
+//! `/baton chain start|status|close` (alias `stop`): chains steered by the people in the chat.
+//!
+//! `start` runs a chain in this chat with the admin as its human side: with `[chains]
+//! coordinator` set, that bot coordinates with the chain tools; without it, baton gives each
+//! participant the turn in the order named, `[chains] rounds` times. `stop` is also the
+//! emergency brake: any human in the chat a chain posts in may pull it ([`may_stop`]), not only
+//! admins, because stopping bots is never the dangerous direction.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use baton_contract::InboundKind;
+
+use super::{AdminCommand, AfterAnswer, Answer, resolve_bot};
+use crate::chains::{self, Opening, Place, Start};
+use crate::dispatcher::{Inbound, Shared};
+use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
+use crate::tools::ToolName;
+
+/// How many log entries `chain status ID` shows.
+const STATUS_TAIL: usize = 10;
+
+/// Start a chain of `participants` on `topic` in this chat.
+pub(super) async fn start(
+    shared: &Arc<Shared>,
+    inbound: &Inbound<'_>,
+    participants: &[String],
+    topic: &str,
+) -> Result<Answer, String> {
+    let event = &inbound.event;
+    let coordinator = shared.config.chains.coordinator.clone();
+    if let Some(bot) = coordinator.as_deref().and_then(|c| shared.roster.bot(c)) {
+        let tools = &bot.tools;
+        if !(tools.contains(ToolName::ChainPass) && tools.contains(ToolName::ChainClose)) {
+            return Err(format!(
+                "The coordinator `{}` ([chains] coordinator) cannot use chain_pass and \
+                 chain_close; add \"chain_*\" to its `tools`, or remove the key to let baton \
+                 coordinate round-robin.",
+                bot.id()
+            ));
+        }
+    }
+    let mut bots = Vec::with_capacity(participants.len());
+    for name in participants {
+        bots.push(resolve_bot(shared, inbound, Some(name))?);
+    }
+    // A typed command is answered in the chat, under itself: that answer is the announcement,
+    // and the chain's posts follow it. A native command is answered privately, so baton
+    // announces the chain in the channel and the posts follow the announcement.
+    let (anchor, opening) = match event.kind {
+        InboundKind::Message => (Some(event.message_id.clone()), Opening::CommandAnswer),
+        InboundKind::Command { .. } => (None, Opening::Announce),
+    };
+    let voice = coordinator
+        .as_deref()
+        .and_then(|c| shared.roster.account_of_bot(event.platform, c))
+        .map_or_else(|| inbound.account.id.clone(), |a| a.id.clone());
+    let start = Start {
+        name: topic.to_owned(),
+        coordinator,
+        participants: bots,
+        place: Place {
+            platform: event.platform,
+            chat: event.chat.clone(),
+            thread: event.thread.clone(),
+            anchor,
+            account: voice,
+        },
+        started_by: event.sender.id.to_string(),
+        opening,
+    };
+    let chain = chains::start(shared, start)
+        .await
+        .map_err(|err| format!("The chain was not started: {err}."))?;
+    let who = &inbound.speaker.name;
+    let list = chain.participants.join(", ");
+    let prompt = format!(
+        "{who} started this chain: \"{topic}\". Participants, in the order named: {list}. Give \
+         them the turn one at a time."
+    );
+    let text = format!(
+        "Started chain {} \"{topic}\": {} coordinates; participants {list}. One bot speaks at a \
+         time, here. `/baton chain stop` ends it.",
+        chain.id,
+        chain.coordinator_name()
+    );
+    Ok(Answer {
+        text,
+        then: Some(AfterAnswer::KickOff(chain, prompt)),
+    })
+}
+
+/// One chain's state and its latest entries, or the open chains of this chat.
+pub(super) async fn status(
+    shared: &Shared,
+    inbound: &Inbound<'_>,
+    id: Option<&str>,
+) -> Result<String, String> {
+    let store = &shared.store;
+    let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
+    let Some(id) = id else {
+        let open = store.chains(open_here(inbound)).await.map_err(failed)?;
+        if open.is_empty() {
+            return Ok(
+                "No open chain in this chat. `/baton chain status ID` shows any chain; \
+                       `baton chains` lists them all."
+                    .to_owned(),
+            );
+        }
+        let lines: Vec<String> = open.iter().map(summary).collect();
+        return Ok(format!("Open chains here:\n{}", lines.join("\n")));
+    };
+    let Some(chain) = store.chain(id).await.map_err(failed)? else {
+        return Err(format!(
+            "No chain `{id}`; `/baton chain status` lists the open ones here."
+        ));
+    };
+    let log = store.chain_entries(&chain.id).await.map_err(failed)?;
+    let mut out = summary(&chain);
+    let skip = log.len().saturating_sub(STATUS_TAIL);
+    for entry in &log[skip..] {
+        let _ = write!(out, "\n  {}", entry_line(entry));
+    }
+    Ok(out)
+}
+
+/// Stop one chain, or every open chain of this chat.
+pub(super) async fn close(
+    shared: &Arc<Shared>,
+    inbound: &Inbound<'_>,
+    id: Option<&str>,
+) -> Result<String, String> {
+    let by = inbound.event.sender.id.to_string();
+    let Some(id) = id else {
+        let event = &inbound.event;
+        let stopped =
+            chains::stop_in_chat(shared, event.platform.as_str(), event.chat.as_str(), &by)
+                .await
+                .map_err(|err| err.to_string())?;
+        if stopped.is_empty() {
+            return Err("No open chain in this chat to stop.".to_owned());
+        }
+        let ids: Vec<&str> = stopped.iter().map(|c| c.id.as_str()).collect();
+        return Ok(format!(
+            "Stopped chain {}. A turn already running may finish; nothing more is posted.",
+            ids.join(", ")
+        ));
+    };
+    match chains::close(shared, id, chains::stop_by(&by)).await {
+        Ok(Some(chain)) => Ok(format!(
+            "Stopped chain {}. A turn already running may finish; nothing more is posted.",
+            chain.id
+        )),
+        Ok(None) => {
+            let state = shared.store.chain(id).await.ok().flatten().map(|c| c.state);
+            Err(format!(
+                "Chain {id} was already {}.",
+                state.map_or("closed", ChainState::as_str)
+            ))
+        }
+        Err(err) => Err(format!("{err}.")),
+    }
+}
+
+/// Whether a human who is not an admin may run `command` here: only `chain stop`, and only for
+/// chains that post in this chat. A person reading a chain can always stop it.
+pub(crate) async fn may_stop(
+    shared: &Shared,
+    inbound: &Inbound<'_>,
+    command: &AdminCommand,
+) -> bool {
+    let AdminCommand::ChainClose(id) = command else {
+        return false;
+    };
+    let open = shared
+        .store
+        .chains(open_here(inbound))
+        .await
+        .unwrap_or_default();
+    match id {
+        None => !open.is_empty(),
+        Some(id) => open.iter().any(|c| c.id.eq_ignore_ascii_case(id.trim())),
+    }
+}
+
+fn open_here(inbound: &Inbound<'_>) -> ChainQuery {
+    ChainQuery {
+        open_in: Some((
+            inbound.event.platform.to_string(),
+            inbound.event.chat.to_string(),
+        )),
+        limit: None,
+    }
+}
+
+fn summary(chain: &Chain) -> String {
+    let mut line = format!(
+        "{} \"{}\" — {}, turn {} (round {}): {} holds the turn; coordinator {}; participants {}",
+        chain.id,
+        chain.name,
+        chain.state,
+        chain.turn,
+        chain.round,
+        chain.holder_name(),
+        chain.coordinator_name(),
+        chain.participants.join(", ")
+    );
+    if let Some(reason) = &chain.closed_reason {
+        let _ = write!(line, "; ended: {reason}");
+    }
+    line
+}
+
+fn entry_line(entry: &ChainEntry) -> String {
+    let to = entry
+        .recipient
+        .as_deref()
+        .map(|r| format!(" → {r}"))
+        .unwrap_or_default();
+    format!(
+        "turn {} {} {}{to}: {}",
+        entry.turn, entry.kind, entry.sender, entry.content
+    )
+}

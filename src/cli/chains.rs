@@ -1,0 +1,90 @@
+//! `baton chains [ID]`: the chains in the store, or one chain with everything said and handed
+//! over in it. Read-only, next to a running gateway (SQLite's WAL lets it read while it writes).
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::views::{StoreArgs, one_line, open};
+use crate::mirror::now_ms;
+use crate::store::{ChainEntryKind, ChainQuery};
+
+/// Which chains to show.
+#[derive(Debug, Args)]
+pub(super) struct ChainsArgs {
+    /// Show this chain and its messages.
+    id: Option<String>,
+    /// At most this many chains, newest first.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()> {
+    let store = open(config, &args.store).await?;
+    let Some(id) = args.id else {
+        println!(
+            "{:<10} {:<10} {:<10} {:<10} {:>4} {:>7}  NAME (PARTICIPANTS)",
+            "CHAIN", "STATE", "COORD", "HOLDER", "TURN", "AGE"
+        );
+        let query = ChainQuery {
+            open_in: None,
+            limit: Some(args.limit),
+        };
+        for c in store.chains(query).await? {
+            let age = (now_ms() - c.created_ms).max(0) / 1000;
+            println!(
+                "{:<10} {:<10} {:<10} {:<10} {:>4} {:>6}s  {} ({})",
+                c.id,
+                c.state,
+                c.coordinator_name(),
+                c.holder_name(),
+                c.turn,
+                age,
+                one_line(&c.name, 40),
+                c.participants.join(", ")
+            );
+        }
+        store.close().await?;
+        return Ok(());
+    };
+    let Some(chain) = store.chain(&id).await? else {
+        anyhow::bail!("no chain `{id}`; `baton chains` lists them");
+    };
+    println!("chain {} \"{}\"", chain.id, chain.name);
+    println!(
+        "state {}, turn {}, round {}; {} holds the turn",
+        chain.state,
+        chain.turn,
+        chain.round,
+        chain.holder_name()
+    );
+    println!(
+        "coordinator {}; participants {}; started by {} in {}:{}{}",
+        chain.coordinator_name(),
+        chain.participants.join(", "),
+        chain.started_by,
+        chain.origin.platform,
+        chain.origin.chat,
+        chain
+            .origin
+            .thread
+            .as_deref()
+            .map(|t| format!(" (thread {t})"))
+            .unwrap_or_default()
+    );
+    if let Some(reason) = &chain.closed_reason {
+        println!("ended: {reason}");
+    }
+    println!();
+    for e in store.chain_entries(&chain.id).await? {
+        let who = match (e.kind, &e.recipient) {
+            (ChainEntryKind::Handoff, Some(to)) => format!("{} → {to}", e.sender),
+            _ => e.sender.clone(),
+        };
+        println!("turn {:>3} {:<8} {who}: {}", e.turn, e.kind, e.content);
+    }
+    store.close().await?;
+    Ok(())
+}
