@@ -39,6 +39,19 @@ pub enum Step {
     },
     /// Wait, then answer with the inner step (e.g. to trip a client timeout).
     Delay(Duration, Box<Step>),
+    /// A single tool call whose arguments are computed from the request that gets it: for ids
+    /// the model was only told earlier in the conversation (a chain id, say).
+    ToolCallWith(String, Compute),
+}
+
+/// Computes a tool call's arguments from the request body.
+#[derive(Clone)]
+pub struct Compute(pub Arc<dyn Fn(&Value) -> Value + Send + Sync>);
+
+impl std::fmt::Debug for Compute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Compute(..)")
+    }
 }
 
 impl Step {
@@ -50,6 +63,14 @@ impl Step {
     /// A single tool call.
     pub fn tool_call(name: impl Into<String>, arguments: Value) -> Step {
         Step::ToolCalls(vec![(name.into(), arguments)])
+    }
+
+    /// A single tool call with arguments computed from the request (see [`Step::ToolCallWith`]).
+    pub fn tool_call_with(
+        name: impl Into<String>,
+        arguments: impl Fn(&Value) -> Value + Send + Sync + 'static,
+    ) -> Step {
+        Step::ToolCallWith(name.into(), Compute(Arc::new(arguments)))
     }
 }
 
@@ -290,6 +311,9 @@ async fn chat_completions(
             Step::Delay(wait, next) => {
                 tokio::time::sleep(wait).await;
                 step = *next;
+            }
+            Step::ToolCallWith(name, compute) => {
+                step = Step::ToolCalls(vec![(name, (compute.0)(&body))]);
             }
             Step::Error {
                 status,

@@ -14,6 +14,12 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 /// A config with `bots` (ids; each on the openai backend with `model = id`) talking to `fake`,
 /// open local rooms, `admin` as the local admin, and `extra` TOML appended.
 pub fn config_text(fake_url: &str, bots: &[&str], extra: &str) -> String {
+    let bots: Vec<(&str, &str)> = bots.iter().map(|b| (*b, "")).collect();
+    config_with(fake_url, &bots, extra)
+}
+
+/// [`config_text`] with more keys for some bots: `(id, "tools = [\"chain_*\"]")`.
+pub fn config_with(fake_url: &str, bots: &[(&str, &str)], extra: &str) -> String {
     let mut text = String::from(
         r#"
 [gateway]
@@ -25,9 +31,9 @@ drain_seconds = 5
 local = ["admin"]
 "#,
     );
-    for bot in bots {
+    for (bot, keys) in bots {
         text.push_str(&format!(
-            "\n[[bots]]\nid = \"{bot}\"\nname = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{fake_url}\"\n"
+            "\n[[bots]]\nid = \"{bot}\"\nname = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{fake_url}\"\n{keys}\n"
         ));
     }
     text.push_str(extra);
