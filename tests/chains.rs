@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use support::chain_steps::on_chain;
 use support::fake_openai::{FakeOpenAi, Step};
 use support::gateway::{DEADLINE, TestGateway, config_with, temp_db};
 
@@ -22,31 +23,6 @@ fn bots() -> Vec<(&'static str, &'static str)> {
 
 fn config(fake: &FakeOpenAi, chains: &str) -> String {
     config_with(&fake.base_url, &bots(), &format!("\n[chains]\n{chains}\n"))
-}
-
-/// The chain id (`ch-` and six characters) somewhere in a request: a tool result or a block.
-fn chain_id(request: &Value) -> String {
-    let text = request["messages"].to_string();
-    let mut from = 0;
-    while let Some(at) = text[from..].find("ch-").map(|i| i + from) {
-        let id = &text[at..(at + 9).min(text.len())];
-        let tail_ok = id.len() == 9 && id[3..].bytes().all(|b| b.is_ascii_alphanumeric());
-        let starts_word = at == 0 || !text.as_bytes()[at - 1].is_ascii_alphanumeric();
-        if tail_ok && starts_word {
-            return id.to_owned();
-        }
-        from = at + 3;
-    }
-    panic!("no chain id in {text}")
-}
-
-/// A tool call naming the chain the request is about.
-fn on_chain(tool: &str, args: Value) -> Step {
-    Step::tool_call_with(tool, move |request| {
-        let mut args = args.clone();
-        args["chain"] = json!(chain_id(request));
-        args
-    })
 }
 
 /// What woke each turn of `model`: the last user line of its requests, once per turn (the

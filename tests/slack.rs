@@ -7,6 +7,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::{Value, json};
+use support::chain_steps::on_chain;
 use support::fake_openai::{FakeOpenAi, Step};
 use support::fake_slack::{FakeSlack, event_body, events_envelope, signed_headers, unix_now};
 use support::gateway::TestGateway;
@@ -17,18 +18,32 @@ const CAID: &str = "U_CAID";
 const HUMAN: &str = "U_HUMAN";
 const ADMIN: &str = "U_ADMIN";
 
-/// Both bots on Slack: `snark_mode` for snark (`socket` or `events`), socket for caid.
-fn config(model: &FakeOpenAi, slack: &FakeSlack, snark_mode: &str, extra: &str) -> String {
+/// Bots on Slack, each its own app: `snark_mode` for snark (`socket` or `events`), socket for
+/// the others; `bot_keys` added to every bot; `extra` appended.
+fn config(
+    model: &FakeOpenAi,
+    slack: &FakeSlack,
+    bots: &[&str],
+    bot_keys: &str,
+    snark_mode: &str,
+    extra: &str,
+) -> String {
     let mut text = format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
-         [admins]\nslack = [\"{ADMIN}\"]\n\n\
-         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n"
+         [admins]\nslack = [\"{ADMIN}\"]\n"
     );
-    for bot in ["snark", "caid"] {
+    if !extra.contains("[chats_default]") {
+        text.push_str("\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n");
+    }
+    for bot in bots {
         let upper = bot.to_uppercase();
-        let mode = if bot == "snark" { snark_mode } else { "socket" };
+        let mode = if *bot == "snark" {
+            snark_mode
+        } else {
+            "socket"
+        };
         text.push_str(&format!(
-            "\n[[bots]]\nid = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{}\"\n\n\
+            "\n[[bots]]\nid = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{}\"\n{bot_keys}\n\n\
              [[accounts]]\nbot = \"{bot}\"\nplatform = \"slack\"\nmode = \"{mode}\"\n\
              app_token_env = \"{upper}_SLACK_APP_TOKEN\"\nbot_token_env = \"{upper}_SLACK_BOT_TOKEN\"\n\
              signing_secret_env = \"{upper}_SLACK_SIGNING_SECRET\"\napi_url = \"{}\"\n",
@@ -55,25 +70,34 @@ struct World {
     slack: FakeSlack,
     gateway: TestGateway,
     _db: tempfile::TempDir,
+    db: std::path::PathBuf,
 }
 
 async fn world(snark_mode: &str, extra: &str) -> World {
+    world_of(&["snark", "caid"], "", snark_mode, extra).await
+}
+
+/// A world with `bots` (bot user id `U_<BOT>`), `bot_keys` on each of them.
+async fn world_of(bots: &[&str], bot_keys: &str, snark_mode: &str, extra: &str) -> World {
     let model = FakeOpenAi::start().await;
     let slack = FakeSlack::start().await;
-    slack.app("snark", SNARK);
-    slack.app("caid", CAID);
-    let (dir, db) = support::gateway::temp_db();
-    let text = config(&model, &slack, snark_mode, extra);
-    let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;
-    if snark_mode == "socket" {
-        slack.wait_connected("snark", 1).await;
+    for bot in bots {
+        slack.app(bot, &format!("U_{}", bot.to_uppercase()));
     }
-    slack.wait_connected("caid", 1).await;
+    let (dir, db) = support::gateway::temp_db();
+    let text = config(&model, &slack, bots, bot_keys, snark_mode, extra);
+    let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;
+    for bot in bots {
+        if *bot != "snark" || snark_mode == "socket" {
+            slack.wait_connected(bot, 1).await;
+        }
+    }
     World {
         model,
         slack,
         gateway,
         _db: dir,
+        db,
     }
 }
 
@@ -466,4 +490,161 @@ fn url_encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+#[tokio::test]
+async fn a_chain_started_in_a_channel_posts_each_turn_with_its_bots_token_in_one_thread() {
+    let bots = ["snark", "caid", "sec", "doc"];
+    let w = world_of(
+        &bots,
+        "tools = [\"chain_*\"]",
+        "socket",
+        "\n[chains]\ncoordinator = \"snark\"\n",
+    )
+    .await;
+    for (bot, prompt) in [
+        ("caid", "Risks?"),
+        ("sec", "Mitigations?"),
+        ("doc", "Write it up."),
+    ] {
+        w.model.script(
+            "snark",
+            on_chain("chain_pass", json!({"bot": bot, "prompt": prompt})),
+        );
+        w.model.script("snark", Step::reply("NO_REPLY"));
+        w.model
+            .script(bot, Step::reply(format!("{bot} says: {prompt}")));
+    }
+    w.model.script("snark", on_chain("chain_close", json!({})));
+    w.model.script("snark", Step::reply("NO_REPLY"));
+
+    let ts = "1700000000.000900";
+    let text = "/baton chain start <@U_CAID> <@U_SEC> <@U_DOC> plan the launch";
+    let body = event_body("A_snark", "EvC", "message", said(ADMIN, "C1", ts, text));
+    w.deliver("snark", events_envelope("env-c", 0, body)).await;
+
+    let posts = w.slack.posts();
+    let turns: Vec<(String, String)> = posts
+        .iter()
+        .filter(|p| p.text.contains(" says: "))
+        .map(|p| (p.token.clone(), p.text.clone()))
+        .collect();
+    assert_eq!(
+        turns,
+        [
+            ("xoxb-caid".to_owned(), "caid says: Risks?".to_owned()),
+            ("xoxb-sec".to_owned(), "sec says: Mitigations?".to_owned()),
+            ("xoxb-doc".to_owned(), "doc says: Write it up.".to_owned()),
+        ],
+        "each turn under its own bot's token, in order: {posts:#?}"
+    );
+    assert!(
+        posts
+            .iter()
+            .all(|p| p.channel == "C1" && p.thread_ts.as_deref() == Some(ts)),
+        "everything in the thread under the command: {posts:#?}"
+    );
+    assert!(posts[0].text.starts_with("Started chain ch-"), "{posts:#?}");
+    assert!(
+        posts.last().unwrap().text.contains("completed"),
+        "{posts:#?}"
+    );
+    w.gateway.stop().await;
+}
+
+/// The pairing code in a bot's pairing notice.
+fn code_in(text: &str) -> String {
+    let at = text.find("approve ").expect("a code in the notice") + "approve ".len();
+    text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect()
+}
+
+#[tokio::test]
+async fn dm_pairing_issues_one_code_an_admin_approves_and_an_expired_code_fails_clearly() {
+    let extra = "\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"pairing\"\n";
+    let w = world("socket", extra).await;
+    let dm = |user: &str, n: u32, text: &str| {
+        let ts = format!("1700000001.0000{n:02}");
+        let mut event = said(user, &format!("D_{user}"), &ts, text);
+        event["channel_type"] = "im".into();
+        events_envelope(
+            &format!("dm-{n}"),
+            0,
+            event_body("A_snark", &format!("EvD{n}"), "message", event),
+        )
+    };
+    let admin_says = |n: u32, text: &str| {
+        let ts = format!("1700000002.0000{n:02}");
+        let event = said(ADMIN, "C1", &ts, text);
+        events_envelope(
+            &format!("adm-{n}"),
+            0,
+            event_body("A_snark", &format!("EvA{n}"), "message", event),
+        )
+    };
+
+    w.deliver("snark", dm("U_STRANGER", 1, "hi")).await;
+    let posts = w.slack.posts();
+    assert_eq!(posts.len(), 1, "{posts:#?}");
+    assert_eq!(posts[0].channel, "D_U_STRANGER");
+    let code = code_in(&posts[0].text);
+    assert_eq!(code.len(), 8, "{}", posts[0].text);
+    assert_eq!(w.model.requests().len(), 0, "nothing else: no model turn");
+
+    // A second DM within the hour: no new code, no second notice (rate-limited).
+    w.deliver("snark", dm("U_STRANGER", 2, "hello?")).await;
+    assert_eq!(w.slack.posts().len(), 1);
+    let pairings = w.gateway.gateway.store().pairings().await.unwrap();
+    assert_eq!(pairings.len(), 1);
+    assert_eq!(pairings[0].code, code);
+
+    w.deliver(
+        "snark",
+        admin_says(1, &format!("/baton pairing approve {code}")),
+    )
+    .await;
+    let approved = w.slack.posts().last().unwrap().text.clone();
+    assert!(
+        approved.starts_with("Approved U_STRANGER on slack"),
+        "{approved}"
+    );
+
+    w.model.script("snark", Step::reply("welcome in"));
+    w.deliver("snark", dm("U_STRANGER", 3, "hi again")).await;
+    let last = w.slack.posts().last().unwrap().clone();
+    assert_eq!(
+        (last.channel.as_str(), last.text.as_str()),
+        ("D_U_STRANGER", "welcome in")
+    );
+
+    // A code not approved within the hour fails clearly, and the sender gets a new one.
+    w.deliver("snark", dm("U_LATE", 4, "hi")).await;
+    let old = code_in(&w.slack.posts().last().unwrap().text);
+    let db = rusqlite::Connection::open(&w.db).unwrap();
+    db.execute(
+        "UPDATE pairing SET created_ms = created_ms - 3600001 WHERE user = 'U_LATE'",
+        [],
+    )
+    .unwrap();
+    w.deliver(
+        "snark",
+        admin_says(2, &format!("/baton pairing approve {old}")),
+    )
+    .await;
+    let expired = w.slack.posts().last().unwrap().text.clone();
+    assert!(
+        expired.contains(&format!("Code {old}")) && expired.contains("has expired"),
+        "{expired}"
+    );
+    let audit = w.gateway.gateway.store().audit_log(10).await.unwrap();
+    assert_eq!(audit[0].command, format!("/baton pairing approve {old}"));
+    assert!(
+        audit[0].outcome.starts_with("error: Code"),
+        "{:?}",
+        audit[0]
+    );
+    assert_eq!(audit[1].outcome, "ok", "the first approval is audited too");
+    w.gateway.stop().await;
 }
