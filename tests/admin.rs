@@ -128,3 +128,167 @@ async fn reset_starts_a_new_conversation_and_help_lists_commands() {
     );
     gw.stop().await;
 }
+
+/// The answer to the last command: the newest bot line in the room.
+async fn last_answer(gw: &TestGateway) -> String {
+    let room = gw.messages("room").await;
+    let line = room
+        .iter()
+        .rev()
+        .find(|m| m["is_bot"] == true)
+        .expect("an answer");
+    line["text"].as_str().unwrap().to_owned()
+}
+
+/// `command` as `who`, then the answer.
+async fn run(gw: &TestGateway, who: &str, command: &str) -> String {
+    gw.say("room", who, command).await;
+    gw.settle().await;
+    last_answer(gw).await
+}
+
+#[tokio::test]
+async fn status_bots_limits_transcript_and_chain_commands_answer_admins_only() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    // Two bots: a bot's line reaches the other, which is how a bot's command gets seen.
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha", "beta"], ""), &db).await;
+    gw.say("room", "alice", "@alpha hello there").await;
+    gw.settle().await;
+
+    let transcript = run(&gw, "admin", "/baton transcript 2").await;
+    assert_eq!(
+        transcript.lines().collect::<Vec<_>>()[0],
+        "Last 2 line(s) here:",
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains("alice [inbound]: @alpha hello there"),
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains("alpha [reply]: echo: @alpha hello there"),
+        "{transcript}"
+    );
+    let alpha = run(&gw, "admin", "/baton transcript @alpha 50").await;
+    assert!(alpha.contains("[inbound]: @alpha hello there"), "{alpha}");
+    assert!(
+        alpha.contains("Last 2 line(s) here:"),
+        "its own earlier answer: {alpha}"
+    );
+
+    let status = run(&gw, "admin", "/baton status").await;
+    for part in [
+        "Accounts:",
+        "local/alpha (bot alpha): Connected",
+        "Lanes:",
+        "- main: 0 running",
+    ] {
+        assert!(status.contains(part), "{part}: {status}");
+    }
+    assert!(
+        status.contains("Guard refusals in the last hour: none"),
+        "{status}"
+    );
+    let bots = run(&gw, "admin", "/baton bots").await;
+    assert!(bots.starts_with("Bots:\n- alpha (alpha)"), "{bots}");
+    let limits = run(&gw, "admin", "/baton limits").await;
+    for part in [
+        "Limits in local:room",
+        "inbound: 20 messages per sender per bot per minute",
+        "bot reply chain 0 of 3",
+        "chains: baton coordinates round-robin, 1 round(s)",
+        "Refused here in the last hour: none",
+    ] {
+        assert!(limits.contains(part), "{part}: {limits}");
+    }
+
+    assert_eq!(
+        run(&gw, "admin", "/baton chain status").await,
+        "No open chain in this chat. `/baton chain status ID` shows any chain; `baton chains` \
+         lists them all."
+    );
+    let started = run(&gw, "admin", "/baton chain start @alpha the plan").await;
+    let id = gw.get("/api/chains").await["chains"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        started.contains("Chain") || started.contains("chain"),
+        "{started}"
+    );
+    let one = run(&gw, "admin", &format!("/baton chain status {id}")).await;
+    assert!(
+        one.starts_with(&format!("{id} \"the plan\" — completed")),
+        "{one}"
+    );
+    assert!(one.contains("message alpha: echo:"), "its log: {one}");
+    assert_eq!(
+        run(&gw, "admin", "/baton chain stop").await,
+        "No open chain in this chat to stop."
+    );
+
+    // Someone else gets a short refusal, even for the stop when nothing is running.
+    for command in [
+        "/baton limits",
+        "/baton chain start @alpha x",
+        "/baton chain stop",
+    ] {
+        let answer = run(&gw, "mallory", command).await;
+        assert_eq!(
+            answer, "Only baton admins can run /baton commands.",
+            "{command}"
+        );
+    }
+    // A bot is never obeyed.
+    fake.script("alpha", Step::reply("/baton chain start @alpha forever"));
+    gw.say("room", "alice", "@alpha go").await;
+    gw.settle().await;
+    assert_eq!(
+        gw.get("/api/chains").await["chains"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    let audit = gw.gateway.store().audit_log(50).await.unwrap();
+    let rows: Vec<(String, String, String)> = audit
+        .iter()
+        .rev()
+        .map(|a| (a.user.clone(), a.command.clone(), a.outcome.clone()))
+        .collect();
+    let expect = [
+        ("admin", "/baton transcript 2", "ok"),
+        ("admin", "/baton transcript @alpha 50", "ok"),
+        ("admin", "/baton status", "ok"),
+        ("admin", "/baton bots", "ok"),
+        ("admin", "/baton limits", "ok"),
+        ("admin", "/baton chain status", "ok"),
+        ("admin", "/baton chain start @alpha the plan", "ok"),
+        ("admin", &format!("/baton chain status {id}"), "ok"),
+        (
+            "admin",
+            "/baton chain stop",
+            "error: No open chain in this chat to stop.",
+        ),
+        ("mallory", "/baton limits", "refused: not an admin"),
+        (
+            "mallory",
+            "/baton chain start @alpha x",
+            "refused: not an admin",
+        ),
+        ("mallory", "/baton chain stop", "refused: not an admin"),
+        (
+            "alpha",
+            "/baton chain start @alpha forever",
+            "refused: bots may not run admin commands",
+        ),
+    ];
+    let expect: Vec<(String, String, String)> = expect
+        .iter()
+        .map(|(u, c, o)| ((*u).to_owned(), (*c).to_owned(), (*o).to_owned()))
+        .collect();
+    assert_eq!(rows, expect);
+    gw.stop().await;
+}
