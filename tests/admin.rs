@@ -208,15 +208,15 @@ async fn status_bots_limits_transcript_and_chain_commands_answer_admins_only() {
         "No open chain in this chat. `/baton chain status ID` shows any chain; `baton chains` \
          lists them all."
     );
-    let started = run(&gw, "admin", "/baton chain start @alpha the plan").await;
+    run(&gw, "admin", "/baton chain start @alpha the plan").await;
     let id = gw.get("/api/chains").await["chains"][0]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    assert!(
-        started.contains("Chain") || started.contains("chain"),
-        "{started}"
-    );
+    let started =
+        format!("Started chain {id} \"the plan\": baton coordinates; participants alpha.");
+    let room = texts(&gw.messages("room").await);
+    assert!(room.iter().any(|t| t.starts_with(&started)), "{room:#?}");
     let one = run(&gw, "admin", &format!("/baton chain status {id}")).await;
     assert!(
         one.starts_with(&format!("{id} \"the plan\" — completed")),
