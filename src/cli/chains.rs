@@ -37,7 +37,7 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
             println!(
                 "{:<10} {:<10} {:<10} {:<10} {:>4} {:>6}s  {} ({})",
                 c.id,
-                c.state,
+                c.state.as_str(),
                 c.coordinator_name(),
                 c.holder_name(),
                 c.turn,
@@ -83,7 +83,12 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
             (ChainEntryKind::Handoff, Some(to)) => format!("{} → {to}", e.sender),
             _ => e.sender.clone(),
         };
-        println!("turn {:>3} {:<8} {who}: {}", e.turn, e.kind, e.content);
+        println!(
+            "turn {:>3} {:<8} {who}: {}",
+            e.turn,
+            e.kind.as_str(),
+            e.content
+        );
     }
     store.close().await?;
     Ok(())

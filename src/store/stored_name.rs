@@ -35,8 +35,9 @@ macro_rules! stored_name {
         }
 
         impl std::fmt::Display for $name {
+            /// The stored name; honours width and alignment (`{:<10}`) for tables.
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
+                f.pad(self.as_str())
             }
         }
 
