@@ -15,7 +15,6 @@ use super::{AdminCommand, AfterAnswer, Answer, resolve_bot};
 use crate::chains::{self, Opening, Place, Start};
 use crate::dispatcher::{Inbound, Shared};
 use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
-use crate::tools::ToolName;
 
 /// How many log entries `chain status ID` shows.
 const STATUS_TAIL: usize = 10;
@@ -28,18 +27,8 @@ pub(super) async fn start(
     topic: &str,
 ) -> Result<Answer, String> {
     let event = &inbound.event;
+    // `baton check` made sure a configured coordinator may use chain_pass and chain_close.
     let coordinator = shared.config.chains.coordinator.clone();
-    if let Some(bot) = coordinator.as_deref().and_then(|c| shared.roster.bot(c)) {
-        let tools = &bot.tools;
-        if !(tools.contains(ToolName::ChainPass) && tools.contains(ToolName::ChainClose)) {
-            return Err(format!(
-                "The coordinator `{}` ([chains] coordinator) cannot use chain_pass and \
-                 chain_close; add \"chain_*\" to its `tools`, or remove the key to let baton \
-                 coordinate round-robin.",
-                bot.id()
-            ));
-        }
-    }
     let mut bots = Vec::with_capacity(participants.len());
     for name in participants {
         bots.push(resolve_bot(shared, inbound, Some(name))?);

@@ -136,11 +136,21 @@ impl Checker<'_> {
     pub(super) fn chains(&mut self, config: &Config) {
         let chains = &config.chains;
         if let Some(coordinator) = &chains.coordinator {
-            self.bot_ref(config, "chains.coordinator", coordinator, |ids| {
+            let known = self.bot_ref(config, "chains.coordinator", coordinator, |ids| {
                 format!(
                     "name one of: {ids} (or remove the key to let baton coordinate round-robin)"
                 )
             });
+            if known && !coordinator_tools_allowed(config, coordinator) {
+                self.report(
+                    "chains.coordinator",
+                    format!(
+                        "bot `{coordinator}` coordinates chains, but its `tools` do not allow \
+                         chain_pass and chain_close, so it could never hand the turn on or end \
+                         a chain; add \"chain_*\" to its tools"
+                    ),
+                );
+            }
         }
         self.at_least_one("chains.max_rounds", u64::from(chains.max_rounds), "");
         if chains.rounds == 0 || chains.rounds > chains.max_rounds.max(1) {
@@ -158,6 +168,26 @@ impl Checker<'_> {
             "",
         );
     }
+}
+
+/// Whether the bot's `tools` globs (the ones that compile; bad ones are reported elsewhere)
+/// allow the tools a coordinator cannot do without.
+fn coordinator_tools_allowed(config: &Config, bot: &str) -> bool {
+    let Some(bot) = config.bots.iter().find(|b| b.id == bot) else {
+        return false;
+    };
+    let mut globs = globset::GlobSetBuilder::new();
+    for pattern in &bot.tools {
+        if let Ok(glob) = globset::Glob::new(pattern) {
+            globs.add(glob);
+        }
+    }
+    let Ok(globs) = globs.build() else {
+        return false;
+    };
+    ["chain_pass", "chain_close"]
+        .iter()
+        .all(|tool| globs.is_match(tool))
 }
 
 #[cfg(test)]
@@ -182,5 +212,33 @@ mod tests {
             // `snark` is a bot: a plain id that names one is fine.
             &["agent_to_agent.allow[0]"],
         );
+    }
+
+    #[test]
+    fn a_coordinator_must_be_able_to_pass_and_close() {
+        use super::super::super::Config;
+        let text = |tools: &str| {
+            format!(
+                "[chains]\ncoordinator = \"snark\"\n\n[[bots]]\nid = \"snark\"\n\
+                 backend = \"echo\"\ntools = {tools}\n"
+            )
+        };
+        let env = |_: &str| None;
+        let here = std::path::Path::new(".");
+        let problems = Config::from_toml(&text("[\"chain_message\"]"), here, &env)
+            .expect_err("a coordinator without chain_pass is refused");
+        let shown = format!("{problems:?}");
+        assert!(shown.contains("chains.coordinator"), "{shown}");
+        assert!(
+            shown.contains("add \\\"chain_*\\\" to its tools"),
+            "{shown}"
+        );
+        for ok in [
+            "[\"chain_*\"]",
+            "[\"chain_pass\", \"chain_close\"]",
+            "[\"*\"]",
+        ] {
+            assert!(Config::from_toml(&text(ok), here, &env).is_ok(), "{ok}");
+        }
     }
 }
