@@ -503,3 +503,56 @@ async fn any_human_in_the_chat_can_stop_a_chain_and_a_running_turn_posts_nothing
     assert_eq!(audit[0].outcome, "ok");
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn a_chain_interrupted_by_a_restart_goes_on_from_where_its_turn_stood() {
+    use baton::store::{ChainOrigin, Handoff, NewChain, Store};
+    let fake = FakeOpenAi::start().await;
+    fake.script("sec", Step::reply("picking up"));
+    let (_dir, db) = temp_db();
+    // The last run: baton gave caid the turn, and stopped before caid answered.
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    let new = NewChain {
+        name: "interrupted".into(),
+        coordinator: None,
+        participants: vec!["caid".into(), "sec".into()],
+        origin: ChainOrigin {
+            platform: "local".into(),
+            chat: "room".into(),
+            thread: None,
+            anchor: None,
+            account: "snark".into(),
+        },
+        started_by: "admin".into(),
+    };
+    let chain = store.create_chain(new, 1).await.unwrap();
+    let handoff = Handoff {
+        chain: chain.id.clone(),
+        by: "baton".into(),
+        to: "caid".into(),
+        prompt: "go".into(),
+        add: false,
+        max_rounds: 10,
+    };
+    store.chain_hand(handoff, 2).await.unwrap();
+    store.close().await.unwrap();
+
+    let gw = TestGateway::start(&config(&fake, ""), &db).await;
+    gw.settle().await;
+
+    let (chain, messages) = the_chain(&gw).await;
+    assert_eq!(chain["state"], "completed", "{chain:#} {messages:#?}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["content"]
+                == "baton restarted during caid's turn; the turn goes back to baton"),
+        "{messages:#?}"
+    );
+    assert!(
+        fake.requests_for("caid").is_empty(),
+        "caid's interrupted turn is not run again"
+    );
+    assert_eq!(said_by(&gw, "sec").await, ["picking up"]);
+    gw.stop().await;
+}

@@ -19,17 +19,20 @@
 //! the turn is checked and made in one store job ([`crate::store::Store::chain_post`]), so a
 //! bot that is not the holder is refused whatever its model believes, and a late post after a
 //! timeout (or a late timeout after a post) changes nothing. Posts never wake other bots
-//! through the chat either: a chain gives turns, the chat does not (see `post.rs`).
+//! through the chat either: a chain gives turns, the chat does not (see `post.rs`). Chains a
+//! restart interrupted are picked up at start (`recover.rs`).
 
 mod context;
 mod place;
 mod post;
+mod recover;
 mod round_robin;
 mod turns;
 
 use std::sync::Arc;
 
 pub(crate) use place::Place;
+pub(crate) use recover::recover;
 
 use self::context::Role;
 use self::turns::TurnJob;

@@ -128,6 +128,10 @@ impl Gateway {
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
+        let chains = crate::chains::recover(&shared).await?;
+        if chains > 0 {
+            tracing::info!(chains, "picked up chains left open by the last run");
+        }
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         for account in shared.roster.accounts() {

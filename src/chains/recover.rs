@@ -1,0 +1,40 @@
+//! Chains left open by the last run. A turn that was running when the gateway stopped is gone
+//! with the process, and nothing else would ever move the chain on, so at start every open
+//! chain is picked up where its turn stands:
+//!
+//! - a participant held the turn: it goes back to the coordinator with a system note saying
+//!   baton restarted (the participant's half-finished turn is not run again: it may have acted);
+//! - the coordinator held it: the coordinating bot is woken to move it, or baton takes its next
+//!   round-robin step.
+
+use std::sync::Arc;
+
+use super::{coordinator_move, hand_back};
+use crate::dispatcher::Shared;
+use crate::store::{ChainQuery, ChainState, StoreError};
+
+/// Pick up every open chain; returns how many.
+pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
+    let open: Vec<_> = shared
+        .store
+        .chains(ChainQuery::default())
+        .await?
+        .into_iter()
+        .filter(|c| c.state == ChainState::Open)
+        .collect();
+    for chain in &open {
+        tracing::info!(chain = %chain.id, holder = chain.holder_name(), "picking up an open chain");
+        if chain.coordinator_holds() {
+            let news = "baton restarted; the turn is yours.".to_owned();
+            coordinator_move(shared, chain.clone(), news).await;
+        } else {
+            let reason = format!(
+                "baton restarted during {}'s turn; the turn goes back to {}",
+                chain.holder_name(),
+                chain.coordinator_name()
+            );
+            hand_back(shared, chain, chain.turn, reason).await;
+        }
+    }
+    Ok(open.len())
+}
