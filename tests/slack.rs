@@ -648,3 +648,54 @@ async fn dm_pairing_issues_one_code_an_admin_approves_and_an_expired_code_fails_
     assert_eq!(audit[1].outcome, "ok", "the first approval is audited too");
     w.gateway.stop().await;
 }
+
+#[tokio::test]
+async fn a_chain_started_by_slash_command_is_announced_and_its_posts_thread_under_the_announcement()
+{
+    let w = world("socket", "").await;
+    w.model.script("caid", Step::reply("caid was here"));
+    let envelope = json!({
+        "envelope_id": "cmd-chain", "type": "slash_commands", "accepts_response_payload": true,
+        "payload": { "token": "t", "team_id": "T1", "channel_id": "C1", "channel_name": "general",
+            "user_id": ADMIN, "user_name": "admin", "command": "/baton",
+            "text": "chain start @caid quick check",
+            "api_app_id": "A_snark", "response_url": w.slack.response_url("rc"),
+            "trigger_id": "trig.chain" }
+    });
+    w.deliver("snark", envelope).await;
+
+    let responses = w.slack.responses();
+    assert_eq!(responses.len(), 1, "{responses:?}");
+    assert!(
+        responses[0].1.starts_with("Started chain ch-"),
+        "{responses:?}"
+    );
+    let posts = w.slack.posts();
+    assert_eq!(
+        posts.len(),
+        3,
+        "announcement, caid's post, the ending: {posts:#?}"
+    );
+    let (announcement, post, ending) = (&posts[0], &posts[1], &posts[2]);
+    assert!(announcement.text.starts_with("Chain ch-"), "{posts:#?}");
+    assert_eq!(
+        announcement.thread_ts, None,
+        "the announcement is in the channel"
+    );
+    assert_eq!(
+        (post.token.as_str(), post.text.as_str()),
+        ("xoxb-caid", "caid was here")
+    );
+    // The fake numbers its posts from 1700000000.000101: the announcement is the first.
+    assert_eq!(
+        post.thread_ts.as_deref(),
+        Some("1700000000.000101"),
+        "{posts:#?}"
+    );
+    assert_eq!(
+        post.thread_ts, ending.thread_ts,
+        "one thread under the announcement"
+    );
+    assert!(ending.text.contains("completed"), "{posts:#?}");
+    w.gateway.stop().await;
+}
