@@ -13,7 +13,8 @@
 //! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
-//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]).
+//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]), `schedule.rs`
+//! ([`Store::schedule_jobs`]).
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
@@ -32,6 +33,7 @@ mod history;
 mod migrate;
 mod pairing;
 mod readers;
+mod schedule;
 mod sessions;
 mod transcript;
 mod writer;
@@ -53,6 +55,7 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use pairing::{Pairing, PairingRecord};
+pub use schedule::{LastDelivered, ScheduleRow};
 pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
 
