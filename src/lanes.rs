@@ -297,7 +297,10 @@ mod tests {
     async fn lanes_are_independent() {
         let lanes = lanes(1);
         let _main = lanes.enter(Lane::Main, "bot", "a").await;
-        let nested = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Nested, "bot", "b"));
+        let nested = tokio::time::timeout(
+            Duration::from_secs(1),
+            lanes.enter(Lane::Nested, "bot", "b"),
+        );
         assert!(
             nested.await.is_ok(),
             "a full main lane blocked the nested lane"

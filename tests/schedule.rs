@@ -62,7 +62,12 @@ const PRIVATE: &str = "bot:hb:local:hb:schedule:heartbeat";
 async fn a_heartbeat_due_during_a_long_turn_is_skipped_then_runs_after_it() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
-    let gw = start(&fake, &bot(&fake, "hb", "heartbeat = { every = \"30m\" }"), &db).await;
+    let gw = start(
+        &fake,
+        &bot(&fake, "hb", "heartbeat = { every = \"30m\" }"),
+        &db,
+    )
+    .await;
 
     // A long turn: the model holds the request until the test releases it.
     fake.hold();
@@ -105,8 +110,14 @@ async fn a_heartbeat_due_during_a_long_turn_is_skipped_then_runs_after_it() {
         "recorded once for the occurrence: {transcript:#?}"
     );
     let answer = transcript.iter().find(|e| e["kind"] == "answer").unwrap();
-    assert_eq!(answer["meta"]["posted"], false, "target none is never posted");
-    assert!(gw.said_by("ops", "hb").await.len() == 1, "only the turn's reply");
+    assert_eq!(
+        answer["meta"]["posted"], false,
+        "target none is never posted"
+    );
+    assert!(
+        gw.said_by("ops", "hb").await.len() == 1,
+        "only the turn's reply"
+    );
 
     let metrics = gw.metrics().await;
     assert!(
@@ -117,7 +128,10 @@ async fn a_heartbeat_due_during_a_long_turn_is_skipped_then_runs_after_it() {
     // The next one keeps the half-hour cadence.
     let next = gw.gateway.scheduler().next_due();
     assert_eq!(next.len(), 1);
-    assert_eq!((next[0].bot.as_str(), next[0].job.as_str()), ("hb", "heartbeat"));
+    assert_eq!(
+        (next[0].bot.as_str(), next[0].job.as_str()),
+        ("hb", "heartbeat")
+    );
     assert_eq!(next[0].at, monday(11, 0));
     gw.stop().await;
 }
@@ -140,7 +154,10 @@ async fn an_empty_checklist_skips_the_heartbeat_until_it_has_something_in_it() {
         ticked("hb", "heartbeat", TickOutcome::Skipped(SkipReason::Empty))
     );
     gw.settle().await;
-    assert!(fake.requests().is_empty(), "no model turn for an empty file");
+    assert!(
+        fake.requests().is_empty(),
+        "no model turn for an empty file"
+    );
     let transcript = gw.transcript(PRIVATE).await;
     assert_eq!(with_reason(&transcript, "notice", "empty").len(), 1);
     assert!(
@@ -150,7 +167,11 @@ async fn an_empty_checklist_skips_the_heartbeat_until_it_has_something_in_it() {
     );
 
     // The file is read at every heartbeat: a real item makes the next one run.
-    std::fs::write(&file, "# Heartbeat\n- [ ] ask caid about the release notes\n").unwrap();
+    std::fs::write(
+        &file,
+        "# Heartbeat\n- [ ] ask caid about the release notes\n",
+    )
+    .unwrap();
     assert_eq!(
         gw.tick(monday(11, 0)).await,
         ticked("hb", "heartbeat", TickOutcome::Started)
@@ -300,7 +321,11 @@ async fn a_restart_neither_fires_every_heartbeat_at_once_nor_restarts_the_interv
     gw.stop().await;
 
     let gw = start(&fake, &config, &db).await;
-    assert_eq!(gw.tick(monday(10, 20)).await, vec![], "nothing fires at start");
+    assert_eq!(
+        gw.tick(monday(10, 20)).await,
+        vec![],
+        "nothing fires at start"
+    );
     assert_eq!(
         gw.tick(monday(10, 30)).await,
         ticked("hb", "heartbeat", TickOutcome::Started),
@@ -339,7 +364,9 @@ async fn group_monitoring_answers_an_unaddressed_question_in_its_thread() {
     assert_eq!(requests.len(), 1);
     let shown = last_user_text(&requests[0]);
     assert!(
-        shown.contains(&format!("[{id}] ana: does anyone know where the runbook lives?")),
+        shown.contains(&format!(
+            "[{id}] ana: does anyone know where the runbook lives?"
+        )),
         "{shown}"
     );
     let said = gw.said_by("ops", "watch").await;
@@ -371,7 +398,11 @@ async fn quiet_hours_hold() {
     gw.settle().await;
     assert_eq!(
         gw.tick(monday(22, 0)).await,
-        ticked("hb", "heartbeat", TickOutcome::Skipped(SkipReason::QuietHours))
+        ticked(
+            "hb",
+            "heartbeat",
+            TickOutcome::Skipped(SkipReason::QuietHours)
+        )
     );
     let tuesday = |h, m| monday(h, m) + TimeDelta::days(1);
     for quiet in [monday(23, 0), tuesday(3, 0), tuesday(6, 59)] {

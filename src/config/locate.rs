@@ -125,18 +125,7 @@ mod tests {
 
     #[test]
     fn nested_arrays_count_per_parent_element() {
-        let text = "[[bots]]
-id = "a"
-[[bots.cron]]
-chat = "x"
-
-[[bots]]
-id = "b"
-[[bots.cron]]
-chat = "y"
-[[bots.cron]]
-chat = "z"
-";
+        let text = "[[bots]]\nid = \"a\"\n[[bots.cron]]\nchat = \"x\"\n\n[[bots]]\nid = \"b\"\n[[bots.cron]]\nchat = \"y\"\n[[bots.cron]]\nchat = \"z\"\n";
         assert_eq!(locate(text, "bots[0].cron[0].chat"), Some(4));
         assert_eq!(locate(text, "bots[1].cron[0].chat"), Some(9));
         assert_eq!(locate(text, "bots[1].cron[1].chat"), Some(11));

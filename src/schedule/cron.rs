@@ -62,7 +62,11 @@ mod tests {
         let friday_9 = Utc.with_ymd_and_hms(2025, 3, 7, 9, 0, 0).unwrap();
         let monday_9 = Utc.with_ymd_and_hms(2025, 3, 10, 9, 0, 0).unwrap();
         assert_eq!(s.next_after(utc(), friday_8), Some(friday_9));
-        assert_eq!(s.next_after(utc(), friday_9), Some(monday_9), "strictly after");
+        assert_eq!(
+            s.next_after(utc(), friday_9),
+            Some(monday_9),
+            "strictly after"
+        );
     }
 
     #[test]

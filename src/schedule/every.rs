@@ -65,7 +65,16 @@ mod tests {
 
     #[test]
     fn bad_values_say_what_to_write() {
-        for bad in ["", "30", "m", "5 m", "1d", "0s", "-5m", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "30",
+            "m",
+            "5 m",
+            "1d",
+            "0s",
+            "-5m",
+            "99999999999999999999h",
+        ] {
             let err = parse_every(bad).unwrap_err();
             assert!(err.contains("\"30m\""), "{bad}: {err}");
         }

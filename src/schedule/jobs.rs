@@ -18,13 +18,13 @@ pub const HEARTBEAT_JOB: &str = "heartbeat";
 /// One scheduled job of one bot.
 pub(crate) struct Job {
     /// The bot.
-    pub bot: Arc<Bot>,
+    pub(crate) bot: Arc<Bot>,
     /// `heartbeat` or `cron-<n>` (its index in the bot's `[[bots.cron]]`).
-    pub id: String,
+    pub(crate) id: String,
     /// Where it runs.
-    pub place: Place,
+    pub(crate) place: Place,
     /// What kind of job.
-    pub what: What,
+    pub(crate) what: What,
 }
 
 /// A heartbeat or a cron entry.
@@ -40,8 +40,8 @@ pub(crate) enum What {
     },
     /// A turn at the times `schedule` names.
     Cron {
-        /// The schedule.
-        schedule: Schedule,
+        /// The schedule (boxed: a parsed cron is large, a heartbeat small).
+        schedule: Box<Schedule>,
         /// The schedule as written, for the prompt and the spec.
         expr: String,
         /// What the bot is asked.
@@ -51,7 +51,7 @@ pub(crate) enum What {
 
 impl What {
     /// The metric label and transcript name of the kind.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             What::Heartbeat { .. } => "heartbeat",
             What::Cron { .. } => "cron",
@@ -62,7 +62,7 @@ impl What {
 impl Job {
     /// What a stored due time was computed from: when it differs from the config, the stored
     /// time is for another schedule and the job is armed afresh.
-    pub fn spec(&self) -> String {
+    pub(crate) fn spec(&self) -> String {
         match &self.what {
             What::Heartbeat { every, .. } => {
                 format!("every={}s target={}", every.as_secs(), self.place)
@@ -73,7 +73,7 @@ impl Job {
 
     /// When a job never run before falls due: a heartbeat one interval from now (a start does
     /// not fire every heartbeat at once), a cron entry at its next time.
-    pub fn first_due(&self, zone: Zone, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn first_due(&self, zone: Zone, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match &self.what {
             What::Heartbeat { every, .. } => Some(now + delta(*every)),
             What::Cron { schedule, .. } => schedule.next_after(zone, now),
@@ -83,7 +83,7 @@ impl Job {
     /// When the job falls due after the occurrence due at `due` was dealt with at `now`: a
     /// heartbeat keeps its cadence (`due` plus whole intervals), skipping the ones already
     /// past; a cron entry moves to its next time after `now`, so missed slots run once.
-    pub fn due_after(
+    pub(crate) fn due_after(
         &self,
         zone: Zone,
         due: DateTime<Utc>,
@@ -152,8 +152,9 @@ pub(crate) fn jobs(config: &Config, roster: &Roster) -> Result<Vec<Job>, String>
         }
         for (n, entry) in bot_config.cron.iter().enumerate() {
             let key = |name: &str| format!("bots[{i}].cron[{n}].{name}");
-            let schedule =
-                Schedule::parse(&entry.schedule).map_err(|e| format!("{}: {e}", key("schedule")))?;
+            let schedule = Schedule::parse(&entry.schedule)
+                .map(Box::new)
+                .map_err(|e| format!("{}: {e}", key("schedule")))?;
             let place =
                 Place::parse(&entry.chat, platform).map_err(|e| format!("{}: {e}", key("chat")))?;
             jobs.push(Job {
@@ -226,7 +227,7 @@ mod tests {
     fn a_cron_entry_moves_to_its_next_time_after_now() {
         let zone = Zone::parse("UTC").unwrap();
         let cron = job(What::Cron {
-            schedule: Schedule::parse("0 9 * * *").unwrap(),
+            schedule: Box::new(Schedule::parse("0 9 * * *").unwrap()),
             expr: "0 9 * * *".into(),
             prompt: "standup".into(),
         });

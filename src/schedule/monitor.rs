@@ -15,7 +15,7 @@ pub const REPLY_DIRECTIVE: &str = ">>";
 
 /// The history buffer as the scheduled turn's context: oldest first, each line with its id,
 /// and how to answer one in its thread.
-pub fn history_section(chat: &str, history: &[HistoryEntry]) -> String {
+pub(super) fn history_section(chat: &str, history: &[HistoryEntry]) -> String {
     let mut text = format!(
         "Messages in {chat} that were not addressed to you, since you last looked (oldest \
          first, each with its message id):\n"
@@ -38,16 +38,16 @@ pub fn history_section(chat: &str, history: &[HistoryEntry]) -> String {
 /// A reply, split into the message it answers (if it used the directive with an id the bot was
 /// shown) and the text to post.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Aimed {
+pub(super) struct Aimed {
     /// The message to answer in its thread.
-    pub reply_to: Option<String>,
+    pub(super) reply_to: Option<String>,
     /// What to post.
-    pub text: String,
+    pub(super) text: String,
 }
 
 /// Read the reply directive off `reply`. Only ids in `shown` count; a directive with another id
 /// is dropped and the rest goes to the chat. A directive with nothing after it is no reply.
-pub fn aim(reply: &str, shown: &[HistoryEntry]) -> Aimed {
+pub(super) fn aim(reply: &str, shown: &[HistoryEntry]) -> Aimed {
     let plain = || Aimed {
         reply_to: None,
         text: reply.trim().to_owned(),
@@ -56,9 +56,7 @@ pub fn aim(reply: &str, shown: &[HistoryEntry]) -> Aimed {
         return plain();
     };
     let rest = rest.trim_start();
-    let (id, text) = rest
-        .split_once(char::is_whitespace)
-        .unwrap_or((rest, ""));
+    let (id, text) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     let id = id.trim_matches(|c| c == '[' || c == ']');
     let known = shown.iter().any(|e| e.message_id == id);
     if !known {
@@ -94,7 +92,10 @@ mod tests {
             &[entry("m7", "ana", "is CI red?"), entry("m8", "bo", "yes")],
         );
         assert!(text.contains("in local:ops"), "{text}");
-        assert!(text.contains("[m7] ana: is CI red?\n[m8] bo: yes\n"), "{text}");
+        assert!(
+            text.contains("[m7] ana: is CI red?\n[m8] bo: yes\n"),
+            "{text}"
+        );
         assert!(text.contains("`>> m7 ...`"), "{text}");
     }
 

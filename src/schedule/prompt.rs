@@ -19,7 +19,7 @@ pub fn builtin_heartbeat_prompt() -> String {
 }
 
 /// The prompt around the bot's checklist file.
-pub fn checklist_prompt(checklist: &str) -> String {
+pub(super) fn checklist_prompt(checklist: &str) -> String {
     format!(
         "{OPENING} Go through your checklist:\n\n{}\n\nIf nothing on it needs attention now, \
          answer exactly {HEARTBEAT_OK}.",
@@ -79,7 +79,9 @@ mod tests {
         assert!(is_effectively_empty(""));
         assert!(is_effectively_empty("   \n\n"));
         assert!(is_effectively_empty("# Heartbeat\n## Daily\n"));
-        assert!(is_effectively_empty("# Todo\n- [ ]\n- [x]\n* []\n+\n1.\n2) [ ]\n"));
+        assert!(is_effectively_empty(
+            "# Todo\n- [ ]\n- [x]\n* []\n+\n1.\n2) [ ]\n"
+        ));
         assert!(is_effectively_empty(
             "<!-- put checks here\n   one per line -->\n# Checks\n"
         ));
@@ -87,7 +89,9 @@ mod tests {
 
     #[test]
     fn any_real_line_is_not() {
-        assert!(!is_effectively_empty("# Todo\n- [ ] ping @ana about the release\n"));
+        assert!(!is_effectively_empty(
+            "# Todo\n- [ ] ping @ana about the release\n"
+        ));
         assert!(!is_effectively_empty("Check the deploy channel."));
         assert!(!is_effectively_empty("1. look at CI"));
         assert!(!is_effectively_empty("-- not a list item"));

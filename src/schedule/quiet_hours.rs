@@ -93,7 +93,13 @@ mod tests {
 
     #[test]
     fn bad_windows_say_what_to_write() {
-        for bad in ["22:00", "22-07", "25:00-07:00", "7:00-7:00", "22:00-07:00pm"] {
+        for bad in [
+            "22:00",
+            "22-07",
+            "25:00-07:00",
+            "7:00-7:00",
+            "22:00-07:00pm",
+        ] {
             let err = QuietHours::parse(bad).unwrap_err();
             assert!(err.contains("HH:MM-HH:MM"), "{bad}: {err}");
         }

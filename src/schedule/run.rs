@@ -55,15 +55,15 @@ impl Suppressed {
 /// A job's session and the account that speaks in it.
 pub(super) struct Spot<'a> {
     /// The session the job's turns and records go to.
-    pub key: SessionKey,
+    pub(super) key: SessionKey,
     /// The bot's account there (its local account for a private job).
-    pub account: &'a Account,
+    pub(super) account: &'a Account,
 }
 
 impl Spot<'_> {
     /// Where `job` runs, or `None` when the bot has no account on the target's platform
     /// (validation refuses such configs; logged if it happens anyway).
-    pub fn of<'a>(shared: &'a Shared, job: &Job) -> Option<Spot<'a>> {
+    pub(super) fn of<'a>(shared: &'a Shared, job: &Job) -> Option<Spot<'a>> {
         let bot = job.bot.id();
         let (platform, chat) = match &job.place {
             Place::Private => (baton_contract::Platform::Local, None),
@@ -90,7 +90,12 @@ impl Spot<'_> {
 /// The run id of the occurrence of `job` due at `due`. It derives from the due time, so a
 /// delivery replayed for the same occurrence reuses its idempotency keys and cannot post twice.
 fn run_id(job: &Job, due: DateTime<Utc>) -> String {
-    format!("sched:{}:{}:{}", job.bot.id(), job.id, due.timestamp_millis())
+    format!(
+        "sched:{}:{}:{}",
+        job.bot.id(),
+        job.id,
+        due.timestamp_millis()
+    )
 }
 
 /// The pen for `job`'s records about the occurrence due at `due`.
@@ -129,7 +134,11 @@ pub(super) async fn record_skip(
     let text = if detail.is_empty() {
         format!("{} skipped: {}", job.what.kind(), reason.as_str())
     } else {
-        format!("{} skipped: {} ({detail})", job.what.kind(), reason.as_str())
+        format!(
+            "{} skipped: {} ({detail})",
+            job.what.kind(),
+            reason.as_str()
+        )
     };
     journal(shared, job, &spot, due)
         .await
@@ -147,7 +156,7 @@ pub(super) async fn record_skip(
 }
 
 /// Clears a job's "running" flag when its turn ends, however it ends.
-pub(super) struct Running(pub Arc<AtomicBool>);
+pub(super) struct Running(pub(super) Arc<AtomicBool>);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -158,15 +167,15 @@ impl Drop for Running {
 /// What one occurrence runs with.
 pub(super) struct Occurrence {
     /// The job.
-    pub job: Arc<Job>,
+    pub(super) job: Arc<Job>,
     /// When it fell due.
-    pub due: DateTime<Utc>,
+    pub(super) due: DateTime<Utc>,
     /// The scheduler's time when it was started (the clock duplicates are measured on).
-    pub now: DateTime<Utc>,
+    pub(super) now: DateTime<Utc>,
     /// The prompt, before the history buffer is added.
-    pub prompt: String,
+    pub(super) prompt: String,
     /// Held until the turn ends.
-    pub running: Running,
+    pub(super) running: Running,
 }
 
 /// Run one occurrence to the end: lane, turn, reply.
@@ -185,7 +194,9 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
     let key = spot.key.render();
     let journal = journal(&shared, &job, &spot, due).await;
     let _slot = shared.lanes.enter(Lane::Cron, bot, &key).await;
-    shared.metrics.add(&metrics::SCHEDULED_RUNS, job.what.kind());
+    shared
+        .metrics
+        .add(&metrics::SCHEDULED_RUNS, job.what.kind());
     let history = history(&shared, &job, &spot).await;
     let mut text = prompt;
     if let Place::Chat { .. } = &job.place

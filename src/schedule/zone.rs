@@ -39,9 +39,12 @@ impl Zone {
             Some(b'-') => (-1, &text[1..]),
             _ => return Err(bad()),
         };
-        let (h, m) = rest.split_once(':').ok_or_else(bad)?;
-        let (h, m): (i32, i32) = match (h.parse(), m.parse()) {
-            (Ok(h), Ok(m)) if h.len() == 2 && m.len() == 2 && h <= 14 && m < 60 => (h, m),
+        let (hh, mm) = rest.split_once(':').ok_or_else(bad)?;
+        if hh.len() != 2 || mm.len() != 2 {
+            return Err(bad());
+        }
+        let (h, m): (i32, i32) = match (hh.parse(), mm.parse()) {
+            (Ok(h), Ok(m)) if (0..=14).contains(&h) && (0..60).contains(&m) => (h, m),
             _ => return Err(bad()),
         };
         FixedOffset::east_opt(sign * (h * 3600 + m * 60))
@@ -69,10 +72,10 @@ impl Zone {
     /// first occurrence; one that never occurs (clocks going forward) is taken an hour later.
     pub fn instant(&self, wall: NaiveDateTime) -> DateTime<Utc> {
         fn resolve<Tz: TimeZone>(tz: &Tz, wall: NaiveDateTime) -> DateTime<Utc> {
-            let at = tz
-                .from_local_datetime(&wall)
-                .earliest()
-                .or_else(|| tz.from_local_datetime(&(wall + TimeDelta::hours(1))).earliest());
+            let at = tz.from_local_datetime(&wall).earliest().or_else(|| {
+                tz.from_local_datetime(&(wall + TimeDelta::hours(1)))
+                    .earliest()
+            });
             match at {
                 Some(at) => at.with_timezone(&Utc),
                 // No zone skips two hours; read the wall time as UTC rather than fail.
