@@ -384,6 +384,47 @@ async fn group_monitoring_answers_an_unaddressed_question_in_its_thread() {
 }
 
 #[tokio::test]
+async fn a_bot_paused_in_the_chat_says_nothing_there_on_schedule_either() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let schedule = r#"
+[[bots.cron]]
+schedule = "*/5 * * * *"
+chat = "standup"
+prompt = "Post the standup reminder."
+"#;
+    let gw = start(&fake, &bot(&fake, "crier", schedule), &db).await;
+    gw.say("standup", "admin", "/baton pause @crier").await;
+    gw.settle().await;
+    let before = gw.said_by("standup", "crier").await.len();
+
+    gw.tick(monday(9, 1)).await;
+    assert_eq!(
+        gw.tick(monday(9, 5)).await,
+        ticked("crier", "cron-0", TickOutcome::Skipped(SkipReason::Paused))
+    );
+    gw.settle().await;
+    assert!(fake.requests().is_empty());
+    assert_eq!(
+        gw.said_by("standup", "crier").await.len(),
+        before,
+        "no scheduled post"
+    );
+    let transcript = gw.transcript("bot:crier:local:crier:standup").await;
+    assert_eq!(with_reason(&transcript, "notice", "paused").len(), 1);
+
+    gw.say("standup", "admin", "/baton resume @crier").await;
+    gw.settle().await;
+    assert_eq!(
+        gw.tick(monday(9, 10)).await,
+        ticked("crier", "cron-0", TickOutcome::Started)
+    );
+    gw.settle().await;
+    assert_eq!(fake.requests().len(), 1);
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn quiet_hours_hold() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();

@@ -72,20 +72,4 @@ impl Scheduler {
         self.start(job, slot, due, now, prompt).await;
         TickOutcome::Started
     }
-
-    /// Record a skip and move on to the next occurrence.
-    async fn skip(
-        &self,
-        job: &Job,
-        slot: &mut Slot,
-        due: DateTime<Utc>,
-        now: DateTime<Utc>,
-        reason: SkipReason,
-        detail: &str,
-    ) -> TickOutcome {
-        record_skip(&self.shared, job, due, reason, detail).await;
-        self.set_due(job, slot, job.due_after(self.zone, due, now))
-            .await;
-        TickOutcome::Skipped(reason)
-    }
 }

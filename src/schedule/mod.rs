@@ -76,6 +76,8 @@ pub enum SkipReason {
     Empty,
     /// The checklist file could not be read.
     PromptUnreadable,
+    /// The bot is paused in the target chat (`/baton pause`).
+    Paused,
 }
 
 impl SkipReason {
@@ -87,6 +89,7 @@ impl SkipReason {
             SkipReason::StillRunning => "still-running",
             SkipReason::Empty => "empty",
             SkipReason::PromptUnreadable => "prompt-unreadable",
+            SkipReason::Paused => "paused",
         }
     }
 }
@@ -202,16 +205,10 @@ impl Scheduler {
             let Some(due) = slot.next_due.filter(|due| *due <= now) else {
                 continue;
             };
-            let outcome = match &job.what {
-                What::Heartbeat { .. } => self.heartbeat_due(job, slot, due, now).await,
-                What::Cron { expr, prompt, .. } => {
-                    let prompt = format!(
-                        "This is a scheduled task (cron `{expr}`), not a message from \
-                         anyone:\n\n{prompt}"
-                    );
-                    self.start(job, slot, due, now, prompt).await;
-                    TickOutcome::Started
-                }
+            let outcome = if self.paused(job).await {
+                self.skip(job, slot, due, now, SkipReason::Paused, "").await
+            } else {
+                self.due(job, slot, due, now).await
             };
             done.push(Ticked {
                 bot: job.bot.id().to_owned(),
@@ -220,6 +217,57 @@ impl Scheduler {
             });
         }
         done
+    }
+
+    /// Deal with `job`, due at `due`, at `now`.
+    async fn due(
+        &self,
+        job: &Arc<Job>,
+        slot: &mut Slot,
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> TickOutcome {
+        match &job.what {
+            What::Heartbeat { .. } => self.heartbeat_due(job, slot, due, now).await,
+            What::Cron { expr, prompt, .. } => {
+                let prompt = format!(
+                    "This is a scheduled task (cron `{expr}`), not a message from \
+                         anyone:\n\n{prompt}"
+                );
+                self.start(job, slot, due, now, prompt).await;
+                TickOutcome::Started
+            }
+        }
+    }
+
+    /// Whether `job`'s bot was paused (`/baton pause`) in the job's chat: it says nothing
+    /// there, on schedule or not, until it is resumed.
+    async fn paused(&self, job: &Job) -> bool {
+        let Place::Chat { platform, chat } = &job.place else {
+            return false;
+        };
+        let key = crate::session::chat_key(*platform, &chat.as_str().into(), None);
+        self.shared
+            .store
+            .chat_settings(&key)
+            .await
+            .is_ok_and(|settings| settings.is_paused(job.bot.id()))
+    }
+
+    /// Record a skip and move on to the next occurrence.
+    async fn skip(
+        &self,
+        job: &Job,
+        slot: &mut Slot,
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+        reason: SkipReason,
+        detail: &str,
+    ) -> TickOutcome {
+        run::record_skip(&self.shared, job, due, reason, detail).await;
+        self.set_due(job, slot, job.due_after(self.zone, due, now))
+            .await;
+        TickOutcome::Skipped(reason)
     }
 
     /// First tick: take the due times the store kept for jobs whose schedule is unchanged, and
