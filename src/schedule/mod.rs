@@ -8,6 +8,9 @@
 //! At a tick, a job whose due time has come is dealt with once:
 //!
 //! ```text
+//!  any job ─▶ bot paused in the target chat? ──yes──▶ skip `paused`
+//!                 │ no
+//!                 ▼
 //!  heartbeat ─▶ quiet hours? ──yes──▶ skip `quiet-hours`, due again when they end
 //!                 │ no
 //!                 ▼
