@@ -137,6 +137,44 @@ async fn a_heartbeat_due_during_a_long_turn_is_skipped_then_runs_after_it() {
 }
 
 #[tokio::test]
+async fn scheduled_turns_run_on_the_cron_lane_at_its_configured_concurrency() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let config = format!(
+        "{}{}\n[lanes]\ncron = 1\n",
+        bot(&fake, "hb", "heartbeat = { every = \"30m\" }"),
+        bot(&fake, "hb2", "heartbeat = { every = \"30m\" }")
+    );
+    let gw = start(&fake, &config, &db).await;
+    fake.hold();
+    gw.tick(monday(10, 0)).await;
+    let started = gw.tick(monday(10, 30)).await;
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(fake.wait_for_requests(1, DEADLINE).await.len(), 1);
+
+    // One runs (held by the model), the other waits for the lane's only slot.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let metrics = gw.metrics().await;
+        if metrics.contains("baton_lane_queued{lane=\"cron\"} 1\n")
+            && metrics.contains("baton_lane_running{lane=\"cron\"} 1\n")
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{metrics}");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(fake.requests().len(), 1, "the second has no slot yet");
+    assert_eq!(fake.max_in_flight(), 1);
+
+    fake.release();
+    gw.settle().await;
+    assert_eq!(fake.requests().len(), 2);
+    assert_eq!(fake.max_in_flight(), 1, "never two at once");
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn an_empty_checklist_skips_the_heartbeat_until_it_has_something_in_it() {
     let fake = FakeOpenAi::start().await;
     let (dir, db) = temp_db();
