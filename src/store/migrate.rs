@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 5;
+pub(crate) const SCHEMA_VERSION: u32 = 6;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -34,9 +34,10 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 3 {
         step(conn, 3, include_str!("migrations/003_escalations.sql"))?;
     }
-    // Version 4 (chains) comes from another branch; it merges in above this block.
-    if version < 5 {
-        step(conn, 5, include_str!("migrations/005_schedule.sql"))?;
+    // Versions 4 (chains) and 5 (pairing) come from the `chains` branch; they merge in above
+    // this block.
+    if version < 6 {
+        step(conn, 6, include_str!("migrations/006_schedule.sql"))?;
     }
 
     Ok(())

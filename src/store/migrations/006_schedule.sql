@@ -1,5 +1,5 @@
--- Schema version 5: scheduled turns (heartbeats and cron entries), SPEC.md 4.1.
--- (Version 4 is the chains table, added on another branch; the two merge in order.)
+-- Schema version 6: scheduled turns (heartbeats and cron entries), SPEC.md 4.1.
+-- (Versions 4, chains, and 5, pairing, come from the `chains` branch; they merge in order.)
 -- One row per bot per job, so a restart neither fires every heartbeat at once nor forgets a
 -- cron slot, and a heartbeat that says the same thing twice is caught across restarts.
 --   job:          `heartbeat` | `cron-<n>` (the entry's index in the bot's [[bots.cron]])
