@@ -7,6 +7,10 @@
 //!
 //! The session lock is taken *before* the lane slot, so a session with a backlog holds at most
 //! one slot, and a busy chat cannot starve the others.
+//!
+//! Each lane also counts its turns per bot, queued or running: a heartbeat must never pile up
+//! behind a bot's real work (SPEC.md 4.1), so the scheduler asks [`Lanes::bot_busy`] before it
+//! starts one.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -82,12 +86,15 @@ pub struct Lanes {
     lanes: [LaneState; 4],
     /// Weak so a session's lock disappears once no turn holds or waits for it.
     sessions: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+    /// Turns queued or running, per lane and bot; an entry is removed when it drops to zero.
+    per_bot: Mutex<HashMap<(Lane, String), usize>>,
 }
 
 /// Held while a turn runs: its session lock and its lane slot. Dropping it lets the next go.
 pub struct LaneGuard {
     _session: OwnedMutexGuard<()>,
     _slot: OwnedSemaphorePermit,
+    _bot: BotTurn,
     running: Arc<Lanes>,
     lane: Lane,
 }
@@ -97,6 +104,41 @@ impl Drop for LaneGuard {
         self.running.lanes[self.lane.index()]
             .running
             .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One turn counted against its bot from the moment it asks for the lane until its guard drops,
+/// also when the waiting future is dropped before it got in.
+struct BotTurn {
+    lanes: Arc<Lanes>,
+    key: (Lane, String),
+}
+
+impl BotTurn {
+    fn new(lanes: &Arc<Lanes>, lane: Lane, bot: &str) -> BotTurn {
+        let key = (lane, bot.to_owned());
+        *lanes
+            .per_bot
+            .lock()
+            .expect("lane map poisoned")
+            .entry(key.clone())
+            .or_default() += 1;
+        BotTurn {
+            lanes: Arc::clone(lanes),
+            key,
+        }
+    }
+}
+
+impl Drop for BotTurn {
+    fn drop(&mut self) {
+        let mut per_bot = self.lanes.per_bot.lock().expect("lane map poisoned");
+        if let Some(count) = per_bot.get_mut(&self.key) {
+            *count -= 1;
+            if *count == 0 {
+                per_bot.remove(&self.key);
+            }
+        }
     }
 }
 
@@ -117,11 +159,14 @@ impl Lanes {
                 lane(config.cron),
             ],
             sessions: Mutex::new(HashMap::new()),
+            per_bot: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Wait for `session`'s previous turns to finish, then for a slot on `lane`.
-    pub async fn enter(self: &Arc<Self>, lane: Lane, session: &str) -> LaneGuard {
+    /// Wait for `session`'s previous turns to finish, then for a slot on `lane`. The turn counts
+    /// as `bot`'s (for [`Lanes::bot_busy`]) from now until the guard drops.
+    pub async fn enter(self: &Arc<Self>, lane: Lane, bot: &str, session: &str) -> LaneGuard {
+        let counted = BotTurn::new(self, lane, bot);
         let state = &self.lanes[lane.index()];
         state.queued.fetch_add(1, Ordering::Relaxed);
         let session_lock = self.session_lock(session).lock_owned().await;
@@ -134,9 +179,16 @@ impl Lanes {
         LaneGuard {
             _session: session_lock,
             _slot: slot,
+            _bot: counted,
             running: Arc::clone(self),
             lane,
         }
+    }
+
+    /// Whether `bot` has turns queued or running on `lane`.
+    pub fn bot_busy(&self, lane: Lane, bot: &str) -> bool {
+        let per_bot = self.per_bot.lock().expect("lane map poisoned");
+        per_bot.contains_key(&(lane, bot.to_owned()))
     }
 
     /// Whether `session` has a turn running or waiting (anyone but us holds its lock's `Arc`).
@@ -195,13 +247,13 @@ mod tests {
     #[tokio::test]
     async fn one_session_runs_serially_in_order() {
         let lanes = lanes(4);
-        let first = lanes.enter(Lane::Main, "s").await;
+        let first = lanes.enter(Lane::Main, "bot", "s").await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for i in 0..3 {
             let lanes = Arc::clone(&lanes);
             let tx = tx.clone();
             tokio::spawn(async move {
-                let _g = lanes.enter(Lane::Main, "s").await;
+                let _g = lanes.enter(Lane::Main, "bot", "s").await;
                 tx.send(i).unwrap();
             });
             tokio::task::yield_now().await;
@@ -224,13 +276,13 @@ mod tests {
     #[tokio::test]
     async fn different_sessions_run_in_parallel_up_to_the_lane_size() {
         let lanes = lanes(2);
-        let a = lanes.enter(Lane::Main, "a").await;
-        let b = lanes.enter(Lane::Main, "b").await;
+        let a = lanes.enter(Lane::Main, "bot", "a").await;
+        let b = lanes.enter(Lane::Main, "bot", "b").await;
         let load = lanes.load()[0];
         assert_eq!((load.running, load.capacity), (2, 2));
         let blocked = {
             let lanes = Arc::clone(&lanes);
-            tokio::spawn(async move { lanes.enter(Lane::Main, "c").await })
+            tokio::spawn(async move { lanes.enter(Lane::Main, "bot", "c").await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!blocked.is_finished(), "lane size 2 let a third turn run");
@@ -244,11 +296,51 @@ mod tests {
     #[tokio::test]
     async fn lanes_are_independent() {
         let lanes = lanes(1);
-        let _main = lanes.enter(Lane::Main, "a").await;
-        let nested = tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Nested, "b"));
+        let _main = lanes.enter(Lane::Main, "bot", "a").await;
+        let nested = tokio::time::timeout(
+            Duration::from_secs(1),
+            lanes.enter(Lane::Nested, "bot", "b"),
+        );
         assert!(
             nested.await.is_ok(),
             "a full main lane blocked the nested lane"
         );
+    }
+
+    #[tokio::test]
+    async fn a_bot_is_busy_while_its_turns_wait_or_run_on_that_lane() {
+        let lanes = lanes(1);
+        assert!(!lanes.bot_busy(Lane::Main, "snark"));
+        let running = lanes.enter(Lane::Main, "snark", "a").await;
+        assert!(lanes.bot_busy(Lane::Main, "snark"));
+        assert!(!lanes.bot_busy(Lane::Main, "caid"));
+        assert!(!lanes.bot_busy(Lane::Cron, "snark"), "lanes count apart");
+        // A second turn waiting for the full lane keeps the bot busy after the first ends.
+        let waiting = {
+            let lanes = Arc::clone(&lanes);
+            tokio::spawn(async move { lanes.enter(Lane::Main, "snark", "b").await })
+        };
+        while lanes.load()[0].queued == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(running);
+        let second = waiting.await.unwrap();
+        assert!(lanes.bot_busy(Lane::Main, "snark"));
+        drop(second);
+        assert!(!lanes.bot_busy(Lane::Main, "snark"));
+    }
+
+    #[tokio::test]
+    async fn a_turn_given_up_while_waiting_no_longer_counts() {
+        let lanes = lanes(1);
+        let held = lanes.enter(Lane::Main, "caid", "a").await;
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(10),
+            lanes.enter(Lane::Main, "snark", "b"),
+        )
+        .await;
+        assert!(gave_up.is_err());
+        assert!(!lanes.bot_busy(Lane::Main, "snark"));
+        drop(held);
     }
 }

@@ -22,6 +22,7 @@ pub mod mirror;
 pub mod outcome;
 pub mod relay;
 pub mod roster;
+pub mod schedule;
 pub mod session;
 pub mod store;
 pub mod tools;

@@ -53,6 +53,28 @@ pub static BOT_MESSAGE_REFUSALS: Counter = Counter {
     label: "reason",
 };
 
+/// Scheduled turns started, by job kind: `heartbeat`, `cron`.
+pub static SCHEDULED_RUNS: Counter = Counter {
+    name: "baton_scheduled_runs_total",
+    help: "Scheduled turns started (heartbeats and cron entries), by kind.",
+    label: "kind",
+};
+
+/// Heartbeats that fell due and did not run, by reason (`quiet-hours`, `requests-in-flight`,
+/// `empty`, ...).
+pub static SCHEDULED_SKIPS: Counter = Counter {
+    name: "baton_scheduled_skips_total",
+    help: "Heartbeats skipped when due, by reason.",
+    label: "reason",
+};
+
+/// Heartbeat replies not delivered, by reason: `heartbeat-ok`, `duplicate`.
+pub static SCHEDULED_SUPPRESSED: Counter = Counter {
+    name: "baton_scheduled_suppressed_total",
+    help: "Heartbeat replies not delivered, by reason.",
+    label: "reason",
+};
+
 /// Counts by (metric name, label value), each with its counter's description.
 type Counts = BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>;
 

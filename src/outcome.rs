@@ -4,6 +4,9 @@
 //! token is a silent turn; a reply that merely contains or ends with it is delivered with every
 //! occurrence stripped, so the token itself never reaches a chat ("NO_REPLY" leaking into a
 //! channel is one of the failures baton exists to prevent).
+//!
+//! Heartbeats (SPEC.md 4.1) have a token of their own, [`HEARTBEAT_OK`], matched by the same
+//! rule in [`heartbeat_reply`]: the model's way of saying "nothing needs attention".
 
 use crate::turn::BackendReply;
 
@@ -23,6 +26,22 @@ pub const REPLY_SKIP: &str = "REPLY_SKIP";
 /// the silent token is matched.
 pub fn is_reply_skip(text: &str) -> bool {
     text.trim() == REPLY_SKIP
+}
+
+/// What a bot answers to a heartbeat when nothing needs attention.
+pub const HEARTBEAT_OK: &str = "HEARTBEAT_OK";
+
+/// What a heartbeat reply amounts to: [`Outcome::Silent`] when it equals [`HEARTBEAT_OK`] once
+/// trimmed; otherwise the text to post, with any occurrence of the token stripped exactly as
+/// the silent token is, so "All quiet. HEARTBEAT_OK" cannot leak the token into a chat.
+///
+/// ```
+/// use baton::outcome::{Outcome, heartbeat_reply};
+/// assert_eq!(heartbeat_reply(" HEARTBEAT_OK\n"), Outcome::Silent);
+/// assert_eq!(heartbeat_reply("Ping @ana. HEARTBEAT_OK"), Outcome::Reply("Ping @ana.".into()));
+/// ```
+pub fn heartbeat_reply(text: &str) -> Outcome {
+    Outcome::from_text(text, HEARTBEAT_OK)
 }
 
 impl Outcome {
@@ -89,6 +108,20 @@ mod tests {
         assert_eq!(
             Outcome::from_text("no_reply", TOKEN),
             Outcome::Reply("no_reply".into())
+        );
+    }
+
+    #[test]
+    fn heartbeat_ok_is_matched_like_the_silent_token() {
+        assert_eq!(heartbeat_reply("HEARTBEAT_OK"), Outcome::Silent);
+        assert_eq!(heartbeat_reply("\n HEARTBEAT_OK \n"), Outcome::Silent);
+        assert_eq!(
+            heartbeat_reply("heartbeat_ok"),
+            Outcome::Reply("heartbeat_ok".into())
+        );
+        assert_eq!(
+            heartbeat_reply("HEARTBEAT_OK\n\nBut @ana asked about the deploy."),
+            Outcome::Reply("But @ana asked about the deploy.".into())
         );
     }
 

@@ -72,17 +72,30 @@ impl SessionKey {
         }
     }
 
+    /// `bot`'s private session for scheduled `job` (a heartbeat with `target = "none"`): on the
+    /// bot's local account, recorded and never posted.
+    pub fn scheduled(bot: &str, account: AccountId, job: &str) -> SessionKey {
+        SessionKey {
+            bot: bot.to_owned(),
+            platform: Platform::Local,
+            account,
+            chat: ChatId::from(format!("{SCHEDULE_PREFIX}{job}")),
+            thread: None,
+        }
+    }
+
     /// Whether the session belongs to an MCP client: no backend stands behind it, so a
     /// message for it is recorded but wakes no turn.
     pub fn is_mcp(&self) -> bool {
         self.platform == Platform::Local && self.chat.as_str().starts_with(MCP_PREFIX)
     }
 
-    /// Whether the session is a conversation among bots (or with an MCP client) rather than a
-    /// chat people read: nothing said in it is posted anywhere.
+    /// Whether the session is a conversation among bots (or with an MCP client, or a bot's
+    /// private scheduled turns) rather than a chat people read: nothing said in it is posted
+    /// anywhere.
     pub fn is_backchannel(&self) -> bool {
         self.platform == Platform::Local
-            && [BACKCHANNEL_PREFIX, MCP_PREFIX]
+            && [BACKCHANNEL_PREFIX, MCP_PREFIX, SCHEDULE_PREFIX]
                 .iter()
                 .any(|p| self.chat.as_str().starts_with(p))
     }
@@ -116,6 +129,8 @@ impl SessionKey {
 const BACKCHANNEL_PREFIX: &str = "a2a:";
 /// Chat ids of sessions of MCP clients start with this.
 const MCP_PREFIX: &str = "mcp:";
+/// Chat ids of [`SessionKey::scheduled`] sessions start with this, then the job.
+const SCHEDULE_PREFIX: &str = "schedule:";
 
 /// `<platform>:<chat>[:thread:<id>]`.
 pub fn chat_key(platform: Platform, chat: &ChatId, thread: Option<&ThreadId>) -> String {
@@ -173,5 +188,9 @@ mod tests {
         let dm = SessionKey::parse("bot:caid:local:caid:dm:alice").unwrap();
         assert_eq!(dm.chat.as_str(), "dm:alice");
         assert!(!dm.is_backchannel());
+        let private = SessionKey::scheduled("caid", "caid".into(), "heartbeat");
+        assert_eq!(private.render(), "bot:caid:local:caid:schedule:heartbeat");
+        assert_eq!(SessionKey::parse(&private.render()), Some(private.clone()));
+        assert!(private.is_backchannel());
     }
 }

@@ -81,7 +81,7 @@ async fn take(shared: &Arc<Shared>, job: TurnJob) {
     {
         tracing::error!(%err, "could not record the session");
     }
-    let lane = shared.lanes.enter(Lane::Nested, &key);
+    let lane = shared.lanes.enter(Lane::Nested, &job.bot, &key);
     let Ok(_slot) = tokio::time::timeout_at(deadline, lane).await else {
         return finish(shared, &job, None, Ended::TimedOut).await;
     };

@@ -9,7 +9,7 @@ use clap::Args;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::dispatcher::Handled;
-use crate::gateway::{Gateway, StartOptions};
+use crate::gateway::{Gateway, ScheduleClock, StartOptions};
 
 /// Who talks to whom.
 #[derive(Debug, Args)]
@@ -28,6 +28,8 @@ pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
     let config = super::load(config)?;
     let options = StartOptions {
         database: args.database.clone(),
+        // A terminal conversation; heartbeats belong to the running gateway.
+        clock: ScheduleClock::Manual,
         ..StartOptions::default()
     };
     let gateway = Gateway::start(config, options).await?;

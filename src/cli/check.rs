@@ -23,6 +23,30 @@ fn summary(config: &Config) -> String {
             bot.id, bot.backend, bot.description
         );
     }
+    let scheduled = config
+        .bots
+        .iter()
+        .any(|b| b.heartbeat.is_some() || !b.cron.is_empty());
+    if scheduled {
+        let _ = writeln!(out, "Schedules (timezone {}):", config.gateway.timezone);
+    }
+    for bot in &config.bots {
+        if let Some(hb) = &bot.heartbeat {
+            let quiet = hb.quiet_hours.as_deref().unwrap_or("none");
+            let _ = writeln!(
+                out,
+                "  {:<12} heartbeat every {} -> {} (quiet hours {quiet})",
+                bot.id, hb.every, hb.target
+            );
+        }
+        for (n, entry) in bot.cron.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {:<12} cron-{n} \"{}\" -> {}",
+                bot.id, entry.schedule, entry.chat
+            );
+        }
+    }
     out.push_str("Accounts:\n");
     for account in &config.accounts {
         let _ = writeln!(
@@ -54,4 +78,27 @@ fn summary(config: &Config) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_are_listed_when_there_are_any() {
+        let text = "[[bots]]\nid = \"a\"\nbackend = \"echo\"\n";
+        let plain = Config::from_toml(text, Path::new("."), &|_| None).unwrap();
+        assert!(!summary(&plain).contains("Schedules"));
+        let text = format!(
+            "{text}heartbeat = {{ every = \"5m\", target = \"ops\" }}\n[[bots.cron]]\nschedule = \"0 9 * * *\"\nchat = \"none\"\nprompt = \"x\"\n"
+        );
+        let config = Config::from_toml(&text, Path::new("."), &|_| None).unwrap();
+        let out = summary(&config);
+        assert!(out.contains("Schedules (timezone local):"), "{out}");
+        assert!(
+            out.contains("heartbeat every 5m -> ops (quiet hours none)"),
+            "{out}"
+        );
+        assert!(out.contains("cron-0 \"0 9 * * *\" -> none"), "{out}");
+    }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use clap::Args;
 
-use crate::gateway::{Gateway, StartOptions};
+use crate::gateway::{Gateway, ScheduleClock, StartOptions};
 
 /// Overrides for running several gateways (or tests) side by side.
 #[derive(Debug, Args)]
@@ -23,6 +23,7 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
         listen: args.listen,
         database: args.database,
         serve_http: true,
+        clock: ScheduleClock::Timer,
     };
     let gateway = Gateway::start(config, options).await?;
     if let Some(addr) = gateway.addr() {

@@ -47,6 +47,10 @@ pub(super) fn locate(text: &str, key: &str) -> Option<usize> {
             canonical.push_str(segment);
             if array && s + 1 == segments.len() {
                 *arrays.entry(plain.clone()).or_insert(0) += 1;
+                // A new element starts its own nested arrays: `[[bots.cron]]` after the
+                // second `[[bots]]` is `bots[1].cron[0]`.
+                let nested = format!("{plain}.");
+                arrays.retain(|path, _| !path.starts_with(&nested));
             }
             if let Some(count) = arrays.get(&plain) {
                 canonical.push_str(&format!("[{}]", count - 1));
@@ -117,5 +121,14 @@ mod tests {
         assert_eq!(locate(text, "accounts[0].bot_token_env"), Some(11));
         assert_eq!(locate(text, "chains.rounds"), Some(14));
         assert_eq!(locate(text, "lanes.main"), None);
+    }
+
+    #[test]
+    fn nested_arrays_count_per_parent_element() {
+        let text = "[[bots]]\nid = \"a\"\n[[bots.cron]]\nchat = \"x\"\n\n[[bots]]\nid = \"b\"\n[[bots.cron]]\nchat = \"y\"\n[[bots.cron]]\nchat = \"z\"\n";
+        assert_eq!(locate(text, "bots[0].cron[0].chat"), Some(4));
+        assert_eq!(locate(text, "bots[1].cron[0].chat"), Some(9));
+        assert_eq!(locate(text, "bots[1].cron[1].chat"), Some(11));
+        assert_eq!(locate(text, "bots[1].id"), Some(7));
     }
 }

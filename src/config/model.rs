@@ -54,6 +54,9 @@ pub struct GatewayConfig {
     pub turn_timeout_seconds: u64,
     /// On shutdown, how long in-flight turns may finish before the process exits.
     pub drain_seconds: u64,
+    /// The clock cron schedules and quiet hours are read in: `local`, `UTC` or an offset such
+    /// as `+08:00`.
+    pub timezone: String,
 }
 
 impl Default for GatewayConfig {
@@ -68,6 +71,7 @@ impl Default for GatewayConfig {
                 .into(),
             turn_timeout_seconds: 300,
             drain_seconds: 10,
+            timezone: "local".into(),
         }
     }
 }
@@ -247,6 +251,51 @@ pub struct BotConfig {
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,
+    /// A periodic check-in turn (SPEC.md 4.1).
+    #[serde(default)]
+    pub heartbeat: Option<HeartbeatConfig>,
+    /// `[[bots.cron]]`: turns at fixed times.
+    #[serde(default)]
+    pub cron: Vec<CronConfig>,
+}
+
+/// `heartbeat = { ... }` of a bot: a turn every `every`, which usually ends in silence.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct HeartbeatConfig {
+    /// How often: `2s`, `5m`, `1h`, `1h30m`.
+    pub every: String,
+    /// `none` (a private session, never posted), or a chat: `<platform>:<chat>`, or a plain
+    /// chat id on the platform of the bot's first account.
+    pub target: String,
+    /// A checklist the heartbeat reads each time (relative to the config file); a file with
+    /// nothing but headings and empty checkboxes skips the heartbeat.
+    pub prompt_file: Option<PathBuf>,
+    /// `HH:MM-HH:MM` in `gateway.timezone`: no heartbeat in this window (may span midnight).
+    pub quiet_hours: Option<String>,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        Self {
+            every: "30m".into(),
+            target: "none".into(),
+            prompt_file: None,
+            quiet_hours: None,
+        }
+    }
+}
+
+/// `[[bots.cron]]`: a turn at the times a 5-field cron expression names.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CronConfig {
+    /// `minute hour day-of-month month day-of-week`, in `gateway.timezone`.
+    pub schedule: String,
+    /// Where the reply goes: `<platform>:<chat>`, a plain chat id (the bot's first account's
+    /// platform), or `none`.
+    pub chat: String,
+    /// What the bot is asked to do.
+    pub prompt: String,
 }
 
 impl BotConfig {

@@ -127,6 +127,8 @@ pub struct Shared {
     pub relay: Relay,
     /// Counters for `/metrics`.
     pub metrics: Metrics,
+    /// When each bot's heartbeat and cron entries fall due next (written by the scheduler).
+    pub schedule: crate::schedule::Board,
     /// Every pipeline run and background turn, so a shutdown can drain them.
     pub tasks: TaskTracker,
 }
@@ -154,6 +156,11 @@ impl Shared {
             own_notices: own_notices::OwnNotices::default(),
             relay: Relay::default(),
             metrics: Metrics::default(),
+            // Validation checked the zone; an unvalidated config falls back to the machine's.
+            schedule: crate::schedule::Board::new(
+                crate::schedule::Zone::parse(&config.gateway.timezone)
+                    .unwrap_or(crate::schedule::Zone::Local),
+            ),
             tasks: TaskTracker::new(),
             config,
             roster,

@@ -24,7 +24,7 @@ pub(crate) async fn run(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake)
     let key = session.render();
     let journal = journal(shared, inbound, "in");
     touch(shared, inbound).await;
-    let _slot = shared.lanes.enter(Lane::Main, &key).await;
+    let _slot = shared.lanes.enter(Lane::Main, inbound.bot(), &key).await;
 
     let event = &inbound.event;
     let me = inbound.account.adapter.self_id();

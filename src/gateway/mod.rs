@@ -20,6 +20,7 @@ use crate::dispatcher::{ChatRules, Dispatcher, Shared};
 use crate::http;
 use crate::local::LocalHub;
 use crate::mirror::now_ms;
+use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Store, StoreError};
 
 /// How the gateway starts, beyond the config file.
@@ -31,6 +32,19 @@ pub struct StartOptions {
     pub database: Option<String>,
     /// Serve HTTP (off for `baton chat`).
     pub serve_http: bool,
+    /// What drives heartbeats and cron entries.
+    pub clock: ScheduleClock,
+}
+
+/// What drives the scheduler ([`Scheduler::tick`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScheduleClock {
+    /// The real time, once a second (`baton run`).
+    #[default]
+    Timer,
+    /// Only explicit [`Scheduler::tick`] calls: tests drive the clock; `baton chat` runs no
+    /// schedules.
+    Manual,
 }
 
 /// Why the gateway could not start. Each says what to change.
@@ -76,6 +90,9 @@ pub enum StartError {
         /// What to fix.
         message: String,
     },
+    /// A heartbeat or cron entry is unusable.
+    #[error("{0}; run `baton check` for every problem with its line")]
+    Schedule(#[from] ScheduleError),
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),
@@ -92,6 +109,7 @@ pub enum StartError {
 /// A started gateway.
 pub struct Gateway {
     dispatcher: Dispatcher,
+    scheduler: Arc<Scheduler>,
     hub: Arc<LocalHub>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
@@ -124,6 +142,7 @@ impl Gateway {
         let config = Arc::new(config);
         let shared = Arc::new(Shared::new(Arc::clone(&config), roster, chat_rules, store)?);
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
+        let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
         let recovered = crate::relay::recover(&shared).await?;
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
@@ -145,6 +164,10 @@ impl Gateway {
             });
         }
         tasks.spawn(maintenance(Arc::clone(&shared), shutdown.clone()));
+        if options.clock == ScheduleClock::Timer && scheduler.has_jobs() {
+            let timer = crate::schedule::run_timer(Arc::clone(&scheduler), shutdown.clone());
+            tasks.spawn(timer);
+        }
         let addr = if options.serve_http {
             let listener = tokio::net::TcpListener::bind(&config.gateway.listen)
                 .await
@@ -166,6 +189,7 @@ impl Gateway {
         };
         Ok(Gateway {
             dispatcher,
+            scheduler,
             hub,
             shutdown,
             tasks,
@@ -181,6 +205,12 @@ impl Gateway {
     /// The pipeline.
     pub fn dispatcher(&self) -> &Dispatcher {
         &self.dispatcher
+    }
+
+    /// Heartbeats and cron entries: [`Scheduler::tick`] runs what is due,
+    /// [`Scheduler::next_due`] says when each job runs next.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
     }
 
     /// The local channel's rooms.

@@ -61,7 +61,7 @@ async fn turn(
     last: &str,
 ) -> Option<String> {
     let taker = shared.roster.bot(bot)?;
-    let _slot = shared.lanes.enter(Lane::Nested, session).await;
+    let _slot = shared.lanes.enter(Lane::Nested, bot, session).await;
     let journal = Journal::new(
         shared.store.clone(),
         session.to_owned(),

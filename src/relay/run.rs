@@ -35,7 +35,10 @@ async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
     {
         tracing::error!(%err, "could not record the session");
     }
-    let _slot = shared.lanes.enter(Lane::Nested, &d.target_session).await;
+    let _slot = shared
+        .lanes
+        .enter(Lane::Nested, &d.target, &d.target_session)
+        .await;
     let running = DeliveryChange::to(&d.run_id, DeliveryState::Running, now_ms());
     if let Err(err) = shared.store.delivery_settle(running).await {
         tracing::error!(run = %d.run_id, %err, "could not mark the delivery running");

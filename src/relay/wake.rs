@@ -50,7 +50,10 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
         notified(shared, delivery.as_deref()).await;
         return;
     }
-    let _slot = shared.lanes.enter(Lane::Nested, &message.session).await;
+    let _slot = shared
+        .lanes
+        .enter(Lane::Nested, &key.bot, &message.session)
+        .await;
     let plan = TurnPlan {
         bot,
         journal: &journal,

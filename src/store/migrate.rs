@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 5;
+pub(crate) const SCHEMA_VERSION: u32 = 6;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -39,6 +39,9 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     }
     if version < 5 {
         step(conn, 5, include_str!("migrations/005_pairing.sql"))?;
+    }
+    if version < 6 {
+        step(conn, 6, include_str!("migrations/006_schedule.sql"))?;
     }
 
     Ok(())

@@ -13,8 +13,8 @@
 //! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
-//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]), `chains.rs`
-//! ([`Store::chain_post`]).
+//! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
+//! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]).
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
@@ -34,6 +34,7 @@ mod history;
 mod migrate;
 mod pairing;
 mod readers;
+mod schedule;
 mod sessions;
 mod transcript;
 mod writer;
@@ -61,6 +62,7 @@ pub use history::{HistoryEntry, HistoryTake};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
+pub use schedule::{LastDelivered, ScheduleRow};
 pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
 

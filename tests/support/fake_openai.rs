@@ -198,6 +198,18 @@ impl FakeOpenAi {
         self.shared.lock().hold = Some(n);
     }
 
+    /// Hold every request until [`FakeOpenAi::release`] (or 10 s pass): keeps a turn running
+    /// for exactly as long as a test needs it to.
+    pub fn hold(&self) {
+        self.shared.lock().hold = Some(usize::MAX);
+    }
+
+    /// Let every held request go on; later requests pass straight through.
+    pub fn release(&self) {
+        let mut inner = self.shared.lock();
+        release(&self.shared, &mut inner);
+    }
+
     /// Waits until at least `n` requests have arrived (or `timeout` passes) and returns them all.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<Value> {
         let mut rx = self.shared.received.subscribe();

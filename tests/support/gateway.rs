@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use baton::config::Config;
-use baton::gateway::{Gateway, StartOptions};
+use baton::gateway::{Gateway, ScheduleClock, StartOptions};
 use serde_json::{Value, json};
 
 /// How long any wait in these tests may take before the test fails.
@@ -26,6 +26,7 @@ pub fn config_with(fake_url: &str, bots: &[(&str, &str)], extra: &str) -> String
 silent_token = "NO_REPLY"
 error_reply = "Sorry, my model backend failed."
 drain_seconds = 5
+timezone = "UTC"
 
 [admins]
 local = ["admin"]
@@ -68,6 +69,8 @@ impl TestGateway {
             listen: Some("127.0.0.1:0".into()),
             database: Some(db.to_string_lossy().into_owned()),
             serve_http: true,
+            // Tests drive heartbeats and cron entries with `tick`, at times they choose.
+            clock: ScheduleClock::Manual,
         };
         let gateway = Gateway::start_with_env(config, options, env)
             .await
@@ -146,6 +149,23 @@ impl TestGateway {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Run the scheduler's tick at `now` (tests drive the clock; nothing ticks on its own).
+    pub async fn tick(&self, now: chrono::DateTime<chrono::Utc>) -> Vec<baton::schedule::Ticked> {
+        self.gateway.scheduler().tick(now).await
+    }
+
+    /// `GET /metrics`, as text.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     }
 
     /// The transcript of a session, from the HTTP API.

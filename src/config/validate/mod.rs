@@ -9,7 +9,8 @@
 //! One file per group of sections, each adding its methods to the one [`Checker`]:
 //! `limits.rs` (`[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
 //! (`[[bots]]` and `[backends]`), `accounts.rs` (`[[accounts]]`, with the table of platform keys
-//! in `account_keys.rs`) and `chats.rs`. The checks they share (an `_env` key, a glob, a URL, a
+//! in `account_keys.rs`), `chats.rs` and `schedule.rs` (heartbeats, cron entries,
+//! `gateway.timezone`). The checks they share (an `_env` key, a glob, a URL, a
 //! duplicate, a reference to a bot) live here, so every section words them the same way.
 //!
 //! No message ever contains a secret: an `_env` key is reported by the variable's *name*, and a
@@ -22,6 +23,7 @@ mod chats;
 #[cfg(test)]
 mod fixture;
 mod limits;
+mod schedule;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -50,6 +52,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.chats(config);
     check.agent_to_agent(config);
     check.chains(config);
+    check.schedules(config);
     check.problems
 }
 

@@ -1,0 +1,342 @@
+//! Scheduled turns (SPEC.md 4.1): each bot's heartbeat and cron entries, run on the `cron` lane.
+//!
+//! The [`Scheduler`] has no clock of its own. [`Scheduler::tick`] is given the time and does
+//! whatever fell due by then; `baton run` calls it every second with the real time
+//! (`timer.rs`), and tests call it with the times they choose, so nothing waits for a real
+//! half hour to pass.
+//!
+//! At a tick, a job whose due time has come is dealt with once:
+//!
+//! ```text
+//!  any job ─▶ bot paused in the target chat? ──yes──▶ skip `paused`
+//!                 │ no
+//!                 ▼
+//!  heartbeat ─▶ quiet hours? ──yes──▶ skip `quiet-hours`, due again when they end
+//!                 │ no
+//!                 ▼
+//!             bot busy on the main lane (or its last heartbeat still running)?
+//!                 │ yes: skip `requests-in-flight` (recorded once), stays due: runs at the
+//!                 │      first tick after the work ends; never queued behind it
+//!                 ▼ no
+//!             checklist effectively empty? ──yes──▶ skip `empty`
+//!                 │ no
+//!                 ▼
+//!             turn on the cron lane ─▶ HEARTBEAT_OK? not delivered ─▶ same as last (24 h)?
+//!                                      suppressed `duplicate` ─▶ posted (in a thread with `>>`)
+//!
+//!  cron entry ─▶ turn on the cron lane ─▶ posted
+//! ```
+//!
+//! Due times live in the store (`schedule_jobs`), so a restart neither fires every heartbeat at
+//! once nor forgets a cron slot that passed while the gateway was down (it runs once, late).
+//! The first tick after a start arms the jobs the store does not know. The [`Board`] in the
+//! shared state shows every job's next due time to whoever asks (`/baton status`).
+
+mod board;
+mod cron;
+mod every;
+mod heartbeat;
+mod jobs;
+mod monitor;
+mod prompt;
+mod quiet_hours;
+mod run;
+mod target;
+mod timer;
+mod zone;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::{DateTime, Utc};
+
+pub use board::{Board, NextDue};
+pub use cron::Schedule;
+pub use every::parse_every;
+pub use jobs::{HEARTBEAT_JOB, default_platform};
+pub use monitor::REPLY_DIRECTIVE;
+pub use prompt::{builtin_heartbeat_prompt, is_effectively_empty};
+pub use quiet_hours::QuietHours;
+pub use target::Place;
+pub(crate) use timer::run_timer;
+pub use zone::Zone;
+
+use self::jobs::{Job, What};
+use self::run::{Occurrence, Running};
+use crate::dispatcher::Shared;
+use crate::store::ScheduleRow;
+
+/// Why a due heartbeat did not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Inside the bot's quiet hours.
+    QuietHours,
+    /// The bot has turns queued or running on the main lane.
+    RequestsInFlight,
+    /// The bot's previous heartbeat is still queued or running.
+    StillRunning,
+    /// The checklist holds only headings and empty checkboxes.
+    Empty,
+    /// The checklist file could not be read.
+    PromptUnreadable,
+    /// The bot is paused in the target chat (`/baton pause`).
+    Paused,
+}
+
+impl SkipReason {
+    /// The name in the transcript (`reason`) and in `/metrics`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::QuietHours => "quiet-hours",
+            SkipReason::RequestsInFlight => "requests-in-flight",
+            SkipReason::StillRunning => "still-running",
+            SkipReason::Empty => "empty",
+            SkipReason::PromptUnreadable => "prompt-unreadable",
+            SkipReason::Paused => "paused",
+        }
+    }
+}
+
+/// What a tick did with one due job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticked {
+    /// The bot.
+    pub bot: String,
+    /// `heartbeat` or `cron-<n>`.
+    pub job: String,
+    /// What happened.
+    pub outcome: TickOutcome,
+}
+
+/// What became of a due job at a tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickOutcome {
+    /// Its turn was started (it runs in the background, on the cron lane).
+    Started,
+    /// Skipped; it falls due again later.
+    Skipped(SkipReason),
+    /// Not run now, still due: it runs at the first tick the reason is gone.
+    Waiting(SkipReason),
+}
+
+/// Why the scheduler could not be built from the config (validation reports the same earlier).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ScheduleError(String);
+
+/// One job's place in the schedule.
+struct Slot {
+    /// When it falls due; `None` for a cron schedule that names no future time.
+    next_due: Option<DateTime<Utc>>,
+    /// The occurrence (by due time) a waiting skip was already recorded for, so a heartbeat
+    /// held back by a long turn is recorded once, not at every tick.
+    noted: Option<(DateTime<Utc>, SkipReason)>,
+    /// Set while its turn is queued or running.
+    running: Arc<AtomicBool>,
+}
+
+struct State {
+    /// Whether the first tick loaded the store and armed the jobs.
+    armed: bool,
+    /// One per job, in the same order.
+    slots: Vec<Slot>,
+}
+
+/// Runs each bot's heartbeat and cron entries when they fall due. See the module docs.
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    jobs: Vec<Arc<Job>>,
+    zone: Zone,
+    /// A tokio mutex: a tick awaits the store while holding it, and two ticks must not
+    /// interleave (each would start the same due job).
+    state: tokio::sync::Mutex<State>,
+}
+
+impl Scheduler {
+    /// The jobs of every bot in `shared`'s config.
+    pub fn new(shared: Arc<Shared>) -> Result<Scheduler, ScheduleError> {
+        let config = &shared.config;
+        let zone = Zone::parse(&config.gateway.timezone)
+            .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
+        let jobs: Vec<Arc<Job>> = jobs::jobs(config, &shared.roster)
+            .map_err(ScheduleError)?
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let slots = jobs
+            .iter()
+            .map(|_| Slot {
+                next_due: None,
+                noted: None,
+                running: Arc::new(AtomicBool::new(false)),
+            })
+            .collect();
+        Ok(Scheduler {
+            shared,
+            jobs,
+            zone,
+            state: tokio::sync::Mutex::new(State {
+                armed: false,
+                slots,
+            }),
+        })
+    }
+
+    /// Whether any bot has a heartbeat or cron entry.
+    pub fn has_jobs(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
+    /// Every job's next due time (empty until the first tick).
+    pub fn next_due(&self) -> Vec<NextDue> {
+        self.shared.schedule.next_due()
+    }
+
+    /// Deal with every job due at `now`: start its turn (in the background, tracked like any
+    /// pipeline run, so a shutdown drains it) or skip it. Returns what was done with each due
+    /// job. Does nothing once the gateway is shutting down.
+    pub async fn tick(&self, now: DateTime<Utc>) -> Vec<Ticked> {
+        let mut state = self.state.lock().await;
+        if self.shared.tasks.is_closed() {
+            return Vec::new();
+        }
+        if !state.armed {
+            self.arm(&mut state, now).await;
+        }
+        let mut done = Vec::new();
+        for (job, slot) in self.jobs.iter().zip(state.slots.iter_mut()) {
+            let Some(due) = slot.next_due.filter(|due| *due <= now) else {
+                continue;
+            };
+            let outcome = if self.paused(job).await {
+                self.skip(job, slot, due, now, SkipReason::Paused, "").await
+            } else {
+                self.due(job, slot, due, now).await
+            };
+            done.push(Ticked {
+                bot: job.bot.id().to_owned(),
+                job: job.id.clone(),
+                outcome,
+            });
+        }
+        done
+    }
+
+    /// Deal with `job`, due at `due`, at `now`.
+    async fn due(
+        &self,
+        job: &Arc<Job>,
+        slot: &mut Slot,
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> TickOutcome {
+        match &job.what {
+            What::Heartbeat { .. } => self.heartbeat_due(job, slot, due, now).await,
+            What::Cron { expr, prompt, .. } => {
+                let prompt = format!(
+                    "This is a scheduled task (cron `{expr}`), not a message from \
+                         anyone:\n\n{prompt}"
+                );
+                self.start(job, slot, due, now, prompt).await;
+                TickOutcome::Started
+            }
+        }
+    }
+
+    /// Whether `job`'s bot was paused (`/baton pause`) in the job's chat: it says nothing
+    /// there, on schedule or not, until it is resumed.
+    async fn paused(&self, job: &Job) -> bool {
+        let Place::Chat { platform, chat } = &job.place else {
+            return false;
+        };
+        let key = crate::session::chat_key(*platform, &chat.as_str().into(), None);
+        self.shared
+            .store
+            .chat_settings(&key)
+            .await
+            .is_ok_and(|settings| settings.is_paused(job.bot.id()))
+    }
+
+    /// Record a skip and move on to the next occurrence.
+    async fn skip(
+        &self,
+        job: &Job,
+        slot: &mut Slot,
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+        reason: SkipReason,
+        detail: &str,
+    ) -> TickOutcome {
+        run::record_skip(&self.shared, job, due, reason, detail).await;
+        self.set_due(job, slot, job.due_after(self.zone, due, now))
+            .await;
+        TickOutcome::Skipped(reason)
+    }
+
+    /// First tick: take the due times the store kept for jobs whose schedule is unchanged, and
+    /// arm the others from `now`.
+    async fn arm(&self, state: &mut State, now: DateTime<Utc>) {
+        let stored = self.shared.store.schedule_jobs().await.unwrap_or_else(|err| {
+            tracing::error!(%err, "could not read the stored schedule; arming every job afresh");
+            Vec::new()
+        });
+        for (job, slot) in self.jobs.iter().zip(state.slots.iter_mut()) {
+            let spec = job.spec();
+            let kept = stored
+                .iter()
+                .find(|row| row.bot == job.bot.id() && row.job == job.id && row.spec == spec)
+                .and_then(|row| DateTime::from_timestamp_millis(row.next_due_ms));
+            match kept {
+                Some(due) => {
+                    slot.next_due = Some(due);
+                    self.shared.schedule.set(job.bot.id(), &job.id, due);
+                }
+                None => self.set_due(job, slot, job.first_due(self.zone, now)).await,
+            }
+        }
+        state.armed = true;
+    }
+
+    /// Move `job`'s due time, in memory, on the board and in the store.
+    async fn set_due(&self, job: &Job, slot: &mut Slot, due: Option<DateTime<Utc>>) {
+        slot.next_due = due;
+        slot.noted = None;
+        let Some(due) = due else {
+            tracing::warn!(bot = job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
+            return;
+        };
+        self.shared.schedule.set(job.bot.id(), &job.id, due);
+        let row = ScheduleRow {
+            bot: job.bot.id().to_owned(),
+            job: job.id.clone(),
+            spec: job.spec(),
+            next_due_ms: due.timestamp_millis(),
+        };
+        if let Err(err) = self.shared.store.schedule_set_due(row).await {
+            tracing::error!(%err, "could not store the next due time");
+        }
+    }
+
+    /// Move past the occurrence due at `due`, then run it in the background.
+    async fn start(
+        &self,
+        job: &Arc<Job>,
+        slot: &mut Slot,
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+        prompt: String,
+    ) {
+        self.set_due(job, slot, job.due_after(self.zone, due, now))
+            .await;
+        slot.running.store(true, Ordering::Release);
+        let occurrence = Occurrence {
+            job: Arc::clone(job),
+            due,
+            now,
+            prompt,
+            running: Running(Arc::clone(&slot.running)),
+        };
+        let shared = Arc::clone(&self.shared);
+        self.shared.tasks.spawn(run::run(shared, occurrence));
+    }
+}
