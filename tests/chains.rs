@@ -105,7 +105,7 @@ async fn a_coordinator_and_three_bots_take_turns_and_chain_close_completes_it() 
         "snark",
         Step::tool_call(
             "chain_create",
-            json!({"name": "launch review", "participants": ["caid", "sec", "doc"]}),
+            json!({"name": "launch review", "participants": ["caid", "sec"]}),
         ),
     );
     fake.script(
@@ -129,7 +129,7 @@ async fn a_coordinator_and_three_bots_take_turns_and_chain_close_completes_it() 
     fake.script(
         "snark",
         on_chain(
-            "chain_pass",
+            "chain_add",
             json!({"bot": "doc", "prompt": "Write the plan down."}),
         ),
     );
@@ -142,6 +142,7 @@ async fn a_coordinator_and_three_bots_take_turns_and_chain_close_completes_it() 
         ),
     );
     fake.script("doc", Step::reply("done, posted it"));
+    fake.script("snark", on_chain("chain_status", json!({})));
     fake.script(
         "snark",
         on_chain(
@@ -211,6 +212,17 @@ async fn a_coordinator_and_three_bots_take_turns_and_chain_close_completes_it() 
     assert_eq!(back.len(), 3, "{snark_woke:#?}");
     assert!(back[0].contains("caid posted."));
     assert!(back[2].contains("doc: Runbook: canary, then everyone."));
+    let status = tool_results(&fake, "snark")
+        .into_iter()
+        .find(|r| r["messages"].is_array())
+        .expect("chain_status answered");
+    assert_eq!(status["holder"], "snark");
+    assert_eq!(
+        status["participants"],
+        json!(["caid", "sec", "doc"]),
+        "doc joined"
+    );
+    assert_eq!(status["messages"].as_array().unwrap().len(), 7);
     let doc_results = tool_results(&fake, "doc");
     assert_eq!(doc_results[0]["status"], "ok", "{doc_results:?}");
     assert_eq!(doc_results[0]["holder"], "snark");
