@@ -38,6 +38,8 @@ pub(crate) fn roster(
             Platform::Local => local_account(hub, account.account_id(), bot),
             #[cfg(feature = "slack")]
             Platform::Slack => slack_account(account, bot, env)?,
+            #[cfg(feature = "feishu")]
+            Platform::Feishu | Platform::Lark => feishu_account(account, bot, env)?,
             platform => {
                 return Err(StartError::AdapterUnavailable {
                     platform,
@@ -108,6 +110,52 @@ fn slack_account(
         id,
         bot: Arc::clone(bot),
         adapter: Arc::new(SlackAdapter::new(settings)),
+    })
+}
+
+/// A Feishu or Lark account: app credentials from the environment, its mode, its host.
+#[cfg(feature = "feishu")]
+fn feishu_account(
+    account: &crate::config::AccountConfig,
+    bot: &Arc<Bot>,
+    env: Env<'_>,
+) -> Result<Account, StartError> {
+    use baton_feishu::{FeishuAdapter, FeishuSettings, Mode};
+    let id = AccountId::from(account.account_id());
+    let missing = |key: &str| StartError::AccountSetup {
+        account: id.to_string(),
+        message: format!(
+            "`{key}` names no set environment variable; `baton check` lists what is missing"
+        ),
+    };
+    let mode = match account.mode.as_deref() {
+        Some("webhook") => Mode::Webhook,
+        _ => Mode::Websocket,
+    };
+    let app_id = account
+        .app_id
+        .clone()
+        .ok_or_else(|| StartError::AccountSetup {
+            account: id.to_string(),
+            message: "`app_id` is missing; copy it (cli_...) from the app's Credentials page"
+                .into(),
+        })?;
+    let app_secret = resolve_secret(account.app_secret_env.as_deref(), env)
+        .ok_or_else(|| missing("app_secret_env"))?;
+    let mut settings = FeishuSettings::new(account.platform, id.clone(), mode, app_id, app_secret);
+    settings.verification_token = resolve_secret(account.verification_token_env.as_deref(), env);
+    settings.encrypt_key = resolve_secret(account.encrypt_key_env.as_deref(), env);
+    if mode == Mode::Webhook && settings.verification_token.is_none() {
+        return Err(missing("verification_token_env"));
+    }
+    if let Some(url) = &account.api_url {
+        settings.api_url = url.clone();
+    }
+    Ok(Account {
+        platform: account.platform,
+        id,
+        bot: Arc::clone(bot),
+        adapter: Arc::new(FeishuAdapter::new(settings)),
     })
 }
 

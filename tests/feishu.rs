@@ -1,0 +1,1 @@
+//! The Feishu/Lark adapter end to end (in progress).
