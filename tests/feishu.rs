@@ -663,3 +663,45 @@ async fn lark_uses_the_lark_host_unless_api_url_overrides_it() {
     );
     w.gateway.stop().await;
 }
+
+#[tokio::test]
+async fn an_always_bot_leaves_a_message_for_another_bot_alone() {
+    let extra = "\n[[chats]]\nplatform = \"feishu\"\nid = \"oc_always\"\nactivation = \"always\"\n";
+    let w = world("websocket", extra).await;
+    let chat = ("oc_always", "group");
+    // The fake names each app after its bot (`caid`); snark's app knows caid by another id.
+    let for_caid = |app: &str, id: &str, human: &str| {
+        message_event(
+            app,
+            &format!("ev-a-{app}"),
+            "om_a1",
+            chat,
+            human,
+            "@_user_1 fix this",
+            &[(id, "caid")],
+        )
+    };
+    w.deliver("snark", &for_caid("snark", CAID_IN_SNARK, HUMAN_IN_SNARK))
+        .await;
+    w.deliver("caid", &for_caid("caid", CAID, HUMAN_IN_CAID))
+        .await;
+    let posts = w.feishu.posts();
+    assert_eq!(posts.len(), 1, "only caid answers: {posts:?}");
+    assert_eq!(posts[0].app, "caid");
+    let plain = message_event(
+        "snark",
+        "ev-a-2",
+        "om_a2",
+        chat,
+        HUMAN_IN_SNARK,
+        "anyone?",
+        &[],
+    );
+    w.deliver("snark", &plain).await;
+    assert_eq!(
+        w.feishu.posts().len(),
+        2,
+        "snark answers everything else here"
+    );
+    w.gateway.stop().await;
+}

@@ -29,6 +29,9 @@ pub(crate) fn roster(
         .map(|bot| build_bot(config, bot, env).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let mut accounts = Vec::with_capacity(config.accounts.len() + bots.len());
+    // Feishu/Lark accounts of one platform learn each other's bot names (README: Connect Feishu).
+    #[cfg(feature = "feishu")]
+    let feishu_siblings = [baton_feishu::Siblings::new(), baton_feishu::Siblings::new()];
     for account in &config.accounts {
         let bot = bots
             .iter()
@@ -39,7 +42,10 @@ pub(crate) fn roster(
             #[cfg(feature = "slack")]
             Platform::Slack => slack_account(account, bot, env)?,
             #[cfg(feature = "feishu")]
-            Platform::Feishu | Platform::Lark => feishu_account(account, bot, env)?,
+            Platform::Feishu | Platform::Lark => {
+                let siblings = &feishu_siblings[usize::from(account.platform == Platform::Lark)];
+                feishu_account(account, bot, siblings, env)?
+            }
             platform => {
                 return Err(StartError::AdapterUnavailable {
                     platform,
@@ -118,6 +124,7 @@ fn slack_account(
 fn feishu_account(
     account: &crate::config::AccountConfig,
     bot: &Arc<Bot>,
+    siblings: &baton_feishu::Siblings,
     env: Env<'_>,
 ) -> Result<Account, StartError> {
     use baton_feishu::{FeishuAdapter, FeishuSettings, Mode};
@@ -151,6 +158,7 @@ fn feishu_account(
     if let Some(url) = &account.api_url {
         settings.api_url = url.clone();
     }
+    settings.siblings = siblings.clone();
     Ok(Account {
         platform: account.platform,
         id,

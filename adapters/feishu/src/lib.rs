@@ -26,7 +26,8 @@ pub mod signature;
 mod webhook;
 mod ws;
 
-use std::sync::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -66,6 +67,33 @@ pub enum Mode {
     Webhook,
 }
 
+/// The baton bots on one platform, by app name: each account adds itself once `bot/v3/info`
+/// has answered. `open_id`s are per app, so an account cannot tell from an id alone that a
+/// mention names another baton bot; the name can (see [`normalize`]). Clones share one table:
+/// give every account of a platform the same one.
+#[derive(Debug, Clone, Default)]
+pub struct Siblings(Arc<RwLock<HashMap<String, String>>>);
+
+impl Siblings {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn add(&self, app_name: &str, open_id: &str) {
+        if !app_name.is_empty() {
+            let mut table = self.0.write().expect("siblings lock poisoned");
+            table.insert(app_name.to_owned(), open_id.to_owned());
+        }
+    }
+
+    /// The own `open_id` of the bot whose app is named `app_name`.
+    pub fn open_id_of(&self, app_name: &str) -> Option<String> {
+        let table = self.0.read().expect("siblings lock poisoned");
+        table.get(app_name).cloned()
+    }
+}
+
 /// One account's settings, resolved from the config and the environment.
 #[derive(Debug, Clone)]
 pub struct FeishuSettings {
@@ -93,6 +121,8 @@ pub struct FeishuSettings {
     pub ping_interval: Duration,
     /// How long past a due ping a silent connection is given before it is replaced.
     pub pong_timeout: Duration,
+    /// The other baton bots on this platform (shared by all its accounts).
+    pub siblings: Siblings,
 }
 
 impl FeishuSettings {
@@ -117,6 +147,7 @@ impl FeishuSettings {
             reconnect_max: Duration::from_secs(60),
             ping_interval: Duration::from_secs(120),
             pong_timeout: Duration::from_secs(10),
+            siblings: Siblings::new(),
         }
     }
 }
@@ -167,11 +198,13 @@ impl FeishuAdapter {
     fn normalize(&self, body: &Value) -> Option<InboundEvent> {
         let me = self.identity()?;
         let posted = |id: &str| self.posted.contains(id);
+        let sibling = |name: &str| self.settings.siblings.open_id_of(name);
         let who = normalize::Me {
             platform: self.settings.platform,
             account: &self.settings.account,
             open_id: &me.open_id,
             posted: &posted,
+            sibling: &sibling,
         };
         match normalize::message_receive(&who, body) {
             Ok(event) => Some(event),
@@ -190,6 +223,7 @@ impl FeishuAdapter {
             match self.api.bot_info().await {
                 Ok(me) => {
                     tracing::info!(account = %self.settings.account, open_id = %me.open_id, app = %me.app_name, "Feishu bot identified");
+                    self.settings.siblings.add(&me.app_name, &me.open_id);
                     *self.identity.write().expect("identity lock poisoned") = Some(me);
                     return Ok(true);
                 }

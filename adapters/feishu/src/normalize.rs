@@ -9,6 +9,12 @@
 //! A with A's own id in the mentions and app B with B's own id, so each wakes exactly once and
 //! neither mistakes the other's id for its own. Bot messages are not delivered to other bots.
 //!
+//! One thing crosses apps on purpose: whether a mentioned id is *another baton bot*. A chat set
+//! to `activation = "always"` must not answer `@Caid fix this` from Snark's side, and the
+//! gateway tells bots from people by their own `open_id`s. So a mention that is not this bot but
+//! carries the app name of a sibling baton bot on the same platform is reported with that
+//! sibling's own `open_id` ([`Me::sibling`]). It never makes a mention count as this bot's.
+//!
 //! The message's `content` is a JSON string: `{"text": "@_user_1 hi"}` for text, a rich-text
 //! tree for `post`. `@_user_N` placeholders are keys into `mentions[]` and are rewritten to
 //! `@Name`; `@_all` sets [`InboundEvent::mentions_everyone`], which wakes a bot only where the
@@ -45,6 +51,8 @@ pub struct Me<'a> {
     pub open_id: &'a str,
     /// Whether a message id is one this account posted (for replies to the bot).
     pub posted: &'a dyn Fn(&str) -> bool,
+    /// The own `open_id` of the sibling baton bot whose app has this name, if any.
+    pub sibling: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// The event id of a schema-2.0 body (`header.event_id`) or a 1.0 one (`uuid`).
@@ -86,7 +94,7 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
         .pointer("/sender_id/open_id")
         .and_then(Value::as_str)
         .ok_or(Skip::Malformed("sender.sender_id.open_id"))?;
-    let mentions = Mentions::of(message);
+    let mentions = Mentions::of(message, me);
     let message_type = str_of("message_type").unwrap_or("");
     let content = str_of("content").unwrap_or("{}");
     let (text, everyone) = read_content(message_type, content, &mentions)
@@ -141,7 +149,7 @@ struct Mentions {
 }
 
 impl Mentions {
-    fn of(message: &Value) -> Mentions {
+    fn of(message: &Value, me: &Me<'_>) -> Mentions {
         let mut out = Mentions {
             names: HashMap::new(),
             ids: Vec::new(),
@@ -166,7 +174,12 @@ impl Mentions {
             }
             if let Some(id) = open_id.filter(|id| !id.is_empty()) {
                 out.names.insert(id.to_owned(), shown.to_owned());
-                out.ids.push(UserId::from(id));
+                let sibling = (id != me.open_id)
+                    .then(|| (me.sibling)(name))
+                    .flatten()
+                    .filter(|own| own != me.open_id);
+                out.ids
+                    .push(UserId(sibling.unwrap_or_else(|| id.to_owned())));
             }
         }
         out
@@ -276,13 +289,23 @@ mod tests {
     fn normalize(open_id: &str, body: &Value) -> Result<InboundEvent, Skip> {
         let account = AccountId::from("echo");
         let posted = |id: &str| id == "om_posted_by_me";
+        let sibling = |name: &str| (name == "Caid").then(|| "ou_caid_self".to_owned());
         let me = Me {
             platform: Platform::Feishu,
             account: &account,
             open_id,
             posted: &posted,
+            sibling: &sibling,
         };
         message_receive(&me, body)
+    }
+
+    fn nobody() -> (
+        AccountId,
+        impl Fn(&str) -> bool,
+        impl Fn(&str) -> Option<String>,
+    ) {
+        ("echo".into(), |_: &str| false, |_: &str| None)
     }
 
     #[test]
@@ -358,6 +381,24 @@ mod tests {
     }
 
     #[test]
+    fn a_sibling_bot_is_reported_by_its_own_open_id_but_never_as_me() {
+        // Snark's app sees Caid as `ou_caid_in_snark`; the gateway knows Caid as `ou_caid_self`.
+        let mut body = fixture("event_im_message_receive_v1_group_reply_two_mentions");
+        body["event"]["message"]["mentions"][1]["id"]["open_id"] = "ou_caid_in_snark".into();
+        body["event"]["message"]["mentions"][1]["name"] = "Caid".into();
+        let e = normalize(BOT, &body).unwrap();
+        assert_eq!(
+            e.mentions,
+            vec![UserId::from(BOT), UserId::from("ou_caid_self")]
+        );
+        assert_eq!(e.text, "@EchoBot ask @Caid please");
+        // Caid's own account never turns a mention of someone named "Caid" into itself.
+        let e = normalize("ou_caid_self", &body).unwrap();
+        assert!(e.mentions.contains(&UserId::from("ou_caid_in_snark")));
+        assert!(!e.mentions.contains(&UserId::from("ou_caid_self")));
+    }
+
+    #[test]
     fn at_all_sets_mentions_everyone_and_reads_as_at_all() {
         let mut body = fixture("event_im_message_receive_v1_group_at_bot");
         body["event"]["message"]["content"] = json!({"text": "@_all standup!"}).to_string().into();
@@ -375,7 +416,15 @@ mod tests {
             .map(|n| json!({"key": format!("@_user_{n}"), "id": {"open_id": format!("ou_{n}")}, "name": format!("U{n}")}))
             .collect::<Vec<_>>();
         let message = json!({ "mentions": names });
-        let (text, all) = Mentions::of(&message).rewrite("@_user_10 and @_user_1");
+        let (account, posted, sibling) = nobody();
+        let me = Me {
+            platform: Platform::Feishu,
+            account: &account,
+            open_id: BOT,
+            posted: &posted,
+            sibling: &sibling,
+        };
+        let (text, all) = Mentions::of(&message, &me).rewrite("@_user_10 and @_user_1");
         assert_eq!(text, "@U10 and @U1");
         assert!(!all);
     }
@@ -400,7 +449,15 @@ mod tests {
         assert_eq!(e.mentions, vec![UserId::from(BOT)]);
         let sent_shape =
             json!({"zh_cn": {"title": "", "content": [[{"tag": "at", "user_id": "all"}]]}});
-        let (text, all) = post_text(&sent_shape, &Mentions::of(&json!({})));
+        let (account, posted, sibling) = nobody();
+        let me = Me {
+            platform: Platform::Feishu,
+            account: &account,
+            open_id: BOT,
+            posted: &posted,
+            sibling: &sibling,
+        };
+        let (text, all) = post_text(&sent_shape, &Mentions::of(&json!({}), &me));
         assert_eq!(text, "@all");
         assert!(all);
     }
