@@ -619,6 +619,19 @@ async fn webhook_event_is_answered_once_and_a_retry_is_a_duplicate() {
     assert_eq!(posts[0].text, "over http");
     assert_eq!(posts[0].target, Target::Reply("om_w2".into()));
     assert_eq!(w.model.requests_for("snark").len(), 1);
+    let transcript = w
+        .gateway
+        .transcript("bot:snark:feishu:snark:oc_group")
+        .await;
+    let text = serde_json::to_string(&transcript).unwrap();
+    assert!(
+        text.contains("om_w2"),
+        "the inbound message is recorded: {text}"
+    );
+    assert!(
+        !text.contains(TOKEN),
+        "the verification token is not: {text}"
+    );
     w.gateway.stop().await;
 }
 

@@ -134,8 +134,20 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
         .or_else(|| body.pointer("/header/create_time").and_then(Value::as_str))
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
-    out.raw = body.clone();
+    out.raw = without_token(body);
     Ok(out)
+}
+
+/// `body` for the transcript: the verification token it carries is a secret, so it is removed.
+fn without_token(body: &Value) -> Value {
+    let mut raw = body.clone();
+    if let Some(header) = raw.get_mut("header").and_then(Value::as_object_mut) {
+        header.remove("token");
+    }
+    if let Some(top) = raw.as_object_mut() {
+        top.remove("token");
+    }
+    raw
 }
 
 /// The message's `mentions[]`: placeholder keys to names, and the mentioned `open_id`s.
@@ -326,6 +338,16 @@ mod tests {
         assert!(!e.sender.is_bot && !e.sender.is_self);
         assert_eq!(e.thread, None);
         assert_eq!(e.timestamp_ms, 1_609_073_151_345);
+        assert_eq!(
+            e.raw["header"]["event_id"],
+            "5e3702a84e847582be8db7fb73283c02"
+        );
+        assert!(
+            !e.raw
+                .to_string()
+                .contains("rvaYgkR0Q4k9xVn3jAbwod2xKb0ZNcwE"),
+            "the verification token never reaches the transcript"
+        );
     }
 
     #[test]

@@ -147,6 +147,7 @@ async fn session(
                         .and_then(|config| seconds(&config["PingInterval"]))
                 {
                     ping_every = every;
+                    next_ping = next_ping.min(Instant::now() + every);
                 }
             }
             METHOD_DATA => {
