@@ -202,12 +202,17 @@ impl FeishuAdapter {
         let who = normalize::Me {
             platform: self.settings.platform,
             account: &self.settings.account,
+            app_id: &self.settings.app_id,
             open_id: &me.open_id,
             posted: &posted,
             sibling: &sibling,
         };
         match normalize::message_receive(&who, body) {
             Ok(event) => Some(event),
+            Err(normalize::Skip::OtherApp(app)) => {
+                tracing::warn!(account = %self.settings.account, other_app = %app, "event for another Feishu app ignored; check the account's app_id");
+                None
+            }
             Err(skip) => {
                 tracing::debug!(account = %self.settings.account, ?skip, "Feishu event skipped");
                 None

@@ -39,6 +39,8 @@ pub enum Skip {
     Unsupported(String),
     /// A required field is absent.
     Malformed(&'static str),
+    /// The event names another app (`header.app_id`): its ids mean nothing to this account.
+    OtherApp(String),
 }
 
 /// What the receiving account knows about itself.
@@ -47,6 +49,8 @@ pub struct Me<'a> {
     pub platform: Platform,
     /// Its account id.
     pub account: &'a AccountId,
+    /// Its app id (`cli_…`): events for another app are refused.
+    pub app_id: &'a str,
     /// Its bot's `open_id`, from `bot/v3/info`.
     pub open_id: &'a str,
     /// Whether a message id is one this account posted (for replies to the bot).
@@ -75,6 +79,11 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
     let kind = event_type(body);
     if kind != MESSAGE_RECEIVE {
         return Err(Skip::NotAMessage(kind.to_owned()));
+    }
+    if let Some(app) = body.pointer("/header/app_id").and_then(Value::as_str)
+        && app != me.app_id
+    {
+        return Err(Skip::OtherApp(app.to_owned()));
     }
     let message = body
         .pointer("/event/message")
@@ -305,6 +314,7 @@ mod tests {
         let me = Me {
             platform: Platform::Feishu,
             account: &account,
+            app_id: "cli_9f5343c580712544",
             open_id,
             posted: &posted,
             sibling: &sibling,
@@ -442,6 +452,7 @@ mod tests {
         let me = Me {
             platform: Platform::Feishu,
             account: &account,
+            app_id: "cli_x",
             open_id: BOT,
             posted: &posted,
             sibling: &sibling,
@@ -475,6 +486,7 @@ mod tests {
         let me = Me {
             platform: Platform::Feishu,
             account: &account,
+            app_id: "cli_x",
             open_id: BOT,
             posted: &posted,
             sibling: &sibling,
@@ -496,5 +508,11 @@ mod tests {
         let mut other = fixture("event_im_message_receive_v1_p2p");
         other["header"]["event_type"] = "im.message.reaction.created_v1".into();
         assert!(matches!(normalize(BOT, &other), Err(Skip::NotAMessage(_))));
+        let mut foreign = fixture("event_im_message_receive_v1_p2p");
+        foreign["header"]["app_id"] = "cli_someone_else".into();
+        assert_eq!(
+            normalize(BOT, &foreign).unwrap_err(),
+            Skip::OtherApp("cli_someone_else".into())
+        );
     }
 }
