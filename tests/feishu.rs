@@ -365,7 +365,7 @@ async fn pings_follow_the_server_interval_and_a_silent_connection_is_replaced() 
     let pings = w.feishu.pings("snark");
     let gap = pings[2] - pings[1];
     assert!(
-        gap >= Duration::from_millis(250) && gap < Duration::from_secs(5),
+        gap >= Duration::from_millis(150) && gap < Duration::from_secs(5),
         "pings every PingInterval: {gap:?}"
     );
     assert_eq!(w.feishu.connects("snark"), 1);
