@@ -45,6 +45,19 @@ pub(super) async fn status(shared: &Shared) -> String {
         .filter(|c| c.state == crate::store::ChainState::Open)
         .count();
     let _ = write!(out, "\nOpen chains: {open}");
+    let due = shared.schedule.next_due();
+    if !due.is_empty() {
+        out.push_str("\nScheduled:");
+        for next in due {
+            let _ = write!(
+                out,
+                "\n- {} {}: next at {}",
+                next.bot,
+                next.job,
+                next.local.format("%Y-%m-%d %H:%M %:z")
+            );
+        }
+    }
     out
 }
 

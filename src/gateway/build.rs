@@ -29,6 +29,9 @@ pub(crate) fn roster(
         .map(|bot| build_bot(config, bot, env).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let mut accounts = Vec::with_capacity(config.accounts.len() + bots.len());
+    // Feishu/Lark accounts of one platform learn each other's bot names (README: Connect Feishu).
+    #[cfg(feature = "feishu")]
+    let feishu_siblings = [baton_feishu::Siblings::new(), baton_feishu::Siblings::new()];
     for account in &config.accounts {
         let bot = bots
             .iter()
@@ -38,6 +41,11 @@ pub(crate) fn roster(
             Platform::Local => local_account(hub, account.account_id(), bot),
             #[cfg(feature = "slack")]
             Platform::Slack => slack_account(account, bot, env)?,
+            #[cfg(feature = "feishu")]
+            Platform::Feishu | Platform::Lark => {
+                let siblings = &feishu_siblings[usize::from(account.platform == Platform::Lark)];
+                feishu_account(account, bot, siblings, env)?
+            }
             platform => {
                 return Err(StartError::AdapterUnavailable {
                     platform,
@@ -108,6 +116,54 @@ fn slack_account(
         id,
         bot: Arc::clone(bot),
         adapter: Arc::new(SlackAdapter::new(settings)),
+    })
+}
+
+/// A Feishu or Lark account: app credentials from the environment, its mode, its host.
+#[cfg(feature = "feishu")]
+fn feishu_account(
+    account: &crate::config::AccountConfig,
+    bot: &Arc<Bot>,
+    siblings: &baton_feishu::Siblings,
+    env: Env<'_>,
+) -> Result<Account, StartError> {
+    use baton_feishu::{FeishuAdapter, FeishuSettings, Mode};
+    let id = AccountId::from(account.account_id());
+    let missing = |key: &str| StartError::AccountSetup {
+        account: id.to_string(),
+        message: format!(
+            "`{key}` names no set environment variable; `baton check` lists what is missing"
+        ),
+    };
+    let mode = match account.mode.as_deref() {
+        Some("webhook") => Mode::Webhook,
+        _ => Mode::Websocket,
+    };
+    let app_id = account
+        .app_id
+        .clone()
+        .ok_or_else(|| StartError::AccountSetup {
+            account: id.to_string(),
+            message: "`app_id` is missing; copy it (cli_...) from the app's Credentials page"
+                .into(),
+        })?;
+    let app_secret = resolve_secret(account.app_secret_env.as_deref(), env)
+        .ok_or_else(|| missing("app_secret_env"))?;
+    let mut settings = FeishuSettings::new(account.platform, id.clone(), mode, app_id, app_secret);
+    settings.verification_token = resolve_secret(account.verification_token_env.as_deref(), env);
+    settings.encrypt_key = resolve_secret(account.encrypt_key_env.as_deref(), env);
+    if mode == Mode::Webhook && settings.verification_token.is_none() {
+        return Err(missing("verification_token_env"));
+    }
+    if let Some(url) = &account.api_url {
+        settings.api_url = url.clone();
+    }
+    settings.siblings = siblings.clone();
+    Ok(Account {
+        platform: account.platform,
+        id,
+        bot: Arc::clone(bot),
+        adapter: Arc::new(FeishuAdapter::new(settings)),
     })
 }
 

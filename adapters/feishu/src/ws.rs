@@ -1,0 +1,288 @@
+//! The long connection: `/callback/ws/endpoint`, then one websocket of binary pbbp2 frames until
+//! it ends, is found dead, or the gateway shuts down.
+//!
+//! - **Pings** go out at once and then every `PingInterval` the server names (in the endpoint's
+//!   `ClientConfig`, and again in any pong), as the SDKs do.
+//! - **Watchdog**: any frame from the server proves the connection alive. One that has said
+//!   nothing for a ping interval plus a grace (the pong timeout) is replaced, so a socket left
+//!   half-open by a laptop's sleep or a NAT timeout does not silently stop the bot.
+//! - **Events** split over several frames (`sum` > 1) are rejoined ([`Fragments`]); each whole
+//!   event is handed to the gateway's [`EventSink`], and only after `accept` returns is the frame
+//!   acknowledged (`{"code": 200}`, echoing the frame, as the SDKs do), so an ack never covers an
+//!   event a crash could lose. Events baton does not read are acknowledged too, so Feishu does not
+//!   resend them.
+//! - **Reconnects** wait out the contract's [`Backoff`] (exponential, with jitter), which resets
+//!   once a new connection has said something. A redelivery after a reconnect carries the same
+//!   `event_id` and message id, and the gateway's durable dedupe drops it.
+
+use std::time::Duration;
+
+use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink};
+use futures::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::time::{Instant, sleep_until};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_util::sync::CancellationToken;
+
+use crate::FeishuAdapter;
+use crate::api::{ApiError, seconds};
+use crate::crypto;
+use crate::fragments::{Assembled, Fragments};
+use crate::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
+
+/// How one connection ended.
+enum End {
+    /// The gateway is shutting down.
+    Shutdown,
+    /// The connection closed or went silent; open another.
+    Reconnect(String),
+}
+
+/// Keep a long connection up until `shutdown`.
+pub(crate) async fn run(
+    adapter: &FeishuAdapter,
+    sink: &dyn EventSink,
+    shutdown: &CancellationToken,
+) -> Result<(), AdapterError> {
+    let settings = &adapter.settings;
+    let mut backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
+    loop {
+        match session(adapter, sink, shutdown, &mut backoff).await {
+            Ok(End::Shutdown) => return Ok(()),
+            Ok(End::Reconnect(reason)) => {
+                tracing::info!(account = %settings.account, %reason, "Feishu long connection ended; reconnecting");
+            }
+            Err(ApiError::Auth(why)) => {
+                return Err(AdapterError::Auth(format!(
+                    "{} refused the long connection of account `{}` ({why}); check its app_id \
+                     and app_secret_env, and that the app subscribes to events through the \
+                     long connection",
+                    settings.platform, settings.account
+                )));
+            }
+            Err(err) => {
+                tracing::warn!(account = %settings.account, %err, "Feishu long connection failed; reconnecting");
+            }
+        }
+        adapter.set_state(ConnectionState::Retrying {
+            attempt: backoff.attempt() + 1,
+        });
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+}
+
+/// One connection, from the endpoint call to its end.
+async fn session(
+    adapter: &FeishuAdapter,
+    sink: &dyn EventSink,
+    shutdown: &CancellationToken,
+    backoff: &mut Backoff,
+) -> Result<End, ApiError> {
+    let settings = &adapter.settings;
+    let endpoint = adapter.api.ws_endpoint().await?;
+    let service = service_id(&endpoint.url);
+    let (ws, _) = tokio_tungstenite::connect_async(endpoint.url.as_str())
+        .await
+        .map_err(handshake_error)?;
+    let (mut write, mut read) = ws.split();
+    adapter.set_state(ConnectionState::Connected);
+    let mut ping_every = endpoint.ping_interval.unwrap_or(settings.ping_interval);
+    let mut fragments = Fragments::default();
+    let mut last_seen = Instant::now();
+    let mut next_ping = Instant::now();
+    let mut heard = false;
+    loop {
+        let silent_for = silent_limit(ping_every, settings.pong_timeout);
+        let message = tokio::select! {
+            _ = shutdown.cancelled() => {
+                let _ = write.send(Message::Close(None)).await;
+                return Ok(End::Shutdown);
+            }
+            _ = sleep_until(next_ping) => {
+                send(&mut write, Frame::ping(service)).await?;
+                next_ping = Instant::now() + ping_every;
+                continue;
+            }
+            _ = sleep_until(last_seen + silent_for) => {
+                return Ok(End::Reconnect(format!("no frame from Feishu for {silent_for:?}")));
+            }
+            message = read.next() => message,
+        };
+        let message = match message {
+            None => return Ok(End::Reconnect("socket ended".into())),
+            Some(Err(e)) => return Err(ApiError::Transport(format!("websocket: {e}"))),
+            Some(Ok(message)) => message,
+        };
+        last_seen = Instant::now();
+        if !heard {
+            heard = true;
+            backoff.reset();
+        }
+        let bytes = match message {
+            Message::Binary(bytes) => bytes,
+            Message::Ping(data) => {
+                write
+                    .send(Message::Pong(data))
+                    .await
+                    .map_err(|e| ApiError::Transport(format!("websocket send failed: {e}")))?;
+                continue;
+            }
+            Message::Close(_) => return Ok(End::Reconnect("closed by Feishu".into())),
+            _ => continue,
+        };
+        let Ok(frame) = Frame::from_bytes(&bytes) else {
+            tracing::warn!(account = %settings.account, "unreadable long-connection frame ignored");
+            continue;
+        };
+        match frame.method {
+            METHOD_CONTROL => {
+                if frame.kind() == "pong"
+                    && let Some(every) = frame
+                        .payload
+                        .as_deref()
+                        .and_then(|p| serde_json::from_slice::<Value>(p).ok())
+                        .and_then(|config| seconds(&config["PingInterval"]))
+                {
+                    ping_every = every;
+                    next_ping = next_ping.min(Instant::now() + every);
+                }
+            }
+            METHOD_DATA => {
+                let started = Instant::now();
+                let Some(payload) = assemble(&mut fragments, &frame) else {
+                    continue;
+                };
+                if frame.kind() == "event" && !deliver(adapter, sink, &payload).await {
+                    // Not acknowledged: Feishu redelivers it to whoever runs next.
+                    return Ok(End::Shutdown);
+                }
+                let ack = frame.ack(200, started.elapsed().as_millis());
+                send(&mut write, ack).await?;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The whole payload once every fragment of the frame's event is in.
+fn assemble(fragments: &mut Fragments, frame: &Frame) -> Option<Vec<u8>> {
+    let number = |key: &str, default: usize| {
+        frame
+            .header(key)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default)
+    };
+    let payload = frame.payload.clone().unwrap_or_default();
+    let id = frame.header("message_id").unwrap_or("");
+    match fragments.add(id, number("sum", 1), number("seq", 0), payload) {
+        Assembled::Complete(payload) => Some(payload),
+        Assembled::Partial => None,
+        Assembled::Invalid => {
+            tracing::warn!(message_id = id, "malformed event fragment dropped");
+            None
+        }
+    }
+}
+
+/// Hand one event to the gateway. `false` when the gateway no longer takes events.
+async fn deliver(adapter: &FeishuAdapter, sink: &dyn EventSink, payload: &[u8]) -> bool {
+    let account = &adapter.settings.account;
+    let Ok(mut body) = serde_json::from_slice::<Value>(payload) else {
+        tracing::warn!(%account, "long-connection event is not JSON; ignored");
+        return true;
+    };
+    if let (Some(encrypted), Some(key)) = (
+        body.get("encrypt").and_then(Value::as_str),
+        adapter.settings.encrypt_key.as_ref(),
+    ) {
+        match crypto::decrypt(key.expose(), encrypted)
+            .ok()
+            .and_then(|plain| serde_json::from_str(&plain).ok())
+        {
+            Some(plain) => body = plain,
+            None => {
+                tracing::warn!(%account, "long-connection event does not decrypt; check encrypt_key_env");
+                return true;
+            }
+        }
+    }
+    match adapter.normalize(&body) {
+        Some(event) => sink.accept(event).await.is_ok(),
+        None => true,
+    }
+}
+
+async fn send<S>(write: &mut S, frame: Frame) -> Result<(), ApiError>
+where
+    S: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
+{
+    write
+        .send(Message::Binary(frame.to_bytes().into()))
+        .await
+        .map_err(|e| ApiError::Transport(format!("websocket send failed: {e}")))
+}
+
+/// The `service_id` in the connection URL's query, which every frame we send carries.
+fn service_id(url: &str) -> i32 {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            u.query_pairs()
+                .find(|(k, _)| k == "service_id")
+                .and_then(|(_, v)| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A failed websocket handshake. Feishu explains refusals in `Handshake-*` headers; an auth
+/// failure (514) or a forbidden app (403) will not heal by retrying.
+fn handshake_error(err: tungstenite::Error) -> ApiError {
+    if let tungstenite::Error::Http(response) = &err {
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned()
+        };
+        let status = header("handshake-status");
+        let msg = header("handshake-msg");
+        if status == "514" || status == "403" {
+            return ApiError::Auth(format!("handshake {status}: {msg}"));
+        }
+        return ApiError::Transport(format!(
+            "websocket handshake refused: HTTP {} {status} {msg}",
+            response.status()
+        ));
+    }
+    ApiError::Transport(format!("websocket connect failed: {err}"))
+}
+
+/// How long a connection may say nothing before it is replaced: one ping interval (a pong is
+/// due by then) plus a grace of at most one more interval.
+fn silent_limit(ping_every: Duration, pong_timeout: Duration) -> Duration {
+    ping_every + pong_timeout.min(ping_every)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_id_comes_from_the_query() {
+        assert_eq!(service_id("wss://x/ws?device_id=d1&service_id=1337"), 1337);
+        assert_eq!(service_id("wss://x/ws?device_id=d1"), 0);
+        assert_eq!(service_id("not a url"), 0);
+    }
+
+    #[test]
+    fn a_connection_is_dead_after_one_interval_and_a_grace() {
+        let s = Duration::from_secs;
+        assert_eq!(silent_limit(s(120), s(10)), s(130));
+        assert_eq!(silent_limit(s(1), s(10)), s(2));
+    }
+}
