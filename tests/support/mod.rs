@@ -3,6 +3,7 @@
 //! Each test binary compiles this module and uses only part of it, hence the allowances.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod fake_discord;
 pub mod fake_openai;
 pub mod fake_slack;
 pub mod gateway;
