@@ -241,16 +241,18 @@ async fn the_bot_to_bot_loop_guard_holds_with_allow_bots() {
     let before = w.events();
     w.discord
         .say(HUMAN, CHANNEL, &format!("<@{SNARK}> start"), None);
-    // The human's message and every bot post reach both bots: 2 events per message.
-    // snark, caid, snark answer (3 bot messages in a row); the 4th would be a 4th in the chain.
-    w.settle_after(before, 2 * 4).await;
+    // The human wakes snark; then 3 bot messages in a row may wake the other bot (caid, snark,
+    // caid answer them); the 4th bot message wakes nobody until a human speaks. The human's
+    // message and every post reach both bots: 2 events per message.
+    w.settle_after(before, 2 * 5).await;
     let posts = w.discord.posts();
     let authors: Vec<&str> = posts.iter().map(|p| p.token.as_str()).collect();
     assert_eq!(
         authors,
-        ["token-snark", "token-caid", "token-snark"],
-        "the chain stops at max_bot_reply_chain"
+        ["token-snark", "token-caid", "token-snark", "token-caid"],
+        "the chain stops after max_bot_reply_chain bot-woken replies"
     );
+    assert_eq!(w.model.requests().len(), 4, "no fifth turn");
     // Mentioning another bot in a reply pings exactly that bot, nothing else.
     assert_eq!(posts[0].body["allowed_mentions"]["users"], json!([CAID]));
     w.stop().await;
@@ -259,10 +261,14 @@ async fn the_bot_to_bot_loop_guard_holds_with_allow_bots() {
 #[tokio::test]
 async fn a_5000_character_reply_with_a_code_block_arrives_as_3_valid_chunks() {
     let w = world("").await;
+    // A realistic answer: a sentence, then a long Rust block of small functions separated by
+    // blank lines, then a closing sentence.
     let mut reply = String::from("Here is the program you asked for.\n\n```rust\n");
     let mut n = 0;
-    while reply.chars().count() < 4800 {
-        reply.push_str(&format!("    let value_{n} = compute({n}) + offset;\n"));
+    while reply.chars().count() < 4950 {
+        reply.push_str(&format!(
+            "fn step_{n}(input: u64) -> u64 {{\n    let value = compute({n}) + input;\n    value * 2\n}}\n\n"
+        ));
         n += 1;
     }
     reply.push_str("```\n\nThat is all.");
