@@ -448,3 +448,161 @@ async fn baton_status_answers_an_admin_privately_and_refuses_a_non_admin() {
     assert!(posts[0].text().contains("snark"));
     w.stop().await;
 }
+
+/// Signs interaction requests the way Discord does: Ed25519 over timestamp + body.
+struct Signer(ed25519_dalek::SigningKey);
+
+impl Signer {
+    fn new() -> Self {
+        Signer(ed25519_dalek::SigningKey::from_bytes(&[7u8; 32]))
+    }
+
+    fn public_hex(&self) -> String {
+        hex(self.0.verifying_key().as_bytes())
+    }
+
+    fn headers(&self, timestamp: i64, body: &str) -> Vec<(&'static str, String)> {
+        use ed25519_dalek::Signer as _;
+        let ts = timestamp.to_string();
+        let signature = self.0.sign(format!("{ts}{body}").as_bytes());
+        vec![
+            ("x-signature-ed25519", hex(&signature.to_bytes())),
+            ("x-signature-timestamp", ts),
+        ]
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+impl World {
+    async fn interaction_hook(
+        &self,
+        body: &str,
+        headers: Vec<(&'static str, String)>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .gateway
+            .http
+            .post(format!("{}/hooks/discord/snark", self.gateway.base))
+            .header("content-type", "application/json")
+            .body(body.to_owned());
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let answer = response.json().await.unwrap_or(Value::Null);
+        (status, answer)
+    }
+}
+
+#[tokio::test]
+async fn the_http_interactions_endpoint_verifies_answers_ping_and_defers_baton() {
+    let signer = Signer::new();
+    // snark takes interactions over HTTP: its account gets the public key.
+    let extra = String::new();
+    let model = FakeOpenAi::start().await;
+    let discord = FakeDiscord::start().await;
+    discord.bot("token-snark", SNARK, "snark");
+    discord.bot("token-caid", CAID, "caid");
+    let (dir, db) = support::gateway::temp_db();
+    let text = config(&model, &discord, &extra).replacen(
+        &format!("application_id = \"{SNARK}\"\n"),
+        &format!(
+            "application_id = \"{SNARK}\"\npublic_key = \"{}\"\n",
+            signer.public_hex()
+        ),
+        1,
+    );
+    let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;
+    let w = World {
+        model,
+        discord,
+        gateway,
+        _db: dir,
+    };
+    w.wait_ready().await;
+
+    let ping = json!({ "type": 1, "id": "1", "application_id": SNARK, "token": "t", "version": 1 })
+        .to_string();
+    let now = unix_now();
+    assert_eq!(w.interaction_hook(&ping, vec![]).await.0, 401, "unsigned");
+    let mut forged = signer.headers(now, &ping);
+    forged[0].1 = Signer(ed25519_dalek::SigningKey::from_bytes(&[8u8; 32])).headers(now, &ping)[0]
+        .1
+        .clone();
+    assert_eq!(
+        w.interaction_hook(&ping, forged).await.0,
+        401,
+        "badly signed"
+    );
+    assert_eq!(
+        w.interaction_hook(&ping, signer.headers(now - 301, &ping))
+            .await
+            .0,
+        401,
+        "stale"
+    );
+    let (status, pong) = w.interaction_hook(&ping, signer.headers(now, &ping)).await;
+    assert_eq!((status, pong), (200, json!({ "type": 1 })));
+
+    for (n, user) in [ADMIN.0, HUMAN.0].into_iter().enumerate() {
+        let mut d = serde_json::from_str::<Value>(
+            &std::fs::read_to_string(format!(
+                "{}/adapters/discord/fixtures/gw_dispatch_interaction_create_baton.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap(),
+        )
+        .unwrap()["d"]
+            .clone();
+        d["id"] = format!("78600872971521233{n}").into();
+        d["token"] = format!("http-token-{n}").into();
+        d["application_id"] = SNARK.into();
+        d["member"]["user"]["id"] = user.into();
+        let body = d.to_string();
+        let (status, answer) = w
+            .interaction_hook(&body, signer.headers(unix_now(), &body))
+            .await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            answer,
+            json!({ "type": 5, "data": { "flags": 64 } }),
+            "deferred at once"
+        );
+    }
+    w.discord
+        .wait_for("both answers edited in", |d| {
+            d.interaction_calls()
+                .iter()
+                .filter(|c| c.kind == "edit")
+                .count()
+                == 2
+        })
+        .await;
+    let calls = w.discord.interaction_calls();
+    let edit = |token: &str| {
+        calls
+            .iter()
+            .find(|c| c.kind == "edit" && c.token == token)
+            .unwrap()
+            .body["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(edit("http-token-0").contains("snark"), "the admin's status");
+    assert!(edit("http-token-1").contains("Only baton admins"));
+    assert!(calls.iter().all(|c| c.id == SNARK && !c.authorized));
+    assert!(w.discord.posts().is_empty());
+    w.stop().await;
+}
