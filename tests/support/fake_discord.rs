@@ -384,6 +384,23 @@ impl FakeDiscord {
         (id, token)
     }
 
+    /// A public thread `thread` is created under `parent`: every bot gets THREAD_CREATE.
+    pub fn thread(&self, thread: &str, parent: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        let d = json!({
+            "id": thread, "type": 11, "guild_id": GUILD, "parent_id": parent,
+            "name": "a thread", "owner_id": "1", "message_count": 0, "member_count": 1,
+            "rate_limit_per_user": 0, "flags": 0, "total_message_sent": 0,
+            "thread_metadata": { "archived": false, "auto_archive_duration": 1440,
+                "archive_timestamp": "2025-01-01T00:00:00.000000+00:00", "locked": false },
+            "newly_created": true
+        });
+        let users: Vec<String> = inner.sessions.keys().cloned().collect();
+        for user in users {
+            inner.dispatch(&user, "THREAD_CREATE", &d);
+        }
+    }
+
     /// Send op 7 RECONNECT to `user` and close its socket, as Discord does.
     pub fn reconnect(&self, user: &str) {
         let inner = self.inner.lock().unwrap();

@@ -95,7 +95,7 @@ async fn session(
     let settings = &shared.settings;
     let url = match shared.rest.gateway_url().await {
         Ok(url) => url,
-        Err(SendError::Rejected { code, message }) if code == "50014" || code == "http_401" => {
+        Err(SendError::Rejected { code, message }) if code == "http_401" => {
             return Err(AdapterError::Auth(format!(
                 "Discord refused the bot token of account `{}` ({message})",
                 settings.account

@@ -104,7 +104,10 @@ impl Rest {
         let mut request = self
             .client
             .request(method, format!("{}{path}", self.base))
-            .header("user-agent", "DiscordBot (https://github.com/baton, 0.1)");
+            .header(
+                "user-agent",
+                concat!("DiscordBot (baton, ", env!("CARGO_PKG_VERSION"), ")"),
+            );
         if auth == Auth::Bot {
             request = request.header("authorization", format!("Bot {}", self.token.expose()));
         }
@@ -210,11 +213,11 @@ fn refusal(status: StatusCode, body: &Value) -> SendError {
     if status.is_server_error() {
         return SendError::Transport(format!("Discord answered HTTP {}", status.as_u16()));
     }
-    let code = body
-        .get("code")
-        .and_then(Value::as_i64)
-        .map(|c| c.to_string())
-        .unwrap_or_else(|| format!("http_{}", status.as_u16()));
+    // A refused token is told apart by status (Discord's own code for it is often 0).
+    let code = match body.get("code").and_then(Value::as_i64) {
+        Some(c) if status != StatusCode::UNAUTHORIZED => c.to_string(),
+        _ => format!("http_{}", status.as_u16()),
+    };
     let said = body
         .get("message")
         .and_then(Value::as_str)
@@ -290,7 +293,7 @@ mod tests {
         );
         match err {
             SendError::Rejected { code, message } => {
-                assert_eq!(code, "50014");
+                assert_eq!(code, "http_401");
                 assert!(message.contains("bot_token_env"), "{message}");
             }
             other => panic!("{other:?}"),
@@ -299,6 +302,18 @@ mod tests {
             refusal(StatusCode::BAD_GATEWAY, &Value::Null),
             SendError::Transport(_)
         ));
+    }
+
+    #[test]
+    fn a_refusal_other_than_401_keeps_discords_code() {
+        let body = serde_json::json!({ "message": "Missing Permissions", "code": 50013 });
+        match refusal(StatusCode::FORBIDDEN, &body) {
+            SendError::Rejected { code, message } => {
+                assert_eq!(code, "50013");
+                assert!(message.contains("Send Messages"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
