@@ -24,10 +24,12 @@ const CHANNEL: &str = "300000000000000001";
 fn config(model: &FakeOpenAi, discord: &FakeDiscord, extra: &str) -> String {
     let mut text = format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
-         [admins]\ndiscord = [\"{}\"]\n\n\
-         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n",
+         [admins]\ndiscord = [\"{}\"]\n",
         ADMIN.0
     );
+    if !extra.contains("[chats_default]") {
+        text.push_str("\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n");
+    }
     for (bot, user) in [("snark", SNARK), ("caid", CAID)] {
         let upper = bot.to_uppercase();
         text.push_str(&format!(
@@ -310,6 +312,38 @@ async fn a_5000_character_reply_with_a_code_block_arrives_as_3_valid_chunks() {
     assert_eq!(code_lines, n, "no line lost or repeated");
     let nonces: Vec<&Value> = posts.iter().map(|p| &p.body["nonce"]).collect();
     assert!(nonces[0] != nonces[1] && nonces[1] != nonces[2]);
+    w.stop().await;
+}
+
+#[tokio::test]
+async fn a_thread_follows_its_parents_policy_and_is_answered_in_the_thread() {
+    // Only CHANNEL is allowed; its thread inherits that.
+    let extra = format!(
+        "\n[chats_default]\ngroup_policy = \"allowlist\"\ndm_policy = \"open\"\n\n\
+         [[chats]]\nplatform = \"discord\"\nid = \"{CHANNEL}\"\n"
+    );
+    let w = world(&extra).await;
+    let thread = "300000000000000009";
+    w.discord.thread(thread, CHANNEL);
+    let before = w.events();
+    let asked = w
+        .discord
+        .say(HUMAN, thread, &format!("<@{SNARK}> in the thread"), None);
+    w.settle_after(before, 4).await;
+    let posts = w.discord.posts();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(
+        posts[0].channel, thread,
+        "posted into the thread, not the channel"
+    );
+    assert_eq!(posts[0].replies_to(), Some(asked.as_str()));
+    let sessions = w.gateway.get("/api/sessions").await;
+    assert!(
+        sessions
+            .to_string()
+            .contains(&format!(":{CHANNEL}:thread:{thread}")),
+        "the session is the thread's: {sessions}"
+    );
     w.stop().await;
 }
 

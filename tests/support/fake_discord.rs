@@ -107,6 +107,10 @@ struct Inner {
     messages: HashMap<String, Value>,
     /// author id -> the last message id it posted
     last_by: HashMap<String, String>,
+    /// thread -> parent channel
+    threads: HashMap<String, String>,
+    /// `GET /channels/<id>` calls
+    channel_lookups: usize,
     /// DM channel -> the bot in it
     dm_channels: HashMap<String, String>,
     rate_limits: VecDeque<(f64, bool)>,
@@ -201,6 +205,7 @@ impl FakeDiscord {
         let app = Router::new()
             .route("/api/v10/gateway", get(gateway_url))
             .route("/gateway", get(socket))
+            .route("/api/v10/channels/{channel}", get(get_channel))
             .route("/api/v10/channels/{channel}/messages", post(create_message))
             .route(
                 "/api/v10/interactions/{id}/{token}/callback",
@@ -395,10 +400,16 @@ impl FakeDiscord {
                 "archive_timestamp": "2025-01-01T00:00:00.000000+00:00", "locked": false },
             "newly_created": true
         });
+        inner.threads.insert(thread.to_owned(), parent.to_owned());
         let users: Vec<String> = inner.sessions.keys().cloned().collect();
         for user in users {
             inner.dispatch(&user, "THREAD_CREATE", &d);
         }
+    }
+
+    /// How many `GET /channels/<id>` calls were made.
+    pub fn channel_lookups(&self) -> usize {
+        self.inner.lock().unwrap().channel_lookups
     }
 
     /// Send op 7 RECONNECT to `user` and close its socket, as Discord does.
@@ -512,6 +523,25 @@ async fn gateway_url(State(inner): State<Arc<Mutex<Inner>>>) -> Json<Value> {
     inner.gateway_requests += 1;
     let ws = inner.base.replacen("http://", "ws://", 1);
     Json(json!({ "url": format!("{ws}/gateway") }))
+}
+
+async fn get_channel(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(channel): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if !bot_token(&headers).is_some_and(|t| inner.bots.contains_key(&t)) {
+        return unauthorized();
+    }
+    inner.channel_lookups += 1;
+    let body = match inner.threads.get(&channel) {
+        Some(parent) => {
+            json!({ "id": channel, "type": 11, "guild_id": GUILD, "parent_id": parent })
+        }
+        None => json!({ "id": channel, "type": 0, "guild_id": GUILD, "parent_id": null }),
+    };
+    Json(body).into_response()
 }
 
 async fn create_message(

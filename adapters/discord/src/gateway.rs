@@ -239,6 +239,9 @@ impl RawEventHandler for Handler {
                 for role in created.guild.roles.values() {
                     dir.role(created.guild.id, role, &me.user_id);
                 }
+                for channel in created.guild.channels.values() {
+                    dir.channel(channel);
+                }
                 for thread in &created.guild.threads {
                     dir.channel(thread);
                 }
@@ -259,6 +262,9 @@ impl RawEventHandler for Handler {
                 .forget_thread(e.thread.id),
             Event::MessageCreate(created) => {
                 let Some(me) = shared.identity() else { return };
+                if created.message.guild_id.is_some() {
+                    shared.learn_channel(created.message.channel_id).await;
+                }
                 let normalized = {
                     let dir = shared.directory.read().expect("directory lock poisoned");
                     normalize::message(account, &me, &dir, &created.message)

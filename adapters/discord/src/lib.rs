@@ -31,6 +31,7 @@ use baton_contract::{
     Platform, Secret, SendError, SentMessage, UserId, WebhookRequest, WebhookResponse,
 };
 use serenity::interactions_endpoint::Verifier;
+use serenity::model::id::ChannelId;
 use tokio_util::sync::CancellationToken;
 
 use crate::interactions::Interactions;
@@ -126,6 +127,32 @@ impl Shared {
                 .expect("directory lock poisoned")
                 .role(role.guild_id, role, &me.user_id);
         }
+    }
+
+    /// Make sure the directory knows whether `channel` is a thread: ask Discord when no
+    /// event has named it. A refusal (no access) is remembered as "not a thread"; a transport
+    /// failure or a 429 is not remembered, so the next message asks again.
+    async fn learn_channel(&self, channel: ChannelId) {
+        if self
+            .directory
+            .read()
+            .expect("directory lock poisoned")
+            .knows(channel)
+        {
+            return;
+        }
+        let parent = match self.rest.thread_parent(channel.get()).await {
+            Ok(parent) => parent.map(ChannelId::new),
+            Err(SendError::Rejected { .. }) => None,
+            Err(err) => {
+                tracing::debug!(%err, "channel lookup failed; the message is placed without it");
+                return;
+            }
+        };
+        self.directory
+            .write()
+            .expect("directory lock poisoned")
+            .note(channel, parent);
     }
 
     fn note_channel(&self, channel: &serenity::model::channel::GuildChannel) {

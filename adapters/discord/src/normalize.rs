@@ -33,11 +33,14 @@ pub struct Identity {
 }
 
 /// What the gateway has learned about the guilds: the bot's own role per guild and the parent of
-/// every known thread. Filled from GUILD_CREATE, GUILD_ROLE_*, THREAD_* events.
+/// every known thread. Filled from GUILD_CREATE, GUILD_ROLE_*, THREAD_* events, and for a channel
+/// none of them named, from `GET /channels/<id>` (the first message in a new thread can arrive
+/// before, or without, its THREAD_CREATE).
 #[derive(Debug, Default, Clone)]
 pub struct Directory {
     bot_roles: HashMap<GuildId, RoleId>,
-    thread_parents: HashMap<ChannelId, ChannelId>,
+    /// Every guild channel seen, with its parent when it is a thread.
+    channels: HashMap<ChannelId, Option<ChannelId>>,
 }
 
 impl Directory {
@@ -48,23 +51,30 @@ impl Directory {
         }
     }
 
-    /// Note a channel; threads are remembered with their parent, anything else is ignored.
+    /// Note a guild channel; a thread is remembered with its parent.
     pub fn channel(&mut self, channel: &GuildChannel) {
-        if is_thread(channel.kind)
-            && let Some(parent) = channel.parent_id
-        {
-            self.thread_parents.insert(channel.id, parent);
-        }
+        let parent = channel.parent_id.filter(|_| is_thread(channel.kind));
+        self.note(channel.id, parent);
+    }
+
+    /// Note a guild channel by id: `parent` is set when it is a thread.
+    pub fn note(&mut self, channel: ChannelId, parent: Option<ChannelId>) {
+        self.channels.insert(channel, parent);
+    }
+
+    /// Whether the channel has been seen (as a thread or not).
+    pub fn knows(&self, channel: ChannelId) -> bool {
+        self.channels.contains_key(&channel)
     }
 
     /// Forget a deleted thread.
     pub fn forget_thread(&mut self, thread: ChannelId) {
-        self.thread_parents.remove(&thread);
+        self.channels.remove(&thread);
     }
 
     /// The parent channel of `thread`, when it is a known thread.
     pub fn parent_of(&self, thread: ChannelId) -> Option<ChannelId> {
-        self.thread_parents.get(&thread).copied()
+        self.channels.get(&thread).copied().flatten()
     }
 
     /// The bot's managed role in `guild`, when known.

@@ -88,6 +88,26 @@ impl Rest {
             .ok_or_else(|| SendError::Transport("GET /gateway answered without a url".into()))
     }
 
+    /// `GET /channels/<id>`: whether a guild channel is a thread, and its parent if so.
+    pub async fn thread_parent(&self, channel: u64) -> Result<Option<u64>, SendError> {
+        let body = self
+            .call(
+                Method::GET,
+                &format!("/channels/{channel}"),
+                None,
+                Auth::Bot,
+                &format!("channel-info:{channel}"),
+            )
+            .await?;
+        // 10, 11, 12: announcement, public and private threads.
+        let is_thread = matches!(body.get("type").and_then(Value::as_u64), Some(10..=12));
+        let parent = body
+            .get("parent_id")
+            .and_then(Value::as_str)
+            .and_then(|p| p.parse().ok());
+        Ok(parent.filter(|_| is_thread))
+    }
+
     /// Make one call; `route` names the rate-limit bucket it belongs to. Returns the JSON body
     /// (`Null` for 204).
     pub async fn call(
