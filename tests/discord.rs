@@ -640,3 +640,39 @@ async fn the_http_interactions_endpoint_verifies_answers_ping_and_defers_baton()
     assert!(w.discord.posts().is_empty());
     w.stop().await;
 }
+
+#[tokio::test]
+async fn a_refused_token_stops_only_that_account() {
+    let model = FakeOpenAi::start().await;
+    let discord = FakeDiscord::start().await;
+    discord.bot("token-snark", SNARK, "snark");
+    // caid's token is not one the fake knows: IDENTIFY is closed with 4004.
+    let (dir, db) = support::gateway::temp_db();
+    let text = config(&model, &discord, "");
+    let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;
+    let state = |account: &str| {
+        gateway
+            .gateway
+            .dispatcher()
+            .shared()
+            .roster
+            .account(baton_contract::Platform::Discord, &account.into())
+            .map(|a| a.adapter.connection_state())
+    };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while state("caid") != Some(baton_contract::ConnectionState::Stopped) {
+        assert!(tokio::time::Instant::now() < deadline, "caid did not stop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    discord
+        .wait_for("snark connected", |d| d.connected(SNARK))
+        .await;
+    assert_eq!(
+        state("snark"),
+        Some(baton_contract::ConnectionState::Connected)
+    );
+    assert_eq!(discord.identifies(CAID), 0);
+    assert!(discord.gateway_requests() >= 2);
+    gateway.stop().await;
+    drop((model, dir));
+}
