@@ -9,10 +9,12 @@
 //!   answer, so an account pointed at a proxy or a fake never talks to Discord behind its back.
 //! - **Rate limiter off, `api_url` as serenity's proxy**, as ARCHITECTURE.md requires; baton's own
 //!   REST client ([`crate::rest`]) owns 429s.
-//! - **Events in arrival order to the sink.** serenity runs each handler call on its own task;
-//!   the handler only normalizes and queues, and [`run`] hands the queue to the sink one at a
-//!   time, awaiting each `accept` (Discord has no acks: the gateway's durable dedupe is what
-//!   makes a replayed event harmless).
+//! - **One event at a time to the sink.** The handler only normalizes and queues; [`run`] hands
+//!   the queue to the sink one event at a time, awaiting each `accept` (Discord has no acks: the
+//!   gateway's durable dedupe is what makes a replayed event harmless). serenity runs each
+//!   handler call on a task of its own, so two events that arrive within microseconds of each
+//!   other can reach the queue swapped; nothing here depends on their order (a thread's parent
+//!   is looked up when THREAD_CREATE has not been seen yet).
 //! - **Fatal close codes stop the account** (4004 bad token, 4013/4014 intents) with a message
 //!   saying what to fix; anything else reconnects with backoff.
 
