@@ -4,15 +4,16 @@
 //! serenity's verifier *before* a byte of the body is parsed, and a missing or bad signature, or
 //! a timestamp over 5 minutes old, gets 401 and reaches nothing (Discord itself probes the URL
 //! with bad signatures and expects exactly that). A PING gets a PONG. A `/baton` invocation is
-//! handed to the gateway and answered at once with an ephemeral deferral in the HTTP response,
-//! which keeps well inside the 3 s window whatever the pipeline does; the answer then edits it.
+//! handed to the gateway, and the HTTP response is its first answer chunk (ephemeral) if that
+//! comes within [`DEFER_AFTER`], or else an ephemeral deferral that the answer then edits: either
+//! way well inside Discord's 3 s.
 
 use baton_contract::{EventSink, WebhookRequest, WebhookResponse};
 use serde_json::{Value, json};
 use serenity::model::application::Interaction;
 
 use crate::Shared;
-use crate::interactions::Phase;
+use crate::interactions::{DEFER_AFTER, Phase};
 use crate::normalize;
 
 /// How old a signed request may be.
@@ -76,12 +77,27 @@ async fn command(shared: &Shared, body: Value, sink: &dyn EventSink) -> WebhookR
             return WebhookResponse::error(400, "baton only takes the /baton application command");
         }
     };
-    // The deferral is this very response, so the answer edits it.
-    shared
-        .interactions
-        .register(&command.id.to_string(), Phase::Deferred);
+    // The first chunk of the answer comes back here and becomes this very response; if it is
+    // slow, the response is the deferral and the answer edits it.
+    let id = command.id.to_string();
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    shared.interactions.register(&id, Phase::Http(tx));
     if sink.accept(event).await.is_err() {
         return WebhookResponse::error(503, "shutting down; try again shortly");
     }
-    WebhookResponse::json(&json!({ "type": 5, "data": { "flags": 64 } }))
+    let first = tokio::select! {
+        text = &mut rx => text.ok(),
+        _ = tokio::time::sleep(DEFER_AFTER) => None,
+    };
+    let first = match first {
+        Some(text) => Some(text),
+        None => shared.interactions.settle_http(&id, &mut rx).await,
+    };
+    match first {
+        Some(text) => WebhookResponse::json(&json!({
+            "type": 4,
+            "data": { "content": text, "flags": 64, "allowed_mentions": { "parse": [] } },
+        })),
+        None => WebhookResponse::json(&json!({ "type": 5, "data": { "flags": 64 } })),
+    }
 }
