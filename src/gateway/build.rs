@@ -46,6 +46,10 @@ pub(crate) fn roster(
                 let siblings = &feishu_siblings[usize::from(account.platform == Platform::Lark)];
                 feishu_account(account, bot, siblings, env)?
             }
+            #[cfg(feature = "discord")]
+            Platform::Discord => discord_account(account, bot, env)?,
+            // Only reachable in a build without one of the adapters' features.
+            #[cfg(not(all(feature = "slack", feature = "discord", feature = "feishu")))]
             platform => {
                 return Err(StartError::AdapterUnavailable {
                     platform,
@@ -164,6 +168,42 @@ fn feishu_account(
         id,
         bot: Arc::clone(bot),
         adapter: Arc::new(FeishuAdapter::new(settings)),
+    })
+}
+
+/// A Discord account: its token from the environment, its application, its API base.
+#[cfg(feature = "discord")]
+fn discord_account(
+    account: &crate::config::AccountConfig,
+    bot: &Arc<Bot>,
+    env: Env<'_>,
+) -> Result<Account, StartError> {
+    use baton_discord::{DiscordAdapter, DiscordSettings};
+    let id = AccountId::from(account.account_id());
+    let bot_token = resolve_secret(account.bot_token_env.as_deref(), env).ok_or_else(|| {
+        StartError::AccountSetup {
+            account: id.to_string(),
+            message: "`bot_token_env` names no set environment variable; `baton check` lists \
+                      what is missing"
+                .into(),
+        }
+    })?;
+    let mut settings = DiscordSettings::new(id.clone(), bot_token);
+    settings.application_id = account.application_id.clone();
+    settings.public_key = account.public_key.clone();
+    settings.command_guilds = account.command_guilds.clone();
+    if let Some(url) = &account.api_url {
+        settings.api_url = url.clone();
+    }
+    let adapter = DiscordAdapter::new(settings).map_err(|e| StartError::AccountSetup {
+        account: id.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(Account {
+        platform: Platform::Discord,
+        id,
+        bot: Arc::clone(bot),
+        adapter: Arc::new(adapter),
     })
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod chain_steps;
+pub mod fake_discord;
 pub mod fake_feishu;
 pub mod fake_openai;
 pub mod fake_slack;

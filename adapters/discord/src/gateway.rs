@@ -1,0 +1,313 @@
+//! The gateway connection, on serenity's client: HELLO, IDENTIFY, heartbeats, RESUME after
+//! RECONNECT or a dropped socket, re-IDENTIFY after INVALID_SESSION, zlib — all serenity's.
+//!
+//! What baton adds around it:
+//!
+//! - **No silent fallback to the real host.** serenity's client asks `GET /api/v10/gateway`
+//!   while it is built and, if that fails, quietly uses `wss://gateway.discord.gg`. baton asks
+//!   first (retrying with the contract's [`Backoff`]) and overwrites the client's URL with the
+//!   answer, so an account pointed at a proxy or a fake never talks to Discord behind its back.
+//! - **Rate limiter off, `api_url` as serenity's proxy**, as ARCHITECTURE.md requires; baton's own
+//!   REST client ([`crate::rest`]) owns 429s.
+//! - **One event at a time to the sink.** The handler only normalizes and queues; [`run`] hands
+//!   the queue to the sink one event at a time, awaiting each `accept` (Discord has no acks: the
+//!   gateway's durable dedupe is what makes a replayed event harmless). serenity runs each
+//!   handler call on a task of its own, so two events that arrive within microseconds of each
+//!   other can reach the queue swapped; nothing here depends on their order (a thread's parent
+//!   is looked up when THREAD_CREATE has not been seen yet).
+//! - **Fatal close codes stop the account** (4004 bad token, 4013/4014 intents) with a message
+//!   saying what to fix; anything else reconnects with backoff.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink, InboundEvent, SendError};
+use serenity::all::{Context, EventHandler, RawEventHandler};
+use serenity::client::ClientBuilder;
+use serenity::gateway::{ConnectionStage, GatewayError, ShardStageUpdateEvent};
+use serenity::http::HttpBuilder;
+use serenity::model::application::Interaction;
+use serenity::model::event::Event;
+use serenity::model::gateway::GatewayIntents;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::interactions::{DEFER_AFTER, Phase};
+use crate::normalize::{self, Identity};
+use crate::{Shared, command};
+
+/// What baton asks Discord for. MESSAGE_CONTENT is privileged (enable it on the Bot page), or
+/// `content` arrives empty except in DMs and messages that mention the bot. GUILDS brings the
+/// bot's role and the guild's threads (see [`normalize::Directory`]).
+pub fn intents() -> GatewayIntents {
+    GatewayIntents::GUILDS
+        | GatewayIntents::GUILD_MESSAGES
+        | GatewayIntents::DIRECT_MESSAGES
+        | GatewayIntents::MESSAGE_CONTENT
+}
+
+/// One normalized event on its way to the sink, with the interaction to defer once taken.
+struct Queued {
+    event: InboundEvent,
+    interaction: Option<String>,
+}
+
+/// How one client run ended.
+enum End {
+    Shutdown,
+    Reconnect(String),
+}
+
+/// Keep the gateway connection up until `shutdown`.
+pub(crate) async fn run(
+    shared: &Arc<Shared>,
+    sink: &dyn EventSink,
+    shutdown: &CancellationToken,
+) -> Result<(), AdapterError> {
+    let settings = &shared.settings;
+    let mut backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
+    let (tx, mut rx) = mpsc::channel::<Queued>(256);
+    loop {
+        match session(shared, sink, shutdown, &tx, &mut rx, &mut backoff).await {
+            Ok(End::Shutdown) => return Ok(()),
+            Ok(End::Reconnect(reason)) => {
+                tracing::warn!(account = %settings.account, %reason, "Discord connection lost; reconnecting");
+            }
+            Err(fatal) => return Err(fatal),
+        }
+        shared.set_state(ConnectionState::Retrying {
+            attempt: backoff.attempt() + 1,
+        });
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+}
+
+/// One serenity client, from `GET /gateway` until it stops.
+async fn session(
+    shared: &Arc<Shared>,
+    sink: &dyn EventSink,
+    shutdown: &CancellationToken,
+    tx: &mpsc::Sender<Queued>,
+    rx: &mut mpsc::Receiver<Queued>,
+    backoff: &mut Backoff,
+) -> Result<End, AdapterError> {
+    let settings = &shared.settings;
+    let url = match shared.rest.gateway_url().await {
+        Ok(url) => url,
+        Err(SendError::Rejected { code, message }) if code == "http_401" => {
+            return Err(AdapterError::Auth(format!(
+                "Discord refused the bot token of account `{}` ({message})",
+                settings.account
+            )));
+        }
+        Err(err) => return Ok(End::Reconnect(format!("GET /gateway failed: {err}"))),
+    };
+    let http = HttpBuilder::new(settings.bot_token.expose())
+        .proxy(settings.api_url.trim_end_matches('/'))
+        .ratelimiter_disabled(true)
+        .build();
+    let handler = Handler {
+        shared: Arc::clone(shared),
+        tx: tx.clone(),
+    };
+    let mut client = ClientBuilder::new_with_http(http, intents())
+        .raw_event_handler(handler.clone())
+        .event_handler(handler)
+        .await
+        .map_err(|e| AdapterError::Fatal(format!("could not build the Discord client: {e}")))?;
+    *client.ws_url.lock().await = url;
+    let manager = Arc::clone(&client.shard_manager);
+    let start = client.start();
+    tokio::pin!(start);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                manager.shutdown_all().await;
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut start).await;
+                return Ok(End::Shutdown);
+            }
+            queued = rx.recv() => {
+                let Some(queued) = queued else { return Ok(End::Shutdown) };
+                backoff.reset();
+                if sink.accept(queued.event).await.is_err() {
+                    manager.shutdown_all().await;
+                    return Ok(End::Shutdown);
+                }
+                if let Some(handle) = queued.interaction {
+                    defer_later(shared, handle);
+                }
+            }
+            ended = &mut start => {
+                return match ended {
+                    Err(serenity::Error::Gateway(GatewayError::InvalidAuthentication)) => {
+                        Err(AdapterError::Auth(format!(
+                            "Discord closed the gateway with 4004 (authentication failed) for \
+                             account `{}`; check its bot_token_env",
+                            settings.account
+                        )))
+                    }
+                    Err(serenity::Error::Gateway(
+                        GatewayError::InvalidGatewayIntents | GatewayError::DisallowedGatewayIntents,
+                    )) => Err(AdapterError::Fatal(format!(
+                        "Discord refused the gateway intents of account `{}`: enable the Message \
+                         Content privileged intent on the application's Bot page",
+                        settings.account
+                    ))),
+                    Err(err) => Ok(End::Reconnect(format!("gateway stopped: {err}"))),
+                    Ok(()) => Ok(End::Reconnect("gateway stopped".into())),
+                };
+            }
+        }
+    }
+}
+
+/// Defer the interaction if it is still unanswered after [`DEFER_AFTER`].
+fn defer_later(shared: &Arc<Shared>, handle: String) {
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        tokio::time::sleep(DEFER_AFTER).await;
+        shared
+            .interactions
+            .defer_if_pending(&shared.rest, &handle)
+            .await;
+    });
+}
+
+/// serenity's callbacks: keep the directory current, normalize, queue.
+#[derive(Clone)]
+struct Handler {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Queued>,
+}
+
+impl Handler {
+    async fn queue(&self, event: InboundEvent, interaction: Option<String>) {
+        // A full queue means the sink is slow; waiting here slows serenity's reading, which is
+        // the backpressure we want. A closed queue means the account is stopping.
+        let _ = self.tx.send(Queued { event, interaction }).await;
+    }
+
+    fn ready(&self, me: Identity, application_id: u64) {
+        let shared = &self.shared;
+        tracing::info!(account = %shared.settings.account, user = %me.user_id, "Discord bot identified");
+        *shared.identity.write().expect("identity lock poisoned") = Some(me);
+        shared.set_state(ConnectionState::Connected);
+        let mut app = shared.application_id.write().expect("app id lock poisoned");
+        if app.is_none() {
+            *app = Some(application_id.to_string());
+        }
+        drop(app);
+        if !shared
+            .commands_registered
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let shared = Arc::clone(shared);
+            tokio::spawn(async move {
+                let Some(app) = shared.application_id() else {
+                    return;
+                };
+                match command::register(&shared.rest, &app, &shared.settings.command_guilds).await {
+                    Ok(()) => {
+                        tracing::info!(account = %shared.settings.account, "/baton registered")
+                    }
+                    Err(err) => tracing::warn!(account = %shared.settings.account, %err),
+                }
+            });
+        }
+    }
+}
+
+#[async_trait]
+impl RawEventHandler for Handler {
+    async fn raw_event(&self, _ctx: Context, event: Event) {
+        let shared = &self.shared;
+        let account = &shared.settings.account;
+        match event {
+            Event::Ready(ready) => {
+                let user = &ready.ready.user;
+                let me = Identity {
+                    user_id: user.id.to_string(),
+                    name: user.name.clone(),
+                };
+                self.ready(me, ready.ready.application.id.get());
+            }
+            Event::Resumed(_) => shared.set_state(ConnectionState::Connected),
+            Event::GuildCreate(created) => {
+                let Some(me) = shared.identity() else { return };
+                let mut dir = shared.directory.write().expect("directory lock poisoned");
+                for role in created.guild.roles.values() {
+                    dir.role(created.guild.id, role, &me.user_id);
+                }
+                for channel in created.guild.channels.values() {
+                    dir.channel(channel);
+                }
+                for thread in &created.guild.threads {
+                    dir.channel(thread);
+                }
+            }
+            Event::GuildRoleCreate(e) => shared.note_role(&e.role),
+            Event::GuildRoleUpdate(e) => shared.note_role(&e.role),
+            Event::ThreadCreate(e) => shared.note_channel(&e.thread),
+            Event::ThreadUpdate(e) => shared.note_channel(&e.thread),
+            Event::ThreadListSync(e) => {
+                for thread in &e.threads {
+                    shared.note_channel(thread);
+                }
+            }
+            Event::ThreadDelete(e) => shared
+                .directory
+                .write()
+                .expect("directory lock poisoned")
+                .forget_thread(e.thread.id),
+            Event::MessageCreate(created) => {
+                let Some(me) = shared.identity() else { return };
+                if created.message.guild_id.is_some() {
+                    shared.learn_channel(created.message.channel_id).await;
+                }
+                let normalized = {
+                    let dir = shared.directory.read().expect("directory lock poisoned");
+                    normalize::message(account, &me, &dir, &created.message)
+                };
+                match normalized {
+                    Ok(event) => self.queue(event, None).await,
+                    Err(skip) => tracing::debug!(%account, ?skip, "Discord message skipped"),
+                }
+            }
+            Event::InteractionCreate(created) => {
+                let Interaction::Command(command) = created.interaction else {
+                    return;
+                };
+                let normalized = {
+                    let dir = shared.directory.read().expect("directory lock poisoned");
+                    normalize::interaction(account, &dir, &command)
+                };
+                match normalized {
+                    Ok(event) => {
+                        let handle = normalize::reply_token(command.id.get(), &command.token);
+                        shared
+                            .interactions
+                            .register(&command.id.to_string(), Phase::Pending);
+                        self.queue(event, Some(handle)).await;
+                    }
+                    Err(skip) => tracing::debug!(%account, ?skip, "interaction skipped"),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[async_trait]
+impl EventHandler for Handler {
+    async fn shard_stage_update(&self, _ctx: Context, event: ShardStageUpdateEvent) {
+        if event.new == ConnectionStage::Connected {
+            self.shared.set_state(ConnectionState::Connected);
+        } else if event.old == ConnectionStage::Connected {
+            self.shared
+                .set_state(ConnectionState::Retrying { attempt: 1 });
+        }
+    }
+}
