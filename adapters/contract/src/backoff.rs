@@ -39,6 +39,17 @@ impl Backoff {
         base + base.mul_f64(jitter_fraction() * 0.25)
     }
 
+    /// Wait out the next delay, unless `shutdown` fires first. Returns whether to try again
+    /// (`false`: the gateway is stopping). Every reconnect loop waits this way, so none can
+    /// hold up a shutdown.
+    pub async fn wait(&mut self, shutdown: &tokio_util::sync::CancellationToken) -> bool {
+        let delay = self.next_delay();
+        tokio::select! {
+            _ = shutdown.cancelled() => false,
+            _ = tokio::time::sleep(delay) => true,
+        }
+    }
+
     /// Forget past failures: the next delay is `min` again.
     pub fn reset(&mut self) {
         self.attempt = 0;

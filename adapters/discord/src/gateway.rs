@@ -78,9 +78,8 @@ pub(crate) async fn run(
         shared.set_state(ConnectionState::Retrying {
             attempt: backoff.attempt() + 1,
         });
-        tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = tokio::time::sleep(backoff.next_delay()) => {}
+        if !backoff.wait(shutdown).await {
+            return Ok(());
         }
     }
 }

@@ -244,9 +244,8 @@ impl FeishuAdapter {
                         attempt: backoff.attempt() + 1,
                     });
                     tracing::warn!(account = %self.settings.account, %err, "bot/v3/info failed; retrying");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(false),
-                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                    if !backoff.wait(shutdown).await {
+                        return Ok(false);
                     }
                 }
             }

@@ -185,9 +185,8 @@ impl SlackAdapter {
                         attempt: backoff.attempt() + 1,
                     });
                     tracing::warn!(account = %self.settings.account, %err, "auth.test failed; retrying");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(false),
-                        _ = tokio::time::sleep(backoff.next_delay()) => {}
+                    if !backoff.wait(shutdown).await {
+                        return Ok(false);
                     }
                 }
             }
