@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use baton_contract::{AccountId, Platform};
+use baton_contract::{AccountId, Adapter, Platform};
 
 use super::StartError;
-use crate::config::{BackendKind, BotConfig, Config, resolve_secret};
+use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
 use crate::local::{LocalAdapter, LocalHub};
 use crate::roster::{Account, Bot, Roster};
 use crate::tools::ToolSet;
@@ -16,12 +16,64 @@ use crate::turn::{
 /// Environment lookup, injectable for tests.
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// Supplies the adapter of a configured account in place of the one its platform would get.
+///
+/// It exists so that a program embedding the gateway can feed the real pipeline through an
+/// adapter of its own while everything else (bots, backends, chat rules, guards, store) is
+/// built exactly as `baton run` builds it. The benchmark harness (`benches/pipeline.rs`) uses
+/// it to put an in-memory adapter behind an account; `baton run` never sets one.
+///
+/// ```
+/// use baton::gateway::AdapterOverride;
+///
+/// // Every account keeps its platform's adapter.
+/// let none = AdapterOverride::none();
+/// # let _ = none;
+/// ```
+#[derive(Clone)]
+pub struct AdapterOverride {
+    build: Option<Arc<OverrideFn>>,
+}
+
+type OverrideFn = dyn Fn(&AccountConfig) -> Option<Arc<dyn Adapter>> + Send + Sync;
+
+impl AdapterOverride {
+    /// No override: every account gets its platform's adapter.
+    pub fn none() -> Self {
+        Self { build: None }
+    }
+
+    /// Ask `build` for each configured account's adapter; where it answers `None`, the account
+    /// gets its platform's adapter. The adapter returned must report the account's platform
+    /// and id ([`Adapter::platform`], [`Adapter::account`]).
+    pub fn new(
+        build: impl Fn(&AccountConfig) -> Option<Arc<dyn Adapter>> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            build: Some(Arc::new(build)),
+        }
+    }
+
+    fn adapter_for(&self, account: &AccountConfig) -> Option<Arc<dyn Adapter>> {
+        self.build.as_ref().and_then(|build| build(account))
+    }
+}
+
+impl std::fmt::Debug for AdapterOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterOverride")
+            .field("set", &self.build.is_some())
+            .finish()
+    }
+}
+
 /// Build every bot and account. Every bot without a `local` account gets one implicitly, so the
 /// terminal chat and `/v1/chat/completions` reach every bot.
 pub(crate) fn roster(
     config: &Config,
     hub: &Arc<LocalHub>,
     env: Env<'_>,
+    adapters: &AdapterOverride,
 ) -> Result<Roster, StartError> {
     let bots = config
         .bots
@@ -37,6 +89,15 @@ pub(crate) fn roster(
             .iter()
             .find(|b| b.id() == account.bot)
             .expect("validation checked every account's bot");
+        if let Some(adapter) = adapters.adapter_for(account) {
+            accounts.push(Account {
+                platform: account.platform,
+                id: AccountId::from(account.account_id()),
+                bot: Arc::clone(bot),
+                adapter,
+            });
+            continue;
+        }
         let built = match account.platform {
             Platform::Local => local_account(hub, account.account_id(), bot),
             #[cfg(feature = "slack")]

@@ -6,6 +6,8 @@
 
 mod build;
 
+pub use build::AdapterOverride;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -124,9 +126,20 @@ impl Gateway {
 
     /// [`Gateway::start`] with an injectable environment.
     pub async fn start_with_env(
+        config: Config,
+        options: StartOptions,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Gateway, StartError> {
+        Self::start_with_adapters(config, options, env, &AdapterOverride::none()).await
+    }
+
+    /// [`Gateway::start_with_env`] where `adapters` may supply the adapter of any configured
+    /// account in place of its platform's (see [`AdapterOverride`]).
+    pub async fn start_with_adapters(
         mut config: Config,
         options: StartOptions,
         env: &dyn Fn(&str) -> Option<String>,
+        adapters: &AdapterOverride,
     ) -> Result<Gateway, StartError> {
         if let Some(listen) = options.listen {
             config.gateway.listen = listen;
@@ -136,7 +149,7 @@ impl Gateway {
         }
         let store = Store::open(&config.gateway.database).await?;
         let hub = LocalHub::new();
-        let roster = build::roster(&config, &hub, env)?;
+        let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
         let config = Arc::new(config);
