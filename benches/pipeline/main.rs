@@ -1,0 +1,211 @@
+//! The pipeline benchmark (issue 9): the real gateway in-process, fed by an in-memory adapter,
+//! on the echo backend and a real SQLite file; plus the `baton` binary itself for startup time
+//! and idle memory. Run it with
+//!
+//! ```text
+//! cargo bench --bench pipeline                # everything (a few minutes on 2 cores)
+//! cargo bench --bench pipeline -- throughput  # only the sections named
+//! ```
+//!
+//! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
+//! only mentions), `latency`, `b2b`, `sessions`, `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
+//! the number of events per throughput run (for profiling under callgrind), and
+//! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default).
+//! BENCHMARKS.md at the repository root explains each figure and records the last run.
+//!
+//! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
+//! every section once at a tiny size, as a smoke test that the harness still works, and exits.
+
+mod adapter;
+mod process;
+mod rig;
+mod scenarios;
+
+use std::time::Duration;
+
+use process::Accounts;
+
+/// How big each section is.
+struct Sizes {
+    warmup: usize,
+    events: usize,
+    latency_events: usize,
+    round_trips: usize,
+    sessions: usize,
+    startup_runs: usize,
+    idle: Duration,
+}
+
+const FULL: Sizes = Sizes {
+    warmup: 5_000,
+    events: 100_000,
+    latency_events: 10_000,
+    round_trips: 5_000,
+    sessions: 10_000,
+    startup_runs: 9,
+    idle: Duration::from_secs(3),
+};
+
+const SMOKE: Sizes = Sizes {
+    warmup: 20,
+    events: 200,
+    latency_events: 50,
+    round_trips: 20,
+    sessions: 50,
+    startup_runs: 1,
+    idle: Duration::from_millis(10),
+};
+
+/// One mention in five messages: see BENCHMARKS.md for why.
+const MENTION_EVERY: usize = 5;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let bench = args.iter().any(|a| a == "--bench");
+    let sections: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with("--"))
+        .map(String::as_str)
+        .collect();
+    let wanted = |name: &str| sections.is_empty() || sections.contains(&name);
+    let mut sizes = if bench { FULL } else { SMOKE };
+    if let Some(events) = env_number("BATON_BENCH_EVENTS") {
+        sizes.events = events;
+        sizes.warmup = sizes.warmup.min(events);
+    }
+    let lanes = env_number("BATON_BENCH_LANES").unwrap_or(4);
+
+    // The same runtime `baton run` uses: multi-threaded, one worker per core.
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    if wanted("throughput") {
+        println!("## throughput ({lanes} main-lane slots, 1 mention in {MENTION_EVERY})");
+        for chats in [1, 10, 1000] {
+            let run = runtime.block_on(scenarios::throughput(
+                chats,
+                sizes.warmup,
+                sizes.events,
+                MENTION_EVERY,
+                lanes,
+            ));
+            println!(
+                "chats {chats:>4}: {:>8.0} events/s ({} events, {} answered, {:.2} s, {} commits, {:.1} writes/commit)",
+                run.rate(),
+                run.events,
+                run.mentions,
+                run.elapsed.as_secs_f64(),
+                run.commits,
+                writes_per_commit(&run),
+            );
+        }
+    }
+    if wanted("kinds") {
+        for (label, every) in [("only chatter", 0), ("only mentions", 1)] {
+            let run = runtime.block_on(scenarios::throughput(
+                1000,
+                sizes.warmup,
+                sizes.events,
+                every,
+                lanes,
+            ));
+            println!(
+                "chats 1000, {label}: {:>8.0} events/s ({} events, {:.2} s, {} commits)",
+                run.rate(),
+                run.events,
+                run.elapsed.as_secs_f64(),
+                run.commits,
+            );
+        }
+    }
+    if wanted("latency") {
+        let loaded = runtime.block_on(scenarios::latency(
+            1000,
+            sizes.latency_events,
+            1000,
+            MENTION_EVERY,
+        ));
+        println!(
+            "## latency at {:.0} events/s offered, 1000 chats",
+            loaded.offered
+        );
+        for (what, l) in [("ack  ", &loaded.ack), ("reply", &loaded.reply)] {
+            println!(
+                "{what}: p50 {:>8.3} ms  p99 {:>8.3} ms  max {:>8.3} ms  (n = {})",
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.max),
+                l.count
+            );
+        }
+    }
+    if wanted("b2b") {
+        let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes));
+        println!(
+            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats)",
+            trips.rate(),
+            trips.count,
+            trips.elapsed.as_secs_f64()
+        );
+    }
+    if wanted("sessions") {
+        let memory = runtime.block_on(scenarios::session_memory(sizes.sessions, 2));
+        let per = memory.per_step as f64;
+        let mut before = memory.baseline;
+        println!("## sessions: RSS {} KiB after warm-up", memory.baseline);
+        for (step, rss) in memory.steps.iter().enumerate() {
+            let delta = rss.saturating_sub(before);
+            println!(
+                "+{} sessions: RSS {rss} KiB (+{delta} KiB, {:.0} bytes/session)",
+                memory.per_step * (step + 1),
+                delta as f64 * 1024.0 / per
+            );
+            before = *rss;
+        }
+    }
+    drop(runtime);
+    for accounts in [Accounts::Local, Accounts::Platforms] {
+        if wanted("startup") {
+            let startup = process::startup(accounts, sizes.startup_runs);
+            println!(
+                "## startup to /readyz, {}: new database median {:.1} ms (min {:.1}, max {:.1}); existing database median {:.1} ms (min {:.1}, max {:.1}); {} runs each",
+                accounts.describe(),
+                ms(median(&startup.fresh)),
+                ms(*startup.fresh.iter().min().expect("runs")),
+                ms(*startup.fresh.iter().max().expect("runs")),
+                ms(median(&startup.existing)),
+                ms(*startup.existing.iter().min().expect("runs")),
+                ms(*startup.existing.iter().max().expect("runs")),
+                sizes.startup_runs,
+            );
+        }
+        if wanted("rss") {
+            let kib = process::idle_rss(accounts, sizes.idle);
+            println!(
+                "## idle RSS, {}: {kib} KiB ({:.1} MiB) after {:?} idle",
+                accounts.describe(),
+                kib as f64 / 1024.0,
+                sizes.idle
+            );
+        }
+    }
+}
+
+fn env_number(name: &str) -> Option<usize> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+fn writes_per_commit(run: &scenarios::Throughput) -> f64 {
+    // Per event: the dedupe claim and the history push (chatter); claim, session, history
+    // cursor, inbound entry and reply entry (a mention).
+    let writes = (run.events - run.mentions) * 2 + run.mentions * 5;
+    writes as f64 / run.commits.max(1) as f64
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn median(runs: &[Duration]) -> Duration {
+    let mut sorted = runs.to_vec();
+    sorted.sort_unstable();
+    sorted[sorted.len() / 2]
+}

@@ -1,0 +1,256 @@
+//! A real gateway in the benchmark process: the config parsed and validated from TOML, the
+//! roster built by `baton::gateway` as `baton run` builds it, the echo backend, the SQLite
+//! store in a file in a temporary directory, and an in-memory adapter behind each account.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use baton::config::Config;
+use baton::gateway::{AdapterOverride, Gateway, ScheduleClock, StartOptions};
+use baton_contract::{
+    AccountId, Adapter, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, UserId,
+};
+
+use super::adapter::{BenchAdapter, Injector, Recorder};
+
+/// Every bench account is a Slack account whose connection is the in-memory adapter; these
+/// fake secrets only satisfy validation (nothing connects to Slack).
+fn env(name: &str) -> Option<String> {
+    name.starts_with("BENCH_").then(|| "xoxb-bench".to_owned())
+}
+
+/// The platform user id of a bench bot's account.
+pub(crate) fn user_of(bot: &str) -> String {
+    format!("U{}", bot.to_uppercase())
+}
+
+/// How a bench gateway is configured.
+pub(crate) struct Setup<'a> {
+    /// Echo bots; each gets one Slack account `<bot>` behind the in-memory adapter.
+    pub(crate) bots: &'a [&'a str],
+    /// `[lanes] main` (and `nested`).
+    pub(crate) lanes: usize,
+    /// Extra TOML for the `[[bots]]` entries, e.g. `tools = ["sessions_send"]`.
+    pub(crate) bot_keys: &'a str,
+    /// Room for this many event indexes in the recorder.
+    pub(crate) capacity: usize,
+}
+
+/// The TOML a bench gateway runs with.
+pub(crate) fn config_text(setup: &Setup<'_>) -> String {
+    let lanes = setup.lanes;
+    // The guards all run; their budgets are set so a benchmark's synthetic users and bots stay
+    // within them (a refusal would end an event early and flatter the figures).
+    let mut text = format!(
+        r#"
+[gateway]
+timezone = "UTC"
+
+[lanes]
+main = {lanes}
+nested = {lanes}
+
+[limits]
+inbound_per_sender_per_minute = 1000000
+send_per_pair_per_minute = 1000000
+send_per_sender_per_minute = 1000000
+fan_out_targets = 1000
+max_depth = 3
+
+[chats_default]
+group_policy = "open"
+dm_policy = "open"
+activation = "mention"
+history_limit = 50
+"#
+    );
+    for bot in setup.bots {
+        text.push_str(&format!(
+            r#"
+[[bots]]
+id = "{bot}"
+name = "{bot}"
+backend = "echo"
+{keys}
+
+[[accounts]]
+bot = "{bot}"
+platform = "slack"
+bot_token_env = "BENCH_SLACK_BOT_TOKEN"
+app_token_env = "BENCH_SLACK_APP_TOKEN"
+"#,
+            keys = setup.bot_keys
+        ));
+    }
+    text
+}
+
+/// A running gateway, its accounts' injectors and what they recorded.
+pub(crate) struct Rig {
+    /// The gateway.
+    pub(crate) gateway: Gateway,
+    /// Per bot id.
+    pub(crate) injectors: HashMap<String, Injector>,
+    /// Shared by every account.
+    pub(crate) recorder: Arc<Recorder>,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    /// Start a gateway for `setup` on a fresh database file.
+    pub(crate) async fn start(setup: &Setup<'_>) -> Rig {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("bench.db");
+        let text = config_text(setup);
+        let config = Config::from_toml(&text, Path::new("."), &env)
+            .unwrap_or_else(|problems| panic!("bench config invalid: {problems:#?}"));
+        let recorder = Recorder::new(setup.capacity);
+        let injectors = Arc::new(Mutex::new(HashMap::new()));
+        let adapters = AdapterOverride::new({
+            let recorder = Arc::clone(&recorder);
+            let injectors = Arc::clone(&injectors);
+            move |account| {
+                let me = user_of(&account.bot);
+                let (adapter, injector) = BenchAdapter::new(
+                    account.platform,
+                    account.account_id(),
+                    &me,
+                    Arc::clone(&recorder),
+                );
+                let mut injectors = injectors.lock().expect("injectors poisoned");
+                injectors.insert(account.bot.clone(), injector);
+                Some(adapter as Arc<dyn Adapter>)
+            }
+        });
+        let options = StartOptions {
+            listen: None,
+            database: Some(db.to_string_lossy().into_owned()),
+            // Events come through the adapters; HTTP is not on their path.
+            serve_http: false,
+            clock: ScheduleClock::Manual,
+        };
+        let gateway = Gateway::start_with_adapters(config, options, &env, &adapters)
+            .await
+            .expect("bench gateway starts");
+        let injectors = std::mem::take(&mut *injectors.lock().expect("injectors poisoned"));
+        let rig = Rig {
+            gateway,
+            injectors,
+            recorder,
+            _dir: dir,
+        };
+        rig.wait_connected().await;
+        rig
+    }
+
+    async fn wait_connected(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let roster = &self.gateway.dispatcher().shared().roster;
+        while !roster
+            .accounts()
+            .iter()
+            .all(|a| a.adapter.connection_state().is_ready())
+        {
+            assert!(Instant::now() < deadline, "bench accounts did not connect");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// The injector of `bot`'s account.
+    pub(crate) fn injector(&self, bot: &str) -> &Injector {
+        &self.injectors[bot]
+    }
+
+    /// Wait until `acks` events were acknowledged and no pipeline run is in flight; false when
+    /// `limit` passed first.
+    pub(crate) async fn wait_done(&self, acks: u64, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.recorder.acks() >= acks && self.gateway.dispatcher().in_flight() == 0 {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Wait until `sends` chunks were posted (and the pipeline is at rest).
+    pub(crate) async fn wait_sends(&self, sends: u64, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.recorder.sends() >= sends && self.gateway.dispatcher().in_flight() == 0 {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Stop the gateway (drain, close the store).
+    pub(crate) async fn stop(self) {
+        self.gateway.shutdown().await;
+    }
+}
+
+/// What a synthetic group message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// People talking among themselves: goes to the history buffer only.
+    Chatter,
+    /// `@bot ...`: wakes the bot, which answers.
+    Mention,
+}
+
+/// Group message `m<n>` in channel `C<chat>` from user `U<sender>` to `bot`'s account.
+pub(crate) fn group_message(
+    n: usize,
+    chat: usize,
+    sender: usize,
+    bot: &str,
+    kind: Kind,
+) -> InboundEvent {
+    let sender = Sender {
+        id: UserId(format!("UH{sender}")),
+        name: format!("person {sender}"),
+        is_bot: false,
+        is_self: false,
+    };
+    let (text, mentions) = match kind {
+        Kind::Chatter => (
+            format!("did anyone look at the deploy logs for build {n}? the canary looks fine"),
+            Vec::new(),
+        ),
+        Kind::Mention => (
+            format!("@{bot} summarise the thread about build {n}, please"),
+            vec![UserId(user_of(bot))],
+        ),
+    };
+    let mut event = InboundEvent::text_message(
+        Platform::Slack,
+        AccountId::from(bot),
+        ChatId(format!("C{chat:05}")),
+        ChatKind::Group,
+        sender,
+        MessageId(format!("m{n}")),
+        text,
+    );
+    event.event_id = Some(format!("Ev{n}"));
+    event.mentions = mentions;
+    event.timestamp_ms = baton::mirror::now_ms();
+    event
+}
+
+/// The mix: every `mention_every`-th message (by index) mentions the bot, the rest is chatter.
+pub(crate) fn kind_of(n: usize, mention_every: usize) -> Kind {
+    if mention_every > 0 && n % mention_every == mention_every - 1 {
+        Kind::Mention
+    } else {
+        Kind::Chatter
+    }
+}

@@ -1,0 +1,304 @@
+//! The in-process measurements: throughput, latency under a fixed load, bot-to-bot round
+//! trips, and memory per session. Each starts its own gateway on a new database.
+
+use std::time::{Duration, Instant};
+
+use super::rig::{Kind, Rig, Setup, group_message, kind_of};
+
+/// The one bot of the single-bot scenarios.
+pub(crate) const BOT: &str = "snark";
+
+/// How long any one phase may take before the benchmark gives up on it.
+const PHASE_LIMIT: Duration = Duration::from_secs(600);
+
+/// One throughput run.
+pub(crate) struct Throughput {
+    /// Events measured (after the warm-up).
+    pub(crate) events: usize,
+    /// Of which mentioned the bot (and were answered).
+    pub(crate) mentions: usize,
+    /// Wall-clock time for all of them to go through the pipeline.
+    pub(crate) elapsed: Duration,
+    /// Writer commits during the run (with the event count: how well writes were batched).
+    pub(crate) commits: u64,
+}
+
+impl Throughput {
+    /// Events per second.
+    pub(crate) fn rate(&self) -> f64 {
+        self.events as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// The message at index `n` of a load spread over `chats` channels with 8 people in each.
+fn message(n: usize, chats: usize, mention_every: usize) -> baton_contract::InboundEvent {
+    let chat = n % chats;
+    let sender = chat * 8 + (n / chats) % 8;
+    group_message(n, chat, sender, BOT, kind_of(n, mention_every))
+}
+
+fn mentions_in(range: std::ops::Range<usize>, mention_every: usize) -> usize {
+    range
+        .filter(|n| kind_of(*n, mention_every) == Kind::Mention)
+        .count()
+}
+
+/// `events` events over `chats` chats, one in `mention_every` a mention, injected at once
+/// (after `warmup` events that are not timed); timed until every one went through the pipeline.
+pub(crate) async fn throughput(
+    chats: usize,
+    warmup: usize,
+    events: usize,
+    mention_every: usize,
+    lanes: usize,
+) -> Throughput {
+    let total = warmup + events;
+    let rig = Rig::start(&Setup {
+        bots: &[BOT],
+        lanes,
+        bot_keys: "",
+        capacity: total,
+    })
+    .await;
+    let injector = rig.injector(BOT).clone();
+    for n in 0..warmup {
+        injector.inject(message(n, chats, mention_every));
+    }
+    assert!(
+        rig.wait_done(warmup as u64, PHASE_LIMIT).await,
+        "warm-up stalled"
+    );
+    // Built before the clock starts: making events is the platform's work, not the gateway's.
+    let batch: Vec<_> = (warmup..total)
+        .map(|n| message(n, chats, mention_every))
+        .collect();
+    let commits = rig.gateway.store().commits();
+    let started = Instant::now();
+    for event in batch {
+        injector.inject(event);
+    }
+    assert!(
+        rig.wait_done(total as u64, PHASE_LIMIT).await,
+        "run stalled"
+    );
+    let elapsed = started.elapsed();
+    let commits = rig.gateway.store().commits() - commits;
+    let mentions = mentions_in(warmup..total, mention_every);
+    let answered = rig.recorder.reply_latencies(warmup..total).len();
+    assert_eq!(answered, mentions, "every mention answered, nothing else");
+    rig.stop().await;
+    Throughput {
+        events,
+        mentions,
+        elapsed,
+        commits,
+    }
+}
+
+/// Percentiles of a latency sample.
+pub(crate) struct Latency {
+    /// Sample size.
+    pub(crate) count: usize,
+    /// Median.
+    pub(crate) p50: Duration,
+    /// 99th percentile.
+    pub(crate) p99: Duration,
+    /// Largest.
+    pub(crate) max: Duration,
+}
+
+impl Latency {
+    fn of(mut ns: Vec<u64>) -> Latency {
+        assert!(!ns.is_empty(), "no latencies recorded");
+        ns.sort_unstable();
+        let at = |q: usize| Duration::from_nanos(ns[(ns.len() * q / 100).min(ns.len() - 1)]);
+        Latency {
+            count: ns.len(),
+            p50: at(50),
+            p99: at(99),
+            max: Duration::from_nanos(*ns.last().expect("not empty")),
+        }
+    }
+}
+
+/// Added latency at a fixed offered load.
+pub(crate) struct Loaded {
+    /// The rate actually offered.
+    pub(crate) offered: f64,
+    /// Injection to acknowledgement (the event is durably claimed; what the platform waits for).
+    pub(crate) ack: Latency,
+    /// Injection to the reply's first chunk being posted, for mentions (the whole pipeline).
+    pub(crate) reply: Latency,
+}
+
+/// `events` events at `rate` per second over `chats` chats.
+pub(crate) async fn latency(
+    chats: usize,
+    events: usize,
+    rate: u64,
+    mention_every: usize,
+) -> Loaded {
+    let warmup = 1000.min(events);
+    let total = warmup + events;
+    let rig = Rig::start(&Setup {
+        bots: &[BOT],
+        lanes: 4,
+        bot_keys: "",
+        capacity: total,
+    })
+    .await;
+    let injector = rig.injector(BOT).clone();
+    for n in 0..warmup {
+        injector.inject(message(n, chats, mention_every));
+    }
+    assert!(
+        rig.wait_done(warmup as u64, PHASE_LIMIT).await,
+        "warm-up stalled"
+    );
+    let batch: Vec<_> = (warmup..total)
+        .map(|n| message(n, chats, mention_every))
+        .collect();
+    let period = Duration::from_nanos(1_000_000_000 / rate);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    tick.tick().await;
+    let started = Instant::now();
+    for event in batch {
+        tick.tick().await;
+        injector.inject(event);
+    }
+    let offered = events as f64 / started.elapsed().as_secs_f64();
+    assert!(
+        rig.wait_done(total as u64, PHASE_LIMIT).await,
+        "run stalled"
+    );
+    let loaded = Loaded {
+        offered,
+        ack: Latency::of(rig.recorder.ack_latencies(warmup..total)),
+        reply: Latency::of(rig.recorder.reply_latencies(warmup..total)),
+    };
+    rig.stop().await;
+    loaded
+}
+
+/// Bot-to-bot round trips.
+pub(crate) struct RoundTrips {
+    /// Completed `ask`s (a `sessions_send` that waited for the other bot's reply).
+    pub(crate) count: usize,
+    /// Wall-clock time.
+    pub(crate) elapsed: Duration,
+}
+
+impl RoundTrips {
+    /// Round trips per second.
+    pub(crate) fn rate(&self) -> f64 {
+        self.count as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// `count` times, a person asks snark to `ask @caid: ...`: snark's turn calls `sessions_send`,
+/// caid's turn answers on the nested lane, snark posts caid's answer. Spread over `chats` chats.
+pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> RoundTrips {
+    let rig = Rig::start(&Setup {
+        bots: &[BOT, "caid"],
+        lanes,
+        bot_keys: "tools = [\"sessions_send\"]",
+        capacity: count,
+    })
+    .await;
+    let injector = rig.injector(BOT).clone();
+    let batch: Vec<_> = (0..count)
+        .map(|n| {
+            let chat = n % chats;
+            let mut event = group_message(n, chat, chat, BOT, Kind::Mention);
+            event.text = format!("@{BOT} ask @caid: ping {n}");
+            event
+        })
+        .collect();
+    let started = Instant::now();
+    for event in batch {
+        injector.inject(event);
+    }
+    assert!(
+        rig.wait_sends(count as u64, PHASE_LIMIT).await,
+        "round trips stalled"
+    );
+    let elapsed = started.elapsed();
+    // Each reply must be caid's answer, not a refusal.
+    let deliveries = rig
+        .gateway
+        .store()
+        .deliveries(baton::store::DeliveryQuery {
+            session: None,
+            open_only: false,
+            limit: count,
+        })
+        .await
+        .expect("deliveries");
+    let delivered = deliveries
+        .iter()
+        .filter(|d| d.state == baton::store::DeliveryState::Delivered)
+        .count();
+    assert_eq!(delivered, count, "every ask went through sessions_send");
+    rig.stop().await;
+    RoundTrips { count, elapsed }
+}
+
+/// Resident memory as sessions accumulate.
+pub(crate) struct SessionMemory {
+    /// After start and a warm-up in one chat, in KiB.
+    pub(crate) baseline: u64,
+    /// After each step of `per_step` new sessions, in KiB.
+    pub(crate) steps: Vec<u64>,
+    /// Sessions added per step.
+    pub(crate) per_step: usize,
+}
+
+/// Drive `per_step` new sessions (one mention in each of as many new chats) `steps` times,
+/// waiting for the pipeline to come to rest after each, and read this process's RSS.
+pub(crate) async fn session_memory(per_step: usize, steps: usize) -> SessionMemory {
+    let warmup = 2000;
+    let total = warmup + per_step * steps;
+    let rig = Rig::start(&Setup {
+        bots: &[BOT],
+        lanes: 4,
+        bot_keys: "",
+        capacity: total,
+    })
+    .await;
+    let injector = rig.injector(BOT).clone();
+    for n in 0..warmup {
+        injector.inject(group_message(n, 0, n % 8, BOT, kind_of(n, 5)));
+    }
+    assert!(
+        rig.wait_done(warmup as u64, PHASE_LIMIT).await,
+        "warm-up stalled"
+    );
+    let pid = std::process::id();
+    let baseline = super::process::rss_kib(pid);
+    let mut rss = Vec::new();
+    for step in 0..steps {
+        let first = warmup + step * per_step;
+        for n in first..first + per_step {
+            // Chat 1 + n: every message opens a new session (chat 0 was the warm-up's).
+            injector.inject(group_message(n, 1 + n, n, BOT, Kind::Mention));
+        }
+        let done = (first + per_step) as u64;
+        assert!(rig.wait_done(done, PHASE_LIMIT).await, "sessions stalled");
+        rss.push(super::process::rss_kib(pid));
+    }
+    let sessions = rig
+        .gateway
+        .store()
+        .sessions()
+        .await
+        .expect("sessions")
+        .len();
+    assert_eq!(sessions, 1 + per_step * steps, "one session per chat");
+    rig.stop().await;
+    SessionMemory {
+        baseline,
+        steps: rss,
+        per_step,
+    }
+}
