@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
-//! only mentions), `latency`, `b2b`, `sessions`, `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
+//! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`, `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
 //! the number of events per throughput run (for profiling under callgrind), and
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default).
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
@@ -77,6 +77,10 @@ fn main() {
 
     // The same runtime `baton run` uses: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    if wanted("sizes") {
+        let size = runtime.block_on(scenarios::pipeline_future_size());
+        println!("## the future of one pipeline run (Dispatcher::handle): {size} bytes");
+    }
     if wanted("throughput") {
         println!("## throughput ({lanes} main-lane slots, 1 mention in {MENTION_EVERY})");
         for chats in [1, 10, 1000] {

@@ -302,3 +302,21 @@ pub(crate) async fn session_memory(per_step: usize, steps: usize) -> SessionMemo
         per_step,
     }
 }
+
+/// Bytes of one pipeline run's future ([`baton::dispatcher::Dispatcher::handle`]): what every
+/// event in flight holds, and what is copied each time the runtime moves the task.
+pub(crate) async fn pipeline_future_size() -> usize {
+    let rig = Rig::start(&Setup {
+        bots: &[BOT],
+        lanes: 4,
+        bot_keys: "",
+        capacity: 1,
+    })
+    .await;
+    let event = group_message(0, 0, 0, BOT, Kind::Mention);
+    let run = rig.gateway.dispatcher().handle(event);
+    let size = std::mem::size_of_val(&run);
+    drop(run);
+    rig.stop().await;
+    size
+}

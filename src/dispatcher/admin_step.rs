@@ -39,8 +39,16 @@ pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Op
             None => return None,
         },
     };
+    // Boxed: every event passes through here, few are commands, and the commands' state
+    // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
+    Some(Box::pin(run_command(shared, inbound, line)).await)
+}
+
+/// Run the admin command `line` (or refuse it) and answer it.
+async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) -> Handled {
+    let event = &inbound.event;
     if !claim_once_per_chat(shared, inbound).await {
-        return Some(Handled::Dropped(DropReason::AdminHandledElsewhere));
+        return Handled::Dropped(DropReason::AdminHandledElsewhere);
     }
     let mut then = None;
     let (outcome, reply) = if event.sender.is_bot {
@@ -74,7 +82,7 @@ pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Op
     if let Some(then) = then {
         admin::after(shared, then).await;
     }
-    Some(Handled::Admin(reply.unwrap_or(outcome)))
+    Handled::Admin(reply.unwrap_or(outcome))
 }
 
 /// True for the first account to see this command in this chat.

@@ -19,7 +19,15 @@ use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TranscriptQuery
 use crate::tools::{AgentTools, Caller};
 
 /// Run the woken bot's turn for `inbound`.
+///
+/// The turn's state (context, backend call, delivery) is boxed: only an event that wakes a bot
+/// pays for it, while an inline state machine would make every event's pipeline future as big
+/// as the largest turn, copied each time the runtime moves the task (BENCHMARKS.md).
 pub(crate) async fn run(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
+    Box::pin(run_turn(shared, inbound, wake)).await
+}
+
+async fn run_turn(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
     let session = inbound.session();
     let key = session.render();
     let journal = journal(shared, inbound, "in");
@@ -260,8 +268,13 @@ async fn fail(shared: &Shared, inbound: &Inbound<'_>, journal: &Journal, err: St
 }
 
 /// A short answer from the gateway itself (rate-limit and policy notices, admin replies),
-/// delivered to the sender's chat and recorded in the bot's transcript.
+/// delivered to the sender's chat and recorded in the bot's transcript. Boxed like [`run`]:
+/// rare, and its delivery state would otherwise sit in every event's future.
 pub(crate) async fn notice(shared: &Shared, inbound: &Inbound<'_>, text: &str) {
+    Box::pin(post_notice(shared, inbound, text)).await;
+}
+
+async fn post_notice(shared: &Shared, inbound: &Inbound<'_>, text: &str) {
     let journal = journal(shared, inbound, "notice");
     touch(shared, inbound).await;
     if let Err(err) = gateway_says(shared, inbound, &journal, text).await {
