@@ -87,7 +87,7 @@ impl Store {
         let bot = take.bot.to_owned();
         let skip_sender = take.skip_sender.map(str::to_owned);
         let skip_message = take.skip_message.map(str::to_owned);
-        let limit = to_sql_limit(take.limit);
+        let limit = take.limit;
         self.write(move |conn| {
             let cursor: i64 = conn
                 .prepare_cached(
@@ -101,20 +101,20 @@ impl Store {
                      WHERE chat_key = ?1 AND id > ?2
                        AND (?3 IS NULL OR sender_id IS NOT ?3)
                        AND (?4 IS NULL OR message_id IS NOT ?4)
-                     ORDER BY id DESC LIMIT ?5",
+                     ORDER BY id DESC",
                 )?
-                .query_map(
-                    (&chat_key, cursor, &skip_sender, &skip_message, limit),
-                    |row| {
-                        Ok(HistoryEntry {
-                            message_id: row.get(0)?,
-                            sender_id: row.get(1)?,
-                            speaker: row.get(2)?,
-                            text: row.get(3)?,
-                            ts_ms: row.get(4)?,
-                        })
-                    },
-                )?
+                // Not `LIMIT ?`: a bound LIMIT makes SQLite re-prepare the statement on every
+                // call (see `Store::transcript`).
+                .query_map((&chat_key, cursor, &skip_sender, &skip_message), |row| {
+                    Ok(HistoryEntry {
+                        message_id: row.get(0)?,
+                        sender_id: row.get(1)?,
+                        speaker: row.get(2)?,
+                        text: row.get(3)?,
+                        ts_ms: row.get(4)?,
+                    })
+                })?
+                .take(limit)
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             entries.reverse();
             conn.prepare_cached(

@@ -191,9 +191,10 @@ impl Store {
     /// Reads entries of one session, always oldest-first.
     pub async fn transcript(&self, query: TranscriptQuery) -> Result<Vec<Entry>, StoreError> {
         self.read(move |conn| {
-            let limit = query
-                .last
-                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+            // The newest `last` rows are taken here rather than with `LIMIT ?`: SQLite plans a
+            // bound LIMIT by its value and so re-prepares the statement whenever it is bound
+            // again, which cost more than the query itself (BENCHMARKS.md).
+            let limit = query.last.unwrap_or(usize::MAX);
             let mut stmt = conn.prepare_cached(
                 "SELECT id, session, ts_ms, kind, speaker, origin, text,
                         platform_message_id, run_id, idempotency_key, meta
@@ -202,8 +203,7 @@ impl Store {
                    AND id > max(?2, CASE WHEN ?3
                         THEN coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
                         ELSE 0 END)
-                 ORDER BY id DESC
-                 LIMIT ?4",
+                 ORDER BY id DESC",
             )?;
             let mut entries = stmt
                 .query_map(
@@ -211,10 +211,10 @@ impl Store {
                         &query.session,
                         query.after_id.unwrap_or(0),
                         query.since_reset,
-                        limit,
                     ),
                     entry_from_row,
                 )?
+                .take(limit)
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             entries.reverse();
             Ok(entries)
