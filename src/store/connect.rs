@@ -20,6 +20,11 @@ use super::StoreError;
 /// How long a connection waits for a lock held by another one before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
+/// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
+/// and the savepoints around every job); an evicted one is parsed again on its next use.
+const STATEMENT_CACHE: usize = 64;
+
 /// Where the database lives.
 #[derive(Debug, Clone)]
 pub(crate) enum Location {
@@ -81,6 +86,7 @@ impl Location {
         let setup = || -> rusqlite::Result<Connection> {
             let conn = self.open_raw()?;
             conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
             // A memory database answers "memory" here; that is fine.
             let _mode: String =
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
@@ -96,6 +102,7 @@ impl Location {
         let setup = || -> rusqlite::Result<Connection> {
             let conn = self.open_raw()?;
             conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
             conn.pragma_update(None, "foreign_keys", true)?;
             conn.pragma_update(None, "query_only", true)?;
             if let Location::Memory(_) = self {

@@ -65,12 +65,12 @@ where
         let Some(work) = self.work.take() else {
             return;
         };
-        if let Err(e) = conn.execute_batch("SAVEPOINT job") {
+        if let Err(e) = run_cached(conn, "SAVEPOINT job") {
             self.outcome = Some(Err(e.into()));
             return;
         }
         let outcome = match catch_unwind(AssertUnwindSafe(|| work(conn))) {
-            Ok(Ok(value)) => match conn.execute_batch("RELEASE job") {
+            Ok(Ok(value)) => match run_cached(conn, "RELEASE job") {
                 Ok(()) => Ok(value),
                 Err(e) => Err(e.into()),
             },
@@ -101,6 +101,13 @@ where
         // The caller may have stopped waiting; its write is committed all the same.
         let _ = self.reply.send(outcome);
     }
+}
+
+/// Runs one statement without parameters from the statement cache: the savepoint and
+/// transaction statements run around every job, and parsing them each time (as
+/// `execute_batch` does) cost more than many jobs (BENCHMARKS.md).
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -211,8 +218,7 @@ fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Message>, commits: &Atom
 /// Runs `batch` in one transaction, commits, then answers every job.
 fn run_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, commits: &AtomicU64) {
     let committed = (|| -> Result<(), String> {
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .map_err(|e| e.to_string())?;
+        run_cached(conn, "BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
         for job in batch.iter_mut() {
             job.run(conn);
             if conn.is_autocommit() {
@@ -221,7 +227,7 @@ fn run_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, commits: &AtomicU
                 return Err("the transaction was rolled back by SQLite".to_owned());
             }
         }
-        conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+        run_cached(conn, "COMMIT").map_err(|e| e.to_string())
     })();
     if committed.is_ok() {
         commits.fetch_add(1, Ordering::Relaxed);
