@@ -10,6 +10,9 @@
 //! Ids are short (`q-` or `ap-` and six characters without look-alikes) because people type
 //! them: `/baton approve ap-7kq2xd`.
 
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
+
 use rand::Rng;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
@@ -209,6 +212,41 @@ fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Escalation>> {
         .optional()
 }
 
+/// The chats (`<platform>:<chat>`) with at least one escalation, in any state.
+///
+/// Every human message asks whether it answers a question of its chat, and nearly every chat
+/// has never had one: this set, loaded at open and extended right after each new escalation
+/// commits (before the question is posted, so before anyone can answer it), settles those
+/// messages without a database read. Rows are never deleted, so the set only grows, and only
+/// by chats where a bot escalated.
+#[derive(Debug, Default)]
+pub(crate) struct EscalationChats {
+    chats: RwLock<HashSet<String>>,
+}
+
+impl EscalationChats {
+    /// Loads every chat that has an escalation.
+    pub(crate) fn load(conn: &Connection) -> Result<Self, StoreError> {
+        let chats = conn
+            .prepare("SELECT DISTINCT origin_platform || ':' || origin_chat FROM escalations")?
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<HashSet<String>>>()?;
+        Ok(EscalationChats {
+            chats: RwLock::new(chats),
+        })
+    }
+
+    fn contains(&self, chat: &str) -> bool {
+        let chats = self.chats.read().unwrap_or_else(|p| p.into_inner());
+        chats.contains(chat)
+    }
+
+    fn insert(&self, chat: String) {
+        let mut chats = self.chats.write().unwrap_or_else(|p| p.into_inner());
+        chats.insert(chat);
+    }
+}
+
 impl Store {
     /// Records a new pending escalation with a fresh id and returns it, once committed.
     pub async fn create_escalation(
@@ -216,7 +254,8 @@ impl Store {
         new: NewEscalation,
         now_ms: i64,
     ) -> Result<Escalation, StoreError> {
-        self.write(move |conn| {
+        let chats = Arc::clone(&self.inner.escalation_chats);
+        let work = move |conn: &Connection| {
             let id = new_id(conn, new.kind)?;
             let o = &new.origin;
             conn.prepare_cached(
@@ -241,6 +280,10 @@ impl Store {
                 now_ms,
             ])?;
             by_id(conn, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
+        };
+        self.write_then(work, move |escalation: &Escalation| {
+            let origin = &escalation.origin;
+            chats.insert(format!("{}:{}", origin.platform, origin.chat));
         })
         .await
     }
@@ -325,8 +368,12 @@ impl Store {
         candidate: AnswerCandidate,
         now_ms: i64,
     ) -> Result<Option<AnswerMatch>, StoreError> {
-        // Every human message in every chat comes through here, once per bot account: ask a
-        // reader first, so the writer is only bothered in chats with something to answer.
+        // Every human message in every chat comes through here, once per bot account. A chat
+        // that never had an escalation has nothing to answer; in the others, ask a reader
+        // first, so the writer is only bothered in chats with something to answer.
+        if !self.inner.escalation_chats.contains(&candidate.chat) {
+            return Ok(None);
+        }
         let probe = candidate.clone();
         let relevant = self
             .read(move |conn| {

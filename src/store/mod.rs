@@ -68,6 +68,7 @@ pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
 
 use chat_settings::SettingsCache;
 use connect::Location;
+use escalations::EscalationChats;
 use readers::Readers;
 use writer::Writer;
 
@@ -83,6 +84,7 @@ struct Inner {
     writer: Writer,
     readers: Readers,
     settings: Arc<SettingsCache>,
+    escalation_chats: Arc<EscalationChats>,
     /// For a memory database: one connection held for the store's lifetime, since the
     /// database disappears when its last connection closes.
     _keeper: Option<Mutex<Connection>>,
@@ -108,6 +110,7 @@ impl Store {
         let mut conn = location.open_writer()?;
         migrate::run_migrations(&mut conn)?;
         let settings = Arc::new(SettingsCache::load(&conn)?);
+        let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
         let keeper = match location {
             Location::Memory(_) => Some(Mutex::new(location.open_reader()?)),
             Location::File(_) => None,
@@ -122,6 +125,7 @@ impl Store {
                 writer,
                 readers: Readers::new(location, first_reader),
                 settings,
+                escalation_chats,
                 _keeper: keeper,
             }),
         })
