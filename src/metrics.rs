@@ -39,6 +39,21 @@ pub static DUPLICATES: Counter = Counter {
     label: "platform",
 };
 
+/// Events refused because the store could not record them (disk full, read-only), by platform.
+pub static EVENTS_REFUSED: Counter = Counter {
+    name: "baton_events_refused_total",
+    help: "Events refused because the store could not record them; the platform redelivers.",
+    label: "platform",
+};
+
+/// Events a start found left unfinished by the last process, by what became of them:
+/// `rerun`, `given-up`.
+pub static EVENTS_RECOVERED: Counter = Counter {
+    name: "baton_events_recovered_total",
+    help: "Events left unfinished by a stop (kill -9, crash) and picked up at the next start.",
+    label: "outcome",
+};
+
 /// How turns ended: `reply`, `silent`, `failed`.
 pub static TURNS: Counter = Counter {
     name: "baton_turns_total",

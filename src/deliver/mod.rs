@@ -4,4 +4,4 @@ mod chunk;
 mod send;
 
 pub use chunk::split;
-pub use send::{DeliveryFailed, Target, deliver};
+pub use send::{DeliveryFailed, Target, Undelivered, deliver};

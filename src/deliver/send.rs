@@ -1,8 +1,10 @@
 //! Pipeline step 12, posting: chunk a reply, send each chunk once, retry only when safe.
 //!
-//! Each chunk carries an idempotency key `<run id>#<n>`. Before posting, the transcript is asked
-//! whether that key was already delivered (a replay after a restart must not post twice), and
-//! the adapter passes the key to platforms that honour one. A 429 is retried after its
+//! Each chunk carries an idempotency key `<run id>#<n>`. Before posting, the store records the
+//! post as begun and says whether that key was already delivered or begun before (a replay after
+//! a restart must not post twice: a begun post with no delivery was cut off mid-flight, and is
+//! recorded as a failure rather than risked a second time). The adapter passes the key to
+//! platforms that honour one. A 429 is retried after its
 //! `Retry-After`, because nothing was posted. A transport failure is *not* retried — its fate is
 //! unknown and a blind retry is how double posts happen — it is recorded as a failure instead.
 
@@ -14,7 +16,8 @@ use baton_contract::{
 };
 
 use super::split;
-use crate::mirror::Journal;
+use crate::mirror::{Journal, now_ms};
+use crate::store::{SendStart, StoreError};
 
 /// How many times one chunk is retried after a 429.
 const RATE_LIMIT_RETRIES: u32 = 5;
@@ -36,14 +39,31 @@ pub struct Target {
 
 /// A reply that did not fully reach the platform.
 #[derive(Debug, thiserror::Error)]
-#[error("chunk {} of {total} was not delivered: {error}", .chunk + 1)]
+#[error("chunk {} of {total} was not delivered: {cause}", .chunk + 1)]
 pub struct DeliveryFailed {
     /// Index of the chunk that failed (0-based).
     pub chunk: usize,
     /// How many chunks the reply had.
     pub total: usize,
     /// Why.
-    pub error: SendError,
+    pub cause: Undelivered,
+}
+
+/// Why a chunk was not posted.
+#[derive(Debug, thiserror::Error)]
+pub enum Undelivered {
+    /// The platform refused it, or could not be reached.
+    #[error(transparent)]
+    Platform(#[from] SendError),
+    /// An earlier attempt was cut off mid-post by a stop; it may have reached the chat.
+    #[error(
+        "an earlier attempt was cut off mid-post when the gateway stopped; it is not posted again, \
+         so the chat never sees it twice"
+    )]
+    Interrupted,
+    /// The store could not record the post, so it was not made (no answer without a record).
+    #[error("not posted, because the store cannot record it: {0}")]
+    Store(#[from] StoreError),
 }
 
 /// Split `text` to the adapter's limit and post every chunk to `target`, recording each in
@@ -59,9 +79,19 @@ pub async fn deliver(
     let mut ids = Vec::with_capacity(total);
     for (n, chunk) in chunks.into_iter().enumerate() {
         let key = format!("{}#{n}", journal.run_id());
-        if let Ok(Some(id)) = journal.store().delivered(&key).await {
-            ids.push(MessageId(id));
-            continue;
+        let failed = |cause: Undelivered| DeliveryFailed {
+            chunk: n,
+            total,
+            cause,
+        };
+        match journal.store().send_begin(&key, now_ms()).await {
+            Ok(SendStart::Go) => {}
+            Ok(SendStart::Delivered(id)) => {
+                ids.push(MessageId(id));
+                continue;
+            }
+            Ok(SendStart::Interrupted) => return Err(failed(Undelivered::Interrupted)),
+            Err(err) => return Err(failed(err.into())),
         }
         let message = OutboundMessage {
             chat: target.chat.clone(),
@@ -73,11 +103,7 @@ pub async fn deliver(
         };
         let sent = send_with_retry(adapter, &message)
             .await
-            .map_err(|error| DeliveryFailed {
-                chunk: n,
-                total,
-                error,
-            })?;
+            .map_err(|error| failed(error.into()))?;
         journal
             .delivered(
                 &message.text,
@@ -236,7 +262,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_transport_failure_is_not_retried_and_a_replay_skips_delivered_chunks() {
+    async fn a_transport_failure_is_not_retried_and_a_replay_posts_nothing_twice() {
         let adapter = Scripted::new(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
         let journal = journal().await;
         let err = deliver(&adapter, &target(), "hello there", &journal)
@@ -249,15 +275,14 @@ mod tests {
             "retried an unknown fate"
         );
 
+        // The transport failure's fate is unknown: a replay posts neither the delivered chunk
+        // nor the one that may have gone out.
         let replay = Scripted::new(vec![ok("m2")]);
-        let ids = deliver(&replay, &target(), "hello there", &journal)
+        let err = deliver(&replay, &target(), "hello there", &journal)
             .await
-            .unwrap();
-        assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
-        assert_eq!(
-            replay.sent.lock().unwrap().len(),
-            1,
-            "chunk 0 was posted twice"
-        );
+            .unwrap_err();
+        assert!(matches!(err.cause, Undelivered::Interrupted), "{err}");
+        assert_eq!(err.chunk, 1);
+        assert!(replay.sent.lock().unwrap().is_empty(), "posted again");
     }
 }

@@ -6,14 +6,17 @@
 //! acknowledged. So Slack's `app_mention` + `message` pair (two event ids, one message id) is one
 //! event, and a redelivery a day later, after any number of restarts, is still a duplicate.
 
-use baton_contract::InboundEvent;
-
-use crate::store::{Claim, Store, StoreError};
+use baton_contract::{AccountId, InboundEvent, Platform};
 
 /// The dedupe scope: per account, because every bot account sees the same message and each must
 /// handle it once.
 pub(crate) fn scope(event: &InboundEvent) -> String {
-    format!("{}:{}", event.platform, event.account)
+    scope_of(event.platform, &event.account)
+}
+
+/// The dedupe (and inbox) scope of one account.
+pub(crate) fn scope_of(platform: Platform, account: &AccountId) -> String {
+    format!("{platform}:{account}")
 }
 
 /// Every id this event can be recognised by.
@@ -26,20 +29,16 @@ pub(crate) fn keys(event: &InboundEvent) -> Vec<String> {
     keys
 }
 
-/// Claim the event; `Duplicate` means it was handled (or is being handled) already.
-pub(crate) async fn claim(
-    store: &Store,
-    event: &InboundEvent,
-    now_ms: i64,
-) -> Result<Claim, StoreError> {
-    store.claim(&scope(event), &keys(event), now_ms).await
-}
-
 #[cfg(test)]
 mod tests {
-    use baton_contract::{ChatKind, Platform, Sender};
+    use baton_contract::{ChatKind, Sender};
 
     use super::*;
+    use crate::store::{Claim, Store, StoreError};
+
+    async fn claim(store: &Store, event: &InboundEvent, now_ms: i64) -> Result<Claim, StoreError> {
+        store.claim(&scope(event), &keys(event), now_ms).await
+    }
 
     fn event(event_id: Option<&str>, message_id: &str) -> InboundEvent {
         let sender = Sender {

@@ -20,6 +20,7 @@ mod answer_step;
 mod chat_rules;
 mod context;
 mod dedupe;
+mod inbox;
 mod own_notices;
 mod policy;
 mod self_drop;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_contract::{EventSink, InboundEvent, InboundKind, SinkClosed};
+use baton_contract::{EventSink, InboundEvent, InboundKind, NotTaken};
 use tokio_util::task::TaskTracker;
 
 pub use activation::Wake;
@@ -51,7 +52,7 @@ use crate::mirror::now_ms;
 use crate::relay::Relay;
 use crate::roster::{Account, Roster};
 use crate::session::{SessionKey, chat_key};
-use crate::store::{Claim, HistoryEntry, Pairing, Store};
+use crate::store::{HistoryEntry, InboxId, Pairing, Store};
 
 /// The largest inbound text the pipeline takes (SPEC.md section 9): anything longer is refused
 /// with a message, never truncated.
@@ -103,6 +104,9 @@ pub enum DropReason {
     TooLong,
     /// The gateway is draining for shutdown and takes no new events.
     ShuttingDown,
+    /// The store cannot record the event (disk full, read-only): refused rather than answered
+    /// without a record.
+    StoreFailing,
 }
 
 /// Everything the steps share. Built once by [`crate::gateway`].
@@ -242,10 +246,11 @@ impl Dispatcher {
         self.shared
             .tasks
             .track_future(async {
-                if !self.claim(&event).await {
-                    return Handled::Duplicate;
+                match self.intake(&event).await {
+                    Ok(Some(filed)) => self.run_filed(filed, event).await,
+                    Ok(None) => Handled::Duplicate,
+                    Err(_) => Handled::Dropped(DropReason::StoreFailing),
                 }
-                self.process(event).await
             })
             .await
     }
@@ -264,26 +269,40 @@ impl Dispatcher {
             .is_ok()
     }
 
-    /// Step 2. True when the event is new. A store failure lets the event through: answering
-    /// twice after a later redelivery is better than never answering.
-    async fn claim(&self, event: &InboundEvent) -> bool {
-        match dedupe::claim(&self.shared.store, event, now_ms()).await {
-            Ok(Claim::Fresh) => {
-                let platform = event.platform.as_str();
+    /// Step 2: claim the event and file it in the inbox, durably, before it is acknowledged.
+    /// `None` is a duplicate. A store that cannot record it refuses it, loudly: answering
+    /// without a transcript is worse than the platform's redelivery a little later.
+    async fn intake(&self, event: &InboundEvent) -> Result<Option<InboxId>, NotTaken> {
+        let platform = event.platform.as_str();
+        match inbox::file(&self.shared.store, event, now_ms()).await {
+            Ok(Some(filed)) => {
                 self.shared.metrics.add(&metrics::EVENTS_IN, platform);
-                true
+                Ok(Some(filed))
             }
-            Ok(Claim::Duplicate) => {
-                let platform = event.platform.as_str();
+            Ok(None) => {
                 self.shared.metrics.add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
-                false
+                Ok(None)
             }
             Err(err) => {
-                tracing::error!(%err, "dedupe store failed; handling the event anyway");
-                true
+                self.shared.metrics.add(&metrics::EVENTS_REFUSED, platform);
+                tracing::error!(
+                    %err, platform, account = %event.account, message = %event.message_id,
+                    "event refused: the store cannot record it; readiness is false until the \
+                     store takes writes again, and the platform will redeliver"
+                );
+                Err(NotTaken::StoreFailing)
             }
         }
+    }
+
+    /// Steps 3 to 13 for a filed event, then take it out of the inbox.
+    async fn run_filed(&self, filed: InboxId, event: InboundEvent) -> Handled {
+        let handled = self.process(event).await;
+        if let Err(err) = self.shared.store.inbox_done(filed).await {
+            tracing::error!(%err, "could not mark an event handled; a restart will run it again");
+        }
+        handled
     }
 
     /// Steps 3 to 13.
@@ -542,20 +561,16 @@ fn parse_activation(s: &str) -> Option<Activation> {
 
 #[async_trait]
 impl EventSink for Dispatcher {
-    /// Claim the event durably, then run the rest of the pipeline in the background so the
-    /// adapter can acknowledge the platform at once.
-    async fn accept(&self, event: InboundEvent) -> Result<(), SinkClosed> {
+    /// Claim and file the event durably, then run the rest of the pipeline in the background so
+    /// the adapter can acknowledge the platform at once.
+    async fn accept(&self, event: InboundEvent) -> Result<(), NotTaken> {
         if self.shared.tasks.is_closed() {
-            return Err(SinkClosed);
+            return Err(NotTaken::ShuttingDown);
         }
-        if !self.claim(&event).await {
+        let Some(filed) = self.intake(&event).await? else {
             return Ok(());
-        }
-        let this = self.clone();
-        self.shared.tasks.spawn(async move {
-            let handled = this.process(event).await;
-            tracing::debug!(?handled, "event handled");
-        });
+        };
+        self.spawn_filed(filed, event);
         Ok(())
     }
 }

@@ -308,7 +308,7 @@ async fn gateway_says(
 
 /// A journal for a run answering `inbound`. The run id derives from the event, so a replay of
 /// the same event reuses the same idempotency keys and cannot post twice.
-fn journal(shared: &Shared, inbound: &Inbound<'_>, kind: &str) -> Journal {
+pub(crate) fn journal(shared: &Shared, inbound: &Inbound<'_>, kind: &str) -> Journal {
     let event = &inbound.event;
     let run_id = format!(
         "{kind}:{}:{}:{}",

@@ -176,6 +176,14 @@ impl Gateway {
                 }
             });
         }
+        for account in shared.roster.accounts() {
+            let rerun = dispatcher.clone().rerun_unfinished(
+                account.platform,
+                account.id.clone(),
+                shutdown.clone(),
+            );
+            tasks.spawn(rerun);
+        }
         tasks.spawn(maintenance(Arc::clone(&shared), shutdown.clone()));
         if options.clock == ScheduleClock::Timer && scheduler.has_jobs() {
             let timer = crate::schedule::run_timer(Arc::clone(&scheduler), shutdown.clone());

@@ -1,5 +1,6 @@
-//! `GET /healthz` (the process answers) and `GET /readyz` (the store is open and every account
-//! is connected or reconnecting with backoff).
+//! `GET /healthz` (the process answers) and `GET /readyz` (the store can commit a write, and
+//! every account is connected or reconnecting with backoff). A store that cannot commit (full
+//! disk, read-only file) makes the gateway refuse events, so it must not look ready either.
 
 use axum::Json;
 use axum::extract::State;
@@ -16,7 +17,11 @@ pub(super) async fn healthz() -> &'static str {
 /// Readiness, with the accounts that are not ready.
 pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let shared = state.dispatcher.shared();
-    let store_ok = shared.store.flush().await.is_ok();
+    let probe = shared.store.probe(crate::mirror::now_ms()).await;
+    if let Err(err) = &probe {
+        tracing::error!(%err, "not ready: the store cannot commit; new events are refused");
+    }
+    let store_ok = probe.is_ok();
     let waiting: Vec<String> = shared
         .roster
         .accounts()

@@ -113,6 +113,12 @@ pub(super) async fn chat_completions(
                 "the gateway is shutting down; retry shortly",
             );
         }
+        Handled::Dropped(DropReason::StoreFailing) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the gateway cannot record messages now (its store is failing); retry later",
+            );
+        }
         Handled::Dropped(DropReason::RateLimited) => {
             return error(
                 StatusCode::TOO_MANY_REQUESTS,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Capabilities, ConnectionState, EventSink, InboundEvent,
-    MessageId, OutboundMessage, Platform, SendError, SentMessage, UserId,
+    MessageId, NotTaken, OutboundMessage, Platform, SendError, SentMessage, UserId,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -92,7 +92,9 @@ impl Adapter for LocalAdapter {
             let Some(event) = event else { break };
             let accepted = sink.accept(event).await;
             self.hub.taken();
-            if accepted.is_err() {
+            // A store failure refuses this message (logged by the gateway; it stays in the
+            // room's log unanswered); the account keeps listening for the next one.
+            if accepted == Err(NotTaken::ShuttingDown) {
                 break;
             }
         }

@@ -5,7 +5,7 @@
 //! event racing in from two connections cannot both be `Fresh`, and it returns only once the
 //! record is committed, so the event may be acknowledged right after.
 
-use rusqlite::OptionalExtension;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::{Store, StoreError};
 
@@ -36,42 +36,20 @@ impl Store {
     ) -> Result<Claim, StoreError> {
         let scope = scope.to_owned();
         let keys = keys.to_vec();
-        self.write(move |conn| {
-            let mut seen = conn.prepare_cached(
-                "SELECT seen_ms > ?3 - ?4 FROM dedupe WHERE scope = ?1 AND key = ?2",
-            )?;
-            let mut record = conn.prepare_cached(
-                "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms",
-            )?;
-            // Look at every key before recording any, so a key listed twice is not a
-            // duplicate of itself.
-            let mut unseen = Vec::with_capacity(keys.len());
-            for key in &keys {
-                let live: Option<bool> = seen
-                    .query_row((&scope, key, now_ms, DEDUPE_TTL_MS), |r| r.get(0))
-                    .optional()?;
-                if live != Some(true) {
-                    unseen.push(key);
-                }
-            }
-            for key in &unseen {
-                record.execute((&scope, key, now_ms))?;
-            }
-            Ok(if unseen.len() == keys.len() {
-                Claim::Fresh
-            } else {
-                Claim::Duplicate
-            })
-        })
-        .await
+        self.write(move |conn| claim_keys(conn, &scope, &keys, now_ms))
+            .await
     }
 
-    /// Delete dedupe rows older than the TTL; returns how many.
+    /// Delete dedupe and begun-send rows older than the TTL; returns how many dedupe rows.
     ///
-    /// Run it on a timer; claims ignore expired rows anyway, this only bounds the table.
+    /// Run it on a timer; claims ignore expired rows anyway, this only bounds the tables. A
+    /// begun send outlives any replay of its run: the replay's event would be a duplicate.
     pub async fn purge_expired(&self, now_ms: i64) -> Result<usize, StoreError> {
         self.write(move |conn| {
+            conn.execute(
+                "DELETE FROM sends WHERE begun_ms <= ?1 - ?2",
+                (now_ms, DEDUPE_TTL_MS),
+            )?;
             conn.execute(
                 "DELETE FROM dedupe WHERE seen_ms <= ?1 - ?2",
                 (now_ms, DEDUPE_TTL_MS),
@@ -79,6 +57,41 @@ impl Store {
         })
         .await
     }
+}
+
+/// The claim itself, inside a writer job: shared with [`Store::accept`], which also files the
+/// event in the inbox in the same transaction.
+pub(super) fn claim_keys(
+    conn: &Connection,
+    scope: &str,
+    keys: &[String],
+    now_ms: i64,
+) -> rusqlite::Result<Claim> {
+    let mut seen =
+        conn.prepare_cached("SELECT seen_ms > ?3 - ?4 FROM dedupe WHERE scope = ?1 AND key = ?2")?;
+    let mut record = conn.prepare_cached(
+        "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms",
+    )?;
+    // Look at every key before recording any, so a key listed twice is not a duplicate of
+    // itself.
+    let mut unseen = Vec::with_capacity(keys.len());
+    for key in keys {
+        let live: Option<bool> = seen
+            .query_row((scope, key, now_ms, DEDUPE_TTL_MS), |r| r.get(0))
+            .optional()?;
+        if live != Some(true) {
+            unseen.push(key);
+        }
+    }
+    for key in &unseen {
+        record.execute((scope, key, now_ms))?;
+    }
+    Ok(if unseen.len() == keys.len() {
+        Claim::Fresh
+    } else {
+        Claim::Duplicate
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 6;
+pub(crate) const SCHEMA_VERSION: u32 = 7;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -42,6 +42,9 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     }
     if version < 6 {
         step(conn, 6, include_str!("migrations/006_schedule.sql"))?;
+    }
+    if version < 7 {
+        step(conn, 7, include_str!("migrations/007_inbox.sql"))?;
     }
 
     Ok(())

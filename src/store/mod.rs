@@ -14,7 +14,9 @@
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
-//! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]).
+//! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]), `inbox.rs`
+//! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
+//! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?).
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
@@ -30,11 +32,14 @@ mod dedupe;
 mod deliveries;
 mod error;
 mod escalations;
+mod health;
 mod history;
+mod inbox;
 mod migrate;
 mod pairing;
 mod readers;
 mod schedule;
+mod sends;
 mod sessions;
 mod transcript;
 mod writer;
@@ -59,10 +64,12 @@ pub use escalations::{
     NewEscalation,
 };
 pub use history::{HistoryEntry, HistoryTake};
+pub use inbox::{InboxId, Unfinished};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
 pub use schedule::{LastDelivered, ScheduleRow};
+pub use sends::SendStart;
 pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
 

@@ -237,21 +237,6 @@ impl Store {
         })
         .await
     }
-
-    /// The platform message id recorded for a delivered chunk with this idempotency key, if any (so a replayed delivery never posts twice).
-    pub async fn delivered(&self, idempotency_key: &str) -> Result<Option<String>, StoreError> {
-        let key = idempotency_key.to_owned();
-        self.read(move |conn| {
-            let found: Option<Option<String>> = conn
-                .prepare_cached(
-                    "SELECT platform_message_id FROM transcript WHERE idempotency_key = ?1",
-                )?
-                .query_row([key], |row| row.get(0))
-                .optional()?;
-            Ok(found.flatten())
-        })
-        .await
-    }
 }
 
 fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
@@ -367,7 +352,6 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn idempotency_key_records_a_delivery_once() {
         let store = Store::open(":memory:").await.unwrap();
-        assert_eq!(store.delivered("k").await.unwrap(), None);
         let chunk = NewEntry {
             kind: EntryKind::Reply,
             platform_message_id: Some("1712.0001".into()),
@@ -375,10 +359,6 @@ pub(crate) mod tests {
             ..entry("s", "hello")
         };
         let id = store.append(chunk.clone()).await.unwrap();
-        assert_eq!(
-            store.delivered("k").await.unwrap().as_deref(),
-            Some("1712.0001")
-        );
         // Replayed: same id, nothing new written.
         assert_eq!(store.append(chunk).await.unwrap(), id);
         let all = store

@@ -45,10 +45,18 @@ impl ConnectionState {
     }
 }
 
-/// The gateway closed its intake (it is shutting down); the event was not taken.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("the gateway is shutting down and takes no new events")]
-pub struct SinkClosed;
+/// Why the gateway did not take an event. The adapter must not acknowledge it, so that the
+/// platform delivers it again later: nothing is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NotTaken {
+    /// The gateway closed its intake for shutdown.
+    #[error("the gateway is shutting down and takes no new events")]
+    ShuttingDown,
+    /// The gateway could not record the event (a full disk, a read-only database), and
+    /// answering without a record is not allowed.
+    #[error("the gateway cannot record events now (its store is failing); see its log")]
+    StoreFailing,
+}
 
 /// Where an adapter hands normalized events.
 ///
@@ -58,7 +66,7 @@ pub struct SinkClosed;
 #[async_trait]
 pub trait EventSink: Send + Sync {
     /// Take one event.
-    async fn accept(&self, event: InboundEvent) -> Result<(), SinkClosed>;
+    async fn accept(&self, event: InboundEvent) -> Result<(), NotTaken>;
 }
 
 /// A failure that stops an adapter: bad credentials, or a platform that refuses us for good.

@@ -1,0 +1,140 @@
+//! The inbox: accepted events whose pipeline run has not finished, so a kill -9 loses none.
+//!
+//! An event is filed in the same transaction as its dedupe claim ([`Store::accept`]), before
+//! the platform is acknowledged, and taken out when its run ends ([`Store::inbox_done`]). A
+//! crash in between leaves the row; the next start runs it again ([`Store::inbox_reopen`]).
+//! Replies cannot double on that replay: each chunk's post is begun durably first
+//! ([`Store::send_begin`]).
+
+use super::dedupe::claim_keys;
+use super::{Claim, Store, StoreError};
+
+/// An event's row in the inbox, while its run is under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboxId(pub i64);
+
+/// An event left in the inbox by a run that never finished.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    /// Its row.
+    pub id: InboxId,
+    /// The normalized event, as JSON.
+    pub event: String,
+    /// How many starts have picked it up, this one included.
+    pub attempts: u32,
+}
+
+impl Store {
+    /// [`Store::claim`] the event's `keys` in `scope` and, when it is fresh, file `event` (JSON)
+    /// in the inbox, in one transaction. `None` is a duplicate.
+    pub async fn accept(
+        &self,
+        scope: &str,
+        keys: &[String],
+        event: String,
+        now_ms: i64,
+    ) -> Result<Option<InboxId>, StoreError> {
+        let scope = scope.to_owned();
+        let keys = keys.to_vec();
+        self.write(move |conn| {
+            if claim_keys(conn, &scope, &keys, now_ms)? == Claim::Duplicate {
+                return Ok(None);
+            }
+            conn.prepare_cached(
+                "INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3)",
+            )?
+            .execute((&scope, &event, now_ms))?;
+            Ok(Some(InboxId(conn.last_insert_rowid())))
+        })
+        .await
+    }
+
+    /// The event's run ended (answered, refused, or its failure recorded).
+    pub async fn inbox_done(&self, id: InboxId) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM inbox WHERE id = ?1")?
+                .execute([id.0])
+                .map(drop)
+        })
+        .await
+    }
+
+    /// The events of `scope` (`<platform>:<account>`) left unfinished by an earlier process,
+    /// oldest first, each counted as picked up once more.
+    pub async fn inbox_reopen(&self, scope: &str) -> Result<Vec<Unfinished>, StoreError> {
+        let scope = scope.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE inbox SET attempts = attempts + 1 WHERE account = ?1")?
+                .execute([&scope])?;
+            conn.prepare_cached(
+                "SELECT id, event, attempts FROM inbox WHERE account = ?1 ORDER BY id",
+            )?
+            .query_map([&scope], |row| {
+                Ok(Unfinished {
+                    id: InboxId(row.get(0)?),
+                    event: row.get(1)?,
+                    attempts: row.get(2)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(k: &[&str]) -> Vec<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_fresh_event_is_filed_and_a_duplicate_is_not() {
+        let store = Store::open(":memory:").await.unwrap();
+        let id = store
+            .accept("slack:a", &keys(&["m1"]), "{}".into(), 1)
+            .await
+            .unwrap()
+            .expect("fresh");
+        let again = store
+            .accept("slack:a", &keys(&["m1"]), "{}".into(), 2)
+            .await;
+        assert_eq!(again.unwrap(), None);
+        let left = store.inbox_reopen("slack:a").await.unwrap();
+        assert_eq!(left.len(), 1, "the duplicate was not filed");
+        assert_eq!((left[0].id, left[0].attempts), (id, 1));
+    }
+
+    #[tokio::test]
+    async fn finished_runs_leave_nothing_and_reopening_counts_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        let done = store
+            .accept("slack:a", &keys(&["m1"]), "1".into(), 1)
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .accept("slack:a", &keys(&["m2"]), "2".into(), 2)
+            .await
+            .unwrap()
+            .unwrap();
+        store
+            .accept("discord:b", &keys(&["m3"]), "3".into(), 3)
+            .await
+            .unwrap()
+            .unwrap();
+        store.inbox_done(done).await.unwrap();
+        store.close().await.unwrap();
+
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        let first = store.inbox_reopen("slack:a").await.unwrap();
+        assert_eq!(first.len(), 1);
+        assert_eq!((first[0].event.as_str(), first[0].attempts), ("2", 1));
+        let second = store.inbox_reopen("slack:a").await.unwrap();
+        assert_eq!(second[0].attempts, 2, "each start counts");
+    }
+}

@@ -1,0 +1,101 @@
+//! Begun sends: which chunk posts were started, so no replay ever posts one twice.
+//!
+//! A post is recorded as begun (committed) before the platform is called, and as delivered (the
+//! transcript's reply entry, under the same idempotency key) after it answers. A process killed
+//! between the two leaves a begun key with no delivered entry: the post may or may not have
+//! reached the chat, and platforms take no idempotency key for plain messages, so the only way
+//! never to answer twice is not to try again. The replay records a failure instead.
+
+use rusqlite::OptionalExtension;
+
+use super::{Store, StoreError};
+
+/// Whether a chunk may be posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendStart {
+    /// First attempt: post it (the begin is committed).
+    Go,
+    /// Already delivered, as this platform message id.
+    Delivered(String),
+    /// Begun before and never confirmed: a crash cut the post off; do not post it again.
+    Interrupted,
+}
+
+impl Store {
+    /// Decide, and record, whether the chunk with `idempotency_key` may be posted now.
+    pub async fn send_begin(
+        &self,
+        idempotency_key: &str,
+        now_ms: i64,
+    ) -> Result<SendStart, StoreError> {
+        let key = idempotency_key.to_owned();
+        self.write(move |conn| {
+            let delivered: Option<Option<String>> = conn
+                .prepare_cached(
+                    "SELECT platform_message_id FROM transcript WHERE idempotency_key = ?1",
+                )?
+                .query_row([&key], |row| row.get(0))
+                .optional()?;
+            if let Some(id) = delivered {
+                return Ok(SendStart::Delivered(id.unwrap_or_default()));
+            }
+            let begun = conn
+                .prepare_cached(
+                    "INSERT INTO sends (key, begun_ms) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                )?
+                .execute((&key, now_ms))?;
+            Ok(if begun == 1 {
+                SendStart::Go
+            } else {
+                SendStart::Interrupted
+            })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{EntryKind, NewEntry, Origin};
+
+    #[tokio::test]
+    async fn go_once_then_interrupted_until_delivered() {
+        let store = Store::open(":memory:").await.unwrap();
+        assert_eq!(store.send_begin("run#0", 1).await.unwrap(), SendStart::Go);
+        assert_eq!(
+            store.send_begin("run#0", 2).await.unwrap(),
+            SendStart::Interrupted,
+            "begun and never confirmed"
+        );
+        let chunk = NewEntry {
+            session: "s".into(),
+            ts_ms: 3,
+            kind: EntryKind::Reply,
+            speaker: "bot".into(),
+            origin: Origin::Bot,
+            text: "hello".into(),
+            platform_message_id: Some("1712.0001".into()),
+            run_id: Some("run".into()),
+            idempotency_key: Some("run#0".into()),
+            meta: serde_json::Value::Null,
+        };
+        store.append(chunk).await.unwrap();
+        assert_eq!(
+            store.send_begin("run#0", 4).await.unwrap(),
+            SendStart::Delivered("1712.0001".into())
+        );
+        assert_eq!(store.send_begin("run#1", 5).await.unwrap(), SendStart::Go);
+    }
+
+    #[tokio::test]
+    async fn expired_begins_are_purged() {
+        let store = Store::open(":memory:").await.unwrap();
+        store.send_begin("old#0", 0).await.unwrap();
+        store
+            .purge_expired(crate::store::DEDUPE_TTL_MS + 1)
+            .await
+            .unwrap();
+        assert_eq!(store.send_begin("old#0", 1).await.unwrap(), SendStart::Go);
+    }
+}
