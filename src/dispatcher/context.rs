@@ -2,7 +2,7 @@
 //! buffer, the tail of its session, and the message that woke it — in that order.
 
 use crate::roster::Bot;
-use crate::store::{Entry, EntryKind, HistoryEntry};
+use crate::store::{EntryKind, HistoryEntry, TailEntry};
 use crate::turn::{ChatLine, Role, ToolSpec, TurnRequest};
 
 /// How many transcript entries of the session are replayed to the model.
@@ -21,7 +21,7 @@ pub(crate) fn turn_request(
     bot: &Bot,
     session: &str,
     history: &[HistoryEntry],
-    tail: &[Entry],
+    tail: &[TailEntry],
     current: Current<'_>,
     tools: Vec<ToolSpec>,
 ) -> TurnRequest {
@@ -61,14 +61,14 @@ fn history_text(history: &[HistoryEntry]) -> String {
 
 /// The session's inbound messages and replies as chat lines; the chunks of one reply are
 /// joined back into one assistant line.
-fn tail_lines(tail: &[Entry]) -> Vec<ChatLine> {
+fn tail_lines(tail: &[TailEntry]) -> Vec<ChatLine> {
     let mut lines: Vec<ChatLine> = Vec::with_capacity(tail.len());
     let mut last_run: Option<&str> = None;
     for entry in tail {
         match entry.kind {
             EntryKind::Inbound => {
                 let mut line = ChatLine::new(Role::User, entry.text.as_str());
-                line.name = entry.meta["name"].as_str().map(str::to_owned);
+                line.name = entry.name.clone();
                 lines.push(line);
                 last_run = None;
             }
@@ -92,21 +92,13 @@ fn tail_lines(tail: &[Entry]) -> Vec<ChatLine> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Origin;
 
-    fn entry(kind: EntryKind, text: &str, run: Option<&str>) -> Entry {
-        Entry {
-            id: 0,
-            session: "s".into(),
-            ts_ms: 0,
+    fn entry(kind: EntryKind, text: &str, run: Option<&str>) -> TailEntry {
+        TailEntry {
             kind,
-            speaker: "x".into(),
-            origin: Origin::Human,
             text: text.into(),
-            platform_message_id: None,
             run_id: run.map(str::to_owned),
-            idempotency_key: None,
-            meta: serde_json::json!({"name": "Alice"}),
+            name: Some("Alice".into()),
         }
     }
 

@@ -15,7 +15,7 @@ use crate::metrics;
 use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
-use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TranscriptQuery};
+use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin};
 use crate::tools::{AgentTools, Caller};
 
 /// Run the woken bot's turn for `inbound`.
@@ -170,12 +170,7 @@ pub(crate) async fn take_turn(shared: &Arc<Shared>, plan: TurnPlan<'_>) -> TurnE
     let tail = match plan.recall {
         Recall::SessionTail => shared
             .store
-            .transcript(TranscriptQuery {
-                session: session.clone(),
-                after_id: None,
-                last: Some(SESSION_TAIL),
-                since_reset: true,
-            })
+            .session_tail(&session, SESSION_TAIL)
             .await
             .unwrap_or_default(),
         Recall::MessageOnly => Vec::new(),

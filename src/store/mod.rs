@@ -71,7 +71,7 @@ pub use pairing::{
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
 pub use sessions::{SessionRecord, SessionRef};
-pub use transcript::{Entry, EntryKind, NewEntry, Origin, TranscriptQuery};
+pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 
 use chat_settings::SettingsCache;
 use connect::Location;

@@ -119,6 +119,21 @@ impl Entry {
     }
 }
 
+/// What a bot is given back of an entry of its session for a turn ([`Store::session_tail`]):
+/// only what the model's context is made of, so a turn does not read and parse every column
+/// of its session's tail (that was the largest cost of a turn, BENCHMARKS.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailEntry {
+    /// What it records.
+    pub kind: EntryKind,
+    /// The words.
+    pub text: String,
+    /// The turn it belongs to, if any (the chunks of one reply share it).
+    pub run_id: Option<String>,
+    /// The speaker's display name kept with an inbound entry (`meta.name`), if any.
+    pub name: Option<String>,
+}
+
 /// Which entries of a session to read.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TranscriptQuery {
@@ -215,6 +230,43 @@ impl Store {
                     entry_from_row,
                 )?
                 .take(limit)
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            entries.reverse();
+            Ok(entries)
+        })
+        .await
+    }
+
+    /// The newest `last` entries of `session` since its last reset, oldest first, in the slim
+    /// form a turn's context needs: what [`Store::transcript`] returns for a query with
+    /// `last` and `since_reset`, minus the columns the model never sees.
+    pub async fn session_tail(
+        &self,
+        session: &str,
+        last: usize,
+    ) -> Result<Vec<TailEntry>, StoreError> {
+        let session = session.to_owned();
+        self.read(move |conn| {
+            let mut entries = conn
+                .prepare_cached(
+                    "SELECT kind, text, run_id,
+                        CASE WHEN json_valid(meta) THEN json_extract(meta, '$.name') END
+                     FROM transcript
+                     WHERE session = ?1
+                       AND id > coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
+                     ORDER BY id DESC",
+                )?
+                // Not `LIMIT ?`, for the reason given in `transcript`.
+                .query_map([&session], |row| {
+                    Ok(TailEntry {
+                        kind: parse_column(row, 0)?,
+                        text: row.get(1)?,
+                        run_id: row.get(2)?,
+                        // A name that is not a string is no name.
+                        name: row.get::<_, Option<String>>(3).ok().flatten(),
+                    })
+                })?
+                .take(last)
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             entries.reverse();
             Ok(entries)
@@ -377,6 +429,53 @@ pub(crate) mod tests {
                 .len(),
             3
         );
+    }
+
+    #[tokio::test]
+    async fn the_session_tail_is_the_transcript_tail_since_the_reset_in_slim_form() {
+        let store = Store::open(":memory:").await.unwrap();
+        let session = crate::store::SessionRef {
+            key: "bot:b:slack:a:C1".into(),
+            bot: "b".into(),
+            platform: "slack".into(),
+            account: "a".into(),
+            chat: "C1".into(),
+            thread: None,
+        };
+        store.touch_session(&session, 1).await.unwrap();
+        store
+            .append(entry(&session.key, "before the reset"))
+            .await
+            .unwrap();
+        store.reset_sessions("slack", "C1", None).await.unwrap();
+        for i in 0..5 {
+            let mut e = entry(&session.key, &format!("m{i}"));
+            e.meta = serde_json::json!({"name": format!("N{i}")});
+            e.run_id = Some(format!("r{i}"));
+            store.append(e).await.unwrap();
+        }
+        store.append(entry(&session.key, "no name")).await.unwrap();
+        let slim = store.session_tail(&session.key, 3).await.unwrap();
+        let full = store
+            .transcript(TranscriptQuery {
+                session: session.key.clone(),
+                after_id: None,
+                last: Some(3),
+                since_reset: true,
+            })
+            .await
+            .unwrap();
+        assert_eq!(slim.len(), 3);
+        for (slim, full) in slim.iter().zip(&full) {
+            assert_eq!(slim.kind, full.kind);
+            assert_eq!(slim.text, full.text);
+            assert_eq!(slim.run_id, full.run_id);
+            assert_eq!(slim.name.as_deref(), full.meta["name"].as_str());
+        }
+        let texts: Vec<_> = slim.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(texts, ["m3", "m4", "no name"]);
+        let since_reset = store.session_tail(&session.key, 40).await.unwrap();
+        assert_eq!(since_reset.len(), 6, "nothing from before the reset");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
