@@ -198,9 +198,10 @@ fn env_number(name: &str) -> Option<usize> {
 }
 
 fn writes_per_commit(run: &scenarios::Throughput) -> f64 {
-    // Per event: the dedupe claim and the history push (chatter); claim, session, history
-    // cursor, inbound entry and reply entry (a mention).
-    let writes = (run.events - run.mentions) * 2 + run.mentions * 5;
+    // Store jobs per event. Chatter: the claim filed in the inbox, the history push, the inbox
+    // entry done. A mention: the claim, the session, the history cursor, the inbound entry, the
+    // post begun, the reply entry, the inbox entry done.
+    let writes = (run.events - run.mentions) * 3 + run.mentions * 7;
     writes as f64 / run.commits.max(1) as f64
 }
 
