@@ -2,8 +2,9 @@
 //!
 //! A [`Journal`] is one turn's pen: the inbound message, every tool call and result, the outcome
 //! (`Silent` included) and each delivered chunk with its platform message id all go through it,
-//! attributed to their speaker. A failed transcript write is logged and counted but never stops
-//! a reply: the chat matters more than the record of it.
+//! attributed to their speaker. A failed transcript write is logged, not raised. A store that
+//! cannot write still answers nothing: the event is refused at intake (`src/dispatcher/inbox.rs`)
+//! and a post whose start cannot be recorded is not made (`src/deliver/send.rs`).
 
 use async_trait::async_trait;
 use serde_json::{Value, json};

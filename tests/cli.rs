@@ -4,43 +4,20 @@
 //!
 //! Nothing here sleeps to synchronise: every wait polls for the awaited state with a deadline.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Output, Stdio};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
 
-const BATON: &str = env!("CARGO_BIN_EXE_baton");
-
-/// Start-up should take well under a second; this only bounds a hung test.
-const START_DEADLINE: Duration = Duration::from_secs(10);
-/// A reply from the echo backend, a transcript write, a CLI command.
-const STEP_DEADLINE: Duration = Duration::from_secs(10);
-/// SIGTERM to exit: the drain period (`gateway.drain_seconds`, 10 s by default) plus margin.
-const EXIT_DEADLINE: Duration = Duration::from_secs(20);
-/// Between two polls of a state we are waiting for.
-const POLL: Duration = Duration::from_millis(25);
+use support::process::{EXIT_DEADLINE, Running, START_DEADLINE, STEP_DEADLINE, baton, eventually};
 
 fn demo_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml")
-}
-
-/// `baton` with a clean environment for config lookup, run from `cwd` so that nothing it
-/// writes by default (a `baton-demo.db`) lands in the repository.
-fn baton(cwd: &Path) -> Command {
-    let mut cmd = Command::new(BATON);
-    cmd.current_dir(cwd)
-        .env_remove("BATON_CONFIG")
-        .env("NO_COLOR", "1")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
 }
 
 /// Run a short command to completion (bounded by a deadline).
@@ -72,99 +49,6 @@ fn show(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// A spawned long-running `baton`, killed if the test ends (or panics) before it exits.
-struct Running {
-    child: Option<Child>,
-    pid: u32,
-    /// Everything it wrote on stderr so far, for failure messages.
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Running {
-    fn spawn(mut cmd: Command) -> (Running, tokio::process::ChildStdout) {
-        let mut child = cmd.spawn().expect("spawn baton");
-        let pid = child.id().expect("a running child has a pid");
-        let out = child.stdout.take().expect("stdout is piped");
-        let mut err = child.stderr.take().expect("stderr is piped");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&stderr);
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let running = Running {
-            child: Some(child),
-            pid,
-            stderr,
-        };
-        (running, out)
-    }
-
-    fn logs(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Send SIGTERM, as a service manager would.
-    fn terminate(&self) {
-        let status = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -TERM {} failed", self.pid);
-    }
-
-    /// Wait for the process to exit, at most `deadline`.
-    async fn wait(&mut self, deadline: Duration) -> ExitStatus {
-        let child = self.child.as_mut().expect("not waited for yet");
-        match tokio::time::timeout(deadline, child.wait()).await {
-            Ok(status) => {
-                let status = status.expect("wait for baton");
-                self.child = None;
-                status
-            }
-            Err(_) => panic!(
-                "baton did not exit within {deadline:?}\n--- stderr ---\n{}",
-                self.logs()
-            ),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.start_kill();
-        }
-    }
-}
-
-/// Poll `probe` until it yields a value or `deadline` passes.
-async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let until = Instant::now() + deadline;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            Instant::now() < until,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 #[tokio::test]
@@ -398,25 +282,7 @@ async fn run_serves_a_room_stops_on_sigterm_and_leaves_a_transcript() {
         .arg("--database")
         .arg(&db);
     let (mut gateway, out) = Running::spawn(cmd);
-
-    // The address, from `baton listening on http://ADDR`.
-    let mut lines = BufReader::new(out).lines();
-    let addr = match tokio::time::timeout(START_DEADLINE, lines.next_line()).await {
-        Ok(Ok(Some(line))) => line
-            .strip_prefix("baton listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .trim()
-            .to_owned(),
-        other => panic!(
-            "no `baton listening on` line within {START_DEADLINE:?} ({other:?})\n--- stderr ---\n{}",
-            gateway.logs()
-        ),
-    };
-    let addr: std::net::SocketAddr = addr.parse().expect("ADDR is IP:PORT");
-    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
-    let base = format!("http://{addr}");
-    // Keep reading stdout so the gateway can never block on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let base = gateway.base_url(out).await;
 
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))

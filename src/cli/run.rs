@@ -25,6 +25,8 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
         serve_http: true,
         clock: ScheduleClock::Timer,
     };
+    #[cfg(unix)]
+    survive_file_size_limit();
     let gateway = Gateway::start(config, options).await?;
     if let Some(addr) = gateway.addr() {
         tracing::info!(%addr, "baton is listening");
@@ -56,5 +58,29 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+/// A file size limit (`ulimit -f`) kills a process with SIGXFSZ at the first write past it.
+/// Handling the signal turns that into a failed write instead, which the store reports like a
+/// full disk: events are refused loudly and `/readyz` goes false, rather than the gateway
+/// vanishing mid-turn.
+#[cfg(unix)]
+fn survive_file_size_limit() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::from_raw(libc::SIGXFSZ)) {
+        Ok(mut xfsz) => {
+            tokio::spawn(async move {
+                while xfsz.recv().await.is_some() {
+                    tracing::error!(
+                        "a write went past the file size limit (ulimit -f); the store refuses \
+                         new events until writes succeed again"
+                    );
+                }
+            });
+        }
+        Err(err) => {
+            tracing::warn!(%err, "cannot handle SIGXFSZ; a file size limit will stop baton")
+        }
     }
 }

@@ -4,12 +4,13 @@
 //! is acknowledged, and taken out when its run ends. At the next start, each account picks up
 //! what it left (once it is connected, so it knows its own identity again) and runs it again.
 //! A reply cut off mid-post is not posted twice: the delivery step sees the begun post and
-//! records a failure instead. An event that has already been picked up [`MAX_ATTEMPTS`] times
-//! keeps killing the process, so it is given up on, with the failure in the bot's transcript.
+//! records a failure instead. An event that was being run again each of the last
+//! [`MAX_ATTEMPTS`] times the process died is taken to be what kills it, and is given up on,
+//! with the failure in the bot's transcript.
 
 use std::time::Duration;
 
-use baton_contract::{InboundEvent, Platform};
+use baton_contract::{AccountId, InboundEvent, Platform};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -18,7 +19,7 @@ use crate::metrics;
 use crate::roster::Account;
 use crate::store::{EntryKind, InboxId, Store, StoreError, Unfinished};
 
-/// How many starts may pick up one event before it is given up on.
+/// How many times a left-over event is run again before it is given up on.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
 
 /// How often an account that is not connected yet is looked at again.
@@ -37,16 +38,37 @@ pub(super) async fn file(
         .await
 }
 
+/// What one account left unfinished, read at start before it connects.
+pub struct LeftOver {
+    platform: Platform,
+    account: AccountId,
+    events: Vec<Unfinished>,
+}
+
 impl Dispatcher {
-    /// Run again what the account `platform`/`account` accepted and never finished before the
-    /// last stop. Waits until the account is connected; returns early on `stop`.
-    pub async fn rerun_unfinished(
-        self,
-        platform: Platform,
-        account: baton_contract::AccountId,
-        stop: CancellationToken,
-    ) {
-        let Some(acct) = self.shared.roster.account(platform, &account) else {
+    /// Every account's unfinished events. Call it before the accounts connect: an event filed
+    /// after it is being handled by this process, and must not be run twice.
+    pub async fn unfinished(&self) -> Result<Vec<LeftOver>, StoreError> {
+        let mut all = Vec::new();
+        for account in self.shared.roster.accounts() {
+            let scope = dedupe::scope_of(account.platform, &account.id);
+            let events = self.shared.store.inbox_left(&scope).await?;
+            if !events.is_empty() {
+                tracing::info!(events = events.len(), %scope, "events left unfinished by the last stop");
+                all.push(LeftOver {
+                    platform: account.platform,
+                    account: account.id.clone(),
+                    events,
+                });
+            }
+        }
+        Ok(all)
+    }
+
+    /// Run `left` again, once its account is connected (so it knows its own identity again and
+    /// can post); returns early on `stop`.
+    pub async fn rerun_unfinished(self, left: LeftOver, stop: CancellationToken) {
+        let Some(acct) = self.shared.roster.account(left.platform, &left.account) else {
             return;
         };
         while !acct.adapter.connection_state().is_ready() {
@@ -55,18 +77,12 @@ impl Dispatcher {
                 _ = tokio::time::sleep(READY_POLL) => {}
             }
         }
-        let scope = dedupe::scope_of(platform, &account);
-        let left = match self.shared.store.inbox_reopen(&scope).await {
-            Ok(left) => left,
-            Err(err) => {
-                tracing::error!(%err, %scope, "cannot read the events left unfinished");
+        // One at a time, in the order they came: replies keep the chat's order, and a crash
+        // counts against the one event that was running, not against all that were waiting.
+        for row in left.events {
+            if self.shared.tasks.is_closed() {
                 return;
             }
-        };
-        if !left.is_empty() {
-            tracing::info!(events = left.len(), %scope, "running events left unfinished by the last stop");
-        }
-        for row in left {
             self.rerun(acct, row).await;
         }
     }
@@ -80,13 +96,19 @@ impl Dispatcher {
                 return;
             }
         };
-        if row.attempts > MAX_ATTEMPTS {
+        if row.attempts >= MAX_ATTEMPTS {
             self.give_up(account, event, row.attempts).await;
             self.finish(row.id).await;
             return;
         }
+        if let Err(err) = self.shared.store.inbox_attempt(row.id).await {
+            tracing::error!(%err, "cannot count a rerun; leaving the event for the next start");
+            return;
+        }
         self.shared.metrics.add(&metrics::EVENTS_RECOVERED, "rerun");
-        self.spawn_filed(row.id, event);
+        let run = self.run_filed(row.id, event);
+        let handled = self.shared.tasks.track_future(run).await;
+        tracing::debug!(?handled, "unfinished event handled");
     }
 
     /// Record in the bot's transcript that the event was never answered.
@@ -97,8 +119,7 @@ impl Dispatcher {
         let text = format!(
             "message {} was not answered: the gateway stopped while handling it {} times; \
              given up so it cannot stop the gateway again",
-            event.message_id,
-            attempts - 1
+            event.message_id, attempts
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
         let inbound = self.inbound(event, account);
@@ -112,14 +133,5 @@ impl Dispatcher {
         if let Err(err) = self.shared.store.inbox_done(id).await {
             tracing::error!(%err, "could not take an event out of the inbox");
         }
-    }
-
-    /// Run a filed event's pipeline in the background (tracked, so a shutdown drains it).
-    pub(super) fn spawn_filed(&self, filed: InboxId, event: InboundEvent) {
-        let this = self.clone();
-        self.shared.tasks.spawn(async move {
-            let handled = this.run_filed(filed, event).await;
-            tracing::debug!(?handled, "event handled");
-        });
     }
 }

@@ -38,6 +38,7 @@ pub use activation::Wake;
 pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
 pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules};
+pub use inbox::LeftOver;
 pub use policy::Refusal;
 pub(crate) use turn_step::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
 
@@ -570,7 +571,11 @@ impl EventSink for Dispatcher {
         let Some(filed) = self.intake(&event).await? else {
             return Ok(());
         };
-        self.spawn_filed(filed, event);
+        let this = self.clone();
+        self.shared.tasks.spawn(async move {
+            let handled = this.run_filed(filed, event).await;
+            tracing::debug!(?handled, "event handled");
+        });
         Ok(())
     }
 }

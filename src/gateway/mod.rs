@@ -164,6 +164,8 @@ impl Gateway {
         if chains > 0 {
             tracing::info!(chains, "picked up chains left open by the last run");
         }
+        // Read before any account connects: rows filed from here on belong to this process.
+        let unfinished = dispatcher.unfinished().await?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         for account in shared.roster.accounts() {
@@ -176,13 +178,8 @@ impl Gateway {
                 }
             });
         }
-        for account in shared.roster.accounts() {
-            let rerun = dispatcher.clone().rerun_unfinished(
-                account.platform,
-                account.id.clone(),
-                shutdown.clone(),
-            );
-            tasks.spawn(rerun);
+        for left in unfinished {
+            tasks.spawn(dispatcher.clone().rerun_unfinished(left, shutdown.clone()));
         }
         tasks.spawn(maintenance(Arc::clone(&shared), shutdown.clone()));
         if options.clock == ScheduleClock::Timer && scheduler.has_jobs() {

@@ -2,7 +2,8 @@
 //!
 //! An event is filed in the same transaction as its dedupe claim ([`Store::accept`]), before
 //! the platform is acknowledged, and taken out when its run ends ([`Store::inbox_done`]). A
-//! crash in between leaves the row; the next start runs it again ([`Store::inbox_reopen`]).
+//! crash in between leaves the row; the next start runs it again ([`Store::inbox_left`],
+//! counting each run with [`Store::inbox_attempt`]).
 //! Replies cannot double on that replay: each chunk's post is begun durably first
 //! ([`Store::send_begin`]).
 
@@ -20,7 +21,7 @@ pub struct Unfinished {
     pub id: InboxId,
     /// The normalized event, as JSON.
     pub event: String,
-    /// How many starts have picked it up, this one included.
+    /// How many times a start has run it again already.
     pub attempts: u32,
 }
 
@@ -60,12 +61,10 @@ impl Store {
     }
 
     /// The events of `scope` (`<platform>:<account>`) left unfinished by an earlier process,
-    /// oldest first, each counted as picked up once more.
-    pub async fn inbox_reopen(&self, scope: &str) -> Result<Vec<Unfinished>, StoreError> {
+    /// oldest first.
+    pub async fn inbox_left(&self, scope: &str) -> Result<Vec<Unfinished>, StoreError> {
         let scope = scope.to_owned();
-        self.write(move |conn| {
-            conn.prepare_cached("UPDATE inbox SET attempts = attempts + 1 WHERE account = ?1")?
-                .execute([&scope])?;
+        self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT id, event, attempts FROM inbox WHERE account = ?1 ORDER BY id",
             )?
@@ -77,6 +76,18 @@ impl Store {
                 })
             })?
             .collect()
+        })
+        .await
+    }
+
+    /// Count one more run of a left-over event, committed before it starts, so an event that
+    /// stops the gateway every time it runs is recognised; returns the runs counted so far.
+    pub async fn inbox_attempt(&self, id: InboxId) -> Result<u32, StoreError> {
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
+            )?
+            .query_row([id.0], |row| row.get(0))
         })
         .await
     }
@@ -102,13 +113,13 @@ mod tests {
             .accept("slack:a", &keys(&["m1"]), "{}".into(), 2)
             .await;
         assert_eq!(again.unwrap(), None);
-        let left = store.inbox_reopen("slack:a").await.unwrap();
+        let left = store.inbox_left("slack:a").await.unwrap();
         assert_eq!(left.len(), 1, "the duplicate was not filed");
-        assert_eq!((left[0].id, left[0].attempts), (id, 1));
+        assert_eq!((left[0].id, left[0].attempts), (id, 0));
     }
 
     #[tokio::test]
-    async fn finished_runs_leave_nothing_and_reopening_counts_attempts() {
+    async fn finished_runs_leave_nothing_and_attempts_are_counted_across_restarts() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.db");
         let store = Store::open(path.to_str().unwrap()).await.unwrap();
@@ -131,10 +142,15 @@ mod tests {
         store.close().await.unwrap();
 
         let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        let first = store.inbox_reopen("slack:a").await.unwrap();
-        assert_eq!(first.len(), 1);
-        assert_eq!((first[0].event.as_str(), first[0].attempts), ("2", 1));
-        let second = store.inbox_reopen("slack:a").await.unwrap();
-        assert_eq!(second[0].attempts, 2, "each start counts");
+        let left = store.inbox_left("slack:a").await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].event, "2");
+        assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 1);
+        store.close().await.unwrap();
+
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        let left = store.inbox_left("slack:a").await.unwrap();
+        assert_eq!(left[0].attempts, 1, "the count survives a restart");
+        assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 2);
     }
 }

@@ -9,4 +9,5 @@ pub mod fake_feishu;
 pub mod fake_openai;
 pub mod fake_slack;
 pub mod gateway;
+pub mod process;
 pub mod turns;

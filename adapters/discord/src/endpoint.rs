@@ -82,8 +82,8 @@ async fn command(shared: &Shared, body: Value, sink: &dyn EventSink) -> WebhookR
     let id = command.id.to_string();
     let (tx, mut rx) = tokio::sync::oneshot::channel();
     shared.interactions.register(&id, Phase::Http(tx));
-    if sink.accept(event).await.is_err() {
-        return WebhookResponse::error(503, "shutting down; try again shortly");
+    if let Err(not_taken) = sink.accept(event).await {
+        return WebhookResponse::error(503, format!("{not_taken}; try again shortly"));
     }
     let first = tokio::select! {
         text = &mut rx => text.ok(),

@@ -21,7 +21,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink, InboundEvent, SendError};
+use baton_contract::{
+    AdapterError, Backoff, ConnectionState, EventSink, InboundEvent, NotTaken, SendError,
+};
 use serenity::all::{Context, EventHandler, RawEventHandler};
 use serenity::client::ClientBuilder;
 use serenity::gateway::{ConnectionStage, GatewayError, ShardStageUpdateEvent};
@@ -131,9 +133,15 @@ async fn session(
             queued = rx.recv() => {
                 let Some(queued) = queued else { return Ok(End::Shutdown) };
                 backoff.reset();
-                if sink.accept(queued.event).await.is_err() {
-                    manager.shutdown_all().await;
-                    return Ok(End::Shutdown);
+                match sink.accept(queued.event).await {
+                    Ok(()) => {}
+                    Err(NotTaken::ShuttingDown) => {
+                        manager.shutdown_all().await;
+                        return Ok(End::Shutdown);
+                    }
+                    // Discord never redelivers a dispatch: the gateway has logged the refused
+                    // message (with its id); the connection stays up for the next one.
+                    Err(NotTaken::StoreFailing) => continue,
                 }
                 if let Some(handle) = queued.interaction {
                     defer_later(shared, handle);

@@ -76,9 +76,9 @@ pub(crate) async fn handle(
         return WebhookResponse::error(503, "starting up; Feishu will retry");
     }
     if let Some(event) = adapter.normalize(&event)
-        && sink.accept(event).await.is_err()
+        && let Err(not_taken) = sink.accept(event).await
     {
-        return WebhookResponse::error(503, "shutting down; Feishu will retry");
+        return WebhookResponse::error(503, format!("{not_taken}; Feishu will retry"));
     }
     WebhookResponse::json(&json!({ "msg": "success" }))
 }

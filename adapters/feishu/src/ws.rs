@@ -17,7 +17,7 @@
 
 use std::time::Duration;
 
-use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink};
+use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink, NotTaken};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::time::{Instant, sleep_until};
@@ -154,9 +154,14 @@ async fn session(
                 let Some(payload) = assemble(&mut fragments, &frame) else {
                     continue;
                 };
-                if frame.kind() == "event" && !deliver(adapter, sink, &payload).await {
-                    // Not acknowledged: Feishu redelivers it to whoever runs next.
-                    return Ok(End::Shutdown);
+                if frame.kind() == "event" {
+                    match deliver(adapter, sink, &payload).await {
+                        Ok(()) => {}
+                        // Not acknowledged: Feishu redelivers it to whoever runs next.
+                        Err(NotTaken::ShuttingDown) => return Ok(End::Shutdown),
+                        // Not acknowledged: Feishu redelivers it once the store takes writes.
+                        Err(NotTaken::StoreFailing) => continue,
+                    }
                 }
                 let ack = frame.ack(200, started.elapsed().as_millis());
                 send(&mut write, ack).await?;
@@ -186,12 +191,16 @@ fn assemble(fragments: &mut Fragments, frame: &Frame) -> Option<Vec<u8>> {
     }
 }
 
-/// Hand one event to the gateway. `false` when the gateway no longer takes events.
-async fn deliver(adapter: &FeishuAdapter, sink: &dyn EventSink, payload: &[u8]) -> bool {
+/// Hand one event to the gateway; an error when it did not take it (do not acknowledge).
+async fn deliver(
+    adapter: &FeishuAdapter,
+    sink: &dyn EventSink,
+    payload: &[u8],
+) -> Result<(), NotTaken> {
     let account = &adapter.settings.account;
     let Ok(mut body) = serde_json::from_slice::<Value>(payload) else {
         tracing::warn!(%account, "long-connection event is not JSON; ignored");
-        return true;
+        return Ok(());
     };
     if let (Some(encrypted), Some(key)) = (
         body.get("encrypt").and_then(Value::as_str),
@@ -204,13 +213,13 @@ async fn deliver(adapter: &FeishuAdapter, sink: &dyn EventSink, payload: &[u8]) 
             Some(plain) => body = plain,
             None => {
                 tracing::warn!(%account, "long-connection event does not decrypt; check encrypt_key_env");
-                return true;
+                return Ok(());
             }
         }
     }
     match adapter.normalize(&body) {
-        Some(event) => sink.accept(event).await.is_ok(),
-        None => true,
+        Some(event) => sink.accept(event).await,
+        None => Ok(()),
     }
 }
 

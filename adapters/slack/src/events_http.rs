@@ -61,9 +61,9 @@ pub(crate) async fn handle(
                 tracing::debug!(account = %adapter.settings.account, retry, "Slack redelivery");
             }
             if let Some(event) = adapter.normalize_event(&body)
-                && sink.accept(event).await.is_err()
+                && let Err(not_taken) = sink.accept(event).await
             {
-                return WebhookResponse::error(503, "shutting down; Slack will retry");
+                return WebhookResponse::error(503, format!("{not_taken}; Slack will retry"));
             }
             WebhookResponse::status(200)
         }
@@ -79,8 +79,8 @@ async fn command(adapter: &SlackAdapter, body: &[u8], sink: &dyn EventSink) -> W
     let Some(event) = adapter.normalize_command(&Value::Object(fields)) else {
         return WebhookResponse::error(400, "not a slash command this account takes");
     };
-    if sink.accept(event).await.is_err() {
-        return WebhookResponse::error(503, "shutting down; try again shortly");
+    if let Err(not_taken) = sink.accept(event).await {
+        return WebhookResponse::error(503, format!("{not_taken}; try again shortly"));
     }
     WebhookResponse::status(200)
 }

@@ -7,7 +7,7 @@
 //! needs to remember envelopes. Reconnects (after `disconnect`, a closed socket or a failed
 //! open) wait out the contract's [`Backoff`], which resets once Slack says `hello`.
 
-use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink};
+use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink, NotTaken};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -111,11 +111,14 @@ async fn session(
             "slash_commands" => adapter.normalize_command(&envelope["payload"]),
             _ => None,
         };
-        if let Some(event) = event
-            && sink.accept(event).await.is_err()
-        {
-            // Not acked: Slack redelivers it to whoever runs next.
-            return Ok(End::Shutdown);
+        if let Some(event) = event {
+            match sink.accept(event).await {
+                Ok(()) => {}
+                // Not acked: Slack redelivers it to whoever runs next.
+                Err(NotTaken::ShuttingDown) => return Ok(End::Shutdown),
+                // Not acked: Slack redelivers it, by when the store may take writes again.
+                Err(NotTaken::StoreFailing) => continue,
+            }
         }
         if let Some(id) = envelope.get("envelope_id").and_then(Value::as_str) {
             let ack = json!({ "envelope_id": id }).to_string();
