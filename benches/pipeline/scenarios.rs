@@ -244,6 +244,9 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
     RoundTrips { count, elapsed }
 }
 
+/// How many new sessions are opened at once by [`session_memory`].
+const SESSION_WAVE: usize = 100;
+
 /// Resident memory as sessions accumulate.
 pub(crate) struct SessionMemory {
     /// After start and a warm-up in one chat, in KiB.
@@ -254,8 +257,10 @@ pub(crate) struct SessionMemory {
     pub(crate) per_step: usize,
 }
 
-/// Drive `per_step` new sessions (one mention in each of as many new chats) `steps` times,
-/// waiting for the pipeline to come to rest after each, and read this process's RSS.
+/// Drive `per_step` new sessions (one mention in each of as many new chats) `steps` times and
+/// read this process's RSS after each step, once the pipeline is at rest. Sessions are opened
+/// [`SESSION_WAVE`] at a time, so what is measured is what idle sessions keep, not the peak of
+/// thousands of events in flight at once (which the allocator keeps afterwards).
 pub(crate) async fn session_memory(per_step: usize, steps: usize) -> SessionMemory {
     let warmup = 2000;
     let total = warmup + per_step * steps;
@@ -279,12 +284,18 @@ pub(crate) async fn session_memory(per_step: usize, steps: usize) -> SessionMemo
     let mut rss = Vec::new();
     for step in 0..steps {
         let first = warmup + step * per_step;
-        for n in first..first + per_step {
-            // Chat 1 + n: every message opens a new session (chat 0 was the warm-up's).
-            injector.inject(group_message(n, 1 + n, n, BOT, Kind::Mention));
+        let last = first + per_step;
+        for wave in (first..last).step_by(SESSION_WAVE) {
+            let end = (wave + SESSION_WAVE).min(last);
+            for n in wave..end {
+                // Chat 1 + n: every message opens a new session (chat 0 was the warm-up's).
+                injector.inject(group_message(n, 1 + n, n, BOT, Kind::Mention));
+            }
+            assert!(
+                rig.wait_done(end as u64, PHASE_LIMIT).await,
+                "sessions stalled"
+            );
         }
-        let done = (first + per_step) as u64;
-        assert!(rig.wait_done(done, PHASE_LIMIT).await, "sessions stalled");
         rss.push(super::process::rss_kib(pid));
     }
     let sessions = rig
