@@ -92,6 +92,20 @@ impl Location {
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", true)?;
+            if let Location::File(_) = self {
+                // The checkpoint thread does it, so no commit waits for one (`checkpoint.rs`).
+                conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+            }
+            Ok(conn)
+        };
+        setup().map_err(|e| self.open_err(e))
+    }
+
+    /// Opens the connection that checkpoints the WAL (`checkpoint.rs`).
+    pub(crate) fn open_checkpointer(&self) -> Result<Connection, StoreError> {
+        let setup = || -> rusqlite::Result<Connection> {
+            let conn = self.open_raw()?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
             Ok(conn)
         };
         setup().map_err(|e| self.open_err(e))

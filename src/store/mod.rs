@@ -27,6 +27,7 @@ mod stored_name;
 mod audit;
 mod chains;
 mod chat_settings;
+mod checkpoint;
 mod connect;
 mod dedupe;
 mod deliveries;
@@ -74,6 +75,7 @@ pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 
 use chat_settings::SettingsCache;
+use checkpoint::Checkpointer;
 use connect::Location;
 use escalations::EscalationChats;
 use readers::Readers;
@@ -95,6 +97,8 @@ struct Inner {
     /// For a memory database: one connection held for the store's lifetime, since the
     /// database disappears when its last connection closes.
     _keeper: Option<Mutex<Connection>>,
+    /// For a file database: WAL checkpoints, off the writer's path (`checkpoint.rs`).
+    _checkpointer: Option<Checkpointer>,
 }
 
 impl std::fmt::Debug for Store {
@@ -118,9 +122,15 @@ impl Store {
         migrate::run_migrations(&mut conn)?;
         let settings = Arc::new(SettingsCache::load(&conn)?);
         let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
-        let keeper = match location {
-            Location::Memory(_) => Some(Mutex::new(location.open_reader()?)),
-            Location::File(_) => None,
+        let (keeper, checkpointer) = match location {
+            Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None),
+            Location::File(_) => {
+                let checkpointer =
+                    Checkpointer::spawn(location.open_checkpointer()?).map_err(|e| {
+                        StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
+                    })?;
+                (None, Some(checkpointer))
+            }
         };
         let first_reader = location.open_reader()?;
         let writer = Writer::spawn(conn).map_err(|e| {
@@ -134,6 +144,7 @@ impl Store {
                 settings,
                 escalation_chats,
                 _keeper: keeper,
+                _checkpointer: checkpointer,
             }),
         })
     }
