@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
 
     for chunk in &chunks {
         let chars = chunk.chars().count();
-        assert!(chars <= limit.max(1), "a {chars}-char chunk over limit {limit}: {chunk:?}");
+        assert!(
+            chars <= limit.max(1),
+            "a {chars}-char chunk over limit {limit}: {chunk:?}"
+        );
         assert!(!chunk.trim().is_empty(), "a blank chunk");
         assert_eq!(chunk.trim_end(), chunk, "trailing whitespace kept");
     }
@@ -51,7 +54,10 @@ fuzz_target!(|data: &[u8]| {
         // must still be there, in order.
         let mut it = joined.iter();
         for c in original.iter().filter(|c| !matches!(c, '`' | '~')) {
-            assert!(it.any(|j| j == c), "lost {c:?} (limit {limit}, text {text:?})");
+            assert!(
+                it.any(|j| j == c),
+                "lost {c:?} (limit {limit}, text {text:?})"
+            );
         }
     }
 });

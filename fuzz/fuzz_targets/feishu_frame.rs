@@ -27,7 +27,10 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         // What we send back must read as what we meant.
-        assert_eq!(Frame::from_bytes(&frame.to_bytes()).ok().as_ref(), Some(&frame));
+        assert_eq!(
+            Frame::from_bytes(&frame.to_bytes()).ok().as_ref(),
+            Some(&frame)
+        );
         match frame.method {
             METHOD_CONTROL => {
                 if frame.kind() == "pong"

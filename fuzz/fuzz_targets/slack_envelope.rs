@@ -53,8 +53,14 @@ fuzz_target!(|data: &[u8]| {
     let signed = signature::sign(SECRET, ts.trim(), body);
     let verdict = signature::verify(SECRET, Some(ts), Some(&signed), body, NOW);
     if verdict.is_ok() {
-        let ts: i64 = ts.trim().parse().expect("an accepted timestamp is a number");
-        assert!((NOW - 300..=NOW + 300).contains(&ts), "stale timestamp {ts} accepted");
+        let ts: i64 = ts
+            .trim()
+            .parse()
+            .expect("an accepted timestamp is a number");
+        assert!(
+            (NOW - 300..=NOW + 300).contains(&ts),
+            "stale timestamp {ts} accepted"
+        );
     }
 });
 
@@ -73,6 +79,9 @@ fn command(account: &AccountId, app: &mut Option<String>, fields: &Value) {
         return;
     }
     if let Ok(event) = normalize::slash_command(account, fields) {
-        assert!(event.raw.is_null(), "the response_url must stay out of the transcript");
+        assert!(
+            event.raw.is_null(),
+            "the response_url must stay out of the transcript"
+        );
     }
 }
