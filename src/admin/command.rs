@@ -111,7 +111,6 @@ impl AdminCommand {
         let Some(name) = words.next() else {
             return Ok(AdminCommand::Help);
         };
-        let bot = |w: Option<&str>| w.map(|b| b.trim_start_matches('@').to_owned());
         let command = match name.to_ascii_lowercase().as_str() {
             "help" => AdminCommand::Help,
             "status" => AdminCommand::Status,
@@ -121,9 +120,9 @@ impl AdminCommand {
                 Some("always") => AdminCommand::Activation(Activation::Always),
                 _ => return Err(ParseError::Usage("/baton activation mention|always")),
             },
-            "pause" => AdminCommand::Pause(bot(words.next())),
-            "resume" => AdminCommand::Resume(bot(words.next())),
-            "reset" => AdminCommand::Reset(bot(words.next())),
+            "pause" => AdminCommand::Pause(bot_arg(words.next(), "/baton pause [@bot]")?),
+            "resume" => AdminCommand::Resume(bot_arg(words.next(), "/baton resume [@bot]")?),
+            "reset" => AdminCommand::Reset(bot_arg(words.next(), "/baton reset [@bot]")?),
             "pairing" => match (words.next(), words.next()) {
                 (Some("approve"), Some(code)) => AdminCommand::PairingApprove(code.to_owned()),
                 _ => return Err(ParseError::Usage("/baton pairing approve CODE")),
@@ -149,6 +148,16 @@ impl AdminCommand {
     }
 }
 
+/// An optional bot name (`@` optional). A bare `@` names no bot, and is a usage error rather
+/// than a lookup of the bot called "".
+fn bot_arg(word: Option<&str>, usage: &'static str) -> Result<Option<String>, ParseError> {
+    match word.map(|w| w.trim_start_matches('@').trim_end_matches(',')) {
+        None => Ok(None),
+        Some("") => Err(ParseError::Usage(usage)),
+        Some(name) => Ok(Some(name.to_owned())),
+    }
+}
+
 /// `transcript [@bot] [n]`, in either order.
 fn transcript<'a>(words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, ParseError> {
     const USAGE: &str = "/baton transcript [@bot] [n]";
@@ -157,7 +166,7 @@ fn transcript<'a>(words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, 
         match word.parse::<usize>() {
             Ok(n) if lines.is_none() && (1..=TRANSCRIPT_MAX_LINES).contains(&n) => lines = Some(n),
             Ok(_) => return Err(ParseError::Usage(USAGE)),
-            Err(_) if bot.is_none() => bot = Some(word.trim_start_matches('@').to_owned()),
+            Err(_) if bot.is_none() => bot = bot_arg(Some(word), USAGE)?,
             Err(_) => return Err(ParseError::Usage(USAGE)),
         }
     }
@@ -176,9 +185,9 @@ fn chain<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, P
             let mut participants = Vec::new();
             let mut topic = Vec::new();
             for word in words {
-                match word.strip_prefix('@') {
+                match word.strip_prefix('@').map(|b| b.trim_end_matches(',')) {
                     Some(bot) if topic.is_empty() && !bot.is_empty() => {
-                        participants.push(bot.trim_end_matches(',').to_owned());
+                        participants.push(bot.to_owned());
                     }
                     _ => topic.push(word),
                 }
@@ -336,6 +345,21 @@ mod tests {
         );
         assert!(matches!(
             AdminCommand::parse("chain"),
+            Err(ParseError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn a_bare_at_names_no_bot_and_is_refused() {
+        for line in ["pause @", "resume @,", "reset @", "transcript @ 5"] {
+            let parsed = AdminCommand::parse(line);
+            assert!(
+                matches!(parsed, Err(ParseError::Usage(_))),
+                "{line}: {parsed:?}"
+            );
+        }
+        assert!(matches!(
+            AdminCommand::parse("chain start @, topic"),
             Err(ParseError::Usage(_))
         ));
     }

@@ -356,6 +356,39 @@ pub fn snowflake_ms(id: u64) -> i64 {
     ((id >> 22) + 1_420_070_400_000) as i64
 }
 
+/// The keys under which serenity 0.12's models hold an `ImageHash` (avatars, icons, banners).
+const IMAGE_HASH_KEYS: &[&str] = &[
+    "asset",
+    "avatar",
+    "badge",
+    "banner",
+    "cover_image",
+    "discovery_splash",
+    "icon",
+    "icon_hash",
+    "image",
+    "splash",
+];
+
+/// Whether every image hash in `value` is ASCII, as Discord's hex hashes always are.
+///
+/// serenity 0.12's `ImageHash::from_str` slices a 32- or 34-byte hash two bytes at a time and
+/// panics when a non-ASCII character straddles a cut (found by `fuzz/`, target
+/// `discord_dispatch`); serenity's current code still does. So a body must pass this before it
+/// is handed to serenity's models: the HTTP interactions endpoint refuses one that does not.
+/// Public for the endpoint and the fuzz targets.
+pub fn image_hashes_are_ascii(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => map.iter().all(|(key, value)| match value {
+            Value::String(s) if IMAGE_HASH_KEYS.contains(&key.as_str()) => s.is_ascii(),
+            _ => image_hashes_are_ascii(value),
+        }),
+        Value::Array(items) => items.iter().all(image_hashes_are_ascii),
+        _ => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
@@ -558,6 +591,21 @@ mod tests {
             interaction(&account(), &Directory::default(), &other).unwrap_err(),
             Skip::NotOurCommand("cardsearch".into())
         );
+    }
+
+    #[test]
+    fn fuzz_regression_a_non_ascii_image_hash_is_refused_before_serenity_reads_it() {
+        let ok = fixture("interaction_slash_command_docs");
+        assert!(image_hashes_are_ascii(&ok));
+        // The avatar of the crashing input: 34 bytes, `a_`, and a character across bytes 1..3
+        // of the hex part, where serenity cuts.
+        let mut bad = ok.clone();
+        bad["member"]["user"]["avatar"] = json!("a_d\u{31a}fa99b3eeaa7dd43acca82f5692432");
+        assert_eq!(bad["member"]["user"]["avatar"].as_str().unwrap().len(), 34);
+        assert!(!image_hashes_are_ascii(&bad));
+        let mut nested = ok;
+        nested["data"]["resolved"] = json!({"users": {"1": {"avatar": "é".repeat(16)}}});
+        assert!(!image_hashes_are_ascii(&nested));
     }
 
     #[test]

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::frame::Frame;
+
 /// How long the parts of an unfinished event are kept.
 pub const KEEP_FOR: Duration = Duration::from_secs(10);
 /// The most fragments one event may claim; more is a malformed frame.
@@ -71,6 +73,20 @@ impl Fragments {
         }
         let done = self.pending.remove(message_id).expect("just filled");
         Assembled::Complete(done.parts.into_iter().flatten().flatten().collect())
+    }
+
+    /// Add a data frame: its `message_id`, `sum` and `seq` headers say which part it is (an
+    /// absent or unreadable `sum` is 1, `seq` 0), its payload is the part.
+    pub fn add_frame(&mut self, frame: &Frame) -> Assembled {
+        let number = |key: &str, default: usize| {
+            frame
+                .header(key)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        let payload = frame.payload.clone().unwrap_or_default();
+        let id = frame.header("message_id").unwrap_or("");
+        self.add(id, number("sum", 1), number("seq", 0), payload)
     }
 
     /// How many events are waiting for parts.

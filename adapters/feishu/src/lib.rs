@@ -23,7 +23,7 @@ pub mod frame;
 pub mod normalize;
 mod outbound;
 pub mod signature;
-mod webhook;
+pub mod webhook;
 mod ws;
 
 use std::collections::HashMap;

@@ -75,7 +75,8 @@ pub fn verify(
     if expected.as_bytes().ct_eq(given.as_bytes()).unwrap_u8() != 1 {
         return Err(SignatureError::Mismatch);
     }
-    if (now - ts).abs() > MAX_AGE_SECONDS {
+    // `abs_diff`: a timestamp near i64::MIN or MAX must be stale, not an overflow.
+    if now.abs_diff(ts) > MAX_AGE_SECONDS.unsigned_abs() {
         return Err(SignatureError::Stale);
     }
     Ok(())
@@ -157,6 +158,20 @@ mod tests {
             Err(SignatureError::Stale)
         );
         assert_eq!(v(key, body, None, now), Err(SignatureError::Missing));
+    }
+
+    /// Found with `fuzz/` (`feishu_decrypt`): a correctly signed timestamp at the edge of i64
+    /// overflowed the age check instead of being refused as stale.
+    #[test]
+    fn fuzz_regression_an_extreme_signed_timestamp_is_stale() {
+        let now = 1_700_000_000;
+        for ts in ["-9223372036854775808", "9223372036854775807"] {
+            let sig = sign(ts, "nonce", "key", b"body");
+            assert_eq!(
+                verify("key", Some(ts), Some("nonce"), Some(&sig), b"body", now),
+                Err(SignatureError::Stale)
+            );
+        }
     }
 
     #[test]

@@ -173,18 +173,11 @@ async fn session(
 
 /// The whole payload once every fragment of the frame's event is in.
 fn assemble(fragments: &mut Fragments, frame: &Frame) -> Option<Vec<u8>> {
-    let number = |key: &str, default: usize| {
-        frame
-            .header(key)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default)
-    };
-    let payload = frame.payload.clone().unwrap_or_default();
-    let id = frame.header("message_id").unwrap_or("");
-    match fragments.add(id, number("sum", 1), number("seq", 0), payload) {
+    match fragments.add_frame(frame) {
         Assembled::Complete(payload) => Some(payload),
         Assembled::Partial => None,
         Assembled::Invalid => {
+            let id = frame.header("message_id").unwrap_or("");
             tracing::warn!(message_id = id, "malformed event fragment dropped");
             None
         }

@@ -53,7 +53,8 @@ pub fn verify(
     {
         return Err(SignatureError::Mismatch);
     }
-    if (now - ts).abs() > MAX_AGE_SECONDS {
+    // `abs_diff`: a timestamp near i64::MIN or MAX must be stale, not an overflow.
+    if now.abs_diff(ts) > MAX_AGE_SECONDS.unsigned_abs() {
         return Err(SignatureError::Stale);
     }
     Ok(())
@@ -131,5 +132,19 @@ mod tests {
             verify(secret, None, Some(sig), body.as_bytes(), now),
             Err(SignatureError::Missing)
         );
+    }
+
+    /// Found with `fuzz/` (`slack_envelope`): a correctly signed timestamp at the edge of i64
+    /// overflowed the age check instead of being refused as stale.
+    #[test]
+    fn fuzz_regression_an_extreme_signed_timestamp_is_stale() {
+        let now = 1_595_926_230;
+        for ts in ["-9223372036854775808", "9223372036854775807"] {
+            let sig = sign("secret", ts, b"body");
+            assert_eq!(
+                verify("secret", Some(ts), Some(&sig), b"body", now),
+                Err(SignatureError::Stale)
+            );
+        }
     }
 }
