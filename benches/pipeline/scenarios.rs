@@ -43,6 +43,36 @@ fn mentions_in(range: std::ops::Range<usize>, mention_every: usize) -> usize {
         .count()
 }
 
+/// A one-bot rig through `warmup` events of the mix, and the rest up to `total`, built before
+/// any clock starts: making events is the platform's work, not the gateway's.
+async fn warmed_up(
+    lanes: usize,
+    warmup: usize,
+    total: usize,
+    chats: usize,
+    mention_every: usize,
+) -> (Rig, Vec<baton_contract::InboundEvent>) {
+    let rig = Rig::start(&Setup {
+        bots: &[BOT],
+        lanes,
+        bot_keys: "",
+        capacity: total,
+    })
+    .await;
+    let injector = rig.injector(BOT);
+    for n in 0..warmup {
+        injector.inject(message(n, chats, mention_every));
+    }
+    assert!(
+        rig.wait_done(warmup as u64, PHASE_LIMIT).await,
+        "warm-up stalled"
+    );
+    let batch = (warmup..total)
+        .map(|n| message(n, chats, mention_every))
+        .collect();
+    (rig, batch)
+}
+
 /// `events` events over `chats` chats, one in `mention_every` a mention, injected at once
 /// (after `warmup` events that are not timed); timed until every one went through the pipeline.
 pub(crate) async fn throughput(
@@ -53,25 +83,8 @@ pub(crate) async fn throughput(
     lanes: usize,
 ) -> Throughput {
     let total = warmup + events;
-    let rig = Rig::start(&Setup {
-        bots: &[BOT],
-        lanes,
-        bot_keys: "",
-        capacity: total,
-    })
-    .await;
+    let (rig, batch) = warmed_up(lanes, warmup, total, chats, mention_every).await;
     let injector = rig.injector(BOT).clone();
-    for n in 0..warmup {
-        injector.inject(message(n, chats, mention_every));
-    }
-    assert!(
-        rig.wait_done(warmup as u64, PHASE_LIMIT).await,
-        "warm-up stalled"
-    );
-    // Built before the clock starts: making events is the platform's work, not the gateway's.
-    let batch: Vec<_> = (warmup..total)
-        .map(|n| message(n, chats, mention_every))
-        .collect();
     let commits = rig.gateway.store().commits();
     let started = Instant::now();
     for event in batch {
@@ -140,24 +153,8 @@ pub(crate) async fn latency(
 ) -> Loaded {
     let warmup = 1000.min(events);
     let total = warmup + events;
-    let rig = Rig::start(&Setup {
-        bots: &[BOT],
-        lanes: 4,
-        bot_keys: "",
-        capacity: total,
-    })
-    .await;
+    let (rig, batch) = warmed_up(4, warmup, total, chats, mention_every).await;
     let injector = rig.injector(BOT).clone();
-    for n in 0..warmup {
-        injector.inject(message(n, chats, mention_every));
-    }
-    assert!(
-        rig.wait_done(warmup as u64, PHASE_LIMIT).await,
-        "warm-up stalled"
-    );
-    let batch: Vec<_> = (warmup..total)
-        .map(|n| message(n, chats, mention_every))
-        .collect();
     let period = Duration::from_nanos(1_000_000_000 / rate);
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);

@@ -151,12 +151,7 @@ fn slack_account(
 ) -> Result<Account, StartError> {
     use baton_slack::{Mode, SlackAdapter, SlackSettings};
     let id = AccountId::from(account.account_id());
-    let missing = |key: &str| StartError::AccountSetup {
-        account: id.to_string(),
-        message: format!(
-            "`{key}` names no set environment variable; `baton check` lists what is missing"
-        ),
-    };
+    let missing = |key: &str| missing_env(&id, key);
     let mode = match account.mode.as_deref() {
         Some("events") => Mode::Events,
         _ => Mode::Socket,
@@ -194,12 +189,7 @@ fn feishu_account(
 ) -> Result<Account, StartError> {
     use baton_feishu::{FeishuAdapter, FeishuSettings, Mode};
     let id = AccountId::from(account.account_id());
-    let missing = |key: &str| StartError::AccountSetup {
-        account: id.to_string(),
-        message: format!(
-            "`{key}` names no set environment variable; `baton check` lists what is missing"
-        ),
-    };
+    let missing = |key: &str| missing_env(&id, key);
     let mode = match account.mode.as_deref() {
         Some("webhook") => Mode::Webhook,
         _ => Mode::Websocket,
@@ -241,14 +231,8 @@ fn discord_account(
 ) -> Result<Account, StartError> {
     use baton_discord::{DiscordAdapter, DiscordSettings};
     let id = AccountId::from(account.account_id());
-    let bot_token = resolve_secret(account.bot_token_env.as_deref(), env).ok_or_else(|| {
-        StartError::AccountSetup {
-            account: id.to_string(),
-            message: "`bot_token_env` names no set environment variable; `baton check` lists \
-                      what is missing"
-                .into(),
-        }
-    })?;
+    let bot_token = resolve_secret(account.bot_token_env.as_deref(), env)
+        .ok_or_else(|| missing_env(&id, "bot_token_env"))?;
     let mut settings = DiscordSettings::new(id.clone(), bot_token);
     settings.application_id = account.application_id.clone();
     settings.public_key = account.public_key.clone();
@@ -312,4 +296,15 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
         }
         BackendKind::Command => Arc::new(CommandBackend::new(bot.command.clone())),
     })
+}
+
+/// An account key naming an environment variable that is not set.
+#[cfg(any(feature = "slack", feature = "feishu", feature = "discord"))]
+fn missing_env(account: &AccountId, key: &str) -> StartError {
+    StartError::AccountSetup {
+        account: account.to_string(),
+        message: format!(
+            "`{key}` names no set environment variable; `baton check` lists what is missing"
+        ),
+    }
 }
