@@ -57,6 +57,20 @@ pub struct GatewayConfig {
     /// The clock cron schedules and quiet hours are read in: `local`, `UTC` or an offset such
     /// as `+08:00`.
     pub timezone: String,
+    /// Seconds a new connection has to deliver its first request's headers.
+    pub header_timeout_seconds: u64,
+    /// Seconds a kept-alive connection may wait for (the headers of) its next request.
+    pub idle_timeout_seconds: u64,
+    /// Seconds a request body may take to arrive in full, counted from its headers.
+    pub body_timeout_seconds: u64,
+    /// Connections served at once; the ones over it get only `/healthz` and `/readyz`.
+    pub max_connections: usize,
+    /// MCP sessions open at once; an `initialize` over it is refused.
+    pub mcp_max_sessions: usize,
+    /// Bytes an MCP `initialize` request may have: the client info a session keeps.
+    pub mcp_max_init_bytes: usize,
+    /// Seconds an MCP session may go unused before it expires and its memory is freed.
+    pub mcp_session_idle_seconds: u64,
 }
 
 impl Default for GatewayConfig {
@@ -72,6 +86,13 @@ impl Default for GatewayConfig {
             turn_timeout_seconds: 300,
             drain_seconds: 10,
             timezone: "local".into(),
+            header_timeout_seconds: 10,
+            idle_timeout_seconds: 60,
+            body_timeout_seconds: 30,
+            max_connections: 512,
+            mcp_max_sessions: 64,
+            mcp_max_init_bytes: 16 * 1024,
+            mcp_session_idle_seconds: 300,
         }
     }
 }

@@ -187,20 +187,17 @@ impl Gateway {
             tasks.spawn(timer);
         }
         let addr = if options.serve_http {
-            let listener = tokio::net::TcpListener::bind(&config.gateway.listen)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: config.gateway.listen.clone(),
-                    source,
-                })?;
+            open_file_limit(config.gateway.max_connections);
+            let listener =
+                http::bind(&config.gateway.listen)
+                    .await
+                    .map_err(|source| StartError::Listen {
+                        addr: config.gateway.listen.clone(),
+                        source,
+                    })?;
             let addr = listener.local_addr().ok();
             let state = http::AppState::new(dispatcher.clone(), Arc::clone(&hub), api_token);
-            let stop = shutdown.clone();
-            tasks.spawn(async move {
-                if let Err(err) = http::serve(listener, state, stop).await {
-                    tracing::error!(%err, "HTTP server stopped");
-                }
-            });
+            tasks.spawn(http::serve(listener, state, shutdown.clone()));
             addr
         } else {
             None
@@ -266,6 +263,27 @@ impl Gateway {
             tracing::error!(%err, "closing the store failed");
         }
         drained
+    }
+}
+
+/// Raise the open-file limit as far as it goes, log it, and warn when it cannot hold the
+/// connections the config allows plus the files the gateway needs besides.
+fn open_file_limit(max_connections: usize) {
+    /// The database, its WAL, the platforms' connections, the backends' HTTP clients.
+    const OTHER_FILES: u64 = 128;
+    let Some(limit) = http::raise_open_file_limit() else {
+        return;
+    };
+    tracing::info!(open_files = limit, "open-file limit");
+    let needed = (max_connections + http::SPARE_CONNECTIONS) as u64 + OTHER_FILES;
+    if limit < needed {
+        tracing::warn!(
+            open_files = limit,
+            needed,
+            "the open-file limit is below gateway.max_connections plus what the gateway needs \
+             besides; lower gateway.max_connections or raise the hard limit (ulimit -Hn, \
+             LimitNOFILE= in a systemd unit)"
+        );
     }
 }
 

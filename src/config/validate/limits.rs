@@ -7,6 +7,9 @@ use std::net::SocketAddr;
 use super::super::Config;
 use super::Checker;
 
+/// Below this an ordinary MCP client's `initialize` does not fit.
+const MIN_MCP_INIT_BYTES: usize = 1024;
+
 impl Checker<'_> {
     pub(super) fn gateway(&mut self, config: &Config) {
         let gateway = &config.gateway;
@@ -54,6 +57,49 @@ impl Checker<'_> {
             gateway.turn_timeout_seconds,
             " (seconds a turn may run)",
         );
+        for (key, value, hint) in [
+            (
+                "gateway.header_timeout_seconds",
+                gateway.header_timeout_seconds,
+                " (seconds a client has to send its request headers)",
+            ),
+            (
+                "gateway.idle_timeout_seconds",
+                gateway.idle_timeout_seconds,
+                " (seconds a kept-alive connection may wait for its next request)",
+            ),
+            (
+                "gateway.body_timeout_seconds",
+                gateway.body_timeout_seconds,
+                " (seconds a request body may take to arrive)",
+            ),
+            (
+                "gateway.max_connections",
+                gateway.max_connections as u64,
+                ": with no room no request is served",
+            ),
+            (
+                "gateway.mcp_max_sessions",
+                gateway.mcp_max_sessions as u64,
+                " (MCP sessions open at once; 0 would refuse every MCP client)",
+            ),
+            (
+                "gateway.mcp_session_idle_seconds",
+                gateway.mcp_session_idle_seconds,
+                " (seconds an unused MCP session lives)",
+            ),
+        ] {
+            self.at_least_one(key, value, hint);
+        }
+        if gateway.mcp_max_init_bytes < MIN_MCP_INIT_BYTES {
+            self.report(
+                "gateway.mcp_max_init_bytes",
+                format!(
+                    "must be at least {MIN_MCP_INIT_BYTES}: an MCP client's `initialize` request \
+                     (its name, version and capabilities) needs that much room"
+                ),
+            );
+        }
     }
 
     pub(super) fn lanes(&mut self, config: &Config) {
