@@ -44,7 +44,8 @@ pub struct GatewayConfig {
     pub listen: String,
     /// SQLite file; `:memory:` for throwaway runs.
     pub database: String,
-    /// Env var holding the bearer token for `/v1` and `/api`; unset means loopback only.
+    /// Env var holding the bearer token for every route but the webhooks and health checks;
+    /// unset means this machine only.
     pub api_token_env: Option<String>,
     /// A reply equal to this (trimmed) is a silent turn.
     pub silent_token: String,

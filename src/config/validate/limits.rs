@@ -34,8 +34,8 @@ impl Checker<'_> {
             self.env_var(
                 "gateway.api_token_env",
                 name,
-                "the bearer token for /v1 and /api (or remove the key: without it only \
-                 loopback clients are served)",
+                "the bearer token for /v1, /api, /mcp and /metrics (or remove the key: \
+                 without it only clients on this machine are served)",
             );
         }
         let token = &gateway.silent_token;

@@ -290,6 +290,27 @@ mod tests {
     }
 
     #[test]
+    fn connection_and_mcp_limits_must_leave_room() {
+        let text = "[gateway]\nheader_timeout_seconds = 0\nidle_timeout_seconds = 0\n\
+                    body_timeout_seconds = 0\nmax_connections = 0\nmcp_max_sessions = 0\n\
+                    mcp_max_init_bytes = 100\nmcp_session_idle_seconds = 0\n";
+        let problems = validate(&parse(text), &no_env);
+        assert_eq!(
+            keys(&problems),
+            [
+                "gateway.header_timeout_seconds",
+                "gateway.idle_timeout_seconds",
+                "gateway.body_timeout_seconds",
+                "gateway.max_connections",
+                "gateway.mcp_max_sessions",
+                "gateway.mcp_session_idle_seconds",
+                "gateway.mcp_max_init_bytes",
+            ]
+        );
+        assert!(validate(&parse("[gateway]\nmax_connections = 8\n"), &no_env).is_empty());
+    }
+
+    #[test]
     fn env_vars_must_be_set_and_non_empty() {
         let text = "[gateway]\napi_token_env = \"TOKEN\"\n";
         let config = parse(text);
