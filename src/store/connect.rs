@@ -20,6 +20,10 @@ use super::StoreError;
 /// How long a connection waits for a lock held by another one before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the checkpoint connection waits for readers to finish before a `TRUNCATE` gives up
+/// for this round: the writer holds still meanwhile (`checkpoint.rs`).
+const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
 /// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
 /// and the savepoints around every job); an evicted one is parsed again on its next use.
@@ -81,8 +85,9 @@ impl Location {
         }
     }
 
-    /// Opens the one connection that writes, creating the file if needed.
-    pub(crate) fn open_writer(&self) -> Result<Connection, StoreError> {
+    /// Opens the one connection that writes, creating the file if needed. `wal_limit` (bytes)
+    /// is the size the log is cut back to whenever it starts over (`journal_size_limit`).
+    pub(crate) fn open_writer(&self, wal_limit: u64) -> Result<Connection, StoreError> {
         let setup = || -> rusqlite::Result<Connection> {
             let conn = self.open_raw()?;
             conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -95,6 +100,7 @@ impl Location {
             if let Location::File(_) = self {
                 // The checkpoint thread does it, so no commit waits for one (`checkpoint.rs`).
                 conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+                conn.pragma_update(None, "journal_size_limit", clamp(wal_limit))?;
             }
             Ok(conn)
         };
@@ -102,10 +108,11 @@ impl Location {
     }
 
     /// Opens the connection that checkpoints the WAL (`checkpoint.rs`).
-    pub(crate) fn open_checkpointer(&self) -> Result<Connection, StoreError> {
+    pub(crate) fn open_checkpointer(&self, wal_limit: u64) -> Result<Connection, StoreError> {
         let setup = || -> rusqlite::Result<Connection> {
             let conn = self.open_raw()?;
-            conn.busy_timeout(BUSY_TIMEOUT)?;
+            conn.busy_timeout(CHECKPOINT_BUSY_TIMEOUT)?;
+            conn.pragma_update(None, "journal_size_limit", clamp(wal_limit))?;
             Ok(conn)
         };
         setup().map_err(|e| self.open_err(e))
@@ -126,4 +133,9 @@ impl Location {
         };
         setup().map_err(|e| self.open_err(e))
     }
+}
+
+/// SQLite takes the limit as a signed 64-bit number.
+fn clamp(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }
