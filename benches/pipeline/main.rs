@@ -10,8 +10,9 @@
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
 //! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
 //! `wal` (WAL and database size under sustained load), `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
-//! the number of events per throughput run (for profiling under callgrind), and
-//! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default).
+//! the number of events per throughput run (for profiling under callgrind),
+//! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
+//! and `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
 //!
 //! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
@@ -61,7 +62,7 @@ const SMOKE: Sizes = Sizes {
     soak_seconds: 1,
 };
 
-/// Events per second offered in the `wal` soak.
+/// Events per second offered in the `wal` soak (`BATON_BENCH_SOAK_RATE=N` to change).
 const SOAK_RATE: u64 = 1000;
 
 /// One mention in five messages: see BENCHMARKS.md for why.
@@ -82,6 +83,10 @@ fn main() {
         sizes.warmup = sizes.warmup.min(events);
     }
     let lanes = env_number("BATON_BENCH_LANES").unwrap_or(4);
+    if let Some(seconds) = env_number("BATON_BENCH_SOAK_SECONDS") {
+        sizes.soak_seconds = seconds as u64;
+    }
+    let soak_rate = env_number("BATON_BENCH_SOAK_RATE").map_or(SOAK_RATE, |r| r as u64);
 
     // The same runtime `baton run` uses: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -177,13 +182,13 @@ fn main() {
         // The default bound, then one out of reach: the log as it grew before it had a bound.
         for limit_mb in [64, 1024 * 1024] {
             let soak = runtime.block_on(wal::soak(
-                SOAK_RATE,
+                soak_rate,
                 sizes.soak_seconds,
                 1000,
                 MENTION_EVERY,
                 limit_mb,
             ));
-            print_soak(&soak, limit_mb);
+            print_soak(&soak, soak_rate, limit_mb);
         }
     }
     drop(runtime);
@@ -214,10 +219,10 @@ fn main() {
     }
 }
 
-fn print_soak(soak: &wal::Soak, limit_mb: u64) {
+fn print_soak(soak: &wal::Soak, rate: u64, limit_mb: u64) {
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
     println!(
-        "## wal: store.wal_limit_mb = {limit_mb}; {SOAK_RATE} events/s offered for {} events, \
+        "## wal: store.wal_limit_mb = {limit_mb}; {rate} events/s offered for {} events, \
          1000 chats, 1 mention in {MENTION_EVERY}, one reader ({} transcript reads)",
         soak.events, soak.reads
     );

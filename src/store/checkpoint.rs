@@ -12,40 +12,40 @@
 //! Copying is not enough to keep the file small. The log only starts over from its beginning
 //! when a write finds it fully copied *and* no reader still using it; with readers coming and
 //! going all the time that moment rarely comes, and the file grew to gigabytes under load. So
-//! this thread looks at the file's size every [`SIZE_POLL`], and once it passes half of its
-//! bound, asks the writer to hold still between two batches ([`Pauser`]), runs
-//! `wal_checkpoint(TRUNCATE)` (which waits, up to the connection's busy timeout, for the
-//! short-lived readers to finish) and lets the writer go: the file is emptied and writes wait
-//! for that one checkpoint, about as long as a commit's syncs. The other half of the bound is
-//! the room the log has to grow while that happens.
+//! the writer looks at the file's size after each commit ([`WalBound::keep`], one `stat`), and
+//! once it passes half of its bound, runs `wal_checkpoint(TRUNCATE)` itself before it takes the
+//! next batch. That is the pause such a checkpoint needs: no transaction writes while it runs
+//! (a busy writer leaves only gaps too short for a checkpoint's busy handler on another
+//! connection to catch), and it waits up to [`TRUNCATE_WAIT`] for the short-lived readers to
+//! finish. The passive checkpoints have already copied nearly everything, so writes wait for
+//! little more than the syncs (and for a passive copy in progress: SQLite runs one checkpoint at
+//! a time, see [`OneCheckpoint`]). The other half of the bound is the room the log has to grow
+//! if readers keep a truncation from finishing; the next try comes [`RETRY_AFTER`] later.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
-use super::writer::Pauser;
+use super::connect::BUSY_TIMEOUT;
 
 /// How often the log is checkpointed. At the writer's top speed the log grows by about the
 /// default 1000-page threshold in this time.
 const INTERVAL: Duration = Duration::from_millis(200);
 
-/// How often the log's size is looked at (one `stat`): often enough that it cannot grow by much
-/// between a look and the checkpoint that empties it.
-const SIZE_POLL: Duration = Duration::from_millis(20);
+/// How long a truncation waits for readers before it gives up for this round; the writer holds
+/// still meanwhile.
+const TRUNCATE_WAIT: Duration = Duration::from_secs(1);
 
-/// After a `TRUNCATE` that readers kept from finishing, how long before the next try: the
-/// writer holds still during each try, so it must not try back to back.
+/// After a truncation that readers kept from finishing, how long before the next try: writes
+/// wait during each try, so they must not come back to back.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// The WAL file and the size it must stay under.
-pub(crate) struct WalBound {
-    /// `<database>-wal`.
-    pub(crate) file: PathBuf,
-    /// Bytes.
-    pub(crate) limit: u64,
-}
+/// One checkpoint at a time: SQLite refuses a second at once without waiting (no busy handler
+/// for that lock), so a truncation would fail whenever it met a passive copy in progress.
+pub(crate) type OneCheckpoint = Arc<Mutex<()>>;
 
 /// The checkpoint thread; it stops when this is dropped (with the store's last handle).
 pub(crate) struct Checkpointer {
@@ -53,62 +53,91 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Checkpoints through `conn` every [`INTERVAL`] until dropped, and empties the log through
-    /// `writer`'s pause when it passes half of `bound`.
-    pub(crate) fn spawn(conn: Connection, bound: WalBound, writer: Pauser) -> std::io::Result<Self> {
+    /// Checkpoints through `conn` every [`INTERVAL`] until dropped, each inside `one`.
+    pub(crate) fn spawn(conn: Connection, one: OneCheckpoint) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("baton-store-checkpoint".into())
             .spawn(move || {
-                let mut over = false;
-                let mut next_passive = Instant::now() + INTERVAL;
-                let mut next_truncate = Instant::now();
                 // Nothing is ever sent: the channel disconnects when the store goes away.
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(SIZE_POLL) {
-                    let now = Instant::now();
-                    if now >= next_passive {
-                        checkpoint(&conn, "PASSIVE");
-                        next_passive = now + INTERVAL;
-                    }
-                    if now >= next_truncate && wal_size(&bound) > bound.limit / 2 {
-                        // Held until the checkpoint is done; dropping it lets the writer go.
-                        let Some(_paused) = writer.pause() else {
-                            return; // the writer has stopped: the store is closing
-                        };
-                        if !checkpoint(&conn, "TRUNCATE") {
-                            next_truncate = Instant::now() + RETRY_AFTER;
-                        }
-                    }
-                    over = warn_over_bound(&bound, over);
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(INTERVAL) {
+                    let _one = one.lock().unwrap_or_else(PoisonError::into_inner);
+                    checkpoint(&conn, "PASSIVE");
                 }
             })?;
         Ok(Checkpointer { _stop: stop })
     }
 }
 
-fn wal_size(bound: &WalBound) -> u64 {
-    std::fs::metadata(&bound.file).map_or(0, |m| m.len())
+/// The WAL file, the size it must stay under, and the writer's state in keeping it there.
+pub(crate) struct WalBound {
+    /// `<database>-wal`.
+    file: PathBuf,
+    /// Bytes.
+    limit: u64,
+    /// No truncation before this (after one that could not finish).
+    next_try: Instant,
+    /// Whether the last look found the file over its bound (warned once per crossing).
+    over: bool,
+    /// Shared with the passive checkpoints.
+    one: OneCheckpoint,
 }
 
-/// Warns once each time the log ends a round over its bound (a reader in another process
-/// holding a snapshot for long can cause it); returns whether it is over.
-fn warn_over_bound(bound: &WalBound, was_over: bool) -> bool {
-    let size = wal_size(bound);
-    let over = size > bound.limit;
-    if over && !was_over {
-        tracing::warn!(
-            wal_bytes = size,
-            limit_bytes = bound.limit,
-            file = %bound.file.display(),
-            "the WAL is over its bound (store.wal_limit_mb) and could not be emptied yet: \
-             a long read (in another process?) holds it; retrying"
-        );
+impl WalBound {
+    /// The bound for `file`, of `limit` bytes; truncations take turns with the passive
+    /// checkpoints through `one`.
+    pub(crate) fn new(file: PathBuf, limit: u64, one: OneCheckpoint) -> Self {
+        WalBound {
+            file,
+            limit,
+            next_try: Instant::now(),
+            over: false,
+            one,
+        }
     }
-    over
+
+    /// Run by the writer after a commit, outside any transaction on `conn`: empties the log
+    /// when it has passed half of the bound.
+    pub(crate) fn keep(&mut self, conn: &Connection) {
+        let size = std::fs::metadata(&self.file).map_or(0, |m| m.len());
+        if size > self.limit / 2 && Instant::now() >= self.next_try {
+            // Waits for a passive copy in progress, which leaves the truncation less to copy.
+            let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
+            if truncate(conn) {
+                self.over = false;
+                return;
+            }
+            self.next_try = Instant::now() + RETRY_AFTER;
+        }
+        let over = size > self.limit;
+        if over && !self.over {
+            tracing::warn!(
+                wal_bytes = size,
+                limit_bytes = self.limit,
+                file = %self.file.display(),
+                "the WAL is over its bound (store.wal_limit_mb) and could not be emptied yet: \
+                 a long read (in another process?) holds it; retrying every second"
+            );
+        }
+        self.over = over;
+    }
+}
+
+/// A `TRUNCATE` checkpoint that waits at most [`TRUNCATE_WAIT`] for readers.
+fn truncate(conn: &Connection) -> bool {
+    if let Err(err) = conn.busy_timeout(TRUNCATE_WAIT) {
+        tracing::warn!(%err, "cannot set the checkpoint's wait");
+        return false;
+    }
+    let done = checkpoint(conn, "TRUNCATE");
+    if let Err(err) = conn.busy_timeout(BUSY_TIMEOUT) {
+        tracing::warn!(%err, "cannot restore the writer's busy timeout");
+    }
+    done
 }
 
 /// Runs one checkpoint; returns whether it finished.
-fn checkpoint(conn: &Connection, mode: &str) -> bool {
+pub(crate) fn checkpoint(conn: &Connection, mode: &str) -> bool {
     let sql = format!("PRAGMA wal_checkpoint({mode})");
     match conn.query_row(&sql, [], |row| row.get::<_, i64>(0)) {
         Ok(0) => true,
@@ -182,7 +211,7 @@ mod tests {
             .map(|w| {
                 let (store, text) = (store.clone(), text.clone());
                 tokio::spawn(async move {
-                    for i in 0..2500 {
+                    for i in 0..1200 {
                         let entry = NewEntry {
                             session: format!("s{}", (w + i) % 3),
                             ts_ms: i,

@@ -18,11 +18,7 @@ use rusqlite::{Connection, OpenFlags};
 use super::StoreError;
 
 /// How long a connection waits for a lock held by another one before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long the checkpoint connection waits for readers to finish before a `TRUNCATE` gives up
-/// for this round: the writer holds still meanwhile (`checkpoint.rs`).
-const CHECKPOINT_BUSY_TIMEOUT: Duration = Duration::from_secs(1);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
 /// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
@@ -108,11 +104,10 @@ impl Location {
     }
 
     /// Opens the connection that checkpoints the WAL (`checkpoint.rs`).
-    pub(crate) fn open_checkpointer(&self, wal_limit: u64) -> Result<Connection, StoreError> {
+    pub(crate) fn open_checkpointer(&self) -> Result<Connection, StoreError> {
         let setup = || -> rusqlite::Result<Connection> {
             let conn = self.open_raw()?;
-            conn.busy_timeout(CHECKPOINT_BUSY_TIMEOUT)?;
-            conn.pragma_update(None, "journal_size_limit", clamp(wal_limit))?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
             Ok(conn)
         };
         setup().map_err(|e| self.open_err(e))

@@ -81,7 +81,7 @@ pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 
 use chat_settings::SettingsCache;
-use checkpoint::{Checkpointer, WalBound};
+use checkpoint::{Checkpointer, OneCheckpoint, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
 use readers::Readers;
@@ -116,8 +116,8 @@ impl std::fmt::Debug for Store {
 /// How a store is run, beyond where its file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
-    /// The size in bytes the WAL file is kept under (`store.wal_limit_mb`): it is emptied
-    /// once it passes half of this (`checkpoint.rs`).
+    /// The size in bytes the WAL file is kept under (`store.wal_limit_mb`): the writer empties
+    /// it once it passes half of this (`checkpoint.rs`).
     pub wal_limit: u64,
 }
 
@@ -149,24 +149,21 @@ impl Store {
         migrate::run_migrations(&mut conn)?;
         let settings = Arc::new(SettingsCache::load(&conn)?);
         let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
-        let writer = Writer::spawn(conn).map_err(|e| {
-            StoreError::Internal(format!("cannot start the store writer thread: {e}"))
-        })?;
-        let (keeper, checkpointer) = match &location {
-            Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None),
+        let (keeper, checkpointer, bound) = match &location {
+            Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None, None),
             Location::File(path) => {
-                let bound = WalBound {
-                    file: format!("{path}-wal").into(),
-                    limit: options.wal_limit,
-                };
-                let conn = location.open_checkpointer(options.wal_limit)?;
-                let checkpointer = Checkpointer::spawn(conn, bound, writer.pauser())
-                    .map_err(|e| {
-                        StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
-                    })?;
-                (None, Some(checkpointer))
+                let conn = location.open_checkpointer()?;
+                let one = OneCheckpoint::default();
+                let checkpointer = Checkpointer::spawn(conn, Arc::clone(&one)).map_err(|e| {
+                    StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
+                })?;
+                let bound = WalBound::new(format!("{path}-wal").into(), options.wal_limit, one);
+                (None, Some(checkpointer), Some(bound))
             }
         };
+        let writer = Writer::spawn(conn, bound).map_err(|e| {
+            StoreError::Internal(format!("cannot start the store writer thread: {e}"))
+        })?;
         let first_reader = location.open_reader()?;
         tracing::debug!(database = location.display(), "store opened");
         Ok(Store {

@@ -17,12 +17,12 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
+use super::checkpoint::{WalBound, checkpoint};
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -34,54 +34,8 @@ const QUEUE: usize = 4 * MAX_BATCH;
 pub(crate) enum Message {
     /// Run this job in the next batch.
     Job(Box<dyn Job>),
-    /// Commit what came before, then wait until the sender lets go (`checkpoint.rs`).
-    Pause(Pause),
     /// Commit what came before, truncate the WAL, then stop.
     Stop,
-}
-
-/// The longest the writer waits for a [`Pause`] to be lifted, should its sender hang.
-const MAX_PAUSE: Duration = Duration::from_secs(3);
-
-/// A request that the writer hold still between two batches, so that a checkpoint on another
-/// connection can restart the WAL: SQLite can only do that while no transaction writes, and a
-/// busy writer leaves only gaps too short for the checkpoint's busy handler to catch.
-pub(crate) struct Pause {
-    /// Told once everything sent before the pause is committed and the writer holds still.
-    parked: std::sync::mpsc::Sender<()>,
-    /// The writer holds still until the other end is dropped (or [`MAX_PAUSE`] passes).
-    resume: std::sync::mpsc::Receiver<()>,
-}
-
-impl Pause {
-    fn hold(self) {
-        if self.parked.send(()).is_ok() {
-            // Dropping the sender ends the wait; nothing is ever sent.
-            let _ = self.resume.recv_timeout(MAX_PAUSE);
-        }
-    }
-}
-
-/// Asks the writer for a [`Pause`]; held by the checkpoint thread.
-pub(crate) struct Pauser {
-    jobs: mpsc::Sender<Message>,
-}
-
-impl Pauser {
-    /// Blocks until the writer has committed what was queued and holds still; it resumes when
-    /// the returned guard is dropped. `None` when the writer has stopped. Blocking: call only
-    /// from a thread outside the async runtime.
-    pub(crate) fn pause(&self) -> Option<std::sync::mpsc::Sender<()>> {
-        let (parked, is_parked) = std::sync::mpsc::channel();
-        let (resume, resumed) = std::sync::mpsc::channel();
-        let pause = Pause {
-            parked,
-            resume: resumed,
-        };
-        self.jobs.blocking_send(Message::Pause(pause)).ok()?;
-        is_parked.recv().ok()?;
-        Some(resume)
-    }
 }
 
 /// One unit of work, type-erased so that jobs with different results share a channel.
@@ -175,14 +129,15 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`.
-    pub(crate) fn spawn(conn: Connection) -> std::io::Result<Self> {
+    /// Starts the writer thread on `conn`; after each commit it keeps the WAL under `bound`
+    /// (a file database).
+    pub(crate) fn spawn(conn: Connection, bound: Option<WalBound>) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let commits = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&commits);
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
-            .spawn(move || writer_loop(conn, rx, &counter))?;
+            .spawn(move || writer_loop(conn, rx, &counter, bound))?;
         Ok(Writer {
             jobs,
             thread: std::sync::Mutex::new(Some(thread)),
@@ -236,37 +191,33 @@ impl Writer {
         self.commits.load(Ordering::Relaxed)
     }
 
-    /// A handle the checkpoint thread uses to make the writer hold still.
-    pub(crate) fn pauser(&self) -> Pauser {
-        Pauser {
-            jobs: self.jobs.clone(),
-        }
-    }
 }
 
-fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Message>, commits: &AtomicU64) {
+fn writer_loop(
+    conn: Connection,
+    mut rx: mpsc::Receiver<Message>,
+    commits: &AtomicU64,
+    mut bound: Option<WalBound>,
+) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH + 1);
     loop {
         let mut stop = false;
-        let mut pause = None;
         match rx.blocking_recv() {
             Some(Message::Job(job)) => batch.push(job),
-            Some(Message::Pause(p)) => pause = Some(p),
             Some(Message::Stop) | None => stop = true,
         }
-        while !stop && pause.is_none() && batch.len() <= MAX_BATCH {
+        while !stop && batch.len() <= MAX_BATCH {
             match rx.try_recv() {
                 Ok(Message::Job(job)) => batch.push(job),
-                Ok(Message::Pause(p)) => pause = Some(p),
                 Ok(Message::Stop) => stop = true,
                 Err(_) => break,
             }
         }
         if !batch.is_empty() {
             run_batch(&conn, &mut batch, commits);
-        }
-        if let Some(pause) = pause {
-            pause.hold();
+            if let Some(bound) = &mut bound {
+                bound.keep(&conn);
+            }
         }
         if stop {
             if commits.load(Ordering::Relaxed) > 0 {
@@ -282,13 +233,8 @@ fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Message>, commits: &Atom
 /// log behind. Only a store that wrote does it: a command that merely read must not wait on a
 /// gateway writing beside it. Nothing is lost if it cannot finish (the log stays valid).
 fn truncate_wal(conn: &Connection) {
-    let done = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
-        row.get::<_, i64>(0)
-    });
-    match done {
-        Ok(0) => {}
-        Ok(_) => tracing::info!("the WAL could not be emptied at stop: another process reads it"),
-        Err(err) => tracing::warn!(%err, "WAL checkpoint at stop failed"),
+    if !checkpoint(conn, "TRUNCATE") {
+        tracing::info!("the WAL could not be emptied at stop: another process is using it");
     }
 }
 
