@@ -140,14 +140,14 @@ async fn prune_deletes_old_rows_keeps_newer_ones_and_the_export_has_every_field(
     let db = db.to_str().unwrap();
     let now = baton::mirror::now_ms();
     let store = Store::open(db).await.unwrap();
-    for (session, days, text) in [
-        ("bot:snark:local:snark:a", 100, "ancient"),
-        ("bot:snark:local:snark:b", 40, "old"),
-        ("bot:snark:local:snark:a", 2, "recent"),
+    for (session, age_ms, text) in [
+        ("bot:snark:local:snark:a", 100 * DAY_MS, "ancient"),
+        ("bot:snark:local:snark:b", 40 * DAY_MS, "old"),
+        ("bot:snark:local:snark:a", DAY_MS / 2, "recent"),
         ("bot:caid:local:caid:a", 0, "today"),
     ] {
         store
-            .append(entry(session, now - days * DAY_MS, text))
+            .append(entry(session, now - age_ms, text))
             .await
             .unwrap();
     }
