@@ -221,3 +221,48 @@ async fn prune_deletes_old_rows_keeps_newer_ones_and_the_export_has_every_field(
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("2026-01-31"), "{}", show(&out));
 }
+
+#[tokio::test]
+async fn run_applies_retention_at_start_and_keeps_what_is_set_to_keep() {
+    use baton::config::Config;
+    use baton::gateway::{Gateway, ScheduleClock, StartOptions};
+    use support::process::eventually;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kept.db");
+    let now = baton::mirror::now_ms();
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    store.audit(audit(now - 90 * DAY_MS, "old")).await.unwrap();
+    store.audit(audit(now, "new")).await.unwrap();
+    store
+        .append(entry("bot:snark:local:snark:a", now - 90 * DAY_MS, "old"))
+        .await
+        .unwrap();
+    store.close().await.unwrap();
+
+    let text = "[retention]\naudit = \"30d\"\n";
+    let config = Config::from_toml(text, dir.path(), &|_| None).expect("valid config");
+    let options = StartOptions {
+        database: Some(db.to_string_lossy().into_owned()),
+        clock: ScheduleClock::Manual,
+        ..StartOptions::default()
+    };
+    let gateway = Gateway::start(config, options).await.unwrap();
+    let store = gateway.store().clone();
+    eventually(STEP_DEADLINE, "the old audit row pruned at start", || {
+        let store = store.clone();
+        async move {
+            let log = store.audit_log(10).await.ok()?;
+            (log.len() == 1 && log[0].command == "new").then_some(())
+        }
+    })
+    .await;
+    let kept = store
+        .transcript(baton::store::TranscriptQuery::session(
+            "bot:snark:local:snark:a",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 1, "transcripts default to keep: {kept:?}");
+    gateway.shutdown().await;
+}

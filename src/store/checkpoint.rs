@@ -123,6 +123,18 @@ impl WalBound {
     }
 }
 
+impl WalBound {
+    /// Run by the writer when the store closes: copies the whole log into the database and
+    /// empties it, so that a clean stop leaves no large log behind. Nothing is lost if it
+    /// cannot finish (the log stays valid and is replayed at the next open).
+    pub(crate) fn empty_at_stop(&self, conn: &Connection) {
+        let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
+        if !checkpoint(conn, "TRUNCATE") {
+            tracing::info!("the WAL could not be emptied at stop: another process is using it");
+        }
+    }
+}
+
 /// A `TRUNCATE` checkpoint that waits at most [`TRUNCATE_WAIT`] for readers.
 fn truncate(conn: &Connection) -> bool {
     if let Err(err) = conn.busy_timeout(TRUNCATE_WAIT) {
@@ -137,7 +149,7 @@ fn truncate(conn: &Connection) -> bool {
 }
 
 /// Runs one checkpoint; returns whether it finished.
-pub(crate) fn checkpoint(conn: &Connection, mode: &str) -> bool {
+fn checkpoint(conn: &Connection, mode: &str) -> bool {
     let sql = format!("PRAGMA wal_checkpoint({mode})");
     match conn.query_row(&sql, [], |row| row.get::<_, i64>(0)) {
         Ok(0) => true,

@@ -22,7 +22,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
-use super::checkpoint::{WalBound, checkpoint};
+use super::checkpoint::WalBound;
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -220,21 +220,16 @@ fn writer_loop(
             }
         }
         if stop {
-            if commits.load(Ordering::Relaxed) > 0 {
-                truncate_wal(&conn);
+            // Only a store that wrote: a command that merely read must not wait on a gateway
+            // writing beside it.
+            if let Some(bound) = &bound
+                && commits.load(Ordering::Relaxed) > 0
+            {
+                bound.empty_at_stop(&conn);
             }
             tracing::debug!("store writer stopped");
             return;
         }
-    }
-}
-
-/// Copies the whole WAL into the database and empties it, so that a clean stop leaves no large
-/// log behind. Only a store that wrote does it: a command that merely read must not wait on a
-/// gateway writing beside it. Nothing is lost if it cannot finish (the log stays valid).
-fn truncate_wal(conn: &Connection) {
-    if !checkpoint(conn, "TRUNCATE") {
-        tracing::info!("the WAL could not be emptied at stop: another process is using it");
     }
 }
 
