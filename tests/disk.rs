@@ -84,14 +84,25 @@ async fn a_second_run_on_one_database_exits_1_naming_the_holder() {
 
     // Once the first stops, the database is free again, and no large WAL was left behind.
     first.terminate();
-    assert!(first.wait(EXIT_DEADLINE).await.success(), "{}", first.logs());
+    assert!(
+        first.wait(EXIT_DEADLINE).await.success(),
+        "{}",
+        first.logs()
+    );
     let wal = dir.path().join("one.db-wal");
     let wal_len = std::fs::metadata(&wal).map_or(0, |m| m.len());
-    assert!(wal_len < 64 * 1024, "{wal_len} bytes of WAL after a clean stop");
+    assert!(
+        wal_len < 64 * 1024,
+        "{wal_len} bytes of WAL after a clean stop"
+    );
     let (mut again, out) = Running::spawn(run_on(dir.path(), &db));
     let _base = again.base_url(out).await;
     again.terminate();
-    assert!(again.wait(EXIT_DEADLINE).await.success(), "{}", again.logs());
+    assert!(
+        again.wait(EXIT_DEADLINE).await.success(),
+        "{}",
+        again.logs()
+    );
 }
 
 fn entry(session: &str, ts_ms: i64, text: &str) -> NewEntry {
@@ -180,7 +191,15 @@ async fn prune_deletes_old_rows_keeps_newer_ones_and_the_export_has_every_field(
 
     // Only the audit table first: the transcript is untouched.
     let mut audit_only = baton(dir.path());
-    audit_only.args(["prune", "--before", "30d", "--table", "audit", "--database", db]);
+    audit_only.args([
+        "prune",
+        "--before",
+        "30d",
+        "--table",
+        "audit",
+        "--database",
+        db,
+    ]);
     let out = output(audit_only).await;
     assert!(out.status.success(), "{}", show(&out));
     let said = String::from_utf8_lossy(&out.stdout);
@@ -214,12 +233,20 @@ async fn prune_deletes_old_rows_keeps_newer_ones_and_the_export_has_every_field(
         "{}",
         show(&out)
     );
-    assert_eq!(export(dir.path(), db).await.len(), 2, "the recent rows stay");
+    assert_eq!(
+        export(dir.path(), db).await.len(),
+        2,
+        "the recent rows stay"
+    );
     let mut bad = baton(dir.path());
     bad.args(["prune", "--before", "last week", "--database", db]);
     let out = output(bad).await;
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("2026-01-31"), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2026-01-31"),
+        "{}",
+        show(&out)
+    );
 }
 
 #[tokio::test]

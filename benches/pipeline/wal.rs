@@ -95,7 +95,13 @@ pub(crate) async fn soak(
         tick.tick().await;
         let chat = n % chats;
         let sender = chat * 8 + (n / chats) % 8;
-        injector.inject(group_message(n, chat, sender, BOT, kind_of(n, mention_every)));
+        injector.inject(group_message(
+            n,
+            chat,
+            sender,
+            BOT,
+            kind_of(n, mention_every),
+        ));
         let at = started.elapsed();
         if at >= next_sample {
             samples.push(Sample {

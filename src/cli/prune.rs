@@ -85,7 +85,10 @@ pub(super) async fn prune(config: &Path, args: PruneArgs) -> anyhow::Result<()> 
 fn parse_before(text: &str, now_ms: i64) -> anyhow::Result<i64> {
     let text = text.trim();
     if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
-        return Ok(date.and_time(chrono::NaiveTime::MIN).and_utc().timestamp_millis());
+        return Ok(date
+            .and_time(chrono::NaiveTime::MIN)
+            .and_utc()
+            .timestamp_millis());
     }
     if let Ok(time) = DateTime::parse_from_rfc3339(text) {
         return Ok(time.timestamp_millis());
@@ -102,8 +105,10 @@ fn parse_before(text: &str, now_ms: i64) -> anyhow::Result<i64> {
 }
 
 fn show(ms: i64) -> String {
-    DateTime::<Utc>::from_timestamp_millis(ms)
-        .map_or_else(|| ms.to_string(), |t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+    DateTime::<Utc>::from_timestamp_millis(ms).map_or_else(
+        || ms.to_string(),
+        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
+    )
 }
 
 #[cfg(test)]

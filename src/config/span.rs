@@ -65,12 +65,25 @@ mod tests {
     fn ages_and_keep() {
         assert_eq!(parse_age(" keep "), Ok(None));
         assert_eq!(parse_age("12h"), Ok(Some(Duration::from_secs(12 * 3600))));
-        assert_eq!(parse_age("2w1d"), Ok(Some(Duration::from_secs(15 * 86_400))));
+        assert_eq!(
+            parse_age("2w1d"),
+            Ok(Some(Duration::from_secs(15 * 86_400)))
+        );
     }
 
     #[test]
     fn bad_ages_say_what_to_write() {
-        for bad in ["", "90", "d", "90 d", "30m", "0d", "-1d", "forever", "99999999999999999w"] {
+        for bad in [
+            "",
+            "90",
+            "d",
+            "90 d",
+            "30m",
+            "0d",
+            "-1d",
+            "forever",
+            "99999999999999999w",
+        ] {
             let err = parse_age(bad).unwrap_err();
             assert!(err.contains("\"keep\""), "{bad}: {err}");
         }

@@ -197,7 +197,11 @@ impl Gateway {
         for left in unfinished {
             tasks.spawn(dispatcher.clone().rerun_unfinished(left, shutdown.clone()));
         }
-        tasks.spawn(maintenance(Arc::clone(&shared), retention, shutdown.clone()));
+        tasks.spawn(maintenance(
+            Arc::clone(&shared),
+            retention,
+            shutdown.clone(),
+        ));
         if options.clock == ScheduleClock::Timer && scheduler.has_jobs() {
             let timer = crate::schedule::run_timer(Arc::clone(&scheduler), shutdown.clone());
             tasks.spawn(timer);

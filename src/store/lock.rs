@@ -111,7 +111,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("baton.db");
         let db = db.to_str().unwrap();
-        let first = DatabaseLock::acquire(db).unwrap().expect("a file is locked");
+        let first = DatabaseLock::acquire(db)
+            .unwrap()
+            .expect("a file is locked");
         let text = std::fs::read_to_string(format!("{db}.lock")).unwrap();
         assert_eq!(text.trim(), std::process::id().to_string());
         // flock locks belong to the open file, so a second open in this process conflicts too.
@@ -122,7 +124,10 @@ mod tests {
             msg.contains(&format!("pid {}", std::process::id())),
             "{msg}"
         );
-        assert!(msg.contains("baton.db.lock") && msg.contains("--database"), "{msg}");
+        assert!(
+            msg.contains("baton.db.lock") && msg.contains("--database"),
+            "{msg}"
+        );
         drop(first);
         assert!(DatabaseLock::acquire(db).unwrap().is_some());
     }

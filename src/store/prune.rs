@@ -221,7 +221,11 @@ mod tests {
         .await;
         let p = |t| store.prune(t, NOW, NOW);
         assert_eq!(p(PruneTable::Deliveries).await.unwrap(), 1);
-        assert_eq!(p(PruneTable::Chains).await.unwrap(), 2, "a chain and its message");
+        assert_eq!(
+            p(PruneTable::Chains).await.unwrap(),
+            2,
+            "a chain and its message"
+        );
         assert_eq!(p(PruneTable::Pairing).await.unwrap(), 1);
         let left = |sql| count(&store, sql);
         assert_eq!(
@@ -229,9 +233,15 @@ mod tests {
             3
         );
         assert_eq!(left("SELECT count(*) FROM deliveries").await, 3);
-        assert_eq!(left("SELECT count(*) FROM chains WHERE id = 'open'").await, 1);
+        assert_eq!(
+            left("SELECT count(*) FROM chains WHERE id = 'open'").await,
+            1
+        );
         assert_eq!(left("SELECT count(*) FROM chain_messages").await, 1);
-        assert_eq!(left("SELECT count(*) FROM pairing WHERE user = 'friend'").await, 1);
+        assert_eq!(
+            left("SELECT count(*) FROM pairing WHERE user = 'friend'").await,
+            1
+        );
         assert_eq!(left("SELECT count(*) FROM pairing").await, 1);
     }
 
@@ -254,11 +264,18 @@ mod tests {
             .unwrap();
         assert_eq!(gone, 2, "the quiet chat's row and cursor");
         assert_eq!(
-            count(&store, "SELECT count(*) FROM history WHERE chat_key = 'busy'").await,
+            count(
+                &store,
+                "SELECT count(*) FROM history WHERE chat_key = 'busy'"
+            )
+            .await,
             2,
             "a busy chat keeps even its old rows (history_limit bounds it)"
         );
-        assert_eq!(count(&store, "SELECT count(*) FROM history_cursors").await, 1);
+        assert_eq!(
+            count(&store, "SELECT count(*) FROM history_cursors").await,
+            1
+        );
     }
 
     #[tokio::test]

@@ -190,7 +190,6 @@ impl Writer {
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
     }
-
 }
 
 fn writer_loop(
