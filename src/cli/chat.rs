@@ -26,6 +26,8 @@ pub(super) struct ChatArgs {
 
 pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
     let config = super::load(config)?;
+    // A terminal conversation is a gateway too: it would re-run a running one's inbox.
+    let _lock = super::run::lock_database(&config, args.database.as_deref())?;
     let options = StartOptions {
         database: args.database.clone(),
         // A terminal conversation; heartbeats belong to the running gateway.

@@ -1,10 +1,12 @@
 //! The `baton` command line (SPEC.md section 2): `run`, `check`, `chat`, `transcript`,
-//! `sessions`, `chains`, `deliveries`, `pairing`. Each subcommand lives in its own file; this one parses arguments,
-//! sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must fix).
+//! `sessions`, `chains`, `deliveries`, `pairing`, `prune`. Each subcommand lives in its own
+//! file; this one parses arguments, sets up logging and maps outcomes to exit codes (0 ok, 1 a
+//! problem the user must fix).
 
 mod chains;
 mod chat;
 mod check;
+mod prune;
 mod run;
 mod views;
 
@@ -61,6 +63,8 @@ enum Command {
     Deliveries(views::DeliveriesArgs),
     /// DM pairing: list pending codes, approve one.
     Pairing(views::PairingArgs),
+    /// Delete old rows (export first with `baton transcript --all --format jsonl`).
+    Prune(prune::PruneArgs),
 }
 
 /// Parse the command line and run it.
@@ -90,6 +94,7 @@ pub fn main() -> ExitCode {
             Command::Chains(args) => chains::chains(&cli.config, args).await,
             Command::Deliveries(args) => views::deliveries(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
+            Command::Prune(args) => prune::prune(&cli.config, args).await,
         }
     });
     match result {

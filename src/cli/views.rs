@@ -29,12 +29,19 @@ enum Format {
     Jsonl,
 }
 
+/// Entries read at a time by `baton transcript --all`.
+const EXPORT_PAGE: usize = 1000;
+
 /// Which transcript.
 #[derive(Debug, Args)]
 pub(super) struct TranscriptArgs {
     /// The session key (`bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`).
-    #[arg(long, conflicts_with_all = ["bot", "chat"])]
+    #[arg(long, conflicts_with_all = ["bot", "chat", "all"])]
     session: Option<String>,
+    /// Every session's entries, in the order they were written (an export, with
+    /// `--format jsonl`).
+    #[arg(long, conflicts_with_all = ["bot", "chat"])]
+    all: bool,
     /// The bot (with --chat).
     #[arg(long, requires = "chat")]
     bot: Option<String>,
@@ -84,20 +91,38 @@ pub(super) async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Stor
 
 pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::Result<()> {
     let store = open(config, &args.store).await?;
-    let session = match (&args.session, &args.bot, &args.chat) {
-        (Some(key), _, _) => key.clone(),
-        (None, Some(bot), Some(chat)) => find_session(&store, bot, chat).await?,
-        _ => anyhow::bail!("name the session: --session KEY, or --bot ID --chat ID"),
+    let session = match (&args.session, &args.bot, &args.chat, args.all) {
+        (_, _, _, true) => None,
+        (Some(key), _, _, _) => Some(key.clone()),
+        (None, Some(bot), Some(chat), _) => Some(find_session(&store, bot, chat).await?),
+        _ => anyhow::bail!(
+            "name the session: --session KEY, or --bot ID --chat ID (or --all for every session)"
+        ),
     };
     let mut after = None;
     loop {
-        let query = TranscriptQuery {
-            after_id: after,
-            ..TranscriptQuery::session(&session)
+        let (entries, more) = match &session {
+            Some(session) => {
+                let query = TranscriptQuery {
+                    after_id: after,
+                    ..TranscriptQuery::session(session)
+                };
+                (store.transcript(query).await?, false)
+            }
+            None => {
+                let page = store
+                    .transcript_page(after.unwrap_or(0), EXPORT_PAGE)
+                    .await?;
+                let more = page.len() == EXPORT_PAGE;
+                (page, more)
+            }
         };
-        for entry in store.transcript(query).await? {
-            println!("{}", render(&entry, args.format));
+        for entry in entries {
+            println!("{}", render(&entry, args.format)?);
             after = Some(entry.id);
+        }
+        if more {
+            continue;
         }
         if !args.follow {
             return Ok(());
@@ -127,10 +152,10 @@ async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<St
     }
 }
 
-fn render(entry: &Entry, format: Format) -> String {
+fn render(entry: &Entry, format: Format) -> serde_json::Result<String> {
     match format {
-        Format::Jsonl => serde_json::to_string(entry).unwrap_or_default(),
-        Format::Text => entry.line(),
+        Format::Jsonl => serde_json::to_string(entry),
+        Format::Text => Ok(entry.line()),
     }
 }
 

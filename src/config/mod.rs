@@ -11,6 +11,7 @@
 
 mod locate;
 mod model;
+mod span;
 mod validate;
 
 use std::fmt;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 pub use baton_contract::Secret;
 pub use model::*;
+pub use span::{parse_age, parse_span};
 pub use validate::validate;
 
 use locate::{line_at, locate};

@@ -31,6 +31,10 @@ pub struct Config {
     pub chats_default: ChatsDefault,
     /// `[admins]`: platform user ids allowed to run admin commands.
     pub admins: AdminsConfig,
+    /// `[store]`: the database file's upkeep.
+    pub store: StoreConfig,
+    /// `[retention]`: how long old rows are kept.
+    pub retention: RetentionConfig,
     /// Directory of the config file; relative paths in it are resolved from here.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -539,5 +543,65 @@ impl AdminsConfig {
             Platform::Lark => &self.lark,
             Platform::Local => &self.local,
         }
+    }
+}
+
+/// `[store]`: the SQLite file's upkeep.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct StoreConfig {
+    /// The write-ahead log is kept under this many MiB (emptied once it passes half of it).
+    pub wal_limit_mb: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { wal_limit_mb: 64 }
+    }
+}
+
+/// `[retention]`: per table, `"keep"` or an age such as `"90d"`; `baton run` deletes older
+/// rows at start and every hour (never what a live flow needs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct RetentionConfig {
+    /// Transcript entries.
+    pub transcripts: String,
+    /// Admin command audit rows.
+    pub audit: String,
+    /// Finished bot-to-bot deliveries.
+    pub deliveries: String,
+    /// Closed chains and their messages.
+    pub chains: String,
+    /// Pairing requests never approved.
+    pub pairing: String,
+    /// A chat's history buffer and cursors go once the chat has been quiet this long.
+    pub history_idle: String,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            transcripts: "keep".into(),
+            audit: "keep".into(),
+            deliveries: "keep".into(),
+            chains: "keep".into(),
+            pairing: "keep".into(),
+            history_idle: "7d".into(),
+        }
+    }
+}
+
+impl RetentionConfig {
+    /// Every key with its value, for validation and for building the prune plan.
+    pub fn keys(&self) -> [(&'static str, &str); 6] {
+        [
+            ("transcripts", &self.transcripts),
+            ("audit", &self.audit),
+            ("deliveries", &self.deliveries),
+            ("chains", &self.chains),
+            ("pairing", &self.pairing),
+            ("history_idle", &self.history_idle),
+        ]
     }
 }

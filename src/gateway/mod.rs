@@ -5,8 +5,10 @@
 //! same code path as production, on port 0 and a temporary database.
 
 mod build;
+mod retention;
 
 pub use build::AdapterOverride;
+pub use retention::RetentionError;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,7 +25,9 @@ use crate::http;
 use crate::local::LocalHub;
 use crate::mirror::now_ms;
 use crate::schedule::{ScheduleError, Scheduler};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreOptions};
+
+use retention::Retention;
 
 /// How the gateway starts, beyond the config file.
 #[derive(Debug, Clone, Default)]
@@ -95,6 +99,12 @@ pub enum StartError {
     /// A heartbeat or cron entry is unusable.
     #[error("{0}; run `baton check` for every problem with its line")]
     Schedule(#[from] ScheduleError),
+    /// A `[retention]` value is unusable.
+    #[error(transparent)]
+    Retention(#[from] RetentionError),
+    /// `store.wal_limit_mb` is out of range.
+    #[error("store.wal_limit_mb = {0} is too large; run `baton check` for the range")]
+    WalLimit(u64),
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),
@@ -147,7 +157,13 @@ impl Gateway {
         if let Some(database) = options.database {
             config.gateway.database = database;
         }
-        let store = Store::open(&config.gateway.database).await?;
+        let retention = Retention::from_config(&config.retention)?;
+        let wal_limit = config
+            .store
+            .wal_limit_mb
+            .checked_mul(1024 * 1024)
+            .ok_or(StartError::WalLimit(config.store.wal_limit_mb))?;
+        let store = Store::open_with(&config.gateway.database, StoreOptions { wal_limit }).await?;
         let hub = LocalHub::new();
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
@@ -181,7 +197,11 @@ impl Gateway {
         for left in unfinished {
             tasks.spawn(dispatcher.clone().rerun_unfinished(left, shutdown.clone()));
         }
-        tasks.spawn(maintenance(Arc::clone(&shared), shutdown.clone()));
+        tasks.spawn(maintenance(
+            Arc::clone(&shared),
+            retention,
+            shutdown.clone(),
+        ));
         if options.clock == ScheduleClock::Timer && scheduler.has_jobs() {
             let timer = crate::schedule::run_timer(Arc::clone(&scheduler), shutdown.clone());
             tasks.spawn(timer);
@@ -287,8 +307,9 @@ fn open_file_limit(max_connections: usize) {
     }
 }
 
-/// Forget idle guard state every minute and purge expired dedupe records every hour.
-async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
+/// Forget idle guard state every minute; purge expired dedupe records and apply `[retention]`
+/// at start and every hour.
+async fn maintenance(shared: Arc<Shared>, retention: Retention, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     let mut ticks: u64 = 0;
     loop {
@@ -297,10 +318,11 @@ async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         shared.guards.retain_recent();
-        if ticks.is_multiple_of(60)
-            && let Err(err) = shared.store.purge_expired(now_ms()).await
-        {
-            tracing::warn!(%err, "could not purge expired dedupe records");
+        if ticks.is_multiple_of(60) {
+            if let Err(err) = shared.store.purge_expired(now_ms()).await {
+                tracing::warn!(%err, "could not purge expired dedupe records");
+            }
+            retention.apply(&shared.store, now_ms()).await;
         }
         ticks += 1;
     }

@@ -237,6 +237,27 @@ impl Store {
         .await
     }
 
+    /// Every session's entries with an id above `after_id`, oldest first, at most `limit`: an
+    /// export (`baton transcript --all`) reads the whole store a page at a time.
+    pub async fn transcript_page(
+        &self,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, session, ts_ms, kind, speaker, origin, text,
+                        platform_message_id, run_id, idempotency_key, meta
+                 FROM transcript WHERE id > ?1 ORDER BY id",
+            )?;
+            // Not `LIMIT ?`, for the reason given in `transcript`.
+            stmt.query_map([after_id], entry_from_row)?
+                .take(limit)
+                .collect()
+        })
+        .await
+    }
+
     /// The newest `last` entries of `session` since its last reset, oldest first, in the slim
     /// form a turn's context needs: what [`Store::transcript`] returns for a query with
     /// `last` and `since_reset`, minus the columns the model never sees.

@@ -9,9 +9,10 @@
 //! One file per group of sections, each adding its methods to the one [`Checker`]:
 //! `limits.rs` (`[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
 //! (`[[bots]]` and `[backends]`), `accounts.rs` (`[[accounts]]`, with the table of platform keys
-//! in `account_keys.rs`), `chats.rs` and `schedule.rs` (heartbeats, cron entries,
-//! `gateway.timezone`). The checks they share (an `_env` key, a glob, a URL, a
-//! duplicate, a reference to a bot) live here, so every section words them the same way.
+//! in `account_keys.rs`), `chats.rs`, `schedule.rs` (heartbeats, cron entries,
+//! `gateway.timezone`) and `retention.rs` (`[store]`, `[retention]`). The checks they share
+//! (an `_env` key, a glob, a URL, a duplicate, a reference to a bot) live here, so every
+//! section words them the same way.
 //!
 //! No message ever contains a secret: an `_env` key is reported by the variable's *name*, and a
 //! value that looks like a pasted secret instead of a name is never echoed back.
@@ -23,6 +24,7 @@ mod chats;
 #[cfg(test)]
 mod fixture;
 mod limits;
+mod retention;
 mod schedule;
 
 use std::collections::HashMap;
@@ -53,6 +55,8 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.agent_to_agent(config);
     check.chains(config);
     check.schedules(config);
+    check.store(config);
+    check.retention(config);
     check.problems
 }
 
