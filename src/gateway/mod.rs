@@ -148,7 +148,7 @@ impl Gateway {
             config.gateway.database = database;
         }
         let store = Store::open(&config.gateway.database).await?;
-        let hub = LocalHub::new();
+        let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
@@ -279,6 +279,8 @@ async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         shared.guards.retain_recent();
+        shared.notices.retain_recent();
+        shared.busy_notices.retain_recent();
         if ticks.is_multiple_of(60)
             && let Err(err) = shared.store.purge_expired(now_ms()).await
         {
