@@ -70,7 +70,7 @@ pub struct BotMessage<'a> {
 }
 
 /// How many chats keep a bot reply chain.
-pub const MAX_CHAINS: usize = 4096;
+pub(crate) const MAX_CHAINS: usize = 4096;
 
 #[derive(Default)]
 struct Chain {
