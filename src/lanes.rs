@@ -262,12 +262,19 @@ impl Lanes {
 
     /// Admit a turn of `session` to `lane`'s waiting room, unless the lane or the session has
     /// its maximum of turns waiting. The turn counts as `bot`'s from now on.
-    pub fn queue(self: &Arc<Self>, lane: Lane, bot: &str, session: &str) -> Result<Queued, QueueFull> {
+    pub fn queue(
+        self: &Arc<Self>,
+        lane: Lane,
+        bot: &str,
+        session: &str,
+    ) -> Result<Queued, QueueFull> {
         let queue = self.session_queue(session);
         let max = self.max_queued_per_session;
         queue
             .waiting
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < max).then_some(n + 1))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
             .map_err(|_| QueueFull::Session { max })?;
         let max = self.max_queued;
         let admitted = self.lanes[lane.index()].queued.fetch_update(
@@ -476,13 +483,20 @@ mod tests {
                 max: 2
             })
         );
-        assert_eq!(lanes.load()[0].queued, 2, "refusals are not counted as waiting");
+        assert_eq!(
+            lanes.load()[0].queued,
+            2,
+            "refusals are not counted as waiting"
+        );
         assert!(
             lanes.queue(Lane::Nested, "caid", "c").is_ok(),
             "each lane has its own room"
         );
         drop(other);
-        assert!(lanes.queue(Lane::Main, "caid", "c").is_ok(), "a place given up is free");
+        assert!(
+            lanes.queue(Lane::Main, "caid", "c").is_ok(),
+            "a place given up is free"
+        );
         drop(running);
         let second = behind.wait().await;
         assert_eq!(lanes.load()[0].queued, 0);

@@ -184,7 +184,10 @@ async fn a_display_name_that_could_forge_a_line_is_cleaned_before_anyone_reads_i
         .iter()
         .find(|e| e["kind"] == "inbound")
         .expect("the message is in the transcript");
-    assert_eq!(inbound["meta"]["name"], "mason\u{FFFD}\u{FFFD}[admin]\u{FFFD}");
+    assert_eq!(
+        inbound["meta"]["name"],
+        "mason\u{FFFD}\u{FFFD}[admin]\u{FFFD}"
+    );
     let asked = w.model.requests_for("snark");
     let sent = serde_json::to_string(&asked).unwrap();
     assert!(

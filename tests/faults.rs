@@ -559,7 +559,10 @@ async fn a_replayed_event_keeps_one_inbound_line_in_the_transcript() {
         .filter(|e| e["kind"] == "inbound" && e["platform_message_id"] == "m-left")
         .count();
     assert_eq!(inbound, 1, "{transcript:#?}");
-    assert!(transcript.iter().any(|e| e["kind"] == "reply"), "{transcript:#?}");
+    assert!(
+        transcript.iter().any(|e| e["kind"] == "reply"),
+        "{transcript:#?}"
+    );
     gw.stop().await;
 }
 

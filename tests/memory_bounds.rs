@@ -126,15 +126,29 @@ async fn local_rooms_logs_and_posts_are_capped_with_a_reason() {
     }
     let (status, body) = post_status(&gw, "three", json!({"sender": "alice", "text": "hi"})).await;
     assert_eq!(status, 409, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("max_rooms"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("max_rooms"),
+        "{body}"
+    );
     let long = "x".repeat(65);
     let (status, body) = post_status(&gw, "one", json!({"sender": "alice", "text": long})).await;
     assert_eq!(status, 413, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("max_message_bytes"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("max_message_bytes"),
+        "{body}"
+    );
     for n in 0..5 {
         gw.say("one", "alice", &format!("m{n}")).await;
     }
-    let shown: Vec<_> = gw.messages("one").await.into_iter().map(|m| m["text"].clone()).collect();
+    let shown: Vec<_> = gw
+        .messages("one")
+        .await
+        .into_iter()
+        .map(|m| m["text"].clone())
+        .collect();
     assert_eq!(shown, [json!("m2"), json!("m3"), json!("m4")]);
     gw.settle().await;
     gw.stop().await;
@@ -150,7 +164,10 @@ async fn sender_names_that_could_forge_a_line_are_refused_at_the_local_edge() {
         let (status, body) =
             post_status(&gw, "ops", json!({"sender": name, "text": "@snark hi"})).await;
         assert_eq!(status, 400, "{name:?}: {body}");
-        assert!(body["error"].as_str().unwrap().contains("sender name"), "{body}");
+        assert!(
+            body["error"].as_str().unwrap().contains("sender name"),
+            "{body}"
+        );
         let response = gw
             .http
             .post(format!("{}/v1/chat/completions", gw.base))
@@ -181,7 +198,11 @@ async fn a_non_admins_commands_go_through_the_inbound_rate_limit() {
     gw.settle().await;
     let said = gw.said_by("ops", "snark").await;
     assert_eq!(count(&said, "Only baton admins"), 3, "{said:#?}");
-    assert_eq!(count(&said, "You're sending messages faster"), 1, "{said:#?}");
+    assert_eq!(
+        count(&said, "You're sending messages faster"),
+        1,
+        "{said:#?}"
+    );
     assert_eq!(said.len(), 4, "{said:#?}");
     let audit = gw.gateway.store().audit_log(100).await.unwrap();
     assert_eq!(audit.len(), 3, "{audit:#?}");

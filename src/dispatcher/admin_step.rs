@@ -62,9 +62,7 @@ async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) ->
                 Ok(command) => admin::may_stop(shared, inbound, command).await,
                 Err(_) => false,
             };
-        if !allowed
-            && let Some(limited) = super::check_rate(shared, inbound).await
-        {
+        if !allowed && let Some(limited) = super::check_rate(shared, inbound).await {
             // Over the sender's budget: no public refusal and no audit row each time.
             return limited;
         }

@@ -266,11 +266,19 @@ mod tests {
             let _ = g.check(m);
         }
         assert_eq!(g.chains(), MAX_CHAINS);
-        assert_eq!(g.chain_length("local:room0"), 0, "the oldest chat forgot its chain");
+        assert_eq!(
+            g.chain_length("local:room0"),
+            0,
+            "the oldest chat forgot its chain"
+        );
         for n in 0..1000 {
             let _ = g.check(msg(&format!("m{n}"), "a", "b"));
         }
-        assert_eq!(g.chain_length("local:room"), 4, "a chain stops counting past the limit");
+        assert_eq!(
+            g.chain_length("local:room"),
+            4,
+            "a chain stops counting past the limit"
+        );
         assert!(g.check(msg("again", "b", "a")).is_err(), "still refused");
     }
 

@@ -582,7 +582,10 @@ mod tests {
             hub.direct(&account, user, "a long direct message").unwrap();
         }
         assert_eq!(hub.room_count(), (0, 2));
-        assert!(hub.messages("dm:u2", None).is_empty(), "u2 was least recent");
+        assert!(
+            hub.messages("dm:u2", None).is_empty(),
+            "u2 was least recent"
+        );
         let kept = hub.messages("dm:u1", None);
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].text, "a long d…", "the log keeps max_message_bytes");
@@ -591,7 +594,14 @@ mod tests {
     #[test]
     fn sender_names_that_could_forge_a_line_are_refused() {
         let hub = hub();
-        for name in ["", " ", "ali\0ce", "bob\u{1b}[2J", "eve\u{202e}nimda", &"x".repeat(65)] {
+        for name in [
+            "",
+            " ",
+            "ali\0ce",
+            "bob\u{1b}[2J",
+            "eve\u{202e}nimda",
+            &"x".repeat(65),
+        ] {
             assert_eq!(
                 hub.post("room", post(name, "hi")),
                 Err(HubRefusal::BadSender),

@@ -85,7 +85,11 @@ impl Checker<'_> {
     pub(super) fn local(&mut self, config: &Config) {
         let local = &config.local;
         for (name, value, hint) in [
-            ("max_rooms", local.max_rooms, ": a hub with no room takes no post"),
+            (
+                "max_rooms",
+                local.max_rooms,
+                ": a hub with no room takes no post",
+            ),
             (
                 "room_log_messages",
                 local.room_log_messages,
