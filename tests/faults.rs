@@ -119,6 +119,8 @@ async fn redeliver(state: Arc<Mutex<Redeliverer>>) {
 fn slack_config(slack: &FakeSlack) -> String {
     format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 2\n\n\
+         # Every message goes to one chat, as fast as the fake can send: no \"busy\" here.\n\
+         [lanes]\nmax_queued_per_session = {MESSAGES}\n\n\
          [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
          [[bots]]\nid = \"snark\"\nbackend = \"echo\"\n\n\
          [[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"events\"\n\

@@ -104,7 +104,7 @@ impl Default for LanesConfig {
             subagent: 8,
             cron: 1,
             max_queued: 256,
-            max_queued_per_session: 8,
+            max_queued_per_session: 32,
         }
     }
 }
