@@ -41,8 +41,8 @@ pub(crate) struct Setup<'a> {
 /// The TOML a bench gateway runs with.
 pub(crate) fn config_text(setup: &Setup<'_>) -> String {
     let lanes = setup.lanes;
-    // The guards all run (queue caps too); their budgets are set so a benchmark's synthetic users and bots stay
-    // within them (a refusal would end an event early and flatter the figures).
+    // The guards and queue caps all run; their budgets are set so a benchmark's synthetic users
+    // and bots stay within them (a refusal would end an event early and flatter the figures).
     let mut text = format!(
         r#"
 [gateway]
