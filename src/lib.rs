@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod deliver;
 pub mod dispatcher;
+pub mod display_name;
 pub mod gateway;
 pub mod guards;
 pub mod http;

@@ -68,6 +68,14 @@ pub static BOT_MESSAGE_REFUSALS: Counter = Counter {
     label: "reason",
 };
 
+/// Chat turns refused because their lane or session had its maximum of turns waiting, by
+/// reason: `lane_queue_full`, `session_queue_full`.
+pub static QUEUE_REFUSALS: Counter = Counter {
+    name: "baton_queue_refusals_total",
+    help: "Chat turns refused because too many turns were waiting, by reason.",
+    label: "reason",
+};
+
 /// Scheduled turns started, by job kind: `heartbeat`, `cron`.
 pub static SCHEDULED_RUNS: Counter = Counter {
     name: "baton_scheduled_runs_total",

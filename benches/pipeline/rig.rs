@@ -43,8 +43,8 @@ pub(crate) struct Setup<'a> {
 /// The TOML a bench gateway runs with.
 pub(crate) fn config_text(setup: &Setup<'_>) -> String {
     let lanes = setup.lanes;
-    // The guards all run; their budgets are set so a benchmark's synthetic users and bots stay
-    // within them (a refusal would end an event early and flatter the figures).
+    // The guards and queue caps all run; their budgets are set so a benchmark's synthetic users
+    // and bots stay within them (a refusal would end an event early and flatter the figures).
     let mut text = format!(
         r#"
 [gateway]
@@ -53,6 +53,8 @@ timezone = "UTC"
 [lanes]
 main = {lanes}
 nested = {lanes}
+max_queued = 1000000
+max_queued_per_session = 1000000
 
 [limits]
 inbound_per_sender_per_minute = 1000000

@@ -41,6 +41,7 @@ pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
 }
 
 async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
+    crate::local::check_sender(&args.user).with_context(|| "--user (or $USER)")?;
     let account = gateway
         .dispatcher()
         .shared()
@@ -65,9 +66,7 @@ async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
             out.flush().await?;
             continue;
         }
-        let Some(event) = gateway.hub().direct(&account, &args.user, &line) else {
-            anyhow::bail!("the bot's local account is not running");
-        };
+        let event = gateway.hub().direct(&account, &args.user, &line)?;
         let answer = match gateway.dispatcher().handle(event).await {
             Handled::Replied(text) | Handled::Admin(text) => format!("{}: {text}", args.bot),
             Handled::Silent => format!("({} stays silent)", args.bot),

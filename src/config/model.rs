@@ -15,6 +15,8 @@ pub struct Config {
     pub lanes: LanesConfig,
     /// `[limits]`: guard budgets.
     pub limits: LimitsConfig,
+    /// `[local]`: how much the built-in local channel keeps in memory.
+    pub local: LocalConfig,
     /// `[agent_to_agent]`: who may `sessions_send` to whom.
     pub agent_to_agent: AgentToAgentConfig,
     /// `[chains]`: ordered turn-taking.
@@ -114,6 +116,10 @@ pub struct LanesConfig {
     pub subagent: usize,
     /// Heartbeats and cron entries.
     pub cron: usize,
+    /// Turns that may wait on one lane; a chat message over it gets a "busy" notice.
+    pub max_queued: usize,
+    /// Turns that may wait in one session (bot and chat); over it, the same.
+    pub max_queued_per_session: usize,
 }
 
 impl Default for LanesConfig {
@@ -123,6 +129,8 @@ impl Default for LanesConfig {
             nested: 4,
             subagent: 8,
             cron: 1,
+            max_queued: 256,
+            max_queued_per_session: 32,
         }
     }
 }
@@ -166,6 +174,30 @@ impl Default for LimitsConfig {
             fan_out_window_seconds: 5,
             max_depth: 3,
             max_ping_pong_turns: 0,
+        }
+    }
+}
+
+/// `[local]`: bounds on the local channel's rooms, which live in memory (the transcript keeps
+/// every word; a room's log is only what `GET /api/local/rooms/...` shows).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct LocalConfig {
+    /// Group rooms the hub holds; a post that would open one more is refused. Direct
+    /// conversations keep this many logs too, the least recently active dropped first.
+    pub max_rooms: usize,
+    /// Messages a room's log keeps; older ones roll off.
+    pub room_log_messages: usize,
+    /// Largest message a person may post into a room, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self {
+            max_rooms: 50,
+            room_log_messages: 100,
+            max_message_bytes: 16 * 1024,
         }
     }
 }

@@ -3,7 +3,9 @@
 //! A text command in a group reaches every bot account in that chat; it is claimed once per chat
 //! (durably, like dedupe) so exactly one bot answers. Only ids in `[admins]` may run commands;
 //! a human who is not an admin gets a short refusal, and a bot is never answered (so a bot cannot
-//! start a command loop). Every call, allowed or not, is written to the audit table.
+//! start a command loop). Every call, allowed or not, is written to the audit table, except a
+//! non-admin's past the inbound rate limit (step 8, applied here too): a flood of commands gets
+//! one "slow down" and then silence, not a refusal and an audit row each.
 //!
 //! One exception to "admins only": `/baton chain stop` in a chat where a chain is posting, said
 //! by any human, anywhere in a message. It is the brake on bots talking, and pulling it is safe.
@@ -60,6 +62,10 @@ async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) ->
                 Ok(command) => admin::may_stop(shared, inbound, command).await,
                 Err(_) => false,
             };
+        if !allowed && let Some(limited) = super::check_rate(shared, inbound).await {
+            // Over the sender's budget: no public refusal and no audit row each time.
+            return limited;
+        }
         match parsed {
             _ if !allowed => {
                 let text = "Only baton admins can run /baton commands.".to_owned();
@@ -105,7 +111,7 @@ async fn audit(shared: &Shared, inbound: &Inbound<'_>, line: &str, outcome: &str
         ts_ms: now_ms(),
         platform: event.platform.to_string(),
         chat: event.chat.to_string(),
-        user: event.sender.id.to_string(),
+        user: crate::display_name::sanitize(event.sender.id.as_str()).into_owned(),
         command: format!("/baton {line}").trim_end().to_owned(),
         outcome: outcome.to_owned(),
     };

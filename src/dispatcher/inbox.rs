@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, dedupe, turn_step};
 use crate::metrics;
+use crate::mirror::Arrival;
 use crate::roster::Account;
 use crate::store::{EntryKind, InboxId, Store, StoreError, Unfinished};
 
@@ -106,7 +107,7 @@ impl Dispatcher {
             return;
         }
         self.shared.metrics.add(&metrics::EVENTS_RECOVERED, "rerun");
-        let run = self.run_filed(row.id, event);
+        let run = self.run_filed(row.id, event, Arrival::Replayed);
         let handled = self.shared.tasks.track_future(run).await;
         tracing::debug!(?handled, "unfinished event handled");
     }
@@ -122,7 +123,7 @@ impl Dispatcher {
             event.message_id, attempts
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
-        let inbound = self.inbound(event, account);
+        let inbound = self.inbound(event, account, Arrival::Replayed);
         let journal = turn_step::journal(&self.shared, &inbound, "in");
         journal
             .bot_did(EntryKind::Failure, &text, json!({"stage": "recover"}))

@@ -17,6 +17,7 @@
 mod activation;
 mod admin_step;
 mod answer_step;
+mod busy;
 mod chat_rules;
 mod context;
 mod dedupe;
@@ -47,9 +48,9 @@ use self::speaker::Speaker;
 use crate::config::{Activation, Config};
 use crate::deliver::Target;
 use crate::guards::{BotMessage, BotRefusal, Guards, KeyedLimiter, RateVerdict};
-use crate::lanes::Lanes;
+use crate::lanes::{Lanes, QueueFull};
 use crate::metrics::{self, Metrics};
-use crate::mirror::now_ms;
+use crate::mirror::{Arrival, now_ms};
 use crate::relay::Relay;
 use crate::roster::{Account, Roster};
 use crate::session::{SessionKey, chat_key};
@@ -101,6 +102,8 @@ pub enum DropReason {
     GatewayNotice,
     /// The sender is over the inbound rate limit.
     RateLimited,
+    /// The bot's lane or session has its maximum of turns waiting.
+    Busy(QueueFull),
     /// The text is over [`MAX_TEXT_BYTES`].
     TooLong,
     /// The gateway is draining for shutdown and takes no new events.
@@ -126,6 +129,8 @@ pub struct Shared {
     pub lanes: Arc<Lanes>,
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
     pub(crate) notices: KeyedLimiter<(String, String)>,
+    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
+    pub(crate) busy_notices: KeyedLimiter<String>,
     /// Lines the gateway posted through bot accounts, which must not wake other bots.
     pub(crate) own_notices: own_notices::OwnNotices,
     /// Sends whose senders are waiting for the reply.
@@ -157,7 +162,8 @@ impl Shared {
                 clock.clone(),
             ),
             lanes: Lanes::new(&config.lanes),
-            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
+            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
+            busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
             own_notices: own_notices::OwnNotices::default(),
             relay: Relay::default(),
             metrics: Metrics::default(),
@@ -191,6 +197,8 @@ pub(crate) struct Inbound<'a> {
     pub chat_key: String,
     /// `<platform>:<chat>`: durable chat settings.
     pub settings_key: String,
+    /// First run, or a replay after a stop.
+    pub arrival: Arrival,
 }
 
 impl Inbound<'_> {
@@ -248,7 +256,7 @@ impl Dispatcher {
             .tasks
             .track_future(async {
                 match self.intake(&event).await {
-                    Ok(Some(filed)) => self.run_filed(filed, event).await,
+                    Ok(Some(filed)) => self.run_filed(filed, event, Arrival::Fresh).await,
                     Ok(None) => Handled::Duplicate,
                     Err(_) => Handled::Dropped(DropReason::StoreFailing),
                 }
@@ -298,8 +306,8 @@ impl Dispatcher {
     }
 
     /// Steps 3 to 13 for a filed event, then take it out of the inbox.
-    async fn run_filed(&self, filed: InboxId, event: InboundEvent) -> Handled {
-        let handled = self.process(event).await;
+    async fn run_filed(&self, filed: InboxId, event: InboundEvent, arrival: Arrival) -> Handled {
+        let handled = self.process(event, arrival).await;
         if let Err(err) = self.shared.store.inbox_done(filed).await {
             tracing::error!(%err, "could not mark an event handled; a restart will run it again");
         }
@@ -307,7 +315,7 @@ impl Dispatcher {
     }
 
     /// Steps 3 to 13.
-    pub(crate) async fn process(&self, event: InboundEvent) -> Handled {
+    pub(crate) async fn process(&self, event: InboundEvent, arrival: Arrival) -> Handled {
         let shared = &*self.shared;
         let Some(account) = shared.roster.account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
@@ -317,7 +325,7 @@ impl Dispatcher {
         if self_drop::is_own_message(&event, me.as_ref()) {
             return Handled::Dropped(DropReason::OwnMessage);
         }
-        let inbound = self.inbound(event, account);
+        let inbound = self.inbound(event, account, arrival);
         if self.is_gateway_notice(&inbound) {
             return Handled::Dropped(DropReason::GatewayNotice);
         }
@@ -377,13 +385,18 @@ impl Dispatcher {
             self.buffer(&inbound).await;
             return Handled::Dropped(DropReason::BotGuard(refusal));
         }
-        if let Some(stop) = self.check_rate(&inbound).await {
+        if let Some(stop) = check_rate(shared, &inbound).await {
             return stop;
         }
         turn_step::run(&self.shared, &inbound, wake).await
     }
 
-    fn inbound<'a>(&self, event: InboundEvent, account: &'a Account) -> Inbound<'a> {
+    fn inbound<'a>(
+        &self,
+        event: InboundEvent,
+        account: &'a Account,
+        arrival: Arrival,
+    ) -> Inbound<'a> {
         let shared = &self.shared;
         let speaker = Speaker::of(&event, &shared.roster);
         let policy = shared
@@ -396,6 +409,7 @@ impl Dispatcher {
             account,
             speaker,
             policy,
+            arrival,
         }
     }
 
@@ -490,33 +504,6 @@ impl Dispatcher {
         })
     }
 
-    /// Step 8.
-    async fn check_rate(&self, inbound: &Inbound<'_>) -> Option<Handled> {
-        let verdict = self
-            .shared
-            .guards
-            .inbound
-            .check(inbound.bot(), &inbound.speaker.label);
-        if verdict != RateVerdict::Allowed {
-            let chat = Some(inbound.settings_key.clone());
-            self.shared
-                .metrics
-                .refused("inbound_rate", "per-sender", chat);
-        }
-        match verdict {
-            RateVerdict::Allowed => None,
-            RateVerdict::LimitedNotify { retry_after } => {
-                let text = format!(
-                    "You're sending messages faster than I can answer; I'll read again in {} s.",
-                    retry_after.as_secs().max(1)
-                );
-                turn_step::notice(&self.shared, inbound, &text).await;
-                Some(Handled::Dropped(DropReason::RateLimited))
-            }
-            RateVerdict::LimitedQuiet => Some(Handled::Dropped(DropReason::RateLimited)),
-        }
-    }
-
     /// A policy notice, at most once per sender per account every 10 minutes.
     async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
         let key = (
@@ -552,6 +539,30 @@ impl Dispatcher {
     }
 }
 
+/// Step 8: the sender's budget with this bot. Over it, one notice, then silence for the window.
+async fn check_rate(shared: &Shared, inbound: &Inbound<'_>) -> Option<Handled> {
+    let verdict = shared
+        .guards
+        .inbound
+        .check(inbound.bot(), &inbound.speaker.label);
+    if verdict != RateVerdict::Allowed {
+        let chat = Some(inbound.settings_key.clone());
+        shared.metrics.refused("inbound_rate", "per-sender", chat);
+    }
+    match verdict {
+        RateVerdict::Allowed => None,
+        RateVerdict::LimitedNotify { retry_after } => {
+            let text = format!(
+                "You're sending messages faster than I can answer; I'll read again in {} s.",
+                retry_after.as_secs().max(1)
+            );
+            turn_step::notice(shared, inbound, &text).await;
+            Some(Handled::Dropped(DropReason::RateLimited))
+        }
+        RateVerdict::LimitedQuiet => Some(Handled::Dropped(DropReason::RateLimited)),
+    }
+}
+
 fn parse_activation(s: &str) -> Option<Activation> {
     match s {
         "mention" => Some(Activation::Mention),
@@ -573,7 +584,7 @@ impl EventSink for Dispatcher {
         };
         let this = self.clone();
         self.shared.tasks.spawn(async move {
-            let handled = this.run_filed(filed, event).await;
+            let handled = this.run_filed(filed, event, Arrival::Fresh).await;
             tracing::debug!(?handled, "event handled");
         });
         Ok(())

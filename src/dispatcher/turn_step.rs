@@ -31,8 +31,12 @@ async fn run_turn(shared: &Arc<Shared>, inbound: &Inbound<'_>, wake: Wake) -> Ha
     let session = inbound.session();
     let key = session.render();
     let journal = journal(shared, inbound, "in");
+    let queued = match shared.lanes.queue(Lane::Main, inbound.bot(), &key) {
+        Ok(queued) => queued,
+        Err(full) => return super::busy::refuse(shared, inbound, &journal, full).await,
+    };
     touch(shared, inbound).await;
-    let _slot = shared.lanes.enter(Lane::Main, inbound.bot(), &key).await;
+    let _slot = queued.wait().await;
 
     let event = &inbound.event;
     let me = inbound.account.adapter.self_id();
@@ -315,6 +319,7 @@ pub(crate) fn journal(shared: &Shared, inbound: &Inbound<'_>, kind: &str) -> Jou
         inbound.bot().to_owned(),
         run_id,
     )
+    .replaying(inbound.arrival)
 }
 
 async fn touch(shared: &Shared, inbound: &Inbound<'_>) {

@@ -164,7 +164,7 @@ impl Gateway {
             .checked_mul(1024 * 1024)
             .ok_or(StartError::WalLimit(config.store.wal_limit_mb))?;
         let store = Store::open_with(&config.gateway.database, StoreOptions { wal_limit }).await?;
-        let hub = LocalHub::new();
+        let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
@@ -318,6 +318,8 @@ async fn maintenance(shared: Arc<Shared>, retention: Retention, stop: Cancellati
             _ = tick.tick() => {}
         }
         shared.guards.retain_recent();
+        shared.notices.retain_recent();
+        shared.busy_notices.retain_recent();
         if ticks.is_multiple_of(60) {
             if let Err(err) = shared.store.purge_expired(now_ms()).await {
                 tracing::warn!(%err, "could not purge expired dedupe records");

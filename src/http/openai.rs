@@ -96,11 +96,9 @@ pub(super) async fn chat_completions(
         );
     }
     let user = request.user.as_deref().unwrap_or("local-user");
-    let Some(event) = state.hub.direct(&account.id, user, &text) else {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the bot's local account is not running",
-        );
+    let event = match state.hub.direct(&account.id, user, &text) {
+        Ok(event) => event,
+        Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };
     let content = match state.dispatcher.handle(event).await {
         Handled::Replied(text) | Handled::Admin(text) => text,
@@ -123,6 +121,12 @@ pub(super) async fn chat_completions(
             return error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too many messages; slow down",
+            );
+        }
+        Handled::Dropped(DropReason::Busy(full)) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the bot is busy ({full}); try again in a moment"),
             );
         }
         other => return error(StatusCode::FORBIDDEN, &format!("not answered: {other:?}")),

@@ -1,5 +1,5 @@
-//! The gateway-wide sections: `[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]` and
-//! `[chains]`. Mostly numbers that must leave room for work (a lane of 0 never runs a turn, a
+//! The gateway-wide sections: `[gateway]`, `[lanes]`, `[local]`, `[limits]`, `[agent_to_agent]`
+//! and `[chains]`. Mostly numbers that must leave room for work (a lane of 0 never runs a turn, a
 //! budget of 0 refuses everything), plus the bots the sections name.
 
 use std::net::SocketAddr;
@@ -115,6 +115,39 @@ impl Checker<'_> {
                 value as u64,
                 ": a lane with no room never runs a turn",
             );
+        }
+        for (name, value) in [
+            ("max_queued", lanes.max_queued),
+            ("max_queued_per_session", lanes.max_queued_per_session),
+        ] {
+            self.at_least_one(
+                &format!("lanes.{name}"),
+                value as u64,
+                ": with no room to wait, a message that arrives while a turn runs is refused",
+            );
+        }
+    }
+
+    pub(super) fn local(&mut self, config: &Config) {
+        let local = &config.local;
+        for (name, value, hint) in [
+            (
+                "max_rooms",
+                local.max_rooms,
+                ": a hub with no room takes no post",
+            ),
+            (
+                "room_log_messages",
+                local.room_log_messages,
+                ": a room must show at least its last message",
+            ),
+            (
+                "max_message_bytes",
+                local.max_message_bytes,
+                " (bytes a person may post in one message)",
+            ),
+        ] {
+            self.at_least_one(&format!("local.{name}"), value as u64, hint);
         }
     }
 
@@ -248,6 +281,8 @@ mod tests {
                 "gateway.silent_token",
                 "gateway.api_token_env",
                 "lanes.nested",
+                "lanes.max_queued_per_session",
+                "local.room_log_messages",
                 "limits.max_ping_pong_turns",
                 "limits.send_per_pair_per_minute",
                 "agent_to_agent.allow[1]",

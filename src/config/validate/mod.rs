@@ -7,7 +7,7 @@
 //! [`Config::from_toml`].
 //!
 //! One file per group of sections, each adding its methods to the one [`Checker`]:
-//! `limits.rs` (`[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
+//! `limits.rs` (`[gateway]`, `[lanes]`, `[local]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
 //! (`[[bots]]` and `[backends]`), `accounts.rs` (`[[accounts]]`, with the table of platform keys
 //! in `account_keys.rs`), `chats.rs`, `schedule.rs` (heartbeats, cron entries,
 //! `gateway.timezone`) and `retention.rs` (`[store]`, `[retention]`). The checks they share
@@ -47,6 +47,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     };
     check.gateway(config);
     check.lanes(config);
+    check.local(config);
     check.limits(config);
     check.bots(config);
     check.backends(config);
