@@ -1,4 +1,4 @@
-//! The `baton` command line (SPEC.md section 2): `run`, `check`, `chat`, `transcript`,
+//! The `baton` command line: `run`, `check`, `chat`, `transcript`,
 //! `sessions`, `chains`, `deliveries`, `pairing`. Each subcommand lives in its own file; this one parses arguments,
 //! sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must fix).
 
@@ -6,6 +6,7 @@ mod chains;
 mod chat;
 mod check;
 mod run;
+mod suggest;
 mod views;
 
 use std::path::{Path, PathBuf};

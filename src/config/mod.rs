@@ -1,4 +1,4 @@
-//! The configuration file (SPEC.md section 3): TOML in, typed values out.
+//! The configuration file: TOML in, typed values out.
 //!
 //! Loading happens in two stages, as ripgrep does with its arguments. [`Config::load`] parses the
 //! file into the plain structs below (every default spelled out in `config/baton.example.toml`)

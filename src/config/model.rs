@@ -251,7 +251,7 @@ pub struct BotConfig {
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,
-    /// A periodic check-in turn (SPEC.md 4.1).
+    /// A periodic check-in turn.
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,
     /// `[[bots.cron]]`: turns at fixed times.

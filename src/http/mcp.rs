@@ -1,4 +1,4 @@
-//! `/mcp`: the agent tools of SPEC.md section 5 as an MCP server (streamable HTTP), so an agent
+//! `/mcp`: the agent tools as an MCP server (streamable HTTP), so an agent
 //! runtime outside baton (Claude Code, an IDE, another gateway) can find bots, read sessions and
 //! hand work over exactly as a bot's own turn can.
 //!

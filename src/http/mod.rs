@@ -1,4 +1,4 @@
-//! The one HTTP listener (SPEC.md section 8): health, the OpenAI-compatible API, the local
+//! The one HTTP listener: health, the OpenAI-compatible API, the local
 //! rooms, the JSON API, platform webhooks (`/hooks/<platform>/<account>`) and the MCP server.
 //!
 //! `/v1`, `/api` and `/mcp` are guarded: with `gateway.api_token_env` set, a bearer token is
