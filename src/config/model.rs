@@ -394,6 +394,17 @@ pub enum GroupPolicy {
     Disabled,
 }
 
+impl GroupPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupPolicy::Open => "open",
+            GroupPolicy::Allowlist => "allowlist",
+            GroupPolicy::Disabled => "disabled",
+        }
+    }
+}
+
 /// Who may talk to bots in direct messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -406,6 +417,18 @@ pub enum DmPolicy {
     Open,
     /// No DMs.
     Disabled,
+}
+
+impl DmPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmPolicy::Pairing => "pairing",
+            DmPolicy::Allowlist => "allowlist",
+            DmPolicy::Open => "open",
+            DmPolicy::Disabled => "disabled",
+        }
+    }
 }
 
 /// When a bot takes a turn in a group.

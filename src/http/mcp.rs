@@ -22,7 +22,8 @@
 //!
 //! Calls run as [`Caller::external`] on the session
 //! `bot:<bot>:local:<its local account>:mcp:client` ([`SessionKey::mcp`]):
-//! a late `sessions_send` reply is recorded there, and `escalate_to_user` has no human to ask.
+//! each call and its result are recorded there (so `baton sessions` lists it), so is a late
+//! `sessions_send` reply, and `escalate_to_user` has no human to ask.
 //!
 //! # Transport choices
 //!
@@ -52,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use crate::dispatcher::Shared;
+use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::session::SessionKey;
 use crate::tools::{AgentTools, Caller};
 use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
@@ -318,7 +320,14 @@ impl ServerHandler for BatonMcp {
             arguments: Value::Object(args).to_string(),
         };
         tracing::debug!(%bot, tool = %call.name, "MCP tool call");
-        let result = tools.call(&call).await;
+        // Recorded on the caller's side like a bot's own tool calls, so `baton sessions` lists
+        // the session and its transcript shows what the client did.
+        let store = &self.shared.store;
+        if let Err(err) = store.touch_session(&session.store_ref(), now_ms()).await {
+            tracing::warn!(%err, %session, "could not record the MCP session");
+        }
+        let journal = Journal::new(store.clone(), session.to_string(), bot, call.id.clone());
+        let result = RecordingTools::new(&tools, &journal).call(&call).await;
         Ok(tool_result(&result).into())
     }
 }
