@@ -702,8 +702,14 @@ async fn read_commands_refuse_a_missing_database_and_create_none() {
     let out = output(cmd).await;
     assert_eq!(out.status.code(), Some(1), "{}", show(&out));
     assert!(all_output(&out).contains("typo.db (named by --database)"));
-    assert!(!dir.path().join("typo.db").exists(), "no database was created");
-    assert!(!dir.path().join("missing").exists(), "no directory was created");
+    assert!(
+        !dir.path().join("typo.db").exists(),
+        "no database was created"
+    );
+    assert!(
+        !dir.path().join("missing").exists(),
+        "no directory was created"
+    );
 }
 
 #[tokio::test]
@@ -801,6 +807,43 @@ async fn metrics_show_every_family_at_start_and_bad_bodies_get_json_errors() {
     let body: Value = v1.json().await.expect("a JSON body");
     let error = &body["error"];
     assert_eq!(error["type"], "invalid_request_error", "{body}");
-    assert!(error["message"].as_str().unwrap().contains("JSON"), "{body}");
-    assert!(error.get("param").is_some() && error.get("code").is_some(), "{body}");
+    assert!(
+        error["message"].as_str().unwrap().contains("JSON"),
+        "{body}"
+    );
+    assert!(
+        error.get("param").is_some() && error.get("code").is_some(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn start_errors_are_said_once_with_the_right_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.args(["run", "--listen", "127.0.0.1:0", "--database"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(demo_config());
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(text.matches("is a directory").count(), 1, "{text}");
+    assert!(text.contains("baton.db"), "{text}");
+    assert!(
+        !text.contains("writable"),
+        "not a permissions problem: {text}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut cmd = baton(dir.path());
+    cmd.args(["run", "--database", ":memory:", "--listen", &addr])
+        .arg("--config")
+        .arg(demo_config());
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(text.matches("os error").count(), 1, "{text}");
+    assert!(text.contains(&format!("cannot listen on {addr}")), "{text}");
 }

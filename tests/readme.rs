@@ -77,7 +77,11 @@ fn repo() -> PathBuf {
 /// `bash -c command` in `dir`, with the test's `baton` first on the PATH.
 fn shell(dir: &Path, command: &str) -> Command {
     let bin = Path::new(support::process::BATON).parent().unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(command)
@@ -110,7 +114,11 @@ fn writes(command: &str) -> bool {
 #[tokio::test]
 async fn the_quick_start_works_as_written() {
     let blocks = quick_start();
-    assert_eq!(blocks.len(), 2, "a block to start the demo, one to talk to it");
+    assert_eq!(
+        blocks.len(),
+        2,
+        "a block to start the demo, one to talk to it"
+    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("config")).unwrap();
     std::fs::copy(
@@ -135,7 +143,10 @@ async fn the_quick_start_works_as_written() {
         .expect("the demo starts");
     let addr = base.strip_prefix("http://").unwrap();
     for line in &start.expect {
-        assert_eq!(line.replace(README_ADDR, addr), format!("baton listening on {base}"));
+        assert_eq!(
+            line.replace(README_ADDR, addr),
+            format!("baton listening on {base}")
+        );
     }
 
     // Block two: every command against the running demo, in order.
@@ -155,7 +166,11 @@ async fn the_quick_start_works_as_written() {
             let out = run(dir.path(), &command).await;
             assert!(out.status.success(), "`{command}` failed: {out:?}");
             let text = printed(&out);
-            assert!(holds(&text), "`{command}` printed {text:?}, not {:?}", step.expect);
+            assert!(
+                holds(&text),
+                "`{command}` printed {text:?}, not {:?}",
+                step.expect
+            );
         } else {
             let what = format!("`{command}` to print {:?}", step.expect);
             eventually(STEP_DEADLINE, &what, || async {
@@ -194,5 +209,9 @@ async fn the_quick_start_works_as_written() {
         said.iter().any(|t| t == "ping").then_some(said)
     })
     .await;
-    assert_eq!(caid_said, ["ping"], "caid answered only what was addressed to it");
+    assert_eq!(
+        caid_said,
+        ["ping"],
+        "caid answered only what was addressed to it"
+    );
 }

@@ -5,9 +5,10 @@
 const MAX: usize = 3;
 
 /// The entries of `known` nearest to `wanted`: those it is a prefix of (or that are a prefix of
-/// it) first, then by edit distance, keeping only those within half of `wanted`'s length.
+/// it) first, then by edit distance, keeping only those within a quarter of `wanted`'s length
+/// (at least 2 edits).
 pub(super) fn nearest<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let budget = wanted.chars().count() / 2;
+    let budget = (wanted.chars().count() / 4).max(2);
     let mut scored: Vec<(usize, &str)> = known
         .into_iter()
         .filter_map(|candidate| {
@@ -16,7 +17,7 @@ pub(super) fn nearest<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>
             } else {
                 distance(wanted, candidate)
             };
-            (score <= budget.max(1)).then_some((score, candidate))
+            (score <= budget).then_some((score, candidate))
         })
         .collect();
     scored.sort();
@@ -67,7 +68,10 @@ mod tests {
         );
         assert_eq!(
             nearest("bot:snark", known),
-            vec!["bot:snark:local:snark:dm:alice", "bot:snark:local:snark:lobby"]
+            vec![
+                "bot:snark:local:snark:dm:alice",
+                "bot:snark:local:snark:lobby"
+            ]
         );
         assert!(nearest("something else entirely", known).is_empty());
     }

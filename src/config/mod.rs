@@ -150,9 +150,8 @@ fn typed(tree: &mut toml::Value, problems: &mut Vec<Problem>) -> (Option<Config>
     let mut removed = 0;
     while removed <= MAX_TYPE_ERRORS {
         let mut ignored = Vec::new();
-        let de = serde_ignored::Deserializer::new(tree.clone(), |path| {
-            ignored.push(path.to_string());
-        });
+        let mut record = |path: serde_ignored::Path<'_>| ignored.push(path.to_string());
+        let de = serde_ignored::Deserializer::new(tree.clone(), &mut record);
         let result: Result<Config, _> = serde_path_to_error::deserialize(de);
         unknown.extend(ignored);
         let err = match result {
@@ -275,12 +274,18 @@ mod tests {
         let text = "[gateway]\nlisten = 5\n\n[[bots]]\nid = \"a\"\nbackend = \"echo\"\n\n[[bots]]\nid = \"a\"\nbackend = \"echo\"\ndescription = 1\n\n[chats_default]\nactivation = \"sometimes\"\n";
         let problems = Config::from_toml(text, Path::new("."), &env).unwrap_err();
         let found: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
-        assert!(found.contains(&("gateway.listen", Some(2))), "{problems:#?}");
+        assert!(
+            found.contains(&("gateway.listen", Some(2))),
+            "{problems:#?}"
+        );
         assert!(
             found.contains(&("chats_default.activation", Some(14))),
             "{problems:#?}"
         );
-        assert!(found.contains(&("bots[1].description", Some(11))), "{problems:#?}");
+        assert!(
+            found.contains(&("bots[1].description", Some(11))),
+            "{problems:#?}"
+        );
         assert!(
             found.contains(&("bots[1].id", Some(9))),
             "the semantic checks ran too: {problems:#?}"
