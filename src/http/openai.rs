@@ -205,6 +205,27 @@ fn error(status: StatusCode, message: &str) -> Response {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn refusals_are_request_errors_and_failures_server_errors() {
+        let cases = [
+            (StatusCode::BAD_REQUEST, "invalid_request_error"),
+            (StatusCode::NOT_FOUND, "invalid_request_error"),
+            (StatusCode::BAD_GATEWAY, "server_error"),
+            (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+        ];
+        for (status, kind) in cases {
+            let response = error(status, "what happened");
+            assert_eq!(response.status(), status);
+            let bytes = axum::body::to_bytes(response.into_body(), 4096)
+                .await
+                .unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(body["error"]["type"], kind, "{status}");
+            assert_eq!(body["error"]["message"], "what happened");
+            assert!(body["error"]["param"].is_null() && body["error"]["code"].is_null());
+        }
+    }
+
     #[test]
     fn last_user_text_reads_strings_and_parts() {
         let m = |role: &str, content: Value| RequestMessage {
