@@ -9,7 +9,7 @@
 //! one slot, and a busy chat cannot starve the others.
 //!
 //! Each lane also counts its turns per bot, queued or running: a heartbeat must never pile up
-//! behind a bot's real work (SPEC.md 4.1), so the scheduler asks [`Lanes::bot_busy`] before it
+//! behind a bot's real work, so the scheduler asks [`Lanes::bot_busy`] before it
 //! starts one.
 //!
 //! A waiting turn holds memory (its event, its future) until it runs, so the waiting room is

@@ -309,7 +309,7 @@ pub struct BotConfig {
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,
-    /// A periodic check-in turn (SPEC.md 4.1).
+    /// A periodic check-in turn.
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,
     /// `[[bots.cron]]`: turns at fixed times.
@@ -452,6 +452,17 @@ pub enum GroupPolicy {
     Disabled,
 }
 
+impl GroupPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupPolicy::Open => "open",
+            GroupPolicy::Allowlist => "allowlist",
+            GroupPolicy::Disabled => "disabled",
+        }
+    }
+}
+
 /// Who may talk to bots in direct messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -464,6 +475,18 @@ pub enum DmPolicy {
     Open,
     /// No DMs.
     Disabled,
+}
+
+impl DmPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmPolicy::Pairing => "pairing",
+            DmPolicy::Allowlist => "allowlist",
+            DmPolicy::Open => "open",
+            DmPolicy::Disabled => "disabled",
+        }
+    }
 }
 
 /// When a bot takes a turn in a group.

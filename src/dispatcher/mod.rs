@@ -1,4 +1,4 @@
-//! The pipeline (SPEC.md section 4): every inbound event, whatever its platform, goes through
+//! The pipeline: every inbound event, whatever its platform, goes through
 //! the same steps in the same order. [`Dispatcher::process`] lists them; each step lives in its
 //! own module and says whether the event goes on or stops, and why ([`Handled`]).
 //!
@@ -56,7 +56,7 @@ use crate::roster::{Account, Roster};
 use crate::session::{SessionKey, chat_key};
 use crate::store::{HistoryEntry, InboxId, Pairing, Store};
 
-/// The largest inbound text the pipeline takes (SPEC.md section 9): anything longer is refused
+/// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
 pub const MAX_TEXT_BYTES: usize = 100 * 1024;
 

@@ -2,6 +2,7 @@
 //! deliveries and chains as JSON.
 
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -22,8 +23,13 @@ pub(super) struct After {
 pub(super) async fn post_room_message(
     State(state): State<AppState>,
     Path(room): Path<String>,
-    Json(post): Json<Post>,
+    post: Result<Json<Post>, JsonRejection>,
 ) -> Response {
+    // A body that is not the JSON asked for gets a JSON error like every other refusal here.
+    let Json(post) = match post {
+        Ok(post) => post,
+        Err(rejection) => return bad(rejection.status(), &rejection.body_text()),
+    };
     if post.sender.trim().is_empty() {
         return bad(StatusCode::BAD_REQUEST, "`sender` is required");
     }

@@ -1,4 +1,4 @@
-//! `/mcp`: the agent tools of SPEC.md section 5 as an MCP server (streamable HTTP), so an agent
+//! `/mcp`: the agent tools as an MCP server (streamable HTTP), so an agent
 //! runtime outside baton (Claude Code, an IDE, another gateway) can find bots, read sessions and
 //! hand work over exactly as a bot's own turn can.
 //!
@@ -22,7 +22,8 @@
 //!
 //! Calls run as [`Caller::external`] on the session
 //! `bot:<bot>:local:<its local account>:mcp:client` ([`SessionKey::mcp`]):
-//! a late `sessions_send` reply is recorded there, and `escalate_to_user` has no human to ask.
+//! each call and its result are recorded there (so `baton sessions` lists it), so is a late
+//! `sessions_send` reply, and `escalate_to_user` has no human to ask.
 //!
 //! # Transport choices
 //!
@@ -54,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::mcp_admission::{self, Admission};
 use crate::dispatcher::Shared;
+use crate::mirror::{Journal, RecordingTools, now_ms};
 use crate::session::SessionKey;
 use crate::tools::{AgentTools, Caller};
 use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
@@ -336,7 +338,14 @@ impl ServerHandler for BatonMcp {
             arguments: Value::Object(args).to_string(),
         };
         tracing::debug!(%bot, tool = %call.name, "MCP tool call");
-        let result = tools.call(&call).await;
+        // Recorded on the caller's side like a bot's own tool calls, so `baton sessions` lists
+        // the session and its transcript shows what the client did.
+        let store = &self.shared.store;
+        if let Err(err) = store.touch_session(&session.store_ref(), now_ms()).await {
+            tracing::warn!(%err, %session, "could not record the MCP session");
+        }
+        let journal = Journal::new(store.clone(), session.to_string(), bot, call.id.clone());
+        let result = RecordingTools::new(&tools, &journal).call(&call).await;
         Ok(tool_result(&result).into())
     }
 }

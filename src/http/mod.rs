@@ -1,4 +1,4 @@
-//! The one HTTP listener (SPEC.md section 8): health, the OpenAI-compatible API, the local
+//! The one HTTP listener: health, the OpenAI-compatible API, the local
 //! rooms, the JSON API, platform webhooks (`/hooks/<platform>/<account>`) and the MCP server.
 //!
 //! Everything but the webhooks and the health checks is behind one gate ([`auth`]): with

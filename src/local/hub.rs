@@ -406,7 +406,7 @@ impl LocalHub {
         message: &RoomMessage,
         member: &Member,
     ) -> InboundEvent {
-        let (mentions, mentions_everyone) = mentions(&post.text);
+        let mentions = mentions(&post.text);
         let chat_kind = if is_dm(room) {
             ChatKind::Dm
         } else {
@@ -427,8 +427,9 @@ impl LocalHub {
                 is_self: post.is_bot && post.sender == member.bot,
             },
             text: post.text.clone(),
-            mentions,
-            mentions_everyone,
+            mentions: mentions.found,
+            leading_mentions: mentions.leading,
+            mentions_everyone: mentions.everyone,
             reply_to: post.reply_to.clone().map(MessageId),
             reply_to_author: post
                 .reply_to
@@ -453,22 +454,46 @@ fn shown(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// `@name` tokens in order, and whether `@everyone`/`@here`/`@all` appears.
-fn mentions(text: &str) -> (Vec<UserId>, bool) {
-    let mut found = Vec::new();
-    let mut everyone = false;
+/// The `@name` tokens of a post.
+#[derive(Debug, PartialEq, Eq)]
+struct Mentions {
+    /// In order of appearance.
+    found: Vec<UserId>,
+    /// How many of `found` open the text, before any other word (the addressees).
+    leading: usize,
+    /// `@everyone`, `@here` or `@all` appears.
+    everyone: bool,
+}
+
+/// Read the `@name` tokens of `text`.
+fn mentions(text: &str) -> Mentions {
+    let mut out = Mentions {
+        found: Vec::new(),
+        leading: 0,
+        everyone: false,
+    };
+    let mut opening = true;
     for word in text.split(|c: char| c.is_whitespace() || c == ',' || c == ':') {
+        if word.is_empty() {
+            continue;
+        }
         let Some(name) = word.strip_prefix('@') else {
+            opening = false;
             continue;
         };
         let name = name.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'));
         match name {
-            "" => {}
-            "everyone" | "here" | "all" => everyone = true,
-            _ => found.push(UserId(name.to_owned())),
+            "" => opening = false,
+            "everyone" | "here" | "all" => out.everyone = true,
+            _ => {
+                out.found.push(UserId(name.to_owned()));
+                if opening {
+                    out.leading += 1;
+                }
+            }
         }
     }
-    (found, everyone)
+    out
 }
 
 #[cfg(test)]
@@ -497,10 +522,13 @@ mod tests {
 
     #[test]
     fn mentions_are_structural_tokens() {
-        let (m, all) = mentions("@snark, can you ask @caid: what about @here?");
-        assert_eq!(m, vec![UserId::from("snark"), UserId::from("caid")]);
-        assert!(all);
-        assert_eq!(mentions("email me at a@b.c").0, Vec::<UserId>::new());
+        let m = mentions("@snark, can you ask @caid: what about @here?");
+        assert_eq!(m.found, vec![UserId::from("snark"), UserId::from("caid")]);
+        assert_eq!(m.leading, 1, "snark is addressed, caid only named");
+        assert!(m.everyone);
+        assert_eq!(mentions("email me at a@b.c").found, Vec::<UserId>::new());
+        assert_eq!(mentions(" @snark @caid: hi @sec").leading, 2);
+        assert_eq!(mentions("can @caid help?").leading, 0);
     }
 
     #[test]

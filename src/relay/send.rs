@@ -16,7 +16,7 @@ use crate::store::{Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, 
 use crate::tools::Caller;
 
 /// Without an idempotency key, the same text to the same target within this window is the same
-/// request (SPEC.md 5.1).
+/// request.
 const SAME_TEXT_WINDOW_MS: i64 = 10 * 60 * 1000;
 
 /// Told to a sender whose wait ran out, so a model does not "helpfully" send again.
@@ -36,7 +36,7 @@ pub struct SendRequest {
     pub idempotency_key: Option<String>,
 }
 
-/// Send `request` as `caller` and return the tool result (SPEC.md 5.1 shapes).
+/// Send `request` as `caller` and return the tool result (`{"status", ...}`, as a bot's own tool call gets it).
 pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -> Value {
     let started = Instant::now();
     let target = match resolve(shared, caller, &request.target) {

@@ -75,6 +75,13 @@ impl Location {
     }
 
     fn open_err(&self, source: rusqlite::Error) -> StoreError {
+        if let Location::File(path) = self
+            && std::path::Path::new(path).is_dir()
+        {
+            return StoreError::IsDirectory {
+                path: self.display().to_owned(),
+            };
+        }
         StoreError::Open {
             path: self.display().to_owned(),
             source,

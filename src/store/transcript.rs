@@ -1,4 +1,4 @@
-//! The transcript (SPEC 4, step 13): everything said in a session, in the order it happened.
+//! The transcript: everything said in a session, in the order it happened.
 //!
 //! Entries are append-only and numbered by a global, never-reused id, so "after id N" is a
 //! stable cursor for `--follow` and for the model's view after a reset. A delivered chunk
