@@ -5,38 +5,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
-
 use serde_json::{Value, json};
-use support::gateway::{DEADLINE, TestGateway, temp_db};
+use support::gateway::{DEADLINE, TestGateway, echo_config, temp_db};
 use support::process::eventually;
 use support::raw_http::{RawResponse, request};
 
 const PROTOCOL: &str = "2025-06-18";
-
-/// One echo bot; `extra` goes into `[gateway]`.
-fn config(extra: &str) -> String {
-    format!(
-        r#"
-[gateway]
-drain_seconds = 5
-{extra}
-
-[[bots]]
-id = "snark"
-backend = "echo"
-tools = ["bots_list"]
-
-[chats_default]
-group_policy = "open"
-dm_policy = "open"
-"#
-    )
-}
-
-fn addr(gw: &TestGateway) -> SocketAddr {
-    gw.gateway.addr().expect("listening")
-}
 
 /// Every gated path, with a method that reaches a route there (`/` has none: 404 past the gate).
 const GATED: [(&str, &str); 5] = [
@@ -60,14 +34,14 @@ async fn send(gw: &TestGateway, method: &str, path: &str, headers: &[(&str, &str
     let body = (method == "POST").then(|| initialize("probe"));
     let mut all = vec![("Accept", "application/json, text/event-stream")];
     all.extend_from_slice(headers);
-    request(addr(gw), method, path, &all, body.as_deref()).await
+    request(gw.addr(), method, path, &all, body.as_deref()).await
 }
 
 #[tokio::test]
 async fn without_a_token_foreign_hosts_and_proxied_requests_are_refused_on_every_gated_path() {
     let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(""), &db).await;
-    let own = addr(&gw).to_string();
+    let gw = TestGateway::start(&echo_config(""), &db).await;
+    let own = gw.addr().to_string();
 
     for (method, path) in GATED {
         let local = send(&gw, method, path, &[("Host", &own)]).await;
@@ -99,7 +73,7 @@ async fn without_a_token_foreign_hosts_and_proxied_requests_are_refused_on_every
 
     // Nothing refused ran: a post with a foreign Host left the room empty.
     let post = request(
-        addr(&gw),
+        gw.addr(),
         "POST",
         "/api/local/rooms/lobby/messages",
         &[("Host", "evil.example")],
@@ -111,7 +85,7 @@ async fn without_a_token_foreign_hosts_and_proxied_requests_are_refused_on_every
 
     // Webhooks and health checks stay open to any Host (platforms and probers send their own).
     let health = request(
-        addr(&gw),
+        gw.addr(),
         "GET",
         "/healthz",
         &[("Host", "evil.example")],
@@ -120,7 +94,7 @@ async fn without_a_token_foreign_hosts_and_proxied_requests_are_refused_on_every
     .await;
     assert_eq!(health.status, 200, "{health:?}");
     let hook = request(
-        addr(&gw),
+        gw.addr(),
         "POST",
         "/hooks/slack/nobody",
         &[("Host", "evil.example")],
@@ -138,9 +112,12 @@ async fn without_a_token_foreign_hosts_and_proxied_requests_are_refused_on_every
 async fn with_a_token_lowercase_bearer_is_accepted_and_a_wrong_token_refused() {
     let (_dir, db) = temp_db();
     let env = |name: &str| (name == "BATON_TEST_TOKEN").then(|| "s3cret".to_owned());
-    let gw =
-        TestGateway::start_with_env(&config("api_token_env = \"BATON_TEST_TOKEN\""), &db, &env)
-            .await;
+    let gw = TestGateway::start_with_env(
+        &echo_config("api_token_env = \"BATON_TEST_TOKEN\""),
+        &db,
+        &env,
+    )
+    .await;
 
     for (method, path) in GATED {
         // Behind a proxy, under the gateway's public name: the token is what counts.
@@ -164,7 +141,7 @@ async fn with_a_token_lowercase_bearer_is_accepted_and_a_wrong_token_refused() {
             assert!(refused.body.contains("bearer token"), "{refused:?}");
             assert!(!refused.body.contains("s3cret"), "{refused:?}");
         }
-        let missing = send(&gw, method, path, &[("Host", &addr(&gw).to_string())]).await;
+        let missing = send(&gw, method, path, &[("Host", &gw.addr().to_string())]).await;
         assert_eq!(
             missing.status, 401,
             "{method} {path} without a token: {missing:?}"
@@ -176,14 +153,14 @@ async fn with_a_token_lowercase_bearer_is_accepted_and_a_wrong_token_refused() {
 #[tokio::test]
 async fn a_cross_origin_post_is_refused() {
     let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(""), &db).await;
-    let own = addr(&gw).to_string();
+    let gw = TestGateway::start(&echo_config(""), &db).await;
+    let own = gw.addr().to_string();
     let body = r#"{"sender":"alice","text":"hello"}"#;
     let path = "/api/local/rooms/lobby/messages";
 
     for origin in ["http://evil.example", "null", "http://localhost:1"] {
         let refused = request(
-            addr(&gw),
+            gw.addr(),
             "POST",
             path,
             &[("Host", &own), ("Origin", origin)],
@@ -197,7 +174,7 @@ async fn a_cross_origin_post_is_refused() {
 
     let own_origin = format!("http://{own}");
     let accepted = request(
-        addr(&gw),
+        gw.addr(),
         "POST",
         path,
         &[("Host", &own), ("Origin", &own_origin)],
@@ -226,7 +203,9 @@ async fn open_session(gw: &TestGateway, client: &str) -> reqwest::Response {
 async fn the_mcp_session_cap_refuses_cleanly_and_expired_sessions_free_their_slot() {
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(
-        &config("mcp_max_sessions = 2\nmcp_session_idle_seconds = 1\nmcp_max_init_bytes = 2048"),
+        &echo_config(
+            "mcp_max_sessions = 2\nmcp_session_idle_seconds = 1\nmcp_max_init_bytes = 2048",
+        ),
         &db,
     )
     .await;
@@ -271,7 +250,7 @@ async fn the_mcp_session_cap_refuses_cleanly_and_expired_sessions_free_their_slo
 #[tokio::test]
 async fn malformed_json_on_mcp_is_a_400() {
     let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(""), &db).await;
+    let gw = TestGateway::start(&echo_config(""), &db).await;
     for (body, says) in [
         ("{\"jsonrpc\": \"2.0\", ", "not valid JSON"),
         ("[1, 2, 3]", "not an MCP JSON-RPC message"),

@@ -3,40 +3,16 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use baton::config::Config;
 use baton::gateway::{Gateway, ScheduleClock, StartOptions};
-use support::gateway::{DEADLINE, TestGateway, temp_db};
+use support::gateway::{DEADLINE, TestGateway, echo_config, temp_db};
 use support::process::eventually;
 use support::raw_http::{read_response, request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// One echo bot; `extra` goes into `[gateway]`.
-fn config(extra: &str) -> String {
-    format!(
-        r#"
-[gateway]
-drain_seconds = 5
-{extra}
-
-[[bots]]
-id = "snark"
-backend = "echo"
-
-[chats_default]
-group_policy = "open"
-dm_policy = "open"
-"#
-    )
-}
-
-fn addr(gw: &TestGateway) -> SocketAddr {
-    gw.gateway.addr().expect("listening")
-}
 
 /// Wait until the server closes `stream` (a read returns end-of-file or a reset); how long it
 /// took. Anything the server sends first is read and ignored.
@@ -59,9 +35,9 @@ async fn closed_after(stream: &mut TcpStream) -> Duration {
 #[tokio::test]
 async fn a_slow_header_connection_is_closed_within_the_header_timeout_while_healthz_answers() {
     let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config("header_timeout_seconds = 1"), &db).await;
+    let gw = TestGateway::start(&echo_config("header_timeout_seconds = 1"), &db).await;
 
-    let mut slow = TcpStream::connect(addr(&gw)).await.unwrap();
+    let mut slow = TcpStream::connect(gw.addr()).await.unwrap();
     slow.write_all(b"GET /healthz HT").await.unwrap();
     let opened = Instant::now();
 
@@ -87,12 +63,12 @@ async fn a_slow_header_connection_is_closed_within_the_header_timeout_while_heal
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(
-        &config("idle_timeout_seconds = 1\nheader_timeout_seconds = 30"),
+        &echo_config("idle_timeout_seconds = 1\nheader_timeout_seconds = 30"),
         &db,
     )
     .await;
-    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
-    let host = addr(&gw).to_string();
+    let mut stream = TcpStream::connect(gw.addr()).await.unwrap();
+    let host = gw.addr().to_string();
     let first = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n");
     stream.write_all(first.as_bytes()).await.unwrap();
     // The whole response of the first request (2 bytes of body), then nothing more.
@@ -117,12 +93,12 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
 #[tokio::test]
 async fn a_trickling_body_is_cut_at_the_body_deadline() {
     let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config("body_timeout_seconds = 1"), &db).await;
-    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let gw = TestGateway::start(&echo_config("body_timeout_seconds = 1"), &db).await;
+    let mut stream = TcpStream::connect(gw.addr()).await.unwrap();
     let head = format!(
         "POST /api/local/rooms/lobby/messages HTTP/1.1\r\nHost: {}\r\n\
          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"sender\":",
-        addr(&gw)
+        gw.addr()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
     let started = Instant::now();
@@ -145,17 +121,17 @@ async fn a_trickling_body_is_cut_at_the_body_deadline() {
 async fn at_the_connection_cap_healthz_answers_and_other_routes_are_refused_with_a_reason() {
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(
-        &config("max_connections = 3\nheader_timeout_seconds = 60"),
+        &echo_config("max_connections = 3\nheader_timeout_seconds = 60"),
         &db,
     )
     .await;
     let mut idle = Vec::new();
     for _ in 0..3 {
-        idle.push(TcpStream::connect(addr(&gw)).await.unwrap());
+        idle.push(TcpStream::connect(gw.addr()).await.unwrap());
     }
-    let host = addr(&gw).to_string();
+    let host = gw.addr().to_string();
     let refused = eventually(DEADLINE, "a request over the cap is refused", || async {
-        let response = request(addr(&gw), "GET", "/v1/models", &[("Host", &host)], None).await;
+        let response = request(gw.addr(), "GET", "/v1/models", &[("Host", &host)], None).await;
         (response.status == 503).then_some(response)
     })
     .await;
@@ -165,10 +141,10 @@ async fn at_the_connection_cap_healthz_answers_and_other_routes_are_refused_with
     );
     assert_eq!(refused.header("retry-after"), Some("5"), "{refused:?}");
 
-    let health = request(addr(&gw), "GET", "/healthz", &[("Host", &host)], None).await;
+    let health = request(gw.addr(), "GET", "/healthz", &[("Host", &host)], None).await;
     assert_eq!(health.status, 200, "{health:?}");
     assert_eq!(health.body, "ok");
-    let ready = request(addr(&gw), "GET", "/readyz", &[("Host", &host)], None).await;
+    let ready = request(gw.addr(), "GET", "/readyz", &[("Host", &host)], None).await;
     assert_eq!(ready.status, 200, "{ready:?}");
 
     // The idle ones go away; the full service is back.
@@ -177,7 +153,7 @@ async fn at_the_connection_cap_healthz_answers_and_other_routes_are_refused_with
         DEADLINE,
         "the full service after the cap clears",
         || async {
-            let response = request(addr(&gw), "GET", "/v1/models", &[("Host", &host)], None).await;
+            let response = request(gw.addr(), "GET", "/v1/models", &[("Host", &host)], None).await;
             (response.status == 200).then_some(())
         },
     )
@@ -192,7 +168,7 @@ async fn a_dual_stack_listener_serves_ipv4_loopback_clients() {
         return;
     }
     let (_dir, db) = temp_db();
-    let config = Config::from_toml(&config(""), Path::new("."), &|_| None).unwrap();
+    let config = Config::from_toml(&echo_config(""), Path::new("."), &|_| None).unwrap();
     let options = StartOptions {
         listen: Some("[::]:0".into()),
         database: Some(db.to_string_lossy().into_owned()),

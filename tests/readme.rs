@@ -3,7 +3,7 @@
 //! first block builds and starts the demo, the second talks to it with `curl` and the `baton`
 //! binary. Each `# => TEXT` line under a command is a piece of what that command must print.
 //!
-//! The test's own `baton` binary stands in for `target/release/baton`; the demo runs in a
+//! The test's own `baton` binary stands in for `target/debug/baton`; the demo runs in a
 //! temporary directory (its `baton-demo.db` lands there) on a free port, which replaces
 //! `127.0.0.1:8642` in every command. Nothing sleeps to synchronise: a command that only reads
 //! is run again until what the README promises shows up, within a deadline.
@@ -131,8 +131,8 @@ async fn the_quick_start_works_as_written() {
     let [build, path, start] = &blocks[0][..] else {
         panic!("block one is build, PATH, run: {:#?}", blocks[0]);
     };
-    assert_eq!(build.command, "cargo build --release");
-    assert_eq!(path.command, r#"export PATH="$PWD/target/release:$PATH""#);
+    assert_eq!(build.command, "cargo build");
+    assert_eq!(path.command, r#"export PATH="$PWD/target/debug:$PATH""#);
     assert!(start.command.starts_with("baton run "), "{start:?}");
     let (demo, out) = Running::spawn(shell(
         dir.path(),

@@ -44,6 +44,27 @@ local = ["admin"]
     text
 }
 
+/// One echo bot, `snark` (tools: `bots_list`), with open local rooms and `gateway_keys` in
+/// `[gateway]`: for tests of the HTTP edge, where the bot's answers do not matter.
+pub fn echo_config(gateway_keys: &str) -> String {
+    format!(
+        r#"
+[gateway]
+drain_seconds = 5
+{gateway_keys}
+
+[[bots]]
+id = "snark"
+backend = "echo"
+tools = ["bots_list"]
+
+[chats_default]
+group_policy = "open"
+dm_policy = "open"
+"#
+    )
+}
+
 /// A running gateway and an HTTP client for it.
 pub struct TestGateway {
     pub gateway: Gateway,
@@ -81,6 +102,11 @@ impl TestGateway {
             base,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// The address the gateway listens on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.gateway.addr().expect("listening")
     }
 
     /// Post into a local room; returns the room message (with its `id`).
