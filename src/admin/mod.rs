@@ -11,15 +11,37 @@ mod report;
 
 use std::sync::Arc;
 
+use baton_contract::InboundEvent;
+
 pub(crate) use chain::may_stop;
 pub use command::{
     AdminCommand, HELP, ParseError, TRANSCRIPT_LINES, TRANSCRIPT_MAX_LINES, asks_chain_stop,
     text_command,
 };
 
-use crate::dispatcher::{DecideError, Decision, Inbound, Resolver, Shared, decide_approval};
+use crate::config::Activation;
+use crate::engine::Services;
+use crate::escalation::{DecideError, Decision, Resolver, decide_approval};
 use crate::mirror::now_ms;
+use crate::roster::Account;
 use crate::store::{Chain, PairingApproval};
+
+/// Where, how and by whom a command was given: what the commands read of the event that
+/// carried it, and of the chat it came from.
+pub(crate) struct Invocation<'a> {
+    /// The event carrying the command.
+    pub event: &'a InboundEvent,
+    /// The account that received it.
+    pub account: &'a Account,
+    /// The sender's display name.
+    pub speaker_name: &'a str,
+    /// `<platform>:<chat>[:thread:<id>]`: the history buffer and bot chains.
+    pub chat_key: &'a str,
+    /// `<platform>:<chat>`: durable chat settings.
+    pub settings_key: &'a str,
+    /// The chat's configured activation (before `/baton activation`).
+    pub activation: Activation,
+}
 
 /// What a command answers, and what happens once the answer is posted.
 #[derive(Debug)]
@@ -44,7 +66,7 @@ impl From<String> for Answer {
 }
 
 /// Do what an answer left to do.
-pub(crate) async fn after(shared: &Arc<Shared>, then: AfterAnswer) {
+pub(crate) async fn after(shared: &Arc<Services>, then: AfterAnswer) {
     match then {
         AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(shared, chain, prompt).await,
     }
@@ -52,12 +74,12 @@ pub(crate) async fn after(shared: &Arc<Shared>, then: AfterAnswer) {
 
 /// Run an authorized command in the chat `inbound` came from. `Err` is a user-facing message.
 pub(crate) async fn execute(
-    shared: &Arc<Shared>,
-    inbound: &Inbound<'_>,
+    shared: &Arc<Services>,
+    inbound: &Invocation<'_>,
     command: &AdminCommand,
 ) -> Result<Answer, String> {
-    let store = &shared.store;
-    let chat = &inbound.settings_key;
+    let store = shared.store();
+    let chat = inbound.settings_key;
     let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
     let answer = match command {
         AdminCommand::ChainStart {
@@ -149,15 +171,15 @@ pub fn pairing_answer(code: &str, approved: PairingApproval) -> Result<String, S
 
 /// `approve` / `deny`: decide a bot's approval request as the admin who ran the command.
 async fn decide(
-    shared: &Arc<Shared>,
-    inbound: &Inbound<'_>,
+    shared: &Arc<Services>,
+    inbound: &Invocation<'_>,
     id: &str,
     decision: Decision,
     note: Option<&str>,
 ) -> Result<String, String> {
     let by = Resolver::Human {
         id: inbound.event.sender.id.as_str(),
-        name: &inbound.speaker.name,
+        name: &inbound.speaker_name,
     };
     match decide_approval(shared, id, decision, by, note).await {
         Ok(decided) => Ok(match decision {
@@ -188,15 +210,15 @@ fn who(bot: &str) -> String {
 /// A bot named by id, display name, or its account's user id on this platform (`@` optional,
 /// as a mention arrives); `None` means every bot (`*`).
 pub(crate) fn resolve_bot(
-    shared: &Shared,
-    inbound: &Inbound<'_>,
+    shared: &Services,
+    inbound: &Invocation<'_>,
     name: Option<&str>,
 ) -> Result<String, String> {
     let Some(name) = name else {
         return Ok("*".to_owned());
     };
     let name = name.trim_start_matches('@');
-    let roster = &shared.roster;
+    let roster = shared.roster();
     roster
         .bots()
         .iter()

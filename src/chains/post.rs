@@ -10,7 +10,7 @@ use baton_contract::MessageId;
 
 use super::place::Place;
 use crate::deliver::deliver;
-use crate::dispatcher::{Shared, undelivered};
+use crate::engine::{Services, undelivered};
 use crate::mirror::{Journal, now_ms};
 use crate::roster::Account;
 
@@ -18,25 +18,25 @@ use crate::roster::Account;
 /// `run_id` (which makes a replay post nothing twice). Returns the first posted message's id; a
 /// failure is recorded in the transcript and logged, never silently lost.
 pub(super) async fn say(
-    shared: &Shared,
+    shared: &Services,
     place: &Place,
     account: &Account,
     run_id: String,
     text: &str,
 ) -> Option<MessageId> {
     shared
-        .own_notices
+        .own_notices()
         .remember(&place.chat_key(), account.bot.id(), text);
     let session = place.session(account);
     if let Err(err) = shared
-        .store
+        .store()
         .touch_session(&session.store_ref(), now_ms())
         .await
     {
         tracing::error!(%err, "could not record the session");
     }
     let journal = Journal::new(
-        shared.store.clone(),
+        shared.store().clone(),
         session.render(),
         account.bot.id().to_owned(),
         run_id,
@@ -52,7 +52,7 @@ pub(super) async fn say(
 
 /// baton's own line about a chain, through the chain's voice account.
 pub(super) async fn baton_says(
-    shared: &Shared,
+    shared: &Services,
     place: &Place,
     run_id: String,
     text: &str,

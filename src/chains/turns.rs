@@ -16,11 +16,10 @@ use tokio::time::Instant;
 
 use super::context::{self, Role};
 use super::place::Place;
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnFailure, TurnPlan, take_turn};
 use crate::lanes::Lane;
 use crate::mirror::{Journal, now_ms};
 use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin};
-use crate::tools::Caller;
 
 /// A turn to take.
 #[derive(Debug, Clone)]
@@ -36,13 +35,13 @@ pub(super) struct TurnJob {
 }
 
 /// Take `job` in the background (tracked, so a shutdown drains it).
-pub(super) fn spawn(shared: &Arc<Shared>, job: TurnJob) {
-    shared.tasks.spawn(run(Arc::clone(shared), job));
+pub(super) fn spawn(shared: &Arc<Services>, job: TurnJob) {
+    shared.tasks().spawn(run(Arc::clone(shared), job));
 }
 
 /// Boxed rather than `async fn`: a turn posts, a post may give the next turn, and giving a turn
 /// spawns this again. The named type breaks that cycle for the compiler.
-fn run(shared: Arc<Shared>, job: TurnJob) -> BoxFuture<'static, ()> {
+fn run(shared: Arc<Services>, job: TurnJob) -> BoxFuture<'static, ()> {
     Box::pin(async move { take(&shared, job).await })
 }
 
@@ -58,8 +57,8 @@ enum Ended {
     Failed(String),
 }
 
-async fn take(shared: &Arc<Shared>, job: TurnJob) {
-    let seconds = shared.config.chains.turn_timeout_seconds;
+async fn take(shared: &Arc<Services>, job: TurnJob) {
+    let seconds = shared.config().chains.turn_timeout_seconds;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let Some(place) = Place::of(&job.chain) else {
         let why = format!(
@@ -75,29 +74,29 @@ async fn take(shared: &Arc<Shared>, job: TurnJob) {
     let session = place.session(account);
     let key = session.render();
     if let Err(err) = shared
-        .store
+        .store()
         .touch_session(&session.store_ref(), now_ms())
         .await
     {
         tracing::error!(%err, "could not record the session");
     }
-    let lane = shared.lanes.enter(Lane::Nested, &job.bot, &key);
+    let lane = shared.lanes().enter(Lane::Nested, &job.bot, &key);
     let Ok(_slot) = tokio::time::timeout_at(deadline, lane).await else {
         return finish(shared, &job, None, Ended::TimedOut).await;
     };
     let chain = &job.chain;
     let log = shared
-        .store
+        .store()
         .chain_entries(&chain.id)
         .await
         .unwrap_or_else(|err| {
             tracing::error!(chain = %chain.id, %err, "could not read the chain; giving the turn without it");
             Vec::new()
         });
-    let silent = &shared.config.gateway.silent_token;
+    let silent = &shared.config().gateway.silent_token;
     let text = context::turn_text(chain, &log, &job.bot, job.role, &job.prompt, silent);
     let journal = Journal::new(
-        shared.store.clone(),
+        shared.store().clone(),
         key,
         job.bot.clone(),
         format!("chain:{}:t{}", chain.id, chain.turn),
@@ -128,9 +127,9 @@ async fn take(shared: &Arc<Shared>, job: TurnJob) {
 }
 
 /// What the chain does with how the turn ended.
-async fn finish(shared: &Arc<Shared>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
+async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
     let (chain, bot, turn) = (&job.chain, job.bot.as_str(), job.chain.turn);
-    let seconds = shared.config.chains.turn_timeout_seconds;
+    let seconds = shared.config().chains.turn_timeout_seconds;
     if let Ended::Said(text, model) = &ended {
         say(shared, job, journal, text, model).await;
     }
@@ -171,14 +170,14 @@ async fn finish(shared: &Arc<Shared>, job: &TurnJob, journal: Option<&Journal>, 
 /// The bot's reply is its post, unless it posted with `chain_message` already in this turn or
 /// the turn is no longer its own (timed out, chain closed): then it is only recorded.
 async fn say(
-    shared: &Arc<Shared>,
+    shared: &Arc<Services>,
     job: &TurnJob,
     journal: Option<&Journal>,
     text: &str,
     model: &str,
 ) {
     let (chain, bot) = (&job.chain, job.bot.as_str());
-    let now = shared.store.chain(&chain.id).await.ok().flatten();
+    let now = shared.store().chain(&chain.id).await.ok().flatten();
     let why_not = match now {
         None => "the chain could not be read".to_owned(),
         Some(now) if now.state != ChainState::Open => format!("the chain is {}", now.state),

@@ -161,6 +161,16 @@ fn dotted(path: &str) -> String {
     key
 }
 
+/// The platform a plain chat id in `bot`'s schedule means: that of its first `[[accounts]]`
+/// entry, or `local` for a bot without accounts.
+pub fn default_platform(config: &Config, bot: &str) -> baton_contract::Platform {
+    config
+        .accounts
+        .iter()
+        .find(|a| a.bot == bot)
+        .map_or(baton_contract::Platform::Local, |a| a.platform)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use baton_contract::{InboundEvent, InboundKind};
 
-use super::{DropReason, Handled, Inbound, Shared, turn_step};
-use crate::admin::{self, AdminCommand, asks_chain_stop, text_command};
+use super::{DropReason, Handled, Inbound, turn_step};
+use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
+use crate::engine::Services;
 use crate::mirror::now_ms;
 use crate::store::{Claim, NewAudit};
 
@@ -28,7 +29,7 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
 }
 
 /// Answer the event if it is an admin command; `None` lets it go on down the pipeline.
-pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Option<Handled> {
+pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
     let event = &inbound.event;
     let line = match &event.kind {
         InboundKind::Command { .. } => event.text.trim(),
@@ -45,19 +46,27 @@ pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Op
 }
 
 /// Run the admin command `line` (or refuse it) and answer it.
-async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) -> Handled {
+async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Handled {
     let event = &inbound.event;
     if !claim_once_per_chat(shared, inbound).await {
         return Handled::Dropped(DropReason::AdminHandledElsewhere);
     }
     let mut then = None;
+    let invocation = Invocation {
+        event,
+        account: inbound.account,
+        speaker_name: &inbound.speaker.name,
+        chat_key: &inbound.chat_key,
+        settings_key: &inbound.settings_key,
+        activation: inbound.policy.activation,
+    };
     let (outcome, reply) = if event.sender.is_bot {
         ("refused: bots may not run admin commands".to_owned(), None)
     } else {
         let parsed = AdminCommand::parse(line);
-        let allowed = is_admin(&shared.config.admins, event)
+        let allowed = is_admin(&shared.config().admins, event)
             || match &parsed {
-                Ok(command) => admin::may_stop(shared, inbound, command).await,
+                Ok(command) => admin::may_stop(shared, &invocation, command).await,
                 Err(_) => false,
             };
         match parsed {
@@ -65,7 +74,7 @@ async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) ->
                 let text = "Only baton admins can run /baton commands.".to_owned();
                 ("refused: not an admin".to_owned(), Some(text))
             }
-            Ok(command) => match admin::execute(shared, inbound, &command).await {
+            Ok(command) => match admin::execute(shared, &invocation, &command).await {
                 Ok(answer) => {
                     then = answer.then;
                     ("ok".to_owned(), Some(answer.text))
@@ -86,7 +95,7 @@ async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) ->
 }
 
 /// True for the first account to see this command in this chat.
-async fn claim_once_per_chat(shared: &Shared, inbound: &Inbound<'_>) -> bool {
+async fn claim_once_per_chat(shared: &Services, inbound: &Inbound<'_>) -> bool {
     let event = &inbound.event;
     if matches!(event.kind, InboundKind::Command { .. }) {
         return true;
@@ -94,12 +103,12 @@ async fn claim_once_per_chat(shared: &Shared, inbound: &Inbound<'_>) -> bool {
     let scope = format!("admin:{}", inbound.chat_key);
     let keys = [format!("msg:{}", event.message_id)];
     !matches!(
-        shared.store.claim(&scope, &keys, now_ms()).await,
+        shared.store().claim(&scope, &keys, now_ms()).await,
         Ok(Claim::Duplicate)
     )
 }
 
-async fn audit(shared: &Shared, inbound: &Inbound<'_>, line: &str, outcome: &str) {
+async fn audit(shared: &Services, inbound: &Inbound<'_>, line: &str, outcome: &str) {
     let event = &inbound.event;
     let record = NewAudit {
         ts_ms: now_ms(),
@@ -109,7 +118,7 @@ async fn audit(shared: &Shared, inbound: &Inbound<'_>, line: &str, outcome: &str
         command: format!("/baton {line}").trim_end().to_owned(),
         outcome: outcome.to_owned(),
     };
-    if let Err(err) = shared.store.audit(record).await {
+    if let Err(err) = shared.store().audit(record).await {
         tracing::error!(%err, "could not write the audit record");
     }
 }

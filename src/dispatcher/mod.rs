@@ -17,11 +17,8 @@
 mod activation;
 mod admin_step;
 mod answer_step;
-mod chat_rules;
-mod context;
 mod dedupe;
 mod inbox;
-mod own_notices;
 mod policy;
 mod self_drop;
 mod speaker;
@@ -32,28 +29,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{EventSink, InboundEvent, InboundKind, NotTaken};
-use tokio_util::task::TaskTracker;
 
 pub use activation::Wake;
-pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
-pub(crate) use chat_rules::glob_set;
-pub use chat_rules::{ChatPolicy, ChatRules};
 pub use inbox::LeftOver;
 pub use policy::Refusal;
-pub(crate) use turn_step::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
 
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
-use crate::config::{Activation, Config};
+use crate::config::Activation;
 use crate::deliver::Target;
-use crate::guards::{BotMessage, BotRefusal, Guards, KeyedLimiter, RateVerdict};
-use crate::lanes::Lanes;
-use crate::metrics::{self, Metrics};
+use crate::engine::Services;
+use crate::guards::{BotMessage, BotRefusal, RateVerdict};
+use crate::metrics;
 use crate::mirror::now_ms;
-use crate::relay::Relay;
-use crate::roster::{Account, Roster};
+use crate::roster::{Account, ChatPolicy};
 use crate::session::{SessionKey, chat_key};
-use crate::store::{HistoryEntry, InboxId, Pairing, Store};
+use crate::store::{HistoryEntry, InboxId, Pairing};
 
 /// The largest inbound text the pipeline takes (SPEC.md section 9): anything longer is refused
 /// with a message, never truncated.
@@ -110,75 +101,10 @@ pub enum DropReason {
     StoreFailing,
 }
 
-/// Everything the steps share. Built once by [`crate::gateway`].
-pub struct Shared {
-    /// The validated config.
-    pub config: Arc<Config>,
-    /// Bots and accounts.
-    pub roster: Roster,
-    /// Per-chat policy.
-    pub chat_rules: ChatRules,
-    /// The store.
-    pub store: Store,
-    /// Inbound guards.
-    pub guards: Guards,
-    /// Lanes.
-    pub lanes: Arc<Lanes>,
-    /// Policy refusal notices: at most one per sender per account every 10 minutes.
-    pub(crate) notices: KeyedLimiter<(String, String)>,
-    /// Lines the gateway posted through bot accounts, which must not wake other bots.
-    pub(crate) own_notices: own_notices::OwnNotices,
-    /// Sends whose senders are waiting for the reply.
-    pub relay: Relay,
-    /// Counters for `/metrics`.
-    pub metrics: Metrics,
-    /// When each bot's heartbeat and cron entries fall due next (written by the scheduler).
-    pub schedule: crate::schedule::Board,
-    /// Every pipeline run and background turn, so a shutdown can drain them.
-    pub tasks: TaskTracker,
-}
-
-impl Shared {
-    /// Assemble the shared state. Fails only on an `[agent_to_agent] allow` glob that does not
-    /// compile (validation reports those first).
-    pub fn new(
-        config: Arc<Config>,
-        roster: Roster,
-        chat_rules: ChatRules,
-        store: Store,
-    ) -> Result<Shared, globset::Error> {
-        let clock = governor::clock::DefaultClock::default();
-        let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
-        Ok(Shared {
-            guards: Guards::new(
-                &config.limits,
-                &config.agent_to_agent,
-                a2a_allow,
-                clock.clone(),
-            ),
-            lanes: Lanes::new(&config.lanes),
-            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
-            own_notices: own_notices::OwnNotices::default(),
-            relay: Relay::default(),
-            metrics: Metrics::default(),
-            // Validation checked the zone; an unvalidated config falls back to the machine's.
-            schedule: crate::schedule::Board::new(
-                crate::schedule::Zone::parse(&config.gateway.timezone)
-                    .unwrap_or(crate::schedule::Zone::Local),
-            ),
-            tasks: TaskTracker::new(),
-            config,
-            roster,
-            chat_rules,
-            store,
-        })
-    }
-}
-
 /// The pipeline. Cheap to clone; every adapter feeds the same one.
 #[derive(Clone)]
 pub struct Dispatcher {
-    shared: Arc<Shared>,
+    shared: Arc<Services>,
 }
 
 /// One event on its way through the steps, with what earlier steps learned.
@@ -228,24 +154,24 @@ impl Inbound<'_> {
 
 impl Dispatcher {
     /// A dispatcher over `shared`.
-    pub fn new(shared: Arc<Shared>) -> Self {
+    pub fn new(shared: Arc<Services>) -> Self {
         Self { shared }
     }
 
     /// The shared state.
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub fn shared(&self) -> &Arc<Services> {
         &self.shared
     }
 
     /// Deduplicate and run the whole pipeline, waiting for the outcome. The local chat uses
     /// this; platform adapters go through [`EventSink::accept`], which does not wait.
     pub async fn handle(&self, event: InboundEvent) -> Handled {
-        if self.shared.tasks.is_closed() {
+        if self.shared.tasks().is_closed() {
             return Handled::Dropped(DropReason::ShuttingDown);
         }
         // Tracked like a spawned run, so a shutdown waits for it too.
         self.shared
-            .tasks
+            .tasks()
             .track_future(async {
                 match self.intake(&event).await {
                     Ok(Some(filed)) => self.run_filed(filed, event).await,
@@ -258,14 +184,14 @@ impl Dispatcher {
 
     /// Events accepted whose pipeline run has not finished.
     pub fn in_flight(&self) -> usize {
-        self.shared.tasks.len()
+        self.shared.tasks().len()
     }
 
     /// Stop taking events and wait (at most `grace`) for the turns in flight to finish.
     /// Returns whether everything finished.
     pub async fn drain(&self, grace: Duration) -> bool {
-        self.shared.tasks.close();
-        tokio::time::timeout(grace, self.shared.tasks.wait())
+        self.shared.tasks().close();
+        tokio::time::timeout(grace, self.shared.tasks().wait())
             .await
             .is_ok()
     }
@@ -275,18 +201,20 @@ impl Dispatcher {
     /// without a transcript is worse than the platform's redelivery a little later.
     async fn intake(&self, event: &InboundEvent) -> Result<Option<InboxId>, NotTaken> {
         let platform = event.platform.as_str();
-        match inbox::file(&self.shared.store, event, now_ms()).await {
+        match inbox::file(&self.shared.store(), event, now_ms()).await {
             Ok(Some(filed)) => {
-                self.shared.metrics.add(&metrics::EVENTS_IN, platform);
+                self.shared.metrics().add(&metrics::EVENTS_IN, platform);
                 Ok(Some(filed))
             }
             Ok(None) => {
-                self.shared.metrics.add(&metrics::DUPLICATES, platform);
+                self.shared.metrics().add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
                 Ok(None)
             }
             Err(err) => {
-                self.shared.metrics.add(&metrics::EVENTS_REFUSED, platform);
+                self.shared
+                    .metrics()
+                    .add(&metrics::EVENTS_REFUSED, platform);
                 tracing::error!(
                     %err, platform, account = %event.account, message = %event.message_id,
                     "event refused: the store cannot record it; readiness is false until the \
@@ -300,7 +228,7 @@ impl Dispatcher {
     /// Steps 3 to 13 for a filed event, then take it out of the inbox.
     async fn run_filed(&self, filed: InboxId, event: InboundEvent) -> Handled {
         let handled = self.process(event).await;
-        if let Err(err) = self.shared.store.inbox_done(filed).await {
+        if let Err(err) = self.shared.store().inbox_done(filed).await {
             tracing::error!(%err, "could not mark an event handled; a restart will run it again");
         }
         handled
@@ -309,7 +237,7 @@ impl Dispatcher {
     /// Steps 3 to 13.
     pub(crate) async fn process(&self, event: InboundEvent) -> Handled {
         let shared = &*self.shared;
-        let Some(account) = shared.roster.account(event.platform, &event.account) else {
+        let Some(account) = shared.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
             return Handled::Dropped(DropReason::UnknownAccount);
         };
@@ -333,13 +261,13 @@ impl Dispatcher {
             return stop;
         }
         if inbound.speaker.origin == crate::store::Origin::Human {
-            shared.guards.bot_messages.human_spoke(&inbound.chat_key);
+            shared.guards().bot_messages.human_spoke(&inbound.chat_key);
         }
         if let Some(answered) = answer_step::intercept(&self.shared, &inbound).await {
             return answered;
         }
         let settings = shared
-            .store
+            .store()
             .chat_settings(&inbound.settings_key)
             .await
             .unwrap_or_default();
@@ -348,7 +276,7 @@ impl Dispatcher {
             .as_deref()
             .and_then(parse_activation)
             .unwrap_or(inbound.policy.activation);
-        let roster = &shared.roster;
+        let roster = shared.roster();
         let woke = activation::decide(
             &inbound.event,
             me.as_ref(),
@@ -366,9 +294,9 @@ impl Dispatcher {
         }
         if let Err(refusal) = self.check_bot_message(&inbound) {
             let reason = refusal.as_str();
-            shared.metrics.add(&metrics::BOT_MESSAGE_REFUSALS, reason);
+            shared.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
             let chat = Some(inbound.settings_key.clone());
-            shared.metrics.refused("bot_messages", reason, chat);
+            shared.metrics().refused("bot_messages", reason, chat);
             tracing::info!(
                 bot = inbound.bot(),
                 reason = refusal.as_str(),
@@ -385,9 +313,9 @@ impl Dispatcher {
 
     fn inbound<'a>(&self, event: InboundEvent, account: &'a Account) -> Inbound<'a> {
         let shared = &self.shared;
-        let speaker = Speaker::of(&event, &shared.roster);
+        let speaker = Speaker::of(&event, &shared.roster());
         let policy = shared
-            .chat_rules
+            .chat_rules()
             .resolve(event.platform, event.chat.as_str());
         Inbound {
             chat_key: chat_key(event.platform, &event.chat, event.thread.as_ref()),
@@ -406,7 +334,7 @@ impl Dispatcher {
         };
         // Lines remembered for the whole chat (a chain's, posted as replies that the platform
         // may put in a thread of its own) match in any of its threads.
-        let notices = &self.shared.own_notices;
+        let notices = self.shared.own_notices();
         let text = &inbound.event.text;
         notices.is_notice(&inbound.chat_key, author, text)
             || notices.is_notice(&inbound.settings_key, author, text)
@@ -416,11 +344,11 @@ impl Dispatcher {
     async fn check_policy(&self, inbound: &Inbound<'_>) -> Result<(), Handled> {
         let shared = &*self.shared;
         let event = &inbound.event;
-        let is_admin = admin_step::is_admin(&shared.config.admins, event);
+        let is_admin = admin_step::is_admin(&shared.config().admins, event);
         let decision = policy::decide(
             event,
             &inbound.policy,
-            &shared.config.chats_default,
+            &shared.config().chats_default,
             is_admin,
         );
         match decision {
@@ -434,7 +362,7 @@ impl Dispatcher {
             }
             PolicyDecision::NeedsPairing => {
                 let pairing = shared
-                    .store
+                    .store()
                     .pairing(
                         event.platform.as_str(),
                         inbound.account.id.as_str(),
@@ -481,7 +409,7 @@ impl Dispatcher {
             .bot
             .as_deref()
             .unwrap_or(inbound.event.sender.id.as_str());
-        self.shared.guards.bot_messages.check(BotMessage {
+        self.shared.guards().bot_messages.check(BotMessage {
             chat: &inbound.chat_key,
             message_id: inbound.event.message_id.as_str(),
             author,
@@ -494,13 +422,13 @@ impl Dispatcher {
     async fn check_rate(&self, inbound: &Inbound<'_>) -> Option<Handled> {
         let verdict = self
             .shared
-            .guards
+            .guards()
             .inbound
             .check(inbound.bot(), &inbound.speaker.label);
         if verdict != RateVerdict::Allowed {
             let chat = Some(inbound.settings_key.clone());
             self.shared
-                .metrics
+                .metrics()
                 .refused("inbound_rate", "per-sender", chat);
         }
         match verdict {
@@ -523,7 +451,7 @@ impl Dispatcher {
             inbound.account.id.to_string(),
             inbound.event.sender.id.to_string(),
         );
-        if self.shared.notices.check(&key).is_ok() {
+        if self.shared.notices().check(&key).is_ok() {
             turn_step::notice(&self.shared, inbound, text).await;
         }
     }
@@ -543,7 +471,7 @@ impl Dispatcher {
         }
         if let Err(err) = self
             .shared
-            .store
+            .store()
             .history_push(&inbound.chat_key, entry, limit)
             .await
         {
@@ -565,14 +493,14 @@ impl EventSink for Dispatcher {
     /// Claim and file the event durably, then run the rest of the pipeline in the background so
     /// the adapter can acknowledge the platform at once.
     async fn accept(&self, event: InboundEvent) -> Result<(), NotTaken> {
-        if self.shared.tasks.is_closed() {
+        if self.shared.tasks().is_closed() {
             return Err(NotTaken::ShuttingDown);
         }
         let Some(filed) = self.intake(&event).await? else {
             return Ok(());
         };
         let this = self.clone();
-        self.shared.tasks.spawn(async move {
+        self.shared.tasks().spawn(async move {
             let handled = this.run_filed(filed, event).await;
             tracing::debug!(?handled, "event handled");
         });

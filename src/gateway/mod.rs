@@ -18,12 +18,15 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, resolve_secret};
-use crate::dispatcher::{ChatRules, Dispatcher, Shared};
+use crate::dispatcher::Dispatcher;
+use crate::engine::Services;
 use crate::http;
 use crate::local::LocalHub;
 use crate::mirror::now_ms;
+use crate::roster::ChatRules;
 use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Store, StoreError};
+use crate::timing::Zone;
 
 /// How the gateway starts, beyond the config file.
 #[derive(Debug, Clone, Default)]
@@ -153,7 +156,15 @@ impl Gateway {
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
         let config = Arc::new(config);
-        let shared = Arc::new(Shared::new(Arc::clone(&config), roster, chat_rules, store)?);
+        let zone = Zone::parse(&config.gateway.timezone)
+            .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
+        let shared = Arc::new(Services::new(
+            Arc::clone(&config),
+            roster,
+            chat_rules,
+            store,
+            zone,
+        )?);
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
         let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
         let recovered = crate::relay::recover(&shared).await?;
@@ -168,7 +179,7 @@ impl Gateway {
         let unfinished = dispatcher.unfinished().await?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        for account in shared.roster.accounts() {
+        for account in shared.roster().accounts() {
             let adapter = Arc::clone(&account.adapter);
             let sink = dispatcher.clone();
             let stop = shutdown.clone();
@@ -245,13 +256,13 @@ impl Gateway {
 
     /// The store.
     pub fn store(&self) -> &Store {
-        &self.dispatcher.shared().store
+        &self.dispatcher.shared().store()
     }
 
     /// Stop taking events, let in-flight turns finish (up to `gateway.drain_seconds`), stop the
     /// listener and adapters, and close the store. Returns whether every turn finished in time.
     pub async fn shutdown(mut self) -> bool {
-        let grace = Duration::from_secs(self.dispatcher.shared().config.gateway.drain_seconds);
+        let grace = Duration::from_secs(self.dispatcher.shared().config().gateway.drain_seconds);
         self.shutdown.cancel();
         let drained = self.dispatcher.drain(grace).await;
         if !drained {
@@ -270,7 +281,7 @@ impl Gateway {
 }
 
 /// Forget idle guard state every minute and purge expired dedupe records every hour.
-async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
+async fn maintenance(shared: Arc<Services>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     let mut ticks: u64 = 0;
     loop {
@@ -278,9 +289,9 @@ async fn maintenance(shared: Arc<Shared>, stop: CancellationToken) {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        shared.guards.retain_recent();
+        shared.guards().retain_recent();
         if ticks.is_multiple_of(60)
-            && let Err(err) = shared.store.purge_expired(now_ms()).await
+            && let Err(err) = shared.store().purge_expired(now_ms()).await
         {
             tracing::warn!(%err, "could not purge expired dedupe records");
         }

@@ -51,9 +51,10 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use crate::dispatcher::Shared;
+use crate::engine::Caller;
+use crate::engine::Services;
 use crate::session::SessionKey;
-use crate::tools::{AgentTools, Caller};
+use crate::tools::AgentTools;
 use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
 
 /// The header naming the bot an MCP client speaks as.
@@ -83,7 +84,7 @@ pub(super) fn service(
 /// The MCP handler: one per MCP session, all over the gateway's shared state.
 #[derive(Clone)]
 pub(super) struct BatonMcp {
-    shared: Arc<Shared>,
+    shared: Arc<Services>,
 }
 
 /// Why a request names no usable bot. Each says what the client should change.
@@ -122,7 +123,7 @@ enum SpeakerError {
 
 impl BatonMcp {
     fn known(&self) -> String {
-        let ids: Vec<&str> = self.shared.roster.bots().iter().map(|b| b.id()).collect();
+        let ids: Vec<&str> = self.shared.roster().bots().iter().map(|b| b.id()).collect();
         ids.join(", ")
     }
 
@@ -143,7 +144,7 @@ impl BatonMcp {
             .map_err(|_| SpeakerError::BadHeader {
                 example: self
                     .shared
-                    .roster
+                    .roster()
                     .bots()
                     .first()
                     .map(|b| b.id().to_owned())
@@ -154,7 +155,7 @@ impl BatonMcp {
     }
 
     fn checked(&self, bot: &str) -> Result<String, SpeakerError> {
-        if self.shared.roster.bot(bot).is_some() {
+        if self.shared.roster().bot(bot).is_some() {
             Ok(bot.to_owned())
         } else {
             Err(SpeakerError::Unknown {
@@ -186,14 +187,14 @@ impl BatonMcp {
 
     /// The session an MCP client's calls speak from (see [`SessionKey::mcp`]).
     fn session(&self, bot: &str) -> Option<SessionKey> {
-        let account = self.shared.roster.account_of_bot(Platform::Local, bot)?;
+        let account = self.shared.roster().account_of_bot(Platform::Local, bot)?;
         Some(SessionKey::mcp(bot, account.id.clone()))
     }
 
     /// Every tool some bot may use, each with a required `bot` parameter listing who may.
     fn tools_for_anyone(&self) -> Vec<Tool> {
         let mut merged: Vec<(ToolSpec, Vec<String>)> = Vec::new();
-        for bot in self.shared.roster.bots() {
+        for bot in self.shared.roster().bots() {
             for spec in bot.tools.specs() {
                 match merged.iter_mut().find(|(s, _)| s.name == spec.name) {
                     Some((_, bots)) => bots.push(bot.id().to_owned()),

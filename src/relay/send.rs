@@ -7,13 +7,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::run;
-use super::waiters::{RunResult, Waited};
-use crate::dispatcher::Shared;
+
+use crate::engine::{Caller, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode};
-use crate::tools::Caller;
 
 /// Without an idempotency key, the same text to the same target within this window is the same
 /// request (SPEC.md 5.1).
@@ -37,7 +36,7 @@ pub struct SendRequest {
 }
 
 /// Send `request` as `caller` and return the tool result (SPEC.md 5.1 shapes).
-pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -> Value {
+pub async fn send(shared: &Arc<Services>, caller: &Caller, request: SendRequest) -> Value {
     let started = Instant::now();
     let target = match resolve(shared, caller, &request.target) {
         Ok(target) => target,
@@ -66,11 +65,11 @@ pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -
         depth: new.depth,
         passive_to: caller.passive_to.as_deref(),
     };
-    if let Err(refusal) = shared.guards.sends.check_rules(&attempt) {
+    if let Err(refusal) = shared.guards().sends.check_rules(&attempt) {
         return refuse_new(shared, new, refusal).await;
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let delivery = match shared.store.delivery_begin(new, since).await {
+    let delivery = match shared.store().delivery_begin(new, since).await {
         Ok(Begun::New(delivery)) => delivery,
         Ok(Begun::Existing(earlier)) => {
             return follow(shared, &earlier, request.timeout, started).await;
@@ -81,13 +80,13 @@ pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -
             ));
         }
     };
-    if let Err(refusal) = shared.guards.sends.charge(&caller.bot, &target.bot) {
+    if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
         count_refusal(shared, delivery.origin.as_deref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())
         };
-        if let Err(err) = shared.store.delivery_settle(change).await {
+        if let Err(err) = shared.store().delivery_settle(change).await {
             tracing::error!(%err, "could not record a refused send");
         }
         return refused(refusal, &delivery.target);
@@ -100,15 +99,15 @@ pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -
 }
 
 /// Start the target's run in the background; waiters find it in the relay.
-pub(super) fn start(shared: &Arc<Shared>, delivery: &Delivery) {
-    shared.relay.open(&delivery.run_id);
+pub(super) fn start(shared: &Arc<Services>, delivery: &Delivery) {
+    shared.waiters().open(&delivery.run_id);
     let task = run::run(Arc::clone(shared), delivery.clone());
-    shared.tasks.spawn(task);
+    shared.tasks().spawn(task);
 }
 
 /// The target's session: a session key as given, or the target bot's backchannel for `caller`.
-fn resolve(shared: &Shared, caller: &Caller, target: &str) -> Result<SessionKey, Value> {
-    let roster = &shared.roster;
+fn resolve(shared: &Services, caller: &Caller, target: &str) -> Result<SessionKey, Value> {
+    let roster = shared.roster();
     let key = match SessionKey::parse(target) {
         Some(key) => key,
         None => {
@@ -125,8 +124,8 @@ fn resolve(shared: &Shared, caller: &Caller, target: &str) -> Result<SessionKey,
     Ok(key)
 }
 
-fn unknown_bot(shared: &Shared, name: &str) -> Value {
-    let known: Vec<&str> = shared.roster.bots().iter().map(|b| b.id()).collect();
+fn unknown_bot(shared: &Services, name: &str) -> Value {
+    let known: Vec<&str> = shared.roster().bots().iter().map(|b| b.id()).collect();
     crate::tools::error(format!(
         "no bot or session `{name}`; known bots: {} (bots_list shows them)",
         known.join(", ")
@@ -134,28 +133,33 @@ fn unknown_bot(shared: &Shared, name: &str) -> Value {
 }
 
 /// A send the rules refused before anything ran: kept on record, answered with the reason.
-async fn refuse_new(shared: &Shared, new: NewDelivery, refusal: SendRefusal) -> Value {
+async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -> Value {
     tracing::info!(sender = %new.sender, target = %new.target, reason = refusal.as_str(), "sessions_send refused");
     count_refusal(shared, new.origin.as_deref(), refusal);
     let target = new.target.clone();
-    if let Err(err) = shared.store.delivery_refused(new, refusal.as_str()).await {
+    if let Err(err) = shared.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
     refused(refusal, &target)
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
-fn count_refusal(shared: &Shared, origin: Option<&str>, refusal: SendRefusal) {
+fn count_refusal(shared: &Services, origin: Option<&str>, refusal: SendRefusal) {
     let chat = origin
         .and_then(SessionKey::parse)
         .map(|o| crate::session::chat_key(o.platform, &o.chat, None));
     shared
-        .metrics
+        .metrics()
         .refused("sessions_send", refusal.as_str(), chat);
 }
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.
-async fn follow(shared: &Shared, earlier: &Delivery, timeout: Duration, started: Instant) -> Value {
+async fn follow(
+    shared: &Services,
+    earlier: &Delivery,
+    timeout: Duration,
+    started: Instant,
+) -> Value {
     let mut result = if earlier.state.is_settled() {
         stored(earlier, started)
     } else if timeout.is_zero() {
@@ -167,11 +171,11 @@ async fn follow(shared: &Shared, earlier: &Delivery, timeout: Duration, started:
     result
 }
 
-async fn wait(shared: &Shared, d: &Delivery, timeout: Duration, started: Instant) -> Value {
-    match shared.relay.wait(&d.run_id, timeout).await {
+async fn wait(shared: &Services, d: &Delivery, timeout: Duration, started: Instant) -> Value {
+    match shared.waiters().wait(&d.run_id, timeout).await {
         Waited::Got(result) => answered(d, &result, started),
         Waited::GaveUp => still_working(d),
-        Waited::Unknown => match shared.store.delivery(&d.run_id).await {
+        Waited::Unknown => match shared.store().delivery(&d.run_id).await {
             Ok(Some(row)) if row.state.is_settled() => stored(&row, started),
             _ => still_working(d),
         },

@@ -9,27 +9,31 @@ use serde_json::json;
 
 use super::SessionMessage;
 use crate::deliver::{Target, deliver};
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::engine::{Heard, Recall, Services, TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::lanes::Lane;
 use crate::mirror::{Journal, now_ms};
 use crate::session::SessionKey;
 use crate::store::{EntryKind, Notify};
 
 /// Run the woken turn and deliver what it says.
-pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
+pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
     let Some(key) = SessionKey::parse(&message.session) else {
         tracing::error!(session = %message.session, "cannot wake a session whose key does not parse");
         return;
     };
-    let Some(bot) = shared.roster.bot(&key.bot) else {
+    let Some(bot) = shared.roster().bot(&key.bot) else {
         tracing::error!(session = %message.session, "cannot wake a session of an unknown bot");
         return;
     };
-    if let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await {
+    if let Err(err) = shared
+        .store()
+        .touch_session(&key.store_ref(), now_ms())
+        .await
+    {
         tracing::error!(%err, "could not record the session");
     }
     let journal = Journal::new(
-        shared.store.clone(),
+        shared.store().clone(),
         message.session.clone(),
         key.bot.clone(),
         message.run_id.clone(),
@@ -51,7 +55,7 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
         return;
     }
     let _slot = shared
-        .lanes
+        .lanes()
         .enter(Lane::Nested, &key.bot, &message.session)
         .await;
     let plan = TurnPlan {
@@ -60,7 +64,7 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
         caller: message.caller,
         history: &[],
         heard,
-        limit: std::time::Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        limit: std::time::Duration::from_secs(shared.config().gateway.turn_timeout_seconds),
         recall: Recall::SessionTail,
     };
     let end = take_turn(shared, plan).await;
@@ -71,17 +75,17 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
 }
 
 /// The pushed outcome of `delivery` is on record in the sender's session.
-async fn notified(shared: &Shared, delivery: Option<&str>) {
+async fn notified(shared: &Services, delivery: Option<&str>) {
     let Some(run_id) = delivery else { return };
-    if let Err(err) = shared.store.delivery_notify(run_id, Notify::Done).await {
+    if let Err(err) = shared.store().delivery_notify(run_id, Notify::Done).await {
         tracing::error!(run = run_id, %err, "could not record that the reply was pushed");
     }
 }
 
 /// Post the woken bot's reply to its session's chat, or keep it in the transcript when the
 /// session has none.
-async fn post(shared: &Shared, key: &SessionKey, journal: &Journal, text: &str, model: &str) {
-    let account = shared.roster.account(key.platform, &key.account);
+async fn post(shared: &Services, key: &SessionKey, journal: &Journal, text: &str, model: &str) {
+    let account = shared.roster().account(key.platform, &key.account);
     let Some(account) = account.filter(|_| !key.is_backchannel()) else {
         journal
             .bot_did(

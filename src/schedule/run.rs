@@ -14,11 +14,11 @@ use baton_contract::{ChatId, MessageId};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
 
+use super::SkipReason;
 use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
-use super::{Place, SkipReason};
 use crate::deliver::{Target, deliver};
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::lanes::Lane;
 use crate::metrics;
 use crate::mirror::{Journal, now_ms};
@@ -26,7 +26,7 @@ use crate::outcome::{Outcome, heartbeat_reply};
 use crate::roster::Account;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, LastDelivered, Origin};
-use crate::tools::Caller;
+use crate::timing::Place;
 
 /// How long a delivered heartbeat reply suppresses an identical one.
 const DUPLICATE_WINDOW: TimeDelta = TimeDelta::hours(24);
@@ -63,13 +63,13 @@ pub(super) struct Spot<'a> {
 impl Spot<'_> {
     /// Where `job` runs, or `None` when the bot has no account on the target's platform
     /// (validation refuses such configs; logged if it happens anyway).
-    pub(super) fn of<'a>(shared: &'a Shared, job: &Job) -> Option<Spot<'a>> {
+    pub(super) fn of<'a>(shared: &'a Services, job: &Job) -> Option<Spot<'a>> {
         let bot = job.bot.id();
         let (platform, chat) = match &job.place {
             Place::Private => (baton_contract::Platform::Local, None),
             Place::Chat { platform, chat } => (*platform, Some(chat)),
         };
-        let Some(account) = shared.roster.account_of_bot(platform, bot) else {
+        let Some(account) = shared.roster().account_of_bot(platform, bot) else {
             tracing::error!(bot, job = %job.id, %platform, "no account to run the scheduled job through");
             return None;
         };
@@ -99,16 +99,16 @@ fn run_id(job: &Job, due: DateTime<Utc>) -> String {
 }
 
 /// The pen for `job`'s records about the occurrence due at `due`.
-async fn journal(shared: &Shared, job: &Job, spot: &Spot<'_>, due: DateTime<Utc>) -> Journal {
+async fn journal(shared: &Services, job: &Job, spot: &Spot<'_>, due: DateTime<Utc>) -> Journal {
     if let Err(err) = shared
-        .store
+        .store()
         .touch_session(&spot.key.store_ref(), now_ms())
         .await
     {
         tracing::error!(%err, "could not record the session");
     }
     Journal::new(
-        shared.store.clone(),
+        shared.store().clone(),
         spot.key.render(),
         job.bot.id().to_owned(),
         run_id(job, due),
@@ -118,14 +118,14 @@ async fn journal(shared: &Shared, job: &Job, spot: &Spot<'_>, due: DateTime<Utc>
 /// Record that the occurrence of `job` due at `due` was skipped, in its session's transcript
 /// and in `/metrics`.
 pub(super) async fn record_skip(
-    shared: &Shared,
+    shared: &Services,
     job: &Job,
     due: DateTime<Utc>,
     reason: SkipReason,
     detail: &str,
 ) {
     shared
-        .metrics
+        .metrics()
         .add(&metrics::SCHEDULED_SKIPS, reason.as_str());
     tracing::info!(bot = job.bot.id(), job = %job.id, reason = reason.as_str(), "scheduled turn skipped");
     let Some(spot) = Spot::of(shared, job) else {
@@ -179,7 +179,7 @@ pub(super) struct Occurrence {
 }
 
 /// Run one occurrence to the end: lane, turn, reply.
-pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
+pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
     let Occurrence {
         job,
         due,
@@ -193,9 +193,9 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
     let bot = job.bot.id();
     let key = spot.key.render();
     let journal = journal(&shared, &job, &spot, due).await;
-    let _slot = shared.lanes.enter(Lane::Cron, bot, &key).await;
+    let _slot = shared.lanes().enter(Lane::Cron, bot, &key).await;
     shared
-        .metrics
+        .metrics()
         .add(&metrics::SCHEDULED_RUNS, job.what.kind());
     let history = history(&shared, &job, &spot).await;
     let mut text = prompt;
@@ -230,7 +230,7 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
         caller,
         history: &[],
         heard,
-        limit: std::time::Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        limit: std::time::Duration::from_secs(shared.config().gateway.turn_timeout_seconds),
         recall: Recall::SessionTail,
     };
     let TurnEnd::Reply { text, model } = take_turn(&shared, plan).await else {
@@ -249,15 +249,15 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
 
 /// The chat's history buffer for a job in a chat (taken: cleared for the bot, as any turn
 /// takes it); nothing for a private job.
-async fn history(shared: &Shared, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntry> {
+async fn history(shared: &Services, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntry> {
     let Place::Chat { platform, chat } = &job.place else {
         return Vec::new();
     };
     let chat_key = spot.key.chat_key();
     let me = spot.account.adapter.self_id();
-    let limit = shared.chat_rules.resolve(*platform, chat).history_limit;
+    let limit = shared.chat_rules().resolve(*platform, chat).history_limit;
     shared
-        .store
+        .store()
         .history_take(HistoryTake {
             chat_key: &chat_key,
             bot: job.bot.id(),
@@ -274,7 +274,7 @@ async fn history(shared: &Shared, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntr
 
 /// A scheduled turn's reply on its way out.
 struct Reply<'a> {
-    shared: &'a Shared,
+    shared: &'a Services,
     job: &'a Job,
     spot: &'a Spot<'a>,
     journal: &'a Journal,
@@ -331,7 +331,7 @@ impl Reply<'_> {
                     text,
                     at_ms: self.now.timestamp_millis(),
                 };
-                let store = &self.shared.store;
+                let store = self.shared.store();
                 if let Err(err) = store
                     .schedule_delivered(self.job.bot.id(), &self.job.id, delivered)
                     .await
@@ -350,7 +350,7 @@ impl Reply<'_> {
     async fn repeats_last(&self, text: &str) -> bool {
         let last = self
             .shared
-            .store
+            .store()
             .schedule_last_delivered(self.job.bot.id(), &self.job.id)
             .await
             .unwrap_or_else(|err| {
@@ -365,7 +365,7 @@ impl Reply<'_> {
 
     async fn suppress(&self, why: Suppressed, said: &str) {
         self.shared
-            .metrics
+            .metrics()
             .add(&metrics::SCHEDULED_SUPPRESSED, why.as_str());
         self.journal
             .bot_did(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
 use crate::deliver::{DeliveryFailed, Target, deliver};
-use crate::dispatcher::{DecideError, Decision, Resolver, decide_approval};
+use crate::escalation::{DecideError, Decision, Resolver, decide_approval};
 use crate::mirror::{Journal, now_ms};
 use crate::roster::Account;
 use crate::session::SessionKey;
@@ -53,7 +53,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         );
     };
     let shared = &tools.shared;
-    let Some(account) = shared.roster.account(origin.platform, &origin.account) else {
+    let Some(account) = shared.roster().account(origin.platform, &origin.account) else {
         return error(format!(
             "the account `{}` on {} that the conversation came through is no longer configured; \
              the question cannot be posted",
@@ -74,7 +74,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         chat_key: chat_key.clone(),
         text: message.to_owned(),
     };
-    let store = &shared.store;
+    let store = shared.store();
     let escalation = match store.create_escalation(new, now_ms()).await {
         Ok(escalation) => escalation,
         Err(err) => {
@@ -84,7 +84,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         }
     };
     let asker = shared
-        .roster
+        .roster()
         .bot(&caller.bot)
         .map_or(caller.bot.as_str(), |bot| bot.config.display_name());
     let text = posted_text(kind, asker, &escalation.id, message);
@@ -122,11 +122,11 @@ async fn post(
     text: &str,
 ) -> Result<(), DeliveryFailed> {
     let shared = &tools.shared;
-    let store = &shared.store;
+    let store = shared.store();
     // Posted through another bot's account: that bot is not speaking, so other bots must not
     // take the line for its words.
     shared
-        .own_notices
+        .own_notices()
         .remember(&origin.chat_key(), account.bot.id(), text);
     // Not the bare escalation id: that is the run id of the asker's turn woken by the answer,
     // whose reply must not share the question's idempotency keys (it would never be posted).
