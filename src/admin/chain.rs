@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use baton_contract::InboundKind;
 
-use super::Invocation;
-use super::{AdminCommand, AfterAnswer, Answer, resolve_bot};
+use super::{AdminCommand, AdminError, AfterAnswer, Answer, Invocation, resolve_bot};
 use crate::chains::{self, Opening, Place, Start};
 use crate::engine::Services;
 use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
@@ -26,7 +25,7 @@ pub(super) async fn start(
     inbound: &Invocation<'_>,
     participants: &[String],
     topic: &str,
-) -> Result<Answer, String> {
+) -> Result<Answer, AdminError> {
     let event = &inbound.event;
     // `baton check` made sure a configured coordinator may use chain_pass and chain_close.
     let coordinator = shared.config().chains.coordinator.clone();
@@ -61,7 +60,7 @@ pub(super) async fn start(
     };
     let chain = chains::start(shared, start)
         .await
-        .map_err(|err| format!("The chain was not started: {err}."))?;
+        .map_err(AdminError::ChainNotStarted)?;
     let who = &inbound.speaker_name;
     let list = chain.participants.join(", ");
     let prompt = format!(
@@ -85,11 +84,10 @@ pub(super) async fn status(
     shared: &Services,
     inbound: &Invocation<'_>,
     id: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let store = shared.store();
-    let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
     let Some(id) = id else {
-        let open = store.chains(open_here(inbound)).await.map_err(failed)?;
+        let open = store.chains(open_here(inbound)).await?;
         if open.is_empty() {
             return Ok(
                 "No open chain in this chat. `/baton chain status ID` shows any chain; \
@@ -100,12 +98,10 @@ pub(super) async fn status(
         let lines: Vec<String> = open.iter().map(summary).collect();
         return Ok(format!("Open chains here:\n{}", lines.join("\n")));
     };
-    let Some(chain) = store.chain(id).await.map_err(failed)? else {
-        return Err(format!(
-            "No chain `{id}`; `/baton chain status` lists the open ones here."
-        ));
+    let Some(chain) = store.chain(id).await? else {
+        return Err(AdminError::NoChain(id.to_owned()));
     };
-    let log = store.chain_entries(&chain.id).await.map_err(failed)?;
+    let log = store.chain_entries(&chain.id).await?;
     let mut out = summary(&chain);
     let skip = log.len().saturating_sub(STATUS_TAIL);
     for entry in &log[skip..] {
@@ -119,16 +115,16 @@ pub(super) async fn close(
     shared: &Arc<Services>,
     inbound: &Invocation<'_>,
     id: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let by = inbound.event.sender.id.to_string();
     let Some(id) = id else {
         let event = &inbound.event;
         let stopped =
             chains::stop_in_chat(shared, event.platform.as_str(), event.chat.as_str(), &by)
                 .await
-                .map_err(|err| err.to_string())?;
+                .map_err(AdminError::Chain)?;
         if stopped.is_empty() {
-            return Err("No open chain in this chat to stop.".to_owned());
+            return Err(AdminError::NothingToStop);
         }
         let ids: Vec<&str> = stopped.iter().map(|c| c.id.as_str()).collect();
         return Ok(format!(
@@ -149,12 +145,12 @@ pub(super) async fn close(
                 .ok()
                 .flatten()
                 .map(|c| c.state);
-            Err(format!(
-                "Chain {id} was already {}.",
-                state.map_or("closed", ChainState::as_str)
-            ))
+            Err(AdminError::ChainClosed {
+                id: id.to_owned(),
+                state: state.map_or("closed", ChainState::as_str).to_owned(),
+            })
         }
-        Err(err) => Err(format!("{err}.")),
+        Err(err) => Err(AdminError::Chain(err)),
     }
 }
 

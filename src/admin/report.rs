@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::Invocation;
-use super::resolve_bot;
+use super::{AdminError, Invocation, resolve_bot};
 use crate::engine::Services;
 use crate::metrics::RefusalCount;
 use crate::roster::Bot;
@@ -182,15 +181,17 @@ pub(super) async fn transcript(
     inbound: &Invocation<'_>,
     bot: Option<&str>,
     lines: usize,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let event = &inbound.event;
     let store = shared.store();
-    let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
     let entries = match bot {
         Some(name) => {
             let bot = resolve_bot(shared, inbound, Some(name))?;
             let Some(account) = shared.roster().account_of_bot(event.platform, &bot) else {
-                return Err(format!("`{bot}` has no account on {}.", event.platform));
+                return Err(AdminError::NoAccountHere {
+                    bot,
+                    platform: event.platform.to_string(),
+                });
             };
             let key = SessionKey {
                 bot: bot.clone(),
@@ -203,10 +204,10 @@ pub(super) async fn transcript(
                 last: Some(lines),
                 ..TranscriptQuery::session(key.render())
             };
-            store.transcript(query).await.map_err(failed)?
+            store.transcript(query).await?
         }
         None => {
-            let sessions = store.sessions().await.map_err(failed)?;
+            let sessions = store.sessions().await?;
             let thread = event.thread.as_ref().map(ToString::to_string);
             let mut merged: Vec<Entry> = Vec::new();
             let here = sessions.iter().filter(|s| {
@@ -219,7 +220,7 @@ pub(super) async fn transcript(
                     last: Some(lines * 4),
                     ..TranscriptQuery::session(session.key.clone())
                 };
-                merged.extend(store.transcript(query).await.map_err(failed)?);
+                merged.extend(store.transcript(query).await?);
             }
             said_here(merged, lines)
         }

@@ -444,3 +444,104 @@ fn place_of(chain: &Chain) -> Result<Place, ChainFailure> {
 pub(crate) fn is_coordinator(chain: &Chain, bot: &str) -> bool {
     chain.coordinator.as_deref() == Some(bot)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use baton_contract::{AccountId, ChatId, Platform};
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    fn start_in_room(coordinator: Option<&str>, participants: &[&str]) -> Start {
+        Start {
+            name: "plan".into(),
+            coordinator: coordinator.map(str::to_owned),
+            participants: participants.iter().map(|p| (*p).to_owned()).collect(),
+            place: Place {
+                platform: Platform::Local,
+                chat: ChatId::from("room"),
+                thread: None,
+                anchor: None,
+                account: AccountId::from("lead"),
+            },
+            started_by: "ann".into(),
+            opening: Opening::CommandAnswer,
+        }
+    }
+
+    fn pass<'a>(chain: &'a str, by: &'a str, to: &'a str) -> Pass<'a> {
+        Pass {
+            chain,
+            by,
+            to,
+            prompt: "your view?",
+            joins: false,
+        }
+    }
+
+    /// The rules of moving the turn, enforced where the move is made: only the holder posts,
+    /// only the coordinator hands the turn on, and only to a participant.
+    #[tokio::test]
+    async fn only_the_holder_posts_and_only_the_coordinator_moves_the_turn() {
+        let gw = parts(&echo_config(&["lead", "alpha", "beta", "gamma"], "")).await;
+        let s = &gw.services;
+        let chain = start(s, start_in_room(Some("lead"), &["alpha", "beta"]))
+            .await
+            .unwrap();
+        assert_eq!(chain.holder.as_deref(), Some("lead"));
+
+        let err = post(s, &chain.id, "alpha", "me first").await.unwrap_err();
+        assert_eq!(err.refusal(), Some("not-holder"), "{err}");
+        let err = hand(s, pass(&chain.id, "alpha", "beta")).await.unwrap_err();
+        assert_eq!(err.refusal(), Some("not-coordinator"), "{err}");
+        let err = hand(s, pass(&chain.id, "lead", "gamma")).await.unwrap_err();
+        assert!(err.to_string().contains("chain_add"), "{err}");
+
+        let Handed::Given(moved) = hand(s, pass(&chain.id, "lead", "alpha")).await.unwrap() else {
+            panic!("the first handoff is within the rounds");
+        };
+        assert_eq!(
+            (moved.holder.as_deref(), moved.turn),
+            (Some("alpha"), chain.turn + 1)
+        );
+    }
+
+    /// Without a coordinator baton gives each participant the turn in order; each one's reply
+    /// is its post, and the chain closes after `[chains] rounds`.
+    #[tokio::test]
+    async fn a_round_robin_gives_each_participant_the_turn_in_order_then_closes() {
+        let gw = parts(&echo_config(&["lead", "alpha", "beta"], "")).await;
+        let s = &gw.services;
+        let chain = start(s, start_in_room(None, &["alpha", "beta"]))
+            .await
+            .unwrap();
+        kick_off(s, chain.clone(), "go".into()).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let closed = loop {
+            let now = s.store().chain(&chain.id).await.unwrap().unwrap();
+            if now.state != ChainState::Open {
+                break now;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "chain still open: {now:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(closed.state, ChainState::Completed, "{closed:?}");
+        let posters: Vec<String> = s
+            .store()
+            .chain_entries(&chain.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == ChainEntryKind::Message)
+            .map(|e| e.sender)
+            .collect();
+        let rounds = usize::try_from(s.config().chains.rounds).unwrap();
+        let expected: Vec<&str> = ["alpha", "beta"].repeat(rounds);
+        assert_eq!(posters, expected);
+    }
+}

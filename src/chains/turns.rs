@@ -16,9 +16,11 @@ use tokio::time::Instant;
 
 use super::context::{self, Role};
 use super::place::Place;
-use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::engine::{
+    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+};
 use crate::lanes::Lane;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
 use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin};
 
 /// A turn to take.
@@ -72,19 +74,15 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         return finish(shared, &job, None, Ended::Failed(why)).await;
     };
     let session = place.session(account);
-    let key = session.render();
-    if let Err(err) = shared
-        .store()
-        .touch_session(&session.store_ref(), now_ms())
-        .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    let lane = shared.lanes().enter(Lane::Nested, &job.bot, &key);
-    let Ok(_slot) = tokio::time::timeout_at(deadline, lane).await else {
+    let chain = &job.chain;
+    let seat = Seat {
+        session: &session,
+        run_id: format!("chain:{}:t{}", chain.id, chain.turn),
+        lane: Lane::Nested,
+    };
+    let Ok(turn) = SessionTurn::enter_until(shared, seat, deadline).await else {
         return finish(shared, &job, None, Ended::TimedOut).await;
     };
-    let chain = &job.chain;
     let log = shared
         .store()
         .chain_entries(&chain.id)
@@ -95,15 +93,8 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         });
     let silent = &shared.config().gateway.silent_token;
     let text = context::turn_text(chain, &log, &job.bot, job.role, &job.prompt, silent);
-    let journal = Journal::new(
-        shared.store().clone(),
-        key,
-        job.bot.clone(),
-        format!("chain:{}:t{}", chain.id, chain.turn),
-    );
     let plan = TurnPlan {
         bot: &account.bot,
-        journal: &journal,
         caller: Caller::from_chat(&session),
         history: &[],
         heard: Heard {
@@ -117,13 +108,13 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         limit: deadline.saturating_duration_since(Instant::now()),
         recall: Recall::MessageOnly,
     };
-    let ended = match take_turn(shared, plan).await {
+    let ended = match turn.take(plan).await {
         TurnEnd::Reply { text, model } => Ended::Said(text, model),
         TurnEnd::Silent { .. } => Ended::Silent,
         TurnEnd::Failed(TurnFailure::TimedOut(_)) => Ended::TimedOut,
         TurnEnd::Failed(err) => Ended::Failed(err.to_string()),
     };
-    finish(shared, &job, Some(&journal), ended).await;
+    finish(shared, &job, Some(turn.journal()), ended).await;
 }
 
 /// What the chain does with how the turn ended.

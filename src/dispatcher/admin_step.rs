@@ -79,7 +79,7 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
                     then = answer.then;
                     ("ok".to_owned(), Some(answer.text))
                 }
-                Err(text) => (format!("error: {text}"), Some(text)),
+                Err(err) => (format!("error: {err}"), Some(err.to_string())),
             },
             Err(err) => (format!("error: {err}"), Some(err.to_string())),
         }

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{Handled, Inbound};
-use crate::engine::Services;
-use crate::escalation::route_back;
-use crate::mirror::{Journal, now_ms};
+use crate::engine::{Services, journal};
+use crate::escalation::{origin_key, route_back};
+use crate::mirror::now_ms;
 use crate::store::{AnswerCandidate, AnswerMatch, Origin};
 
 /// Take the event if it answers a pending question; `None` lets it go on down the pipeline.
@@ -55,22 +55,25 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
         escalation = %escalation.id, asker = %escalation.bot,
         "a human answered a bot's question"
     );
-    let origin = Journal::new(
-        shared.store().clone(),
-        escalation.origin.key.clone(),
-        escalation.origin.bot.clone(),
-        escalation.id.clone(),
-    );
-    let meta = json!({"name": speaker.name, "answers": escalation.id, "raw": event.raw});
-    origin
-        .heard(
-            &speaker.label,
-            Origin::Human,
-            &event.text,
-            Some(event.message_id.as_str()),
-            meta,
-        )
-        .await;
+    match origin_key(&escalation) {
+        Some(origin) => {
+            let meta = json!({"name": speaker.name, "answers": escalation.id, "raw": event.raw});
+            journal(shared, &origin, escalation.id.clone())
+                .await
+                .heard(
+                    &speaker.label,
+                    Origin::Human,
+                    &event.text,
+                    Some(event.message_id.as_str()),
+                    meta,
+                )
+                .await;
+        }
+        None => tracing::error!(
+            escalation = %escalation.id, origin = %escalation.origin.key,
+            "the answer is not recorded where the question was asked: its session key does not parse"
+        ),
+    }
     let text = format!(
         "Answer from {} to your question {}: {}",
         speaker.name, escalation.id, event.text

@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, dedupe, turn_step};
+use crate::engine::journal;
 use crate::metrics;
 use crate::roster::Account;
 use crate::store::{EntryKind, InboxId, Store, StoreError, Unfinished};
@@ -125,8 +126,9 @@ impl Dispatcher {
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
         let inbound = self.inbound(event, account);
-        let journal = turn_step::journal(&self.shared, &inbound, "in");
-        journal
+        let run_id = turn_step::run_id(&inbound, "in");
+        journal(&self.shared, &inbound.session(), run_id)
+            .await
             .bot_did(EntryKind::Failure, &text, json!({"stage": "recover"}))
             .await;
     }

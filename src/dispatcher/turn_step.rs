@@ -1,18 +1,17 @@
-//! Steps 9 to 13 for one woken bot: wait for the lane, run the turn, decide the outcome,
-//! deliver, mirror. Also the gateway's own short answers (notices, admin replies), which are
-//! delivered and mirrored the same way but never run a model.
+//! Steps 9 to 13 for one woken bot: the session turn (lane, turn, outcome), then the reply
+//! delivered to the event's chat. Also the gateway's own short answers (notices, admin replies,
+//! the error reply), which are posted as gateway lines and never run a model.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::{Handled, Inbound, Wake};
-use crate::deliver::{DeliveryFailed, deliver};
-use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::engine::{
+    Caller, Heard, Line, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, say,
+};
 use crate::lanes::Lane;
-use crate::mirror::{Journal, now_ms};
-use crate::store::{EntryKind, HistoryTake};
+use crate::store::HistoryTake;
 
 /// Run the woken bot's turn for `inbound`.
 ///
@@ -25,11 +24,12 @@ pub(crate) async fn run(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wak
 
 async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
     let session = inbound.session();
-    let key = session.render();
-    let journal = journal(shared, inbound, "in");
-    touch(shared, inbound).await;
-    let _slot = shared.lanes().enter(Lane::Main, inbound.bot(), &key).await;
-
+    let seat = Seat {
+        session: &session,
+        run_id: run_id(inbound, "in"),
+        lane: Lane::Main,
+    };
+    let turn = SessionTurn::enter(shared, seat).await;
     let event = &inbound.event;
     let me = inbound.account.adapter.self_id();
     let history = shared
@@ -60,35 +60,35 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
             "raw": event.raw,
         }),
     };
-    let turn = TurnPlan {
+    let plan = TurnPlan {
         bot: &inbound.account.bot,
-        journal: &journal,
         caller: Caller::from_chat(&session),
         history: &history,
         heard,
-        limit: Duration::from_secs(shared.config().gateway.turn_timeout_seconds),
+        limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    match take_turn(shared, turn).await {
+    match turn.take(plan).await {
         TurnEnd::Silent { .. } => Handled::Silent,
-        TurnEnd::Failed(err) => fail(shared, inbound, &journal, err.to_string()).await,
+        TurnEnd::Failed(err) => fail(shared, inbound, err.to_string()).await,
         TurnEnd::Reply { text, .. } => {
-            let adapter = &*inbound.account.adapter;
-            match deliver(adapter, &inbound.reply_target(), &text, &journal).await {
+            match turn
+                .post(inbound.account, &inbound.reply_target(), &text)
+                .await
+            {
                 Ok(_) => Handled::Replied(text),
-                Err(err) => Handled::Failed(undelivered(&journal, err).await),
+                Err(err) => Handled::Failed(err),
             }
         }
     }
 }
 
 /// The backend failed (already recorded): tell the user briefly, unless `error_reply` is empty.
-async fn fail(shared: &Services, inbound: &Inbound<'_>, journal: &Journal, err: String) -> Handled {
+async fn fail(shared: &Services, inbound: &Inbound<'_>, err: String) -> Handled {
     let text = &shared.config().gateway.error_reply;
-    if !text.trim().is_empty()
-        && let Err(e) = gateway_says(shared, inbound, journal, text).await
-    {
-        tracing::error!(bot = inbound.bot(), err = %e, "error reply not delivered");
+    if !text.trim().is_empty() {
+        // The turn's own run: it posted nothing, so its idempotency keys are free.
+        gateway_says(shared, inbound, run_id(inbound, "in"), "error-reply", text).await;
     }
     Handled::Failed(err)
 }
@@ -97,63 +97,38 @@ async fn fail(shared: &Services, inbound: &Inbound<'_>, journal: &Journal, err: 
 /// delivered to the sender's chat and recorded in the bot's transcript. Boxed like [`run`]:
 /// rare, and its delivery state would otherwise sit in every event's future.
 pub(crate) async fn notice(shared: &Services, inbound: &Inbound<'_>, text: &str) {
-    Box::pin(post_notice(shared, inbound, text)).await;
+    let line = gateway_says(shared, inbound, run_id(inbound, "notice"), "notice", text);
+    Box::pin(line).await;
 }
 
-async fn post_notice(shared: &Services, inbound: &Inbound<'_>, text: &str) {
-    let journal = journal(shared, inbound, "notice");
-    touch(shared, inbound).await;
-    if let Err(err) = gateway_says(shared, inbound, &journal, text).await {
-        tracing::warn!(bot = inbound.bot(), %err, "notice not delivered");
-        journal
-            .bot_did(
-                EntryKind::Failure,
-                &err.to_string(),
-                json!({"stage": "notice"}),
-            )
-            .await;
-    }
-}
-
-/// Post a line on the gateway's behalf through the bot's account, remembered first so that
-/// other bots do not take it for the bot speaking.
+/// Post a line on the gateway's behalf through the bot's account, in answer to `inbound`.
 async fn gateway_says(
     shared: &Services,
     inbound: &Inbound<'_>,
-    journal: &Journal,
+    run_id: String,
+    stage: &'static str,
     text: &str,
-) -> Result<(), DeliveryFailed> {
-    shared
-        .own_notices()
-        .remember(&inbound.chat_key, inbound.bot(), text);
-    let adapter = &*inbound.account.adapter;
-    deliver(adapter, &inbound.reply_target(), text, journal)
-        .await
-        .map(drop)
+) {
+    let session = inbound.session();
+    let line = Line {
+        account: inbound.account,
+        session: &session,
+        run_id,
+        quiet_in: inbound.chat_key.clone(),
+        target: inbound.reply_target(),
+        stage,
+        text,
+    };
+    // A failure is logged and recorded by `say`; the event's outcome stands either way.
+    let _ = say(shared, line).await;
 }
 
-/// A journal for a run answering `inbound`. The run id derives from the event, so a replay of
-/// the same event reuses the same idempotency keys and cannot post twice.
-pub(crate) fn journal(shared: &Services, inbound: &Inbound<'_>, kind: &str) -> Journal {
+/// The run id of a run answering `inbound`. It derives from the event, so a replay of the same
+/// event reuses the same idempotency keys and cannot post twice.
+pub(super) fn run_id(inbound: &Inbound<'_>, kind: &str) -> String {
     let event = &inbound.event;
-    let run_id = format!(
+    format!(
         "{kind}:{}:{}:{}",
         event.platform, inbound.account.id, event.message_id
-    );
-    Journal::new(
-        shared.store().clone(),
-        inbound.session().render(),
-        inbound.bot().to_owned(),
-        run_id,
     )
-}
-
-async fn touch(shared: &Services, inbound: &Inbound<'_>) {
-    if let Err(err) = shared
-        .store()
-        .touch_session(&inbound.session().store_ref(), now_ms())
-        .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio_util::task::TaskTracker;
 
+use super::Caller;
 use super::own_notices::OwnNotices;
 use super::waiters::Waiters;
 use crate::config::Config;
@@ -17,6 +18,12 @@ use crate::metrics::Metrics;
 use crate::roster::{ChatRules, Roster, glob_set};
 use crate::store::Store;
 use crate::timing::{Board, Zone};
+use crate::turn::ToolExecutor;
+
+/// Gives a turn its agent tools, bound to the turn's caller. The one place a turn reaches up:
+/// a tool may run turns of its own (`sessions_send`, chains), so the tools stand above the
+/// engine, and the gateway hands the engine this function when it builds it (`tools::bind`).
+pub type BindTools = fn(Arc<Services>, Caller) -> Box<dyn ToolExecutor>;
 
 /// Everything the turn-taking flows share. Built once by [`crate::gateway`].
 pub struct Services {
@@ -33,11 +40,13 @@ pub struct Services {
     metrics: Metrics,
     board: Board,
     tasks: TaskTracker,
+    bind_tools: BindTools,
+    turn_limit: Duration,
 }
 
 impl Services {
     /// Assemble the services. `zone` is the gateway's clock (`gateway.timezone`), parsed once
-    /// by the gateway's build. Fails only on an `[agent_to_agent] allow` glob that does not
+    /// by the gateway's build; `bind_tools` gives each turn its tools. Fails only on an `[agent_to_agent] allow` glob that does not
     /// compile (validation reports those first).
     pub fn new(
         config: Arc<Config>,
@@ -45,6 +54,7 @@ impl Services {
         chat_rules: ChatRules,
         store: Store,
         zone: Zone,
+        bind_tools: BindTools,
     ) -> Result<Services, globset::Error> {
         let clock = governor::clock::DefaultClock::default();
         let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
@@ -62,6 +72,8 @@ impl Services {
             metrics: Metrics::default(),
             board: Board::new(zone),
             tasks: TaskTracker::new(),
+            bind_tools,
+            turn_limit: Duration::from_secs(config.gateway.turn_timeout_seconds),
             config,
             roster,
             chat_rules,
@@ -127,5 +139,15 @@ impl Services {
     /// Every pipeline run and background turn, so a shutdown can drain them.
     pub fn tasks(&self) -> &TaskTracker {
         &self.tasks
+    }
+
+    /// The longest a turn's backend may take (`gateway.turn_timeout_seconds`).
+    pub fn turn_limit(&self) -> Duration {
+        self.turn_limit
+    }
+
+    /// The agent tools for a turn taken as `caller`.
+    pub(crate) fn tools_for(self: &Arc<Self>, caller: Caller) -> Box<dyn ToolExecutor> {
+        (self.bind_tools)(Arc::clone(self), caller)
     }
 }

@@ -36,8 +36,6 @@ pub(crate) struct Heard<'a> {
 pub(crate) struct TurnPlan<'a> {
     /// The bot taking it.
     pub bot: &'a Arc<Bot>,
-    /// The run's pen; its session is the turn's session.
-    pub journal: &'a Journal,
     /// Who the turn calls tools as.
     pub caller: Caller,
     /// The chat's history buffer, for turns woken in a chat.
@@ -93,9 +91,12 @@ pub(crate) enum TurnFailure {
 /// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools
 /// under the time limit, and decide the outcome. Silence and failures are recorded here;
 /// posting a reply is the caller's business (a chat reply, or an answer to another bot).
-/// The caller holds the session's lane slot.
-pub(crate) async fn take_turn(shared: &Arc<Services>, plan: TurnPlan<'_>) -> TurnEnd {
-    let journal = plan.journal;
+/// The caller ([`super::SessionTurn`]) holds the session's lane slot.
+pub(super) async fn take_turn(
+    shared: &Arc<Services>,
+    journal: &Journal,
+    plan: TurnPlan<'_>,
+) -> TurnEnd {
     let session = journal.session().to_owned();
     let tail = match plan.recall {
         Recall::SessionTail => shared
@@ -128,8 +129,8 @@ pub(crate) async fn take_turn(shared: &Arc<Services>, plan: TurnPlan<'_>) -> Tur
         current,
         bot.tools.specs(),
     );
-    let agent_tools = crate::tools::AgentTools::new(Arc::clone(shared), plan.caller);
-    let tools = RecordingTools::new(&agent_tools, journal);
+    let agent_tools = shared.tools_for(plan.caller);
+    let tools = RecordingTools::new(&*agent_tools, journal);
     let started = std::time::Instant::now();
     let ran = tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await;
     shared.metrics().turn_took(started.elapsed());
@@ -172,7 +173,7 @@ async fn failed(shared: &Services, journal: &Journal, err: TurnFailure) -> TurnE
 }
 
 /// A reply that did not reach the platform: logged and recorded, never silently lost.
-pub(crate) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> String {
+pub(super) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> String {
     let err = err.to_string();
     tracing::error!(session = journal.session(), %err, "reply not delivered");
     journal

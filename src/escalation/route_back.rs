@@ -44,7 +44,7 @@ pub(crate) fn route_back(
 }
 
 /// The session key the escalation was posted from, from its stored parts.
-fn origin_key(escalation: &Escalation) -> Option<SessionKey> {
+pub(crate) fn origin_key(escalation: &Escalation) -> Option<SessionKey> {
     let o = &escalation.origin;
     let platform: Platform = o.platform.parse().ok()?;
     Some(SessionKey {

@@ -27,6 +27,7 @@ use crate::roster::ChatRules;
 use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Store, StoreError};
 use crate::timing::Zone;
+use crate::tools::AgentTools;
 
 /// How the gateway starts, beyond the config file.
 #[derive(Debug, Clone, Default)]
@@ -164,6 +165,7 @@ impl Gateway {
             chat_rules,
             store,
             zone,
+            AgentTools::bind,
         )?);
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
         let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
@@ -298,3 +300,6 @@ async fn maintenance(shared: Arc<Services>, stop: CancellationToken) {
         ticks += 1;
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing;

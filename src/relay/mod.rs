@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use recover::recover;
-pub use send::{SendRequest, send};
+pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 
 use crate::engine::{Caller, Services};
 use crate::store::Origin;

@@ -7,14 +7,12 @@
 //! other during it (the passive-reply rule), so it cannot grow past its bound.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::from_bot;
-use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnPlan, take_turn};
+use crate::engine::{Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan};
 use crate::lanes::Lane;
-use crate::mirror::Journal;
 use crate::outcome::is_reply_skip;
 use crate::session::SessionKey;
 use crate::store::{Delivery, EntryKind, Origin};
@@ -60,18 +58,17 @@ async fn turn(
     last: &str,
 ) -> Option<String> {
     let taker = shared.roster().bot(bot)?;
-    let _slot = shared.lanes().enter(Lane::Nested, bot, session).await;
-    let journal = Journal::new(
-        shared.store().clone(),
-        session.to_owned(),
-        bot.to_owned(),
-        format!("{}:pp{n}", d.run_id),
-    );
+    let key = SessionKey::parse(session)?;
+    let seat = Seat {
+        session: &key,
+        run_id: format!("{}:pp{n}", d.run_id),
+        lane: Lane::Nested,
+    };
+    let turn = SessionTurn::enter(shared, seat).await;
     let speaker = format!("bot:{other}");
     let text = from_bot(other, last);
     let plan = TurnPlan {
         bot: taker,
-        journal: &journal,
         caller: Caller {
             bot: bot.to_owned(),
             session: session.to_owned(),
@@ -88,12 +85,13 @@ async fn turn(
             message_id: None,
             meta: json!({"name": speaker, "run_id": d.run_id, "ping_pong": n}),
         },
-        limit: Duration::from_secs(shared.config().gateway.turn_timeout_seconds),
+        limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = take_turn(shared, plan).await else {
+    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
         return None;
     };
+    let journal = turn.journal();
     if is_reply_skip(&text) {
         journal
             .bot_did(

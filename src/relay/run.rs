@@ -8,9 +8,11 @@ use serde_json::json;
 
 use super::{SessionMessage, from_bot, ping_pong, post_to_session};
 use crate::engine::RunResult;
-use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::engine::{
+    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+};
 use crate::lanes::Lane;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
 
@@ -29,33 +31,27 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     let Some(bot) = shared.roster().bot(&d.target) else {
         return failed(format!("bot `{}` is no longer configured", d.target));
     };
-    if let Some(key) = SessionKey::parse(&d.target_session)
-        && let Err(err) = shared
-            .store()
-            .touch_session(&key.store_ref(), now_ms())
-            .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    let _slot = shared
-        .lanes()
-        .enter(Lane::Nested, &d.target, &d.target_session)
-        .await;
+    let Some(session) = SessionKey::parse(&d.target_session) else {
+        let why = format!(
+            "the target session `{}` is not a session key",
+            d.target_session
+        );
+        return failed(why);
+    };
+    let seat = Seat {
+        session: &session,
+        run_id: d.run_id.clone(),
+        lane: Lane::Nested,
+    };
+    let turn = SessionTurn::enter(shared, seat).await;
     let running = DeliveryChange::to(&d.run_id, DeliveryState::Running, now_ms());
     if let Err(err) = shared.store().delivery_settle(running).await {
         tracing::error!(run = %d.run_id, %err, "could not mark the delivery running");
     }
-    let journal = Journal::new(
-        shared.store().clone(),
-        d.target_session.clone(),
-        d.target.clone(),
-        d.run_id.clone(),
-    );
     let speaker = format!("bot:{}", d.sender);
     let text = from_bot(&d.sender, &d.message);
     let plan = TurnPlan {
         bot,
-        journal: &journal,
         caller: caller_of(d),
         history: &[],
         heard: Heard {
@@ -69,15 +65,10 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
         limit: RUN_LIMIT,
         recall: Recall::SessionTail,
     };
-    match take_turn(shared, plan).await {
+    match turn.take(plan).await {
         TurnEnd::Reply { text, model } => {
-            journal
-                .bot_did(
-                    EntryKind::Answer,
-                    &text,
-                    json!({"to": d.sender, "model": model}),
-                )
-                .await;
+            let meta = json!({"to": d.sender, "model": model});
+            turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
             RunResult::Answered { reply: text, model }
         }
         TurnEnd::Silent { model } => RunResult::Answered {

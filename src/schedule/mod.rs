@@ -328,3 +328,77 @@ impl Scheduler {
         self.shared.tasks().spawn(run::run(shared, occurrence));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::store::{EntryKind, TranscriptQuery};
+
+    /// Monday 2025-03-03, `h:m` UTC.
+    fn monday(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2025, 3, 3, h, m, 0).unwrap()
+    }
+
+    /// A due heartbeat whose bot is paused in its chat, or due in its quiet hours, is skipped:
+    /// no turn, and the skip is on record in the job's session and in the counters.
+    #[tokio::test]
+    async fn a_due_heartbeat_is_skipped_when_paused_or_quiet_on_record() {
+        let heartbeat = "heartbeat = { every = \"30m\", quiet_hours = \"22:00-07:00\", \
+                         target = \"local:ops\" }\n";
+        let config = echo_config(&["hb"], heartbeat).replace(
+            "database = \":memory:\"",
+            "database = \":memory:\"\ntimezone = \"UTC\"",
+        );
+        let gw = parts(&config).await;
+        let s = &gw.services;
+        let scheduler = Scheduler::new(Arc::clone(s)).unwrap();
+        let skipped = |reason| {
+            vec![Ticked {
+                bot: "hb".into(),
+                job: HEARTBEAT_JOB.into(),
+                outcome: TickOutcome::Skipped(reason),
+            }]
+        };
+        assert_eq!(
+            scheduler.tick(monday(21, 0)).await,
+            vec![],
+            "the first tick arms"
+        );
+
+        s.store().set_paused("local:ops", "hb", true).await.unwrap();
+        assert_eq!(
+            scheduler.tick(monday(21, 30)).await,
+            skipped(SkipReason::Paused)
+        );
+        s.store()
+            .set_paused("local:ops", "hb", false)
+            .await
+            .unwrap();
+        assert_eq!(
+            scheduler.tick(monday(22, 0)).await,
+            skipped(SkipReason::QuietHours)
+        );
+
+        let transcript = s
+            .store()
+            .transcript(TranscriptQuery::session("bot:hb:local:hb:ops"))
+            .await
+            .unwrap();
+        let reasons: Vec<(EntryKind, String)> = transcript
+            .iter()
+            .map(|e| (e.kind, e.meta["reason"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (EntryKind::Notice, "paused".to_owned()),
+                (EntryKind::Notice, "quiet-hours".to_owned())
+            ]
+        );
+        let skips = |reason| s.metrics().get(&crate::metrics::SCHEDULED_SKIPS, reason);
+        assert_eq!((skips("paused"), skips("quiet-hours")), (1, 1));
+    }
+}

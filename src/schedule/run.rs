@@ -17,11 +17,12 @@ use serde_json::json;
 use super::SkipReason;
 use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
-use crate::deliver::{Target, deliver};
-use crate::engine::{Caller, Heard, Recall, Services, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::deliver::Target;
+use crate::engine::{
+    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+};
 use crate::lanes::Lane;
 use crate::metrics;
-use crate::mirror::{Journal, now_ms};
 use crate::outcome::{Outcome, heartbeat_reply};
 use crate::roster::Account;
 use crate::session::SessionKey;
@@ -98,23 +99,6 @@ fn run_id(job: &Job, due: DateTime<Utc>) -> String {
     )
 }
 
-/// The pen for `job`'s records about the occurrence due at `due`.
-async fn journal(shared: &Services, job: &Job, spot: &Spot<'_>, due: DateTime<Utc>) -> Journal {
-    if let Err(err) = shared
-        .store()
-        .touch_session(&spot.key.store_ref(), now_ms())
-        .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    Journal::new(
-        shared.store().clone(),
-        spot.key.render(),
-        job.bot.id().to_owned(),
-        run_id(job, due),
-    )
-}
-
 /// Record that the occurrence of `job` due at `due` was skipped, in its session's transcript
 /// and in `/metrics`.
 pub(super) async fn record_skip(
@@ -140,7 +124,7 @@ pub(super) async fn record_skip(
             reason.as_str()
         )
     };
-    journal(shared, job, &spot, due)
+    journal(shared, &spot.key, run_id(job, due))
         .await
         .bot_did(
             EntryKind::Notice,
@@ -190,10 +174,12 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
     let Some(spot) = Spot::of(&shared, &job) else {
         return;
     };
-    let bot = job.bot.id();
-    let key = spot.key.render();
-    let journal = journal(&shared, &job, &spot, due).await;
-    let _slot = shared.lanes().enter(Lane::Cron, bot, &key).await;
+    let seat = Seat {
+        session: &spot.key,
+        run_id: run_id(&job, due),
+        lane: Lane::Cron,
+    };
+    let turn = SessionTurn::enter(&shared, seat).await;
     shared
         .metrics()
         .add(&metrics::SCHEDULED_RUNS, job.what.kind());
@@ -226,21 +212,20 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
     };
     let plan = TurnPlan {
         bot: &job.bot,
-        journal: &journal,
         caller,
         history: &[],
         heard,
-        limit: std::time::Duration::from_secs(shared.config().gateway.turn_timeout_seconds),
+        limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = take_turn(&shared, plan).await else {
+    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
         return;
     };
     let reply = Reply {
         shared: &shared,
         job: &job,
         spot: &spot,
-        journal: &journal,
+        turn: &turn,
         model: &model,
         now,
     };
@@ -277,7 +262,7 @@ struct Reply<'a> {
     shared: &'a Services,
     job: &'a Job,
     spot: &'a Spot<'a>,
-    journal: &'a Journal,
+    turn: &'a SessionTurn<'a>,
     model: &'a str,
     now: DateTime<Utc>,
 }
@@ -295,7 +280,8 @@ impl Reply<'_> {
         };
         let Place::Chat { .. } = &self.job.place else {
             // A private job: kept in its transcript, never posted.
-            self.journal
+            self.turn
+                .journal()
                 .bot_did(
                     EntryKind::Answer,
                     &text,
@@ -309,7 +295,8 @@ impl Reply<'_> {
         }
         let aimed = aim(&text, history);
         if aimed.text.is_empty() {
-            self.journal
+            self.turn
+                .journal()
                 .bot_did(
                     EntryKind::Silent,
                     "",
@@ -324,24 +311,22 @@ impl Reply<'_> {
             reply_to: aimed.reply_to.map(MessageId),
             ephemeral: None,
         };
-        let adapter = &*self.spot.account.adapter;
-        match deliver(adapter, &target, &aimed.text, self.journal).await {
-            Ok(_) if heartbeat => {
-                let delivered = LastDelivered {
-                    text,
-                    at_ms: self.now.timestamp_millis(),
-                };
-                let store = self.shared.store();
-                if let Err(err) = store
-                    .schedule_delivered(self.job.bot.id(), &self.job.id, delivered)
-                    .await
-                {
-                    tracing::error!(%err, "could not remember the delivered heartbeat");
-                }
-            }
-            Ok(_) => {}
-            Err(err) => {
-                undelivered(self.journal, err).await;
+        // A failure is recorded by the post.
+        let posted = self
+            .turn
+            .post(self.spot.account, &target, &aimed.text)
+            .await;
+        if heartbeat && posted.is_ok() {
+            let delivered = LastDelivered {
+                text,
+                at_ms: self.now.timestamp_millis(),
+            };
+            let store = self.shared.store();
+            if let Err(err) = store
+                .schedule_delivered(self.job.bot.id(), &self.job.id, delivered)
+                .await
+            {
+                tracing::error!(%err, "could not remember the delivered heartbeat");
             }
         }
     }
@@ -367,7 +352,8 @@ impl Reply<'_> {
         self.shared
             .metrics()
             .add(&metrics::SCHEDULED_SUPPRESSED, why.as_str());
-        self.journal
+        self.turn
+            .journal()
             .bot_did(
                 EntryKind::Silent,
                 "",

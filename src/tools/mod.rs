@@ -34,6 +34,13 @@ impl AgentTools {
         AgentTools { shared, caller }
     }
 
+    /// The tools for a turn taken as `caller`, boxed for the engine (its [`BindTools`]).
+    ///
+    /// [`BindTools`]: crate::engine::BindTools
+    pub fn bind(shared: Arc<Services>, caller: Caller) -> Box<dyn ToolExecutor> {
+        Box::new(AgentTools::new(shared, caller))
+    }
+
     /// Who is calling.
     pub fn caller(&self) -> &Caller {
         &self.caller
