@@ -173,7 +173,7 @@ async fn decide(
 ) -> Result<String, AdminError> {
     let by = Resolver::Human {
         id: inbound.event.sender.id.as_str(),
-        name: &inbound.speaker_name,
+        name: inbound.speaker_name,
     };
     let decided = decide_approval(shared, id, decision, by, note)
         .await

@@ -205,7 +205,7 @@ impl Dispatcher {
     /// without a transcript is worse than the platform's redelivery a little later.
     async fn intake(&self, event: &InboundEvent) -> Result<Option<InboxId>, NotTaken> {
         let platform = event.platform.as_str();
-        match inbox::file(&self.shared.store(), event, now_ms()).await {
+        match inbox::file(self.shared.store(), event, now_ms()).await {
             Ok(Some(filed)) => {
                 self.shared.metrics().add(&metrics::EVENTS_IN, platform);
                 Ok(Some(filed))
@@ -271,7 +271,7 @@ impl Dispatcher {
 
     fn inbound<'a>(&self, event: InboundEvent, account: &'a Account) -> Inbound<'a> {
         let shared = &self.shared;
-        let speaker = Speaker::of(&event, &shared.roster());
+        let speaker = Speaker::of(&event, shared.roster());
         let policy = shared
             .chat_rules()
             .resolve(event.platform, event.chat.as_str());

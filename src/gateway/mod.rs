@@ -258,7 +258,7 @@ impl Gateway {
 
     /// The store.
     pub fn store(&self) -> &Store {
-        &self.dispatcher.shared().store()
+        self.dispatcher.shared().store()
     }
 
     /// Stop taking events, let in-flight turns finish (up to `gateway.drain_seconds`), stop the

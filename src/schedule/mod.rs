@@ -146,7 +146,7 @@ impl Scheduler {
     pub fn new(shared: Arc<Services>) -> Result<Scheduler, ScheduleError> {
         let config = shared.config();
         let zone = *shared.board().zone();
-        let jobs: Vec<Arc<Job>> = jobs::jobs(config, &shared.roster())
+        let jobs: Vec<Arc<Job>> = jobs::jobs(config, shared.roster())
             .map_err(ScheduleError)?
             .into_iter()
             .map(Arc::new)
