@@ -9,8 +9,14 @@
 //! one slot, and a busy chat cannot starve the others.
 //!
 //! Each lane also counts its turns per bot, queued or running: a heartbeat must never pile up
-//! behind a bot's real work (SPEC.md 4.1), so the scheduler asks [`Lanes::bot_busy`] before it
+//! behind a bot's real work, so the scheduler asks [`Lanes::bot_busy`] before it
 //! starts one.
+//!
+//! A waiting turn holds memory (its event, its future) until it runs, so the waiting room is
+//! bounded: [`Lanes::queue`] refuses a turn once its lane has `max_queued` turns waiting, or its
+//! session `max_queued_per_session` ([`QueueFull`]); the chat step tells the sender to try again.
+//! [`Lanes::enter`] always waits: bot-to-bot, chain and scheduled turns are bounded by their own
+//! guards (send budgets, one chain turn at a time, a heartbeat skipped while its bot is busy).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -59,6 +65,35 @@ impl fmt::Display for Lane {
     }
 }
 
+/// Why a turn was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum QueueFull {
+    /// The lane has `max` turns waiting already.
+    #[error("the {lane} lane already has {max} turns waiting ([lanes] max_queued)")]
+    Lane {
+        /// The lane.
+        lane: Lane,
+        /// `[lanes] max_queued`.
+        max: usize,
+    },
+    /// The session has `max` turns waiting already.
+    #[error("this conversation already has {max} turns waiting ([lanes] max_queued_per_session)")]
+    Session {
+        /// `[lanes] max_queued_per_session`.
+        max: usize,
+    },
+}
+
+impl QueueFull {
+    /// Short name for metrics and the transcript.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueFull::Lane { .. } => "lane_queue_full",
+            QueueFull::Session { .. } => "session_queue_full",
+        }
+    }
+}
+
 struct LaneState {
     slots: Arc<Semaphore>,
     capacity: usize,
@@ -81,11 +116,21 @@ pub struct LaneLoad {
     pub running: usize,
 }
 
+/// One session's lock and how many of its turns wait for it or for a slot.
+struct SessionQueue {
+    lock: Arc<tokio::sync::Mutex<()>>,
+    waiting: AtomicUsize,
+}
+
 /// The lanes and the per-session locks. Cheap to share behind an `Arc`.
 pub struct Lanes {
     lanes: [LaneState; 4],
-    /// Weak so a session's lock disappears once no turn holds or waits for it.
-    sessions: Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+    /// `[lanes] max_queued`.
+    max_queued: usize,
+    /// `[lanes] max_queued_per_session`.
+    max_queued_per_session: usize,
+    /// Weak so a session's entry disappears once no turn holds or waits for it.
+    sessions: Mutex<HashMap<String, Weak<SessionQueue>>>,
     /// Turns queued or running, per lane and bot; an entry is removed when it drops to zero.
     per_bot: Mutex<HashMap<(Lane, String), usize>>,
 }
@@ -93,6 +138,7 @@ pub struct Lanes {
 /// Held while a turn runs: its session lock and its lane slot. Dropping it lets the next go.
 pub struct LaneGuard {
     _session: OwnedMutexGuard<()>,
+    _queue: Arc<SessionQueue>,
     _slot: OwnedSemaphorePermit,
     _bot: BotTurn,
     running: Arc<Lanes>,
@@ -104,6 +150,55 @@ impl Drop for LaneGuard {
         self.running.lanes[self.lane.index()]
             .running
             .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A turn admitted to its lane's waiting room; [`Queued::wait`] waits for its turn to run.
+/// Dropped before it got in (the caller gave up), it no longer counts.
+pub struct Queued {
+    waiting: Waiting,
+    bot: BotTurn,
+}
+
+/// Counts one turn as waiting on its lane and in its session until dropped.
+struct Waiting {
+    lanes: Arc<Lanes>,
+    lane: Lane,
+    session: Arc<SessionQueue>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.lanes.lanes[self.lane.index()]
+            .queued
+            .fetch_sub(1, Ordering::Relaxed);
+        self.session.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Queued {
+    /// Wait for the session's previous turns to finish, then for a slot on the lane.
+    pub async fn wait(self) -> LaneGuard {
+        let Queued { waiting, bot } = self;
+        let session = Arc::clone(&waiting.session);
+        let lock = Arc::clone(&session.lock).lock_owned().await;
+        let lanes = Arc::clone(&waiting.lanes);
+        let lane = waiting.lane;
+        let state = &lanes.lanes[lane.index()];
+        let slot = Arc::clone(&state.slots)
+            .acquire_owned()
+            .await
+            .expect("lane semaphores are never closed");
+        drop(waiting);
+        state.running.fetch_add(1, Ordering::Relaxed);
+        LaneGuard {
+            _session: lock,
+            _queue: session,
+            _slot: slot,
+            _bot: bot,
+            running: lanes,
+            lane,
+        }
     }
 }
 
@@ -158,30 +253,63 @@ impl Lanes {
                 lane(config.subagent),
                 lane(config.cron),
             ],
+            max_queued: config.max_queued,
+            max_queued_per_session: config.max_queued_per_session,
             sessions: Mutex::new(HashMap::new()),
             per_bot: Mutex::new(HashMap::new()),
         })
     }
 
-    /// Wait for `session`'s previous turns to finish, then for a slot on `lane`. The turn counts
-    /// as `bot`'s (for [`Lanes::bot_busy`]) from now until the guard drops.
+    /// Admit a turn of `session` to `lane`'s waiting room, unless the lane or the session has
+    /// its maximum of turns waiting. The turn counts as `bot`'s from now on.
+    pub fn queue(
+        self: &Arc<Self>,
+        lane: Lane,
+        bot: &str,
+        session: &str,
+    ) -> Result<Queued, QueueFull> {
+        let queue = self.session_queue(session);
+        let max = self.max_queued_per_session;
+        queue
+            .waiting
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .map_err(|_| QueueFull::Session { max })?;
+        let max = self.max_queued;
+        let admitted = self.lanes[lane.index()].queued.fetch_update(
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+            |n| (n < max).then_some(n + 1),
+        );
+        if admitted.is_err() {
+            queue.waiting.fetch_sub(1, Ordering::Relaxed);
+            return Err(QueueFull::Lane { lane, max });
+        }
+        Ok(self.queued(lane, bot, queue))
+    }
+
+    /// Wait for `session`'s previous turns to finish, then for a slot on `lane`, however many
+    /// wait already. The turn counts as `bot`'s (for [`Lanes::bot_busy`]) from now until the
+    /// guard drops.
     pub async fn enter(self: &Arc<Self>, lane: Lane, bot: &str, session: &str) -> LaneGuard {
-        let counted = BotTurn::new(self, lane, bot);
-        let state = &self.lanes[lane.index()];
-        state.queued.fetch_add(1, Ordering::Relaxed);
-        let session_lock = self.session_lock(session).lock_owned().await;
-        let slot = Arc::clone(&state.slots)
-            .acquire_owned()
-            .await
-            .expect("lane semaphores are never closed");
-        state.queued.fetch_sub(1, Ordering::Relaxed);
-        state.running.fetch_add(1, Ordering::Relaxed);
-        LaneGuard {
-            _session: session_lock,
-            _slot: slot,
-            _bot: counted,
-            running: Arc::clone(self),
-            lane,
+        let queue = self.session_queue(session);
+        queue.waiting.fetch_add(1, Ordering::Relaxed);
+        self.lanes[lane.index()]
+            .queued
+            .fetch_add(1, Ordering::Relaxed);
+        self.queued(lane, bot, queue).wait().await
+    }
+
+    /// A turn already counted as waiting on `lane` and in `queue`.
+    fn queued(self: &Arc<Self>, lane: Lane, bot: &str, queue: Arc<SessionQueue>) -> Queued {
+        Queued {
+            bot: BotTurn::new(self, lane, bot),
+            waiting: Waiting {
+                lanes: Arc::clone(self),
+                lane,
+                session: queue,
+            },
         }
     }
 
@@ -191,13 +319,13 @@ impl Lanes {
         per_bot.contains_key(&(lane, bot.to_owned()))
     }
 
-    /// Whether `session` has a turn running or waiting (anyone but us holds its lock's `Arc`).
+    /// Whether `session` has a turn running or waiting (anyone but us holds its entry).
     pub fn session_busy(&self, session: &str) -> bool {
         let sessions = self.sessions.lock().expect("lane map poisoned");
         sessions
             .get(session)
             .and_then(Weak::upgrade)
-            .is_some_and(|lock| Arc::strong_count(&lock) > 1)
+            .is_some_and(|queue| Arc::strong_count(&queue) > 1)
     }
 
     /// Load of every lane.
@@ -216,18 +344,21 @@ impl Lanes {
             .collect()
     }
 
-    fn session_lock(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
+    fn session_queue(&self, session: &str) -> Arc<SessionQueue> {
         // A std mutex: held only for a map lookup, never across an await.
         let mut sessions = self.sessions.lock().expect("lane map poisoned");
-        if let Some(lock) = sessions.get(session).and_then(Weak::upgrade) {
-            return lock;
+        if let Some(queue) = sessions.get(session).and_then(Weak::upgrade) {
+            return queue;
         }
         if sessions.len() >= 1024 {
             sessions.retain(|_, weak| weak.strong_count() > 0);
         }
-        let lock = Arc::new(tokio::sync::Mutex::new(()));
-        sessions.insert(session.to_owned(), Arc::downgrade(&lock));
-        lock
+        let queue = Arc::new(SessionQueue {
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+            waiting: AtomicUsize::new(0),
+        });
+        sessions.insert(session.to_owned(), Arc::downgrade(&queue));
+        queue
     }
 }
 
@@ -328,6 +459,48 @@ mod tests {
         assert!(lanes.bot_busy(Lane::Main, "snark"));
         drop(second);
         assert!(!lanes.bot_busy(Lane::Main, "snark"));
+    }
+
+    #[tokio::test]
+    async fn a_full_waiting_room_refuses_and_a_place_given_up_is_free_again() {
+        let lanes = Lanes::new(&LanesConfig {
+            main: 1,
+            max_queued: 2,
+            max_queued_per_session: 1,
+            ..LanesConfig::default()
+        });
+        let running = lanes.queue(Lane::Main, "snark", "a").unwrap().wait().await;
+        let behind = lanes.queue(Lane::Main, "snark", "a").unwrap();
+        assert_eq!(
+            lanes.queue(Lane::Main, "snark", "a").err(),
+            Some(QueueFull::Session { max: 1 })
+        );
+        let other = lanes.queue(Lane::Main, "snark", "b").unwrap();
+        assert_eq!(
+            lanes.queue(Lane::Main, "caid", "c").err(),
+            Some(QueueFull::Lane {
+                lane: Lane::Main,
+                max: 2
+            })
+        );
+        assert_eq!(
+            lanes.load()[0].queued,
+            2,
+            "refusals are not counted as waiting"
+        );
+        assert!(
+            lanes.queue(Lane::Nested, "caid", "c").is_ok(),
+            "each lane has its own room"
+        );
+        drop(other);
+        assert!(
+            lanes.queue(Lane::Main, "caid", "c").is_ok(),
+            "a place given up is free"
+        );
+        drop(running);
+        let second = behind.wait().await;
+        assert_eq!(lanes.load()[0].queued, 0);
+        drop(second);
     }
 
     #[tokio::test]

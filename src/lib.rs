@@ -1,6 +1,6 @@
 //! baton: a gateway that puts many AI bots into group chats and keeps them well-behaved.
 //!
-//! Modules follow the pipeline of SPEC.md section 4: an adapter normalizes an event, the
+//! Modules follow the pipeline (`docs/behaviour.md`): an adapter normalizes an event, the
 //! [`dispatcher`] runs it through dedupe, self-drop, [`admin`], policy, activation, the
 //! [`guards`], the [`lanes`] and a [`turn`]; the [`outcome`] decides reply or silence;
 //! [`deliver`] posts it; [`mirror`] records it all in the [`store`]. Chains (ordered turn-taking
@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod deliver;
 pub mod dispatcher;
+pub mod display_name;
 pub mod engine;
 pub(crate) mod escalation;
 pub mod gateway;

@@ -23,13 +23,33 @@ pub struct Counter {
     pub help: &'static str,
     /// The one label it is split by.
     pub label: &'static str,
+    /// The label's values known from the start: each is shown at 0 until it is counted, so a
+    /// dashboard or alert sees every series from the first scrape.
+    pub known: &'static [&'static str],
 }
+
+/// Platform names, for the counters split by platform.
+const PLATFORMS: &[&str] = &["discord", "feishu", "local", "slack"];
+
+/// Every counter, in the order `/metrics` shows them.
+const ALL: [&Counter; 9] = [
+    &EVENTS_IN,
+    &DUPLICATES,
+    &EVENTS_REFUSED,
+    &EVENTS_RECOVERED,
+    &TURNS,
+    &BOT_MESSAGE_REFUSALS,
+    &SCHEDULED_RUNS,
+    &SCHEDULED_SKIPS,
+    &SCHEDULED_SUPPRESSED,
+];
 
 /// Events accepted from a platform (after dedupe), by platform.
 pub static EVENTS_IN: Counter = Counter {
     name: "baton_events_in_total",
     help: "Events accepted from platforms, after deduplication.",
     label: "platform",
+    known: PLATFORMS,
 };
 
 /// Redeliveries recognised by dedupe, by platform.
@@ -37,6 +57,7 @@ pub static DUPLICATES: Counter = Counter {
     name: "baton_dedupe_hits_total",
     help: "Events dropped as duplicates (platform redeliveries, replays).",
     label: "platform",
+    known: PLATFORMS,
 };
 
 /// Events refused because the store could not record them (disk full, read-only), by platform.
@@ -44,6 +65,7 @@ pub static EVENTS_REFUSED: Counter = Counter {
     name: "baton_events_refused_total",
     help: "Events refused because the store could not record them; the platform redelivers.",
     label: "platform",
+    known: PLATFORMS,
 };
 
 /// Events a start found left unfinished by the last process, by what became of them:
@@ -52,6 +74,7 @@ pub static EVENTS_RECOVERED: Counter = Counter {
     name: "baton_events_recovered_total",
     help: "Events left unfinished by a stop (kill -9, crash) and picked up at the next start.",
     label: "outcome",
+    known: &["rerun", "given-up"],
 };
 
 /// How turns ended: `reply`, `silent`, `failed`.
@@ -59,6 +82,7 @@ pub static TURNS: Counter = Counter {
     name: "baton_turns_total",
     help: "Turns taken, by outcome.",
     label: "outcome",
+    known: &["reply", "silent", "failed"],
 };
 
 /// Bot-authored messages the loop guards kept from waking a bot, by reason.
@@ -66,6 +90,16 @@ pub static BOT_MESSAGE_REFUSALS: Counter = Counter {
     name: "baton_bot_message_refusals_total",
     help: "Bot-authored messages refused by the loop guards, by reason.",
     label: "reason",
+    known: &["bot_not_allowed", "bot_reply_chain", "bot_pair_budget"],
+};
+
+/// Chat turns refused because their lane or session had its maximum of turns waiting, by
+/// reason: `lane_queue_full`, `session_queue_full`.
+pub static QUEUE_REFUSALS: Counter = Counter {
+    name: "baton_queue_refusals_total",
+    help: "Chat turns refused because too many turns were waiting, by reason.",
+    label: "reason",
+    known: &["lane_queue_full", "session_queue_full"],
 };
 
 /// Scheduled turns started, by job kind: `heartbeat`, `cron`.
@@ -73,6 +107,7 @@ pub static SCHEDULED_RUNS: Counter = Counter {
     name: "baton_scheduled_runs_total",
     help: "Scheduled turns started (heartbeats and cron entries), by kind.",
     label: "kind",
+    known: &["heartbeat", "cron"],
 };
 
 /// Heartbeats that fell due and did not run, by reason (`quiet-hours`, `requests-in-flight`,
@@ -81,6 +116,14 @@ pub static SCHEDULED_SKIPS: Counter = Counter {
     name: "baton_scheduled_skips_total",
     help: "Heartbeats skipped when due, by reason.",
     label: "reason",
+    known: &[
+        "quiet-hours",
+        "requests-in-flight",
+        "still-running",
+        "empty",
+        "prompt-unreadable",
+        "paused",
+    ],
 };
 
 /// Heartbeat replies not delivered, by reason: `heartbeat-ok`, `duplicate`.
@@ -88,6 +131,7 @@ pub static SCHEDULED_SUPPRESSED: Counter = Counter {
     name: "baton_scheduled_suppressed_total",
     help: "Heartbeat replies not delivered, by reason.",
     label: "reason",
+    known: &["heartbeat-ok", "duplicate"],
 };
 
 /// Counts by (metric name, label value), each with its counter's description.
@@ -131,16 +175,23 @@ impl Metrics {
         time.1 += 1;
     }
 
-    /// The counters in Prometheus text format, appended to `out`.
+    /// The counters in Prometheus text format, appended to `out`: every counter, each with its
+    /// known label values (0 until counted) and any other value it was counted with.
     pub fn render(&self, out: &mut String) {
         let counts = self.counts.lock().expect("metrics poisoned");
-        let mut last = "";
-        for ((name, value), (counter, n)) in counts.iter() {
-            if *name != last {
-                header(out, counter.name, counter.help, "counter");
-                last = name;
+        for counter in ALL {
+            header(out, counter.name, counter.help, "counter");
+            let seen = counts
+                .range((counter.name, "")..)
+                .take_while(|((name, _), _)| *name == counter.name)
+                .map(|((_, value), _)| *value);
+            let mut values: Vec<&str> = counter.known.iter().copied().chain(seen).collect();
+            values.sort_unstable();
+            values.dedup();
+            for value in values {
+                let n = counts.get(&(counter.name, value)).map_or(0, |(_, n)| *n);
+                let _ = writeln!(out, "{}{{{}=\"{value}\"}} {n}", counter.name, counter.label);
             }
-            let _ = writeln!(out, "{name}{{{}=\"{value}\"}} {n}", counter.label);
         }
         let (total, count) = *self.turn_time.lock().expect("metrics poisoned");
         header(
@@ -267,6 +318,11 @@ mod tests {
         );
         assert!(out.contains("baton_events_in_total{platform=\"local\"} 1\n"));
         assert!(out.contains("baton_turns_total{outcome=\"silent\"} 1\n"));
+        assert!(
+            out.contains("baton_events_in_total{platform=\"discord\"} 0\n"),
+            "known label values are shown before they are counted"
+        );
+        assert!(out.contains("# TYPE baton_scheduled_runs_total counter"));
         assert!(out.contains("baton_turn_seconds_sum 1.5\nbaton_turn_seconds_count 1\n"));
     }
 

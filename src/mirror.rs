@@ -12,6 +12,16 @@ use serde_json::{Value, json};
 use crate::store::{EntryKind, NewEntry, Origin, Store};
 use crate::turn::{ToolCall, ToolExecutor};
 
+/// Whether a run is the first for its event, or a replay of one a stopped process left
+/// unfinished (which may have written some of its entries already).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// The event's first run.
+    Fresh,
+    /// Run again after a stop.
+    Replayed,
+}
+
 /// Writes one turn's entries to one session.
 #[derive(Clone)]
 pub struct Journal {
@@ -19,6 +29,7 @@ pub struct Journal {
     session: String,
     bot: String,
     run_id: String,
+    arrival: Arrival,
 }
 
 impl Journal {
@@ -29,7 +40,15 @@ impl Journal {
             session,
             bot,
             run_id,
+            arrival: Arrival::Fresh,
         }
+    }
+
+    /// The same journal for a replayed run: what the first run already wrote of the inbound
+    /// message is not written again.
+    pub fn replaying(mut self, arrival: Arrival) -> Self {
+        self.arrival = arrival;
+        self
     }
 
     /// The session key.
@@ -47,7 +66,8 @@ impl Journal {
         &self.store
     }
 
-    /// Record a line someone else said to the bot.
+    /// Record a line someone else said to the bot (once per message and run, also when the
+    /// run is replayed).
     pub async fn heard(
         &self,
         speaker: &str,
@@ -56,6 +76,9 @@ impl Journal {
         message_id: Option<&str>,
         meta: Value,
     ) {
+        if self.arrival == Arrival::Replayed && self.heard_before(message_id).await {
+            return;
+        }
         self.write(
             EntryKind::Inbound,
             speaker,
@@ -66,6 +89,20 @@ impl Journal {
             meta,
         )
         .await;
+    }
+
+    /// Whether this run already recorded the inbound `message_id` (only asked on a replay: a
+    /// fresh run cannot have).
+    async fn heard_before(&self, message_id: Option<&str>) -> bool {
+        match self.store.run_entries(&self.session, &self.run_id).await {
+            Ok(entries) => entries.iter().any(|e| {
+                e.kind == EntryKind::Inbound && e.platform_message_id.as_deref() == message_id
+            }),
+            Err(err) => {
+                tracing::error!(session = %self.session, %err, "could not read the run's entries; the inbound line may show twice");
+                false
+            }
+        }
     }
 
     /// Record what the bot itself did (`Silent`, `Failure`, `Notice`, `Admin`).

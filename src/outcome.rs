@@ -5,7 +5,7 @@
 //! occurrence stripped, so the token itself never reaches a chat ("NO_REPLY" leaking into a
 //! channel is one of the failures baton exists to prevent).
 //!
-//! Heartbeats (SPEC.md 4.1) have a token of their own, [`HEARTBEAT_OK`], matched by the same
+//! Heartbeats have a token of their own, [`HEARTBEAT_OK`], matched by the same
 //! rule in [`heartbeat_reply`]: the model's way of saying "nothing needs attention".
 
 use crate::turn::BackendReply;
@@ -19,7 +19,7 @@ pub enum Outcome {
     Silent,
 }
 
-/// What a bot answers in a ping-pong exchange (SPEC.md 5.2) to end it early.
+/// What a bot answers in a ping-pong exchange to end it early.
 pub const REPLY_SKIP: &str = "REPLY_SKIP";
 
 /// Whether `text` ends a ping-pong exchange: it equals [`REPLY_SKIP`] once trimmed, exactly as

@@ -1,6 +1,6 @@
 //! Session keys: the conversation state of one bot in one chat.
 //!
-//! The key is `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]` (SPEC.md section 1). It is
+//! The key is `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`. It is
 //! built in one place so that every module (transcript, lanes, tools, CLI) spells it the same.
 
 use std::fmt;

@@ -71,6 +71,10 @@ async fn check_accepts_the_demo_and_prints_the_roster() {
         );
     }
     assert!(text.contains("config OK"), "{text}");
+    assert!(
+        text.contains(" echo model=") && text.contains("group_policy=open dm_policy=open"),
+        "config spellings, not Rust's: {text}"
+    );
 }
 
 #[tokio::test]
@@ -661,4 +665,185 @@ async fn pairing_approve_on_the_command_line_is_audited_and_an_expired_code_fail
         "{:?}",
         audit[0]
     );
+}
+
+#[tokio::test]
+async fn read_commands_refuse_a_missing_database_and_create_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(demo_config())
+            .unwrap()
+            .replace("baton-demo.db", "missing/nowhere.db"),
+    )
+    .unwrap();
+    let reads: [&[&str]; 5] = [
+        &["sessions"],
+        &["transcript", "--session", "bot:snark:local:snark:lobby"],
+        &["deliveries"],
+        &["chains"],
+        &["pairing", "list"],
+    ];
+    for args in reads {
+        let mut cmd = baton(dir.path());
+        cmd.args(args).arg("--config").arg(&config);
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let text = all_output(&out);
+        assert!(
+            text.contains("missing/nowhere.db") && text.contains("`gateway.database`"),
+            "{args:?} names the path and the key: {text}"
+        );
+    }
+    let mut cmd = baton(dir.path());
+    cmd.args(["sessions", "--database", "typo.db", "--config"])
+        .arg(&config);
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(all_output(&out).contains("typo.db (named by --database)"));
+    assert!(
+        !dir.path().join("typo.db").exists(),
+        "no database was created"
+    );
+    assert!(
+        !dir.path().join("missing").exists(),
+        "no directory was created"
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_session_is_an_error_offering_the_nearest_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.db");
+    let mut chat = baton(dir.path());
+    chat.args(["chat", "snark", "--user", "alice", "--database"])
+        .arg(&db)
+        .arg("--config")
+        .arg(demo_config())
+        .stdin(Stdio::piped());
+    let mut child = chat.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello\n").await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(STEP_DEADLINE, child.wait_with_output())
+        .await
+        .expect("chat ends at EOF")
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
+
+    let typo = "bot:snark:local:snark:dm:alcie";
+    for args in [
+        vec!["transcript", "--session", typo],
+        vec!["deliveries", "--session", typo],
+    ] {
+        let mut cmd = baton(dir.path());
+        cmd.args(&args)
+            .arg("--database")
+            .arg(&db)
+            .arg("--config")
+            .arg(demo_config());
+        let out = output(cmd).await;
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", show(&out));
+        let text = all_output(&out);
+        assert!(
+            text.contains(&format!("no session `{typo}`"))
+                && text.contains("did you mean:\n  bot:snark:local:snark:dm:alice"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn metrics_show_every_family_at_start_and_bad_bodies_get_json_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(demo_config())
+        .args(["--listen", "127.0.0.1:0", "--database"])
+        .arg(dir.path().join("b.db"));
+    let (_gateway, out) = Running::spawn(cmd);
+    let base = _gateway.base_url(out).await;
+    let http = reqwest::Client::new();
+
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "baton_events_in_total{platform=\"slack\"} 0",
+        "baton_dedupe_hits_total{platform=\"local\"} 0",
+        "baton_events_refused_total{platform=\"discord\"} 0",
+        "baton_events_recovered_total{outcome=\"given-up\"} 0",
+        "baton_turns_total{outcome=\"failed\"} 0",
+        "baton_bot_message_refusals_total{reason=\"bot_reply_chain\"} 0",
+        "baton_scheduled_runs_total{kind=\"heartbeat\"} 0",
+        "baton_scheduled_skips_total{reason=\"quiet-hours\"} 0",
+        "baton_scheduled_suppressed_total{reason=\"heartbeat-ok\"} 0",
+        "baton_send_refusals_total{reason=",
+        "baton_turn_seconds_count 0",
+    ] {
+        assert!(metrics.contains(series), "`{series}` missing:\n{metrics}");
+    }
+
+    let bad = |path: &str| {
+        http.post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .body("{\"sender\": \"alice\", \"text\": ")
+            .send()
+    };
+    let api = bad("/api/local/rooms/lobby/messages").await.unwrap();
+    assert_eq!(api.status(), 400);
+    let body: Value = api.json().await.expect("a JSON body");
+    assert!(body["error"].as_str().unwrap().contains("JSON"), "{body}");
+
+    let v1 = bad("/v1/chat/completions").await.unwrap();
+    assert_eq!(v1.status(), 400);
+    let body: Value = v1.json().await.expect("a JSON body");
+    let error = &body["error"];
+    assert_eq!(error["type"], "invalid_request_error", "{body}");
+    assert!(
+        error["message"].as_str().unwrap().contains("JSON"),
+        "{body}"
+    );
+    assert!(
+        error.get("param").is_some() && error.get("code").is_some(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn start_errors_are_said_once_with_the_right_advice() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.args(["run", "--listen", "127.0.0.1:0", "--database"])
+        .arg(dir.path())
+        .arg("--config")
+        .arg(demo_config());
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(text.matches("is a directory").count(), 1, "{text}");
+    assert!(text.contains("baton.db"), "{text}");
+    assert!(
+        !text.contains("writable"),
+        "not a permissions problem: {text}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let mut cmd = baton(dir.path());
+    cmd.args(["run", "--database", ":memory:", "--listen", &addr])
+        .arg("--config")
+        .arg(demo_config());
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(text.matches("os error").count(), 1, "{text}");
+    assert!(text.contains(&format!("cannot listen on {addr}")), "{text}");
 }

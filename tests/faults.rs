@@ -119,6 +119,8 @@ async fn redeliver(state: Arc<Mutex<Redeliverer>>) {
 fn slack_config(slack: &FakeSlack) -> String {
     format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 2\n\n\
+         # Every message goes to one chat, as fast as the fake can send: no \"busy\" here.\n\
+         [lanes]\nmax_queued_per_session = {MESSAGES}\n\n\
          [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
          [[bots]]\nid = \"snark\"\nbackend = \"echo\"\n\n\
          [[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"events\"\n\
@@ -518,6 +520,51 @@ async fn an_event_left_unfinished_is_answered_at_the_next_start() {
     assert_eq!(said[0]["text"], "answered after the restart");
     let left = gw.gateway.store().inbox_left("local:snark").await.unwrap();
     assert!(left.is_empty(), "still in the inbox: {left:?}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_replayed_event_keeps_one_inbound_line_in_the_transcript() {
+    use baton::store::{EntryKind, NewEntry, Origin, Store};
+    let fake = FakeOpenAi::start().await;
+    fake.script("snark", Step::reply("answered after the restart"));
+    let (_dir, db) = temp_db();
+    store_with_a_left_over_event(&db, 1).await;
+    // The run that was cut off had written its inbound line already.
+    let session = "bot:snark:local:snark:ops";
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    let first = NewEntry {
+        session: session.into(),
+        ts_ms: 1,
+        kind: EntryKind::Inbound,
+        speaker: "alice".into(),
+        origin: Origin::Human,
+        text: "@snark left over".into(),
+        platform_message_id: Some("m-left".into()),
+        run_id: Some("in:local:snark:m-left".into()),
+        idempotency_key: None,
+        meta: json!({"name": "alice"}),
+    };
+    store.append(first).await.unwrap();
+    store.close().await.unwrap();
+
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["snark"], ""), &db).await;
+    support::process::eventually(STEP_DEADLINE, "the left-over answer", || async {
+        let said = gw.said_by("ops", "snark").await;
+        (!said.is_empty()).then_some(())
+    })
+    .await;
+    gw.settle().await;
+    let transcript = gw.transcript(session).await;
+    let inbound = transcript
+        .iter()
+        .filter(|e| e["kind"] == "inbound" && e["platform_message_id"] == "m-left")
+        .count();
+    assert_eq!(inbound, 1, "{transcript:#?}");
+    assert!(
+        transcript.iter().any(|e| e["kind"] == "reply"),
+        "{transcript:#?}"
+    );
     gw.stop().await;
 }
 

@@ -258,6 +258,28 @@ async fn sessions_send_gets_the_targets_reply() {
     assert_eq!(result["status"], "ok", "{result}");
     assert_eq!(result["reply"], "hello", "{result}");
     assert!(!is_error);
+
+    // The call is recorded on the caller's side, in the session the README names.
+    let session = "bot:snark:local:snark:mcp:client";
+    let sessions = gw.get("/api/sessions").await;
+    assert!(
+        sessions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["key"] == session),
+        "{sessions}"
+    );
+    let kinds: Vec<String> = gw
+        .transcript(session)
+        .await
+        .iter()
+        .map(|e| format!("{} {}", e["kind"].as_str().unwrap(), e["text"]))
+        .collect();
+    assert!(
+        kinds[0].starts_with("tool_call \"sessions_send ") && kinds[1].starts_with("tool_result"),
+        "{kinds:#?}"
+    );
     gw.stop().await;
 }
 

@@ -8,9 +8,11 @@
 //! ```
 //!
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
-//! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`, `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
-//! the number of events per throughput run (for profiling under callgrind), and
-//! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default).
+//! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
+//! `wal` (WAL and database size under sustained load), `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
+//! the number of events per throughput run (for profiling under callgrind),
+//! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
+//! and `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
 //!
 //! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
@@ -20,6 +22,7 @@ mod adapter;
 mod process;
 mod rig;
 mod scenarios;
+mod wal;
 
 use std::time::Duration;
 
@@ -34,6 +37,7 @@ struct Sizes {
     sessions: usize,
     startup_runs: usize,
     idle: Duration,
+    soak_seconds: u64,
 }
 
 const FULL: Sizes = Sizes {
@@ -44,6 +48,7 @@ const FULL: Sizes = Sizes {
     sessions: 10_000,
     startup_runs: 9,
     idle: Duration::from_secs(3),
+    soak_seconds: 60,
 };
 
 const SMOKE: Sizes = Sizes {
@@ -54,7 +59,11 @@ const SMOKE: Sizes = Sizes {
     sessions: 50,
     startup_runs: 1,
     idle: Duration::from_millis(10),
+    soak_seconds: 1,
 };
+
+/// Events per second offered in the `wal` soak (`BATON_BENCH_SOAK_RATE=N` to change).
+const SOAK_RATE: u64 = 1000;
 
 /// One mention in five messages: see BENCHMARKS.md for why.
 const MENTION_EVERY: usize = 5;
@@ -74,6 +83,10 @@ fn main() {
         sizes.warmup = sizes.warmup.min(events);
     }
     let lanes = env_number("BATON_BENCH_LANES").unwrap_or(4);
+    if let Some(seconds) = env_number("BATON_BENCH_SOAK_SECONDS") {
+        sizes.soak_seconds = seconds as u64;
+    }
+    let soak_rate = env_number("BATON_BENCH_SOAK_RATE").map_or(SOAK_RATE, |r| r as u64);
 
     // The same runtime `baton run` uses: multi-threaded, one worker per core.
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -165,6 +178,19 @@ fn main() {
             before = *rss;
         }
     }
+    if wanted("wal") {
+        // The default bound, then one out of reach: the log as it grew before it had a bound.
+        for limit_mb in [64, 1024 * 1024] {
+            let soak = runtime.block_on(wal::soak(
+                soak_rate,
+                sizes.soak_seconds,
+                1000,
+                MENTION_EVERY,
+                limit_mb,
+            ));
+            print_soak(&soak, soak_rate, limit_mb);
+        }
+    }
     drop(runtime);
     for accounts in [Accounts::Local, Accounts::Platforms] {
         if wanted("startup") {
@@ -191,6 +217,35 @@ fn main() {
             );
         }
     }
+}
+
+fn print_soak(soak: &wal::Soak, rate: u64, limit_mb: u64) {
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    println!(
+        "## wal: store.wal_limit_mb = {limit_mb}; {rate} events/s offered for {} events, \
+         1000 chats, 1 mention in {MENTION_EVERY}, one reader ({} transcript reads)",
+        soak.events, soak.reads
+    );
+    for s in &soak.samples {
+        println!(
+            "t {:>5.1} s  events {:>6}  wal {:>8.2} MiB  db {:>8.2} MiB",
+            s.at.as_secs_f64(),
+            s.events,
+            mib(s.wal),
+            mib(s.db)
+        );
+    }
+    let largest = soak.samples.iter().map(|s| s.wal).max().unwrap_or(0);
+    let empty = soak.samples.first().map_or(0, |s| s.db);
+    let grown = soak.db_after_stop.saturating_sub(empty);
+    println!(
+        "largest WAL sampled {:.2} MiB; after a clean stop: wal {} bytes, db {:.2} MiB, \
+         {:.1} KiB of database per 1,000 messages",
+        mib(largest),
+        soak.wal_after_stop,
+        mib(soak.db_after_stop),
+        grown as f64 / 1024.0 / (soak.events as f64 / 1000.0)
+    );
 }
 
 fn env_number(name: &str) -> Option<usize> {

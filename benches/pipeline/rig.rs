@@ -3,7 +3,7 @@
 //! store in a file in a temporary directory, and an in-memory adapter behind each account.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,13 +36,15 @@ pub(crate) struct Setup<'a> {
     pub(crate) bot_keys: &'a str,
     /// Room for this many event indexes in the recorder.
     pub(crate) capacity: usize,
+    /// More TOML at the end of the config, e.g. a `[store]` section.
+    pub(crate) extra_toml: &'a str,
 }
 
 /// The TOML a bench gateway runs with.
 pub(crate) fn config_text(setup: &Setup<'_>) -> String {
     let lanes = setup.lanes;
-    // The guards all run; their budgets are set so a benchmark's synthetic users and bots stay
-    // within them (a refusal would end an event early and flatter the figures).
+    // The guards and queue caps all run; their budgets are set so a benchmark's synthetic users
+    // and bots stay within them (a refusal would end an event early and flatter the figures).
     let mut text = format!(
         r#"
 [gateway]
@@ -51,6 +53,8 @@ timezone = "UTC"
 [lanes]
 main = {lanes}
 nested = {lanes}
+max_queued = 1000000
+max_queued_per_session = 1000000
 
 [limits]
 inbound_per_sender_per_minute = 1000000
@@ -84,6 +88,7 @@ app_token_env = "BENCH_SLACK_APP_TOKEN"
             keys = setup.bot_keys
         ));
     }
+    text.push_str(setup.extra_toml);
     text
 }
 
@@ -95,6 +100,8 @@ pub(crate) struct Rig {
     pub(crate) injectors: HashMap<String, Injector>,
     /// Shared by every account.
     pub(crate) recorder: Arc<Recorder>,
+    /// The database file.
+    pub(crate) database: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -139,6 +146,7 @@ impl Rig {
             gateway,
             injectors,
             recorder,
+            database: db,
             _dir: dir,
         };
         rig.wait_connected().await;
@@ -192,9 +200,11 @@ impl Rig {
         }
     }
 
-    /// Stop the gateway (drain, close the store).
-    pub(crate) async fn stop(self) {
+    /// Stop the gateway (drain, close the store). The files stay until the returned
+    /// directory is dropped, for a caller that looks at them after a clean stop.
+    pub(crate) async fn stop(self) -> tempfile::TempDir {
         self.gateway.shutdown().await;
+        self._dir
     }
 }
 

@@ -57,6 +57,7 @@ async fn warmed_up(
         lanes,
         bot_keys: "",
         capacity: total,
+        extra_toml: "",
     })
     .await;
     let injector = rig.injector(BOT);
@@ -201,6 +202,7 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
         lanes,
         bot_keys: "tools = [\"sessions_send\"]",
         capacity: count,
+        extra_toml: "",
     })
     .await;
     let injector = rig.injector(BOT).clone();
@@ -266,6 +268,7 @@ pub(crate) async fn session_memory(per_step: usize, steps: usize) -> SessionMemo
         lanes: 4,
         bot_keys: "",
         capacity: total,
+        extra_toml: "",
     })
     .await;
     let injector = rig.injector(BOT).clone();
@@ -319,6 +322,7 @@ pub(crate) async fn pipeline_future_size() -> usize {
         lanes: 4,
         bot_keys: "",
         capacity: 1,
+        extra_toml: "",
     })
     .await;
     let event = group_message(0, 0, 0, BOT, Kind::Mention);

@@ -1,4 +1,4 @@
-//! Admin commands (SPEC.md section 7): `/baton help`, `status`, `bots`, `activation`, `pause`,
+//! Admin commands: `/baton help`, `status`, `bots`, `activation`, `pause`,
 //! `resume`, `reset`, `limits`, `transcript`, `chain start|status|close`, `pairing approve`,
 //! `approve`, `deny`. One parser ([`AdminCommand::parse`]) and one handler set serve text
 //! commands in any chat and native slash commands alike; authorization and auditing happen in

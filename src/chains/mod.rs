@@ -1,4 +1,4 @@
-//! Chains (SPEC.md 5.4): ordered turn-taking among bots in one chat. A coordinator hands the
+//! Chains: ordered turn-taking among bots in one chat. A coordinator hands the
 //! floor to one bot at a time; that bot reads everything said before it, posts once, and the
 //! turn goes back to the coordinator.
 //!

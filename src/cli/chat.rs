@@ -26,6 +26,8 @@ pub(super) struct ChatArgs {
 
 pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
     let config = super::load(config)?;
+    // A terminal conversation is a gateway too: it would re-run a running one's inbox.
+    let _lock = super::run::lock_database(&config, args.database.as_deref())?;
     let options = StartOptions {
         database: args.database.clone(),
         // A terminal conversation; heartbeats belong to the running gateway.
@@ -39,6 +41,7 @@ pub(super) async fn chat(config: &Path, args: ChatArgs) -> anyhow::Result<()> {
 }
 
 async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
+    crate::local::check_sender(&args.user).with_context(|| "--user (or $USER)")?;
     let account = gateway
         .dispatcher()
         .shared()
@@ -63,9 +66,7 @@ async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
             out.flush().await?;
             continue;
         }
-        let Some(event) = gateway.hub().direct(&account, &args.user, &line) else {
-            anyhow::bail!("the bot's local account is not running");
-        };
+        let event = gateway.hub().direct(&account, &args.user, &line)?;
         let answer = match gateway.dispatcher().handle(event).await {
             Handled::Replied(text) | Handled::Admin(text) => format!("{}: {text}", args.bot),
             Handled::Silent => format!("({} stays silent)", args.bot),

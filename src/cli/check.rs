@@ -19,8 +19,10 @@ fn summary(config: &Config) -> String {
         let model = bot.model.as_deref().unwrap_or("-");
         let _ = writeln!(
             out,
-            "  {:<12} {:?} model={model}  {}",
-            bot.id, bot.backend, bot.description
+            "  {:<12} {} model={model}  {}",
+            bot.id,
+            bot.backend.as_str(),
+            bot.description
         );
     }
     let scheduled = config
@@ -60,9 +62,9 @@ fn summary(config: &Config) -> String {
     let d = &config.chats_default;
     let _ = writeln!(
         out,
-        "Chats (default): group_policy={:?} dm_policy={:?} activation={} history_limit={}",
-        d.group_policy,
-        d.dm_policy,
+        "Chats (default): group_policy={} dm_policy={} activation={} history_limit={}",
+        d.group_policy.as_str(),
+        d.dm_policy.as_str(),
         d.activation.as_str(),
         d.history_limit
     );

@@ -1,11 +1,14 @@
-//! The `baton` command line (SPEC.md section 2): `run`, `check`, `chat`, `transcript`,
-//! `sessions`, `chains`, `deliveries`, `pairing`. Each subcommand lives in its own file; this one parses arguments,
-//! sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must fix).
+//! The `baton` command line: `run`, `check`, `chat`, `transcript`, `sessions`, `chains`,
+//! `deliveries`, `pairing`, `prune`. Each subcommand lives in its own file; this one parses
+//! arguments, sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must
+//! fix).
 
 mod chains;
 mod chat;
 mod check;
+mod prune;
 mod run;
+mod suggest;
 mod views;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +64,8 @@ enum Command {
     Deliveries(views::DeliveriesArgs),
     /// DM pairing: list pending codes, approve one.
     Pairing(views::PairingArgs),
+    /// Delete old rows (export first with `baton transcript --all --format jsonl`).
+    Prune(prune::PruneArgs),
 }
 
 /// Parse the command line and run it.
@@ -90,15 +95,33 @@ pub fn main() -> ExitCode {
             Command::Chains(args) => chains::chains(&cli.config, args).await,
             Command::Deliveries(args) => views::deliveries(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
+            Command::Prune(args) => prune::prune(&cli.config, args).await,
         }
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", said_once(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, each said once: many errors spell out their cause in their own
+/// message (with the advice after it), so a cause already in the text is not added again.
+fn said_once(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
 }
 
 /// Load the config, turning every problem into one error listing them all.

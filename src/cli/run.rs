@@ -4,7 +4,9 @@ use std::path::Path;
 
 use clap::Args;
 
+use crate::config::Config;
 use crate::gateway::{Gateway, ScheduleClock, StartOptions};
+use crate::store::{DatabaseLock, LockError};
 
 /// Overrides for running several gateways (or tests) side by side.
 #[derive(Debug, Args)]
@@ -19,6 +21,7 @@ pub(super) struct RunArgs {
 
 pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
     let config = super::load(config)?;
+    let _lock = lock_database(&config, args.database.as_deref())?;
     let options = StartOptions {
         listen: args.listen,
         database: args.database,
@@ -36,6 +39,15 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: draining turns in flight");
     gateway.shutdown().await;
     Ok(())
+}
+
+/// Takes the database's lock before anything else opens it (`store/lock.rs`): a second
+/// gateway on the same file must stop here, not run beside the first.
+pub(super) fn lock_database(
+    config: &Config,
+    database: Option<&str>,
+) -> Result<Option<DatabaseLock>, LockError> {
+    DatabaseLock::acquire(database.unwrap_or(&config.gateway.database))
 }
 
 async fn wait_for_signal() {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 
+use super::suggest::nearest;
 use crate::mirror::now_ms;
 use crate::store::{DeliveryQuery, Entry, NewAudit, Store, TranscriptQuery};
 
@@ -29,12 +30,19 @@ enum Format {
     Jsonl,
 }
 
+/// Entries read at a time by `baton transcript --all`.
+const EXPORT_PAGE: usize = 1000;
+
 /// Which transcript.
 #[derive(Debug, Args)]
 pub(super) struct TranscriptArgs {
     /// The session key (`bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`).
-    #[arg(long, conflicts_with_all = ["bot", "chat"])]
+    #[arg(long, conflicts_with_all = ["bot", "chat", "all"])]
     session: Option<String>,
+    /// Every session's entries, in the order they were written (an export, with
+    /// `--format jsonl`).
+    #[arg(long, conflicts_with_all = ["bot", "chat"])]
+    all: bool,
     /// The bot (with --chat).
     #[arg(long, requires = "chat")]
     bot: Option<String>,
@@ -71,33 +79,83 @@ enum PairingAction {
     },
 }
 
-/// The store named by `--database`, or by the config.
+/// The store named by `--database`, or by the config. It must exist: these commands only read
+/// (or approve a code that can only be in an existing store), and opening a missing file would
+/// create an empty database and print an empty answer.
 pub(super) async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Store> {
-    let database = match &args.database {
-        Some(db) => db.clone(),
-        None => super::load(config)?.gateway.database,
+    let (database, named_by) = match &args.database {
+        Some(db) => (db.clone(), "--database".to_owned()),
+        None => (
+            super::load(config)?.gateway.database,
+            format!("`gateway.database` in {}", config.display()),
+        ),
     };
+    if database != ":memory:" && !Path::new(&database).exists() {
+        let shown = std::path::absolute(&database).unwrap_or_else(|_| database.clone().into());
+        anyhow::bail!(
+            "no database at {} (named by {named_by}); run this where `baton run` writes it, \
+             or pass --database PATH",
+            shown.display()
+        );
+    }
     Store::open(&database)
         .await
         .with_context(|| format!("opening {database}"))
 }
 
+/// `key` if the store has that session, else an error offering the nearest keys.
+async fn known_session(store: &Store, key: &str) -> anyhow::Result<()> {
+    let sessions = store.sessions().await?;
+    if sessions.iter().any(|s| s.key == key) {
+        return Ok(());
+    }
+    let near = nearest(key, sessions.iter().map(|s| s.key.as_str()));
+    if near.is_empty() {
+        anyhow::bail!("no session `{key}` in the store; `baton sessions` lists them");
+    }
+    anyhow::bail!(
+        "no session `{key}` in the store; did you mean:\n  {}",
+        near.join("\n  ")
+    )
+}
+
 pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::Result<()> {
     let store = open(config, &args.store).await?;
-    let session = match (&args.session, &args.bot, &args.chat) {
-        (Some(key), _, _) => key.clone(),
-        (None, Some(bot), Some(chat)) => find_session(&store, bot, chat).await?,
-        _ => anyhow::bail!("name the session: --session KEY, or --bot ID --chat ID"),
+    let session = match (&args.session, &args.bot, &args.chat, args.all) {
+        (_, _, _, true) => None,
+        (Some(key), _, _, _) => {
+            known_session(&store, key).await?;
+            Some(key.clone())
+        }
+        (None, Some(bot), Some(chat), _) => Some(find_session(&store, bot, chat).await?),
+        _ => anyhow::bail!(
+            "name the session: --session KEY, or --bot ID --chat ID (or --all for every session)"
+        ),
     };
     let mut after = None;
     loop {
-        let query = TranscriptQuery {
-            after_id: after,
-            ..TranscriptQuery::session(&session)
+        let (entries, more) = match &session {
+            Some(session) => {
+                let query = TranscriptQuery {
+                    after_id: after,
+                    ..TranscriptQuery::session(session)
+                };
+                (store.transcript(query).await?, false)
+            }
+            None => {
+                let page = store
+                    .transcript_page(after.unwrap_or(0), EXPORT_PAGE)
+                    .await?;
+                let more = page.len() == EXPORT_PAGE;
+                (page, more)
+            }
         };
-        for entry in store.transcript(query).await? {
-            println!("{}", render(&entry, args.format));
+        for entry in entries {
+            println!("{}", render(&entry, args.format)?);
             after = Some(entry.id);
+        }
+        if more {
+            continue;
         }
         if !args.follow {
             return Ok(());
@@ -127,10 +185,10 @@ async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<St
     }
 }
 
-fn render(entry: &Entry, format: Format) -> String {
+fn render(entry: &Entry, format: Format) -> serde_json::Result<String> {
     match format {
-        Format::Jsonl => serde_json::to_string(entry).unwrap_or_default(),
-        Format::Text => entry.line(),
+        Format::Jsonl => serde_json::to_string(entry),
+        Format::Text => Ok(entry.line()),
     }
 }
 
@@ -162,6 +220,9 @@ pub(super) struct DeliveriesArgs {
 
 pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::Result<()> {
     let store = open(config, &args.store).await?;
+    if let Some(key) = &args.session {
+        known_session(&store, key).await?;
+    }
     let query = DeliveryQuery {
         session: args.session,
         open_only: args.open,

@@ -1,4 +1,4 @@
-//! The configuration file (SPEC.md section 3): TOML in, typed values out.
+//! The configuration file: TOML in, typed values out.
 //!
 //! Loading happens in two stages, as ripgrep does with its arguments. [`Config::load`] parses the
 //! file into the plain structs below (every default spelled out in `config/baton.example.toml`)
@@ -16,6 +16,7 @@ mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::timing::{parse_age, parse_span};
 pub use baton_contract::Secret;
 pub use model::*;
 pub use validate::validate;
@@ -95,11 +96,19 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, Vec<Problem>> {
         let mut problems = Vec::new();
-        let mut unknown = Vec::new();
-        let parsed: Result<Config, _> =
-            serde_ignored::deserialize(toml::Deserializer::new(text), |path| {
-                unknown.push(path.to_string())
-            });
+        let mut tree: toml::Value = match toml::from_str(text) {
+            Ok(tree) => tree,
+            Err(err) => {
+                // Not TOML at all: there is no key to name, only where it went wrong.
+                problems.push(Problem {
+                    key: "(file)".into(),
+                    line: err.span().map(|s| line_at(text, s.start)),
+                    message: err.message().trim().to_owned(),
+                });
+                return Err(problems);
+            }
+        };
+        let (parsed, unknown) = typed(&mut tree, &mut problems);
         for path in unknown {
             let key = dotted(&path);
             problems.push(Problem {
@@ -108,16 +117,12 @@ impl Config {
                 key,
             });
         }
-        let mut config = match parsed {
-            Ok(config) => config,
-            Err(err) => {
-                problems.push(Problem {
-                    key: "(file)".into(),
-                    line: err.span().map(|s| line_at(text, s.start)),
-                    message: err.message().trim().to_owned(),
-                });
-                return Err(problems);
-            }
+        for problem in &mut problems {
+            problem.line = problem.line.or_else(|| locate(text, &problem.key));
+        }
+        let Some(mut config) = parsed else {
+            problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+            return Err(problems);
         };
         config.base_dir = base.to_owned();
         problems.extend(validate(&config, env).into_iter().map(|mut problem| {
@@ -131,6 +136,69 @@ impl Config {
         } else {
             Err(problems)
         }
+    }
+}
+
+/// At most this many wrongly typed values are reported before giving up on the rest.
+const MAX_TYPE_ERRORS: usize = 20;
+
+/// Deserialize `tree` into a [`Config`], with the unknown keys' paths. A wrongly typed value is
+/// a problem at its key path (`bots[0].backend`); it is then taken out and the rest is read
+/// again, so the other values (and then the semantic checks) are still looked at. That ends when
+/// a value taken out was required (its default cannot stand in for it): `None`.
+fn typed(tree: &mut toml::Value, problems: &mut Vec<Problem>) -> (Option<Config>, Vec<String>) {
+    let mut unknown = std::collections::BTreeSet::new();
+    let mut removed = 0;
+    while removed <= MAX_TYPE_ERRORS {
+        let mut ignored = Vec::new();
+        let mut record = |path: serde_ignored::Path<'_>| ignored.push(path.to_string());
+        let de = serde_ignored::Deserializer::new(tree.clone(), &mut record);
+        let result: Result<Config, _> = serde_path_to_error::deserialize(de);
+        unknown.extend(ignored);
+        let err = match result {
+            Ok(config) => return (Some(config), unknown.into_iter().collect()),
+            Err(err) => err,
+        };
+        let message = err.inner().message().trim().to_owned();
+        if removed > 0 && message.starts_with("missing field") {
+            break;
+        }
+        let key = err.path().to_string();
+        problems.push(Problem {
+            key: if key == "." { "(file)".into() } else { key },
+            line: None,
+            message,
+        });
+        if !take_out(tree, err.path()) {
+            break;
+        }
+        removed += 1;
+    }
+    (None, unknown.into_iter().collect())
+}
+
+/// Remove the value at `path` from `tree`; false when there is none to remove.
+fn take_out(tree: &mut toml::Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut node = tree;
+    for segment in parents {
+        let next = match (segment, node) {
+            (Segment::Map { key }, toml::Value::Table(table)) => table.get_mut(key),
+            (Segment::Seq { index }, toml::Value::Array(items)) => items.get_mut(*index),
+            _ => None,
+        };
+        match next {
+            Some(next) => node = next,
+            None => return false,
+        }
+    }
+    match (last, node) {
+        (Segment::Map { key }, toml::Value::Table(table)) => table.remove(key).is_some(),
+        _ => false,
     }
 }
 
@@ -209,6 +277,36 @@ mod tests {
         let problems =
             Config::from_toml("[lanes]\nmain = \"four\"\n", Path::new("."), &env).unwrap_err();
         assert_eq!(problems[0].line, Some(2), "{problems:?}");
+        assert_eq!(problems[0].key, "lanes.main", "{problems:?}");
+    }
+
+    #[test]
+    fn type_errors_name_their_key_and_the_other_problems_are_still_found() {
+        let text = "[gateway]\nlisten = 5\n\n[[bots]]\nid = \"a\"\nbackend = \"echo\"\n\n[[bots]]\nid = \"a\"\nbackend = \"echo\"\ndescription = 1\n\n[chats_default]\nactivation = \"sometimes\"\n";
+        let problems = Config::from_toml(text, Path::new("."), &env).unwrap_err();
+        let found: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert!(
+            found.contains(&("gateway.listen", Some(2))),
+            "{problems:#?}"
+        );
+        assert!(
+            found.contains(&("chats_default.activation", Some(14))),
+            "{problems:#?}"
+        );
+        assert!(
+            found.contains(&("bots[1].description", Some(11))),
+            "{problems:#?}"
+        );
+        assert!(
+            found.contains(&("bots[1].id", Some(9))),
+            "the semantic checks ran too: {problems:#?}"
+        );
+        let required = "[[bots]]\nid = \"a\"\nbackend = \"ecoh\"\n";
+        let problems = Config::from_toml(required, Path::new("."), &env).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:#?}");
+        assert_eq!(problems[0].key, "bots[0].backend");
+        assert_eq!(problems[0].line, Some(3));
+        assert!(problems[0].message.contains("ecoh"), "{problems:#?}");
     }
 
     #[test]

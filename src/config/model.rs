@@ -15,6 +15,8 @@ pub struct Config {
     pub lanes: LanesConfig,
     /// `[limits]`: guard budgets.
     pub limits: LimitsConfig,
+    /// `[local]`: how much the built-in local channel keeps in memory.
+    pub local: LocalConfig,
     /// `[agent_to_agent]`: who may `sessions_send` to whom.
     pub agent_to_agent: AgentToAgentConfig,
     /// `[chains]`: ordered turn-taking.
@@ -31,6 +33,10 @@ pub struct Config {
     pub chats_default: ChatsDefault,
     /// `[admins]`: platform user ids allowed to run admin commands.
     pub admins: AdminsConfig,
+    /// `[store]`: the database file's upkeep.
+    pub store: StoreConfig,
+    /// `[retention]`: how long old rows are kept.
+    pub retention: RetentionConfig,
     /// Directory of the config file; relative paths in it are resolved from here.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -44,7 +50,8 @@ pub struct GatewayConfig {
     pub listen: String,
     /// SQLite file; `:memory:` for throwaway runs.
     pub database: String,
-    /// Env var holding the bearer token for `/v1` and `/api`; unset means loopback only.
+    /// Env var holding the bearer token for every route but the webhooks and health checks;
+    /// unset means this machine only.
     pub api_token_env: Option<String>,
     /// A reply equal to this (trimmed) is a silent turn.
     pub silent_token: String,
@@ -57,6 +64,20 @@ pub struct GatewayConfig {
     /// The clock cron schedules and quiet hours are read in: `local`, `UTC` or an offset such
     /// as `+08:00`.
     pub timezone: String,
+    /// Seconds a new connection has to deliver its first request's headers.
+    pub header_timeout_seconds: u64,
+    /// Seconds a kept-alive connection may wait for (the headers of) its next request.
+    pub idle_timeout_seconds: u64,
+    /// Seconds a request body may take to arrive in full, counted from its headers.
+    pub body_timeout_seconds: u64,
+    /// Connections served at once; the ones over it get only `/healthz` and `/readyz`.
+    pub max_connections: usize,
+    /// MCP sessions open at once; an `initialize` over it is refused.
+    pub mcp_max_sessions: usize,
+    /// Bytes an MCP `initialize` request may have: the client info a session keeps.
+    pub mcp_max_init_bytes: usize,
+    /// Seconds an MCP session may go unused before it expires and its memory is freed.
+    pub mcp_session_idle_seconds: u64,
 }
 
 impl Default for GatewayConfig {
@@ -72,6 +93,13 @@ impl Default for GatewayConfig {
             turn_timeout_seconds: 300,
             drain_seconds: 10,
             timezone: "local".into(),
+            header_timeout_seconds: 10,
+            idle_timeout_seconds: 60,
+            body_timeout_seconds: 30,
+            max_connections: 512,
+            mcp_max_sessions: 64,
+            mcp_max_init_bytes: 16 * 1024,
+            mcp_session_idle_seconds: 300,
         }
     }
 }
@@ -88,6 +116,10 @@ pub struct LanesConfig {
     pub subagent: usize,
     /// Heartbeats and cron entries.
     pub cron: usize,
+    /// Turns that may wait on one lane; a chat message over it gets a "busy" notice.
+    pub max_queued: usize,
+    /// Turns that may wait in one session (bot and chat); over it, the same.
+    pub max_queued_per_session: usize,
 }
 
 impl Default for LanesConfig {
@@ -97,6 +129,8 @@ impl Default for LanesConfig {
             nested: 4,
             subagent: 8,
             cron: 1,
+            max_queued: 256,
+            max_queued_per_session: 32,
         }
     }
 }
@@ -140,6 +174,30 @@ impl Default for LimitsConfig {
             fan_out_window_seconds: 5,
             max_depth: 3,
             max_ping_pong_turns: 0,
+        }
+    }
+}
+
+/// `[local]`: bounds on the local channel's rooms, which live in memory (the transcript keeps
+/// every word; a room's log is only what `GET /api/local/rooms/...` shows).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct LocalConfig {
+    /// Group rooms the hub holds; a post that would open one more is refused. Direct
+    /// conversations keep this many logs too, the least recently active dropped first.
+    pub max_rooms: usize,
+    /// Messages a room's log keeps; older ones roll off.
+    pub room_log_messages: usize,
+    /// Largest message a person may post into a room, in bytes.
+    pub max_message_bytes: usize,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        Self {
+            max_rooms: 50,
+            room_log_messages: 100,
+            max_message_bytes: 16 * 1024,
         }
     }
 }
@@ -251,7 +309,7 @@ pub struct BotConfig {
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,
-    /// A periodic check-in turn (SPEC.md 4.1).
+    /// A periodic check-in turn.
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,
     /// `[[bots.cron]]`: turns at fixed times.
@@ -394,6 +452,17 @@ pub enum GroupPolicy {
     Disabled,
 }
 
+impl GroupPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupPolicy::Open => "open",
+            GroupPolicy::Allowlist => "allowlist",
+            GroupPolicy::Disabled => "disabled",
+        }
+    }
+}
+
 /// Who may talk to bots in direct messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -406,6 +475,18 @@ pub enum DmPolicy {
     Open,
     /// No DMs.
     Disabled,
+}
+
+impl DmPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmPolicy::Pairing => "pairing",
+            DmPolicy::Allowlist => "allowlist",
+            DmPolicy::Open => "open",
+            DmPolicy::Disabled => "disabled",
+        }
+    }
 }
 
 /// When a bot takes a turn in a group.
@@ -517,5 +598,65 @@ impl AdminsConfig {
             Platform::Lark => &self.lark,
             Platform::Local => &self.local,
         }
+    }
+}
+
+/// `[store]`: the SQLite file's upkeep.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct StoreConfig {
+    /// The write-ahead log is kept under this many MiB (emptied once it passes half of it).
+    pub wal_limit_mb: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { wal_limit_mb: 64 }
+    }
+}
+
+/// `[retention]`: per table, `"keep"` or an age such as `"90d"`; `baton run` deletes older
+/// rows at start and every hour (never what a live flow needs).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct RetentionConfig {
+    /// Transcript entries.
+    pub transcripts: String,
+    /// Admin command audit rows.
+    pub audit: String,
+    /// Finished bot-to-bot deliveries.
+    pub deliveries: String,
+    /// Closed chains and their messages.
+    pub chains: String,
+    /// Pairing requests never approved.
+    pub pairing: String,
+    /// A chat's history buffer and cursors go once the chat has been quiet this long.
+    pub history_idle: String,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            transcripts: "keep".into(),
+            audit: "keep".into(),
+            deliveries: "keep".into(),
+            chains: "keep".into(),
+            pairing: "keep".into(),
+            history_idle: "7d".into(),
+        }
+    }
+}
+
+impl RetentionConfig {
+    /// Every key with its value, for validation and for building the prune plan.
+    pub fn keys(&self) -> [(&'static str, &str); 6] {
+        [
+            ("transcripts", &self.transcripts),
+            ("audit", &self.audit),
+            ("deliveries", &self.deliveries),
+            ("chains", &self.chains),
+            ("pairing", &self.pairing),
+            ("history_idle", &self.history_idle),
+        ]
     }
 }

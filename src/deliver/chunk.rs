@@ -1,4 +1,4 @@
-//! Splitting a reply to a platform's message limit (SPEC.md section 4, step 12).
+//! Splitting a reply to a platform's message limit.
 //!
 //! Limits are in characters (`char`s), the unit Discord (2000), Slack (4000) and Feishu (4000)
 //! count in, never bytes: a CJK or emoji reply would otherwise be cut far too early or, worse,

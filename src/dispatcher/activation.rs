@@ -5,6 +5,10 @@
 //! yesterday" does not summon snark. `always` wakes it on every message, except one that
 //! mentions only *other* bots (`ignore_other_mentions`): "@caid fix this" is for caid alone.
 //! A direct message is always addressed to the bot.
+//!
+//! A message that opens with mentions is addressed to those: a bot mentioned only later in it
+//! is being talked about, not to. `@snark ask @caid: ...` wakes snark alone (snark then asks
+//! caid itself); `can @caid help?` opens with a word, so every mention in it wakes.
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
@@ -39,8 +43,9 @@ pub(crate) fn decide(
     if event.chat_kind == ChatKind::Dm {
         return Some(Wake::DirectMessage);
     }
+    let addressees = addressees(event);
     if let Some(me) = me {
-        if event.mentions.contains(me) {
+        if addressees.contains(me) {
             return Some(Wake::Mentioned);
         }
         if event.reply_to_author.as_ref() == Some(me) {
@@ -53,9 +58,18 @@ pub(crate) fn decide(
     match activation {
         Activation::Mention => None,
         Activation::Always => {
-            let only_other_bots = !event.mentions.is_empty() && event.mentions.iter().all(is_bot);
+            let only_other_bots = !addressees.is_empty() && addressees.iter().all(is_bot);
             (!(chat.ignore_other_mentions && only_other_bots)).then_some(Wake::Always)
         }
+    }
+}
+
+/// The mentions the message is addressed to: those that open it, or all of them when it opens
+/// with a word.
+fn addressees(event: &InboundEvent) -> &[UserId] {
+    match event.leading_mentions {
+        0 => &event.mentions,
+        n => &event.mentions[..n.min(event.mentions.len())],
     }
 }
 
@@ -114,6 +128,36 @@ mod tests {
         let mut reply = event(&[]);
         reply.reply_to_author = Some(me.clone());
         assert_eq!(d(&reply), Some(Wake::RepliedTo));
+    }
+
+    #[test]
+    fn a_bot_named_after_the_addressees_is_not_woken() {
+        let caid = UserId::from("caid");
+        let mut ask = event(&["snark", "caid"]);
+        ask.text = "@snark ask @caid: write a haiku".into();
+        ask.leading_mentions = 1;
+        let d = |e: &InboundEvent, a| decide(e, Some(&caid), a, &chat(), bots);
+        assert_eq!(d(&ask, Activation::Mention), None);
+        assert_eq!(
+            d(&ask, Activation::Always),
+            None,
+            "addressed to another bot only"
+        );
+        let snark = UserId::from("snark");
+        assert_eq!(
+            decide(&ask, Some(&snark), Activation::Mention, &chat(), bots),
+            Some(Wake::Mentioned)
+        );
+        let mut both = ask.clone();
+        both.leading_mentions = 2;
+        assert_eq!(d(&both, Activation::Mention), Some(Wake::Mentioned));
+        let mut in_passing = ask;
+        in_passing.leading_mentions = 0;
+        assert_eq!(
+            d(&in_passing, Activation::Mention),
+            Some(Wake::Mentioned),
+            "a message opening with a word is for everyone it mentions"
+        );
     }
 
     #[test]

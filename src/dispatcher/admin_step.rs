@@ -3,7 +3,9 @@
 //! A text command in a group reaches every bot account in that chat; it is claimed once per chat
 //! (durably, like dedupe) so exactly one bot answers. Only ids in `[admins]` may run commands;
 //! a human who is not an admin gets a short refusal, and a bot is never answered (so a bot cannot
-//! start a command loop). Every call, allowed or not, is written to the audit table.
+//! start a command loop). Every call, allowed or not, is written to the audit table, except a
+//! non-admin's past the inbound rate limit (step 8, applied here too): a flood of commands gets
+//! one "slow down" and then silence, not a refusal and an audit row each.
 //!
 //! One exception to "admins only": `/baton chain stop` in a chat where a chain is posting, said
 //! by any human, anywhere in a message. It is the brake on bots talking, and pulling it is safe.
@@ -12,6 +14,7 @@ use std::sync::Arc;
 
 use baton_contract::{InboundEvent, InboundKind};
 
+use super::stop::{Step, Stop};
 use super::{DropReason, Handled, Inbound, turn_step};
 use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
@@ -28,8 +31,9 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
             .any(|id| id == event.sender.id.as_str())
 }
 
-/// Answer the event if it is an admin command; `None` lets it go on down the pipeline.
-pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
+/// Answer the event if it is an admin command, which ends its way down the pipeline; `Ok` lets
+/// any other event go on.
+pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Step<()> {
     let event = &inbound.event;
     let line = match &event.kind {
         InboundKind::Command { .. } => event.text.trim(),
@@ -37,19 +41,19 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
             Some(line) => line,
             // The brake: a human asking anywhere in a message to stop the chains here.
             None if !event.sender.is_bot && asks_chain_stop(&event.text) => "chain stop",
-            None => return None,
+            None => return Ok(()),
         },
     };
     // Boxed: every event passes through here, few are commands, and the commands' state
     // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
-    Some(Box::pin(run_command(shared, inbound, line)).await)
+    Err(Box::pin(run_command(shared, inbound, line)).await)
 }
 
 /// Run the admin command `line` (or refuse it) and answer it.
-async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Handled {
+async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Stop {
     let event = &inbound.event;
     if !claim_once_per_chat(shared, inbound).await {
-        return Handled::Dropped(DropReason::AdminHandledElsewhere);
+        return Stop::dropped(DropReason::AdminHandledElsewhere);
     }
     let mut then = None;
     let invocation = Invocation {
@@ -69,6 +73,10 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
                 Ok(command) => admin::may_stop(shared, &invocation, command).await,
                 Err(_) => false,
             };
+        if !allowed && let Err(limited) = super::rate_limit(shared, inbound) {
+            // Over the sender's budget: no public refusal and no audit row each time.
+            return limited;
+        }
         match parsed {
             _ if !allowed => {
                 let text = "Only baton admins can run /baton commands.".to_owned();
@@ -91,7 +99,7 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
     if let Some(then) = then {
         admin::after(shared, then).await;
     }
-    Handled::Admin(reply.unwrap_or(outcome))
+    Stop::handled(Handled::Admin(reply.unwrap_or(outcome)))
 }
 
 /// True for the first account to see this command in this chat.
@@ -114,7 +122,7 @@ async fn audit(shared: &Services, inbound: &Inbound<'_>, line: &str, outcome: &s
         ts_ms: now_ms(),
         platform: event.platform.to_string(),
         chat: event.chat.to_string(),
-        user: event.sender.id.to_string(),
+        user: crate::display_name::sanitize(event.sender.id.as_str()).into_owned(),
         command: format!("/baton {line}").trim_end().to_owned(),
         outcome: outcome.to_owned(),
     };

@@ -1,5 +1,5 @@
 //! Between policy and activation: a human's answer to a question a bot asked with
-//! `escalate_to_user` (SPEC.md 5.3) is routed back to the asking bot instead of waking bots.
+//! `escalate_to_user` is routed back to the asking bot instead of waking bots.
 //!
 //! A human message answers a pending question of its chat when it replies to the posted
 //! question, is in the question's thread, or — with neither, as in the local channel — is the

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Dispatcher, dedupe, turn_step};
 use crate::engine::journal;
 use crate::metrics;
+use crate::mirror::Arrival;
 use crate::roster::Account;
 use crate::store::{EntryKind, InboxId, Store, StoreError, Unfinished};
 
@@ -109,7 +110,7 @@ impl Dispatcher {
         self.shared
             .metrics()
             .add(&metrics::EVENTS_RECOVERED, "rerun");
-        let run = self.run_filed(row.id, event);
+        let run = self.run_filed(row.id, event, Arrival::Replayed);
         let handled = self.shared.tasks().track_future(run).await;
         tracing::debug!(?handled, "unfinished event handled");
     }
@@ -125,7 +126,7 @@ impl Dispatcher {
             event.message_id, attempts
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
-        let inbound = self.inbound(event, account);
+        let inbound = self.inbound(event, account, Arrival::Replayed);
         let run_id = turn_step::run_id(&inbound, "in");
         journal(&self.shared, &inbound.session(), run_id)
             .await

@@ -1,4 +1,4 @@
-//! The pipeline (SPEC.md section 4): every inbound event, whatever its platform, goes through
+//! The pipeline: every inbound event, whatever its platform, goes through
 //! the same steps in the same order. `Dispatcher::pipeline` lists them; each returns a
 //! `Step`: what the next steps need, or a `Stop` saying what became of
 //! the event, whether the sender is owed a line and whether the message is kept as history.
@@ -19,6 +19,7 @@
 mod activation;
 mod admin_step;
 mod answer_step;
+mod busy;
 mod dedupe;
 mod inbox;
 mod policy;
@@ -44,13 +45,14 @@ use crate::config::Activation;
 use crate::deliver::Target;
 use crate::engine::Services;
 use crate::guards::{BotMessage, BotRefusal, RateVerdict};
+use crate::lanes::QueueFull;
 use crate::metrics;
-use crate::mirror::now_ms;
+use crate::mirror::{Arrival, now_ms};
 use crate::roster::{Account, ChatPolicy};
 use crate::session::{SessionKey, chat_key};
 use crate::store::{InboxId, Pairing};
 
-/// The largest inbound text the pipeline takes (SPEC.md section 9): anything longer is refused
+/// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
 pub const MAX_TEXT_BYTES: usize = 100 * 1024;
 
@@ -96,6 +98,8 @@ pub enum DropReason {
     GatewayNotice,
     /// The sender is over the inbound rate limit.
     RateLimited,
+    /// The bot's lane or session has its maximum of turns waiting.
+    Busy(QueueFull),
     /// The text is over [`MAX_TEXT_BYTES`].
     TooLong,
     /// The gateway is draining for shutdown and takes no new events.
@@ -121,6 +125,8 @@ pub(crate) struct Inbound<'a> {
     pub chat_key: String,
     /// `<platform>:<chat>`: durable chat settings.
     pub settings_key: String,
+    /// First run, or a replay after a stop.
+    pub arrival: Arrival,
 }
 
 impl Inbound<'_> {
@@ -178,7 +184,7 @@ impl Dispatcher {
             .tasks()
             .track_future(async {
                 match self.intake(&event).await {
-                    Ok(Some(filed)) => self.run_filed(filed, event).await,
+                    Ok(Some(filed)) => self.run_filed(filed, event, Arrival::Fresh).await,
                     Ok(None) => Handled::Duplicate,
                     Err(_) => Handled::Dropped(DropReason::StoreFailing),
                 }
@@ -230,8 +236,8 @@ impl Dispatcher {
     }
 
     /// Steps 3 to 13 for a filed event, then take it out of the inbox.
-    async fn run_filed(&self, filed: InboxId, event: InboundEvent) -> Handled {
-        let handled = self.process(event).await;
+    async fn run_filed(&self, filed: InboxId, event: InboundEvent, arrival: Arrival) -> Handled {
+        let handled = self.process(event, arrival).await;
         if let Err(err) = self.shared.store().inbox_done(filed).await {
             tracing::error!(%err, "could not mark an event handled; a restart will run it again");
         }
@@ -240,13 +246,13 @@ impl Dispatcher {
 
     /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the
     /// event has its side effects performed in one place ([`Dispatcher::stopped`]).
-    pub(crate) async fn process(&self, event: InboundEvent) -> Handled {
+    pub(crate) async fn process(&self, event: InboundEvent, arrival: Arrival) -> Handled {
         let shared = &*self.shared;
         let Some(account) = shared.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
             return Handled::Dropped(DropReason::UnknownAccount);
         };
-        let inbound = self.inbound(event, account);
+        let inbound = self.inbound(event, account, arrival);
         match self.pipeline(&inbound).await {
             Ok(handled) => handled,
             Err(stop) => self.stopped(&inbound, stop).await,
@@ -258,18 +264,23 @@ impl Dispatcher {
     async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
         self.not_own(inbound)?; // 3
         self.not_a_gateway_line(inbound)?; // 3
-        self.within_size(inbound)?; // 9 of SPEC.md: refused, never truncated
+        self.within_size(inbound)?; // refused, never truncated
         self.admin(inbound).await?; // 4
         self.policy(inbound).await?; // 5
         self.human_spoke(inbound);
         self.answer(inbound).await?; // 5½
         let wake = self.activation(inbound).await?; // 6
         self.bot_message(inbound)?; // 7
-        self.rate(inbound)?; // 8
+        rate_limit(&self.shared, inbound)?; // 8
         Ok(turn_step::run(&self.shared, inbound, wake).await) // 9 to 13
     }
 
-    fn inbound<'a>(&self, event: InboundEvent, account: &'a Account) -> Inbound<'a> {
+    fn inbound<'a>(
+        &self,
+        event: InboundEvent,
+        account: &'a Account,
+        arrival: Arrival,
+    ) -> Inbound<'a> {
         let shared = &self.shared;
         let speaker = Speaker::of(&event, shared.roster());
         let policy = shared
@@ -282,6 +293,7 @@ impl Dispatcher {
             account,
             speaker,
             policy,
+            arrival,
         }
     }
 
@@ -322,10 +334,7 @@ impl Dispatcher {
 
     /// Step 4: an admin command is answered (by the admin step) and goes no further.
     async fn admin(&self, inbound: &Inbound<'_>) -> Step<()> {
-        match admin_step::intercept(&self.shared, inbound).await {
-            Some(handled) => Err(Stop::handled(handled)),
-            None => Ok(()),
-        }
+        admin_step::intercept(&self.shared, inbound).await
     }
 
     /// Step 5.
@@ -459,26 +468,26 @@ impl Dispatcher {
         });
         checked.map_err(|refusal| Stop::dropped(DropReason::BotGuard(refusal)).keep_as_history())
     }
+}
 
-    /// Step 8.
-    fn rate(&self, inbound: &Inbound<'_>) -> Step<()> {
-        let verdict = self
-            .shared
-            .guards()
-            .inbound
-            .check(inbound.bot(), &inbound.speaker.label);
-        let limited = Stop::dropped(DropReason::RateLimited);
-        match verdict {
-            RateVerdict::Allowed => Ok(()),
-            RateVerdict::LimitedNotify { retry_after } => {
-                let text = format!(
-                    "You're sending messages faster than I can answer; I'll read again in {} s.",
-                    retry_after.as_secs().max(1)
-                );
-                Err(limited.with_notice(Notice::Now(text)))
-            }
-            RateVerdict::LimitedQuiet => Err(limited),
+/// Step 8: the sender's budget with this bot. Over it, one notice, then silence for the window.
+/// A non-admin's `/baton` command passes it too (`admin_step.rs`).
+fn rate_limit(shared: &Services, inbound: &Inbound<'_>) -> Step<()> {
+    let verdict = shared
+        .guards()
+        .inbound
+        .check(inbound.bot(), &inbound.speaker.label);
+    let limited = Stop::dropped(DropReason::RateLimited);
+    match verdict {
+        RateVerdict::Allowed => Ok(()),
+        RateVerdict::LimitedNotify { retry_after } => {
+            let text = format!(
+                "You're sending messages faster than I can answer; I'll read again in {} s.",
+                retry_after.as_secs().max(1)
+            );
+            Err(limited.with_notice(Notice::Now(text)))
         }
+        RateVerdict::LimitedQuiet => Err(limited),
     }
 }
 
@@ -503,7 +512,7 @@ impl EventSink for Dispatcher {
         };
         let this = self.clone();
         self.shared.tasks().spawn(async move {
-            let handled = this.run_filed(filed, event).await;
+            let handled = this.run_filed(filed, event, Arrival::Fresh).await;
             tracing::debug!(?handled, "event handled");
         });
         Ok(())
@@ -567,7 +576,7 @@ mod tests {
 
         let own = to_alpha(1, "elsewhere", "alpha", &huge);
         assert_eq!(
-            d.process(own).await,
+            d.process(own, Arrival::Fresh).await,
             Handled::Dropped(DropReason::OwnMessage)
         );
 
@@ -576,43 +585,52 @@ mod tests {
             .remember("local:room", "beta", &huge);
         let notice = to_alpha(2, "room", "beta", &huge);
         assert_eq!(
-            d.process(notice).await,
+            d.process(notice, Arrival::Fresh).await,
             Handled::Dropped(DropReason::GatewayNotice)
         );
 
         let long = to_alpha(3, "elsewhere", "ann", &huge);
-        assert_eq!(d.process(long).await, Handled::Dropped(DropReason::TooLong));
+        assert_eq!(
+            d.process(long, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::TooLong)
+        );
 
-        let command = to_alpha(4, "elsewhere", "ann", "/baton help");
-        let Handled::Admin(answer) = d.process(command).await else {
+        let command = to_alpha(4, "elsewhere", "cid", "/baton help");
+        let Handled::Admin(answer) = d.process(command, Arrival::Fresh).await else {
             panic!("an admin command is answered before the policy");
         };
         assert!(answer.contains("Only baton admins"), "{answer}");
 
         let refused = to_alpha(5, "elsewhere", "ann", "@alpha hi");
         assert!(matches!(
-            d.process(refused).await,
+            d.process(refused, Arrival::Fresh).await,
             Handled::Dropped(DropReason::Policy(_))
         ));
 
         let mut unaddressed = to_alpha(6, "room", "beta", "chatter");
         unaddressed.mentions.clear();
-        assert_eq!(d.process(unaddressed).await, Handled::Buffered);
+        assert_eq!(
+            d.process(unaddressed, Arrival::Fresh).await,
+            Handled::Buffered
+        );
 
         let from_bot = to_alpha(7, "room", "beta", "@alpha hi");
         assert!(matches!(
-            d.process(from_bot).await,
+            d.process(from_bot, Arrival::Fresh).await,
             Handled::Dropped(DropReason::BotGuard(_))
         ));
 
         let limited = to_alpha(8, "room", "ann", "@alpha hi");
         assert_eq!(
-            d.process(limited).await,
+            d.process(limited, Arrival::Fresh).await,
             Handled::Dropped(DropReason::RateLimited)
         );
 
         let fine = to_alpha(9, "room", "bob", "@alpha hi");
-        assert_eq!(d.process(fine).await, Handled::Replied("hi".into()));
+        assert_eq!(
+            d.process(fine, Arrival::Fresh).await,
+            Handled::Replied("hi".into())
+        );
     }
 
     /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),
@@ -623,7 +641,7 @@ mod tests {
         let d = &gw.dispatcher;
         let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
-        assert_eq!(d.process(chatter).await, Handled::Buffered);
+        assert_eq!(d.process(chatter, Arrival::Fresh).await, Handled::Buffered);
         let history = gw
             .services
             .store()
@@ -640,10 +658,13 @@ mod tests {
         assert_eq!(texts, ["the deploy is at five"]);
 
         let first = to_alpha(2, "room", "bob", "@alpha one");
-        assert_eq!(d.process(first).await, Handled::Replied("one".into()));
+        assert_eq!(
+            d.process(first, Arrival::Fresh).await,
+            Handled::Replied("one".into())
+        );
         let second = to_alpha(3, "room", "bob", "@alpha two");
         assert_eq!(
-            d.process(second).await,
+            d.process(second, Arrival::Fresh).await,
             Handled::Dropped(DropReason::RateLimited)
         );
         let posted: Vec<String> = gw

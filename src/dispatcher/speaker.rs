@@ -6,6 +6,7 @@
 
 use baton_contract::InboundEvent;
 
+use crate::display_name::sanitize;
 use crate::roster::Roster;
 use crate::store::Origin;
 
@@ -30,19 +31,22 @@ impl Speaker {
             .bot_of_user(event.platform, &sender.id)
             .map(|b| b.id().to_owned());
         if !sender.is_bot && bot.is_none() {
+            // Display names are the sender's to choose: cleaned before anyone reads them.
             let name = if sender.name.is_empty() {
-                sender.id.to_string()
+                sanitize(sender.id.as_str()).into_owned()
             } else {
-                sender.name.clone()
+                sanitize(&sender.name).into_owned()
             };
             return Speaker {
-                label: sender.id.to_string(),
+                label: sanitize(sender.id.as_str()).into_owned(),
                 name,
                 origin: Origin::Human,
                 bot: None,
             };
         }
-        let id = bot.clone().unwrap_or_else(|| sender.id.to_string());
+        let id = bot
+            .clone()
+            .unwrap_or_else(|| sanitize(sender.id.as_str()).into_owned());
         Speaker {
             label: format!("bot:{id}"),
             name: format!("bot:{id}"),

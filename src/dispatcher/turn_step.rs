@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Handled, Inbound, Wake};
 use crate::engine::{
-    Caller, Heard, Line, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, say,
+    Caller, Heard, Line, Recall, Refused, Seat, Services, SessionTurn, TurnEnd, TurnPlan, say,
 };
 use crate::lanes::Lane;
 use crate::store::HistoryTake;
@@ -29,7 +29,12 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         run_id: run_id(inbound, "in"),
         lane: Lane::Main,
     };
-    let turn = SessionTurn::enter(shared, seat).await;
+    let turn = match SessionTurn::enter_queued(shared, seat, inbound.arrival).await {
+        Ok(turn) => turn,
+        Err(Refused { journal, full }) => {
+            return super::busy::refuse(shared, inbound, &journal, full).await;
+        }
+    };
     let event = &inbound.event;
     let me = inbound.account.adapter.self_id();
     let history = shared

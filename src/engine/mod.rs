@@ -21,7 +21,7 @@ mod waiters;
 pub use caller::Caller;
 pub(crate) use say::{Line, say};
 pub use services::{BindTools, Services};
-pub(crate) use session_turn::{Seat, SessionTurn, journal};
+pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
 pub(crate) use turn::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan};
 pub(crate) use waiters::Waited;
 pub use waiters::{RunResult, Waiters};

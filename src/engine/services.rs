@@ -35,6 +35,8 @@ pub struct Services {
     lanes: Arc<Lanes>,
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
     notices: KeyedLimiter<(String, String)>,
+    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
+    busy_notices: KeyedLimiter<String>,
     own_notices: OwnNotices,
     waiters: Waiters,
     metrics: Metrics,
@@ -66,7 +68,8 @@ impl Services {
                 clock.clone(),
             ),
             lanes: Lanes::new(&config.lanes),
-            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock),
+            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
+            busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
             own_notices: OwnNotices::default(),
             waiters: Waiters::default(),
             metrics: Metrics::default(),
@@ -114,6 +117,11 @@ impl Services {
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
     pub(crate) fn notices(&self) -> &KeyedLimiter<(String, String)> {
         &self.notices
+    }
+
+    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
+    pub(crate) fn busy_notices(&self) -> &KeyedLimiter<String> {
+        &self.busy_notices
     }
 
     /// Lines the gateway posted through bot accounts, which must not wake other bots.

@@ -15,8 +15,8 @@ use tokio::time::Instant;
 use super::Services;
 use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::deliver::{Target, deliver};
-use crate::lanes::{Lane, LaneGuard};
-use crate::mirror::{Journal, now_ms};
+use crate::lanes::{Lane, LaneGuard, QueueFull};
+use crate::mirror::{Arrival, Journal, now_ms};
 use crate::roster::Account;
 use crate::session::SessionKey;
 
@@ -35,6 +35,15 @@ pub(crate) struct Seat<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the session was still busy at the deadline")]
 pub(crate) struct SessionBusy;
+
+/// A turn refused at once: the bot's lane or the session already has its maximum of turns
+/// waiting (waiting turns hold memory). The run's journal is handed back to record why.
+pub(crate) struct Refused {
+    /// The run's journal.
+    pub journal: Journal,
+    /// Which queue is full.
+    pub full: QueueFull,
+}
 
 /// A run holding its session: recorded, with its journal and its lane slot (released when this
 /// is dropped).
@@ -58,6 +67,29 @@ impl<'a> SessionTurn<'a> {
             journal,
             _slot: slot,
         }
+    }
+
+    /// [`SessionTurn::enter`] for a turn a chat message asked for: refused at once when a queue
+    /// is full ([`Refused`]), and, for a message run again after a stop (`arrival`), recorded
+    /// without writing the message a second time.
+    pub(crate) async fn enter_queued(
+        services: &'a Arc<Services>,
+        seat: Seat<'_>,
+        arrival: Arrival,
+    ) -> Result<SessionTurn<'a>, Refused> {
+        let journal = pen(services, seat.session, seat.run_id).replaying(arrival);
+        let lanes = services.lanes();
+        let queued = match lanes.queue(seat.lane, &seat.session.bot, journal.session()) {
+            Ok(queued) => queued,
+            Err(full) => return Err(Refused { journal, full }),
+        };
+        touch(services, seat.session).await;
+        let slot = queued.wait().await;
+        Ok(SessionTurn {
+            services,
+            journal,
+            _slot: slot,
+        })
     }
 
     /// [`SessionTurn::enter`], giving up at `until`: for a flow whose turn is worth nothing
@@ -109,6 +141,22 @@ impl<'a> SessionTurn<'a> {
 /// The journal for run `run_id` in `session`, with the session recorded first. For records
 /// made outside a turn (a skipped schedule, an answer to an escalation) as much as for turns.
 pub(crate) async fn journal(services: &Services, session: &SessionKey, run_id: String) -> Journal {
+    touch(services, session).await;
+    pen(services, session, run_id)
+}
+
+/// The journal for run `run_id` in `session`.
+fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
+    Journal::new(
+        services.store().clone(),
+        session.render(),
+        session.bot.clone(),
+        run_id,
+    )
+}
+
+/// Record that `session` is in use (created, or its last activity moved).
+async fn touch(services: &Services, session: &SessionKey) {
     if let Err(err) = services
         .store()
         .touch_session(&session.store_ref(), now_ms())
@@ -116,10 +164,4 @@ pub(crate) async fn journal(services: &Services, session: &SessionKey, run_id: S
     {
         tracing::error!(%err, "could not record the session");
     }
-    Journal::new(
-        services.store().clone(),
-        session.render(),
-        session.bot.clone(),
-        run_id,
-    )
 }

@@ -1,4 +1,4 @@
-//! Escalations (SPEC.md 5.3) once they are asked: an approval request decided by a person or
+//! Escalations once they are asked: an approval request decided by a person or
 //! another bot ([`decide_approval`]), and whatever comes of a question or request routed back to
 //! the asking bot's session ([`route_back`]).
 //!

@@ -5,8 +5,10 @@
 //! same code path as production, on port 0 and a temporary database.
 
 mod build;
+mod retention;
 
 pub use build::AdapterOverride;
+pub use retention::RetentionError;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,9 +27,11 @@ use crate::local::LocalHub;
 use crate::mirror::now_ms;
 use crate::roster::ChatRules;
 use crate::schedule::{ScheduleError, Scheduler};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreOptions};
 use crate::timing::Zone;
 use crate::tools::AgentTools;
+
+use retention::Retention;
 
 /// How the gateway starts, beyond the config file.
 #[derive(Debug, Clone, Default)]
@@ -99,6 +103,12 @@ pub enum StartError {
     /// A heartbeat or cron entry is unusable.
     #[error("{0}; run `baton check` for every problem with its line")]
     Schedule(#[from] ScheduleError),
+    /// A `[retention]` value is unusable.
+    #[error(transparent)]
+    Retention(#[from] RetentionError),
+    /// `store.wal_limit_mb` is out of range.
+    #[error("store.wal_limit_mb = {0} is too large; run `baton check` for the range")]
+    WalLimit(u64),
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),
@@ -151,8 +161,14 @@ impl Gateway {
         if let Some(database) = options.database {
             config.gateway.database = database;
         }
-        let store = Store::open(&config.gateway.database).await?;
-        let hub = LocalHub::new();
+        let retention = Retention::from_config(&config.retention)?;
+        let wal_limit = config
+            .store
+            .wal_limit_mb
+            .checked_mul(1024 * 1024)
+            .ok_or(StartError::WalLimit(config.store.wal_limit_mb))?;
+        let store = Store::open_with(&config.gateway.database, StoreOptions { wal_limit }).await?;
+        let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
@@ -194,26 +210,27 @@ impl Gateway {
         for left in unfinished {
             tasks.spawn(dispatcher.clone().rerun_unfinished(left, shutdown.clone()));
         }
-        tasks.spawn(maintenance(Arc::clone(&shared), shutdown.clone()));
+        tasks.spawn(maintenance(
+            Arc::clone(&shared),
+            retention,
+            shutdown.clone(),
+        ));
         if options.clock == ScheduleClock::Timer && scheduler.has_jobs() {
             let timer = crate::schedule::run_timer(Arc::clone(&scheduler), shutdown.clone());
             tasks.spawn(timer);
         }
         let addr = if options.serve_http {
-            let listener = tokio::net::TcpListener::bind(&config.gateway.listen)
-                .await
-                .map_err(|source| StartError::Listen {
-                    addr: config.gateway.listen.clone(),
-                    source,
-                })?;
+            open_file_limit(config.gateway.max_connections);
+            let listener =
+                http::bind(&config.gateway.listen)
+                    .await
+                    .map_err(|source| StartError::Listen {
+                        addr: config.gateway.listen.clone(),
+                        source,
+                    })?;
             let addr = listener.local_addr().ok();
             let state = http::AppState::new(dispatcher.clone(), Arc::clone(&hub), api_token);
-            let stop = shutdown.clone();
-            tasks.spawn(async move {
-                if let Err(err) = http::serve(listener, state, stop).await {
-                    tracing::error!(%err, "HTTP server stopped");
-                }
-            });
+            tasks.spawn(http::serve(listener, state, shutdown.clone()));
             addr
         } else {
             None
@@ -282,8 +299,30 @@ impl Gateway {
     }
 }
 
-/// Forget idle guard state every minute and purge expired dedupe records every hour.
-async fn maintenance(shared: Arc<Services>, stop: CancellationToken) {
+/// Raise the open-file limit as far as it goes, log it, and warn when it cannot hold the
+/// connections the config allows plus the files the gateway needs besides.
+fn open_file_limit(max_connections: usize) {
+    /// The database, its WAL, the platforms' connections, the backends' HTTP clients.
+    const OTHER_FILES: u64 = 128;
+    let Some(limit) = http::raise_open_file_limit() else {
+        return;
+    };
+    tracing::info!(open_files = limit, "open-file limit");
+    let needed = (max_connections + http::SPARE_CONNECTIONS) as u64 + OTHER_FILES;
+    if limit < needed {
+        tracing::warn!(
+            open_files = limit,
+            needed,
+            "the open-file limit is below gateway.max_connections plus what the gateway needs \
+             besides; lower gateway.max_connections or raise the hard limit (ulimit -Hn, \
+             LimitNOFILE= in a systemd unit)"
+        );
+    }
+}
+
+/// Forget idle guard state every minute; purge expired dedupe records and apply `[retention]`
+/// at start and every hour.
+async fn maintenance(shared: Arc<Services>, retention: Retention, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     let mut ticks: u64 = 0;
     loop {
@@ -292,10 +331,13 @@ async fn maintenance(shared: Arc<Services>, stop: CancellationToken) {
             _ = tick.tick() => {}
         }
         shared.guards().retain_recent();
-        if ticks.is_multiple_of(60)
-            && let Err(err) = shared.store().purge_expired(now_ms()).await
-        {
-            tracing::warn!(%err, "could not purge expired dedupe records");
+        shared.notices().retain_recent();
+        shared.busy_notices().retain_recent();
+        if ticks.is_multiple_of(60) {
+            if let Err(err) = shared.store().purge_expired(now_ms()).await {
+                tracing::warn!(%err, "could not purge expired dedupe records");
+            }
+            retention.apply(shared.store(), now_ms()).await;
         }
         ticks += 1;
     }

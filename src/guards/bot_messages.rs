@@ -9,12 +9,17 @@
 //!
 //! Every bot account sees the same message, so the chain counts distinct message ids: the
 //! verdict for one message is the same whichever bot asks first.
+//!
+//! The chains are bounded: a chain stops counting once it is past the limit (its verdict
+//! cannot change until a human speaks), and at most [`MAX_CHAINS`] chats keep one, the chat
+//! whose bots spoke least recently forgetting its chain first.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock, Reference};
+use hashlink::LinkedHashMap;
 
 use super::limiter::{KeyedLimiter, later};
 use crate::config::LimitsConfig;
@@ -64,6 +69,9 @@ pub struct BotMessage<'a> {
     pub author_allowed: bool,
 }
 
+/// How many chats keep a bot reply chain.
+pub(crate) const MAX_CHAINS: usize = 4096;
+
 #[derive(Default)]
 struct Chain {
     counted: HashSet<String>,
@@ -77,7 +85,8 @@ pub struct BotMessageGuard<C: Clock = DefaultClock> {
     cooldowns: Mutex<HashMap<PairKey, C::Instant>>,
     cooldown: Duration,
     max_chain: u32,
-    chains: Mutex<HashMap<String, Chain>>,
+    /// Ordered by the last bot message, oldest first.
+    chains: Mutex<LinkedHashMap<String, Chain>>,
 }
 
 impl<C: Clock + Clone> BotMessageGuard<C> {
@@ -88,7 +97,7 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
             cooldowns: Mutex::new(HashMap::new()),
             cooldown: Duration::from_secs(limits.bot_pair_cooldown_seconds),
             max_chain: limits.max_bot_reply_chain,
-            chains: Mutex::new(HashMap::new()),
+            chains: Mutex::new(LinkedHashMap::new()),
         }
     }
 
@@ -115,11 +124,18 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
     /// Where this message stands in the chat's current chain of bot messages (1-based).
     fn chain_position(&self, chat: &str, message_id: &str) -> u32 {
         let mut chains = self.chains.lock().expect("chain map poisoned");
-        let chain = chains.entry(chat.to_owned()).or_default();
-        if !chain.counted.contains(message_id) {
+        let mut chain = chains.remove(chat).unwrap_or_default();
+        // Past the limit the verdict stays "refused" until a human speaks: stop counting.
+        let full = chain.counted.len() > self.max_chain as usize;
+        if !full && !chain.counted.contains(message_id) {
             chain.counted.insert(message_id.to_owned());
         }
-        u32::try_from(chain.counted.len()).unwrap_or(u32::MAX)
+        let position = u32::try_from(chain.counted.len()).unwrap_or(u32::MAX);
+        chains.insert(chat.to_owned(), chain);
+        while chains.len() > MAX_CHAINS {
+            chains.pop_front();
+        }
+        position
     }
 
     fn spend_pair_budget(&self, message: BotMessage<'_>) -> Result<(), BotRefusal> {
@@ -155,6 +171,11 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
             .lock()
             .expect("cooldown map poisoned")
             .retain(|_, until| *until > now);
+    }
+
+    /// How many chats keep a chain.
+    pub fn chains(&self) -> usize {
+        self.chains.lock().expect("chain map poisoned").len()
     }
 
     /// The chats with a running bot chain and its length, for `/baton limits`.
@@ -230,6 +251,35 @@ mod tests {
         assert!(g.check(msg("m1", "a", "b")).is_ok());
         assert!(g.check(msg("m1", "a", "c")).is_ok());
         assert_eq!(g.chain_length("local:room"), 1);
+    }
+
+    #[test]
+    fn the_chain_map_stays_bounded_however_many_chats_and_messages() {
+        let clock = FakeRelativeClock::default();
+        let g = guard(&clock);
+        for n in 0..MAX_CHAINS + 100 {
+            let chat = format!("local:room{n}");
+            let m = BotMessage {
+                chat: &chat,
+                ..msg("m1", "a", "b")
+            };
+            let _ = g.check(m);
+        }
+        assert_eq!(g.chains(), MAX_CHAINS);
+        assert_eq!(
+            g.chain_length("local:room0"),
+            0,
+            "the oldest chat forgot its chain"
+        );
+        for n in 0..1000 {
+            let _ = g.check(msg(&format!("m{n}"), "a", "b"));
+        }
+        assert_eq!(
+            g.chain_length("local:room"),
+            4,
+            "a chain stops counting past the limit"
+        );
+        assert!(g.check(msg("again", "b", "a")).is_err(), "still refused");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The `sessions_send` guards (SPEC.md section 5.2): who may hand whom a message, how often,
+//! The `sessions_send` guards: who may hand whom a message, how often,
 //! and how deep a chain of sends may go, so bots talking to bots can never start a storm.
 //!
 //! Checked in two stages. [`SendGuard::check_rules`] is free: it spends no budget, so a retry of

@@ -2,6 +2,7 @@
 //! deliveries and chains as JSON.
 
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -9,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
-use crate::local::Post;
+use crate::local::{HubRefusal, Post, check_sender};
 use crate::store::{ChainQuery, DeliveryQuery, TranscriptQuery};
 
 /// `?after=SEQ` for reading a room.
@@ -22,10 +23,18 @@ pub(super) struct After {
 pub(super) async fn post_room_message(
     State(state): State<AppState>,
     Path(room): Path<String>,
-    Json(post): Json<Post>,
+    post: Result<Json<Post>, JsonRejection>,
 ) -> Response {
+    // A body that is not the JSON asked for gets a JSON error like every other refusal here.
+    let Json(post) = match post {
+        Ok(post) => post,
+        Err(rejection) => return bad(rejection.status(), &rejection.body_text()),
+    };
     if post.sender.trim().is_empty() {
         return bad(StatusCode::BAD_REQUEST, "`sender` is required");
+    }
+    if let Err(refusal) = check_sender(&post.sender) {
+        return bad(StatusCode::BAD_REQUEST, &refusal.to_string());
     }
     if state.hub.is_bot(&post.sender) {
         return bad(
@@ -45,8 +54,20 @@ pub(super) async fn post_room_message(
             "the message is over 100 kB; send less text",
         );
     }
-    let message = state.hub.post(&room, post);
-    (StatusCode::ACCEPTED, Json(message)).into_response()
+    match state.hub.post(&room, post) {
+        Ok(message) => (StatusCode::ACCEPTED, Json(message)).into_response(),
+        Err(refusal) => bad(refused_status(&refusal), &refusal.to_string()),
+    }
+}
+
+/// The status for a post the hub refused.
+pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
+    match refusal {
+        HubRefusal::TooManyRooms { .. } => StatusCode::CONFLICT,
+        HubRefusal::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        HubRefusal::BadSender => StatusCode::BAD_REQUEST,
+        HubRefusal::NotRunning => StatusCode::INTERNAL_SERVER_ERROR,
+    }
 }
 
 /// A room's messages, oldest first.

@@ -1,13 +1,127 @@
-//! The guard on `/v1` and `/api`: a bearer token when one is configured, loopback otherwise.
+//! The one gate in front of every route but the webhooks and the health checks: `/`, `/v1`,
+//! `/api`, `/mcp`, `/metrics` and any path not listed (so an unknown path is refused before it
+//! can be told apart from a known one).
+//!
+//! With `gateway.api_token_env` set, every request needs `Authorization: Bearer <token>`
+//! (the scheme in any case). The token is compared as a SHA-256 digest, so neither the
+//! comparison's time nor its early exit says how long the token is or how much of it matched.
+//!
+//! Without a token, the gateway serves only this machine, and checks that it really is this
+//! machine asking: the peer is a loopback address (IPv4-mapped ones included, for a dual-stack
+//! listener), the `Host` header is a loopback name (a web page whose name resolves to 127.0.0.1
+//! by DNS rebinding still sends its own name), and no proxy forwarded the request (a reverse
+//! proxy on the same host makes every client look local; the `Forwarded` family of headers
+//! gives it away, and then the token is required).
+//!
+//! In both modes a browser request that changes state (POST, PUT, PATCH, DELETE) carrying an
+//! `Origin` other than the gateway's own (the `Host` it was sent to) is refused: a web page must
+//! not post into rooms or call tools on the user's behalf.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use baton_contract::Secret;
+use sha2::{Digest, Sha256};
 
 use super::AppState;
+
+/// Headers a proxy adds; any of them means the peer address is not the client's.
+const FORWARDING_HEADERS: [&str; 4] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-real-ip",
+];
+
+/// The configured API token, kept only as its digest.
+#[derive(Clone)]
+pub(super) struct Token([u8; 32]);
+
+impl Token {
+    pub(super) fn new(secret: &Secret) -> Self {
+        Self(Sha256::digest(secret.expose().as_bytes()).into())
+    }
+
+    /// Whether `presented` is the token. Both sides are 32-byte digests, compared without an
+    /// early exit.
+    fn matches(&self, presented: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        digest
+            .iter()
+            .zip(&self.0)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+/// Why the gate refused a request. Each says what the client or operator should change.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// A token is configured and the request lacks it or has another.
+    #[error(
+        "missing or wrong bearer token; send `Authorization: Bearer <token>` with the value of \
+         the env var named by gateway.api_token_env"
+    )]
+    Token,
+    /// No token is configured and the peer is not on this machine.
+    #[error(
+        "this gateway has no API token, so it only serves clients on this machine; set \
+         gateway.api_token_env (and send `Authorization: Bearer <token>`) to serve others"
+    )]
+    NotLoopback,
+    /// No token is configured and `Host` is not a loopback name.
+    #[error(
+        "without an API token only the Host names localhost, 127.x.x.x and [::1] are served \
+         (another name may be a web page reaching the gateway by DNS rebinding); use one of \
+         them, or set gateway.api_token_env to use this name"
+    )]
+    ForeignHost,
+    /// No token is configured and a proxy forwarded the request.
+    #[error(
+        "this request came through a proxy (it carries `{0}`), and a gateway behind a proxy \
+         needs an API token: set gateway.api_token_env and send `Authorization: Bearer <token>`"
+    )]
+    Forwarded(&'static str),
+    /// A state-changing request from a web page of another origin.
+    #[error(
+        "cross-origin request refused: a web page at another origin may not change anything \
+         here; send the request without an `Origin` header (a script or CLI), or from the \
+         gateway's own origin"
+    )]
+    CrossOrigin,
+}
+
+impl Refusal {
+    fn status(&self) -> StatusCode {
+        match self {
+            Refusal::Token => StatusCode::UNAUTHORIZED,
+            _ => StatusCode::FORBIDDEN,
+        }
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = (status, self.to_string()).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("valid value"),
+            );
+        }
+        response
+    }
+}
+
+/// Paths that bypass the gate: platforms cannot send a token (each adapter verifies its
+/// platform's signature instead), and health checks must answer any prober.
+pub(super) fn is_open(path: &str) -> bool {
+    path == "/healthz" || path == "/readyz" || path.starts_with("/hooks/")
+}
 
 /// Let the request through, or answer 401/403 saying what is needed.
 pub(super) async fn require(
@@ -16,44 +130,274 @@ pub(super) async fn require(
     request: Request,
     next: Next,
 ) -> Response {
-    match &state.api_token {
-        Some(token) => {
-            let presented = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            if presented.is_some_and(|p| constant_time_eq(p.as_bytes(), token.expose().as_bytes()))
-            {
-                next.run(request).await
-            } else {
-                let msg = "missing or wrong bearer token; send `Authorization: Bearer <token>` \
-                           with the value of the env var named by gateway.api_token_env";
-                (StatusCode::UNAUTHORIZED, msg).into_response()
-            }
-        }
-        None if peer.ip().is_loopback() => next.run(request).await,
-        None => {
-            let msg = "this gateway has no API token, so it only serves loopback clients; \
-                       set gateway.api_token_env to serve others";
-            (StatusCode::FORBIDDEN, msg).into_response()
-        }
+    if is_open(request.uri().path()) {
+        return next.run(request).await;
+    }
+    match check(
+        state.token.as_ref(),
+        peer.ip(),
+        request.method(),
+        request.headers(),
+    ) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
     }
 }
 
-/// Compare without an early exit, so response timing does not leak the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// The gate's decision, from what the request shows.
+pub(super) fn check(
+    token: Option<&Token>,
+    peer: IpAddr,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    match token {
+        Some(token) => {
+            let presented = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer);
+            if !presented.is_some_and(|p| token.matches(p)) {
+                return Err(Refusal::Token);
+            }
+        }
+        None => {
+            if let Some(name) = FORWARDING_HEADERS
+                .iter()
+                .find(|h| headers.contains_key(**h))
+            {
+                return Err(Refusal::Forwarded(name));
+            }
+            if !peer.to_canonical().is_loopback() {
+                return Err(Refusal::NotLoopback);
+            }
+            if !host.is_some_and(is_loopback_host) {
+                return Err(Refusal::ForeignHost);
+            }
+        }
+    }
+    let changes_state = matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    if changes_state && let Some(origin) = headers.get(header::ORIGIN) {
+        let same = origin
+            .to_str()
+            .ok()
+            .zip(host)
+            .is_some_and(|(origin, host)| same_origin(origin, host));
+        if !same {
+            return Err(Refusal::CrossOrigin);
+        }
+    }
+    Ok(())
+}
+
+/// The credentials of `Bearer <credentials>`, the scheme matched in any case.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
+}
+
+/// `Host` (with or without a port) names this machine: `localhost`, 127.0.0.0/8, `[::1]` or
+/// an IPv4-mapped loopback address.
+fn is_loopback_host(host: &str) -> bool {
+    let Some((name, _port)) = split_authority(host) else {
+        return false;
+    };
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let ip = if let Some(v6) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        v6.parse::<Ipv6Addr>().map(IpAddr::V6)
+    } else {
+        name.parse::<IpAddr>()
+    };
+    ip.is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
+/// `host[:port]` split; a bracketed IPv6 literal keeps its brackets. `None` when malformed.
+fn split_authority(authority: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
+        _ => (authority, None),
+    };
+    if name.is_empty() || (name.contains(':') && !name.starts_with('[')) {
+        return None;
+    }
+    let port = match port {
+        Some(p) => Some(p.parse().ok()?),
+        None => None,
+    };
+    Some((name, port))
+}
+
+/// `Origin` (`scheme://host[:port]`) names the authority the request was sent to (`Host`).
+/// A missing port is the scheme's default on either side.
+fn same_origin(origin: &str, host: &str) -> bool {
+    let Some((scheme, authority)) = origin.split_once("://") else {
+        return false; // `null` (a sandboxed frame, a file) or garbage
+    };
+    let default = match scheme.to_ascii_lowercase().as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return false,
+    };
+    match (split_authority(authority), split_authority(host)) {
+        (Some((a, ap)), Some((b, bp))) => {
+            a.eq_ignore_ascii_case(b) && ap.unwrap_or(default) == bp.unwrap_or(default)
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::*;
 
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(*k, v.parse().unwrap());
+        }
+        map
+    }
+
+    const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
     #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
+    fn loopback_hosts_with_any_port() {
+        for host in [
+            "localhost",
+            "LOCALHOST:8642",
+            "127.0.0.1",
+            "127.3.4.5:1",
+            "[::1]",
+            "[::1]:8642",
+            "[::ffff:127.0.0.1]:80",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8642",
+            "localhost.evil.example",
+            "10.0.0.1",
+            "[::2]",
+            "::1",
+            "127.0.0.1:notaport",
+            "",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn without_a_token_only_this_machine_is_served() {
+        let get = Method::GET;
+        let ok = headers(&[("host", "127.0.0.1:8642")]);
+        assert_eq!(check(None, LOCAL, &get, &ok), Ok(()));
+        let mapped = IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped());
+        assert_eq!(check(None, mapped, &get, &ok), Ok(()));
+        let remote = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        assert_eq!(check(None, remote, &get, &ok), Err(Refusal::NotLoopback));
+        let foreign = headers(&[("host", "evil.example")]);
+        assert_eq!(
+            check(None, LOCAL, &get, &foreign),
+            Err(Refusal::ForeignHost)
+        );
+        assert_eq!(
+            check(None, LOCAL, &get, &HeaderMap::new()),
+            Err(Refusal::ForeignHost)
+        );
+        let proxied = headers(&[("host", "localhost"), ("x-forwarded-for", "192.0.2.1")]);
+        assert_eq!(
+            check(None, LOCAL, &get, &proxied),
+            Err(Refusal::Forwarded("x-forwarded-for"))
+        );
+    }
+
+    #[test]
+    fn the_token_is_checked_with_any_scheme_case() {
+        let token = Token::new(&Secret::new("s3cret"));
+        let get = Method::GET;
+        let remote = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        for value in ["Bearer s3cret", "bearer s3cret", "BEARER  s3cret "] {
+            let h = headers(&[("authorization", value), ("host", "baton.example")]);
+            assert_eq!(check(Some(&token), remote, &get, &h), Ok(()), "{value}");
+        }
+        for value in [
+            "Bearer s3cre",
+            "Bearer s3cret2",
+            "Basic s3cret",
+            "s3cret",
+            "Bearer",
+        ] {
+            let h = headers(&[("authorization", value)]);
+            assert_eq!(
+                check(Some(&token), LOCAL, &get, &h),
+                Err(Refusal::Token),
+                "{value}"
+            );
+        }
+        assert_eq!(
+            check(Some(&token), LOCAL, &get, &HeaderMap::new()),
+            Err(Refusal::Token)
+        );
+    }
+
+    #[test]
+    fn state_changes_from_other_origins_are_refused() {
+        let post = Method::POST;
+        let own = headers(&[
+            ("host", "127.0.0.1:8642"),
+            ("origin", "http://127.0.0.1:8642"),
+        ]);
+        assert_eq!(check(None, LOCAL, &post, &own), Ok(()));
+        for origin in [
+            "http://evil.example",
+            "http://localhost:8642",
+            "null",
+            "http://127.0.0.1:9",
+        ] {
+            let h = headers(&[("host", "127.0.0.1:8642"), ("origin", origin)]);
+            assert_eq!(
+                check(None, LOCAL, &post, &h),
+                Err(Refusal::CrossOrigin),
+                "{origin}"
+            );
+            // Reading is not changing: browsers keep the answer from the page (no CORS).
+            assert_eq!(check(None, LOCAL, &Method::GET, &h), Ok(()), "{origin}");
+        }
+        let default_port = headers(&[
+            ("host", "baton.example"),
+            ("origin", "https://baton.example"),
+        ]);
+        assert!(same_origin("https://baton.example", "baton.example:443"));
+        let token = Token::new(&Secret::new("t"));
+        let mut with_token = default_port.clone();
+        with_token.insert(header::AUTHORIZATION, "Bearer t".parse().unwrap());
+        assert_eq!(check(Some(&token), LOCAL, &post, &with_token), Ok(()));
+    }
+
+    #[test]
+    fn open_paths() {
+        assert!(is_open("/healthz") && is_open("/readyz") && is_open("/hooks/slack/a"));
+        for path in [
+            "/",
+            "/v1/models",
+            "/api/sessions",
+            "/mcp",
+            "/metrics",
+            "/hooks",
+            "/healthz/x",
+        ] {
+            assert!(!is_open(path), "{path}");
+        }
     }
 }

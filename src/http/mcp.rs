@@ -1,4 +1,4 @@
-//! `/mcp`: the agent tools of SPEC.md section 5 as an MCP server (streamable HTTP), so an agent
+//! `/mcp`: the agent tools as an MCP server (streamable HTTP), so an agent
 //! runtime outside baton (Claude Code, an IDE, another gateway) can find bots, read sessions and
 //! hand work over exactly as a bot's own turn can.
 //!
@@ -22,7 +22,8 @@
 //!
 //! Calls run as [`Caller::external`] on the session
 //! `bot:<bot>:local:<its local account>:mcp:client` ([`SessionKey::mcp`]):
-//! a late `sessions_send` reply is recorded there, and `escalate_to_user` has no human to ask.
+//! each call and its result are recorded there (so `baton sessions` lists it), so is a late
+//! `sessions_send` reply, and `escalate_to_user` has no human to ask.
 //!
 //! # Transport choices
 //!
@@ -30,13 +31,14 @@
 //! what MCP clients expect from a streamable HTTP server. Its cancellation token is the
 //! gateway's stop token, so open SSE streams end when the gateway stops: graceful shutdown would
 //! otherwise wait on them, and each connection's task outlives the aborted server task.
-//! rmcp's `Host` check (against DNS rebinding: a web page whose name
-//! resolves to 127.0.0.1 reaching a loopback-only gateway) stays on while the gateway serves
-//! loopback clients without a token; with `gateway.api_token_env` set the bearer token is the
-//! protection, and any `Host` is accepted so remote clients can use the gateway's real name.
+//! rmcp's own `Host` check is off: the gate in front of every route ([`super::auth`]) checks
+//! `Host` against DNS rebinding when no token is set, with the same rules as for `/v1` and
+//! `/api`. Sessions are capped and expire ([`super::mcp_admission`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use axum::Router;
 use axum::http::request::Parts;
 use baton_contract::Platform;
 use rmcp::model::{
@@ -51,8 +53,9 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use crate::engine::Caller;
-use crate::engine::Services;
+use super::mcp_admission::{self, Admission};
+use crate::engine::{Caller, Services, journal};
+use crate::mirror::RecordingTools;
 use crate::session::SessionKey;
 use crate::tools::AgentTools;
 use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
@@ -60,25 +63,41 @@ use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
 /// The header naming the bot an MCP client speaks as.
 const BOT_HEADER: &str = "x-baton-bot";
 
-/// The service mounted at `/mcp`; it ends its streams when `stop` fires.
-pub(super) fn service(
-    state: &AppState,
-    stop: CancellationToken,
-) -> StreamableHttpService<BatonMcp, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(stop);
-    if state.api_token.is_some() {
-        config = config.disable_allowed_hosts();
-    }
+/// The service mounted at `/mcp`, behind its admission checks ([`super::mcp_admission`]); it
+/// ends its streams when `stop` fires.
+pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
+    let gateway = &state.dispatcher.shared().config().gateway;
+    // The gate in front of every route checks `Host` (and `Origin`) already, for every client
+    // and with the same rules; rmcp's own list would refuse loopback names the gate accepts.
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop)
+        .disable_allowed_hosts()
+        .with_max_request_body_bytes(mcp_admission::MAX_REQUEST_BYTES);
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive =
+        Some(Duration::from_secs(gateway.mcp_session_idle_seconds));
+    let sessions = Arc::new(sessions);
+    let admission = Arc::new(Admission::new(
+        Arc::clone(&sessions),
+        gateway.mcp_max_sessions,
+        gateway.mcp_max_init_bytes,
+    ));
     let shared = Arc::clone(state.dispatcher.shared());
-    StreamableHttpService::new(
+    let mcp = StreamableHttpService::new(
         move || {
             Ok(BatonMcp {
                 shared: Arc::clone(&shared),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
-    )
+    );
+    Router::new()
+        .fallback_service(mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            admission,
+            mcp_admission::admit,
+        ))
 }
 
 /// The MCP handler: one per MCP session, all over the gateway's shared state.
@@ -319,7 +338,10 @@ impl ServerHandler for BatonMcp {
             arguments: Value::Object(args).to_string(),
         };
         tracing::debug!(%bot, tool = %call.name, "MCP tool call");
-        let result = tools.call(&call).await;
+        // Recorded on the caller's side like a bot's own tool calls, so `baton sessions` lists
+        // the session and its transcript shows what the client did.
+        let journal = journal(&self.shared, &session, call.id.clone()).await;
+        let result = RecordingTools::new(&tools, &journal).call(&call).await;
         Ok(tool_result(&result).into())
     }
 }

@@ -1,20 +1,29 @@
-//! The one HTTP listener (SPEC.md section 8): health, the OpenAI-compatible API, the local
+//! The one HTTP listener: health, the OpenAI-compatible API, the local
 //! rooms, the JSON API, platform webhooks (`/hooks/<platform>/<account>`) and the MCP server.
 //!
-//! `/v1`, `/api` and `/mcp` are guarded: with `gateway.api_token_env` set, a bearer token is
-//! required; without it, only loopback clients are served, so a gateway started on a laptop is
-//! not an open relay to its bots.
+//! Everything but the webhooks and the health checks is behind one gate ([`auth`]): with
+//! `gateway.api_token_env` set, a bearer token is required; without it, only clients on this
+//! machine are served, so a gateway started on a laptop is not an open relay to its bots.
+//! Connections get deadlines and a cap ([`server`]), request bodies a deadline
+//! ([`body_deadline`]).
 
 mod api;
 mod auth;
+mod body_deadline;
 mod health;
 mod hooks;
+mod listen;
 mod mcp;
+mod mcp_admission;
 mod metrics;
 mod openai;
+mod server;
 
-use std::net::SocketAddr;
+pub use listen::{bind, raise_open_file_limit};
+pub use server::SPARE_CONNECTIONS;
+
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -32,16 +41,17 @@ use crate::dispatcher::MAX_TEXT_BYTES;
 pub struct AppState {
     dispatcher: Dispatcher,
     hub: Arc<LocalHub>,
-    api_token: Option<Arc<Secret>>,
+    token: Option<auth::Token>,
 }
 
 impl AppState {
-    /// State over the pipeline and the local hub; `api_token` guards `/v1`, `/api` and `/mcp`.
+    /// State over the pipeline and the local hub; `api_token`, when set, is required on every
+    /// route but the webhooks and the health checks.
     pub fn new(dispatcher: Dispatcher, hub: Arc<LocalHub>, api_token: Option<Secret>) -> Self {
         Self {
             dispatcher,
             hub,
-            api_token: api_token.map(Arc::new),
+            token: api_token.as_ref().map(auth::Token::new),
         }
     }
 }
@@ -49,7 +59,19 @@ impl AppState {
 /// Every route. `stop` ends the long-lived MCP streams, which graceful shutdown would otherwise
 /// wait on.
 pub fn router(state: AppState, stop: CancellationToken) -> Router {
-    let guarded = Router::new()
+    let body_timeout = Duration::from_secs(
+        state
+            .dispatcher
+            .shared()
+            .config()
+            .gateway
+            .body_timeout_seconds,
+    );
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::metrics))
+        .route("/hooks/{platform}/{account}", post(hooks::hook))
         .route("/v1/models", get(openai::models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route(
@@ -62,27 +84,37 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))
         .nest_service("/mcp", mcp::service(&state, stop))
-        .route_layer(axum::middleware::from_fn_with_state(
+        // A layer, not a route layer: unknown paths meet the gate too.
+        .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::require,
-        ));
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            body_timeout,
+            body_deadline::limit,
+        ))
+        .with_state(state)
+}
+
+/// What a connection over `gateway.max_connections` is served: the health checks, and a 503
+/// saying why for everything else.
+fn spare_router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::metrics))
-        .route("/hooks/{platform}/{account}", post(hooks::hook))
-        .merge(guarded)
+        .fallback(server::busy)
         .with_state(state)
 }
 
 /// Serve until `stop` fires, then finish the requests in progress.
-pub async fn serve(
-    listener: TcpListener,
-    state: AppState,
-    stop: CancellationToken,
-) -> std::io::Result<()> {
-    let app = router(state, stop.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await
+pub async fn serve(listener: TcpListener, state: AppState, stop: CancellationToken) {
+    let gateway = &state.dispatcher.shared().config().gateway;
+    let limits = server::Limits {
+        header: Duration::from_secs(gateway.header_timeout_seconds),
+        idle: Duration::from_secs(gateway.idle_timeout_seconds),
+        max_connections: gateway.max_connections,
+    };
+    let spare = spare_router(state.clone());
+    let app = router(state, stop.clone());
+    server::run(listener, app, spare, limits, stop).await;
 }

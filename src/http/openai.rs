@@ -10,6 +10,7 @@ use std::convert::Infallible;
 
 use axum::Json;
 use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -68,8 +69,13 @@ pub(super) async fn models(State(state): State<AppState>) -> Json<Value> {
 /// Run one turn and answer as a chat completion.
 pub(super) async fn chat_completions(
     State(state): State<AppState>,
-    Json(request): Json<ChatRequest>,
+    request: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Response {
+    // OpenAI clients parse errors in OpenAI's shape, a bad body included.
+    let Json(request) = match request {
+        Ok(request) => request,
+        Err(rejection) => return error(rejection.status(), &rejection.body_text()),
+    };
     let Some(bot) = request.bot_id.as_deref().or(request.model.as_deref()) else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -96,11 +102,9 @@ pub(super) async fn chat_completions(
         );
     }
     let user = request.user.as_deref().unwrap_or("local-user");
-    let Some(event) = state.hub.direct(&account.id, user, &text) else {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the bot's local account is not running",
-        );
+    let event = match state.hub.direct(&account.id, user, &text) {
+        Ok(event) => event,
+        Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };
     let content = match state.dispatcher.handle(event).await {
         Handled::Replied(text) | Handled::Admin(text) => text,
@@ -123,6 +127,12 @@ pub(super) async fn chat_completions(
             return error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too many messages; slow down",
+            );
+        }
+        Handled::Dropped(DropReason::Busy(full)) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the bot is busy ({full}); try again in a moment"),
             );
         }
         other => return error(StatusCode::FORBIDDEN, &format!("not answered: {other:?}")),
@@ -183,14 +193,42 @@ fn last_user_text(messages: &[RequestMessage]) -> Option<String> {
     (!text.trim().is_empty()).then_some(text)
 }
 
+/// OpenAI's error shape: a refused request is the client's to fix (`invalid_request_error`); a
+/// failure on baton's side or its backend's (5xx) is a `server_error`, worth a retry.
 fn error(status: StatusCode, message: &str) -> Response {
-    let body = json!({"error": {"message": message, "type": "invalid_request_error", "code": status.as_u16()}});
+    let kind = if status.is_server_error() {
+        "server_error"
+    } else {
+        "invalid_request_error"
+    };
+    let body = json!({"error": {"message": message, "type": kind, "param": null, "code": null}});
     (status, Json(body)).into_response()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn refusals_are_request_errors_and_failures_server_errors() {
+        let cases = [
+            (StatusCode::BAD_REQUEST, "invalid_request_error"),
+            (StatusCode::NOT_FOUND, "invalid_request_error"),
+            (StatusCode::BAD_GATEWAY, "server_error"),
+            (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+        ];
+        for (status, kind) in cases {
+            let response = error(status, "what happened");
+            assert_eq!(response.status(), status);
+            let bytes = axum::body::to_bytes(response.into_body(), 4096)
+                .await
+                .unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(body["error"]["type"], kind, "{status}");
+            assert_eq!(body["error"]["message"], "what happened");
+            assert!(body["error"]["param"].is_null() && body["error"]["code"].is_null());
+        }
+    }
 
     #[test]
     fn last_user_text_reads_strings_and_parts() {

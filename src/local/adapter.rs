@@ -109,14 +109,20 @@ impl Adapter for LocalAdapter {
             reply_to: message.reply_to.as_ref().map(ToString::to_string),
             ..Post::default()
         };
-        let posted = self.hub.bot_post(
-            message.chat.as_str(),
-            &self.bot,
-            &message.idempotency_key,
-            post,
-        );
+        let id = self
+            .hub
+            .bot_post(
+                message.chat.as_str(),
+                &self.bot,
+                &message.idempotency_key,
+                post,
+            )
+            .map_err(|refusal| SendError::Rejected {
+                code: "local_hub_full".into(),
+                message: refusal.to_string(),
+            })?;
         Ok(SentMessage {
-            message_id: MessageId(posted.id),
+            message_id: MessageId(id),
         })
     }
 }

@@ -6,7 +6,15 @@
 //! activation, silence, history and every bot-message guard on a laptop or in a test.
 //! Direct messages (terminal chat, `/v1/chat/completions`) are chats named `dm:<user>`.
 
-use std::collections::HashMap;
+//!
+//! Everything here lives in memory, so all of it is bounded by `[local]`: at most `max_rooms`
+//! group rooms (a post that would open one more is refused with [`HubRefusal::TooManyRooms`]),
+//! as many direct-message logs (the least recently active one is dropped for a new one), the
+//! last `room_log_messages` messages of each (older ones roll off; the transcripts keep every
+//! word), and posts of at most `max_message_bytes`. The bot replies' idempotency keys are kept
+//! for the last [`POSTED_KEYS`] posts.
+
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,13 +22,63 @@ use baton_contract::{
     AccountId, ChatId, ChatKind, InboundEvent, InboundKind, MessageId, Platform, Sender, ThreadId,
     UserId,
 };
+use hashlink::LinkedHashMap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::config::LocalConfig;
+use crate::display_name::is_spoofing;
 use crate::mirror::now_ms;
 
-/// How many messages a room keeps for `GET`; older ones live on in the transcripts.
-const ROOM_LOG_LIMIT: usize = 2000;
+/// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
+/// seconds; thousands of posts later nobody retries it.
+pub const POSTED_KEYS: usize = 4096;
+
+/// Longest sender name a room takes, in characters.
+pub const MAX_SENDER_CHARS: usize = 64;
+
+/// Why the hub did not take a post. Each says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubRefusal {
+    /// Opening the room would pass `[local] max_rooms`.
+    #[error(
+        "the local hub already holds its {max} rooms ([local] max_rooms); post in an existing \
+         room, or raise the cap and restart"
+    )]
+    TooManyRooms {
+        /// `[local] max_rooms`.
+        max: usize,
+    },
+    /// The text is over `[local] max_message_bytes`.
+    #[error(
+        "the message is {len} bytes, over the room's limit of {max} ([local] max_message_bytes); \
+         send less text"
+    )]
+    TooLong {
+        /// The text's length in bytes.
+        len: usize,
+        /// `[local] max_message_bytes`.
+        max: usize,
+    },
+    /// The sender name is empty, too long, or holds characters that could forge a line.
+    #[error(
+        "the sender name must be 1 to {MAX_SENDER_CHARS} characters with no control or \
+         text-direction characters; pick a plain name"
+    )]
+    BadSender,
+    /// No running local account for that bot.
+    #[error("the bot's local account is not running")]
+    NotRunning,
+}
+
+/// Whether `name` may speak in a room: see [`HubRefusal::BadSender`].
+pub fn check_sender(name: &str) -> Result<(), HubRefusal> {
+    let chars = name.chars().count();
+    if name.trim().is_empty() || chars > MAX_SENDER_CHARS || name.chars().any(is_spoofing) {
+        return Err(HubRefusal::BadSender);
+    }
+    Ok(())
+}
 
 /// One message as the room shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +129,70 @@ pub struct Post {
 #[derive(Default)]
 struct Room {
     next_seq: u64,
-    log: Vec<RoomMessage>,
+    log: VecDeque<RoomMessage>,
+}
+
+/// Group rooms, and direct conversations ordered by their last activity (oldest first).
+#[derive(Default)]
+struct Rooms {
+    groups: HashMap<String, Room>,
+    dms: LinkedHashMap<String, Room>,
+}
+
+impl Rooms {
+    fn get(&self, room: &str) -> Option<&Room> {
+        if is_dm(room) {
+            self.dms.get(room)
+        } else {
+            self.groups.get(room)
+        }
+    }
+
+    /// The room to write to, opened if new: a group room only below `max`; a direct
+    /// conversation always, dropping the least recently active one's log at `max`.
+    fn open(&mut self, room: &str, max: usize) -> Result<&mut Room, HubRefusal> {
+        if !is_dm(room) {
+            let full = self.groups.len() >= max && !self.groups.contains_key(room);
+            if full {
+                return Err(HubRefusal::TooManyRooms { max });
+            }
+            return Ok(self.groups.entry(room.to_owned()).or_default());
+        }
+        let log = match self.dms.remove(room) {
+            Some(log) => log,
+            None => {
+                while self.dms.len() >= max {
+                    self.dms.pop_front();
+                }
+                Room::default()
+            }
+        };
+        self.dms.insert(room.to_owned(), log);
+        Ok(self.dms.get_mut(room).expect("just inserted"))
+    }
+}
+
+/// The last [`POSTED_KEYS`] bot posts: idempotency key to message id.
+#[derive(Default)]
+struct Posted {
+    keys: LinkedHashMap<String, String>,
+}
+
+impl Posted {
+    fn get(&self, key: &str) -> Option<String> {
+        self.keys.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: &str, id: String) {
+        self.keys.insert(key.to_owned(), id);
+        while self.keys.len() > POSTED_KEYS {
+            self.keys.pop_front();
+        }
+    }
+}
+
+fn is_dm(room: &str) -> bool {
+    room.starts_with("dm:")
 }
 
 struct Member {
@@ -81,20 +202,26 @@ struct Member {
 }
 
 /// Every local room and the local bot accounts that listen to them.
-#[derive(Default)]
 pub struct LocalHub {
-    rooms: Mutex<HashMap<String, Room>>,
+    limits: LocalConfig,
+    rooms: Mutex<Rooms>,
     members: Mutex<Vec<Member>>,
     /// Idempotency keys already posted, with the message id they produced.
-    posted: Mutex<HashMap<String, String>>,
+    posted: Mutex<Posted>,
     /// Events handed to an inbox and not yet accepted by the pipeline.
     pending: AtomicUsize,
 }
 
 impl LocalHub {
-    /// An empty hub.
-    pub fn new() -> Arc<LocalHub> {
-        Arc::new(LocalHub::default())
+    /// An empty hub bounded by `limits`.
+    pub fn new(limits: &LocalConfig) -> Arc<LocalHub> {
+        Arc::new(LocalHub {
+            limits: limits.clone(),
+            rooms: Mutex::default(),
+            members: Mutex::default(),
+            posted: Mutex::default(),
+            pending: AtomicUsize::new(0),
+        })
     }
 
     /// Add a bot account to every room; returns its inbox.
@@ -115,10 +242,18 @@ impl LocalHub {
         members.iter().any(|m| m.bot == name)
     }
 
-    /// Post to a room and hand the message to every member account. A repeated `message_id` is
-    /// shown once but handed out again, as a platform redelivery would be.
-    pub fn post(&self, room: &str, post: Post) -> RoomMessage {
-        let message = self.record(room, &post);
+    /// A person posts to a room; the message is handed to every member account. A repeated
+    /// `message_id` is shown once but handed out again, as a platform redelivery would be.
+    /// Refused over `[local]`'s bounds, or from a name that could forge a line.
+    pub fn post(&self, room: &str, post: Post) -> Result<RoomMessage, HubRefusal> {
+        check_sender(&post.sender)?;
+        self.check_length(&post.text)?;
+        self.deliver(room, post)
+    }
+
+    /// Record `post` and hand it to every member account.
+    fn deliver(&self, room: &str, post: Post) -> Result<RoomMessage, HubRefusal> {
+        let message = self.record(room, &post)?;
         let members = self.members.lock().expect("hub poisoned");
         for member in members.iter() {
             let event = self.event(room, &post, &message, member);
@@ -127,43 +262,70 @@ impl LocalHub {
                 self.pending.fetch_add(1, Ordering::SeqCst);
             }
         }
-        message
+        Ok(message)
     }
 
-    /// A bot posts `text` (its reply). The same idempotency key never posts twice.
-    pub fn bot_post(&self, room: &str, bot: &str, key: &str, mut post: Post) -> RoomMessage {
-        if let Some(id) = self.posted.lock().expect("hub poisoned").get(key)
-            && let Some(existing) = self.find(room, id)
-        {
-            return existing;
+    fn check_length(&self, text: &str) -> Result<(), HubRefusal> {
+        let max = self.limits.max_message_bytes;
+        if text.len() > max {
+            return Err(HubRefusal::TooLong {
+                len: text.len(),
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// A bot posts `text` (its reply) and learns the message's id. The same idempotency key
+    /// never posts twice. Bot replies come in chunks the adapter already sized, so only the
+    /// room count can refuse one.
+    pub fn bot_post(
+        &self,
+        room: &str,
+        bot: &str,
+        key: &str,
+        mut post: Post,
+    ) -> Result<String, HubRefusal> {
+        if let Some(id) = self.posted.lock().expect("hub poisoned").get(key) {
+            return Ok(id);
         }
         post.sender = bot.to_owned();
         post.is_bot = true;
-        let message = if room.starts_with("dm:") {
-            self.record(room, &post)
+        let message = if is_dm(room) {
+            self.record(room, &post)?
         } else {
-            self.post(room, post)
+            self.deliver(room, post)?
         };
         self.posted
             .lock()
             .expect("hub poisoned")
-            .insert(key.to_owned(), message.id.clone());
-        message
+            .insert(key, message.id.clone());
+        Ok(message.id)
     }
 
     /// A human's direct message to one bot account, recorded in the DM's log; the caller runs
-    /// the event through the pipeline itself and waits for the answer.
-    pub fn direct(&self, account: &AccountId, user: &str, text: &str) -> Option<InboundEvent> {
+    /// the event through the pipeline itself and waits for the answer. The log keeps at most
+    /// `max_message_bytes` of the text; the event carries all of it.
+    pub fn direct(
+        &self,
+        account: &AccountId,
+        user: &str,
+        text: &str,
+    ) -> Result<InboundEvent, HubRefusal> {
+        check_sender(user)?;
         let room = format!("dm:{user}");
         let post = Post {
             sender: user.to_owned(),
             text: text.to_owned(),
             ..Post::default()
         };
-        let message = self.record(&room, &post);
+        let message = self.record(&room, &post)?;
         let members = self.members.lock().expect("hub poisoned");
-        let member = members.iter().find(|m| &m.account == account)?;
-        Some(self.event(&room, &post, &message, member))
+        let member = members
+            .iter()
+            .find(|m| &m.account == account)
+            .ok_or(HubRefusal::NotRunning)?;
+        Ok(self.event(&room, &post, &message, member))
     }
 
     /// An adapter took one event from its inbox and the pipeline accepted it.
@@ -193,13 +355,24 @@ impl LocalHub {
         rooms.get(room)?.log.iter().find(|m| m.id == id).cloned()
     }
 
-    fn record(&self, room: &str, post: &Post) -> RoomMessage {
+    /// How many group rooms and direct-message logs the hub holds.
+    pub fn room_count(&self) -> (usize, usize) {
+        let rooms = self.rooms.lock().expect("hub poisoned");
+        (rooms.groups.len(), rooms.dms.len())
+    }
+
+    /// How many bot posts' idempotency keys the hub remembers.
+    pub fn posted_keys(&self) -> usize {
+        self.posted.lock().expect("hub poisoned").keys.len()
+    }
+
+    fn record(&self, room: &str, post: &Post) -> Result<RoomMessage, HubRefusal> {
         let mut rooms = self.rooms.lock().expect("hub poisoned");
-        let room = rooms.entry(room.to_owned()).or_default();
+        let room = rooms.open(room, self.limits.max_rooms)?;
         if let Some(id) = &post.message_id
             && let Some(seen) = room.log.iter().find(|m| &m.id == id)
         {
-            return seen.clone();
+            return Ok(seen.clone());
         }
         room.next_seq += 1;
         let message = RoomMessage {
@@ -210,16 +383,16 @@ impl LocalHub {
                 .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()),
             author: post.sender.clone(),
             is_bot: post.is_bot,
-            text: post.text.clone(),
+            text: shown(&post.text, self.limits.max_message_bytes),
             thread: post.thread.clone(),
             reply_to: post.reply_to.clone(),
             ts_ms: now_ms(),
         };
-        room.log.push(message.clone());
-        if room.log.len() > ROOM_LOG_LIMIT {
-            room.log.remove(0);
+        room.log.push_back(message.clone());
+        while room.log.len() > self.limits.room_log_messages {
+            room.log.pop_front();
         }
-        message
+        Ok(message)
     }
 
     fn author_of(&self, room: &str, id: &str) -> Option<UserId> {
@@ -233,8 +406,8 @@ impl LocalHub {
         message: &RoomMessage,
         member: &Member,
     ) -> InboundEvent {
-        let (mentions, mentions_everyone) = mentions(&post.text);
-        let chat_kind = if room.starts_with("dm:") {
+        let mentions = mentions(&post.text);
+        let chat_kind = if is_dm(room) {
             ChatKind::Dm
         } else {
             ChatKind::Group
@@ -254,8 +427,9 @@ impl LocalHub {
                 is_self: post.is_bot && post.sender == member.bot,
             },
             text: post.text.clone(),
-            mentions,
-            mentions_everyone,
+            mentions: mentions.found,
+            leading_mentions: mentions.leading,
+            mentions_everyone: mentions.everyone,
             reply_to: post.reply_to.clone().map(MessageId),
             reply_to_author: post
                 .reply_to
@@ -268,22 +442,58 @@ impl LocalHub {
     }
 }
 
-/// `@name` tokens in order, and whether `@everyone`/`@here`/`@all` appears.
-fn mentions(text: &str) -> (Vec<UserId>, bool) {
-    let mut found = Vec::new();
-    let mut everyone = false;
+/// What a log keeps of `text`: at most `max` bytes, cut at a character boundary and marked.
+fn shown(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The `@name` tokens of a post.
+#[derive(Debug, PartialEq, Eq)]
+struct Mentions {
+    /// In order of appearance.
+    found: Vec<UserId>,
+    /// How many of `found` open the text, before any other word (the addressees).
+    leading: usize,
+    /// `@everyone`, `@here` or `@all` appears.
+    everyone: bool,
+}
+
+/// Read the `@name` tokens of `text`.
+fn mentions(text: &str) -> Mentions {
+    let mut out = Mentions {
+        found: Vec::new(),
+        leading: 0,
+        everyone: false,
+    };
+    let mut opening = true;
     for word in text.split(|c: char| c.is_whitespace() || c == ',' || c == ':') {
+        if word.is_empty() {
+            continue;
+        }
         let Some(name) = word.strip_prefix('@') else {
+            opening = false;
             continue;
         };
         let name = name.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'));
         match name {
-            "" => {}
-            "everyone" | "here" | "all" => everyone = true,
-            _ => found.push(UserId(name.to_owned())),
+            "" => opening = false,
+            "everyone" | "here" | "all" => out.everyone = true,
+            _ => {
+                out.found.push(UserId(name.to_owned()));
+                if opening {
+                    out.leading += 1;
+                }
+            }
         }
     }
-    (found, everyone)
+    out
 }
 
 #[cfg(test)]
@@ -298,54 +508,154 @@ mod tests {
         }
     }
 
+    fn hub() -> Arc<LocalHub> {
+        LocalHub::new(&LocalConfig::default())
+    }
+
+    fn small_hub() -> Arc<LocalHub> {
+        LocalHub::new(&LocalConfig {
+            max_rooms: 2,
+            room_log_messages: 3,
+            max_message_bytes: 8,
+        })
+    }
+
     #[test]
     fn mentions_are_structural_tokens() {
-        let (m, all) = mentions("@snark, can you ask @caid: what about @here?");
-        assert_eq!(m, vec![UserId::from("snark"), UserId::from("caid")]);
-        assert!(all);
-        assert_eq!(mentions("email me at a@b.c").0, Vec::<UserId>::new());
+        let m = mentions("@snark, can you ask @caid: what about @here?");
+        assert_eq!(m.found, vec![UserId::from("snark"), UserId::from("caid")]);
+        assert_eq!(m.leading, 1, "snark is addressed, caid only named");
+        assert!(m.everyone);
+        assert_eq!(mentions("email me at a@b.c").found, Vec::<UserId>::new());
+        assert_eq!(mentions(" @snark @caid: hi @sec").leading, 2);
+        assert_eq!(mentions("can @caid help?").leading, 0);
     }
 
     #[test]
     fn a_post_reaches_every_member_and_the_author_is_self() {
-        let hub = LocalHub::new();
+        let hub = hub();
         let mut a = hub.join("snark".into(), "snark".into());
         let mut b = hub.join("caid".into(), "caid".into());
-        let human = hub.post("room", post("alice", "@snark hi"));
+        let human = hub.post("room", post("alice", "@snark hi")).unwrap();
         let ev = a.try_recv().unwrap();
         assert_eq!(ev.message_id.as_str(), human.id);
         assert!(!ev.sender.is_self && !ev.sender.is_bot);
         b.try_recv().unwrap();
-        let reply = hub.bot_post(
-            "room",
-            "snark",
-            "k1",
-            Post {
-                reply_to: Some(human.id.clone()),
-                ..post("", "hello")
-            },
-        );
+        let reply = hub
+            .bot_post(
+                "room",
+                "snark",
+                "k1",
+                Post {
+                    reply_to: Some(human.id.clone()),
+                    ..post("", "hello")
+                },
+            )
+            .unwrap();
         assert!(a.try_recv().unwrap().sender.is_self);
         let seen_by_caid = b.try_recv().unwrap();
         assert!(seen_by_caid.sender.is_bot && !seen_by_caid.sender.is_self);
         assert_eq!(seen_by_caid.reply_to_author, Some(UserId::from("alice")));
         let again = hub.bot_post("room", "snark", "k1", post("", "hello"));
-        assert_eq!(again, reply, "an idempotency key posted twice");
+        assert_eq!(again, Ok(reply.clone()), "an idempotency key posted twice");
         assert_eq!(hub.messages("room", None).len(), 2);
-        assert_eq!(hub.messages("room", Some(1)), vec![reply]);
+        assert_eq!(hub.messages("room", Some(1))[0].id, reply);
     }
 
     #[test]
     fn a_redelivered_message_id_is_shown_once_but_handed_out_again() {
-        let hub = LocalHub::new();
+        let hub = hub();
         let mut a = hub.join("snark".into(), "snark".into());
         let p = Post {
             message_id: Some("m1".into()),
             ..post("alice", "hi")
         };
-        hub.post("room", p.clone());
-        hub.post("room", p);
+        hub.post("room", p.clone()).unwrap();
+        hub.post("room", p).unwrap();
         assert_eq!(hub.messages("room", None).len(), 1);
         assert!(a.try_recv().is_ok() && a.try_recv().is_ok());
+    }
+
+    #[test]
+    fn a_room_past_the_cap_is_refused_and_a_log_keeps_its_newest_messages() {
+        let hub = small_hub();
+        hub.post("one", post("alice", "a")).unwrap();
+        hub.post("two", post("alice", "b")).unwrap();
+        assert_eq!(
+            hub.post("three", post("alice", "c")),
+            Err(HubRefusal::TooManyRooms { max: 2 })
+        );
+        assert!(hub.messages("three", None).is_empty());
+        for text in ["1", "2", "3", "4", "5"] {
+            hub.post("one", post("alice", text)).unwrap();
+        }
+        let shown: Vec<_> = hub
+            .messages("one", None)
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(shown, ["3", "4", "5"], "older messages roll off");
+        assert_eq!(
+            hub.post("one", post("alice", "123456789")),
+            Err(HubRefusal::TooLong { len: 9, max: 8 })
+        );
+    }
+
+    #[test]
+    fn direct_logs_past_the_cap_drop_the_least_recently_active() {
+        let hub = small_hub();
+        let account = AccountId::from("snark");
+        let _inbox = hub.join(account.clone(), "snark".into());
+        for user in ["u1", "u2", "u1", "u3"] {
+            hub.direct(&account, user, "a long direct message").unwrap();
+        }
+        assert_eq!(hub.room_count(), (0, 2));
+        assert!(
+            hub.messages("dm:u2", None).is_empty(),
+            "u2 was least recent"
+        );
+        let kept = hub.messages("dm:u1", None);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].text, "a long d…", "the log keeps max_message_bytes");
+    }
+
+    #[test]
+    fn sender_names_that_could_forge_a_line_are_refused() {
+        let hub = hub();
+        for name in [
+            "",
+            " ",
+            "ali\0ce",
+            "bob\u{1b}[2J",
+            "eve\u{202e}nimda",
+            &"x".repeat(65),
+        ] {
+            assert_eq!(
+                hub.post("room", post(name, "hi")),
+                Err(HubRefusal::BadSender),
+                "{name:?}"
+            );
+            let account = AccountId::from("snark");
+            assert!(hub.direct(&account, name, "hi").is_err(), "{name:?}");
+        }
+        assert!(hub.messages("room", None).is_empty());
+        assert_eq!(hub.room_count(), (0, 0));
+        assert!(hub.post("room", post("Zoë Wang", "hi")).is_ok());
+    }
+
+    #[test]
+    fn the_posted_keys_stay_bounded_and_recent_keys_still_post_once() {
+        let hub = hub();
+        for n in 0..POSTED_KEYS + 500 {
+            hub.bot_post("dm:alice", "snark", &format!("k{n}"), post("", "x"))
+                .unwrap();
+        }
+        assert_eq!(hub.posted_keys(), POSTED_KEYS);
+        let last = format!("k{}", POSTED_KEYS + 499);
+        let newest = |hub: &LocalHub| hub.messages("dm:alice", None).last().unwrap().seq;
+        let before = newest(&hub);
+        hub.bot_post("dm:alice", "snark", &last, post("", "x"))
+            .unwrap();
+        assert_eq!(newest(&hub), before, "a remembered key posted again");
     }
 }

@@ -5,4 +5,6 @@ mod adapter;
 mod hub;
 
 pub use adapter::{LOCAL_MAX_MESSAGE_CHARS, LocalAdapter};
-pub use hub::{LocalHub, Post, RoomMessage};
+pub use hub::{
+    HubRefusal, LocalHub, MAX_SENDER_CHARS, POSTED_KEYS, Post, RoomMessage, check_sender,
+};

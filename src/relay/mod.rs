@@ -1,4 +1,4 @@
-//! Bot-to-bot traffic (SPEC.md section 5.1): `sessions_send` deliveries, their durable record,
+//! Bot-to-bot traffic: `sessions_send` deliveries, their durable record,
 //! and messages pushed into a session from outside its chat.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! `max_ping_pong_turns` (SPEC.md 5.2): after a send is answered, the two bots may go back and
+//! `max_ping_pong_turns`: after a send is answered, the two bots may go back and
 //! forth a few more times, each side able to stop by answering `REPLY_SKIP`.
 //!
 //! The exchange runs after the sender's tool call has returned, in the two sessions of the send

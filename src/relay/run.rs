@@ -16,7 +16,7 @@ use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
 
-/// The longest a delivery's run may take (SPEC.md 5.1: fire-and-forget runs up to 30 minutes;
+/// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
 /// a sender that stops waiting does not shorten it).
 pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 

@@ -15,7 +15,7 @@ use crate::store::{
 };
 
 /// Without an idempotency key, the same text to the same target within this window is the same
-/// request (SPEC.md 5.1).
+/// request.
 const SAME_TEXT_WINDOW_MS: i64 = 10 * 60 * 1000;
 
 /// One `sessions_send` call.
@@ -31,7 +31,7 @@ pub struct SendRequest {
     pub idempotency_key: Option<String>,
 }
 
-/// What became of a `sessions_send`. The tool renders it as the SPEC.md 5.1 result.
+/// What became of a `sessions_send`. The tool renders it as the result the model reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sent {
     /// The outcome.

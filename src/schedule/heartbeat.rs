@@ -1,4 +1,4 @@
-//! A due heartbeat: the checks that come before its turn, in the order of SPEC.md 4.1.
+//! A due heartbeat: the checks that come before its turn, in order.
 //!
 //! Quiet hours skip it until they end. Work on the bot's main lane (or its own previous
 //! heartbeat, still going) holds it back without queueing it: it stays due, the skip is

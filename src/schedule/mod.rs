@@ -1,4 +1,4 @@
-//! Scheduled turns (SPEC.md 4.1): each bot's heartbeat and cron entries, run on the `cron` lane.
+//! Scheduled turns: each bot's heartbeat and cron entries, run on the `cron` lane.
 //!
 //! The [`Scheduler`] has no clock of its own. [`Scheduler::tick`] is given the time and does
 //! whatever fell due by then; `baton run` calls it every second with the real time

@@ -2,7 +2,7 @@
 //! `cron` lane, the bot is given its prompt and (in a chat) the chat's history buffer, and its
 //! reply is posted, aimed at a message when it used the reply directive.
 //!
-//! Heartbeat replies pass two more checks first (SPEC.md 4.1): `HEARTBEAT_OK` means "nothing
+//! Heartbeat replies pass two more checks first: `HEARTBEAT_OK` means "nothing
 //! needs attention" and is not delivered, and a reply identical to the heartbeat's last
 //! delivered one within 24 hours is suppressed as a `duplicate`. Both are recorded in the
 //! transcript as silent entries with their `reason`, and counted in `/metrics`.

@@ -1,4 +1,4 @@
-//! The audit log: every admin command, who ran it where, and what became of it (SPEC 7).
+//! The audit log: every admin command, who ran it where, and what became of it.
 //!
 //! Admin commands change how bots behave in a chat; when someone asks "who paused the bot?",
 //! the answer is here.

@@ -1,4 +1,4 @@
-//! Chains (SPEC.md 5.4): ordered, turn-enforced conversations among bots, and everything said
+//! Chains: ordered, turn-enforced conversations among bots, and everything said
 //! or done in them.
 //!
 //! The turn is the thing to protect. Two bots must never both believe they hold it, and a late

@@ -1,4 +1,4 @@
-//! WAL checkpoints on a thread of their own, off the writer's path.
+//! WAL checkpoints on a thread of their own, off the writer's path, and the WAL's size bound.
 //!
 //! SQLite copies the write-ahead log back into the database file ("checkpoints") every 1000
 //! pages by default, inside whichever commit crosses the mark: here, always the one writer
@@ -8,15 +8,44 @@
 //! checkpoint (`wal_autocheckpoint = 0`), and this thread runs a `PASSIVE` checkpoint on its own
 //! connection every [`INTERVAL`]: it copies what no reader still needs, never blocks the writer,
 //! and the writer never waits for its syncs. A memory database has no WAL and no checkpointer.
+//!
+//! Copying is not enough to keep the file small. The log only starts over from its beginning
+//! when a write finds it fully copied *and* no reader still using it; with readers coming and
+//! going all the time that moment rarely comes, and the file grew to gigabytes under load. So
+//! the writer looks at the file's size after each commit ([`WalBound::keep`], one `stat`), and
+//! once it passes half of its bound, runs `wal_checkpoint(TRUNCATE)` itself before it takes the
+//! next batch. That is the pause such a checkpoint needs: no transaction writes while it runs
+//! (a busy writer leaves only gaps too short for a checkpoint's busy handler on another
+//! connection to catch), and it waits up to [`TRUNCATE_WAIT`] for the short-lived readers to
+//! finish. The passive checkpoints have already copied nearly everything, so writes wait for
+//! little more than the syncs (and for a passive copy in progress: SQLite runs one checkpoint at
+//! a time, see [`OneCheckpoint`]). The other half of the bound is the room the log has to grow
+//! if readers keep a truncation from finishing; the next try comes [`RETRY_AFTER`] later.
 
+use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
+
+use super::connect::BUSY_TIMEOUT;
 
 /// How often the log is checkpointed. At the writer's top speed the log grows by about the
 /// default 1000-page threshold in this time.
 const INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long a truncation waits for readers before it gives up for this round; the writer holds
+/// still meanwhile.
+const TRUNCATE_WAIT: Duration = Duration::from_secs(1);
+
+/// After a truncation that readers kept from finishing, how long before the next try: writes
+/// wait during each try, so they must not come back to back.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// One checkpoint at a time: SQLite refuses a second at once without waiting (no busy handler
+/// for that lock), so a truncation would fail whenever it met a passive copy in progress.
+pub(crate) type OneCheckpoint = Arc<Mutex<()>>;
 
 /// The checkpoint thread; it stops when this is dropped (with the store's last handle).
 pub(crate) struct Checkpointer {
@@ -24,27 +53,217 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Checkpoints through `conn` every [`INTERVAL`] until dropped.
-    pub(crate) fn spawn(conn: Connection) -> std::io::Result<Self> {
+    /// Checkpoints through `conn` every [`INTERVAL`] until dropped, each inside `one`.
+    pub(crate) fn spawn(conn: Connection, one: OneCheckpoint) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("baton-store-checkpoint".into())
             .spawn(move || {
                 // Nothing is ever sent: the channel disconnects when the store goes away.
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(INTERVAL) {
-                    checkpoint(&conn);
+                    let _one = one.lock().unwrap_or_else(PoisonError::into_inner);
+                    checkpoint(&conn, "PASSIVE");
                 }
             })?;
         Ok(Checkpointer { _stop: stop })
     }
 }
 
-fn checkpoint(conn: &Connection) {
-    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-        row.get::<_, i64>(0)
-    });
-    if let Err(err) = done {
+/// The WAL file, the size it must stay under, and the writer's state in keeping it there.
+pub(crate) struct WalBound {
+    /// `<database>-wal`.
+    file: PathBuf,
+    /// Bytes.
+    limit: u64,
+    /// No truncation before this (after one that could not finish).
+    next_try: Instant,
+    /// Whether the last look found the file over its bound (warned once per crossing).
+    over: bool,
+    /// Shared with the passive checkpoints.
+    one: OneCheckpoint,
+}
+
+impl WalBound {
+    /// The bound for `file`, of `limit` bytes; truncations take turns with the passive
+    /// checkpoints through `one`.
+    pub(crate) fn new(file: PathBuf, limit: u64, one: OneCheckpoint) -> Self {
+        WalBound {
+            file,
+            limit,
+            next_try: Instant::now(),
+            over: false,
+            one,
+        }
+    }
+
+    /// Run by the writer after a commit, outside any transaction on `conn`: empties the log
+    /// when it has passed half of the bound.
+    pub(crate) fn keep(&mut self, conn: &Connection) {
+        let size = std::fs::metadata(&self.file).map_or(0, |m| m.len());
+        if size > self.limit / 2 && Instant::now() >= self.next_try {
+            // Waits for a passive copy in progress, which leaves the truncation less to copy.
+            let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
+            if truncate(conn) {
+                self.over = false;
+                return;
+            }
+            self.next_try = Instant::now() + RETRY_AFTER;
+        }
+        let over = size > self.limit;
+        if over && !self.over {
+            tracing::warn!(
+                wal_bytes = size,
+                limit_bytes = self.limit,
+                file = %self.file.display(),
+                "the WAL is over its bound (store.wal_limit_mb) and could not be emptied yet: \
+                 a long read (in another process?) holds it; retrying every second"
+            );
+        }
+        self.over = over;
+    }
+}
+
+impl WalBound {
+    /// Run by the writer when the store closes: copies the whole log into the database and
+    /// empties it, so that a clean stop leaves no large log behind. Nothing is lost if it
+    /// cannot finish (the log stays valid and is replayed at the next open).
+    pub(crate) fn empty_at_stop(&self, conn: &Connection) {
+        let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
+        if !checkpoint(conn, "TRUNCATE") {
+            tracing::info!("the WAL could not be emptied at stop: another process is using it");
+        }
+    }
+}
+
+/// A `TRUNCATE` checkpoint that waits at most [`TRUNCATE_WAIT`] for readers.
+fn truncate(conn: &Connection) -> bool {
+    if let Err(err) = conn.busy_timeout(TRUNCATE_WAIT) {
+        tracing::warn!(%err, "cannot set the checkpoint's wait");
+        return false;
+    }
+    let done = checkpoint(conn, "TRUNCATE");
+    if let Err(err) = conn.busy_timeout(BUSY_TIMEOUT) {
+        tracing::warn!(%err, "cannot restore the writer's busy timeout");
+    }
+    done
+}
+
+/// Runs one checkpoint; returns whether it finished.
+fn checkpoint(conn: &Connection, mode: &str) -> bool {
+    let sql = format!("PRAGMA wal_checkpoint({mode})");
+    match conn.query_row(&sql, [], |row| row.get::<_, i64>(0)) {
+        Ok(0) => true,
+        // Readers or another process's writer kept it from finishing: tried again later.
+        Ok(_) => {
+            tracing::debug!(mode, "WAL checkpoint could not finish; will try again");
+            false
+        }
         // The log keeps growing until a later checkpoint succeeds; nothing is lost.
-        tracing::warn!(%err, "WAL checkpoint failed; will try again");
+        Err(err) => {
+            tracing::warn!(%err, mode, "WAL checkpoint failed; will try again");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    use super::super::{EntryKind, NewEntry, Origin, Store, StoreOptions, TranscriptQuery};
+
+    const LIMIT: u64 = 4 * 1024 * 1024;
+
+    /// Sustained writes with readers reading all along: the WAL, sampled as it runs, stays
+    /// under its bound although many times the bound is written, and a clean close empties it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_wal_stays_under_its_bound_under_sustained_writes_and_is_empty_after_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.db");
+        let wal = dir.path().join("wal.db-wal");
+        let options = StoreOptions { wal_limit: LIMIT };
+        let store = Store::open_with(path.to_str().unwrap(), options)
+            .await
+            .unwrap();
+
+        let done = Arc::new(AtomicBool::new(false));
+        let largest = Arc::new(AtomicU64::new(0));
+        // Sampling, not synchronising: a stat every millisecond until the writes are done.
+        let sampler = std::thread::spawn({
+            let (done, largest, wal) = (Arc::clone(&done), Arc::clone(&largest), wal.clone());
+            move || {
+                while !done.load(Ordering::Relaxed) {
+                    let size = std::fs::metadata(&wal).map_or(0, |m| m.len());
+                    largest.fetch_max(size, Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        });
+        let readers: Vec<_> = (0..3)
+            .map(|r| {
+                let (store, done) = (store.clone(), Arc::clone(&done));
+                tokio::spawn(async move {
+                    let mut reads = 0u64;
+                    while !done.load(Ordering::Relaxed) {
+                        let query = TranscriptQuery {
+                            last: Some(50),
+                            ..TranscriptQuery::session(format!("s{r}"))
+                        };
+                        store.transcript(query).await.unwrap();
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+
+        let text = "x".repeat(2048);
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let (store, text) = (store.clone(), text.clone());
+                tokio::spawn(async move {
+                    for i in 0..1200 {
+                        let entry = NewEntry {
+                            session: format!("s{}", (w + i) % 3),
+                            ts_ms: i,
+                            kind: EntryKind::Inbound,
+                            speaker: "alice".into(),
+                            origin: Origin::Human,
+                            text: text.clone(),
+                            platform_message_id: None,
+                            run_id: None,
+                            idempotency_key: None,
+                            meta: serde_json::Value::Null,
+                        };
+                        store.append(entry).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        let mut reads = 0;
+        for reader in readers {
+            reads += reader.await.unwrap();
+        }
+        assert!(reads > 0, "the readers never read");
+
+        let written = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            written > 4 * LIMIT,
+            "only {written} bytes reached the database: the test wrote too little to matter"
+        );
+        let largest = largest.load(Ordering::Relaxed);
+        assert!(
+            largest < LIMIT,
+            "the WAL reached {largest} bytes, over its bound of {LIMIT}"
+        );
+        store.close().await.unwrap();
+        let left = std::fs::metadata(&wal).map_or(0, |m| m.len());
+        assert_eq!(left, 0, "a clean close leaves an empty WAL");
     }
 }

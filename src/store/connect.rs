@@ -18,7 +18,7 @@ use rusqlite::{Connection, OpenFlags};
 use super::StoreError;
 
 /// How long a connection waits for a lock held by another one before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
 /// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
@@ -75,14 +75,22 @@ impl Location {
     }
 
     fn open_err(&self, source: rusqlite::Error) -> StoreError {
+        if let Location::File(path) = self
+            && std::path::Path::new(path).is_dir()
+        {
+            return StoreError::IsDirectory {
+                path: self.display().to_owned(),
+            };
+        }
         StoreError::Open {
             path: self.display().to_owned(),
             source,
         }
     }
 
-    /// Opens the one connection that writes, creating the file if needed.
-    pub(crate) fn open_writer(&self) -> Result<Connection, StoreError> {
+    /// Opens the one connection that writes, creating the file if needed. `wal_limit` (bytes)
+    /// is the size the log is cut back to whenever it starts over (`journal_size_limit`).
+    pub(crate) fn open_writer(&self, wal_limit: u64) -> Result<Connection, StoreError> {
         let setup = || -> rusqlite::Result<Connection> {
             let conn = self.open_raw()?;
             conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -95,6 +103,7 @@ impl Location {
             if let Location::File(_) = self {
                 // The checkpoint thread does it, so no commit waits for one (`checkpoint.rs`).
                 conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+                conn.pragma_update(None, "journal_size_limit", clamp(wal_limit))?;
             }
             Ok(conn)
         };
@@ -126,4 +135,9 @@ impl Location {
         };
         setup().map_err(|e| self.open_err(e))
     }
+}
+
+/// SQLite takes the limit as a signed 64-bit number.
+fn clamp(bytes: u64) -> i64 {
+    i64::try_from(bytes).unwrap_or(i64::MAX)
 }

@@ -1,4 +1,4 @@
-//! Dedupe records (SPEC 4, step 2): which inbound events were already handled.
+//! Dedupe records: which inbound events were already handled.
 //!
 //! Platforms redeliver: Slack retries after 3 s, webhooks retry for hours, and a restart replays
 //! whatever was not acknowledged. A claim is decided inside the writer, so two copies of one

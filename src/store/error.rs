@@ -21,6 +21,17 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
 
+    /// The database path names a directory, where SQLite's own error reads like a permissions
+    /// problem.
+    #[error(
+        "the database path {path} is a directory; name a file in it (e.g. {path}/baton.db) with \
+         --database or `gateway.database`"
+    )]
+    IsDirectory {
+        /// The path given.
+        path: String,
+    },
+
     /// A schema migration failed; the database was left at the previous version.
     #[error(
         "cannot upgrade the database schema to version {version}: {source}; the file was left \

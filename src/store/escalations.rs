@@ -1,4 +1,4 @@
-//! Escalations (SPEC.md 5.3): questions and approval requests bots put to the humans of the
+//! Escalations: questions and approval requests bots put to the humans of the
 //! conversation their work started from, and what became of each.
 //!
 //! A row is created before the question is posted (its id is part of the posted text), and it

@@ -1,4 +1,4 @@
-//! The history buffer (SPEC 4, step 6): per chat, the messages that did not wake a bot, given
+//! The history buffer: per chat, the messages that did not wake a bot, given
 //! to a bot as context on its next turn, then cleared *for that bot*.
 //!
 //! One buffer per chat is shared by every bot in it; each bot has its own cursor (the id of the

@@ -16,7 +16,9 @@
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
 //! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]), `inbox.rs`
 //! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
-//! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?).
+//! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?),
+//! `prune.rs` ([`Store::prune`]: retention). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.
@@ -36,8 +38,10 @@ mod escalations;
 mod health;
 mod history;
 mod inbox;
+mod lock;
 mod migrate;
 mod pairing;
+mod prune;
 mod readers;
 mod schedule;
 mod sends;
@@ -66,16 +70,18 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{InboxId, Unfinished};
+pub use lock::{DatabaseLock, LockError};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
+pub use prune::{MIN_AGE_MS, PruneTable};
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
 pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 
 use chat_settings::SettingsCache;
-use checkpoint::Checkpointer;
+use checkpoint::{Checkpointer, OneCheckpoint, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
 use readers::Readers;
@@ -107,35 +113,58 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// How a store is run, beyond where its file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// The size in bytes the WAL file is kept under (`store.wal_limit_mb`): the writer empties
+    /// it once it passes half of this (`checkpoint.rs`).
+    pub wal_limit: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            wal_limit: 64 * 1024 * 1024,
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the database at `path`, or a private in-memory one for
     /// `":memory:"`, brings its schema up to date and starts the writer thread.
     pub async fn open(path: &str) -> Result<Store, StoreError> {
+        Store::open_with(path, StoreOptions::default()).await
+    }
+
+    /// [`Store::open`] with `options` in place of the defaults.
+    pub async fn open_with(path: &str, options: StoreOptions) -> Result<Store, StoreError> {
         let location = Location::parse(path);
-        tokio::task::spawn_blocking(move || Store::open_blocking(location))
+        tokio::task::spawn_blocking(move || Store::open_blocking(location, options))
             .await
             .map_err(|e| StoreError::Internal(format!("opening the store: {e}")))?
     }
 
-    fn open_blocking(location: Location) -> Result<Store, StoreError> {
-        let mut conn = location.open_writer()?;
+    fn open_blocking(location: Location, options: StoreOptions) -> Result<Store, StoreError> {
+        let mut conn = location.open_writer(options.wal_limit)?;
         migrate::run_migrations(&mut conn)?;
         let settings = Arc::new(SettingsCache::load(&conn)?);
         let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
-        let (keeper, checkpointer) = match location {
-            Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None),
-            Location::File(_) => {
-                let checkpointer =
-                    Checkpointer::spawn(location.open_checkpointer()?).map_err(|e| {
-                        StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
-                    })?;
-                (None, Some(checkpointer))
+        let (keeper, checkpointer, bound) = match &location {
+            Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None, None),
+            Location::File(path) => {
+                let conn = location.open_checkpointer()?;
+                let one = OneCheckpoint::default();
+                let checkpointer = Checkpointer::spawn(conn, Arc::clone(&one)).map_err(|e| {
+                    StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
+                })?;
+                let bound = WalBound::new(format!("{path}-wal").into(), options.wal_limit, one);
+                (None, Some(checkpointer), Some(bound))
             }
         };
-        let first_reader = location.open_reader()?;
-        let writer = Writer::spawn(conn).map_err(|e| {
+        let writer = Writer::spawn(conn, bound).map_err(|e| {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
+        let first_reader = location.open_reader()?;
         tracing::debug!(database = location.display(), "store opened");
         Ok(Store {
             inner: Arc::new(Inner {

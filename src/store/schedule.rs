@@ -1,4 +1,4 @@
-//! Scheduled jobs (SPEC 4.1): when each bot's heartbeat and cron entries fall due next, and the
+//! Scheduled jobs: when each bot's heartbeat and cron entries fall due next, and the
 //! last heartbeat reply each one delivered.
 //!
 //! Kept in the store so that a restart continues the schedule instead of restarting it: a

@@ -1,4 +1,4 @@
-//! The transcript (SPEC 4, step 13): everything said in a session, in the order it happened.
+//! The transcript: everything said in a session, in the order it happened.
 //!
 //! Entries are append-only and numbered by a global, never-reused id, so "after id N" is a
 //! stable cursor for `--follow` and for the model's view after a reset. A delivered chunk
@@ -233,6 +233,27 @@ impl Store {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             entries.reverse();
             Ok(entries)
+        })
+        .await
+    }
+
+    /// Every session's entries with an id above `after_id`, oldest first, at most `limit`: an
+    /// export (`baton transcript --all`) reads the whole store a page at a time.
+    pub async fn transcript_page(
+        &self,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT id, session, ts_ms, kind, speaker, origin, text,
+                        platform_message_id, run_id, idempotency_key, meta
+                 FROM transcript WHERE id > ?1 ORDER BY id",
+            )?;
+            // Not `LIMIT ?`, for the reason given in `transcript`.
+            stmt.query_map([after_id], entry_from_row)?
+                .take(limit)
+                .collect()
         })
         .await
     }

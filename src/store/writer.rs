@@ -22,6 +22,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
+use super::checkpoint::WalBound;
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -33,7 +34,7 @@ const QUEUE: usize = 4 * MAX_BATCH;
 pub(crate) enum Message {
     /// Run this job in the next batch.
     Job(Box<dyn Job>),
-    /// Commit what came before, then stop.
+    /// Commit what came before, truncate the WAL, then stop.
     Stop,
 }
 
@@ -128,14 +129,15 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`.
-    pub(crate) fn spawn(conn: Connection) -> std::io::Result<Self> {
+    /// Starts the writer thread on `conn`; after each commit it keeps the WAL under `bound`
+    /// (a file database).
+    pub(crate) fn spawn(conn: Connection, bound: Option<WalBound>) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let commits = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&commits);
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
-            .spawn(move || writer_loop(conn, rx, &counter))?;
+            .spawn(move || writer_loop(conn, rx, &counter, bound))?;
         Ok(Writer {
             jobs,
             thread: std::sync::Mutex::new(Some(thread)),
@@ -190,7 +192,12 @@ impl Writer {
     }
 }
 
-fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Message>, commits: &AtomicU64) {
+fn writer_loop(
+    conn: Connection,
+    mut rx: mpsc::Receiver<Message>,
+    commits: &AtomicU64,
+    mut bound: Option<WalBound>,
+) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH + 1);
     loop {
         let mut stop = false;
@@ -207,8 +214,18 @@ fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Message>, commits: &Atom
         }
         if !batch.is_empty() {
             run_batch(&conn, &mut batch, commits);
+            if let Some(bound) = &mut bound {
+                bound.keep(&conn);
+            }
         }
         if stop {
+            // Only a store that wrote: a command that merely read must not wait on a gateway
+            // writing beside it.
+            if let Some(bound) = &bound
+                && commits.load(Ordering::Relaxed) > 0
+            {
+                bound.empty_at_stop(&conn);
+            }
             tracing::debug!("store writer stopped");
             return;
         }

@@ -9,6 +9,7 @@ mod board;
 mod cron;
 mod every;
 mod quiet_hours;
+mod span;
 mod target;
 mod zone;
 
@@ -16,5 +17,6 @@ pub use board::{Board, NextDue};
 pub use cron::Schedule;
 pub use every::parse_every;
 pub use quiet_hours::QuietHours;
+pub use span::{parse_age, parse_span};
 pub use target::Place;
 pub use zone::Zone;

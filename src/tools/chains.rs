@@ -1,4 +1,4 @@
-//! The chain tools (SPEC.md 5.4): `chain_create`, `chain_add`, `chain_pass`, `chain_message`,
+//! The chain tools: `chain_create`, `chain_add`, `chain_pass`, `chain_message`,
 //! `chain_close`, `chain_status`. They are thin: the rules (who holds the turn, who may hand
 //! it on, when it comes back) live in [`crate::chains`] and the store, so a bot calling a tool,
 //! a bot's plain reply in its turn and an admin's command all meet the same checks.

@@ -1,4 +1,4 @@
-//! `escalate_to_user` and `resolve_agent_approval` (SPEC.md 5.3): a bot asks the people of the
+//! `escalate_to_user` and `resolve_agent_approval`: a bot asks the people of the
 //! conversation its work started from, and bots (or admins, `/baton approve|deny`) decide
 //! approval requests.
 //!

@@ -1,4 +1,4 @@
-//! The agent tools of SPEC.md section 5: what a bot's backend (or an MCP client speaking as a
+//! The agent tools: what a bot's backend (or an MCP client speaking as a
 //! bot) can call to find other bots, read sessions, hand work over and ask a human.
 //!
 //! [`AgentTools`] is the [`ToolExecutor`] a turn gets. It knows who is calling ([`Caller`]):

@@ -1,5 +1,5 @@
 //! `sessions_send` (alias `bots_send_message`): the arguments, then [`crate::relay::send`],
-//! whose outcome is rendered here as the tool result the model reads (SPEC.md 5.1 shapes).
+//! whose outcome is rendered here as the tool result the model reads (`{"status", ...}`).
 
 use std::time::Duration;
 

@@ -98,8 +98,9 @@ struct Directive<'a> {
     message: &'a str,
 }
 
-/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case, the `@` optional:
-/// in a chat, `@caid` is a mention that wakes caid too, which a demo may not want).
+/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case, the `@` optional).
+/// In a chat, `@snark ask @caid: ...` does not wake caid: the message is addressed to snark
+/// (see `dispatcher::activation`).
 fn parse_directive(text: &str) -> Option<Directive<'_>> {
     let (keyword, rest) = text.split_once(' ')?;
     let wait = if keyword.eq_ignore_ascii_case("ask") {
@@ -183,7 +184,7 @@ mod tests {
         assert_eq!(
             parse_directive("ask caid: x"),
             ask("caid", "x"),
-            "the @ is optional, so the target need not be mentioned (and woken)"
+            "the @ is optional"
         );
         assert_eq!(parse_directive("ask @caid x"), None);
         assert_eq!(parse_directive("ask @caid: "), None);

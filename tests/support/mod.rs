@@ -10,4 +10,5 @@ pub mod fake_openai;
 pub mod fake_slack;
 pub mod gateway;
 pub mod process;
+pub mod raw_http;
 pub mod turns;

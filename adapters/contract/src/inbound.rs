@@ -79,6 +79,11 @@ pub struct InboundEvent {
     pub text: String,
     /// Structural mentions (platform user ids), in order of appearance.
     pub mentions: Vec<UserId>,
+    /// How many of [`InboundEvent::mentions`] open the text, before any other word: the people
+    /// the message is addressed to. The rest are named in its body (`@snark ask @caid: ...` is
+    /// for snark, about caid). 0 when the message opens with a word, or the adapter cannot tell.
+    #[serde(default)]
+    pub leading_mentions: usize,
     /// `@everyone`, `@here`, `@_all` and the like.
     pub mentions_everyone: bool,
     /// The message this one replies to, if any.
@@ -117,6 +122,7 @@ impl InboundEvent {
             sender,
             text: text.into(),
             mentions: Vec::new(),
+            leading_mentions: 0,
             mentions_everyone: false,
             reply_to: None,
             reply_to_author: None,

@@ -112,7 +112,7 @@ pub fn message(
     }
     let author = &msg.author;
     let author_id = author.id.to_string();
-    // Webhook posts are bot-authored for baton's purposes (SPEC.md step 7): an integration or
+    // Webhook posts are bot-authored for baton's purposes (pipeline step 7): an integration or
     // another gateway's relay must not wake bots unless the chat allows it.
     let is_bot = author.bot || msg.webhook_id.is_some();
     let name = msg

@@ -43,7 +43,7 @@ use crate::api::{Api, ApiError, BotInfo};
 use crate::outbound::Posted;
 
 /// Feishu's limit as baton uses it: a text message may be 150 KB, but long posts are hard to
-/// read, and SPEC.md splits Feishu replies at 4000 characters.
+/// read, and baton splits Feishu replies at 4000 characters.
 pub const FEISHU_MAX_MESSAGE_CHARS: usize = 4000;
 /// Feishu's Open Platform (China).
 pub const FEISHU_API_URL: &str = "https://open.feishu.cn";

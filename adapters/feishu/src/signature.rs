@@ -4,7 +4,7 @@
 //! The signature is plain SHA-256 (not an HMAC) of `timestamp + nonce + encrypt_key + raw body`,
 //! hex-encoded, and Feishu sends it only when the app has an Encrypt Key (Go SDK
 //! `event/event.go`, Python SDK `_verify_sign`). It is checked over the raw bytes before the body
-//! is parsed, in constant time, with the 5-minute window on the timestamp that SPEC.md asks of
+//! is parsed, in constant time, with the 5-minute window on the timestamp that baton asks of
 //! every webhook. The verification token sits in the event itself (`header.token` in schema 2.0,
 //! `token` in 1.0 and in `url_verification`), so it is checked after decryption.
 

@@ -1,11 +1,11 @@
 //! Which `[[accounts]]` keys belong to which platform and mode: one table, [`KEYS`], read by
-//! the checks in `accounts.rs` (SPEC.md section 3, "Account keys per platform").
+//! the checks in `accounts.rs`.
 //!
 //! Each entry says, per platform and mode, whether the key is required, optional or unused,
 //! and reads the key's value out of an [`AccountConfig`] typed by what it must look like. A
 //! key no mode of the platform uses belongs to another platform: an error. A key only
 //! *another mode* of the platform uses is accepted and ignored, so an account can carry both
-//! modes' keys and switch with one line (SPEC.md's own Slack example does).
+//! modes' keys and switch with one line (the Slack example in `config/baton.example.toml` does).
 
 use baton_contract::Platform;
 

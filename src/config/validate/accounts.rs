@@ -2,7 +2,7 @@
 //! keys of its platform and mode (the table is in `account_keys.rs`).
 //!
 //! A key that belongs to the account's platform but not to its current mode is accepted: the
-//! SPEC.md section 3 example puts `signing_secret_env` (events mode) on a socket-mode Slack
+//! Slack example puts `signing_secret_env` (events mode) on a socket-mode Slack
 //! account, and a user copying it must not fail `baton check`. Such a key is never read, so its
 //! variable need not be set; its value must still be a variable's *name*, since a secret pasted
 //! into the file is a leak whether or not baton reads it. A key of another platform is an error.
@@ -265,9 +265,9 @@ platform = "local"
         assert!(problems.is_empty(), "{problems:#?}");
     }
 
-    /// The `[[accounts]]` block of SPEC.md section 3, verbatim: socket mode, with the
+    /// A Slack `[[accounts]]` block as users copy it: socket mode, with the
     /// events-mode `signing_secret_env` alongside.
-    const SPEC_ACCOUNT: &str = r#"
+    const COPIED_ACCOUNT: &str = r#"
 [[bots]]
 id = "snark"
 backend = "echo"
@@ -288,11 +288,11 @@ api_url = "https://slack.com/api"     # every platform's base URL can be overrid
             matches!(name, "SNARK_SLACK_APP_TOKEN" | "SNARK_SLACK_BOT_TOKEN")
                 .then(|| "xoxb-or-xapp".to_owned())
         };
-        if let Err(problems) = Config::from_toml(SPEC_ACCOUNT, Path::new("."), &socket_only) {
+        if let Err(problems) = Config::from_toml(COPIED_ACCOUNT, Path::new("."), &socket_only) {
             panic!("{problems:#?}");
         }
         // Switched to events mode, the signing secret is read, so it must be set.
-        let events = SPEC_ACCOUNT.replace("mode = \"socket\"", "mode = \"events\"");
+        let events = COPIED_ACCOUNT.replace("mode = \"socket\"", "mode = \"events\"");
         let problems = Config::from_toml(&events, Path::new("."), &socket_only).unwrap_err();
         assert_eq!(
             keys(&problems),

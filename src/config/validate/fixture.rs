@@ -36,6 +36,10 @@ api_token_env = "BATON_API_TOKEN"
 
 [lanes]
 nested = 0
+max_queued_per_session = 0
+
+[local]
+room_log_messages = 0
 
 [limits]
 max_ping_pong_turns = 9

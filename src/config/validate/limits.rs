@@ -1,11 +1,14 @@
-//! The gateway-wide sections: `[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]` and
-//! `[chains]`. Mostly numbers that must leave room for work (a lane of 0 never runs a turn, a
+//! The gateway-wide sections: `[gateway]`, `[lanes]`, `[local]`, `[limits]`, `[agent_to_agent]`
+//! and `[chains]`. Mostly numbers that must leave room for work (a lane of 0 never runs a turn, a
 //! budget of 0 refuses everything), plus the bots the sections name.
 
 use std::net::SocketAddr;
 
 use super::super::Config;
 use super::Checker;
+
+/// Below this an ordinary MCP client's `initialize` does not fit.
+const MIN_MCP_INIT_BYTES: usize = 1024;
 
 impl Checker<'_> {
     pub(super) fn gateway(&mut self, config: &Config) {
@@ -31,8 +34,8 @@ impl Checker<'_> {
             self.env_var(
                 "gateway.api_token_env",
                 name,
-                "the bearer token for /v1 and /api (or remove the key: without it only \
-                 loopback clients are served)",
+                "the bearer token for /v1, /api, /mcp and /metrics (or remove the key: \
+                 without it only clients on this machine are served)",
             );
         }
         let token = &gateway.silent_token;
@@ -54,6 +57,49 @@ impl Checker<'_> {
             gateway.turn_timeout_seconds,
             " (seconds a turn may run)",
         );
+        for (key, value, hint) in [
+            (
+                "gateway.header_timeout_seconds",
+                gateway.header_timeout_seconds,
+                " (seconds a client has to send its request headers)",
+            ),
+            (
+                "gateway.idle_timeout_seconds",
+                gateway.idle_timeout_seconds,
+                " (seconds a kept-alive connection may wait for its next request)",
+            ),
+            (
+                "gateway.body_timeout_seconds",
+                gateway.body_timeout_seconds,
+                " (seconds a request body may take to arrive)",
+            ),
+            (
+                "gateway.max_connections",
+                gateway.max_connections as u64,
+                ": with no room no request is served",
+            ),
+            (
+                "gateway.mcp_max_sessions",
+                gateway.mcp_max_sessions as u64,
+                " (MCP sessions open at once; 0 would refuse every MCP client)",
+            ),
+            (
+                "gateway.mcp_session_idle_seconds",
+                gateway.mcp_session_idle_seconds,
+                " (seconds an unused MCP session lives)",
+            ),
+        ] {
+            self.at_least_one(key, value, hint);
+        }
+        if gateway.mcp_max_init_bytes < MIN_MCP_INIT_BYTES {
+            self.report(
+                "gateway.mcp_max_init_bytes",
+                format!(
+                    "must be at least {MIN_MCP_INIT_BYTES}: an MCP client's `initialize` request \
+                     (its name, version and capabilities) needs that much room"
+                ),
+            );
+        }
     }
 
     pub(super) fn lanes(&mut self, config: &Config) {
@@ -69,6 +115,39 @@ impl Checker<'_> {
                 value as u64,
                 ": a lane with no room never runs a turn",
             );
+        }
+        for (name, value) in [
+            ("max_queued", lanes.max_queued),
+            ("max_queued_per_session", lanes.max_queued_per_session),
+        ] {
+            self.at_least_one(
+                &format!("lanes.{name}"),
+                value as u64,
+                ": with no room to wait, a message that arrives while a turn runs is refused",
+            );
+        }
+    }
+
+    pub(super) fn local(&mut self, config: &Config) {
+        let local = &config.local;
+        for (name, value, hint) in [
+            (
+                "max_rooms",
+                local.max_rooms,
+                ": a hub with no room takes no post",
+            ),
+            (
+                "room_log_messages",
+                local.room_log_messages,
+                ": a room must show at least its last message",
+            ),
+            (
+                "max_message_bytes",
+                local.max_message_bytes,
+                " (bytes a person may post in one message)",
+            ),
+        ] {
+            self.at_least_one(&format!("local.{name}"), value as u64, hint);
         }
     }
 
@@ -202,6 +281,8 @@ mod tests {
                 "gateway.silent_token",
                 "gateway.api_token_env",
                 "lanes.nested",
+                "lanes.max_queued_per_session",
+                "local.room_log_messages",
                 "limits.max_ping_pong_turns",
                 "limits.send_per_pair_per_minute",
                 "agent_to_agent.allow[1]",

@@ -7,11 +7,12 @@
 //! [`Config::from_toml`].
 //!
 //! One file per group of sections, each adding its methods to the one [`Checker`]:
-//! `limits.rs` (`[gateway]`, `[lanes]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
+//! `limits.rs` (`[gateway]`, `[lanes]`, `[local]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
 //! (`[[bots]]` and `[backends]`), `accounts.rs` (`[[accounts]]`, with the table of platform keys
-//! in `account_keys.rs`), `chats.rs` and `schedule.rs` (heartbeats, cron entries,
-//! `gateway.timezone`). The checks they share (an `_env` key, a glob, a URL, a
-//! duplicate, a reference to a bot) live here, so every section words them the same way.
+//! in `account_keys.rs`), `chats.rs`, `schedule.rs` (heartbeats, cron entries,
+//! `gateway.timezone`) and `retention.rs` (`[store]`, `[retention]`). The checks they share
+//! (an `_env` key, a glob, a URL, a duplicate, a reference to a bot) live here, so every
+//! section words them the same way.
 //!
 //! No message ever contains a secret: an `_env` key is reported by the variable's *name*, and a
 //! value that looks like a pasted secret instead of a name is never echoed back.
@@ -23,6 +24,7 @@ mod chats;
 #[cfg(test)]
 mod fixture;
 mod limits;
+mod retention;
 mod schedule;
 
 use std::collections::HashMap;
@@ -45,6 +47,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     };
     check.gateway(config);
     check.lanes(config);
+    check.local(config);
     check.limits(config);
     check.bots(config);
     check.backends(config);
@@ -53,6 +56,8 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.agent_to_agent(config);
     check.chains(config);
     check.schedules(config);
+    check.store(config);
+    check.retention(config);
     check.problems
 }
 
@@ -287,6 +292,27 @@ mod tests {
             .find(|p| p.key == "accounts[1].bot_token_env")
             .expect("a pasted secret is reported");
         assert!(pasted.message.contains("environment variable"), "{pasted}");
+    }
+
+    #[test]
+    fn connection_and_mcp_limits_must_leave_room() {
+        let text = "[gateway]\nheader_timeout_seconds = 0\nidle_timeout_seconds = 0\n\
+                    body_timeout_seconds = 0\nmax_connections = 0\nmcp_max_sessions = 0\n\
+                    mcp_max_init_bytes = 100\nmcp_session_idle_seconds = 0\n";
+        let problems = validate(&parse(text), &no_env);
+        assert_eq!(
+            keys(&problems),
+            [
+                "gateway.header_timeout_seconds",
+                "gateway.idle_timeout_seconds",
+                "gateway.body_timeout_seconds",
+                "gateway.max_connections",
+                "gateway.mcp_max_sessions",
+                "gateway.mcp_session_idle_seconds",
+                "gateway.mcp_max_init_bytes",
+            ]
+        );
+        assert!(validate(&parse("[gateway]\nmax_connections = 8\n"), &no_env).is_empty());
     }
 
     #[test]

@@ -1,4 +1,4 @@
--- Schema version 2: bot-to-bot deliveries (sessions_send), SPEC.md section 5.1.
+-- Schema version 2: bot-to-bot deliveries (sessions_send).
 -- One row per send, refused ones included, so `baton deliveries` shows every guard decision.
 --   state:  queued -> running -> delivered | failed | timed_out ; or refused at once
 --   mode:   wait (the sender waits up to its timeout) | fire (timeout_seconds = 0)

@@ -1,4 +1,4 @@
--- Schema version 3: escalations (`escalate_to_user`, `resolve_agent_approval`), SPEC.md 5.3.
+-- Schema version 3: escalations (`escalate_to_user`, `resolve_agent_approval`).
 -- One row per question or approval request a bot put to the humans of a conversation.
 --   id:     q-xxxxxx (question) | ap-xxxxxx (approval): short, because people type them
 --   state:  pending -> answered (question) | approved | denied (approval) ; failed when the

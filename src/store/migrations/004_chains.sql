@@ -1,4 +1,4 @@
--- Schema version 4: chains (SPEC.md 5.4), ordered turn-taking among bots.
+-- Schema version 4: chains, ordered turn-taking among bots.
 -- One row per chain, and one row per thing said or done in it.
 --   id:           ch-xxxxxx: short, because people type it (`/baton chain close ch-7kq2xd`)
 --   coordinator:  the bot steering it with the chain_* tools; NULL when baton itself coordinates

@@ -1,4 +1,4 @@
--- Schema version 6: scheduled turns (heartbeats and cron entries), SPEC.md 4.1.
+-- Schema version 6: scheduled turns (heartbeats and cron entries).
 -- (Versions 4, chains, and 5, pairing, come from the `chains` branch; they merge in order.)
 -- One row per bot per job, so a restart neither fires every heartbeat at once nor forgets a
 -- cron slot, and a heartbeat that says the same thing twice is caught across restarts.

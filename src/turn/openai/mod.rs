@@ -65,7 +65,7 @@ impl OpenAiSettings {
     }
 
     /// Settings whose base URL is `configured` if set, else `$OPENAI_BASE_URL`, else the default
-    /// (SPEC section 3). The environment is read here, once; the rule is [`Self::resolve_base_url`].
+    ///. The environment is read here, once; the rule is [`Self::resolve_base_url`].
     pub fn from_config(configured: Option<&str>, model: impl Into<String>) -> Self {
         let env = std::env::var("OPENAI_BASE_URL").ok();
         Self::new(Self::resolve_base_url(configured, env.as_deref()), model)

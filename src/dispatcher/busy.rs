@@ -1,0 +1,51 @@
+//! Step 9, refused: the bot's lane or its session already has its maximum of turns waiting
+//! (`[lanes] max_queued`, `max_queued_per_session`). Waiting turns hold memory, so past that
+//! point a message is refused rather than queued, and never silently: the refusal is counted,
+//! written to the bot's transcript as a failure (with the words, so nothing is lost), and the
+//! chat is told once a minute at most, so a flood does not turn into a flood of notices.
+
+use serde_json::json;
+
+use super::{DropReason, Handled, Inbound, turn_step};
+use crate::engine::Services;
+use crate::lanes::QueueFull;
+use crate::metrics;
+use crate::mirror::Journal;
+use crate::store::EntryKind;
+
+/// What the chat is told.
+pub(crate) const BUSY_NOTICE: &str =
+    "I'm busy with earlier messages and can't take this one now; please try again in a minute.";
+
+/// Refuse the turn for `inbound`: count it, record it, tell the chat (rate-limited).
+pub(super) async fn refuse(
+    shared: &Services,
+    inbound: &Inbound<'_>,
+    journal: &Journal,
+    full: QueueFull,
+) -> Handled {
+    let reason = full.as_str();
+    shared.metrics().add(&metrics::QUEUE_REFUSALS, reason);
+    let chat = Some(inbound.settings_key.clone());
+    shared.metrics().refused("lanes", reason, chat);
+    let event = &inbound.event;
+    tracing::warn!(
+        bot = inbound.bot(), chat = %event.chat, message = %event.message_id, %full,
+        "turn refused: the queue is full"
+    );
+    let text = format!(
+        "message {} from {} was not answered: {full}",
+        event.message_id, inbound.speaker.label
+    );
+    let meta = json!({
+        "stage": "lanes",
+        "refused": reason,
+        "message_id": event.message_id,
+        "text": event.text,
+    });
+    journal.bot_did(EntryKind::Failure, &text, meta).await;
+    if shared.busy_notices().check(&inbound.settings_key).is_ok() {
+        turn_step::notice(shared, inbound, BUSY_NOTICE).await;
+    }
+    Handled::Dropped(DropReason::Busy(full))
+}

@@ -1,0 +1,302 @@
+//! Deleting old rows ([`Store::prune`]): `[retention]` hourly in `baton run`, and `baton prune`.
+//!
+//! Transcripts are kept by design; this is the operator's choice, table by table. Each rule
+//! deletes only what no live flow can still need:
+//!
+//! - nothing younger than [`MIN_AGE_MS`] (the dedupe window) goes, whatever the date asked for:
+//!   a replayed event or a retried send recognises itself by rows that young;
+//! - deliveries still queued or running, or whose outcome is still to be pushed to the sender
+//!   (`notify = pending`), stay;
+//! - open chains stay, and a closed chain goes with its messages, by when it closed;
+//! - pairing: only requests never approved go (an approval is a standing grant, not a log);
+//! - history: a chat's buffer and its bots' cursors go together, once its newest message is
+//!   older than the date (a chat quiet that long).
+//!
+//! The inbox, dedupe keys and posts begun (`sends`) are not touched here: the inbox empties as
+//! events finish, and the others expire by their own clock (`dedupe.rs`). Rows go in chunks of
+//! [`CHUNK`], one writer job each, so live writes interleave with a large prune instead of
+//! waiting behind it.
+
+use rusqlite::Connection;
+
+use super::{DEDUPE_TTL_MS, Store, StoreError};
+
+/// The youngest a row may be and still be pruned, in milliseconds.
+pub const MIN_AGE_MS: i64 = DEDUPE_TTL_MS;
+
+/// Rows (or, for history, chats) deleted per writer job.
+const CHUNK: i64 = 2000;
+
+/// A table `[retention]` and `baton prune` can prune.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PruneTable {
+    /// Transcript entries, by when they were written.
+    Transcripts,
+    /// Admin command audit rows, by when the command ran.
+    Audit,
+    /// Settled bot-to-bot deliveries, by when they were sent.
+    Deliveries,
+    /// Closed chains and their messages, by when they closed.
+    Chains,
+    /// Pairing requests never approved, by when they were made.
+    Pairing,
+    /// History buffers and cursors of chats whose newest message is older than the date.
+    History,
+}
+
+impl PruneTable {
+    /// Every table, in the order they are pruned.
+    pub const ALL: [PruneTable; 6] = [
+        PruneTable::Transcripts,
+        PruneTable::Audit,
+        PruneTable::Deliveries,
+        PruneTable::Chains,
+        PruneTable::Pairing,
+        PruneTable::History,
+    ];
+
+    /// The name used in config keys, on the command line and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PruneTable::Transcripts => "transcripts",
+            PruneTable::Audit => "audit",
+            PruneTable::Deliveries => "deliveries",
+            PruneTable::Chains => "chains",
+            PruneTable::Pairing => "pairing",
+            PruneTable::History => "history",
+        }
+    }
+
+    /// Deletes one chunk of rows older than `before` (ms); returns how many rows went.
+    fn delete_chunk(self, conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+        let sql = match self {
+            PruneTable::Transcripts => {
+                "DELETE FROM transcript WHERE id IN
+                    (SELECT id FROM transcript WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)"
+            }
+            PruneTable::Audit => {
+                "DELETE FROM audit WHERE id IN
+                    (SELECT id FROM audit WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)"
+            }
+            PruneTable::Deliveries => {
+                "DELETE FROM deliveries WHERE run_id IN
+                    (SELECT run_id FROM deliveries
+                     WHERE created_ms < ?1 AND state NOT IN ('queued', 'running')
+                       AND notify <> 'pending'
+                     LIMIT ?2)"
+            }
+            PruneTable::Pairing => {
+                "DELETE FROM pairing WHERE rowid IN
+                    (SELECT rowid FROM pairing WHERE approved = 0 AND created_ms < ?1 LIMIT ?2)"
+            }
+            PruneTable::Chains => return delete_closed_chains(conn, before),
+            PruneTable::History => return delete_idle_history(conn, before),
+        };
+        conn.prepare_cached(sql)?.execute((before, CHUNK))
+    }
+}
+
+/// A chain's messages reference it, so they go first, for the same chains.
+fn delete_closed_chains(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+    let ids: Vec<String> = conn
+        .prepare_cached(
+            "SELECT id FROM chains
+             WHERE state <> 'open' AND coalesce(closed_ms, created_ms) < ?1 LIMIT ?2",
+        )?
+        .query_map((before, CHUNK), |row| row.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut deleted = 0;
+    for id in &ids {
+        deleted += conn
+            .prepare_cached("DELETE FROM chain_messages WHERE chain = ?1")?
+            .execute([id])?;
+        deleted += conn
+            .prepare_cached("DELETE FROM chains WHERE id = ?1")?
+            .execute([id])?;
+    }
+    Ok(deleted)
+}
+
+/// A cursor only says which history rows a bot has seen; with its chat's rows gone it says
+/// nothing (row ids are never reused), so it goes too.
+fn delete_idle_history(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+    let rows = conn
+        .prepare_cached(
+            "DELETE FROM history WHERE chat_key IN
+                (SELECT chat_key FROM history GROUP BY chat_key HAVING max(ts_ms) < ?1 LIMIT ?2)",
+        )?
+        .execute((before, CHUNK))?;
+    let cursors = conn
+        .prepare_cached(
+            "DELETE FROM history_cursors
+             WHERE chat_key NOT IN (SELECT DISTINCT chat_key FROM history)",
+        )?
+        .execute([])?;
+    Ok(rows + cursors)
+}
+
+impl Store {
+    /// Deletes `table`'s rows older than `before_ms` that no live flow needs (see the module
+    /// doc), never any younger than [`MIN_AGE_MS`] before `now_ms`. Returns how many rows went.
+    pub async fn prune(
+        &self,
+        table: PruneTable,
+        before_ms: i64,
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let before = before_ms.min(now_ms - MIN_AGE_MS);
+        let mut total = 0;
+        loop {
+            let deleted = self
+                .write(move |conn| table.delete_chunk(conn, before))
+                .await?;
+            if deleted == 0 {
+                return Ok(total);
+            }
+            total += deleted as u64;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: i64 = 24 * 60 * 60 * 1000;
+    const NOW: i64 = 400 * DAY;
+
+    async fn count(store: &Store, sql: &'static str) -> i64 {
+        store
+            .read(move |c| c.query_row(sql, [], |r| r.get(0)))
+            .await
+            .unwrap()
+    }
+
+    async fn exec(store: &Store, sql: &'static str) {
+        store.write(move |c| c.execute_batch(sql)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn nothing_younger_than_the_dedupe_window_goes_whatever_the_date() {
+        let store = Store::open(":memory:").await.unwrap();
+        // One row an hour old, one two days old.
+        store
+            .write(|c| {
+                for ts in [NOW - DAY / 24, NOW - 2 * DAY] {
+                    c.execute(
+                        "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
+                         VALUES (?1, 'cli', '-', 'u', 'c', 'ok')",
+                        [ts],
+                    )?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let gone = store.prune(PruneTable::Audit, NOW, NOW).await.unwrap();
+        assert_eq!(gone, 1);
+        assert_eq!(count(&store, "SELECT count(*) FROM audit").await, 1);
+    }
+
+    #[tokio::test]
+    async fn live_deliveries_open_chains_and_approved_pairings_stay() {
+        let store = Store::open(":memory:").await.unwrap();
+        exec(
+            &store,
+            "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session,
+                 message, depth, mode, state, notify, created_ms) VALUES
+             ('done', 'a', 's', 'b', 't', 'm', 1, 'wait', 'delivered', 'none', 1000),
+             ('queued', 'a', 's', 'b', 't', 'm', 1, 'wait', 'queued', 'none', 1000),
+             ('running', 'a', 's', 'b', 't', 'm', 1, 'wait', 'running', 'none', 1000),
+             ('notify', 'a', 's', 'b', 't', 'm', 1, 'fire', 'delivered', 'pending', 1000);
+             INSERT INTO chains (id, name, participants, state, origin_platform, origin_chat,
+                 origin_account, started_by, created_ms, closed_ms) VALUES
+             ('closed', 'n', '[]', 'completed', 'local', 'c', 'a', 'u', 1000, 2000),
+             ('open', 'n', '[]', 'open', 'local', 'c', 'a', 'u', 1000, NULL);
+             INSERT INTO chain_messages (chain, turn, sender, kind, content, ts_ms) VALUES
+             ('closed', 1, 'a', 'post', 'x', 1500), ('open', 1, 'a', 'post', 'y', 1500);
+             INSERT INTO pairing (platform, user, code, approved, created_ms) VALUES
+             ('slack', 'old', 'AAAA', 0, 1000), ('slack', 'friend', 'BBBB', 1, 1000);",
+        )
+        .await;
+        let p = |t| store.prune(t, NOW, NOW);
+        assert_eq!(p(PruneTable::Deliveries).await.unwrap(), 1);
+        assert_eq!(
+            p(PruneTable::Chains).await.unwrap(),
+            2,
+            "a chain and its message"
+        );
+        assert_eq!(p(PruneTable::Pairing).await.unwrap(), 1);
+        let left = |sql| count(&store, sql);
+        assert_eq!(
+            left("SELECT count(*) FROM deliveries WHERE run_id <> 'done'").await,
+            3
+        );
+        assert_eq!(left("SELECT count(*) FROM deliveries").await, 3);
+        assert_eq!(
+            left("SELECT count(*) FROM chains WHERE id = 'open'").await,
+            1
+        );
+        assert_eq!(left("SELECT count(*) FROM chain_messages").await, 1);
+        assert_eq!(
+            left("SELECT count(*) FROM pairing WHERE user = 'friend'").await,
+            1
+        );
+        assert_eq!(left("SELECT count(*) FROM pairing").await, 1);
+    }
+
+    #[tokio::test]
+    async fn idle_chats_lose_history_and_cursors_busy_ones_keep_them() {
+        let store = Store::open(":memory:").await.unwrap();
+        exec(
+            &store,
+            "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms) VALUES
+             ('quiet', 'm1', 'u', 'u', 'old', 1000),
+             ('busy', 'm2', 'u', 'u', 'old', 1000),
+             ('busy', 'm3', 'u', 'u', 'new', 399 * 86400000);
+             INSERT INTO history_cursors (chat_key, bot, last_id) VALUES
+             ('quiet', 'b', 1), ('busy', 'b', 2);",
+        )
+        .await;
+        let gone = store
+            .prune(PruneTable::History, NOW - 7 * DAY, NOW)
+            .await
+            .unwrap();
+        assert_eq!(gone, 2, "the quiet chat's row and cursor");
+        assert_eq!(
+            count(
+                &store,
+                "SELECT count(*) FROM history WHERE chat_key = 'busy'"
+            )
+            .await,
+            2,
+            "a busy chat keeps even its old rows (history_limit bounds it)"
+        );
+        assert_eq!(
+            count(&store, "SELECT count(*) FROM history_cursors").await,
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_prune_goes_in_chunks() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .write(|c| {
+                let mut insert = c.prepare(
+                    "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
+                     VALUES (1000, 'cli', '-', 'u', 'c', 'ok')",
+                )?;
+                for _ in 0..(2 * CHUNK + 5) {
+                    insert.execute([])?;
+                }
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let before = store.commits();
+        let gone = store.prune(PruneTable::Audit, NOW, NOW).await.unwrap();
+        assert_eq!(gone, (2 * CHUNK + 5) as u64);
+        assert!(store.commits() - before >= 3, "one commit per chunk");
+    }
+}

@@ -1,0 +1,216 @@
+//! Connections that could pin the gateway: slow headers, idle keep-alive, a trickling body, more
+//! connections than the cap; and the dual-stack listener. Real sockets against a real gateway.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use baton::config::Config;
+use baton::gateway::{Gateway, ScheduleClock, StartOptions};
+use support::gateway::{DEADLINE, TestGateway, temp_db};
+use support::process::eventually;
+use support::raw_http::{read_response, request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One echo bot; `extra` goes into `[gateway]`.
+fn config(extra: &str) -> String {
+    format!(
+        r#"
+[gateway]
+drain_seconds = 5
+{extra}
+
+[[bots]]
+id = "snark"
+backend = "echo"
+
+[chats_default]
+group_policy = "open"
+dm_policy = "open"
+"#
+    )
+}
+
+fn addr(gw: &TestGateway) -> SocketAddr {
+    gw.gateway.addr().expect("listening")
+}
+
+/// Wait until the server closes `stream` (a read returns end-of-file or a reset); how long it
+/// took. Anything the server sends first is read and ignored.
+async fn closed_after(stream: &mut TcpStream) -> Duration {
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .expect("the server closed the connection");
+    started.elapsed()
+}
+
+#[tokio::test]
+async fn a_slow_header_connection_is_closed_within_the_header_timeout_while_healthz_answers() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config("header_timeout_seconds = 1"), &db).await;
+
+    let mut slow = TcpStream::connect(addr(&gw)).await.unwrap();
+    slow.write_all(b"GET /healthz HT").await.unwrap();
+    let opened = Instant::now();
+
+    let health = gw
+        .http
+        .get(format!("{}/healthz", gw.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.text().await.unwrap(), "ok");
+
+    closed_after(&mut slow).await;
+    let held = opened.elapsed();
+    assert!(
+        held < Duration::from_secs(3),
+        "held {held:?} with a 1 s header timeout"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(
+        &config("idle_timeout_seconds = 1\nheader_timeout_seconds = 30"),
+        &db,
+    )
+    .await;
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let host = addr(&gw).to_string();
+    let first = format!("GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    stream.write_all(first.as_bytes()).await.unwrap();
+    // The whole response of the first request (2 bytes of body), then nothing more.
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 512];
+    while !answer.ends_with(b"ok") {
+        let n = tokio::time::timeout(DEADLINE, stream.read(&mut buf))
+            .await
+            .expect("an answer")
+            .unwrap();
+        assert_ne!(n, 0, "closed before answering");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let idle = closed_after(&mut stream).await;
+    assert!(
+        idle < Duration::from_secs(3),
+        "idle for {idle:?} with a 1 s idle timeout"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_trickling_body_is_cut_at_the_body_deadline() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config("body_timeout_seconds = 1"), &db).await;
+    let mut stream = TcpStream::connect(addr(&gw)).await.unwrap();
+    let head = format!(
+        "POST /api/local/rooms/lobby/messages HTTP/1.1\r\nHost: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"sender\":",
+        addr(&gw)
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let response = read_response(&mut stream).await;
+    assert_eq!(response.status, 400, "{response:?}");
+    assert!(
+        response.body.contains("gateway.body_timeout_seconds"),
+        "{response:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(gw.messages("lobby").await.is_empty());
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn at_the_connection_cap_healthz_answers_and_other_routes_are_refused_with_a_reason() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(
+        &config("max_connections = 3\nheader_timeout_seconds = 60"),
+        &db,
+    )
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(addr(&gw)).await.unwrap());
+    }
+    let host = addr(&gw).to_string();
+    let refused = eventually(DEADLINE, "a request over the cap is refused", || async {
+        let response = request(addr(&gw), "GET", "/v1/models", &[("Host", &host)], None).await;
+        (response.status == 503).then_some(response)
+    })
+    .await;
+    assert!(
+        refused.body.contains("gateway.max_connections"),
+        "{refused:?}"
+    );
+    assert_eq!(refused.header("retry-after"), Some("5"), "{refused:?}");
+
+    let health = request(addr(&gw), "GET", "/healthz", &[("Host", &host)], None).await;
+    assert_eq!(health.status, 200, "{health:?}");
+    assert_eq!(health.body, "ok");
+    let ready = request(addr(&gw), "GET", "/readyz", &[("Host", &host)], None).await;
+    assert_eq!(ready.status, 200, "{ready:?}");
+
+    // The idle ones go away; the full service is back.
+    drop(idle);
+    eventually(
+        DEADLINE,
+        "the full service after the cap clears",
+        || async {
+            let response = request(addr(&gw), "GET", "/v1/models", &[("Host", &host)], None).await;
+            (response.status == 200).then_some(())
+        },
+    )
+    .await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_dual_stack_listener_serves_ipv4_loopback_clients() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped: this machine has no IPv6 loopback");
+        return;
+    }
+    let (_dir, db) = temp_db();
+    let config = Config::from_toml(&config(""), Path::new("."), &|_| None).unwrap();
+    let options = StartOptions {
+        listen: Some("[::]:0".into()),
+        database: Some(db.to_string_lossy().into_owned()),
+        serve_http: true,
+        clock: ScheduleClock::Manual,
+    };
+    let gateway = Gateway::start(config, options)
+        .await
+        .expect("gateway starts");
+    let port = gateway.addr().expect("listening").port();
+    let http = reqwest::Client::new();
+    for base in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://[::1]:{port}"),
+    ] {
+        // /v1 is gated: an IPv4 client arrives as ::ffff:127.0.0.1 and still counts as local.
+        let models = http.get(format!("{base}/v1/models")).send().await.unwrap();
+        assert_eq!(models.status(), 200, "{base}");
+    }
+    gateway.shutdown().await;
+}
