@@ -32,13 +32,14 @@ pub struct Counter {
 const PLATFORMS: &[&str] = &["discord", "feishu", "local", "slack"];
 
 /// Every counter, in the order `/metrics` shows them.
-const ALL: [&Counter; 9] = [
+const ALL: [&Counter; 10] = [
     &EVENTS_IN,
     &DUPLICATES,
     &EVENTS_REFUSED,
     &EVENTS_RECOVERED,
     &TURNS,
     &BOT_MESSAGE_REFUSALS,
+    &QUEUE_REFUSALS,
     &SCHEDULED_RUNS,
     &SCHEDULED_SKIPS,
     &SCHEDULED_SUPPRESSED,

@@ -49,3 +49,29 @@ pub(super) async fn refuse(
     }
     Handled::Dropped(DropReason::Busy(full))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lanes::Lane;
+
+    /// `/metrics` shows a zero series for every reason from the start only if the counter knows
+    /// each reason this step counts.
+    #[test]
+    fn every_refusal_reason_is_a_known_metrics_label() {
+        let reasons = [
+            QueueFull::Lane {
+                lane: Lane::Main,
+                max: 1,
+            },
+            QueueFull::Session { max: 1 },
+        ];
+        for full in reasons {
+            assert!(
+                metrics::QUEUE_REFUSALS.known.contains(&full.as_str()),
+                "{} is not listed in QUEUE_REFUSALS.known",
+                full.as_str()
+            );
+        }
+    }
+}
