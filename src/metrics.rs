@@ -138,7 +138,7 @@ pub static SCHEDULED_SUPPRESSED: Counter = Counter {
 /// Counts by (metric name, label value), each with its counter's description.
 type Counts = BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>;
 
-/// The gateway's counters. One per gateway, in `Shared`.
+/// The gateway's counters. One per gateway, in the engine's `Services`.
 #[derive(Default)]
 pub struct Metrics {
     counts: Mutex<Counts>,

@@ -8,9 +8,10 @@ mod support;
 use std::time::Duration;
 
 use baton::dispatcher::Handled;
+use baton::engine::Caller;
 use baton::session::SessionKey;
 use baton::store::{Escalation, EscalationKind, EscalationQuery, EscalationState, Store};
-use baton::tools::{AgentTools, Caller};
+use baton::tools::AgentTools;
 use baton::turn::{ToolCall, ToolExecutor};
 use baton_contract::{ChatKind, InboundEvent, MessageId, Platform, Sender};
 use serde_json::{Value, json};

@@ -155,7 +155,7 @@ impl Rig {
 
     async fn wait_connected(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let roster = &self.gateway.dispatcher().shared().roster;
+        let roster = &self.gateway.dispatcher().shared().roster();
         while !roster
             .accounts()
             .iter()

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use baton_contract::InboundKind;
 
-use super::{AdminCommand, AfterAnswer, Answer, resolve_bot};
+use super::{AdminCommand, AdminError, AfterAnswer, Answer, Invocation, resolve_bot};
 use crate::chains::{self, Opening, Place, Start};
-use crate::dispatcher::{Inbound, Shared};
+use crate::engine::Services;
 use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
 
 /// How many log entries `chain status ID` shows.
@@ -21,14 +21,14 @@ const STATUS_TAIL: usize = 10;
 
 /// Start a chain of `participants` on `topic` in this chat.
 pub(super) async fn start(
-    shared: &Arc<Shared>,
-    inbound: &Inbound<'_>,
+    shared: &Arc<Services>,
+    inbound: &Invocation<'_>,
     participants: &[String],
     topic: &str,
-) -> Result<Answer, String> {
+) -> Result<Answer, AdminError> {
     let event = &inbound.event;
     // `baton check` made sure a configured coordinator may use chain_pass and chain_close.
-    let coordinator = shared.config.chains.coordinator.clone();
+    let coordinator = shared.config().chains.coordinator.clone();
     let mut bots = Vec::with_capacity(participants.len());
     for name in participants {
         bots.push(resolve_bot(shared, inbound, Some(name))?);
@@ -42,7 +42,7 @@ pub(super) async fn start(
     };
     let voice = coordinator
         .as_deref()
-        .and_then(|c| shared.roster.account_of_bot(event.platform, c))
+        .and_then(|c| shared.roster().account_of_bot(event.platform, c))
         .map_or_else(|| inbound.account.id.clone(), |a| a.id.clone());
     let start = Start {
         name: topic.to_owned(),
@@ -60,8 +60,8 @@ pub(super) async fn start(
     };
     let chain = chains::start(shared, start)
         .await
-        .map_err(|err| format!("The chain was not started: {err}."))?;
-    let who = &inbound.speaker.name;
+        .map_err(AdminError::ChainNotStarted)?;
+    let who = &inbound.speaker_name;
     let list = chain.participants.join(", ");
     let prompt = format!(
         "{who} started this chain: \"{topic}\". Participants, in the order named: {list}. Give \
@@ -81,14 +81,13 @@ pub(super) async fn start(
 
 /// One chain's state and its latest entries, or the open chains of this chat.
 pub(super) async fn status(
-    shared: &Shared,
-    inbound: &Inbound<'_>,
+    shared: &Services,
+    inbound: &Invocation<'_>,
     id: Option<&str>,
-) -> Result<String, String> {
-    let store = &shared.store;
-    let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
+) -> Result<String, AdminError> {
+    let store = shared.store();
     let Some(id) = id else {
-        let open = store.chains(open_here(inbound)).await.map_err(failed)?;
+        let open = store.chains(open_here(inbound)).await?;
         if open.is_empty() {
             return Ok(
                 "No open chain in this chat. `/baton chain status ID` shows any chain; \
@@ -99,12 +98,10 @@ pub(super) async fn status(
         let lines: Vec<String> = open.iter().map(summary).collect();
         return Ok(format!("Open chains here:\n{}", lines.join("\n")));
     };
-    let Some(chain) = store.chain(id).await.map_err(failed)? else {
-        return Err(format!(
-            "No chain `{id}`; `/baton chain status` lists the open ones here."
-        ));
+    let Some(chain) = store.chain(id).await? else {
+        return Err(AdminError::NoChain(id.to_owned()));
     };
-    let log = store.chain_entries(&chain.id).await.map_err(failed)?;
+    let log = store.chain_entries(&chain.id).await?;
     let mut out = summary(&chain);
     let skip = log.len().saturating_sub(STATUS_TAIL);
     for entry in &log[skip..] {
@@ -115,19 +112,19 @@ pub(super) async fn status(
 
 /// Stop one chain, or every open chain of this chat.
 pub(super) async fn close(
-    shared: &Arc<Shared>,
-    inbound: &Inbound<'_>,
+    shared: &Arc<Services>,
+    inbound: &Invocation<'_>,
     id: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let by = inbound.event.sender.id.to_string();
     let Some(id) = id else {
         let event = &inbound.event;
         let stopped =
             chains::stop_in_chat(shared, event.platform.as_str(), event.chat.as_str(), &by)
                 .await
-                .map_err(|err| err.to_string())?;
+                .map_err(AdminError::Chain)?;
         if stopped.is_empty() {
-            return Err("No open chain in this chat to stop.".to_owned());
+            return Err(AdminError::NothingToStop);
         }
         let ids: Vec<&str> = stopped.iter().map(|c| c.id.as_str()).collect();
         return Ok(format!(
@@ -141,28 +138,34 @@ pub(super) async fn close(
             chain.id
         )),
         Ok(None) => {
-            let state = shared.store.chain(id).await.ok().flatten().map(|c| c.state);
-            Err(format!(
-                "Chain {id} was already {}.",
-                state.map_or("closed", ChainState::as_str)
-            ))
+            let state = shared
+                .store()
+                .chain(id)
+                .await
+                .ok()
+                .flatten()
+                .map(|c| c.state);
+            Err(AdminError::ChainClosed {
+                id: id.to_owned(),
+                state: state.map_or("closed", ChainState::as_str).to_owned(),
+            })
         }
-        Err(err) => Err(format!("{err}.")),
+        Err(err) => Err(AdminError::Chain(err)),
     }
 }
 
 /// Whether a human who is not an admin may run `command` here: only `chain stop`, and only for
 /// chains that post in this chat. A person reading a chain can always stop it.
 pub(crate) async fn may_stop(
-    shared: &Shared,
-    inbound: &Inbound<'_>,
+    shared: &Services,
+    inbound: &Invocation<'_>,
     command: &AdminCommand,
 ) -> bool {
     let AdminCommand::ChainClose(id) = command else {
         return false;
     };
     let open = shared
-        .store
+        .store()
         .chains(open_here(inbound))
         .await
         .unwrap_or_default();
@@ -172,7 +175,7 @@ pub(crate) async fn may_stop(
     }
 }
 
-fn open_here(inbound: &Inbound<'_>) -> ChainQuery {
+fn open_here(inbound: &Invocation<'_>) -> ChainQuery {
     ChainQuery {
         open_in: Some((
             inbound.event.platform.to_string(),

@@ -7,19 +7,43 @@
 
 mod chain;
 mod command;
+mod error;
 mod report;
 
 use std::sync::Arc;
+
+use baton_contract::InboundEvent;
 
 pub(crate) use chain::may_stop;
 pub use command::{
     AdminCommand, HELP, ParseError, TRANSCRIPT_LINES, TRANSCRIPT_MAX_LINES, asks_chain_stop,
     text_command,
 };
+pub(crate) use error::AdminError;
 
-use crate::dispatcher::{DecideError, Decision, Inbound, Resolver, Shared, decide_approval};
+use crate::config::Activation;
+use crate::engine::Services;
+use crate::escalation::{Decision, Resolver, decide_approval};
 use crate::mirror::now_ms;
+use crate::roster::Account;
 use crate::store::{Chain, PairingApproval};
+
+/// Where, how and by whom a command was given: what the commands read of the event that
+/// carried it, and of the chat it came from.
+pub(crate) struct Invocation<'a> {
+    /// The event carrying the command.
+    pub event: &'a InboundEvent,
+    /// The account that received it.
+    pub account: &'a Account,
+    /// The sender's display name.
+    pub speaker_name: &'a str,
+    /// `<platform>:<chat>[:thread:<id>]`: the history buffer and bot chains.
+    pub chat_key: &'a str,
+    /// `<platform>:<chat>`: durable chat settings.
+    pub settings_key: &'a str,
+    /// The chat's configured activation (before `/baton activation`).
+    pub activation: Activation,
+}
 
 /// What a command answers, and what happens once the answer is posted.
 #[derive(Debug)]
@@ -44,21 +68,20 @@ impl From<String> for Answer {
 }
 
 /// Do what an answer left to do.
-pub(crate) async fn after(shared: &Arc<Shared>, then: AfterAnswer) {
+pub(crate) async fn after(shared: &Arc<Services>, then: AfterAnswer) {
     match then {
         AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(shared, chain, prompt).await,
     }
 }
 
-/// Run an authorized command in the chat `inbound` came from. `Err` is a user-facing message.
+/// Run an authorized command in the chat `inbound` came from. The error's text is the answer.
 pub(crate) async fn execute(
-    shared: &Arc<Shared>,
-    inbound: &Inbound<'_>,
+    shared: &Arc<Services>,
+    inbound: &Invocation<'_>,
     command: &AdminCommand,
-) -> Result<Answer, String> {
-    let store = &shared.store;
-    let chat = &inbound.settings_key;
-    let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
+) -> Result<Answer, AdminError> {
+    let store = shared.store();
+    let chat = inbound.settings_key;
     let answer = match command {
         AdminCommand::ChainStart {
             participants,
@@ -76,8 +99,7 @@ pub(crate) async fn execute(
         AdminCommand::Activation(activation) => {
             store
                 .set_activation(chat, Some(activation.as_str()))
-                .await
-                .map_err(failed)?;
+                .await?;
             Ok(format!(
                 "Activation in this chat is now `{}`.",
                 activation.as_str()
@@ -85,17 +107,17 @@ pub(crate) async fn execute(
         }
         AdminCommand::Pause(bot) => {
             let bot = resolve_bot(shared, inbound, bot.as_deref())?;
-            store.set_paused(chat, &bot, true).await.map_err(failed)?;
+            store.set_paused(chat, &bot, true).await?;
             Ok(format!("Paused {} in this chat.", who(&bot)))
         }
         AdminCommand::Resume(bot) => {
             let bot = resolve_bot(shared, inbound, bot.as_deref())?;
-            let paused = store.chat_settings(chat).await.map_err(failed)?.paused;
+            let paused = store.chat_settings(chat).await?.paused;
             let resumed = paused
                 .iter()
                 .filter(|p| bot == "*" || **p == bot || *p == "*");
             for p in resumed {
-                store.set_paused(chat, p, false).await.map_err(failed)?;
+                store.set_paused(chat, p, false).await?;
             }
             Ok(format!("Resumed {} in this chat.", who(&bot)))
         }
@@ -105,18 +127,14 @@ pub(crate) async fn execute(
             let event = &inbound.event;
             let n = store
                 .reset_sessions(event.platform.as_str(), event.chat.as_str(), only)
-                .await
-                .map_err(failed)?;
+                .await?;
             Ok(format!(
                 "Started a new conversation for {} ({n} session(s)).",
                 who(&bot)
             ))
         }
         AdminCommand::PairingApprove(code) => {
-            let approved = store
-                .approve_pairing(code, now_ms())
-                .await
-                .map_err(failed)?;
+            let approved = store.approve_pairing(code, now_ms()).await?;
             pairing_answer(code, approved)
         }
         AdminCommand::Approve { id, note } => {
@@ -130,51 +148,40 @@ pub(crate) async fn execute(
 }
 
 /// What `pairing approve CODE` answers, for `/baton` and the CLI alike.
-pub fn pairing_answer(code: &str, approved: PairingApproval) -> Result<String, String> {
+pub(crate) fn pairing_answer(code: &str, approved: PairingApproval) -> Result<String, AdminError> {
     let code = code.trim();
     match approved {
         PairingApproval::Approved { platform, user } => Ok(format!(
             "Approved {user} on {platform}: they can talk to the bots in DMs now."
         )),
-        PairingApproval::Expired { platform, user } => Err(format!(
-            "Code {code} (from {user} on {platform}) has expired: codes last one hour. Ask them \
-             to message the bot again for a new code."
-        )),
-        PairingApproval::Unknown => Err(format!(
-            "No pending pairing with code {code}; check the code (8 characters), or list them \
-             with `baton pairing list`."
-        )),
+        PairingApproval::Expired { platform, user } => Err(AdminError::PairingExpired {
+            code: code.to_owned(),
+            user,
+            platform,
+        }),
+        PairingApproval::Unknown => Err(AdminError::PairingUnknown(code.to_owned())),
     }
 }
 
 /// `approve` / `deny`: decide a bot's approval request as the admin who ran the command.
 async fn decide(
-    shared: &Arc<Shared>,
-    inbound: &Inbound<'_>,
+    shared: &Arc<Services>,
+    inbound: &Invocation<'_>,
     id: &str,
     decision: Decision,
     note: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let by = Resolver::Human {
         id: inbound.event.sender.id.as_str(),
-        name: &inbound.speaker.name,
+        name: inbound.speaker_name,
     };
-    match decide_approval(shared, id, decision, by, note).await {
-        Ok(decided) => Ok(match decision {
-            Decision::Approve => format!("Approved {}.", decided.id),
-            Decision::Deny => format!("Denied {}.", decided.id),
-        }),
-        Err(DecideError::NotPending(id, state)) => {
-            Err(format!("No pending approval {id}: it was already {state}."))
-        }
-        Err(DecideError::NotAnApproval(id)) => Err(format!(
-            "No pending approval {id}: that is a question, and the answer is a message in its chat."
-        )),
-        Err(err @ DecideError::Store(_)) => Err(err.to_string()),
-        Err(DecideError::Unknown(_) | DecideError::SelfApproval(_)) => {
-            Err(format!("No pending approval {}.", id.trim()))
-        }
-    }
+    let decided = decide_approval(shared, id, decision, by, note)
+        .await
+        .map_err(|err| AdminError::of_decision(id, err))?;
+    Ok(match decision {
+        Decision::Approve => format!("Approved {}.", decided.id),
+        Decision::Deny => format!("Denied {}.", decided.id),
+    })
 }
 
 fn who(bot: &str) -> String {
@@ -188,20 +195,20 @@ fn who(bot: &str) -> String {
 /// A bot named by id, display name, or its account's user id on this platform (`@` optional,
 /// as a mention arrives); `None` means every bot (`*`).
 pub(crate) fn resolve_bot(
-    shared: &Shared,
-    inbound: &Inbound<'_>,
+    shared: &Services,
+    inbound: &Invocation<'_>,
     name: Option<&str>,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let Some(name) = name else {
         return Ok("*".to_owned());
     };
     let name = name.trim_start_matches('@');
-    let roster = &shared.roster;
+    let roster = shared.roster();
     roster
         .bots()
         .iter()
         .find(|b| b.id() == name || b.config.display_name().eq_ignore_ascii_case(name))
         .or_else(|| roster.bot_of_user(inbound.event.platform, &name.into()))
         .map(|b| b.id().to_owned())
-        .ok_or_else(|| format!("No bot named `{name}`; `/baton bots` lists them."))
+        .ok_or_else(|| AdminError::UnknownBot(name.to_owned()))
 }

@@ -3,17 +3,17 @@
 
 use std::fmt::Write as _;
 
-use super::resolve_bot;
-use crate::dispatcher::{Inbound, Shared};
+use super::{AdminError, Invocation, resolve_bot};
+use crate::engine::Services;
 use crate::metrics::RefusalCount;
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{ChainQuery, Entry, EntryKind, TranscriptQuery};
 
 /// Accounts and their connections, lanes and their queues, guard refusals in the last hour.
-pub(super) async fn status(shared: &Shared) -> String {
+pub(super) async fn status(shared: &Services) -> String {
     let mut out = String::from("baton status\nAccounts:");
-    for account in shared.roster.accounts() {
+    for account in shared.roster().accounts() {
         let _ = write!(
             out,
             "\n- {}/{} (bot {}): {:?}",
@@ -24,7 +24,7 @@ pub(super) async fn status(shared: &Shared) -> String {
         );
     }
     out.push_str("\nLanes:");
-    for load in shared.lanes.load() {
+    for load in shared.lanes().load() {
         let _ = write!(
             out,
             "\n- {}: {} running, {} queued, capacity {}",
@@ -34,10 +34,10 @@ pub(super) async fn status(shared: &Shared) -> String {
     let _ = write!(
         out,
         "\nGuard refusals in the last hour: {}",
-        refusals(&shared.metrics.recent.last_hour(None))
+        refusals(&shared.metrics().recent.last_hour(None))
     );
     let open = shared
-        .store
+        .store()
         .chains(ChainQuery::default())
         .await
         .unwrap_or_default()
@@ -45,7 +45,7 @@ pub(super) async fn status(shared: &Shared) -> String {
         .filter(|c| c.state == crate::store::ChainState::Open)
         .count();
     let _ = write!(out, "\nOpen chains: {open}");
-    let due = shared.schedule.next_due();
+    let due = shared.board().next_due();
     if !due.is_empty() {
         out.push_str("\nScheduled:");
         for next in due {
@@ -62,9 +62,9 @@ pub(super) async fn status(shared: &Shared) -> String {
 }
 
 /// The roster, one bot a line.
-pub(super) fn bots(shared: &Shared) -> String {
+pub(super) fn bots(shared: &Services) -> String {
     let mut out = String::from("Bots:");
-    for bot in shared.roster.bots() {
+    for bot in shared.roster().bots() {
         let _ = write!(out, "\n- {}", bot_line(bot));
     }
     out
@@ -90,30 +90,30 @@ fn bot_line(bot: &Bot) -> String {
 
 /// The guards as they stand in this chat: its settings, the budgets, the bot reply chain so far,
 /// its chains, and what was refused here in the last hour.
-pub(super) async fn limits(shared: &Shared, inbound: &Inbound<'_>) -> String {
-    let config = &shared.config;
+pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> String {
+    let config = shared.config();
     let l = &config.limits;
     let settings = shared
-        .store
-        .chat_settings(&inbound.settings_key)
+        .store()
+        .chat_settings(inbound.settings_key)
         .await
         .unwrap_or_default();
     let activation = settings
         .activation
-        .unwrap_or_else(|| inbound.policy.activation.as_str().to_owned());
+        .unwrap_or_else(|| inbound.activation.as_str().to_owned());
     let paused = if settings.paused.is_empty() {
         "none".to_owned()
     } else {
         settings.paused.join(", ")
     };
-    let chain_now = shared.guards.bot_messages.chain_length(&inbound.chat_key);
+    let chain_now = shared.guards().bot_messages.chain_length(inbound.chat_key);
     let chains = &config.chains;
     let coordinator = match &chains.coordinator {
         Some(bot) => format!("{bot} coordinates"),
         None => format!("baton coordinates round-robin, {} round(s)", chains.rounds),
     };
     let open_here = shared
-        .store
+        .store()
         .chains(ChainQuery {
             open_in: Some((
                 inbound.event.platform.to_string(),
@@ -129,7 +129,10 @@ pub(super) async fn limits(shared: &Shared, inbound: &Inbound<'_>) -> String {
         let ids: Vec<&str> = open_here.iter().map(|c| c.id.as_str()).collect();
         ids.join(", ")
     };
-    let here = shared.metrics.recent.last_hour(Some(&inbound.settings_key));
+    let here = shared
+        .metrics()
+        .recent
+        .last_hour(Some(inbound.settings_key));
     format!(
         "Limits in {chat}\n\
          - this chat: activation {activation}; paused: {paused}\n\
@@ -174,19 +177,21 @@ fn refusals(counts: &[RefusalCount]) -> String {
 /// everything it recorded, or — without a bot — what was said here, merged from every bot's
 /// session, each message once.
 pub(super) async fn transcript(
-    shared: &Shared,
-    inbound: &Inbound<'_>,
+    shared: &Services,
+    inbound: &Invocation<'_>,
     bot: Option<&str>,
     lines: usize,
-) -> Result<String, String> {
+) -> Result<String, AdminError> {
     let event = &inbound.event;
-    let store = &shared.store;
-    let failed = |err: crate::store::StoreError| format!("the store failed: {err}");
+    let store = shared.store();
     let entries = match bot {
         Some(name) => {
             let bot = resolve_bot(shared, inbound, Some(name))?;
-            let Some(account) = shared.roster.account_of_bot(event.platform, &bot) else {
-                return Err(format!("`{bot}` has no account on {}.", event.platform));
+            let Some(account) = shared.roster().account_of_bot(event.platform, &bot) else {
+                return Err(AdminError::NoAccountHere {
+                    bot,
+                    platform: event.platform.to_string(),
+                });
             };
             let key = SessionKey {
                 bot: bot.clone(),
@@ -199,10 +204,10 @@ pub(super) async fn transcript(
                 last: Some(lines),
                 ..TranscriptQuery::session(key.render())
             };
-            store.transcript(query).await.map_err(failed)?
+            store.transcript(query).await?
         }
         None => {
-            let sessions = store.sessions().await.map_err(failed)?;
+            let sessions = store.sessions().await?;
             let thread = event.thread.as_ref().map(ToString::to_string);
             let mut merged: Vec<Entry> = Vec::new();
             let here = sessions.iter().filter(|s| {
@@ -215,7 +220,7 @@ pub(super) async fn transcript(
                     last: Some(lines * 4),
                     ..TranscriptQuery::session(session.key.clone())
                 };
-                merged.extend(store.transcript(query).await.map_err(failed)?);
+                merged.extend(store.transcript(query).await?);
             }
             said_here(merged, lines)
         }

@@ -36,7 +36,7 @@ pub(crate) use recover::recover;
 
 use self::context::Role;
 use self::turns::TurnJob;
-use crate::dispatcher::Shared;
+use crate::engine::Services;
 use crate::mirror::now_ms;
 use crate::store::{
     Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain, Posted,
@@ -120,7 +120,7 @@ impl ChainFailure {
 
 /// Start a chain: check everyone can speak in its chat, record it (the coordinator holds the
 /// turn) and tell the chat. Nobody is given a turn yet: see [`kick_off`].
-pub(crate) async fn start(shared: &Arc<Shared>, start: Start) -> Result<Chain, ChainFailure> {
+pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain, ChainFailure> {
     let place = &start.place;
     if let Some(coordinator) = &start.coordinator {
         if let Some(why) = place.refuse_bot(shared, coordinator) {
@@ -150,7 +150,7 @@ pub(crate) async fn start(shared: &Arc<Shared>, start: Start) -> Result<Chain, C
         started_by: start.started_by.clone(),
     };
     let chain = shared
-        .store
+        .store()
         .create_chain(new, now_ms())
         .await
         .map_err(ChainError::from)?;
@@ -163,13 +163,13 @@ pub(crate) async fn start(shared: &Arc<Shared>, start: Start) -> Result<Chain, C
 
 /// Set a started chain going: its coordinating bot takes a turn with `prompt`, or baton gives
 /// the first participant the turn.
-pub(crate) async fn kick_off(shared: &Arc<Shared>, chain: Chain, prompt: String) {
+pub(crate) async fn kick_off(shared: &Arc<Services>, chain: Chain, prompt: String) {
     coordinator_move(shared, chain, prompt).await;
 }
 
 /// Give the turn to `pass.to` (adding it to the chain first when it `joins`). Its turn starts
 /// in the background; the result is the chain after the move.
-pub(crate) async fn hand(shared: &Arc<Shared>, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
+pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
     let chain = load(shared, pass.chain).await?;
     if pass.by != chain.coordinator_name() {
         return Err(ChainFailure::NotCoordinator {
@@ -204,9 +204,9 @@ pub(crate) async fn hand(shared: &Arc<Shared>, pass: Pass<'_>) -> Result<Handed,
         to: pass.to.to_owned(),
         prompt: pass.prompt.trim().to_owned(),
         add: pass.joins,
-        max_rounds: shared.config.chains.max_rounds,
+        max_rounds: shared.config().chains.max_rounds,
     };
-    let handed = shared.store.chain_hand(handoff, now_ms()).await?;
+    let handed = shared.store().chain_hand(handoff, now_ms()).await?;
     match &handed {
         Handed::Given(chain) => turns::spawn(
             shared,
@@ -225,7 +225,7 @@ pub(crate) async fn hand(shared: &Arc<Shared>, pass: Pass<'_>) -> Result<Handed,
 /// Post `content` as `sender`, who must hold the turn: recorded, shown in the chat under the
 /// sender's own account, and the turn goes back to the coordinator.
 pub(crate) async fn post(
-    shared: &Arc<Shared>,
+    shared: &Arc<Services>,
     chain: &str,
     sender: &str,
     content: &str,
@@ -237,7 +237,7 @@ pub(crate) async fn post(
         ));
     }
     let posted = match shared
-        .store
+        .store()
         .chain_post(chain, sender, content, now_ms())
         .await
     {
@@ -245,9 +245,9 @@ pub(crate) async fn post(
         Err(err) => {
             let err = ChainFailure::from(err);
             if let Some(reason) = err.refusal() {
-                let place = shared.store.chain(chain).await.ok().flatten();
+                let place = shared.store().chain(chain).await.ok().flatten();
                 let chat = place.map(|c| format!("{}:{}", c.origin.platform, c.origin.chat));
-                shared.metrics.refused("chain", reason, chat);
+                shared.metrics().refused("chain", reason, chat);
                 tracing::info!(chain, sender, reason, "chain post refused");
             }
             return Err(err);
@@ -271,12 +271,12 @@ pub(crate) async fn post(
 /// Close an open chain; `Ok(None)` if it was closed already. A chain a human stopped is not
 /// announced again (their command's answer says it); any other ending is told in the chat.
 pub(crate) async fn close(
-    shared: &Arc<Shared>,
+    shared: &Arc<Services>,
     chain: &str,
     close: ChainClose,
 ) -> Result<Option<Chain>, ChainFailure> {
     let state = close.state;
-    let closed_chain = shared.store.chain_close(chain, close, now_ms()).await?;
+    let closed_chain = shared.store().chain_close(chain, close, now_ms()).await?;
     if let Some(chain) = &closed_chain {
         tracing::info!(chain = %chain.id, state = %chain.state, "chain closed");
         if state != ChainState::Stopped {
@@ -289,7 +289,7 @@ pub(crate) async fn close(
 /// Stop every open chain started in `platform`'s chat `chat` (a human's `/baton chain stop`).
 /// Turns already running may finish; nothing new starts and nothing more is posted.
 pub(crate) async fn stop_in_chat(
-    shared: &Arc<Shared>,
+    shared: &Arc<Services>,
     platform: &str,
     chat: &str,
     by: &str,
@@ -298,7 +298,11 @@ pub(crate) async fn stop_in_chat(
         open_in: Some((platform.to_owned(), chat.to_owned())),
         limit: None,
     };
-    let open = shared.store.chains(query).await.map_err(ChainError::from)?;
+    let open = shared
+        .store()
+        .chains(query)
+        .await
+        .map_err(ChainError::from)?;
     let mut stopped = Vec::with_capacity(open.len());
     for chain in open {
         let stop = stop_by(by);
@@ -320,9 +324,9 @@ pub(crate) fn stop_by(by: &str) -> ChainClose {
 }
 
 /// Whether `bot` posted in `chain` during `turn` (with `chain_message`, inside its turn).
-async fn posted_in_turn(shared: &Shared, chain: &str, bot: &str, turn: i64) -> bool {
+async fn posted_in_turn(shared: &Services, chain: &str, bot: &str, turn: i64) -> bool {
     shared
-        .store
+        .store()
         .chain_entries(chain)
         .await
         .unwrap_or_default()
@@ -332,9 +336,9 @@ async fn posted_in_turn(shared: &Shared, chain: &str, bot: &str, turn: i64) -> b
 
 /// A participant's turn ended without a post: the turn goes back to the coordinator with a
 /// system note, unless it moved on already (then nothing happens).
-async fn hand_back(shared: &Arc<Shared>, chain: &Chain, turn: i64, reason: String) {
+async fn hand_back(shared: &Arc<Services>, chain: &Chain, turn: i64, reason: String) {
     match shared
-        .store
+        .store()
         .chain_return(&chain.id, turn, &reason, now_ms())
         .await
     {
@@ -351,7 +355,7 @@ async fn hand_back(shared: &Arc<Shared>, chain: &Chain, turn: i64, reason: Strin
 }
 
 /// The turn is with the coordinator: wake the coordinating bot, or let baton move it.
-async fn coordinator_move(shared: &Arc<Shared>, chain: Chain, news: String) {
+async fn coordinator_move(shared: &Arc<Services>, chain: Chain, news: String) {
     if chain.state != ChainState::Open {
         return;
     }
@@ -371,7 +375,7 @@ async fn coordinator_move(shared: &Arc<Shared>, chain: Chain, news: String) {
 
 /// Tell the chat a chain started; its announcement becomes the anchor when it has none, so the
 /// posts that follow sit under it.
-async fn announce(shared: &Shared, chain: Chain, place: &Place) -> Chain {
+async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
     let participants = if chain.participants.is_empty() {
         "none yet".to_owned()
     } else {
@@ -390,12 +394,16 @@ async fn announce(shared: &Shared, chain: Chain, place: &Place) -> Chain {
     let (Some(anchor), None, None) = (posted, &place.anchor, &place.thread) else {
         return chain;
     };
-    if let Err(err) = shared.store.chain_anchor(&chain.id, anchor.as_str()).await {
+    if let Err(err) = shared
+        .store()
+        .chain_anchor(&chain.id, anchor.as_str())
+        .await
+    {
         tracing::error!(chain = %chain.id, %err, "could not remember the announcement");
         return chain;
     }
     shared
-        .store
+        .store()
         .chain(&chain.id)
         .await
         .ok()
@@ -404,7 +412,7 @@ async fn announce(shared: &Shared, chain: Chain, place: &Place) -> Chain {
 }
 
 /// Tell the chat how a chain ended.
-async fn closed(shared: &Shared, chain: &Chain) {
+async fn closed(shared: &Services, chain: &Chain) {
     let Ok(place) = place_of(chain) else { return };
     let text = format!(
         "Chain {} \"{}\" {}: {}",
@@ -416,8 +424,8 @@ async fn closed(shared: &Shared, chain: &Chain) {
     post::baton_says(shared, &place, format!("chain:{}:close", chain.id), &text).await;
 }
 
-async fn load(shared: &Shared, id: &str) -> Result<Chain, ChainFailure> {
-    match shared.store.chain(id).await.map_err(ChainError::from)? {
+async fn load(shared: &Services, id: &str) -> Result<Chain, ChainFailure> {
+    match shared.store().chain(id).await.map_err(ChainError::from)? {
         Some(chain) => Ok(chain),
         None => Err(ChainError::Unknown(id.trim().to_owned()).into()),
     }
@@ -435,4 +443,105 @@ fn place_of(chain: &Chain) -> Result<Place, ChainFailure> {
 /// Whether `bot` coordinates `chain`.
 pub(crate) fn is_coordinator(chain: &Chain, bot: &str) -> bool {
     chain.coordinator.as_deref() == Some(bot)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use baton_contract::{AccountId, ChatId, Platform};
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    fn start_in_room(coordinator: Option<&str>, participants: &[&str]) -> Start {
+        Start {
+            name: "plan".into(),
+            coordinator: coordinator.map(str::to_owned),
+            participants: participants.iter().map(|p| (*p).to_owned()).collect(),
+            place: Place {
+                platform: Platform::Local,
+                chat: ChatId::from("room"),
+                thread: None,
+                anchor: None,
+                account: AccountId::from("lead"),
+            },
+            started_by: "ann".into(),
+            opening: Opening::CommandAnswer,
+        }
+    }
+
+    fn pass<'a>(chain: &'a str, by: &'a str, to: &'a str) -> Pass<'a> {
+        Pass {
+            chain,
+            by,
+            to,
+            prompt: "your view?",
+            joins: false,
+        }
+    }
+
+    /// The rules of moving the turn, enforced where the move is made: only the holder posts,
+    /// only the coordinator hands the turn on, and only to a participant.
+    #[tokio::test]
+    async fn only_the_holder_posts_and_only_the_coordinator_moves_the_turn() {
+        let gw = parts(&echo_config(&["lead", "alpha", "beta", "gamma"], "")).await;
+        let s = &gw.services;
+        let chain = start(s, start_in_room(Some("lead"), &["alpha", "beta"]))
+            .await
+            .unwrap();
+        assert_eq!(chain.holder.as_deref(), Some("lead"));
+
+        let err = post(s, &chain.id, "alpha", "me first").await.unwrap_err();
+        assert_eq!(err.refusal(), Some("not-holder"), "{err}");
+        let err = hand(s, pass(&chain.id, "alpha", "beta")).await.unwrap_err();
+        assert_eq!(err.refusal(), Some("not-coordinator"), "{err}");
+        let err = hand(s, pass(&chain.id, "lead", "gamma")).await.unwrap_err();
+        assert!(err.to_string().contains("chain_add"), "{err}");
+
+        let Handed::Given(moved) = hand(s, pass(&chain.id, "lead", "alpha")).await.unwrap() else {
+            panic!("the first handoff is within the rounds");
+        };
+        assert_eq!(
+            (moved.holder.as_deref(), moved.turn),
+            (Some("alpha"), chain.turn + 1)
+        );
+    }
+
+    /// Without a coordinator baton gives each participant the turn in order; each one's reply
+    /// is its post, and the chain closes after `[chains] rounds`.
+    #[tokio::test]
+    async fn a_round_robin_gives_each_participant_the_turn_in_order_then_closes() {
+        let gw = parts(&echo_config(&["lead", "alpha", "beta"], "")).await;
+        let s = &gw.services;
+        let chain = start(s, start_in_room(None, &["alpha", "beta"]))
+            .await
+            .unwrap();
+        kick_off(s, chain.clone(), "go".into()).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        let closed = loop {
+            let now = s.store().chain(&chain.id).await.unwrap().unwrap();
+            if now.state != ChainState::Open {
+                break now;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "chain still open: {now:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        assert_eq!(closed.state, ChainState::Completed, "{closed:?}");
+        let posters: Vec<String> = s
+            .store()
+            .chain_entries(&chain.id)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == ChainEntryKind::Message)
+            .map(|e| e.sender)
+            .collect();
+        let rounds = usize::try_from(s.config().chains.rounds).unwrap();
+        let expected: Vec<&str> = ["alpha", "beta"].repeat(rounds);
+        assert_eq!(posters, expected);
+    }
 }

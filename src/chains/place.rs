@@ -8,7 +8,7 @@
 use baton_contract::{AccountId, ChatId, MessageId, Platform, ThreadId};
 
 use crate::deliver::Target;
-use crate::dispatcher::Shared;
+use crate::engine::Services;
 use crate::roster::Account;
 use crate::session::{SessionKey, chat_key};
 use crate::store::{Chain, ChainOrigin};
@@ -68,13 +68,13 @@ impl Place {
     }
 
     /// `bot`'s account on this platform: a bot speaks in the chain only under its own identity.
-    pub(crate) fn account_of<'a>(&self, shared: &'a Shared, bot: &str) -> Option<&'a Account> {
-        shared.roster.account_of_bot(self.platform, bot)
+    pub(crate) fn account_of<'a>(&self, shared: &'a Services, bot: &str) -> Option<&'a Account> {
+        shared.roster().account_of_bot(self.platform, bot)
     }
 
     /// The account baton's own lines go through.
-    pub(crate) fn voice<'a>(&self, shared: &'a Shared) -> Option<&'a Account> {
-        shared.roster.account(self.platform, &self.account)
+    pub(crate) fn voice<'a>(&self, shared: &'a Services) -> Option<&'a Account> {
+        shared.roster().account(self.platform, &self.account)
     }
 
     /// `account`'s session in this chat (and thread): where its chain turns and posts are
@@ -91,9 +91,9 @@ impl Place {
 
     /// Why `bot` cannot take part here, if it cannot: it must exist and have an account on this
     /// platform.
-    pub(crate) fn refuse_bot(&self, shared: &Shared, bot: &str) -> Option<String> {
-        if shared.roster.bot(bot).is_none() {
-            let known: Vec<&str> = shared.roster.bots().iter().map(|b| b.id()).collect();
+    pub(crate) fn refuse_bot(&self, shared: &Services, bot: &str) -> Option<String> {
+        if shared.roster().bot(bot).is_none() {
+            let known: Vec<&str> = shared.roster().bots().iter().map(|b| b.id()).collect();
             return Some(format!("no bot `{bot}`; known bots: {}", known.join(", ")));
         }
         if self.account_of(shared, bot).is_none() {

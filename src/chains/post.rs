@@ -9,50 +9,36 @@
 use baton_contract::MessageId;
 
 use super::place::Place;
-use crate::deliver::deliver;
-use crate::dispatcher::{Shared, undelivered};
-use crate::mirror::{Journal, now_ms};
+use crate::engine::{self, Line, Services};
 use crate::roster::Account;
 
 /// Post `text` in `place` through `account`, recorded in that account's session there under
 /// `run_id` (which makes a replay post nothing twice). Returns the first posted message's id; a
 /// failure is recorded in the transcript and logged, never silently lost.
 pub(super) async fn say(
-    shared: &Shared,
+    shared: &Services,
     place: &Place,
     account: &Account,
     run_id: String,
     text: &str,
 ) -> Option<MessageId> {
-    shared
-        .own_notices
-        .remember(&place.chat_key(), account.bot.id(), text);
     let session = place.session(account);
-    if let Err(err) = shared
-        .store
-        .touch_session(&session.store_ref(), now_ms())
-        .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    let journal = Journal::new(
-        shared.store.clone(),
-        session.render(),
-        account.bot.id().to_owned(),
+    let line = Line {
+        account,
+        session: &session,
         run_id,
-    );
-    match deliver(&*account.adapter, &place.target(), text, &journal).await {
-        Ok(ids) => ids.into_iter().next(),
-        Err(err) => {
-            undelivered(&journal, err).await;
-            None
-        }
-    }
+        quiet_in: place.chat_key(),
+        target: place.target(),
+        stage: "chain",
+        text,
+    };
+    let posted = engine::say(shared, line).await.ok()?;
+    posted.into_iter().next()
 }
 
 /// baton's own line about a chain, through the chain's voice account.
 pub(super) async fn baton_says(
-    shared: &Shared,
+    shared: &Services,
     place: &Place,
     run_id: String,
     text: &str,

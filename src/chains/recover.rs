@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use super::{coordinator_move, hand_back};
-use crate::dispatcher::Shared;
+use crate::engine::Services;
 use crate::store::{ChainQuery, ChainState, StoreError};
 
 /// Pick up every open chain; returns how many.
-pub(crate) async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
+pub(crate) async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
     let open: Vec<_> = shared
-        .store
+        .store()
         .chains(ChainQuery::default())
         .await?
         .into_iter()

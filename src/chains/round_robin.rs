@@ -8,12 +8,12 @@
 use std::sync::Arc;
 
 use super::{ChainFailure, Pass};
-use crate::dispatcher::Shared;
+use crate::engine::Services;
 use crate::store::{BATON, Chain, ChainClose, ChainEntryKind, ChainState};
 
 /// The turn is back with baton: give it to the next participant, or close the chain.
-pub(super) async fn next(shared: &Arc<Shared>, chain: Chain) {
-    let log = match shared.store.chain_entries(&chain.id).await {
+pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
+    let log = match shared.store().chain_entries(&chain.id).await {
         Ok(log) => log,
         Err(err) => {
             return stall(shared, &chain, format!("its log could not be read: {err}")).await;
@@ -23,7 +23,7 @@ pub(super) async fn next(shared: &Arc<Shared>, chain: Chain) {
         .iter()
         .filter(|e| e.kind == ChainEntryKind::Handoff)
         .count();
-    let config = &shared.config.chains;
+    let config = &shared.config().chains;
     let rounds = config.rounds.clamp(1, config.max_rounds.max(1)) as usize;
     let Some(to) = next_turn(&chain.participants, rounds, given) else {
         let close = ChainClose {
@@ -65,7 +65,7 @@ fn next_turn(participants: &[String], rounds: usize, given: usize) -> Option<usi
     (n > 0 && given < n * rounds).then(|| given % n)
 }
 
-async fn stall(shared: &Arc<Shared>, chain: &Chain, reason: String) {
+async fn stall(shared: &Arc<Services>, chain: &Chain, reason: String) {
     tracing::error!(chain = %chain.id, %reason, "round-robin cannot go on");
     let close = ChainClose {
         state: ChainState::Stalled,

@@ -16,11 +16,12 @@ use tokio::time::Instant;
 
 use super::context::{self, Role};
 use super::place::Place;
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::engine::{
+    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+};
 use crate::lanes::Lane;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
 use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin};
-use crate::tools::Caller;
 
 /// A turn to take.
 #[derive(Debug, Clone)]
@@ -36,13 +37,13 @@ pub(super) struct TurnJob {
 }
 
 /// Take `job` in the background (tracked, so a shutdown drains it).
-pub(super) fn spawn(shared: &Arc<Shared>, job: TurnJob) {
-    shared.tasks.spawn(run(Arc::clone(shared), job));
+pub(super) fn spawn(shared: &Arc<Services>, job: TurnJob) {
+    shared.tasks().spawn(run(Arc::clone(shared), job));
 }
 
 /// Boxed rather than `async fn`: a turn posts, a post may give the next turn, and giving a turn
 /// spawns this again. The named type breaks that cycle for the compiler.
-fn run(shared: Arc<Shared>, job: TurnJob) -> BoxFuture<'static, ()> {
+fn run(shared: Arc<Services>, job: TurnJob) -> BoxFuture<'static, ()> {
     Box::pin(async move { take(&shared, job).await })
 }
 
@@ -58,8 +59,8 @@ enum Ended {
     Failed(String),
 }
 
-async fn take(shared: &Arc<Shared>, job: TurnJob) {
-    let seconds = shared.config.chains.turn_timeout_seconds;
+async fn take(shared: &Arc<Services>, job: TurnJob) {
+    let seconds = shared.config().chains.turn_timeout_seconds;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let Some(place) = Place::of(&job.chain) else {
         let why = format!(
@@ -73,38 +74,27 @@ async fn take(shared: &Arc<Shared>, job: TurnJob) {
         return finish(shared, &job, None, Ended::Failed(why)).await;
     };
     let session = place.session(account);
-    let key = session.render();
-    if let Err(err) = shared
-        .store
-        .touch_session(&session.store_ref(), now_ms())
-        .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    let lane = shared.lanes.enter(Lane::Nested, &job.bot, &key);
-    let Ok(_slot) = tokio::time::timeout_at(deadline, lane).await else {
+    let chain = &job.chain;
+    let seat = Seat {
+        session: &session,
+        run_id: format!("chain:{}:t{}", chain.id, chain.turn),
+        lane: Lane::Nested,
+    };
+    let Ok(turn) = SessionTurn::enter_until(shared, seat, deadline).await else {
         return finish(shared, &job, None, Ended::TimedOut).await;
     };
-    let chain = &job.chain;
     let log = shared
-        .store
+        .store()
         .chain_entries(&chain.id)
         .await
         .unwrap_or_else(|err| {
             tracing::error!(chain = %chain.id, %err, "could not read the chain; giving the turn without it");
             Vec::new()
         });
-    let silent = &shared.config.gateway.silent_token;
+    let silent = &shared.config().gateway.silent_token;
     let text = context::turn_text(chain, &log, &job.bot, job.role, &job.prompt, silent);
-    let journal = Journal::new(
-        shared.store.clone(),
-        key,
-        job.bot.clone(),
-        format!("chain:{}:t{}", chain.id, chain.turn),
-    );
     let plan = TurnPlan {
         bot: &account.bot,
-        journal: &journal,
         caller: Caller::from_chat(&session),
         history: &[],
         heard: Heard {
@@ -118,19 +108,19 @@ async fn take(shared: &Arc<Shared>, job: TurnJob) {
         limit: deadline.saturating_duration_since(Instant::now()),
         recall: Recall::MessageOnly,
     };
-    let ended = match take_turn(shared, plan).await {
+    let ended = match turn.take(plan).await {
         TurnEnd::Reply { text, model } => Ended::Said(text, model),
         TurnEnd::Silent { .. } => Ended::Silent,
         TurnEnd::Failed(TurnFailure::TimedOut(_)) => Ended::TimedOut,
         TurnEnd::Failed(err) => Ended::Failed(err.to_string()),
     };
-    finish(shared, &job, Some(&journal), ended).await;
+    finish(shared, &job, Some(turn.journal()), ended).await;
 }
 
 /// What the chain does with how the turn ended.
-async fn finish(shared: &Arc<Shared>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
+async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
     let (chain, bot, turn) = (&job.chain, job.bot.as_str(), job.chain.turn);
-    let seconds = shared.config.chains.turn_timeout_seconds;
+    let seconds = shared.config().chains.turn_timeout_seconds;
     if let Ended::Said(text, model) = &ended {
         say(shared, job, journal, text, model).await;
     }
@@ -171,14 +161,14 @@ async fn finish(shared: &Arc<Shared>, job: &TurnJob, journal: Option<&Journal>, 
 /// The bot's reply is its post, unless it posted with `chain_message` already in this turn or
 /// the turn is no longer its own (timed out, chain closed): then it is only recorded.
 async fn say(
-    shared: &Arc<Shared>,
+    shared: &Arc<Services>,
     job: &TurnJob,
     journal: Option<&Journal>,
     text: &str,
     model: &str,
 ) {
     let (chain, bot) = (&job.chain, job.bot.as_str());
-    let now = shared.store.chain(&chain.id).await.ok().flatten();
+    let now = shared.store().chain(&chain.id).await.ok().flatten();
     let why_not = match now {
         None => "the chain could not be read".to_owned(),
         Some(now) if now.state != ChainState::Open => format!("the chain is {}", now.state),

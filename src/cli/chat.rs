@@ -45,7 +45,7 @@ async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
     let account = gateway
         .dispatcher()
         .shared()
-        .roster
+        .roster()
         .account_of_bot(Platform::Local, &args.bot)
         .map(|a| a.id.clone())
         .with_context(|| format!("no bot `{}`; `baton check` lists the roster", args.bot))?;

@@ -11,15 +11,14 @@
 
 mod locate;
 mod model;
-mod span;
 mod validate;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub use crate::timing::{parse_age, parse_span};
 pub use baton_contract::Secret;
 pub use model::*;
-pub use span::{parse_age, parse_span};
 pub use validate::validate;
 
 use locate::{line_at, locate};
@@ -228,6 +227,16 @@ fn dotted(path: &str) -> String {
         }
     }
     key
+}
+
+/// The platform a plain chat id in `bot`'s schedule means: that of its first `[[accounts]]`
+/// entry, or `local` for a bot without accounts.
+pub fn default_platform(config: &Config, bot: &str) -> baton_contract::Platform {
+    config
+        .accounts
+        .iter()
+        .find(|a| a.bot == bot)
+        .map_or(baton_contract::Platform::Local, |a| a.platform)
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
-use super::chat_rules::ChatPolicy;
 use crate::config::Activation;
+use crate::roster::ChatPolicy;
 
 /// Why a bot woke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,9 +14,11 @@ use std::sync::Arc;
 
 use baton_contract::{InboundEvent, InboundKind};
 
-use super::{DropReason, Handled, Inbound, Shared, turn_step};
-use crate::admin::{self, AdminCommand, asks_chain_stop, text_command};
+use super::stop::{Step, Stop};
+use super::{DropReason, Handled, Inbound, turn_step};
+use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
+use crate::engine::Services;
 use crate::mirror::now_ms;
 use crate::store::{Claim, NewAudit};
 
@@ -29,8 +31,9 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
             .any(|id| id == event.sender.id.as_str())
 }
 
-/// Answer the event if it is an admin command; `None` lets it go on down the pipeline.
-pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Option<Handled> {
+/// Answer the event if it is an admin command, which ends its way down the pipeline; `Ok` lets
+/// any other event go on.
+pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Step<()> {
     let event = &inbound.event;
     let line = match &event.kind {
         InboundKind::Command { .. } => event.text.trim(),
@@ -38,31 +41,39 @@ pub(crate) async fn intercept(shared: &Arc<Shared>, inbound: &Inbound<'_>) -> Op
             Some(line) => line,
             // The brake: a human asking anywhere in a message to stop the chains here.
             None if !event.sender.is_bot && asks_chain_stop(&event.text) => "chain stop",
-            None => return None,
+            None => return Ok(()),
         },
     };
     // Boxed: every event passes through here, few are commands, and the commands' state
     // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
-    Some(Box::pin(run_command(shared, inbound, line)).await)
+    Err(Box::pin(run_command(shared, inbound, line)).await)
 }
 
 /// Run the admin command `line` (or refuse it) and answer it.
-async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) -> Handled {
+async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Stop {
     let event = &inbound.event;
     if !claim_once_per_chat(shared, inbound).await {
-        return Handled::Dropped(DropReason::AdminHandledElsewhere);
+        return Stop::dropped(DropReason::AdminHandledElsewhere);
     }
     let mut then = None;
+    let invocation = Invocation {
+        event,
+        account: inbound.account,
+        speaker_name: &inbound.speaker.name,
+        chat_key: &inbound.chat_key,
+        settings_key: &inbound.settings_key,
+        activation: inbound.policy.activation,
+    };
     let (outcome, reply) = if event.sender.is_bot {
         ("refused: bots may not run admin commands".to_owned(), None)
     } else {
         let parsed = AdminCommand::parse(line);
-        let allowed = is_admin(&shared.config.admins, event)
+        let allowed = is_admin(&shared.config().admins, event)
             || match &parsed {
-                Ok(command) => admin::may_stop(shared, inbound, command).await,
+                Ok(command) => admin::may_stop(shared, &invocation, command).await,
                 Err(_) => false,
             };
-        if !allowed && let Some(limited) = super::check_rate(shared, inbound).await {
+        if !allowed && let Err(limited) = super::rate_limit(shared, inbound) {
             // Over the sender's budget: no public refusal and no audit row each time.
             return limited;
         }
@@ -71,12 +82,12 @@ async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) ->
                 let text = "Only baton admins can run /baton commands.".to_owned();
                 ("refused: not an admin".to_owned(), Some(text))
             }
-            Ok(command) => match admin::execute(shared, inbound, &command).await {
+            Ok(command) => match admin::execute(shared, &invocation, &command).await {
                 Ok(answer) => {
                     then = answer.then;
                     ("ok".to_owned(), Some(answer.text))
                 }
-                Err(text) => (format!("error: {text}"), Some(text)),
+                Err(err) => (format!("error: {err}"), Some(err.to_string())),
             },
             Err(err) => (format!("error: {err}"), Some(err.to_string())),
         }
@@ -88,11 +99,11 @@ async fn run_command(shared: &Arc<Shared>, inbound: &Inbound<'_>, line: &str) ->
     if let Some(then) = then {
         admin::after(shared, then).await;
     }
-    Handled::Admin(reply.unwrap_or(outcome))
+    Stop::handled(Handled::Admin(reply.unwrap_or(outcome)))
 }
 
 /// True for the first account to see this command in this chat.
-async fn claim_once_per_chat(shared: &Shared, inbound: &Inbound<'_>) -> bool {
+async fn claim_once_per_chat(shared: &Services, inbound: &Inbound<'_>) -> bool {
     let event = &inbound.event;
     if matches!(event.kind, InboundKind::Command { .. }) {
         return true;
@@ -100,12 +111,12 @@ async fn claim_once_per_chat(shared: &Shared, inbound: &Inbound<'_>) -> bool {
     let scope = format!("admin:{}", inbound.chat_key);
     let keys = [format!("msg:{}", event.message_id)];
     !matches!(
-        shared.store.claim(&scope, &keys, now_ms()).await,
+        shared.store().claim(&scope, &keys, now_ms()).await,
         Ok(Claim::Duplicate)
     )
 }
 
-async fn audit(shared: &Shared, inbound: &Inbound<'_>, line: &str, outcome: &str) {
+async fn audit(shared: &Services, inbound: &Inbound<'_>, line: &str, outcome: &str) {
     let event = &inbound.event;
     let record = NewAudit {
         ts_ms: now_ms(),
@@ -115,7 +126,7 @@ async fn audit(shared: &Shared, inbound: &Inbound<'_>, line: &str, outcome: &str
         command: format!("/baton {line}").trim_end().to_owned(),
         outcome: outcome.to_owned(),
     };
-    if let Err(err) = shared.store.audit(record).await {
+    if let Err(err) = shared.store().audit(record).await {
         tracing::error!(%err, "could not write the audit record");
     }
 }

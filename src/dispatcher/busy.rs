@@ -6,7 +6,8 @@
 
 use serde_json::json;
 
-use super::{DropReason, Handled, Inbound, Shared, turn_step};
+use super::{DropReason, Handled, Inbound, turn_step};
+use crate::engine::Services;
 use crate::lanes::QueueFull;
 use crate::metrics;
 use crate::mirror::Journal;
@@ -18,15 +19,15 @@ pub(crate) const BUSY_NOTICE: &str =
 
 /// Refuse the turn for `inbound`: count it, record it, tell the chat (rate-limited).
 pub(super) async fn refuse(
-    shared: &Shared,
+    shared: &Services,
     inbound: &Inbound<'_>,
     journal: &Journal,
     full: QueueFull,
 ) -> Handled {
     let reason = full.as_str();
-    shared.metrics.add(&metrics::QUEUE_REFUSALS, reason);
+    shared.metrics().add(&metrics::QUEUE_REFUSALS, reason);
     let chat = Some(inbound.settings_key.clone());
-    shared.metrics.refused("lanes", reason, chat);
+    shared.metrics().refused("lanes", reason, chat);
     let event = &inbound.event;
     tracing::warn!(
         bot = inbound.bot(), chat = %event.chat, message = %event.message_id, %full,
@@ -43,7 +44,7 @@ pub(super) async fn refuse(
         "text": event.text,
     });
     journal.bot_did(EntryKind::Failure, &text, meta).await;
-    if shared.busy_notices.check(&inbound.settings_key).is_ok() {
+    if shared.busy_notices().check(&inbound.settings_key).is_ok() {
         turn_step::notice(shared, inbound, BUSY_NOTICE).await;
     }
     Handled::Dropped(DropReason::Busy(full))

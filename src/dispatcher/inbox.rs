@@ -15,6 +15,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, dedupe, turn_step};
+use crate::engine::journal;
 use crate::metrics;
 use crate::mirror::Arrival;
 use crate::roster::Account;
@@ -51,9 +52,9 @@ impl Dispatcher {
     /// after it is being handled by this process, and must not be run twice.
     pub async fn unfinished(&self) -> Result<Vec<LeftOver>, StoreError> {
         let mut all = Vec::new();
-        for account in self.shared.roster.accounts() {
+        for account in self.shared.roster().accounts() {
             let scope = dedupe::scope_of(account.platform, &account.id);
-            let events = self.shared.store.inbox_left(&scope).await?;
+            let events = self.shared.store().inbox_left(&scope).await?;
             if !events.is_empty() {
                 tracing::info!(events = events.len(), %scope, "events left unfinished by the last stop");
                 all.push(LeftOver {
@@ -69,7 +70,7 @@ impl Dispatcher {
     /// Run `left` again, once its account is connected (so it knows its own identity again and
     /// can post); returns early on `stop`.
     pub async fn rerun_unfinished(self, left: LeftOver, stop: CancellationToken) {
-        let Some(acct) = self.shared.roster.account(left.platform, &left.account) else {
+        let Some(acct) = self.shared.roster().account(left.platform, &left.account) else {
             return;
         };
         while !acct.adapter.connection_state().is_ready() {
@@ -81,7 +82,7 @@ impl Dispatcher {
         // One at a time, in the order they came: replies keep the chat's order, and a crash
         // counts against the one event that was running, not against all that were waiting.
         for row in left.events {
-            if self.shared.tasks.is_closed() {
+            if self.shared.tasks().is_closed() {
                 return;
             }
             self.rerun(acct, row).await;
@@ -102,20 +103,22 @@ impl Dispatcher {
             self.finish(row.id).await;
             return;
         }
-        if let Err(err) = self.shared.store.inbox_attempt(row.id).await {
+        if let Err(err) = self.shared.store().inbox_attempt(row.id).await {
             tracing::error!(%err, "cannot count a rerun; leaving the event for the next start");
             return;
         }
-        self.shared.metrics.add(&metrics::EVENTS_RECOVERED, "rerun");
+        self.shared
+            .metrics()
+            .add(&metrics::EVENTS_RECOVERED, "rerun");
         let run = self.run_filed(row.id, event, Arrival::Replayed);
-        let handled = self.shared.tasks.track_future(run).await;
+        let handled = self.shared.tasks().track_future(run).await;
         tracing::debug!(?handled, "unfinished event handled");
     }
 
     /// Record in the bot's transcript that the event was never answered.
     async fn give_up(&self, account: &Account, event: InboundEvent, attempts: u32) {
         self.shared
-            .metrics
+            .metrics()
             .add(&metrics::EVENTS_RECOVERED, "given-up");
         let text = format!(
             "message {} was not answered: the gateway stopped while handling it {} times; \
@@ -124,14 +127,15 @@ impl Dispatcher {
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
         let inbound = self.inbound(event, account, Arrival::Replayed);
-        let journal = turn_step::journal(&self.shared, &inbound, "in");
-        journal
+        let run_id = turn_step::run_id(&inbound, "in");
+        journal(&self.shared, &inbound.session(), run_id)
+            .await
             .bot_did(EntryKind::Failure, &text, json!({"stage": "recover"}))
             .await;
     }
 
     async fn finish(&self, id: InboxId) {
-        if let Err(err) = self.shared.store.inbox_done(id).await {
+        if let Err(err) = self.shared.store().inbox_done(id).await {
             tracing::error!(%err, "could not take an event out of the inbox");
         }
     }

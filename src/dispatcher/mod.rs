@@ -1,31 +1,31 @@
 //! The pipeline: every inbound event, whatever its platform, goes through
-//! the same steps in the same order. [`Dispatcher::process`] lists them; each step lives in its
-//! own module and says whether the event goes on or stops, and why ([`Handled`]).
+//! the same steps in the same order. `Dispatcher::pipeline` lists them; each returns a
+//! `Step`: what the next steps need, or a `Stop` saying what became of
+//! the event, whether the sender is owed a line and whether the message is kept as history.
+//! One function (`Dispatcher::stopped`) performs those side effects.
 //!
 //! ```text
 //!  adapter ──accept──▶ 2 dedupe (durable) ──ack──▶ platform
 //!                           │ spawn
 //!                           ▼
-//!  3 self ▶ 4 admin ▶ 5 policy ▶ answer ▶ 6 activation ▶ 7 bot guards ▶ 8 rate limit
-//!                                │             │ not woken: history buffer
-//!                                │             ▼
-//!                                │   9 lanes ▶ 10 turn ▶ 11 outcome ▶ 12 deliver ▶ 13 mirror
-//!                                ▼
-//!            a human's answer to a bot's escalate_to_user question: routed back to that bot
+//!  account ▶ 3 own message ▶ 3 gateway line ▶ size ▶ 4 admin ▶ 5 policy ▶ 5½ answer
+//!      ▶ 6 activation (not woken, paused: kept as history) ▶ 7 bot guards ▶ 8 rate limit
+//!      ▶ 9 to 13: the session turn (engine: lane, turn, outcome), delivered, mirrored
 //! ```
+//!
+//! The pipeline stands on top of the flows it calls (admin, escalation); the turn itself is the
+//! engine's ([`crate::engine`]), shared with every other flow that takes turns.
 
 mod activation;
 mod admin_step;
 mod answer_step;
 mod busy;
-mod chat_rules;
-mod context;
 mod dedupe;
 mod inbox;
-mod own_notices;
 mod policy;
 mod self_drop;
 mod speaker;
+mod stop;
 mod turn_step;
 
 use std::sync::Arc;
@@ -33,28 +33,24 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{EventSink, InboundEvent, InboundKind, NotTaken};
-use tokio_util::task::TaskTracker;
 
 pub use activation::Wake;
-pub(crate) use answer_step::{DecideError, Decision, Resolver, decide_approval};
-pub(crate) use chat_rules::glob_set;
-pub use chat_rules::{ChatPolicy, ChatRules};
 pub use inbox::LeftOver;
 pub use policy::Refusal;
-pub(crate) use turn_step::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan, take_turn, undelivered};
 
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
-use crate::config::{Activation, Config};
+use self::stop::{Notice, Step, Stop};
+use crate::config::Activation;
 use crate::deliver::Target;
-use crate::guards::{BotMessage, BotRefusal, Guards, KeyedLimiter, RateVerdict};
-use crate::lanes::{Lanes, QueueFull};
-use crate::metrics::{self, Metrics};
+use crate::engine::Services;
+use crate::guards::{BotMessage, BotRefusal, RateVerdict};
+use crate::lanes::QueueFull;
+use crate::metrics;
 use crate::mirror::{Arrival, now_ms};
-use crate::relay::Relay;
-use crate::roster::{Account, Roster};
+use crate::roster::{Account, ChatPolicy};
 use crate::session::{SessionKey, chat_key};
-use crate::store::{HistoryEntry, InboxId, Pairing, Store};
+use crate::store::{InboxId, Pairing};
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -113,78 +109,10 @@ pub enum DropReason {
     StoreFailing,
 }
 
-/// Everything the steps share. Built once by [`crate::gateway`].
-pub struct Shared {
-    /// The validated config.
-    pub config: Arc<Config>,
-    /// Bots and accounts.
-    pub roster: Roster,
-    /// Per-chat policy.
-    pub chat_rules: ChatRules,
-    /// The store.
-    pub store: Store,
-    /// Inbound guards.
-    pub guards: Guards,
-    /// Lanes.
-    pub lanes: Arc<Lanes>,
-    /// Policy refusal notices: at most one per sender per account every 10 minutes.
-    pub(crate) notices: KeyedLimiter<(String, String)>,
-    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
-    pub(crate) busy_notices: KeyedLimiter<String>,
-    /// Lines the gateway posted through bot accounts, which must not wake other bots.
-    pub(crate) own_notices: own_notices::OwnNotices,
-    /// Sends whose senders are waiting for the reply.
-    pub relay: Relay,
-    /// Counters for `/metrics`.
-    pub metrics: Metrics,
-    /// When each bot's heartbeat and cron entries fall due next (written by the scheduler).
-    pub schedule: crate::schedule::Board,
-    /// Every pipeline run and background turn, so a shutdown can drain them.
-    pub tasks: TaskTracker,
-}
-
-impl Shared {
-    /// Assemble the shared state. Fails only on an `[agent_to_agent] allow` glob that does not
-    /// compile (validation reports those first).
-    pub fn new(
-        config: Arc<Config>,
-        roster: Roster,
-        chat_rules: ChatRules,
-        store: Store,
-    ) -> Result<Shared, globset::Error> {
-        let clock = governor::clock::DefaultClock::default();
-        let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
-        Ok(Shared {
-            guards: Guards::new(
-                &config.limits,
-                &config.agent_to_agent,
-                a2a_allow,
-                clock.clone(),
-            ),
-            lanes: Lanes::new(&config.lanes),
-            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
-            busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
-            own_notices: own_notices::OwnNotices::default(),
-            relay: Relay::default(),
-            metrics: Metrics::default(),
-            // Validation checked the zone; an unvalidated config falls back to the machine's.
-            schedule: crate::schedule::Board::new(
-                crate::schedule::Zone::parse(&config.gateway.timezone)
-                    .unwrap_or(crate::schedule::Zone::Local),
-            ),
-            tasks: TaskTracker::new(),
-            config,
-            roster,
-            chat_rules,
-            store,
-        })
-    }
-}
-
 /// The pipeline. Cheap to clone; every adapter feeds the same one.
 #[derive(Clone)]
 pub struct Dispatcher {
-    shared: Arc<Shared>,
+    shared: Arc<Services>,
 }
 
 /// One event on its way through the steps, with what earlier steps learned.
@@ -236,24 +164,24 @@ impl Inbound<'_> {
 
 impl Dispatcher {
     /// A dispatcher over `shared`.
-    pub fn new(shared: Arc<Shared>) -> Self {
+    pub fn new(shared: Arc<Services>) -> Self {
         Self { shared }
     }
 
     /// The shared state.
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub fn shared(&self) -> &Arc<Services> {
         &self.shared
     }
 
     /// Deduplicate and run the whole pipeline, waiting for the outcome. The local chat uses
     /// this; platform adapters go through [`EventSink::accept`], which does not wait.
     pub async fn handle(&self, event: InboundEvent) -> Handled {
-        if self.shared.tasks.is_closed() {
+        if self.shared.tasks().is_closed() {
             return Handled::Dropped(DropReason::ShuttingDown);
         }
         // Tracked like a spawned run, so a shutdown waits for it too.
         self.shared
-            .tasks
+            .tasks()
             .track_future(async {
                 match self.intake(&event).await {
                     Ok(Some(filed)) => self.run_filed(filed, event, Arrival::Fresh).await,
@@ -266,14 +194,14 @@ impl Dispatcher {
 
     /// Events accepted whose pipeline run has not finished.
     pub fn in_flight(&self) -> usize {
-        self.shared.tasks.len()
+        self.shared.tasks().len()
     }
 
     /// Stop taking events and wait (at most `grace`) for the turns in flight to finish.
     /// Returns whether everything finished.
     pub async fn drain(&self, grace: Duration) -> bool {
-        self.shared.tasks.close();
-        tokio::time::timeout(grace, self.shared.tasks.wait())
+        self.shared.tasks().close();
+        tokio::time::timeout(grace, self.shared.tasks().wait())
             .await
             .is_ok()
     }
@@ -283,18 +211,20 @@ impl Dispatcher {
     /// without a transcript is worse than the platform's redelivery a little later.
     async fn intake(&self, event: &InboundEvent) -> Result<Option<InboxId>, NotTaken> {
         let platform = event.platform.as_str();
-        match inbox::file(&self.shared.store, event, now_ms()).await {
+        match inbox::file(self.shared.store(), event, now_ms()).await {
             Ok(Some(filed)) => {
-                self.shared.metrics.add(&metrics::EVENTS_IN, platform);
+                self.shared.metrics().add(&metrics::EVENTS_IN, platform);
                 Ok(Some(filed))
             }
             Ok(None) => {
-                self.shared.metrics.add(&metrics::DUPLICATES, platform);
+                self.shared.metrics().add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
                 Ok(None)
             }
             Err(err) => {
-                self.shared.metrics.add(&metrics::EVENTS_REFUSED, platform);
+                self.shared
+                    .metrics()
+                    .add(&metrics::EVENTS_REFUSED, platform);
                 tracing::error!(
                     %err, platform, account = %event.account, message = %event.message_id,
                     "event refused: the store cannot record it; readiness is false until the \
@@ -308,87 +238,41 @@ impl Dispatcher {
     /// Steps 3 to 13 for a filed event, then take it out of the inbox.
     async fn run_filed(&self, filed: InboxId, event: InboundEvent, arrival: Arrival) -> Handled {
         let handled = self.process(event, arrival).await;
-        if let Err(err) = self.shared.store.inbox_done(filed).await {
+        if let Err(err) = self.shared.store().inbox_done(filed).await {
             tracing::error!(%err, "could not mark an event handled; a restart will run it again");
         }
         handled
     }
 
-    /// Steps 3 to 13.
+    /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the
+    /// event has its side effects performed in one place ([`Dispatcher::stopped`]).
     pub(crate) async fn process(&self, event: InboundEvent, arrival: Arrival) -> Handled {
         let shared = &*self.shared;
-        let Some(account) = shared.roster.account(event.platform, &event.account) else {
+        let Some(account) = shared.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
             return Handled::Dropped(DropReason::UnknownAccount);
         };
-        let me = account.adapter.self_id();
-        if self_drop::is_own_message(&event, me.as_ref()) {
-            return Handled::Dropped(DropReason::OwnMessage);
-        }
         let inbound = self.inbound(event, account, arrival);
-        if self.is_gateway_notice(&inbound) {
-            return Handled::Dropped(DropReason::GatewayNotice);
+        match self.pipeline(&inbound).await {
+            Ok(handled) => handled,
+            Err(stop) => self.stopped(&inbound, stop).await,
         }
-        if inbound.event.text.len() > MAX_TEXT_BYTES {
-            let text = "That message is over 100 kB, too long for me to read; please send less.";
-            turn_step::notice(shared, &inbound, text).await;
-            return Handled::Dropped(DropReason::TooLong);
-        }
-        if let Some(handled) = admin_step::intercept(&self.shared, &inbound).await {
-            return handled;
-        }
-        if let Err(stop) = self.check_policy(&inbound).await {
-            return stop;
-        }
-        if inbound.speaker.origin == crate::store::Origin::Human {
-            shared.guards.bot_messages.human_spoke(&inbound.chat_key);
-        }
-        if let Some(answered) = answer_step::intercept(&self.shared, &inbound).await {
-            return answered;
-        }
-        let settings = shared
-            .store
-            .chat_settings(&inbound.settings_key)
-            .await
-            .unwrap_or_default();
-        let activation = settings
-            .activation
-            .as_deref()
-            .and_then(parse_activation)
-            .unwrap_or(inbound.policy.activation);
-        let roster = &shared.roster;
-        let woke = activation::decide(
-            &inbound.event,
-            me.as_ref(),
-            activation,
-            &inbound.policy,
-            |u| roster.bot_of_user(inbound.event.platform, u).is_some(),
-        );
-        let Some(wake) = woke else {
-            self.buffer(&inbound).await;
-            return Handled::Buffered;
-        };
-        if settings.is_paused(inbound.bot()) {
-            self.buffer(&inbound).await;
-            return Handled::Dropped(DropReason::Paused);
-        }
-        if let Err(refusal) = self.check_bot_message(&inbound) {
-            let reason = refusal.as_str();
-            shared.metrics.add(&metrics::BOT_MESSAGE_REFUSALS, reason);
-            let chat = Some(inbound.settings_key.clone());
-            shared.metrics.refused("bot_messages", reason, chat);
-            tracing::info!(
-                bot = inbound.bot(),
-                reason = refusal.as_str(),
-                "bot message refused"
-            );
-            self.buffer(&inbound).await;
-            return Handled::Dropped(DropReason::BotGuard(refusal));
-        }
-        if let Some(stop) = check_rate(shared, &inbound).await {
-            return stop;
-        }
-        turn_step::run(&self.shared, &inbound, wake).await
+    }
+
+    /// The steps, in order. Each returns a [`Step`]: the value the next steps need, or the
+    /// [`Stop`] that ends the event here.
+    async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
+        self.not_own(inbound)?; // 3
+        self.not_a_gateway_line(inbound)?; // 3
+        self.within_size(inbound)?; // refused, never truncated
+        self.admin(inbound).await?; // 4
+        self.policy(inbound).await?; // 5
+        self.human_spoke(inbound);
+        self.answer(inbound).await?; // 5½
+        let wake = self.activation(inbound).await?; // 6
+        self.bot_message(inbound)?; // 7
+        rate_limit(&self.shared, inbound)?; // 8
+        Ok(turn_step::run(&self.shared, inbound, wake).await) // 9 to 13
     }
 
     fn inbound<'a>(
@@ -398,9 +282,9 @@ impl Dispatcher {
         arrival: Arrival,
     ) -> Inbound<'a> {
         let shared = &self.shared;
-        let speaker = Speaker::of(&event, &shared.roster);
+        let speaker = Speaker::of(&event, shared.roster());
         let policy = shared
-            .chat_rules
+            .chat_rules()
             .resolve(event.platform, event.chat.as_str());
         Inbound {
             chat_key: chat_key(event.platform, &event.chat, event.thread.as_ref()),
@@ -413,42 +297,71 @@ impl Dispatcher {
         }
     }
 
+    /// Step 3: the bot's own message.
+    fn not_own(&self, inbound: &Inbound<'_>) -> Step<()> {
+        let me = inbound.account.adapter.self_id();
+        if self_drop::is_own_message(&inbound.event, me.as_ref()) {
+            return Err(Stop::dropped(DropReason::OwnMessage));
+        }
+        Ok(())
+    }
+
     /// Step 3, continued: the gateway's own lines, posted through another bot's account.
-    fn is_gateway_notice(&self, inbound: &Inbound<'_>) -> bool {
+    fn not_a_gateway_line(&self, inbound: &Inbound<'_>) -> Step<()> {
         let Some(author) = &inbound.speaker.bot else {
-            return false;
+            return Ok(());
         };
         // Lines remembered for the whole chat (a chain's, posted as replies that the platform
         // may put in a thread of its own) match in any of its threads.
-        let notices = &self.shared.own_notices;
+        let notices = self.shared.own_notices();
         let text = &inbound.event.text;
-        notices.is_notice(&inbound.chat_key, author, text)
+        if notices.is_notice(&inbound.chat_key, author, text)
             || notices.is_notice(&inbound.settings_key, author, text)
+        {
+            return Err(Stop::dropped(DropReason::GatewayNotice));
+        }
+        Ok(())
+    }
+
+    /// Over [`MAX_TEXT_BYTES`]: refused with a notice.
+    fn within_size(&self, inbound: &Inbound<'_>) -> Step<()> {
+        if inbound.event.text.len() > MAX_TEXT_BYTES {
+            let text = "That message is over 100 kB, too long for me to read; please send less.";
+            return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
+        }
+        Ok(())
+    }
+
+    /// Step 4: an admin command is answered (by the admin step) and goes no further.
+    async fn admin(&self, inbound: &Inbound<'_>) -> Step<()> {
+        admin_step::intercept(&self.shared, inbound).await
     }
 
     /// Step 5.
-    async fn check_policy(&self, inbound: &Inbound<'_>) -> Result<(), Handled> {
+    async fn policy(&self, inbound: &Inbound<'_>) -> Step<()> {
         let shared = &*self.shared;
         let event = &inbound.event;
-        let is_admin = admin_step::is_admin(&shared.config.admins, event);
+        let is_admin = admin_step::is_admin(&shared.config().admins, event);
         let decision = policy::decide(
             event,
             &inbound.policy,
-            &shared.config.chats_default,
+            &shared.config().chats_default,
             is_admin,
         );
         match decision {
             PolicyDecision::Allow => Ok(()),
             PolicyDecision::Refuse(refusal) => {
                 tracing::info!(sender = %event.sender.id, chat = %event.chat, reason = refusal.as_str(), "policy refused the sender");
+                let stop = Stop::dropped(DropReason::Policy(refusal));
                 if event.chat_kind == baton_contract::ChatKind::Dm {
-                    self.notify_once(inbound, refusal.notice()).await;
+                    let notice = Notice::OncePerSender(refusal.notice().to_owned());
+                    return Err(stop.with_notice(notice));
                 }
-                Err(Handled::Dropped(DropReason::Policy(refusal)))
+                Err(stop)
             }
             PolicyDecision::NeedsPairing => {
                 let pairing = shared
-                    .store
+                    .store()
                     .pairing(
                         event.platform.as_str(),
                         inbound.account.id.as_str(),
@@ -456,6 +369,7 @@ impl Dispatcher {
                         now_ms(),
                     )
                     .await;
+                let pending = Stop::dropped(DropReason::PairingPending);
                 match pairing {
                     Ok(Pairing::Paired) => Ok(()),
                     Ok(Pairing::Pending { code, .. }) => {
@@ -464,9 +378,8 @@ impl Dispatcher {
                              `/baton pairing approve {code}` (or `baton pairing approve {code}`). \
                              The code is good for one hour."
                         );
-                        self.notify_once(inbound, &text).await;
                         tracing::info!(sender = %event.sender.id, "DM sender waiting for pairing");
-                        Err(Handled::Dropped(DropReason::PairingPending))
+                        Err(pending.with_notice(Notice::OncePerSender(text)))
                     }
                     Ok(Pairing::Full) => {
                         tracing::warn!(
@@ -474,19 +387,70 @@ impl Dispatcher {
                             "DM sender not given a pairing code: the account holds its three \
                              live codes; approve or let them expire"
                         );
-                        Err(Handled::Dropped(DropReason::PairingPending))
+                        Err(pending)
                     }
                     Err(err) => {
                         tracing::error!(%err, "pairing store failed; refusing the DM");
-                        Err(Handled::Dropped(DropReason::PairingPending))
+                        Err(pending)
                     }
                 }
             }
         }
     }
 
+    /// A human who passed the policy speaks: the chat's bot-to-bot chain starts over.
+    fn human_spoke(&self, inbound: &Inbound<'_>) {
+        if inbound.speaker.origin == crate::store::Origin::Human {
+            self.shared
+                .guards()
+                .bot_messages
+                .human_spoke(&inbound.chat_key);
+        }
+    }
+
+    /// Step 5½: a human's answer to a bot's question goes back to that bot, and no further.
+    async fn answer(&self, inbound: &Inbound<'_>) -> Step<()> {
+        match answer_step::intercept(&self.shared, inbound).await {
+            Some(answered) => Err(Stop::handled(answered)),
+            None => Ok(()),
+        }
+    }
+
+    /// Step 6: whether the message wakes the bot (the chat's `/baton activation` over its
+    /// configured one), and whether the bot is paused here. A message that does not wake it is
+    /// kept as history.
+    async fn activation(&self, inbound: &Inbound<'_>) -> Step<Wake> {
+        let shared = &*self.shared;
+        let settings = shared
+            .store()
+            .chat_settings(&inbound.settings_key)
+            .await
+            .unwrap_or_default();
+        let activation = settings
+            .activation
+            .as_deref()
+            .and_then(parse_activation)
+            .unwrap_or(inbound.policy.activation);
+        let roster = shared.roster();
+        let me = inbound.account.adapter.self_id();
+        let woke = activation::decide(
+            &inbound.event,
+            me.as_ref(),
+            activation,
+            &inbound.policy,
+            |u| roster.bot_of_user(inbound.event.platform, u).is_some(),
+        );
+        let Some(wake) = woke else {
+            return Err(Stop::handled(Handled::Buffered).keep_as_history());
+        };
+        if settings.is_paused(inbound.bot()) {
+            return Err(Stop::dropped(DropReason::Paused).keep_as_history());
+        }
+        Ok(wake)
+    }
+
     /// Step 7.
-    fn check_bot_message(&self, inbound: &Inbound<'_>) -> Result<(), BotRefusal> {
+    fn bot_message(&self, inbound: &Inbound<'_>) -> Step<()> {
         let speaker = &inbound.speaker;
         if speaker.origin != crate::store::Origin::Bot {
             return Ok(());
@@ -495,71 +459,35 @@ impl Dispatcher {
             .bot
             .as_deref()
             .unwrap_or(inbound.event.sender.id.as_str());
-        self.shared.guards.bot_messages.check(BotMessage {
+        let checked = self.shared.guards().bot_messages.check(BotMessage {
             chat: &inbound.chat_key,
             message_id: inbound.event.message_id.as_str(),
             author,
             woken: inbound.bot(),
             author_allowed: inbound.policy.allow_bots.is_match(author),
-        })
-    }
-
-    /// A policy notice, at most once per sender per account every 10 minutes.
-    async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
-        let key = (
-            inbound.account.id.to_string(),
-            inbound.event.sender.id.to_string(),
-        );
-        if self.shared.notices.check(&key).is_ok() {
-            turn_step::notice(&self.shared, inbound, text).await;
-        }
-    }
-
-    /// Keep an un-activated message as context for the chat's bots.
-    async fn buffer(&self, inbound: &Inbound<'_>) {
-        let entry = HistoryEntry {
-            message_id: inbound.event.message_id.to_string(),
-            sender_id: inbound.event.sender.id.to_string(),
-            speaker: inbound.speaker.name.clone(),
-            text: inbound.event.text.clone(),
-            ts_ms: inbound.event.timestamp_ms,
-        };
-        let limit = inbound.policy.history_limit;
-        if limit == 0 {
-            return;
-        }
-        if let Err(err) = self
-            .shared
-            .store
-            .history_push(&inbound.chat_key, entry, limit)
-            .await
-        {
-            tracing::error!(%err, "could not keep the message in the history buffer");
-        }
+        });
+        checked.map_err(|refusal| Stop::dropped(DropReason::BotGuard(refusal)).keep_as_history())
     }
 }
 
 /// Step 8: the sender's budget with this bot. Over it, one notice, then silence for the window.
-async fn check_rate(shared: &Shared, inbound: &Inbound<'_>) -> Option<Handled> {
+/// A non-admin's `/baton` command passes it too (`admin_step.rs`).
+fn rate_limit(shared: &Services, inbound: &Inbound<'_>) -> Step<()> {
     let verdict = shared
-        .guards
+        .guards()
         .inbound
         .check(inbound.bot(), &inbound.speaker.label);
-    if verdict != RateVerdict::Allowed {
-        let chat = Some(inbound.settings_key.clone());
-        shared.metrics.refused("inbound_rate", "per-sender", chat);
-    }
+    let limited = Stop::dropped(DropReason::RateLimited);
     match verdict {
-        RateVerdict::Allowed => None,
+        RateVerdict::Allowed => Ok(()),
         RateVerdict::LimitedNotify { retry_after } => {
             let text = format!(
                 "You're sending messages faster than I can answer; I'll read again in {} s.",
                 retry_after.as_secs().max(1)
             );
-            turn_step::notice(shared, inbound, &text).await;
-            Some(Handled::Dropped(DropReason::RateLimited))
+            Err(limited.with_notice(Notice::Now(text)))
         }
-        RateVerdict::LimitedQuiet => Some(Handled::Dropped(DropReason::RateLimited)),
+        RateVerdict::LimitedQuiet => Err(limited),
     }
 }
 
@@ -576,17 +504,179 @@ impl EventSink for Dispatcher {
     /// Claim and file the event durably, then run the rest of the pipeline in the background so
     /// the adapter can acknowledge the platform at once.
     async fn accept(&self, event: InboundEvent) -> Result<(), NotTaken> {
-        if self.shared.tasks.is_closed() {
+        if self.shared.tasks().is_closed() {
             return Err(NotTaken::ShuttingDown);
         }
         let Some(filed) = self.intake(&event).await? else {
             return Ok(());
         };
         let this = self.clone();
-        self.shared.tasks.spawn(async move {
+        self.shared.tasks().spawn(async move {
             let handled = this.run_filed(filed, event, Arrival::Fresh).await;
             tracing::debug!(?handled, "event handled");
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{AccountId, ChatId, ChatKind, MessageId, Platform, Sender, UserId};
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// Two echo bots; the local chat `room` is the only group allowed; `root` is an admin; a
+    /// sender gets one message a minute; no bot's messages may wake a bot.
+    fn config() -> String {
+        echo_config(
+            &["alpha", "beta"],
+            "\n[[chats]]\nplatform = \"local\"\nid = \"room\"\n\n[admins]\nlocal = [\"root\"]\n\n\
+             [limits]\ninbound_per_sender_per_minute = 1\n",
+        )
+        .replace("group_policy = \"open\"", "group_policy = \"allowlist\"")
+    }
+
+    /// A message to `alpha`'s account in `chat`, by `from` (a bot when it is one of ours).
+    fn to_alpha(n: u32, chat: &str, from: &str, text: &str) -> InboundEvent {
+        let is_bot = ["alpha", "beta"].contains(&from);
+        let sender = Sender {
+            id: UserId::from(from),
+            name: from.to_owned(),
+            is_bot,
+            is_self: false,
+        };
+        let mut event = InboundEvent::text_message(
+            Platform::Local,
+            AccountId::from("alpha"),
+            ChatId::from(chat),
+            ChatKind::Group,
+            sender,
+            MessageId::from(format!("m{n}")),
+            text,
+        );
+        event.mentions = vec![UserId::from("alpha")];
+        event
+    }
+
+    /// Each event below would trip its step and every later one; it must stop at its own step.
+    /// Moving a step later (or earlier) in [`Dispatcher::pipeline`] makes one of them stop
+    /// elsewhere.
+    #[tokio::test]
+    async fn the_steps_run_in_order_and_the_first_stop_wins() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let huge = format!("/baton help {}", "x".repeat(MAX_TEXT_BYTES));
+        // A sender over the rate limit, to show that every earlier step runs before it.
+        for sender in ["ann", "beta"] {
+            gw.services.guards().inbound.check("alpha", sender);
+            let label = if sender == "beta" { "bot:beta" } else { sender };
+            gw.services.guards().inbound.check("alpha", label);
+        }
+
+        let own = to_alpha(1, "elsewhere", "alpha", &huge);
+        assert_eq!(
+            d.process(own, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::OwnMessage)
+        );
+
+        gw.services
+            .own_notices()
+            .remember("local:room", "beta", &huge);
+        let notice = to_alpha(2, "room", "beta", &huge);
+        assert_eq!(
+            d.process(notice, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::GatewayNotice)
+        );
+
+        let long = to_alpha(3, "elsewhere", "ann", &huge);
+        assert_eq!(
+            d.process(long, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::TooLong)
+        );
+
+        let command = to_alpha(4, "elsewhere", "cid", "/baton help");
+        let Handled::Admin(answer) = d.process(command, Arrival::Fresh).await else {
+            panic!("an admin command is answered before the policy");
+        };
+        assert!(answer.contains("Only baton admins"), "{answer}");
+
+        let refused = to_alpha(5, "elsewhere", "ann", "@alpha hi");
+        assert!(matches!(
+            d.process(refused, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::Policy(_))
+        ));
+
+        let mut unaddressed = to_alpha(6, "room", "beta", "chatter");
+        unaddressed.mentions.clear();
+        assert_eq!(
+            d.process(unaddressed, Arrival::Fresh).await,
+            Handled::Buffered
+        );
+
+        let from_bot = to_alpha(7, "room", "beta", "@alpha hi");
+        assert!(matches!(
+            d.process(from_bot, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::BotGuard(_))
+        ));
+
+        let limited = to_alpha(8, "room", "ann", "@alpha hi");
+        assert_eq!(
+            d.process(limited, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::RateLimited)
+        );
+
+        let fine = to_alpha(9, "room", "bob", "@alpha hi");
+        assert_eq!(
+            d.process(fine, Arrival::Fresh).await,
+            Handled::Replied("hi".into())
+        );
+    }
+
+    /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),
+    /// and a message kept as history is in the chat's buffer for the next turn.
+    #[tokio::test]
+    async fn a_stop_posts_its_notice_and_keeps_history_as_told() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
+        chatter.mentions.clear();
+        assert_eq!(d.process(chatter, Arrival::Fresh).await, Handled::Buffered);
+        let history = gw
+            .services
+            .store()
+            .history_take(crate::store::HistoryTake {
+                chat_key: "local:room",
+                bot: "alpha",
+                skip_sender: None,
+                skip_message: None,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        let texts: Vec<&str> = history.iter().map(|h| h.text.as_str()).collect();
+        assert_eq!(texts, ["the deploy is at five"]);
+
+        let first = to_alpha(2, "room", "bob", "@alpha one");
+        assert_eq!(
+            d.process(first, Arrival::Fresh).await,
+            Handled::Replied("one".into())
+        );
+        let second = to_alpha(3, "room", "bob", "@alpha two");
+        assert_eq!(
+            d.process(second, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::RateLimited)
+        );
+        let posted: Vec<String> = gw
+            .hub
+            .messages("room", None)
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(posted.len(), 2, "{posted:?}");
+        assert!(
+            posted[1].starts_with("You're sending messages faster"),
+            "{posted:?}"
+        );
     }
 }

@@ -8,8 +8,8 @@
 
 use baton_contract::{ChatKind, InboundEvent, Platform};
 
-use super::chat_rules::ChatPolicy;
 use crate::config::{ChatsDefault, DmPolicy, GroupPolicy};
+use crate::roster::ChatPolicy;
 
 /// Why a sender was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

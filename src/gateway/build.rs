@@ -7,8 +7,7 @@ use baton_contract::{AccountId, Adapter, Platform};
 use super::StartError;
 use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
 use crate::local::{LocalAdapter, LocalHub};
-use crate::roster::{Account, Bot, Roster};
-use crate::tools::ToolSet;
+use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 use crate::turn::{
     Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
 };
@@ -265,7 +264,7 @@ fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, Star
         }
         (None, None) => String::new(),
     };
-    let patterns = crate::dispatcher::glob_set(&bot.tools)?;
+    let patterns = glob_set(&bot.tools)?;
     Ok(Bot {
         tools: ToolSet::from_globs(&patterns),
         system_prompt,

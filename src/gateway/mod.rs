@@ -20,12 +20,16 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, resolve_secret};
-use crate::dispatcher::{ChatRules, Dispatcher, Shared};
+use crate::dispatcher::Dispatcher;
+use crate::engine::Services;
 use crate::http;
 use crate::local::LocalHub;
 use crate::mirror::now_ms;
+use crate::roster::ChatRules;
 use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Store, StoreError, StoreOptions};
+use crate::timing::Zone;
+use crate::tools::AgentTools;
 
 use retention::Retention;
 
@@ -169,7 +173,16 @@ impl Gateway {
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
         let config = Arc::new(config);
-        let shared = Arc::new(Shared::new(Arc::clone(&config), roster, chat_rules, store)?);
+        let zone = Zone::parse(&config.gateway.timezone)
+            .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
+        let shared = Arc::new(Services::new(
+            Arc::clone(&config),
+            roster,
+            chat_rules,
+            store,
+            zone,
+            AgentTools::bind,
+        )?);
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
         let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
         let recovered = crate::relay::recover(&shared).await?;
@@ -184,7 +197,7 @@ impl Gateway {
         let unfinished = dispatcher.unfinished().await?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        for account in shared.roster.accounts() {
+        for account in shared.roster().accounts() {
             let adapter = Arc::clone(&account.adapter);
             let sink = dispatcher.clone();
             let stop = shutdown.clone();
@@ -262,13 +275,13 @@ impl Gateway {
 
     /// The store.
     pub fn store(&self) -> &Store {
-        &self.dispatcher.shared().store
+        self.dispatcher.shared().store()
     }
 
     /// Stop taking events, let in-flight turns finish (up to `gateway.drain_seconds`), stop the
     /// listener and adapters, and close the store. Returns whether every turn finished in time.
     pub async fn shutdown(mut self) -> bool {
-        let grace = Duration::from_secs(self.dispatcher.shared().config.gateway.drain_seconds);
+        let grace = Duration::from_secs(self.dispatcher.shared().config().gateway.drain_seconds);
         self.shutdown.cancel();
         let drained = self.dispatcher.drain(grace).await;
         if !drained {
@@ -309,7 +322,7 @@ fn open_file_limit(max_connections: usize) {
 
 /// Forget idle guard state every minute; purge expired dedupe records and apply `[retention]`
 /// at start and every hour.
-async fn maintenance(shared: Arc<Shared>, retention: Retention, stop: CancellationToken) {
+async fn maintenance(shared: Arc<Services>, retention: Retention, stop: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     let mut ticks: u64 = 0;
     loop {
@@ -317,15 +330,18 @@ async fn maintenance(shared: Arc<Shared>, retention: Retention, stop: Cancellati
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        shared.guards.retain_recent();
-        shared.notices.retain_recent();
-        shared.busy_notices.retain_recent();
+        shared.guards().retain_recent();
+        shared.notices().retain_recent();
+        shared.busy_notices().retain_recent();
         if ticks.is_multiple_of(60) {
-            if let Err(err) = shared.store.purge_expired(now_ms()).await {
+            if let Err(err) = shared.store().purge_expired(now_ms()).await {
                 tracing::warn!(%err, "could not purge expired dedupe records");
             }
-            retention.apply(&shared.store, now_ms()).await;
+            retention.apply(shared.store(), now_ms()).await;
         }
         ticks += 1;
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing;

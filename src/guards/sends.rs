@@ -253,7 +253,7 @@ mod tests {
     use governor::clock::FakeRelativeClock;
 
     use super::*;
-    use crate::dispatcher::glob_set;
+    use crate::roster::glob_set;
 
     fn guard(
         limits: LimitsConfig,

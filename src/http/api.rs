@@ -81,7 +81,7 @@ pub(super) async fn room_messages(
 
 /// Every session the store knows.
 pub(super) async fn sessions(State(state): State<AppState>) -> Response {
-    match state.dispatcher.shared().store.sessions().await {
+    match state.dispatcher.shared().store().sessions().await {
         Ok(sessions) => Json(sessions).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -109,16 +109,16 @@ pub(super) async fn deliveries(
         limit: params.limit,
     };
     let refusals: serde_json::Map<String, serde_json::Value> = shared
-        .guards
+        .guards()
         .sends
         .refusals()
         .into_iter()
         .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
         .collect();
-    match shared.store.deliveries(query).await {
+    match shared.store().deliveries(query).await {
         Ok(deliveries) => Json(json!({
             "deliveries": deliveries,
-            "in_flight": shared.relay.in_flight(),
+            "in_flight": shared.waiters().in_flight(),
             "refusals": refusals,
         }))
         .into_response(),
@@ -144,7 +144,7 @@ pub(super) async fn transcript(
         last: None,
         since_reset: false,
     };
-    match state.dispatcher.shared().store.transcript(query).await {
+    match state.dispatcher.shared().store().transcript(query).await {
         Ok(entries) => Json(entries).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -165,7 +165,7 @@ pub(super) async fn chains(
         open_in: None,
         limit: params.limit,
     };
-    match state.dispatcher.shared().store.chains(query).await {
+    match state.dispatcher.shared().store().chains(query).await {
         Ok(chains) => Json(json!({"chains": chains})).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -173,7 +173,7 @@ pub(super) async fn chains(
 
 /// One chain and its messages (handoffs and system notes included), oldest first.
 pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let store = &state.dispatcher.shared().store;
+    let store = state.dispatcher.shared().store();
     let chain = match store.chain(&id).await {
         Ok(Some(chain)) => chain,
         Ok(None) => {

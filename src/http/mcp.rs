@@ -54,10 +54,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::mcp_admission::{self, Admission};
-use crate::dispatcher::Shared;
-use crate::mirror::{Journal, RecordingTools, now_ms};
+use crate::engine::{Caller, Services, journal};
+use crate::mirror::RecordingTools;
 use crate::session::SessionKey;
-use crate::tools::{AgentTools, Caller};
+use crate::tools::AgentTools;
 use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
 
 /// The header naming the bot an MCP client speaks as.
@@ -66,7 +66,7 @@ const BOT_HEADER: &str = "x-baton-bot";
 /// The service mounted at `/mcp`, behind its admission checks ([`super::mcp_admission`]); it
 /// ends its streams when `stop` fires.
 pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
-    let gateway = &state.dispatcher.shared().config.gateway;
+    let gateway = &state.dispatcher.shared().config().gateway;
     // The gate in front of every route checks `Host` (and `Origin`) already, for every client
     // and with the same rules; rmcp's own list would refuse loopback names the gate accepts.
     let config = StreamableHttpServerConfig::default()
@@ -103,7 +103,7 @@ pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
 /// The MCP handler: one per MCP session, all over the gateway's shared state.
 #[derive(Clone)]
 pub(super) struct BatonMcp {
-    shared: Arc<Shared>,
+    shared: Arc<Services>,
 }
 
 /// Why a request names no usable bot. Each says what the client should change.
@@ -142,7 +142,7 @@ enum SpeakerError {
 
 impl BatonMcp {
     fn known(&self) -> String {
-        let ids: Vec<&str> = self.shared.roster.bots().iter().map(|b| b.id()).collect();
+        let ids: Vec<&str> = self.shared.roster().bots().iter().map(|b| b.id()).collect();
         ids.join(", ")
     }
 
@@ -163,7 +163,7 @@ impl BatonMcp {
             .map_err(|_| SpeakerError::BadHeader {
                 example: self
                     .shared
-                    .roster
+                    .roster()
                     .bots()
                     .first()
                     .map(|b| b.id().to_owned())
@@ -174,7 +174,7 @@ impl BatonMcp {
     }
 
     fn checked(&self, bot: &str) -> Result<String, SpeakerError> {
-        if self.shared.roster.bot(bot).is_some() {
+        if self.shared.roster().bot(bot).is_some() {
             Ok(bot.to_owned())
         } else {
             Err(SpeakerError::Unknown {
@@ -206,14 +206,14 @@ impl BatonMcp {
 
     /// The session an MCP client's calls speak from (see [`SessionKey::mcp`]).
     fn session(&self, bot: &str) -> Option<SessionKey> {
-        let account = self.shared.roster.account_of_bot(Platform::Local, bot)?;
+        let account = self.shared.roster().account_of_bot(Platform::Local, bot)?;
         Some(SessionKey::mcp(bot, account.id.clone()))
     }
 
     /// Every tool some bot may use, each with a required `bot` parameter listing who may.
     fn tools_for_anyone(&self) -> Vec<Tool> {
         let mut merged: Vec<(ToolSpec, Vec<String>)> = Vec::new();
-        for bot in self.shared.roster.bots() {
+        for bot in self.shared.roster().bots() {
             for spec in bot.tools.specs() {
                 match merged.iter_mut().find(|(s, _)| s.name == spec.name) {
                     Some((_, bots)) => bots.push(bot.id().to_owned()),
@@ -340,11 +340,7 @@ impl ServerHandler for BatonMcp {
         tracing::debug!(%bot, tool = %call.name, "MCP tool call");
         // Recorded on the caller's side like a bot's own tool calls, so `baton sessions` lists
         // the session and its transcript shows what the client did.
-        let store = &self.shared.store;
-        if let Err(err) = store.touch_session(&session.store_ref(), now_ms()).await {
-            tracing::warn!(%err, %session, "could not record the MCP session");
-        }
-        let journal = Journal::new(store.clone(), session.to_string(), bot, call.id.clone());
+        let journal = journal(&self.shared, &session, call.id.clone()).await;
         let result = RecordingTools::new(&tools, &journal).call(&call).await;
         Ok(tool_result(&result).into())
     }

@@ -14,7 +14,7 @@ use crate::metrics::header as describe;
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let shared = state.dispatcher.shared();
     let mut out = String::with_capacity(4096);
-    shared.metrics.render(&mut out);
+    shared.metrics().render(&mut out);
 
     describe(
         &mut out,
@@ -22,14 +22,14 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         "sessions_send calls refused by a guard, by reason.",
         "counter",
     );
-    for (reason, n) in shared.guards.sends.refusals() {
+    for (reason, n) in shared.guards().sends.refusals() {
         let _ = writeln!(
             out,
             "baton_send_refusals_total{{reason=\"{}\"}} {n}",
             reason.as_str()
         );
     }
-    let lanes = shared.lanes.load();
+    let lanes = shared.lanes().load();
     describe(
         &mut out,
         "baton_lane_queued",
@@ -56,12 +56,12 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         (
             "baton_deliveries_in_flight",
             "Bot-to-bot deliveries running in this process.",
-            shared.relay.in_flight(),
+            shared.waiters().in_flight(),
         ),
         (
             "baton_pipeline_in_flight",
             "Events and background turns not finished.",
-            shared.tasks.len(),
+            shared.tasks().len(),
         ),
     ];
     for (name, help, value) in gauges {

@@ -63,7 +63,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         state
             .dispatcher
             .shared()
-            .config
+            .config()
             .gateway
             .body_timeout_seconds,
     );
@@ -108,7 +108,7 @@ fn spare_router(state: AppState) -> Router {
 
 /// Serve until `stop` fires, then finish the requests in progress.
 pub async fn serve(listener: TcpListener, state: AppState, stop: CancellationToken) {
-    let gateway = &state.dispatcher.shared().config.gateway;
+    let gateway = &state.dispatcher.shared().config().gateway;
     let limits = server::Limits {
         header: Duration::from_secs(gateway.header_timeout_seconds),
         idle: Duration::from_secs(gateway.idle_timeout_seconds),

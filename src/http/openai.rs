@@ -49,7 +49,7 @@ pub(super) async fn models(State(state): State<AppState>) -> Json<Value> {
     let data: Vec<Value> = state
         .dispatcher
         .shared()
-        .roster
+        .roster()
         .bots()
         .iter()
         .map(|bot| {
@@ -83,7 +83,7 @@ pub(super) async fn chat_completions(
         );
     };
     let shared = state.dispatcher.shared();
-    let Some(account) = shared.roster.account_of_bot(Platform::Local, bot) else {
+    let Some(account) = shared.roster().account_of_bot(Platform::Local, bot) else {
         return error(
             StatusCode::NOT_FOUND,
             &format!("no bot `{bot}`; GET /v1/models lists them"),

@@ -20,7 +20,6 @@ mod ping_pong;
 mod recover;
 mod run;
 mod send;
-mod waiters;
 mod wake;
 
 use std::sync::Arc;
@@ -28,12 +27,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use recover::recover;
-pub use send::{SendRequest, send};
-pub use waiters::{Relay, RunResult};
+pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 
-use crate::dispatcher::Shared;
+use crate::engine::{Caller, Services};
 use crate::store::Origin;
-use crate::tools::Caller;
 
 /// A message for a session that did not come from its chat: another bot's late reply, a human's
 /// answer to an escalation, an approval decision. It wakes the session's bot for a turn on the
@@ -62,10 +59,10 @@ pub struct SessionMessage {
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown
 /// drains it).
-pub fn post_to_session(shared: &Arc<Shared>, message: SessionMessage) {
+pub fn post_to_session(shared: &Arc<Services>, message: SessionMessage) {
     let task_shared = Arc::clone(shared);
     shared
-        .tasks
+        .tasks()
         .spawn(async move { wake::run(&task_shared, message).await });
 }
 

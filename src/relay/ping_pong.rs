@@ -7,36 +7,33 @@
 //! other during it (the passive-reply rule), so it cannot grow past its bound.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::from_bot;
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn};
+use crate::engine::{Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan};
 use crate::lanes::Lane;
-use crate::mirror::Journal;
 use crate::outcome::is_reply_skip;
 use crate::session::SessionKey;
 use crate::store::{Delivery, EntryKind, Origin};
-use crate::tools::Caller;
 
 /// The config allows at most this many extra exchanges.
 const MAX_TURNS: u32 = 5;
 
 /// Start the exchange after `d` was answered with `reply`, when the config asks for one.
-pub(super) fn start(shared: &Arc<Shared>, d: &Delivery, reply: &str) {
-    let turns = shared.config.limits.max_ping_pong_turns.min(MAX_TURNS);
+pub(super) fn start(shared: &Arc<Services>, d: &Delivery, reply: &str) {
+    let turns = shared.config().limits.max_ping_pong_turns.min(MAX_TURNS);
     if turns == 0 || reply.trim().is_empty() || is_reply_skip(reply) {
         return;
     }
     let task_shared = Arc::clone(shared);
     let (d, reply) = (d.clone(), reply.to_owned());
     shared
-        .tasks
+        .tasks()
         .spawn(async move { exchange(&task_shared, &d, reply, turns).await });
 }
 
-async fn exchange(shared: &Arc<Shared>, d: &Delivery, mut last: String, turns: u32) {
+async fn exchange(shared: &Arc<Services>, d: &Delivery, mut last: String, turns: u32) {
     for n in 1..=turns {
         let (bot, session, other) = if n % 2 == 1 {
             (&d.sender, &d.sender_session, &d.target)
@@ -52,7 +49,7 @@ async fn exchange(shared: &Arc<Shared>, d: &Delivery, mut last: String, turns: u
 
 /// One exchange: `bot` answers `other`'s last words. `None` ends the exchange.
 async fn turn(
-    shared: &Arc<Shared>,
+    shared: &Arc<Services>,
     d: &Delivery,
     n: u32,
     bot: &str,
@@ -60,19 +57,18 @@ async fn turn(
     other: &str,
     last: &str,
 ) -> Option<String> {
-    let taker = shared.roster.bot(bot)?;
-    let _slot = shared.lanes.enter(Lane::Nested, bot, session).await;
-    let journal = Journal::new(
-        shared.store.clone(),
-        session.to_owned(),
-        bot.to_owned(),
-        format!("{}:pp{n}", d.run_id),
-    );
+    let taker = shared.roster().bot(bot)?;
+    let key = SessionKey::parse(session)?;
+    let seat = Seat {
+        session: &key,
+        run_id: format!("{}:pp{n}", d.run_id),
+        lane: Lane::Nested,
+    };
+    let turn = SessionTurn::enter(shared, seat).await;
     let speaker = format!("bot:{other}");
     let text = from_bot(other, last);
     let plan = TurnPlan {
         bot: taker,
-        journal: &journal,
         caller: Caller {
             bot: bot.to_owned(),
             session: session.to_owned(),
@@ -89,12 +85,13 @@ async fn turn(
             message_id: None,
             meta: json!({"name": speaker, "run_id": d.run_id, "ping_pong": n}),
         },
-        limit: Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = take_turn(shared, plan).await else {
+    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
         return None;
     };
+    let journal = turn.journal();
     if is_reply_skip(&text) {
         journal
             .bot_did(

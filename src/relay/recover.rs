@@ -10,19 +10,19 @@ use std::sync::Arc;
 
 use super::run::{self, push_run_id};
 use super::send::start;
-use super::waiters::RunResult;
-use crate::dispatcher::Shared;
+use crate::engine::RunResult;
+use crate::engine::Services;
 use crate::store::{Delivery, DeliveryState, EntryKind, Notify, StoreError};
 
 /// Pick up what the last process left. Returns how many deliveries were dealt with.
-pub async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
-    let open = shared.store.deliveries_unsettled().await?;
+pub async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
+    let open = shared.store().deliveries_unsettled().await?;
     for d in &open {
         match d.state {
             DeliveryState::Queued => {
                 tracing::info!(run = %d.run_id, target = %d.target, "resuming a queued delivery");
                 shared
-                    .store
+                    .store()
                     .delivery_notify(&d.run_id, Notify::Pending)
                     .await?;
                 start(shared, d);
@@ -34,14 +34,14 @@ pub async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
             }
             _ => {
                 let pushed = shared
-                    .store
+                    .store()
                     .run_entries(&d.sender_session, &push_run_id(&d.run_id))
                     .await?;
                 if pushed.is_empty() {
                     run::push(shared, d, &settled(d)).await;
                 } else {
                     shared
-                        .store
+                        .store()
                         .delivery_notify(&d.run_id, Notify::Done)
                         .await?;
                 }
@@ -52,9 +52,9 @@ pub async fn recover(shared: &Arc<Shared>) -> Result<usize, StoreError> {
 }
 
 /// What became of a run the restart cut short, judged from the target's transcript.
-async fn interrupted(shared: &Shared, d: &Delivery) -> Result<RunResult, StoreError> {
+async fn interrupted(shared: &Services, d: &Delivery) -> Result<RunResult, StoreError> {
     let entries = shared
-        .store
+        .store()
         .run_entries(&d.target_session, &d.run_id)
         .await?;
     let model = |e: &crate::store::Entry| e.meta["model"].as_str().unwrap_or_default().to_owned();

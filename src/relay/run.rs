@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::waiters::RunResult;
 use super::{SessionMessage, from_bot, ping_pong, post_to_session};
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnFailure, TurnPlan, take_turn};
+use crate::engine::RunResult;
+use crate::engine::{
+    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+};
 use crate::lanes::Lane;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
-use crate::tools::Caller;
 
 /// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
 /// a sender that stops waiting does not shorten it).
@@ -21,39 +22,36 @@ pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
-pub(super) async fn run(shared: Arc<Shared>, delivery: Delivery) {
+pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     let result = turn(&shared, &delivery).await;
     settle(&shared, &delivery, result).await;
 }
 
-async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
-    let Some(bot) = shared.roster.bot(&d.target) else {
+async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
+    let Some(bot) = shared.roster().bot(&d.target) else {
         return failed(format!("bot `{}` is no longer configured", d.target));
     };
-    if let Some(key) = SessionKey::parse(&d.target_session)
-        && let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    let _slot = shared
-        .lanes
-        .enter(Lane::Nested, &d.target, &d.target_session)
-        .await;
+    let Some(session) = SessionKey::parse(&d.target_session) else {
+        let why = format!(
+            "the target session `{}` is not a session key",
+            d.target_session
+        );
+        return failed(why);
+    };
+    let seat = Seat {
+        session: &session,
+        run_id: d.run_id.clone(),
+        lane: Lane::Nested,
+    };
+    let turn = SessionTurn::enter(shared, seat).await;
     let running = DeliveryChange::to(&d.run_id, DeliveryState::Running, now_ms());
-    if let Err(err) = shared.store.delivery_settle(running).await {
+    if let Err(err) = shared.store().delivery_settle(running).await {
         tracing::error!(run = %d.run_id, %err, "could not mark the delivery running");
     }
-    let journal = Journal::new(
-        shared.store.clone(),
-        d.target_session.clone(),
-        d.target.clone(),
-        d.run_id.clone(),
-    );
     let speaker = format!("bot:{}", d.sender);
     let text = from_bot(&d.sender, &d.message);
     let plan = TurnPlan {
         bot,
-        journal: &journal,
         caller: caller_of(d),
         history: &[],
         heard: Heard {
@@ -67,15 +65,10 @@ async fn turn(shared: &Arc<Shared>, d: &Delivery) -> RunResult {
         limit: RUN_LIMIT,
         recall: Recall::SessionTail,
     };
-    match take_turn(shared, plan).await {
+    match turn.take(plan).await {
         TurnEnd::Reply { text, model } => {
-            journal
-                .bot_did(
-                    EntryKind::Answer,
-                    &text,
-                    json!({"to": d.sender, "model": model}),
-                )
-                .await;
+            let meta = json!({"to": d.sender, "model": model});
+            turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
             RunResult::Answered { reply: text, model }
         }
         TurnEnd::Silent { model } => RunResult::Answered {
@@ -110,8 +103,8 @@ fn failed(reason: String) -> RunResult {
 
 /// Record the outcome, give it to the waiting sender or push it to the sender's session, and
 /// start the ping-pong exchange when one is configured.
-pub(super) async fn settle(shared: &Arc<Shared>, d: &Delivery, result: RunResult) {
-    let in_band = shared.relay.finish(&d.run_id, result.clone());
+pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResult) {
+    let in_band = shared.waiters().finish(&d.run_id, result.clone());
     let mut change = match &result {
         RunResult::Answered { reply, model } => DeliveryChange {
             reply: Some(reply.clone()),
@@ -128,10 +121,10 @@ pub(super) async fn settle(shared: &Arc<Shared>, d: &Delivery, result: RunResult
     } else {
         Notify::Pending
     });
-    if let Err(err) = shared.store.delivery_settle(change).await {
+    if let Err(err) = shared.store().delivery_settle(change).await {
         tracing::error!(run = %d.run_id, %err, "could not record the delivery's outcome");
     }
-    shared.relay.forget(&d.run_id);
+    shared.waiters().forget(&d.run_id);
     if !in_band {
         push(shared, d, &result).await;
     } else if let RunResult::Answered { reply, .. } = &result {
@@ -141,7 +134,7 @@ pub(super) async fn settle(shared: &Arc<Shared>, d: &Delivery, result: RunResult
 
 /// Tell the sender's session the outcome nobody waited for: it arrives as a message from the
 /// target (or from baton, for a failure) and wakes the sender.
-pub(super) async fn push(shared: &Arc<Shared>, d: &Delivery, result: &RunResult) {
+pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResult) {
     let (speaker, origin, text) = match result {
         RunResult::Answered { reply, .. } => {
             let reply = if reply.is_empty() {

@@ -4,24 +4,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-
 use super::run;
-use super::waiters::{RunResult, Waited};
-use crate::dispatcher::Shared;
+
+use crate::engine::{Caller, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
 use crate::session::SessionKey;
-use crate::store::{Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode};
-use crate::tools::Caller;
+use crate::store::{
+    Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError,
+};
 
 /// Without an idempotency key, the same text to the same target within this window is the same
 /// request.
 const SAME_TEXT_WINDOW_MS: i64 = 10 * 60 * 1000;
-
-/// Told to a sender whose wait ran out, so a model does not "helpfully" send again.
-const STILL_WORKING: &str = "The target is still working on it. Do not send it again: that \
-    would make it work twice. Its reply will be delivered to your session when it is ready.";
 
 /// One `sessions_send` call.
 #[derive(Debug, Clone)]
@@ -36,13 +31,102 @@ pub struct SendRequest {
     pub idempotency_key: Option<String>,
 }
 
-/// Send `request` as `caller` and return the tool result (`{"status", ...}`, as a bot's own tool call gets it).
-pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -> Value {
+/// What became of a `sessions_send`. The tool renders it as the result the model reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The outcome.
+    pub outcome: SendOutcome,
+    /// The request repeated an earlier one (same idempotency key, or the same text within 10
+    /// minutes): this is the earlier run's outcome, and nothing ran twice.
+    pub deduplicated: bool,
+}
+
+/// The outcome of one send, as far as the sender learns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// The target answered in time; `reply` is empty when it chose silence.
+    Answered {
+        /// The target bot.
+        bot: String,
+        /// The delivery's run id.
+        run_id: String,
+        /// What it said.
+        reply: String,
+        /// The model that said it.
+        model: String,
+        /// From the call to the answer.
+        elapsed: Duration,
+    },
+    /// The target's run ended without an answer (`failed`, `timeout`).
+    Ended {
+        /// The target bot.
+        bot: String,
+        /// The delivery's run id.
+        run_id: String,
+        /// How it ended.
+        state: DeliveryState,
+        /// Why.
+        reason: String,
+    },
+    /// The guards refused it now; nothing ran.
+    Refused {
+        /// The target bot.
+        bot: String,
+        /// Which rule or budget.
+        refusal: SendRefusal,
+    },
+    /// An earlier send this one repeats was refused.
+    RefusedEarlier {
+        /// The target bot.
+        bot: String,
+        /// The earlier delivery's run id.
+        run_id: String,
+        /// The refusal as recorded.
+        reason: Option<String>,
+    },
+    /// The sender's wait ran out; the run goes on and its reply will be pushed to the sender's
+    /// session.
+    StillWorking {
+        /// The target bot.
+        bot: String,
+        /// The delivery's run id.
+        run_id: String,
+    },
+    /// Fire-and-forget: the run started (or, `in_flight`, an earlier one is still running).
+    Accepted {
+        /// The target bot.
+        bot: String,
+        /// The delivery's run id.
+        run_id: String,
+        /// An earlier run of the same request is still working.
+        in_flight: bool,
+    },
+}
+
+/// Why a send could not be made at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The target names no bot or session of a configured bot.
+    #[error("no bot or session `{name}`; known bots: {} (bots_list shows them)", known.join(", "))]
+    UnknownTarget {
+        /// As given.
+        name: String,
+        /// The configured bots.
+        known: Vec<String>,
+    },
+    /// The store could not record the delivery.
+    #[error("the message could not be recorded, so it was not sent: {0}")]
+    NotRecorded(#[from] StoreError),
+}
+
+/// Send `request` as `caller` and say what became of it.
+pub async fn send(
+    shared: &Arc<Services>,
+    caller: &Caller,
+    request: SendRequest,
+) -> Result<Sent, SendError> {
     let started = Instant::now();
-    let target = match resolve(shared, caller, &request.target) {
-        Ok(target) => target,
-        Err(result) => return result,
-    };
+    let target = resolve(shared, caller, &request.target)?;
     let new = NewDelivery {
         run_id: format!("run_{}", uuid::Uuid::new_v4().simple()),
         sender: caller.bot.clone(),
@@ -66,49 +150,58 @@ pub async fn send(shared: &Arc<Shared>, caller: &Caller, request: SendRequest) -
         depth: new.depth,
         passive_to: caller.passive_to.as_deref(),
     };
-    if let Err(refusal) = shared.guards.sends.check_rules(&attempt) {
-        return refuse_new(shared, new, refusal).await;
+    if let Err(refusal) = shared.guards().sends.check_rules(&attempt) {
+        return Ok(fresh(refuse_new(shared, new, refusal).await));
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let delivery = match shared.store.delivery_begin(new, since).await {
-        Ok(Begun::New(delivery)) => delivery,
-        Ok(Begun::Existing(earlier)) => {
-            return follow(shared, &earlier, request.timeout, started).await;
-        }
-        Err(err) => {
-            return crate::tools::error(format!(
-                "the message could not be recorded, so it was not sent: {err}"
-            ));
+    let delivery = match shared.store().delivery_begin(new, since).await? {
+        Begun::New(delivery) => delivery,
+        Begun::Existing(earlier) => {
+            return Ok(Sent {
+                outcome: follow(shared, &earlier, request.timeout, started).await,
+                deduplicated: true,
+            });
         }
     };
-    if let Err(refusal) = shared.guards.sends.charge(&caller.bot, &target.bot) {
+    if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
         count_refusal(shared, delivery.origin.as_deref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())
         };
-        if let Err(err) = shared.store.delivery_settle(change).await {
+        if let Err(err) = shared.store().delivery_settle(change).await {
             tracing::error!(%err, "could not record a refused send");
         }
-        return refused(refusal, &delivery.target);
+        return Ok(fresh(SendOutcome::Refused {
+            bot: delivery.target,
+            refusal,
+        }));
     }
     start(shared, &delivery);
-    match delivery.mode {
+    let outcome = match delivery.mode {
         SendMode::Fire => accepted(&delivery, false),
         SendMode::Wait => wait(shared, &delivery, request.timeout, started).await,
+    };
+    Ok(fresh(outcome))
+}
+
+fn fresh(outcome: SendOutcome) -> Sent {
+    Sent {
+        outcome,
+        deduplicated: false,
     }
 }
 
 /// Start the target's run in the background; waiters find it in the relay.
-pub(super) fn start(shared: &Arc<Shared>, delivery: &Delivery) {
-    shared.relay.open(&delivery.run_id);
+pub(super) fn start(shared: &Arc<Services>, delivery: &Delivery) {
+    shared.waiters().open(&delivery.run_id);
     let task = run::run(Arc::clone(shared), delivery.clone());
-    shared.tasks.spawn(task);
+    shared.tasks().spawn(task);
 }
 
 /// The target's session: a session key as given, or the target bot's backchannel for `caller`.
-fn resolve(shared: &Shared, caller: &Caller, target: &str) -> Result<SessionKey, Value> {
-    let roster = &shared.roster;
+fn resolve(shared: &Services, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
+    let roster = shared.roster();
     let key = match SessionKey::parse(target) {
         Some(key) => key,
         None => {
@@ -125,104 +218,103 @@ fn resolve(shared: &Shared, caller: &Caller, target: &str) -> Result<SessionKey,
     Ok(key)
 }
 
-fn unknown_bot(shared: &Shared, name: &str) -> Value {
-    let known: Vec<&str> = shared.roster.bots().iter().map(|b| b.id()).collect();
-    crate::tools::error(format!(
-        "no bot or session `{name}`; known bots: {} (bots_list shows them)",
-        known.join(", ")
-    ))
+fn unknown_bot(shared: &Services, name: &str) -> SendError {
+    SendError::UnknownTarget {
+        name: name.to_owned(),
+        known: shared
+            .roster()
+            .bots()
+            .iter()
+            .map(|b| b.id().to_owned())
+            .collect(),
+    }
 }
 
 /// A send the rules refused before anything ran: kept on record, answered with the reason.
-async fn refuse_new(shared: &Shared, new: NewDelivery, refusal: SendRefusal) -> Value {
+async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -> SendOutcome {
     tracing::info!(sender = %new.sender, target = %new.target, reason = refusal.as_str(), "sessions_send refused");
     count_refusal(shared, new.origin.as_deref(), refusal);
-    let target = new.target.clone();
-    if let Err(err) = shared.store.delivery_refused(new, refusal.as_str()).await {
+    let bot = new.target.clone();
+    if let Err(err) = shared.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
-    refused(refusal, &target)
+    SendOutcome::Refused { bot, refusal }
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
-fn count_refusal(shared: &Shared, origin: Option<&str>, refusal: SendRefusal) {
+fn count_refusal(shared: &Services, origin: Option<&str>, refusal: SendRefusal) {
     let chat = origin
         .and_then(SessionKey::parse)
         .map(|o| crate::session::chat_key(o.platform, &o.chat, None));
     shared
-        .metrics
+        .metrics()
         .refused("sessions_send", refusal.as_str(), chat);
 }
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.
-async fn follow(shared: &Shared, earlier: &Delivery, timeout: Duration, started: Instant) -> Value {
-    let mut result = if earlier.state.is_settled() {
+async fn follow(
+    shared: &Services,
+    earlier: &Delivery,
+    timeout: Duration,
+    started: Instant,
+) -> SendOutcome {
+    if earlier.state.is_settled() {
         stored(earlier, started)
     } else if timeout.is_zero() {
         accepted(earlier, true)
     } else {
         wait(shared, earlier, timeout, started).await
-    };
-    result["deduplicated"] = json!(true);
-    result
+    }
 }
 
-async fn wait(shared: &Shared, d: &Delivery, timeout: Duration, started: Instant) -> Value {
-    match shared.relay.wait(&d.run_id, timeout).await {
-        Waited::Got(result) => answered(d, &result, started),
+async fn wait(shared: &Services, d: &Delivery, timeout: Duration, started: Instant) -> SendOutcome {
+    match shared.waiters().wait(&d.run_id, timeout).await {
+        Waited::Got(result) => answered(d, result, started),
         Waited::GaveUp => still_working(d),
-        Waited::Unknown => match shared.store.delivery(&d.run_id).await {
+        Waited::Unknown => match shared.store().delivery(&d.run_id).await {
             Ok(Some(row)) if row.state.is_settled() => stored(&row, started),
             _ => still_working(d),
         },
     }
 }
 
-fn answered(d: &Delivery, result: &RunResult, started: Instant) -> Value {
+fn answered(d: &Delivery, result: RunResult, started: Instant) -> SendOutcome {
     match result {
-        RunResult::Answered { reply, model } => {
-            let mut value = json!({
-                "status": "ok",
-                "reply": reply,
-                "bot": d.target,
-                "run_id": d.run_id,
-                "model": model,
-                "elapsed_ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            });
-            if reply.is_empty() {
-                value["silent"] = json!(true);
-            }
-            value
-        }
-        RunResult::Failed { state, reason } => json!({
-            "status": state.as_str(),
-            "bot": d.target,
-            "run_id": d.run_id,
-            "error": reason,
-        }),
+        RunResult::Answered { reply, model } => SendOutcome::Answered {
+            bot: d.target.clone(),
+            run_id: d.run_id.clone(),
+            reply,
+            model,
+            elapsed: started.elapsed(),
+        },
+        RunResult::Failed { state, reason } => SendOutcome::Ended {
+            bot: d.target.clone(),
+            run_id: d.run_id.clone(),
+            state,
+            reason,
+        },
     }
 }
 
-/// The result a stored delivery stands for.
-fn stored(d: &Delivery, started: Instant) -> Value {
+/// The outcome a stored delivery stands for.
+fn stored(d: &Delivery, started: Instant) -> SendOutcome {
     match d.state {
         DeliveryState::Delivered => {
             let result = RunResult::Answered {
                 reply: d.reply.clone().unwrap_or_default(),
                 model: d.model.clone().unwrap_or_default(),
             };
-            answered(d, &result, started)
+            answered(d, result, started)
         }
-        DeliveryState::Refused => json!({
-            "status": "refused",
-            "bot": d.target,
-            "run_id": d.run_id,
-            "reason": d.reason,
-        }),
+        DeliveryState::Refused => SendOutcome::RefusedEarlier {
+            bot: d.target.clone(),
+            run_id: d.run_id.clone(),
+            reason: d.reason.clone(),
+        },
         DeliveryState::Queued | DeliveryState::Running => still_working(d),
         state => answered(
             d,
-            &RunResult::Failed {
+            RunResult::Failed {
                 state,
                 reason: d.reason.clone().unwrap_or_default(),
             },
@@ -231,29 +323,161 @@ fn stored(d: &Delivery, started: Instant) -> Value {
     }
 }
 
-fn still_working(d: &Delivery) -> Value {
-    json!({
-        "status": "timeout",
-        "in_flight": true,
-        "bot": d.target,
-        "run_id": d.run_id,
-        "warning": STILL_WORKING,
-    })
-}
-
-fn accepted(d: &Delivery, in_flight: bool) -> Value {
-    let mut value = json!({"status": "accepted", "bot": d.target, "run_id": d.run_id});
-    if in_flight {
-        value["in_flight"] = json!(true);
+fn still_working(d: &Delivery) -> SendOutcome {
+    SendOutcome::StillWorking {
+        bot: d.target.clone(),
+        run_id: d.run_id.clone(),
     }
-    value
 }
 
-fn refused(refusal: SendRefusal, target: &str) -> Value {
-    json!({
-        "status": "refused",
-        "reason": refusal.as_str(),
-        "message": refusal.explain(),
-        "bot": target,
-    })
+fn accepted(d: &Delivery, in_flight: bool) -> SendOutcome {
+    SendOutcome::Accepted {
+        bot: d.target.clone(),
+        run_id: d.run_id.clone(),
+        in_flight,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::store::DeliveryQuery;
+
+    fn caller(bot: &str, depth: u32, passive_to: Option<&str>) -> Caller {
+        let key = SessionKey::parse(&format!("bot:{bot}:local:{bot}:room")).unwrap();
+        Caller {
+            depth,
+            passive_to: passive_to.map(str::to_owned),
+            ..Caller::from_chat(&key)
+        }
+    }
+
+    fn request(target: &str, message: &str, timeout: Duration, key: Option<&str>) -> SendRequest {
+        SendRequest {
+            target: target.into(),
+            message: message.into(),
+            timeout,
+            idempotency_key: key.map(str::to_owned),
+        }
+    }
+
+    async fn refused_on_record(services: &Services) -> Vec<(String, Option<String>)> {
+        let rows = services
+            .store()
+            .deliveries(DeliveryQuery::default())
+            .await
+            .unwrap();
+        rows.into_iter()
+            .filter(|d| d.state == DeliveryState::Refused)
+            .map(|d| (d.target, d.reason))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn an_answered_send_returns_the_reply_and_an_unknown_target_names_the_known_bots() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let services = &gw.services;
+        let wait = Duration::from_secs(10);
+        let sent = send(
+            services,
+            &caller("alpha", 1, None),
+            request("beta", "ping", wait, None),
+        )
+        .await
+        .unwrap();
+        let SendOutcome::Answered { bot, reply, .. } = &sent.outcome else {
+            panic!("not answered: {sent:?}");
+        };
+        assert_eq!(
+            (bot.as_str(), reply.as_str(), sent.deduplicated),
+            ("beta", "ping", false)
+        );
+
+        let err = send(
+            services,
+            &caller("alpha", 1, None),
+            request("gamma", "hi", wait, None),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no bot or session `gamma`; known bots: alpha, beta (bots_list shows them)"
+        );
+    }
+
+    /// The rules refuse before anything runs, and every refusal is on record with its reason.
+    #[tokio::test]
+    async fn the_guards_refuse_deep_passive_and_self_sends_on_record() {
+        let config = echo_config(&["alpha", "beta"], "\n[limits]\nmax_depth = 2\n");
+        let gw = parts(&config).await;
+        let services = &gw.services;
+        let fire = Duration::ZERO;
+        let cases = [
+            (caller("alpha", 2, None), "beta", SendRefusal::TooDeep),
+            (
+                caller("alpha", 1, Some("beta")),
+                "beta",
+                SendRefusal::PassiveReply,
+            ),
+            (caller("alpha", 1, None), "alpha", SendRefusal::SelfSend),
+        ];
+        for (who, target, why) in cases {
+            let sent = send(services, &who, request(target, "hi", fire, None))
+                .await
+                .unwrap();
+            assert_eq!(
+                sent.outcome,
+                SendOutcome::Refused {
+                    bot: target.to_owned(),
+                    refusal: why
+                },
+                "{why:?}"
+            );
+        }
+        let mut on_record = refused_on_record(services).await;
+        on_record.sort();
+        let reason = |r: SendRefusal| Some(r.as_str().to_owned());
+        assert_eq!(
+            on_record,
+            [
+                ("alpha".to_owned(), reason(SendRefusal::SelfSend)),
+                ("beta".to_owned(), reason(SendRefusal::TooDeep)),
+                ("beta".to_owned(), reason(SendRefusal::PassiveReply)),
+            ]
+        );
+    }
+
+    /// A retry with the same idempotency key (or the same text within 10 minutes) is the same
+    /// request: it gets the first run's outcome, and the target works once.
+    #[tokio::test]
+    async fn a_retry_is_deduplicated_and_runs_nothing_twice() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let services = &gw.services;
+        let wait = Duration::from_secs(10);
+        let me = caller("alpha", 1, None);
+        let ask = |text: &'static str, key: Option<&'static str>| {
+            send(services, &me, request("beta", text, wait, key))
+        };
+        let keyed = ask("build it", Some("k1")).await.unwrap();
+        let same_key = ask("other words", Some("k1")).await.unwrap();
+        let first = ask("test it", None).await.unwrap();
+        let same_text = ask("test it", None).await.unwrap();
+        let run = |sent: &Sent| match &sent.outcome {
+            SendOutcome::Answered { run_id, reply, .. } => (run_id.clone(), reply.clone()),
+            other => panic!("not answered: {other:?}"),
+        };
+        assert!(!keyed.deduplicated && !first.deduplicated);
+        assert!(same_key.deduplicated && same_text.deduplicated);
+        assert_eq!(run(&same_key), run(&keyed));
+        assert_eq!(run(&same_text), run(&first));
+        assert_ne!(run(&keyed).0, run(&first).0);
+        let rows = services
+            .store()
+            .deliveries(DeliveryQuery::default())
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 2, "one delivery, one run each: {rows:?}");
+    }
 }

@@ -8,32 +8,22 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::SessionMessage;
-use crate::deliver::{Target, deliver};
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::deliver::Target;
+use crate::engine::{Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal};
 use crate::lanes::Lane;
-use crate::mirror::{Journal, now_ms};
 use crate::session::SessionKey;
 use crate::store::{EntryKind, Notify};
 
 /// Run the woken turn and deliver what it says.
-pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
+pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
     let Some(key) = SessionKey::parse(&message.session) else {
         tracing::error!(session = %message.session, "cannot wake a session whose key does not parse");
         return;
     };
-    let Some(bot) = shared.roster.bot(&key.bot) else {
+    let Some(bot) = shared.roster().bot(&key.bot) else {
         tracing::error!(session = %message.session, "cannot wake a session of an unknown bot");
         return;
     };
-    if let Err(err) = shared.store.touch_session(&key.store_ref(), now_ms()).await {
-        tracing::error!(%err, "could not record the session");
-    }
-    let journal = Journal::new(
-        shared.store.clone(),
-        message.session.clone(),
-        key.bot.clone(),
-        message.run_id.clone(),
-    );
     let heard = Heard {
         speaker: &message.speaker,
         name: &message.speaker,
@@ -44,52 +34,55 @@ pub(super) async fn run(shared: &Arc<Shared>, message: SessionMessage) {
     };
     let delivery = message.delivery.clone();
     if key.is_mcp() {
-        journal
+        journal(shared, &key, message.run_id.clone())
+            .await
             .heard(heard.speaker, heard.origin, heard.text, None, heard.meta)
             .await;
         notified(shared, delivery.as_deref()).await;
         return;
     }
-    let _slot = shared
-        .lanes
-        .enter(Lane::Nested, &key.bot, &message.session)
-        .await;
+    let seat = Seat {
+        session: &key,
+        run_id: message.run_id.clone(),
+        lane: Lane::Nested,
+    };
+    let turn = SessionTurn::enter(shared, seat).await;
     let plan = TurnPlan {
         bot,
-        journal: &journal,
         caller: message.caller,
         history: &[],
         heard,
-        limit: std::time::Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let end = take_turn(shared, plan).await;
+    let end = turn.take(plan).await;
     notified(shared, delivery.as_deref()).await;
     if let TurnEnd::Reply { text, model } = end {
-        post(shared, &key, &journal, &text, &model).await;
+        post(shared, &key, &turn, &text, &model).await;
     }
 }
 
 /// The pushed outcome of `delivery` is on record in the sender's session.
-async fn notified(shared: &Shared, delivery: Option<&str>) {
+async fn notified(shared: &Services, delivery: Option<&str>) {
     let Some(run_id) = delivery else { return };
-    if let Err(err) = shared.store.delivery_notify(run_id, Notify::Done).await {
+    if let Err(err) = shared.store().delivery_notify(run_id, Notify::Done).await {
         tracing::error!(run = run_id, %err, "could not record that the reply was pushed");
     }
 }
 
 /// Post the woken bot's reply to its session's chat, or keep it in the transcript when the
 /// session has none.
-async fn post(shared: &Shared, key: &SessionKey, journal: &Journal, text: &str, model: &str) {
-    let account = shared.roster.account(key.platform, &key.account);
+async fn post(
+    shared: &Services,
+    key: &SessionKey,
+    turn: &SessionTurn<'_>,
+    text: &str,
+    model: &str,
+) {
+    let account = shared.roster().account(key.platform, &key.account);
     let Some(account) = account.filter(|_| !key.is_backchannel()) else {
-        journal
-            .bot_did(
-                EntryKind::Answer,
-                text,
-                json!({"model": model, "posted": false}),
-            )
-            .await;
+        let meta = json!({"model": model, "posted": false});
+        turn.journal().bot_did(EntryKind::Answer, text, meta).await;
         return;
     };
     let target = Target {
@@ -98,7 +91,6 @@ async fn post(shared: &Shared, key: &SessionKey, journal: &Journal, text: &str, 
         reply_to: None,
         ephemeral: None,
     };
-    if let Err(err) = deliver(&*account.adapter, &target, text, journal).await {
-        undelivered(journal, err).await;
-    }
+    // A failure is recorded by the post.
+    let _ = turn.post(account, &target, text).await;
 }

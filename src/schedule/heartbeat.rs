@@ -42,7 +42,7 @@ impl Scheduler {
         }
         let busy = if slot.running.load(Ordering::Acquire) {
             Some(SkipReason::StillRunning)
-        } else if self.shared.lanes.bot_busy(Lane::Main, job.bot.id()) {
+        } else if self.shared.lanes().bot_busy(Lane::Main, job.bot.id()) {
             Some(SkipReason::RequestsInFlight)
         } else {
             None

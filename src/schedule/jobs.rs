@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_contract::Platform;
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::{Place, QuietHours, Schedule, Zone, parse_every};
-use crate::config::Config;
+use crate::config::{Config, default_platform};
 use crate::roster::{Bot, Roster};
+use crate::timing::{Place, QuietHours, Schedule, Zone, parse_every};
 
 /// The job id of a bot's heartbeat.
 pub const HEARTBEAT_JOB: &str = "heartbeat";
@@ -108,16 +107,6 @@ fn delta(every: Duration) -> TimeDelta {
     TimeDelta::from_std(every).unwrap_or(TimeDelta::MAX)
 }
 
-/// The platform a plain chat id in `bot`'s schedule means: that of its first `[[accounts]]`
-/// entry, or `local` for a bot without accounts.
-pub fn default_platform(config: &Config, bot: &str) -> Platform {
-    config
-        .accounts
-        .iter()
-        .find(|a| a.bot == bot)
-        .map_or(Platform::Local, |a| a.platform)
-}
-
 /// Every bot's jobs, in config order. The error names the key and says what to fix; validation
 /// reports the same problems earlier, with lines.
 pub(crate) fn jobs(config: &Config, roster: &Roster) -> Result<Vec<Job>, String> {
@@ -187,7 +176,7 @@ mod tests {
     }
 
     fn job(what: What) -> Job {
-        use crate::tools::ToolSet;
+        use crate::roster::ToolSet;
         use crate::turn::EchoBackend;
         let config: crate::config::BotConfig =
             toml::from_str("id = \"snark\"\nbackend = \"echo\"").unwrap();

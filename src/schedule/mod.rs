@@ -32,39 +32,28 @@
 //! The first tick after a start arms the jobs the store does not know. The [`Board`] in the
 //! shared state shows every job's next due time to whoever asks (`/baton status`).
 
-mod board;
-mod cron;
-mod every;
 mod heartbeat;
 mod jobs;
 mod monitor;
 mod prompt;
-mod quiet_hours;
 mod run;
-mod target;
 mod timer;
-mod zone;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
 
-pub use board::{Board, NextDue};
-pub use cron::Schedule;
-pub use every::parse_every;
-pub use jobs::{HEARTBEAT_JOB, default_platform};
+pub use jobs::HEARTBEAT_JOB;
 pub use monitor::REPLY_DIRECTIVE;
 pub use prompt::{builtin_heartbeat_prompt, is_effectively_empty};
-pub use quiet_hours::QuietHours;
-pub use target::Place;
 pub(crate) use timer::run_timer;
-pub use zone::Zone;
 
 use self::jobs::{Job, What};
 use self::run::{Occurrence, Running};
-use crate::dispatcher::Shared;
+use crate::engine::Services;
 use crate::store::ScheduleRow;
+use crate::timing::{NextDue, Place, Zone};
 
 /// Why a due heartbeat did not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +111,7 @@ pub enum TickOutcome {
 /// Why the scheduler could not be built from the config (validation reports the same earlier).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ScheduleError(String);
+pub struct ScheduleError(pub(crate) String);
 
 /// One job's place in the schedule.
 struct Slot {
@@ -144,7 +133,7 @@ struct State {
 
 /// Runs each bot's heartbeat and cron entries when they fall due. See the module docs.
 pub struct Scheduler {
-    shared: Arc<Shared>,
+    shared: Arc<Services>,
     jobs: Vec<Arc<Job>>,
     zone: Zone,
     /// A tokio mutex: a tick awaits the store while holding it, and two ticks must not
@@ -154,11 +143,10 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// The jobs of every bot in `shared`'s config.
-    pub fn new(shared: Arc<Shared>) -> Result<Scheduler, ScheduleError> {
-        let config = &shared.config;
-        let zone = Zone::parse(&config.gateway.timezone)
-            .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
-        let jobs: Vec<Arc<Job>> = jobs::jobs(config, &shared.roster)
+    pub fn new(shared: Arc<Services>) -> Result<Scheduler, ScheduleError> {
+        let config = shared.config();
+        let zone = *shared.board().zone();
+        let jobs: Vec<Arc<Job>> = jobs::jobs(config, shared.roster())
             .map_err(ScheduleError)?
             .into_iter()
             .map(Arc::new)
@@ -189,7 +177,7 @@ impl Scheduler {
 
     /// Every job's next due time (empty until the first tick).
     pub fn next_due(&self) -> Vec<NextDue> {
-        self.shared.schedule.next_due()
+        self.shared.board().next_due()
     }
 
     /// Deal with every job due at `now`: start its turn (in the background, tracked like any
@@ -197,7 +185,7 @@ impl Scheduler {
     /// job. Does nothing once the gateway is shutting down.
     pub async fn tick(&self, now: DateTime<Utc>) -> Vec<Ticked> {
         let mut state = self.state.lock().await;
-        if self.shared.tasks.is_closed() {
+        if self.shared.tasks().is_closed() {
             return Vec::new();
         }
         if !state.armed {
@@ -251,7 +239,7 @@ impl Scheduler {
         };
         let key = crate::session::chat_key(*platform, &chat.as_str().into(), None);
         self.shared
-            .store
+            .store()
             .chat_settings(&key)
             .await
             .is_ok_and(|settings| settings.is_paused(job.bot.id()))
@@ -276,7 +264,7 @@ impl Scheduler {
     /// First tick: take the due times the store kept for jobs whose schedule is unchanged, and
     /// arm the others from `now`.
     async fn arm(&self, state: &mut State, now: DateTime<Utc>) {
-        let stored = self.shared.store.schedule_jobs().await.unwrap_or_else(|err| {
+        let stored = self.shared.store().schedule_jobs().await.unwrap_or_else(|err| {
             tracing::error!(%err, "could not read the stored schedule; arming every job afresh");
             Vec::new()
         });
@@ -289,7 +277,7 @@ impl Scheduler {
             match kept {
                 Some(due) => {
                     slot.next_due = Some(due);
-                    self.shared.schedule.set(job.bot.id(), &job.id, due);
+                    self.shared.board().set(job.bot.id(), &job.id, due);
                 }
                 None => self.set_due(job, slot, job.first_due(self.zone, now)).await,
             }
@@ -305,14 +293,14 @@ impl Scheduler {
             tracing::warn!(bot = job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
             return;
         };
-        self.shared.schedule.set(job.bot.id(), &job.id, due);
+        self.shared.board().set(job.bot.id(), &job.id, due);
         let row = ScheduleRow {
             bot: job.bot.id().to_owned(),
             job: job.id.clone(),
             spec: job.spec(),
             next_due_ms: due.timestamp_millis(),
         };
-        if let Err(err) = self.shared.store.schedule_set_due(row).await {
+        if let Err(err) = self.shared.store().schedule_set_due(row).await {
             tracing::error!(%err, "could not store the next due time");
         }
     }
@@ -337,6 +325,80 @@ impl Scheduler {
             running: Running(Arc::clone(&slot.running)),
         };
         let shared = Arc::clone(&self.shared);
-        self.shared.tasks.spawn(run::run(shared, occurrence));
+        self.shared.tasks().spawn(run::run(shared, occurrence));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::store::{EntryKind, TranscriptQuery};
+
+    /// Monday 2025-03-03, `h:m` UTC.
+    fn monday(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2025, 3, 3, h, m, 0).unwrap()
+    }
+
+    /// A due heartbeat whose bot is paused in its chat, or due in its quiet hours, is skipped:
+    /// no turn, and the skip is on record in the job's session and in the counters.
+    #[tokio::test]
+    async fn a_due_heartbeat_is_skipped_when_paused_or_quiet_on_record() {
+        let heartbeat = "heartbeat = { every = \"30m\", quiet_hours = \"22:00-07:00\", \
+                         target = \"local:ops\" }\n";
+        let config = echo_config(&["hb"], heartbeat).replace(
+            "database = \":memory:\"",
+            "database = \":memory:\"\ntimezone = \"UTC\"",
+        );
+        let gw = parts(&config).await;
+        let s = &gw.services;
+        let scheduler = Scheduler::new(Arc::clone(s)).unwrap();
+        let skipped = |reason| {
+            vec![Ticked {
+                bot: "hb".into(),
+                job: HEARTBEAT_JOB.into(),
+                outcome: TickOutcome::Skipped(reason),
+            }]
+        };
+        assert_eq!(
+            scheduler.tick(monday(21, 0)).await,
+            vec![],
+            "the first tick arms"
+        );
+
+        s.store().set_paused("local:ops", "hb", true).await.unwrap();
+        assert_eq!(
+            scheduler.tick(monday(21, 30)).await,
+            skipped(SkipReason::Paused)
+        );
+        s.store()
+            .set_paused("local:ops", "hb", false)
+            .await
+            .unwrap();
+        assert_eq!(
+            scheduler.tick(monday(22, 0)).await,
+            skipped(SkipReason::QuietHours)
+        );
+
+        let transcript = s
+            .store()
+            .transcript(TranscriptQuery::session("bot:hb:local:hb:ops"))
+            .await
+            .unwrap();
+        let reasons: Vec<(EntryKind, String)> = transcript
+            .iter()
+            .map(|e| (e.kind, e.meta["reason"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (EntryKind::Notice, "paused".to_owned()),
+                (EntryKind::Notice, "quiet-hours".to_owned())
+            ]
+        );
+        let skips = |reason| s.metrics().get(&crate::metrics::SCHEDULED_SKIPS, reason);
+        assert_eq!((skips("paused"), skips("quiet-hours")), (1, 1));
     }
 }

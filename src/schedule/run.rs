@@ -14,19 +14,20 @@ use baton_contract::{ChatId, MessageId};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::json;
 
+use super::SkipReason;
 use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
-use super::{Place, SkipReason};
-use crate::deliver::{Target, deliver};
-use crate::dispatcher::{Heard, Recall, Shared, TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::deliver::Target;
+use crate::engine::{
+    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+};
 use crate::lanes::Lane;
 use crate::metrics;
-use crate::mirror::{Journal, now_ms};
 use crate::outcome::{Outcome, heartbeat_reply};
 use crate::roster::Account;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, LastDelivered, Origin};
-use crate::tools::Caller;
+use crate::timing::Place;
 
 /// How long a delivered heartbeat reply suppresses an identical one.
 const DUPLICATE_WINDOW: TimeDelta = TimeDelta::hours(24);
@@ -63,13 +64,13 @@ pub(super) struct Spot<'a> {
 impl Spot<'_> {
     /// Where `job` runs, or `None` when the bot has no account on the target's platform
     /// (validation refuses such configs; logged if it happens anyway).
-    pub(super) fn of<'a>(shared: &'a Shared, job: &Job) -> Option<Spot<'a>> {
+    pub(super) fn of<'a>(shared: &'a Services, job: &Job) -> Option<Spot<'a>> {
         let bot = job.bot.id();
         let (platform, chat) = match &job.place {
             Place::Private => (baton_contract::Platform::Local, None),
             Place::Chat { platform, chat } => (*platform, Some(chat)),
         };
-        let Some(account) = shared.roster.account_of_bot(platform, bot) else {
+        let Some(account) = shared.roster().account_of_bot(platform, bot) else {
             tracing::error!(bot, job = %job.id, %platform, "no account to run the scheduled job through");
             return None;
         };
@@ -98,34 +99,17 @@ fn run_id(job: &Job, due: DateTime<Utc>) -> String {
     )
 }
 
-/// The pen for `job`'s records about the occurrence due at `due`.
-async fn journal(shared: &Shared, job: &Job, spot: &Spot<'_>, due: DateTime<Utc>) -> Journal {
-    if let Err(err) = shared
-        .store
-        .touch_session(&spot.key.store_ref(), now_ms())
-        .await
-    {
-        tracing::error!(%err, "could not record the session");
-    }
-    Journal::new(
-        shared.store.clone(),
-        spot.key.render(),
-        job.bot.id().to_owned(),
-        run_id(job, due),
-    )
-}
-
 /// Record that the occurrence of `job` due at `due` was skipped, in its session's transcript
 /// and in `/metrics`.
 pub(super) async fn record_skip(
-    shared: &Shared,
+    shared: &Services,
     job: &Job,
     due: DateTime<Utc>,
     reason: SkipReason,
     detail: &str,
 ) {
     shared
-        .metrics
+        .metrics()
         .add(&metrics::SCHEDULED_SKIPS, reason.as_str());
     tracing::info!(bot = job.bot.id(), job = %job.id, reason = reason.as_str(), "scheduled turn skipped");
     let Some(spot) = Spot::of(shared, job) else {
@@ -140,7 +124,7 @@ pub(super) async fn record_skip(
             reason.as_str()
         )
     };
-    journal(shared, job, &spot, due)
+    journal(shared, &spot.key, run_id(job, due))
         .await
         .bot_did(
             EntryKind::Notice,
@@ -179,7 +163,7 @@ pub(super) struct Occurrence {
 }
 
 /// Run one occurrence to the end: lane, turn, reply.
-pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
+pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
     let Occurrence {
         job,
         due,
@@ -190,12 +174,14 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
     let Some(spot) = Spot::of(&shared, &job) else {
         return;
     };
-    let bot = job.bot.id();
-    let key = spot.key.render();
-    let journal = journal(&shared, &job, &spot, due).await;
-    let _slot = shared.lanes.enter(Lane::Cron, bot, &key).await;
+    let seat = Seat {
+        session: &spot.key,
+        run_id: run_id(&job, due),
+        lane: Lane::Cron,
+    };
+    let turn = SessionTurn::enter(&shared, seat).await;
     shared
-        .metrics
+        .metrics()
         .add(&metrics::SCHEDULED_RUNS, job.what.kind());
     let history = history(&shared, &job, &spot).await;
     let mut text = prompt;
@@ -226,21 +212,20 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
     };
     let plan = TurnPlan {
         bot: &job.bot,
-        journal: &journal,
         caller,
         history: &[],
         heard,
-        limit: std::time::Duration::from_secs(shared.config.gateway.turn_timeout_seconds),
+        limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = take_turn(&shared, plan).await else {
+    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
         return;
     };
     let reply = Reply {
         shared: &shared,
         job: &job,
         spot: &spot,
-        journal: &journal,
+        turn: &turn,
         model: &model,
         now,
     };
@@ -249,15 +234,15 @@ pub(super) async fn run(shared: Arc<Shared>, occurrence: Occurrence) {
 
 /// The chat's history buffer for a job in a chat (taken: cleared for the bot, as any turn
 /// takes it); nothing for a private job.
-async fn history(shared: &Shared, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntry> {
+async fn history(shared: &Services, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntry> {
     let Place::Chat { platform, chat } = &job.place else {
         return Vec::new();
     };
     let chat_key = spot.key.chat_key();
     let me = spot.account.adapter.self_id();
-    let limit = shared.chat_rules.resolve(*platform, chat).history_limit;
+    let limit = shared.chat_rules().resolve(*platform, chat).history_limit;
     shared
-        .store
+        .store()
         .history_take(HistoryTake {
             chat_key: &chat_key,
             bot: job.bot.id(),
@@ -274,10 +259,10 @@ async fn history(shared: &Shared, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntr
 
 /// A scheduled turn's reply on its way out.
 struct Reply<'a> {
-    shared: &'a Shared,
+    shared: &'a Services,
     job: &'a Job,
     spot: &'a Spot<'a>,
-    journal: &'a Journal,
+    turn: &'a SessionTurn<'a>,
     model: &'a str,
     now: DateTime<Utc>,
 }
@@ -295,7 +280,8 @@ impl Reply<'_> {
         };
         let Place::Chat { .. } = &self.job.place else {
             // A private job: kept in its transcript, never posted.
-            self.journal
+            self.turn
+                .journal()
                 .bot_did(
                     EntryKind::Answer,
                     &text,
@@ -309,7 +295,8 @@ impl Reply<'_> {
         }
         let aimed = aim(&text, history);
         if aimed.text.is_empty() {
-            self.journal
+            self.turn
+                .journal()
                 .bot_did(
                     EntryKind::Silent,
                     "",
@@ -324,24 +311,22 @@ impl Reply<'_> {
             reply_to: aimed.reply_to.map(MessageId),
             ephemeral: None,
         };
-        let adapter = &*self.spot.account.adapter;
-        match deliver(adapter, &target, &aimed.text, self.journal).await {
-            Ok(_) if heartbeat => {
-                let delivered = LastDelivered {
-                    text,
-                    at_ms: self.now.timestamp_millis(),
-                };
-                let store = &self.shared.store;
-                if let Err(err) = store
-                    .schedule_delivered(self.job.bot.id(), &self.job.id, delivered)
-                    .await
-                {
-                    tracing::error!(%err, "could not remember the delivered heartbeat");
-                }
-            }
-            Ok(_) => {}
-            Err(err) => {
-                undelivered(self.journal, err).await;
+        // A failure is recorded by the post.
+        let posted = self
+            .turn
+            .post(self.spot.account, &target, &aimed.text)
+            .await;
+        if heartbeat && posted.is_ok() {
+            let delivered = LastDelivered {
+                text,
+                at_ms: self.now.timestamp_millis(),
+            };
+            let store = self.shared.store();
+            if let Err(err) = store
+                .schedule_delivered(self.job.bot.id(), &self.job.id, delivered)
+                .await
+            {
+                tracing::error!(%err, "could not remember the delivered heartbeat");
             }
         }
     }
@@ -350,7 +335,7 @@ impl Reply<'_> {
     async fn repeats_last(&self, text: &str) -> bool {
         let last = self
             .shared
-            .store
+            .store()
             .schedule_last_delivered(self.job.bot.id(), &self.job.id)
             .await
             .unwrap_or_else(|err| {
@@ -365,9 +350,10 @@ impl Reply<'_> {
 
     async fn suppress(&self, why: Suppressed, said: &str) {
         self.shared
-            .metrics
+            .metrics()
             .add(&metrics::SCHEDULED_SUPPRESSED, why.as_str());
-        self.journal
+        self.turn
+            .journal()
             .bot_did(
                 EntryKind::Silent,
                 "",

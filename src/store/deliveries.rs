@@ -76,7 +76,7 @@ pub struct NewDelivery {
     pub message: String,
     /// The sender's key for "the same request".
     pub idempotency_key: Option<String>,
-    /// Bots in the chain including the target (see `tools::Caller::depth`).
+    /// Bots in the chain including the target (see `engine::Caller::depth`).
     pub depth: u32,
     /// The human-facing session the chain started from.
     pub origin: Option<String>,

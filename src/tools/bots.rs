@@ -2,17 +2,17 @@
 
 use serde_json::{Value, json};
 
-use crate::dispatcher::Shared;
+use crate::engine::Services;
 
 /// Every bot: id, name, description, backend, model and the platforms it is on.
-pub(super) fn list(shared: &Shared) -> Value {
+pub(super) fn list(shared: &Services) -> Value {
     let bots: Vec<Value> = shared
-        .roster
+        .roster()
         .bots()
         .iter()
         .map(|bot| {
             let mut platforms: Vec<&str> = shared
-                .roster
+                .roster()
                 .accounts()
                 .iter()
                 .filter(|a| a.bot.id() == bot.id())

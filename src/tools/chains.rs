@@ -72,7 +72,7 @@ pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
     };
     let shared = &tools.shared;
     let voice = shared
-        .roster
+        .roster()
         .account_of_bot(origin.platform, &caller.bot)
         .map_or_else(|| origin.account.clone(), |a| a.id.clone());
     let start = Start {
@@ -165,7 +165,7 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
     };
     let shared = &tools.shared;
     let bot = &tools.caller.bot;
-    let chain = match shared.store.chain(&a.chain).await {
+    let chain = match shared.store().chain(&a.chain).await {
         Ok(Some(chain)) => chain,
         Ok(None) => return error(format!("no chain `{}`; chain_status lists yours", a.chain)),
         Err(err) => return error(format!("could not read the chain: {err}")),
@@ -201,7 +201,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         Ok(a) => a,
         Err(result) => return result,
     };
-    let store = &tools.shared.store;
+    let store = tools.shared.store();
     if let Some(id) = a.chain {
         let chain = match store.chain(&id).await {
             Ok(Some(chain)) => chain,

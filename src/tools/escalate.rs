@@ -11,12 +11,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
-use crate::deliver::{DeliveryFailed, Target, deliver};
-use crate::dispatcher::{DecideError, Decision, Resolver, decide_approval};
-use crate::mirror::{Journal, now_ms};
+use crate::deliver::{DeliveryFailed, Target};
+use crate::engine::{Line, say};
+use crate::escalation::{DecideError, Decision, Resolver, decide_approval};
+use crate::mirror::now_ms;
 use crate::roster::Account;
 use crate::session::SessionKey;
-use crate::store::{EntryKind, EscalationKind, EscalationState, NewEscalation};
+use crate::store::{EscalationKind, EscalationState, NewEscalation};
 
 #[derive(Deserialize)]
 struct EscalateArgs {
@@ -53,7 +54,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         );
     };
     let shared = &tools.shared;
-    let Some(account) = shared.roster.account(origin.platform, &origin.account) else {
+    let Some(account) = shared.roster().account(origin.platform, &origin.account) else {
         return error(format!(
             "the account `{}` on {} that the conversation came through is no longer configured; \
              the question cannot be posted",
@@ -74,7 +75,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         chat_key: chat_key.clone(),
         text: message.to_owned(),
     };
-    let store = &shared.store;
+    let store = shared.store();
     let escalation = match store.create_escalation(new, now_ms()).await {
         Ok(escalation) => escalation,
         Err(err) => {
@@ -84,7 +85,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         }
     };
     let asker = shared
-        .roster
+        .roster()
         .bot(&caller.bot)
         .map_or(caller.bot.as_str(), |bot| bot.config.display_name());
     let text = posted_text(kind, asker, &escalation.id, message);
@@ -122,27 +123,27 @@ async fn post(
     text: &str,
 ) -> Result<(), DeliveryFailed> {
     let shared = &tools.shared;
-    let store = &shared.store;
-    // Posted through another bot's account: that bot is not speaking, so other bots must not
-    // take the line for its words.
-    shared
-        .own_notices
-        .remember(&origin.chat_key(), account.bot.id(), text);
-    // Not the bare escalation id: that is the run id of the asker's turn woken by the answer,
-    // whose reply must not share the question's idempotency keys (it would never be posted).
-    let journal = Journal::new(
-        store.clone(),
-        origin.render(),
-        origin.bot.clone(),
-        format!("escalate:{id}"),
-    );
-    let target = Target {
-        chat: origin.chat.clone(),
-        thread: origin.thread.clone(),
-        reply_to: None,
-        ephemeral: None,
+    let store = shared.store();
+    let line = Line {
+        // Posted through another bot's account: that bot is not speaking, so other bots must
+        // not take the line for its words.
+        account,
+        session: origin,
+        // Not the bare escalation id: that is the run id of the asker's turn woken by the
+        // answer, whose reply must not share the question's idempotency keys (it would never
+        // be posted).
+        run_id: format!("escalate:{id}"),
+        quiet_in: origin.chat_key(),
+        target: Target {
+            chat: origin.chat.clone(),
+            thread: origin.thread.clone(),
+            reply_to: None,
+            ephemeral: None,
+        },
+        stage: "escalate",
+        text,
     };
-    match deliver(&*account.adapter, &target, text, &journal).await {
+    match say(shared, line).await {
         Ok(posted) => {
             let Some(first) = posted.first() else {
                 return Ok(());
@@ -157,9 +158,6 @@ async fn post(
         }
         Err(failed) => {
             let err = failed.to_string();
-            tracing::error!(escalation = %id, %err, "question not posted");
-            let meta = json!({"stage": "escalate", "escalation": id});
-            journal.bot_did(EntryKind::Failure, &err, meta).await;
             let marked = store
                 .resolve_escalation(id, EscalationState::Failed, Some(&err), "baton", now_ms())
                 .await;

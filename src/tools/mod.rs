@@ -7,7 +7,6 @@
 //! in a turn or from an external runtime over `/mcp`.
 
 mod bots;
-mod catalog;
 mod chains;
 mod escalate;
 mod send;
@@ -19,66 +18,27 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-pub use catalog::{ToolName, ToolSet};
-
-use crate::dispatcher::Shared;
-use crate::session::SessionKey;
+use crate::engine::{Caller, Services};
+use crate::roster::ToolName;
 use crate::turn::{ToolCall, ToolExecutor};
-
-/// Who is calling a tool, and in what turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    /// The calling bot's id.
-    pub bot: String,
-    /// The calling bot's session: where a late reply to its send lands.
-    pub session: String,
-    /// How many bots the chain of sends leading to this turn holds: 1 for a turn a human (or a
-    /// schedule, or an MCP client) started, +1 for each `sessions_send` hop.
-    pub depth: u32,
-    /// The bot whose `sessions_send` caused this turn. The passive-reply rule forbids sending
-    /// back to it: this turn's answer *is* the reply.
-    pub passive_to: Option<String>,
-    /// The human-facing session the chain of turns started from, where `escalate_to_user`
-    /// posts. `None` for callers with no chat behind them (an MCP client).
-    pub origin: Option<SessionKey>,
-}
-
-impl Caller {
-    /// A caller at the start of a chain: a turn a human woke in `session`.
-    pub fn from_chat(session: &SessionKey) -> Caller {
-        Caller {
-            bot: session.bot.clone(),
-            session: session.render(),
-            depth: 1,
-            passive_to: None,
-            origin: Some(session.clone()),
-        }
-    }
-
-    /// A caller with no chat behind it: an external runtime over `/mcp`, speaking as the bot
-    /// of `session`. A late reply to its send is recorded in that session, not turned into a
-    /// turn, and `escalate_to_user` has no human to ask.
-    pub fn external(session: &SessionKey) -> Caller {
-        Caller {
-            bot: session.bot.clone(),
-            session: session.render(),
-            depth: 1,
-            passive_to: None,
-            origin: None,
-        }
-    }
-}
 
 /// The tools one turn may call, bound to its caller.
 pub struct AgentTools {
-    shared: Arc<Shared>,
+    shared: Arc<Services>,
     caller: Caller,
 }
 
 impl AgentTools {
     /// Tools for `caller`, on the gateway's shared state.
-    pub fn new(shared: Arc<Shared>, caller: Caller) -> AgentTools {
+    pub fn new(shared: Arc<Services>, caller: Caller) -> AgentTools {
         AgentTools { shared, caller }
+    }
+
+    /// The tools for a turn taken as `caller`, boxed for the engine (its [`BindTools`]).
+    ///
+    /// [`BindTools`]: crate::engine::BindTools
+    pub fn bind(shared: Arc<Services>, caller: Caller) -> Box<dyn ToolExecutor> {
+        Box::new(AgentTools::new(shared, caller))
     }
 
     /// Who is calling.
@@ -89,7 +49,7 @@ impl AgentTools {
     /// The tools the caller may use, as shown to a model (or listed over MCP).
     pub fn specs(&self) -> Vec<crate::turn::ToolSpec> {
         self.shared
-            .roster
+            .roster()
             .bot(&self.caller.bot)
             .map(|bot| bot.tools.specs())
             .unwrap_or_default()
@@ -116,7 +76,7 @@ impl AgentTools {
 #[async_trait]
 impl ToolExecutor for AgentTools {
     async fn call(&self, call: &ToolCall) -> Value {
-        let Some(bot) = self.shared.roster.bot(&self.caller.bot) else {
+        let Some(bot) = self.shared.roster().bot(&self.caller.bot) else {
             return error(format!("unknown bot `{}`", self.caller.bot));
         };
         let Some(tool) = bot.tools.allowed(&call.name) else {

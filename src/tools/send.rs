@@ -1,12 +1,17 @@
-//! `sessions_send` (alias `bots_send_message`): the arguments, then [`crate::relay::send`].
+//! `sessions_send` (alias `bots_send_message`): the arguments, then [`crate::relay::send`],
+//! whose outcome is rendered here as the tool result the model reads (`{"status", ...}`).
 
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{AgentTools, ToolName, args};
-use crate::relay::{self, SendRequest};
+use super::{AgentTools, ToolName, args, error};
+use crate::relay::{self, SendOutcome, SendRequest, Sent};
+
+/// Told to a sender whose wait ran out, so a model does not "helpfully" send again.
+const STILL_WORKING: &str = "The target is still working on it. Do not send it again: that \
+    would make it work twice. Its reply will be delivered to your session when it is ready.";
 
 /// The longest a sender may ask to wait; fire-and-forget runs are bounded the same.
 const MAX_TIMEOUT_SECONDS: u64 = 30 * 60;
@@ -32,7 +37,7 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
         Err(result) => return result,
     };
     if a.message.trim().is_empty() {
-        return super::error("`message` is empty; say what the other bot should do");
+        return error("`message` is empty; say what the other bot should do");
     }
     let request = SendRequest {
         target: a.target.trim().to_owned(),
@@ -40,5 +45,84 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
         timeout: Duration::from_secs(a.timeout_seconds.min(MAX_TIMEOUT_SECONDS)),
         idempotency_key: a.idempotency_key.filter(|k| !k.is_empty()),
     };
-    relay::send(&tools.shared, &tools.caller, request).await
+    match relay::send(&tools.shared, &tools.caller, request).await {
+        Ok(sent) => render(sent),
+        Err(err) => error(err.to_string()),
+    }
+}
+
+/// The tool result for what became of a send.
+fn render(sent: Sent) -> Value {
+    let mut value = match sent.outcome {
+        SendOutcome::Answered {
+            bot,
+            run_id,
+            reply,
+            model,
+            elapsed,
+        } => {
+            let silent = reply.is_empty();
+            let mut value = json!({
+                "status": "ok",
+                "reply": reply,
+                "bot": bot,
+                "run_id": run_id,
+                "model": model,
+                "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            });
+            if silent {
+                value["silent"] = json!(true);
+            }
+            value
+        }
+        SendOutcome::Ended {
+            bot,
+            run_id,
+            state,
+            reason,
+        } => json!({
+            "status": state.as_str(),
+            "bot": bot,
+            "run_id": run_id,
+            "error": reason,
+        }),
+        SendOutcome::Refused { bot, refusal } => json!({
+            "status": "refused",
+            "reason": refusal.as_str(),
+            "message": refusal.explain(),
+            "bot": bot,
+        }),
+        SendOutcome::RefusedEarlier {
+            bot,
+            run_id,
+            reason,
+        } => json!({
+            "status": "refused",
+            "bot": bot,
+            "run_id": run_id,
+            "reason": reason,
+        }),
+        SendOutcome::StillWorking { bot, run_id } => json!({
+            "status": "timeout",
+            "in_flight": true,
+            "bot": bot,
+            "run_id": run_id,
+            "warning": STILL_WORKING,
+        }),
+        SendOutcome::Accepted {
+            bot,
+            run_id,
+            in_flight,
+        } => {
+            let mut value = json!({"status": "accepted", "bot": bot, "run_id": run_id});
+            if in_flight {
+                value["in_flight"] = json!(true);
+            }
+            value
+        }
+    };
+    if sent.deduplicated {
+        value["deduplicated"] = json!(true);
+    }
+    value
 }

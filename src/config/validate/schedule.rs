@@ -5,8 +5,9 @@
 use baton_contract::Platform;
 
 use super::super::Config;
+use super::super::default_platform;
 use super::Checker;
-use crate::schedule::{Place, QuietHours, Schedule, Zone, default_platform, parse_every};
+use crate::timing::{Place, QuietHours, Schedule, Zone, parse_every};
 
 impl Checker<'_> {
     pub(super) fn schedules(&mut self, config: &Config) {

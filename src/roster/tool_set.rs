@@ -318,7 +318,7 @@ impl ToolSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatcher::glob_set;
+    use crate::roster::glob_set;
 
     fn set(patterns: &[&str]) -> ToolSet {
         let patterns: Vec<String> = patterns.iter().map(|p| (*p).to_owned()).collect();

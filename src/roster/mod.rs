@@ -1,15 +1,22 @@
-//! The roster: every bot with its backend, every account with its adapter.
+//! The roster: every bot with its backend and tool set, every account with its adapter, and
+//! the per-chat rules they work under.
 //!
 //! Built once at start-up from the config (the "resolved" stage of the two-stage config), then
 //! shared read-only. It answers the identity questions the pipeline asks: which account received
-//! an event, which baton bot a platform user id belongs to.
+//! an event, which baton bot a platform user id belongs to, which rules hold in a chat.
+
+mod chat_rules;
+mod tool_set;
 
 use std::sync::Arc;
 
 use baton_contract::{AccountId, Adapter, Platform, UserId};
 
+pub(crate) use chat_rules::glob_set;
+pub use chat_rules::{ChatPolicy, ChatRules};
+pub use tool_set::{ToolName, ToolSet};
+
 use crate::config::BotConfig;
-use crate::tools::ToolSet;
 use crate::turn::Backend;
 
 /// One bot, ready to take turns.

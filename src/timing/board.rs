@@ -40,6 +40,11 @@ impl Board {
         }
     }
 
+    /// The clock the board shows times on.
+    pub fn zone(&self) -> &Zone {
+        &self.zone
+    }
+
     /// Every job's next due time, by bot then job.
     pub fn next_due(&self) -> Vec<NextDue> {
         let due = self.due.lock().expect("schedule board poisoned");
@@ -61,7 +66,8 @@ impl Board {
             .min_by_key(|d| d.at)
     }
 
-    pub(super) fn set(&self, bot: &str, job: &str, at: DateTime<Utc>) {
+    /// `bot`'s `job` falls due next at `at` (the scheduler's record).
+    pub(crate) fn set(&self, bot: &str, job: &str, at: DateTime<Utc>) {
         let mut due = self.due.lock().expect("schedule board poisoned");
         due.insert((bot.to_owned(), job.to_owned()), at);
     }

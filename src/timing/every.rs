@@ -1,18 +1,18 @@
 //! Heartbeat intervals: `2s`, `5m`, `1h`, or parts of them run together (`1h30m`).
 //!
-//! A tiny grammar of our own rather than a crate (`config/span.rs`, shared with the retention
+//! A tiny grammar of our own rather than a crate (`span.rs`, shared with the retention
 //! ages): the spec names exactly these units, and a wrong value must be reported with its key by
 //! `baton check`, in words that say what to write.
 
 use std::time::Duration;
 
-use crate::config::parse_span;
+use super::span::parse_span;
 
 /// Parse an interval such as `30m`. The error says what is wrong and what to write instead.
 ///
 /// ```
 /// use std::time::Duration;
-/// use baton::schedule::parse_every;
+/// use baton::timing::parse_every;
 /// assert_eq!(parse_every("1h30m"), Ok(Duration::from_secs(5400)));
 /// assert!(parse_every("30").is_err());
 /// ```

@@ -34,7 +34,7 @@ pub enum RunResult {
 
 /// What a waiter got.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Waited {
+pub(crate) enum Waited {
     /// The outcome, in time.
     Got(RunResult),
     /// The time ran out; the run goes on and its outcome will be pushed.
@@ -56,13 +56,13 @@ struct Slot {
 
 /// The runs in flight in this process that a sender may wait for.
 #[derive(Default)]
-pub struct Relay {
+pub struct Waiters {
     runs: Mutex<HashMap<String, Arc<Slot>>>,
 }
 
-impl Relay {
+impl Waiters {
     /// Make `run_id` waitable. Call before the run can finish.
-    pub(super) fn open(&self, run_id: &str) {
+    pub(crate) fn open(&self, run_id: &str) {
         let slot = Arc::new(Slot {
             state: Mutex::new(SlotState::default()),
             done: watch::Sender::new(false),
@@ -71,7 +71,7 @@ impl Relay {
     }
 
     /// Wait up to `timeout` for `run_id`'s outcome.
-    pub(super) async fn wait(&self, run_id: &str, timeout: Duration) -> Waited {
+    pub(crate) async fn wait(&self, run_id: &str, timeout: Duration) -> Waited {
         let Some(slot) = self.map().get(run_id).cloned() else {
             return Waited::Unknown;
         };
@@ -94,8 +94,8 @@ impl Relay {
 
     /// Record `run_id`'s outcome and wake its waiters. Returns whether anyone was waiting (and
     /// so received it); if not, the caller must push it to the sender's session. The run stays
-    /// findable until [`Relay::forget`], so a retry arriving meanwhile still gets the result.
-    pub(super) fn finish(&self, run_id: &str, result: RunResult) -> bool {
+    /// findable until [`Waiters::forget`], so a retry arriving meanwhile still gets the result.
+    pub(crate) fn finish(&self, run_id: &str, result: RunResult) -> bool {
         let Some(slot) = self.map().get(run_id).cloned() else {
             return false;
         };
@@ -106,7 +106,7 @@ impl Relay {
     }
 
     /// Drop a finished run once its outcome is in the store.
-    pub(super) fn forget(&self, run_id: &str) {
+    pub(crate) fn forget(&self, run_id: &str) {
         self.map().remove(run_id);
     }
 
@@ -133,7 +133,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_gets_the_result_in_band() {
-        let relay = Arc::new(Relay::default());
+        let relay = Arc::new(Waiters::default());
         relay.open("r");
         let waiter = {
             let relay = Arc::clone(&relay);
@@ -160,7 +160,7 @@ mod tests {
 
     #[tokio::test]
     async fn after_a_give_up_the_finisher_is_responsible() {
-        let relay = Relay::default();
+        let relay = Waiters::default();
         relay.open("r");
         assert_eq!(
             relay.wait("r", Duration::from_millis(1)).await,

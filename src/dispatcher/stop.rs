@@ -1,0 +1,138 @@
+//! How a pipeline step ends an event: every step returns a [`Step`], and a [`Stop`] says what
+//! became of the event, whether the sender is owed a line, and whether the message is kept as
+//! history. [`Dispatcher::stopped`] performs all of that in one place, with the counters and
+//! the log line, so no step carries a side effect of its own stopping.
+
+use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
+use crate::metrics;
+use crate::store::HistoryEntry;
+
+/// What one step returns: what the next steps need, or why the event goes no further.
+pub(crate) type Step<T> = Result<T, Stop>;
+
+/// Why an event goes no further, and what stopping it owes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stop {
+    /// What became of the event.
+    pub handled: Handled,
+    /// A line for the sender.
+    pub notice: Option<Notice>,
+    /// The message stays in the chat's history buffer as context for the chat's bots.
+    pub keep: Keep,
+}
+
+/// Whether a stopped message is kept as history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Kept: the bots see it as context next time they are woken.
+    AsHistory,
+    /// Not kept.
+    Nothing,
+}
+
+/// A line the gateway owes the sender of a stopped event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// Posted now.
+    Now(String),
+    /// Posted at most once per sender per account every 10 minutes (policy refusals, pairing).
+    OncePerSender(String),
+}
+
+impl Stop {
+    /// The event was dealt with (an admin command, an answer) or is history.
+    pub(crate) fn handled(handled: Handled) -> Stop {
+        Stop {
+            handled,
+            notice: None,
+            keep: Keep::Nothing,
+        }
+    }
+
+    /// The event is dropped for `reason`.
+    pub(crate) fn dropped(reason: DropReason) -> Stop {
+        Stop::handled(Handled::Dropped(reason))
+    }
+
+    /// The sender is told `notice`.
+    pub(crate) fn with_notice(self, notice: Notice) -> Stop {
+        Stop {
+            notice: Some(notice),
+            ..self
+        }
+    }
+
+    /// The message is kept in the chat's history buffer.
+    pub(crate) fn keep_as_history(self) -> Stop {
+        Stop {
+            keep: Keep::AsHistory,
+            ..self
+        }
+    }
+}
+
+impl Dispatcher {
+    /// Perform what `stop` owes (its counters, the notice, the history buffer) and return what
+    /// became of the event.
+    pub(super) async fn stopped(&self, inbound: &Inbound<'_>, stop: Stop) -> Handled {
+        let shared = &*self.shared;
+        let chat = || Some(inbound.settings_key.clone());
+        match &stop.handled {
+            Handled::Dropped(DropReason::BotGuard(refusal)) => {
+                let reason = refusal.as_str();
+                shared.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
+                shared.metrics().refused("bot_messages", reason, chat());
+                tracing::info!(bot = inbound.bot(), reason, "bot message refused");
+            }
+            Handled::Dropped(DropReason::RateLimited) => {
+                shared
+                    .metrics()
+                    .refused("inbound_rate", "per-sender", chat());
+            }
+            _ => {}
+        }
+        match &stop.notice {
+            Some(Notice::Now(text)) => turn_step::notice(shared, inbound, text).await,
+            Some(Notice::OncePerSender(text)) => self.notify_once(inbound, text).await,
+            None => {}
+        }
+        if stop.keep == Keep::AsHistory {
+            self.buffer(inbound).await;
+        }
+        stop.handled
+    }
+
+    /// A policy notice, at most once per sender per account every 10 minutes.
+    async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
+        let key = (
+            inbound.account.id.to_string(),
+            inbound.event.sender.id.to_string(),
+        );
+        if self.shared.notices().check(&key).is_ok() {
+            turn_step::notice(&self.shared, inbound, text).await;
+        }
+    }
+
+    /// Keep an un-activated message as context for the chat's bots.
+    async fn buffer(&self, inbound: &Inbound<'_>) {
+        let limit = inbound.policy.history_limit;
+        if limit == 0 {
+            return;
+        }
+        let entry = HistoryEntry {
+            message_id: inbound.event.message_id.to_string(),
+            sender_id: inbound.event.sender.id.to_string(),
+            speaker: inbound.speaker.name.clone(),
+            text: inbound.event.text.clone(),
+            ts_ms: inbound.event.timestamp_ms,
+        };
+        if let Err(err) = self
+            .shared
+            .store()
+            .history_push(&inbound.chat_key, entry, limit)
+            .await
+        {
+            tracing::error!(%err, "could not keep the message in the history buffer");
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Who a turn calls tools as: the bot, its session, how deep in a chain of sends it is, and the
+//! human-facing session the work started from. Every flow that takes a turn says which; the
+//! guards and the escalation tool read it.
+
+use crate::session::SessionKey;
+
+/// Who is calling a tool, and in what turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The calling bot's id.
+    pub bot: String,
+    /// The calling bot's session: where a late reply to its send lands.
+    pub session: String,
+    /// How many bots the chain of sends leading to this turn holds: 1 for a turn a human (or a
+    /// schedule, or an MCP client) started, +1 for each `sessions_send` hop.
+    pub depth: u32,
+    /// The bot whose `sessions_send` caused this turn. The passive-reply rule forbids sending
+    /// back to it: this turn's answer *is* the reply.
+    pub passive_to: Option<String>,
+    /// The human-facing session the chain of turns started from, where `escalate_to_user`
+    /// posts. `None` for callers with no chat behind them (an MCP client).
+    pub origin: Option<SessionKey>,
+}
+
+impl Caller {
+    /// A caller at the start of a chain: a turn a human woke in `session`.
+    pub fn from_chat(session: &SessionKey) -> Caller {
+        Caller {
+            bot: session.bot.clone(),
+            session: session.render(),
+            depth: 1,
+            passive_to: None,
+            origin: Some(session.clone()),
+        }
+    }
+
+    /// A caller with no chat behind it: an external runtime over `/mcp`, speaking as the bot
+    /// of `session`. A late reply to its send is recorded in that session, not turned into a
+    /// turn, and `escalate_to_user` has no human to ask.
+    pub fn external(session: &SessionKey) -> Caller {
+        Caller {
+            bot: session.bot.clone(),
+            session: session.render(),
+            depth: 1,
+            passive_to: None,
+            origin: None,
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The turn kernel, below every flow that takes turns (the pipeline, `sessions_send`, chains,
+//! schedules, escalations): the service handle they share ([`Services`]), one session turn
+//! (`session_turn.rs`: record the session, open the run's journal, wait for the lane, take the
+//! turn, post what it says), one `say` for lines posted through a bot's account that are not
+//! its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`), who a
+//! turn calls tools as ([`Caller`]), the gateway's own lines that must wake no bot
+//! (`own_notices.rs`) and the senders waiting for a `sessions_send` run ([`Waiters`]).
+//!
+//! It names none of the flows above it: they call down into it. The one turn that reaches up (a
+//! tool that runs a turn of its own) goes through [`BindTools`], which the gateway hands it.
+
+mod caller;
+mod context;
+mod own_notices;
+mod say;
+mod services;
+mod session_turn;
+mod turn;
+mod waiters;
+
+pub use caller::Caller;
+pub(crate) use say::{Line, say};
+pub use services::{BindTools, Services};
+pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
+pub(crate) use turn::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan};
+pub(crate) use waiters::Waited;
+pub use waiters::{RunResult, Waiters};

@@ -1,0 +1,161 @@
+//! The service handle every flow that takes turns stands on: the resolved config, the roster,
+//! the store, the guards, the lanes, the counters and the task tracker, built once by the
+//! gateway. Cheap to share (`Arc<Services>`); its parts are reached through accessors, so what
+//! it holds can change without touching its users.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::task::TaskTracker;
+
+use super::Caller;
+use super::own_notices::OwnNotices;
+use super::waiters::Waiters;
+use crate::config::Config;
+use crate::guards::{Guards, KeyedLimiter};
+use crate::lanes::Lanes;
+use crate::metrics::Metrics;
+use crate::roster::{ChatRules, Roster, glob_set};
+use crate::store::Store;
+use crate::timing::{Board, Zone};
+use crate::turn::ToolExecutor;
+
+/// Gives a turn its agent tools, bound to the turn's caller. The one place a turn reaches up:
+/// a tool may run turns of its own (`sessions_send`, chains), so the tools stand above the
+/// engine, and the gateway hands the engine this function when it builds it (`tools::bind`).
+pub type BindTools = fn(Arc<Services>, Caller) -> Box<dyn ToolExecutor>;
+
+/// Everything the turn-taking flows share. Built once by [`crate::gateway`].
+pub struct Services {
+    config: Arc<Config>,
+    roster: Roster,
+    chat_rules: ChatRules,
+    store: Store,
+    guards: Guards,
+    lanes: Arc<Lanes>,
+    /// Policy refusal notices: at most one per sender per account every 10 minutes.
+    notices: KeyedLimiter<(String, String)>,
+    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
+    busy_notices: KeyedLimiter<String>,
+    own_notices: OwnNotices,
+    waiters: Waiters,
+    metrics: Metrics,
+    board: Board,
+    tasks: TaskTracker,
+    bind_tools: BindTools,
+    turn_limit: Duration,
+}
+
+impl Services {
+    /// Assemble the services. `zone` is the gateway's clock (`gateway.timezone`), parsed once
+    /// by the gateway's build; `bind_tools` gives each turn its tools. Fails only on an `[agent_to_agent] allow` glob that does not
+    /// compile (validation reports those first).
+    pub fn new(
+        config: Arc<Config>,
+        roster: Roster,
+        chat_rules: ChatRules,
+        store: Store,
+        zone: Zone,
+        bind_tools: BindTools,
+    ) -> Result<Services, globset::Error> {
+        let clock = governor::clock::DefaultClock::default();
+        let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
+        Ok(Services {
+            guards: Guards::new(
+                &config.limits,
+                &config.agent_to_agent,
+                a2a_allow,
+                clock.clone(),
+            ),
+            lanes: Lanes::new(&config.lanes),
+            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
+            busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
+            own_notices: OwnNotices::default(),
+            waiters: Waiters::default(),
+            metrics: Metrics::default(),
+            board: Board::new(zone),
+            tasks: TaskTracker::new(),
+            bind_tools,
+            turn_limit: Duration::from_secs(config.gateway.turn_timeout_seconds),
+            config,
+            roster,
+            chat_rules,
+            store,
+        })
+    }
+
+    /// The validated config.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// Bots and accounts.
+    pub fn roster(&self) -> &Roster {
+        &self.roster
+    }
+
+    /// Per-chat policy.
+    pub fn chat_rules(&self) -> &ChatRules {
+        &self.chat_rules
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Inbound and send guards.
+    pub fn guards(&self) -> &Guards {
+        &self.guards
+    }
+
+    /// The lanes.
+    pub fn lanes(&self) -> &Arc<Lanes> {
+        &self.lanes
+    }
+
+    /// Policy refusal notices: at most one per sender per account every 10 minutes.
+    pub(crate) fn notices(&self) -> &KeyedLimiter<(String, String)> {
+        &self.notices
+    }
+
+    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
+    pub(crate) fn busy_notices(&self) -> &KeyedLimiter<String> {
+        &self.busy_notices
+    }
+
+    /// Lines the gateway posted through bot accounts, which must not wake other bots.
+    pub(crate) fn own_notices(&self) -> &OwnNotices {
+        &self.own_notices
+    }
+
+    /// `sessions_send` runs whose senders may be waiting for the reply.
+    pub fn waiters(&self) -> &Waiters {
+        &self.waiters
+    }
+
+    /// Counters for `/metrics`.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// When each bot's heartbeat and cron entries fall due next (written by the scheduler).
+    pub fn board(&self) -> &Board {
+        &self.board
+    }
+
+    /// Every pipeline run and background turn, so a shutdown can drain them.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+
+    /// The longest a turn's backend may take (`gateway.turn_timeout_seconds`).
+    pub fn turn_limit(&self) -> Duration {
+        self.turn_limit
+    }
+
+    /// The agent tools for a turn taken as `caller`.
+    pub(crate) fn tools_for(self: &Arc<Self>, caller: Caller) -> Box<dyn ToolExecutor> {
+        (self.bind_tools)(Arc::clone(self), caller)
+    }
+}

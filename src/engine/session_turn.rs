@@ -1,0 +1,167 @@
+//! One turn in a session, the way every flow takes it: the session is recorded (touched), the
+//! run gets its journal, the turn waits for the session's lane (up to a deadline, when the flow
+//! has one), the bot takes its turn, and what it says may be posted, recorded in the same run.
+//!
+//! What is left to each flow is its own: the pipeline answers the event it was woken by, the
+//! relay settles a delivery, the schedule suppresses duplicate heartbeats, a chain moves the
+//! turn on. Everything they share happens here, once, so a change to how a turn is taken (its
+//! events, its streaming) is made in one place.
+
+use std::sync::Arc;
+
+use baton_contract::MessageId;
+use tokio::time::Instant;
+
+use super::Services;
+use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
+use crate::deliver::{Target, deliver};
+use crate::lanes::{Lane, LaneGuard, QueueFull};
+use crate::mirror::{Arrival, Journal, now_ms};
+use crate::roster::Account;
+use crate::session::SessionKey;
+
+/// Where a run takes its turn and how long it may wait for the session.
+pub(crate) struct Seat<'a> {
+    /// The session.
+    pub session: &'a SessionKey,
+    /// The run every entry is recorded under. It derives from what caused the run, so a replay
+    /// reuses its idempotency keys and cannot post twice.
+    pub run_id: String,
+    /// The lane the turn waits on.
+    pub lane: Lane,
+}
+
+/// The session stayed busy past the seat's deadline; the run did not get it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the session was still busy at the deadline")]
+pub(crate) struct SessionBusy;
+
+/// A turn refused at once: the bot's lane or the session already has its maximum of turns
+/// waiting (waiting turns hold memory). The run's journal is handed back to record why.
+pub(crate) struct Refused {
+    /// The run's journal.
+    pub journal: Journal,
+    /// Which queue is full.
+    pub full: QueueFull,
+}
+
+/// A run holding its session: recorded, with its journal and its lane slot (released when this
+/// is dropped).
+pub(crate) struct SessionTurn<'a> {
+    services: &'a Arc<Services>,
+    journal: Journal,
+    _slot: LaneGuard,
+}
+
+impl<'a> SessionTurn<'a> {
+    /// Record the session, open the run's journal and wait for the session's lane, however
+    /// long the session stays busy.
+    pub(crate) async fn enter(services: &'a Arc<Services>, seat: Seat<'_>) -> SessionTurn<'a> {
+        let journal = journal(services, seat.session, seat.run_id).await;
+        let lanes = services.lanes();
+        let slot = lanes
+            .enter(seat.lane, &seat.session.bot, journal.session())
+            .await;
+        SessionTurn {
+            services,
+            journal,
+            _slot: slot,
+        }
+    }
+
+    /// [`SessionTurn::enter`] for a turn a chat message asked for: refused at once when a queue
+    /// is full ([`Refused`]), and, for a message run again after a stop (`arrival`), recorded
+    /// without writing the message a second time.
+    pub(crate) async fn enter_queued(
+        services: &'a Arc<Services>,
+        seat: Seat<'_>,
+        arrival: Arrival,
+    ) -> Result<SessionTurn<'a>, Refused> {
+        let journal = pen(services, seat.session, seat.run_id).replaying(arrival);
+        let lanes = services.lanes();
+        let queued = match lanes.queue(seat.lane, &seat.session.bot, journal.session()) {
+            Ok(queued) => queued,
+            Err(full) => return Err(Refused { journal, full }),
+        };
+        touch(services, seat.session).await;
+        let slot = queued.wait().await;
+        Ok(SessionTurn {
+            services,
+            journal,
+            _slot: slot,
+        })
+    }
+
+    /// [`SessionTurn::enter`], giving up at `until`: for a flow whose turn is worth nothing
+    /// late (a chain turn's deadline counts the wait too).
+    pub(crate) async fn enter_until(
+        services: &'a Arc<Services>,
+        seat: Seat<'_>,
+        until: Instant,
+    ) -> Result<SessionTurn<'a>, SessionBusy> {
+        let journal = journal(services, seat.session, seat.run_id).await;
+        let lanes = services.lanes();
+        let entering = lanes.enter(seat.lane, &seat.session.bot, journal.session());
+        let slot = tokio::time::timeout_at(until, entering)
+            .await
+            .map_err(|_| SessionBusy)?;
+        Ok(SessionTurn {
+            services,
+            journal,
+            _slot: slot,
+        })
+    }
+
+    /// The run's journal.
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// The bot takes its turn (steps 10 and 11: recorded, run under its time limit, outcome
+    /// decided). Posting a reply is the caller's choice ([`SessionTurn::post`]).
+    pub(crate) async fn take(&self, plan: TurnPlan<'_>) -> TurnEnd {
+        take_turn(self.services, &self.journal, plan).await
+    }
+
+    /// Post `text` to `target` through `account`, recorded in this run. A post that fails is
+    /// recorded and logged (never silently lost); the error says why.
+    pub(crate) async fn post(
+        &self,
+        account: &Account,
+        target: &Target,
+        text: &str,
+    ) -> Result<Vec<MessageId>, String> {
+        match deliver(&*account.adapter, target, text, &self.journal).await {
+            Ok(ids) => Ok(ids),
+            Err(err) => Err(undelivered(&self.journal, err).await),
+        }
+    }
+}
+
+/// The journal for run `run_id` in `session`, with the session recorded first. For records
+/// made outside a turn (a skipped schedule, an answer to an escalation) as much as for turns.
+pub(crate) async fn journal(services: &Services, session: &SessionKey, run_id: String) -> Journal {
+    touch(services, session).await;
+    pen(services, session, run_id)
+}
+
+/// The journal for run `run_id` in `session`.
+fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
+    Journal::new(
+        services.store().clone(),
+        session.render(),
+        session.bot.clone(),
+        run_id,
+    )
+}
+
+/// Record that `session` is in use (created, or its last activity moved).
+async fn touch(services: &Services, session: &SessionKey) {
+    if let Err(err) = services
+        .store()
+        .touch_session(&session.store_ref(), now_ms())
+        .await
+    {
+        tracing::error!(%err, "could not record the session");
+    }
+}

@@ -1,0 +1,183 @@
+//! One turn, whatever caused it (a chat message, another bot's send, a late reply, a schedule,
+//! a chain): record what woke the bot, run its backend with its tools under a time limit, and
+//! decide the outcome (steps 10 and 11 of the pipeline). Posting the reply is the caller's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::context::{self, Current, SESSION_TAIL};
+use super::{Caller, Services};
+use crate::deliver::DeliveryFailed;
+use crate::metrics;
+use crate::mirror::{Journal, RecordingTools};
+use crate::outcome::Outcome;
+use crate::roster::Bot;
+use crate::store::{EntryKind, HistoryEntry, Origin};
+
+/// What woke the bot, as the transcript records it and the model reads it.
+pub(crate) struct Heard<'a> {
+    /// Transcript speaker: a human id, or `bot:<id>`.
+    pub speaker: &'a str,
+    /// The name the model sees.
+    pub name: &'a str,
+    /// Human, bot or gateway.
+    pub origin: Origin,
+    /// The words, as the bot is given them.
+    pub text: &'a str,
+    /// The platform message id, for messages from a chat.
+    pub message_id: Option<&'a str>,
+    /// Kept with the inbound entry.
+    pub meta: serde_json::Value,
+}
+
+/// One turn to take, whatever caused it: a chat message, another bot's send, a late reply.
+pub(crate) struct TurnPlan<'a> {
+    /// The bot taking it.
+    pub bot: &'a Arc<Bot>,
+    /// Who the turn calls tools as.
+    pub caller: Caller,
+    /// The chat's history buffer, for turns woken in a chat.
+    pub history: &'a [HistoryEntry],
+    /// The message.
+    pub heard: Heard<'a>,
+    /// Longest the backend may take.
+    pub limit: Duration,
+    /// How much of the session the bot is given back.
+    pub recall: Recall,
+}
+
+/// How much of its session a bot is given back for a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recall {
+    /// The tail of the session since its last reset: the turn continues a conversation.
+    SessionTail,
+    /// Nothing: the message carries all the context the turn needs (a chain turn, whose block
+    /// holds the whole chain; replaying earlier blocks as well would repeat it).
+    MessageOnly,
+}
+
+/// How a turn ended, before anything is posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TurnEnd {
+    /// The bot said this (silent token already stripped).
+    Reply {
+        /// The text.
+        text: String,
+        /// The model that said it.
+        model: String,
+    },
+    /// The bot chose silence (recorded).
+    Silent {
+        /// The model that chose it.
+        model: String,
+    },
+    /// The backend failed or ran out of time (recorded).
+    Failed(TurnFailure),
+}
+
+/// Why a turn produced nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TurnFailure {
+    /// The backend answered with an error.
+    #[error("{0}")]
+    Backend(String),
+    /// The backend was still working at the time limit and was stopped.
+    #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
+    TimedOut(Duration),
+}
+
+/// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools
+/// under the time limit, and decide the outcome. Silence and failures are recorded here;
+/// posting a reply is the caller's business (a chat reply, or an answer to another bot).
+/// The caller ([`super::SessionTurn`]) holds the session's lane slot.
+pub(super) async fn take_turn(
+    shared: &Arc<Services>,
+    journal: &Journal,
+    plan: TurnPlan<'_>,
+) -> TurnEnd {
+    let session = journal.session().to_owned();
+    let tail = match plan.recall {
+        Recall::SessionTail => shared
+            .store()
+            .session_tail(&session, SESSION_TAIL)
+            .await
+            .unwrap_or_default(),
+        Recall::MessageOnly => Vec::new(),
+    };
+    let heard = plan.heard;
+    journal
+        .heard(
+            heard.speaker,
+            heard.origin,
+            heard.text,
+            heard.message_id,
+            heard.meta,
+        )
+        .await;
+    let bot = plan.bot;
+    let current = Current {
+        name: heard.name,
+        text: heard.text,
+    };
+    let request = context::turn_request(
+        bot,
+        &session,
+        plan.history,
+        &tail,
+        current,
+        bot.tools.specs(),
+    );
+    let agent_tools = shared.tools_for(plan.caller);
+    let tools = RecordingTools::new(&*agent_tools, journal);
+    let started = std::time::Instant::now();
+    let ran = tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await;
+    shared.metrics().turn_took(started.elapsed());
+    let reply = match ran {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(err)) => {
+            return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
+        }
+        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
+    };
+    match Outcome::from_backend(&reply, &shared.config().gateway.silent_token) {
+        Outcome::Silent => {
+            shared.metrics().add(&metrics::TURNS, "silent");
+            journal
+                .bot_did(EntryKind::Silent, "", json!({"model": reply.model}))
+                .await;
+            TurnEnd::Silent { model: reply.model }
+        }
+        Outcome::Reply(text) => {
+            shared.metrics().add(&metrics::TURNS, "reply");
+            TurnEnd::Reply {
+                text,
+                model: reply.model,
+            }
+        }
+    }
+}
+
+async fn failed(shared: &Services, journal: &Journal, err: TurnFailure) -> TurnEnd {
+    shared.metrics().add(&metrics::TURNS, "failed");
+    tracing::error!(session = journal.session(), %err, "turn failed");
+    journal
+        .bot_did(
+            EntryKind::Failure,
+            &err.to_string(),
+            json!({"stage": "turn"}),
+        )
+        .await;
+    TurnEnd::Failed(err)
+}
+
+/// A reply that did not reach the platform: logged and recorded, never silently lost.
+pub(super) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> String {
+    let err = err.to_string();
+    tracing::error!(session = journal.session(), %err, "reply not delivered");
+    journal
+        .bot_did(EntryKind::Failure, &err, json!({"stage": "deliver"}))
+        .await;
+    err
+}
