@@ -1,4 +1,4 @@
-//! Bots talking to bots (SPEC.md section 5): `sessions_send` end to end through a real gateway
+//! Bots talking to bots: `sessions_send` end to end through a real gateway
 //! (store file, local rooms, HTTP on loopback) with bots on the openai backend, answered by a
 //! scripted fake model server. Assertions are on what the fake model received (tool results, how
 //! many turns each bot took), the transcripts, the deliveries table and the room.

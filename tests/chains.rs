@@ -1,4 +1,4 @@
-//! Chains (SPEC.md 5.4) end to end in a local group room: a real gateway on a store file, bots
+//! Chains end to end in a local group room: a real gateway on a store file, bots
 //! on a scripted fake model. Assertions are on what each bot's model was sent (its context, how
 //! many turns it took), the chain's log (`/api/chains/<id>`) and what the room shows.
 

@@ -1,4 +1,4 @@
-//! Heartbeats and cron entries (issue 8, SPEC.md 4.1), end to end: a real gateway on loopback
+//! Heartbeats and cron entries, end to end: a real gateway on loopback
 //! with the fake model, and the scheduler's clock driven by the test (`tick` at chosen times),
 //! so nothing waits for real time to pass.
 
