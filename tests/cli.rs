@@ -12,22 +12,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
-use support::process::{EXIT_DEADLINE, Running, START_DEADLINE, STEP_DEADLINE, baton, eventually};
-
-fn demo_config() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml")
-}
-
-/// Run a short command to completion (bounded by a deadline).
-async fn output(mut cmd: Command) -> Output {
-    let child = cmd.spawn().expect("spawn baton");
-    match tokio::time::timeout(STEP_DEADLINE, child.wait_with_output()).await {
-        Ok(out) => out.expect("wait for baton"),
-        Err(_) => panic!("baton did not finish within {STEP_DEADLINE:?}: {cmd:?}"),
-    }
-}
+use support::process::{
+    EXIT_DEADLINE, Running, START_DEADLINE, STEP_DEADLINE, baton, demo_config, eventually, output,
+    show,
+};
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -37,15 +26,6 @@ fn stdout(out: &Output) -> String {
 fn all_output(out: &Output) -> String {
     format!(
         "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )

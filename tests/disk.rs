@@ -6,38 +6,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
 use baton::store::{EntryKind, NewAudit, NewEntry, Origin, Store};
 use serde_json::Value;
 use tokio::process::Command;
 
-use support::process::{EXIT_DEADLINE, Running, STEP_DEADLINE, baton};
+use support::process::{EXIT_DEADLINE, Running, STEP_DEADLINE, baton, demo_config, output, show};
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
-
-fn demo_config() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml")
-}
-
-/// Run a short command to completion (bounded by a deadline).
-async fn output(mut cmd: Command) -> Output {
-    let child = cmd.spawn().expect("spawn baton");
-    match tokio::time::timeout(STEP_DEADLINE, child.wait_with_output()).await {
-        Ok(out) => out.expect("wait for baton"),
-        Err(_) => panic!("baton did not finish within {STEP_DEADLINE:?}: {cmd:?}"),
-    }
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn run_on(dir: &Path, db: &Path) -> Command {
     let mut cmd = baton(dir);

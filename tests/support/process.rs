@@ -20,6 +20,29 @@ pub const STEP_DEADLINE: Duration = Duration::from_secs(10);
 pub const EXIT_DEADLINE: Duration = Duration::from_secs(20);
 /// Between two polls of a state we are waiting for.
 pub const POLL: Duration = Duration::from_millis(25);
+/// The demo config in this repository.
+pub fn demo_config() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/demo.toml")
+}
+
+/// Run a short command to completion (bounded by a deadline).
+pub async fn output(mut cmd: Command) -> std::process::Output {
+    let child = cmd.spawn().expect("spawn baton");
+    match tokio::time::timeout(STEP_DEADLINE, child.wait_with_output()).await {
+        Ok(out) => out.expect("wait for baton"),
+        Err(_) => panic!("baton did not finish within {STEP_DEADLINE:?}: {cmd:?}"),
+    }
+}
+
+/// A finished command's status, stdout and stderr, for an assertion's message.
+pub fn show(out: &std::process::Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
 
 /// `baton` with a clean environment for config lookup, run from `cwd` so that nothing it
 /// writes by default (a `baton-demo.db`) lands in the repository.
