@@ -55,10 +55,12 @@ impl<K: Hash + Eq + Clone, C: Clock + Clone> KeyedLimiter<K, C> {
         self.clock.now()
     }
 
-    /// Forget keys whose budget is full again, so state cannot grow without bound.
-    /// The gateway calls this on a timer.
+    /// Forget keys whose budget is full again, so state cannot grow without bound, and give
+    /// back the room they took: the map keeps its largest size otherwise, and a burst of
+    /// 20,000 senders would hold it for good. The gateway calls this on a timer.
     pub fn retain_recent(&self) {
         self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
     }
 
     /// How many keys are tracked.

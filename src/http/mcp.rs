@@ -53,6 +53,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use crate::config::GatewayConfig;
 use super::mcp_admission::{self, Admission};
 use crate::engine::{Caller, Services, journal};
 use crate::mirror::RecordingTools;
@@ -62,6 +63,15 @@ use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
 
 /// The header naming the bot an MCP client speaks as.
 const BOT_HEADER: &str = "x-baton-bot";
+
+/// The MCP session table: sessions unused for `gateway.mcp_session_idle_seconds` end. Made
+/// with the [`AppState`], so `/metrics` can count it.
+pub(super) fn session_table(gateway: &GatewayConfig) -> Arc<LocalSessionManager> {
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive =
+        Some(Duration::from_secs(gateway.mcp_session_idle_seconds));
+    Arc::new(sessions)
+}
 
 /// The service mounted at `/mcp`, behind its admission checks ([`super::mcp_admission`]); it
 /// ends its streams when `stop` fires.
@@ -73,10 +83,7 @@ pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
         .with_cancellation_token(stop)
         .disable_allowed_hosts()
         .with_max_request_body_bytes(mcp_admission::MAX_REQUEST_BYTES);
-    let mut sessions = LocalSessionManager::default();
-    sessions.session_config.keep_alive =
-        Some(Duration::from_secs(gateway.mcp_session_idle_seconds));
-    let sessions = Arc::new(sessions);
+    let sessions = Arc::clone(&state.mcp_sessions);
     let admission = Arc::new(Admission::new(
         Arc::clone(&sessions),
         gateway.mcp_max_sessions,

@@ -1,5 +1,6 @@
 //! `GET /metrics`: the gateway's counters plus the gauges read where they live (lanes, the
-//! relay, the pipeline, the send guards), in Prometheus text format.
+//! relay, the pipeline, the send guards, open connections and MCP sessions), in Prometheus
+//! text format.
 
 use std::fmt::Write as _;
 
@@ -62,6 +63,16 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
             "baton_pipeline_in_flight",
             "Events and background turns not finished.",
             shared.tasks().len(),
+        ),
+        (
+            "baton_http_connections_open",
+            "HTTP connections open, spare ones over gateway.max_connections included.",
+            state.connections.get(),
+        ),
+        (
+            "baton_mcp_sessions_open",
+            "MCP sessions open (at most gateway.mcp_max_sessions).",
+            state.mcp_sessions.sessions.read().await.len(),
         ),
     ];
     for (name, help, value) in gauges {

@@ -28,6 +28,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 use baton_contract::Secret;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -42,16 +43,23 @@ pub struct AppState {
     dispatcher: Dispatcher,
     hub: Arc<LocalHub>,
     token: Option<auth::Token>,
+    /// Counted by the accept loop, shown by `/metrics`.
+    connections: Arc<server::OpenConnections>,
+    /// rmcp's session table behind `/mcp`, counted by its admission and by `/metrics`.
+    mcp_sessions: Arc<LocalSessionManager>,
 }
 
 impl AppState {
     /// State over the pipeline and the local hub; `api_token`, when set, is required on every
     /// route but the webhooks and the health checks.
     pub fn new(dispatcher: Dispatcher, hub: Arc<LocalHub>, api_token: Option<Secret>) -> Self {
+        let mcp_sessions = mcp::session_table(&dispatcher.shared().config().gateway);
         Self {
             dispatcher,
             hub,
             token: api_token.as_ref().map(auth::Token::new),
+            connections: Arc::default(),
+            mcp_sessions,
         }
     }
 }
@@ -115,6 +123,7 @@ pub async fn serve(listener: TcpListener, state: AppState, stop: CancellationTok
         max_connections: gateway.max_connections,
     };
     let spare = spare_router(state.clone());
+    let open = Arc::clone(&state.connections);
     let app = router(state, stop.clone());
-    server::run(listener, app, spare, limits, stop).await;
+    server::run(listener, app, spare, limits, open, stop).await;
 }

@@ -19,6 +19,9 @@
 //! clients, and no route upgrades a connection, so neither HTTP/2 (which bypasses the header
 //! deadline) nor upgrades are offered.
 //!
+//! Every connection, served fully or from the spare pool, counts in [`OpenConnections`] for
+//! as long as its task runs (`baton_http_connections_open` in `/metrics`).
+//!
 //! Stopping: the loop stops accepting when `stop` fires; each connection then finishes the
 //! request in progress and closes. Connections run in a [`JoinSet`] owned by the loop, so
 //! aborting the server task (the gateway does, after its drain period) ends them all.
@@ -26,6 +29,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -62,20 +66,48 @@ pub(super) struct Limits {
     pub(super) max_connections: usize,
 }
 
+/// How many connections are open right now, for `/metrics`.
+#[derive(Debug, Default)]
+pub(super) struct OpenConnections(AtomicUsize);
+
+impl OpenConnections {
+    /// The count now.
+    pub(super) fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn count(self: &Arc<Self>) -> Counted {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Counted(Arc::clone(self))
+    }
+}
+
+/// One open connection, counted until dropped.
+struct Counted(Arc<OpenConnections>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// What a connection is served.
 struct Slot {
     app: Router,
     header_deadline: Duration,
     keep_alive: bool,
     _permit: OwnedSemaphorePermit,
+    _counted: Counted,
 }
 
-/// Accept until `stop` fires; `app` for connections within the cap, `spare` over it.
+/// Accept until `stop` fires; `app` for connections within the cap, `spare` over it. Every
+/// connection counts in `open` while it lasts.
 pub(super) async fn run(
     listener: TcpListener,
     app: Router,
     spare: Router,
     limits: Limits,
+    open: Arc<OpenConnections>,
     stop: CancellationToken,
 ) {
     let full = Arc::new(Semaphore::new(limits.max_connections));
@@ -101,6 +133,7 @@ pub(super) async fn run(
                 header_deadline: limits.header,
                 keep_alive: true,
                 _permit: permit,
+                _counted: open.count(),
             }
         } else {
             if warned.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
@@ -117,6 +150,7 @@ pub(super) async fn run(
                     header_deadline: SPARE_HEADER_DEADLINE.min(limits.header),
                     keep_alive: false,
                     _permit: permit,
+                    _counted: open.count(),
                 },
                 Err(_) => continue, // dropping the stream closes it
             }

@@ -20,6 +20,25 @@ use super::StoreError;
 /// How long a connection waits for a lock held by another one before giving up.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The writer's page cache, in KiB (`cache_size = -N`): SQLite's default of 2 MiB. Nobody
+/// else writes, so its cache stays valid from one batch to the next and keeps the index pages
+/// that inserts land on.
+const WRITER_CACHE_KIB: i64 = 2048;
+
+/// Each reader's page cache, in KiB. SQLite keeps the pages a connection has read until its
+/// cache is full, and every reader filled its default 2 MiB as the database grew: a turn's
+/// transcript tail lands on different pages for every session. That was most of the heap
+/// growth in the soak (BENCHMARKS.md, "Soak"). A reader gains little from a large cache: in WAL
+/// mode it is emptied whenever another connection committed since its last read, which under
+/// load is nearly every read.
+const READER_CACHE_KIB: i64 = 256;
+
+/// What SQLite may hold in all, in bytes, across every connection of the process
+/// (`soft_heap_limit`): past it, SQLite reuses cache pages instead of allocating more. Normally
+/// the caches above stay below it; it bounds a burst of extra reader connections (one per
+/// read in flight beyond the pooled ones) too.
+const SQLITE_SOFT_HEAP: i64 = 8 * 1024 * 1024;
+
 /// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
 /// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
 /// and the savepoints around every job); an evicted one is parsed again on its next use.
@@ -100,6 +119,13 @@ impl Location {
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", true)?;
+            conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+            let _limit: i64 = conn.pragma_update_and_check(
+                None,
+                "soft_heap_limit",
+                SQLITE_SOFT_HEAP,
+                |row| row.get(0),
+            )?;
             if let Location::File(_) = self {
                 // The checkpoint thread does it, so no commit waits for one (`checkpoint.rs`).
                 conn.pragma_update(None, "wal_autocheckpoint", 0)?;
@@ -128,6 +154,7 @@ impl Location {
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
             conn.pragma_update(None, "foreign_keys", true)?;
             conn.pragma_update(None, "query_only", true)?;
+            conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)?;
             if let Location::Memory(_) = self {
                 conn.pragma_update(None, "read_uncommitted", true)?;
             }

@@ -262,6 +262,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn page_caches_and_sqlite_memory_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("baton.db").to_str().unwrap())
+            .await
+            .unwrap();
+        let pragma = |name: &'static str| move |c: &Connection| -> rusqlite::Result<i64> {
+            c.pragma_query_value(None, name, |r| r.get(0))
+        };
+        assert_eq!(store.read(pragma("cache_size")).await.unwrap(), -256);
+        assert_eq!(store.write(pragma("cache_size")).await.unwrap(), -2048);
+        assert_eq!(
+            store.read(pragma("soft_heap_limit")).await.unwrap(),
+            8 * 1024 * 1024
+        );
+        // Every reader of the pool, the ones opened beyond it included.
+        let reads: Vec<_> = (0..8)
+            .map(|_| store.read(pragma("cache_size")))
+            .collect();
+        for size in futures::future::join_all(reads).await {
+            assert_eq!(size.unwrap(), -256);
+        }
+    }
+
+    #[tokio::test]
     async fn open_reports_the_path_and_what_to_do() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("no/such/dir/baton.db");
