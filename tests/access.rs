@@ -210,11 +210,14 @@ async fn the_mcp_session_cap_refuses_cleanly_and_expired_sessions_free_their_slo
     )
     .await;
 
+    const GAUGE: &str = "baton_mcp_sessions_open";
+    assert_eq!(gw.gauge(GAUGE).await, 0);
     for client in ["one", "two"] {
         let opened = open_session(&gw, client).await;
         assert_eq!(opened.status(), 200, "{client}");
         assert!(opened.headers().contains_key("mcp-session-id"));
     }
+    assert_eq!(gw.gauge(GAUGE).await, 2);
     let third = open_session(&gw, "three").await;
     assert_eq!(third.status(), 503);
     assert!(third.headers().contains_key("retry-after"));
@@ -240,10 +243,12 @@ async fn the_mcp_session_cap_refuses_cleanly_and_expired_sessions_free_their_slo
     );
 
     // Unused sessions expire after a second, and their slots open again.
-    eventually(DEADLINE, "an expired session frees its slot", || async {
-        (open_session(&gw, "later").await.status() == 200).then_some(())
+    eventually(DEADLINE, "the expired sessions are gone", || async {
+        (gw.gauge(GAUGE).await == 0).then_some(())
     })
     .await;
+    assert_eq!(open_session(&gw, "later").await.status(), 200);
+    assert_eq!(gw.gauge(GAUGE).await, 1);
     gw.stop().await;
 }
 

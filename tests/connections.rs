@@ -1,5 +1,6 @@
 //! Connections that could pin the gateway: slow headers, idle keep-alive, a trickling body, more
-//! connections than the cap; and the dual-stack listener. Real sockets against a real gateway.
+//! connections than the cap, and the gauge that shows how many are open; and the dual-stack
+//! listener. Real sockets against a real gateway.
 
 mod support;
 
@@ -157,6 +158,30 @@ async fn at_the_connection_cap_healthz_answers_and_other_routes_are_refused_with
             (response.status == 200).then_some(())
         },
     )
+    .await;
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn open_connections_are_a_gauge_in_metrics() {
+    const GAUGE: &str = "baton_http_connections_open";
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&echo_config("header_timeout_seconds = 60"), &db).await;
+    // The test client's own kept-alive connection counts too.
+    let base = gw.gauge(GAUGE).await;
+    assert!(base >= 1, "the request asking is on an open connection");
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(gw.addr()).await.unwrap());
+    }
+    eventually(DEADLINE, "three more connections counted", || async {
+        (gw.gauge(GAUGE).await == base + 3).then_some(())
+    })
+    .await;
+    drop(idle);
+    eventually(DEADLINE, "closed connections no longer counted", || async {
+        (gw.gauge(GAUGE).await == base).then_some(())
+    })
     .await;
     gw.stop().await;
 }

@@ -53,8 +53,8 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use crate::config::GatewayConfig;
 use super::mcp_admission::{self, Admission};
+use crate::config::GatewayConfig;
 use crate::engine::{Caller, Services, journal};
 use crate::mirror::RecordingTools;
 use crate::session::SessionKey;

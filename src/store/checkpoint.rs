@@ -102,8 +102,17 @@ impl WalBound {
         let size = std::fs::metadata(&self.file).map_or(0, |m| m.len());
         if size > self.limit / 2 && Instant::now() >= self.next_try {
             // Waits for a passive copy in progress, which leaves the truncation less to copy.
+            let started = Instant::now();
             let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
-            if truncate(conn) {
+            let emptied = truncate(conn);
+            // How long the writer held still: what `BENCHMARKS.md` measures ("Soak").
+            tracing::debug!(
+                wal_bytes = size,
+                held_us = started.elapsed().as_micros(),
+                emptied,
+                "WAL truncation"
+            );
+            if emptied {
                 self.over = false;
                 return;
             }

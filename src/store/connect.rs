@@ -120,12 +120,10 @@ impl Location {
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", true)?;
             conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
-            let _limit: i64 = conn.pragma_update_and_check(
-                None,
-                "soft_heap_limit",
-                SQLITE_SOFT_HEAP,
-                |row| row.get(0),
-            )?;
+            let _limit: i64 =
+                conn.pragma_update_and_check(None, "soft_heap_limit", SQLITE_SOFT_HEAP, |row| {
+                    row.get(0)
+                })?;
             if let Location::File(_) = self {
                 // The checkpoint thread does it, so no commit waits for one (`checkpoint.rs`).
                 conn.pragma_update(None, "wal_autocheckpoint", 0)?;

@@ -267,8 +267,10 @@ mod tests {
         let store = Store::open(dir.path().join("baton.db").to_str().unwrap())
             .await
             .unwrap();
-        let pragma = |name: &'static str| move |c: &Connection| -> rusqlite::Result<i64> {
-            c.pragma_query_value(None, name, |r| r.get(0))
+        let pragma = |name: &'static str| {
+            move |c: &Connection| -> rusqlite::Result<i64> {
+                c.pragma_query_value(None, name, |r| r.get(0))
+            }
         };
         assert_eq!(store.read(pragma("cache_size")).await.unwrap(), -256);
         assert_eq!(store.write(pragma("cache_size")).await.unwrap(), -2048);
@@ -277,9 +279,7 @@ mod tests {
             8 * 1024 * 1024
         );
         // Every reader of the pool, the ones opened beyond it included.
-        let reads: Vec<_> = (0..8)
-            .map(|_| store.read(pragma("cache_size")))
-            .collect();
+        let reads: Vec<_> = (0..8).map(|_| store.read(pragma("cache_size"))).collect();
         for size in futures::future::join_all(reads).await {
             assert_eq!(size.unwrap(), -256);
         }

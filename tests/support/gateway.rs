@@ -194,6 +194,14 @@ impl TestGateway {
             .unwrap()
     }
 
+    /// The value of an unlabelled gauge in `GET /metrics`.
+    pub async fn gauge(&self, name: &str) -> u64 {
+        let text = self.metrics().await;
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no gauge {name} in /metrics:\n{text}"))
+    }
+
     /// The transcript of a session, from the HTTP API.
     pub async fn transcript(&self, session: &str) -> Vec<Value> {
         self.http
