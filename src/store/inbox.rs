@@ -7,8 +7,12 @@
 //! Replies cannot double on that replay: each chunk's post is begun durably first
 //! ([`Store::send_begin`]).
 
-use super::dedupe::claim_keys;
-use super::{Claim, Store, StoreError};
+use baton_contract::InboundEvent;
+use rusqlite::Connection;
+
+use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
+use super::transcript::{insert_entry, meta_json};
+use super::{Claim, NewEntry, Store, StoreError};
 
 /// An event's row in the inbox, while its run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,41 @@ pub struct Unfinished {
     pub attempts: u32,
 }
 
+/// An event ready to be filed: its account's dedupe scope, the ids it is recognised by, and the
+/// event as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filing {
+    /// `<platform>:<account>`.
+    pub scope: String,
+    /// Its platform event id and message id, as dedupe keys.
+    pub keys: Vec<String>,
+    /// The normalized event.
+    pub event: String,
+}
+
+impl Filing {
+    /// `event`, filed under the account that receives it.
+    pub fn of(event: &InboundEvent) -> Result<Filing, StoreError> {
+        let json = serde_json::to_string(event)
+            .map_err(|e| StoreError::Internal(format!("cannot serialize an event: {e}")))?;
+        Ok(Filing {
+            scope: dedupe_scope(event.platform, &event.account),
+            keys: dedupe_keys(event),
+            event: json,
+        })
+    }
+}
+
+/// Claim `filing` and file it when fresh, inside a writer job.
+fn file(conn: &Connection, filing: &Filing, now_ms: i64) -> rusqlite::Result<Option<InboxId>> {
+    if claim_keys(conn, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
+        return Ok(None);
+    }
+    conn.prepare_cached("INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3)")?
+        .execute((&filing.scope, &filing.event, now_ms))?;
+    Ok(Some(InboxId(conn.last_insert_rowid())))
+}
+
 impl Store {
     /// [`Store::claim`] the event's `keys` in `scope` and, when it is fresh, file `event` (JSON)
     /// in the inbox, in one transaction. `None` is a duplicate.
@@ -35,17 +74,31 @@ impl Store {
         event: String,
         now_ms: i64,
     ) -> Result<Option<InboxId>, StoreError> {
-        let scope = scope.to_owned();
-        let keys = keys.to_vec();
+        let filing = Filing {
+            scope: scope.to_owned(),
+            keys: keys.to_vec(),
+            event,
+        };
+        self.write(move |conn| file(conn, &filing, now_ms)).await
+    }
+
+    /// Append `post` (a delivered chunk's transcript entry) and file `handovers` (the same post
+    /// as other accounts receive it) in one transaction, so no stop can separate the record of
+    /// a post from its hand-over. Returns each hand-over's inbox row, `None` where that account
+    /// already has the message (the platform delivered it first).
+    pub async fn append_handing_over(
+        &self,
+        post: NewEntry,
+        handovers: Vec<Filing>,
+        now_ms: i64,
+    ) -> Result<Vec<Option<InboxId>>, StoreError> {
+        let meta = meta_json(&post)?;
         self.write(move |conn| {
-            if claim_keys(conn, &scope, &keys, now_ms)? == Claim::Duplicate {
-                return Ok(None);
-            }
-            conn.prepare_cached(
-                "INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3)",
-            )?
-            .execute((&scope, &event, now_ms))?;
-            Ok(Some(InboxId(conn.last_insert_rowid())))
+            insert_entry(conn, &post, &meta)?;
+            handovers
+                .iter()
+                .map(|filing| file(conn, filing, now_ms))
+                .collect()
         })
         .await
     }

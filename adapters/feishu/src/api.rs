@@ -1,5 +1,5 @@
 //! The Open Platform calls baton makes, by hand over reqwest: the tenant token, `bot/v3/info`,
-//! message reply/create, and the long connection's endpoint.
+//! message reply/create, chat membership, and the long connection's endpoint.
 //!
 //! Every call but the token and the endpoint carries a `tenant_access_token`. It is cached and
 //! fetched again shortly before its `expire`; if Feishu still calls it invalid (revoked, or the
@@ -234,6 +234,17 @@ impl Api {
         let path = "/open-apis/im/v1/messages?receive_id_type=chat_id";
         let answer = self.call(reqwest::Method::POST, path, Some(&body)).await?;
         Ok(sent_id(&answer))
+    }
+
+    /// `GET /open-apis/im/v1/chats/<chat>/members/is_in_chat`: whether this app's bot is in the
+    /// chat.
+    pub async fn is_in_chat(&self, chat_id: &str) -> Result<bool, ApiError> {
+        let path = format!(
+            "/open-apis/im/v1/chats/{}/members/is_in_chat",
+            path_segment(chat_id)
+        );
+        let answer = self.call(reqwest::Method::GET, &path, None).await?;
+        Ok(answer["data"]["is_in_chat"].as_bool().unwrap_or(false))
     }
 
     /// `POST /callback/ws/endpoint`: a fresh long-connection URL (app id and secret, no token).
