@@ -30,9 +30,9 @@ use serde_json::json;
 use crate::mirror::now_ms;
 use crate::store::{Filing, InboxId};
 
-/// Runs a filed hand-over through the pipeline. The pipeline stands above delivery, so the
-/// gateway wires this in.
-pub type RunHandedOver = Arc<dyn Fn(InboxId, InboundEvent) + Send + Sync>;
+/// Runs a filed hand-over through the pipeline (`None`: a duplicate, the account had the message
+/// already). The pipeline stands above delivery, so the gateway wires this in.
+pub type RunHandedOver = Arc<dyn Fn(Option<InboxId>, InboundEvent) + Send + Sync>;
 
 /// Who must be handed the posts of one account, and how.
 #[derive(Clone)]
@@ -123,7 +123,7 @@ impl Handover {
         members
             .iter()
             .map(|receiver| {
-                let read = receiver.read_sibling_post(&message.text);
+                let read = receiver.read_sibling_post(message);
                 let mut event = InboundEvent::text_message(
                     self.platform,
                     receiver.account().clone(),
@@ -136,6 +136,7 @@ impl Handover {
                 );
                 event.thread = message.thread.clone();
                 event.reply_to = message.reply_to.clone();
+                event.reply_to_author = read.reply_to_author;
                 event.mentions = read.mentions;
                 event.mentions_everyone = read.mentions_everyone;
                 event.timestamp_ms = now_ms();
@@ -165,9 +166,7 @@ impl Handover {
             return;
         };
         for (event, id) in events.into_iter().zip(filed) {
-            if let Some(id) = id {
-                run(id, event);
-            }
+            run(id, event);
         }
     }
 

@@ -192,15 +192,21 @@ impl Dispatcher {
             .await
     }
 
-    /// How a sibling post handed over by delivery (`src/deliver/handover.rs`) is run: in the
-    /// background, like an accepted event. Already filed in its account's inbox; one that
-    /// arrives while the gateway drains stays there, and the next start runs it.
+    /// How a sibling post handed over by delivery (`src/deliver/handover.rs`) is run: counted
+    /// and run in the background, like an accepted event. It is already filed in its account's
+    /// inbox; one that arrives while the gateway drains stays there, and the next start runs it.
     pub fn handover_runner(&self) -> RunHandedOver {
         let services = Arc::downgrade(&self.shared);
         Arc::new(move |filed, event| {
             let Some(shared) = services.upgrade() else {
                 return;
             };
+            let platform = event.platform.as_str();
+            let Some(filed) = filed else {
+                shared.metrics().add(&metrics::DUPLICATES, platform);
+                return;
+            };
+            shared.metrics().add(&metrics::EVENTS_IN, platform);
             if shared.tasks().is_closed() {
                 return;
             }

@@ -172,6 +172,55 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_post_and_its_hand_overs_are_recorded_together_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        // Feishu delivered the post to `caid` already; `ada` has not seen it.
+        store
+            .accept("feishu:caid", &keys(&["evt:e1", "msg:om_1"]), "copy".into(), 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let post = NewEntry {
+            session: "s".into(),
+            ts_ms: 2,
+            kind: crate::store::EntryKind::Reply,
+            speaker: "snark".into(),
+            origin: crate::store::Origin::Bot,
+            text: "hello".into(),
+            platform_message_id: Some("om_1".into()),
+            run_id: Some("run".into()),
+            idempotency_key: Some("run#0".into()),
+            meta: serde_json::Value::Null,
+        };
+        let to = |account: &str| Filing {
+            scope: format!("feishu:{account}"),
+            keys: keys(&["msg:om_1"]),
+            event: format!("for {account}"),
+        };
+        let filed = store
+            .append_handing_over(post, vec![to("caid"), to("ada")], 3)
+            .await
+            .unwrap();
+        assert!(filed[0].is_none(), "caid had it: one event");
+        assert!(filed[1].is_some());
+        store.close().await.unwrap();
+
+        // A stop right after the post: its record and its hand-over are both there.
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        assert_eq!(
+            store.send_begin("run#0", 4).await.unwrap(),
+            crate::store::SendStart::Delivered("om_1".into())
+        );
+        let left = store.inbox_left("feishu:ada").await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].event, "for ada");
+        let caid = store.inbox_left("feishu:caid").await.unwrap();
+        assert_eq!(caid.len(), 1, "only Feishu's own copy");
+    }
+
+    #[tokio::test]
     async fn finished_runs_leave_nothing_and_attempts_are_counted_across_restarts() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.db");

@@ -127,12 +127,12 @@ pub trait Adapter: Send + Sync + 'static {
         Ok(true)
     }
 
-    /// Another baton bot's post (the text as the gateway sent it) as this account would have
-    /// received it: mention markup made readable, the structural mentions in it resolved to
-    /// the platform ids the gateway knows. The default reads the text as it is, mentioning
-    /// nobody.
-    fn read_sibling_post(&self, text: &str) -> SiblingPost {
-        SiblingPost::plain(text)
+    /// Another baton bot's post (as the gateway sent it) as this account would have received
+    /// it: mention markup made readable, the structural mentions in it resolved to the platform
+    /// ids the gateway knows, and whether it replies to this account's own message. The
+    /// default reads the text as it is, mentioning nobody.
+    fn read_sibling_post(&self, post: &OutboundMessage) -> SiblingPost {
+        SiblingPost::plain(&post.text)
     }
 
     /// Handle a request to `/hooks/<platform>/<account>`. Verify before parsing; hand events to

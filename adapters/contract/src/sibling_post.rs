@@ -16,6 +16,9 @@ pub struct SiblingPost {
     pub mentions: Vec<UserId>,
     /// The post mentions everyone (`@all`).
     pub mentions_everyone: bool,
+    /// The receiving account's own id, when the post replies to a message it posted (which
+    /// counts as mentioning it).
+    pub reply_to_author: Option<UserId>,
 }
 
 impl SiblingPost {
@@ -25,6 +28,7 @@ impl SiblingPost {
             text: text.to_owned(),
             mentions: Vec::new(),
             mentions_everyone: false,
+            reply_to_author: None,
         }
     }
 }

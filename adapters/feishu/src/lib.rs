@@ -399,9 +399,9 @@ impl Adapter for FeishuAdapter {
         self.membership.in_chat(&self.api, chat.as_str()).await
     }
 
-    fn read_sibling_post(&self, text: &str) -> SiblingPost {
+    fn read_sibling_post(&self, post: &OutboundMessage) -> SiblingPost {
         let Some(me) = self.identity() else {
-            return SiblingPost::plain(text);
+            return SiblingPost::plain(&post.text);
         };
         let reader = sibling_post::Reader {
             open_id: &me.open_id,
@@ -409,7 +409,14 @@ impl Adapter for FeishuAdapter {
             app_name: &me.app_name,
             siblings: &self.settings.siblings,
         };
-        reader.read(text)
+        let mut read = reader.read(&post.text);
+        // Like a person's reply to the bot's message (`normalize`).
+        read.reply_to_author = post
+            .reply_to
+            .as_ref()
+            .filter(|parent| self.posted.contains(parent.as_str()))
+            .map(|_| UserId(me.open_id.clone()));
+        read
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {
