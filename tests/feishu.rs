@@ -798,10 +798,10 @@ async fn two_always_bots_see_each_others_posts_bounded_by_max_bot_reply_chain() 
 }
 
 #[tokio::test]
-async fn a_mention_only_bot_is_woken_by_a_siblings_mention_and_histories_hold_each_others_posts()
-{
+async fn a_mention_only_bot_is_woken_by_a_siblings_mention_and_histories_hold_each_others_posts() {
     let w = world("websocket", &siblings_chat("mention")).await;
-    w.model.script("snark", Step::reply("first thoughts: ship it"));
+    w.model
+        .script("snark", Step::reply("first thoughts: ship it"));
     w.model.script("caid", Step::reply("agreed, with tests"));
     w.model.script(
         "snark",

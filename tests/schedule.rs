@@ -543,13 +543,18 @@ prompt = "Post the standup reminder."
     gw.settle().await;
     // 09:00 CEST on Sunday is 07:00 UTC: an hour earlier in UTC, the same on the wall.
     assert_eq!(due("cron-0").at, at(30, 7, 0));
-    assert_eq!(due("cron-0").local.to_rfc3339(), "2025-03-30T09:00:00+02:00");
+    assert_eq!(
+        due("cron-0").local.to_rfc3339(),
+        "2025-03-30T09:00:00+02:00"
+    );
 
     // 22:00 CET: quiet until 07:00 on Sunday's wall clock, which is CEST by then (05:00 UTC).
     let ticked = gw.tick(at(29, 21, 0)).await;
     assert!(
-        ticked.iter().any(|t| t.job == "heartbeat"
-            && t.outcome == TickOutcome::Skipped(SkipReason::QuietHours)),
+        ticked
+            .iter()
+            .any(|t| t.job == "heartbeat"
+                && t.outcome == TickOutcome::Skipped(SkipReason::QuietHours)),
         "{ticked:?}"
     );
     assert_eq!(due("heartbeat").at, at(30, 5, 0));

@@ -424,7 +424,7 @@ mod tests {
                 ("gateway.lisen", Some(3)),
                 ("bots[0].backend", Some(7)),
                 ("accounts[0].bot", Some(14)),
-                ("accounts[1].bot_token_env", Some(19)),
+                ("accounts[1].bot_token_env", Some(20)),
             ],
             "{problems:#?}"
         );

@@ -111,7 +111,11 @@ pub async fn deliver(
         if members.is_none() && !handover.is_empty() {
             members = Some(handover.members(&message.chat).await);
         }
-        let events = handover.events(members.as_deref().unwrap_or(&[]), &message, &sent.message_id);
+        let events = handover.events(
+            members.as_deref().unwrap_or(&[]),
+            &message,
+            &sent.message_id,
+        );
         let (events, filings) = Handover::filings(events);
         let filed = journal
             .delivered(
@@ -246,9 +250,15 @@ mod tests {
             ok("m2"),
         ]);
         let journal = journal().await;
-        let ids = deliver(&adapter, &Handover::none(), &target(), "hello there", &journal)
-            .await
-            .unwrap();
+        let ids = deliver(
+            &adapter,
+            &Handover::none(),
+            &target(),
+            "hello there",
+            &journal,
+        )
+        .await
+        .unwrap();
         assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
         let sent = adapter.sent.lock().unwrap().clone();
         let keys: Vec<_> = sent.iter().map(|m| m.idempotency_key.as_str()).collect();
@@ -277,9 +287,15 @@ mod tests {
     async fn a_transport_failure_is_not_retried_and_a_replay_posts_nothing_twice() {
         let adapter = Scripted::new(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
         let journal = journal().await;
-        let err = deliver(&adapter, &Handover::none(), &target(), "hello there", &journal)
-            .await
-            .unwrap_err();
+        let err = deliver(
+            &adapter,
+            &Handover::none(),
+            &target(),
+            "hello there",
+            &journal,
+        )
+        .await
+        .unwrap_err();
         assert_eq!((err.chunk, err.total), (1, 2));
         assert_eq!(
             adapter.sent.lock().unwrap().len(),
@@ -290,9 +306,15 @@ mod tests {
         // The transport failure's fate is unknown: a replay posts neither the delivered chunk
         // nor the one that may have gone out.
         let replay = Scripted::new(vec![ok("m2")]);
-        let err = deliver(&replay, &Handover::none(), &target(), "hello there", &journal)
-            .await
-            .unwrap_err();
+        let err = deliver(
+            &replay,
+            &Handover::none(),
+            &target(),
+            "hello there",
+            &journal,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err.cause, Undelivered::Interrupted), "{err}");
         assert_eq!(err.chunk, 1);
         assert!(replay.sent.lock().unwrap().is_empty(), "posted again");

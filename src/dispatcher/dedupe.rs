@@ -5,6 +5,9 @@
 //! id and the message id), per account, and the claim is committed before the event is
 //! acknowledged. So Slack's `app_mention` + `message` pair (two event ids, one message id) is one
 //! event, and a redelivery a day later, after any number of restarts, is still a duplicate.
+//! The keys are the store's ([`crate::store::dedupe_keys`]): a sibling post handed over by
+//! delivery (`src/deliver/handover.rs`) is claimed under the same ones, so it and the platform's
+//! own copy of that message are one event.
 
 pub(crate) use crate::store::dedupe_scope as scope_of;
 

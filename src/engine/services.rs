@@ -171,7 +171,12 @@ impl Services {
             return Handover::none();
         };
         let accounts = self.roster.accounts().iter().map(|a| &a.adapter);
-        Handover::of(&*account.adapter, account.bot.id(), accounts, Arc::clone(run))
+        Handover::of(
+            &*account.adapter,
+            account.bot.id(),
+            accounts,
+            Arc::clone(run),
+        )
     }
 
     /// The agent tools for a turn taken as `caller`.

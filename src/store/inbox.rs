@@ -178,7 +178,12 @@ mod tests {
         let store = Store::open(path.to_str().unwrap()).await.unwrap();
         // Feishu delivered the post to `caid` already; `ada` has not seen it.
         store
-            .accept("feishu:caid", &keys(&["evt:e1", "msg:om_1"]), "copy".into(), 1)
+            .accept(
+                "feishu:caid",
+                &keys(&["evt:e1", "msg:om_1"]),
+                "copy".into(),
+                1,
+            )
             .await
             .unwrap()
             .unwrap();

@@ -138,7 +138,15 @@ mod tests {
             Zone::parse("Asia/Shanghai"),
             Ok(Zone::Named(chrono_tz::Asia::Shanghai))
         );
-        for bad in ["Europe/Parris", "Mars/Olympus", "+8", "08:00", "+25:00", "+08:60", ""] {
+        for bad in [
+            "Europe/Parris",
+            "Mars/Olympus",
+            "+8",
+            "08:00",
+            "+25:00",
+            "+08:60",
+            "",
+        ] {
             let err = Zone::parse(bad).unwrap_err();
             assert!(err.contains("\"+08:00\""), "{bad}: {err}");
             assert!(err.contains("\"Europe/Berlin\""), "{bad}: {err}");
@@ -163,7 +171,10 @@ mod tests {
         let summer = Utc.with_ymd_and_hms(2025, 3, 30, 23, 30, 0).unwrap();
         assert_eq!(berlin.wall(winter).to_string(), "2025-03-30 00:30:00");
         assert_eq!(berlin.wall(summer).to_string(), "2025-03-31 01:30:00");
-        assert_eq!(berlin.show(summer).to_rfc3339(), "2025-03-31T01:30:00+02:00");
+        assert_eq!(
+            berlin.show(summer).to_rfc3339(),
+            "2025-03-31T01:30:00+02:00"
+        );
         // 02:30 never happens that night: taken an hour later (03:30 CEST = 01:30 UTC).
         let skipped = NaiveDateTime::parse_from_str("2025-03-30 02:30", "%Y-%m-%d %H:%M").unwrap();
         assert_eq!(

@@ -7,7 +7,8 @@
 //! Like Feishu, it never delivers one app's post to another, except, once
 //! [`FakeFeishu::deliver_bot_mentions`] is on (the `include_bot` scope), a post that @mentions an
 //! app (`<at user_id="cli_<name>">`): that app gets it over its long connection *before* the
-//! poster's call is answered, so the platform's copy always comes first. Every app is in every
+//! poster's call is answered, so the platform's copy always comes first; `GET` of a posted
+//! message names its sender app. Every app is in every
 //! group chat unless [`FakeFeishu::not_in`] says otherwise, and a direct chat has only the app
 //! its events were pushed to (`is_in_chat`).
 //!
@@ -134,6 +135,8 @@ struct Inner {
     bot_mentions: bool,
     /// The chat of each message id seen (pushed or posted).
     chats: HashMap<String, String>,
+    /// The app that posted each message id.
+    posters: HashMap<String, String>,
     /// Direct (p2p) chats seen in pushed events, and the one app in each.
     p2p: HashMap<String, String>,
 }
@@ -161,6 +164,7 @@ impl FakeFeishu {
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
             .route("/open-apis/im/v1/messages", post(create))
+            .route("/open-apis/im/v1/messages/{id}", get(get_message))
             .route(
                 "/open-apis/im/v1/chats/{chat}/members/is_in_chat",
                 get(is_in_chat),
@@ -341,11 +345,19 @@ impl FakeFeishu {
 /// [`FakeFeishu::push_fragments`], inside the lock.
 fn push(inner: &mut Inner, name: &str, event: &Value, parts: usize) -> String {
     if let (Some(id), Some(chat)) = (
-        event.pointer("/event/message/message_id").and_then(Value::as_str),
-        event.pointer("/event/message/chat_id").and_then(Value::as_str),
+        event
+            .pointer("/event/message/message_id")
+            .and_then(Value::as_str),
+        event
+            .pointer("/event/message/chat_id")
+            .and_then(Value::as_str),
     ) {
         inner.chats.insert(id.to_owned(), chat.to_owned());
-        if event.pointer("/event/message/chat_type").and_then(Value::as_str) == Some("p2p") {
+        if event
+            .pointer("/event/message/chat_type")
+            .and_then(Value::as_str)
+            == Some("p2p")
+        {
             inner.p2p.insert(chat.to_owned(), name.to_owned());
         }
     }
@@ -563,7 +575,12 @@ async fn acked(inner: &Arc<Mutex<Inner>>, frames: Vec<(String, String)>) {
 
 /// With the include_bot scope on, deliver post `id` (text `text`, by `poster`) to every other
 /// app it @mentions by app id, as that app sees it; returns `(app, frame id)` for each.
-fn deliver_mentions(inner: &mut Inner, poster: &str, id: &str, text: &str) -> Vec<(String, String)> {
+fn deliver_mentions(
+    inner: &mut Inner,
+    poster: &str,
+    id: &str,
+    text: &str,
+) -> Vec<(String, String)> {
     if !inner.bot_mentions {
         return Vec::new();
     }
@@ -666,6 +683,7 @@ fn post_message(
     if let Some(chat) = chat {
         inner.chats.insert(id.clone(), chat);
     }
+    inner.posters.insert(id.clone(), post.app.clone());
     let delivered = match post.outcome {
         Outcome::Sent(_) => deliver_mentions(inner, &post.app.clone(), &id, &post.text.clone()),
         _ => Vec::new(),
@@ -676,6 +694,24 @@ fn post_message(
         "sender": { "id": "cli_x", "id_type": "app_id", "sender_type": "app" } } }))
     .into_response();
     (response, delivered)
+}
+
+/// `GET /open-apis/im/v1/messages/<id>`: a message an app posted, with its sender app.
+async fn get_message(
+    State(inner): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    let inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused;
+    }
+    let Some(app) = inner.posters.get(&id) else {
+        return Json(json!({ "code": 230011, "msg": "message not found" }));
+    };
+    Json(json!({ "code": 0, "msg": "success", "data": { "items": [{
+        "message_id": id, "msg_type": "text",
+        "sender": { "id": format!("cli_{app}"), "id_type": "app_id", "sender_type": "app" } }] } }))
 }
 
 async fn is_in_chat(

@@ -26,8 +26,8 @@ pub mod frame;
 mod membership;
 pub mod normalize;
 mod outbound;
-pub mod signature;
 mod sibling_post;
+pub mod signature;
 pub mod webhook;
 mod ws;
 
@@ -108,7 +108,9 @@ impl Siblings {
     fn add(&self, app_name: &str, app_id: &str, open_id: &str) {
         let mut table = self.0.write().expect("siblings lock poisoned");
         if !app_name.is_empty() {
-            table.by_name.insert(app_name.to_owned(), open_id.to_owned());
+            table
+                .by_name
+                .insert(app_name.to_owned(), open_id.to_owned());
         }
         table.by_app.insert(app_id.to_owned(), open_id.to_owned());
     }
@@ -161,6 +163,12 @@ impl Siblings {
     pub fn open_id_of_app(&self, app_id: &str) -> Option<String> {
         let table = self.0.read().expect("siblings lock poisoned");
         table.by_app.get(app_id).cloned()
+    }
+
+    /// Whether `open_id` is a baton bot's own `open_id`.
+    pub fn is_sibling(&self, open_id: &str) -> bool {
+        let table = self.0.read().expect("siblings lock poisoned");
+        table.by_app.values().any(|own| own == open_id)
     }
 
     /// The own `open_id` of the baton bot that posted `message_id` (recently).
@@ -273,7 +281,7 @@ impl FeishuAdapter {
     }
 
     /// Normalize an event body for this account; `None` when it is not for the pipeline.
-    fn normalize(&self, body: &Value) -> Option<InboundEvent> {
+    async fn normalize(&self, body: &Value) -> Option<InboundEvent> {
         let me = self.identity()?;
         let posted = |id: &str| self.posted.contains(id);
         let who = normalize::Me {
@@ -285,7 +293,10 @@ impl FeishuAdapter {
             siblings: &self.settings.siblings,
         };
         match normalize::message_receive(&who, body) {
-            Ok(event) => Some(event),
+            Ok(mut event) => {
+                self.name_app_sender(&mut event, &me.open_id).await;
+                Some(event)
+            }
             Err(normalize::Skip::OtherApp(app)) => {
                 tracing::warn!(account = %self.settings.account, other_app = %app, "event for another Feishu app ignored; check the account's app_id");
                 None
@@ -293,6 +304,31 @@ impl FeishuAdapter {
             Err(skip) => {
                 tracing::debug!(account = %self.settings.account, ?skip, "Feishu event skipped");
                 None
+            }
+        }
+    }
+
+    /// Another app's message whose author the event alone does not name as a sibling (baton's
+    /// post not answered yet, no app id in the event, no mention seen): the message itself says
+    /// which app sent it (`GET /open-apis/im/v1/messages/<id>`). One call, only for app senders.
+    async fn name_app_sender(&self, event: &mut InboundEvent, me: &str) {
+        let siblings = &self.settings.siblings;
+        if !event.sender.is_bot
+            || event.sender.is_self
+            || siblings.is_sibling(event.sender.id.as_str())
+        {
+            return;
+        }
+        match self.api.message_sender_app(event.message_id.as_str()).await {
+            Ok(Some(app)) => {
+                if let Some(own) = siblings.open_id_of_app(&app) {
+                    event.sender.is_self = own == me;
+                    event.sender.id = UserId(own);
+                }
+            }
+            Ok(None) => {}
+            Err(err) => {
+                tracing::debug!(account = %self.settings.account, %err, "cannot tell which app sent a message; taken as the id the event gives")
             }
         }
     }

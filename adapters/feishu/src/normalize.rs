@@ -13,7 +13,8 @@
 //! `im:message.group_at_msg.include_bot:readonly` scope; it comes with `sender_type` `app`. Its
 //! author is mapped to a sibling baton bot where it is one ([`Siblings`]): baton posted the
 //! message itself (its id is remembered), the event names the sibling's app id, or the sender's
-//! id is the one under which this app was shown the sibling in a mention by name. Then it is
+//! id is the one under which this app was shown the sibling in a mention by name; failing all
+//! of those, the adapter reads the message's sender app from the API. Then it is
 //! the same author, and by its message id the same event, as the post baton hands over itself.
 //!
 //! One thing crosses apps on purpose: whether a mentioned id is *another baton bot*. A chat set
@@ -183,7 +184,11 @@ fn app_sender(me: &Me<'_>, message_id: &str, sender: &Value) -> Option<String> {
                 .find_map(|id| me.siblings.open_id_of_app(id))
         })
         .or_else(|| id_of("open_id").and_then(|id| me.siblings.alias_of(me.app_id, id)))
-        .or_else(|| id_of("open_id").or_else(|| id_of("app_id")).map(str::to_owned))
+        .or_else(|| {
+            id_of("open_id")
+                .or_else(|| id_of("app_id"))
+                .map(str::to_owned)
+        })
 }
 
 /// `body` for the transcript: the verification token it carries is a secret, so it is removed.
@@ -496,7 +501,11 @@ mod tests {
         });
         body["event"]["message"]["message_id"] = "om_by_caid".into();
         let e = normalize(BOT, &body).unwrap();
-        assert_eq!(e.sender.id.as_str(), "ou_caid_self", "baton posted it: it is Caid");
+        assert_eq!(
+            e.sender.id.as_str(),
+            "ou_caid_self",
+            "baton posted it: it is Caid"
+        );
         assert!(e.sender.is_bot && !e.sender.is_self);
         assert_eq!(e.mentions, vec![UserId::from(BOT)]);
 
@@ -516,10 +525,18 @@ mod tests {
         mention["event"]["message"]["mentions"][1]["name"] = "Caid".into();
         let siblings = caid();
         let e = normalize_with(BOT, &siblings, &body).unwrap();
-        assert_eq!(e.sender.id.as_str(), "ou_caid_in_this_app", "not learned yet");
+        assert_eq!(
+            e.sender.id.as_str(),
+            "ou_caid_in_this_app",
+            "not learned yet"
+        );
         normalize_with(BOT, &siblings, &mention).unwrap();
         let e = normalize_with(BOT, &siblings, &body).unwrap();
-        assert_eq!(e.sender.id.as_str(), "ou_caid_self", "learned from the mention");
+        assert_eq!(
+            e.sender.id.as_str(),
+            "ou_caid_self",
+            "learned from the mention"
+        );
 
         // Any other app keeps the id the event gives, and is a bot.
         body["event"]["sender"]["sender_id"]["app_id"] = "cli_stranger".into();

@@ -49,7 +49,10 @@ pub(crate) async fn handle(
     let body = match serde_json::from_slice::<Value>(&request.body) {
         Ok(body @ Value::Object(_)) => body,
         Ok(_) => {
-            return WebhookResponse::error(400, "the body is JSON but not an object; Slack sends objects");
+            return WebhookResponse::error(
+                400,
+                "the body is JSON but not an object; Slack sends objects",
+            );
         }
         Err(_) => return WebhookResponse::error(400, "the body is not JSON"),
     };
