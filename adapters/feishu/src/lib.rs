@@ -283,16 +283,19 @@ impl FeishuAdapter {
     /// Normalize an event body for this account; `None` when it is not for the pipeline.
     async fn normalize(&self, body: &Value) -> Option<InboundEvent> {
         let me = self.identity()?;
-        let posted = |id: &str| self.posted.contains(id);
-        let who = normalize::Me {
-            platform: self.settings.platform,
-            account: &self.settings.account,
-            app_id: &self.settings.app_id,
-            open_id: &me.open_id,
-            posted: &posted,
-            siblings: &self.settings.siblings,
+        let normalized = {
+            let posted = |id: &str| self.posted.contains(id);
+            let who = normalize::Me {
+                platform: self.settings.platform,
+                account: &self.settings.account,
+                app_id: &self.settings.app_id,
+                open_id: &me.open_id,
+                posted: &posted,
+                siblings: &self.settings.siblings,
+            };
+            normalize::message_receive(&who, body)
         };
-        match normalize::message_receive(&who, body) {
+        match normalized {
             Ok(mut event) => {
                 self.name_app_sender(&mut event, &me.open_id).await;
                 Some(event)
