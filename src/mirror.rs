@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::store::{EntryKind, NewEntry, Origin, Store};
+use crate::store::{EntryKind, Filing, InboxId, NewEntry, Origin, Store};
 use crate::turn::{ToolCall, ToolExecutor};
 
 /// Whether a run is the first for its event, or a replay of one a stopped process left
@@ -112,19 +112,41 @@ impl Journal {
             .await;
     }
 
-    /// Record one delivered chunk.
-    pub async fn delivered(&self, text: &str, message_id: &str, idempotency_key: &str) {
-        let bot = self.bot.clone();
-        self.write(
+    /// Record one delivered chunk, and file its `handovers` (the chunk as other bots' accounts
+    /// receive it) in the same store job. Returns each hand-over's inbox row (`None`: a
+    /// duplicate, or nothing recorded, which is logged).
+    pub async fn delivered(
+        &self,
+        text: &str,
+        message_id: &str,
+        idempotency_key: &str,
+        handovers: Vec<Filing>,
+    ) -> Vec<Option<InboxId>> {
+        let entry = self.entry(
             EntryKind::Reply,
-            &bot,
+            &self.bot,
             Origin::Bot,
             text,
             Some(message_id),
             Some(idempotency_key),
             Value::Null,
-        )
-        .await;
+        );
+        let bots = handovers.len();
+        match self
+            .store
+            .append_handing_over(entry, handovers, now_ms())
+            .await
+        {
+            Ok(filed) => filed,
+            Err(err) => {
+                tracing::error!(
+                    session = %self.session, %err, handovers = bots,
+                    "could not write the transcript; the post is not recorded, and the other \
+                     bots in the chat are not handed it"
+                );
+                Vec::new()
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -138,7 +160,32 @@ impl Journal {
         idempotency_key: Option<&str>,
         meta: Value,
     ) {
-        let entry = NewEntry {
+        let entry = self.entry(
+            kind,
+            speaker,
+            origin,
+            text,
+            message_id,
+            idempotency_key,
+            meta,
+        );
+        if let Err(err) = self.store.append(entry).await {
+            tracing::error!(session = %self.session, %err, "could not write the transcript");
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn entry(
+        &self,
+        kind: EntryKind,
+        speaker: &str,
+        origin: Origin,
+        text: &str,
+        message_id: Option<&str>,
+        idempotency_key: Option<&str>,
+        meta: Value,
+    ) -> NewEntry {
+        NewEntry {
             session: self.session.clone(),
             ts_ms: now_ms(),
             kind,
@@ -149,9 +196,6 @@ impl Journal {
             run_id: Some(self.run_id.clone()),
             idempotency_key: idempotency_key.map(str::to_owned),
             meta,
-        };
-        if let Err(err) = self.store.append(entry).await {
-            tracing::error!(session = %self.session, %err, "could not write the transcript");
         }
     }
 }

@@ -222,6 +222,39 @@ async fn tools_list_offers_exactly_the_named_bots_tools() {
 }
 
 #[tokio::test]
+async fn ending_a_session_with_delete_is_a_success_to_the_official_sdks() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config(""), &db).await;
+    let mut snark = Mcp::connect(&gw, Some("snark")).await;
+    assert_eq!(snark.tools().await.len(), 2);
+    let session = snark.session.clone().expect("a session id");
+    let delete = || {
+        gw.http
+            .delete(format!("{}/mcp", gw.base))
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", PROTOCOL)
+            .header("x-baton-bot", "snark")
+            .send()
+    };
+    let ended = delete().await.unwrap();
+    // The Python SDK's `terminate_session` accepts 200 and 204 (405: not supported); anything
+    // else is logged as "Session termination failed". The TypeScript SDK accepts any 2xx.
+    assert!(
+        [StatusCode::OK, StatusCode::NO_CONTENT].contains(&ended.status()),
+        "{}",
+        ended.status()
+    );
+    // The session is gone: its id is no longer taken.
+    let after = snark
+        .post(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(after.status().is_client_error(), "{}", after.status());
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn bots_list_returns_the_roster() {
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config(""), &db).await;

@@ -504,3 +504,69 @@ async fn quiet_hours_hold() {
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn an_iana_zone_keeps_quiet_hours_and_cron_on_local_time_across_a_dst_switch() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    // Berlin springs forward in the night of 2025-03-29/30: 02:00 CET becomes 03:00 CEST.
+    let schedule = r#"heartbeat = { every = "30m", quiet_hours = "22:00-07:00" }
+
+[[bots.cron]]
+schedule = "0 9 * * *"
+chat = "local:standup"
+prompt = "Post the standup reminder."
+"#;
+    let text = config_text(&fake.base_url, &[], &bot(&fake, "hb", schedule))
+        .replace("timezone = \"UTC\"", "timezone = \"Europe/Berlin\"");
+    let gw = TestGateway::start(&text, &db).await;
+    let at = |d, h, m| Utc.with_ymd_and_hms(2025, 3, d, h, m, 0).unwrap();
+    let due = |job: &str| {
+        gw.gateway
+            .scheduler()
+            .next_due()
+            .into_iter()
+            .find(|n| n.job == job)
+            .unwrap()
+    };
+
+    gw.tick(at(29, 7, 30)).await;
+    // 09:00 CET on Saturday is 08:00 UTC.
+    assert_eq!(due("cron-0").at, at(29, 8, 0));
+    let ticked = gw.tick(at(29, 8, 0)).await;
+    assert!(
+        ticked
+            .iter()
+            .any(|t| t.job == "cron-0" && t.outcome == TickOutcome::Started),
+        "{ticked:?}"
+    );
+    gw.settle().await;
+    // 09:00 CEST on Sunday is 07:00 UTC: an hour earlier in UTC, the same on the wall.
+    assert_eq!(due("cron-0").at, at(30, 7, 0));
+    assert_eq!(
+        due("cron-0").local.to_rfc3339(),
+        "2025-03-30T09:00:00+02:00"
+    );
+
+    // 22:00 CET: quiet until 07:00 on Sunday's wall clock, which is CEST by then (05:00 UTC).
+    let ticked = gw.tick(at(29, 21, 0)).await;
+    assert!(
+        ticked
+            .iter()
+            .any(|t| t.job == "heartbeat"
+                && t.outcome == TickOutcome::Skipped(SkipReason::QuietHours)),
+        "{ticked:?}"
+    );
+    assert_eq!(due("heartbeat").at, at(30, 5, 0));
+    let night: Vec<Ticked> = gw.tick(at(30, 4, 59)).await;
+    assert!(night.iter().all(|t| t.job != "heartbeat"), "{night:?}");
+    let morning = gw.tick(at(30, 5, 0)).await;
+    assert!(
+        morning
+            .iter()
+            .any(|t| t.job == "heartbeat" && t.outcome == TickOutcome::Started),
+        "runs when they end: {morning:?}"
+    );
+    gw.settle().await;
+    gw.stop().await;
+}

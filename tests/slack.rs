@@ -393,8 +393,20 @@ async fn events_api_refuses_bad_signatures_answers_challenges_and_ignores_retrie
         401,
         "stale"
     );
+    // Correctly signed, but not an Events API payload: malformed, refused, nothing recorded.
+    let array = json!([json!({"type": "event_callback"}), body.clone()]).to_string();
+    for odd in [array.as_str(), "\"event_callback\"", "42"] {
+        assert_eq!(
+            w.hook(odd, signed_headers(SECRET, unix_now(), odd), false)
+                .await,
+            400,
+            "{odd}"
+        );
+    }
     assert!(w.slack.all_posts().is_empty());
     assert_eq!(w.model.requests().len(), 0);
+    let metrics = w.gateway.gateway.dispatcher().shared().metrics();
+    assert_eq!(metrics.get(&baton::metrics::EVENTS_IN, "slack"), 0);
 
     let challenge = json!({"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}).to_string();
     let response = w

@@ -168,6 +168,7 @@ impl Adapter for BenchAdapter {
             max_message_chars: LOCAL_MAX_MESSAGE_CHARS,
             threads: true,
             ephemeral_replies: false,
+            bot_posts_reach_bots: true,
         }
     }
 

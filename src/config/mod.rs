@@ -22,6 +22,7 @@ pub use model::*;
 pub use validate::validate;
 
 use locate::{line_at, locate};
+use serde_path_to_error::Segment;
 
 /// One thing wrong with a config, naming the key (and line, when it can be found).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +109,11 @@ impl Config {
                 return Err(problems);
             }
         };
-        let (parsed, unknown) = typed(&mut tree, &mut problems);
+        let Typed {
+            config: parsed,
+            unknown,
+            stood_in,
+        } = typed(&mut tree, &mut problems);
         for path in unknown {
             let key = dotted(&path);
             problems.push(Problem {
@@ -125,7 +130,18 @@ impl Config {
             return Err(problems);
         };
         config.base_dir = base.to_owned();
-        problems.extend(validate(&config, env).into_iter().map(|mut problem| {
+        // An entry with a stand-in for a wrong required value is checked no further: what the
+        // checks would say is about the stand-in.
+        let about_a_stand_in = |key: &str| {
+            stood_in.iter().any(|entry| {
+                key.strip_prefix(entry.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            })
+        };
+        let checked = validate(&config, env)
+            .into_iter()
+            .filter(|problem| !about_a_stand_in(&problem.key));
+        problems.extend(checked.map(|mut problem| {
             problem.line = problem.line.or_else(|| locate(text, &problem.key));
             problem
         }));
@@ -142,62 +158,145 @@ impl Config {
 /// At most this many wrongly typed values are reported before giving up on the rest.
 const MAX_TYPE_ERRORS: usize = 20;
 
+/// What [`typed`] read: the config (when it could be read at all), the unknown keys' paths,
+/// and the entries (`bots[0]`) whose required value was wrong or missing and stood in for.
+struct Typed {
+    config: Option<Config>,
+    unknown: Vec<String>,
+    stood_in: Vec<String>,
+}
+
 /// Deserialize `tree` into a [`Config`], with the unknown keys' paths. A wrongly typed value is
 /// a problem at its key path (`bots[0].backend`); it is then taken out and the rest is read
-/// again, so the other values (and then the semantic checks) are still looked at. That ends when
-/// a value taken out was required (its default cannot stand in for it): `None`.
-fn typed(tree: &mut toml::Value, problems: &mut Vec<Problem>) -> (Option<Config>, Vec<String>) {
+/// again, so the other values (and then the semantic checks) are still looked at. A required
+/// value cannot be taken out (nothing stands in for it by default), so one that is wrong or
+/// missing is replaced by a harmless stand-in ([`stand_in`]) and its entry is remembered: the
+/// semantic checks of that entry would only be about the stand-in.
+fn typed(tree: &mut toml::Value, problems: &mut Vec<Problem>) -> Typed {
     let mut unknown = std::collections::BTreeSet::new();
-    let mut removed = 0;
-    while removed <= MAX_TYPE_ERRORS {
+    let mut stood_in = Vec::new();
+    let mut fixed = 0;
+    while fixed <= MAX_TYPE_ERRORS {
         let mut ignored = Vec::new();
         let mut record = |path: serde_ignored::Path<'_>| ignored.push(path.to_string());
         let de = serde_ignored::Deserializer::new(tree.clone(), &mut record);
         let result: Result<Config, _> = serde_path_to_error::deserialize(de);
         unknown.extend(ignored);
         let err = match result {
-            Ok(config) => return (Some(config), unknown.into_iter().collect()),
+            Ok(config) => {
+                return Typed {
+                    config: Some(config),
+                    unknown: unknown.into_iter().collect(),
+                    stood_in,
+                };
+            }
             Err(err) => err,
         };
         let message = err.inner().message().trim().to_owned();
-        if removed > 0 && message.starts_with("missing field") {
-            break;
-        }
         let key = err.path().to_string();
+        let segments: Vec<&Segment> = err.path().iter().collect();
         problems.push(Problem {
             key: if key == "." { "(file)".into() } else { key },
             line: None,
-            message,
+            message: message.clone(),
         });
-        if !take_out(tree, err.path()) {
-            break;
+        // The entry a stand-in went into (`bots[0]`), or `None` when nothing could be mended.
+        let repaired = match (missing_field(&message), segments.split_last()) {
+            // A required key left out: the error is at its entry.
+            (Some(field), _) => stand_in(field)
+                .filter(|value| put(tree, &segments, field, value.clone()))
+                .map(|_| key_of(&segments)),
+            // A required key with a wrong value.
+            (None, Some((Segment::Map { key: field }, parents))) if stand_in(field).is_some() => {
+                let value = stand_in(field).expect("checked just above");
+                put(tree, parents, field, value).then(|| key_of(parents))
+            }
+            (None, _) => take_out(tree, err.path()).then(String::new),
+        };
+        match repaired {
+            Some(entry) if !entry.is_empty() => stood_in.push(entry),
+            Some(_) => {}
+            None => break,
         }
-        removed += 1;
+        fixed += 1;
     }
-    (None, unknown.into_iter().collect())
+    Typed {
+        config: None,
+        unknown: unknown.into_iter().collect(),
+        stood_in,
+    }
+}
+
+/// The field a `missing field `x`` message names.
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next())
+}
+
+/// A value for a required key that is valid and asks for nothing else: the checks can run on,
+/// and the problem already reported at the key says what to fix. `None`: not a required key.
+fn stand_in(field: &str) -> Option<toml::Value> {
+    let value = match field {
+        // The one backend and the one platform that need no other keys.
+        "backend" => "echo",
+        "platform" => "local",
+        "id" | "bot" | "schedule" | "chat" | "prompt" => "",
+        _ => return None,
+    };
+    Some(toml::Value::String(value.to_owned()))
+}
+
+/// The table or array at `segments` in `tree`.
+fn node_at<'t>(tree: &'t mut toml::Value, segments: &[&Segment]) -> Option<&'t mut toml::Value> {
+    let mut node = tree;
+    for segment in segments {
+        node = match (segment, node) {
+            (Segment::Map { key }, toml::Value::Table(table)) => table.get_mut(key)?,
+            (Segment::Seq { index }, toml::Value::Array(items)) => items.get_mut(*index)?,
+            _ => return None,
+        };
+    }
+    Some(node)
+}
+
+/// Set `field` of the table at `segments` to `value`; false when there is no such table.
+fn put(tree: &mut toml::Value, segments: &[&Segment], field: &str, value: toml::Value) -> bool {
+    match node_at(tree, segments) {
+        Some(toml::Value::Table(table)) => {
+            table.insert(field.to_owned(), value);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `segments` as a config key (`bots[0]`).
+fn key_of(segments: &[&Segment]) -> String {
+    let mut key = String::new();
+    for segment in segments {
+        match segment {
+            Segment::Map { key: name } => {
+                if !key.is_empty() {
+                    key.push('.');
+                }
+                key.push_str(name);
+            }
+            Segment::Seq { index } => key.push_str(&format!("[{index}]")),
+            _ => {}
+        }
+    }
+    key
 }
 
 /// Remove the value at `path` from `tree`; false when there is none to remove.
 fn take_out(tree: &mut toml::Value, path: &serde_path_to_error::Path) -> bool {
-    use serde_path_to_error::Segment;
     let segments: Vec<&Segment> = path.iter().collect();
     let Some((last, parents)) = segments.split_last() else {
         return false;
     };
-    let mut node = tree;
-    for segment in parents {
-        let next = match (segment, node) {
-            (Segment::Map { key }, toml::Value::Table(table)) => table.get_mut(key),
-            (Segment::Seq { index }, toml::Value::Array(items)) => items.get_mut(*index),
-            _ => None,
-        };
-        match next {
-            Some(next) => node = next,
-            None => return false,
-        }
-    }
-    match (last, node) {
-        (Segment::Map { key }, toml::Value::Table(table)) => table.remove(key).is_some(),
+    match (last, node_at(tree, parents)) {
+        (Segment::Map { key }, Some(toml::Value::Table(table))) => table.remove(key).is_some(),
         _ => false,
     }
 }
@@ -307,6 +406,43 @@ mod tests {
         assert_eq!(problems[0].key, "bots[0].backend");
         assert_eq!(problems[0].line, Some(3));
         assert!(problems[0].message.contains("ecoh"), "{problems:#?}");
+    }
+
+    #[test]
+    fn one_check_reports_a_typo_a_wrong_backend_an_unknown_bot_and_an_unset_secret() {
+        let text = "[gateway]\nlisten = \"127.0.0.1:8642\"\nlisen = \"x\"\n\n\
+                    [[bots]]\nid = \"snark\"\nbackend = \"opneai\"\n\n\
+                    [[bots]]\nid = \"caid\"\nbackend = \"echo\"\n\n\
+                    [[accounts]]\nbot = \"ghost\"\nplatform = \"local\"\n\n\
+                    [[accounts]]\nbot = \"caid\"\nplatform = \"discord\"\n\
+                    bot_token_env = \"CAID_DISCORD_TOKEN\"\napplication_id = \"1\"\n";
+        let problems = Config::from_toml(text, Path::new("."), &env).unwrap_err();
+        let found: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert_eq!(
+            found,
+            [
+                ("gateway.lisen", Some(3)),
+                ("bots[0].backend", Some(7)),
+                ("accounts[0].bot", Some(14)),
+                ("accounts[1].bot_token_env", Some(20)),
+            ],
+            "{problems:#?}"
+        );
+        assert!(problems[1].message.contains("opneai"), "{problems:#?}");
+        assert!(
+            problems[3].message.contains("CAID_DISCORD_TOKEN"),
+            "{problems:#?}"
+        );
+        // A required key left out is found with the rest too.
+        let missing = "[[bots]]\nid = \"a\"\n\n[[accounts]]\nbot = \"b\"\nplatform = \"local\"\n";
+        let problems = Config::from_toml(missing, Path::new("."), &env).unwrap_err();
+        let found: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert_eq!(
+            found,
+            [("bots[0]", Some(1)), ("accounts[0].bot", Some(5))],
+            "{problems:#?}"
+        );
+        assert!(problems[0].message.contains("backend"), "{problems:#?}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use baton_contract::{
     UserId,
 };
 
-use super::split;
+use super::{Handover, split};
 use crate::mirror::{Journal, now_ms};
 use crate::store::{SendStart, StoreError};
 
@@ -67,9 +67,11 @@ pub enum Undelivered {
 }
 
 /// Split `text` to the adapter's limit and post every chunk to `target`, recording each in
-/// `journal`. Returns the platform message ids.
+/// `journal` together with its hand-over to the bots that must see it (`handover`). Returns the
+/// platform message ids.
 pub async fn deliver(
     adapter: &dyn Adapter,
+    handover: &Handover,
     target: &Target,
     text: &str,
     journal: &Journal,
@@ -77,6 +79,8 @@ pub async fn deliver(
     let chunks = split(text, adapter.capabilities().max_message_chars);
     let total = chunks.len();
     let mut ids = Vec::with_capacity(total);
+    // Asked once, after the first post: whose account is in the chat.
+    let mut members = None;
     for (n, chunk) in chunks.into_iter().enumerate() {
         let key = format!("{}#{n}", journal.run_id());
         let failed = |cause: Undelivered| DeliveryFailed {
@@ -104,13 +108,24 @@ pub async fn deliver(
         let sent = send_with_retry(adapter, &message)
             .await
             .map_err(|error| failed(error.into()))?;
-        journal
+        if members.is_none() && !handover.is_empty() {
+            members = Some(handover.members(&message.chat).await);
+        }
+        let events = handover.events(
+            members.as_deref().unwrap_or(&[]),
+            &message,
+            &sent.message_id,
+        );
+        let (events, filings) = Handover::filings(events);
+        let filed = journal
             .delivered(
                 &message.text,
                 sent.message_id.as_str(),
                 &message.idempotency_key,
+                filings,
             )
             .await;
+        handover.run(events, filed);
         ids.push(sent.message_id);
     }
     Ok(ids)
@@ -183,6 +198,7 @@ mod tests {
                 max_message_chars: 10,
                 threads: true,
                 ephemeral_replies: false,
+                bot_posts_reach_bots: true,
             }
         }
         fn self_id(&self) -> Option<UserId> {
@@ -234,9 +250,15 @@ mod tests {
             ok("m2"),
         ]);
         let journal = journal().await;
-        let ids = deliver(&adapter, &target(), "hello there", &journal)
-            .await
-            .unwrap();
+        let ids = deliver(
+            &adapter,
+            &Handover::none(),
+            &target(),
+            "hello there",
+            &journal,
+        )
+        .await
+        .unwrap();
         assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
         let sent = adapter.sent.lock().unwrap().clone();
         let keys: Vec<_> = sent.iter().map(|m| m.idempotency_key.as_str()).collect();
@@ -265,9 +287,15 @@ mod tests {
     async fn a_transport_failure_is_not_retried_and_a_replay_posts_nothing_twice() {
         let adapter = Scripted::new(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
         let journal = journal().await;
-        let err = deliver(&adapter, &target(), "hello there", &journal)
-            .await
-            .unwrap_err();
+        let err = deliver(
+            &adapter,
+            &Handover::none(),
+            &target(),
+            "hello there",
+            &journal,
+        )
+        .await
+        .unwrap_err();
         assert_eq!((err.chunk, err.total), (1, 2));
         assert_eq!(
             adapter.sent.lock().unwrap().len(),
@@ -278,9 +306,15 @@ mod tests {
         // The transport failure's fate is unknown: a replay posts neither the delivered chunk
         // nor the one that may have gone out.
         let replay = Scripted::new(vec![ok("m2")]);
-        let err = deliver(&replay, &target(), "hello there", &journal)
-            .await
-            .unwrap_err();
+        let err = deliver(
+            &replay,
+            &Handover::none(),
+            &target(),
+            "hello there",
+            &journal,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err.cause, Undelivered::Interrupted), "{err}");
         assert_eq!(err.chunk, 1);
         assert!(replay.sent.lock().unwrap().is_empty(), "posted again");

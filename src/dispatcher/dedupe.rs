@@ -5,39 +5,24 @@
 //! id and the message id), per account, and the claim is committed before the event is
 //! acknowledged. So Slack's `app_mention` + `message` pair (two event ids, one message id) is one
 //! event, and a redelivery a day later, after any number of restarts, is still a duplicate.
+//! The keys are the store's ([`crate::store::dedupe_keys`]): a sibling post handed over by
+//! delivery (`src/deliver/handover.rs`) is claimed under the same ones, so it and the platform's
+//! own copy of that message are one event.
 
-use baton_contract::{AccountId, InboundEvent, Platform};
-
-/// The dedupe scope: per account, because every bot account sees the same message and each must
-/// handle it once.
-pub(crate) fn scope(event: &InboundEvent) -> String {
-    scope_of(event.platform, &event.account)
-}
-
-/// The dedupe (and inbox) scope of one account.
-pub(crate) fn scope_of(platform: Platform, account: &AccountId) -> String {
-    format!("{platform}:{account}")
-}
-
-/// Every id this event can be recognised by.
-pub(crate) fn keys(event: &InboundEvent) -> Vec<String> {
-    let mut keys = Vec::with_capacity(2);
-    if let Some(event_id) = &event.event_id {
-        keys.push(format!("evt:{event_id}"));
-    }
-    keys.push(format!("msg:{}", event.message_id));
-    keys
-}
+pub(crate) use crate::store::dedupe_scope as scope_of;
 
 #[cfg(test)]
 mod tests {
-    use baton_contract::{ChatKind, Sender};
+    use baton_contract::{ChatKind, Platform, Sender};
+
+    use baton_contract::InboundEvent;
 
     use super::*;
-    use crate::store::{Claim, Store, StoreError};
+    use crate::store::{Claim, Store, StoreError, dedupe_keys};
 
     async fn claim(store: &Store, event: &InboundEvent, now_ms: i64) -> Result<Claim, StoreError> {
-        store.claim(&scope(event), &keys(event), now_ms).await
+        let scope = scope_of(event.platform, &event.account);
+        store.claim(&scope, &dedupe_keys(event), now_ms).await
     }
 
     fn event(event_id: Option<&str>, message_id: &str) -> InboundEvent {

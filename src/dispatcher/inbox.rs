@@ -19,7 +19,7 @@ use crate::engine::journal;
 use crate::metrics;
 use crate::mirror::Arrival;
 use crate::roster::Account;
-use crate::store::{EntryKind, InboxId, Store, StoreError, Unfinished};
+use crate::store::{EntryKind, Filing, InboxId, Store, StoreError, Unfinished};
 
 /// How many times a left-over event is run again before it is given up on.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
@@ -33,10 +33,9 @@ pub(super) async fn file(
     event: &InboundEvent,
     now_ms: i64,
 ) -> Result<Option<InboxId>, StoreError> {
-    let json = serde_json::to_string(event)
-        .map_err(|e| StoreError::Internal(format!("cannot serialize an event: {e}")))?;
+    let filing = Filing::of(event)?;
     store
-        .accept(&dedupe::scope(event), &dedupe::keys(event), json, now_ms)
+        .accept(&filing.scope, &filing.keys, filing.event, now_ms)
         .await
 }
 

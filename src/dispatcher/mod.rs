@@ -42,7 +42,7 @@ use self::policy::PolicyDecision;
 use self::speaker::Speaker;
 use self::stop::{Notice, Step, Stop};
 use crate::config::Activation;
-use crate::deliver::Target;
+use crate::deliver::{RunHandedOver, Target};
 use crate::engine::Services;
 use crate::guards::{BotMessage, BotRefusal, RateVerdict};
 use crate::lanes::QueueFull;
@@ -190,6 +190,32 @@ impl Dispatcher {
                 }
             })
             .await
+    }
+
+    /// How a sibling post handed over by delivery (`src/deliver/handover.rs`) is run: counted
+    /// and run in the background, like an accepted event. It is already filed in its account's
+    /// inbox; one that arrives while the gateway drains stays there, and the next start runs it.
+    pub fn handover_runner(&self) -> RunHandedOver {
+        let services = Arc::downgrade(&self.shared);
+        Arc::new(move |filed, event| {
+            let Some(shared) = services.upgrade() else {
+                return;
+            };
+            let platform = event.platform.as_str();
+            let Some(filed) = filed else {
+                shared.metrics().add(&metrics::DUPLICATES, platform);
+                return;
+            };
+            shared.metrics().add(&metrics::EVENTS_IN, platform);
+            if shared.tasks().is_closed() {
+                return;
+            }
+            let this = Dispatcher::new(Arc::clone(&shared));
+            shared.tasks().spawn(async move {
+                let handled = this.run_filed(filed, event, Arrival::Fresh).await;
+                tracing::debug!(?handled, "sibling post handled");
+            });
+        })
     }
 
     /// Events accepted whose pipeline run has not finished.

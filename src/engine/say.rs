@@ -42,7 +42,9 @@ pub(crate) async fn say(
         .own_notices()
         .remember(&line.quiet_in, bot, line.text);
     let journal = journal(services, line.session, line.run_id).await;
-    let posted = deliver(&*line.account.adapter, &line.target, line.text, &journal).await;
+    let handover = services.handover(line.account);
+    let adapter = &*line.account.adapter;
+    let posted = deliver(adapter, &handover, &line.target, line.text, &journal).await;
     if let Err(err) = &posted {
         tracing::warn!(bot, %err, stage = line.stage, "line not delivered");
         let meta = json!({"stage": line.stage});

@@ -3,7 +3,7 @@
 //! gateway. Cheap to share (`Arc<Services>`); its parts are reached through accessors, so what
 //! it holds can change without touching its users.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio_util::task::TaskTracker;
@@ -12,10 +12,11 @@ use super::Caller;
 use super::own_notices::OwnNotices;
 use super::waiters::Waiters;
 use crate::config::Config;
+use crate::deliver::{Handover, RunHandedOver};
 use crate::guards::{Guards, KeyedLimiter};
 use crate::lanes::Lanes;
 use crate::metrics::Metrics;
-use crate::roster::{ChatRules, Roster, glob_set};
+use crate::roster::{Account, ChatRules, Roster, glob_set};
 use crate::store::Store;
 use crate::timing::{Board, Zone};
 use crate::turn::ToolExecutor;
@@ -44,6 +45,9 @@ pub struct Services {
     tasks: TaskTracker,
     bind_tools: BindTools,
     turn_limit: Duration,
+    /// Runs a sibling post handed over to another bot through the pipeline (wired by the
+    /// gateway once its dispatcher exists: the pipeline stands above the engine).
+    run_handed_over: OnceLock<RunHandedOver>,
 }
 
 impl Services {
@@ -76,6 +80,7 @@ impl Services {
             board: Board::new(zone),
             tasks: TaskTracker::new(),
             bind_tools,
+            run_handed_over: OnceLock::new(),
             turn_limit: Duration::from_secs(config.gateway.turn_timeout_seconds),
             config,
             roster,
@@ -152,6 +157,26 @@ impl Services {
     /// The longest a turn's backend may take (`gateway.turn_timeout_seconds`).
     pub fn turn_limit(&self) -> Duration {
         self.turn_limit
+    }
+
+    /// Wire how handed-over sibling posts reach the pipeline (once; later calls are ignored).
+    pub fn wire_handover(&self, run: RunHandedOver) {
+        let _ = self.run_handed_over.set(run);
+    }
+
+    /// Who must be handed `account`'s posts, where its platform does not deliver them to the
+    /// other bots (`src/deliver/handover.rs`).
+    pub(crate) fn handover(&self, account: &Account) -> Handover {
+        let Some(run) = self.run_handed_over.get() else {
+            return Handover::none();
+        };
+        let accounts = self.roster.accounts().iter().map(|a| &a.adapter);
+        Handover::of(
+            &*account.adapter,
+            account.bot.id(),
+            accounts,
+            Arc::clone(run),
+        )
     }
 
     /// The agent tools for a turn taken as `caller`.

@@ -131,7 +131,8 @@ impl<'a> SessionTurn<'a> {
         target: &Target,
         text: &str,
     ) -> Result<Vec<MessageId>, String> {
-        match deliver(&*account.adapter, target, text, &self.journal).await {
+        let handover = self.services.handover(account);
+        match deliver(&*account.adapter, &handover, target, text, &self.journal).await {
             Ok(ids) => Ok(ids),
             Err(err) => Err(undelivered(&self.journal, err).await),
         }

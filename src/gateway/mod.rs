@@ -184,6 +184,7 @@ impl Gateway {
             AgentTools::bind,
         )?);
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
+        shared.wire_handover(dispatcher.handover_runner());
         let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
         let recovered = crate::relay::recover(&shared).await?;
         if recovered > 0 {

@@ -45,8 +45,10 @@ pub(crate) async fn parts(toml: &str) -> Parts {
     )
     .expect("services");
     let services = Arc::new(services);
+    let dispatcher = Dispatcher::new(Arc::clone(&services));
+    services.wire_handover(dispatcher.handover_runner());
     Parts {
-        dispatcher: Dispatcher::new(Arc::clone(&services)),
+        dispatcher,
         services,
         hub,
     }

@@ -39,7 +39,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::Request;
 use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use baton_contract::Platform;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -105,6 +109,20 @@ pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
             admission,
             mcp_admission::admit,
         ))
+        .layer(axum::middleware::from_fn(session_ended))
+}
+
+/// A client ending its session (`DELETE /mcp` with its `Mcp-Session-Id`) is told `204 No
+/// Content`. rmcp answers `202 Accepted`, which the official Python SDK takes for a failure (it
+/// accepts 200 and 204, and 405 for a server that keeps sessions) and logs as one on every
+/// clean exit; the TypeScript SDK takes any 2xx. The session is gone either way.
+async fn session_ended(request: Request, next: Next) -> Response {
+    let deleting = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        response = StatusCode::NO_CONTENT.into_response();
+    }
+    response
 }
 
 /// The MCP handler: one per MCP session, all over the gateway's shared state.

@@ -60,6 +60,7 @@ impl Adapter for LocalAdapter {
             max_message_chars: LOCAL_MAX_MESSAGE_CHARS,
             threads: true,
             ephemeral_replies: false,
+            bot_posts_reach_bots: true,
         }
     }
 

@@ -5,6 +5,7 @@
 //! event racing in from two connections cannot both be `Fresh`, and it returns only once the
 //! record is committed, so the event may be acknowledged right after.
 
+use baton_contract::{AccountId, InboundEvent, Platform};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::{Store, StoreError};
@@ -19,6 +20,22 @@ pub enum Claim {
     Fresh,
     /// One of its keys was seen within the TTL: drop it.
     Duplicate,
+}
+
+/// The dedupe (and inbox) scope of one account: per account, because every bot account sees the
+/// same message and each must handle it once.
+pub fn dedupe_scope(platform: Platform, account: &AccountId) -> String {
+    format!("{platform}:{account}")
+}
+
+/// Every id `event` can be recognised by: the platform's delivery id and the message id.
+pub fn dedupe_keys(event: &InboundEvent) -> Vec<String> {
+    let mut keys = Vec::with_capacity(2);
+    if let Some(event_id) = &event.event_id {
+        keys.push(format!("evt:{event_id}"));
+    }
+    keys.push(format!("msg:{}", event.message_id));
+    keys
 }
 
 impl Store {

@@ -7,8 +7,12 @@
 //! Replies cannot double on that replay: each chunk's post is begun durably first
 //! ([`Store::send_begin`]).
 
-use super::dedupe::claim_keys;
-use super::{Claim, Store, StoreError};
+use baton_contract::InboundEvent;
+use rusqlite::Connection;
+
+use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
+use super::transcript::{insert_entry, meta_json};
+use super::{Claim, NewEntry, Store, StoreError};
 
 /// An event's row in the inbox, while its run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,41 @@ pub struct Unfinished {
     pub attempts: u32,
 }
 
+/// An event ready to be filed: its account's dedupe scope, the ids it is recognised by, and the
+/// event as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filing {
+    /// `<platform>:<account>`.
+    pub scope: String,
+    /// Its platform event id and message id, as dedupe keys.
+    pub keys: Vec<String>,
+    /// The normalized event.
+    pub event: String,
+}
+
+impl Filing {
+    /// `event`, filed under the account that receives it.
+    pub fn of(event: &InboundEvent) -> Result<Filing, StoreError> {
+        let json = serde_json::to_string(event)
+            .map_err(|e| StoreError::Internal(format!("cannot serialize an event: {e}")))?;
+        Ok(Filing {
+            scope: dedupe_scope(event.platform, &event.account),
+            keys: dedupe_keys(event),
+            event: json,
+        })
+    }
+}
+
+/// Claim `filing` and file it when fresh, inside a writer job.
+fn file(conn: &Connection, filing: &Filing, now_ms: i64) -> rusqlite::Result<Option<InboxId>> {
+    if claim_keys(conn, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
+        return Ok(None);
+    }
+    conn.prepare_cached("INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3)")?
+        .execute((&filing.scope, &filing.event, now_ms))?;
+    Ok(Some(InboxId(conn.last_insert_rowid())))
+}
+
 impl Store {
     /// [`Store::claim`] the event's `keys` in `scope` and, when it is fresh, file `event` (JSON)
     /// in the inbox, in one transaction. `None` is a duplicate.
@@ -35,17 +74,31 @@ impl Store {
         event: String,
         now_ms: i64,
     ) -> Result<Option<InboxId>, StoreError> {
-        let scope = scope.to_owned();
-        let keys = keys.to_vec();
+        let filing = Filing {
+            scope: scope.to_owned(),
+            keys: keys.to_vec(),
+            event,
+        };
+        self.write(move |conn| file(conn, &filing, now_ms)).await
+    }
+
+    /// Append `post` (a delivered chunk's transcript entry) and file `handovers` (the same post
+    /// as other accounts receive it) in one transaction, so no stop can separate the record of
+    /// a post from its hand-over. Returns each hand-over's inbox row, `None` where that account
+    /// already has the message (the platform delivered it first).
+    pub async fn append_handing_over(
+        &self,
+        post: NewEntry,
+        handovers: Vec<Filing>,
+        now_ms: i64,
+    ) -> Result<Vec<Option<InboxId>>, StoreError> {
+        let meta = meta_json(&post)?;
         self.write(move |conn| {
-            if claim_keys(conn, &scope, &keys, now_ms)? == Claim::Duplicate {
-                return Ok(None);
-            }
-            conn.prepare_cached(
-                "INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3)",
-            )?
-            .execute((&scope, &event, now_ms))?;
-            Ok(Some(InboxId(conn.last_insert_rowid())))
+            insert_entry(conn, &post, &meta)?;
+            handovers
+                .iter()
+                .map(|filing| file(conn, filing, now_ms))
+                .collect()
         })
         .await
     }
@@ -116,6 +169,60 @@ mod tests {
         let left = store.inbox_left("slack:a").await.unwrap();
         assert_eq!(left.len(), 1, "the duplicate was not filed");
         assert_eq!((left[0].id, left[0].attempts), (id, 0));
+    }
+
+    #[tokio::test]
+    async fn a_post_and_its_hand_overs_are_recorded_together_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.db");
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        // Feishu delivered the post to `caid` already; `ada` has not seen it.
+        store
+            .accept(
+                "feishu:caid",
+                &keys(&["evt:e1", "msg:om_1"]),
+                "copy".into(),
+                1,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let post = NewEntry {
+            session: "s".into(),
+            ts_ms: 2,
+            kind: crate::store::EntryKind::Reply,
+            speaker: "snark".into(),
+            origin: crate::store::Origin::Bot,
+            text: "hello".into(),
+            platform_message_id: Some("om_1".into()),
+            run_id: Some("run".into()),
+            idempotency_key: Some("run#0".into()),
+            meta: serde_json::Value::Null,
+        };
+        let to = |account: &str| Filing {
+            scope: format!("feishu:{account}"),
+            keys: keys(&["msg:om_1"]),
+            event: format!("for {account}"),
+        };
+        let filed = store
+            .append_handing_over(post, vec![to("caid"), to("ada")], 3)
+            .await
+            .unwrap();
+        assert!(filed[0].is_none(), "caid had it: one event");
+        assert!(filed[1].is_some());
+        store.close().await.unwrap();
+
+        // A stop right after the post: its record and its hand-over are both there.
+        let store = Store::open(path.to_str().unwrap()).await.unwrap();
+        assert_eq!(
+            store.send_begin("run#0", 4).await.unwrap(),
+            crate::store::SendStart::Delivered("om_1".into())
+        );
+        let left = store.inbox_left("feishu:ada").await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].event, "for ada");
+        let caid = store.inbox_left("feishu:caid").await.unwrap();
+        assert_eq!(caid.len(), 1, "only Feishu's own copy");
     }
 
     #[tokio::test]

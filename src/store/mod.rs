@@ -59,7 +59,7 @@ pub use chains::{
     ChainState, Handed, Handoff, NewChain, Posted,
 };
 pub use chat_settings::ChatSettings;
-pub use dedupe::{Claim, DEDUPE_TTL_MS};
+pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_keys, dedupe_scope};
 pub use deliveries::{
     Begun, Delivery, DeliveryChange, DeliveryQuery, DeliveryState, NewDelivery, Notify, SendMode,
 };
@@ -69,7 +69,7 @@ pub use escalations::{
     NewEscalation,
 };
 pub use history::{HistoryEntry, HistoryTake};
-pub use inbox::{InboxId, Unfinished};
+pub use inbox::{Filing, InboxId, Unfinished};
 pub use lock::{DatabaseLock, LockError};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,

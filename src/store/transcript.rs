@@ -157,6 +157,53 @@ impl TranscriptQuery {
     }
 }
 
+/// `entry`'s meta as stored.
+pub(super) fn meta_json(entry: &NewEntry) -> Result<String, StoreError> {
+    serde_json::to_string(&entry.meta)
+        .map_err(|e| StoreError::Internal(format!("transcript meta is not JSON: {e}")))
+}
+
+/// [`Store::append`] inside a writer job: shared with [`Store::append_handing_over`], which
+/// files the post's hand-overs in the same transaction.
+pub(super) fn insert_entry(
+    conn: &rusqlite::Connection,
+    entry: &NewEntry,
+    meta: &str,
+) -> rusqlite::Result<i64> {
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
+                platform_message_id, run_id, idempotency_key, meta)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT (idempotency_key) DO NOTHING
+             RETURNING id",
+        )?
+        .query_row(
+            rusqlite::params![
+                entry.session,
+                entry.ts_ms,
+                entry.kind.as_str(),
+                entry.speaker,
+                entry.origin.as_str(),
+                entry.text,
+                entry.platform_message_id,
+                entry.run_id,
+                entry.idempotency_key,
+                meta,
+            ],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match inserted {
+        Some(id) => Ok(id),
+        None => conn.query_row(
+            "SELECT id FROM transcript WHERE idempotency_key = ?1",
+            [&entry.idempotency_key],
+            |row| row.get(0),
+        ),
+    }
+}
+
 impl Store {
     /// Appends `entry` to its session's transcript and returns its id, once committed.
     ///
@@ -164,43 +211,9 @@ impl Store {
     /// entry already holding the key is returned, so a replayed append is harmless. Give the key
     /// only to the entry that records a chunk actually delivered.
     pub async fn append(&self, entry: NewEntry) -> Result<i64, StoreError> {
-        let meta = serde_json::to_string(&entry.meta)
-            .map_err(|e| StoreError::Internal(format!("transcript meta is not JSON: {e}")))?;
-        self.write(move |conn| {
-            let inserted = conn
-                .prepare_cached(
-                    "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
-                        platform_message_id, run_id, idempotency_key, meta)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                     ON CONFLICT (idempotency_key) DO NOTHING
-                     RETURNING id",
-                )?
-                .query_row(
-                    rusqlite::params![
-                        entry.session,
-                        entry.ts_ms,
-                        entry.kind.as_str(),
-                        entry.speaker,
-                        entry.origin.as_str(),
-                        entry.text,
-                        entry.platform_message_id,
-                        entry.run_id,
-                        entry.idempotency_key,
-                        meta,
-                    ],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            match inserted {
-                Some(id) => Ok(id),
-                None => conn.query_row(
-                    "SELECT id FROM transcript WHERE idempotency_key = ?1",
-                    [&entry.idempotency_key],
-                    |row| row.get(0),
-                ),
-            }
-        })
-        .await
+        let meta = meta_json(&entry)?;
+        self.write(move |conn| insert_entry(conn, &entry, &meta))
+            .await
     }
 
     /// Reads entries of one session, always oldest-first.

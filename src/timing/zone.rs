@@ -2,11 +2,13 @@
 //! hours are read in.
 //!
 //! `local` (the default) follows the machine, daylight-saving changes included, as a person
-//! writing `0 9 * * 1-5` expects. `UTC` and fixed offsets (`+08:00`) never shift, which is
-//! what servers in containers (often set to UTC) and tests want. IANA names (`Europe/Paris`)
-//! would need the tz database in the binary; an offset or the machine's zone covers the need.
+//! writing `0 9 * * 1-5` expects. An IANA name (`Europe/Berlin`, `Asia/Shanghai`) follows that
+//! zone's rules, daylight saving included, whatever the machine is set to: the tz database is
+//! built into the binary (`chrono-tz`), so a container without `/usr/share/zoneinfo` works too.
+//! `UTC` and fixed offsets (`+08:00`) never shift, which is what tests want.
 
 use chrono::{DateTime, FixedOffset, Local, NaiveDateTime, TimeDelta, TimeZone, Utc};
+use chrono_tz::Tz;
 use croner::Cron;
 
 /// A time zone setting.
@@ -16,10 +18,12 @@ pub enum Zone {
     Local,
     /// A fixed offset from UTC (`UTC` is `+00:00`).
     Fixed(FixedOffset),
+    /// An IANA zone, with its daylight-saving rules.
+    Named(Tz),
 }
 
 impl Zone {
-    /// Parse `local`, `UTC` or `+HH:MM` / `-HH:MM`. The error says what to write.
+    /// Parse `local`, `UTC`, `+HH:MM` / `-HH:MM` or an IANA name. The error says what to write.
     pub fn parse(text: &str) -> Result<Zone, String> {
         let text = text.trim();
         if text.eq_ignore_ascii_case("local") {
@@ -31,13 +35,14 @@ impl Zone {
         let bad = || {
             format!(
                 "`{text}` is not a time zone baton knows; write \"local\" (the machine's zone), \
-                 \"UTC\", or an offset such as \"+08:00\" or \"-05:00\""
+                 an IANA name such as \"Europe/Berlin\" (with its daylight saving), \"UTC\", \
+                 or an offset such as \"+08:00\" or \"-05:00\""
             )
         };
         let (sign, rest) = match text.as_bytes().first() {
             Some(b'+') => (1, &text[1..]),
             Some(b'-') => (-1, &text[1..]),
-            _ => return Err(bad()),
+            _ => return text.parse::<Tz>().map(Zone::Named).map_err(|_| bad()),
         };
         let (hh, mm) = rest.split_once(':').ok_or_else(bad)?;
         if hh.len() != 2 || mm.len() != 2 {
@@ -57,6 +62,7 @@ impl Zone {
         match self {
             Zone::Local => at.with_timezone(&Local).naive_local(),
             Zone::Fixed(offset) => at.with_timezone(offset).naive_local(),
+            Zone::Named(tz) => at.with_timezone(tz).naive_local(),
         }
     }
 
@@ -65,6 +71,7 @@ impl Zone {
         match self {
             Zone::Local => at.with_timezone(&Local).fixed_offset(),
             Zone::Fixed(offset) => at.with_timezone(offset),
+            Zone::Named(tz) => at.with_timezone(tz).fixed_offset(),
         }
     }
 
@@ -85,6 +92,7 @@ impl Zone {
         match self {
             Zone::Local => resolve(&Local, wall),
             Zone::Fixed(offset) => resolve(offset, wall),
+            Zone::Named(tz) => resolve(tz, wall),
         }
     }
 
@@ -96,6 +104,9 @@ impl Zone {
                 .map(|t| t.with_timezone(&Utc)),
             Zone::Fixed(offset) => cron
                 .find_next_occurrence(&after.with_timezone(offset), false)
+                .map(|t| t.with_timezone(&Utc)),
+            Zone::Named(tz) => cron
+                .find_next_occurrence(&after.with_timezone(tz), false)
                 .map(|t| t.with_timezone(&Utc)),
         };
         next.ok()
@@ -119,9 +130,26 @@ mod tests {
             Zone::parse("-05:30"),
             Ok(Zone::Fixed(FixedOffset::west_opt(5 * 3600 + 1800).unwrap()))
         );
-        for bad in ["Europe/Paris", "+8", "08:00", "+25:00", "+08:60", ""] {
+        assert_eq!(
+            Zone::parse("Europe/Berlin"),
+            Ok(Zone::Named(chrono_tz::Europe::Berlin))
+        );
+        assert_eq!(
+            Zone::parse("Asia/Shanghai"),
+            Ok(Zone::Named(chrono_tz::Asia::Shanghai))
+        );
+        for bad in [
+            "Europe/Parris",
+            "Mars/Olympus",
+            "+8",
+            "08:00",
+            "+25:00",
+            "+08:60",
+            "",
+        ] {
             let err = Zone::parse(bad).unwrap_err();
             assert!(err.contains("\"+08:00\""), "{bad}: {err}");
+            assert!(err.contains("\"Europe/Berlin\""), "{bad}: {err}");
         }
     }
 
@@ -133,5 +161,31 @@ mod tests {
         assert_eq!(wall.to_string(), "2025-03-04 07:30:00");
         assert_eq!(zone.instant(wall), at);
         assert_eq!(zone.show(at).to_rfc3339(), "2025-03-04T07:30:00+08:00");
+    }
+
+    #[test]
+    fn an_iana_zone_follows_daylight_saving() {
+        let berlin = Zone::parse("Europe/Berlin").unwrap();
+        // Winter: UTC+1; summer (from 2025-03-30 01:00 UTC): UTC+2.
+        let winter = Utc.with_ymd_and_hms(2025, 3, 29, 23, 30, 0).unwrap();
+        let summer = Utc.with_ymd_and_hms(2025, 3, 30, 23, 30, 0).unwrap();
+        assert_eq!(berlin.wall(winter).to_string(), "2025-03-30 00:30:00");
+        assert_eq!(berlin.wall(summer).to_string(), "2025-03-31 01:30:00");
+        assert_eq!(
+            berlin.show(summer).to_rfc3339(),
+            "2025-03-31T01:30:00+02:00"
+        );
+        // 02:30 never happens that night: taken an hour later (03:30 CEST = 01:30 UTC).
+        let skipped = NaiveDateTime::parse_from_str("2025-03-30 02:30", "%Y-%m-%d %H:%M").unwrap();
+        assert_eq!(
+            berlin.instant(skipped),
+            Utc.with_ymd_and_hms(2025, 3, 30, 1, 30, 0).unwrap()
+        );
+        // 02:30 happens twice on 2025-10-26: the first (CEST, 00:30 UTC).
+        let twice = NaiveDateTime::parse_from_str("2025-10-26 02:30", "%Y-%m-%d %H:%M").unwrap();
+        assert_eq!(
+            berlin.instant(twice),
+            Utc.with_ymd_and_hms(2025, 10, 26, 0, 30, 0).unwrap()
+        );
     }
 }

@@ -4,6 +4,14 @@
 //! connections and a connection that goes silent. It also builds events, encrypts and signs
 //! webhook bodies the way Feishu does.
 //!
+//! Like Feishu, it never delivers one app's post to another, except, once
+//! [`FakeFeishu::deliver_bot_mentions`] is on (the `include_bot` scope), a post that @mentions an
+//! app (`<at user_id="cli_<name>">`): that app gets it over its long connection *before* the
+//! poster's call is answered, so the platform's copy always comes first; `GET` of a posted
+//! message names its sender app. Every app is in every
+//! group chat unless [`FakeFeishu::not_in`] says otherwise, and a direct chat has only the app
+//! its events were pushed to (`is_in_chat`).
+//!
 //! Apps are registered with [`FakeFeishu::app`]: app id `cli_<name>`, secret `secret-<name>`, and
 //! the bot's own `open_id`. Tokens are `t-<name>-<n>`.
 
@@ -120,6 +128,17 @@ struct Inner {
     acks: Vec<Ack>,
     muted: HashSet<String>,
     next: u64,
+    /// `(app, chat)` pairs where the app's bot is not a member.
+    outside: HashSet<(String, String)>,
+    in_chat_calls: usize,
+    /// Post mentions of an app are delivered to it (the include_bot scope).
+    bot_mentions: bool,
+    /// The chat of each message id seen (pushed or posted).
+    chats: HashMap<String, String>,
+    /// The app that posted each message id.
+    posters: HashMap<String, String>,
+    /// Direct (p2p) chats seen in pushed events, and the one app in each.
+    p2p: HashMap<String, String>,
 }
 
 /// A running fake Feishu.
@@ -145,6 +164,11 @@ impl FakeFeishu {
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
             .route("/open-apis/im/v1/messages", post(create))
+            .route("/open-apis/im/v1/messages/{id}", get(get_message))
+            .route(
+                "/open-apis/im/v1/chats/{chat}/members/is_in_chat",
+                get(is_in_chat),
+            )
             .route("/callback/ws/endpoint", post(endpoint))
             .route("/ws/{app}", get(socket))
             .with_state(Arc::clone(&inner));
@@ -202,6 +226,22 @@ impl FakeFeishu {
     /// How many times `name` asked `bot/v3/info`.
     pub fn bot_info_calls(&self, name: &str) -> usize {
         count(&self.inner.lock().unwrap().bot_info_calls, name)
+    }
+
+    /// `name`'s bot is not in `chat`.
+    pub fn not_in(&self, name: &str, chat: &str) {
+        let mut inner = self.inner.lock().unwrap();
+        inner.outside.insert((name.to_owned(), chat.to_owned()));
+    }
+
+    /// How many membership questions were asked, by every app.
+    pub fn in_chat_calls(&self) -> usize {
+        self.inner.lock().unwrap().in_chat_calls
+    }
+
+    /// From now on, a post that @mentions an app is delivered to it (the include_bot scope).
+    pub fn deliver_bot_mentions(&self) {
+        self.inner.lock().unwrap().bot_mentions = true;
     }
 
     /// How many times `name` asked for a long-connection endpoint.
@@ -286,41 +326,7 @@ impl FakeFeishu {
     /// Send `event` to `name` split over `parts` data frames (sent last part first, to show the
     /// order does not matter); returns the frames' `message_id` header.
     pub fn push_fragments(&self, name: &str, event: &Value, parts: usize) -> String {
-        let payload = event.to_string().into_bytes();
-        let mut inner = self.inner.lock().unwrap();
-        inner.next += 1;
-        let frame_id = format!("frame-{}", inner.next);
-        let size = payload.len().div_ceil(parts);
-        let chunks: Vec<&[u8]> = payload.chunks(size).collect();
-        let sum = chunks.len();
-        let (_, tx) = inner
-            .sockets
-            .get(name)
-            .expect("app has a websocket")
-            .clone();
-        for (seq, chunk) in chunks.iter().enumerate().rev() {
-            inner.next += 1;
-            let frame = Frame {
-                seq_id: inner.next,
-                log_id: 1000 + inner.next,
-                service: SERVICE,
-                method: METHOD_DATA,
-                headers: vec![
-                    header("type", "event"),
-                    header("message_id", &frame_id),
-                    header("sum", &sum.to_string()),
-                    header("seq", &seq.to_string()),
-                    header("trace_id", "trace"),
-                ],
-                payload_encoding: None,
-                payload_type: None,
-                payload: Some(chunk.to_vec()),
-                log_id_new: None,
-            };
-            tx.send(Ctl::Frame(frame.to_bytes()))
-                .expect("websocket open");
-        }
-        frame_id
+        push(&mut self.inner.lock().unwrap(), name, event, parts)
     }
 
     /// Wait, up to the test deadline, until `cond` holds.
@@ -334,6 +340,61 @@ impl FakeFeishu {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+/// [`FakeFeishu::push_fragments`], inside the lock.
+fn push(inner: &mut Inner, name: &str, event: &Value, parts: usize) -> String {
+    if let (Some(id), Some(chat)) = (
+        event
+            .pointer("/event/message/message_id")
+            .and_then(Value::as_str),
+        event
+            .pointer("/event/message/chat_id")
+            .and_then(Value::as_str),
+    ) {
+        inner.chats.insert(id.to_owned(), chat.to_owned());
+        if event
+            .pointer("/event/message/chat_type")
+            .and_then(Value::as_str)
+            == Some("p2p")
+        {
+            inner.p2p.insert(chat.to_owned(), name.to_owned());
+        }
+    }
+    let payload = event.to_string().into_bytes();
+    inner.next += 1;
+    let frame_id = format!("frame-{}", inner.next);
+    let size = payload.len().div_ceil(parts);
+    let chunks: Vec<&[u8]> = payload.chunks(size).collect();
+    let sum = chunks.len();
+    let (_, tx) = inner
+        .sockets
+        .get(name)
+        .expect("app has a websocket")
+        .clone();
+    for (seq, chunk) in chunks.iter().enumerate().rev() {
+        inner.next += 1;
+        let frame = Frame {
+            seq_id: inner.next,
+            log_id: 1000 + inner.next,
+            service: SERVICE,
+            method: METHOD_DATA,
+            headers: vec![
+                header("type", "event"),
+                header("message_id", &frame_id),
+                header("sum", &sum.to_string()),
+                header("seq", &seq.to_string()),
+                header("trace_id", "trace"),
+            ],
+            payload_encoding: None,
+            payload_type: None,
+            payload: Some(chunk.to_vec()),
+            log_id_new: None,
+        };
+        tx.send(Ctl::Frame(frame.to_bytes()))
+            .expect("websocket open");
+    }
+    frame_id
 }
 
 fn count(map: &HashMap<String, usize>, name: &str) -> usize {
@@ -467,7 +528,9 @@ async fn reply(
     headers: HeaderMap,
     Json(body): Json<Value>,
 ) -> Response {
-    message_call(&inner, &headers, Target::Reply(id), &body)
+    let (response, delivered) = message_call(&inner, &headers, Target::Reply(id), &body);
+    acked(&inner, delivered).await;
+    response
 }
 
 async fn create(
@@ -481,7 +544,69 @@ async fn create(
         Some("chat_id")
     );
     let chat = body["receive_id"].as_str().unwrap_or("").to_owned();
-    message_call(&inner, &headers, Target::Chat(chat), &body)
+    let (response, delivered) = message_call(&inner, &headers, Target::Chat(chat), &body);
+    acked(&inner, delivered).await;
+    response
+}
+
+/// Wait until the apps a post was delivered to (`frames`: app, frame id) have acked it.
+async fn acked(inner: &Arc<Mutex<Inner>>, frames: Vec<(String, String)>) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let pending = {
+            let inner = inner.lock().unwrap();
+            frames.iter().any(|(app, frame)| {
+                !inner
+                    .acks
+                    .iter()
+                    .any(|a| &a.app == app && &a.message_id == frame)
+            })
+        };
+        if !pending {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fake Feishu: a delivered bot mention was never acked"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// With the include_bot scope on, deliver post `id` (text `text`, by `poster`) to every other
+/// app it @mentions by app id, as that app sees it; returns `(app, frame id)` for each.
+fn deliver_mentions(
+    inner: &mut Inner,
+    poster: &str,
+    id: &str,
+    text: &str,
+) -> Vec<(String, String)> {
+    if !inner.bot_mentions {
+        return Vec::new();
+    }
+    let chat = inner.chats.get(id).cloned().unwrap_or_default();
+    let mentioned: Vec<(String, String)> = inner
+        .apps
+        .values()
+        .filter(|a| a.name != poster && text.contains(&format!("user_id=\"cli_{}\"", a.name)))
+        .map(|a| (a.name.clone(), a.open_id.clone()))
+        .collect();
+    let mut frames = Vec::new();
+    for (app, open_id) in mentioned {
+        let mut event = message_event(
+            &app,
+            &format!("evt_{id}_{app}"),
+            id,
+            (&chat, "group"),
+            &format!("ou_{poster}_as_seen_by_{app}"),
+            "@_user_1 (delivered by Feishu)",
+            &[(&open_id, &app)],
+        );
+        event["event"]["sender"]["sender_type"] = "app".into();
+        let frame = push(inner, &app, &event, 1);
+        frames.push((app, frame));
+    }
+    frames
 }
 
 fn message_call(
@@ -489,8 +614,16 @@ fn message_call(
     headers: &HeaderMap,
     target: Target,
     body: &Value,
-) -> Response {
-    let mut inner = inner.lock().unwrap();
+) -> (Response, Vec<(String, String)>) {
+    post_message(&mut inner.lock().unwrap(), headers, target, body)
+}
+
+fn post_message(
+    inner: &mut Inner,
+    headers: &HeaderMap,
+    target: Target,
+    body: &Value,
+) -> (Response, Vec<(String, String)>) {
     let content: Value =
         serde_json::from_str(body["content"].as_str().unwrap_or("{}")).unwrap_or(Value::Null);
     let mut post = Post {
@@ -502,18 +635,18 @@ fn message_call(
         msg_type: body["msg_type"].as_str().unwrap_or("").to_owned(),
         outcome: Outcome::TokenRefused,
     };
-    let name = match authorised(&inner, headers) {
+    let name = match authorised(inner, headers) {
         Ok(name) => name,
         Err(refused) => {
             inner.posts.push(post);
-            return refused.into_response();
+            return (refused.into_response(), Vec::new());
         }
     };
     post.app = name;
     if let Some(limit) = inner.rate_limits.pop_front() {
         post.outcome = Outcome::RateLimited;
         inner.posts.push(post);
-        return match limit {
+        let response = match limit {
             RateLimit::Http429 => (
                 StatusCode::TOO_MANY_REQUESTS,
                 [("x-ogw-ratelimit-reset", "1")],
@@ -524,6 +657,7 @@ fn message_call(
                 Json(json!({ "code": code, "msg": "message frequency limit" })).into_response()
             }
         };
+        return (response, Vec::new());
     }
     let id = match inner
         .uuids
@@ -542,11 +676,60 @@ fn message_call(
             id
         }
     };
+    let chat = match &post.target {
+        Target::Chat(chat) => Some(chat.clone()),
+        Target::Reply(parent) => inner.chats.get(parent).cloned(),
+    };
+    if let Some(chat) = chat {
+        inner.chats.insert(id.clone(), chat);
+    }
+    inner.posters.insert(id.clone(), post.app.clone());
+    let delivered = match post.outcome {
+        Outcome::Sent(_) => deliver_mentions(inner, &post.app.clone(), &id, &post.text.clone()),
+        _ => Vec::new(),
+    };
     inner.posts.push(post);
-    Json(json!({ "code": 0, "msg": "success", "data": {
+    let response = Json(json!({ "code": 0, "msg": "success", "data": {
         "message_id": id, "msg_type": "text", "create_time": "1700000000000",
         "sender": { "id": "cli_x", "id_type": "app_id", "sender_type": "app" } } }))
-    .into_response()
+    .into_response();
+    (response, delivered)
+}
+
+/// `GET /open-apis/im/v1/messages/<id>`: a message an app posted, with its sender app.
+async fn get_message(
+    State(inner): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    let inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused;
+    }
+    let Some(app) = inner.posters.get(&id) else {
+        return Json(json!({ "code": 230011, "msg": "message not found" }));
+    };
+    Json(json!({ "code": 0, "msg": "success", "data": { "items": [{
+        "message_id": id, "msg_type": "text",
+        "sender": { "id": format!("cli_{app}"), "id_type": "app_id", "sender_type": "app" } }] } }))
+}
+
+async fn is_in_chat(
+    State(inner): Shared,
+    Path(chat): Path<String>,
+    headers: HeaderMap,
+) -> Json<Value> {
+    let mut inner = inner.lock().unwrap();
+    let name = match authorised(&inner, &headers) {
+        Ok(name) => name,
+        Err(refused) => return refused,
+    };
+    inner.in_chat_calls += 1;
+    let member = match inner.p2p.get(&chat) {
+        Some(app) => *app == name,
+        None => !inner.outside.contains(&(name, chat)),
+    };
+    Json(json!({ "code": 0, "msg": "success", "data": { "is_in_chat": member } }))
 }
 
 async fn endpoint(State(inner): Shared, Json(body): Json<Value>) -> Json<Value> {

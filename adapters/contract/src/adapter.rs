@@ -3,9 +3,10 @@
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::ids::{AccountId, Platform, UserId};
+use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
+use crate::sibling_post::SiblingPost;
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// What a platform can do, so the gateway shapes replies to fit.
@@ -17,6 +18,10 @@ pub struct Capabilities {
     pub threads: bool,
     /// Native commands can be answered privately (ephemeral).
     pub ephemeral_replies: bool,
+    /// The platform delivers one bot's posts to the other bots in the chat (Slack, Discord, the
+    /// local channel). Where it does not (Feishu/Lark), the gateway hands each post of a baton
+    /// bot to the other baton bots in that chat itself, so bots see each other everywhere.
+    pub bot_posts_reach_bots: bool,
 }
 
 /// How an account's connection is doing, for `/readyz` and `/baton status`.
@@ -113,6 +118,22 @@ pub trait Adapter: Send + Sync + 'static {
 
     /// Post one chunk.
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError>;
+
+    /// Whether this account is in `chat`. Asked (where [`Capabilities::bot_posts_reach_bots`] is
+    /// false) before the gateway hands it another baton bot's post there, so a bot never hears
+    /// a chat it is not in, nor a direct conversation of another bot. The default says yes.
+    async fn in_chat(&self, chat: &ChatId) -> Result<bool, SendError> {
+        let _ = chat;
+        Ok(true)
+    }
+
+    /// Another baton bot's post (as the gateway sent it) as this account would have received
+    /// it: mention markup made readable, the structural mentions in it resolved to the platform
+    /// ids the gateway knows, and whether it replies to this account's own message. The
+    /// default reads the text as it is, mentioning nobody.
+    fn read_sibling_post(&self, post: &OutboundMessage) -> SiblingPost {
+        SiblingPost::plain(&post.text)
+    }
 
     /// Handle a request to `/hooks/<platform>/<account>`. Verify before parsing; hand events to
     /// `sink`; answer within the platform's deadline. The default refuses: no webhook mode.

@@ -12,6 +12,7 @@ mod ids;
 mod inbound;
 mod outbound;
 mod secret;
+mod sibling_post;
 mod webhook;
 
 pub use adapter::{Adapter, AdapterError, Capabilities, ConnectionState, EventSink, NotTaken};
@@ -20,4 +21,5 @@ pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform,
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};
 pub use secret::Secret;
+pub use sibling_post::SiblingPost;
 pub use webhook::{WebhookRequest, WebhookResponse};

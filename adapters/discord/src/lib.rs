@@ -220,6 +220,7 @@ impl Adapter for DiscordAdapter {
             max_message_chars: DISCORD_MAX_MESSAGE_CHARS,
             threads: true,
             ephemeral_replies: true,
+            bot_posts_reach_bots: true,
         }
     }
 

@@ -1,5 +1,5 @@
 //! The Open Platform calls baton makes, by hand over reqwest: the tenant token, `bot/v3/info`,
-//! message reply/create, and the long connection's endpoint.
+//! message reply/create/read, chat membership, and the long connection's endpoint.
 //!
 //! Every call but the token and the endpoint carries a `tenant_access_token`. It is cached and
 //! fetched again shortly before its `expire`; if Feishu still calls it invalid (revoked, or the
@@ -234,6 +234,30 @@ impl Api {
         let path = "/open-apis/im/v1/messages?receive_id_type=chat_id";
         let answer = self.call(reqwest::Method::POST, path, Some(&body)).await?;
         Ok(sent_id(&answer))
+    }
+
+    /// `GET /open-apis/im/v1/messages/<id>`: the app id of the app that sent the message, when
+    /// an app did (`sender.id_type` `app_id`).
+    pub async fn message_sender_app(&self, message_id: &str) -> Result<Option<String>, ApiError> {
+        let path = format!("/open-apis/im/v1/messages/{}", path_segment(message_id));
+        let answer = self.call(reqwest::Method::GET, &path, None).await?;
+        let sender = &answer["data"]["items"][0]["sender"];
+        let app = (sender["id_type"] == "app_id")
+            .then(|| sender["id"].as_str())
+            .flatten()
+            .filter(|id| !id.is_empty());
+        Ok(app.map(str::to_owned))
+    }
+
+    /// `GET /open-apis/im/v1/chats/<chat>/members/is_in_chat`: whether this app's bot is in the
+    /// chat.
+    pub async fn is_in_chat(&self, chat_id: &str) -> Result<bool, ApiError> {
+        let path = format!(
+            "/open-apis/im/v1/chats/{}/members/is_in_chat",
+            path_segment(chat_id)
+        );
+        let answer = self.call(reqwest::Method::GET, &path, None).await?;
+        Ok(answer["data"]["is_in_chat"].as_bool().unwrap_or(false))
     }
 
     /// `POST /callback/ws/endpoint`: a fresh long-connection URL (app id and secret, no token).

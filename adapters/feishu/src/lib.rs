@@ -14,32 +14,38 @@
 //! - [`frame`]: the long connection's protobuf frames; [`fragments`]: split events rejoined.
 //! - `ws`: the long-connection loop (pings, watchdog, acks, reconnects).
 //! - `webhook`: `/hooks/<feishu|lark>/<account>`.
+//! - `membership`: whether the bot is in a chat (asked before it is handed a sibling's post).
 //! - `outbound`: replies, with a `uuid` per chunk.
+//! - `sibling_post`: another baton bot's post as this account reads it (the gateway hands those
+//!   over: Feishu does not deliver bot posts to bots).
 
 pub mod api;
 pub mod crypto;
 pub mod fragments;
 pub mod frame;
+mod membership;
 pub mod normalize;
 mod outbound;
+mod sibling_post;
 pub mod signature;
 pub mod webhook;
 mod ws;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionState, EventSink,
-    InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionState, EventSink,
+    InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, SiblingPost, UserId,
     WebhookRequest, WebhookResponse,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{Api, ApiError, BotInfo};
+use crate::membership::Membership;
 use crate::outbound::Posted;
 
 /// Feishu's limit as baton uses it: a text message may be 150 KB, but long posts are hard to
@@ -67,12 +73,31 @@ pub enum Mode {
     Webhook,
 }
 
-/// The baton bots on one platform, by app name: each account adds itself once `bot/v3/info`
-/// has answered. `open_id`s are per app, so an account cannot tell from an id alone that a
-/// mention names another baton bot; the name can (see [`normalize`]). Clones share one table:
-/// give every account of a platform the same one.
+/// The baton bots on one platform: each account adds itself once `bot/v3/info` has answered,
+/// and every post it makes. `open_id`s are per app, so an account cannot tell from an id alone
+/// that a mention or a message is another baton bot's; the app's name or id can, and so can the
+/// id of a message a sibling posted (see [`normalize`]). Clones share one table: give every
+/// account of a platform the same one.
 #[derive(Debug, Clone, Default)]
-pub struct Siblings(Arc<RwLock<HashMap<String, String>>>);
+pub struct Siblings(Arc<RwLock<SiblingTable>>);
+
+#[derive(Debug, Default)]
+struct SiblingTable {
+    /// App name to the bot's own `open_id`.
+    by_name: HashMap<String, String>,
+    /// App id (`cli_…`) to the bot's own `open_id`.
+    by_app: HashMap<String, String>,
+    /// `(app id, open_id as that app sees a sibling)` to the sibling's own `open_id`, learned
+    /// from mentions of the sibling by name.
+    aliases: HashMap<(String, String), String>,
+    /// Recent posts of baton bots: message id to the poster's own `open_id`.
+    posts: HashMap<String, String>,
+    /// The same message ids, oldest first, to bound `posts`.
+    order: VecDeque<String>,
+}
+
+/// How many sibling posts (by message id), and aliases, are remembered.
+const REMEMBERED_POSTS: usize = 4096;
 
 impl Siblings {
     /// An empty table.
@@ -80,17 +105,76 @@ impl Siblings {
         Self::default()
     }
 
-    fn add(&self, app_name: &str, open_id: &str) {
+    fn add(&self, app_name: &str, app_id: &str, open_id: &str) {
+        let mut table = self.0.write().expect("siblings lock poisoned");
         if !app_name.is_empty() {
-            let mut table = self.0.write().expect("siblings lock poisoned");
-            table.insert(app_name.to_owned(), open_id.to_owned());
+            table
+                .by_name
+                .insert(app_name.to_owned(), open_id.to_owned());
         }
+        table.by_app.insert(app_id.to_owned(), open_id.to_owned());
+    }
+
+    fn posted(&self, message_id: &str, open_id: &str) {
+        if message_id.is_empty() {
+            return;
+        }
+        let mut table = self.0.write().expect("siblings lock poisoned");
+        if table
+            .posts
+            .insert(message_id.to_owned(), open_id.to_owned())
+            .is_none()
+        {
+            table.order.push_back(message_id.to_owned());
+            if table.order.len() > REMEMBERED_POSTS
+                && let Some(old) = table.order.pop_front()
+            {
+                table.posts.remove(&old);
+            }
+        }
+    }
+
+    fn alias(&self, app_id: &str, seen: &str, own: &str) {
+        let mut table = self.0.write().expect("siblings lock poisoned");
+        if table.aliases.len() >= REMEMBERED_POSTS {
+            table.aliases.clear();
+        }
+        let key = (app_id.to_owned(), seen.to_owned());
+        table.aliases.insert(key, own.to_owned());
+    }
+
+    /// The own `open_id` of the sibling that app `app_id` sees as `seen` (once a mention of it
+    /// by name has shown it).
+    pub fn alias_of(&self, app_id: &str, seen: &str) -> Option<String> {
+        let table = self.0.read().expect("siblings lock poisoned");
+        table
+            .aliases
+            .get(&(app_id.to_owned(), seen.to_owned()))
+            .cloned()
     }
 
     /// The own `open_id` of the bot whose app is named `app_name`.
     pub fn open_id_of(&self, app_name: &str) -> Option<String> {
         let table = self.0.read().expect("siblings lock poisoned");
-        table.get(app_name).cloned()
+        table.by_name.get(app_name).cloned()
+    }
+
+    /// The own `open_id` of the bot of app `app_id`.
+    pub fn open_id_of_app(&self, app_id: &str) -> Option<String> {
+        let table = self.0.read().expect("siblings lock poisoned");
+        table.by_app.get(app_id).cloned()
+    }
+
+    /// Whether `open_id` is a baton bot's own `open_id`.
+    pub fn is_sibling(&self, open_id: &str) -> bool {
+        let table = self.0.read().expect("siblings lock poisoned");
+        table.by_app.values().any(|own| own == open_id)
+    }
+
+    /// The own `open_id` of the baton bot that posted `message_id` (recently).
+    pub fn poster_of(&self, message_id: &str) -> Option<String> {
+        let table = self.0.read().expect("siblings lock poisoned");
+        table.posts.get(message_id).cloned()
     }
 }
 
@@ -159,6 +243,7 @@ pub struct FeishuAdapter {
     identity: RwLock<Option<BotInfo>>,
     state: Mutex<ConnectionState>,
     posted: Posted,
+    membership: Membership,
 }
 
 impl FeishuAdapter {
@@ -175,6 +260,7 @@ impl FeishuAdapter {
             identity: RwLock::new(None),
             state: Mutex::new(ConnectionState::Connecting),
             posted: Posted::default(),
+            membership: Membership::default(),
         }
     }
 
@@ -195,20 +281,25 @@ impl FeishuAdapter {
     }
 
     /// Normalize an event body for this account; `None` when it is not for the pipeline.
-    fn normalize(&self, body: &Value) -> Option<InboundEvent> {
+    async fn normalize(&self, body: &Value) -> Option<InboundEvent> {
         let me = self.identity()?;
-        let posted = |id: &str| self.posted.contains(id);
-        let sibling = |name: &str| self.settings.siblings.open_id_of(name);
-        let who = normalize::Me {
-            platform: self.settings.platform,
-            account: &self.settings.account,
-            app_id: &self.settings.app_id,
-            open_id: &me.open_id,
-            posted: &posted,
-            sibling: &sibling,
+        let normalized = {
+            let posted = |id: &str| self.posted.contains(id);
+            let who = normalize::Me {
+                platform: self.settings.platform,
+                account: &self.settings.account,
+                app_id: &self.settings.app_id,
+                open_id: &me.open_id,
+                posted: &posted,
+                siblings: &self.settings.siblings,
+            };
+            normalize::message_receive(&who, body)
         };
-        match normalize::message_receive(&who, body) {
-            Ok(event) => Some(event),
+        match normalized {
+            Ok(mut event) => {
+                self.name_app_sender(&mut event, &me.open_id).await;
+                Some(event)
+            }
             Err(normalize::Skip::OtherApp(app)) => {
                 tracing::warn!(account = %self.settings.account, other_app = %app, "event for another Feishu app ignored; check the account's app_id");
                 None
@@ -216,6 +307,31 @@ impl FeishuAdapter {
             Err(skip) => {
                 tracing::debug!(account = %self.settings.account, ?skip, "Feishu event skipped");
                 None
+            }
+        }
+    }
+
+    /// Another app's message whose author the event alone does not name as a sibling (baton's
+    /// post not answered yet, no app id in the event, no mention seen): the message itself says
+    /// which app sent it (`GET /open-apis/im/v1/messages/<id>`). One call, only for app senders.
+    async fn name_app_sender(&self, event: &mut InboundEvent, me: &str) {
+        let siblings = &self.settings.siblings;
+        if !event.sender.is_bot
+            || event.sender.is_self
+            || siblings.is_sibling(event.sender.id.as_str())
+        {
+            return;
+        }
+        match self.api.message_sender_app(event.message_id.as_str()).await {
+            Ok(Some(app)) => {
+                if let Some(own) = siblings.open_id_of_app(&app) {
+                    event.sender.is_self = own == me;
+                    event.sender.id = UserId(own);
+                }
+            }
+            Ok(None) => {}
+            Err(err) => {
+                tracing::debug!(account = %self.settings.account, %err, "cannot tell which app sent a message; taken as the id the event gives")
             }
         }
     }
@@ -228,7 +344,9 @@ impl FeishuAdapter {
             match self.api.bot_info().await {
                 Ok(me) => {
                     tracing::info!(account = %self.settings.account, open_id = %me.open_id, app = %me.app_name, "Feishu bot identified");
-                    self.settings.siblings.add(&me.app_name, &me.open_id);
+                    self.settings
+                        .siblings
+                        .add(&me.app_name, &self.settings.app_id, &me.open_id);
                     *self.identity.write().expect("identity lock poisoned") = Some(me);
                     return Ok(true);
                 }
@@ -268,6 +386,9 @@ impl Adapter for FeishuAdapter {
             max_message_chars: FEISHU_MAX_MESSAGE_CHARS,
             threads: true,
             ephemeral_replies: false,
+            // Feishu delivers another app's message only when it @mentions the bot (and the
+            // app has the include_bot scope): the gateway hands baton bots' posts over.
+            bot_posts_reach_bots: false,
         }
     }
 
@@ -303,7 +424,38 @@ impl Adapter for FeishuAdapter {
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
-        outbound::send(&self.api, &self.posted, message).await
+        let sent = outbound::send(&self.api, &self.posted, message).await?;
+        if let Some(me) = self.identity() {
+            // Known as this bot's post when Feishu delivers it to a sibling too.
+            self.settings
+                .siblings
+                .posted(sent.message_id.as_str(), &me.open_id);
+        }
+        Ok(sent)
+    }
+
+    async fn in_chat(&self, chat: &ChatId) -> Result<bool, SendError> {
+        self.membership.in_chat(&self.api, chat.as_str()).await
+    }
+
+    fn read_sibling_post(&self, post: &OutboundMessage) -> SiblingPost {
+        let Some(me) = self.identity() else {
+            return SiblingPost::plain(&post.text);
+        };
+        let reader = sibling_post::Reader {
+            open_id: &me.open_id,
+            app_id: &self.settings.app_id,
+            app_name: &me.app_name,
+            siblings: &self.settings.siblings,
+        };
+        let mut read = reader.read(&post.text);
+        // Like a person's reply to the bot's message (`normalize`).
+        read.reply_to_author = post
+            .reply_to
+            .as_ref()
+            .filter(|parent| self.posted.contains(parent.as_str()))
+            .map(|_| UserId(me.open_id.clone()));
+        read
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

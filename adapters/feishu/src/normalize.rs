@@ -7,7 +7,15 @@
 //! person (or bot) has a different `open_id` in every app. A mention is therefore resolved only
 //! against the receiving account's own `open_id` (from `bot/v3/info`): `@BotA @BotB` reaches app
 //! A with A's own id in the mentions and app B with B's own id, so each wakes exactly once and
-//! neither mistakes the other's id for its own. Bot messages are not delivered to other bots.
+//! neither mistakes the other's id for its own.
+//!
+//! Another app's message reaches a bot only when it @mentions the bot and the bot's app has the
+//! `im:message.group_at_msg.include_bot:readonly` scope; it comes with `sender_type` `app`. Its
+//! author is mapped to a sibling baton bot where it is one ([`Siblings`]): baton posted the
+//! message itself (its id is remembered), the event names the sibling's app id, or the sender's
+//! id is the one under which this app was shown the sibling in a mention by name; failing all
+//! of those, the adapter reads the message's sender app from the API. Then it is
+//! the same author, and by its message id the same event, as the post baton hands over itself.
 //!
 //! One thing crosses apps on purpose: whether a mentioned id is *another baton bot*. A chat set
 //! to `activation = "always"` must not answer `@Caid fix this` from Snark's side, and the
@@ -26,6 +34,8 @@ use baton_contract::{
     AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, ThreadId, UserId,
 };
 use serde_json::Value;
+
+use crate::Siblings;
 
 /// The only event type that carries chat messages.
 pub const MESSAGE_RECEIVE: &str = "im.message.receive_v1";
@@ -55,8 +65,8 @@ pub struct Me<'a> {
     pub open_id: &'a str,
     /// Whether a message id is one this account posted (for replies to the bot).
     pub posted: &'a dyn Fn(&str) -> bool,
-    /// The own `open_id` of the sibling baton bot whose app has this name, if any.
-    pub sibling: &'a dyn Fn(&str) -> Option<String>,
+    /// The other baton bots on the platform.
+    pub siblings: &'a Siblings,
 }
 
 /// The event id of a schema-2.0 body (`header.event_id`) or a 1.0 one (`uuid`).
@@ -99,21 +109,27 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
     let sender = body
         .pointer("/event/sender")
         .ok_or(Skip::Malformed("event.sender"))?;
-    let sender_id = sender
-        .pointer("/sender_id/open_id")
-        .and_then(Value::as_str)
-        .ok_or(Skip::Malformed("sender.sender_id.open_id"))?;
+    let sender_type = sender.get("sender_type").and_then(Value::as_str);
+    let sender_id = if sender_type == Some("user") {
+        sender
+            .pointer("/sender_id/open_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    } else {
+        app_sender(me, message_id, sender)
+    }
+    .ok_or(Skip::Malformed("sender.sender_id.open_id"))?;
     let mentions = Mentions::of(message, me);
     let message_type = str_of("message_type").unwrap_or("");
     let content = str_of("content").unwrap_or("{}");
     let (text, everyone) = read_content(message_type, content, &mentions)
         .ok_or_else(|| Skip::Unsupported(message_type.to_owned()))?;
     let sender = Sender {
-        id: UserId::from(sender_id),
+        is_self: sender_id == me.open_id,
+        id: UserId(sender_id),
         // The event names nobody; a name costs a contact-API call and a permission.
         name: String::new(),
-        is_bot: sender.get("sender_type").and_then(Value::as_str) != Some("user"),
-        is_self: sender_id == me.open_id,
+        is_bot: sender_type != Some("user"),
     };
     let chat_kind = match str_of("chat_type") {
         Some("p2p") => ChatKind::Dm,
@@ -145,6 +161,34 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
         .unwrap_or(0);
     out.raw = without_token(body);
     Ok(out)
+}
+
+/// The author of a message another app posted (`sender_type` `app`, delivered with the
+/// `im:message.group_at_msg.include_bot:readonly` scope), as the gateway knows it: a sibling
+/// baton bot by its own `open_id` (baton posted this very message, the event names its app id,
+/// or this app saw the sibling under that id in a mention by name), any other app by the id the
+/// event gives.
+fn app_sender(me: &Me<'_>, message_id: &str, sender: &Value) -> Option<String> {
+    let ids = sender.get("sender_id");
+    let id_of = |key: &str| {
+        ids.and_then(|ids| ids.get(key))
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+    };
+    me.siblings
+        .poster_of(message_id)
+        .or_else(|| {
+            ["app_id", "user_id", "open_id"]
+                .into_iter()
+                .filter_map(id_of)
+                .find_map(|id| me.siblings.open_id_of_app(id))
+        })
+        .or_else(|| id_of("open_id").and_then(|id| me.siblings.alias_of(me.app_id, id)))
+        .or_else(|| {
+            id_of("open_id")
+                .or_else(|| id_of("app_id"))
+                .map(str::to_owned)
+        })
 }
 
 /// `body` for the transcript: the verification token it carries is a secret, so it is removed.
@@ -196,9 +240,13 @@ impl Mentions {
             if let Some(id) = open_id.filter(|id| !id.is_empty()) {
                 out.names.insert(id.to_owned(), shown.to_owned());
                 let sibling = (id != me.open_id)
-                    .then(|| (me.sibling)(name))
+                    .then(|| me.siblings.open_id_of(name))
                     .flatten()
                     .filter(|own| own != me.open_id);
+                if let Some(own) = &sibling {
+                    // This app's id for the sibling: a message it posts comes with it.
+                    me.siblings.alias(me.app_id, id, own);
+                }
                 out.ids
                     .push(UserId(sibling.unwrap_or_else(|| id.to_owned())));
             }
@@ -308,26 +356,37 @@ mod tests {
     }
 
     fn normalize(open_id: &str, body: &Value) -> Result<InboundEvent, Skip> {
+        normalize_with(open_id, &caid(), body)
+    }
+
+    fn normalize_with(
+        open_id: &str,
+        siblings: &Siblings,
+        body: &Value,
+    ) -> Result<InboundEvent, Skip> {
         let account = AccountId::from("echo");
         let posted = |id: &str| id == "om_posted_by_me";
-        let sibling = |name: &str| (name == "Caid").then(|| "ou_caid_self".to_owned());
         let me = Me {
             platform: Platform::Feishu,
             account: &account,
             app_id: "cli_9f5343c580712544",
             open_id,
             posted: &posted,
-            sibling: &sibling,
+            siblings,
         };
         message_receive(&me, body)
     }
 
-    fn nobody() -> (
-        AccountId,
-        impl Fn(&str) -> bool,
-        impl Fn(&str) -> Option<String>,
-    ) {
-        ("echo".into(), |_: &str| false, |_: &str| None)
+    /// A platform where the sibling baton bot Caid (app `cli_caid`) posted `om_by_caid`.
+    fn caid() -> Siblings {
+        let siblings = Siblings::new();
+        siblings.add("Caid", "cli_caid", "ou_caid_self");
+        siblings.posted("om_by_caid", "ou_caid_self");
+        siblings
+    }
+
+    fn nobody() -> (AccountId, impl Fn(&str) -> bool, Siblings) {
+        ("echo".into(), |_: &str| false, Siblings::new())
     }
 
     #[test]
@@ -431,6 +490,72 @@ mod tests {
     }
 
     #[test]
+    fn another_apps_message_maps_to_the_sibling_that_posted_it() {
+        // Caid's post @mentioning this bot, delivered with the include_bot scope: Caid's id here
+        // is this app's view of it, which the gateway does not know.
+        let mut body = fixture("event_im_message_receive_v1_group_at_bot");
+        body["event"]["sender"] = json!({
+            "sender_id": {"open_id": "ou_caid_in_this_app", "union_id": "on_x", "user_id": ""},
+            "sender_type": "app",
+            "tenant_key": "t",
+        });
+        body["event"]["message"]["message_id"] = "om_by_caid".into();
+        let e = normalize(BOT, &body).unwrap();
+        assert_eq!(
+            e.sender.id.as_str(),
+            "ou_caid_self",
+            "baton posted it: it is Caid"
+        );
+        assert!(e.sender.is_bot && !e.sender.is_self);
+        assert_eq!(e.mentions, vec![UserId::from(BOT)]);
+
+        // A message Caid posted that this process does not remember: known by its app id.
+        body["event"]["message"]["message_id"] = "om_older".into();
+        body["event"]["sender"]["sender_id"]["app_id"] = "cli_caid".into();
+        let e = normalize(BOT, &body).unwrap();
+        assert_eq!(e.sender.id.as_str(), "ou_caid_self");
+
+        // Not remembered, no app id, but this app saw Caid under that id in a mention.
+        body["event"]["sender"]["sender_id"]
+            .as_object_mut()
+            .unwrap()
+            .remove("app_id");
+        let mut mention = fixture("event_im_message_receive_v1_group_reply_two_mentions");
+        mention["event"]["message"]["mentions"][1]["id"]["open_id"] = "ou_caid_in_this_app".into();
+        mention["event"]["message"]["mentions"][1]["name"] = "Caid".into();
+        let siblings = caid();
+        let e = normalize_with(BOT, &siblings, &body).unwrap();
+        assert_eq!(
+            e.sender.id.as_str(),
+            "ou_caid_in_this_app",
+            "not learned yet"
+        );
+        normalize_with(BOT, &siblings, &mention).unwrap();
+        let e = normalize_with(BOT, &siblings, &body).unwrap();
+        assert_eq!(
+            e.sender.id.as_str(),
+            "ou_caid_self",
+            "learned from the mention"
+        );
+
+        // Any other app keeps the id the event gives, and is a bot.
+        body["event"]["sender"]["sender_id"]["app_id"] = "cli_stranger".into();
+        body["event"]["sender"]["sender_id"]["app_id"] = "cli_stranger".into();
+        let e = normalize(BOT, &body).unwrap();
+        assert_eq!(e.sender.id.as_str(), "ou_caid_in_this_app");
+        assert!(e.sender.is_bot);
+
+        // This bot's own post, delivered back to it, is its own.
+        let e = normalize("ou_caid_self", &{
+            let mut own = body.clone();
+            own["event"]["message"]["message_id"] = "om_by_caid".into();
+            own
+        })
+        .unwrap();
+        assert!(e.sender.is_self);
+    }
+
+    #[test]
     fn at_all_sets_mentions_everyone_and_reads_as_at_all() {
         let mut body = fixture("event_im_message_receive_v1_group_at_bot");
         body["event"]["message"]["content"] = json!({"text": "@_all standup!"}).to_string().into();
@@ -455,7 +580,7 @@ mod tests {
             app_id: "cli_x",
             open_id: BOT,
             posted: &posted,
-            sibling: &sibling,
+            siblings: &sibling,
         };
         let (text, all) = Mentions::of(&message, &me).rewrite("@_user_10 and @_user_1");
         assert_eq!(text, "@U10 and @U1");
@@ -489,7 +614,7 @@ mod tests {
             app_id: "cli_x",
             open_id: BOT,
             posted: &posted,
-            sibling: &sibling,
+            siblings: &sibling,
         };
         let (text, all) = post_text(&sent_shape, &Mentions::of(&json!({}), &me));
         assert_eq!(text, "@all");

@@ -49,7 +49,7 @@ pub(crate) async fn send(
 }
 
 /// Map a failed post onto the contract: only a rate limit is known to have posted nothing.
-fn send_error(err: ApiError) -> SendError {
+pub(crate) fn send_error(err: ApiError) -> SendError {
     match err {
         ApiError::RateLimited(retry_after) => SendError::RateLimited { retry_after },
         ApiError::Feishu { code, msg } => SendError::Rejected {

@@ -75,7 +75,7 @@ pub(crate) async fn handle(
         // bot/v3/info has not answered yet: let Feishu retry rather than guess who we are.
         return WebhookResponse::error(503, "starting up; Feishu will retry");
     }
-    if let Some(event) = adapter.normalize(&event)
+    if let Some(event) = adapter.normalize(&event).await
         && let Err(not_taken) = sink.accept(event).await
     {
         return WebhookResponse::error(503, format!("{not_taken}; Feishu will retry"));

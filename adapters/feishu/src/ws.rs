@@ -210,7 +210,7 @@ async fn deliver(
             }
         }
     }
-    match adapter.normalize(&body) {
+    match adapter.normalize(&body).await {
         Some(event) => sink.accept(event).await,
         None => Ok(()),
     }

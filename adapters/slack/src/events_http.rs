@@ -44,8 +44,17 @@ pub(crate) async fn handle(
     if is_form {
         return command(adapter, &request.body, sink).await;
     }
-    let Ok(body) = serde_json::from_slice::<Value>(&request.body) else {
-        return WebhookResponse::error(400, "the body is not JSON");
+    // Every Events API payload is an object; anything else (an array, a bare string) is as
+    // malformed as bad JSON, and never acknowledged as if it were an unknown event.
+    let body = match serde_json::from_slice::<Value>(&request.body) {
+        Ok(body @ Value::Object(_)) => body,
+        Ok(_) => {
+            return WebhookResponse::error(
+                400,
+                "the body is JSON but not an object; Slack sends objects",
+            );
+        }
+        Err(_) => return WebhookResponse::error(400, "the body is not JSON"),
     };
     match body.get("type").and_then(Value::as_str) {
         Some("url_verification") => {

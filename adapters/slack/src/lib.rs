@@ -209,6 +209,7 @@ impl Adapter for SlackAdapter {
             max_message_chars: SLACK_MAX_MESSAGE_CHARS,
             threads: true,
             ephemeral_replies: true,
+            bot_posts_reach_bots: true,
         }
     }
 

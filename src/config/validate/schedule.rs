@@ -87,7 +87,7 @@ mod tests {
     fn every_schedule_problem_names_its_key() {
         let text = r#"
 [gateway]
-timezone = "Europe/Paris"
+timezone = "Europe/Parris"
 
 [[accounts]]
 bot = "snark"
