@@ -14,6 +14,7 @@ pub mod deliver;
 pub mod dispatcher;
 pub mod display_name;
 pub mod engine;
+pub mod events;
 pub(crate) mod escalation;
 pub mod gateway;
 pub mod guards;

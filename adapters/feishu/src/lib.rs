@@ -27,12 +27,12 @@ pub mod webhook;
 mod ws;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionState, EventSink,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState, EventSink,
     InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId,
     WebhookRequest, WebhookResponse,
 };
@@ -157,7 +157,7 @@ pub struct FeishuAdapter {
     settings: FeishuSettings,
     api: Api,
     identity: RwLock<Option<BotInfo>>,
-    state: Mutex<ConnectionState>,
+    state: ConnectionCell,
     posted: Posted,
 }
 
@@ -173,7 +173,7 @@ impl FeishuAdapter {
             settings,
             api,
             identity: RwLock::new(None),
-            state: Mutex::new(ConnectionState::Connecting),
+            state: ConnectionCell::default(),
             posted: Posted::default(),
         }
     }
@@ -184,7 +184,7 @@ impl FeishuAdapter {
     }
 
     fn set_state(&self, state: ConnectionState) {
-        *self.state.lock().expect("state lock poisoned") = state;
+        self.state.set(state);
     }
 
     fn identity(&self) -> Option<BotInfo> {
@@ -275,8 +275,8 @@ impl Adapter for FeishuAdapter {
         self.identity().map(|me| UserId(me.open_id))
     }
 
-    fn connection_state(&self) -> ConnectionState {
-        *self.state.lock().expect("state lock poisoned")
+    fn connection(&self) -> &ConnectionCell {
+        &self.state
     }
 
     async fn run(
