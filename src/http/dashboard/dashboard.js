@@ -132,29 +132,36 @@ let sessionFilter = "";
 async function drawSessions() {
   sessions = await api("/api/sessions");
   sessions.sort((a, b) => b.updated_ms - a.updated_ms);
-  const main = clear(document.getElementById("main"));
-  const search = el("input", { type: "search", id: "session-search", placeholder: "search sessions: bot, chat, platform",
-    value: sessionFilter });
-  const list = el("ul", "session-list");
-  const fill = () => {
-    clear(list);
-    const words = sessionFilter.toLowerCase().split(/\s+/).filter(Boolean);
-    for (const s of sessions) {
-      const hay = (s.key + " " + s.bot + " " + s.platform + " " + s.chat).toLowerCase();
-      if (!words.every((w) => hay.includes(w))) continue;
-      const active = route.tab === "session" && route.id === s.key;
-      list.append(el("li", { class: active ? "active" : "" },
-        link("session", s.key, el("span", "s-bot", s.bot), " ", el("span", "s-chat", chatOf(s.key))),
-        el("span", "s-time", clock(s.updated_ms))));
-    }
-    if (!list.firstChild) list.append(el("li", "empty", "no session matches"));
-  };
-  search.addEventListener("input", () => { sessionFilter = search.value; fill(); });
-  fill();
-  const pane = el("section", { class: "transcript-pane", id: "transcript" });
-  main.append(el("div", "split", el("div", "list-col", search, list), pane));
+  // Kept across redraws, so typing in the search box is not interrupted by live updates.
+  let search = document.getElementById("session-search");
+  let list = document.getElementById("session-list");
+  let pane = document.getElementById("transcript");
+  if (!search || !list || !pane) {
+    const main = clear(document.getElementById("main"));
+    search = el("input", { type: "search", id: "session-search", placeholder: "search sessions: bot, chat, platform",
+      value: sessionFilter });
+    list = el("ul", { class: "session-list", id: "session-list" });
+    pane = el("section", { class: "transcript-pane", id: "transcript" });
+    search.addEventListener("input", () => { sessionFilter = search.value; fillSessions(list); });
+    main.append(el("div", "split", el("div", "list-col", search, list), pane));
+  }
+  fillSessions(list);
   if (route.tab === "session") await drawTranscript(pane, route.id);
-  else pane.append(el("p", "hint", "Pick a session to read its transcript; it updates as the bot works."));
+  else clear(pane).append(el("p", "hint", "Pick a session to read its transcript; it updates as the bot works."));
+}
+
+function fillSessions(list) {
+  clear(list);
+  const words = sessionFilter.toLowerCase().split(/\s+/).filter(Boolean);
+  for (const s of sessions) {
+    const hay = (s.key + " " + s.bot + " " + s.platform + " " + s.chat).toLowerCase();
+    if (!words.every((w) => hay.includes(w))) continue;
+    const active = route.tab === "session" && route.id === s.key;
+    list.append(el("li", { class: active ? "active" : "" },
+      link("session", s.key, el("span", "s-bot", s.bot), " ", el("span", "s-chat", chatOf(s.key))),
+      el("span", "s-time", clock(s.updated_ms))));
+  }
+  if (!list.firstChild) list.append(el("li", "empty", "no session matches"));
 }
 
 /** The arguments of a tool call entry, parsed. */
@@ -523,6 +530,7 @@ async function redraw() {
 
 const redrawSoon = debounce(redraw, 120);
 const rosterSoon = debounce(() => drawRoster().catch(() => {}), 120);
+const chatSoon = debounce(() => fillChatLog().catch(() => {}), 120);
 
 /** What part of the page an event makes stale. */
 function onEvent(e) {
@@ -538,7 +546,8 @@ function onEvent(e) {
   }
   const t = route.tab;
   if (e.type === "entry" || e.type === "delivery") {
-    if (t === "sessions" || t === "session" || t === "deliveries" || t === "delivery" || (t === "chat" && chat.mode === "room")) redrawSoon();
+    if (t === "sessions" || t === "session" || t === "deliveries" || t === "delivery") redrawSoon();
+    if (t === "chat" && chat.mode === "room") chatSoon();
     if (e.type === "delivery") rosterSoon();
   }
   if (e.type === "chain" && (t === "chains" || t === "chain")) redrawSoon();
