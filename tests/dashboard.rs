@@ -5,9 +5,9 @@
 //! `BATON_SCREENSHOTS=1 cargo test --test dashboard` also saves the README's pictures under
 //! `docs/`.
 
-mod support;
 #[path = "support/browser.rs"]
 mod browser;
+mod support;
 
 use browser::Browser;
 use serde_json::Value;
@@ -51,15 +51,17 @@ local = ["admin"]
 const SNARK_LOBBY: &str = "bot:snark:local:snark:lobby";
 
 fn texts(selector: &str) -> String {
-    format!(
-        "return [...document.querySelectorAll({selector:?})].map(e => e.textContent.trim());"
-    )
+    format!("return [...document.querySelectorAll({selector:?})].map(e => e.textContent.trim());")
 }
 
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
-        .map(|a| a.iter().map(|v| v.as_str().unwrap_or("").to_owned()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or("").to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -154,7 +156,11 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     browser.screenshot("dashboard-call").await;
 
     // The roster tells who is here; the deliveries view lists the call.
-    browser.client.goto(&format!("{}/#/deliveries", gw.base)).await.unwrap();
+    browser
+        .client
+        .goto(&format!("{}/#/deliveries", gw.base))
+        .await
+        .unwrap();
     browser
         .until(
             "the delivery in the table",
@@ -164,8 +170,12 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     browser.screenshot("dashboard-deliveries").await;
 
     // A chain: turns in order, each speaker's post under its turn bar.
-    gw.say("lobby", "admin", "/baton chain start @caid @sec review the plan")
-        .await;
+    gw.say(
+        "lobby",
+        "admin",
+        "/baton chain start @caid @sec review the plan",
+    )
+    .await;
     gw.settle().await;
     let chains = gw.get("/api/chains").await;
     let id = chains["chains"][0]["id"].as_str().unwrap().to_owned();
@@ -182,7 +192,9 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
         )
         .await;
     assert_eq!(strings(&bars), ["caid", "sec"]);
-    let speakers = browser.js(&texts(".chain-thread .chain-turn .speaker")).await;
+    let speakers = browser
+        .js(&texts(".chain-thread .chain-turn .speaker"))
+        .await;
     assert_eq!(strings(&speakers), ["caid", "sec"]);
     let order = browser
         .js(
@@ -200,9 +212,16 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     assert_eq!(strings(&state), ["completed"]);
     browser.screenshot("dashboard-chain").await;
 
-    browser.client.goto(&format!("{}/#/chat", gw.base)).await.unwrap();
     browser
-        .until("the chat panel", "return document.getElementById('chat-send') !== null;")
+        .client
+        .goto(&format!("{}/#/chat", gw.base))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the chat panel",
+            "return document.getElementById('chat-send') !== null;",
+        )
         .await;
     browser.close().await;
     gw.stop().await;
@@ -221,7 +240,10 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
         .await
         .unwrap();
     browser
-        .until("the roster", "return document.querySelectorAll('.bot-card').length === 3;")
+        .until(
+            "the roster",
+            "return document.querySelectorAll('.bot-card').length === 3;",
+        )
         .await;
     let attack = "@snark <script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">";
     gw.say("lobby", "mallory", attack).await;
@@ -245,7 +267,10 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
         .await
         .unwrap();
     browser
-        .until("the bot picker", "return document.getElementById('chat-bot') !== null;")
+        .until(
+            "the bot picker",
+            "return document.getElementById('chat-bot') !== null;",
+        )
         .await;
     browser
         .js(
@@ -260,10 +285,8 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
         )
         .await;
     browser
-        .js(
-            "document.getElementById('chat-input').value = 'ship it'; \
-             document.getElementById('chat-send').click(); return true;",
-        )
+        .js("document.getElementById('chat-input').value = 'ship it'; \
+             document.getElementById('chat-send').click(); return true;")
         .await;
     let said = browser
         .until(
@@ -275,7 +298,9 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
     assert_eq!(strings(&said), ["caid: ship it"]);
     let transcript = gw.transcript("bot:caid:local:caid:dm:dashboard").await;
     assert!(
-        transcript.iter().any(|e| e["kind"] == "reply" && e["text"] == "ship it"),
+        transcript
+            .iter()
+            .any(|e| e["kind"] == "reply" && e["text"] == "ship it"),
         "the DM went through the pipeline: {transcript:?}"
     );
     browser.screenshot("dashboard-chat").await;

@@ -15,8 +15,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 use baton::local::LOCAL_MAX_MESSAGE_CHARS;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, InboundEvent,
-    MessageId, OutboundMessage, Platform, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+    InboundEvent, MessageId, OutboundMessage, Platform, SendError, SentMessage, UserId,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;

@@ -138,7 +138,9 @@ fn main() {
         }
     }
     if wanted("events") {
-        println!("## throughput with /api/events readers (1000 chats, 1 mention in {MENTION_EVERY})");
+        println!(
+            "## throughput with /api/events readers (1000 chats, 1 mention in {MENTION_EVERY})"
+        );
         for round in 1..=3 {
             for watchers in [0, 10] {
                 let run = runtime.block_on(scenarios::throughput(

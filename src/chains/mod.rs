@@ -213,13 +213,13 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
         Handed::Given(chain) => {
             moved(shared, chain, "turn_given", Some(pass.to));
             turns::spawn(
-            shared,
-            TurnJob {
-                chain: chain.clone(),
-                bot: pass.to.to_owned(),
-                role: Role::Participant,
-                prompt: pass.prompt.to_owned(),
-            },
+                shared,
+                TurnJob {
+                    chain: chain.clone(),
+                    bot: pass.to.to_owned(),
+                    role: Role::Participant,
+                    prompt: pass.prompt.to_owned(),
+                },
             );
         }
         Handed::Capped(chain) => {

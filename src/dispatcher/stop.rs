@@ -111,7 +111,12 @@ impl Dispatcher {
 
     /// Announce what became of `inbound` on the event stream: it woke the bot (the pipeline
     /// calls this before the turn), or it stopped here.
-    pub(super) fn received(&self, inbound: &Inbound<'_>, outcome: Received, reason: Option<String>) {
+    pub(super) fn received(
+        &self,
+        inbound: &Inbound<'_>,
+        outcome: Received,
+        reason: Option<String>,
+    ) {
         let event = &inbound.event;
         self.shared.events().emit(Event::EventReceived {
             platform: event.platform.as_str().to_owned(),

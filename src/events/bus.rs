@@ -105,12 +105,7 @@ impl Events {
         // run's events are news to the client.
         let after = if after > ring.last { 0 } else { after };
         let oldest = ring.kept.front().map_or(ring.last + 1, |e| e.id);
-        let backlog = ring
-            .kept
-            .iter()
-            .filter(|e| e.id > after)
-            .cloned()
-            .collect();
+        let backlog = ring.kept.iter().filter(|e| e.id > after).cloned().collect();
         Subscription {
             backlog,
             gap: oldest > after + 1,

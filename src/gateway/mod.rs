@@ -199,7 +199,11 @@ impl Gateway {
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         for (index, account) in shared.roster().accounts().iter().enumerate() {
-            let (events, watched, stop) = (shared.events().clone(), Arc::clone(&shared), shutdown.clone());
+            let (events, watched, stop) = (
+                shared.events().clone(),
+                Arc::clone(&shared),
+                shutdown.clone(),
+            );
             tasks.spawn(async move {
                 let account = &watched.roster().accounts()[index];
                 connections::announce(events, account, stop).await;

@@ -34,7 +34,10 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
                 })
                 .collect();
             let mine: Vec<_> = running.iter().filter(|t| t.bot == bot.id()).collect();
-            let queued = shared.lanes().bot_turns(bot.id()).saturating_sub(mine.len());
+            let queued = shared
+                .lanes()
+                .bot_turns(bot.id())
+                .saturating_sub(mine.len());
             json!({
                 "id": bot.id(),
                 "name": bot.config.display_name(),

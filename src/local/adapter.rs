@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, InboundEvent,
-    MessageId, NotTaken, OutboundMessage, Platform, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+    InboundEvent, MessageId, NotTaken, OutboundMessage, Platform, SendError, SentMessage, UserId,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -167,7 +167,12 @@ pub async fn send(
         }
     };
     if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
-        count_refusal(shared, &delivery.sender, delivery.origin.as_deref(), refusal);
+        count_refusal(
+            shared,
+            &delivery.sender,
+            delivery.origin.as_deref(),
+            refusal,
+        );
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())

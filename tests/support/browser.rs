@@ -14,23 +14,23 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-pub const CHROMIUM: &str = "/usr/bin/chromium";
-pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
+pub(crate) const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// How long the page may take to show what a test waits for.
-pub const PAGE_DEADLINE: Duration = Duration::from_secs(20);
+pub(crate) const PAGE_DEADLINE: Duration = Duration::from_secs(20);
 /// Between two looks at the page.
 const POLL: Duration = Duration::from_millis(50);
 
 /// A browser session and the driver process behind it (killed on drop).
-pub struct Browser {
-    pub client: Client,
+pub(crate) struct Browser {
+    pub(crate) client: Client,
     _driver: Child,
     _profile: tempfile::TempDir,
 }
 
 impl Browser {
     /// Start chromedriver and a headless Chromium with a fresh profile.
-    pub async fn start() -> Browser {
+    pub(crate) async fn start() -> Browser {
         for (path, package) in [(CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")] {
             assert!(
                 Path::new(path).exists(),
@@ -82,7 +82,7 @@ impl Browser {
     }
 
     /// Run `script` (a function body that `return`s) in the page.
-    pub async fn js(&self, script: &str) -> Value {
+    pub(crate) async fn js(&self, script: &str) -> Value {
         self.client
             .execute(script, Vec::new())
             .await
@@ -91,7 +91,7 @@ impl Browser {
 
     /// Wait until `script` returns something truthy (not null, false, 0, "" or []), and return
     /// it; fail with `what` and the last value seen at the deadline.
-    pub async fn until(&self, what: &str, script: &str) -> Value {
+    pub(crate) async fn until(&self, what: &str, script: &str) -> Value {
         let deadline = Instant::now() + PAGE_DEADLINE;
         loop {
             let value = self.js(script).await;
@@ -116,7 +116,7 @@ impl Browser {
 
     /// Save a PNG of the page to `docs/<name>.png` when `BATON_SCREENSHOTS` is set (the
     /// README's pictures are made this way: `BATON_SCREENSHOTS=1 cargo test --test dashboard`).
-    pub async fn screenshot(&self, name: &str) {
+    pub(crate) async fn screenshot(&self, name: &str) {
         if std::env::var_os("BATON_SCREENSHOTS").is_none() {
             return;
         }
@@ -128,7 +128,7 @@ impl Browser {
     }
 
     /// End the browser session.
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let _ = self.client.close().await;
     }
 }

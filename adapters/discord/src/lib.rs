@@ -27,8 +27,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, OutboundMessage,
-    Platform, Secret, SendError, SentMessage, UserId, WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+    OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
+    WebhookResponse,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;

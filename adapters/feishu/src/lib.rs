@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState, EventSink,
-    InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
+    EventSink, InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId,
     WebhookRequest, WebhookResponse,
 };
 use serde_json::Value;

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState, EventSink,
-    OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
+    EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
     WebhookResponse,
 };
 use tokio_util::sync::CancellationToken;
