@@ -319,6 +319,16 @@ impl Lanes {
         per_bot.contains_key(&(lane, bot.to_owned()))
     }
 
+    /// How many turns `bot` has queued or running, on every lane.
+    pub fn bot_turns(&self, bot: &str) -> usize {
+        let per_bot = self.per_bot.lock().expect("lane map poisoned");
+        per_bot
+            .iter()
+            .filter(|((_, b), _)| b == bot)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
     /// Whether `session` has a turn running or waiting (anyone but us holds its entry).
     pub fn session_busy(&self, session: &str) -> bool {
         let sessions = self.sessions.lock().expect("lane map poisoned");

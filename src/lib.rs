@@ -15,6 +15,7 @@ pub mod dispatcher;
 pub mod display_name;
 pub mod engine;
 pub(crate) mod escalation;
+pub mod events;
 pub mod gateway;
 pub mod guards;
 pub mod http;

@@ -9,6 +9,7 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use crate::events::{Event, Events};
 use crate::store::{EntryKind, Filing, InboxId, NewEntry, Origin, Store};
 use crate::turn::{ToolCall, ToolExecutor};
 
@@ -22,10 +23,11 @@ pub enum Arrival {
     Replayed,
 }
 
-/// Writes one turn's entries to one session.
+/// Writes one turn's entries to one session, and announces each on the event stream.
 #[derive(Clone)]
 pub struct Journal {
     store: Store,
+    events: Events,
     session: String,
     bot: String,
     run_id: String,
@@ -33,10 +35,11 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal for `run_id` of `bot` in `session`.
-    pub fn new(store: Store, session: String, bot: String, run_id: String) -> Self {
+    /// A journal for `run_id` of `bot` in `session`, announcing what it writes on `events`.
+    pub fn new(store: Store, events: Events, session: String, bot: String, run_id: String) -> Self {
         Self {
             store,
+            events,
             session,
             bot,
             run_id,
@@ -137,7 +140,10 @@ impl Journal {
             .append_handing_over(entry, handovers, now_ms())
             .await
         {
-            Ok(filed) => filed,
+            Ok((entry, filed)) => {
+                self.announce(entry, EntryKind::Reply, &self.bot);
+                filed
+            }
             Err(err) => {
                 tracing::error!(
                     session = %self.session, %err, handovers = bots,
@@ -169,9 +175,24 @@ impl Journal {
             idempotency_key,
             meta,
         );
-        if let Err(err) = self.store.append(entry).await {
-            tracing::error!(session = %self.session, %err, "could not write the transcript");
+        match self.store.append(entry).await {
+            Ok(entry) => self.announce(entry, kind, speaker),
+            Err(err) => {
+                tracing::error!(session = %self.session, %err, "could not write the transcript");
+            }
         }
+    }
+
+    /// Tell the event stream that entry `entry` of this run is written.
+    fn announce(&self, entry: i64, kind: EntryKind, speaker: &str) {
+        self.events.emit(Event::Entry {
+            entry,
+            session: self.session.clone(),
+            bot: self.bot.clone(),
+            run_id: self.run_id.clone(),
+            kind: kind.as_str().to_owned(),
+            speaker: speaker.to_owned(),
+        });
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -216,10 +237,26 @@ impl<'a> RecordingTools<'a> {
 #[async_trait]
 impl ToolExecutor for RecordingTools<'_> {
     async fn call(&self, call: &ToolCall) -> Value {
+        let journal = self.journal;
         let args = json!({"tool": call.name, "call_id": call.id, "arguments": call.arguments});
         let text = format!("{} {}", call.name, call.arguments);
-        self.journal.bot_did(EntryKind::ToolCall, &text, args).await;
+        journal.bot_did(EntryKind::ToolCall, &text, args).await;
+        journal.events.emit(Event::ToolCall {
+            bot: journal.bot.clone(),
+            session: journal.session.clone(),
+            run_id: journal.run_id.clone(),
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+        });
         let result = self.inner.call(call).await;
+        journal.events.emit(Event::ToolResult {
+            bot: journal.bot.clone(),
+            session: journal.session.clone(),
+            run_id: journal.run_id.clone(),
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+            status: result["status"].as_str().map(str::to_owned),
+        });
         self.journal
             .bot_did(
                 EntryKind::ToolResult,

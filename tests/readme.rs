@@ -215,3 +215,22 @@ async fn the_quick_start_works_as_written() {
         "caid answered only what was addressed to it"
     );
 }
+
+/// The README's test command (section "(b)") is the one CI runs (`.ci/run`).
+#[test]
+fn the_readme_test_command_is_what_ci_runs() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("read README.md");
+    let block = readme
+        .split_once("**(b) Run the whole test suite**")
+        .and_then(|(_, rest)| rest.split_once("```sh\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("the README has section (b) with an sh block")
+        .0;
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).expect("read .ci/run");
+    for command in block.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            ci.lines().any(|l| l.trim() == command.trim()),
+            ".ci/run does not run the README's `{command}`"
+        );
+    }
+}

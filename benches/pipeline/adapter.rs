@@ -15,8 +15,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 use baton::local::LOCAL_MAX_MESSAGE_CHARS;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionState, EventSink, InboundEvent,
-    MessageId, OutboundMessage, Platform, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+    InboundEvent, MessageId, OutboundMessage, Platform, SendError, SentMessage, UserId,
 };
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -123,7 +123,7 @@ pub(crate) struct BenchAdapter {
     account: AccountId,
     me: UserId,
     inbox: Mutex<Option<mpsc::UnboundedReceiver<InboundEvent>>>,
-    state: Mutex<ConnectionState>,
+    state: ConnectionCell,
     recorder: Arc<Recorder>,
 }
 
@@ -142,14 +142,14 @@ impl BenchAdapter {
             account: AccountId::from(account),
             me: UserId::from(me),
             inbox: Mutex::new(Some(rx)),
-            state: Mutex::new(ConnectionState::Connecting),
+            state: ConnectionCell::default(),
             recorder: Arc::clone(&recorder),
         });
         (adapter, Injector { tx, recorder })
     }
 
     fn set_state(&self, state: ConnectionState) {
-        *self.state.lock().expect("state poisoned") = state;
+        self.state.set(state);
     }
 }
 
@@ -176,8 +176,8 @@ impl Adapter for BenchAdapter {
         Some(self.me.clone())
     }
 
-    fn connection_state(&self) -> ConnectionState {
-        *self.state.lock().expect("state poisoned")
+    fn connection(&self) -> &ConnectionCell {
+        &self.state
     }
 
     async fn run(

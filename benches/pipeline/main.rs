@@ -9,7 +9,8 @@
 //!
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
 //! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
-//! `wal` (WAL and database size under sustained load), `startup`, `rss`. `BATON_BENCH_EVENTS=N` sets
+//! `wal` (WAL and database size under sustained load), `startup`, `rss`, `events` (throughput
+//! with 10 `/api/events` readers attached and with none, alternating). `BATON_BENCH_EVENTS=N` sets
 //! the number of events per throughput run (for profiling under callgrind),
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! and `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
@@ -23,6 +24,7 @@ mod process;
 mod rig;
 mod scenarios;
 mod wal;
+mod watchers;
 
 use std::time::Duration;
 
@@ -103,6 +105,7 @@ fn main() {
                 sizes.events,
                 MENTION_EVERY,
                 lanes,
+                0,
             ));
             println!(
                 "chats {chats:>4}: {:>8.0} events/s ({} events, {} answered, {:.2} s, {} commits, {:.1} writes/commit)",
@@ -123,6 +126,7 @@ fn main() {
                 sizes.events,
                 every,
                 lanes,
+                0,
             ));
             println!(
                 "chats 1000, {label}: {:>8.0} events/s ({} events, {:.2} s, {} commits)",
@@ -131,6 +135,30 @@ fn main() {
                 run.elapsed.as_secs_f64(),
                 run.commits,
             );
+        }
+    }
+    if wanted("events") {
+        println!(
+            "## throughput with /api/events readers (1000 chats, 1 mention in {MENTION_EVERY})"
+        );
+        for round in 1..=3 {
+            for watchers in [0, 10] {
+                let run = runtime.block_on(scenarios::throughput(
+                    1000,
+                    sizes.warmup,
+                    sizes.events,
+                    MENTION_EVERY,
+                    lanes,
+                    watchers,
+                ));
+                println!(
+                    "round {round}, {watchers:>2} readers: {:>8.0} events/s ({} events, {:.2} s; readers got {} stream events)",
+                    run.rate(),
+                    run.events,
+                    run.elapsed.as_secs_f64(),
+                    run.streamed,
+                );
+            }
         }
     }
     if wanted("latency") {

@@ -132,10 +132,11 @@ impl Rig {
             }
         });
         let options = StartOptions {
-            listen: None,
+            listen: Some("127.0.0.1:0".to_owned()),
             database: Some(db.to_string_lossy().into_owned()),
-            // Events come through the adapters; HTTP is not on their path.
-            serve_http: false,
+            // Events come through the adapters; HTTP is not on their path, but the event
+            // stream's readers (`watchers.rs`) are served over it.
+            serve_http: true,
             clock: ScheduleClock::Manual,
         };
         let gateway = Gateway::start_with_adapters(config, options, &env, &adapters)

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::rig::{Kind, Rig, Setup, group_message, kind_of};
+use super::watchers::Watchers;
 
 /// The one bot of the single-bot scenarios.
 pub(crate) const BOT: &str = "snark";
@@ -21,6 +22,8 @@ pub(crate) struct Throughput {
     pub(crate) elapsed: Duration,
     /// Writer commits during the run (with the event count: how well writes were batched).
     pub(crate) commits: u64,
+    /// Events the `/api/events` readers received during the run, between them.
+    pub(crate) streamed: u64,
 }
 
 impl Throughput {
@@ -76,15 +79,19 @@ async fn warmed_up(
 
 /// `events` events over `chats` chats, one in `mention_every` a mention, injected at once
 /// (after `warmup` events that are not timed); timed until every one went through the pipeline.
+/// `watchers` clients read `/api/events` meanwhile.
 pub(crate) async fn throughput(
     chats: usize,
     warmup: usize,
     events: usize,
     mention_every: usize,
     lanes: usize,
+    watchers: usize,
 ) -> Throughput {
     let total = warmup + events;
     let (rig, batch) = warmed_up(lanes, warmup, total, chats, mention_every).await;
+    let base = format!("http://{}", rig.gateway.addr().expect("listening"));
+    let watchers = Watchers::attach(&base, watchers).await;
     let injector = rig.injector(BOT).clone();
     let commits = rig.gateway.store().commits();
     let started = Instant::now();
@@ -97,6 +104,8 @@ pub(crate) async fn throughput(
     );
     let elapsed = started.elapsed();
     let commits = rig.gateway.store().commits() - commits;
+    let streamed = watchers.received();
+    drop(watchers);
     let mentions = mentions_in(warmup..total, mention_every);
     let answered = rig.recorder.reply_latencies(warmup..total).len();
     assert_eq!(answered, mentions, "every mention answered, nothing else");
@@ -106,6 +115,7 @@ pub(crate) async fn throughput(
         mentions,
         elapsed,
         commits,
+        streamed,
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) use recover::recover;
 use self::context::Role;
 use self::turns::TurnJob;
 use crate::engine::Services;
+use crate::events::Event;
 use crate::mirror::now_ms;
 use crate::store::{
     Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain, Posted,
@@ -155,6 +156,7 @@ pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain,
         .await
         .map_err(ChainError::from)?;
     tracing::info!(chain = %chain.id, coordinator = chain.coordinator_name(), "chain started");
+    moved(shared, &chain, "created", None);
     if start.opening == Opening::Announce {
         return Ok(announce(shared, chain, place).await);
     }
@@ -208,16 +210,22 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
     };
     let handed = shared.store().chain_hand(handoff, now_ms()).await?;
     match &handed {
-        Handed::Given(chain) => turns::spawn(
-            shared,
-            TurnJob {
-                chain: chain.clone(),
-                bot: pass.to.to_owned(),
-                role: Role::Participant,
-                prompt: pass.prompt.to_owned(),
-            },
-        ),
-        Handed::Capped(chain) => closed(shared, chain).await,
+        Handed::Given(chain) => {
+            moved(shared, chain, "turn_given", Some(pass.to));
+            turns::spawn(
+                shared,
+                TurnJob {
+                    chain: chain.clone(),
+                    bot: pass.to.to_owned(),
+                    role: Role::Participant,
+                    prompt: pass.prompt.to_owned(),
+                },
+            );
+        }
+        Handed::Capped(chain) => {
+            moved(shared, chain, "closed", None);
+            closed(shared, chain).await;
+        }
     }
     Ok(handed)
 }
@@ -247,13 +255,14 @@ pub(crate) async fn post(
             if let Some(reason) = err.refusal() {
                 let place = shared.store().chain(chain).await.ok().flatten();
                 let chat = place.map(|c| format!("{}:{}", c.origin.platform, c.origin.chat));
-                shared.metrics().refused("chain", reason, chat);
+                shared.refused("chain", reason, chat, sender);
                 tracing::info!(chain, sender, reason, "chain post refused");
             }
             return Err(err);
         }
     };
     let chain = &posted.chain;
+    moved(shared, chain, "posted", Some(sender));
     let place = place_of(chain)?;
     match place.account_of(shared, sender) {
         Some(account) => {
@@ -279,6 +288,7 @@ pub(crate) async fn close(
     let closed_chain = shared.store().chain_close(chain, close, now_ms()).await?;
     if let Some(chain) = &closed_chain {
         tracing::info!(chain = %chain.id, state = %chain.state, "chain closed");
+        moved(shared, chain, "closed", None);
         if state != ChainState::Stopped {
             closed(shared, chain).await;
         }
@@ -323,6 +333,18 @@ pub(crate) fn stop_by(by: &str) -> ChainClose {
     }
 }
 
+/// The chain made a move (`created`, `turn_given`, `posted`, `returned`, `closed`), concerning
+/// `bot` when one is named: announced on the event stream.
+fn moved(shared: &Services, chain: &Chain, step: &str, bot: Option<&str>) {
+    shared.events().emit(Event::Chain {
+        chain: chain.id.clone(),
+        step: step.to_owned(),
+        bot: bot.map(str::to_owned),
+        holder: chain.holder_name().to_owned(),
+        state: chain.state.to_string(),
+    });
+}
+
 /// Whether `bot` posted in `chain` during `turn` (with `chain_message`, inside its turn).
 async fn posted_in_turn(shared: &Services, chain: &str, bot: &str, turn: i64) -> bool {
     shared
@@ -343,6 +365,7 @@ async fn hand_back(shared: &Arc<Services>, chain: &Chain, turn: i64, reason: Str
         .await
     {
         Ok(Some(back)) => {
+            moved(shared, &back, "returned", None);
             if let Ok(place) = place_of(&back) {
                 let run_id = format!("chain:{}:r{turn}", back.id);
                 post::baton_says(shared, &place, run_id, &reason).await;

@@ -160,7 +160,7 @@ mod tests {
 
     use async_trait::async_trait;
     use baton_contract::{
-        AccountId, AdapterError, Capabilities, ConnectionState, EventSink, Platform,
+        AccountId, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, Platform,
     };
     use tokio_util::sync::CancellationToken;
 
@@ -172,6 +172,7 @@ mod tests {
         account: AccountId,
         results: Mutex<Vec<Result<SentMessage, SendError>>>,
         sent: Mutex<Vec<OutboundMessage>>,
+        connection: ConnectionCell,
     }
 
     impl Scripted {
@@ -181,6 +182,7 @@ mod tests {
                 account: "a".into(),
                 results: Mutex::new(results),
                 sent: Mutex::new(Vec::new()),
+                connection: ConnectionCell::new(ConnectionState::Connected),
             }
         }
     }
@@ -204,8 +206,8 @@ mod tests {
         fn self_id(&self) -> Option<UserId> {
             None
         }
-        fn connection_state(&self) -> ConnectionState {
-            ConnectionState::Connected
+        fn connection(&self) -> &ConnectionCell {
+            &self.connection
         }
         async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
             Ok(())
@@ -237,7 +239,8 @@ mod tests {
 
     async fn journal() -> Journal {
         let store = Store::open(":memory:").await.unwrap();
-        Journal::new(store, "s".into(), "bot".into(), "run1".into())
+        let events = crate::events::Events::default();
+        Journal::new(store, events, "s".into(), "bot".into(), "run1".into())
     }
 
     #[tokio::test]

@@ -27,7 +27,7 @@ pub(super) async fn refuse(
     let reason = full.as_str();
     shared.metrics().add(&metrics::QUEUE_REFUSALS, reason);
     let chat = Some(inbound.settings_key.clone());
-    shared.metrics().refused("lanes", reason, chat);
+    shared.refused("lanes", reason, chat, inbound.bot());
     let event = &inbound.event;
     tracing::warn!(
         bot = inbound.bot(), chat = %event.chat, message = %event.message_id, %full,

@@ -109,6 +109,27 @@ pub enum DropReason {
     StoreFailing,
 }
 
+impl DropReason {
+    /// The reason's name, as `/api/events` tells it.
+    pub fn as_str(&self) -> String {
+        match self {
+            DropReason::UnknownAccount => "unknown_account".into(),
+            DropReason::OwnMessage => "own_message".into(),
+            DropReason::AdminHandledElsewhere => "admin_handled_elsewhere".into(),
+            DropReason::Policy(refusal) => format!("policy:{}", refusal.as_str()),
+            DropReason::PairingPending => "pairing_pending".into(),
+            DropReason::Paused => "paused".into(),
+            DropReason::BotGuard(refusal) => format!("bot_guard:{}", refusal.as_str()),
+            DropReason::GatewayNotice => "gateway_notice".into(),
+            DropReason::RateLimited => "rate_limited".into(),
+            DropReason::Busy(full) => format!("busy:{}", full.as_str()),
+            DropReason::TooLong => "too_long".into(),
+            DropReason::ShuttingDown => "shutting_down".into(),
+            DropReason::StoreFailing => "store_failing".into(),
+        }
+    }
+}
+
 /// The pipeline. Cheap to clone; every adapter feeds the same one.
 #[derive(Clone)]
 pub struct Dispatcher {
@@ -298,6 +319,7 @@ impl Dispatcher {
         let wake = self.activation(inbound).await?; // 6
         self.bot_message(inbound)?; // 7
         rate_limit(&self.shared, inbound)?; // 8
+        self.received(inbound, crate::events::Received::Wake, None);
         Ok(turn_step::run(&self.shared, inbound, wake).await) // 9 to 13
     }
 

@@ -4,6 +4,7 @@
 //! the log line, so no step carries a side effect of its own stopping.
 
 use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
+use crate::events::{Event, Received};
 use crate::metrics;
 use crate::store::HistoryEntry;
 
@@ -77,17 +78,23 @@ impl Dispatcher {
     pub(super) async fn stopped(&self, inbound: &Inbound<'_>, stop: Stop) -> Handled {
         let shared = &*self.shared;
         let chat = || Some(inbound.settings_key.clone());
+        let (outcome, reason) = match &stop.handled {
+            Handled::Buffered => (Received::Buffered, None),
+            Handled::Admin(_) => (Received::Admin, None),
+            Handled::Answered(_) => (Received::Answered, None),
+            Handled::Dropped(reason) => (Received::Dropped, Some(reason.as_str())),
+            other => (Received::Dropped, Some(format!("{other:?}"))),
+        };
+        self.received(inbound, outcome, reason);
         match &stop.handled {
             Handled::Dropped(DropReason::BotGuard(refusal)) => {
                 let reason = refusal.as_str();
                 shared.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
-                shared.metrics().refused("bot_messages", reason, chat());
+                shared.refused("bot_messages", reason, chat(), inbound.bot());
                 tracing::info!(bot = inbound.bot(), reason, "bot message refused");
             }
             Handled::Dropped(DropReason::RateLimited) => {
-                shared
-                    .metrics()
-                    .refused("inbound_rate", "per-sender", chat());
+                shared.refused("inbound_rate", "per-sender", chat(), inbound.bot());
             }
             _ => {}
         }
@@ -100,6 +107,27 @@ impl Dispatcher {
             self.buffer(inbound).await;
         }
         stop.handled
+    }
+
+    /// Announce what became of `inbound` on the event stream: it woke the bot (the pipeline
+    /// calls this before the turn), or it stopped here.
+    pub(super) fn received(
+        &self,
+        inbound: &Inbound<'_>,
+        outcome: Received,
+        reason: Option<String>,
+    ) {
+        let event = &inbound.event;
+        self.shared.events().emit(Event::EventReceived {
+            platform: event.platform.as_str().to_owned(),
+            account: inbound.account.id.to_string(),
+            bot: inbound.bot().to_owned(),
+            chat: inbound.chat_key.clone(),
+            message_id: event.message_id.to_string(),
+            sender: inbound.speaker.label.clone(),
+            outcome,
+            reason,
+        });
     }
 
     /// A policy notice, at most once per sender per account every 10 minutes.

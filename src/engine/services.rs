@@ -13,6 +13,7 @@ use super::own_notices::OwnNotices;
 use super::waiters::Waiters;
 use crate::config::Config;
 use crate::deliver::{Handover, RunHandedOver};
+use crate::events::{Event, Events};
 use crate::guards::{Guards, KeyedLimiter};
 use crate::lanes::Lanes;
 use crate::metrics::Metrics;
@@ -41,6 +42,7 @@ pub struct Services {
     own_notices: OwnNotices,
     waiters: Waiters,
     metrics: Metrics,
+    events: Events,
     board: Board,
     tasks: TaskTracker,
     bind_tools: BindTools,
@@ -77,6 +79,7 @@ impl Services {
             own_notices: OwnNotices::default(),
             waiters: Waiters::default(),
             metrics: Metrics::default(),
+            events: Events::default(),
             board: Board::new(zone),
             tasks: TaskTracker::new(),
             bind_tools,
@@ -142,6 +145,30 @@ impl Services {
     /// Counters for `/metrics`.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// The live event stream (`/api/events`).
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    /// A guard (`bot_messages`, `inbound_rate`, `lanes`, `sessions_send`, `chain`) refused
+    /// something `bot` asked for, for `reason`, in `chat` (`<platform>:<chat>`) when there is
+    /// one: kept an hour for `/baton status` and announced on the event stream.
+    pub fn refused(
+        &self,
+        guard: &'static str,
+        reason: &'static str,
+        chat: Option<String>,
+        bot: &str,
+    ) {
+        self.events.emit(Event::GuardRefused {
+            guard: guard.to_owned(),
+            reason: reason.to_owned(),
+            bot: bot.to_owned(),
+            chat: chat.clone(),
+        });
+        self.metrics.refused(guard, reason, chat);
     }
 
     /// When each bot's heartbeat and cron entries fall due next (written by the scheduler).

@@ -150,6 +150,7 @@ pub(crate) async fn journal(services: &Services, session: &SessionKey, run_id: S
 fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
     Journal::new(
         services.store().clone(),
+        services.events().clone(),
         session.render(),
         session.bot.clone(),
         run_id,

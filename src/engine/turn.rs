@@ -10,6 +10,7 @@ use serde_json::json;
 use super::context::{self, Current, SESSION_TAIL};
 use super::{Caller, Services};
 use crate::deliver::DeliveryFailed;
+use crate::events::{Event, TurnOutcome};
 use crate::metrics;
 use crate::mirror::{Journal, RecordingTools};
 use crate::outcome::Outcome;
@@ -91,12 +92,39 @@ pub(crate) enum TurnFailure {
 /// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools
 /// under the time limit, and decide the outcome. Silence and failures are recorded here;
 /// posting a reply is the caller's business (a chat reply, or an answer to another bot).
-/// The caller ([`super::SessionTurn`]) holds the session's lane slot.
+/// The caller ([`super::SessionTurn`]) holds the session's lane slot. Its start and its end are
+/// announced on the event stream here, for every flow.
 pub(super) async fn take_turn(
     shared: &Arc<Services>,
     journal: &Journal,
     plan: TurnPlan<'_>,
 ) -> TurnEnd {
+    let bot = plan.bot.id().to_owned();
+    let (session, run_id) = (journal.session().to_owned(), journal.run_id().to_owned());
+    shared.events().emit(Event::TurnStarted {
+        bot: bot.clone(),
+        session: session.clone(),
+        run_id: run_id.clone(),
+    });
+    let started = std::time::Instant::now();
+    let end = run_turn(shared, journal, plan).await;
+    let (outcome, model) = match &end {
+        TurnEnd::Reply { model, .. } => (TurnOutcome::Reply, model.clone()),
+        TurnEnd::Silent { model } => (TurnOutcome::Silent, model.clone()),
+        TurnEnd::Failed(_) => (TurnOutcome::Failed, String::new()),
+    };
+    shared.events().emit(Event::TurnEnded {
+        bot,
+        session,
+        run_id,
+        outcome,
+        model,
+        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    });
+    end
+}
+
+async fn run_turn(shared: &Arc<Services>, journal: &Journal, plan: TurnPlan<'_>) -> TurnEnd {
     let session = journal.session().to_owned();
     let tail = match plan.recall {
         Recall::SessionTail => shared

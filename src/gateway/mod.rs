@@ -5,6 +5,7 @@
 //! same code path as production, on port 0 and a temporary database.
 
 mod build;
+mod connections;
 mod retention;
 
 pub use build::AdapterOverride;
@@ -198,7 +199,16 @@ impl Gateway {
         let unfinished = dispatcher.unfinished().await?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
-        for account in shared.roster().accounts() {
+        for (index, account) in shared.roster().accounts().iter().enumerate() {
+            let (events, watched, stop) = (
+                shared.events().clone(),
+                Arc::clone(&shared),
+                shutdown.clone(),
+            );
+            tasks.spawn(async move {
+                let account = &watched.roster().accounts()[index];
+                connections::announce(events, account, stop).await;
+            });
             let adapter = Arc::clone(&account.adapter);
             let sink = dispatcher.clone();
             let stop = shutdown.clone();

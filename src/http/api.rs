@@ -126,25 +126,34 @@ pub(super) async fn deliveries(
     }
 }
 
-/// `?session=KEY&after=ID`: a session's transcript.
+/// `?session=KEY&after=ID` or `?session=KEY&run=ID`: a session's transcript.
 #[derive(Debug, Deserialize)]
 pub(super) struct TranscriptParams {
     session: String,
     after: Option<i64>,
+    run: Option<String>,
 }
 
-/// One session's transcript, oldest first.
+/// One session's transcript, oldest first; with `run`, only that run's entries (a bot-to-bot
+/// call's tool calls and reply, for the dashboard's nested cards).
 pub(super) async fn transcript(
     State(state): State<AppState>,
     Query(params): Query<TranscriptParams>,
 ) -> Response {
+    let store = state.dispatcher.shared().store();
+    if let Some(run) = &params.run {
+        return match store.run_entries(&params.session, run).await {
+            Ok(entries) => Json(entries).into_response(),
+            Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+        };
+    }
     let query = TranscriptQuery {
         session: params.session,
         after_id: params.after,
         last: None,
         since_reset: false,
     };
-    match state.dispatcher.shared().store().transcript(query).await {
+    match store.transcript(query).await {
         Ok(entries) => Json(entries).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }

@@ -3,7 +3,10 @@
 //! can be told apart from a known one).
 //!
 //! With `gateway.api_token_env` set, every request needs `Authorization: Bearer <token>`
-//! (the scheme in any case). The token is compared as a SHA-256 digest, so neither the
+//! (the scheme in any case), or `Basic` credentials whose password is the token (any user
+//! name): a browser cannot add a bearer header to a page load or to an `EventSource`, but it
+//! asks for Basic credentials once (the 401 offers both schemes) and sends them with every
+//! request to the dashboard's origin. The token is compared as a SHA-256 digest, so neither the
 //! comparison's time nor its early exit says how long the token is or how much of it matched.
 //!
 //! Without a token, the gateway serves only this machine, and checks that it really is this
@@ -108,10 +111,11 @@ impl IntoResponse for Refusal {
         let status = self.status();
         let mut response = (status, self.to_string()).into_response();
         if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                "Bearer".parse().expect("valid value"),
-            );
+            let headers = response.headers_mut();
+            for challenge in ["Bearer", "Basic realm=\"baton\", charset=\"UTF-8\""] {
+                let value = challenge.parse().expect("valid value");
+                headers.append(header::WWW_AUTHENTICATE, value);
+            }
         }
         response
     }
@@ -157,8 +161,8 @@ pub(super) fn check(
             let presented = headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
-                .and_then(bearer);
-            if !presented.is_some_and(|p| token.matches(p)) {
+                .and_then(|v| bearer(v).map(str::to_owned).or_else(|| basic_password(v)));
+            if !presented.is_some_and(|p| token.matches(&p)) {
                 return Err(Refusal::Token);
             }
         }
@@ -200,6 +204,21 @@ fn bearer(value: &str) -> Option<&str> {
     scheme
         .eq_ignore_ascii_case("bearer")
         .then(|| credentials.trim())
+}
+
+/// The password of `Basic <base64(user:password)>`, the scheme matched in any case.
+fn basic_password(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    let (scheme, credentials) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(credentials.trim())
+        .ok()?;
+    let decoded = String::from_utf8(decoded).ok()?;
+    let (_user, password) = decoded.split_once(':')?;
+    Some(password.to_owned())
 }
 
 /// `Host` (with or without a port) names this machine: `localhost`, 127.0.0.0/8, `[::1]` or
@@ -349,6 +368,23 @@ mod tests {
             check(Some(&token), LOCAL, &get, &HeaderMap::new()),
             Err(Refusal::Token)
         );
+    }
+
+    #[test]
+    fn a_browser_may_give_the_token_as_the_basic_password() {
+        let token = Token::new(&Secret::new("s3cret"));
+        let get = Method::GET;
+        // base64("anyone:s3cret"), base64(":s3cret"), base64("anyone:wrong")
+        for (value, ok) in [
+            ("Basic YW55b25lOnMzY3JldA==", true),
+            ("basic OnMzY3JldA==", true),
+            ("Basic YW55b25lOndyb25n", false),
+            ("Basic !!!", false),
+        ] {
+            let h = headers(&[("authorization", value)]);
+            let expected = if ok { Ok(()) } else { Err(Refusal::Token) };
+            assert_eq!(check(Some(&token), LOCAL, &get, &h), expected, "{value}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The one HTTP listener: health, the OpenAI-compatible API, the local
-//! rooms, the JSON API, platform webhooks (`/hooks/<platform>/<account>`) and the MCP server.
+//! rooms, the JSON API, the event stream and the dashboard, platform webhooks
+//! (`/hooks/<platform>/<account>`) and the MCP server.
 //!
 //! Everything but the webhooks and the health checks is behind one gate ([`auth`]): with
 //! `gateway.api_token_env` set, a bearer token is required; without it, only clients on this
@@ -10,6 +11,8 @@
 mod api;
 mod auth;
 mod body_deadline;
+mod dashboard;
+mod events;
 mod health;
 mod hooks;
 mod listen;
@@ -17,6 +20,7 @@ mod mcp;
 mod mcp_admission;
 mod metrics;
 mod openai;
+mod roster;
 mod server;
 
 pub use listen::{bind, raise_open_file_limit};
@@ -75,7 +79,18 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
             .gateway
             .body_timeout_seconds,
     );
+    let events_stop = stop.clone();
     Router::new()
+        .route("/", get(dashboard::page))
+        .route("/assets/dashboard.js", get(dashboard::script))
+        .route("/assets/dashboard.css", get(dashboard::style))
+        .route(
+            "/api/events",
+            get(move |state, headers, query| {
+                events::stream(state, headers, query, events_stop.clone())
+            }),
+        )
+        .route("/api/roster", get(roster::roster))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))

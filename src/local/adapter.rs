@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionState, EventSink, InboundEvent,
-    MessageId, NotTaken, OutboundMessage, Platform, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+    InboundEvent, MessageId, NotTaken, OutboundMessage, Platform, SendError, SentMessage, UserId,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,7 @@ pub struct LocalAdapter {
     bot: String,
     hub: Arc<LocalHub>,
     inbox: Mutex<Option<mpsc::UnboundedReceiver<InboundEvent>>>,
-    state: Mutex<ConnectionState>,
+    state: ConnectionCell,
 }
 
 impl LocalAdapter {
@@ -36,12 +36,12 @@ impl LocalAdapter {
             bot,
             hub,
             inbox: Mutex::new(Some(inbox)),
-            state: Mutex::new(ConnectionState::Connecting),
+            state: ConnectionCell::default(),
         }
     }
 
     fn set_state(&self, state: ConnectionState) {
-        *self.state.lock().expect("state poisoned") = state;
+        self.state.set(state);
     }
 }
 
@@ -68,8 +68,8 @@ impl Adapter for LocalAdapter {
         Some(UserId(self.bot.clone()))
     }
 
-    fn connection_state(&self) -> ConnectionState {
-        *self.state.lock().expect("state poisoned")
+    fn connection(&self) -> &ConnectionCell {
+        &self.state
     }
 
     async fn run(

@@ -30,7 +30,8 @@ pub use recover::recover;
 pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 
 use crate::engine::{Caller, Services};
-use crate::store::Origin;
+use crate::events::Event;
+use crate::store::{Delivery, DeliveryState, NewDelivery, Origin};
 
 /// A message for a session that did not come from its chat: another bot's late reply, a human's
 /// answer to an escalation, an approval decision. It wakes the session's bot for a turn on the
@@ -69,4 +70,59 @@ pub fn post_to_session(shared: &Arc<Services>, message: SessionMessage) {
 /// What a bot is given when another bot speaks to it.
 fn from_bot(sender: &str, text: &str) -> String {
     format!("Message from bot '{sender}': {text}")
+}
+
+/// Who a delivery goes between, for its events.
+struct Route<'a> {
+    run_id: &'a str,
+    sender: &'a str,
+    sender_session: &'a str,
+    target: &'a str,
+    target_session: &'a str,
+}
+
+impl<'a> From<&'a Delivery> for Route<'a> {
+    fn from(d: &'a Delivery) -> Self {
+        Route {
+            run_id: &d.run_id,
+            sender: &d.sender,
+            sender_session: &d.sender_session,
+            target: &d.target,
+            target_session: &d.target_session,
+        }
+    }
+}
+
+impl<'a> From<&'a NewDelivery> for Route<'a> {
+    fn from(d: &'a NewDelivery) -> Self {
+        Route {
+            run_id: &d.run_id,
+            sender: &d.sender,
+            sender_session: &d.sender_session,
+            target: &d.target,
+            target_session: &d.target_session,
+        }
+    }
+}
+
+/// A delivery moved to `state` (with the refusal or failure `reason`, the answering `model`):
+/// announced on the event stream, the one place every move of a delivery passes.
+fn moved<'a>(
+    shared: &Services,
+    route: impl Into<Route<'a>>,
+    state: DeliveryState,
+    reason: Option<&str>,
+    model: Option<&str>,
+) {
+    let route = route.into();
+    shared.events().emit(Event::Delivery {
+        run_id: route.run_id.to_owned(),
+        sender: route.sender.to_owned(),
+        sender_session: route.sender_session.to_owned(),
+        target: route.target.to_owned(),
+        target_session: route.target_session.to_owned(),
+        state: state.as_str().to_owned(),
+        reason: reason.map(str::to_owned),
+        model: model.map(str::to_owned),
+    });
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{SessionMessage, from_bot, ping_pong, post_to_session};
+use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
     Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
@@ -48,6 +48,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     if let Err(err) = shared.store().delivery_settle(running).await {
         tracing::error!(run = %d.run_id, %err, "could not mark the delivery running");
     }
+    moved(shared, d, DeliveryState::Running, None, None);
     let speaker = format!("bot:{}", d.sender);
     let text = from_bot(&d.sender, &d.message);
     let plan = TurnPlan {
@@ -121,9 +122,11 @@ pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResu
     } else {
         Notify::Pending
     });
+    let (state, reason, model) = (change.state, change.reason.clone(), change.model.clone());
     if let Err(err) = shared.store().delivery_settle(change).await {
         tracing::error!(run = %d.run_id, %err, "could not record the delivery's outcome");
     }
+    moved(shared, d, state, reason.as_deref(), model.as_deref());
     shared.waiters().forget(&d.run_id);
     if !in_band {
         push(shared, d, &result).await;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::run;
+use super::{moved, run};
 
 use crate::engine::{Caller, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
@@ -155,7 +155,10 @@ pub async fn send(
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
     let delivery = match shared.store().delivery_begin(new, since).await? {
-        Begun::New(delivery) => delivery,
+        Begun::New(delivery) => {
+            moved(shared, &delivery, DeliveryState::Queued, None, None);
+            delivery
+        }
         Begun::Existing(earlier) => {
             return Ok(Sent {
                 outcome: follow(shared, &earlier, request.timeout, started).await,
@@ -164,7 +167,12 @@ pub async fn send(
         }
     };
     if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
-        count_refusal(shared, delivery.origin.as_deref(), refusal);
+        count_refusal(
+            shared,
+            &delivery.sender,
+            delivery.origin.as_deref(),
+            refusal,
+        );
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())
@@ -172,6 +180,8 @@ pub async fn send(
         if let Err(err) = shared.store().delivery_settle(change).await {
             tracing::error!(%err, "could not record a refused send");
         }
+        let reason = Some(refusal.as_str());
+        moved(shared, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {
             bot: delivery.target,
             refusal,
@@ -233,7 +243,9 @@ fn unknown_bot(shared: &Services, name: &str) -> SendError {
 /// A send the rules refused before anything ran: kept on record, answered with the reason.
 async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -> SendOutcome {
     tracing::info!(sender = %new.sender, target = %new.target, reason = refusal.as_str(), "sessions_send refused");
-    count_refusal(shared, new.origin.as_deref(), refusal);
+    count_refusal(shared, &new.sender, new.origin.as_deref(), refusal);
+    let reason = Some(refusal.as_str());
+    moved(shared, &new, DeliveryState::Refused, reason, None);
     let bot = new.target.clone();
     if let Err(err) = shared.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
@@ -242,13 +254,11 @@ async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
-fn count_refusal(shared: &Services, origin: Option<&str>, refusal: SendRefusal) {
+fn count_refusal(shared: &Services, sender: &str, origin: Option<&str>, refusal: SendRefusal) {
     let chat = origin
         .and_then(SessionKey::parse)
         .map(|o| crate::session::chat_key(o.platform, &o.chat, None));
-    shared
-        .metrics()
-        .refused("sessions_send", refusal.as_str(), chat);
+    shared.refused("sessions_send", refusal.as_str(), chat, sender);
 }
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.

@@ -91,14 +91,15 @@ impl Store {
         post: NewEntry,
         handovers: Vec<Filing>,
         now_ms: i64,
-    ) -> Result<Vec<Option<InboxId>>, StoreError> {
+    ) -> Result<(i64, Vec<Option<InboxId>>), StoreError> {
         let meta = meta_json(&post)?;
         self.write(move |conn| {
-            insert_entry(conn, &post, &meta)?;
-            handovers
+            let entry = insert_entry(conn, &post, &meta)?;
+            let filed = handovers
                 .iter()
                 .map(|filing| file(conn, filing, now_ms))
-                .collect()
+                .collect::<rusqlite::Result<_>>()?;
+            Ok((entry, filed))
         })
         .await
     }
@@ -204,7 +205,7 @@ mod tests {
             keys: keys(&["msg:om_1"]),
             event: format!("for {account}"),
         };
-        let filed = store
+        let (_, filed) = store
             .append_handing_over(post, vec![to("caid"), to("ada")], 3)
             .await
             .unwrap();

@@ -1,6 +1,7 @@
 //! The [`Adapter`] trait: the one seam between the gateway and a platform.
 
 use async_trait::async_trait;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::ids::{AccountId, ChatId, Platform, UserId};
@@ -41,12 +42,69 @@ pub enum ConnectionState {
 }
 
 impl ConnectionState {
+    /// The state's name: `connecting`, `connected`, `retrying`, `stopped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionState::Connecting => "connecting",
+            ConnectionState::Connected => "connected",
+            ConnectionState::Retrying { .. } => "retrying",
+            ConnectionState::Stopped => "stopped",
+        }
+    }
+
+    /// Reconnect attempts so far, while retrying.
+    pub fn attempt(self) -> Option<u32> {
+        match self {
+            ConnectionState::Retrying { attempt } => Some(attempt),
+            _ => None,
+        }
+    }
+
     /// Ready means the account can receive: connected, or on its way back with backoff.
     pub fn is_ready(self) -> bool {
         matches!(
             self,
             ConnectionState::Connected | ConnectionState::Retrying { .. }
         )
+    }
+}
+
+/// An account's connection state, set by its adapter and watched by the gateway: `/readyz`
+/// reads it, and each change is announced on the gateway's event stream as it happens (a watch
+/// channel, so nobody polls).
+#[derive(Debug)]
+pub struct ConnectionCell(watch::Sender<ConnectionState>);
+
+impl Default for ConnectionCell {
+    /// [`ConnectionState::Connecting`].
+    fn default() -> Self {
+        Self::new(ConnectionState::Connecting)
+    }
+}
+
+impl ConnectionCell {
+    /// A cell holding `state`.
+    pub fn new(state: ConnectionState) -> Self {
+        Self(watch::channel(state).0)
+    }
+
+    /// Move to `state`; watchers are woken when it differs from the last one.
+    pub fn set(&self, state: ConnectionState) {
+        self.0.send_if_modified(|now| {
+            let changed = *now != state;
+            *now = state;
+            changed
+        });
+    }
+
+    /// The state now.
+    pub fn get(&self) -> ConnectionState {
+        *self.0.borrow()
+    }
+
+    /// A receiver woken on every change.
+    pub fn watch(&self) -> watch::Receiver<ConnectionState> {
+        self.0.subscribe()
     }
 }
 
@@ -105,8 +163,13 @@ pub trait Adapter: Send + Sync + 'static {
     /// The gateway uses it to resolve mentions of this bot and to recognise its messages.
     fn self_id(&self) -> Option<UserId>;
 
+    /// The connection's state, kept where the gateway can watch it.
+    fn connection(&self) -> &ConnectionCell;
+
     /// The connection's state right now.
-    fn connection_state(&self) -> ConnectionState;
+    fn connection_state(&self) -> ConnectionState {
+        self.connection().get()
+    }
 
     /// Connect and feed events to `sink` until `shutdown` fires, reconnecting with backoff on
     /// transient failures. Webhook-only adapters just mark themselves connected and wait.

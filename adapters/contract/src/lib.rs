@@ -15,7 +15,9 @@ mod secret;
 mod sibling_post;
 mod webhook;
 
-pub use adapter::{Adapter, AdapterError, Capabilities, ConnectionState, EventSink, NotTaken};
+pub use adapter::{
+    Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, NotTaken,
+};
 pub use backoff::Backoff;
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};

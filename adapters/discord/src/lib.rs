@@ -22,13 +22,14 @@ mod outbound;
 pub mod rest;
 
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionState, EventSink, OutboundMessage,
-    Platform, Secret, SendError, SentMessage, UserId, WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+    OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
+    WebhookResponse,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -97,13 +98,13 @@ pub(crate) struct Shared {
     application_id: RwLock<Option<String>>,
     directory: RwLock<Directory>,
     interactions: Interactions,
-    state: Mutex<ConnectionState>,
+    state: ConnectionCell,
     commands_registered: AtomicBool,
 }
 
 impl Shared {
     fn set_state(&self, state: ConnectionState) {
-        *self.state.lock().expect("state lock poisoned") = state;
+        self.state.set(state);
     }
 
     fn identity(&self) -> Option<Identity> {
@@ -187,7 +188,7 @@ impl DiscordAdapter {
                 identity: RwLock::new(None),
                 directory: RwLock::new(Directory::default()),
                 interactions: Interactions::default(),
-                state: Mutex::new(ConnectionState::Connecting),
+                state: ConnectionCell::default(),
                 commands_registered: AtomicBool::new(false),
             }),
         })
@@ -228,8 +229,8 @@ impl Adapter for DiscordAdapter {
         self.shared.identity().map(|me| UserId(me.user_id))
     }
 
-    fn connection_state(&self) -> ConnectionState {
-        *self.shared.state.lock().expect("state lock poisoned")
+    fn connection(&self) -> &ConnectionCell {
+        &self.shared.state
     }
 
     async fn run(

@@ -32,14 +32,14 @@ pub mod webhook;
 mod ws;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionState, EventSink,
-    InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, SiblingPost, UserId,
-    WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell,
+    ConnectionState, EventSink, InboundEvent, OutboundMessage, Platform, Secret, SendError,
+    SentMessage, SiblingPost, UserId, WebhookRequest, WebhookResponse,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -241,7 +241,7 @@ pub struct FeishuAdapter {
     settings: FeishuSettings,
     api: Api,
     identity: RwLock<Option<BotInfo>>,
-    state: Mutex<ConnectionState>,
+    state: ConnectionCell,
     posted: Posted,
     membership: Membership,
 }
@@ -258,7 +258,7 @@ impl FeishuAdapter {
             settings,
             api,
             identity: RwLock::new(None),
-            state: Mutex::new(ConnectionState::Connecting),
+            state: ConnectionCell::default(),
             posted: Posted::default(),
             membership: Membership::default(),
         }
@@ -270,7 +270,7 @@ impl FeishuAdapter {
     }
 
     fn set_state(&self, state: ConnectionState) {
-        *self.state.lock().expect("state lock poisoned") = state;
+        self.state.set(state);
     }
 
     fn identity(&self) -> Option<BotInfo> {
@@ -396,8 +396,8 @@ impl Adapter for FeishuAdapter {
         self.identity().map(|me| UserId(me.open_id))
     }
 
-    fn connection_state(&self) -> ConnectionState {
-        *self.state.lock().expect("state lock poisoned")
+    fn connection(&self) -> &ConnectionCell {
+        &self.state
     }
 
     async fn run(

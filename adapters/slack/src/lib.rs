@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionState, EventSink,
-    OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
+    EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
     WebhookResponse,
 };
 use tokio_util::sync::CancellationToken;
@@ -92,7 +92,7 @@ pub struct SlackAdapter {
     api: Api,
     identity: RwLock<Option<Identity>>,
     app_id: Mutex<Option<String>>,
-    state: Mutex<ConnectionState>,
+    state: ConnectionCell,
 }
 
 impl SlackAdapter {
@@ -108,12 +108,12 @@ impl SlackAdapter {
             settings,
             api,
             identity: RwLock::new(None),
-            state: Mutex::new(ConnectionState::Connecting),
+            state: ConnectionCell::default(),
         }
     }
 
     fn set_state(&self, state: ConnectionState) {
-        *self.state.lock().expect("state lock poisoned") = state;
+        self.state.set(state);
     }
 
     fn identity(&self) -> Option<Identity> {
@@ -217,8 +217,8 @@ impl Adapter for SlackAdapter {
         self.identity().map(|me| UserId(me.user_id))
     }
 
-    fn connection_state(&self) -> ConnectionState {
-        *self.state.lock().expect("state lock poisoned")
+    fn connection(&self) -> &ConnectionCell {
+        &self.state
     }
 
     async fn run(

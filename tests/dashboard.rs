@@ -1,0 +1,318 @@
+//! The dashboard in a real browser (headless Chromium over WebDriver) against a real gateway
+//! with echo bots: things happen through the HTTP API (a mention, a `sessions_send`, a chain)
+//! and the assertions are on what the page shows, read from its DOM.
+//!
+//! `BATON_SCREENSHOTS=1 cargo test --test dashboard` also saves the README's pictures under
+//! `docs/`.
+
+#[path = "support/browser.rs"]
+mod browser;
+mod support;
+
+use browser::Browser;
+use serde_json::Value;
+use support::gateway::{TestGateway, temp_db};
+
+/// The demo's three echo bots on the local channel, open rooms, `admin` may start chains.
+const CONFIG: &str = r#"
+[gateway]
+drain_seconds = 2
+
+[[bots]]
+id = "snark"
+name = "Snark"
+description = "Wry router"
+backend = "echo"
+tools = ["bots_list", "sessions_*", "chain_*"]
+
+[[bots]]
+id = "caid"
+name = "Caid"
+description = "Coder"
+backend = "echo"
+tools = ["sessions_send", "chain_message"]
+
+[[bots]]
+id = "sec"
+name = "Sec"
+description = "Security reviewer"
+backend = "echo"
+tools = ["sessions_send", "chain_message"]
+
+[chats_default]
+group_policy = "open"
+dm_policy = "open"
+activation = "mention"
+
+[admins]
+local = ["admin"]
+"#;
+
+const SNARK_LOBBY: &str = "bot:snark:local:snark:lobby";
+
+fn texts(selector: &str) -> String {
+    format!("return [...document.querySelectorAll({selector:?})].map(e => e.textContent.trim());")
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The roster, a transcript that grows without a reload, a bot-to-bot call as a nested card,
+/// and the chain thread with its turns in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(CONFIG, &db).await;
+    let browser = Browser::start().await;
+    let page = format!("{}/#/session/{}", gw.base, urlencode(SNARK_LOBBY));
+    browser.client.goto(&page).await.unwrap();
+
+    // The roster: every bot by name, each account connected, nobody busy.
+    let names = browser
+        .until(
+            "the three bots",
+            "const n = [...document.querySelectorAll('.bot-card .bot-name')].map(e => e.textContent); \
+             return n.length === 3 ? n : null;",
+        )
+        .await;
+    assert_eq!(strings(&names), ["Snark", "Caid", "Sec"]);
+    browser
+        .until(
+            "every account connected",
+            "const s = [...document.querySelectorAll('.account .state')].map(e => e.textContent); \
+             return s.length === 3 && s.every(t => t === 'connected');",
+        )
+        .await;
+
+    // A mention, answered while the page is open: the transcript grows without a reload.
+    browser.js("window.__sameLoad = true; return true;").await;
+    gw.say("lobby", "alice", "@snark hello there").await;
+    browser
+        .until(
+            "snark's reply in the live transcript",
+            "return [...document.querySelectorAll('.entries .kind-reply .entry-text')] \
+             .some(e => e.textContent === 'hello there');",
+        )
+        .await;
+    assert_eq!(browser.js("return window.__sameLoad === true;").await, true);
+    browser.screenshot("dashboard-session").await;
+
+    // A bot-to-bot call: a nested card under the message that caused it.
+    gw.say("lobby", "alice", "@snark ask @caid: write a haiku")
+        .await;
+    gw.settle().await;
+    let card = browser
+        .until(
+            "the call card, delivered",
+            "const c = [...document.querySelectorAll('.run .call-card')] \
+               .find(c => c.querySelector('.call-state').textContent === 'delivered'); \
+             if (!c) return null; \
+             const run = c.closest('.run'); \
+             return { caller: c.querySelector('.call-caller').textContent, \
+                      target: c.querySelector('.call-target').textContent, \
+                      model: c.querySelector('.call-model').textContent, \
+                      elapsed: c.querySelector('.call-elapsed').textContent, \
+                      cause: run.querySelector('.kind-inbound .entry-text').textContent, \
+                      after: run.querySelector('.kind-reply .entry-text').textContent };",
+        )
+        .await;
+    assert_eq!(card["caller"], "snark", "{card}");
+    assert_eq!(card["target"], "caid", "{card}");
+    assert_eq!(card["model"], "(echo)", "{card}");
+    let elapsed = card["elapsed"].as_str().unwrap();
+    assert!(
+        elapsed.ends_with(" s") && elapsed.trim_end_matches(" s").parse::<f64>().is_ok(),
+        "elapsed time: {elapsed}"
+    );
+    assert_eq!(card["cause"], "@snark ask @caid: write a haiku", "{card}");
+    assert_eq!(card["after"], "write a haiku", "{card}");
+    // Expanded, it shows the target's own run: the message it got and its answer.
+    browser
+        .js("document.querySelector('.call-card.state-delivered .call-head').click(); return true;")
+        .await;
+    let inner = browser
+        .until(
+            "caid's run inside the card",
+            "const i = document.querySelector('.call-card.open .call-inner'); \
+             if (!i || !i.querySelector('.kind-answer')) return null; \
+             return [...i.querySelectorAll('.entry')].map(e => e.querySelector('.speaker').textContent + ': ' + e.querySelector('.entry-text').textContent);",
+        )
+        .await;
+    assert_eq!(
+        strings(&inner),
+        [
+            "bot:snark: Message from bot 'snark': write a haiku",
+            "caid: write a haiku"
+        ]
+    );
+    browser.screenshot("dashboard-call").await;
+
+    // The roster tells who is here; the deliveries view lists the call.
+    browser
+        .client
+        .goto(&format!("{}/#/deliveries", gw.base))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the delivery in the table",
+            "return [...document.querySelectorAll('table.deliveries tr .d-state')].some(e => e.textContent === 'delivered');",
+        )
+        .await;
+    browser.screenshot("dashboard-deliveries").await;
+
+    // A chain: turns in order, each speaker's post under its turn bar.
+    gw.say(
+        "lobby",
+        "admin",
+        "/baton chain start @caid @sec review the plan",
+    )
+    .await;
+    gw.settle().await;
+    let chains = gw.get("/api/chains").await;
+    let id = chains["chains"][0]["id"].as_str().unwrap().to_owned();
+    browser
+        .client
+        .goto(&format!("{}/#/chain/{id}", gw.base))
+        .await
+        .unwrap();
+    let bars = browser
+        .until(
+            "the chain's two turn bars",
+            "const b = [...document.querySelectorAll('.chain-thread .turn-bar .turn-to')].map(e => e.textContent); \
+             return b.length === 2 ? b : null;",
+        )
+        .await;
+    assert_eq!(strings(&bars), ["caid", "sec"]);
+    let speakers = browser
+        .js(&texts(".chain-thread .chain-turn .speaker"))
+        .await;
+    assert_eq!(strings(&speakers), ["caid", "sec"]);
+    let order = browser
+        .js(
+            "return [...document.querySelectorAll('.chain-thread > *')].map(e => \
+               e.classList.contains('turn-bar') ? 'bar:' + e.querySelector('.turn-to').textContent : \
+               e.classList.contains('chain-turn') ? 'post:' + e.dataset.speaker : 'note');",
+        )
+        .await;
+    let order: Vec<String> = strings(&order)
+        .into_iter()
+        .filter(|s| s != "note")
+        .collect();
+    assert_eq!(order, ["bar:caid", "post:caid", "bar:sec", "post:sec"]);
+    let state = browser.js(&texts(".chain-facts .chain-state")).await;
+    assert_eq!(strings(&state), ["completed"]);
+    browser.screenshot("dashboard-chain").await;
+
+    browser
+        .client
+        .goto(&format!("{}/#/chat", gw.base))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the chat panel",
+            "return document.getElementById('chat-send') !== null;",
+        )
+        .await;
+    browser.close().await;
+    gw.stop().await;
+}
+
+/// Message text is untrusted: `<script>` and markup in a message are shown as text and never
+/// run; and the chat panel talks to a bot through the pipeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(CONFIG, &db).await;
+    let browser = Browser::start().await;
+    browser
+        .client
+        .goto(&format!("{}/#/session/{}", gw.base, urlencode(SNARK_LOBBY)))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the roster",
+            "return document.querySelectorAll('.bot-card').length === 3;",
+        )
+        .await;
+    let attack = "@snark <script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">";
+    gw.say("lobby", "mallory", attack).await;
+    let shown = browser
+        .until(
+            "the attack as text",
+            "const e = [...document.querySelectorAll('.entries .kind-inbound .entry-text')] \
+               .find(e => e.textContent.includes('<script>')); return e ? e.textContent : null;",
+        )
+        .await;
+    assert_eq!(shown, attack);
+    let ran = browser
+        .js("return [window.__xss === undefined, document.querySelectorAll('.entries script, .entries img').length];")
+        .await;
+    assert_eq!(ran, serde_json::json!([true, 0]));
+
+    // The chat panel: a direct message to caid, answered through the pipeline.
+    browser
+        .client
+        .goto(&format!("{}/#/chat", gw.base))
+        .await
+        .unwrap();
+    browser
+        .until(
+            "the bot picker",
+            "return document.getElementById('chat-bot') !== null;",
+        )
+        .await;
+    browser
+        .js(
+            "const s = document.getElementById('chat-bot'); s.value = 'caid'; \
+             s.dispatchEvent(new Event('change')); return true;",
+        )
+        .await;
+    browser
+        .until(
+            "caid picked",
+            "const s = document.getElementById('chat-bot'); return s && s.value === 'caid';",
+        )
+        .await;
+    browser
+        .js("document.getElementById('chat-input').value = 'ship it'; \
+             document.getElementById('chat-send').click(); return true;")
+        .await;
+    let said = browser
+        .until(
+            "caid's answer in the chat log",
+            "const m = [...document.querySelectorAll('#chat-log .chat-message.from-bot')]; \
+             return m.length ? m.map(e => e.querySelector('.speaker').textContent + ': ' + e.querySelector('.entry-text').textContent) : null;",
+        )
+        .await;
+    assert_eq!(strings(&said), ["caid: ship it"]);
+    let transcript = gw.transcript("bot:caid:local:caid:dm:dashboard").await;
+    assert!(
+        transcript
+            .iter()
+            .any(|e| e["kind"] == "reply" && e["text"] == "ship it"),
+        "the DM went through the pipeline: {transcript:?}"
+    );
+    browser.screenshot("dashboard-chat").await;
+    browser.close().await;
+    gw.stop().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
