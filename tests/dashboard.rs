@@ -184,32 +184,29 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
         .goto(&format!("{}/#/chain/{id}", gw.base))
         .await
         .unwrap();
-    let bars = browser
+    // Live redraws rebuild the view, so the whole thread is read in one script, once complete.
+    let thread = browser
         .until(
-            "the chain's two turn bars",
-            "const b = [...document.querySelectorAll('.chain-thread .turn-bar .turn-to')].map(e => e.textContent); \
-             return b.length === 2 ? b : null;",
-        )
-        .await;
-    assert_eq!(strings(&bars), ["caid", "sec"]);
-    let speakers = browser
-        .js(&texts(".chain-thread .chain-turn .speaker"))
-        .await;
-    assert_eq!(strings(&speakers), ["caid", "sec"]);
-    let order = browser
-        .js(
-            "return [...document.querySelectorAll('.chain-thread > *')].map(e => \
+            "the chain's two turn bars, two posts and its state",
+            "const all = (q, f) => [...document.querySelectorAll(q)].map(f); \
+             const bars = all('.chain-thread .turn-bar .turn-to', e => e.textContent); \
+             const speakers = all('.chain-thread .chain-turn .speaker', e => e.textContent.trim()); \
+             const order = all('.chain-thread > *', e => \
                e.classList.contains('turn-bar') ? 'bar:' + e.querySelector('.turn-to').textContent : \
-               e.classList.contains('chain-turn') ? 'post:' + e.dataset.speaker : 'note');",
+               e.classList.contains('chain-turn') ? 'post:' + e.dataset.speaker : 'note') \
+               .filter(s => s !== 'note'); \
+             const state = all('.chain-facts .chain-state', e => e.textContent.trim()); \
+             return bars.length === 2 && speakers.length === 2 && state.length === 1 \
+               ? {bars, speakers, order, state} : null;",
         )
         .await;
-    let order: Vec<String> = strings(&order)
-        .into_iter()
-        .filter(|s| s != "note")
-        .collect();
-    assert_eq!(order, ["bar:caid", "post:caid", "bar:sec", "post:sec"]);
-    let state = browser.js(&texts(".chain-facts .chain-state")).await;
-    assert_eq!(strings(&state), ["completed"]);
+    assert_eq!(strings(&thread["bars"]), ["caid", "sec"]);
+    assert_eq!(strings(&thread["speakers"]), ["caid", "sec"]);
+    assert_eq!(
+        strings(&thread["order"]),
+        ["bar:caid", "post:caid", "bar:sec", "post:sec"]
+    );
+    assert_eq!(strings(&thread["state"]), ["completed"]);
     browser.screenshot("dashboard-chain").await;
 
     browser
