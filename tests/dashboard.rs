@@ -50,10 +50,6 @@ local = ["admin"]
 
 const SNARK_LOBBY: &str = "bot:snark:local:snark:lobby";
 
-fn texts(selector: &str) -> String {
-    format!("return [...document.querySelectorAll({selector:?})].map(e => e.textContent.trim());")
-}
-
 fn strings(value: &Value) -> Vec<String> {
     value
         .as_array()
