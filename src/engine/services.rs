@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 
 use super::Caller;
 use super::own_notices::OwnNotices;
+use super::taps::Taps;
 use super::waiters::Waiters;
 use crate::config::Config;
 use crate::guards::{Guards, KeyedLimiter};
@@ -39,6 +40,7 @@ pub struct Services {
     busy_notices: KeyedLimiter<String>,
     own_notices: OwnNotices,
     waiters: Waiters,
+    taps: Taps,
     metrics: Metrics,
     board: Board,
     tasks: TaskTracker,
@@ -72,6 +74,7 @@ impl Services {
             busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
             own_notices: OwnNotices::default(),
             waiters: Waiters::default(),
+            taps: Taps::default(),
             metrics: Metrics::default(),
             board: Board::new(zone),
             tasks: TaskTracker::new(),
@@ -132,6 +135,11 @@ impl Services {
     /// `sessions_send` runs whose senders may be waiting for the reply.
     pub fn waiters(&self) -> &Waiters {
         &self.waiters
+    }
+
+    /// Listeners on replies while they are written (`/v1/chat/completions` streams).
+    pub fn taps(&self) -> &Taps {
+        &self.taps
     }
 
     /// Counters for `/metrics`.

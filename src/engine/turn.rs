@@ -15,6 +15,7 @@ use crate::mirror::{Journal, RecordingTools};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, Origin};
+use crate::turn::TextSink;
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -96,6 +97,7 @@ pub(super) async fn take_turn(
     shared: &Arc<Services>,
     journal: &Journal,
     plan: TurnPlan<'_>,
+    sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
     let session = journal.session().to_owned();
     let tail = match plan.recall {
@@ -132,7 +134,13 @@ pub(super) async fn take_turn(
     let agent_tools = shared.tools_for(plan.caller);
     let tools = RecordingTools::new(&*agent_tools, journal);
     let started = std::time::Instant::now();
-    let ran = tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await;
+    let run = async {
+        match sink {
+            Some(sink) => bot.backend.run_streaming(&request, &tools, sink).await,
+            None => bot.backend.run(&request, &tools).await,
+        }
+    };
+    let ran = tokio::time::timeout(plan.limit, run).await;
     shared.metrics().turn_took(started.elapsed());
     let reply = match ran {
         Ok(Ok(reply)) => reply,
@@ -141,11 +149,23 @@ pub(super) async fn take_turn(
         }
         Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
     };
+    if let Some(usage) = reply.usage {
+        tracing::debug!(
+            session,
+            prompt_tokens = usage.prompt_tokens,
+            completion_tokens = usage.completion_tokens,
+            "turn's token usage"
+        );
+    }
     match Outcome::from_backend(&reply, &shared.config().gateway.silent_token) {
         Outcome::Silent => {
             shared.metrics().add(&metrics::TURNS, "silent");
             journal
-                .bot_did(EntryKind::Silent, "", json!({"model": reply.model}))
+                .bot_did(
+                    EntryKind::Silent,
+                    "",
+                    json!({"model": reply.model, "usage": reply.usage}),
+                )
                 .await;
             TurnEnd::Silent { model: reply.model }
         }

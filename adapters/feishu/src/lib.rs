@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionState, EventSink,
-    InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId,
-    WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionState, EditMessage,
+    EventSink, InboundEvent, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing,
+    TypingTarget, UserId, WebhookRequest, WebhookResponse,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -304,6 +304,26 @@ impl Adapter for FeishuAdapter {
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
         outbound::send(&self.api, &self.posted, message).await
+    }
+
+    fn can_edit(&self) -> bool {
+        true
+    }
+
+    fn max_edits(&self) -> Option<u32> {
+        Some(outbound::MAX_EDITS)
+    }
+
+    async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+        outbound::edit(&self.api, edit).await
+    }
+
+    async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+        outbound::typing_start(&self.api, at).await
+    }
+
+    async fn typing_stop(&self, at: &TypingTarget, typing: &Typing) -> Result<(), SendError> {
+        outbound::typing_stop(&self.api, at, typing).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {
