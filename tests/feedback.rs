@@ -314,8 +314,18 @@ fn assert_typing_ended(w: &World) {
 async fn streams_a_slow_reply(on: On) {
     let w = world(on, FEEDBACK).await;
     w.model.script("snark", slowly(REPLY));
+    let asked = tokio::time::Instant::now();
     w.ask("why did the build break?").await;
     assert_streamed(&w, REPLY);
+    // For BENCHMARKS.md (printed with --nocapture; never asserted on).
+    let seen = w.seen();
+    let ms = |at: Option<tokio::time::Instant>| at.map(|at| (at - asked).as_millis());
+    eprintln!(
+        "latency {on:?}: first visible text {:?} ms, whole reply shown {:?} ms, model done {:?} ms",
+        ms(seen.first_post_at()),
+        ms(seen.last_text_at()),
+        ms(w.model.finished().first().copied()),
+    );
     assert_typing_ended(&w);
     // The request asked for a stream with usage.
     let request = &w.model.requests_for("snark")[0];
@@ -485,7 +495,12 @@ async fn stream_off_posts_the_whole_reply_once() {
     )
     .await;
     w.model.script("snark", slowly(REPLY));
+    let asked = tokio::time::Instant::now();
     w.ask("all at once").await;
+    eprintln!(
+        "latency Slack, stream off: first visible text {:?} ms",
+        w.seen().first_post_at().map(|at| (at - asked).as_millis())
+    );
     let all = w.seen().all();
     assert!(
         matches!(all.as_slice(), [Seen::Post { text, .. }] if text == REPLY),
@@ -493,4 +508,120 @@ async fn stream_off_posts_the_whole_reply_once() {
     );
     assert_ne!(w.model.requests_for("snark")[0]["stream"], true);
     w.gateway.stop().await;
+}
+
+/// The real binary, killed with SIGKILL while a reply streams into Slack: at the next start
+/// the unfinished turn runs again and finishes the reply in the post it had made, never
+/// posting it a second time; the transcript holds the post once, with its final text.
+#[tokio::test]
+async fn a_kill_mid_stream_never_posts_the_reply_twice() {
+    use support::fake_slack::{signed_headers, unix_now};
+    use support::process::{EXIT_DEADLINE, Running, baton, eventually};
+
+    const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+    let model = FakeOpenAi::start().await;
+    let slack = FakeSlack::start().await;
+    slack.app("snark", SLACK_BOT);
+    // One reply for the killed attempt, one for the replay.
+    model.script("snark", Step::slow(REPLY, 8, Duration::from_millis(60)));
+    model.script("snark", Step::slow(REPLY, 8, Duration::from_millis(60)));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    let db = dir.path().join("baton.db");
+    std::fs::write(
+        &config,
+        format!(
+            "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+             [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n{FEEDBACK}\n\
+             [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
+             [[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"events\"\n\
+             bot_token_env = \"SNARK_SLACK_BOT_TOKEN\"\nsigning_secret_env = \"SNARK_SLACK_SIGNING_SECRET\"\n\
+             api_url = \"{}\"\n",
+            model.base_url, slack.api_url
+        ),
+    )
+    .unwrap();
+    let start = || {
+        let mut cmd = baton(dir.path());
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--database")
+            .arg(&db)
+            .env("SNARK_SLACK_BOT_TOKEN", "xoxb-snark")
+            .env("SNARK_SLACK_SIGNING_SECRET", SECRET);
+        Running::spawn(cmd)
+    };
+    let http = reqwest::Client::new();
+    let reply_entries = |base: String| {
+        let http = http.clone();
+        async move {
+            let sessions: Value = http
+                .get(format!("{base}/api/sessions"))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            let key = sessions[0]["key"].as_str()?.to_owned();
+            let transcript: Vec<Value> = http
+                .get(format!("{base}/api/transcript"))
+                .query(&[("session", key)])
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            Some(
+                transcript
+                    .into_iter()
+                    .filter(|e| e["kind"] == "reply")
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+
+    let (mut first, out) = start();
+    let base = first.base_url(out).await;
+    let event = serde_json::json!({ "user": "U_HUMAN", "text": format!("<@{SLACK_BOT}> why?"),
+        "ts": "1700000000.000001", "channel": "C1", "event_ts": "1700000000.000001",
+        "channel_type": "channel" });
+    let body = event_body("A_snark", "Ev1", "app_mention", event).to_string();
+    let mut request = http
+        .post(format!("{base}/hooks/slack/snark"))
+        .header("content-type", "application/json")
+        .body(body.clone());
+    for (k, v) in signed_headers(SECRET, unix_now(), &body) {
+        request = request.header(k, v);
+    }
+    assert_eq!(request.send().await.unwrap().status(), 200);
+    // Killed once the first streamed post is made and on record, long before the reply is done.
+    eventually(DEADLINE, "the first streamed post on record", || {
+        let entries = reply_entries(base.clone());
+        async move { entries.await.filter(|e| !e.is_empty()) }
+    })
+    .await;
+    first.kill();
+    first.wait(EXIT_DEADLINE).await;
+    assert_eq!(slack.seen().posts(), 1);
+    assert_ne!(slack.seen().shown(), [REPLY], "killed too late to test anything");
+
+    let (mut second, out) = start();
+    let base = second.base_url(out).await;
+    slack
+        .wait_for(|s| s.seen().shown() == [REPLY])
+        .await;
+    assert_eq!(slack.seen().posts(), 1, "posted twice: {:?}", slack.seen().all());
+    let entries = eventually(DEADLINE, "the reply's final text on record", || {
+        let entries = reply_entries(base.clone());
+        async move { entries.await.filter(|e| e.len() == 1 && e[0]["text"] == REPLY) }
+    })
+    .await;
+    assert!(entries[0]["platform_message_id"].as_str().is_some());
+    second.terminate();
+    second.wait(EXIT_DEADLINE).await;
 }

@@ -46,6 +46,17 @@ impl Timeline {
             .map(|(at, _)| *at)
     }
 
+    /// When the last post or edit was made: the reply was whole from then on.
+    pub fn last_text_at(&self) -> Option<Instant> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|(_, s)| matches!(s, Seen::Post { .. } | Seen::Edit { .. }))
+            .map(|(at, _)| *at)
+    }
+
     /// Every text that was ever shown in a post or an edit.
     pub fn texts(&self) -> Vec<String> {
         self.all()
