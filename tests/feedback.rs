@@ -289,8 +289,8 @@ fn assert_streamed(w: &World, reply: &str) {
     }
 }
 
-/// Typing went up for the turn and came down after its last post or edit, as the platform
-/// allows: Discord has no way to take it down (it ends when the bot posts), so only up there.
+/// Typing went up for the turn and came down again, as the platform allows: Discord has no
+/// way to take it down (it ends when the bot posts), so only up there.
 fn assert_typing_ended(w: &World) {
     let seen = w.seen();
     let (on, off) = seen.typing();
@@ -298,12 +298,27 @@ fn assert_typing_ended(w: &World) {
     if w.on == On::Discord {
         return;
     }
-    assert_eq!(off, on, "{:?}: typing not taken down: {:?}", w.on, seen.all());
-    let all = seen.all();
+    assert_eq!(
+        off,
+        on,
+        "{:?}: typing not taken down: {:?}",
+        w.on,
+        seen.all()
+    );
+}
+
+/// The indicator stayed up until the reply was complete.
+fn assert_typing_outlived_the_reply(w: &World) {
+    if w.on == On::Discord {
+        return;
+    }
+    let all = w.seen().all();
     let last_text = all
         .iter()
         .rposition(|s| matches!(s, Seen::Post { .. } | Seen::Edit { .. }));
-    let last_off = all.iter().rposition(|s| matches!(s, Seen::TypingOff { .. }));
+    let last_off = all
+        .iter()
+        .rposition(|s| matches!(s, Seen::TypingOff { .. }));
     assert!(
         last_text.is_none() || last_off > last_text,
         "{:?}: typing ended before the reply was complete: {all:?}",
@@ -316,7 +331,6 @@ async fn streams_a_slow_reply(on: On) {
     w.model.script("snark", slowly(REPLY));
     let asked = tokio::time::Instant::now();
     w.ask("why did the build break?").await;
-    assert_streamed(&w, REPLY);
     // For BENCHMARKS.md (printed with --nocapture; never asserted on).
     let seen = w.seen();
     let ms = |at: Option<tokio::time::Instant>| at.map(|at| (at - asked).as_millis());
@@ -326,6 +340,8 @@ async fn streams_a_slow_reply(on: On) {
         ms(seen.last_text_at()),
         ms(w.model.finished().first().copied()),
     );
+    assert_streamed(&w, REPLY);
+    assert_typing_outlived_the_reply(&w);
     assert_typing_ended(&w);
     // The request asked for a stream with usage.
     let request = &w.model.requests_for("snark")[0];
@@ -362,7 +378,10 @@ async fn feishu_streams_a_slow_reply_by_editing_its_post() {
 /// A silent turn shows nothing; a reply that ends with the token never shows a piece of it.
 async fn the_silent_token_never_shows(on: On) {
     let w = world(on, FEEDBACK).await;
-    w.model.script("snark", Step::slow("NO_REPLY", 2, Duration::from_millis(60)));
+    w.model.script(
+        "snark",
+        Step::slow("NO_REPLY", 2, Duration::from_millis(60)),
+    );
     w.ask("anything to add?").await;
     assert_eq!(w.seen().posts(), 0, "{on:?}: a silent turn posted");
     assert_eq!(w.seen().edits(), 0, "{on:?}: a silent turn edited");
@@ -403,7 +422,8 @@ async fn feishu_never_shows_the_silent_token() {
 
 /// A failed turn ends its typing too; an `always` bot nobody addressed shows no typing.
 async fn typing_follows_the_turn(on: On) {
-    let always = "\n[[chats]]\nplatform = \"{platform}\"\nid = \"{chat}\"\nactivation = \"always\"\n";
+    let always =
+        "\n[[chats]]\nplatform = \"{platform}\"\nid = \"{chat}\"\nactivation = \"always\"\n";
     let w = world(on, &format!("{FEEDBACK}{always}")).await;
     w.model.script(
         "snark",
@@ -416,10 +436,17 @@ async fn typing_follows_the_turn(on: On) {
     assert_typing_ended(&w);
     let before = w.seen().typing();
 
-    w.model.script("snark", Step::slow("NO_REPLY", 4, Duration::from_millis(30)));
+    w.model.script(
+        "snark",
+        Step::slow("NO_REPLY", 4, Duration::from_millis(30)),
+    );
     w.say("just chatting among ourselves", false).await;
     w.gateway.settle().await;
-    assert_eq!(w.model.requests_for("snark").len(), 2, "the always bot took its turn");
+    assert_eq!(
+        w.model.requests_for("snark").len(),
+        2,
+        "the always bot took its turn"
+    );
     assert_eq!(
         w.seen().typing(),
         before,
@@ -453,7 +480,11 @@ async fn a_reply_longer_than_discords_limit_streams_into_several_posts_at_bounda
     w.ask("tell me everything").await;
     let expected = baton::deliver::split(&long, 2000);
     assert_eq!(expected.len(), 2);
-    assert_eq!(w.seen().shown(), expected, "the posts hold the reply in order");
+    assert_eq!(
+        w.seen().shown(),
+        expected,
+        "the posts hold the reply in order"
+    );
     for text in w.seen().texts() {
         assert!(text.chars().count() <= 2000, "over Discord's limit");
     }
@@ -467,7 +498,8 @@ async fn an_edit_refused_with_429_is_sent_again_after_retry_after_in_order() {
         unreachable!()
     };
     slack.rate_limit_updates(1);
-    w.model.script("snark", Step::slow(REPLY, 8, Duration::from_millis(60)));
+    w.model
+        .script("snark", Step::slow(REPLY, 8, Duration::from_millis(60)));
     w.ask("slowly please").await;
     assert_streamed(&w, REPLY);
     w.gateway.stop().await;
@@ -608,17 +640,28 @@ async fn a_kill_mid_stream_never_posts_the_reply_twice() {
     first.kill();
     first.wait(EXIT_DEADLINE).await;
     assert_eq!(slack.seen().posts(), 1);
-    assert_ne!(slack.seen().shown(), [REPLY], "killed too late to test anything");
+    assert_ne!(
+        slack.seen().shown(),
+        [REPLY],
+        "killed too late to test anything"
+    );
 
     let (mut second, out) = start();
     let base = second.base_url(out).await;
-    slack
-        .wait_for(|s| s.seen().shown() == [REPLY])
-        .await;
-    assert_eq!(slack.seen().posts(), 1, "posted twice: {:?}", slack.seen().all());
+    slack.wait_for(|s| s.seen().shown() == [REPLY]).await;
+    assert_eq!(
+        slack.seen().posts(),
+        1,
+        "posted twice: {:?}",
+        slack.seen().all()
+    );
     let entries = eventually(DEADLINE, "the reply's final text on record", || {
         let entries = reply_entries(base.clone());
-        async move { entries.await.filter(|e| e.len() == 1 && e[0]["text"] == REPLY) }
+        async move {
+            entries
+                .await
+                .filter(|e| e.len() == 1 && e[0]["text"] == REPLY)
+        }
     })
     .await;
     assert!(entries[0]["platform_message_id"].as_str().is_some());

@@ -54,7 +54,12 @@ impl Draft {
         let keep = stripped.chars().count().saturating_sub(held);
         let shown: String = stripped.trim_start().chars().collect();
         let cut = keep.saturating_sub(stripped.chars().count() - shown.chars().count());
-        shown.chars().take(cut).collect::<String>().trim_end().to_owned()
+        shown
+            .chars()
+            .take(cut)
+            .collect::<String>()
+            .trim_end()
+            .to_owned()
     }
 }
 

@@ -143,13 +143,20 @@ impl<'a> Streamer<'a> {
         }
         let cap = self.adapter.max_edits();
         let allowed = match (pass, cap) {
-            (Pass::Last, _) | (Pass::Streaming { .. }, None) => true,
-            // The post is final from here on: spend an edit on it if any is left.
-            (Pass::Streaming { closing: true }, Some(cap)) => post.edits < cap,
+            (_, None) => true,
+            // The post's text is final: spend an edit on it if any is left.
+            (Pass::Last | Pass::Streaming { closing: true }, Some(cap)) => post.edits < cap,
             // Keep the last edit for the finished text.
             (Pass::Streaming { closing: false }, Some(cap)) => post.edits + 1 < cap,
         };
         if !allowed {
+            if pass == Pass::Last {
+                tracing::warn!(
+                    session = self.journal.session(),
+                    chunk = n,
+                    "a streamed post used up its edits; it keeps the text it has"
+                );
+            }
             return Ok(());
         }
         let edit = EditMessage {
@@ -173,4 +180,125 @@ enum Pass {
     Streaming { closing: bool },
     /// The finished reply.
     Last,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use baton_contract::{
+        AccountId, AdapterError, Capabilities, ConnectionState, EventSink, OutboundMessage,
+        Platform, SendError, SentMessage, UserId,
+    };
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::store::{Store, TranscriptQuery};
+
+    /// A platform that allows `max_edits` edits per message and records posts and edits.
+    struct Capped {
+        account: AccountId,
+        max_edits: u32,
+        log: Mutex<Vec<(String, String)>>,
+    }
+
+    #[async_trait]
+    impl Adapter for Capped {
+        fn platform(&self) -> Platform {
+            Platform::Local
+        }
+        fn account(&self) -> &AccountId {
+            &self.account
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                max_message_chars: 30,
+                threads: true,
+                ephemeral_replies: false,
+            }
+        }
+        fn self_id(&self) -> Option<UserId> {
+            None
+        }
+        fn connection_state(&self) -> ConnectionState {
+            ConnectionState::Connected
+        }
+        async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
+            Ok(())
+        }
+        async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
+            let mut log = self.log.lock().unwrap();
+            let id = format!("m{}", log.iter().filter(|(k, _)| k == "post").count());
+            log.push(("post".into(), message.text.clone()));
+            Ok(SentMessage {
+                message_id: MessageId(id),
+            })
+        }
+        fn can_edit(&self) -> bool {
+            true
+        }
+        fn max_edits(&self) -> Option<u32> {
+            Some(self.max_edits)
+        }
+        async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+            let mut log = self.log.lock().unwrap();
+            let edits = log
+                .iter()
+                .filter(|(k, _)| k == edit.message_id.as_str())
+                .count();
+            assert!(edits < self.max_edits as usize, "edited past the cap");
+            log.push((edit.message_id.to_string(), edit.text.clone()));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn posts_split_at_the_limit_keep_an_edit_for_the_final_text_and_record_it() {
+        let adapter = Capped {
+            account: "a".into(),
+            max_edits: 3,
+            log: Mutex::default(),
+        };
+        let store = Store::open(":memory:").await.unwrap();
+        let journal = Journal::new(store, "s".into(), "bot".into(), "run1".into());
+        let target = Target {
+            chat: "c".into(),
+            thread: None,
+            reply_to: None,
+            ephemeral: None,
+        };
+        let reply = "first line of it\nsecond line here\nthird and last";
+        let mut streamer = Streamer::new(&adapter, &target, &journal);
+        for end in (4..reply.len()).step_by(3) {
+            streamer.show(&reply[..end]).await.unwrap();
+        }
+        let ids = streamer.finish(reply).await.unwrap();
+        assert_eq!(ids.len(), split(reply, 30).len());
+        let log = adapter.log.lock().unwrap().clone();
+        let mut shown = std::collections::BTreeMap::new();
+        let mut n = 0;
+        for (kind, text) in &log {
+            let id = if kind == "post" {
+                n += 1;
+                format!("m{}", n - 1)
+            } else {
+                kind.clone()
+            };
+            shown.insert(id, text.clone());
+        }
+        let shown: Vec<String> = shown.into_values().collect();
+        assert_eq!(shown, split(reply, 30), "{log:?}");
+        let entries = journal
+            .store()
+            .transcript(TranscriptQuery::session("s"))
+            .await
+            .unwrap();
+        let recorded: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(
+            recorded,
+            split(reply, 30),
+            "each post's final text on record"
+        );
+    }
 }

@@ -123,9 +123,7 @@ impl SessionTurn<'_> {
         } else {
             let end = self.take(plan).await;
             let posted = match &end {
-                TurnEnd::Reply { text, .. } => {
-                    self.post(reply.account, &reply.target, text).await
-                }
+                TurnEnd::Reply { text, .. } => self.post(reply.account, &reply.target, text).await,
                 _ => Ok(Vec::new()),
             };
             Answered { end, posted }
@@ -191,7 +189,10 @@ async fn follow(
         if let Some(tap) = &tap {
             let certain = draft.certain();
             // Only ever add to what the listener has: text taken back is not sent again.
-            if let Some(new) = certain.strip_prefix(tapped.as_str()).filter(|n| !n.is_empty()) {
+            if let Some(new) = certain
+                .strip_prefix(tapped.as_str())
+                .filter(|n| !n.is_empty())
+            {
                 let _ = tap.send(new.to_owned());
                 tapped = certain;
             }

@@ -126,7 +126,11 @@ impl<'a> SessionTurn<'a> {
     }
 
     /// [`SessionTurn::take`], with the reply's text handed to `sink` as it is written.
-    pub(super) async fn take_with(&self, plan: TurnPlan<'_>, sink: Option<&dyn TextSink>) -> TurnEnd {
+    pub(super) async fn take_with(
+        &self,
+        plan: TurnPlan<'_>,
+        sink: Option<&dyn TextSink>,
+    ) -> TurnEnd {
         take_turn(self.services, &self.journal, plan, sink).await
     }
 

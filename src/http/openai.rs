@@ -165,11 +165,7 @@ fn answer(handled: Handled) -> Result<String, (StatusCode, String)> {
 /// A streamed completion: each piece of the reply as soon as the turn has it (never a piece of
 /// the silent token), then whatever of the finished reply was not sent yet. A failure after
 /// the stream began is sent as an `error` event, which the OpenAI clients raise.
-fn stream_response(
-    bot: String,
-    mut tap: Tap,
-    turn: tokio::task::JoinHandle<Handled>,
-) -> Response {
+fn stream_response(bot: String, mut tap: Tap, turn: tokio::task::JoinHandle<Handled>) -> Response {
     let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
     let created = crate::mirror::now_ms() / 1000;
     let chunk = move |delta: Value, finish: Value| {
@@ -185,7 +181,10 @@ fn stream_response(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         let send = |event: Event| tx.send(Ok::<_, Infallible>(event)).is_ok();
-        send(chunk(json!({"role": "assistant", "content": ""}), Value::Null));
+        send(chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        ));
         let mut sent = String::new();
         // The tap closes when the turn is over and has dropped its sender.
         let mut turn = turn;
@@ -209,10 +208,14 @@ fn stream_response(
             sent.push_str(&piece);
             send(chunk(json!({"content": piece}), Value::Null));
         }
-        let handled = handled.unwrap_or_else(|_| Handled::Failed("the turn stopped unexpectedly".into()));
+        let handled =
+            handled.unwrap_or_else(|_| Handled::Failed("the turn stopped unexpectedly".into()));
         match answer(handled) {
             Ok(content) => {
-                if let Some(rest) = content.strip_prefix(sent.as_str()).filter(|r| !r.is_empty()) {
+                if let Some(rest) = content
+                    .strip_prefix(sent.as_str())
+                    .filter(|r| !r.is_empty())
+                {
                     send(chunk(json!({"content": rest}), Value::Null));
                 }
                 send(chunk(json!({}), json!("stop")));

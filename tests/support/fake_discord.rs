@@ -642,7 +642,12 @@ async fn edit_message(
     if inner.edit_limits > 0 {
         inner.edit_limits -= 1;
         let body = json!({ "message": "You are being rate limited.", "retry_after": 1.0, "global": false });
-        return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], Json(body)).into_response();
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            Json(body),
+        )
+            .into_response();
     }
     let Some(message) = inner.messages.get_mut(&id) else {
         return (

@@ -151,7 +151,10 @@ impl FakeFeishu {
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
             .route("/open-apis/im/v1/messages/{id}", put(update))
-            .route("/open-apis/im/v1/messages/{id}/reactions", post(add_reaction))
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions",
+                post(add_reaction),
+            )
             .route(
                 "/open-apis/im/v1/messages/{id}/reactions/{reaction}",
                 delete(delete_reaction),
@@ -585,14 +588,19 @@ async fn update(
     }
     let edits = inner.edits.entry(id.clone()).or_default();
     if *edits >= MAX_EDITS {
-        return Json(json!({ "code": 230072, "msg": "The message has been edited too many times" }))
-            .into_response();
+        return Json(
+            json!({ "code": 230072, "msg": "The message has been edited too many times" }),
+        )
+        .into_response();
     }
     *edits += 1;
     let content: Value =
         serde_json::from_str(body["content"].as_str().unwrap_or("{}")).unwrap_or(Value::Null);
     let text = content["text"].as_str().unwrap_or("").to_owned();
-    inner.seen.push(Seen::Edit { id: id.clone(), text });
+    inner.seen.push(Seen::Edit {
+        id: id.clone(),
+        text,
+    });
     Json(json!({ "code": 0, "msg": "success", "data": { "message_id": id } })).into_response()
 }
 
@@ -627,10 +635,12 @@ async fn delete_reaction(
         return refused.into_response();
     }
     if inner.reactions.remove(&reaction).as_deref() != Some(id.as_str()) {
-        return Json(json!({ "code": 231003, "msg": "The reaction does not exist" })).into_response();
+        return Json(json!({ "code": 231003, "msg": "The reaction does not exist" }))
+            .into_response();
     }
     inner.seen.push(Seen::TypingOff { at: id });
-    Json(json!({ "code": 0, "msg": "success", "data": { "reaction_id": reaction } })).into_response()
+    Json(json!({ "code": 0, "msg": "success", "data": { "reaction_id": reaction } }))
+        .into_response()
 }
 
 async fn endpoint(State(inner): Shared, Json(body): Json<Value>) -> Json<Value> {

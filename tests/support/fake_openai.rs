@@ -500,24 +500,35 @@ async fn slow(
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tokio::spawn(async move {
         let _ = tx
-            .send(chunk(json!({"role": "assistant", "content": ""}), Value::Null))
+            .send(chunk(
+                json!({"role": "assistant", "content": ""}),
+                Value::Null,
+            ))
             .await;
         for piece in pieces {
             tokio::time::sleep(gap).await;
-            if tx.send(chunk(json!({ "content": piece }), Value::Null)).await.is_err() {
+            if tx
+                .send(chunk(json!({ "content": piece }), Value::Null))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
         let _ = tx.send(chunk(json!({}), "stop".into())).await;
         let usage = json!({"choices": [], "usage": {"prompt_tokens": 19, "completion_tokens": 5, "total_tokens": 24}});
         let _ = tx
-            .send(Ok(Bytes::from(format!("data: {usage}\n\ndata: [DONE]\n\n"))))
+            .send(Ok(Bytes::from(format!(
+                "data: {usage}\n\ndata: [DONE]\n\n"
+            ))))
             .await;
         done();
     });
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx)))
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
         .expect("valid response")
 }
 

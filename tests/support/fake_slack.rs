@@ -316,7 +316,10 @@ async fn post_message(
     .into_response()
 }
 
-async fn update_message(State(inner): State<Arc<Mutex<Inner>>>, Json(body): Json<Value>) -> Response {
+async fn update_message(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Response {
     let mut inner = inner.lock().unwrap();
     if inner.update_limits > 0 {
         inner.update_limits -= 1;
@@ -332,20 +335,29 @@ async fn update_message(State(inner): State<Arc<Mutex<Inner>>>, Json(body): Json
         id: ts.clone(),
         text: body["text"].as_str().unwrap_or("").to_owned(),
     });
-    Json(json!({ "ok": true, "channel": body["channel"], "ts": ts, "text": body["text"] }))
-        .into_response()
+    // The shape Slack documents for chat.update (slack-morphism needs `message`).
+    Json(
+        json!({ "ok": true, "channel": body["channel"], "ts": ts, "text": body["text"],
+        "message": { "text": body["text"], "user": "U_BOT", "bot_id": "B_BOT" } }),
+    )
+    .into_response()
 }
 
-async fn set_status(State(inner): State<Arc<Mutex<Inner>>>, Json(body): Json<Value>) -> Json<Value> {
+async fn set_status(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
     let inner = inner.lock().unwrap();
     if inner.no_status_scope {
         return Json(json!({ "ok": false, "error": "missing_scope", "needed": "assistant:write" }));
     }
     let at = body["thread_ts"].as_str().unwrap_or("").to_owned();
-    inner.seen.push(match body["status"].as_str().unwrap_or("") {
-        "" => Seen::TypingOff { at },
-        _ => Seen::TypingOn { at },
-    });
+    inner
+        .seen
+        .push(match body["status"].as_str().unwrap_or("") {
+            "" => Seen::TypingOff { at },
+            _ => Seen::TypingOn { at },
+        });
     Json(json!({ "ok": true }))
 }
 

@@ -33,7 +33,12 @@ impl Timeline {
 
     /// Everything seen, in order.
     pub fn all(&self) -> Vec<Seen> {
-        self.0.lock().unwrap().iter().map(|(_, s)| s.clone()).collect()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect()
     }
 
     /// When the first post was made.
@@ -106,8 +111,14 @@ impl Timeline {
     /// (typing shown, typing taken away) counts.
     pub fn typing(&self) -> (usize, usize) {
         let all = self.all();
-        let on = all.iter().filter(|s| matches!(s, Seen::TypingOn { .. })).count();
-        let off = all.iter().filter(|s| matches!(s, Seen::TypingOff { .. })).count();
+        let on = all
+            .iter()
+            .filter(|s| matches!(s, Seen::TypingOn { .. }))
+            .count();
+        let off = all
+            .iter()
+            .filter(|s| matches!(s, Seen::TypingOff { .. }))
+            .count();
         (on, off)
     }
 }

@@ -248,7 +248,11 @@ impl Api {
     }
 
     /// `POST /open-apis/im/v1/messages/<id>/reactions` with `emoji_type`; returns the reaction id.
-    pub async fn add_reaction(&self, message_id: &str, emoji_type: &str) -> Result<String, ApiError> {
+    pub async fn add_reaction(
+        &self,
+        message_id: &str,
+        emoji_type: &str,
+    ) -> Result<String, ApiError> {
         let body = json!({ "reaction_type": { "emoji_type": emoji_type } });
         let path = format!(
             "/open-apis/im/v1/messages/{}/reactions",
@@ -262,7 +266,11 @@ impl Api {
     }
 
     /// `DELETE /open-apis/im/v1/messages/<id>/reactions/<reaction id>`.
-    pub async fn delete_reaction(&self, message_id: &str, reaction_id: &str) -> Result<(), ApiError> {
+    pub async fn delete_reaction(
+        &self,
+        message_id: &str,
+        reaction_id: &str,
+    ) -> Result<(), ApiError> {
         let path = format!(
             "/open-apis/im/v1/messages/{}/reactions/{}",
             path_segment(message_id),

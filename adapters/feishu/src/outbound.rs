@@ -64,7 +64,10 @@ pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError>
 }
 
 /// Put the typing reaction on the message being answered.
-pub(crate) async fn typing_start(api: &Api, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+pub(crate) async fn typing_start(
+    api: &Api,
+    at: &TypingTarget,
+) -> Result<Option<Typing>, SendError> {
     let reaction = api
         .add_reaction(at.message.as_str(), TYPING_EMOJI)
         .await

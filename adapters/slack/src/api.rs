@@ -104,7 +104,12 @@ impl Api {
     }
 
     /// `chat.update`: replace the text of the message `ts` in `channel`.
-    pub async fn update_message(&self, channel: &str, ts: &str, text: &str) -> Result<(), SendError> {
+    pub async fn update_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+    ) -> Result<(), SendError> {
         let request = SlackApiChatUpdateRequest::new(
             SlackChannelId(channel.to_owned()),
             SlackMessageContent::new().with_text(text.to_owned()),

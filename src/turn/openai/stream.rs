@@ -58,8 +58,12 @@ impl Assembler {
             self.done = true;
             return Ok(());
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| format!("a stream event is not JSON ({e}): {}", crate::turn::quote(data)))?;
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            format!(
+                "a stream event is not JSON ({e}): {}",
+                crate::turn::quote(data)
+            )
+        })?;
         if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
             return Err(format!("the stream ended with an error: {message}"));
         }
@@ -242,7 +246,10 @@ mod tests {
         let heard = Heard::default();
         let mut assembler = Assembler::default();
         let err = assembler
-            .feed(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n", &heard)
+            .feed(
+                b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n",
+                &heard,
+            )
             .unwrap_err();
         assert!(err.contains("overloaded"), "{err}");
         assert!(Assembler::default().finish().is_err());

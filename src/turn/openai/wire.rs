@@ -347,7 +347,11 @@ mod tests {
     #[test]
     fn tools_are_sent_only_when_there_are_some() {
         let lines = [ChatLine::new(Role::User, "x")];
-        assert!(request_body("m", &lines, &[], Delivery::Whole).get("tools").is_none());
+        assert!(
+            request_body("m", &lines, &[], Delivery::Whole)
+                .get("tools")
+                .is_none()
+        );
         let tool = ToolSpec {
             name: "bots_list".into(),
             description: "roster".into(),
