@@ -617,8 +617,21 @@ async fn a_kill_mid_stream_never_posts_the_reply_twice() {
         }
     };
 
+    let ready = |base: String| {
+        let http = http.clone();
+        async move {
+            let status = http
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .ok()?
+                .status();
+            (status == 200).then_some(())
+        }
+    };
     let (mut first, out) = start();
     let base = first.base_url(out).await;
+    eventually(DEADLINE, "the gateway ready", || ready(base.clone())).await;
     let event = serde_json::json!({ "user": "U_HUMAN", "text": format!("<@{SLACK_BOT}> why?"),
         "ts": "1700000000.000001", "channel": "C1", "event_ts": "1700000000.000001",
         "channel_type": "channel" });
