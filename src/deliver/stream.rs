@@ -28,7 +28,7 @@ struct Post {
     /// What the chat shows; `None` for a post made by an earlier attempt of the run.
     shown: Option<String>,
     edits: u32,
-    /// Made by this attempt, so its transcript entry holds a draft until the last pass.
+    /// Its transcript entry may hold a draft until the last pass.
     recorded_draft: bool,
 }
 
@@ -128,11 +128,12 @@ impl<'a> Streamer<'a> {
                     edits: 0,
                     recorded_draft: true,
                 },
+                // Made and recorded by an attempt a crash cut off: its entry gets the final text.
                 Posted::Before(id) => Post {
                     id,
                     shown: None,
                     edits: 0,
-                    recorded_draft: false,
+                    recorded_draft: true,
                 },
             };
             self.posts.push(post);
