@@ -130,6 +130,7 @@ mod tests {
         let reply = BackendReply {
             text: None,
             model: "m".into(),
+            usage: None,
         };
         assert_eq!(Outcome::from_backend(&reply, TOKEN), Outcome::Silent);
     }

@@ -154,3 +154,77 @@ async fn bad_requests_get_clear_errors() {
     assert!(fake.requests_for("alpha").is_empty());
     gw.stop().await;
 }
+
+/// What the official `openai` Python client does with a stream: prints each content delta as a
+/// JSON line the moment it arrives.
+const PYTHON_STREAM: &str = r#"
+import json, sys
+import openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key="unused", max_retries=0)
+stream = client.chat.completions.create(
+    model="alpha",
+    messages=[{"role": "user", "content": "tell me slowly"}],
+    stream=True,
+)
+for chunk in stream:
+    if chunk.choices and chunk.choices[0].delta.content:
+        print(json.dumps(chunk.choices[0].delta.content), flush=True)
+print(json.dumps({"done": True}), flush=True)
+"#;
+
+#[tokio::test]
+async fn the_openai_python_client_gets_the_first_token_before_the_model_has_finished() {
+    use tokio::io::AsyncBufReadExt;
+
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
+    let reply = "One, two, three, four, five, six, seven, eight, nine, ten: counted slowly.";
+    fake.script(
+        "alpha",
+        Step::slow(reply, 6, std::time::Duration::from_millis(80)),
+    );
+    let mut child = tokio::process::Command::new("python3")
+        .arg("-c")
+        .arg(PYTHON_STREAM)
+        .arg(format!("{}/v1", gw.base))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 runs (the openai client comes from scripts/test-deps-python)");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut pieces = Vec::new();
+    let mut first_at = None;
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let value: Value = serde_json::from_str(&line).unwrap();
+            match value {
+                Value::String(piece) => {
+                    first_at.get_or_insert_with(tokio::time::Instant::now);
+                    pieces.push(piece);
+                }
+                _ => break,
+            }
+        }
+    };
+    tokio::time::timeout(support::gateway::DEADLINE, read)
+        .await
+        .expect("the stream ended in time");
+    let out = child.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "the python client failed (run scripts/test-deps-python): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(pieces.concat(), reply);
+    assert!(pieces.len() > 3, "not streamed: {pieces:?}");
+    let finished = fake.finished()[0];
+    let first_at = first_at.expect("a token");
+    assert!(
+        first_at + std::time::Duration::from_millis(300) < finished,
+        "the first token came {:?} before the model finished",
+        finished.saturating_duration_since(first_at)
+    );
+    gw.stop().await;
+}

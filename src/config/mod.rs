@@ -9,6 +9,7 @@
 //! Secrets are never in the file: keys ending in `_env` name environment variables, read by
 //! [`resolve_secret`] into [`Secret`]s that cannot be printed.
 
+mod feedback;
 mod locate;
 mod model;
 mod validate;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::timing::{parse_age, parse_span};
 pub use baton_contract::Secret;
+pub use feedback::{FeedbackConfig, FeedbackOverride, StreamMode};
 pub use model::*;
 pub use validate::validate;
 

@@ -21,6 +21,8 @@ pub struct Config {
     pub agent_to_agent: AgentToAgentConfig,
     /// `[chains]`: ordered turn-taking.
     pub chains: ChainsConfig,
+    /// `[feedback]`: typing and streaming while a bot works.
+    pub feedback: super::FeedbackConfig,
     /// `[[bots]]`: the roster.
     pub bots: Vec<BotConfig>,
     /// `[backends.*]`: shared backend settings.
@@ -315,6 +317,9 @@ pub struct BotConfig {
     /// `[[bots.cron]]`: turns at fixed times.
     #[serde(default)]
     pub cron: Vec<CronConfig>,
+    /// `feedback = { ... }`: this bot's typing and streaming, over `[feedback]`.
+    #[serde(default)]
+    pub feedback: super::FeedbackOverride,
 }
 
 /// `heartbeat = { ... }` of a bot: a turn every `every`, which usually ends in silence.

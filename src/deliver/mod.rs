@@ -1,10 +1,15 @@
 //! Pipeline step 12, delivery: split a reply to the platform's limit and send it exactly once,
-//! and, where the platform does not, let the other baton bots in the chat see it.
+//! and, where the platform does not, let the other baton bots in the chat see it; whole or
+//! streamed (posted while it is written, then edited: `stream.rs`, `draft.rs`).
 
 mod chunk;
+mod draft;
 mod handover;
 mod send;
+mod stream;
 
 pub use chunk::split;
+pub use draft::Draft;
 pub use handover::{Handover, RunHandedOver};
 pub use send::{DeliveryFailed, Target, Undelivered, deliver};
+pub use stream::Streamer;

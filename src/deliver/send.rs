@@ -11,8 +11,7 @@
 use std::time::Duration;
 
 use baton_contract::{
-    Adapter, ChatId, CommandReply, MessageId, OutboundMessage, SendError, SentMessage, ThreadId,
-    UserId,
+    Adapter, ChatId, CommandReply, MessageId, OutboundMessage, SendError, ThreadId, UserId,
 };
 
 use super::{Handover, split};
@@ -79,74 +78,96 @@ pub async fn deliver(
     let chunks = split(text, adapter.capabilities().max_message_chars);
     let total = chunks.len();
     let mut ids = Vec::with_capacity(total);
-    // Asked once, after the first post: whose account is in the chat.
-    let mut members = None;
     for (n, chunk) in chunks.into_iter().enumerate() {
-        let key = format!("{}#{n}", journal.run_id());
-        let failed = |cause: Undelivered| DeliveryFailed {
-            chunk: n,
-            total,
-            cause,
-        };
-        match journal.store().send_begin(&key, now_ms()).await {
-            Ok(SendStart::Go) => {}
-            Ok(SendStart::Delivered(id)) => {
-                ids.push(MessageId(id));
-                continue;
-            }
-            Ok(SendStart::Interrupted) => return Err(failed(Undelivered::Interrupted)),
-            Err(err) => return Err(failed(err.into())),
-        }
-        let message = OutboundMessage {
-            chat: target.chat.clone(),
-            thread: target.thread.clone(),
-            reply_to: target.reply_to.clone(),
-            text: chunk,
-            idempotency_key: key,
-            ephemeral: target.ephemeral.clone(),
-        };
-        let sent = send_with_retry(adapter, &message)
+        let posted = post_chunk(adapter, handover, target, journal, n, chunk)
             .await
-            .map_err(|error| failed(error.into()))?;
-        if members.is_none() && !handover.is_empty() {
-            members = Some(handover.members(&message.chat).await);
-        }
-        let events = handover.events(
-            members.as_deref().unwrap_or(&[]),
-            &message,
-            &sent.message_id,
-        );
-        let (events, filings) = Handover::filings(events);
-        let filed = journal
-            .delivered(
-                &message.text,
-                sent.message_id.as_str(),
-                &message.idempotency_key,
-                filings,
-            )
-            .await;
-        handover.run(events, filed);
-        ids.push(sent.message_id);
+            .map_err(|cause| DeliveryFailed {
+                chunk: n,
+                total,
+                cause,
+            })?;
+        ids.push(posted.id());
     }
     Ok(ids)
 }
 
-async fn send_with_retry(
+/// How chunk `n` of a run came to be in the chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Posted {
+    /// Posted now, with this text.
+    Now(MessageId),
+    /// Posted by an earlier attempt of the same run (a replay); its text is not known here.
+    Before(MessageId),
+}
+
+impl Posted {
+    pub(super) fn id(self) -> MessageId {
+        match self {
+            Posted::Now(id) | Posted::Before(id) => id,
+        }
+    }
+}
+
+/// Post chunk `n` of the journal's run once: its idempotency key `<run id>#<n>` is recorded as
+/// begun before the platform is called and as delivered (a transcript entry with the platform
+/// id) after, so a replay finds it and never posts it twice.
+pub(super) async fn post_chunk(
     adapter: &dyn Adapter,
-    message: &OutboundMessage,
-) -> Result<SentMessage, SendError> {
+    handover: &Handover,
+    target: &Target,
+    journal: &Journal,
+    n: usize,
+    text: String,
+) -> Result<Posted, Undelivered> {
+    let key = format!("{}#{n}", journal.run_id());
+    match journal.store().send_begin(&key, now_ms()).await? {
+        SendStart::Go => {}
+        SendStart::Delivered(id) => return Ok(Posted::Before(MessageId(id))),
+        SendStart::Interrupted => return Err(Undelivered::Interrupted),
+    }
+    let message = OutboundMessage {
+        chat: target.chat.clone(),
+        thread: target.thread.clone(),
+        reply_to: target.reply_to.clone(),
+        text,
+        idempotency_key: key,
+        ephemeral: target.ephemeral.clone(),
+    };
+    let sent = with_retry(|| adapter.send(&message)).await?;
+    let members = if handover.is_empty() {
+        Vec::new()
+    } else {
+        handover.members(&message.chat).await
+    };
+    let events = handover.events(&members, &message, &sent.message_id);
+    let (events, filings) = Handover::filings(events);
+    let filed = journal
+        .delivered(
+            &message.text,
+            sent.message_id.as_str(),
+            &message.idempotency_key,
+            filings,
+        )
+        .await;
+    handover.run(events, filed);
+    Ok(Posted::Now(sent.message_id))
+}
+
+/// Run a platform call, and again after each 429's `Retry-After` (nothing was done, so it is
+/// safe), up to [`RATE_LIMIT_RETRIES`] times.
+pub(super) async fn with_retry<T, F, Fut>(call: F) -> Result<T, SendError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SendError>>,
+{
     let mut attempt = 0;
     loop {
-        match adapter.send(message).await {
+        match call().await {
             Err(SendError::RateLimited { retry_after })
                 if attempt < RATE_LIMIT_RETRIES && retry_after <= MAX_RETRY_AFTER =>
             {
                 attempt += 1;
-                tracing::warn!(
-                    ?retry_after,
-                    attempt,
-                    "platform rate limit; retrying the chunk"
-                );
+                tracing::warn!(?retry_after, attempt, "platform rate limit; retrying");
                 tokio::time::sleep(retry_after).await;
             }
             other => return other,
@@ -160,7 +181,8 @@ mod tests {
 
     use async_trait::async_trait;
     use baton_contract::{
-        AccountId, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, Platform,
+        AccountId, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+        Platform, SentMessage,
     };
     use tokio_util::sync::CancellationToken;
 

@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::{Handled, Inbound, Wake};
 use crate::engine::{
-    Caller, Heard, Line, Recall, Refused, Seat, Services, SessionTurn, TurnEnd, TurnPlan, say,
+    Answered, Caller, ChatReply, Heard, Line, Recall, Refused, Seat, Services, SessionTurn,
+    TurnEnd, TurnPlan, say,
 };
 use crate::lanes::Lane;
 use crate::store::HistoryTake;
@@ -73,18 +74,19 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    match turn.take(plan).await {
-        TurnEnd::Silent { .. } => Handled::Silent,
-        TurnEnd::Failed(err) => fail(shared, inbound, err.to_string()).await,
-        TurnEnd::Reply { text, .. } => {
-            match turn
-                .post(inbound.account, &inbound.reply_target(), &text)
-                .await
-            {
-                Ok(_) => Handled::Replied(text),
-                Err(err) => Handled::Failed(err),
-            }
-        }
+    let reply = ChatReply {
+        account: inbound.account,
+        target: inbound.reply_target(),
+        answering: Some(&event.message_id),
+        // An `always` bot that was not addressed shows nothing until it has text.
+        addressed: wake != Wake::Always,
+    };
+    let Answered { end, posted } = turn.answer(plan, reply).await;
+    match (end, posted) {
+        (TurnEnd::Reply { text, .. }, Ok(_)) => Handled::Replied(text),
+        (TurnEnd::Reply { .. }, Err(err)) => Handled::Failed(err),
+        (TurnEnd::Failed(err), _) => fail(shared, inbound, err.to_string()).await,
+        (TurnEnd::Silent { .. }, _) => Handled::Silent,
     }
 }
 

@@ -4,24 +4,31 @@
 //! turn, post what it says), one `say` for lines posted through a bot's account that are not
 //! its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`), who a
 //! turn calls tools as ([`Caller`]), the gateway's own lines that must wake no bot
-//! (`own_notices.rs`) and the senders waiting for a `sessions_send` run ([`Waiters`]).
+//! (`own_notices.rs`), the senders waiting for a `sessions_send` run ([`Waiters`]), and what
+//! people see while a turn answers into a chat (`feedback.rs`: streaming; `typing.rs`; the
+//! `/v1` listeners in `taps.rs`).
 //!
 //! It names none of the flows above it: they call down into it. The one turn that reaches up (a
 //! tool that runs a turn of its own) goes through [`BindTools`], which the gateway hands it.
 
 mod caller;
 mod context;
+mod feedback;
 mod own_notices;
 mod say;
 mod services;
 mod session_turn;
+mod taps;
 mod turn;
+mod typing;
 mod waiters;
 
 pub use caller::Caller;
+pub(crate) use feedback::{Answered, ChatReply};
 pub(crate) use say::{Line, say};
 pub use services::{BindTools, Services};
 pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
+pub use taps::{Tap, Taps};
 pub(crate) use turn::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan};
 pub(crate) use waiters::Waited;
 pub use waiters::{RunResult, Waiters};

@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 
 use super::Caller;
 use super::own_notices::OwnNotices;
+use super::taps::Taps;
 use super::waiters::Waiters;
 use crate::config::Config;
 use crate::deliver::{Handover, RunHandedOver};
@@ -41,6 +42,7 @@ pub struct Services {
     busy_notices: KeyedLimiter<String>,
     own_notices: OwnNotices,
     waiters: Waiters,
+    taps: Taps,
     metrics: Metrics,
     events: Events,
     board: Board,
@@ -78,6 +80,7 @@ impl Services {
             busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
             own_notices: OwnNotices::default(),
             waiters: Waiters::default(),
+            taps: Taps::default(),
             metrics: Metrics::default(),
             events: Events::default(),
             board: Board::new(zone),
@@ -140,6 +143,11 @@ impl Services {
     /// `sessions_send` runs whose senders may be waiting for the reply.
     pub fn waiters(&self) -> &Waiters {
         &self.waiters
+    }
+
+    /// Listeners on replies while they are written (`/v1/chat/completions` streams).
+    pub fn taps(&self) -> &Taps {
+        &self.taps
     }
 
     /// Counters for `/metrics`.

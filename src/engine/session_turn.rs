@@ -19,6 +19,7 @@ use crate::lanes::{Lane, LaneGuard, QueueFull};
 use crate::mirror::{Arrival, Journal, now_ms};
 use crate::roster::Account;
 use crate::session::SessionKey;
+use crate::turn::TextSink;
 
 /// Where a run takes its turn and how long it may wait for the session.
 pub(crate) struct Seat<'a> {
@@ -118,9 +119,24 @@ impl<'a> SessionTurn<'a> {
     }
 
     /// The bot takes its turn (steps 10 and 11: recorded, run under its time limit, outcome
-    /// decided). Posting a reply is the caller's choice ([`SessionTurn::post`]).
+    /// decided). Posting a reply is the caller's choice ([`SessionTurn::post`]); a turn whose
+    /// reply goes into a chat is taken with [`SessionTurn::answer`] (typing, streaming).
     pub(crate) async fn take(&self, plan: TurnPlan<'_>) -> TurnEnd {
-        take_turn(self.services, &self.journal, plan).await
+        take_turn(self.services, &self.journal, plan, None).await
+    }
+
+    /// [`SessionTurn::take`], with the reply's text handed to `sink` as it is written.
+    pub(super) async fn take_with(
+        &self,
+        plan: TurnPlan<'_>,
+        sink: Option<&dyn TextSink>,
+    ) -> TurnEnd {
+        take_turn(self.services, &self.journal, plan, sink).await
+    }
+
+    /// The services the turn runs on.
+    pub(super) fn services(&self) -> &Arc<Services> {
+        self.services
     }
 
     /// Post `text` to `target` through `account`, recorded in this run. A post that fails is

@@ -16,6 +16,7 @@ use crate::mirror::{Journal, RecordingTools};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, Origin};
+use crate::turn::TextSink;
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -98,6 +99,7 @@ pub(super) async fn take_turn(
     shared: &Arc<Services>,
     journal: &Journal,
     plan: TurnPlan<'_>,
+    sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
     let bot = plan.bot.id().to_owned();
     let (session, run_id) = (journal.session().to_owned(), journal.run_id().to_owned());
@@ -107,7 +109,7 @@ pub(super) async fn take_turn(
         run_id: run_id.clone(),
     });
     let started = std::time::Instant::now();
-    let end = run_turn(shared, journal, plan).await;
+    let end = run_turn(shared, journal, plan, sink).await;
     let (outcome, model) = match &end {
         TurnEnd::Reply { model, .. } => (TurnOutcome::Reply, model.clone()),
         TurnEnd::Silent { model } => (TurnOutcome::Silent, model.clone()),
@@ -124,7 +126,12 @@ pub(super) async fn take_turn(
     end
 }
 
-async fn run_turn(shared: &Arc<Services>, journal: &Journal, plan: TurnPlan<'_>) -> TurnEnd {
+async fn run_turn(
+    shared: &Arc<Services>,
+    journal: &Journal,
+    plan: TurnPlan<'_>,
+    sink: Option<&dyn TextSink>,
+) -> TurnEnd {
     let session = journal.session().to_owned();
     let tail = match plan.recall {
         Recall::SessionTail => shared
@@ -160,7 +167,13 @@ async fn run_turn(shared: &Arc<Services>, journal: &Journal, plan: TurnPlan<'_>)
     let agent_tools = shared.tools_for(plan.caller);
     let tools = RecordingTools::new(&*agent_tools, journal);
     let started = std::time::Instant::now();
-    let ran = tokio::time::timeout(plan.limit, bot.backend.run(&request, &tools)).await;
+    let run = async {
+        match sink {
+            Some(sink) => bot.backend.run_streaming(&request, &tools, sink).await,
+            None => bot.backend.run(&request, &tools).await,
+        }
+    };
+    let ran = tokio::time::timeout(plan.limit, run).await;
     shared.metrics().turn_took(started.elapsed());
     let reply = match ran {
         Ok(Ok(reply)) => reply,
@@ -169,11 +182,23 @@ async fn run_turn(shared: &Arc<Services>, journal: &Journal, plan: TurnPlan<'_>)
         }
         Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
     };
+    if let Some(usage) = reply.usage {
+        tracing::debug!(
+            session,
+            prompt_tokens = usage.prompt_tokens,
+            completion_tokens = usage.completion_tokens,
+            "turn's token usage"
+        );
+    }
     match Outcome::from_backend(&reply, &shared.config().gateway.silent_token) {
         Outcome::Silent => {
             shared.metrics().add(&metrics::TURNS, "silent");
             journal
-                .bot_did(EntryKind::Silent, "", json!({"model": reply.model}))
+                .bot_did(
+                    EntryKind::Silent,
+                    "",
+                    json!({"model": reply.model, "usage": reply.usage}),
+                )
                 .await;
             TurnEnd::Silent { model: reply.model }
         }

@@ -4,7 +4,7 @@
 //! full pipeline as a local direct message, so the bot's session, transcript and guards apply
 //! exactly as on a platform. The conversation lives in the gateway: only the last user message
 //! of `messages` is taken; earlier ones are already in the session. `stream: true` answers with
-//! server-sent events in OpenAI's chunk format.
+//! server-sent events in OpenAI's chunk format, each piece of the reply as the turn writes it.
 
 use std::convert::Infallible;
 
@@ -15,12 +15,12 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use baton_contract::Platform;
-use futures::stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AppState, MAX_TEXT_BYTES};
 use crate::dispatcher::{DropReason, Handled};
+use crate::engine::Tap;
 
 /// The request fields baton reads; the rest of OpenAI's request is accepted and ignored.
 #[derive(Debug, Deserialize)]
@@ -106,60 +106,69 @@ pub(super) async fn chat_completions(
         Ok(event) => event,
         Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };
-    let content = match state.dispatcher.handle(event).await {
-        Handled::Replied(text) | Handled::Admin(text) => text,
-        Handled::Silent => String::new(),
-        Handled::Answered(id) => format!("(your answer to {id} was passed on)"),
-        Handled::Failed(err) => return error(StatusCode::BAD_GATEWAY, &err),
-        Handled::Dropped(DropReason::ShuttingDown) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the gateway is shutting down; retry shortly",
-            );
-        }
-        Handled::Dropped(DropReason::StoreFailing) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the gateway cannot record messages now (its store is failing); retry later",
-            );
-        }
-        Handled::Dropped(DropReason::RateLimited) => {
-            return error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too many messages; slow down",
-            );
-        }
-        Handled::Dropped(DropReason::Busy(full)) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the bot is busy ({full}); try again in a moment"),
-            );
-        }
-        other => return error(StatusCode::FORBIDDEN, &format!("not answered: {other:?}")),
+    if request.stream {
+        let tap = shared.taps().open(&account.id, &event.message_id);
+        let dispatcher = state.dispatcher.clone();
+        let turn = tokio::spawn(async move { dispatcher.handle(event).await });
+        return stream_response(bot.to_owned(), tap, turn);
+    }
+    let content = match answer(state.dispatcher.handle(event).await) {
+        Ok(content) => content,
+        Err((status, message)) => return error(status, &message),
     };
     let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
     let created = crate::mirror::now_ms() / 1000;
-    if request.stream {
-        stream_response(id, created, bot, content)
-    } else {
-        Json(json!({
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": bot,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }))
-        .into_response()
+    Json(json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": bot,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop",
+        }],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }))
+    .into_response()
+}
+
+/// What the pipeline's outcome says to the client: the reply's content, or an error status
+/// and message.
+fn answer(handled: Handled) -> Result<String, (StatusCode, String)> {
+    let refused = |status: StatusCode, message: &str| Err((status, message.to_owned()));
+    match handled {
+        Handled::Replied(text) | Handled::Admin(text) => Ok(text),
+        Handled::Silent => Ok(String::new()),
+        Handled::Answered(id) => Ok(format!("(your answer to {id} was passed on)")),
+        Handled::Failed(err) => refused(StatusCode::BAD_GATEWAY, &err),
+        Handled::Dropped(DropReason::ShuttingDown) => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the gateway is shutting down; retry shortly",
+        ),
+        Handled::Dropped(DropReason::StoreFailing) => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the gateway cannot record messages now (its store is failing); retry later",
+        ),
+        Handled::Dropped(DropReason::RateLimited) => refused(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many messages; slow down",
+        ),
+        Handled::Dropped(DropReason::Busy(full)) => refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the bot is busy ({full}); try again in a moment"),
+        ),
+        other => refused(StatusCode::FORBIDDEN, &format!("not answered: {other:?}")),
     }
 }
 
-fn stream_response(id: String, created: i64, bot: &str, content: String) -> Response {
-    let chunk = |delta: Value, finish: Value| {
+/// A streamed completion: each piece of the reply as soon as the turn has it (never a piece of
+/// the silent token), then whatever of the finished reply was not sent yet. A failure after
+/// the stream began is sent as an `error` event, which the OpenAI clients raise.
+fn stream_response(bot: String, mut tap: Tap, turn: tokio::task::JoinHandle<Handled>) -> Response {
+    let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
+    let created = crate::mirror::now_ms() / 1000;
+    let chunk = move |delta: Value, finish: Value| {
         let body = json!({
             "id": id,
             "object": "chat.completion.chunk",
@@ -167,15 +176,58 @@ fn stream_response(id: String, created: i64, bot: &str, content: String) -> Resp
             "model": bot,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         });
-        Ok::<_, Infallible>(Event::default().data(body.to_string()))
+        Event::default().data(body.to_string())
     };
-    let events = vec![
-        chunk(json!({"role": "assistant", "content": ""}), Value::Null),
-        chunk(json!({"content": content}), Value::Null),
-        chunk(json!({}), json!("stop")),
-        Ok(Event::default().data("[DONE]")),
-    ];
-    Sse::new(stream::iter(events)).into_response()
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let send = |event: Event| tx.send(Ok::<_, Infallible>(event)).is_ok();
+        send(chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        ));
+        let mut sent = String::new();
+        // The tap closes when the turn is over and has dropped its sender.
+        let mut turn = turn;
+        let handled = loop {
+            tokio::select! {
+                biased;
+                piece = tap.pieces.recv() => match piece {
+                    Some(piece) => {
+                        sent.push_str(&piece);
+                        if !send(chunk(json!({"content": piece}), Value::Null)) {
+                            return; // the client went away; the turn goes on
+                        }
+                    }
+                    None => break (&mut turn).await,
+                },
+                handled = &mut turn => break handled,
+            }
+        };
+        // Pieces sent before the turn ended are still in the tap.
+        while let Ok(piece) = tap.pieces.try_recv() {
+            sent.push_str(&piece);
+            send(chunk(json!({"content": piece}), Value::Null));
+        }
+        let handled =
+            handled.unwrap_or_else(|_| Handled::Failed("the turn stopped unexpectedly".into()));
+        match answer(handled) {
+            Ok(content) => {
+                if let Some(rest) = content
+                    .strip_prefix(sent.as_str())
+                    .filter(|r| !r.is_empty())
+                {
+                    send(chunk(json!({"content": rest}), Value::Null));
+                }
+                send(chunk(json!({}), json!("stop")));
+                send(Event::default().data("[DONE]"));
+            }
+            Err((status, message)) => {
+                send(Event::default().data(error_body(status, &message).to_string()));
+            }
+        }
+    });
+    let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+    Sse::new(events).into_response()
 }
 
 /// The text of the last user message; `content` may be a string or a list of parts.
@@ -196,13 +248,17 @@ fn last_user_text(messages: &[RequestMessage]) -> Option<String> {
 /// OpenAI's error shape: a refused request is the client's to fix (`invalid_request_error`); a
 /// failure on baton's side or its backend's (5xx) is a `server_error`, worth a retry.
 fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(error_body(status, message))).into_response()
+}
+
+/// The body of [`error`], also sent as the last event of a stream that failed.
+fn error_body(status: StatusCode, message: &str) -> Value {
     let kind = if status.is_server_error() {
         "server_error"
     } else {
         "invalid_request_error"
     };
-    let body = json!({"error": {"message": message, "type": kind, "param": null, "code": null}});
-    (status, Json(body)).into_response()
+    json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! A session woken from outside its chat (see [`super::SessionMessage`]): the bot takes a turn
 //! on the nested lane, and its reply goes to the session's chat, so the people who asked see
-//! the late answer. Sessions with no chat (bot backchannels) keep the reply in the transcript;
+//! the late answer, streamed in like any chat reply. Sessions with no chat (bot backchannels) keep the reply in the transcript;
 //! sessions of MCP clients only record the message, since no backend stands behind them.
 
 use std::sync::Arc;
@@ -9,7 +9,9 @@ use serde_json::json;
 
 use super::SessionMessage;
 use crate::deliver::Target;
-use crate::engine::{Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal};
+use crate::engine::{
+    ChatReply, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+};
 use crate::lanes::Lane;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, Notify};
@@ -55,10 +57,34 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let end = turn.take(plan).await;
-    notified(shared, delivery.as_deref()).await;
-    if let TurnEnd::Reply { text, model } = end {
-        post(shared, &key, &turn, &text, &model).await;
+    // A session with a chat gets the reply there, streamed like any chat reply (nobody there
+    // addressed the bot with this message, so no typing); a backchannel keeps it on record.
+    let account = shared.roster().account(key.platform, &key.account);
+    match account.filter(|_| !key.is_backchannel()) {
+        Some(account) => {
+            let reply = ChatReply {
+                account,
+                target: Target {
+                    chat: key.chat.clone(),
+                    thread: key.thread.clone(),
+                    reply_to: None,
+                    ephemeral: None,
+                },
+                answering: None,
+                addressed: false,
+            };
+            // A failure to post is recorded by the post.
+            let _ = turn.answer(plan, reply).await;
+            notified(shared, delivery.as_deref()).await;
+        }
+        None => {
+            let end = turn.take(plan).await;
+            notified(shared, delivery.as_deref()).await;
+            if let TurnEnd::Reply { text, model } = end {
+                let meta = json!({"model": model, "posted": false});
+                turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
+            }
+        }
     }
 }
 
@@ -68,29 +94,4 @@ async fn notified(shared: &Services, delivery: Option<&str>) {
     if let Err(err) = shared.store().delivery_notify(run_id, Notify::Done).await {
         tracing::error!(run = run_id, %err, "could not record that the reply was pushed");
     }
-}
-
-/// Post the woken bot's reply to its session's chat, or keep it in the transcript when the
-/// session has none.
-async fn post(
-    shared: &Services,
-    key: &SessionKey,
-    turn: &SessionTurn<'_>,
-    text: &str,
-    model: &str,
-) {
-    let account = shared.roster().account(key.platform, &key.account);
-    let Some(account) = account.filter(|_| !key.is_backchannel()) else {
-        let meta = json!({"model": model, "posted": false});
-        turn.journal().bot_did(EntryKind::Answer, text, meta).await;
-        return;
-    };
-    let target = Target {
-        chat: key.chat.clone(),
-        thread: key.thread.clone(),
-        reply_to: None,
-        ephemeral: None,
-    };
-    // A failure is recorded by the post.
-    let _ = turn.post(account, &target, text).await;
 }

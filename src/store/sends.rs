@@ -54,6 +54,24 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Give a delivered post its final text: a streamed reply's post is recorded when it is
+    /// first made (so a crash leaves it on record and never posted again) and edited after.
+    pub async fn revise_delivered(
+        &self,
+        idempotency_key: &str,
+        text: &str,
+    ) -> Result<(), StoreError> {
+        let (key, text) = (idempotency_key.to_owned(), text.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE transcript SET text = ?2 WHERE idempotency_key = ?1")?
+                .execute((&key, &text))?;
+            Ok(())
+        })
+        .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

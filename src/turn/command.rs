@@ -110,6 +110,7 @@ impl Backend for CommandBackend {
         Ok(BackendReply {
             text: Some(text.to_owned()),
             model: default_model.to_owned(),
+            usage: None,
         })
     }
 }

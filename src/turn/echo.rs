@@ -56,6 +56,7 @@ impl Backend for EchoBackend {
         Ok(BackendReply {
             text: Some(reply),
             model: MODEL.to_owned(),
+            usage: None,
         })
     }
 }

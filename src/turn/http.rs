@@ -102,12 +102,17 @@ pub(super) fn agent_reply(
         .unwrap_or(default_model)
         .to_owned();
     if object.get("silent").and_then(Value::as_bool) == Some(true) {
-        return Some(Ok(BackendReply { text: None, model }));
+        return Some(Ok(BackendReply {
+            text: None,
+            model,
+            usage: None,
+        }));
     }
     match object.get("reply")? {
         Value::String(text) => Some(Ok(BackendReply {
             text: Some(text.clone()),
             model,
+            usage: None,
         })),
         other => Some(Err(BackendError::BadResponse(format!(
             "\"reply\" must be a string, got {}",

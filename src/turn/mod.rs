@@ -118,6 +118,45 @@ pub struct BackendReply {
     pub text: Option<String>,
     /// The model that answered, for the transcript and `sessions_send` results.
     pub model: String,
+    /// Tokens the turn used, summed over its model calls, where the backend reports them.
+    pub usage: Option<Usage>,
+}
+
+/// Tokens a turn used, as OpenAI-compatible servers report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read.
+    pub prompt_tokens: u64,
+    /// Tokens written.
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// `self` plus `other`, for a turn of several model calls.
+    pub fn plus(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+        }
+    }
+}
+
+/// Hears a reply's text while a streaming backend writes it, so a chat can show it before the
+/// turn ends. Called from inside the backend: implementations only hand the text on.
+pub trait TextSink: Send + Sync {
+    /// More text of the current model call.
+    fn text(&self, delta: &str);
+    /// The text heard since the last call began was not the reply: the model went on to call
+    /// tools, and the reply comes from a later call.
+    fn retract(&self);
+}
+
+/// A sink for turns nobody watches: the backend answers whole.
+pub struct NoSink;
+
+impl TextSink for NoSink {
+    fn text(&self, _delta: &str) {}
+    fn retract(&self) {}
 }
 
 /// Runs the tools a backend asks for during a turn. Implemented by the gateway; the result is
@@ -174,6 +213,18 @@ pub trait Backend: Send + Sync {
         request: &TurnRequest,
         tools: &dyn ToolExecutor,
     ) -> Result<BackendReply, BackendError>;
+
+    /// [`Backend::run`], telling `sink` the reply's text as it is written. A backend that
+    /// cannot stream answers whole and never calls `sink` (the default).
+    async fn run_streaming(
+        &self,
+        request: &TurnRequest,
+        tools: &dyn ToolExecutor,
+        sink: &dyn TextSink,
+    ) -> Result<BackendReply, BackendError> {
+        let _ = sink;
+        self.run(request, tools).await
+    }
 }
 
 /// How many model rounds one turn may take (each round may call tools) before it is stopped.

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
+use super::seen::{Seen, Timeline};
 
 /// The one guild every bot is in.
 pub const GUILD: &str = "290926798626357999";
@@ -114,7 +115,10 @@ struct Inner {
     /// DM channel -> the bot in it
     dm_channels: HashMap<String, String>,
     rate_limits: VecDeque<(f64, bool)>,
+    /// The next edits answered 429 with `retry_after` 1 s.
+    edit_limits: u32,
     next_id: u64,
+    seen: Timeline,
 }
 
 impl Inner {
@@ -208,6 +212,11 @@ impl FakeDiscord {
             .route("/api/v10/channels/{channel}", get(get_channel))
             .route("/api/v10/channels/{channel}/messages", post(create_message))
             .route(
+                "/api/v10/channels/{channel}/messages/{id}",
+                patch(edit_message),
+            )
+            .route("/api/v10/channels/{channel}/typing", post(trigger_typing))
+            .route(
                 "/api/v10/interactions/{id}/{token}/callback",
                 post(interaction_callback),
             )
@@ -299,6 +308,16 @@ impl FakeDiscord {
     /// Every command registration: (token, path, body).
     pub fn registrations(&self) -> Vec<(String, String, Value)> {
         self.inner.lock().unwrap().registrations.clone()
+    }
+
+    /// Posts, edits and typing (`TypingOn` per trigger, at the channel), in order.
+    pub fn seen(&self) -> Timeline {
+        self.inner.lock().unwrap().seen.clone()
+    }
+
+    /// The next `n` message edits get 429 with `retry_after` 1 s.
+    pub fn rate_limit_edits(&self, n: u32) {
+        self.inner.lock().unwrap().edit_limits = n;
     }
 
     /// The next `n` Create Message calls get 429 with this `retry_after` (seconds).
@@ -597,11 +616,65 @@ async fn create_message(
         dm_with.is_none(),
     );
     inner.broadcast(&message, dm_with.as_deref());
+    let id = message["id"].as_str().unwrap_or("").to_owned();
+    inner.seen.push(Seen::Post {
+        id,
+        text: content.to_owned(),
+    });
     let mut answer = message;
     let obj = answer.as_object_mut().unwrap();
     obj.remove("guild_id");
     obj.remove("member");
     Json(answer).into_response()
+}
+
+async fn edit_message(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path((_channel, id)): Path<(String, String)>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    let token = bot_token(&headers).unwrap_or_default();
+    if !inner.bots.contains_key(&token) {
+        return unauthorized();
+    }
+    if inner.edit_limits > 0 {
+        inner.edit_limits -= 1;
+        let body = json!({ "message": "You are being rate limited.", "retry_after": 1.0, "global": false });
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            Json(body),
+        )
+            .into_response();
+    }
+    let Some(message) = inner.messages.get_mut(&id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "message": "Unknown Message", "code": 10008 })),
+        )
+            .into_response();
+    };
+    let content = body["content"].as_str().unwrap_or("").to_owned();
+    message["content"] = content.clone().into();
+    let answer = message.clone();
+    inner.seen.push(Seen::Edit { id, text: content });
+    Json(answer).into_response()
+}
+
+async fn trigger_typing(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(channel): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let inner = inner.lock().unwrap();
+    let token = bot_token(&headers).unwrap_or_default();
+    if !inner.bots.contains_key(&token) {
+        return unauthorized();
+    }
+    inner.seen.push(Seen::TypingOn { at: channel });
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn interaction_callback(

@@ -23,13 +23,14 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put};
 use axum::{Json, Router};
 use baton_feishu::frame::{Frame, METHOD_CONTROL, METHOD_DATA, header};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
+use super::seen::{Seen, Timeline};
 
 /// The `service_id` the fake puts in connection URLs.
 pub const SERVICE: i32 = 77;
@@ -139,6 +140,11 @@ struct Inner {
     posters: HashMap<String, String>,
     /// Direct (p2p) chats seen in pushed events, and the one app in each.
     p2p: HashMap<String, String>,
+    /// Edits made per message id (Feishu allows 20).
+    edits: HashMap<String, u32>,
+    /// reaction id -> message id
+    reactions: HashMap<String, String>,
+    seen: Timeline,
 }
 
 /// A running fake Feishu.
@@ -163,6 +169,15 @@ impl FakeFeishu {
             )
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
+            .route("/open-apis/im/v1/messages/{id}", put(update))
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions",
+                post(add_reaction),
+            )
+            .route(
+                "/open-apis/im/v1/messages/{id}/reactions/{reaction}",
+                delete(delete_reaction),
+            )
             .route("/open-apis/im/v1/messages", post(create))
             .route("/open-apis/im/v1/messages/{id}", get(get_message))
             .route(
@@ -247,6 +262,11 @@ impl FakeFeishu {
     /// How many times `name` asked for a long-connection endpoint.
     pub fn endpoint_calls(&self, name: &str) -> usize {
         count(&self.inner.lock().unwrap().endpoint_calls, name)
+    }
+
+    /// Posts, edits and the typing reaction (at the message), in order.
+    pub fn seen(&self) -> Timeline {
+        self.inner.lock().unwrap().seen.clone()
     }
 
     /// Every message call, refused ones included, in order.
@@ -673,6 +693,10 @@ fn post_message(
             let id = format!("om_sent_{}", inner.next);
             inner.uuids.insert(post.uuid.clone(), id.clone());
             post.outcome = Outcome::Sent(id.clone());
+            inner.seen.push(Seen::Post {
+                id: id.clone(),
+                text: post.text.clone(),
+            });
             id
         }
     };
@@ -730,6 +754,76 @@ async fn is_in_chat(
         None => !inner.outside.contains(&(name, chat)),
     };
     Json(json!({ "code": 0, "msg": "success", "data": { "is_in_chat": member } }))
+}
+
+/// Feishu lets a message be edited this many times.
+const MAX_EDITS: u32 = 20;
+
+async fn update(
+    State(inner): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused.into_response();
+    }
+    let edits = inner.edits.entry(id.clone()).or_default();
+    if *edits >= MAX_EDITS {
+        return Json(
+            json!({ "code": 230072, "msg": "The message has been edited too many times" }),
+        )
+        .into_response();
+    }
+    *edits += 1;
+    let content: Value =
+        serde_json::from_str(body["content"].as_str().unwrap_or("{}")).unwrap_or(Value::Null);
+    let text = content["text"].as_str().unwrap_or("").to_owned();
+    inner.seen.push(Seen::Edit {
+        id: id.clone(),
+        text,
+    });
+    Json(json!({ "code": 0, "msg": "success", "data": { "message_id": id } })).into_response()
+}
+
+async fn add_reaction(
+    State(inner): Shared,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused.into_response();
+    }
+    assert_eq!(body["reaction_type"]["emoji_type"], "Typing");
+    inner.next += 1;
+    let reaction = format!("reaction_{}", inner.next);
+    inner.reactions.insert(reaction.clone(), id.clone());
+    inner.seen.push(Seen::TypingOn { at: id.clone() });
+    Json(json!({ "code": 0, "msg": "success", "data": {
+        "reaction_id": reaction, "operator": { "operator_id": "cli_x", "operator_type": "app" },
+        "action_time": "1700000000000", "reaction_type": { "emoji_type": "Typing" } } }))
+    .into_response()
+}
+
+async fn delete_reaction(
+    State(inner): Shared,
+    Path((id, reaction)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused.into_response();
+    }
+    if inner.reactions.remove(&reaction).as_deref() != Some(id.as_str()) {
+        return Json(json!({ "code": 231003, "msg": "The reaction does not exist" }))
+            .into_response();
+    }
+    inner.seen.push(Seen::TypingOff { at: id });
+    Json(json!({ "code": 0, "msg": "success", "data": { "reaction_id": reaction } }))
+        .into_response()
 }
 
 async fn endpoint(State(inner): Shared, Json(body): Json<Value>) -> Json<Value> {

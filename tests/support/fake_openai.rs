@@ -42,6 +42,14 @@ pub enum Step {
     /// A single tool call whose arguments are computed from the request that gets it: for ids
     /// the model was only told earlier in the conversation (a chain id, say).
     ToolCallWith(String, Compute),
+    /// A reply written slowly: to a `stream: true` request each piece is its own chunk, `gap`
+    /// after the one before; a whole request gets the whole text after all the gaps.
+    Slow {
+        /// The reply, in the pieces the model writes it in.
+        pieces: Vec<String>,
+        /// The pause before each piece.
+        gap: Duration,
+    },
 }
 
 /// Computes a tool call's arguments from the request body.
@@ -63,6 +71,16 @@ impl Step {
     /// A single tool call.
     pub fn tool_call(name: impl Into<String>, arguments: Value) -> Step {
         Step::ToolCalls(vec![(name.into(), arguments)])
+    }
+
+    /// `text` written slowly, `piece_chars` characters every `gap` (see [`Step::Slow`]).
+    pub fn slow(text: &str, piece_chars: usize, gap: Duration) -> Step {
+        let chars: Vec<char> = text.chars().collect();
+        let pieces = chars
+            .chunks(piece_chars.max(1))
+            .map(|c| c.iter().collect())
+            .collect();
+        Step::Slow { pieces, gap }
     }
 
     /// A single tool call with arguments computed from the request (see [`Step::ToolCallWith`]).
@@ -89,6 +107,8 @@ struct Shared {
     released: watch::Sender<u64>,
     /// Requests received so far; a watch so tests can wait for a count.
     received: watch::Sender<usize>,
+    /// When each [`Step::Slow`] answer sent its last piece.
+    finished: Mutex<Vec<tokio::time::Instant>>,
 }
 
 #[derive(Default)]
@@ -121,6 +141,7 @@ impl FakeOpenAi {
             inner: Mutex::new(Inner::default()),
             released: watch::channel(0).0,
             received: watch::channel(0).0,
+            finished: Mutex::default(),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat_completions))
@@ -208,6 +229,15 @@ impl FakeOpenAi {
     pub fn release(&self) {
         let mut inner = self.shared.lock();
         release(&self.shared, &mut inner);
+    }
+
+    /// When each slow answer ([`Step::Slow`]) had sent its last piece, in order.
+    pub fn finished(&self) -> Vec<tokio::time::Instant> {
+        self.shared
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Waits until at least `n` requests have arrived (or `timeout` passes) and returns them all.
@@ -331,6 +361,9 @@ async fn chat_completions(
                 status,
                 retry_after,
             } => return error_response(status, retry_after, default_error_message(status)),
+            Step::Slow { pieces, gap } => {
+                return slow(&shared, &body, index, pieces, gap).await;
+            }
             Step::Reply(text) => {
                 let message = json!({
                     "role": "assistant",
@@ -428,6 +461,74 @@ fn stream(id: &str, model: &Value, created: u64, message: Value, finish_reason: 
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from(text))
+        .expect("valid response")
+}
+
+/// A [`Step::Slow`] answer: streamed piece by piece, or whole after the same time.
+async fn slow(
+    shared: &Arc<Shared>,
+    request: &Value,
+    index: usize,
+    pieces: Vec<String>,
+    gap: Duration,
+) -> Response {
+    let done = {
+        let shared = shared.clone();
+        move || {
+            shared
+                .finished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(tokio::time::Instant::now());
+        }
+    };
+    if request["stream"] != true {
+        tokio::time::sleep(gap * pieces.len() as u32).await;
+        done();
+        let message = json!({"role": "assistant", "content": pieces.concat()});
+        return completion(request, index, message, "stop");
+    }
+    let id = format!("chatcmpl-fake{index}");
+    let model = request["model"].clone();
+    let chunk = move |delta: Value, finish: Value| {
+        let chunk = json!({
+            "id": id, "object": "chat.completion.chunk", "created": 1_741_569_952, "model": model,
+            "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish }],
+        });
+        Ok::<_, std::convert::Infallible>(Bytes::from(format!("data: {chunk}\n\n")))
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        let _ = tx
+            .send(chunk(
+                json!({"role": "assistant", "content": ""}),
+                Value::Null,
+            ))
+            .await;
+        for piece in pieces {
+            tokio::time::sleep(gap).await;
+            if tx
+                .send(chunk(json!({ "content": piece }), Value::Null))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let _ = tx.send(chunk(json!({}), "stop".into())).await;
+        let usage = json!({"choices": [], "usage": {"prompt_tokens": 19, "completion_tokens": 5, "total_tokens": 24}});
+        let _ = tx
+            .send(Ok(Bytes::from(format!(
+                "data: {usage}\n\ndata: [DONE]\n\n"
+            ))))
+            .await;
+        done();
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
         .expect("valid response")
 }
 

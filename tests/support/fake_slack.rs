@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
+use super::seen::{Seen, Timeline};
 
 /// One `chat.postMessage` call as received.
 #[derive(Debug, Clone)]
@@ -47,7 +48,12 @@ struct Inner {
     connects: HashMap<String, usize>,
     sockets: HashMap<String, mpsc::UnboundedSender<String>>,
     rate_limits: u32,
+    /// The next `chat.update` calls answered 429 with `Retry-After: 1`.
+    update_limits: u32,
+    /// `assistant.threads.setStatus` answers `missing_scope`.
+    no_status_scope: bool,
     next_ts: u64,
+    seen: Timeline,
 }
 
 /// A running fake Slack.
@@ -71,6 +77,8 @@ impl FakeSlack {
             .route("/api/auth.test", get(auth_test).post(auth_test))
             .route("/api/apps.connections.open", post(connections_open))
             .route("/api/chat.postMessage", post(post_message))
+            .route("/api/chat.update", post(update_message))
+            .route("/api/assistant.threads.setStatus", post(set_status))
             .route("/ws/{app}", get(socket))
             .route("/commands/{id}", post(response_url))
             .with_state(Arc::clone(&inner));
@@ -95,6 +103,22 @@ impl FakeSlack {
     /// The next `n` `chat.postMessage` calls get 429 with `Retry-After: 1`.
     pub fn rate_limit_next(&self, n: u32) {
         self.inner.lock().unwrap().rate_limits = n;
+    }
+
+    /// The next `n` `chat.update` calls get 429 with `Retry-After: 1`.
+    pub fn rate_limit_updates(&self, n: u32) {
+        self.inner.lock().unwrap().update_limits = n;
+    }
+
+    /// Refuse `assistant.threads.setStatus` with `missing_scope`, as for an app without
+    /// `assistant:write`.
+    pub fn without_status_scope(&self) {
+        self.inner.lock().unwrap().no_status_scope = true;
+    }
+
+    /// Posts, edits and the thread status, in order (ids are `ts`).
+    pub fn seen(&self) -> Timeline {
+        self.inner.lock().unwrap().seen.clone()
     }
 
     /// Every `chat.postMessage` call, 429s included, in order.
@@ -281,11 +305,60 @@ async fn post_message(
     inner.next_ts += 1;
     let n = inner.next_ts;
     let ts = format!("{}.{:06}", n / 1_000_000, n % 1_000_000);
+    inner.seen.push(Seen::Post {
+        id: ts.clone(),
+        text: body["text"].as_str().unwrap_or("").to_owned(),
+    });
     Json(json!({
         "ok": true, "channel": channel, "ts": ts,
         "message": { "type": "message", "text": body["text"], "user": "U_BOT", "ts": ts, "bot_id": "B_BOT" },
     }))
     .into_response()
+}
+
+async fn update_message(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if inner.update_limits > 0 {
+        inner.update_limits -= 1;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            Json(json!({ "ok": false, "error": "ratelimited" })),
+        )
+            .into_response();
+    }
+    let ts = body["ts"].as_str().unwrap_or("").to_owned();
+    inner.seen.push(Seen::Edit {
+        id: ts.clone(),
+        text: body["text"].as_str().unwrap_or("").to_owned(),
+    });
+    // The shape Slack documents for chat.update (slack-morphism needs `message`).
+    Json(
+        json!({ "ok": true, "channel": body["channel"], "ts": ts, "text": body["text"],
+        "message": { "text": body["text"], "user": "U_BOT", "bot_id": "B_BOT" } }),
+    )
+    .into_response()
+}
+
+async fn set_status(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let inner = inner.lock().unwrap();
+    if inner.no_status_scope {
+        return Json(json!({ "ok": false, "error": "missing_scope", "needed": "assistant:write" }));
+    }
+    let at = body["thread_ts"].as_str().unwrap_or("").to_owned();
+    inner
+        .seen
+        .push(match body["status"].as_str().unwrap_or("") {
+            "" => Seen::TypingOff { at },
+            _ => Seen::TypingOn { at },
+        });
+    Json(json!({ "ok": true }))
 }
 
 async fn response_url(

@@ -11,4 +11,5 @@ pub mod fake_slack;
 pub mod gateway;
 pub mod process;
 pub mod raw_http;
+pub mod seen;
 pub mod turns;

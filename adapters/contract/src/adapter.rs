@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::feedback::{EditMessage, Typing, TypingTarget};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
@@ -196,6 +197,40 @@ pub trait Adapter: Send + Sync + 'static {
     /// default reads the text as it is, mentioning nobody.
     fn read_sibling_post(&self, post: &OutboundMessage) -> SiblingPost {
         SiblingPost::plain(&post.text)
+    }
+
+    /// Whether [`Adapter::edit`] works here: a reply can then stream in by editing its posts.
+    fn can_edit(&self) -> bool {
+        false
+    }
+
+    /// How many times one message may be edited, where the platform caps it (Feishu: 20).
+    fn max_edits(&self) -> Option<u32> {
+        None
+    }
+
+    /// Replace the text of a message this account posted, with exactly one request. A 429 is
+    /// [`SendError::RateLimited`], so the gateway can wait and send the newest text.
+    async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+        let _ = edit;
+        Err(SendError::Rejected {
+            code: "edit_unsupported".into(),
+            message: "this platform's adapter cannot edit messages".into(),
+        })
+    }
+
+    /// Show that the bot is working on an answer to `at` (called again every
+    /// [`Typing::renew_every`]). `Ok(None)`: nothing to show here (the platform has no
+    /// indicator, or the app lacks the scope for it).
+    async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+        let _ = at;
+        Ok(None)
+    }
+
+    /// Take the indicator `typing_start` showed away again.
+    async fn typing_stop(&self, at: &TypingTarget, typing: &Typing) -> Result<(), SendError> {
+        let _ = (at, typing);
+        Ok(())
     }
 
     /// Handle a request to `/hooks/<platform>/<account>`. Verify before parsing; hand events to

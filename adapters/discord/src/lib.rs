@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
-    OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
-    WebhookResponse,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EditMessage,
+    EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing, TypingTarget,
+    UserId, WebhookRequest, WebhookResponse,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -262,6 +262,18 @@ impl Adapter for DiscordAdapter {
             }
             None => outbound::post(&shared.rest, message).await,
         }
+    }
+
+    fn can_edit(&self) -> bool {
+        true
+    }
+
+    async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+        outbound::edit(&self.shared.rest, edit).await
+    }
+
+    async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+        outbound::typing(&self.shared.rest, at).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

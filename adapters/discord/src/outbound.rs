@@ -14,11 +14,18 @@
 //! `enforce_nonce`, so Discord itself drops a second post of the same chunk made within a few
 //! minutes (the gateway's own record covers the rest).
 
-use baton_contract::{MessageId, OutboundMessage, SendError, SentMessage};
+use std::time::Duration;
+
+use baton_contract::{
+    EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing, TypingTarget,
+};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::rest::{Auth, Rest};
+
+/// How often the typing indicator is triggered again: Discord shows it for about 10 s.
+const TYPING_RENEW: Duration = Duration::from_secs(8);
 
 /// Discord's cap on `allowed_mentions.users`.
 const MAX_ALLOWED_USERS: usize = 100;
@@ -56,6 +63,62 @@ pub(crate) async fn post(rest: &Rest, message: &OutboundMessage) -> Result<SentM
     Ok(SentMessage {
         message_id: MessageId(id),
     })
+}
+
+/// Replace the text of a message this bot posted (Edit Message), once. The same mention rule
+/// as a post: the edit may ping only the users written as `<@id>` in it.
+pub(crate) async fn edit(rest: &Rest, edit: &EditMessage) -> Result<(), SendError> {
+    let channel = edit
+        .thread
+        .as_ref()
+        .map(|t| t.as_str())
+        .unwrap_or(edit.chat.as_str());
+    let id = edit.message_id.as_str();
+    if !is_snowflake(channel) || !is_snowflake(id) {
+        return Err(SendError::Rejected {
+            code: "bad_message".into(),
+            message: format!("`{channel}`/`{id}` is not a Discord channel/message id"),
+        });
+    }
+    let body = json!({
+        "content": edit.text,
+        "allowed_mentions": allowed_mentions(&edit.text),
+    });
+    // One bucket per channel's message edits, apart from posts.
+    rest.call(
+        Method::PATCH,
+        &format!("/channels/{channel}/messages/{id}"),
+        Some(&body),
+        Auth::Bot,
+        &format!("edit:{channel}"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Trigger Typing Indicator: shows "<bot> is typing…" in the channel for about 10 s, or until
+/// the bot posts; renewed by the gateway while the turn runs.
+pub(crate) async fn typing(rest: &Rest, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+    let channel = at
+        .thread
+        .as_ref()
+        .map(|t| t.as_str())
+        .unwrap_or(at.chat.as_str());
+    if !is_snowflake(channel) {
+        return Ok(None);
+    }
+    rest.call(
+        Method::POST,
+        &format!("/channels/{channel}/typing"),
+        None,
+        Auth::Bot,
+        &format!("typing:{channel}"),
+    )
+    .await?;
+    Ok(Some(Typing {
+        renew_every: Some(TYPING_RENEW),
+        handle: None,
+    }))
 }
 
 /// The Create Message body for one chunk.

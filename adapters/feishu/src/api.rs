@@ -260,6 +260,50 @@ impl Api {
         Ok(answer["data"]["is_in_chat"].as_bool().unwrap_or(false))
     }
 
+    /// `PUT /open-apis/im/v1/messages/<id>`: replace the text of a text message this app sent.
+    pub async fn update_text(&self, message_id: &str, text: &str) -> Result<(), ApiError> {
+        let body = json!({
+            "msg_type": "text",
+            "content": json!({ "text": text }).to_string(),
+        });
+        let path = format!("/open-apis/im/v1/messages/{}", path_segment(message_id));
+        self.call(reqwest::Method::PUT, &path, Some(&body)).await?;
+        Ok(())
+    }
+
+    /// `POST /open-apis/im/v1/messages/<id>/reactions` with `emoji_type`; returns the reaction id.
+    pub async fn add_reaction(
+        &self,
+        message_id: &str,
+        emoji_type: &str,
+    ) -> Result<String, ApiError> {
+        let body = json!({ "reaction_type": { "emoji_type": emoji_type } });
+        let path = format!(
+            "/open-apis/im/v1/messages/{}/reactions",
+            path_segment(message_id)
+        );
+        let answer = self.call(reqwest::Method::POST, &path, Some(&body)).await?;
+        Ok(answer["data"]["reaction_id"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned())
+    }
+
+    /// `DELETE /open-apis/im/v1/messages/<id>/reactions/<reaction id>`.
+    pub async fn delete_reaction(
+        &self,
+        message_id: &str,
+        reaction_id: &str,
+    ) -> Result<(), ApiError> {
+        let path = format!(
+            "/open-apis/im/v1/messages/{}/reactions/{}",
+            path_segment(message_id),
+            path_segment(reaction_id)
+        );
+        self.call(reqwest::Method::DELETE, &path, None).await?;
+        Ok(())
+    }
+
     /// `POST /callback/ws/endpoint`: a fresh long-connection URL (app id and secret, no token).
     pub async fn ws_endpoint(&self) -> Result<Endpoint, ApiError> {
         let body = json!({ "AppID": self.app_id, "AppSecret": self.app_secret.expose() });

@@ -38,8 +38,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell,
-    ConnectionState, EventSink, InboundEvent, OutboundMessage, Platform, Secret, SendError,
-    SentMessage, SiblingPost, UserId, WebhookRequest, WebhookResponse,
+    ConnectionState, EditMessage, EventSink, InboundEvent, OutboundMessage, Platform, Secret,
+    SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest,
+    WebhookResponse,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -456,6 +457,26 @@ impl Adapter for FeishuAdapter {
             .filter(|parent| self.posted.contains(parent.as_str()))
             .map(|_| UserId(me.open_id.clone()));
         read
+    }
+
+    fn can_edit(&self) -> bool {
+        true
+    }
+
+    fn max_edits(&self) -> Option<u32> {
+        Some(outbound::MAX_EDITS)
+    }
+
+    async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+        outbound::edit(&self.api, edit).await
+    }
+
+    async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+        outbound::typing_start(&self.api, at).await
+    }
+
+    async fn typing_stop(&self, at: &TypingTarget, typing: &Typing) -> Result<(), SendError> {
+        outbound::typing_stop(&self.api, at, typing).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

@@ -10,7 +10,9 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
-use baton_contract::{MessageId, OutboundMessage, SendError, SentMessage};
+use baton_contract::{
+    EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing, TypingTarget,
+};
 use sha2::{Digest, Sha256};
 
 use crate::api::{Api, ApiError};
@@ -46,6 +48,48 @@ pub(crate) async fn send(
     Ok(SentMessage {
         message_id: MessageId(sent),
     })
+}
+
+/// How many times Feishu lets one message be edited.
+pub(crate) const MAX_EDITS: u32 = 20;
+
+/// The reaction that says "working on it" (Feishu's emoji type `Typing`).
+const TYPING_EMOJI: &str = "Typing";
+
+/// Replace the text of a text message this app posted, once.
+pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError> {
+    api.update_text(edit.message_id.as_str(), &edit.text)
+        .await
+        .map_err(send_error)
+}
+
+/// Put the typing reaction on the message being answered.
+pub(crate) async fn typing_start(
+    api: &Api,
+    at: &TypingTarget,
+) -> Result<Option<Typing>, SendError> {
+    let reaction = api
+        .add_reaction(at.message.as_str(), TYPING_EMOJI)
+        .await
+        .map_err(send_error)?;
+    Ok(Some(Typing {
+        renew_every: None,
+        handle: Some(reaction).filter(|r| !r.is_empty()),
+    }))
+}
+
+/// Take the typing reaction away again.
+pub(crate) async fn typing_stop(
+    api: &Api,
+    at: &TypingTarget,
+    typing: &Typing,
+) -> Result<(), SendError> {
+    let Some(reaction) = &typing.handle else {
+        return Ok(());
+    };
+    api.delete_reaction(at.message.as_str(), reaction)
+        .await
+        .map_err(send_error)
 }
 
 /// Map a failed post onto the contract: only a rate limit is known to have posted nothing.

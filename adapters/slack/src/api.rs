@@ -103,6 +103,44 @@ impl Api {
         Ok(posted.ts.to_string())
     }
 
+    /// `chat.update`: replace the text of the message `ts` in `channel`.
+    pub async fn update_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+    ) -> Result<(), SendError> {
+        let request = SlackApiChatUpdateRequest::new(
+            SlackChannelId(channel.to_owned()),
+            SlackMessageContent::new().with_text(text.to_owned()),
+            SlackTs(ts.to_owned()),
+        );
+        let session = self.client.open_session(&self.bot_token);
+        session.chat_update(&request).await.map_err(send_error)?;
+        Ok(())
+    }
+
+    /// `assistant.threads.setStatus`: the "is working" line under the thread `thread_ts`; an
+    /// empty `status` clears it.
+    pub async fn set_status(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        status: &str,
+    ) -> Result<(), SendError> {
+        let request = SlackApiAssistantThreadsSetStatusRequest::new(
+            SlackChannelId(channel.to_owned()),
+            status.to_owned(),
+            SlackTs(thread_ts.to_owned()),
+        );
+        let session = self.client.open_session(&self.bot_token);
+        session
+            .assistant_threads_set_status(&request)
+            .await
+            .map_err(send_error)?;
+        Ok(())
+    }
+
     /// Answer a slash command privately through its `response_url` (ephemeral by default).
     pub async fn respond(&self, response_url: &str, text: &str) -> Result<(), SendError> {
         let url: url::Url = response_url.parse().map_err(|_| SendError::Rejected {

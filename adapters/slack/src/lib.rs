@@ -18,6 +18,7 @@ pub mod normalize;
 mod outbound;
 pub mod signature;
 mod socket;
+mod status;
 
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
@@ -25,8 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
-    EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, UserId, WebhookRequest,
-    WebhookResponse,
+    EditMessage, EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing,
+    TypingTarget, UserId, WebhookRequest, WebhookResponse,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -93,6 +94,7 @@ pub struct SlackAdapter {
     identity: RwLock<Option<Identity>>,
     app_id: Mutex<Option<String>>,
     state: ConnectionCell,
+    status: status::Status,
 }
 
 impl SlackAdapter {
@@ -109,6 +111,7 @@ impl SlackAdapter {
             api,
             identity: RwLock::new(None),
             state: ConnectionCell::default(),
+            status: status::Status::default(),
         }
     }
 
@@ -246,6 +249,22 @@ impl Adapter for SlackAdapter {
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
         outbound::send(&self.api, message).await
+    }
+
+    fn can_edit(&self) -> bool {
+        true
+    }
+
+    async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+        outbound::edit(&self.api, edit).await
+    }
+
+    async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+        self.status.start(&self.api, at).await
+    }
+
+    async fn typing_stop(&self, at: &TypingTarget, _typing: &Typing) -> Result<(), SendError> {
+        self.status.stop(&self.api, at).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

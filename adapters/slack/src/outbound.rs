@@ -4,7 +4,7 @@
 //! module makes exactly one request per call, so a failure whose fate is unknown is never
 //! repeated here (Slack has no idempotency key).
 
-use baton_contract::{MessageId, OutboundMessage, SendError, SentMessage};
+use baton_contract::{EditMessage, MessageId, OutboundMessage, SendError, SentMessage};
 
 use crate::api::Api;
 use crate::normalize::{message_id, ts_of};
@@ -29,4 +29,14 @@ pub(crate) async fn send(api: &Api, message: &OutboundMessage) -> Result<SentMes
     Ok(SentMessage {
         message_id: message_id(channel, &ts),
     })
+}
+
+/// Replace the text of a message this app posted (`chat.update`), once.
+pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError> {
+    let channel = edit.chat.as_str();
+    let ts = ts_of(&edit.message_id).ok_or_else(|| SendError::Rejected {
+        code: "bad_message_id".into(),
+        message: format!("`{}` is not a Slack message id", edit.message_id),
+    })?;
+    api.update_message(channel, ts, &edit.text).await
 }

@@ -21,6 +21,7 @@ mod account_keys;
 mod accounts;
 mod bots;
 mod chats;
+mod feedback;
 #[cfg(test)]
 mod fixture;
 mod limits;
@@ -55,6 +56,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.chats(config);
     check.agent_to_agent(config);
     check.chains(config);
+    check.feedback(config);
     check.schedules(config);
     check.store(config);
     check.retention(config);

@@ -12,15 +12,18 @@ use baton_contract::Secret;
 use serde_json::Value;
 
 use super::{
-    Backend, BackendError, BackendReply, ChatLine, MAX_TOOL_ROUNDS, REQUEST_TIMEOUT, Role,
-    ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
+    Backend, BackendError, BackendReply, ChatLine, MAX_TOOL_ROUNDS, NoSink, REQUEST_TIMEOUT, Role,
+    TextSink, ToolExecutor, TurnRequest, Usage, describe_transport_error, error_message,
+    http_client, quote,
 };
 
 mod retry;
+mod stream;
 mod wire;
 
 use retry::{Attempt, Failure, FinalError, is_retryable, retry_after};
-use wire::{parse_completion, request_body};
+use stream::Assembler;
+use wire::{Completion, Delivery, parse_completion, request_body};
 
 /// How to reach one OpenAI-compatible server. Built once per bot at startup from the config
 /// (bot keys over `[backends.openai]` over `$OPENAI_BASE_URL`), so a turn does no lookups.
@@ -127,15 +130,22 @@ impl OpenAiBackend {
         &self.settings
     }
 
-    /// One model call with retries: the parsed JSON body of the first 2xx answer.
-    async fn complete(&self, body: &Value) -> Result<Value, BackendError> {
+    /// One model call with retries: the completion of the first 2xx answer. With `Streamed`,
+    /// text deltas go to `sink` as they arrive. Only a call that has not begun to answer is
+    /// retried: once a stream has started, its text may already be shown.
+    async fn complete(
+        &self,
+        body: &Value,
+        delivery: Delivery,
+        sink: &dyn TextSink,
+    ) -> Result<Completion, BackendError> {
         let url = self.settings.endpoint();
         let max_attempts = self.settings.max_attempts.max(1);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let failure = match self.attempt(&url, body).await {
-                Ok(value) => return Ok(value),
+            let failure = match self.attempt(&url, body, delivery, sink).await {
+                Ok(completion) => return Ok(completion),
                 Err(Attempt::Final(error)) => return Err(error.with_attempts(attempt)),
                 Err(Attempt::Retryable(failure)) => failure,
             };
@@ -156,8 +166,14 @@ impl OpenAiBackend {
         }
     }
 
-    /// One HTTP attempt, classified as success, retryable or final.
-    async fn attempt(&self, url: &str, body: &Value) -> Result<Value, Attempt> {
+    /// One HTTP attempt: the completion, or a failure classified as retryable or final.
+    async fn attempt(
+        &self,
+        url: &str,
+        body: &Value,
+        delivery: Delivery,
+        sink: &dyn TextSink,
+    ) -> Result<Completion, Attempt> {
         let mut request = self
             .client
             .post(url)
@@ -173,18 +189,14 @@ impl OpenAiBackend {
             .await
             .map_err(|e| Attempt::Retryable(Failure::Unreachable(self.redact(transport(e)))))?;
         let status = response.status();
+        if status.is_success() {
+            return self.read(response, url, delivery, sink).await;
+        }
         let retry_after = retry_after(response.headers());
         let text = response
             .text()
             .await
             .map_err(|e| Attempt::Retryable(Failure::Unreachable(self.redact(transport(e)))))?;
-        if status.is_success() {
-            return serde_json::from_str(&text).map_err(|e| {
-                Attempt::Final(FinalError::Bad(
-                    self.redact(format!("not JSON ({e}): {}", quote(&text))),
-                ))
-            });
-        }
         let message = self.redact(error_message(status, &text));
         let failure = Failure::Status {
             status: status.as_u16(),
@@ -196,6 +208,100 @@ impl OpenAiBackend {
         } else {
             Err(Attempt::Final(FinalError::Failure(failure)))
         }
+    }
+
+    /// The body of a 2xx answer: one JSON completion, or a stream of chunks. A whole body cut
+    /// off is worth another try; a stream cut off is not, as its text may already be shown.
+    async fn read(
+        &self,
+        mut response: reqwest::Response,
+        url: &str,
+        delivery: Delivery,
+        sink: &dyn TextSink,
+    ) -> Result<Completion, Attempt> {
+        let transport = |e: reqwest::Error| {
+            self.redact(describe_transport_error(&e, url, self.settings.timeout))
+        };
+        let bad = |e: String| Attempt::Final(FinalError::Bad(self.redact(e)));
+        // A server may answer a streamed request whole (some proxies do): read what it sent.
+        let is_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if delivery == Delivery::Streamed && is_stream {
+            let mut assembler = Assembler::default();
+            loop {
+                match response.chunk().await {
+                    Ok(Some(bytes)) => assembler.feed(&bytes, sink).map_err(bad)?,
+                    Ok(None) => break,
+                    Err(e) => {
+                        return Err(bad(format!("the stream was cut off: {}", transport(e))));
+                    }
+                }
+            }
+            return assembler.finish().map_err(bad);
+        }
+        let text = response
+            .text()
+            .await
+            .map_err(|e| Attempt::Retryable(Failure::Unreachable(transport(e))))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not JSON ({e}): {}", quote(&text))))?;
+        let completion = parse_completion(&value).map_err(bad)?;
+        if let Some(content) = completion.content.as_deref().filter(|c| !c.is_empty()) {
+            sink.text(content);
+        }
+        Ok(completion)
+    }
+
+    /// The tool loop, shared by the whole and the streamed turn.
+    async fn rounds(
+        &self,
+        request: &TurnRequest,
+        tools: &dyn ToolExecutor,
+        delivery: Delivery,
+        sink: &dyn TextSink,
+    ) -> Result<BackendReply, BackendError> {
+        let model = if request.model.is_empty() {
+            self.settings.model.as_str()
+        } else {
+            request.model.as_str()
+        };
+        let mut lines = request.messages.clone();
+        let mut usage: Option<Usage> = None;
+        for round in 1..=MAX_TOOL_ROUNDS {
+            let body = request_body(model, &lines, &request.tools, delivery);
+            let answer = self.complete(&body, delivery, sink).await?;
+            if let Some(used) = answer.usage {
+                usage = Some(usage.unwrap_or_default().plus(used));
+            }
+            if answer.tool_calls.is_empty() {
+                return Ok(BackendReply {
+                    text: Some(answer.content.unwrap_or_default()),
+                    model: answer.model.unwrap_or_else(|| model.to_owned()),
+                    usage,
+                });
+            }
+            // Text said before calling tools is not the reply.
+            sink.retract();
+            if round == MAX_TOOL_ROUNDS {
+                // Calls whose results no model would read are not run: they may have effects.
+                break;
+            }
+            tracing::debug!(round, calls = answer.tool_calls.len(), "model called tools");
+            let mut assistant = ChatLine::new(Role::Assistant, answer.content.unwrap_or_default());
+            assistant.tool_calls = answer.tool_calls;
+            let calls = assistant.tool_calls.clone();
+            lines.push(assistant);
+            for call in &calls {
+                let result = tools.call(call).await;
+                let mut line = ChatLine::new(Role::Tool, result.to_string());
+                line.tool_call_id = Some(call.id.clone());
+                lines.push(line);
+            }
+        }
+        Err(BackendError::ToolLoop(MAX_TOOL_ROUNDS))
     }
 
     /// `text` with the API key blanked out: some servers echo the key they were given.
@@ -216,39 +322,16 @@ impl Backend for OpenAiBackend {
         request: &TurnRequest,
         tools: &dyn ToolExecutor,
     ) -> Result<BackendReply, BackendError> {
-        let model = if request.model.is_empty() {
-            self.settings.model.as_str()
-        } else {
-            request.model.as_str()
-        };
-        let mut lines = request.messages.clone();
-        for round in 1..=MAX_TOOL_ROUNDS {
-            let body = request_body(model, &lines, &request.tools);
-            let answer = parse_completion(&self.complete(&body).await?)
-                .map_err(|e| BackendError::BadResponse(self.redact(e)))?;
-            if answer.tool_calls.is_empty() {
-                return Ok(BackendReply {
-                    text: Some(answer.content.unwrap_or_default()),
-                    model: answer.model.unwrap_or_else(|| model.to_owned()),
-                });
-            }
-            if round == MAX_TOOL_ROUNDS {
-                // Calls whose results no model would read are not run: they may have effects.
-                break;
-            }
-            tracing::debug!(round, calls = answer.tool_calls.len(), "model called tools");
-            let mut assistant = ChatLine::new(Role::Assistant, answer.content.unwrap_or_default());
-            assistant.tool_calls = answer.tool_calls;
-            let calls = assistant.tool_calls.clone();
-            lines.push(assistant);
-            for call in &calls {
-                let result = tools.call(call).await;
-                let mut line = ChatLine::new(Role::Tool, result.to_string());
-                line.tool_call_id = Some(call.id.clone());
-                lines.push(line);
-            }
-        }
-        Err(BackendError::ToolLoop(MAX_TOOL_ROUNDS))
+        self.rounds(request, tools, Delivery::Whole, &NoSink).await
+    }
+
+    async fn run_streaming(
+        &self,
+        request: &TurnRequest,
+        tools: &dyn ToolExecutor,
+        sink: &dyn TextSink,
+    ) -> Result<BackendReply, BackendError> {
+        self.rounds(request, tools, Delivery::Streamed, sink).await
     }
 }
 

@@ -3,14 +3,32 @@
 
 use serde_json::{Value, json};
 
-use crate::turn::{ChatLine, Role, ToolCall, ToolSpec, quote};
+use crate::turn::{ChatLine, Role, ToolCall, ToolSpec, Usage, quote};
+
+/// Whether the answer is asked for whole or as a stream of chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Delivery {
+    /// One JSON body.
+    Whole,
+    /// Server-sent chunks, the last one with `usage`.
+    Streamed,
+}
 
 /// The JSON body of one `/chat/completions` request.
-pub(super) fn request_body(model: &str, lines: &[ChatLine], tools: &[ToolSpec]) -> Value {
+pub(super) fn request_body(
+    model: &str,
+    lines: &[ChatLine],
+    tools: &[ToolSpec],
+    delivery: Delivery,
+) -> Value {
     let mut body = json!({
         "model": model,
         "messages": lines.iter().map(wire_message).collect::<Vec<_>>(),
     });
+    if delivery == Delivery::Streamed {
+        body["stream"] = true.into();
+        body["stream_options"] = json!({ "include_usage": true });
+    }
     if !tools.is_empty() {
         body["tools"] = tools.iter().map(wire_tool).collect();
     }
@@ -94,6 +112,7 @@ pub(super) struct Completion {
     pub(super) content: Option<String>,
     pub(super) tool_calls: Vec<ToolCall>,
     pub(super) model: Option<String>,
+    pub(super) usage: Option<Usage>,
 }
 
 /// Reads `choices[0].message` of a completion. Lenient where servers differ: arguments may be an
@@ -157,6 +176,9 @@ pub(super) fn parse_completion(body: &Value) -> Result<Completion, String> {
         content,
         tool_calls,
         model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+        usage: body
+            .get("usage")
+            .and_then(|u| serde_json::from_value(u.clone()).ok()),
     })
 }
 
@@ -325,14 +347,18 @@ mod tests {
     #[test]
     fn tools_are_sent_only_when_there_are_some() {
         let lines = [ChatLine::new(Role::User, "x")];
-        assert!(request_body("m", &lines, &[]).get("tools").is_none());
+        assert!(
+            request_body("m", &lines, &[], Delivery::Whole)
+                .get("tools")
+                .is_none()
+        );
         let tool = ToolSpec {
             name: "bots_list".into(),
             description: "roster".into(),
             parameters: json!({"type":"object","properties":{}}),
         };
         assert_eq!(
-            request_body("m", &lines, &[tool])["tools"],
+            request_body("m", &lines, &[tool], Delivery::Whole)["tools"],
             json!([{"type":"function","function":{
                 "name":"bots_list","description":"roster","parameters":{"type":"object","properties":{}}
             }}])

@@ -1,0 +1,331 @@
+//! Posting a reply while it is written: one post edited in place as the text grows, a new
+//! post when the text outgrows the platform's limit, and a last pass that makes the posts hold
+//! exactly the finished reply.
+//!
+//! The posts are always `split(text)` of some text (the same chunking as a whole reply), so a
+//! post is closed at a paragraph, line or code-fence boundary with its fences balanced, and the
+//! finished posts are exactly the chunks a whole reply would have had. Post `n` carries the
+//! idempotency key `<run id>#<n>` like any chunk and is recorded in the transcript as soon as it
+//! is made; a crash mid-stream therefore leaves the posts made so far on record, and a replay
+//! of the run edits them (or gives up) instead of posting the reply again. The last pass
+//! records each post's final text.
+//!
+//! Edits go out one at a time from one task, so they can never overtake each other; a 429 is
+//! waited out (its `Retry-After`) and then the newest text is sent. Where a platform caps how
+//! often a message may be edited (Feishu: 20), the stream stops editing a post one edit short
+//! of the cap, keeping the last edit for the finished text.
+
+use baton_contract::{Adapter, EditMessage, MessageId};
+
+use super::handover::Handover;
+use super::send::{Posted, post_chunk, with_retry};
+use super::{DeliveryFailed, Target, Undelivered, split};
+use crate::mirror::Journal;
+
+/// One post of the stream.
+#[derive(Debug)]
+struct Post {
+    id: MessageId,
+    /// What the chat shows; `None` for a post made by an earlier attempt of the run.
+    shown: Option<String>,
+    edits: u32,
+    /// Its transcript entry may hold a draft until the last pass.
+    recorded_draft: bool,
+}
+
+/// The posts of one streamed reply.
+pub struct Streamer<'a> {
+    adapter: &'a dyn Adapter,
+    /// Who else is handed each post as it is first made (where the platform does not).
+    handover: Handover,
+    target: &'a Target,
+    journal: &'a Journal,
+    limit: usize,
+    posts: Vec<Post>,
+}
+
+impl<'a> Streamer<'a> {
+    /// A stream of posts to `target` through `adapter`, recorded in `journal`'s run and handed
+    /// to the bots of `handover`.
+    pub fn new(
+        adapter: &'a dyn Adapter,
+        handover: Handover,
+        target: &'a Target,
+        journal: &'a Journal,
+    ) -> Self {
+        Self {
+            adapter,
+            handover,
+            target,
+            journal,
+            limit: adapter.capabilities().max_message_chars,
+            posts: Vec::new(),
+        }
+    }
+
+    /// Whether anything has been posted yet.
+    pub fn has_posted(&self) -> bool {
+        !self.posts.is_empty()
+    }
+
+    /// Make the chat show `text` (the certain part of the reply so far). A post or edit that
+    /// fails is logged and left to the last pass; only a post that must not be retried (an
+    /// earlier attempt was cut off mid-post) stops the stream.
+    pub async fn show(&mut self, text: &str) -> Result<(), DeliveryFailed> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        let chunks = split(text, self.limit);
+        let total = chunks.len();
+        for (n, chunk) in chunks.into_iter().enumerate() {
+            let closing = n + 1 < total;
+            if let Err(cause) = self.put(n, chunk, Pass::Streaming { closing }).await {
+                if matches!(cause, Undelivered::Interrupted) {
+                    return Err(DeliveryFailed {
+                        chunk: n,
+                        total,
+                        cause,
+                    });
+                }
+                tracing::warn!(session = self.journal.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Make the posts hold exactly the finished reply `text`, and record each post's final
+    /// text. Returns the platform ids.
+    pub async fn finish(&mut self, text: &str) -> Result<Vec<MessageId>, DeliveryFailed> {
+        let chunks = split(text, self.limit);
+        let total = chunks.len();
+        for (n, chunk) in chunks.into_iter().enumerate() {
+            self.put(n, chunk.clone(), Pass::Last)
+                .await
+                .map_err(|cause| DeliveryFailed {
+                    chunk: n,
+                    total,
+                    cause,
+                })?;
+            let post = &mut self.posts[n];
+            if post.recorded_draft {
+                let key = format!("{}#{n}", self.journal.run_id());
+                if let Err(err) = self.journal.store().revise_delivered(&key, &chunk).await {
+                    tracing::error!(%err, key, "could not record a streamed post's final text");
+                }
+                post.recorded_draft = false;
+            }
+        }
+        if self.posts.len() > total {
+            // Text the model took back (it went on to call tools) outgrew the reply.
+            tracing::warn!(
+                session = self.journal.session(),
+                extra = self.posts.len() - total,
+                "a streamed draft had more posts than the reply; they keep the draft's text"
+            );
+        }
+        Ok(self.posts.iter().map(|p| p.id.clone()).collect())
+    }
+
+    /// Post chunk `n`, or edit its post to `text` if the pass allows an edit now.
+    async fn put(&mut self, n: usize, text: String, pass: Pass) -> Result<(), Undelivered> {
+        let Some(post) = self.posts.get(n) else {
+            let posted = post_chunk(
+                self.adapter,
+                &self.handover,
+                self.target,
+                self.journal,
+                n,
+                text.clone(),
+            );
+            let post = match posted.await? {
+                Posted::Now(id) => Post {
+                    id,
+                    shown: Some(text),
+                    edits: 0,
+                    recorded_draft: true,
+                },
+                // Made and recorded by an attempt a crash cut off: its entry gets the final text.
+                Posted::Before(id) => Post {
+                    id,
+                    shown: None,
+                    edits: 0,
+                    recorded_draft: true,
+                },
+            };
+            self.posts.push(post);
+            return Ok(());
+        };
+        if post.shown.as_deref() == Some(text.as_str()) || post.id.as_str().is_empty() {
+            return Ok(());
+        }
+        let cap = self.adapter.max_edits();
+        let allowed = match (pass, cap) {
+            (_, None) => true,
+            // The post's text is final: spend an edit on it if any is left.
+            (Pass::Last | Pass::Streaming { closing: true }, Some(cap)) => post.edits < cap,
+            // Keep the last edit for the finished text.
+            (Pass::Streaming { closing: false }, Some(cap)) => post.edits + 1 < cap,
+        };
+        if !allowed {
+            if pass == Pass::Last {
+                tracing::warn!(
+                    session = self.journal.session(),
+                    chunk = n,
+                    "a streamed post used up its edits; it keeps the text it has"
+                );
+            }
+            return Ok(());
+        }
+        let edit = EditMessage {
+            chat: self.target.chat.clone(),
+            thread: self.target.thread.clone(),
+            message_id: post.id.clone(),
+            text,
+        };
+        with_retry(|| self.adapter.edit(&edit)).await?;
+        let post = &mut self.posts[n];
+        post.shown = Some(edit.text);
+        post.edits += 1;
+        Ok(())
+    }
+}
+
+/// Which pass a post or edit belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// While the model writes; `closing`: the post is full and gets its final text.
+    Streaming { closing: bool },
+    /// The finished reply.
+    Last,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use baton_contract::{
+        AccountId, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
+        OutboundMessage, Platform, SendError, SentMessage, UserId,
+    };
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::store::{Store, TranscriptQuery};
+
+    /// A platform that allows `max_edits` edits per message and records posts and edits.
+    struct Capped {
+        account: AccountId,
+        connection: ConnectionCell,
+        max_edits: u32,
+        log: Mutex<Vec<(String, String)>>,
+    }
+
+    #[async_trait]
+    impl Adapter for Capped {
+        fn platform(&self) -> Platform {
+            Platform::Local
+        }
+        fn account(&self) -> &AccountId {
+            &self.account
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                max_message_chars: 30,
+                threads: true,
+                ephemeral_replies: false,
+                bot_posts_reach_bots: true,
+            }
+        }
+        fn self_id(&self) -> Option<UserId> {
+            None
+        }
+        fn connection(&self) -> &ConnectionCell {
+            &self.connection
+        }
+        async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
+            Ok(())
+        }
+        async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
+            let mut log = self.log.lock().unwrap();
+            let id = format!("m{}", log.iter().filter(|(k, _)| k == "post").count());
+            log.push(("post".into(), message.text.clone()));
+            Ok(SentMessage {
+                message_id: MessageId(id),
+            })
+        }
+        fn can_edit(&self) -> bool {
+            true
+        }
+        fn max_edits(&self) -> Option<u32> {
+            Some(self.max_edits)
+        }
+        async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
+            let mut log = self.log.lock().unwrap();
+            let edits = log
+                .iter()
+                .filter(|(k, _)| k == edit.message_id.as_str())
+                .count();
+            assert!(edits < self.max_edits as usize, "edited past the cap");
+            log.push((edit.message_id.to_string(), edit.text.clone()));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn posts_split_at_the_limit_keep_an_edit_for_the_final_text_and_record_it() {
+        let adapter = Capped {
+            account: "a".into(),
+            connection: ConnectionCell::new(ConnectionState::Connected),
+            max_edits: 3,
+            log: Mutex::default(),
+        };
+        let store = Store::open(":memory:").await.unwrap();
+        let journal = Journal::new(
+            store,
+            crate::events::Events::default(),
+            "s".into(),
+            "bot".into(),
+            "run1".into(),
+        );
+        let target = Target {
+            chat: "c".into(),
+            thread: None,
+            reply_to: None,
+            ephemeral: None,
+        };
+        let reply = "first line of it\nsecond line here\nthird and last";
+        let mut streamer = Streamer::new(&adapter, Handover::none(), &target, &journal);
+        for end in (4..reply.len()).step_by(3) {
+            streamer.show(&reply[..end]).await.unwrap();
+        }
+        let ids = streamer.finish(reply).await.unwrap();
+        assert_eq!(ids.len(), split(reply, 30).len());
+        let log = adapter.log.lock().unwrap().clone();
+        let mut shown = std::collections::BTreeMap::new();
+        let mut n = 0;
+        for (kind, text) in &log {
+            let id = if kind == "post" {
+                n += 1;
+                format!("m{}", n - 1)
+            } else {
+                kind.clone()
+            };
+            shown.insert(id, text.clone());
+        }
+        let shown: Vec<String> = shown.into_values().collect();
+        assert_eq!(shown, split(reply, 30), "{log:?}");
+        let entries = journal
+            .store()
+            .transcript(TranscriptQuery::session("s"))
+            .await
+            .unwrap();
+        let recorded: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(
+            recorded,
+            split(reply, 30),
+            "each post's final text on record"
+        );
+    }
+}
