@@ -1,161 +1,12 @@
-//! Chains: ordered, turn-enforced conversations among bots, and everything said
-//! or done in them.
-//!
-//! The turn is the thing to protect. Two bots must never both believe they hold it, and a late
-//! arrival (a post after a timeout, a timeout after a post) must never move it. So every move of
-//! the turn — a handoff, a post, a hand-back, a close — is one job on the writer thread that
-//! checks the chain's state, its holder and its turn number before it changes anything, and
-//! writes the chain's log entry in the same transaction ([`Store::chain_hand`],
-//! [`Store::chain_post`], [`Store::chain_return`], [`Store::chain_close`]).
-//!
-//! Ids are short (`ch-` and six characters without look-alikes) because people type them.
+//! The moves of a chain's turn: a handoff, a post, a hand-back, a close. Each is one writer job
+//! that checks the chain's state, holder and turn number before it changes anything, and writes
+//! its log entry in the same transaction, so a late arrival never moves the turn.
 
-use rand::Rng;
-use rusqlite::{Connection, OptionalExtension, Row};
-use serde::Serialize;
+use rusqlite::Connection;
 
-use super::stored_name::parse_column;
-use super::{Store, StoreError};
-
-/// Characters of an id after `ch-`: lowercase letters and digits, minus look-alikes.
-const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
-/// Characters after the prefix.
-const ID_LEN: usize = 6;
-
-/// The name baton goes by in a chain it coordinates itself, and in its own log entries.
-pub const BATON: &str = "baton";
-
-stored_name! {
-    /// Where a chain stands.
-    ChainState, "chain state" {
-        /// Running: someone holds the turn.
-        Open = "open",
-        /// The coordinator closed it (`chain_close`), or baton's round-robin finished.
-        Completed = "completed",
-        /// A human closed it (`/baton chain stop` or `close`).
-        Stopped = "stopped",
-        /// It reached `[chains] max_rounds`.
-        Capped = "capped",
-        /// The coordinator's turn ended without handing the turn on or closing the chain.
-        Stalled = "stalled",
-    }
-}
-
-stored_name! {
-    /// What a chain log entry records.
-    ChainEntryKind, "chain entry kind" {
-        /// A post by the turn holder, shown in the chat.
-        Message = "message",
-        /// The turn given to `recipient`; the content is the prompt that came with it.
-        Handoff = "handoff",
-        /// baton's own note: opened, a turn timed out or was passed, closed.
-        System = "system",
-    }
-}
-
-/// Where a chain posts: the chat it was started from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChainOrigin {
-    /// Platform name.
-    pub platform: String,
-    /// Chat id.
-    pub chat: String,
-    /// The thread it was started in, if any: every post goes there.
-    pub thread: Option<String>,
-    /// The message every post answers when there is no thread (on Slack that puts the posts in
-    /// the thread under it).
-    pub anchor: Option<String>,
-    /// The account baton's own lines about the chain are posted through.
-    pub account: String,
-}
-
-/// A chain to record (the store assigns the id).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NewChain {
-    /// What it is about.
-    pub name: String,
-    /// The coordinating bot; `None` when baton coordinates round-robin.
-    pub coordinator: Option<String>,
-    /// Participants, in order.
-    pub participants: Vec<String>,
-    /// Where it posts.
-    pub origin: ChainOrigin,
-    /// Who started it: a bot id, or a human's id.
-    pub started_by: String,
-}
-
-/// A stored chain.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Chain {
-    /// `ch-xxxxxx`.
-    pub id: String,
-    /// What it is about.
-    pub name: String,
-    /// The coordinating bot; `None` when baton coordinates.
-    pub coordinator: Option<String>,
-    /// Who may post now; `None` when that is baton (as coordinator) or nobody (closed).
-    pub holder: Option<String>,
-    /// Participants, in order.
-    pub participants: Vec<String>,
-    /// Where it stands.
-    pub state: ChainState,
-    /// How many times the turn has moved.
-    pub turn: i64,
-    /// The current round (0 before anyone was given the turn).
-    pub round: u32,
-    /// Where it posts.
-    pub origin: ChainOrigin,
-    /// Who started it.
-    pub started_by: String,
-    /// Why it closed.
-    pub closed_reason: Option<String>,
-    /// When it started, milliseconds since the Unix epoch.
-    pub created_ms: i64,
-    /// When it closed.
-    pub closed_ms: Option<i64>,
-}
-
-impl Chain {
-    /// The coordinator's name: its bot id, or `baton`.
-    pub fn coordinator_name(&self) -> &str {
-        self.coordinator.as_deref().unwrap_or(BATON)
-    }
-
-    /// Whether the coordinator holds the turn (also when baton coordinates and nobody holds it).
-    pub fn coordinator_holds(&self) -> bool {
-        self.holder == self.coordinator
-    }
-
-    /// The holder's name, for people: a bot id, `baton`, or `nobody` once closed.
-    pub fn holder_name(&self) -> &str {
-        match (&self.holder, self.state) {
-            (Some(bot), _) => bot,
-            (None, ChainState::Open) => BATON,
-            (None, _) => "nobody",
-        }
-    }
-}
-
-/// One entry of a chain's log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChainEntry {
-    /// Increasing id.
-    pub id: i64,
-    /// The chain.
-    pub chain: String,
-    /// The chain's turn number when it was written.
-    pub turn: i64,
-    /// Who: a bot id, or `baton`.
-    pub sender: String,
-    /// Message, handoff or system note.
-    pub kind: ChainEntryKind,
-    /// The words (for a handoff: the prompt).
-    pub content: String,
-    /// For a handoff: who was given the turn.
-    pub recipient: Option<String>,
-    /// When, milliseconds since the Unix epoch.
-    pub ts_ms: i64,
-}
+use super::rows::{Note, by_id, normalize, note};
+use super::{BATON, Chain, ChainEntryKind, ChainState};
+use crate::store::{Store, StoreError};
 
 /// Why the store would not move a chain's turn. Each says what to do instead.
 #[derive(Debug, thiserror::Error)]
@@ -239,105 +90,6 @@ pub struct Posted {
     pub returned: bool,
 }
 
-const SELECT: &str = "SELECT id, name, coordinator, holder, participants, state, turn, round,
-        origin_platform, origin_chat, origin_thread, origin_anchor, origin_account, started_by,
-        closed_reason, created_ms, closed_ms
-     FROM chains";
-
-fn chain_from_row(row: &Row<'_>) -> rusqlite::Result<Chain> {
-    let participants: String = row.get(4)?;
-    let participants = serde_json::from_str(&participants).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into())
-    })?;
-    Ok(Chain {
-        id: row.get(0)?,
-        name: row.get(1)?,
-        coordinator: row.get(2)?,
-        holder: row.get(3)?,
-        participants,
-        state: parse_column(row, 5)?,
-        turn: row.get(6)?,
-        round: row.get(7)?,
-        origin: ChainOrigin {
-            platform: row.get(8)?,
-            chat: row.get(9)?,
-            thread: row.get(10)?,
-            anchor: row.get(11)?,
-            account: row.get(12)?,
-        },
-        started_by: row.get(13)?,
-        closed_reason: row.get(14)?,
-        created_ms: row.get(15)?,
-        closed_ms: row.get(16)?,
-    })
-}
-
-fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<ChainEntry> {
-    Ok(ChainEntry {
-        id: row.get(0)?,
-        chain: row.get(1)?,
-        turn: row.get(2)?,
-        sender: row.get(3)?,
-        kind: parse_column(row, 4)?,
-        content: row.get(5)?,
-        recipient: row.get(6)?,
-        ts_ms: row.get(7)?,
-    })
-}
-
-/// An id as people type it.
-fn normalize(id: &str) -> String {
-    id.trim().to_ascii_lowercase()
-}
-
-fn new_id(conn: &Connection) -> rusqlite::Result<String> {
-    let mut rng = rand::rng();
-    loop {
-        let tail: String = (0..ID_LEN)
-            .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
-            .collect();
-        let id = format!("ch-{tail}");
-        let taken: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM chains WHERE id = ?1)")?
-            .query_row([&id], |r| r.get(0))?;
-        if !taken {
-            return Ok(id);
-        }
-    }
-}
-
-fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Chain>> {
-    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
-        .query_row([id], chain_from_row)
-        .optional()
-}
-
-/// A log entry to write inside a move.
-struct Note<'a> {
-    turn: i64,
-    sender: &'a str,
-    kind: ChainEntryKind,
-    content: &'a str,
-    recipient: Option<&'a str>,
-}
-
-fn note(conn: &Connection, chain: &str, note: Note<'_>, now_ms: i64) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
-        "INSERT INTO chain_messages (chain, turn, sender, kind, content, recipient, ts_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(rusqlite::params![
-        chain,
-        note.turn,
-        note.sender,
-        note.kind.as_str(),
-        note.content,
-        note.recipient,
-        now_ms
-    ])?;
-    Ok(conn.last_insert_rowid())
-}
-
 /// The open chain `id`, or why there is none to act on.
 fn open_chain(conn: &Connection, id: &str) -> rusqlite::Result<Result<Chain, ChainError>> {
     Ok(match by_id(conn, id)? {
@@ -391,68 +143,6 @@ fn decided<T>(result: Result<Result<T, ChainError>, StoreError>) -> Result<T, Ch
 }
 
 impl Store {
-    /// Records a new open chain with a fresh id, its coordinator holding the turn, and an
-    /// opening note. Returns it once committed.
-    pub async fn create_chain(&self, new: NewChain, now_ms: i64) -> Result<Chain, StoreError> {
-        self.write(move |conn| {
-            let id = new_id(conn)?;
-            let participants = serde_json::to_string(&new.participants)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
-            let o = &new.origin;
-            conn.prepare_cached(
-                "INSERT INTO chains (id, name, coordinator, holder, participants, state,
-                    origin_platform, origin_chat, origin_thread, origin_anchor, origin_account,
-                    started_by, created_ms)
-                 VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(rusqlite::params![
-                id,
-                new.name,
-                new.coordinator,
-                participants,
-                o.platform,
-                o.chat,
-                o.thread,
-                o.anchor,
-                o.account,
-                new.started_by,
-                now_ms,
-            ])?;
-            let content = format!(
-                "chain \"{}\" started by {}; coordinator {}; participants: {}",
-                new.name,
-                new.started_by,
-                new.coordinator.as_deref().unwrap_or(BATON),
-                if new.participants.is_empty() {
-                    "none yet".to_owned()
-                } else {
-                    new.participants.join(", ")
-                }
-            );
-            let opening = Note {
-                turn: 0,
-                sender: BATON,
-                kind: ChainEntryKind::System,
-                content: &content,
-                recipient: None,
-            };
-            note(conn, &id, opening, now_ms)?;
-            by_id(conn, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
-        })
-        .await
-    }
-
-    /// Remember the message a chain's posts answer (its announcement, when it had none).
-    pub async fn chain_anchor(&self, id: &str, anchor: &str) -> Result<(), StoreError> {
-        let (id, anchor) = (normalize(id), anchor.to_owned());
-        self.write(move |conn| {
-            conn.prepare_cached("UPDATE chains SET origin_anchor = ?2 WHERE id = ?1")?
-                .execute((&id, &anchor))?;
-            Ok(())
-        })
-        .await
-    }
-
     /// Give the turn of an open chain to `handoff.to`, if the coordinator holds it. The handoff
     /// that would start a round past `max_rounds` closes the chain (`capped`) instead.
     pub async fn chain_hand(&self, handoff: Handoff, now_ms: i64) -> Result<Handed, ChainError> {
@@ -630,42 +320,6 @@ impl Store {
             .await,
         )
     }
-
-    /// One chain.
-    pub async fn chain(&self, id: &str) -> Result<Option<Chain>, StoreError> {
-        let id = normalize(id);
-        self.read(move |conn| by_id(conn, &id)).await
-    }
-
-    /// Chains, newest first: all of them, or only the open ones started in one chat.
-    pub async fn chains(&self, query: ChainQuery) -> Result<Vec<Chain>, StoreError> {
-        let limit = i64::try_from(query.limit.unwrap_or(usize::MAX)).unwrap_or(i64::MAX);
-        let (platform, chat) = query.open_in.unzip();
-        self.read(move |conn| {
-            conn.prepare_cached(&format!(
-                "{SELECT} WHERE ?1 IS NULL
-                    OR (state = 'open' AND origin_platform = ?1 AND origin_chat = ?2)
-                 ORDER BY created_ms DESC, id LIMIT ?3"
-            ))?
-            .query_map(rusqlite::params![platform, chat, limit], chain_from_row)?
-            .collect()
-        })
-        .await
-    }
-
-    /// A chain's log, oldest first.
-    pub async fn chain_entries(&self, id: &str) -> Result<Vec<ChainEntry>, StoreError> {
-        let id = normalize(id);
-        self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT id, chain, turn, sender, kind, content, recipient, ts_ms
-                 FROM chain_messages WHERE chain = ?1 ORDER BY id",
-            )?
-            .query_map([&id], entry_from_row)?
-            .collect()
-        })
-        .await
-    }
 }
 
 /// How to close a chain ([`Store::chain_close`]).
@@ -681,17 +335,9 @@ pub struct ChainClose {
     pub at_turn: Option<i64>,
 }
 
-/// Which chains to list ([`Store::chains`]).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChainQuery {
-    /// Only the open chains started in this chat: (platform, chat id).
-    pub open_in: Option<(String, String)>,
-    /// At most this many, newest first.
-    pub limit: Option<usize>,
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::{ChainOrigin, ChainQuery, NewChain};
     use super::*;
 
     async fn store() -> (tempfile::TempDir, Store) {

@@ -1,0 +1,118 @@
+//! A chain's row and log entry as stored: the columns read back, the ids people type, and the
+//! log entry every move writes in its own transaction.
+
+use rand::Rng;
+use rusqlite::{Connection, OptionalExtension, Row};
+
+use super::{Chain, ChainEntry, ChainEntryKind, ChainOrigin};
+use crate::store::stored_name::parse_column;
+
+/// Characters of an id after `ch-`: lowercase letters and digits, minus look-alikes.
+const ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstuvwxyz23456789";
+/// Characters after the prefix.
+const ID_LEN: usize = 6;
+
+pub(super) const SELECT: &str =
+    "SELECT id, name, coordinator, holder, participants, state, turn, round,
+        origin_platform, origin_chat, origin_thread, origin_anchor, origin_account, started_by,
+        closed_reason, created_ms, closed_ms
+     FROM chains";
+
+pub(super) fn chain_from_row(row: &Row<'_>) -> rusqlite::Result<Chain> {
+    let participants: String = row.get(4)?;
+    let participants = serde_json::from_str(&participants).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into())
+    })?;
+    Ok(Chain {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        coordinator: row.get(2)?,
+        holder: row.get(3)?,
+        participants,
+        state: parse_column(row, 5)?,
+        turn: row.get(6)?,
+        round: row.get(7)?,
+        origin: ChainOrigin {
+            platform: row.get(8)?,
+            chat: row.get(9)?,
+            thread: row.get(10)?,
+            anchor: row.get(11)?,
+            account: row.get(12)?,
+        },
+        started_by: row.get(13)?,
+        closed_reason: row.get(14)?,
+        created_ms: row.get(15)?,
+        closed_ms: row.get(16)?,
+    })
+}
+
+pub(super) fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<ChainEntry> {
+    Ok(ChainEntry {
+        id: row.get(0)?,
+        chain: row.get(1)?,
+        turn: row.get(2)?,
+        sender: row.get(3)?,
+        kind: parse_column(row, 4)?,
+        content: row.get(5)?,
+        recipient: row.get(6)?,
+        ts_ms: row.get(7)?,
+    })
+}
+
+/// An id as people type it.
+pub(super) fn normalize(id: &str) -> String {
+    id.trim().to_ascii_lowercase()
+}
+
+pub(super) fn new_id(conn: &Connection) -> rusqlite::Result<String> {
+    let mut rng = rand::rng();
+    loop {
+        let tail: String = (0..ID_LEN)
+            .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
+            .collect();
+        let id = format!("ch-{tail}");
+        let taken: bool = conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM chains WHERE id = ?1)")?
+            .query_row([&id], |r| r.get(0))?;
+        if !taken {
+            return Ok(id);
+        }
+    }
+}
+
+pub(super) fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Chain>> {
+    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
+        .query_row([id], chain_from_row)
+        .optional()
+}
+
+/// A log entry to write inside a move.
+pub(super) struct Note<'a> {
+    pub(super) turn: i64,
+    pub(super) sender: &'a str,
+    pub(super) kind: ChainEntryKind,
+    pub(super) content: &'a str,
+    pub(super) recipient: Option<&'a str>,
+}
+
+pub(super) fn note(
+    conn: &Connection,
+    chain: &str,
+    note: Note<'_>,
+    now_ms: i64,
+) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "INSERT INTO chain_messages (chain, turn, sender, kind, content, recipient, ts_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(rusqlite::params![
+        chain,
+        note.turn,
+        note.sender,
+        note.kind.as_str(),
+        note.content,
+        note.recipient,
+        now_ms
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
