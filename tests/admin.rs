@@ -96,7 +96,7 @@ async fn admins_run_commands_others_are_refused_and_everything_is_audited() {
         .await
         .unwrap();
     assert_eq!(
-        settings.activation.as_deref(),
+        settings.activation.map(|a| a.as_str()),
         Some("always"),
         "the bot changed the activation"
     );

@@ -97,9 +97,7 @@ pub(crate) async fn execute(
             report::transcript(shared, inbound, bot.as_deref(), *lines).await
         }
         AdminCommand::Activation(activation) => {
-            store
-                .set_activation(chat, Some(activation.as_str()))
-                .await?;
+            store.set_activation(chat, Some(*activation)).await?;
             Ok(format!(
                 "Activation in this chat is now `{}`.",
                 activation.as_str()

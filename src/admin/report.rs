@@ -98,9 +98,7 @@ pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> Strin
         .chat_settings(inbound.settings_key)
         .await
         .unwrap_or_default();
-    let activation = settings
-        .activation
-        .unwrap_or_else(|| inbound.activation.as_str().to_owned());
+    let activation = settings.activation.unwrap_or(inbound.activation);
     let paused = if settings.paused.is_empty() {
         "none".to_owned()
     } else {

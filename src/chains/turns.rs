@@ -8,7 +8,6 @@
 //! sure a post racing the timeout and the timeout itself cannot both win.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -60,8 +59,7 @@ enum Ended {
 }
 
 async fn take(shared: &Arc<Services>, job: TurnJob) {
-    let seconds = shared.config().chains.turn_timeout_seconds;
-    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let deadline = Instant::now() + shared.chain_turn_limit();
     let Some(place) = Place::of(&job.chain) else {
         let why = format!(
             "the chain's platform `{}` is unknown",
@@ -120,7 +118,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
 /// What the chain does with how the turn ended.
 async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
     let (chain, bot, turn) = (&job.chain, job.bot.as_str(), job.chain.turn);
-    let seconds = shared.config().chains.turn_timeout_seconds;
+    let seconds = shared.chain_turn_limit().as_secs();
     if let Ended::Said(text, model) = &ended {
         say(shared, job, journal, text, model).await;
     }

@@ -494,25 +494,9 @@ impl DmPolicy {
     }
 }
 
-/// When a bot takes a turn in a group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Activation {
-    /// Only when structurally mentioned (or replied to).
-    Mention,
-    /// On every message.
-    Always,
-}
-
-impl Activation {
-    /// The config spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Activation::Mention => "mention",
-            Activation::Always => "always",
-        }
-    }
-}
+/// When a bot takes a turn in a group: defined beside the chat settings that store a chat's
+/// override of it, so the value is parsed once, here or when the store loads.
+pub use crate::store::Activation;
 
 /// `[[chats]]`: policy for one chat (or every chat matching a glob on `id`).
 /// Unset keys fall back to `[chats_default]`. (Unknown keys are collected by the loader, like

@@ -41,7 +41,6 @@ pub use policy::Refusal;
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
 use self::stop::{Notice, Step, Stop};
-use crate::config::Activation;
 use crate::deliver::{RunHandedOver, Target};
 use crate::engine::Services;
 use crate::guards::{BotMessage, BotRefusal, RateVerdict};
@@ -474,11 +473,7 @@ impl Dispatcher {
             .chat_settings(&inbound.settings_key)
             .await
             .unwrap_or_default();
-        let activation = settings
-            .activation
-            .as_deref()
-            .and_then(parse_activation)
-            .unwrap_or(inbound.policy.activation);
+        let activation = settings.activation.unwrap_or(inbound.policy.activation);
         let roster = shared.roster();
         let me = inbound.account.adapter.self_id();
         let woke = activation::decide(
@@ -536,14 +531,6 @@ fn rate_limit(shared: &Services, inbound: &Inbound<'_>) -> Step<()> {
             Err(limited.with_notice(Notice::Now(text)))
         }
         RateVerdict::LimitedQuiet => Err(limited),
-    }
-}
-
-fn parse_activation(s: &str) -> Option<Activation> {
-    match s {
-        "mention" => Some(Activation::Mention),
-        "always" => Some(Activation::Always),
-        _ => None,
     }
 }
 

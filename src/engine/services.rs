@@ -52,6 +52,7 @@ pub struct Services {
     /// Runs a sibling post handed over to another bot through the pipeline (wired by the
     /// gateway once its dispatcher exists: the pipeline stands above the engine).
     run_handed_over: OnceLock<RunHandedOver>,
+    chain_turn_limit: Duration,
 }
 
 impl Services {
@@ -88,6 +89,7 @@ impl Services {
             bind_tools,
             run_handed_over: OnceLock::new(),
             turn_limit: Duration::from_secs(config.gateway.turn_timeout_seconds),
+            chain_turn_limit: Duration::from_secs(config.chains.turn_timeout_seconds),
             config,
             roster,
             chat_rules,
@@ -212,6 +214,11 @@ impl Services {
             accounts,
             Arc::clone(run),
         )
+    }
+
+    /// The longest a chain participant's turn may take (`chains.turn_timeout_seconds`).
+    pub fn chain_turn_limit(&self) -> Duration {
+        self.chain_turn_limit
     }
 
     /// The agent tools for a turn taken as `caller`.

@@ -131,6 +131,8 @@ pub struct Gateway {
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
     addr: Option<SocketAddr>,
+    /// `gateway.drain_seconds`: how long a shutdown lets in-flight turns finish.
+    drain: Duration,
 }
 
 impl Gateway {
@@ -246,6 +248,7 @@ impl Gateway {
         } else {
             None
         };
+        let drain = Duration::from_secs(config.gateway.drain_seconds);
         Ok(Gateway {
             dispatcher,
             scheduler,
@@ -253,6 +256,7 @@ impl Gateway {
             shutdown,
             tasks,
             addr,
+            drain,
         })
     }
 
@@ -292,7 +296,7 @@ impl Gateway {
     /// Stop taking events, let in-flight turns finish (up to `gateway.drain_seconds`), stop the
     /// listener and adapters, and close the store. Returns whether every turn finished in time.
     pub async fn shutdown(mut self) -> bool {
-        let grace = Duration::from_secs(self.dispatcher.shared().config().gateway.drain_seconds);
+        let grace = self.drain;
         self.shutdown.cancel();
         let drained = self.dispatcher.drain(grace).await;
         if !drained {

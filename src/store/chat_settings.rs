@@ -11,13 +11,25 @@ use std::sync::{Arc, RwLock};
 use rusqlite::Connection;
 use serde::Serialize;
 
+use super::stored_name::parse_optional_column;
 use super::{Store, StoreError};
+
+stored_name! {
+    /// When a bot takes a turn in a group: `[chats_default]`/`[[chats]]` `activation`, and a
+    /// chat's `/baton activation` kept here.
+    Activation, "activation" {
+        /// Only when structurally mentioned (or replied to).
+        Mention = "mention",
+        /// On every message.
+        Always = "always",
+    }
+}
 
 /// A chat's admin overrides.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct ChatSettings {
-    /// Activation override (`mention` | `always`); `None` keeps the config's.
-    pub activation: Option<String>,
+    /// Activation override; `None` keeps the config's.
+    pub activation: Option<Activation>,
     /// Paused bot ids, sorted; `"*"` pauses every bot.
     pub paused: Vec<String>,
 }
@@ -40,7 +52,9 @@ impl SettingsCache {
     pub(crate) fn load(conn: &Connection) -> Result<Self, StoreError> {
         let mut chats: HashMap<String, ChatSettings> = HashMap::new();
         let mut stmt = conn.prepare("SELECT chat_key, activation FROM chat_settings")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?;
+        let rows = stmt.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, parse_optional_column(r, 1)?))
+        })?;
         for row in rows {
             let (chat, activation) = row?;
             chats.entry(chat).or_default().activation = activation;
@@ -76,7 +90,7 @@ impl SettingsCache {
 fn load_one(conn: &Connection, chat_key: &str) -> rusqlite::Result<ChatSettings> {
     let activation = conn
         .prepare_cached("SELECT (SELECT activation FROM chat_settings WHERE chat_key = ?1)")?
-        .query_row([chat_key], |r| r.get(0))?;
+        .query_row([chat_key], |r| parse_optional_column(r, 0))?;
     let paused = conn
         .prepare_cached("SELECT bot FROM chat_paused WHERE chat_key = ?1 ORDER BY bot")?
         .query_map([chat_key], |r| r.get(0))?
@@ -89,17 +103,16 @@ impl Store {
     pub async fn set_activation(
         &self,
         chat_key: &str,
-        activation: Option<&str>,
+        activation: Option<Activation>,
     ) -> Result<(), StoreError> {
         let chat = chat_key.to_owned();
-        let activation = activation.map(str::to_owned);
-        self.update_settings(chat, move |conn, chat| match &activation {
+        self.update_settings(chat, move |conn, chat| match activation {
             Some(a) => conn
                 .prepare_cached(
                     "INSERT INTO chat_settings (chat_key, activation) VALUES (?1, ?2)
                      ON CONFLICT (chat_key) DO UPDATE SET activation = excluded.activation",
                 )?
-                .execute((chat, a)),
+                .execute((chat, a.as_str())),
             None => conn
                 .prepare_cached("DELETE FROM chat_settings WHERE chat_key = ?1")?
                 .execute([chat]),
@@ -189,7 +202,7 @@ mod tests {
         );
 
         store
-            .set_activation("slack:C1", Some("always"))
+            .set_activation("slack:C1", Some(Activation::Always))
             .await
             .unwrap();
         store.set_paused("slack:C1", "snark", true).await.unwrap();
@@ -197,7 +210,7 @@ mod tests {
         store.set_paused("slack:C1", "caid", true).await.unwrap(); // twice: once
         store.set_paused("slack:C2", "*", true).await.unwrap();
         let c1 = store.chat_settings("slack:C1").await.unwrap();
-        assert_eq!(c1.activation.as_deref(), Some("always"));
+        assert_eq!(c1.activation, Some(Activation::Always));
         assert_eq!(c1.paused, ["caid", "snark"]);
         store.close().await.unwrap();
         drop(store);

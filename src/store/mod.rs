@@ -58,7 +58,7 @@ pub use chains::{
     BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,
     ChainState, Handed, Handoff, NewChain, Posted,
 };
-pub use chat_settings::ChatSettings;
+pub use chat_settings::{Activation, ChatSettings};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_keys, dedupe_scope};
 pub use deliveries::{
     Begun, Delivery, DeliveryChange, DeliveryQuery, DeliveryState, NewDelivery, Notify, SendMode,

@@ -64,3 +64,17 @@ pub(super) fn parse_column<T: FromStr<Err = String>>(
     text.parse()
         .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))
 }
+
+/// [`parse_column`] for a column that may be NULL.
+pub(super) fn parse_optional_column<T: FromStr<Err = String>>(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<T>> {
+    let text: Option<String> = row.get(idx)?;
+    text.map(|text| {
+        text.parse().map_err(|e: String| {
+            rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into())
+        })
+    })
+    .transpose()
+}
