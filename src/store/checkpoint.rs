@@ -16,11 +16,16 @@
 //! once it passes half of its bound, runs `wal_checkpoint(TRUNCATE)` itself before it takes the
 //! next batch. That is the pause such a checkpoint needs: no transaction writes while it runs
 //! (a busy writer leaves only gaps too short for a checkpoint's busy handler on another
-//! connection to catch), and it waits up to [`TRUNCATE_WAIT`] for the short-lived readers to
-//! finish. The passive checkpoints have already copied nearly everything, so writes wait for
-//! little more than the syncs (and for a passive copy in progress: SQLite runs one checkpoint at
-//! a time, see [`OneCheckpoint`]). The other half of the bound is the room the log has to grow
-//! if readers keep a truncation from finishing; the next try comes [`RETRY_AFTER`] later.
+//! connection to catch). Readers must let it through too: overlapping reads always leave one
+//! holding an old snapshot, and SQLite's busy wait never sees a moment without one, so the log
+//! grew past its bound whenever reads were continuous. So reads pass a [`ReadGate`], which the
+//! truncation closes: new reads wait, the ones under way finish, and the log is emptied. It waits
+//! up to [`TRUNCATE_WAIT`] for them (a long export may take longer). The passive checkpoints
+//! have already copied nearly everything, so writes and reads wait for little more than the
+//! syncs (and for a passive copy in progress: SQLite runs one checkpoint at a time, see
+//! [`OneCheckpoint`]). The other half of the bound is the room the log has to grow if a read
+//! (here or in another process) keeps a truncation from finishing; the next try comes
+//! [`RETRY_AFTER`] later.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -35,8 +40,8 @@ use super::connect::BUSY_TIMEOUT;
 /// default 1000-page threshold in this time.
 const INTERVAL: Duration = Duration::from_millis(200);
 
-/// How long a truncation waits for readers before it gives up for this round; the writer holds
-/// still meanwhile.
+/// How long a truncation waits for this process's reads to finish, and then for other
+/// processes' readers, before it gives up for this round; the writer holds still meanwhile.
 const TRUNCATE_WAIT: Duration = Duration::from_secs(1);
 
 /// After a truncation that readers kept from finishing, how long before the next try: writes
@@ -46,6 +51,10 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// One checkpoint at a time: SQLite refuses a second at once without waiting (no busy handler
 /// for that lock), so a truncation would fail whenever it met a passive copy in progress.
 pub(crate) type OneCheckpoint = Arc<Mutex<()>>;
+
+/// Every read of this process holds it shared; a truncation holds it alone. Fair: once a
+/// truncation waits, new reads queue behind it instead of keeping it out forever.
+pub(crate) type ReadGate = Arc<parking_lot::RwLock<()>>;
 
 /// The checkpoint thread; it stops when this is dropped (with the store's last handle).
 pub(crate) struct Checkpointer {
@@ -81,18 +90,21 @@ pub(crate) struct WalBound {
     over: bool,
     /// Shared with the passive checkpoints.
     one: OneCheckpoint,
+    /// Closed while the log is emptied.
+    gate: ReadGate,
 }
 
 impl WalBound {
     /// The bound for `file`, of `limit` bytes; truncations take turns with the passive
-    /// checkpoints through `one`.
-    pub(crate) fn new(file: PathBuf, limit: u64, one: OneCheckpoint) -> Self {
+    /// checkpoints through `one` and close `gate` to this process's readers meanwhile.
+    pub(crate) fn new(file: PathBuf, limit: u64, one: OneCheckpoint, gate: ReadGate) -> Self {
         WalBound {
             file,
             limit,
             next_try: Instant::now(),
             over: false,
             one,
+            gate,
         }
     }
 
@@ -104,7 +116,10 @@ impl WalBound {
             // Waits for a passive copy in progress, which leaves the truncation less to copy.
             let started = Instant::now();
             let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
-            let emptied = truncate(conn);
+            let emptied = match self.gate.try_write_for(TRUNCATE_WAIT) {
+                Some(_closed) => truncate(conn),
+                None => false,
+            };
             // How long the writer held still: what `BENCHMARKS.md` measures ("Soak").
             tracing::debug!(
                 wal_bytes = size,

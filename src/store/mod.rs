@@ -81,7 +81,7 @@ pub use sessions::{SessionRecord, SessionRef};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 
 use chat_settings::SettingsCache;
-use checkpoint::{Checkpointer, OneCheckpoint, WalBound};
+use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
 use readers::Readers;
@@ -149,6 +149,7 @@ impl Store {
         migrate::run_migrations(&mut conn)?;
         let settings = Arc::new(SettingsCache::load(&conn)?);
         let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
+        let gate = ReadGate::default();
         let (keeper, checkpointer, bound) = match &location {
             Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None, None),
             Location::File(path) => {
@@ -157,7 +158,8 @@ impl Store {
                 let checkpointer = Checkpointer::spawn(conn, Arc::clone(&one)).map_err(|e| {
                     StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
                 })?;
-                let bound = WalBound::new(format!("{path}-wal").into(), options.wal_limit, one);
+                let file = format!("{path}-wal").into();
+                let bound = WalBound::new(file, options.wal_limit, one, Arc::clone(&gate));
                 (None, Some(checkpointer), Some(bound))
             }
         };
@@ -169,7 +171,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 writer,
-                readers: Readers::new(location, first_reader),
+                readers: Readers::new(location, first_reader, gate),
                 settings,
                 escalation_chats,
                 _keeper: keeper,

@@ -3,12 +3,14 @@
 //! Reads never go through the writer thread, so a long transcript export does not delay the
 //! dedupe record of the next event. In WAL mode a reader sees the last commit and never blocks
 //! the writer. Connections are opened on demand and up to [`IDLE_READERS`] are kept for reuse.
+//! Each read passes the [`ReadGate`], which the writer closes for a moment to empty the WAL.
 
 use std::sync::Mutex;
 
 use rusqlite::Connection;
 
 use super::StoreError;
+use super::checkpoint::ReadGate;
 use super::connect::Location;
 
 /// Reader connections kept open between calls.
@@ -18,14 +20,17 @@ const IDLE_READERS: usize = 4;
 pub(crate) struct Readers {
     location: Location,
     idle: Mutex<Vec<Connection>>,
+    gate: ReadGate,
 }
 
 impl Readers {
-    /// A pool for `location`, starting with `first` (so a memory database has a reader ready).
-    pub(crate) fn new(location: Location, first: Connection) -> Self {
+    /// A pool for `location`, starting with `first` (so a memory database has a reader ready),
+    /// reading through `gate`.
+    pub(crate) fn new(location: Location, first: Connection, gate: ReadGate) -> Self {
         Readers {
             location,
             idle: Mutex::new(vec![first]),
+            gate,
         }
     }
 
@@ -39,7 +44,10 @@ impl Readers {
             Some(conn) => conn,
             None => self.location.open_reader()?,
         };
-        let result = read(&conn);
+        let result = {
+            let _open = self.gate.read();
+            read(&conn)
+        };
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < IDLE_READERS {
             idle.push(conn);
