@@ -1,9 +1,10 @@
 //! Reader connections: a small pool, used only inside `spawn_blocking`.
 //!
 //! Reads never go through the writer thread, so a long transcript export does not delay the
-//! dedupe record of the next event. In WAL mode a reader sees the last commit and never blocks
-//! the writer. Connections are opened on demand and up to [`IDLE_READERS`] are kept for reuse.
-//! Each read passes the [`ReadGate`], which the writer closes for a moment to empty the WAL.
+//! dedupe record of the next event. In WAL mode a reader sees the last commit and does not block
+//! the writer, with one exception: each read passes the [`ReadGate`], which the writer closes
+//! to empty the WAL, waiting up to a second for the reads under way. Connections are opened on
+//! demand and up to [`IDLE_READERS`] are kept for reuse.
 
 use std::sync::Mutex;
 
