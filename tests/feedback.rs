@@ -246,6 +246,20 @@ impl World {
         }
     }
 
+    /// Wait until what the platform saw meets `cond`.
+    async fn wait_seen(&self, what: &str, cond: impl Fn(&Timeline) -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while !cond(&self.seen()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{:?}: never saw {what}: {:?}",
+                self.on,
+                self.seen().all()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// A human @mentions the bot and the turn runs to its end.
     async fn ask(&self, words: &str) {
         self.say(words, true).await;
@@ -468,6 +482,85 @@ async fn discord_typing_ends_with_a_failed_turn_and_never_shows_for_an_unaddress
 #[tokio::test]
 async fn feishu_typing_ends_with_a_failed_turn_and_never_shows_for_an_unaddressed_one() {
     typing_follows_the_turn(On::Feishu).await;
+}
+
+/// The id of the post that ended up showing `text`, and every text it showed, in order.
+fn post_showing(seen: &Timeline, text: &str) -> (String, Vec<String>) {
+    let all = seen.all();
+    let mut texts: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for s in &all {
+        if let Seen::Post { id, text } | Seen::Edit { id, text } = s {
+            texts.entry(id.clone()).or_default().push(text.clone());
+        }
+    }
+    texts
+        .into_iter()
+        .find(|(_, shown)| shown.last().map(String::as_str) == Some(text))
+        .unwrap_or_else(|| panic!("no post shows {text:?}: {all:?}"))
+}
+
+/// A chain turn answers into the chat like a mention: typing while it runs, and its reply
+/// streamed in by editing its post, the first text well before the model finished.
+#[tokio::test]
+async fn a_chain_turn_shows_typing_and_streams_its_reply_by_edits() {
+    let admins = "\n[admins]\nslack = [\"U_HUMAN\"]\n";
+    let w = world(On::Slack, &format!("{FEEDBACK}{admins}")).await;
+    w.model.script("snark", slowly(REPLY));
+    w.say("/baton chain start @snark why did the build break", true)
+        .await;
+    w.wait_seen("the chain's closing line", |seen| {
+        seen.shown().iter().any(|t| t.contains("completed"))
+    })
+    .await;
+    w.gateway.settle().await;
+    let seen = w.seen();
+    let (_, shown) = post_showing(&seen, REPLY);
+    assert!(
+        shown.len() >= 3,
+        "the chain turn's reply was not streamed in: {shown:?}"
+    );
+    for pair in shown.windows(2) {
+        assert!(pair[1].starts_with(&pair[0]), "out of order: {pair:?}");
+    }
+    let first = seen.first_post_at().expect("posts");
+    let finished = *w.model.finished().first().expect("the model finished");
+    assert!(
+        first < finished,
+        "nothing was shown before the model finished"
+    );
+    let (on, off) = seen.typing();
+    assert!(on >= 1, "no typing for the chain turn: {:?}", seen.all());
+    assert_eq!(on, off, "typing not taken down: {:?}", seen.all());
+    assert_typing_outlived_the_reply_post(&seen);
+    // The chain took the streamed reply as its post.
+    let chains = w.gateway.get("/api/chains").await;
+    let id = chains["chains"][0]["id"]
+        .as_str()
+        .expect("a chain")
+        .to_owned();
+    let chain = w.gateway.get(&format!("/api/chains/{id}")).await;
+    let posts: Vec<&Value> = chain["messages"]
+        .as_array()
+        .expect("the chain's log")
+        .iter()
+        .filter(|m| m["kind"] == "message")
+        .collect();
+    assert_eq!(posts.len(), 1, "{chain}");
+    assert_eq!(posts[0]["content"], REPLY);
+    w.gateway.stop().await;
+}
+
+/// The typing indicator came down only after the last edit of a reply.
+fn assert_typing_outlived_the_reply_post(seen: &Timeline) {
+    let all = seen.all();
+    let last_edit = all.iter().rposition(|s| matches!(s, Seen::Edit { .. }));
+    let last_off = all
+        .iter()
+        .rposition(|s| matches!(s, Seen::TypingOff { .. }));
+    assert!(
+        last_off > last_edit,
+        "typing ended before the reply: {all:?}"
+    );
 }
 
 #[tokio::test]

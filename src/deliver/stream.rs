@@ -15,7 +15,7 @@
 //! often a message may be edited (Feishu: 20), the stream stops editing a post one edit short
 //! of the cap, keeping the last edit for the finished text.
 
-use baton_contract::{Adapter, EditMessage, MessageId};
+use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId};
 
 use super::handover::Handover;
 use super::send::{Posted, post_chunk, with_retry};
@@ -42,6 +42,8 @@ pub struct Streamer<'a> {
     journal: &'a Journal,
     limit: usize,
     posts: Vec<Post>,
+    /// Told each post's text before it is made (a chain's posts must wake no bot).
+    before_post: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 impl<'a> Streamer<'a> {
@@ -60,7 +62,14 @@ impl<'a> Streamer<'a> {
             journal,
             limit: adapter.capabilities().max_message_chars,
             posts: Vec::new(),
+            before_post: None,
         }
+    }
+
+    /// Tell `before_post` each post's text before the post is made.
+    pub fn before_post(mut self, before_post: Option<&'a (dyn Fn(&str) + Sync)>) -> Self {
+        self.before_post = before_post;
+        self
     }
 
     /// Whether anything has been posted yet.
@@ -127,9 +136,47 @@ impl<'a> Streamer<'a> {
         Ok(self.posts.iter().map(|p| p.id.clone()).collect())
     }
 
+    /// Delete every post of the stream: its flow refused the reply (`why`). Each deletion is
+    /// recorded on the post's transcript entry; a post that cannot be deleted keeps its text
+    /// (logged, and recorded as the text it shows).
+    pub async fn withdraw(&mut self, why: &str) {
+        self.delete_from(0, why).await;
+    }
+
+    /// Delete the posts from the `keep`-th on.
+    async fn delete_from(&mut self, keep: usize, why: &str) {
+        let keep = keep.min(self.posts.len());
+        let gone: Vec<Post> = self.posts.drain(keep..).collect();
+        for (n, post) in (keep..).zip(gone) {
+            let key = format!("{}#{n}", self.journal.run_id());
+            let message = DeleteMessage {
+                chat: self.target.chat.clone(),
+                thread: self.target.thread.clone(),
+                message_id: post.id.clone(),
+            };
+            let store = self.journal.store();
+            let recorded = match with_retry(|| self.adapter.delete(&message)).await {
+                Ok(()) => store.withdraw_delivered(&key, why).await,
+                Err(err) => {
+                    tracing::warn!(session = self.journal.session(), chunk = n, %err, "could not delete a streamed post the reply does not need; it stays in the chat");
+                    match (&post.shown, post.recorded_draft) {
+                        (Some(shown), true) => store.revise_delivered(&key, shown).await,
+                        _ => Ok(()),
+                    }
+                }
+            };
+            if let Err(err) = recorded {
+                tracing::error!(%err, key, "could not record what became of a streamed post");
+            }
+        }
+    }
+
     /// Post chunk `n`, or edit its post to `text` if the pass allows an edit now.
     async fn put(&mut self, n: usize, text: String, pass: Pass) -> Result<(), Undelivered> {
         let Some(post) = self.posts.get(n) else {
+            if let Some(before_post) = self.before_post {
+                before_post(&text);
+            }
             let posted = post_chunk(
                 self.adapter,
                 &self.handover,

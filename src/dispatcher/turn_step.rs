@@ -79,7 +79,8 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         target: inbound.reply_target(),
         answering: Some(&event.message_id),
         // An `always` bot that was not addressed shows nothing until it has text.
-        addressed: wake != Wake::Always,
+        typing_at: (wake != Wake::Always).then_some(&event.message_id),
+        gate: None,
     };
     let Answered { end, posted } = turn.answer(plan, reply).await;
     match (end, posted) {

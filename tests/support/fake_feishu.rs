@@ -169,7 +169,7 @@ impl FakeFeishu {
             )
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
-            .route("/open-apis/im/v1/messages/{id}", put(update))
+            .route("/open-apis/im/v1/messages/{id}", put(update).delete(recall))
             .route(
                 "/open-apis/im/v1/messages/{id}/reactions",
                 post(add_reaction),
@@ -785,6 +785,15 @@ async fn update(
         text,
     });
     Json(json!({ "code": 0, "msg": "success", "data": { "message_id": id } })).into_response()
+}
+
+async fn recall(State(inner): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused.into_response();
+    }
+    inner.seen.push(Seen::Delete { id });
+    Json(json!({ "code": 0, "msg": "success", "data": {} })).into_response()
 }
 
 async fn add_reaction(

@@ -20,7 +20,7 @@ pub use adapter::{
     Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, NotTaken,
 };
 pub use backoff::Backoff;
-pub use feedback::{EditMessage, Typing, TypingTarget};
+pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};

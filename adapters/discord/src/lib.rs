@@ -27,9 +27,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EditMessage,
-    EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing, TypingTarget,
-    UserId, WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, DeleteMessage,
+    EditMessage, EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing,
+    TypingTarget, UserId, WebhookRequest, WebhookResponse,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -270,6 +270,10 @@ impl Adapter for DiscordAdapter {
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.shared.rest, edit).await
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.shared.rest, message).await
     }
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {

@@ -38,9 +38,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell,
-    ConnectionState, EditMessage, EventSink, InboundEvent, OutboundMessage, Platform, Secret,
-    SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest,
-    WebhookResponse,
+    ConnectionState, DeleteMessage, EditMessage, EventSink, InboundEvent, OutboundMessage,
+    Platform, Secret, SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId,
+    WebhookRequest, WebhookResponse,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -465,6 +465,10 @@ impl Adapter for FeishuAdapter {
 
     fn max_edits(&self) -> Option<u32> {
         Some(outbound::MAX_EDITS)
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.api, message).await
     }
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {

@@ -26,8 +26,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
-    EditMessage, EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing,
-    TypingTarget, UserId, WebhookRequest, WebhookResponse,
+    DeleteMessage, EditMessage, EventSink, OutboundMessage, Platform, Secret, SendError,
+    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -257,6 +257,10 @@ impl Adapter for SlackAdapter {
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.api, edit).await
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.api, message).await
     }
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
