@@ -72,6 +72,11 @@ fn env(name: &str) -> Option<String> {
 }
 
 async fn world(on: On, extra: &str) -> World {
+    world_with(on, "", extra).await
+}
+
+/// [`world`], with `gateway` lines added to its `[gateway]` table.
+async fn world_with(on: On, gateway: &str, extra: &str) -> World {
     let model = FakeOpenAi::start().await;
     let (fake, account, chat) = match on {
         On::Slack => {
@@ -114,7 +119,7 @@ async fn world(on: On, extra: &str) -> World {
         .replace("{platform}", platform)
         .replace("{chat}", chat);
     let text = format!(
-        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n{gateway}\n\
          [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
          [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
          [[accounts]]\nbot = \"snark\"\n{account}\n{extra}",
@@ -482,6 +487,44 @@ async fn discord_typing_ends_with_a_failed_turn_and_never_shows_for_an_unaddress
 #[tokio::test]
 async fn feishu_typing_ends_with_a_failed_turn_and_never_shows_for_an_unaddressed_one() {
     typing_follows_the_turn(On::Feishu).await;
+}
+
+/// A turn that fails after its reply began to stream: the post it made ends with the error
+/// reply, under the text shown so far; nothing is posted a second time.
+#[tokio::test]
+async fn a_turn_that_fails_mid_stream_ends_its_post_with_the_error_reply() {
+    const SORRY: &str = "Sorry, that went wrong; please ask again.";
+    let gateway = format!("turn_timeout_seconds = 1\nerror_reply = \"{SORRY}\"\n");
+    let w = world_with(On::Slack, &gateway, FEEDBACK).await;
+    // About 3 s of writing: the turn is cut off at 1 s, with part of the reply shown.
+    w.model
+        .script("snark", Step::slow(REPLY, 8, Duration::from_millis(100)));
+    w.ask("why did the build break?").await;
+    let seen = w.seen();
+    assert_eq!(seen.posts(), 1, "{:?}", seen.all());
+    let shown = seen.shown();
+    let (partial, error) = shown[0]
+        .split_once("\n\n")
+        .unwrap_or_else(|| panic!("the post does not end with the error reply: {shown:?}"));
+    assert_eq!(error, SORRY);
+    assert!(
+        !partial.is_empty() && partial.len() < REPLY.len() && REPLY.starts_with(partial),
+        "{partial:?}"
+    );
+    assert_typing_ended(&w);
+    let session = only_transcript(&w).await;
+    assert!(
+        session.iter().any(|e| e["kind"] == "failure"),
+        "{session:?}"
+    );
+    let replies: Vec<&Value> = session.iter().filter(|e| e["kind"] == "reply").collect();
+    assert_eq!(replies.len(), 1, "{session:?}");
+    assert_eq!(
+        replies[0]["text"],
+        shown[0].as_str(),
+        "the post's final text"
+    );
+    w.gateway.stop().await;
 }
 
 /// The id of the post that ended up showing `text`, and every text it showed, in order.

@@ -86,6 +86,8 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
     match (end, posted) {
         (TurnEnd::Reply { text, .. }, Ok(_)) => Handled::Replied(text),
         (TurnEnd::Reply { .. }, Err(err)) => Handled::Failed(err),
+        // The reply had begun to stream: its posts end with the error reply already.
+        (TurnEnd::Failed(err), Ok(shown)) if !shown.is_empty() => Handled::Failed(err.to_string()),
         (TurnEnd::Failed(err), _) => fail(shared, inbound, err.to_string()).await,
         (TurnEnd::Silent { .. }, _) => Handled::Silent,
     }

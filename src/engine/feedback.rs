@@ -6,9 +6,11 @@
 //! piece of text to a channel, and the follower posts and edits from it at most once per
 //! `edit_interval_ms`, always the certain part of the text ([`Draft`]), so nothing of a silent
 //! turn and no prefix of the silent token is ever shown. When the turn ends, the posts are
-//! made to hold exactly the reply ([`Streamer::finish`]); a silent or failed turn posts nothing
-//! more. The first post also waits until the text has been coming in for one interval: a reply
-//! that is complete sooner is posted whole, without edits.
+//! made to hold exactly the reply ([`Streamer::finish`]); a silent turn posts nothing more, and
+//! a turn that fails after its reply began to show ends its posts with the error reply (the
+//! gateway's `error_reply`, under the text shown so far) rather than leave them cut off. The
+//! first post also waits until the text has been coming in for one interval: a reply that is
+//! complete sooner is posted whole, without edits.
 
 use std::time::Duration;
 
@@ -44,8 +46,9 @@ pub(crate) struct ChatReply<'a> {
 pub(crate) struct Answered {
     /// The turn's end.
     pub end: TurnEnd,
-    /// The ids of what was posted (none for silence, a failure or a reply its flow refused),
-    /// or why a reply was not (fully) posted (already recorded).
+    /// The ids of what was posted (none for silence or a reply its flow refused; for a failed
+    /// turn, the posts its reply had begun to show, now ending with the error reply), or why
+    /// a reply was not (fully) posted (already recorded).
     pub posted: Result<Vec<MessageId>, String>,
 }
 
@@ -118,11 +121,24 @@ impl SessionTurn<'_> {
             let (end, followed) = tokio::join!(take, follow);
             (end, streamer, followed)
         } else {
-            (self.take(plan).await, None, Ok(()))
+            (self.take(plan).await, None, Ok(String::new()))
         };
         let posted = match (&end, streamer, followed) {
             (_, _, Err(failed)) => Err(undelivered(self.journal(), failed).await),
-            (TurnEnd::Reply { text, .. }, streamer, Ok(())) => {
+            (TurnEnd::Failed(_), Some(mut streamer), Ok(shown)) if streamer.has_posted() => {
+                // The reply had begun to show: the error reply ends it, in its posts.
+                let error_reply = services.config().gateway.error_reply.trim();
+                let text = match (shown.is_empty(), error_reply.is_empty()) {
+                    (_, true) => shown,
+                    (true, false) => error_reply.to_owned(),
+                    (false, false) => format!("{shown}\n\n{error_reply}"),
+                };
+                match streamer.finish(&text).await {
+                    Ok(ids) => Ok(ids),
+                    Err(failed) => Err(undelivered(self.journal(), failed).await),
+                }
+            }
+            (TurnEnd::Reply { text, .. }, streamer, Ok(_)) => {
                 match admitted(reply.gate, text).await {
                     Err(refused) => {
                         if let Some(mut streamer) = streamer {
@@ -144,7 +160,7 @@ impl SessionTurn<'_> {
                     },
                 }
             }
-            // Posts a silent or failed turn made stay as they are (recorded).
+            // Posts a silent turn made stay as they are (recorded).
             _ => Ok(Vec::new()),
         };
         finish(typing, Answered { end, posted }).await
@@ -177,13 +193,13 @@ struct Follower<'a> {
 impl Follower<'_> {
     /// Follow the reply as the backend writes it, until the turn ends: show its certain part in
     /// the chat (at most once per interval, and only while its flow lets it) and hand each new
-    /// certain piece to the tap.
+    /// certain piece to the tap. Returns the certain part at the end.
     async fn follow(
         &self,
         mut pieces: mpsc::UnboundedReceiver<Piece>,
         mut streamer: Option<&mut Streamer<'_>>,
         tap: Option<mpsc::UnboundedSender<String>>,
-    ) -> Result<(), DeliveryFailed> {
+    ) -> Result<String, DeliveryFailed> {
         let settings = self.settings;
         let interval = Duration::from_millis(settings.edit_interval_ms);
         let mut draft = Draft::new(self.silent_token);
@@ -219,7 +235,7 @@ impl Follower<'_> {
                 }
             };
             match piece {
-                None => return Ok(()),
+                None => return Ok(draft.certain()),
                 Some(Piece::Text(text)) => {
                     draft.push(&text);
                     first_text.get_or_insert_with(Instant::now);
