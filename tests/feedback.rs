@@ -817,3 +817,84 @@ async fn a_kill_mid_stream_never_posts_the_reply_twice() {
     second.terminate();
     second.wait(EXIT_DEADLINE).await;
 }
+
+/// The real binary, killed with SIGKILL while a Feishu turn shows its typing reaction: the
+/// reaction would stay on the message for good, so the next start takes it away (and the turn
+/// run again takes its own reaction away too).
+#[tokio::test]
+async fn a_typing_reaction_left_by_a_kill_is_taken_away_at_the_next_start() {
+    use support::process::{EXIT_DEADLINE, Running, baton};
+
+    let model = FakeOpenAi::start().await;
+    let feishu = FakeFeishu::start().await;
+    feishu.app("snark", FEISHU_BOT);
+    // The killed attempt writes for about 6 s; the run after the restart answers at once.
+    model.script("snark", Step::slow(REPLY, 4, Duration::from_millis(100)));
+    model.script("snark", Step::reply("Here it is."));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    let db = dir.path().join("baton.db");
+    std::fs::write(
+        &config,
+        format!(
+            "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+             [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
+             {FEEDBACK}\n\
+             [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
+             [[accounts]]\nbot = \"snark\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
+             app_id = \"cli_snark\"\napp_secret_env = \"SNARK_FEISHU_APP_SECRET\"\napi_url = \"{}\"\n",
+            model.base_url, feishu.api_url
+        ),
+    )
+    .unwrap();
+    let start = || {
+        let mut cmd = baton(dir.path());
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--database")
+            .arg(&db)
+            .env("SNARK_FEISHU_APP_SECRET", "secret-snark");
+        Running::spawn(cmd)
+    };
+
+    let (mut first, out) = start();
+    let _base = first.base_url(out).await;
+    feishu.wait_connected("snark", 1).await;
+    let event = message_event(
+        "snark",
+        "ev_1",
+        "om_human_1",
+        ("oc_group", "group"),
+        "ou_human",
+        "@_user_1 why did the build break?",
+        &[(FEISHU_BOT, "snark")],
+    );
+    feishu.push_event("snark", &event);
+    // Killed once the reply has begun to stream: the reaction went up (and its id was put on
+    // record) when the turn began, well before the first post.
+    feishu.wait_for(|f| f.seen().posts() == 1).await;
+    first.kill();
+    first.wait(EXIT_DEADLINE).await;
+    assert_eq!(feishu.reactions_left(), 1, "{:?}", feishu.seen().all());
+
+    let (mut second, out) = start();
+    let _base = second.base_url(out).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // The reaction left up is taken away, and the turn run again shows and ends its own.
+    while !(feishu.seen().typing() == (2, 2) && feishu.reactions_left() == 0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} reactions left, saw {:?}; the gateway said:\n{}",
+            feishu.reactions_left(),
+            feishu.seen().all(),
+            second.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(feishu.seen().posts(), 1, "{:?}", feishu.seen().all());
+    second.terminate();
+    second.wait(EXIT_DEADLINE).await;
+}

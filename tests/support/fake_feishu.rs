@@ -264,6 +264,11 @@ impl FakeFeishu {
         count(&self.inner.lock().unwrap().endpoint_calls, name)
     }
 
+    /// How many reactions are on messages now (put on and not removed).
+    pub fn reactions_left(&self) -> usize {
+        self.inner.lock().unwrap().reactions.len()
+    }
+
     /// Posts, edits and the typing reaction (at the message), in order.
     pub fn seen(&self) -> Timeline {
         self.inner.lock().unwrap().seen.clone()
