@@ -898,3 +898,54 @@ async fn a_typing_reaction_left_by_a_kill_is_taken_away_at_the_next_start() {
     second.terminate();
     second.wait(EXIT_DEADLINE).await;
 }
+
+/// Text the model wrote before calling a tool is a draft, not the reply: once the reply comes,
+/// no post is left showing it (the posts a shorter reply does not need are deleted), and a turn
+/// that ends silent after showing a draft deletes its post.
+#[tokio::test]
+async fn a_draft_shown_before_a_tool_call_never_remains_as_extra_posts() {
+    let w = world(On::Discord, FEEDBACK).await;
+    // About 2,700 characters: two posts on Discord.
+    let draft = format!("{REPLY}\n\n").repeat(11);
+    let draft = draft.trim_end();
+    let gap = Duration::from_millis(40);
+    w.model
+        .script("snark", Step::slow_then_tool(draft, 120, gap, "look_it_up"));
+    w.model.script("snark", Step::reply("Here it is."));
+    w.ask("tell me everything").await;
+    let seen = w.seen();
+    assert_eq!(
+        seen.posts(),
+        2,
+        "the draft did not fill two posts: {:?}",
+        seen.all()
+    );
+    assert_eq!(seen.shown(), ["Here it is."], "{:?}", seen.all());
+
+    w.model
+        .script("snark", Step::slow_then_tool(REPLY, 8, gap, "look_it_up"));
+    w.model.script("snark", Step::reply("NO_REPLY"));
+    w.ask("anything else?").await;
+    let seen = w.seen();
+    assert_eq!(
+        seen.posts(),
+        3,
+        "the second draft was not shown: {:?}",
+        seen.all()
+    );
+    assert_eq!(
+        seen.shown(),
+        ["Here it is."],
+        "a draft is left in the chat: {:?}",
+        seen.all()
+    );
+    // The transcript never reads a deleted draft back to the model as something it said.
+    let session = only_transcript(&w).await;
+    let replies: Vec<&str> = session
+        .iter()
+        .filter(|e| e["kind"] == "reply")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(replies, ["Here it is."], "{session:?}");
+    w.gateway.stop().await;
+}

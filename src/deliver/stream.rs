@@ -14,6 +14,11 @@
 //! waited out (its `Retry-After`) and then the newest text is sent. Where a platform caps how
 //! often a message may be edited (Feishu: 20), the stream stops editing a post one edit short
 //! of the cap, keeping the last edit for the finished text.
+//!
+//! Text shown before the model called tools is a draft, not the reply: the last pass edits the
+//! posts to the reply, and posts the reply does not need (the draft was longer) are deleted,
+//! as are all of them when the turn ends silent or its flow refuses the reply
+//! ([`Streamer::withdraw`]).
 
 use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId};
 
@@ -125,18 +130,15 @@ impl<'a> Streamer<'a> {
                 post.recorded_draft = false;
             }
         }
-        if self.posts.len() > total {
-            // Text the model took back (it went on to call tools) outgrew the reply.
-            tracing::warn!(
-                session = self.journal.session(),
-                extra = self.posts.len() - total,
-                "a streamed draft had more posts than the reply; they keep the draft's text"
-            );
-        }
+        // Text the model took back (it went on to call tools) outgrew the reply: the posts
+        // the reply does not need are deleted, not left showing the draft.
+        self.delete_from(total, "a draft the model took back before calling tools")
+            .await;
         Ok(self.posts.iter().map(|p| p.id.clone()).collect())
     }
 
-    /// Delete every post of the stream: its flow refused the reply (`why`). Each deletion is
+    /// Delete every post of the stream: the turn ended silent after a draft was shown, or its
+    /// flow refused the reply (`why`). Each deletion is
     /// recorded on the post's transcript entry; a post that cannot be deleted keeps its text
     /// (logged, and recorded as the text it shows).
     pub async fn withdraw(&mut self, why: &str) {

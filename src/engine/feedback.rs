@@ -6,11 +6,11 @@
 //! piece of text to a channel, and the follower posts and edits from it at most once per
 //! `edit_interval_ms`, always the certain part of the text ([`Draft`]), so nothing of a silent
 //! turn and no prefix of the silent token is ever shown. When the turn ends, the posts are
-//! made to hold exactly the reply ([`Streamer::finish`]); a silent turn posts nothing more, and
-//! a turn that fails after its reply began to show ends its posts with the error reply (the
-//! gateway's `error_reply`, under the text shown so far) rather than leave them cut off. The
-//! first post also waits until the text has been coming in for one interval: a reply that is
-//! complete sooner is posted whole, without edits.
+//! made to hold exactly the reply ([`Streamer::finish`]); a silent turn deletes any draft it
+//! showed before calling tools, and a turn that fails after its reply began to show ends its
+//! posts with the error reply (the gateway's `error_reply`, under the text shown so far) rather
+//! than leave them cut off. The first post also waits until the text has been coming in for
+//! one interval: a reply that is complete sooner is posted whole, without edits.
 
 use std::time::Duration;
 
@@ -160,7 +160,13 @@ impl SessionTurn<'_> {
                     },
                 }
             }
-            // Posts a silent turn made stay as they are (recorded).
+            // Silent after all: a draft it showed before calling tools is taken back.
+            (TurnEnd::Silent { .. }, Some(mut streamer), Ok(_)) => {
+                streamer
+                    .withdraw("the turn ended silent after showing a draft")
+                    .await;
+                Ok(Vec::new())
+            }
             _ => Ok(Vec::new()),
         };
         finish(typing, Answered { end, posted }).await
