@@ -56,7 +56,7 @@ fn run(shared: Arc<Services>, job: TurnJob) -> BoxFuture<'static, ()> {
 /// How a turn ended, for the chain.
 enum Ended {
     /// The bot's reply is the chain's post.
-    Posted(Posted),
+    Posted(Box<Posted>),
     /// The bot said this (text, model), but the chain did not take it (why).
     NotPosted(String, String, NotAdmitted),
     /// The bot chose silence.
@@ -132,7 +132,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
     let end = turn.answer(plan, reply).await.end;
     let ended = match end {
         TurnEnd::Reply { text, model } => match gate.taken() {
-            Ok(posted) => Ended::Posted(posted),
+            Ok(posted) => Ended::Posted(Box::new(posted)),
             Err(why) => Ended::NotPosted(text, model, why),
         },
         TurnEnd::Silent { .. } => Ended::Silent,
