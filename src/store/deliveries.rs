@@ -9,8 +9,10 @@
 use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 
+use super::sessions::{optional_session_column, session_column};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
+use crate::session::SessionKey;
 
 stored_name! {
     /// Where a delivery is in its life.
@@ -67,11 +69,11 @@ pub struct NewDelivery {
     /// Sending bot.
     pub sender: String,
     /// The sender's session, where a late reply lands.
-    pub sender_session: String,
+    pub sender_session: SessionKey,
     /// Target bot.
     pub target: String,
     /// The session the target's turn runs in.
-    pub target_session: String,
+    pub target_session: SessionKey,
     /// The message as the sender wrote it.
     pub message: String,
     /// The sender's key for "the same request".
@@ -79,7 +81,7 @@ pub struct NewDelivery {
     /// Bots in the chain including the target (see `engine::Caller::depth`).
     pub depth: u32,
     /// The human-facing session the chain started from.
-    pub origin: Option<String>,
+    pub origin: Option<SessionKey>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// When, in milliseconds since the Unix epoch.
@@ -94,11 +96,11 @@ pub struct Delivery {
     /// Sending bot.
     pub sender: String,
     /// The sender's session.
-    pub sender_session: String,
+    pub sender_session: SessionKey,
     /// Target bot.
     pub target: String,
     /// The target's session.
-    pub target_session: String,
+    pub target_session: SessionKey,
     /// The message.
     pub message: String,
     /// The sender's idempotency key.
@@ -106,7 +108,7 @@ pub struct Delivery {
     /// Bots in the chain including the target.
     pub depth: u32,
     /// The human-facing session the chain started from.
-    pub origin: Option<String>,
+    pub origin: Option<SessionKey>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// Where it is.
@@ -140,7 +142,7 @@ pub enum Begun {
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryQuery {
     /// Only those sent from or to this session.
-    pub session: Option<String>,
+    pub session: Option<SessionKey>,
     /// Only queued or running ones.
     pub open_only: bool,
     /// At most this many, newest first (0 = 100).
@@ -156,13 +158,13 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         run_id: row.get(0)?,
         sender: row.get(1)?,
-        sender_session: row.get(2)?,
+        sender_session: session_column(row, 2)?,
         target: row.get(3)?,
-        target_session: row.get(4)?,
+        target_session: session_column(row, 4)?,
         message: row.get(5)?,
         idempotency_key: row.get(6)?,
         depth: row.get(7)?,
-        origin: row.get(8)?,
+        origin: optional_session_column(row, 8)?,
         mode: parse_column(row, 9)?,
         state: parse_column(row, 10)?,
         reason: row.get(11)?,
@@ -193,13 +195,13 @@ fn insert(
     .execute(rusqlite::params![
         new.run_id,
         new.sender,
-        new.sender_session,
+        new.sender_session.render(),
         new.target,
-        new.target_session,
+        new.target_session.render(),
         new.message,
         new.idempotency_key,
         new.depth,
-        new.origin,
+        new.origin.as_ref().map(SessionKey::render),
         new.mode.as_str(),
         state.as_str(),
         reason,
@@ -228,7 +230,7 @@ fn same_request(
                 "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND idempotency_key = ?3
                    AND state <> 'refused'"
             ))?
-            .query_row((&new.sender, &new.target_session, key), from_row)
+            .query_row((&new.sender, new.target_session.render(), key), from_row)
             .optional()?,
         None => conn
             .prepare_cached(&format!(
@@ -237,7 +239,12 @@ fn same_request(
                  ORDER BY created_ms DESC LIMIT 1"
             ))?
             .query_row(
-                (&new.sender, &new.target_session, since_ms, &new.message),
+                (
+                    &new.sender,
+                    new.target_session.render(),
+                    since_ms,
+                    &new.message,
+                ),
                 from_row,
             )
             .optional()?,
@@ -323,12 +330,13 @@ impl Store {
         self.read(move |conn| {
             let limit = if query.limit == 0 { 100 } else { query.limit };
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let session = query.session.as_ref().map(SessionKey::render);
             conn.prepare_cached(&format!(
                 "{SELECT} WHERE (?1 IS NULL OR sender_session = ?1 OR target_session = ?1)
                    AND (NOT ?2 OR state IN ('queued', 'running'))
                  ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
             ))?
-            .query_map((&query.session, query.open_only, limit), from_row)?
+            .query_map((session, query.open_only, limit), from_row)?
             .collect()
         })
         .await
@@ -391,9 +399,9 @@ mod tests {
         NewDelivery {
             run_id: run.into(),
             sender: "snark".into(),
-            sender_session: "bot:snark:local:snark:room".into(),
+            sender_session: "bot:snark:local:snark:room".parse().unwrap(),
             target: "caid".into(),
-            target_session: "bot:caid:local:caid:a2a:snark".into(),
+            target_session: "bot:caid:local:caid:a2a:snark".parse().unwrap(),
             message: text.into(),
             idempotency_key: key.map(str::to_owned),
             depth: 2,
@@ -506,5 +514,34 @@ mod tests {
             .unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].run_id, "r2");
+    }
+
+    /// Sessions are parsed on read, so a row whose key is not one is an error that names the
+    /// row and the column, never a delivery quietly missing from the list.
+    #[tokio::test]
+    async fn a_row_whose_session_is_not_a_key_is_an_error_naming_it() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .delivery_begin(send("r1", None, "a", 1), 0)
+            .await
+            .unwrap();
+        store
+            .write(|conn| {
+                conn.execute(
+                    "UPDATE deliveries SET target_session = 'caid' WHERE run_id = 'r1'",
+                    [],
+                )
+            })
+            .await
+            .unwrap();
+        let err = store
+            .deliveries(DeliveryQuery::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("row `r1`, column `target_session`: `caid` is not a session key"),
+            "{err}"
+        );
     }
 }

@@ -79,7 +79,7 @@ pub use pairing::{
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
-pub use sessions::{SessionRecord, SessionRef};
+pub use sessions::SessionRecord;
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 pub use typing::OpenTyping;
 
