@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ConnectionCell, ConnectionState};
-use crate::feedback::{EditMessage, Typing, TypingTarget};
+use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
@@ -135,6 +135,16 @@ pub trait Adapter: Send + Sync + 'static {
         Err(SendError::Rejected {
             code: "edit_unsupported".into(),
             message: "this platform's adapter cannot edit messages".into(),
+        })
+    }
+
+    /// Delete a message this account posted, with exactly one request (where
+    /// [`Adapter::can_edit`] holds, this works too: a streamed draft can then be taken back).
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        let _ = message;
+        Err(SendError::Rejected {
+            code: "delete_unsupported".into(),
+            message: "this platform's adapter cannot delete messages".into(),
         })
     }
 

@@ -22,7 +22,7 @@ pub use backoff::Backoff;
 pub use connection::{
     ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, run_connection,
 };
-pub use feedback::{EditMessage, Typing, TypingTarget};
+pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};

@@ -28,9 +28,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, EditMessage,
-    EventSink, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, Typing,
-    TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
+    EditMessage, EventSink, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage,
+    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -268,6 +268,10 @@ impl Adapter for DiscordAdapter {
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.shared.rest, edit).await
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.shared.rest, message).await
     }
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {

@@ -38,10 +38,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, EditMessage,
-    EventSink, InboundEvent, LinkError, OutboundMessage, Platform, Receive, Secret, SendError,
-    SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse,
-    run_connection,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
+    EditMessage, EventSink, InboundEvent, LinkError, OutboundMessage, Platform, Receive, Secret,
+    SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest,
+    WebhookResponse, run_connection,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -440,6 +440,10 @@ impl Adapter for FeishuAdapter {
 
     fn max_edits(&self) -> Option<u32> {
         Some(outbound::MAX_EDITS)
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.api, message).await
     }
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {

@@ -26,9 +26,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, EditMessage,
-    EventSink, LinkError, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage,
-    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
+    EditMessage, EventSink, LinkError, OutboundMessage, Platform, Receive, Secret, SendError,
+    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -231,6 +231,10 @@ impl Adapter for SlackAdapter {
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.api, edit).await
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.api, message).await
     }
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
