@@ -164,7 +164,11 @@ async fn run_turn(
         current,
         bot.tools.specs(),
     );
-    let agent_tools = shared.tools_for(plan.caller);
+    let caller = Caller {
+        run_id: Some(journal.run_id().to_owned()),
+        ..plan.caller
+    };
+    let agent_tools = shared.tools_for(caller);
     let tools = RecordingTools::new(&*agent_tools, journal);
     let started = std::time::Instant::now();
     let run = async {

@@ -27,6 +27,7 @@ pub(crate) fn route_back(
         depth: 1,
         passive_to: None,
         origin: origin_key(escalation),
+        run_id: None,
     };
     post_to_session(
         shared,

@@ -75,6 +75,7 @@ async fn turn(
             depth: d.depth,
             passive_to: Some(other.to_owned()),
             origin: d.origin.as_deref().and_then(SessionKey::parse),
+            run_id: None,
         },
         history: &[],
         heard: Heard {

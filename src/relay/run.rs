@@ -92,6 +92,7 @@ fn caller_of(d: &Delivery) -> Caller {
         depth: d.depth,
         passive_to: Some(d.sender.clone()),
         origin: d.origin.as_deref().and_then(SessionKey::parse),
+        run_id: None,
     }
 }
 
@@ -167,6 +168,7 @@ pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResul
         depth: d.depth.saturating_sub(1).max(1),
         passive_to: None,
         origin: d.origin.as_deref().and_then(SessionKey::parse),
+        run_id: None,
     };
     post_to_session(
         shared,

@@ -41,11 +41,17 @@ pub enum ToolName {
     ChainClose,
     /// `chain_status`: a chain's state and everything said in it.
     ChainStatus,
+    /// `artifact_put`: keep a blob (text or base64) as an artifact.
+    ArtifactPut,
+    /// `artifact_get`: an artifact's record and content.
+    ArtifactGet,
+    /// `artifacts_list`: the artifacts of a session or a run.
+    ArtifactsList,
 }
 
 impl ToolName {
     /// Every tool, in the order they are offered.
-    pub const ALL: [ToolName; 13] = [
+    pub const ALL: [ToolName; 16] = [
         ToolName::BotsList,
         ToolName::SessionsList,
         ToolName::SessionsHistory,
@@ -59,6 +65,9 @@ impl ToolName {
         ToolName::ChainPass,
         ToolName::ChainClose,
         ToolName::ChainStatus,
+        ToolName::ArtifactPut,
+        ToolName::ArtifactGet,
+        ToolName::ArtifactsList,
     ];
 
     /// The primary name.
@@ -77,6 +86,9 @@ impl ToolName {
             ToolName::ChainPass => "chain_pass",
             ToolName::ChainClose => "chain_close",
             ToolName::ChainStatus => "chain_status",
+            ToolName::ArtifactPut => "artifact_put",
+            ToolName::ArtifactGet => "artifact_get",
+            ToolName::ArtifactsList => "artifacts_list",
         }
     }
 
@@ -154,6 +166,19 @@ impl ToolName {
             ToolName::ChainStatus => {
                 "A chain's state: coordinator, participants, who holds the turn, and everything \
                  said and handed over so far. Without `chain`, the chains you are in."
+            }
+            ToolName::ArtifactPut => {
+                "Keep a file as an artifact other bots can read by its id: give `text`, or \
+                 `base64` for binary content. Name the artifacts it was made from in `inputs`. \
+                 Returns the id (art-...); hand it to another bot in sessions_send `artifacts`."
+            }
+            ToolName::ArtifactGet => {
+                "Read an artifact: its name, media type, size, who made it from what, and its \
+                 content (text, or base64 for binary; a large one comes as a URL instead)."
+            }
+            ToolName::ArtifactsList => {
+                "List artifacts: those made in a session, or by one run (a sessions_send's \
+                 run_id). Without arguments, the ones made in your session."
             }
         }
     }
@@ -241,6 +266,30 @@ impl ToolName {
             ToolName::ChainStatus => object(
                 json!({
                     "chain": {"type": "string", "description": "The chain id; leave out for the chains you are in."}
+                }),
+                &[],
+            ),
+            ToolName::ArtifactPut => object(
+                json!({
+                    "name": {"type": "string", "description": "A file name, e.g. competitors.json."},
+                    "text": {"type": "string", "description": "The content, as text."},
+                    "base64": {"type": "string", "description": "The content, base64 (for binary files); instead of text."},
+                    "media_type": {"type": "string", "description": "E.g. application/json; guessed from the name when left out."},
+                    "inputs": {"type": "array", "items": {"type": "string"},
+                        "description": "Ids of the artifacts this one was made from."}
+                }),
+                &["name"],
+            ),
+            ToolName::ArtifactGet => object(
+                json!({
+                    "id": {"type": "string", "description": "The artifact id (art-...)."}
+                }),
+                &["id"],
+            ),
+            ToolName::ArtifactsList => object(
+                json!({
+                    "session": {"type": "string", "description": "Session key, or a bot id for your default session with that bot."},
+                    "run_id": {"type": "string", "description": "Only those made by this run."}
                 }),
                 &[],
             ),

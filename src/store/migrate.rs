@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 7;
+pub(crate) const SCHEMA_VERSION: u32 = 8;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -45,6 +45,9 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     }
     if version < 7 {
         step(conn, 7, include_str!("migrations/007_inbox.sql"))?;
+    }
+    if version < 8 {
+        step(conn, 8, include_str!("migrations/008_artifacts.sql"))?;
     }
 
     Ok(())

@@ -17,7 +17,8 @@
 //! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]), `inbox.rs`
 //! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
 //! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?),
-//! `prune.rs` ([`Store::prune`]: retention). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! `prune.rs` ([`Store::prune`]: retention), `artifacts.rs` ([`Store::artifact_put`]: blobs bots
+//! hand each other). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -26,6 +27,7 @@
 #[macro_use]
 mod stored_name;
 
+mod artifacts;
 mod audit;
 mod chains;
 mod chat_settings;
@@ -53,6 +55,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, sha256_hex};
 pub use audit::{AuditRecord, NewAudit};
 pub use chains::{
     BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,

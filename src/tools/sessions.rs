@@ -132,7 +132,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
 }
 
 /// A session key as given, or a bot's backchannel session with the caller.
-fn resolve(tools: &AgentTools, session: &str) -> Option<String> {
+pub(super) fn resolve(tools: &AgentTools, session: &str) -> Option<String> {
     let session = session.trim();
     if SessionKey::parse(session).is_some() {
         return Some(session.to_owned());
@@ -144,7 +144,7 @@ fn resolve(tools: &AgentTools, session: &str) -> Option<String> {
     Some(SessionKey::backchannel(session, account.id.clone(), &tools.caller.bot).render())
 }
 
-fn unknown(session: &str) -> Value {
+pub(super) fn unknown(session: &str) -> Value {
     error(format!(
         "`{session}` is neither a session key (bot:<bot>:<platform>:<account>:<chat>) nor a bot \
          id; sessions_list shows the sessions"
