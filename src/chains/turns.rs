@@ -107,7 +107,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         recall: Recall::MessageOnly,
     };
     let ended = match turn.take(plan).await {
-        TurnEnd::Reply { text, model } => Ended::Said(text, model),
+        TurnEnd::Reply { text, model, .. } => Ended::Said(text, model),
         TurnEnd::Silent { .. } => Ended::Silent,
         TurnEnd::Failed(TurnFailure::TimedOut(_)) => Ended::TimedOut,
         TurnEnd::Failed(err) => Ended::Failed(err.to_string()),

@@ -89,7 +89,7 @@ async fn turn(
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
+    let TurnEnd::Reply { text, model, .. } = turn.take(plan).await else {
         return None;
     };
     let journal = turn.journal();

@@ -131,7 +131,9 @@ impl ToolName {
                 "Send a message to another bot and get its reply. The target runs a turn with \
                  your message (it sees it as coming from you) and its answer is returned here. \
                  If it times out, the answer is delivered to your session later: do not send \
-                 the same thing again. timeout_seconds = 0 sends without waiting."
+                 the same thing again. timeout_seconds = 0 sends without waiting. Hand it files \
+                 with `artifacts`; with `expect` (a JSON Schema) its answer comes back checked, \
+                 as `output`. The result lists the artifacts it made."
             }
             ToolName::EscalateToUser => {
                 "Ask the human in the conversation this work started from. Your question is \
@@ -213,7 +215,11 @@ impl ToolName {
                     "message": {"type": "string", "description": "What to ask or tell it."},
                     "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": 1800, "default": 30,
                         "description": "How long to wait for the reply; 0 = do not wait (the reply comes to your session later)."},
-                    "idempotency_key": {"type": "string", "description": "Same key = same request: a retry returns the first run's result instead of running again."}
+                    "idempotency_key": {"type": "string", "description": "Same key = same request: a retry returns the first run's result instead of running again."},
+                    "artifacts": {"type": "array", "items": {"type": "string"},
+                        "description": "Ids of artifacts to hand over with the message (small text ones are shown inline, the rest by reference)."},
+                    "expect": {"type": "object",
+                        "description": "A JSON Schema the answer must match: the target is asked for JSON, the answer is checked (one retry) and returned parsed as `output`."}
                 }),
                 &["target", "message"],
             ),
