@@ -2,14 +2,26 @@
 //!
 //! The key is `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`. It is
 //! built in one place so that every module (transcript, lanes, tools, CLI) spells it the same.
+//!
+//! Flows carry the key typed. It becomes a string only where it leaves the process: the store
+//! renders it on write and parses it on read (a row that does not parse is an error naming the
+//! row), and JSON (tool results, the HTTP API) shows it rendered. A key given as text by a user
+//! or a model is parsed once, where it arrives ([`str::parse`]), and a wrong one is answered
+//! with [`NotASessionKey`].
 
 use std::fmt;
+use std::str::FromStr;
 
 use baton_contract::{AccountId, ChatId, Platform, ThreadId};
-
-use crate::store::SessionRef;
+use serde::{Serialize, Serializer};
 
 /// Where a session lives: one bot's account in one chat, optionally one thread of it.
+///
+/// Every session baton keeps is a bot's: chats on a platform, the local rooms and `/v1`
+/// conversations (a local direct message with the bot), bot-to-bot backchannels, MCP clients
+/// speaking as a bot and a bot's private scheduled turns are all keyed this way, which is why
+/// one type (not an enum of kinds) says what a session is. The kinds that are not chats people
+/// read are told apart by their chat id ([`SessionKey::is_backchannel`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SessionKey {
     /// The bot.
@@ -34,18 +46,6 @@ impl SessionKey {
     /// `<platform>:<chat>[:thread:<id>]`. History buffers, chat settings and bot chains use it.
     pub fn chat_key(&self) -> String {
         chat_key(self.platform, &self.chat, self.thread.as_ref())
-    }
-
-    /// The session for the store's session table.
-    pub fn store_ref(&self) -> SessionRef {
-        SessionRef {
-            key: self.render(),
-            bot: self.bot.clone(),
-            platform: self.platform.to_string(),
-            account: self.account.to_string(),
-            chat: self.chat.to_string(),
-            thread: self.thread.as_ref().map(ToString::to_string),
-        }
     }
 
     /// `bot`'s session for messages `sender` hands it with `sessions_send`: one per pair, on
@@ -100,9 +100,9 @@ impl SessionKey {
                 .any(|p| self.chat.as_str().starts_with(p))
     }
 
-    /// Read a rendered key back. `None` for anything that is not
+    /// A rendered key read back; `None` for anything that is not
     /// `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`.
-    pub fn parse(key: &str) -> Option<SessionKey> {
+    fn read(key: &str) -> Option<SessionKey> {
         let rest = key.strip_prefix("bot:")?;
         let mut parts = rest.splitn(4, ':');
         let bot = parts.next().filter(|s| !s.is_empty())?;
@@ -122,6 +122,29 @@ impl SessionKey {
             chat: ChatId::from(chat),
             thread,
         })
+    }
+}
+
+/// Text that was given as a session key and is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{0}` is not a session key: write bot:<bot>:<platform>:<account>:<chat>[:thread:<id>] \
+     (sessions_list and `baton sessions` show them)"
+)]
+pub struct NotASessionKey(pub String);
+
+impl FromStr for SessionKey {
+    type Err = NotASessionKey;
+
+    fn from_str(key: &str) -> Result<SessionKey, NotASessionKey> {
+        SessionKey::read(key).ok_or_else(|| NotASessionKey(key.to_owned()))
+    }
+}
+
+/// Shown rendered in JSON (API rows, tool results), as it is stored.
+impl Serialize for SessionKey {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
@@ -171,26 +194,29 @@ mod tests {
         key.thread = Some("1700.1".into());
         assert_eq!(key.render(), "bot:snark:slack:snark:C1:thread:1700.1");
         assert_eq!(key.chat_key(), "slack:C1:thread:1700.1");
-        assert_eq!(SessionKey::parse(&key.render()), Some(key.clone()));
+        assert_eq!(key.render().parse(), Ok(key.clone()));
         key.thread = None;
-        assert_eq!(SessionKey::parse(&key.render()), Some(key));
+        assert_eq!(key.render().parse(), Ok(key));
     }
 
     #[test]
     fn parse_refuses_what_is_not_a_key_and_keeps_colons_in_chats() {
-        assert_eq!(SessionKey::parse("caid"), None);
-        assert_eq!(SessionKey::parse("bot:caid:nowhere:caid:C1"), None);
-        assert_eq!(SessionKey::parse("bot:caid:local:caid:"), None);
+        for wrong in ["caid", "bot:caid:nowhere:caid:C1", "bot:caid:local:caid:"] {
+            assert_eq!(
+                wrong.parse::<SessionKey>(),
+                Err(NotASessionKey(wrong.to_owned()))
+            );
+        }
         let back = SessionKey::backchannel("caid", "caid".into(), "snark");
         assert_eq!(back.render(), "bot:caid:local:caid:a2a:snark");
-        assert_eq!(SessionKey::parse(&back.render()), Some(back.clone()));
+        assert_eq!(back.render().parse(), Ok(back.clone()));
         assert!(back.is_backchannel());
-        let dm = SessionKey::parse("bot:caid:local:caid:dm:alice").unwrap();
+        let dm: SessionKey = "bot:caid:local:caid:dm:alice".parse().unwrap();
         assert_eq!(dm.chat.as_str(), "dm:alice");
         assert!(!dm.is_backchannel());
         let private = SessionKey::scheduled("caid", "caid".into(), "heartbeat");
         assert_eq!(private.render(), "bot:caid:local:caid:schedule:heartbeat");
-        assert_eq!(SessionKey::parse(&private.render()), Some(private.clone()));
+        assert_eq!(private.render().parse(), Ok(private.clone()));
         assert!(private.is_backchannel());
     }
 }

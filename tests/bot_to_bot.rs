@@ -538,13 +538,15 @@ async fn queue_a_delivery(db: &Path, target: &str) {
     let new = baton::store::NewDelivery {
         run_id: "run_queued".into(),
         sender: "a".into(),
-        sender_session: A_ROOM.into(),
+        sender_session: A_ROOM.parse().unwrap(),
         target: target.into(),
-        target_session: format!("bot:{target}:local:{target}:a2a:a"),
+        target_session: format!("bot:{target}:local:{target}:a2a:a")
+            .parse()
+            .unwrap(),
         message: "queued work".into(),
         idempotency_key: None,
         depth: 2,
-        origin: Some(A_ROOM.into()),
+        origin: Some(A_ROOM.parse().unwrap()),
         mode: baton::store::SendMode::Wait,
         artifacts_in: Vec::new(),
         expect: None,

@@ -145,10 +145,10 @@ async fn a_question_is_posted_where_the_chain_started_and_the_next_human_message
     assert_eq!(question.state, EscalationState::Pending);
     assert!(question.id.starts_with("q-"), "{}", question.id);
     assert_eq!(
-        (question.bot.as_str(), question.session.as_str()),
-        ("alpha", ALPHA_ROOM)
+        (question.bot.as_str(), question.session.render()),
+        ("alpha", ALPHA_ROOM.to_owned())
     );
-    assert_eq!(question.origin.key, ALPHA_ROOM);
+    assert_eq!(question.origin.render(), ALPHA_ROOM);
     assert_eq!(question.chat_key, "local:room");
 
     let posted: Vec<Value> = gw

@@ -271,3 +271,205 @@ async fn a_broken_schema_or_an_unknown_artifact_is_refused_before_anything_runs(
     assert!(deliveries["deliveries"].as_array().unwrap().is_empty());
     gw.stop().await;
 }
+
+/// The first artifact id in the last user line of the request: one handed over in the brief.
+fn handed_id(request: &Value) -> String {
+    let lines = request["messages"].as_array().unwrap();
+    let user = lines.iter().rev().find(|l| l["role"] == "user").unwrap();
+    let text = user["content"].as_str().unwrap();
+    let at = text.find("art-").expect("an artifact in the brief");
+    text[at..at + 28].to_owned()
+}
+
+/// The id in the last tool result of the request.
+fn last_result_id(request: &Value) -> Value {
+    results_in(request).last().unwrap()["id"].clone()
+}
+
+/// Events on `/api/events` from the start until one of `kind` shows up (or the deadline).
+async fn event_of(gw: &TestGateway, kind: &str) -> Value {
+    let mut response = gw
+        .http
+        .get(format!("{}/api/events?after=0", gw.base))
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    let needle = format!("\"type\":\"{kind}\"");
+    let found = tokio::time::timeout(support::gateway::DEADLINE, async {
+        while let Some(chunk) = response.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(line) = text.lines().find(|l| l.contains(&needle)) {
+                return serde_json::from_str::<Value>(line.trim_start_matches("data:").trim())
+                    .unwrap();
+            }
+        }
+        panic!("the stream ended without a {kind} event");
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("no {kind} event in time"))
+}
+
+#[tokio::test]
+async fn progress_is_kept_on_the_delivery_and_shown_to_the_sender() {
+    let fake = FakeOpenAi::start().await;
+    fake.script(
+        "a",
+        Step::tool_call("progress", json!({"message": "thinking"})),
+    );
+    fake.script(
+        "a",
+        Step::tool_call(
+            "sessions_send",
+            json!({"target": "b", "message": "build it"}),
+        ),
+    );
+    fake.script("a", Step::reply("built"));
+    fake.script(
+        "b",
+        Step::tool_call(
+            "progress",
+            json!({"message": "drafting the API table", "step": 1, "of": 2}),
+        ),
+    );
+    fake.script(
+        "b",
+        Step::tool_call("session_status", json!({"session": "bot:a:local:a:room"})),
+    );
+    fake.script("b", Step::reply("done"));
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config(&fake, &["a", "b"]), &db).await;
+
+    gw.say("room", "alice", "@a build it").await;
+    gw.settle().await;
+
+    let own = &tool_results(&fake, "a")[0];
+    assert_eq!(
+        own["status"], "error",
+        "a's turn works for no delivery: {own}"
+    );
+    let b = tool_results(&fake, "b");
+    assert_eq!(b[0], json!({"status": "ok"}));
+    let in_flight = &b[1]["deliveries_in_flight"][0];
+    assert_eq!(in_flight["from"], "a", "{in_flight}");
+    assert_eq!(in_flight["progress"]["message"], "drafting the API table");
+    assert_eq!(in_flight["progress"]["step"], 1);
+    assert_eq!(in_flight["progress"]["of"], 2);
+
+    let deliveries = gw.get("/api/deliveries").await;
+    let d = &deliveries["deliveries"][0];
+    let lines = d["progress"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{d}");
+    assert_eq!(lines[0]["message"], "drafting the API table");
+    let event = event_of(&gw, "progress").await;
+    assert_eq!(event["run_id"], d["run_id"]);
+    assert_eq!(event["bot"], "b");
+    assert_eq!(event["message"], "drafting the API table");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_three_bot_pipeline_passes_artifacts_by_id_and_shows_their_lineage() {
+    let fake = FakeOpenAi::start().await;
+    // researcher: keeps competitors.json, hands it to coder, expecting a summary.
+    fake.script(
+        "researcher",
+        Step::tool_call(
+            "artifact_put",
+            json!({"name": "competitors.json", "text": TABLE}),
+        ),
+    );
+    fake.script(
+        "researcher",
+        Step::tool_call_with("sessions_send", |request| {
+            json!({"target": "coder", "message": "compare their APIs",
+                   "artifacts": [last_result_id(request)],
+                   "expect": {"type": "object", "required": ["summary", "audited"],
+                              "properties": {"summary": {"type": "string"},
+                                             "audited": {"type": "boolean"}}}})
+        }),
+    );
+    fake.script("researcher", Step::reply("compared and audited"));
+    // coder: makes api-comparison.json from it, has auditor check it.
+    fake.script(
+        "coder",
+        Step::tool_call_with("artifact_put", |request| {
+            json!({"name": "api-comparison.json", "text": "{\"acme\":\"REST\"}",
+                   "inputs": [handed_id(request)]})
+        }),
+    );
+    fake.script(
+        "coder",
+        Step::tool_call_with("sessions_send", |request| {
+            json!({"target": "auditor", "message": "audit this comparison",
+                   "artifacts": [last_result_id(request)],
+                   "expect": {"type": "object", "required": ["verdict"],
+                              "properties": {"verdict": {"enum": ["pass", "fail"]}}}})
+        }),
+    );
+    fake.script(
+        "coder",
+        Step::reply(r#"{"summary": "acme is REST", "audited": true}"#),
+    );
+    // auditor: writes audit.md from the comparison and passes it.
+    fake.script(
+        "auditor",
+        Step::tool_call_with("artifact_put", |request| {
+            json!({"name": "audit.md", "text": "looks right", "inputs": [handed_id(request)]})
+        }),
+    );
+    fake.script("auditor", Step::reply(r#"{"verdict": "pass"}"#));
+    let (_dir, db) = temp_db();
+    let bots = ["researcher", "coder", "auditor"];
+    let gw = TestGateway::start(&config(&fake, &bots), &db).await;
+
+    gw.say("room", "alice", "@researcher compare the competitors' APIs")
+        .await;
+    gw.settle().await;
+
+    let researcher = tool_results(&fake, "researcher");
+    let competitors = researcher[0]["id"].as_str().unwrap().to_owned();
+    let to_coder = &researcher[1];
+    assert_eq!(to_coder["status"], "ok", "{to_coder}");
+    assert_eq!(
+        to_coder["output"],
+        json!({"summary": "acme is REST", "audited": true})
+    );
+    let made = to_coder["artifacts"].as_array().unwrap();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(made[0]["name"], "api-comparison.json");
+    assert_eq!(made[0]["bot"], "coder");
+    assert_eq!(made[0]["inputs"], json!([competitors]));
+    let comparison = made[0]["id"].as_str().unwrap().to_owned();
+
+    let coder = tool_results(&fake, "coder");
+    let to_auditor = &coder[1];
+    assert_eq!(
+        to_auditor["output"],
+        json!({"verdict": "pass"}),
+        "{to_auditor}"
+    );
+    let audit = &to_auditor["artifacts"][0];
+    assert_eq!(audit["name"], "audit.md");
+    assert_eq!(audit["bot"], "auditor");
+    assert_eq!(audit["inputs"], json!([comparison]));
+
+    // The lineage: competitors.json -> coder -> api-comparison.json -> auditor -> audit.md.
+    let deliveries = gw.get("/api/deliveries").await;
+    let all = deliveries["deliveries"].as_array().unwrap();
+    assert_eq!(all.len(), 2, "{all:#?}");
+    let by_target = |t: &str| all.iter().find(|d| d["target"] == t).unwrap().clone();
+    let first = by_target("coder");
+    assert_eq!(first["sender"], "researcher");
+    assert_eq!(first["state"], "delivered");
+    assert_eq!(first["artifacts_in"], json!([competitors]));
+    assert_eq!(first["artifacts_out"][0]["id"], comparison.as_str());
+    assert_eq!(first["artifacts_out"][0]["bot"], "coder");
+    let second = by_target("auditor");
+    assert_eq!(second["sender"], "coder");
+    assert_eq!(second["artifacts_in"], json!([comparison]));
+    assert_eq!(second["artifacts_out"][0]["name"], "audit.md");
+    assert_eq!(second["artifacts_out"][0]["bot"], "auditor");
+    assert_eq!(second["result"]["output"]["verdict"], "pass");
+    gw.stop().await;
+}

@@ -28,7 +28,7 @@ pub(super) struct ArtifactsArgs {
 pub(super) async fn artifacts(config: &Path, args: ArtifactsArgs) -> anyhow::Result<()> {
     let store = open(config, &args.store).await?;
     let query = match (args.session, args.run) {
-        (Some(session), _) => ArtifactQuery::Session(session),
+        (Some(session), _) => ArtifactQuery::Session(session.parse()?),
         (None, Some(run)) => ArtifactQuery::Run(run),
         (None, None) => ArtifactQuery::All,
     };

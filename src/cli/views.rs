@@ -224,7 +224,7 @@ pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::R
         known_session(&store, key).await?;
     }
     let query = DeliveryQuery {
-        session: args.session,
+        session: args.session.as_deref().map(str::parse).transpose()?,
         open_only: args.open,
         limit: args.limit,
     };

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::{Handled, Inbound};
 use crate::engine::{Services, journal};
-use crate::escalation::{origin_key, route_back};
+use crate::escalation::route_back;
 use crate::mirror::now_ms;
 use crate::store::{AnswerCandidate, AnswerMatch, Origin};
 
@@ -55,25 +55,17 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
         escalation = %escalation.id, asker = %escalation.bot,
         "a human answered a bot's question"
     );
-    match origin_key(&escalation) {
-        Some(origin) => {
-            let meta = json!({"name": speaker.name, "answers": escalation.id, "raw": event.raw});
-            journal(shared, &origin, escalation.id.clone())
-                .await
-                .heard(
-                    &speaker.label,
-                    Origin::Human,
-                    &event.text,
-                    Some(event.message_id.as_str()),
-                    meta,
-                )
-                .await;
-        }
-        None => tracing::error!(
-            escalation = %escalation.id, origin = %escalation.origin.key,
-            "the answer is not recorded where the question was asked: its session key does not parse"
-        ),
-    }
+    let meta = json!({"name": speaker.name, "answers": escalation.id, "raw": event.raw});
+    journal(shared, &escalation.origin, escalation.id.clone())
+        .await
+        .heard(
+            &speaker.label,
+            Origin::Human,
+            &event.text,
+            Some(event.message_id.as_str()),
+            meta,
+        )
+        .await;
     let text = format!(
         "Answer from {} to your question {}: {}",
         speaker.name, escalation.id, event.text

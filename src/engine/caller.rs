@@ -10,7 +10,7 @@ pub struct Caller {
     /// The calling bot's id.
     pub bot: String,
     /// The calling bot's session: where a late reply to its send lands.
-    pub session: String,
+    pub session: SessionKey,
     /// How many bots the chain of sends leading to this turn holds: 1 for a turn a human (or a
     /// schedule, or an MCP client) started, +1 for each `sessions_send` hop.
     pub depth: u32,
@@ -30,7 +30,7 @@ impl Caller {
     pub fn from_chat(session: &SessionKey) -> Caller {
         Caller {
             bot: session.bot.clone(),
-            session: session.render(),
+            session: session.clone(),
             depth: 1,
             passive_to: None,
             origin: Some(session.clone()),
@@ -44,7 +44,7 @@ impl Caller {
     pub fn external(session: &SessionKey) -> Caller {
         Caller {
             bot: session.bot.clone(),
-            session: session.render(),
+            session: session.clone(),
             depth: 1,
             passive_to: None,
             origin: None,

@@ -175,11 +175,7 @@ fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
 
 /// Record that `session` is in use (created, or its last activity moved).
 async fn touch(services: &Services, session: &SessionKey) {
-    if let Err(err) = services
-        .store()
-        .touch_session(&session.store_ref(), now_ms())
-        .await
-    {
+    if let Err(err) = services.store().touch_session(session, now_ms()).await {
         tracing::error!(%err, "could not record the session");
     }
 }

@@ -10,4 +10,4 @@ mod approval;
 mod route_back;
 
 pub(crate) use approval::{DecideError, Decision, Resolver, decide_approval};
-pub(crate) use route_back::{origin_key, route_back};
+pub(crate) use route_back::route_back;

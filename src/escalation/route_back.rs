@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use baton_contract::Platform;
 use serde_json::Value;
 
 use crate::engine::{Caller, Services};
 use crate::relay::{SessionMessage, post_to_session};
-use crate::session::SessionKey;
 use crate::store::{Escalation, Origin};
 
 /// Wake the asking bot's session with `text`, as the asker, still tied to the conversation it
@@ -26,7 +24,7 @@ pub(crate) fn route_back(
         session: escalation.session.clone(),
         depth: 1,
         passive_to: None,
-        origin: origin_key(escalation),
+        origin: Some(escalation.origin.clone()),
         run_id: None,
     };
     post_to_session(
@@ -44,23 +42,13 @@ pub(crate) fn route_back(
     );
 }
 
-/// The session key the escalation was posted from, from its stored parts.
-pub(crate) fn origin_key(escalation: &Escalation) -> Option<SessionKey> {
-    let o = &escalation.origin;
-    let platform: Platform = o.platform.parse().ok()?;
-    Some(SessionKey {
-        bot: o.bot.clone(),
-        platform,
-        account: o.account.as_str().into(),
-        chat: o.chat.as_str().into(),
-        thread: o.thread.as_deref().map(Into::into),
-    })
-}
-
 #[cfg(test)]
 pub(super) mod tests {
+    use baton_contract::Platform;
+
     use super::*;
-    use crate::store::{EscalationKind, EscalationState, SessionRef};
+    use crate::session::SessionKey;
+    use crate::store::{EscalationKind, EscalationState};
 
     /// An approval request posted from a Slack chat (in `thread`, if given).
     pub(in crate::escalation) fn approval(thread: Option<&str>) -> Escalation {
@@ -75,16 +63,9 @@ pub(super) mod tests {
             id: "ap-7kq2xd".into(),
             kind: EscalationKind::Approval,
             bot: "beta".into(),
-            session: "bot:beta:slack:beta:C9".into(),
-            origin: SessionRef {
-                key: key.render(),
-                bot: "alpha".into(),
-                platform: "slack".into(),
-                account: "alpha-slack".into(),
-                chat: "C1".into(),
-                thread: thread.map(str::to_owned),
-            },
+            session: "bot:beta:slack:beta:C9".parse().unwrap(),
             chat_key: key.chat_key(),
+            origin: key,
             posted_message_id: None,
             text: "deploy?".into(),
             state: EscalationState::Approved,
@@ -93,16 +74,6 @@ pub(super) mod tests {
             answer_message_id: None,
             created_ms: 0,
             resolved_ms: None,
-        }
-    }
-
-    #[test]
-    fn the_origin_key_is_rebuilt_from_its_parts() {
-        for thread in [None, Some("1700.1")] {
-            let escalation = approval(thread);
-            let key = origin_key(&escalation).unwrap();
-            assert_eq!(key.render(), escalation.origin.key);
-            assert_eq!(key.chat_key(), escalation.chat_key);
         }
     }
 }

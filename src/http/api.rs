@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
 use crate::local::{HubRefusal, Post, check_sender};
+use crate::session::SessionKey;
 use crate::store::{ChainQuery, DeliveryQuery, TranscriptQuery};
 
 /// `?after=SEQ` for reading a room.
@@ -103,8 +104,17 @@ pub(super) async fn deliveries(
     Query(params): Query<DeliveryParams>,
 ) -> Response {
     let shared = state.dispatcher.shared();
+    let session = match params
+        .session
+        .as_deref()
+        .map(str::parse::<SessionKey>)
+        .transpose()
+    {
+        Ok(session) => session,
+        Err(err) => return bad(StatusCode::BAD_REQUEST, &err.to_string()),
+    };
     let query = DeliveryQuery {
-        session: params.session,
+        session,
         open_only: params.open,
         limit: params.limit,
     };

@@ -35,7 +35,10 @@ pub(super) async fn list(
         (Some(_), Some(_)) => {
             return bad(StatusCode::BAD_REQUEST, "give `session` or `run`, not both");
         }
-        (Some(session), None) => ArtifactQuery::Session(session),
+        (Some(session), None) => match session.parse() {
+            Ok(key) => ArtifactQuery::Session(key),
+            Err(err) => return bad(StatusCode::BAD_REQUEST, &format!("{err}")),
+        },
         (None, Some(run)) => ArtifactQuery::Run(run),
         (None, None) => ArtifactQuery::All,
     };

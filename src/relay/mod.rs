@@ -33,6 +33,7 @@ pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 
 use crate::engine::{Caller, Services};
 use crate::events::Event;
+use crate::session::SessionKey;
 use crate::store::{Delivery, DeliveryState, NewDelivery, Origin};
 
 /// A message for a session that did not come from its chat: another bot's late reply, a human's
@@ -42,7 +43,7 @@ use crate::store::{Delivery, DeliveryState, NewDelivery, Origin};
 #[derive(Debug, Clone)]
 pub struct SessionMessage {
     /// The session to wake.
-    pub session: String,
+    pub session: SessionKey,
     /// Who speaks: `bot:<id>` for a bot, a human's id or name.
     pub speaker: String,
     /// Human, bot or gateway.
@@ -78,9 +79,9 @@ fn from_bot(sender: &str, text: &str) -> String {
 struct Route<'a> {
     run_id: &'a str,
     sender: &'a str,
-    sender_session: &'a str,
+    sender_session: &'a SessionKey,
     target: &'a str,
-    target_session: &'a str,
+    target_session: &'a SessionKey,
 }
 
 impl<'a> From<&'a Delivery> for Route<'a> {
@@ -120,9 +121,9 @@ fn moved<'a>(
     shared.events().emit(Event::Delivery {
         run_id: route.run_id.to_owned(),
         sender: route.sender.to_owned(),
-        sender_session: route.sender_session.to_owned(),
+        sender_session: route.sender_session.render(),
         target: route.target.to_owned(),
-        target_session: route.target_session.to_owned(),
+        target_session: route.target_session.render(),
         state: state.as_str().to_owned(),
         reason: reason.map(str::to_owned),
         model: model.map(str::to_owned),

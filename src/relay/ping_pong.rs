@@ -53,14 +53,13 @@ async fn turn(
     d: &Delivery,
     n: u32,
     bot: &str,
-    session: &str,
+    session: &SessionKey,
     other: &str,
     last: &str,
 ) -> Option<String> {
     let taker = shared.roster().bot(bot)?;
-    let key = SessionKey::parse(session)?;
     let seat = Seat {
-        session: &key,
+        session,
         run_id: format!("{}:pp{n}", d.run_id),
         lane: Lane::Nested,
     };
@@ -71,10 +70,10 @@ async fn turn(
         bot: taker,
         caller: Caller {
             bot: bot.to_owned(),
-            session: session.to_owned(),
+            session: session.clone(),
             depth: d.depth,
             passive_to: Some(other.to_owned()),
-            origin: d.origin.as_deref().and_then(SessionKey::parse),
+            origin: d.origin.clone(),
             run_id: None,
         },
         history: &[],

@@ -15,7 +15,6 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
 use crate::roster::Bot;
-use crate::session::SessionKey;
 use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
 use crate::turn::Usage;
 
@@ -34,15 +33,8 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     let Some(bot) = shared.roster().bot(&d.target) else {
         return failed(format!("bot `{}` is no longer configured", d.target));
     };
-    let Some(session) = SessionKey::parse(&d.target_session) else {
-        let why = format!(
-            "the target session `{}` is not a session key",
-            d.target_session
-        );
-        return failed(why);
-    };
     let seat = Seat {
-        session: &session,
+        session: &d.target_session,
         run_id: d.run_id.clone(),
         lane: Lane::Nested,
     };
@@ -112,7 +104,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     report.usage = usage;
     report.tool_calls = shared
         .store()
-        .run_entries(&d.target_session, &d.run_id)
+        .run_entries(&d.target_session.render(), &d.run_id)
         .await
         .map_or(0, |entries| {
             entries
@@ -173,7 +165,7 @@ fn caller_of(d: &Delivery) -> Caller {
         session: d.target_session.clone(),
         depth: d.depth,
         passive_to: Some(d.sender.clone()),
-        origin: d.origin.as_deref().and_then(SessionKey::parse),
+        origin: d.origin.clone(),
         run_id: None,
     }
 }
@@ -249,7 +241,7 @@ pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResul
         session: d.sender_session.clone(),
         depth: d.depth.saturating_sub(1).max(1),
         passive_to: None,
-        origin: d.origin.as_deref().and_then(SessionKey::parse),
+        origin: d.origin.clone(),
         run_id: None,
     };
     post_to_session(

@@ -136,11 +136,11 @@ pub async fn send(
         sender: caller.bot.clone(),
         sender_session: caller.session.clone(),
         target: target.bot.clone(),
-        target_session: target.render(),
+        target_session: target.clone(),
         message: request.message,
         idempotency_key: request.idempotency_key,
         depth: caller.depth + 1,
-        origin: caller.origin.as_ref().map(SessionKey::render),
+        origin: caller.origin.clone(),
         mode: if request.timeout.is_zero() {
             SendMode::Fire
         } else {
@@ -173,12 +173,7 @@ pub async fn send(
         }
     };
     if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
-        count_refusal(
-            shared,
-            &delivery.sender,
-            delivery.origin.as_deref(),
-            refusal,
-        );
+        count_refusal(shared, &delivery.sender, delivery.origin.as_ref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())
@@ -216,11 +211,12 @@ pub(super) fn start(shared: &Arc<Services>, delivery: &Delivery) {
 }
 
 /// The target's session: a session key as given, or the target bot's backchannel for `caller`.
+/// The model's text is read here, once.
 fn resolve(shared: &Services, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
     let roster = shared.roster();
-    let key = match SessionKey::parse(target) {
-        Some(key) => key,
-        None => {
+    let key = match target.parse::<SessionKey>() {
+        Ok(key) => key,
+        Err(_) => {
             let Some(account) = roster.account_of_bot(baton_contract::Platform::Local, target)
             else {
                 return Err(unknown_bot(shared, target));
@@ -249,7 +245,7 @@ fn unknown_bot(shared: &Services, name: &str) -> SendError {
 /// A send the rules refused before anything ran: kept on record, answered with the reason.
 async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -> SendOutcome {
     tracing::info!(sender = %new.sender, target = %new.target, reason = refusal.as_str(), "sessions_send refused");
-    count_refusal(shared, &new.sender, new.origin.as_deref(), refusal);
+    count_refusal(shared, &new.sender, new.origin.as_ref(), refusal);
     let reason = Some(refusal.as_str());
     moved(shared, &new, DeliveryState::Refused, reason, None);
     let bot = new.target.clone();
@@ -260,10 +256,13 @@ async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
-fn count_refusal(shared: &Services, sender: &str, origin: Option<&str>, refusal: SendRefusal) {
-    let chat = origin
-        .and_then(SessionKey::parse)
-        .map(|o| crate::session::chat_key(o.platform, &o.chat, None));
+fn count_refusal(
+    shared: &Services,
+    sender: &str,
+    origin: Option<&SessionKey>,
+    refusal: SendRefusal,
+) {
+    let chat = origin.map(|o| crate::session::chat_key(o.platform, &o.chat, None));
     shared.refused("sessions_send", refusal.as_str(), chat, sender);
 }
 
@@ -361,7 +360,7 @@ mod tests {
     use crate::store::DeliveryQuery;
 
     fn caller(bot: &str, depth: u32, passive_to: Option<&str>) -> Caller {
-        let key = SessionKey::parse(&format!("bot:{bot}:local:{bot}:room")).unwrap();
+        let key: SessionKey = format!("bot:{bot}:local:{bot}:room").parse().unwrap();
         Caller {
             depth,
             passive_to: passive_to.map(str::to_owned),

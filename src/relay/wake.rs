@@ -13,15 +13,11 @@ use crate::engine::{
     ChatReply, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
 };
 use crate::lanes::Lane;
-use crate::session::SessionKey;
 use crate::store::{EntryKind, Notify};
 
 /// Run the woken turn and deliver what it says.
 pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
-    let Some(key) = SessionKey::parse(&message.session) else {
-        tracing::error!(session = %message.session, "cannot wake a session whose key does not parse");
-        return;
-    };
+    let key = &message.session;
     let Some(bot) = shared.roster().bot(&key.bot) else {
         tracing::error!(session = %message.session, "cannot wake a session of an unknown bot");
         return;
@@ -36,7 +32,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
     };
     let delivery = message.delivery.clone();
     if key.is_mcp() {
-        journal(shared, &key, message.run_id.clone())
+        journal(shared, key, message.run_id.clone())
             .await
             .heard(heard.speaker, heard.origin, heard.text, None, heard.meta)
             .await;
@@ -44,7 +40,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         return;
     }
     let seat = Seat {
-        session: &key,
+        session: key,
         run_id: message.run_id.clone(),
         lane: Lane::Nested,
     };

@@ -47,11 +47,13 @@ pub enum ToolName {
     ArtifactGet,
     /// `artifacts_list`: the artifacts of a session or a run.
     ArtifactsList,
+    /// `progress`: report how far the delivery being worked on has got.
+    Progress,
 }
 
 impl ToolName {
     /// Every tool, in the order they are offered.
-    pub const ALL: [ToolName; 16] = [
+    pub const ALL: [ToolName; 17] = [
         ToolName::BotsList,
         ToolName::SessionsList,
         ToolName::SessionsHistory,
@@ -68,6 +70,7 @@ impl ToolName {
         ToolName::ArtifactPut,
         ToolName::ArtifactGet,
         ToolName::ArtifactsList,
+        ToolName::Progress,
     ];
 
     /// The primary name.
@@ -89,6 +92,7 @@ impl ToolName {
             ToolName::ArtifactPut => "artifact_put",
             ToolName::ArtifactGet => "artifact_get",
             ToolName::ArtifactsList => "artifacts_list",
+            ToolName::Progress => "progress",
         }
     }
 
@@ -181,6 +185,11 @@ impl ToolName {
             ToolName::ArtifactsList => {
                 "List artifacts: those made in a session, or by one run (a sessions_send's \
                  run_id). Without arguments, the ones made in your session."
+            }
+            ToolName::Progress => {
+                "While you work on a task another bot sent you (sessions_send), tell it how far \
+                 you have got: a short line, optionally step N of M. The sender sees the latest \
+                 in session_status."
             }
         }
     }
@@ -291,6 +300,14 @@ impl ToolName {
                     "id": {"type": "string", "description": "The artifact id (art-...)."}
                 }),
                 &["id"],
+            ),
+            ToolName::Progress => object(
+                json!({
+                    "message": {"type": "string", "description": "What you are doing now."},
+                    "step": {"type": "integer", "minimum": 0},
+                    "of": {"type": "integer", "minimum": 1}
+                }),
+                &["message"],
             ),
             ToolName::ArtifactsList => object(
                 json!({

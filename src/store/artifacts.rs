@@ -16,7 +16,9 @@ use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use super::sessions::session_column;
 use super::{Store, StoreError};
+use crate::session::SessionKey;
 
 /// An artifact about to be stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +32,7 @@ pub struct NewArtifact {
     /// The bot that made it.
     pub bot: String,
     /// The session it was made in.
-    pub session: String,
+    pub session: SessionKey,
     /// The run (turn) that made it; `None` for a call from outside any turn (an MCP client).
     pub run_id: Option<String>,
     /// The artifacts it was made from.
@@ -55,7 +57,7 @@ pub struct Artifact {
     /// The bot that made it.
     pub bot: String,
     /// The session it was made in.
-    pub session: String,
+    pub session: SessionKey,
     /// The run that made it.
     pub run_id: Option<String>,
     /// The artifacts it was made from.
@@ -68,7 +70,7 @@ pub struct Artifact {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Put {
     /// Stored (or found: the same put was made before in the same run).
-    Stored(Artifact),
+    Stored(Box<Artifact>),
     /// Some `inputs` name no artifact; nothing was stored.
     UnknownInputs(Vec<String>),
 }
@@ -77,7 +79,7 @@ pub enum Put {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArtifactQuery {
     /// Made in this session.
-    Session(String),
+    Session(SessionKey),
     /// Made by this run.
     Run(String),
     /// Every one.
@@ -97,7 +99,8 @@ fn hex(bytes: &[u8]) -> String {
 /// The same put in the same run gets the same id; anything else made differently does not.
 fn artifact_id(new: &NewArtifact, sha256: &str) -> String {
     let mut digest = Sha256::new();
-    for part in [sha256, &new.name, &new.media_type, &new.bot, &new.session] {
+    let session = new.session.render();
+    for part in [sha256, &new.name, &new.media_type, &new.bot, &session] {
         digest.update(part.as_bytes());
         digest.update([0]);
     }
@@ -122,13 +125,22 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Artifact> {
         bytes: row.get(3)?,
         sha256: row.get(4)?,
         bot: row.get(5)?,
-        session: row.get(6)?,
+        session: session_column(row, 6)?,
         run_id: row.get(7)?,
         inputs: serde_json::from_str(&inputs).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(8, rusqlite::types::Type::Text, Box::new(e))
         })?,
         created_ms: row.get(9)?,
     })
+}
+
+/// The artifacts run `run_id` made, oldest first: a delivery's output, for its lineage.
+pub(super) fn made_by(conn: &Connection, run_id: &str) -> rusqlite::Result<Vec<Artifact>> {
+    conn.prepare_cached(&format!(
+        "{SELECT} WHERE run_id = ?1 ORDER BY created_ms, id"
+    ))?
+    .query_map([run_id], from_row)?
+    .collect()
 }
 
 fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Artifact>> {
@@ -160,7 +172,7 @@ impl Store {
                 return Ok(Put::UnknownInputs(unknown));
             }
             if let Some(found) = by_id(conn, &id)? {
-                return Ok(Put::Stored(found));
+                return Ok(Put::Stored(Box::new(found)));
             }
             let bytes = new.content.len() as u64;
             conn.prepare_cached(
@@ -181,12 +193,12 @@ impl Store {
                 new.media_type,
                 bytes,
                 new.bot,
-                new.session,
+                new.session.render(),
                 new.run_id,
                 inputs,
                 new.created_ms,
             ])?;
-            Ok(Put::Stored(Artifact {
+            Ok(Put::Stored(Box::new(Artifact {
                 id,
                 name: new.name,
                 media_type: new.media_type,
@@ -197,7 +209,7 @@ impl Store {
                 run_id: new.run_id,
                 inputs: new.inputs,
                 created_ms: new.created_ms,
-            }))
+            })))
         })
         .await
     }
@@ -235,8 +247,8 @@ impl Store {
         let limit = i64::try_from(limit.clamp(1, 10_000)).unwrap_or(10_000);
         self.read(move |conn| {
             let (filter, value) = match &query {
-                ArtifactQuery::Session(s) => ("session = ?1", Some(s.as_str())),
-                ArtifactQuery::Run(r) => ("run_id = ?1", Some(r.as_str())),
+                ArtifactQuery::Session(s) => ("session = ?1", Some(s.render())),
+                ArtifactQuery::Run(r) => ("run_id = ?1", Some(r.clone())),
                 ArtifactQuery::All => ("?1 IS NULL", None),
             };
             let mut found: Vec<Artifact> = conn
@@ -290,7 +302,7 @@ mod tests {
             media_type: "application/json".into(),
             content: content.to_vec(),
             bot: "scout".into(),
-            session: "bot:scout:local:local-scout:dm:x".into(),
+            session: "bot:scout:local:local-scout:dm:x".parse().unwrap(),
             run_id: Some(run.into()),
             inputs: Vec::new(),
             created_ms: 1,
@@ -299,7 +311,7 @@ mod tests {
 
     fn stored(put: Put) -> Artifact {
         match put {
-            Put::Stored(a) => a,
+            Put::Stored(a) => *a,
             Put::UnknownInputs(u) => panic!("unknown inputs {u:?}"),
         }
     }

@@ -10,8 +10,12 @@ use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::artifacts::{Artifact, made_by};
+use super::progress::{ProgressLine, progress_of};
+use super::sessions::{optional_session_column, session_column};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
+use crate::session::SessionKey;
 
 stored_name! {
     /// Where a delivery is in its life.
@@ -70,11 +74,11 @@ pub struct NewDelivery {
     /// Sending bot.
     pub sender: String,
     /// The sender's session, where a late reply lands.
-    pub sender_session: String,
+    pub sender_session: SessionKey,
     /// Target bot.
     pub target: String,
     /// The session the target's turn runs in.
-    pub target_session: String,
+    pub target_session: SessionKey,
     /// The message as the sender wrote it.
     pub message: String,
     /// The sender's key for "the same request".
@@ -82,7 +86,7 @@ pub struct NewDelivery {
     /// Bots in the chain including the target (see `engine::Caller::depth`).
     pub depth: u32,
     /// The human-facing session the chain started from.
-    pub origin: Option<String>,
+    pub origin: Option<SessionKey>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// The artifacts the sender handed over with the message.
@@ -101,11 +105,11 @@ pub struct Delivery {
     /// Sending bot.
     pub sender: String,
     /// The sender's session.
-    pub sender_session: String,
+    pub sender_session: SessionKey,
     /// Target bot.
     pub target: String,
     /// The target's session.
-    pub target_session: String,
+    pub target_session: SessionKey,
     /// The message.
     pub message: String,
     /// The sender's idempotency key.
@@ -113,7 +117,7 @@ pub struct Delivery {
     /// Bots in the chain including the target.
     pub depth: u32,
     /// The human-facing session the chain started from.
-    pub origin: Option<String>,
+    pub origin: Option<SessionKey>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// Where it is.
@@ -133,6 +137,11 @@ pub struct Delivery {
     /// What the run produced besides its text (`output`, `errors`, `usage`, `tool_calls`),
     /// once it ended.
     pub result: Option<Value>,
+    /// What the target reported with `progress` while it worked, oldest first (filled by
+    /// [`Store::deliveries`] and [`Store::delivery`]).
+    pub progress: Vec<ProgressLine>,
+    /// The artifacts the target's run made (its lineage's output; filled like `progress`).
+    pub artifacts_out: Vec<Artifact>,
     /// Created, milliseconds since the Unix epoch.
     pub created_ms: i64,
     /// The target's turn started.
@@ -154,7 +163,7 @@ pub enum Begun {
 #[derive(Debug, Clone, Default)]
 pub struct DeliveryQuery {
     /// Only those sent from or to this session.
-    pub session: Option<String>,
+    pub session: Option<SessionKey>,
     /// Only queued or running ones.
     pub open_only: bool,
     /// At most this many, newest first (0 = 100).
@@ -170,13 +179,13 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         run_id: row.get(0)?,
         sender: row.get(1)?,
-        sender_session: row.get(2)?,
+        sender_session: session_column(row, 2)?,
         target: row.get(3)?,
-        target_session: row.get(4)?,
+        target_session: session_column(row, 4)?,
         message: row.get(5)?,
         idempotency_key: row.get(6)?,
         depth: row.get(7)?,
-        origin: row.get(8)?,
+        origin: optional_session_column(row, 8)?,
         mode: parse_column(row, 9)?,
         state: parse_column(row, 10)?,
         reason: row.get(11)?,
@@ -189,7 +198,20 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
         artifacts_in: json_column::<Vec<String>>(row, 18)?.unwrap_or_default(),
         expect: json_column(row, 19)?,
         result: json_column(row, 20)?,
+        progress: Vec::new(),
+        artifacts_out: Vec::new(),
     })
+}
+
+/// Each delivery with its progress lines and the artifacts its run made.
+fn with_lineage(conn: &rusqlite::Connection, found: &mut [Delivery]) -> rusqlite::Result<()> {
+    let runs: Vec<&str> = found.iter().map(|d| d.run_id.as_str()).collect();
+    let mut lines = progress_of(conn, &runs)?;
+    for d in found {
+        d.progress = lines.remove(&d.run_id).unwrap_or_default();
+        d.artifacts_out = made_by(conn, &d.run_id)?;
+    }
+    Ok(())
 }
 
 /// A column holding JSON text (or NULL), parsed.
@@ -224,13 +246,13 @@ fn insert(
     .execute(rusqlite::params![
         new.run_id,
         new.sender,
-        new.sender_session,
+        new.sender_session.render(),
         new.target,
-        new.target_session,
+        new.target_session.render(),
         new.message,
         new.idempotency_key,
         new.depth,
-        new.origin,
+        new.origin.as_ref().map(SessionKey::render),
         new.mode.as_str(),
         state.as_str(),
         reason,
@@ -261,7 +283,7 @@ fn same_request(
                 "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND idempotency_key = ?3
                    AND state <> 'refused'"
             ))?
-            .query_row((&new.sender, &new.target_session, key), from_row)
+            .query_row((&new.sender, new.target_session.render(), key), from_row)
             .optional()?,
         None => conn
             .prepare_cached(&format!(
@@ -270,7 +292,12 @@ fn same_request(
                  ORDER BY created_ms DESC LIMIT 1"
             ))?
             .query_row(
-                (&new.sender, &new.target_session, since_ms, &new.message),
+                (
+                    &new.sender,
+                    new.target_session.render(),
+                    since_ms,
+                    &new.message,
+                ),
                 from_row,
             )
             .optional()?,
@@ -360,7 +387,12 @@ impl Store {
     /// One delivery by run id.
     pub async fn delivery(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
         let run_id = run_id.to_owned();
-        self.read(move |conn| by_run(conn, &run_id)).await
+        self.read(move |conn| {
+            let mut found: Vec<Delivery> = by_run(conn, &run_id)?.into_iter().collect();
+            with_lineage(conn, &mut found)?;
+            Ok(found.pop())
+        })
+        .await
     }
 
     /// Deliveries, newest first.
@@ -368,13 +400,18 @@ impl Store {
         self.read(move |conn| {
             let limit = if query.limit == 0 { 100 } else { query.limit };
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let session = query.session.as_ref().map(SessionKey::render);
             conn.prepare_cached(&format!(
                 "{SELECT} WHERE (?1 IS NULL OR sender_session = ?1 OR target_session = ?1)
                    AND (NOT ?2 OR state IN ('queued', 'running'))
                  ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
             ))?
-            .query_map((&query.session, query.open_only, limit), from_row)?
-            .collect()
+            .query_map((session, query.open_only, limit), from_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .and_then(|mut found| {
+                with_lineage(conn, &mut found)?;
+                Ok(found)
+            })
         })
         .await
     }
@@ -436,9 +473,9 @@ mod tests {
         NewDelivery {
             run_id: run.into(),
             sender: "snark".into(),
-            sender_session: "bot:snark:local:snark:room".into(),
+            sender_session: "bot:snark:local:snark:room".parse().unwrap(),
             target: "caid".into(),
-            target_session: "bot:caid:local:caid:a2a:snark".into(),
+            target_session: "bot:caid:local:caid:a2a:snark".parse().unwrap(),
             message: text.into(),
             idempotency_key: key.map(str::to_owned),
             depth: 2,
@@ -553,5 +590,34 @@ mod tests {
             .unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].run_id, "r2");
+    }
+
+    /// Sessions are parsed on read, so a row whose key is not one is an error that names the
+    /// row and the column, never a delivery quietly missing from the list.
+    #[tokio::test]
+    async fn a_row_whose_session_is_not_a_key_is_an_error_naming_it() {
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .delivery_begin(send("r1", None, "a", 1), 0)
+            .await
+            .unwrap();
+        store
+            .write(|conn| {
+                conn.execute(
+                    "UPDATE deliveries SET target_session = 'caid' WHERE run_id = 'r1'",
+                    [],
+                )
+            })
+            .await
+            .unwrap();
+        let err = store
+            .deliveries(DeliveryQuery::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("row `r1`, column `target_session`: `caid` is not a session key"),
+            "{err}"
+        );
     }
 }

@@ -17,8 +17,10 @@ use rand::Rng;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
 
+use super::sessions::session_column;
 use super::stored_name::parse_column;
-use super::{SessionRef, Store, StoreError};
+use super::{Store, StoreError};
+use crate::session::SessionKey;
 
 /// Characters an id is made of after its prefix: lowercase letters and digits, minus
 /// look-alikes (`0`/`o`, `1`/`l`/`i`).
@@ -70,9 +72,9 @@ pub struct NewEscalation {
     /// The asking bot.
     pub bot: String,
     /// The asking bot's session: where the answer is delivered.
-    pub session: String,
+    pub session: SessionKey,
     /// The session whose chat the question is posted to.
-    pub origin: SessionRef,
+    pub origin: SessionKey,
     /// `<platform>:<chat>[:thread:<id>]` of the origin: where answers are looked for.
     pub chat_key: String,
     /// What the bot asked, as it wrote it.
@@ -89,9 +91,9 @@ pub struct Escalation {
     /// The asking bot.
     pub bot: String,
     /// The asking bot's session.
-    pub session: String,
+    pub session: SessionKey,
     /// The session whose chat the question was posted to.
-    pub origin: SessionRef,
+    pub origin: SessionKey,
     /// `<platform>:<chat>[:thread:<id>]` of the origin.
     pub chat_key: String,
     /// The platform's id of the posted question, once posted.
@@ -149,14 +151,14 @@ pub struct EscalationQuery {
     pub limit: Option<usize>,
 }
 
-const SELECT: &str = "SELECT id, kind, bot, session, origin, origin_bot, origin_platform,
-        origin_account, origin_chat, origin_thread, chat_key, posted_message_id, text, state,
+const SELECT: &str =
+    "SELECT id, kind, bot, session, origin, chat_key, posted_message_id, text, state,
         answer, answered_by, answer_message_id, created_ms, resolved_ms
      FROM escalations";
 
-/// Columns in [`SELECT`] order, for `RETURNING`.
-const COLUMNS: &str = "id, kind, bot, session, origin, origin_bot, origin_platform,
-        origin_account, origin_chat, origin_thread, chat_key, posted_message_id, text, state,
+/// Columns in [`SELECT`] order, for `RETURNING`. The origin is read from its key; its parts
+/// (`origin_platform`, `origin_chat`, ...) are written for the lookups by chat.
+const COLUMNS: &str = "id, kind, bot, session, origin, chat_key, posted_message_id, text, state,
         answer, answered_by, answer_message_id, created_ms, resolved_ms";
 
 fn escalation_from_row(row: &Row<'_>) -> rusqlite::Result<Escalation> {
@@ -164,24 +166,17 @@ fn escalation_from_row(row: &Row<'_>) -> rusqlite::Result<Escalation> {
         id: row.get(0)?,
         kind: parse_column(row, 1)?,
         bot: row.get(2)?,
-        session: row.get(3)?,
-        origin: SessionRef {
-            key: row.get(4)?,
-            bot: row.get(5)?,
-            platform: row.get(6)?,
-            account: row.get(7)?,
-            chat: row.get(8)?,
-            thread: row.get(9)?,
-        },
-        chat_key: row.get(10)?,
-        posted_message_id: row.get(11)?,
-        text: row.get(12)?,
-        state: parse_column(row, 13)?,
-        answer: row.get(14)?,
-        answered_by: row.get(15)?,
-        answer_message_id: row.get(16)?,
-        created_ms: row.get(17)?,
-        resolved_ms: row.get(18)?,
+        session: session_column(row, 3)?,
+        origin: session_column(row, 4)?,
+        chat_key: row.get(5)?,
+        posted_message_id: row.get(6)?,
+        text: row.get(7)?,
+        state: parse_column(row, 8)?,
+        answer: row.get(9)?,
+        answered_by: row.get(10)?,
+        answer_message_id: row.get(11)?,
+        created_ms: row.get(12)?,
+        resolved_ms: row.get(13)?,
     })
 }
 
@@ -268,13 +263,13 @@ impl Store {
                 id,
                 new.kind.as_str(),
                 new.bot,
-                new.session,
-                o.key,
+                new.session.render(),
+                o.render(),
                 o.bot,
-                o.platform,
-                o.account,
-                o.chat,
-                o.thread,
+                o.platform.as_str(),
+                o.account.as_str(),
+                o.chat.as_str(),
+                o.thread.as_ref().map(|t| t.as_str()),
                 new.chat_key,
                 new.text,
                 now_ms,
@@ -448,18 +443,13 @@ fn answer_in(
 mod tests {
     use super::*;
 
-    fn origin(thread: Option<&str>) -> SessionRef {
-        let mut key = "bot:alpha:slack:alpha:C1".to_owned();
-        if let Some(t) = thread {
-            key.push_str(&format!(":thread:{t}"));
-        }
-        SessionRef {
-            key,
+    fn origin(thread: Option<&str>) -> SessionKey {
+        SessionKey {
             bot: "alpha".into(),
-            platform: "slack".into(),
+            platform: baton_contract::Platform::Slack,
             account: "alpha".into(),
             chat: "C1".into(),
-            thread: thread.map(str::to_owned),
+            thread: thread.map(Into::into),
         }
     }
 
@@ -471,7 +461,7 @@ mod tests {
         NewEscalation {
             kind,
             bot: "beta".into(),
-            session: "bot:beta:slack:beta:C9".into(),
+            session: "bot:beta:slack:beta:C9".parse().unwrap(),
             origin: origin(thread),
             chat_key,
             text: "which branch?".into(),

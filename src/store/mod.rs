@@ -18,7 +18,7 @@
 //! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
 //! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?),
 //! `prune.rs` ([`Store::prune`]: retention), `artifacts.rs` ([`Store::artifact_put`]: blobs bots
-//! hand each other). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! hand each other), `progress.rs` ([`Store::progress_add`]: how far a delivery's run has got). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -43,6 +43,7 @@ mod inbox;
 mod lock;
 mod migrate;
 mod pairing;
+mod progress;
 mod prune;
 mod readers;
 mod schedule;
@@ -77,10 +78,11 @@ pub use lock::{DatabaseLock, LockError};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
+pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
-pub use sessions::{SessionRecord, SessionRef};
+pub use sessions::SessionRecord;
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 
 use chat_settings::SettingsCache;

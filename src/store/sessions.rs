@@ -4,27 +4,12 @@
 //! A reset (`/new`) does not delete anything: it moves the session's `reset_after` cursor to its
 //! current last entry, so the transcript stays whole for people and the model starts afresh.
 
+use rusqlite::types::Type;
 use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 
 use super::{Store, StoreError};
-
-/// Identifies a session and the chat it lives in (what [`Store::touch_session`] records).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct SessionRef {
-    /// `bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`.
-    pub key: String,
-    /// Bot id.
-    pub bot: String,
-    /// Platform name (`slack`, `discord`, `feishu`, `lark`, `local`).
-    pub platform: String,
-    /// Account id on that platform.
-    pub account: String,
-    /// Chat (channel, DM) id.
-    pub chat: String,
-    /// Thread id, for thread-level sessions.
-    pub thread: Option<String>,
-}
+use crate::session::SessionKey;
 
 /// A stored session, for `baton sessions` and `sessions_list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,10 +52,36 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     })
 }
 
+/// Reads the session key in column `idx` of `row`, whose column 0 is the row's id. A key that
+/// does not parse is an error naming the row and the column: flows get typed keys or a reason,
+/// never a row silently left out.
+pub(super) fn session_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<SessionKey> {
+    let text: String = row.get(idx)?;
+    parse_session(row, idx, text)
+}
+
+/// [`session_column`] for a column that may be NULL.
+pub(super) fn optional_session_column(
+    row: &Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<SessionKey>> {
+    let text: Option<String> = row.get(idx)?;
+    text.map(|text| parse_session(row, idx, text)).transpose()
+}
+
+fn parse_session(row: &Row<'_>, idx: usize, text: String) -> rusqlite::Result<SessionKey> {
+    text.parse().map_err(|err| {
+        let id: String = row.get(0).unwrap_or_default();
+        let column = row.as_ref().column_name(idx).unwrap_or("?");
+        let why = format!("row `{id}`, column `{column}`: {err}");
+        rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, why.into())
+    })
+}
+
 impl Store {
     /// Records activity in `session`: creates it on first use, otherwise moves `updated_ms`
     /// forward (never back, so a late write cannot make a busy session look idle).
-    pub async fn touch_session(&self, session: &SessionRef, now_ms: i64) -> Result<(), StoreError> {
+    pub async fn touch_session(&self, session: &SessionKey, now_ms: i64) -> Result<(), StoreError> {
         let s = session.clone();
         self.write(move |conn| {
             conn.prepare_cached(
@@ -80,12 +91,12 @@ impl Store {
                  ON CONFLICT (key) DO UPDATE SET updated_ms = max(updated_ms, excluded.updated_ms)",
             )?
             .execute((
-                &s.key,
+                s.render(),
                 &s.bot,
-                &s.platform,
-                &s.account,
-                &s.chat,
-                &s.thread,
+                s.platform.as_str(),
+                s.account.as_str(),
+                s.chat.as_str(),
+                s.thread.as_ref().map(|t| t.as_str()),
                 now_ms,
             ))?;
             Ok(())
@@ -104,8 +115,8 @@ impl Store {
     }
 
     /// One session by key.
-    pub async fn session(&self, key: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let key = key.to_owned();
+    pub async fn session(&self, key: &SessionKey) -> Result<Option<SessionRecord>, StoreError> {
+        let key = key.render();
         self.read(move |conn| {
             conn.prepare_cached(&format!("{SELECT_SESSIONS} WHERE key = ?1"))?
                 .query_row([key], session_from_row)
@@ -142,18 +153,13 @@ mod tests {
     use crate::store::TranscriptQuery;
     use crate::store::transcript::tests::entry;
 
-    fn session(bot: &str, chat: &str, thread: Option<&str>) -> SessionRef {
-        let mut key = format!("bot:{bot}:slack:{bot}:{chat}");
-        if let Some(t) = thread {
-            key.push_str(&format!(":thread:{t}"));
-        }
-        SessionRef {
-            key,
+    fn session(bot: &str, chat: &str, thread: Option<&str>) -> SessionKey {
+        SessionKey {
             bot: bot.into(),
-            platform: "slack".into(),
+            platform: baton_contract::Platform::Slack,
             account: bot.into(),
             chat: chat.into(),
-            thread: thread.map(str::to_owned),
+            thread: thread.map(Into::into),
         }
     }
 
@@ -168,19 +174,20 @@ mod tests {
         store.touch_session(&b, 200).await.unwrap();
         store.touch_session(&a, 300).await.unwrap();
         store.touch_session(&a, 250).await.unwrap(); // late: ignored
-        store.append(entry(&a.key, "hi")).await.unwrap();
+        store.append(entry(&a.render(), "hi")).await.unwrap();
         store.close().await.unwrap();
 
         let store = Store::open(path.to_str().unwrap()).await.unwrap();
         let all = store.sessions().await.unwrap();
         assert_eq!(
-            all.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(),
-            [a.key.as_str(), b.key.as_str()]
+            all.iter().map(|s| s.key.clone()).collect::<Vec<_>>(),
+            [a.render(), b.render()]
         );
-        let rec = store.session(&a.key).await.unwrap().unwrap();
+        let rec = store.session(&a).await.unwrap().unwrap();
         assert_eq!((rec.created_ms, rec.updated_ms, rec.entries), (100, 300, 1));
         assert_eq!(all[1].thread.as_deref(), Some("171.1"));
-        assert_eq!(store.session("nope").await.unwrap(), None);
+        let unknown = session("nope", "C1", None);
+        assert_eq!(store.session(&unknown).await.unwrap(), None);
     }
 
     #[tokio::test]
@@ -191,7 +198,7 @@ mod tests {
         let other = session("snark", "C2", None);
         for s in [&snark, &caid, &other] {
             store.touch_session(s, 1).await.unwrap();
-            store.append(entry(&s.key, "old")).await.unwrap();
+            store.append(entry(&s.render(), "old")).await.unwrap();
         }
 
         assert_eq!(
@@ -201,28 +208,28 @@ mod tests {
                 .unwrap(),
             1
         );
-        store.append(entry(&snark.key, "new")).await.unwrap();
+        store.append(entry(&snark.render(), "new")).await.unwrap();
 
-        let view = |key: &str, since_reset| TranscriptQuery {
+        let view = |key: &SessionKey, since_reset| TranscriptQuery {
             since_reset,
-            ..TranscriptQuery::session(key)
+            ..TranscriptQuery::session(key.render())
         };
         let texts = |v: Vec<crate::store::Entry>| v.into_iter().map(|e| e.text).collect::<Vec<_>>();
         assert_eq!(
-            texts(store.transcript(view(&snark.key, true)).await.unwrap()),
+            texts(store.transcript(view(&snark, true)).await.unwrap()),
             ["new"]
         );
         assert_eq!(
-            texts(store.transcript(view(&snark.key, false)).await.unwrap()),
+            texts(store.transcript(view(&snark, false)).await.unwrap()),
             ["old", "new"]
         );
         // Other bot in the chat, and the same bot elsewhere, keep their context.
         assert_eq!(
-            texts(store.transcript(view(&caid.key, true)).await.unwrap()),
+            texts(store.transcript(view(&caid, true)).await.unwrap()),
             ["old"]
         );
         assert_eq!(
-            texts(store.transcript(view(&other.key, true)).await.unwrap()),
+            texts(store.transcript(view(&other, true)).await.unwrap()),
             ["old"]
         );
 
@@ -230,14 +237,14 @@ mod tests {
         assert_eq!(store.reset_sessions("slack", "C1", None).await.unwrap(), 2);
         assert!(
             store
-                .transcript(view(&caid.key, true))
+                .transcript(view(&caid, true))
                 .await
                 .unwrap()
                 .is_empty()
         );
         assert!(
             store
-                .transcript(view(&snark.key, true))
+                .transcript(view(&snark, true))
                 .await
                 .unwrap()
                 .is_empty()

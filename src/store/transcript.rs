@@ -468,31 +468,25 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn the_session_tail_is_the_transcript_tail_since_the_reset_in_slim_form() {
         let store = Store::open(":memory:").await.unwrap();
-        let session = crate::store::SessionRef {
-            key: "bot:b:slack:a:C1".into(),
-            bot: "b".into(),
-            platform: "slack".into(),
-            account: "a".into(),
-            chat: "C1".into(),
-            thread: None,
-        };
-        store.touch_session(&session, 1).await.unwrap();
+        let key: crate::session::SessionKey = "bot:b:slack:a:C1".parse().unwrap();
+        store.touch_session(&key, 1).await.unwrap();
+        let session = key.render();
         store
-            .append(entry(&session.key, "before the reset"))
+            .append(entry(&session, "before the reset"))
             .await
             .unwrap();
         store.reset_sessions("slack", "C1", None).await.unwrap();
         for i in 0..5 {
-            let mut e = entry(&session.key, &format!("m{i}"));
+            let mut e = entry(&session, &format!("m{i}"));
             e.meta = serde_json::json!({"name": format!("N{i}")});
             e.run_id = Some(format!("r{i}"));
             store.append(e).await.unwrap();
         }
-        store.append(entry(&session.key, "no name")).await.unwrap();
-        let slim = store.session_tail(&session.key, 3).await.unwrap();
+        store.append(entry(&session, "no name")).await.unwrap();
+        let slim = store.session_tail(&session, 3).await.unwrap();
         let full = store
             .transcript(TranscriptQuery {
-                session: session.key.clone(),
+                session: session.clone(),
                 after_id: None,
                 last: Some(3),
                 since_reset: true,
@@ -508,7 +502,7 @@ pub(crate) mod tests {
         }
         let texts: Vec<_> = slim.iter().map(|e| e.text.as_str()).collect();
         assert_eq!(texts, ["m3", "m4", "no name"]);
-        let since_reset = store.session_tail(&session.key, 40).await.unwrap();
+        let since_reset = store.session_tail(&session, 40).await.unwrap();
         assert_eq!(since_reset.len(), 6, "nothing from before the reset");
     }
 

@@ -71,7 +71,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         kind,
         bot: caller.bot.clone(),
         session: caller.session.clone(),
-        origin: origin.store_ref(),
+        origin: origin.clone(),
         chat_key: chat_key.clone(),
         text: message.to_owned(),
     };

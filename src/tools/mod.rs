@@ -10,6 +10,7 @@ mod artifacts;
 mod bots;
 mod chains;
 mod escalate;
+mod progress;
 mod send;
 mod sessions;
 
@@ -75,6 +76,7 @@ impl AgentTools {
             ToolName::ArtifactPut => artifacts::put(self, args).await,
             ToolName::ArtifactGet => artifacts::get(self, args).await,
             ToolName::ArtifactsList => artifacts::list(self, args).await,
+            ToolName::Progress => progress::report(self, args).await,
         }
     }
 }

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
 use crate::relay::{self, SendOutcome, SendRequest, Sent};
-use crate::store::ArtifactQuery;
 
 /// Told to a sender whose wait ran out, so a model does not "helpfully" send again.
 const STILL_WORKING: &str = "The target is still working on it. Do not send it again: that \
@@ -91,21 +90,16 @@ async fn add_report(tools: &AgentTools, value: &mut Value) {
     let Some(run_id) = value["run_id"].as_str().filter(|_| finished) else {
         return;
     };
-    let store = tools.shared.store();
-    let made = store
-        .artifacts(ArtifactQuery::Run(run_id.to_owned()), 200)
-        .await;
-    let delivery = store.delivery(run_id).await;
+    let delivery = tools.shared.store().delivery(run_id).await.ok().flatten();
+    let (made, report) = delivery.map_or((Vec::new(), None), |d| (d.artifacts_out, d.result));
     let artifacts: Vec<Value> = made
-        .unwrap_or_default()
         .iter()
         .map(|a| {
             json!({"id": a.id, "name": a.name, "media_type": a.media_type, "bytes": a.bytes,
-                   "sha256": a.sha256})
+                   "sha256": a.sha256, "bot": a.bot, "inputs": a.inputs})
         })
         .collect();
     value["artifacts"] = json!(artifacts);
-    let report = delivery.ok().flatten().and_then(|d| d.result);
     let report = report.unwrap_or_else(|| json!({}));
     value["usage"] = report.get("usage").cloned().unwrap_or(Value::Null);
     value["tool_calls"] = report.get("tool_calls").cloned().unwrap_or(json!(0));

@@ -68,7 +68,7 @@ pub(super) async fn history(tools: &AgentTools, raw: Value) -> Value {
     };
     let query = TranscriptQuery {
         last: Some(a.limit.unwrap_or(20).clamp(1, 200)),
-        ..TranscriptQuery::session(session.clone())
+        ..TranscriptQuery::session(session.render())
     };
     let entries = match tools.shared.store().transcript(query).await {
         Ok(entries) => entries,
@@ -117,7 +117,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         .into_iter()
         .map(|d| {
             json!({"run_id": d.run_id, "from": d.sender, "to": d.target, "state": d.state,
-                   "created_ms": d.created_ms})
+                   "created_ms": d.created_ms, "progress": d.progress.last()})
         })
         .collect();
     json!({
@@ -126,22 +126,27 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         "exists": record.is_some(),
         "updated_ms": record.as_ref().map(|r| r.updated_ms),
         "entries": record.as_ref().map_or(0, |r| r.entries),
-        "busy": tools.shared.lanes().session_busy(&session),
+        "busy": tools.shared.lanes().session_busy(&session.render()),
         "deliveries_in_flight": open,
     })
 }
 
-/// A session key as given, or a bot's backchannel session with the caller.
-pub(super) fn resolve(tools: &AgentTools, session: &str) -> Option<String> {
+/// A session key as given, or a bot's backchannel session with the caller: the model's text
+/// is read here, once.
+pub(super) fn resolve(tools: &AgentTools, session: &str) -> Option<SessionKey> {
     let session = session.trim();
-    if SessionKey::parse(session).is_some() {
-        return Some(session.to_owned());
+    if let Ok(key) = session.parse() {
+        return Some(key);
     }
     let account = tools
         .shared
         .roster()
         .account_of_bot(Platform::Local, session)?;
-    Some(SessionKey::backchannel(session, account.id.clone(), &tools.caller.bot).render())
+    Some(SessionKey::backchannel(
+        session,
+        account.id.clone(),
+        &tools.caller.bot,
+    ))
 }
 
 pub(super) fn unknown(session: &str) -> Value {
