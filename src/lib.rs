@@ -21,6 +21,7 @@ pub mod guards;
 pub mod http;
 pub mod lanes;
 pub mod local;
+pub mod media_type;
 pub mod metrics;
 pub mod mirror;
 pub mod outcome;

@@ -548,6 +548,8 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         depth: 2,
         origin: Some(A_ROOM.parse().unwrap()),
         mode: baton::store::SendMode::Wait,
+        artifacts_in: Vec::new(),
+        expect: None,
         created_ms: baton::mirror::now_ms(),
     };
     store.delivery_begin(new, 0).await.unwrap();

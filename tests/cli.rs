@@ -574,6 +574,77 @@ async fn chains_lists_the_chains_and_shows_one_with_its_messages() {
 }
 
 #[tokio::test]
+async fn artifacts_lists_by_run_and_by_session_with_what_each_was_made_from() {
+    use baton::store::{NewArtifact, Put, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("baton.db");
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    let session: baton::session::SessionKey = "bot:caid:local:caid:room".parse().unwrap();
+    let put = |name: &str, run: &str, inputs: Vec<String>| NewArtifact {
+        name: name.into(),
+        media_type: "application/json".into(),
+        content: name.as_bytes().to_vec(),
+        bot: "caid".into(),
+        session: session.clone(),
+        run_id: Some(run.into()),
+        inputs,
+        created_ms: 1,
+    };
+    let Put::Stored(first) = store
+        .artifact_put(put("a.json", "run_1", vec![]))
+        .await
+        .unwrap()
+    else {
+        panic!("stored")
+    };
+    let made_from = vec![first.id.clone()];
+    let Put::Stored(second) = store
+        .artifact_put(put("b.json", "run_2", made_from))
+        .await
+        .unwrap()
+    else {
+        panic!("stored")
+    };
+    store.close().await.unwrap();
+    let db = db.to_str().unwrap();
+
+    let mut by_run = baton(dir.path());
+    by_run.args(["artifacts", "--run", "run_2", "--database", db]);
+    let out = output(by_run).await;
+    assert!(out.status.success(), "{}", show(&out));
+    let table = stdout(&out);
+    assert!(
+        !table.contains(&format!("{} ", first.id)),
+        "only run_2's: {table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with(&second.id))
+        .expect("a row");
+    for part in [
+        "b.json",
+        "application/json",
+        "caid",
+        "run_2",
+        &format!("(from {})", first.id),
+    ] {
+        assert!(row.contains(part), "{part}: {table}");
+    }
+
+    let mut by_session = baton(dir.path());
+    by_session.args([
+        "artifacts",
+        "--session",
+        &session.render(),
+        "--database",
+        db,
+    ]);
+    let out = output(by_session).await;
+    assert!(out.status.success(), "{}", show(&out));
+    assert_eq!(stdout(&out).lines().count(), 3, "a header and both rows");
+}
+
+#[tokio::test]
 async fn pairing_approve_on_the_command_line_is_audited_and_an_expired_code_fails_clearly() {
     use baton::store::{CODE_TTL_MS, Pairing, Store};
     let dir = tempfile::tempdir().unwrap();

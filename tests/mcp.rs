@@ -11,7 +11,8 @@ use support::gateway::{DEADLINE, TestGateway, temp_db};
 
 const PROTOCOL: &str = "2025-06-18";
 
-/// Three echo bots; snark may list bots and send, caid may also read history, sec may do nothing.
+/// Three echo bots; snark may list bots and send, caid may also read history and keep
+/// artifacts, sec may do nothing.
 fn config(extra_gateway: &str) -> String {
     format!(
         r#"
@@ -27,7 +28,7 @@ tools = ["bots_list", "sessions_send"]
 [[bots]]
 id = "caid"
 backend = "echo"
-tools = ["bots_list", "sessions_send", "sessions_history"]
+tools = ["bots_list", "sessions_send", "sessions_history", "artifact*"]
 
 [[bots]]
 id = "sec"
@@ -350,7 +351,14 @@ async fn without_the_header_the_bot_argument_names_the_caller() {
     let tools = anonymous.tools().await;
     assert_eq!(
         names(&tools),
-        ["bots_list", "sessions_send", "sessions_history"]
+        [
+            "bots_list",
+            "sessions_send",
+            "sessions_history",
+            "artifact_put",
+            "artifact_get",
+            "artifacts_list"
+        ]
     );
     let send = &tools[1]["inputSchema"];
     assert_eq!(send["properties"]["bot"]["enum"], json!(["snark", "caid"]));
@@ -372,6 +380,48 @@ async fn without_the_header_the_bot_argument_names_the_caller() {
     assert!(is_error);
     let message = result["error"].as_str().unwrap();
     assert!(message.contains("unknown bot `nobody`"), "{message}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn artifacts_are_kept_and_read_over_mcp_like_in_a_turn() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config(""), &db).await;
+    let mut caid = Mcp::connect(&gw, Some("caid")).await;
+
+    let (put, is_error) = caid
+        .call(
+            "artifact_put",
+            json!({"name": "notes.md", "text": "# findings"}),
+        )
+        .await;
+    assert!(!is_error, "{put}");
+    let id = put["id"].as_str().unwrap().to_owned();
+    assert_eq!(put["artifact"]["media_type"], "text/markdown");
+    assert_eq!(put["artifact"]["run_id"], Value::Null, "no turn made it");
+
+    let (got, _) = caid.call("artifact_get", json!({"id": id})).await;
+    assert_eq!(got["text"], "# findings");
+    let (listed, _) = caid.call("artifacts_list", json!({})).await;
+    assert_eq!(listed["artifacts"][0]["id"], id.as_str(), "{listed}");
+    let meta = gw.get(&format!("/api/artifacts/{id}")).await;
+    assert_eq!(meta["bot"], "caid");
+
+    let (missing, is_error) = caid.call("artifact_get", json!({"id": "art-0"})).await;
+    assert!(is_error, "{missing}");
+    assert!(
+        missing["error"]
+            .as_str()
+            .unwrap()
+            .contains("artifacts_list")
+    );
+
+    let mut snark = Mcp::connect(&gw, Some("snark")).await;
+    let (refused, is_error) = snark.call("artifact_get", json!({"id": id})).await;
+    assert!(
+        is_error,
+        "snark's tools do not include artifacts: {refused}"
+    );
     gw.stop().await;
 }
 

@@ -131,7 +131,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
     // A failure to post the reply is recorded by the post; the chain has the post either way.
     let end = turn.answer(plan, reply).await.end;
     let ended = match end {
-        TurnEnd::Reply { text, model } => match gate.taken() {
+        TurnEnd::Reply { text, model, .. } => match gate.taken() {
             Ok(posted) => Ended::Posted(Box::new(posted)),
             Err(why) => Ended::NotPosted(text, model, why),
         },

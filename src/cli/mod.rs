@@ -1,8 +1,9 @@
 //! The `baton` command line: `run`, `check`, `chat`, `transcript`, `sessions`, `chains`,
-//! `deliveries`, `pairing`, `prune`. Each subcommand lives in its own file; this one parses
+//! `deliveries`, `artifacts`, `pairing`, `prune`. Each subcommand lives in its own file; this one parses
 //! arguments, sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must
 //! fix).
 
+mod artifacts;
 mod chains;
 mod chat;
 mod check;
@@ -62,6 +63,8 @@ enum Command {
     Chains(chains::ChainsArgs),
     /// List bot-to-bot deliveries (`sessions_send`): state, guard refusals, replies.
     Deliveries(views::DeliveriesArgs),
+    /// List artifacts (`--session KEY` or `--run ID`): name, type, size, who made them from what.
+    Artifacts(artifacts::ArtifactsArgs),
     /// DM pairing: list pending codes, approve one.
     Pairing(views::PairingArgs),
     /// Delete old rows (export first with `baton transcript --all --format jsonl`).
@@ -94,6 +97,7 @@ pub fn main() -> ExitCode {
             Command::Sessions(args) => views::sessions(&cli.config, args).await,
             Command::Chains(args) => chains::chains(&cli.config, args).await,
             Command::Deliveries(args) => views::deliveries(&cli.config, args).await,
+            Command::Artifacts(args) => artifacts::artifacts(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
             Command::Prune(args) => prune::prune(&cli.config, args).await,
         }

@@ -42,6 +42,8 @@ enum Table {
     Pairing,
     /// History buffers and cursors of chats quiet since before the date.
     History,
+    /// Artifacts made before the date (and their bytes, once no artifact names them).
+    Artifacts,
 }
 
 impl From<Table> for PruneTable {
@@ -53,6 +55,7 @@ impl From<Table> for PruneTable {
             Table::Chains => PruneTable::Chains,
             Table::Pairing => PruneTable::Pairing,
             Table::History => PruneTable::History,
+            Table::Artifacts => PruneTable::Artifacts,
         }
     }
 }

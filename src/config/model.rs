@@ -39,6 +39,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// `[retention]`: how long old rows are kept.
     pub retention: RetentionConfig,
+    /// `[artifacts]`: the blobs bots hand each other.
+    pub artifacts: ArtifactsConfig,
     /// Directory of the config file; relative paths in it are resolved from here.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -621,6 +623,8 @@ pub struct RetentionConfig {
     pub pairing: String,
     /// A chat's history buffer and cursors go once the chat has been quiet this long.
     pub history_idle: String,
+    /// Artifacts, by when they were made.
+    pub artifacts: String,
 }
 
 impl Default for RetentionConfig {
@@ -632,13 +636,14 @@ impl Default for RetentionConfig {
             chains: "keep".into(),
             pairing: "keep".into(),
             history_idle: "7d".into(),
+            artifacts: "keep".into(),
         }
     }
 }
 
 impl RetentionConfig {
     /// Every key with its value, for validation and for building the prune plan.
-    pub fn keys(&self) -> [(&'static str, &str); 6] {
+    pub fn keys(&self) -> [(&'static str, &str); 7] {
         [
             ("transcripts", &self.transcripts),
             ("audit", &self.audit),
@@ -646,6 +651,23 @@ impl RetentionConfig {
             ("chains", &self.chains),
             ("pairing", &self.pairing),
             ("history_idle", &self.history_idle),
+            ("artifacts", &self.artifacts),
         ]
+    }
+}
+
+/// `[artifacts]`: the blobs bots hand each other (`artifact_put`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ArtifactsConfig {
+    /// The largest artifact accepted, in bytes; a bigger one is refused with the reason.
+    pub max_bytes: u64,
+}
+
+impl Default for ArtifactsConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 25 * 1024 * 1024,
+        }
     }
 }

@@ -20,6 +20,9 @@ pub struct Caller {
     /// The human-facing session the chain of turns started from, where `escalate_to_user`
     /// posts. `None` for callers with no chat behind them (an MCP client).
     pub origin: Option<SessionKey>,
+    /// The run the calls are made in, set when the turn starts: what an artifact put in it was
+    /// made by. `None` outside any turn (an MCP client).
+    pub run_id: Option<String>,
 }
 
 impl Caller {
@@ -31,6 +34,7 @@ impl Caller {
             depth: 1,
             passive_to: None,
             origin: Some(session.clone()),
+            run_id: None,
         }
     }
 
@@ -44,6 +48,7 @@ impl Caller {
             depth: 1,
             passive_to: None,
             origin: None,
+            run_id: None,
         }
     }
 }

@@ -16,7 +16,7 @@ use crate::mirror::{Journal, RecordingTools};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, Origin};
-use crate::turn::TextSink;
+use crate::turn::{TextSink, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -69,11 +69,15 @@ pub(crate) enum TurnEnd {
         text: String,
         /// The model that said it.
         model: String,
+        /// Tokens the turn used, where the backend reports them.
+        usage: Option<Usage>,
     },
     /// The bot chose silence (recorded).
     Silent {
         /// The model that chose it.
         model: String,
+        /// Tokens the turn used, where the backend reports them.
+        usage: Option<Usage>,
     },
     /// The backend failed or ran out of time (recorded).
     Failed(TurnFailure),
@@ -112,7 +116,7 @@ pub(super) async fn take_turn(
     let end = run_turn(shared, journal, plan, sink).await;
     let (outcome, model) = match &end {
         TurnEnd::Reply { model, .. } => (TurnOutcome::Reply, model.clone()),
-        TurnEnd::Silent { model } => (TurnOutcome::Silent, model.clone()),
+        TurnEnd::Silent { model, .. } => (TurnOutcome::Silent, model.clone()),
         TurnEnd::Failed(_) => (TurnOutcome::Failed, String::new()),
     };
     shared.events().emit(Event::TurnEnded {
@@ -164,7 +168,11 @@ async fn run_turn(
         current,
         bot.tools.specs(),
     );
-    let agent_tools = shared.tools_for(plan.caller);
+    let caller = Caller {
+        run_id: Some(journal.run_id().to_owned()),
+        ..plan.caller
+    };
+    let agent_tools = shared.tools_for(caller);
     let tools = RecordingTools::new(&*agent_tools, journal);
     let started = std::time::Instant::now();
     let run = async {
@@ -200,13 +208,17 @@ async fn run_turn(
                     json!({"model": reply.model, "usage": reply.usage}),
                 )
                 .await;
-            TurnEnd::Silent { model: reply.model }
+            TurnEnd::Silent {
+                model: reply.model,
+                usage: reply.usage,
+            }
         }
         Outcome::Reply(text) => {
             shared.metrics().add(&metrics::TURNS, "reply");
             TurnEnd::Reply {
                 text,
                 model: reply.model,
+                usage: reply.usage,
             }
         }
     }

@@ -25,6 +25,7 @@ pub(crate) fn route_back(
         depth: 1,
         passive_to: None,
         origin: Some(escalation.origin.clone()),
+        run_id: None,
     };
     post_to_session(
         shared,

@@ -116,6 +116,23 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
+    /// A bot working on a delivery reported how far it has got (`progress`).
+    Progress {
+        /// The delivery's run id.
+        run_id: String,
+        /// The bot working on it.
+        bot: String,
+        /// Its session.
+        session: String,
+        /// What it said.
+        message: String,
+        /// Which step it is on, if it said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        step: Option<u32>,
+        /// Of how many, if it said.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        of: Option<u32>,
+    },
     /// A chain moved: `created`, `turn_given`, `posted`, `returned`, `closed`.
     Chain {
         /// The chain.

@@ -29,6 +29,7 @@ impl Retention {
             (PruneTable::Chains, "chains", &config.chains),
             (PruneTable::Pairing, "pairing", &config.pairing),
             (PruneTable::History, "history_idle", &config.history_idle),
+            (PruneTable::Artifacts, "artifacts", &config.artifacts),
         ];
         let mut rules = Vec::new();
         for (table, key, value) in tables {

@@ -209,6 +209,7 @@ pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>)
     }
 }
 
-fn bad(status: StatusCode, message: &str) -> Response {
+/// A JSON error body with `status`.
+pub(super) fn bad(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({"error": message}))).into_response()
 }

@@ -9,6 +9,7 @@
 //! ([`body_deadline`]).
 
 mod api;
+mod artifacts;
 mod auth;
 mod body_deadline;
 mod dashboard;
@@ -106,6 +107,9 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))
+        .route("/api/artifacts", get(artifacts::list))
+        .route("/api/artifacts/{id}", get(artifacts::one))
+        .route("/api/artifacts/{id}/content", get(artifacts::content))
         .nest_service("/mcp", mcp::service(&state, stop))
         // A layer, not a route layer: unknown paths meet the gate too.
         .layer(axum::middleware::from_fn_with_state(

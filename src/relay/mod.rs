@@ -16,6 +16,7 @@
 //! left holding it pushes it to the sender's session ([`waiters`], [`wake`]). Runs left open
 //! by a restart are resumed or failed, on the record ([`recover`]).
 
+mod handoff;
 mod ping_pong;
 mod recover;
 mod run;
@@ -26,6 +27,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use handoff::{SchemaError, check_schema};
 pub use recover::recover;
 pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 

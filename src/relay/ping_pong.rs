@@ -74,6 +74,7 @@ async fn turn(
             depth: d.depth,
             passive_to: Some(other.to_owned()),
             origin: d.origin.clone(),
+            run_id: None,
         },
         history: &[],
         heard: Heard {
@@ -87,7 +88,7 @@ async fn turn(
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
+    let TurnEnd::Reply { text, model, .. } = turn.take(plan).await else {
         return None;
     };
     let journal = turn.journal();

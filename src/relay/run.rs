@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
@@ -13,7 +14,9 @@ use crate::engine::{
 };
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
+use crate::roster::Bot;
 use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
+use crate::turn::Usage;
 
 /// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
 /// a sender that stops waiting does not shorten it).
@@ -42,37 +45,116 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     }
     moved(shared, d, DeliveryState::Running, None, None);
     let speaker = format!("bot:{}", d.sender);
-    let text = from_bot(&d.sender, &d.message);
+    let text = handoff::brief(shared, d).await;
+    let heard = Heard {
+        speaker: &speaker,
+        name: &speaker,
+        origin: Origin::Bot,
+        text: &text,
+        message_id: None,
+        meta: json!({"name": speaker, "sender": d.sender, "run_id": d.run_id, "depth": d.depth,
+                     "artifacts": d.artifacts_in}),
+    };
+    let (mut result, mut usage) = answer(&turn, bot, d, heard).await;
+    let mut report = Report::default();
+    if let (Some(schema), RunResult::Answered { reply, .. }) = (&d.expect, &result) {
+        match handoff::validate(schema, reply) {
+            Ok(output) => report.output = Some(output),
+            Err(errors) => {
+                // One more turn, told what was wrong; its answer stands or falls.
+                let retry = handoff::again(&errors);
+                let heard = Heard {
+                    speaker: "baton",
+                    name: "baton",
+                    origin: Origin::Gateway,
+                    text: &retry,
+                    message_id: None,
+                    meta: json!({"name": "baton", "run_id": d.run_id, "invalid": errors}),
+                };
+                let (second, more) = answer(&turn, bot, d, heard).await;
+                usage = match (usage, more) {
+                    (Some(a), Some(b)) => Some(a.plus(b)),
+                    (a, b) => a.or(b),
+                };
+                result = match second {
+                    RunResult::Answered { reply, model } => {
+                        match handoff::validate(schema, &reply) {
+                            Ok(output) => {
+                                report.output = Some(output);
+                                RunResult::Answered { reply, model }
+                            }
+                            Err(errors) => {
+                                let reason = format!(
+                                    "the answer did not match the expected JSON Schema, twice: {}",
+                                    errors.join("; ")
+                                );
+                                report.errors = errors;
+                                RunResult::Failed {
+                                    state: DeliveryState::InvalidOutput,
+                                    reason,
+                                }
+                            }
+                        }
+                    }
+                    failed => failed,
+                };
+            }
+        }
+    }
+    report.usage = usage;
+    report.tool_calls = shared
+        .store()
+        .run_entries(&d.target_session.render(), &d.run_id)
+        .await
+        .map_or(0, |entries| {
+            entries
+                .iter()
+                .filter(|e| e.kind == EntryKind::ToolCall)
+                .count()
+        });
+    let report = serde_json::to_value(&report).unwrap_or_default();
+    if let Err(err) = shared.store().delivery_result(&d.run_id, report).await {
+        tracing::error!(run = %d.run_id, %err, "could not record the delivery's result");
+    }
+    result
+}
+
+/// One turn of the target for `d`, woken by `heard`: its outcome and the tokens it used.
+async fn answer(
+    turn: &SessionTurn<'_>,
+    bot: &Arc<Bot>,
+    d: &Delivery,
+    heard: Heard<'_>,
+) -> (RunResult, Option<Usage>) {
     let plan = TurnPlan {
         bot,
         caller: caller_of(d),
         history: &[],
-        heard: Heard {
-            speaker: &speaker,
-            name: &speaker,
-            origin: Origin::Bot,
-            text: &text,
-            message_id: None,
-            meta: json!({"name": speaker, "sender": d.sender, "run_id": d.run_id, "depth": d.depth}),
-        },
+        heard,
         limit: RUN_LIMIT,
         recall: Recall::SessionTail,
     };
     match turn.take(plan).await {
-        TurnEnd::Reply { text, model } => {
+        TurnEnd::Reply { text, model, usage } => {
             let meta = json!({"to": d.sender, "model": model});
             turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
-            RunResult::Answered { reply: text, model }
+            (RunResult::Answered { reply: text, model }, usage)
         }
-        TurnEnd::Silent { model } => RunResult::Answered {
-            reply: String::new(),
-            model,
-        },
-        TurnEnd::Failed(TurnFailure::TimedOut(limit)) => RunResult::Failed {
-            state: DeliveryState::TimedOut,
-            reason: TurnFailure::TimedOut(limit).to_string(),
-        },
-        TurnEnd::Failed(err) => failed(err.to_string()),
+        TurnEnd::Silent { model, usage } => (
+            RunResult::Answered {
+                reply: String::new(),
+                model,
+            },
+            usage,
+        ),
+        TurnEnd::Failed(TurnFailure::TimedOut(limit)) => (
+            RunResult::Failed {
+                state: DeliveryState::TimedOut,
+                reason: TurnFailure::TimedOut(limit).to_string(),
+            },
+            None,
+        ),
+        TurnEnd::Failed(err) => (failed(err.to_string()), None),
     }
 }
 
@@ -84,6 +166,7 @@ fn caller_of(d: &Delivery) -> Caller {
         depth: d.depth,
         passive_to: Some(d.sender.clone()),
         origin: d.origin.clone(),
+        run_id: None,
     }
 }
 
@@ -159,6 +242,7 @@ pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResul
         depth: d.depth.saturating_sub(1).max(1),
         passive_to: None,
         origin: d.origin.clone(),
+        run_id: None,
     };
     post_to_session(
         shared,

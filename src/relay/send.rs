@@ -29,6 +29,10 @@ pub struct SendRequest {
     pub timeout: Duration,
     /// The sender's key for "the same request".
     pub idempotency_key: Option<String>,
+    /// Artifacts handed to the target with the message.
+    pub artifacts: Vec<String>,
+    /// The JSON Schema the target's answer must match.
+    pub expect: Option<serde_json::Value>,
 }
 
 /// What became of a `sessions_send`. The tool renders it as the result the model reads.
@@ -142,6 +146,8 @@ pub async fn send(
         } else {
             SendMode::Wait
         },
+        artifacts_in: request.artifacts,
+        expect: request.expect,
         created_ms: now_ms(),
     };
     let attempt = SendAttempt {
@@ -368,6 +374,8 @@ mod tests {
             message: message.into(),
             timeout,
             idempotency_key: key.map(str::to_owned),
+            artifacts: Vec::new(),
+            expect: None,
         }
     }
 

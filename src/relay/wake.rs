@@ -77,7 +77,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         None => {
             let end = turn.take(plan).await;
             notified(shared, delivery.as_deref()).await;
-            if let TurnEnd::Reply { text, model } = end {
+            if let TurnEnd::Reply { text, model, .. } = end {
                 let meta = json!({"model": model, "posted": false});
                 turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
             }

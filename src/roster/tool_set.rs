@@ -41,11 +41,19 @@ pub enum ToolName {
     ChainClose,
     /// `chain_status`: a chain's state and everything said in it.
     ChainStatus,
+    /// `artifact_put`: keep a blob (text or base64) as an artifact.
+    ArtifactPut,
+    /// `artifact_get`: an artifact's record and content.
+    ArtifactGet,
+    /// `artifacts_list`: the artifacts of a session or a run.
+    ArtifactsList,
+    /// `progress`: report how far the delivery being worked on has got.
+    Progress,
 }
 
 impl ToolName {
     /// Every tool, in the order they are offered.
-    pub const ALL: [ToolName; 13] = [
+    pub const ALL: [ToolName; 17] = [
         ToolName::BotsList,
         ToolName::SessionsList,
         ToolName::SessionsHistory,
@@ -59,6 +67,10 @@ impl ToolName {
         ToolName::ChainPass,
         ToolName::ChainClose,
         ToolName::ChainStatus,
+        ToolName::ArtifactPut,
+        ToolName::ArtifactGet,
+        ToolName::ArtifactsList,
+        ToolName::Progress,
     ];
 
     /// The primary name.
@@ -77,6 +89,10 @@ impl ToolName {
             ToolName::ChainPass => "chain_pass",
             ToolName::ChainClose => "chain_close",
             ToolName::ChainStatus => "chain_status",
+            ToolName::ArtifactPut => "artifact_put",
+            ToolName::ArtifactGet => "artifact_get",
+            ToolName::ArtifactsList => "artifacts_list",
+            ToolName::Progress => "progress",
         }
     }
 
@@ -119,7 +135,9 @@ impl ToolName {
                 "Send a message to another bot and get its reply. The target runs a turn with \
                  your message (it sees it as coming from you) and its answer is returned here. \
                  If it times out, the answer is delivered to your session later: do not send \
-                 the same thing again. timeout_seconds = 0 sends without waiting."
+                 the same thing again. timeout_seconds = 0 sends without waiting. Hand it files \
+                 with `artifacts`; with `expect` (a JSON Schema) its answer comes back checked, \
+                 as `output`. The result lists the artifacts it made."
             }
             ToolName::EscalateToUser => {
                 "Ask the human in the conversation this work started from. Your question is \
@@ -155,6 +173,24 @@ impl ToolName {
                 "A chain's state: coordinator, participants, who holds the turn, and everything \
                  said and handed over so far. Without `chain`, the chains you are in."
             }
+            ToolName::ArtifactPut => {
+                "Keep a file as an artifact other bots can read by its id: give `text`, or \
+                 `base64` for binary content. Name the artifacts it was made from in `inputs`. \
+                 Returns the id (art-...); hand it to another bot in sessions_send `artifacts`."
+            }
+            ToolName::ArtifactGet => {
+                "Read an artifact: its name, media type, size, who made it from what, and its \
+                 content (text, or base64 for binary; a large one comes as a URL instead)."
+            }
+            ToolName::ArtifactsList => {
+                "List artifacts: those made in a session, or by one run (a sessions_send's \
+                 run_id). Without arguments, the ones made in your session."
+            }
+            ToolName::Progress => {
+                "While you work on a task another bot sent you (sessions_send), tell it how far \
+                 you have got: a short line, optionally step N of M. The sender sees the latest \
+                 in session_status."
+            }
         }
     }
 
@@ -188,7 +224,11 @@ impl ToolName {
                     "message": {"type": "string", "description": "What to ask or tell it."},
                     "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": 1800, "default": 30,
                         "description": "How long to wait for the reply; 0 = do not wait (the reply comes to your session later)."},
-                    "idempotency_key": {"type": "string", "description": "Same key = same request: a retry returns the first run's result instead of running again."}
+                    "idempotency_key": {"type": "string", "description": "Same key = same request: a retry returns the first run's result instead of running again."},
+                    "artifacts": {"type": "array", "items": {"type": "string"},
+                        "description": "Ids of artifacts to hand over with the message (small text ones are shown inline, the rest by reference)."},
+                    "expect": {"type": "object",
+                        "description": "A JSON Schema the answer must match: the target is asked for JSON, the answer is checked (one retry) and returned parsed as `output`."}
                 }),
                 &["target", "message"],
             ),
@@ -241,6 +281,38 @@ impl ToolName {
             ToolName::ChainStatus => object(
                 json!({
                     "chain": {"type": "string", "description": "The chain id; leave out for the chains you are in."}
+                }),
+                &[],
+            ),
+            ToolName::ArtifactPut => object(
+                json!({
+                    "name": {"type": "string", "description": "A file name, e.g. competitors.json."},
+                    "text": {"type": "string", "description": "The content, as text."},
+                    "base64": {"type": "string", "description": "The content, base64 (for binary files); instead of text."},
+                    "media_type": {"type": "string", "description": "E.g. application/json; guessed from the name when left out."},
+                    "inputs": {"type": "array", "items": {"type": "string"},
+                        "description": "Ids of the artifacts this one was made from."}
+                }),
+                &["name"],
+            ),
+            ToolName::ArtifactGet => object(
+                json!({
+                    "id": {"type": "string", "description": "The artifact id (art-...)."}
+                }),
+                &["id"],
+            ),
+            ToolName::Progress => object(
+                json!({
+                    "message": {"type": "string", "description": "What you are doing now."},
+                    "step": {"type": "integer", "minimum": 0},
+                    "of": {"type": "integer", "minimum": 1}
+                }),
+                &["message"],
+            ),
+            ToolName::ArtifactsList => object(
+                json!({
+                    "session": {"type": "string", "description": "Session key, or a bot id for your default session with that bot."},
+                    "run_id": {"type": "string", "description": "Only those made by this run."}
                 }),
                 &[],
             ),

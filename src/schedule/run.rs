@@ -218,7 +218,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
     };
-    let TurnEnd::Reply { text, model } = turn.take(plan).await else {
+    let TurnEnd::Reply { text, model, .. } = turn.take(plan).await else {
         return;
     };
     let reply = Reply {

@@ -8,7 +8,10 @@
 
 use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
+use serde_json::Value;
 
+use super::artifacts::{Artifact, made_by};
+use super::progress::{ProgressLine, progress_of};
 use super::sessions::{optional_session_column, session_column};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
@@ -27,6 +30,8 @@ stored_name! {
         Failed = "failed",
         /// The target's turn ran past the bound for a delivery and was stopped.
         TimedOut = "timed_out",
+        /// The target's answer did not match the sender's `expect` schema, twice.
+        InvalidOutput = "invalid_output",
         /// A guard refused the send; no turn ran.
         Refused = "refused",
     }
@@ -84,6 +89,10 @@ pub struct NewDelivery {
     pub origin: Option<SessionKey>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
+    /// The artifacts the sender handed over with the message.
+    pub artifacts_in: Vec<String>,
+    /// The JSON Schema the target's answer must match, if the sender gave one.
+    pub expect: Option<Value>,
     /// When, in milliseconds since the Unix epoch.
     pub created_ms: i64,
 }
@@ -121,6 +130,18 @@ pub struct Delivery {
     pub model: Option<String>,
     /// Whether the outcome still has to reach the sender's session.
     pub notify: Notify,
+    /// The artifacts the sender handed over with the message.
+    pub artifacts_in: Vec<String>,
+    /// The JSON Schema the target's answer had to match.
+    pub expect: Option<Value>,
+    /// What the run produced besides its text (`output`, `errors`, `usage`, `tool_calls`),
+    /// once it ended.
+    pub result: Option<Value>,
+    /// What the target reported with `progress` while it worked, oldest first (filled by
+    /// [`Store::deliveries`] and [`Store::delivery`]).
+    pub progress: Vec<ProgressLine>,
+    /// The artifacts the target's run made (its lineage's output; filled like `progress`).
+    pub artifacts_out: Vec<Artifact>,
     /// Created, milliseconds since the Unix epoch.
     pub created_ms: i64,
     /// The target's turn started.
@@ -151,7 +172,7 @@ pub struct DeliveryQuery {
 
 const SELECT: &str = "SELECT run_id, sender, sender_session, target, target_session, message,
         idempotency_key, depth, origin, mode, state, reason, reply, model, notify, created_ms,
-        started_ms, finished_ms
+        started_ms, finished_ms, artifacts_in, expect, result
     FROM deliveries";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
@@ -174,6 +195,35 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
         created_ms: row.get(15)?,
         started_ms: row.get(16)?,
         finished_ms: row.get(17)?,
+        artifacts_in: json_column::<Vec<String>>(row, 18)?.unwrap_or_default(),
+        expect: json_column(row, 19)?,
+        result: json_column(row, 20)?,
+        progress: Vec::new(),
+        artifacts_out: Vec::new(),
+    })
+}
+
+/// Each delivery with its progress lines and the artifacts its run made.
+fn with_lineage(conn: &rusqlite::Connection, found: &mut [Delivery]) -> rusqlite::Result<()> {
+    let runs: Vec<&str> = found.iter().map(|d| d.run_id.as_str()).collect();
+    let mut lines = progress_of(conn, &runs)?;
+    for d in found {
+        d.progress = lines.remove(&d.run_id).unwrap_or_default();
+        d.artifacts_out = made_by(conn, &d.run_id)?;
+    }
+    Ok(())
+}
+
+/// A column holding JSON text (or NULL), parsed.
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &Row<'_>,
+    index: usize,
+) -> rusqlite::Result<Option<T>> {
+    let Some(text) = row.get::<_, Option<String>>(index)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
     })
 }
 
@@ -189,8 +239,9 @@ fn insert(
     };
     conn.prepare_cached(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
-            idempotency_key, depth, origin, mode, state, reason, notify, created_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
+            expect)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?
     .execute(rusqlite::params![
         new.run_id,
@@ -207,6 +258,8 @@ fn insert(
         reason,
         notify.as_str(),
         new.created_ms,
+        Value::from(new.artifacts_in.clone()).to_string(),
+        new.expect.as_ref().map(Value::to_string),
     ])?;
     Ok(())
 }
@@ -308,6 +361,18 @@ impl Store {
         .await
     }
 
+    /// Keep what a run produced besides its text (see [`Delivery::result`]), before it is
+    /// settled, so a sender woken by the outcome reads it.
+    pub async fn delivery_result(&self, run_id: &str, result: Value) -> Result<(), StoreError> {
+        let (run_id, result) = (run_id.to_owned(), result.to_string());
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE deliveries SET result = ?2 WHERE run_id = ?1")?
+                .execute((run_id, result))?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Set whether the outcome still has to reach the sender's session.
     pub async fn delivery_notify(&self, run_id: &str, notify: Notify) -> Result<(), StoreError> {
         let run_id = run_id.to_owned();
@@ -322,7 +387,12 @@ impl Store {
     /// One delivery by run id.
     pub async fn delivery(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
         let run_id = run_id.to_owned();
-        self.read(move |conn| by_run(conn, &run_id)).await
+        self.read(move |conn| {
+            let mut found: Vec<Delivery> = by_run(conn, &run_id)?.into_iter().collect();
+            with_lineage(conn, &mut found)?;
+            Ok(found.pop())
+        })
+        .await
     }
 
     /// Deliveries, newest first.
@@ -337,7 +407,11 @@ impl Store {
                  ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
             ))?
             .query_map((session, query.open_only, limit), from_row)?
-            .collect()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .and_then(|mut found| {
+                with_lineage(conn, &mut found)?;
+                Ok(found)
+            })
         })
         .await
     }
@@ -407,6 +481,8 @@ mod tests {
             depth: 2,
             origin: None,
             mode: SendMode::Wait,
+            artifacts_in: Vec::new(),
+            expect: None,
             created_ms: at,
         }
     }

@@ -46,7 +46,9 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     if version < 7 {
         step(conn, 7, include_str!("migrations/007_inbox.sql"))?;
     }
-    // 8 is issue 20's (artifacts), merged from its own branch.
+    if version < 8 {
+        step(conn, 8, include_str!("migrations/008_artifacts.sql"))?;
+    }
     if version < 9 {
         step(conn, 9, include_str!("migrations/009_typing.sql"))?;
     }

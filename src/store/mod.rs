@@ -18,7 +18,9 @@
 //! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
 //! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?),
 //! `prune.rs` ([`Store::prune`]: retention), `typing.rs` ([`Store::typing_opened`]: typing
-//! indicators that are up, so a crash cannot leave one up). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! indicators that are up, so a crash cannot leave one up), `artifacts.rs`
+//! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
+//! how far a delivery's run has got). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -27,6 +29,7 @@
 #[macro_use]
 mod stored_name;
 
+mod artifacts;
 mod audit;
 mod chains;
 mod chat_settings;
@@ -42,6 +45,7 @@ mod inbox;
 mod lock;
 mod migrate;
 mod pairing;
+mod progress;
 mod prune;
 mod readers;
 mod schedule;
@@ -55,6 +59,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, sha256_hex};
 pub use audit::{AuditRecord, NewAudit};
 pub use chains::{
     BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,
@@ -76,6 +81,7 @@ pub use lock::{DatabaseLock, LockError};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
+pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;

@@ -10,7 +10,9 @@
 //! - open chains stay, and a closed chain goes with its messages, by when it closed;
 //! - pairing: only requests never approved go (an approval is a standing grant, not a log);
 //! - history: a chat's buffer and its bots' cursors go together, once its newest message is
-//!   older than the date (a chat quiet that long).
+//!   older than the date (a chat quiet that long);
+//! - artifacts made by a delivery still queued or running stay; a blob goes with the last
+//!   artifact naming it.
 //!
 //! The inbox, dedupe keys and posts begun (`sends`) are not touched here: the inbox empties as
 //! events finish, and the others expire by their own clock (`dedupe.rs`). Rows go in chunks of
@@ -42,17 +44,20 @@ pub enum PruneTable {
     Pairing,
     /// History buffers and cursors of chats whose newest message is older than the date.
     History,
+    /// Artifacts, by when they were made (their bytes go with the last artifact naming them).
+    Artifacts,
 }
 
 impl PruneTable {
     /// Every table, in the order they are pruned.
-    pub const ALL: [PruneTable; 6] = [
+    pub const ALL: [PruneTable; 7] = [
         PruneTable::Transcripts,
         PruneTable::Audit,
         PruneTable::Deliveries,
         PruneTable::Chains,
         PruneTable::Pairing,
         PruneTable::History,
+        PruneTable::Artifacts,
     ];
 
     /// The name used in config keys, on the command line and in logs.
@@ -64,6 +69,7 @@ impl PruneTable {
             PruneTable::Chains => "chains",
             PruneTable::Pairing => "pairing",
             PruneTable::History => "history",
+            PruneTable::Artifacts => "artifacts",
         }
     }
 
@@ -91,6 +97,7 @@ impl PruneTable {
             }
             PruneTable::Chains => return delete_closed_chains(conn, before),
             PruneTable::History => return delete_idle_history(conn, before),
+            PruneTable::Artifacts => return super::artifacts::prune_artifacts(conn, before, CHUNK),
         };
         conn.prepare_cached(sql)?.execute((before, CHUNK))
     }

@@ -2,15 +2,19 @@
 //! bot) can call to find other bots, read sessions, hand work over and ask a human.
 //!
 //! [`AgentTools`] is the [`ToolExecutor`] a turn gets. It knows who is calling ([`Caller`]):
-//! the bot, its session, how deep in a chain of sends the turn is and which bot's send caused
-//! it. The guards need exactly that, so the same rules hold whether the call comes from a model
-//! in a turn or from an external runtime over `/mcp`.
+//! the bot, its session, the run it is in, how deep in a chain of sends the turn is and which
+//! bot's send caused it. The guards need exactly that, so the same rules hold whether the call
+//! comes from a model in a turn or from an external runtime over `/mcp`.
 
+mod artifacts;
 mod bots;
 mod chains;
 mod escalate;
+mod progress;
 mod send;
 mod sessions;
+
+pub use artifacts::content_path;
 
 use std::sync::Arc;
 
@@ -69,6 +73,10 @@ impl AgentTools {
             ToolName::ChainMessage => chains::message(self, args).await,
             ToolName::ChainClose => chains::close(self, args).await,
             ToolName::ChainStatus => chains::status(self, args).await,
+            ToolName::ArtifactPut => artifacts::put(self, args).await,
+            ToolName::ArtifactGet => artifacts::get(self, args).await,
+            ToolName::ArtifactsList => artifacts::list(self, args).await,
+            ToolName::Progress => progress::report(self, args).await,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! `sessions_send` (alias `bots_send_message`): the arguments, then [`crate::relay::send`],
-//! whose outcome is rendered here as the tool result the model reads (`{"status", ...}`).
+//! whose outcome is rendered here as the tool result the model reads (`{"status", ...}`), with
+//! what the run made and spent (its artifacts, `output`, `usage`, `tool_calls`) read back from
+//! the store: so a retry answered from an earlier run shows the same.
 
 use std::time::Duration;
 
@@ -24,6 +26,10 @@ struct SendArgs {
     timeout_seconds: u64,
     #[serde(default)]
     idempotency_key: Option<String>,
+    #[serde(default)]
+    artifacts: Vec<String>,
+    #[serde(default)]
+    expect: Option<Value>,
 }
 
 fn default_timeout() -> u64 {
@@ -39,15 +45,68 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
     if a.message.trim().is_empty() {
         return error("`message` is empty; say what the other bot should do");
     }
+    if let Some(schema) = &a.expect
+        && let Err(err) = relay::check_schema(schema)
+    {
+        return error(err.to_string());
+    }
+    let store = tools.shared.store();
+    for id in &a.artifacts {
+        match store.artifact(id).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return error(format!(
+                    "`artifacts` names no artifact `{id}`; artifacts_list shows the ids there are"
+                ));
+            }
+            Err(err) => return error(format!("could not read the artifacts: {err}")),
+        }
+    }
     let request = SendRequest {
         target: a.target.trim().to_owned(),
         message: a.message,
         timeout: Duration::from_secs(a.timeout_seconds.min(MAX_TIMEOUT_SECONDS)),
         idempotency_key: a.idempotency_key.filter(|k| !k.is_empty()),
+        artifacts: a.artifacts,
+        expect: a.expect,
     };
     match relay::send(&tools.shared, &tools.caller, request).await {
-        Ok(sent) => render(sent),
+        Ok(sent) => {
+            let mut value = render(sent);
+            add_report(tools, &mut value).await;
+            value
+        }
         Err(err) => error(err.to_string()),
+    }
+}
+
+/// A finished run's artifacts and what it reported (`output`, `errors`, `usage`,
+/// `tool_calls`), added to its result.
+async fn add_report(tools: &AgentTools, value: &mut Value) {
+    let finished = matches!(
+        value["status"].as_str(),
+        Some("ok" | "invalid_output" | "failed" | "timed_out")
+    );
+    let Some(run_id) = value["run_id"].as_str().filter(|_| finished) else {
+        return;
+    };
+    let delivery = tools.shared.store().delivery(run_id).await.ok().flatten();
+    let (made, report) = delivery.map_or((Vec::new(), None), |d| (d.artifacts_out, d.result));
+    let artifacts: Vec<Value> = made
+        .iter()
+        .map(|a| {
+            json!({"id": a.id, "name": a.name, "media_type": a.media_type, "bytes": a.bytes,
+                   "sha256": a.sha256, "bot": a.bot, "inputs": a.inputs})
+        })
+        .collect();
+    value["artifacts"] = json!(artifacts);
+    let report = report.unwrap_or_else(|| json!({}));
+    value["usage"] = report.get("usage").cloned().unwrap_or(Value::Null);
+    value["tool_calls"] = report.get("tool_calls").cloned().unwrap_or(json!(0));
+    for key in ["output", "errors"] {
+        if let Some(found) = report.get(key) {
+            value[key] = found.clone();
+        }
     }
 }
 

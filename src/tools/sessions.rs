@@ -117,7 +117,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         .into_iter()
         .map(|d| {
             json!({"run_id": d.run_id, "from": d.sender, "to": d.target, "state": d.state,
-                   "created_ms": d.created_ms})
+                   "created_ms": d.created_ms, "progress": d.progress.last()})
         })
         .collect();
     json!({
@@ -133,7 +133,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
 
 /// A session key as given, or a bot's backchannel session with the caller: the model's text
 /// is read here, once.
-fn resolve(tools: &AgentTools, session: &str) -> Option<SessionKey> {
+pub(super) fn resolve(tools: &AgentTools, session: &str) -> Option<SessionKey> {
     let session = session.trim();
     if let Ok(key) = session.parse() {
         return Some(key);
@@ -149,7 +149,7 @@ fn resolve(tools: &AgentTools, session: &str) -> Option<SessionKey> {
     ))
 }
 
-fn unknown(session: &str) -> Value {
+pub(super) fn unknown(session: &str) -> Value {
     error(format!(
         "`{session}` is neither a session key (bot:<bot>:<platform>:<account>:<chat>) nor a bot \
          id; sessions_list shows the sessions"

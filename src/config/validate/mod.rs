@@ -10,7 +10,7 @@
 //! `limits.rs` (`[gateway]`, `[lanes]`, `[local]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
 //! (`[[bots]]` and `[backends]`), `accounts.rs` (`[[accounts]]`, with the table of platform keys
 //! in `account_keys.rs`), `chats.rs`, `schedule.rs` (heartbeats, cron entries,
-//! `gateway.timezone`) and `retention.rs` (`[store]`, `[retention]`). The checks they share
+//! `gateway.timezone`), `retention.rs` (`[store]`, `[retention]`) and `artifacts.rs`. The checks they share
 //! (an `_env` key, a glob, a URL, a duplicate, a reference to a bot) live here, so every
 //! section words them the same way.
 //!
@@ -19,6 +19,7 @@
 
 mod account_keys;
 mod accounts;
+mod artifacts;
 mod bots;
 mod chats;
 mod feedback;
@@ -60,6 +61,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.schedules(config);
     check.store(config);
     check.retention(config);
+    check.artifacts(config);
     check.problems
 }
 

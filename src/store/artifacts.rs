@@ -1,0 +1,401 @@
+//! Artifacts: immutable blobs bots hand each other (`artifact_put`), kept in the database.
+//!
+//! The bytes live in `artifact_blobs`, once per content, keyed by their SHA-256; each artifact
+//! row names its blob and says what it is (name, media type, size), who made it (bot, session,
+//! run) and what it was made from (`inputs`). Keeping the bytes in SQLite rather than in files
+//! beside it keeps an artifact and its index in one transaction (no file without a row, no row
+//! without a file after a crash), works for `":memory:"` stores, and leaves one file to back up.
+//! The cost, a large blob passing through the WAL, is bounded by `[artifacts] max_bytes` and
+//! the WAL bound (`checkpoint.rs`).
+//!
+//! An artifact's id derives from its content and its making (see [`artifact_id`]), so a turn
+//! replayed after a crash, putting the same thing again, finds the artifact it made the first
+//! time instead of making a second.
+
+use rusqlite::{Connection, OptionalExtension, Row};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::sessions::session_column;
+use super::{Store, StoreError};
+use crate::session::SessionKey;
+
+/// An artifact about to be stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewArtifact {
+    /// A file name (`competitors.json`).
+    pub name: String,
+    /// The media type (`application/json`).
+    pub media_type: String,
+    /// The bytes.
+    pub content: Vec<u8>,
+    /// The bot that made it.
+    pub bot: String,
+    /// The session it was made in.
+    pub session: SessionKey,
+    /// The run (turn) that made it; `None` for a call from outside any turn (an MCP client).
+    pub run_id: Option<String>,
+    /// The artifacts it was made from.
+    pub inputs: Vec<String>,
+    /// When, in milliseconds since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// A stored artifact's record (its bytes are read with [`Store::artifact_content`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Artifact {
+    /// `art-` and 24 hex digits.
+    pub id: String,
+    /// The file name.
+    pub name: String,
+    /// The media type.
+    pub media_type: String,
+    /// Size of the content in bytes.
+    pub bytes: u64,
+    /// SHA-256 of the content, hex.
+    pub sha256: String,
+    /// The bot that made it.
+    pub bot: String,
+    /// The session it was made in.
+    pub session: SessionKey,
+    /// The run that made it.
+    pub run_id: Option<String>,
+    /// The artifacts it was made from.
+    pub inputs: Vec<String>,
+    /// When it was made, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// What [`Store::artifact_put`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// Stored (or found: the same put was made before in the same run).
+    Stored(Box<Artifact>),
+    /// Some `inputs` name no artifact; nothing was stored.
+    UnknownInputs(Vec<String>),
+}
+
+/// Which artifacts to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactQuery {
+    /// Made in this session.
+    Session(SessionKey),
+    /// Made by this run.
+    Run(String),
+    /// Every one.
+    All,
+}
+
+/// The hex SHA-256 of `content`.
+pub fn sha256_hex(content: &[u8]) -> String {
+    hex(&Sha256::digest(content))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The id of an artifact: a digest of its content's hash, name, media type, run and inputs.
+/// The same put in the same run gets the same id; anything else made differently does not.
+fn artifact_id(new: &NewArtifact, sha256: &str) -> String {
+    let mut digest = Sha256::new();
+    let session = new.session.render();
+    for part in [sha256, &new.name, &new.media_type, &new.bot, &session] {
+        digest.update(part.as_bytes());
+        digest.update([0]);
+    }
+    digest.update(new.run_id.as_deref().unwrap_or("").as_bytes());
+    for input in &new.inputs {
+        digest.update([0]);
+        digest.update(input.as_bytes());
+    }
+    format!("art-{}", &hex(&digest.finalize())[..24])
+}
+
+const SELECT: &str = "SELECT id, name, media_type, bytes, sha256, bot, session, run_id, inputs,
+        created_ms
+    FROM artifacts";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<Artifact> {
+    let inputs: String = row.get(8)?;
+    Ok(Artifact {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        media_type: row.get(2)?,
+        bytes: row.get(3)?,
+        sha256: row.get(4)?,
+        bot: row.get(5)?,
+        session: session_column(row, 6)?,
+        run_id: row.get(7)?,
+        inputs: serde_json::from_str(&inputs).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(8, rusqlite::types::Type::Text, Box::new(e))
+        })?,
+        created_ms: row.get(9)?,
+    })
+}
+
+/// The artifacts run `run_id` made, oldest first: a delivery's output, for its lineage.
+pub(super) fn made_by(conn: &Connection, run_id: &str) -> rusqlite::Result<Vec<Artifact>> {
+    conn.prepare_cached(&format!(
+        "{SELECT} WHERE run_id = ?1 ORDER BY created_ms, id"
+    ))?
+    .query_map([run_id], from_row)?
+    .collect()
+}
+
+fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Artifact>> {
+    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
+        .query_row([id], from_row)
+        .optional()
+}
+
+impl Store {
+    /// Store `new` (its bytes once per content), unless an input is unknown. Putting the same
+    /// thing again in the same run returns the first artifact.
+    pub async fn artifact_put(&self, new: NewArtifact) -> Result<Put, StoreError> {
+        // Hashing 25 MB takes a while: off the async workers, and off the writer thread.
+        let (new, sha256) = tokio::task::spawn_blocking(move || {
+            let sha = sha256_hex(&new.content);
+            (new, sha)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("hashing an artifact: {e}")))?;
+        let id = artifact_id(&new, &sha256);
+        self.write(move |conn| {
+            let mut unknown = Vec::new();
+            for input in &new.inputs {
+                if by_id(conn, input)?.is_none() {
+                    unknown.push(input.clone());
+                }
+            }
+            if !unknown.is_empty() {
+                return Ok(Put::UnknownInputs(unknown));
+            }
+            if let Some(found) = by_id(conn, &id)? {
+                return Ok(Put::Stored(Box::new(found)));
+            }
+            let bytes = new.content.len() as u64;
+            conn.prepare_cached(
+                "INSERT INTO artifact_blobs (sha256, bytes, content) VALUES (?1, ?2, ?3)
+                 ON CONFLICT DO NOTHING",
+            )?
+            .execute(rusqlite::params![sha256, bytes, new.content])?;
+            let inputs = serde_json::Value::from(new.inputs.clone()).to_string();
+            conn.prepare_cached(
+                "INSERT INTO artifacts (id, sha256, name, media_type, bytes, bot, session, run_id,
+                    inputs, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(rusqlite::params![
+                id,
+                sha256,
+                new.name,
+                new.media_type,
+                bytes,
+                new.bot,
+                new.session.render(),
+                new.run_id,
+                inputs,
+                new.created_ms,
+            ])?;
+            Ok(Put::Stored(Box::new(Artifact {
+                id,
+                name: new.name,
+                media_type: new.media_type,
+                bytes,
+                sha256,
+                bot: new.bot,
+                session: new.session,
+                run_id: new.run_id,
+                inputs: new.inputs,
+                created_ms: new.created_ms,
+            })))
+        })
+        .await
+    }
+
+    /// The artifact `id`, if the store holds it.
+    pub async fn artifact(&self, id: &str) -> Result<Option<Artifact>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn| by_id(conn, &id)).await
+    }
+
+    /// The artifact `id` and its bytes.
+    pub async fn artifact_content(
+        &self,
+        id: &str,
+    ) -> Result<Option<(Artifact, Vec<u8>)>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |conn| {
+            let Some(artifact) = by_id(conn, &id)? else {
+                return Ok(None);
+            };
+            let content: Vec<u8> = conn
+                .prepare_cached("SELECT content FROM artifact_blobs WHERE sha256 = ?1")?
+                .query_row([&artifact.sha256], |row| row.get(0))?;
+            Ok(Some((artifact, content)))
+        })
+        .await
+    }
+
+    /// The artifacts `query` selects, oldest first, at most `limit` (the newest ones).
+    pub async fn artifacts(
+        &self,
+        query: ArtifactQuery,
+        limit: usize,
+    ) -> Result<Vec<Artifact>, StoreError> {
+        let limit = i64::try_from(limit.clamp(1, 10_000)).unwrap_or(10_000);
+        self.read(move |conn| {
+            let (filter, value) = match &query {
+                ArtifactQuery::Session(s) => ("session = ?1", Some(s.render())),
+                ArtifactQuery::Run(r) => ("run_id = ?1", Some(r.clone())),
+                ArtifactQuery::All => ("?1 IS NULL", None),
+            };
+            let mut found: Vec<Artifact> = conn
+                .prepare_cached(&format!(
+                    "{SELECT} WHERE {filter} ORDER BY created_ms DESC, id LIMIT ?2"
+                ))?
+                .query_map((value, limit), from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            found.reverse();
+            Ok(found)
+        })
+        .await
+    }
+}
+
+/// Delete up to `chunk` artifacts made before `before` (none made by a delivery still queued or
+/// running: its sender may still read them), then the blobs no artifact names any more.
+pub(super) fn prune_artifacts(
+    conn: &Connection,
+    before: i64,
+    chunk: i64,
+) -> rusqlite::Result<usize> {
+    let rows = conn
+        .prepare_cached(
+            "DELETE FROM artifacts WHERE id IN
+                (SELECT id FROM artifacts
+                 WHERE created_ms < ?1
+                   AND coalesce(run_id, '') NOT IN
+                       (SELECT run_id FROM deliveries WHERE state IN ('queued', 'running'))
+                 LIMIT ?2)",
+        )?
+        .execute((before, chunk))?;
+    if rows == 0 {
+        return Ok(0);
+    }
+    conn.prepare_cached(
+        "DELETE FROM artifact_blobs
+         WHERE sha256 NOT IN (SELECT sha256 FROM artifacts)",
+    )?
+    .execute([])?;
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(name: &str, content: &[u8], run: &str) -> NewArtifact {
+        NewArtifact {
+            name: name.into(),
+            media_type: "application/json".into(),
+            content: content.to_vec(),
+            bot: "scout".into(),
+            session: "bot:scout:local:local-scout:dm:x".parse().unwrap(),
+            run_id: Some(run.into()),
+            inputs: Vec::new(),
+            created_ms: 1,
+        }
+    }
+
+    fn stored(put: Put) -> Artifact {
+        match put {
+            Put::Stored(a) => *a,
+            Put::UnknownInputs(u) => panic!("unknown inputs {u:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn content_is_kept_once_and_a_replayed_put_finds_its_artifact() {
+        let store = Store::open(":memory:").await.unwrap();
+        let a = stored(
+            store
+                .artifact_put(new("a.json", b"[1]", "r1"))
+                .await
+                .unwrap(),
+        );
+        assert!(a.id.starts_with("art-") && a.id.len() == 28, "{}", a.id);
+        assert_eq!(a.sha256, sha256_hex(b"[1]"));
+        assert_eq!(a.bytes, 3);
+        let again = stored(
+            store
+                .artifact_put(new("a.json", b"[1]", "r1"))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            again, a,
+            "the same put in the same run is the same artifact"
+        );
+        let other = stored(
+            store
+                .artifact_put(new("b.json", b"[1]", "r2"))
+                .await
+                .unwrap(),
+        );
+        assert_ne!(other.id, a.id);
+        let blobs: i64 = store
+            .read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
+            .await
+            .unwrap();
+        assert_eq!(blobs, 1, "one blob for one content");
+        let (meta, content) = store.artifact_content(&other.id).await.unwrap().unwrap();
+        assert_eq!((meta, content), (other.clone(), b"[1]".to_vec()));
+        let by_run = store
+            .artifacts(ArtifactQuery::Run("r2".into()), 50)
+            .await
+            .unwrap();
+        assert_eq!(by_run, vec![other]);
+        assert_eq!(
+            store.artifacts(ArtifactQuery::All, 50).await.unwrap().len(),
+            2
+        );
+    }
+
+    #[tokio::test]
+    async fn unknown_inputs_store_nothing() {
+        let store = Store::open(":memory:").await.unwrap();
+        let mut made = new("c.json", b"{}", "r1");
+        made.inputs = vec!["art-nope".into()];
+        assert_eq!(
+            store.artifact_put(made).await.unwrap(),
+            Put::UnknownInputs(vec!["art-nope".into()])
+        );
+        assert!(
+            store
+                .artifacts(ArtifactQuery::All, 50)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn pruning_takes_old_artifacts_and_their_orphaned_blobs() {
+        let store = Store::open(":memory:").await.unwrap();
+        let old = stored(store.artifact_put(new("old", b"old", "r1")).await.unwrap());
+        let mut young = new("young", b"young", "r2");
+        young.created_ms = 10;
+        let young = stored(store.artifact_put(young).await.unwrap());
+        let gone = store.write(|c| prune_artifacts(c, 5, 100)).await.unwrap();
+        assert_eq!(gone, 1);
+        assert!(store.artifact(&old.id).await.unwrap().is_none());
+        assert!(store.artifact_content(&young.id).await.unwrap().is_some());
+        let blobs: i64 = store
+            .read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
+            .await
+            .unwrap();
+        assert_eq!(blobs, 1);
+    }
+}
