@@ -87,7 +87,7 @@ impl<'a> Streamer<'a> {
                         cause,
                     });
                 }
-                tracing::warn!(session = self.journal.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
+                tracing::warn!(session = %self.journal.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
                 break;
             }
         }
@@ -119,7 +119,7 @@ impl<'a> Streamer<'a> {
         if self.posts.len() > total {
             // Text the model took back (it went on to call tools) outgrew the reply.
             tracing::warn!(
-                session = self.journal.session(),
+                session = %self.journal.session(),
                 extra = self.posts.len() - total,
                 "a streamed draft had more posts than the reply; they keep the draft's text"
             );
@@ -170,7 +170,7 @@ impl<'a> Streamer<'a> {
         if !allowed {
             if pass == Pass::Last {
                 tracing::warn!(
-                    session = self.journal.session(),
+                    session = %self.journal.session(),
                     chunk = n,
                     "a streamed post used up its edits; it keeps the text it has"
                 );
@@ -285,8 +285,7 @@ mod tests {
         let journal = Journal::new(
             store,
             crate::events::Events::default(),
-            "s".into(),
-            "bot".into(),
+            crate::session::test_key("s"),
             "run1".into(),
         );
         let target = Target {
@@ -318,7 +317,7 @@ mod tests {
         assert_eq!(shown, split(reply, 30), "{log:?}");
         let entries = journal
             .store()
-            .transcript(TranscriptQuery::session("s"))
+            .transcript(TranscriptQuery::session(crate::session::test_key("s")))
             .await
             .unwrap();
         let recorded: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();
