@@ -104,7 +104,10 @@ async fn a_session_that_is_not_a_key_is_a_bad_request_naming_the_form() {
         );
     }
     let fine = http
-        .get(format!("http://{}/api/transcript?session={A_ROOM}", gw.addr()))
+        .get(format!(
+            "http://{}/api/transcript?session={A_ROOM}",
+            gw.addr()
+        ))
         .send()
         .await
         .unwrap();
