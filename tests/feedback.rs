@@ -72,6 +72,11 @@ fn env(name: &str) -> Option<String> {
 }
 
 async fn world(on: On, extra: &str) -> World {
+    world_with(on, "", extra).await
+}
+
+/// [`world`], with `gateway` lines added to its `[gateway]` table.
+async fn world_with(on: On, gateway: &str, extra: &str) -> World {
     let model = FakeOpenAi::start().await;
     let (fake, account, chat) = match on {
         On::Slack => {
@@ -114,7 +119,7 @@ async fn world(on: On, extra: &str) -> World {
         .replace("{platform}", platform)
         .replace("{chat}", chat);
     let text = format!(
-        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n{gateway}\n\
          [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
          [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
          [[accounts]]\nbot = \"snark\"\n{account}\n{extra}",
@@ -243,6 +248,20 @@ impl World {
                 "the gateway never took the message"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Wait until what the platform saw meets `cond`.
+    async fn wait_seen(&self, what: &str, cond: impl Fn(&Timeline) -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while !cond(&self.seen()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{:?}: never saw {what}: {:?}",
+                self.on,
+                self.seen().all()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -470,6 +489,123 @@ async fn feishu_typing_ends_with_a_failed_turn_and_never_shows_for_an_unaddresse
     typing_follows_the_turn(On::Feishu).await;
 }
 
+/// A turn that fails after its reply began to stream: the post it made ends with the error
+/// reply, under the text shown so far; nothing is posted a second time.
+#[tokio::test]
+async fn a_turn_that_fails_mid_stream_ends_its_post_with_the_error_reply() {
+    const SORRY: &str = "Sorry, that went wrong; please ask again.";
+    let gateway = format!("turn_timeout_seconds = 1\nerror_reply = \"{SORRY}\"\n");
+    let w = world_with(On::Slack, &gateway, FEEDBACK).await;
+    // About 3 s of writing: the turn is cut off at 1 s, with part of the reply shown.
+    w.model
+        .script("snark", Step::slow(REPLY, 8, Duration::from_millis(100)));
+    w.ask("why did the build break?").await;
+    let seen = w.seen();
+    assert_eq!(seen.posts(), 1, "{:?}", seen.all());
+    let shown = seen.shown();
+    let (partial, error) = shown[0]
+        .split_once("\n\n")
+        .unwrap_or_else(|| panic!("the post does not end with the error reply: {shown:?}"));
+    assert_eq!(error, SORRY);
+    assert!(
+        !partial.is_empty() && partial.len() < REPLY.len() && REPLY.starts_with(partial),
+        "{partial:?}"
+    );
+    assert_typing_ended(&w);
+    let session = only_transcript(&w).await;
+    assert!(
+        session.iter().any(|e| e["kind"] == "failure"),
+        "{session:?}"
+    );
+    let replies: Vec<&Value> = session.iter().filter(|e| e["kind"] == "reply").collect();
+    assert_eq!(replies.len(), 1, "{session:?}");
+    assert_eq!(
+        replies[0]["text"],
+        shown[0].as_str(),
+        "the post's final text"
+    );
+    w.gateway.stop().await;
+}
+
+/// The id of the post that ended up showing `text`, and every text it showed, in order.
+fn post_showing(seen: &Timeline, text: &str) -> (String, Vec<String>) {
+    let all = seen.all();
+    let mut texts: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for s in &all {
+        if let Seen::Post { id, text } | Seen::Edit { id, text } = s {
+            texts.entry(id.clone()).or_default().push(text.clone());
+        }
+    }
+    texts
+        .into_iter()
+        .find(|(_, shown)| shown.last().map(String::as_str) == Some(text))
+        .unwrap_or_else(|| panic!("no post shows {text:?}: {all:?}"))
+}
+
+/// A chain turn answers into the chat like a mention: typing while it runs, and its reply
+/// streamed in by editing its post, the first text well before the model finished.
+#[tokio::test]
+async fn a_chain_turn_shows_typing_and_streams_its_reply_by_edits() {
+    let admins = "\n[admins]\nslack = [\"U_HUMAN\"]\n";
+    let w = world(On::Slack, &format!("{FEEDBACK}{admins}")).await;
+    w.model.script("snark", slowly(REPLY));
+    w.say("/baton chain start @snark why did the build break", true)
+        .await;
+    w.wait_seen("the chain's closing line", |seen| {
+        seen.shown().iter().any(|t| t.contains("completed"))
+    })
+    .await;
+    w.gateway.settle().await;
+    let seen = w.seen();
+    let (_, shown) = post_showing(&seen, REPLY);
+    assert!(
+        shown.len() >= 3,
+        "the chain turn's reply was not streamed in: {shown:?}"
+    );
+    for pair in shown.windows(2) {
+        assert!(pair[1].starts_with(&pair[0]), "out of order: {pair:?}");
+    }
+    let first = seen.first_post_at().expect("posts");
+    let finished = *w.model.finished().first().expect("the model finished");
+    assert!(
+        first < finished,
+        "nothing was shown before the model finished"
+    );
+    let (on, off) = seen.typing();
+    assert!(on >= 1, "no typing for the chain turn: {:?}", seen.all());
+    assert_eq!(on, off, "typing not taken down: {:?}", seen.all());
+    assert_typing_outlived_the_reply_post(&seen);
+    // The chain took the streamed reply as its post.
+    let chains = w.gateway.get("/api/chains").await;
+    let id = chains["chains"][0]["id"]
+        .as_str()
+        .expect("a chain")
+        .to_owned();
+    let chain = w.gateway.get(&format!("/api/chains/{id}")).await;
+    let posts: Vec<&Value> = chain["messages"]
+        .as_array()
+        .expect("the chain's log")
+        .iter()
+        .filter(|m| m["kind"] == "message")
+        .collect();
+    assert_eq!(posts.len(), 1, "{chain}");
+    assert_eq!(posts[0]["content"], REPLY);
+    w.gateway.stop().await;
+}
+
+/// The typing indicator came down only after the last edit of a reply.
+fn assert_typing_outlived_the_reply_post(seen: &Timeline) {
+    let all = seen.all();
+    let last_edit = all.iter().rposition(|s| matches!(s, Seen::Edit { .. }));
+    let last_off = all
+        .iter()
+        .rposition(|s| matches!(s, Seen::TypingOff { .. }));
+    assert!(
+        last_off > last_edit,
+        "typing ended before the reply: {all:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_reply_longer_than_discords_limit_streams_into_several_posts_at_boundaries() {
     let w = world(On::Discord, FEEDBACK).await;
@@ -680,4 +816,136 @@ async fn a_kill_mid_stream_never_posts_the_reply_twice() {
     assert!(entries[0]["platform_message_id"].as_str().is_some());
     second.terminate();
     second.wait(EXIT_DEADLINE).await;
+}
+
+/// The real binary, killed with SIGKILL while a Feishu turn shows its typing reaction: the
+/// reaction would stay on the message for good, so the next start takes it away (and the turn
+/// run again takes its own reaction away too).
+#[tokio::test]
+async fn a_typing_reaction_left_by_a_kill_is_taken_away_at_the_next_start() {
+    use support::process::{EXIT_DEADLINE, Running, baton};
+
+    let model = FakeOpenAi::start().await;
+    let feishu = FakeFeishu::start().await;
+    feishu.app("snark", FEISHU_BOT);
+    // The killed attempt writes for about 6 s; the run after the restart answers at once.
+    model.script("snark", Step::slow(REPLY, 4, Duration::from_millis(100)));
+    model.script("snark", Step::reply("Here it is."));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    let db = dir.path().join("baton.db");
+    std::fs::write(
+        &config,
+        format!(
+            "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+             [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
+             {FEEDBACK}\n\
+             [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
+             [[accounts]]\nbot = \"snark\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
+             app_id = \"cli_snark\"\napp_secret_env = \"SNARK_FEISHU_APP_SECRET\"\napi_url = \"{}\"\n",
+            model.base_url, feishu.api_url
+        ),
+    )
+    .unwrap();
+    let start = || {
+        let mut cmd = baton(dir.path());
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--database")
+            .arg(&db)
+            .env("SNARK_FEISHU_APP_SECRET", "secret-snark");
+        Running::spawn(cmd)
+    };
+
+    let (mut first, out) = start();
+    let _base = first.base_url(out).await;
+    feishu.wait_connected("snark", 1).await;
+    let event = message_event(
+        "snark",
+        "ev_1",
+        "om_human_1",
+        ("oc_group", "group"),
+        "ou_human",
+        "@_user_1 why did the build break?",
+        &[(FEISHU_BOT, "snark")],
+    );
+    feishu.push_event("snark", &event);
+    // Killed once the reply has begun to stream: the reaction went up (and its id was put on
+    // record) when the turn began, well before the first post.
+    feishu.wait_for(|f| f.seen().posts() == 1).await;
+    first.kill();
+    first.wait(EXIT_DEADLINE).await;
+    assert_eq!(feishu.reactions_left(), 1, "{:?}", feishu.seen().all());
+
+    let (mut second, out) = start();
+    let _base = second.base_url(out).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // The reaction left up is taken away, and the turn run again shows and ends its own.
+    while !(feishu.seen().typing() == (2, 2) && feishu.reactions_left() == 0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} reactions left, saw {:?}; the gateway said:\n{}",
+            feishu.reactions_left(),
+            feishu.seen().all(),
+            second.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(feishu.seen().posts(), 1, "{:?}", feishu.seen().all());
+    second.terminate();
+    second.wait(EXIT_DEADLINE).await;
+}
+
+/// Text the model wrote before calling a tool is a draft, not the reply: once the reply comes,
+/// no post is left showing it (the posts a shorter reply does not need are deleted), and a turn
+/// that ends silent after showing a draft deletes its post.
+#[tokio::test]
+async fn a_draft_shown_before_a_tool_call_never_remains_as_extra_posts() {
+    let w = world(On::Discord, FEEDBACK).await;
+    // About 2,700 characters: two posts on Discord.
+    let draft = format!("{REPLY}\n\n").repeat(11);
+    let draft = draft.trim_end();
+    let gap = Duration::from_millis(40);
+    w.model
+        .script("snark", Step::slow_then_tool(draft, 120, gap, "look_it_up"));
+    w.model.script("snark", Step::reply("Here it is."));
+    w.ask("tell me everything").await;
+    let seen = w.seen();
+    assert_eq!(
+        seen.posts(),
+        2,
+        "the draft did not fill two posts: {:?}",
+        seen.all()
+    );
+    assert_eq!(seen.shown(), ["Here it is."], "{:?}", seen.all());
+
+    w.model
+        .script("snark", Step::slow_then_tool(REPLY, 8, gap, "look_it_up"));
+    w.model.script("snark", Step::reply("NO_REPLY"));
+    w.ask("anything else?").await;
+    let seen = w.seen();
+    assert_eq!(
+        seen.posts(),
+        3,
+        "the second draft was not shown: {:?}",
+        seen.all()
+    );
+    assert_eq!(
+        seen.shown(),
+        ["Here it is."],
+        "a draft is left in the chat: {:?}",
+        seen.all()
+    );
+    // The transcript never reads a deleted draft back to the model as something it said.
+    let session = only_transcript(&w).await;
+    let replies: Vec<&str> = session
+        .iter()
+        .filter(|e| e["kind"] == "reply")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(replies, ["Here it is."], "{session:?}");
+    w.gateway.stop().await;
 }

@@ -238,6 +238,28 @@ pub(crate) async fn post(
     sender: &str,
     content: &str,
 ) -> Result<Posted, ChainFailure> {
+    let posted = record(shared, chain, sender, content).await?;
+    let chain = &posted.chain;
+    let place = place_of(chain)?;
+    match place.account_of(shared, sender) {
+        Some(account) => {
+            let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
+            post::say(shared, &place, account, run_id, content).await;
+        }
+        None => tracing::error!(chain = %chain.id, sender, "the poster has no account here"),
+    }
+    returned(shared, &posted, sender).await;
+    Ok(posted)
+}
+
+/// Record `content` as `sender`'s post, who must hold the turn; showing it in the chat is the
+/// caller's (a tool's post is said at once, a turn's reply has been streaming in).
+async fn record(
+    shared: &Arc<Services>,
+    chain: &str,
+    sender: &str,
+    content: &str,
+) -> Result<Posted, ChainFailure> {
     let content = content.trim();
     if content.is_empty() {
         return Err(ChainFailure::Invalid(
@@ -261,20 +283,15 @@ pub(crate) async fn post(
             return Err(err);
         }
     };
-    let chain = &posted.chain;
-    moved(shared, chain, "posted", Some(sender));
-    let place = place_of(chain)?;
-    match place.account_of(shared, sender) {
-        Some(account) => {
-            let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
-            post::say(shared, &place, account, run_id, content).await;
-        }
-        None => tracing::error!(chain = %chain.id, sender, "the poster has no account here"),
-    }
-    if posted.returned {
-        coordinator_move(shared, chain.clone(), format!("{sender} posted.")).await;
-    }
+    moved(shared, &posted.chain, "posted", Some(sender));
     Ok(posted)
+}
+
+/// After `sender`'s post: a turn that went back to the coordinator is moved on from there.
+async fn returned(shared: &Arc<Services>, posted: &Posted, sender: &str) {
+    if posted.returned {
+        coordinator_move(shared, posted.chain.clone(), format!("{sender} posted.")).await;
+    }
 }
 
 /// Close an open chain; `Ok(None)` if it was closed already. A chain a human stopped is not

@@ -2,13 +2,19 @@
 //! turn in its own session in the chain's chat, and what it says is posted there — or the turn
 //! goes back to the coordinator when it says nothing, fails, or runs out of time.
 //!
+//! The turn answers into the chat like a mention does (typing, the reply streaming in by
+//! edits), with the chain as the reply's gate ([`ReplyGate`]): nothing shows once the turn is no
+//! longer the bot's, and the finished reply is the chain's post only if the chain takes it
+//! (else its streamed posts are deleted and the reply is only recorded).
+//!
 //! The time limit is `[chains] turn_timeout_seconds`, counted from the moment the turn is given:
 //! waiting for the bot's session (it may be busy answering someone) counts too, because the
 //! chain waits all the same. Past it the turn is handed back with a system note; the store makes
 //! sure a post racing the timeout and the timeout itself cannot both win.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::time::Instant;
@@ -16,11 +22,12 @@ use tokio::time::Instant;
 use super::context::{self, Role};
 use super::place::Place;
 use crate::engine::{
-    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+    Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services, SessionTurn, TurnEnd,
+    TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::Journal;
-use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin};
+use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted};
 
 /// A turn to take.
 #[derive(Debug, Clone)]
@@ -48,8 +55,10 @@ fn run(shared: Arc<Services>, job: TurnJob) -> BoxFuture<'static, ()> {
 
 /// How a turn ended, for the chain.
 enum Ended {
-    /// The bot said this.
-    Said(String, String),
+    /// The bot's reply is the chain's post.
+    Posted(Box<Posted>),
+    /// The bot said this (text, model), but the chain did not take it (why).
+    NotPosted(String, String, NotAdmitted),
     /// The bot chose silence.
     Silent,
     /// Ran past the chain's turn timeout.
@@ -106,8 +115,26 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         limit: deadline.saturating_duration_since(Instant::now()),
         recall: Recall::MessageOnly,
     };
-    let ended = match turn.take(plan).await {
-        TurnEnd::Reply { text, model } => Ended::Said(text, model),
+    let gate = TurnGate {
+        shared,
+        job: &job,
+        quiet_in: place.chat_key(),
+        taken: Mutex::new(None),
+    };
+    let reply = ChatReply {
+        account,
+        target: place.target(),
+        answering: None,
+        typing_at: place.anchor.as_ref(),
+        gate: Some(&gate),
+    };
+    // A failure to post the reply is recorded by the post; the chain has the post either way.
+    let end = turn.answer(plan, reply).await.end;
+    let ended = match end {
+        TurnEnd::Reply { text, model } => match gate.taken() {
+            Ok(posted) => Ended::Posted(Box::new(posted)),
+            Err(why) => Ended::NotPosted(text, model, why),
+        },
         TurnEnd::Silent { .. } => Ended::Silent,
         TurnEnd::Failed(TurnFailure::TimedOut(_)) => Ended::TimedOut,
         TurnEnd::Failed(err) => Ended::Failed(err.to_string()),
@@ -119,13 +146,20 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
 async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
     let (chain, bot, turn) = (&job.chain, job.bot.as_str(), job.chain.turn);
     let seconds = shared.chain_turn_limit().as_secs();
-    if let Ended::Said(text, model) = &ended {
-        say(shared, job, journal, text, model).await;
+    match &ended {
+        Ended::Posted(posted) => super::returned(shared, posted, bot).await,
+        Ended::NotPosted(text, model, why) => {
+            if let Some(journal) = journal {
+                let meta = json!({"model": model, "posted": false, "chain": chain.id, "why": why.to_string()});
+                journal.bot_did(EntryKind::Answer, text, meta).await;
+            }
+        }
+        _ => {}
     }
     match job.role {
         Role::Participant => {
             let reason = match ended {
-                Ended::Said(..) => return,
+                Ended::Posted(_) | Ended::NotPosted(..) => return,
                 Ended::Silent => format!("{bot} passed without posting"),
                 Ended::TimedOut => format!("{bot}'s turn timed out after {seconds} s"),
                 Ended::Failed(err) => format!("{bot}'s turn failed: {err}"),
@@ -138,7 +172,7 @@ async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>
             let reason = match ended {
                 Ended::TimedOut => format!("the coordinator {bot} did not act within {seconds} s"),
                 Ended::Failed(err) => format!("the coordinator {bot}'s turn failed: {err}"),
-                Ended::Said(..) | Ended::Silent => format!(
+                Ended::Posted(_) | Ended::NotPosted(..) | Ended::Silent => format!(
                     "the coordinator {bot} ended its turn without handing the turn on or closing \
                      the chain"
                 ),
@@ -156,33 +190,64 @@ async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>
     }
 }
 
-/// The bot's reply is its post, unless it posted with `chain_message` already in this turn or
-/// the turn is no longer its own (timed out, chain closed): then it is only recorded.
-async fn say(
-    shared: &Arc<Services>,
-    job: &TurnJob,
-    journal: Option<&Journal>,
-    text: &str,
-    model: &str,
-) {
-    let (chain, bot) = (&job.chain, job.bot.as_str());
-    let now = shared.store().chain(&chain.id).await.ok().flatten();
-    let why_not = match now {
-        None => "the chain could not be read".to_owned(),
-        Some(now) if now.state != ChainState::Open => format!("the chain is {}", now.state),
-        Some(now) if now.holder.as_deref() != Some(bot) => {
-            format!("the turn had moved on to {}", now.holder_name())
-        }
-        Some(_) if super::posted_in_turn(shared, &chain.id, bot, chain.turn).await => {
-            "already posted with chain_message in this turn".to_owned()
-        }
-        Some(_) => match super::post(shared, &chain.id, bot, text).await {
-            Ok(_) => return,
-            Err(refused) => refused.to_string(),
-        },
-    };
-    if let Some(journal) = journal {
-        let meta = json!({"model": model, "posted": false, "chain": chain.id, "why": why_not});
-        journal.bot_did(EntryKind::Answer, text, meta).await;
+/// The chain as the gate of a turn's reply: the reply is the bot's post only while the turn is
+/// still its own, and only if it has not posted with `chain_message` in this turn already.
+struct TurnGate<'a> {
+    shared: &'a Arc<Services>,
+    job: &'a TurnJob,
+    quiet_in: String,
+    /// What became of the finished reply, once it was asked.
+    taken: Mutex<Option<Result<Posted, NotAdmitted>>>,
+}
+
+impl TurnGate<'_> {
+    /// What became of the finished reply.
+    fn taken(&self) -> Result<Posted, NotAdmitted> {
+        self.taken
+            .lock()
+            .expect("gate poisoned")
+            .take()
+            .unwrap_or_else(|| Err(NotAdmitted("the reply was never offered".to_owned())))
+    }
+
+    /// Why the bot may not post in the chain now, if it may not.
+    async fn why_not(&self) -> Option<NotAdmitted> {
+        let (chain, bot) = (&self.job.chain, self.job.bot.as_str());
+        let shared = self.shared;
+        let why = match shared.store().chain(&chain.id).await.ok().flatten() {
+            None => "the chain could not be read".to_owned(),
+            Some(now) if now.state != ChainState::Open => format!("the chain is {}", now.state),
+            Some(now) if now.holder.as_deref() != Some(bot) => {
+                format!("the turn had moved on to {}", now.holder_name())
+            }
+            Some(_) if super::posted_in_turn(shared, &chain.id, bot, chain.turn).await => {
+                "already posted with chain_message in this turn".to_owned()
+            }
+            Some(_) => return None,
+        };
+        Some(NotAdmitted(why))
+    }
+}
+
+#[async_trait]
+impl ReplyGate for TurnGate<'_> {
+    fn quiet_in(&self) -> &str {
+        &self.quiet_in
+    }
+
+    async fn open(&self) -> Result<(), NotAdmitted> {
+        self.why_not().await.map_or(Ok(()), Err)
+    }
+
+    async fn admit(&self, text: &str) -> Result<(), NotAdmitted> {
+        let taken = match self.why_not().await {
+            Some(why) => Err(why),
+            None => super::record(self.shared, &self.job.chain.id, &self.job.bot, text)
+                .await
+                .map_err(|refused| NotAdmitted(refused.to_string())),
+        };
+        let answer = taken.as_ref().map(|_| ()).map_err(Clone::clone);
+        *self.taken.lock().expect("gate poisoned") = Some(taken);
+        answer
     }
 }

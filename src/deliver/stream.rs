@@ -14,8 +14,13 @@
 //! waited out (its `Retry-After`) and then the newest text is sent. Where a platform caps how
 //! often a message may be edited (Feishu: 20), the stream stops editing a post one edit short
 //! of the cap, keeping the last edit for the finished text.
+//!
+//! Text shown before the model called tools is a draft, not the reply: the last pass edits the
+//! posts to the reply, and posts the reply does not need (the draft was longer) are deleted,
+//! as are all of them when the turn ends silent or its flow refuses the reply
+//! ([`Streamer::withdraw`]).
 
-use baton_contract::{Adapter, EditMessage, MessageId};
+use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId};
 
 use super::handover::Handover;
 use super::send::{Posted, post_chunk, with_retry};
@@ -42,6 +47,8 @@ pub struct Streamer<'a> {
     journal: &'a Journal,
     limit: usize,
     posts: Vec<Post>,
+    /// Told each post's text before it is made (a chain's posts must wake no bot).
+    before_post: Option<&'a (dyn Fn(&str) + Sync)>,
 }
 
 impl<'a> Streamer<'a> {
@@ -60,7 +67,14 @@ impl<'a> Streamer<'a> {
             journal,
             limit: adapter.capabilities().max_message_chars,
             posts: Vec::new(),
+            before_post: None,
         }
+    }
+
+    /// Tell `before_post` each post's text before the post is made.
+    pub fn before_post(mut self, before_post: Option<&'a (dyn Fn(&str) + Sync)>) -> Self {
+        self.before_post = before_post;
+        self
     }
 
     /// Whether anything has been posted yet.
@@ -116,20 +130,55 @@ impl<'a> Streamer<'a> {
                 post.recorded_draft = false;
             }
         }
-        if self.posts.len() > total {
-            // Text the model took back (it went on to call tools) outgrew the reply.
-            tracing::warn!(
-                session = %self.journal.session(),
-                extra = self.posts.len() - total,
-                "a streamed draft had more posts than the reply; they keep the draft's text"
-            );
-        }
+        // Text the model took back (it went on to call tools) outgrew the reply: the posts
+        // the reply does not need are deleted, not left showing the draft.
+        self.delete_from(total, "a draft the model took back before calling tools")
+            .await;
         Ok(self.posts.iter().map(|p| p.id.clone()).collect())
+    }
+
+    /// Delete every post of the stream: the turn ended silent after a draft was shown, or its
+    /// flow refused the reply (`why`). Each deletion is
+    /// recorded on the post's transcript entry; a post that cannot be deleted keeps its text
+    /// (logged, and recorded as the text it shows).
+    pub async fn withdraw(&mut self, why: &str) {
+        self.delete_from(0, why).await;
+    }
+
+    /// Delete the posts from the `keep`-th on.
+    async fn delete_from(&mut self, keep: usize, why: &str) {
+        let keep = keep.min(self.posts.len());
+        let gone: Vec<Post> = self.posts.drain(keep..).collect();
+        for (n, post) in (keep..).zip(gone) {
+            let key = format!("{}#{n}", self.journal.run_id());
+            let message = DeleteMessage {
+                chat: self.target.chat.clone(),
+                thread: self.target.thread.clone(),
+                message_id: post.id.clone(),
+            };
+            let store = self.journal.store();
+            let recorded = match with_retry(|| self.adapter.delete(&message)).await {
+                Ok(()) => store.withdraw_delivered(&key, why).await,
+                Err(err) => {
+                    tracing::warn!(session = %self.journal.session(), chunk = n, %err, "could not delete a streamed post the reply does not need; it stays in the chat");
+                    match (&post.shown, post.recorded_draft) {
+                        (Some(shown), true) => store.revise_delivered(&key, shown).await,
+                        _ => Ok(()),
+                    }
+                }
+            };
+            if let Err(err) = recorded {
+                tracing::error!(%err, key, "could not record what became of a streamed post");
+            }
+        }
     }
 
     /// Post chunk `n`, or edit its post to `text` if the pass allows an edit now.
     async fn put(&mut self, n: usize, text: String, pass: Pass) -> Result<(), Undelivered> {
         let Some(post) = self.posts.get(n) else {
+            if let Some(before_post) = self.before_post {
+                before_post(&text);
+            }
             let posted = post_chunk(
                 self.adapter,
                 &self.handover,

@@ -79,12 +79,15 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         target: inbound.reply_target(),
         answering: Some(&event.message_id),
         // An `always` bot that was not addressed shows nothing until it has text.
-        addressed: wake != Wake::Always,
+        typing_at: (wake != Wake::Always).then_some(&event.message_id),
+        gate: None,
     };
     let Answered { end, posted } = turn.answer(plan, reply).await;
     match (end, posted) {
         (TurnEnd::Reply { text, .. }, Ok(_)) => Handled::Replied(text),
         (TurnEnd::Reply { .. }, Err(err)) => Handled::Failed(err),
+        // The reply had begun to stream: its posts end with the error reply already.
+        (TurnEnd::Failed(err), Ok(shown)) if !shown.is_empty() => Handled::Failed(err.to_string()),
         (TurnEnd::Failed(err), _) => fail(shared, inbound, err.to_string()).await,
         (TurnEnd::Silent { .. }, _) => Handled::Silent,
     }

@@ -6,9 +6,11 @@
 //! piece of text to a channel, and the follower posts and edits from it at most once per
 //! `edit_interval_ms`, always the certain part of the text ([`Draft`]), so nothing of a silent
 //! turn and no prefix of the silent token is ever shown. When the turn ends, the posts are
-//! made to hold exactly the reply ([`Streamer::finish`]); a silent or failed turn posts nothing
-//! more. The first post also waits until the text has been coming in for one interval: a reply
-//! that is complete sooner is posted whole, without edits.
+//! made to hold exactly the reply ([`Streamer::finish`]); a silent turn deletes any draft it
+//! showed before calling tools, and a turn that fails after its reply began to show ends its
+//! posts with the error reply (the gateway's `error_reply`, under the text shown so far) rather
+//! than leave them cut off. The first post also waits until the text has been coming in for
+//! one interval: a reply that is complete sooner is posted whole, without edits.
 
 use std::time::Duration;
 
@@ -16,6 +18,7 @@ use baton_contract::{MessageId, TypingTarget};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::reply_gate::{NotAdmitted, ReplyGate};
 use super::session_turn::SessionTurn;
 use super::turn::{TurnEnd, TurnPlan, undelivered};
 use super::typing::Typing;
@@ -32,16 +35,20 @@ pub(crate) struct ChatReply<'a> {
     pub target: Target,
     /// The message it answers, if it answers one (a `/v1` stream may be listening for it).
     pub answering: Option<&'a MessageId>,
-    /// Whether the bot was addressed (mention, DM, reply to it): only then does it show typing.
-    pub addressed: bool,
+    /// Where the typing indicator shows, for a turn addressed to the bot (a mention, a DM, a
+    /// reply to it, a chain giving it the turn): the message it answers. `None`: no typing.
+    pub typing_at: Option<&'a MessageId>,
+    /// The flow that must still take the reply when the turn ends (a chain), if any.
+    pub gate: Option<&'a dyn ReplyGate>,
 }
 
 /// How a turn that answers into a chat ended.
 pub(crate) struct Answered {
     /// The turn's end.
     pub end: TurnEnd,
-    /// The ids of what was posted (none for silence or a failure), or why a reply was not
-    /// (fully) posted (already recorded).
+    /// The ids of what was posted (none for silence or a reply its flow refused; for a failed
+    /// turn, the posts its reply had begun to show, now ending with the error reply), or why
+    /// a reply was not (fully) posted (already recorded).
     pub posted: Result<Vec<MessageId>, String>,
 }
 
@@ -71,29 +78,32 @@ impl SessionTurn<'_> {
         let services = self.services();
         let settings = services.config().feedback.with(&plan.bot.config.feedback);
         let adapter = &reply.account.adapter;
-        let typing = match reply.answering {
-            Some(message) if settings.typing && reply.addressed => Some(Typing::start(
-                services,
-                adapter.clone(),
-                TypingTarget {
-                    chat: reply.target.chat.clone(),
-                    thread: reply.target.thread.clone(),
-                    message: message.clone(),
-                },
-            )),
-            _ => None,
-        };
+        let typing = reply.typing_at.filter(|_| settings.typing).map(|message| {
+            let at = TypingTarget {
+                chat: reply.target.chat.clone(),
+                thread: reply.target.thread.clone(),
+                message: message.clone(),
+            };
+            Typing::start(services, adapter.clone(), at)
+        });
         let tap = reply
             .answering
             .and_then(|message| services.taps().sender(&reply.account.id, message));
+        // A gated reply's posts are its flow's lines: remembered before they are posted.
+        let bot = plan.bot.id().to_owned();
+        let quiet = reply.gate.map(|gate| {
+            move |text: &str| services.own_notices().remember(gate.quiet_in(), &bot, text)
+        });
+        let before_post = quiet.as_ref().map(|q| q as &(dyn Fn(&str) + Sync));
         // An ephemeral answer cannot be edited: it is posted whole.
         let stream_chat = settings.stream == StreamMode::Edit
             && adapter.can_edit()
             && reply.target.ephemeral.is_none();
-        let answered = if stream_chat || tap.is_some() {
+        let (end, streamer, followed) = if stream_chat || tap.is_some() {
             let mut streamer = stream_chat.then(|| {
                 let handover = services.handover(reply.account);
                 Streamer::new(&**adapter, handover, &reply.target, self.journal())
+                    .before_post(before_post)
             });
             let (tx, rx) = mpsc::unbounded_channel();
             let take = async {
@@ -102,35 +112,72 @@ impl SessionTurn<'_> {
                 // `pieces` is dropped here: the follower sees the channel close.
             };
             let silent_token = &services.config().gateway.silent_token;
-            let follow = follow(rx, streamer.as_mut(), tap, &settings, silent_token);
+            let follower = Follower {
+                settings: &settings,
+                silent_token,
+                gate: reply.gate,
+            };
+            let follow = follower.follow(rx, streamer.as_mut(), tap);
             let (end, followed) = tokio::join!(take, follow);
-            let posted = match (&end, streamer) {
-                (TurnEnd::Reply { text, .. }, Some(mut streamer)) => {
-                    let done = match followed {
-                        Ok(()) => streamer.finish(text).await,
-                        Err(failed) => Err(failed),
-                    };
-                    match done {
-                        Ok(ids) => Ok(ids),
-                        Err(failed) => Err(undelivered(self.journal(), failed).await),
-                    }
-                }
-                (TurnEnd::Reply { text, .. }, None) => {
-                    self.post(reply.account, &reply.target, text).await
-                }
-                // Posts a silent or failed turn made stay as they are (recorded).
-                _ => Ok(Vec::new()),
-            };
-            Answered { end, posted }
+            (end, streamer, followed)
         } else {
-            let end = self.take(plan).await;
-            let posted = match &end {
-                TurnEnd::Reply { text, .. } => self.post(reply.account, &reply.target, text).await,
-                _ => Ok(Vec::new()),
-            };
-            Answered { end, posted }
+            (self.take(plan).await, None, Ok(String::new()))
         };
-        finish(typing, answered).await
+        let posted = match (&end, streamer, followed) {
+            (_, _, Err(failed)) => Err(undelivered(self.journal(), failed).await),
+            (TurnEnd::Failed(_), Some(mut streamer), Ok(shown)) if streamer.has_posted() => {
+                // The reply had begun to show: the error reply ends it, in its posts.
+                let error_reply = services.config().gateway.error_reply.trim();
+                let text = match (shown.is_empty(), error_reply.is_empty()) {
+                    (_, true) => shown,
+                    (true, false) => error_reply.to_owned(),
+                    (false, false) => format!("{shown}\n\n{error_reply}"),
+                };
+                match streamer.finish(&text).await {
+                    Ok(ids) => Ok(ids),
+                    Err(failed) => Err(undelivered(self.journal(), failed).await),
+                }
+            }
+            (TurnEnd::Reply { text, .. }, streamer, Ok(_)) => {
+                match admitted(reply.gate, text).await {
+                    Err(refused) => {
+                        if let Some(mut streamer) = streamer {
+                            streamer.withdraw(&refused.to_string()).await;
+                        }
+                        Ok(Vec::new())
+                    }
+                    Ok(()) => match streamer {
+                        Some(mut streamer) => match streamer.finish(text).await {
+                            Ok(ids) => Ok(ids),
+                            Err(failed) => Err(undelivered(self.journal(), failed).await),
+                        },
+                        None => {
+                            if let Some(before_post) = before_post {
+                                before_post(text);
+                            }
+                            self.post(reply.account, &reply.target, text).await
+                        }
+                    },
+                }
+            }
+            // Silent after all: a draft it showed before calling tools is taken back.
+            (TurnEnd::Silent { .. }, Some(mut streamer), Ok(_)) => {
+                streamer
+                    .withdraw("the turn ended silent after showing a draft")
+                    .await;
+                Ok(Vec::new())
+            }
+            _ => Ok(Vec::new()),
+        };
+        finish(typing, Answered { end, posted }).await
+    }
+}
+
+/// Whether the reply's flow (if it has one) takes `text`.
+async fn admitted(gate: Option<&dyn ReplyGate>, text: &str) -> Result<(), NotAdmitted> {
+    match gate {
+        Some(gate) => gate.admit(text).await,
+        None => Ok(()),
     }
 }
 
@@ -142,62 +189,91 @@ async fn finish(typing: Option<Typing>, answered: Answered) -> Answered {
     answered
 }
 
-/// Follow the reply as the backend writes it, until the turn ends: show its certain part in the
-/// chat (at most once per interval) and hand each new certain piece to the tap.
-async fn follow(
-    mut pieces: mpsc::UnboundedReceiver<Piece>,
-    mut streamer: Option<&mut Streamer<'_>>,
-    tap: Option<mpsc::UnboundedSender<String>>,
-    settings: &FeedbackConfig,
-    silent_token: &str,
-) -> Result<(), DeliveryFailed> {
-    let interval = Duration::from_millis(settings.edit_interval_ms);
-    let mut draft = Draft::new(silent_token);
-    let mut first_text: Option<Instant> = None;
-    let mut last_show: Option<Instant> = None;
-    let mut shown = String::new();
-    let mut tapped = String::new();
-    let mut fresh = false;
-    loop {
-        let due = match (fresh, last_show, first_text) {
-            (true, Some(last), _) => Some(last + interval),
-            (true, None, Some(first)) => Some(first + interval),
-            _ => None,
-        };
-        let piece = tokio::select! {
-            piece = pieces.recv() => piece,
-            () = at(due) => {
-                fresh = false;
-                let Some(streamer) = streamer.as_deref_mut() else { continue };
-                let certain = draft.certain();
-                let long_enough = certain.chars().count() >= settings.stream_min_chars;
-                if certain != shown && (streamer.has_posted() || long_enough) {
-                    streamer.show(&certain).await?;
-                    shown = certain;
-                    last_show = Some(Instant::now());
+/// What the follower of a streamed reply goes by.
+struct Follower<'a> {
+    settings: &'a FeedbackConfig,
+    silent_token: &'a str,
+    gate: Option<&'a dyn ReplyGate>,
+}
+
+impl Follower<'_> {
+    /// Follow the reply as the backend writes it, until the turn ends: show its certain part in
+    /// the chat (at most once per interval, and only while its flow lets it) and hand each new
+    /// certain piece to the tap. Returns the certain part at the end.
+    async fn follow(
+        &self,
+        mut pieces: mpsc::UnboundedReceiver<Piece>,
+        mut streamer: Option<&mut Streamer<'_>>,
+        tap: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<String, DeliveryFailed> {
+        let settings = self.settings;
+        let interval = Duration::from_millis(settings.edit_interval_ms);
+        let mut draft = Draft::new(self.silent_token);
+        let mut first_text: Option<Instant> = None;
+        let mut last_show: Option<Instant> = None;
+        let mut shown = String::new();
+        let mut tapped = String::new();
+        let mut fresh = false;
+        loop {
+            let due = match (fresh, last_show, first_text) {
+                (true, Some(last), _) => Some(last + interval),
+                (true, None, Some(first)) => Some(first + interval),
+                _ => None,
+            };
+            let piece = tokio::select! {
+                piece = pieces.recv() => piece,
+                () = at(due) => {
+                    fresh = false;
+                    let Some(shows) = streamer.as_deref_mut() else { continue };
+                    let certain = draft.certain();
+                    let long_enough = certain.chars().count() >= settings.stream_min_chars;
+                    if certain != shown && (shows.has_posted() || long_enough) {
+                        if !shows.has_posted() && !self.may_show().await {
+                            // Its flow no longer wants it: the reply is not shown while written.
+                            streamer = None;
+                            continue;
+                        }
+                        shows.show(&certain).await?;
+                        shown = certain;
+                        last_show = Some(Instant::now());
+                    }
+                    continue;
                 }
-                continue;
+            };
+            match piece {
+                None => return Ok(draft.certain()),
+                Some(Piece::Text(text)) => {
+                    draft.push(&text);
+                    first_text.get_or_insert_with(Instant::now);
+                }
+                Some(Piece::Retract) => draft.retract(),
             }
-        };
-        match piece {
-            None => return Ok(()),
-            Some(Piece::Text(text)) => {
-                draft.push(&text);
-                first_text.get_or_insert_with(Instant::now);
+            fresh = true;
+            if let Some(tap) = &tap {
+                let certain = draft.certain();
+                // Only ever add to what the listener has: text taken back is not sent again.
+                if let Some(new) = certain
+                    .strip_prefix(tapped.as_str())
+                    .filter(|n| !n.is_empty())
+                {
+                    let _ = tap.send(new.to_owned());
+                    tapped = certain;
+                }
             }
-            Some(Piece::Retract) => draft.retract(),
         }
-        fresh = true;
-        if let Some(tap) = &tap {
-            let certain = draft.certain();
-            // Only ever add to what the listener has: text taken back is not sent again.
-            if let Some(new) = certain
-                .strip_prefix(tapped.as_str())
-                .filter(|n| !n.is_empty())
-            {
-                let _ = tap.send(new.to_owned());
-                tapped = certain;
-            }
+    }
+
+    /// Whether the reply's flow still lets it show (always, without a flow).
+    async fn may_show(&self) -> bool {
+        match self.gate {
+            None => true,
+            Some(gate) => match gate.open().await {
+                Ok(()) => true,
+                Err(why) => {
+                    tracing::debug!(%why, "a streamed reply is not shown while written");
+                    false
+                }
+            },
         }
     }
 }

@@ -6,7 +6,7 @@
 //! turn calls tools as ([`Caller`]), the gateway's own lines that must wake no bot
 //! (`own_notices.rs`), the senders waiting for a `sessions_send` run ([`Waiters`]), and what
 //! people see while a turn answers into a chat (`feedback.rs`: streaming; `typing.rs`; the
-//! `/v1` listeners in `taps.rs`).
+//! `/v1` listeners in `taps.rs`; a flow's say over a reply in `reply_gate.rs`).
 //!
 //! It names none of the flows above it: they call down into it. The one turn that reaches up (a
 //! tool that runs a turn of its own) goes through [`BindTools`], which the gateway hands it.
@@ -15,6 +15,7 @@ mod caller;
 mod context;
 mod feedback;
 mod own_notices;
+mod reply_gate;
 mod say;
 mod services;
 mod session_turn;
@@ -25,10 +26,12 @@ mod waiters;
 
 pub use caller::Caller;
 pub(crate) use feedback::{Answered, ChatReply};
+pub(crate) use reply_gate::{NotAdmitted, ReplyGate};
 pub(crate) use say::{Line, say};
 pub use services::{BindTools, Services};
 pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
 pub use taps::{Tap, Taps};
 pub(crate) use turn::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan};
+pub(crate) use typing::{left_up as typing_left_up, take_down as take_down_typing};
 pub(crate) use waiters::Waited;
 pub use waiters::{RunResult, Waiters};

@@ -6,13 +6,21 @@
 //! turn cut off some other way (its time limit, a shutdown that stops waiting, a panic) drops
 //! the owner, and the drop tells the task to take the indicator away on its own. The task is
 //! on the gateway's task tracker, so a shutdown waits for it.
+//!
+//! A kill -9 ends no indicator, and a Feishu/Lark reaction stays on its message until it is
+//! removed (Discord's typing fades after 10 s, Slack clears the thread status when the bot
+//! posts or after a while). So every indicator is on record in the store from before it is put
+//! up until it is taken away, and the next start takes away whatever is still on record
+//! ([`left_up`], [`take_down`]).
 
 use std::sync::Arc;
 
-use baton_contract::{Adapter, TypingTarget};
+use baton_contract::{Adapter, Platform, Typing as Shown, TypingTarget};
 use tokio_util::sync::CancellationToken;
 
 use super::Services;
+use crate::mirror::now_ms;
+use crate::store::{OpenTyping, Store, StoreError};
 
 /// The owner of one turn's typing indicator.
 pub(crate) struct Typing {
@@ -24,7 +32,10 @@ impl Typing {
     /// Show that the bot is working on an answer to `at`, until [`Typing::end`] (or a drop).
     pub(crate) fn start(services: &Services, adapter: Arc<dyn Adapter>, at: TypingTarget) -> Self {
         let stop = CancellationToken::new();
-        let task = services.tasks().spawn(show(adapter, at, stop.clone()));
+        let store = services.store().clone();
+        let task = services
+            .tasks()
+            .spawn(show(store, adapter, at, stop.clone()));
         Self {
             stop,
             task: Some(task),
@@ -47,17 +58,40 @@ impl Drop for Typing {
     }
 }
 
-/// Show, renew and take away the indicator. Starting is never cut short: an indicator that
-/// was being put up when the turn ended is taken away after it is up.
-async fn show(adapter: Arc<dyn Adapter>, at: TypingTarget, stop: CancellationToken) {
-    let typing = match adapter.typing_start(&at).await {
-        Ok(Some(typing)) => typing,
-        Ok(None) => return,
+/// Show, renew and take away the indicator, on record from before it is put up until it is gone.
+/// Starting is never cut short: an indicator that was being put up when the turn ended is taken
+/// away after it is up.
+async fn show(store: Store, adapter: Arc<dyn Adapter>, at: TypingTarget, stop: CancellationToken) {
+    let record = OpenTyping {
+        id: 0,
+        platform: adapter.platform().to_string(),
+        account: adapter.account().to_string(),
+        chat: at.chat.to_string(),
+        thread: at.thread.as_ref().map(ToString::to_string),
+        message: at.message.to_string(),
+        handle: None,
+    };
+    let row = match store.typing_opened(record, now_ms()).await {
+        Ok(row) => row,
         Err(err) => {
-            tracing::warn!(platform = %adapter.platform(), %err, "could not show the typing indicator");
+            // Not put up: one that could not be taken away after a crash would stay.
+            tracing::warn!(%err, "could not record the typing indicator; none is shown");
             return;
         }
     };
+    let typing = match adapter.typing_start(&at).await {
+        Ok(Some(typing)) => typing,
+        Ok(None) => return closed(&store, row).await,
+        Err(err) => {
+            tracing::warn!(platform = %adapter.platform(), %err, "could not show the typing indicator");
+            return closed(&store, row).await;
+        }
+    };
+    if typing.handle.is_some()
+        && let Err(err) = store.typing_up(row, typing.handle.clone()).await
+    {
+        tracing::warn!(%err, "could not record the typing indicator's handle");
+    }
     if let Some(every) = typing.renew_every {
         loop {
             tokio::select! {
@@ -72,7 +106,69 @@ async fn show(adapter: Arc<dyn Adapter>, at: TypingTarget, stop: CancellationTok
     } else {
         stop.cancelled().await;
     }
-    if let Err(err) = adapter.typing_stop(&at, &typing).await {
-        tracing::warn!(platform = %adapter.platform(), %err, "could not take the typing indicator away");
+    match adapter.typing_stop(&at, &typing).await {
+        Ok(()) => closed(&store, row).await,
+        // Left on record: the next start tries again.
+        Err(err) => {
+            tracing::warn!(platform = %adapter.platform(), %err, "could not take the typing indicator away")
+        }
+    }
+}
+
+/// The indicator of `row` is gone.
+async fn closed(store: &Store, row: i64) {
+    if let Err(err) = store.typing_closed(row).await {
+        tracing::warn!(%err, "could not record that a typing indicator is gone");
+    }
+}
+
+/// The typing indicators an earlier run left up (it was killed mid-turn). Read at start, before
+/// any turn can put one up.
+pub(crate) async fn left_up(services: &Services) -> Result<Vec<OpenTyping>, StoreError> {
+    services.store().typing_left().await
+}
+
+/// Take away the indicators `left` up by an earlier run. One that cannot be taken away now
+/// (the platform is unreachable) stays on record for the next start; one whose account is gone
+/// from the config is forgotten.
+pub(crate) async fn take_down(services: Arc<Services>, left: Vec<OpenTyping>) {
+    for row in left {
+        let account = row.platform.parse::<Platform>().ok().and_then(|platform| {
+            services
+                .roster()
+                .account(platform, &row.account.as_str().into())
+        });
+        let Some(account) = account else {
+            tracing::warn!(
+                platform = row.platform,
+                account = row.account,
+                "a typing indicator left up by the last run belongs to an account no longer configured; forgotten"
+            );
+            closed(services.store(), row.id).await;
+            continue;
+        };
+        let at = TypingTarget {
+            chat: row.chat.as_str().into(),
+            thread: row.thread.as_deref().map(Into::into),
+            message: row.message.as_str().into(),
+        };
+        let typing = Shown {
+            renew_every: None,
+            handle: row.handle.clone(),
+        };
+        match account.adapter.typing_stop(&at, &typing).await {
+            Ok(()) => {
+                tracing::info!(
+                    platform = row.platform,
+                    account = row.account,
+                    message = row.message,
+                    "took away a typing indicator the last run left up"
+                );
+                closed(services.store(), row.id).await;
+            }
+            Err(err) => {
+                tracing::warn!(platform = row.platform, %err, "could not take away a typing indicator the last run left up; trying again at the next start")
+            }
+        }
     }
 }

@@ -189,6 +189,8 @@ impl Gateway {
         let dispatcher = Dispatcher::new(Arc::clone(&shared));
         shared.wire_handover(dispatcher.handover_runner());
         let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
+        // Read before anything below can start a turn (and put up an indicator of its own).
+        let typing_left = crate::engine::typing_left_up(&shared).await?;
         let recovered = crate::relay::recover(&shared).await?;
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
@@ -223,6 +225,10 @@ impl Gateway {
         for left in unfinished {
             tasks.spawn(dispatcher.clone().rerun_unfinished(left, shutdown.clone()));
         }
+        tasks.spawn(crate::engine::take_down_typing(
+            Arc::clone(&shared),
+            typing_left,
+        ));
         tasks.spawn(maintenance(
             Arc::clone(&shared),
             retention,

@@ -4,11 +4,13 @@
 //! writing into the hub's room. The pipeline cannot tell it from Slack, which is the point.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
-    InboundEvent, MessageId, NotTaken, OutboundMessage, Platform, SendError, SentMessage, UserId,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
+    EventSink, InboundEvent, Link, LinkError, MessageId, NotTaken, OutboundMessage, Platform,
+    Receive, SendError, SentMessage, SessionEnd, UserId, run_connection,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -39,9 +41,40 @@ impl LocalAdapter {
             state: ConnectionCell::default(),
         }
     }
+}
 
-    fn set_state(&self, state: ConnectionState) {
-        self.state.set(state);
+/// The account's [`Link`]: one session that drains the inbox until shutdown. Nothing here can
+/// fail in a way worth retrying, so the skeleton never waits out a backoff.
+struct Drain<'a> {
+    adapter: &'a LocalAdapter,
+    inbox: mpsc::UnboundedReceiver<InboundEvent>,
+}
+
+#[async_trait]
+impl Link for Drain<'_> {
+    async fn session(
+        &mut self,
+        sink: &dyn EventSink,
+        shutdown: &CancellationToken,
+        _: &mut Backoff,
+    ) -> Result<SessionEnd, LinkError> {
+        let adapter = self.adapter;
+        adapter.state.set(ConnectionState::Connected);
+        loop {
+            let event = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                event = self.inbox.recv() => event,
+            };
+            let Some(event) = event else { break };
+            let accepted = sink.accept(event).await;
+            adapter.hub.taken();
+            // A store failure refuses this message (logged by the gateway; it stays in the
+            // room's log unanswered); the account keeps listening for the next one.
+            if accepted == Err(NotTaken::ShuttingDown) {
+                break;
+            }
+        }
+        Ok(SessionEnd::Shutdown)
     }
 }
 
@@ -78,29 +111,19 @@ impl Adapter for LocalAdapter {
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
         let inbox = self.inbox.lock().expect("inbox poisoned").take();
-        let Some(mut inbox) = inbox else {
+        // Refused before the skeleton runs, so the running account's state stays as it is.
+        let Some(inbox) = inbox else {
             return Err(AdapterError::Fatal(format!(
                 "local account `{}` is already running",
                 self.account
             )));
         };
-        self.set_state(ConnectionState::Connected);
-        loop {
-            let event = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                event = inbox.recv() => event,
-            };
-            let Some(event) = event else { break };
-            let accepted = sink.accept(event).await;
-            self.hub.taken();
-            // A store failure refuses this message (logged by the gateway; it stays in the
-            // room's log unanswered); the account keeps listening for the next one.
-            if accepted == Err(NotTaken::ShuttingDown) {
-                break;
-            }
-        }
-        self.set_state(ConnectionState::Stopped);
-        Ok(())
+        let mut link = Drain {
+            adapter: self,
+            inbox,
+        };
+        let never = Backoff::new(Duration::ZERO, Duration::ZERO);
+        run_connection(self, &mut link, Receive::Socket, never, sink, &shutdown).await
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {

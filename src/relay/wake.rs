@@ -67,7 +67,8 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
                     ephemeral: None,
                 },
                 answering: None,
-                addressed: false,
+                typing_at: None,
+                gate: None,
             };
             // A failure to post is recorded by the post.
             let _ = turn.answer(plan, reply).await;

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 7;
+pub(crate) const SCHEMA_VERSION: u32 = 9;
 
 /// Brings the database up to [`SCHEMA_VERSION`].
 pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
@@ -45,6 +45,10 @@ pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
     }
     if version < 7 {
         step(conn, 7, include_str!("migrations/007_inbox.sql"))?;
+    }
+    // 8 is issue 20's (artifacts), merged from its own branch.
+    if version < 9 {
+        step(conn, 9, include_str!("migrations/009_typing.sql"))?;
     }
 
     Ok(())

@@ -17,7 +17,8 @@
 //! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]), `inbox.rs`
 //! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
 //! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?),
-//! `prune.rs` ([`Store::prune`]: retention). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! `prune.rs` ([`Store::prune`]: retention), `typing.rs` ([`Store::typing_opened`]: typing
+//! indicators that are up, so a crash cannot leave one up). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -47,6 +48,7 @@ mod schedule;
 mod sends;
 mod sessions;
 mod transcript;
+mod typing;
 mod writer;
 
 use std::sync::{Arc, Mutex};
@@ -79,6 +81,7 @@ pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
 pub use sessions::SessionRecord;
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
+pub use typing::OpenTyping;
 
 use chat_settings::SettingsCache;
 use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};

@@ -8,7 +8,7 @@
 
 use rusqlite::OptionalExtension;
 
-use super::{Store, StoreError};
+use super::{EntryKind, Store, StoreError};
 
 /// Whether a chunk may be posted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,12 +70,34 @@ impl Store {
         })
         .await
     }
+
+    /// A delivered post was deleted again (a streamed draft the finished reply did not need):
+    /// its entry stays, keyed as before (a replay never posts it again), but as a notice that
+    /// says why, so it is no longer read back to the model as something the bot said.
+    pub async fn withdraw_delivered(
+        &self,
+        idempotency_key: &str,
+        why: &str,
+    ) -> Result<(), StoreError> {
+        let (key, why) = (idempotency_key.to_owned(), why.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE transcript SET kind = ?2,
+                    meta = json_set(CASE WHEN json_valid(meta) THEN meta ELSE '{}' END,
+                                    '$.deleted', ?3)
+                 WHERE idempotency_key = ?1",
+            )?
+            .execute((&key, EntryKind::Notice.as_str(), &why))?;
+            Ok(())
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{EntryKind, NewEntry, Origin};
+    use crate::store::{NewEntry, Origin};
 
     #[tokio::test]
     async fn go_once_then_interrupted_until_delivered() {

@@ -213,7 +213,7 @@ impl FakeDiscord {
             .route("/api/v10/channels/{channel}/messages", post(create_message))
             .route(
                 "/api/v10/channels/{channel}/messages/{id}",
-                patch(edit_message),
+                patch(edit_message).delete(delete_message),
             )
             .route("/api/v10/channels/{channel}/typing", post(trigger_typing))
             .route(
@@ -661,6 +661,27 @@ async fn edit_message(
     let answer = message.clone();
     inner.seen.push(Seen::Edit { id, text: content });
     Json(answer).into_response()
+}
+
+async fn delete_message(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path((_channel, id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    let token = bot_token(&headers).unwrap_or_default();
+    if !inner.bots.contains_key(&token) {
+        return unauthorized();
+    }
+    if inner.messages.remove(&id).is_none() {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "message": "Unknown Message", "code": 10008 })),
+        )
+            .into_response();
+    }
+    inner.seen.push(Seen::Delete { id });
+    StatusCode::NO_CONTENT.into_response()
 }
 
 async fn trigger_typing(

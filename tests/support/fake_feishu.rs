@@ -169,7 +169,7 @@ impl FakeFeishu {
             )
             .route("/open-apis/bot/v3/info", get(bot_info))
             .route("/open-apis/im/v1/messages/{id}/reply", post(reply))
-            .route("/open-apis/im/v1/messages/{id}", put(update))
+            .route("/open-apis/im/v1/messages/{id}", put(update).delete(recall))
             .route(
                 "/open-apis/im/v1/messages/{id}/reactions",
                 post(add_reaction),
@@ -262,6 +262,11 @@ impl FakeFeishu {
     /// How many times `name` asked for a long-connection endpoint.
     pub fn endpoint_calls(&self, name: &str) -> usize {
         count(&self.inner.lock().unwrap().endpoint_calls, name)
+    }
+
+    /// How many reactions are on messages now (put on and not removed).
+    pub fn reactions_left(&self) -> usize {
+        self.inner.lock().unwrap().reactions.len()
     }
 
     /// Posts, edits and the typing reaction (at the message), in order.
@@ -785,6 +790,15 @@ async fn update(
         text,
     });
     Json(json!({ "code": 0, "msg": "success", "data": { "message_id": id } })).into_response()
+}
+
+async fn recall(State(inner): Shared, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused.into_response();
+    }
+    inner.seen.push(Seen::Delete { id });
+    Json(json!({ "code": 0, "msg": "success", "data": {} })).into_response()
 }
 
 async fn add_reaction(

@@ -49,6 +49,8 @@ pub enum Step {
         pieces: Vec<String>,
         /// The pause before each piece.
         gap: Duration,
+        /// Tool calls the answer ends with: the text before them was a draft, not the reply.
+        then: Vec<(String, Value)>,
     },
 }
 
@@ -80,7 +82,23 @@ impl Step {
             .chunks(piece_chars.max(1))
             .map(|c| c.iter().collect())
             .collect();
-        Step::Slow { pieces, gap }
+        Step::Slow {
+            pieces,
+            gap,
+            then: Vec::new(),
+        }
+    }
+
+    /// `text` written slowly (see [`Step::slow`]), then a call of `tool` in the same answer.
+    pub fn slow_then_tool(text: &str, piece_chars: usize, gap: Duration, tool: &str) -> Step {
+        match Step::slow(text, piece_chars, gap) {
+            Step::Slow { pieces, gap, .. } => Step::Slow {
+                pieces,
+                gap,
+                then: vec![(tool.to_owned(), json!({}))],
+            },
+            _ => unreachable!("Step::slow is a Slow step"),
+        }
     }
 
     /// A single tool call with arguments computed from the request (see [`Step::ToolCallWith`]).
@@ -361,8 +379,8 @@ async fn chat_completions(
                 status,
                 retry_after,
             } => return error_response(status, retry_after, default_error_message(status)),
-            Step::Slow { pieces, gap } => {
-                return slow(&shared, &body, index, pieces, gap).await;
+            Step::Slow { pieces, gap, then } => {
+                return slow(&shared, &body, index, pieces, gap, then).await;
             }
             Step::Reply(text) => {
                 let message = json!({
@@ -471,7 +489,25 @@ async fn slow(
     index: usize,
     pieces: Vec<String>,
     gap: Duration,
+    then: Vec<(String, Value)>,
 ) -> Response {
+    let calls: Vec<Value> = then
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, arguments))| {
+            json!({
+                "index": i,
+                "id": format!("call_fake_{index}_{i}"),
+                "type": "function",
+                "function": { "name": name, "arguments": arguments.to_string() },
+            })
+        })
+        .collect();
+    let finish = if calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
     let done = {
         let shared = shared.clone();
         move || {
@@ -485,8 +521,11 @@ async fn slow(
     if request["stream"] != true {
         tokio::time::sleep(gap * pieces.len() as u32).await;
         done();
-        let message = json!({"role": "assistant", "content": pieces.concat()});
-        return completion(request, index, message, "stop");
+        let mut message = json!({"role": "assistant", "content": pieces.concat()});
+        if !calls.is_empty() {
+            message["tool_calls"] = calls.into();
+        }
+        return completion(request, index, message, finish);
     }
     let id = format!("chatcmpl-fake{index}");
     let model = request["model"].clone();
@@ -515,7 +554,12 @@ async fn slow(
                 return;
             }
         }
-        let _ = tx.send(chunk(json!({}), "stop".into())).await;
+        if !calls.is_empty() {
+            let _ = tx
+                .send(chunk(json!({ "tool_calls": calls }), Value::Null))
+                .await;
+        }
+        let _ = tx.send(chunk(json!({}), finish.into())).await;
         let usage = json!({"choices": [], "usage": {"prompt_tokens": 19, "completion_tokens": 5, "total_tokens": 24}});
         let _ = tx
             .send(Ok(Bytes::from(format!(

@@ -78,6 +78,7 @@ impl FakeSlack {
             .route("/api/apps.connections.open", post(connections_open))
             .route("/api/chat.postMessage", post(post_message))
             .route("/api/chat.update", post(update_message))
+            .route("/api/chat.delete", post(delete_message))
             .route("/api/assistant.threads.setStatus", post(set_status))
             .route("/ws/{app}", get(socket))
             .route("/commands/{id}", post(response_url))
@@ -341,6 +342,19 @@ async fn update_message(
         "message": { "text": body["text"], "user": "U_BOT", "bot_id": "B_BOT" } }),
     )
     .into_response()
+}
+
+async fn delete_message(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let ts = body["ts"].as_str().unwrap_or("").to_owned();
+    inner
+        .lock()
+        .unwrap()
+        .seen
+        .push(Seen::Delete { id: ts.clone() });
+    Json(json!({ "ok": true, "channel": body["channel"], "ts": ts }))
 }
 
 async fn set_status(

@@ -1,5 +1,5 @@
 //! What a fake platform saw a bot do in a chat while it worked, in the order the requests
-//! arrived: posts, edits of posts, and a typing indicator shown and taken away. Each fake
+//! arrived: posts, edits and deletions of posts, and a typing indicator shown and taken away. Each fake
 //! records into one [`Timeline`], so the streaming and typing tests read the same way on every
 //! platform.
 
@@ -15,6 +15,8 @@ pub enum Seen {
     Post { id: String, text: String },
     /// A posted message got this new text.
     Edit { id: String, text: String },
+    /// A posted message was deleted.
+    Delete { id: String },
     /// A typing indicator went up on `at` (a channel, thread or message).
     TypingOn { at: String },
     /// The indicator on `at` was taken away.
@@ -73,7 +75,8 @@ impl Timeline {
             .collect()
     }
 
-    /// Each post's text as the chat shows it now, in the order they were posted.
+    /// Each post's text as the chat shows it now (deleted posts gone), in the order they were
+    /// posted.
     pub fn shown(&self) -> Vec<String> {
         let mut order = Vec::new();
         let mut now: BTreeMap<String, String> = BTreeMap::new();
@@ -86,10 +89,24 @@ impl Timeline {
                 Seen::Edit { id, text } => {
                     now.insert(id, text);
                 }
+                Seen::Delete { id } => {
+                    now.remove(&id);
+                }
                 _ => {}
             }
         }
-        order.into_iter().map(|id| now[&id].clone()).collect()
+        order
+            .into_iter()
+            .filter_map(|id| now.get(&id).cloned())
+            .collect()
+    }
+
+    /// How many posts were deleted.
+    pub fn deletes(&self) -> usize {
+        self.all()
+            .iter()
+            .filter(|s| matches!(s, Seen::Delete { .. }))
+            .count()
     }
 
     /// How many posts were made.

@@ -1,10 +1,10 @@
 //! The [`Adapter`] trait: the one seam between the gateway and a platform.
 
 use async_trait::async_trait;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::feedback::{EditMessage, Typing, TypingTarget};
+use crate::connection::{ConnectionCell, ConnectionState};
+use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
@@ -24,89 +24,6 @@ pub struct Capabilities {
     /// local channel). Where it does not (Feishu/Lark), the gateway hands each post of a baton
     /// bot to the other baton bots in that chat itself, so bots see each other everywhere.
     pub bot_posts_reach_bots: bool,
-}
-
-/// How an account's connection is doing, for `/readyz` and `/baton status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectionState {
-    /// Not started yet, or starting.
-    Connecting,
-    /// Connected and receiving events (or webhook mode, ready to receive).
-    Connected,
-    /// Lost the connection; reconnecting with backoff. `attempt` counts from 1.
-    Retrying {
-        /// How many reconnect attempts so far.
-        attempt: u32,
-    },
-    /// Stopped for good (shutdown, or a fatal error such as a revoked token).
-    Stopped,
-}
-
-impl ConnectionState {
-    /// The state's name: `connecting`, `connected`, `retrying`, `stopped`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConnectionState::Connecting => "connecting",
-            ConnectionState::Connected => "connected",
-            ConnectionState::Retrying { .. } => "retrying",
-            ConnectionState::Stopped => "stopped",
-        }
-    }
-
-    /// Reconnect attempts so far, while retrying.
-    pub fn attempt(self) -> Option<u32> {
-        match self {
-            ConnectionState::Retrying { attempt } => Some(attempt),
-            _ => None,
-        }
-    }
-
-    /// Ready means the account can receive: connected, or on its way back with backoff.
-    pub fn is_ready(self) -> bool {
-        matches!(
-            self,
-            ConnectionState::Connected | ConnectionState::Retrying { .. }
-        )
-    }
-}
-
-/// An account's connection state, set by its adapter and watched by the gateway: `/readyz`
-/// reads it, and each change is announced on the gateway's event stream as it happens (a watch
-/// channel, so nobody polls).
-#[derive(Debug)]
-pub struct ConnectionCell(watch::Sender<ConnectionState>);
-
-impl Default for ConnectionCell {
-    /// [`ConnectionState::Connecting`].
-    fn default() -> Self {
-        Self::new(ConnectionState::Connecting)
-    }
-}
-
-impl ConnectionCell {
-    /// A cell holding `state`.
-    pub fn new(state: ConnectionState) -> Self {
-        Self(watch::channel(state).0)
-    }
-
-    /// Move to `state`; watchers are woken when it differs from the last one.
-    pub fn set(&self, state: ConnectionState) {
-        self.0.send_if_modified(|now| {
-            let changed = *now != state;
-            *now = state;
-            changed
-        });
-    }
-
-    /// The state now.
-    pub fn get(&self) -> ConnectionState {
-        *self.0.borrow()
-    }
-
-    /// A receiver woken on every change.
-    pub fn watch(&self) -> watch::Receiver<ConnectionState> {
-        self.0.subscribe()
-    }
 }
 
 /// Why the gateway did not take an event. The adapter must not acknowledge it, so that the
@@ -174,6 +91,8 @@ pub trait Adapter: Send + Sync + 'static {
 
     /// Connect and feed events to `sink` until `shutdown` fires, reconnecting with backoff on
     /// transient failures. Webhook-only adapters just mark themselves connected and wait.
+    /// [`run_connection`](crate::run_connection) is that skeleton; an adapter hands it a
+    /// [`Link`](crate::Link) with what is its own.
     async fn run(
         &self,
         sink: &dyn EventSink,
@@ -216,6 +135,16 @@ pub trait Adapter: Send + Sync + 'static {
         Err(SendError::Rejected {
             code: "edit_unsupported".into(),
             message: "this platform's adapter cannot edit messages".into(),
+        })
+    }
+
+    /// Delete a message this account posted, with exactly one request (where
+    /// [`Adapter::can_edit`] holds, this works too: a streamed draft can then be taken back).
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        let _ = message;
+        Err(SendError::Rejected {
+            code: "delete_unsupported".into(),
+            message: "this platform's adapter cannot delete messages".into(),
         })
     }
 

@@ -1,5 +1,5 @@
 //! What an adapter needs for live feedback while a bot works: editing a posted message in place
-//! (a reply that streams in) and a typing indicator that is shown, renewed and taken away.
+//! (a reply that streams in), deleting a draft post nobody needs, and a typing indicator that is shown, renewed and taken away.
 //!
 //! Both are optional per platform: the [`Adapter`](crate::Adapter) methods default to "not
 //! supported", and the gateway then posts whole replies and shows no indicator.
@@ -21,6 +21,18 @@ pub struct EditMessage {
     pub message_id: MessageId,
     /// The whole new text (within the platform's limit).
     pub text: String,
+}
+
+/// Delete a message this account posted: a streamed draft that the finished reply does not
+/// need (text the model took back before calling tools, a reply its flow refused at the end).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteMessage {
+    /// The chat the message is in.
+    pub chat: ChatId,
+    /// Its thread, if any (Discord threads are channels of their own).
+    pub thread: Option<ThreadId>,
+    /// The platform id of the message, as [`SentMessage`](crate::SentMessage) returned it.
+    pub message_id: MessageId,
 }
 
 /// Where a typing indicator shows: the chat and thread the reply goes to, and the message that

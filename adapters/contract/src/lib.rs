@@ -8,6 +8,7 @@
 
 mod adapter;
 mod backoff;
+mod connection;
 mod feedback;
 mod ids;
 mod inbound;
@@ -16,11 +17,12 @@ mod secret;
 mod sibling_post;
 mod webhook;
 
-pub use adapter::{
-    Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink, NotTaken,
-};
+pub use adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
 pub use backoff::Backoff;
-pub use feedback::{EditMessage, Typing, TypingTarget};
+pub use connection::{
+    ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, run_connection,
+};
+pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};

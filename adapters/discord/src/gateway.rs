@@ -9,20 +9,22 @@
 //!   answer, so an account pointed at a proxy or a fake never talks to Discord behind its back.
 //! - **Rate limiter off, `api_url` as serenity's proxy**, as ARCHITECTURE.md requires; baton's own
 //!   REST client ([`crate::rest`]) owns 429s.
-//! - **One event at a time to the sink.** The handler only normalizes and queues; [`run`] hands
+//! - **One event at a time to the sink.** The handler only normalizes and queues; a session hands
 //!   the queue to the sink one event at a time, awaiting each `accept` (Discord has no acks: the
 //!   gateway's durable dedupe is what makes a replayed event harmless). serenity runs each
 //!   handler call on a task of its own, so two events that arrive within microseconds of each
 //!   other can reach the queue swapped; nothing here depends on their order (a thread's parent
 //!   is looked up when THREAD_CREATE has not been seen yet).
 //! - **Fatal close codes stop the account** (4004 bad token, 4013/4014 intents) with a message
-//!   saying what to fix; anything else reconnects with backoff.
+//!   saying what to fix; anything else reconnects with backoff (the contract's
+//!   [`run_connection`](baton_contract::run_connection) loop, driving the [`Gateway`] link).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AdapterError, Backoff, ConnectionState, EventSink, InboundEvent, NotTaken, SendError,
+    AdapterError, Backoff, ConnectionState, EventSink, InboundEvent, Link, LinkError, NotTaken,
+    SendError, SessionEnd,
 };
 use serenity::all::{Context, EventHandler, RawEventHandler};
 use serenity::client::ClientBuilder;
@@ -54,35 +56,30 @@ struct Queued {
     interaction: Option<String>,
 }
 
-/// How one client run ended.
-enum End {
-    Shutdown,
-    Reconnect(String),
+/// The account's [`Link`]: one serenity client after another, all feeding one queue. Discord
+/// names the bot in READY, so there is nothing to ask before connecting.
+pub(crate) struct Gateway<'a> {
+    shared: &'a Arc<Shared>,
+    tx: mpsc::Sender<Queued>,
+    rx: mpsc::Receiver<Queued>,
 }
 
-/// Keep the gateway connection up until `shutdown`.
-pub(crate) async fn run(
-    shared: &Arc<Shared>,
-    sink: &dyn EventSink,
-    shutdown: &CancellationToken,
-) -> Result<(), AdapterError> {
-    let settings = &shared.settings;
-    let mut backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
-    let (tx, mut rx) = mpsc::channel::<Queued>(256);
-    loop {
-        match session(shared, sink, shutdown, &tx, &mut rx, &mut backoff).await {
-            Ok(End::Shutdown) => return Ok(()),
-            Ok(End::Reconnect(reason)) => {
-                tracing::warn!(account = %settings.account, %reason, "Discord connection lost; reconnecting");
-            }
-            Err(fatal) => return Err(fatal),
-        }
-        shared.set_state(ConnectionState::Retrying {
-            attempt: backoff.attempt() + 1,
-        });
-        if !backoff.wait(shutdown).await {
-            return Ok(());
-        }
+impl<'a> Gateway<'a> {
+    pub(crate) fn new(shared: &'a Arc<Shared>) -> Self {
+        let (tx, rx) = mpsc::channel::<Queued>(256);
+        Self { shared, tx, rx }
+    }
+}
+
+#[async_trait]
+impl Link for Gateway<'_> {
+    async fn session(
+        &mut self,
+        sink: &dyn EventSink,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<SessionEnd, LinkError> {
+        session(self.shared, sink, shutdown, &self.tx, &mut self.rx, backoff).await
     }
 }
 
@@ -94,17 +91,17 @@ async fn session(
     tx: &mpsc::Sender<Queued>,
     rx: &mut mpsc::Receiver<Queued>,
     backoff: &mut Backoff,
-) -> Result<End, AdapterError> {
+) -> Result<SessionEnd, LinkError> {
     let settings = &shared.settings;
     let url = match shared.rest.gateway_url().await {
         Ok(url) => url,
         Err(SendError::Rejected { code, message }) if code == "http_401" => {
-            return Err(AdapterError::Auth(format!(
+            return Err(LinkError::Fatal(AdapterError::Auth(format!(
                 "Discord refused the bot token of account `{}` ({message})",
                 settings.account
-            )));
+            ))));
         }
-        Err(err) => return Ok(End::Reconnect(format!("GET /gateway failed: {err}"))),
+        Err(err) => return Err(LinkError::Transient(format!("GET /gateway failed: {err}"))),
     };
     let http = HttpBuilder::new(settings.bot_token.expose())
         .proxy(settings.api_url.trim_end_matches('/'))
@@ -118,7 +115,11 @@ async fn session(
         .raw_event_handler(handler.clone())
         .event_handler(handler)
         .await
-        .map_err(|e| AdapterError::Fatal(format!("could not build the Discord client: {e}")))?;
+        .map_err(|e| {
+            LinkError::Fatal(AdapterError::Fatal(format!(
+                "could not build the Discord client: {e}"
+            )))
+        })?;
     *client.ws_url.lock().await = url;
     let manager = Arc::clone(&client.shard_manager);
     let start = client.start();
@@ -128,16 +129,16 @@ async fn session(
             _ = shutdown.cancelled() => {
                 manager.shutdown_all().await;
                 let _ = tokio::time::timeout(std::time::Duration::from_secs(5), &mut start).await;
-                return Ok(End::Shutdown);
+                return Ok(SessionEnd::Shutdown);
             }
             queued = rx.recv() => {
-                let Some(queued) = queued else { return Ok(End::Shutdown) };
+                let Some(queued) = queued else { return Ok(SessionEnd::Shutdown) };
                 backoff.reset();
                 match sink.accept(queued.event).await {
                     Ok(()) => {}
                     Err(NotTaken::ShuttingDown) => {
                         manager.shutdown_all().await;
-                        return Ok(End::Shutdown);
+                        return Ok(SessionEnd::Shutdown);
                     }
                     // Discord never redelivers a dispatch: the gateway has logged the refused
                     // message (with its id); the connection stays up for the next one.
@@ -150,21 +151,21 @@ async fn session(
             ended = &mut start => {
                 return match ended {
                     Err(serenity::Error::Gateway(GatewayError::InvalidAuthentication)) => {
-                        Err(AdapterError::Auth(format!(
+                        Err(LinkError::Fatal(AdapterError::Auth(format!(
                             "Discord closed the gateway with 4004 (authentication failed) for \
                              account `{}`; check its bot_token_env",
                             settings.account
-                        )))
+                        ))))
                     }
                     Err(serenity::Error::Gateway(
                         GatewayError::InvalidGatewayIntents | GatewayError::DisallowedGatewayIntents,
-                    )) => Err(AdapterError::Fatal(format!(
+                    )) => Err(LinkError::Fatal(AdapterError::Fatal(format!(
                         "Discord refused the gateway intents of account `{}`: enable the Message \
                          Content privileged intent on the application's Bot page",
                         settings.account
-                    ))),
-                    Err(err) => Ok(End::Reconnect(format!("gateway stopped: {err}"))),
-                    Ok(()) => Ok(End::Reconnect("gateway stopped".into())),
+                    )))),
+                    Err(err) => Err(LinkError::Transient(format!("Discord gateway stopped: {err}"))),
+                    Ok(()) => Ok(SessionEnd::Reconnect("Discord gateway stopped".into())),
                 };
             }
         }
@@ -201,7 +202,7 @@ impl Handler {
         let shared = &self.shared;
         tracing::info!(account = %shared.settings.account, user = %me.user_id, "Discord bot identified");
         *shared.identity.write().expect("identity lock poisoned") = Some(me);
-        shared.set_state(ConnectionState::Connected);
+        shared.state.set(ConnectionState::Connected);
         let mut app = shared.application_id.write().expect("app id lock poisoned");
         if app.is_none() {
             *app = Some(application_id.to_string());
@@ -241,7 +242,7 @@ impl RawEventHandler for Handler {
                 };
                 self.ready(me, ready.ready.application.id.get());
             }
-            Event::Resumed(_) => shared.set_state(ConnectionState::Connected),
+            Event::Resumed(_) => shared.state.set(ConnectionState::Connected),
             Event::GuildCreate(created) => {
                 let Some(me) = shared.identity() else { return };
                 let mut dir = shared.directory.write().expect("directory lock poisoned");
@@ -311,10 +312,11 @@ impl RawEventHandler for Handler {
 impl EventHandler for Handler {
     async fn shard_stage_update(&self, _ctx: Context, event: ShardStageUpdateEvent) {
         if event.new == ConnectionStage::Connected {
-            self.shared.set_state(ConnectionState::Connected);
+            self.shared.state.set(ConnectionState::Connected);
         } else if event.old == ConnectionStage::Connected {
             self.shared
-                .set_state(ConnectionState::Retrying { attempt: 1 });
+                .state
+                .set(ConnectionState::Retrying { attempt: 1 });
         }
     }
 }

@@ -9,7 +9,8 @@
 //! - [`rest`]: the REST calls, with baton's own 429 handling.
 //! - [`command`]: the `/baton` application command and its registration.
 //! - [`interactions`]: answering `/baton` privately inside the 3 s window.
-//! - `gateway`: the websocket, on serenity's client.
+//! - `gateway`: one run of the websocket, on serenity's client; the contract's connection
+//!   skeleton reconnects.
 //! - `endpoint`: the Ed25519-verified HTTP interactions endpoint.
 //! - `outbound`: replies with `message_reference`, safe `allowed_mentions`, nonces.
 
@@ -27,9 +28,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Capabilities, ConnectionCell, ConnectionState, EditMessage,
-    EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing, TypingTarget,
-    UserId, WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
+    EditMessage, EventSink, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage,
+    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -103,10 +104,6 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn set_state(&self, state: ConnectionState) {
-        self.state.set(state);
-    }
-
     fn identity(&self) -> Option<Identity> {
         self.identity
             .read()
@@ -238,9 +235,10 @@ impl Adapter for DiscordAdapter {
         sink: &dyn EventSink,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
-        let result = gateway::run(&self.shared, sink, &shutdown).await;
-        self.shared.set_state(ConnectionState::Stopped);
-        result
+        let settings = &self.shared.settings;
+        let backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
+        let mut link = gateway::Gateway::new(&self.shared);
+        run_connection(self, &mut link, Receive::Socket, backoff, sink, &shutdown).await
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
@@ -270,6 +268,10 @@ impl Adapter for DiscordAdapter {
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.shared.rest, edit).await
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.shared.rest, message).await
     }
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {

@@ -17,7 +17,8 @@
 use std::time::Duration;
 
 use baton_contract::{
-    EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing, TypingTarget,
+    DeleteMessage, EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing,
+    TypingTarget,
 };
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -91,6 +92,31 @@ pub(crate) async fn edit(rest: &Rest, edit: &EditMessage) -> Result<(), SendErro
         Some(&body),
         Auth::Bot,
         &format!("edit:{channel}"),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Delete a message this bot posted, once.
+pub(crate) async fn delete(rest: &Rest, message: &DeleteMessage) -> Result<(), SendError> {
+    let channel = message
+        .thread
+        .as_ref()
+        .map(|t| t.as_str())
+        .unwrap_or(message.chat.as_str());
+    let id = message.message_id.as_str();
+    if !is_snowflake(channel) || !is_snowflake(id) {
+        return Err(SendError::Rejected {
+            code: "bad_message".into(),
+            message: format!("`{channel}`/`{id}` is not a Discord channel/message id"),
+        });
+    }
+    rest.call(
+        Method::DELETE,
+        &format!("/channels/{channel}/messages/{id}"),
+        None,
+        Auth::Bot,
+        &format!("delete:{channel}"),
     )
     .await?;
     Ok(())

@@ -271,6 +271,13 @@ impl Api {
         Ok(())
     }
 
+    /// `DELETE /open-apis/im/v1/messages/<id>`: recall a message the app sent.
+    pub async fn delete_message(&self, message_id: &str) -> Result<(), ApiError> {
+        let path = format!("/open-apis/im/v1/messages/{}", path_segment(message_id));
+        self.call(reqwest::Method::DELETE, &path, None).await?;
+        Ok(())
+    }
+
     /// `POST /open-apis/im/v1/messages/<id>/reactions` with `emoji_type`; returns the reaction id.
     pub async fn add_reaction(
         &self,

@@ -12,7 +12,8 @@
 //! - [`crypto`]: `{"encrypt": ...}` bodies (AES-256-CBC).
 //! - [`signature`]: `X-Lark-Signature` and the verification token.
 //! - [`frame`]: the long connection's protobuf frames; [`fragments`]: split events rejoined.
-//! - `ws`: the long-connection loop (pings, watchdog, acks, reconnects).
+//! - `ws`: one long connection (pings, watchdog, acks); the contract's connection skeleton
+//!   identifies the bot and reconnects.
 //! - `webhook`: `/hooks/<feishu|lark>/<account>`.
 //! - `membership`: whether the bot is in a chat (asked before it is handed a sibling's post).
 //! - `outbound`: replies, with a `uuid` per chunk.
@@ -37,10 +38,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell,
-    ConnectionState, EditMessage, EventSink, InboundEvent, OutboundMessage, Platform, Secret,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
+    EditMessage, EventSink, InboundEvent, LinkError, OutboundMessage, Platform, Receive, Secret,
     SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest,
-    WebhookResponse,
+    WebhookResponse, run_connection,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -270,10 +271,6 @@ impl FeishuAdapter {
         &self.settings
     }
 
-    fn set_state(&self, state: ConnectionState) {
-        self.state.set(state);
-    }
-
     fn identity(&self) -> Option<BotInfo> {
         self.identity
             .read()
@@ -337,37 +334,24 @@ impl FeishuAdapter {
         }
     }
 
-    /// `bot/v3/info` until it answers: transient failures are retried with backoff, refused
-    /// credentials stop the account. `false` when shut down first.
-    async fn learn_identity(&self, shutdown: &CancellationToken) -> Result<bool, AdapterError> {
-        let mut backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
-        loop {
-            match self.api.bot_info().await {
-                Ok(me) => {
-                    tracing::info!(account = %self.settings.account, open_id = %me.open_id, app = %me.app_name, "Feishu bot identified");
-                    self.settings
-                        .siblings
-                        .add(&me.app_name, &self.settings.app_id, &me.open_id);
-                    *self.identity.write().expect("identity lock poisoned") = Some(me);
-                    return Ok(true);
-                }
-                Err(ApiError::Auth(why)) => {
-                    return Err(AdapterError::Auth(format!(
-                        "{} refused the app credentials of account `{}` ({why}); check its \
-                         app_id and app_secret_env, and that the app is published",
-                        self.settings.platform, self.settings.account
-                    )));
-                }
-                Err(err) => {
-                    self.set_state(ConnectionState::Retrying {
-                        attempt: backoff.attempt() + 1,
-                    });
-                    tracing::warn!(account = %self.settings.account, %err, "bot/v3/info failed; retrying");
-                    if !backoff.wait(shutdown).await {
-                        return Ok(false);
-                    }
-                }
+    /// `bot/v3/info`, once: refused credentials stop the account, anything else is worth
+    /// retrying.
+    async fn identify(&self) -> Result<(), LinkError> {
+        match self.api.bot_info().await {
+            Ok(me) => {
+                tracing::info!(account = %self.settings.account, open_id = %me.open_id, app = %me.app_name, "Feishu bot identified");
+                self.settings
+                    .siblings
+                    .add(&me.app_name, &self.settings.app_id, &me.open_id);
+                *self.identity.write().expect("identity lock poisoned") = Some(me);
+                Ok(())
             }
+            Err(ApiError::Auth(why)) => Err(LinkError::Fatal(AdapterError::Auth(format!(
+                "{} refused the app credentials of account `{}` ({why}); check its app_id and \
+                 app_secret_env, and that the app is published",
+                self.settings.platform, self.settings.account
+            )))),
+            Err(err) => Err(LinkError::Transient(format!("bot/v3/info failed: {err}"))),
         }
     }
 }
@@ -406,22 +390,13 @@ impl Adapter for FeishuAdapter {
         sink: &dyn EventSink,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
-        let result = async {
-            if !self.learn_identity(&shutdown).await? {
-                return Ok(());
-            }
-            match self.settings.mode {
-                Mode::Websocket => ws::run(self, sink, &shutdown).await,
-                Mode::Webhook => {
-                    self.set_state(ConnectionState::Connected);
-                    shutdown.cancelled().await;
-                    Ok(())
-                }
-            }
-        }
-        .await;
-        self.set_state(ConnectionState::Stopped);
-        result
+        let receive = match self.settings.mode {
+            Mode::Websocket => Receive::Socket,
+            Mode::Webhook => Receive::Webhooks,
+        };
+        let backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
+        let mut link = ws::LongConnection(self);
+        run_connection(self, &mut link, receive, backoff, sink, &shutdown).await
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
@@ -465,6 +440,10 @@ impl Adapter for FeishuAdapter {
 
     fn max_edits(&self) -> Option<u32> {
         Some(outbound::MAX_EDITS)
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.api, message).await
     }
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {

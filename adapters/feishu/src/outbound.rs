@@ -11,7 +11,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 use baton_contract::{
-    EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing, TypingTarget,
+    DeleteMessage, EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing,
+    TypingTarget,
 };
 use sha2::{Digest, Sha256};
 
@@ -59,6 +60,13 @@ const TYPING_EMOJI: &str = "Typing";
 /// Replace the text of a text message this app posted, once.
 pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError> {
     api.update_text(edit.message_id.as_str(), &edit.text)
+        .await
+        .map_err(send_error)
+}
+
+/// Recall (delete) a message this app posted, once.
+pub(crate) async fn delete(api: &Api, message: &DeleteMessage) -> Result<(), SendError> {
+    api.delete_message(message.message_id.as_str())
         .await
         .map_err(send_error)
 }

@@ -11,13 +11,17 @@
 //!   acknowledged (`{"code": 200}`, echoing the frame, as the SDKs do), so an ack never covers an
 //!   event a crash could lose. Events baton does not read are acknowledged too, so Feishu does not
 //!   resend them.
-//! - **Reconnects** wait out the contract's [`Backoff`] (exponential, with jitter), which resets
-//!   once a new connection has said something. A redelivery after a reconnect carries the same
+//! - **Reconnects** are the contract's [`run_connection`](baton_contract::run_connection),
+//!   waiting out its [`Backoff`] (exponential, with jitter), which a session resets once its
+//!   connection has said something. A redelivery after a reconnect carries the same
 //!   `event_id` and message id, and the gateway's durable dedupe drops it.
 
 use std::time::Duration;
 
-use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink, NotTaken};
+use async_trait::async_trait;
+use baton_contract::{
+    AdapterError, Backoff, ConnectionState, EventSink, Link, LinkError, NotTaken, SessionEnd,
+};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::time::{Instant, sleep_until};
@@ -30,46 +34,35 @@ use crate::crypto;
 use crate::fragments::{Assembled, Fragments};
 use crate::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
 
-/// How one connection ended.
-enum End {
-    /// The gateway is shutting down.
-    Shutdown,
-    /// The connection closed or went silent; open another.
-    Reconnect(String),
-}
+/// The account's [`Link`]: `bot/v3/info`, then (over the long connection) one connection after
+/// another.
+pub(crate) struct LongConnection<'a>(pub(crate) &'a FeishuAdapter);
 
-/// Keep a long connection up until `shutdown`.
-pub(crate) async fn run(
-    adapter: &FeishuAdapter,
-    sink: &dyn EventSink,
-    shutdown: &CancellationToken,
-) -> Result<(), AdapterError> {
-    let settings = &adapter.settings;
-    let mut backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
-    loop {
-        match session(adapter, sink, shutdown, &mut backoff).await {
-            Ok(End::Shutdown) => return Ok(()),
-            Ok(End::Reconnect(reason)) => {
-                tracing::info!(account = %settings.account, %reason, "Feishu long connection ended; reconnecting");
-            }
-            Err(ApiError::Auth(why)) => {
-                return Err(AdapterError::Auth(format!(
+#[async_trait]
+impl Link for LongConnection<'_> {
+    async fn identify(&mut self) -> Result<(), LinkError> {
+        self.0.identify().await
+    }
+
+    async fn session(
+        &mut self,
+        sink: &dyn EventSink,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<SessionEnd, LinkError> {
+        let adapter = self.0;
+        let settings = &adapter.settings;
+        session(adapter, sink, shutdown, backoff)
+            .await
+            .map_err(|err| match err {
+                ApiError::Auth(why) => LinkError::Fatal(AdapterError::Auth(format!(
                     "{} refused the long connection of account `{}` ({why}); check its app_id \
                      and app_secret_env, and that the app subscribes to events through the \
                      long connection",
                     settings.platform, settings.account
-                )));
-            }
-            Err(err) => {
-                tracing::warn!(account = %settings.account, %err, "Feishu long connection failed; reconnecting");
-            }
-        }
-        adapter.set_state(ConnectionState::Retrying {
-            attempt: backoff.attempt() + 1,
-        });
-        if !backoff.wait(shutdown).await {
-            return Ok(());
-        }
+                ))),
+                err => LinkError::Transient(format!("Feishu long connection failed: {err}")),
+            })
     }
 }
 
@@ -79,7 +72,7 @@ async fn session(
     sink: &dyn EventSink,
     shutdown: &CancellationToken,
     backoff: &mut Backoff,
-) -> Result<End, ApiError> {
+) -> Result<SessionEnd, ApiError> {
     let settings = &adapter.settings;
     let endpoint = adapter.api.ws_endpoint().await?;
     let service = service_id(&endpoint.url);
@@ -87,7 +80,7 @@ async fn session(
         .await
         .map_err(handshake_error)?;
     let (mut write, mut read) = ws.split();
-    adapter.set_state(ConnectionState::Connected);
+    adapter.state.set(ConnectionState::Connected);
     let mut ping_every = endpoint.ping_interval.unwrap_or(settings.ping_interval);
     let mut fragments = Fragments::default();
     let mut last_seen = Instant::now();
@@ -98,7 +91,7 @@ async fn session(
         let message = tokio::select! {
             _ = shutdown.cancelled() => {
                 let _ = write.send(Message::Close(None)).await;
-                return Ok(End::Shutdown);
+                return Ok(SessionEnd::Shutdown);
             }
             _ = sleep_until(next_ping) => {
                 send(&mut write, Frame::ping(service)).await?;
@@ -106,12 +99,12 @@ async fn session(
                 continue;
             }
             _ = sleep_until(last_seen + silent_for) => {
-                return Ok(End::Reconnect(format!("no frame from Feishu for {silent_for:?}")));
+                return Ok(SessionEnd::Reconnect(format!("no frame from Feishu for {silent_for:?}")));
             }
             message = read.next() => message,
         };
         let message = match message {
-            None => return Ok(End::Reconnect("socket ended".into())),
+            None => return Ok(SessionEnd::Reconnect("socket ended".into())),
             Some(Err(e)) => return Err(ApiError::Transport(format!("websocket: {e}"))),
             Some(Ok(message)) => message,
         };
@@ -129,7 +122,7 @@ async fn session(
                     .map_err(|e| ApiError::Transport(format!("websocket send failed: {e}")))?;
                 continue;
             }
-            Message::Close(_) => return Ok(End::Reconnect("closed by Feishu".into())),
+            Message::Close(_) => return Ok(SessionEnd::Reconnect("closed by Feishu".into())),
             _ => continue,
         };
         let Ok(frame) = Frame::from_bytes(&bytes) else {
@@ -158,7 +151,7 @@ async fn session(
                     match deliver(adapter, sink, &payload).await {
                         Ok(()) => {}
                         // Not acknowledged: Feishu redelivers it to whoever runs next.
-                        Err(NotTaken::ShuttingDown) => return Ok(End::Shutdown),
+                        Err(NotTaken::ShuttingDown) => return Ok(SessionEnd::Shutdown),
                         // Not acknowledged: Feishu redelivers it once the store takes writes.
                         Err(NotTaken::StoreFailing) => continue,
                     }

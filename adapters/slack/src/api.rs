@@ -120,6 +120,17 @@ impl Api {
         Ok(())
     }
 
+    /// `chat.delete` of the bot's own message `ts`.
+    pub async fn delete_message(&self, channel: &str, ts: &str) -> Result<(), SendError> {
+        let request = SlackApiChatDeleteRequest::new(
+            SlackChannelId(channel.to_owned()),
+            SlackTs(ts.to_owned()),
+        );
+        let session = self.client.open_session(&self.bot_token);
+        session.chat_delete(&request).await.map_err(send_error)?;
+        Ok(())
+    }
+
     /// `assistant.threads.setStatus`: the "is working" line under the thread `thread_ts`; an
     /// empty `status` clears it.
     pub async fn set_status(

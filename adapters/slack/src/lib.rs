@@ -8,7 +8,8 @@
 //! - [`api`]: the Web API calls, on slack-morphism.
 //! - [`normalize`]: Slack payloads to [`InboundEvent`](baton_contract::InboundEvent).
 //! - [`signature`]: the `v0` request signature.
-//! - `socket`: the Socket Mode loop (enqueue, then ack).
+//! - `socket`: one Socket Mode session (enqueue, then ack); the contract's connection skeleton
+//!   identifies the bot and reconnects.
 //! - `events_http`: the Events API endpoint and HTTP slash commands.
 //! - `outbound`: `chat.postMessage` into the thread, ephemeral command answers.
 
@@ -25,9 +26,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
-    EditMessage, EventSink, OutboundMessage, Platform, Secret, SendError, SentMessage, Typing,
-    TypingTarget, UserId, WebhookRequest, WebhookResponse,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
+    EditMessage, EventSink, LinkError, OutboundMessage, Platform, Receive, Secret, SendError,
+    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -115,10 +116,6 @@ impl SlackAdapter {
         }
     }
 
-    fn set_state(&self, state: ConnectionState) {
-        self.state.set(state);
-    }
-
     fn identity(&self) -> Option<Identity> {
         self.identity
             .read()
@@ -166,33 +163,19 @@ impl SlackAdapter {
         }
     }
 
-    /// `auth.test` until it answers: transient failures are retried with backoff, a refused
-    /// token stops the account.
-    async fn learn_identity(&self, shutdown: &CancellationToken) -> Result<bool, AdapterError> {
-        let mut backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
-        loop {
-            match self.api.auth_test().await {
-                Ok(me) => {
-                    tracing::info!(account = %self.settings.account, user = %me.user_id, "Slack bot identified");
-                    *self.identity.write().expect("identity lock poisoned") = Some(me);
-                    return Ok(true);
-                }
-                Err(ApiError::Auth(code)) => {
-                    return Err(AdapterError::Auth(format!(
-                        "Slack refused the bot token of account `{}` ({code}); check its bot_token_env",
-                        self.settings.account
-                    )));
-                }
-                Err(err) => {
-                    self.set_state(ConnectionState::Retrying {
-                        attempt: backoff.attempt() + 1,
-                    });
-                    tracing::warn!(account = %self.settings.account, %err, "auth.test failed; retrying");
-                    if !backoff.wait(shutdown).await {
-                        return Ok(false);
-                    }
-                }
+    /// `auth.test`, once: a refused token stops the account, anything else is worth retrying.
+    async fn identify(&self) -> Result<(), LinkError> {
+        match self.api.auth_test().await {
+            Ok(me) => {
+                tracing::info!(account = %self.settings.account, user = %me.user_id, "Slack bot identified");
+                *self.identity.write().expect("identity lock poisoned") = Some(me);
+                Ok(())
             }
+            Err(ApiError::Auth(code)) => Err(LinkError::Fatal(AdapterError::Auth(format!(
+                "Slack refused the bot token of account `{}` ({code}); check its bot_token_env",
+                self.settings.account
+            )))),
+            Err(err) => Err(LinkError::Transient(format!("auth.test failed: {err}"))),
         }
     }
 }
@@ -229,22 +212,13 @@ impl Adapter for SlackAdapter {
         sink: &dyn EventSink,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
-        let result = async {
-            if !self.learn_identity(&shutdown).await? {
-                return Ok(());
-            }
-            match self.settings.mode {
-                Mode::Socket => socket::run(self, sink, &shutdown).await,
-                Mode::Events => {
-                    self.set_state(ConnectionState::Connected);
-                    shutdown.cancelled().await;
-                    Ok(())
-                }
-            }
-        }
-        .await;
-        self.set_state(ConnectionState::Stopped);
-        result
+        let receive = match self.settings.mode {
+            Mode::Socket => Receive::Socket,
+            Mode::Events => Receive::Webhooks,
+        };
+        let backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
+        let mut link = socket::SocketMode(self);
+        run_connection(self, &mut link, receive, backoff, sink, &shutdown).await
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
@@ -257,6 +231,10 @@ impl Adapter for SlackAdapter {
 
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.api, edit).await
+    }
+
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        outbound::delete(&self.api, message).await
     }
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {

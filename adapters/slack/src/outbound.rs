@@ -4,7 +4,9 @@
 //! module makes exactly one request per call, so a failure whose fate is unknown is never
 //! repeated here (Slack has no idempotency key).
 
-use baton_contract::{EditMessage, MessageId, OutboundMessage, SendError, SentMessage};
+use baton_contract::{
+    DeleteMessage, EditMessage, MessageId, OutboundMessage, SendError, SentMessage,
+};
 
 use crate::api::Api;
 use crate::normalize::{message_id, ts_of};
@@ -33,10 +35,20 @@ pub(crate) async fn send(api: &Api, message: &OutboundMessage) -> Result<SentMes
 
 /// Replace the text of a message this app posted (`chat.update`), once.
 pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError> {
-    let channel = edit.chat.as_str();
-    let ts = ts_of(&edit.message_id).ok_or_else(|| SendError::Rejected {
+    let ts = message_ts(&edit.message_id)?;
+    api.update_message(edit.chat.as_str(), ts, &edit.text).await
+}
+
+/// Delete a message this bot posted (`chat.delete`).
+pub(crate) async fn delete(api: &Api, message: &DeleteMessage) -> Result<(), SendError> {
+    let ts = message_ts(&message.message_id)?;
+    api.delete_message(message.chat.as_str(), ts).await
+}
+
+/// The `ts` of a message the gateway knows by its id.
+fn message_ts(id: &MessageId) -> Result<&str, SendError> {
+    ts_of(id).ok_or_else(|| SendError::Rejected {
         code: "bad_message_id".into(),
-        message: format!("`{}` is not a Slack message id", edit.message_id),
-    })?;
-    api.update_message(channel, ts, &edit.text).await
+        message: format!("`{id}` is not a Slack message id"),
+    })
 }

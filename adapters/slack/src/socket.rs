@@ -5,9 +5,13 @@
 //! could lose, and `accept` is quick enough for Slack's 3 s. A redelivery (`retry_attempt` > 0)
 //! carries the same `event_id` and message, so the gateway's dedupe drops it; nothing here
 //! needs to remember envelopes. Reconnects (after `disconnect`, a closed socket or a failed
-//! open) wait out the contract's [`Backoff`], which resets once Slack says `hello`.
+//! open) are the contract's [`run_connection`](baton_contract::run_connection); a session resets
+//! its [`Backoff`] once Slack says `hello`.
 
-use baton_contract::{AdapterError, Backoff, ConnectionState, EventSink, NotTaken};
+use async_trait::async_trait;
+use baton_contract::{
+    AdapterError, Backoff, ConnectionState, EventSink, Link, LinkError, NotTaken, SessionEnd,
+};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -16,45 +20,32 @@ use tokio_util::sync::CancellationToken;
 use crate::SlackAdapter;
 use crate::api::ApiError;
 
-/// How one websocket session ended.
-enum End {
-    /// The gateway is shutting down.
-    Shutdown,
-    /// Slack asked us to reconnect (`refresh_requested`, `warning`, …), or the socket closed.
-    Reconnect(String),
-}
+/// The account's [`Link`]: `auth.test`, then (in Socket Mode) one websocket after another.
+pub(crate) struct SocketMode<'a>(pub(crate) &'a SlackAdapter);
 
-/// Keep a Socket Mode connection up until `shutdown`.
-pub(crate) async fn run(
-    adapter: &SlackAdapter,
-    sink: &dyn EventSink,
-    shutdown: &CancellationToken,
-) -> Result<(), AdapterError> {
-    let settings = &adapter.settings;
-    let mut backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
-    loop {
-        match session(adapter, sink, shutdown, &mut backoff).await {
-            Ok(End::Shutdown) => return Ok(()),
-            Ok(End::Reconnect(reason)) => {
-                tracing::info!(account = %settings.account, %reason, "Slack socket closed; reconnecting");
-            }
-            Err(ApiError::Auth(code)) => {
-                return Err(AdapterError::Auth(format!(
+#[async_trait]
+impl Link for SocketMode<'_> {
+    async fn identify(&mut self) -> Result<(), LinkError> {
+        self.0.identify().await
+    }
+
+    async fn session(
+        &mut self,
+        sink: &dyn EventSink,
+        shutdown: &CancellationToken,
+        backoff: &mut Backoff,
+    ) -> Result<SessionEnd, LinkError> {
+        let adapter = self.0;
+        session(adapter, sink, shutdown, backoff)
+            .await
+            .map_err(|err| match err {
+                ApiError::Auth(code) => LinkError::Fatal(AdapterError::Auth(format!(
                     "Slack refused the app-level token of account `{}` ({code}); check its \
                      app_token_env (xapp-..., with the connections:write scope)",
-                    settings.account
-                )));
-            }
-            Err(err) => {
-                tracing::warn!(account = %settings.account, %err, "Slack socket failed; reconnecting");
-            }
-        }
-        adapter.set_state(ConnectionState::Retrying {
-            attempt: backoff.attempt() + 1,
-        });
-        if !backoff.wait(shutdown).await {
-            return Ok(());
-        }
+                    adapter.settings.account
+                ))),
+                err => LinkError::Transient(format!("Slack socket failed: {err}")),
+            })
     }
 }
 
@@ -64,7 +55,7 @@ async fn session(
     sink: &dyn EventSink,
     shutdown: &CancellationToken,
     backoff: &mut Backoff,
-) -> Result<End, ApiError> {
+) -> Result<SessionEnd, ApiError> {
     let url = adapter.api.connections_open().await?;
     let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
         .await
@@ -74,12 +65,12 @@ async fn session(
         let frame = tokio::select! {
             _ = shutdown.cancelled() => {
                 let _ = write.send(Message::Close(None)).await;
-                return Ok(End::Shutdown);
+                return Ok(SessionEnd::Shutdown);
             }
             frame = read.next() => frame,
         };
         let message = match frame {
-            None => return Ok(End::Reconnect("socket ended".into())),
+            None => return Ok(SessionEnd::Reconnect("socket ended".into())),
             Some(Err(e)) => return Err(ApiError::Transport(format!("websocket: {e}"))),
             Some(Ok(message)) => message,
         };
@@ -89,7 +80,7 @@ async fn session(
                 send(&mut write, Message::Pong(data)).await?;
                 continue;
             }
-            Message::Close(_) => return Ok(End::Reconnect("closed by Slack".into())),
+            Message::Close(_) => return Ok(SessionEnd::Reconnect("closed by Slack".into())),
             _ => continue,
         };
         let Ok(envelope) = serde_json::from_str::<Value>(text.as_str()) else {
@@ -99,13 +90,13 @@ async fn session(
         let kind = envelope.get("type").and_then(Value::as_str).unwrap_or("");
         let event = match kind {
             "hello" => {
-                adapter.set_state(ConnectionState::Connected);
+                adapter.state.set(ConnectionState::Connected);
                 backoff.reset();
                 continue;
             }
             "disconnect" => {
                 let reason = envelope.get("reason").and_then(Value::as_str).unwrap_or("");
-                return Ok(End::Reconnect(format!("disconnect: {reason}")));
+                return Ok(SessionEnd::Reconnect(format!("disconnect: {reason}")));
             }
             "events_api" => adapter.normalize_event(&envelope["payload"]),
             "slash_commands" => adapter.normalize_command(&envelope["payload"]),
@@ -115,7 +106,7 @@ async fn session(
             match sink.accept(event).await {
                 Ok(()) => {}
                 // Not acked: Slack redelivers it to whoever runs next.
-                Err(NotTaken::ShuttingDown) => return Ok(End::Shutdown),
+                Err(NotTaken::ShuttingDown) => return Ok(SessionEnd::Shutdown),
                 // Not acked: Slack redelivers it, by when the store may take writes again.
                 Err(NotTaken::StoreFailing) => continue,
             }
