@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::LanesConfig;
+use crate::session::SessionKey;
 
 /// Which queue a turn runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,7 +131,7 @@ pub struct Lanes {
     /// `[lanes] max_queued_per_session`.
     max_queued_per_session: usize,
     /// Weak so a session's entry disappears once no turn holds or waits for it.
-    sessions: Mutex<HashMap<String, Weak<SessionQueue>>>,
+    sessions: Mutex<HashMap<SessionKey, Weak<SessionQueue>>>,
     /// Turns queued or running, per lane and bot; an entry is removed when it drops to zero.
     per_bot: Mutex<HashMap<(Lane, String), usize>>,
 }
@@ -261,13 +262,8 @@ impl Lanes {
     }
 
     /// Admit a turn of `session` to `lane`'s waiting room, unless the lane or the session has
-    /// its maximum of turns waiting. The turn counts as `bot`'s from now on.
-    pub fn queue(
-        self: &Arc<Self>,
-        lane: Lane,
-        bot: &str,
-        session: &str,
-    ) -> Result<Queued, QueueFull> {
+    /// its maximum of turns waiting. The turn counts as the session's bot's from now on.
+    pub fn queue(self: &Arc<Self>, lane: Lane, session: &SessionKey) -> Result<Queued, QueueFull> {
         let queue = self.session_queue(session);
         let max = self.max_queued_per_session;
         queue
@@ -286,19 +282,19 @@ impl Lanes {
             queue.waiting.fetch_sub(1, Ordering::Relaxed);
             return Err(QueueFull::Lane { lane, max });
         }
-        Ok(self.queued(lane, bot, queue))
+        Ok(self.queued(lane, &session.bot, queue))
     }
 
     /// Wait for `session`'s previous turns to finish, then for a slot on `lane`, however many
-    /// wait already. The turn counts as `bot`'s (for [`Lanes::bot_busy`]) from now until the
-    /// guard drops.
-    pub async fn enter(self: &Arc<Self>, lane: Lane, bot: &str, session: &str) -> LaneGuard {
+    /// wait already. The turn counts as the session's bot's (for [`Lanes::bot_busy`]) from now
+    /// until the guard drops.
+    pub async fn enter(self: &Arc<Self>, lane: Lane, session: &SessionKey) -> LaneGuard {
         let queue = self.session_queue(session);
         queue.waiting.fetch_add(1, Ordering::Relaxed);
         self.lanes[lane.index()]
             .queued
             .fetch_add(1, Ordering::Relaxed);
-        self.queued(lane, bot, queue).wait().await
+        self.queued(lane, &session.bot, queue).wait().await
     }
 
     /// A turn already counted as waiting on `lane` and in `queue`.
@@ -330,7 +326,7 @@ impl Lanes {
     }
 
     /// Whether `session` has a turn running or waiting (anyone but us holds its entry).
-    pub fn session_busy(&self, session: &str) -> bool {
+    pub fn session_busy(&self, session: &SessionKey) -> bool {
         let sessions = self.sessions.lock().expect("lane map poisoned");
         sessions
             .get(session)
@@ -354,7 +350,7 @@ impl Lanes {
             .collect()
     }
 
-    fn session_queue(&self, session: &str) -> Arc<SessionQueue> {
+    fn session_queue(&self, session: &SessionKey) -> Arc<SessionQueue> {
         // A std mutex: held only for a map lookup, never across an await.
         let mut sessions = self.sessions.lock().expect("lane map poisoned");
         if let Some(queue) = sessions.get(session).and_then(Weak::upgrade) {
@@ -367,7 +363,7 @@ impl Lanes {
             lock: Arc::new(tokio::sync::Mutex::new(())),
             waiting: AtomicUsize::new(0),
         });
-        sessions.insert(session.to_owned(), Arc::downgrade(&queue));
+        sessions.insert(session.clone(), Arc::downgrade(&queue));
         queue
     }
 }
@@ -377,6 +373,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// `bot`'s session in local chat `chat`.
+    fn key(bot: &str, chat: &str) -> SessionKey {
+        format!("bot:{bot}:local:{bot}:{chat}").parse().unwrap()
+    }
 
     fn lanes(main: usize) -> Arc<Lanes> {
         Lanes::new(&LanesConfig {
@@ -388,13 +389,13 @@ mod tests {
     #[tokio::test]
     async fn one_session_runs_serially_in_order() {
         let lanes = lanes(4);
-        let first = lanes.enter(Lane::Main, "bot", "s").await;
+        let first = lanes.enter(Lane::Main, &key("bot", "s")).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for i in 0..3 {
             let lanes = Arc::clone(&lanes);
             let tx = tx.clone();
             tokio::spawn(async move {
-                let _g = lanes.enter(Lane::Main, "bot", "s").await;
+                let _g = lanes.enter(Lane::Main, &key("bot", "s")).await;
                 tx.send(i).unwrap();
             });
             tokio::task::yield_now().await;
@@ -405,7 +406,7 @@ mod tests {
                 .is_err(),
             "a second turn ran while the first held the session"
         );
-        assert!(lanes.session_busy("s"));
+        assert!(lanes.session_busy(&key("bot", "s")));
         drop(first);
         let order: Vec<_> = [rx.recv().await, rx.recv().await, rx.recv().await]
             .into_iter()
@@ -417,13 +418,13 @@ mod tests {
     #[tokio::test]
     async fn different_sessions_run_in_parallel_up_to_the_lane_size() {
         let lanes = lanes(2);
-        let a = lanes.enter(Lane::Main, "bot", "a").await;
-        let b = lanes.enter(Lane::Main, "bot", "b").await;
+        let a = lanes.enter(Lane::Main, &key("bot", "a")).await;
+        let b = lanes.enter(Lane::Main, &key("bot", "b")).await;
         let load = lanes.load()[0];
         assert_eq!((load.running, load.capacity), (2, 2));
         let blocked = {
             let lanes = Arc::clone(&lanes);
-            tokio::spawn(async move { lanes.enter(Lane::Main, "bot", "c").await })
+            tokio::spawn(async move { lanes.enter(Lane::Main, &key("bot", "c")).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!blocked.is_finished(), "lane size 2 let a third turn run");
@@ -437,11 +438,10 @@ mod tests {
     #[tokio::test]
     async fn lanes_are_independent() {
         let lanes = lanes(1);
-        let _main = lanes.enter(Lane::Main, "bot", "a").await;
-        let nested = tokio::time::timeout(
-            Duration::from_secs(1),
-            lanes.enter(Lane::Nested, "bot", "b"),
-        );
+        let _main = lanes.enter(Lane::Main, &key("bot", "a")).await;
+        let other = key("bot", "b");
+        let nested =
+            tokio::time::timeout(Duration::from_secs(1), lanes.enter(Lane::Nested, &other));
         assert!(
             nested.await.is_ok(),
             "a full main lane blocked the nested lane"
@@ -452,14 +452,14 @@ mod tests {
     async fn a_bot_is_busy_while_its_turns_wait_or_run_on_that_lane() {
         let lanes = lanes(1);
         assert!(!lanes.bot_busy(Lane::Main, "snark"));
-        let running = lanes.enter(Lane::Main, "snark", "a").await;
+        let running = lanes.enter(Lane::Main, &key("snark", "a")).await;
         assert!(lanes.bot_busy(Lane::Main, "snark"));
         assert!(!lanes.bot_busy(Lane::Main, "caid"));
         assert!(!lanes.bot_busy(Lane::Cron, "snark"), "lanes count apart");
         // A second turn waiting for the full lane keeps the bot busy after the first ends.
         let waiting = {
             let lanes = Arc::clone(&lanes);
-            tokio::spawn(async move { lanes.enter(Lane::Main, "snark", "b").await })
+            tokio::spawn(async move { lanes.enter(Lane::Main, &key("snark", "b")).await })
         };
         while lanes.load()[0].queued == 0 {
             tokio::task::yield_now().await;
@@ -479,15 +479,19 @@ mod tests {
             max_queued_per_session: 1,
             ..LanesConfig::default()
         });
-        let running = lanes.queue(Lane::Main, "snark", "a").unwrap().wait().await;
-        let behind = lanes.queue(Lane::Main, "snark", "a").unwrap();
+        let running = lanes
+            .queue(Lane::Main, &key("snark", "a"))
+            .unwrap()
+            .wait()
+            .await;
+        let behind = lanes.queue(Lane::Main, &key("snark", "a")).unwrap();
         assert_eq!(
-            lanes.queue(Lane::Main, "snark", "a").err(),
+            lanes.queue(Lane::Main, &key("snark", "a")).err(),
             Some(QueueFull::Session { max: 1 })
         );
-        let other = lanes.queue(Lane::Main, "snark", "b").unwrap();
+        let other = lanes.queue(Lane::Main, &key("snark", "b")).unwrap();
         assert_eq!(
-            lanes.queue(Lane::Main, "caid", "c").err(),
+            lanes.queue(Lane::Main, &key("caid", "c")).err(),
             Some(QueueFull::Lane {
                 lane: Lane::Main,
                 max: 2
@@ -499,12 +503,12 @@ mod tests {
             "refusals are not counted as waiting"
         );
         assert!(
-            lanes.queue(Lane::Nested, "caid", "c").is_ok(),
+            lanes.queue(Lane::Nested, &key("caid", "c")).is_ok(),
             "each lane has its own room"
         );
         drop(other);
         assert!(
-            lanes.queue(Lane::Main, "caid", "c").is_ok(),
+            lanes.queue(Lane::Main, &key("caid", "c")).is_ok(),
             "a place given up is free"
         );
         drop(running);
@@ -516,10 +520,10 @@ mod tests {
     #[tokio::test]
     async fn a_turn_given_up_while_waiting_no_longer_counts() {
         let lanes = lanes(1);
-        let held = lanes.enter(Lane::Main, "caid", "a").await;
+        let held = lanes.enter(Lane::Main, &key("caid", "a")).await;
         let gave_up = tokio::time::timeout(
             Duration::from_millis(10),
-            lanes.enter(Lane::Main, "snark", "b"),
+            lanes.enter(Lane::Main, &key("snark", "b")),
         )
         .await;
         assert!(gave_up.is_err());

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::events::{Event, Events};
+use crate::session::SessionKey;
 use crate::store::{EntryKind, Filing, InboxId, NewEntry, Origin, Store};
 use crate::turn::{ToolCall, ToolExecutor};
 
@@ -28,20 +29,18 @@ pub enum Arrival {
 pub struct Journal {
     store: Store,
     events: Events,
-    session: String,
-    bot: String,
+    session: SessionKey,
     run_id: String,
     arrival: Arrival,
 }
 
 impl Journal {
-    /// A journal for `run_id` of `bot` in `session`, announcing what it writes on `events`.
-    pub fn new(store: Store, events: Events, session: String, bot: String, run_id: String) -> Self {
+    /// A journal for `run_id` in `session` (its bot's), announcing what it writes on `events`.
+    pub fn new(store: Store, events: Events, session: SessionKey, run_id: String) -> Self {
         Self {
             store,
             events,
             session,
-            bot,
             run_id,
             arrival: Arrival::Fresh,
         }
@@ -54,8 +53,8 @@ impl Journal {
         self
     }
 
-    /// The session key.
-    pub fn session(&self) -> &str {
+    /// The session.
+    pub fn session(&self) -> &SessionKey {
         &self.session
     }
 
@@ -110,8 +109,7 @@ impl Journal {
 
     /// Record what the bot itself did (`Silent`, `Failure`, `Notice`, `Admin`).
     pub async fn bot_did(&self, kind: EntryKind, text: &str, meta: Value) {
-        let bot = self.bot.clone();
-        self.write(kind, &bot, Origin::Bot, text, None, None, meta)
+        self.write(kind, &self.session.bot, Origin::Bot, text, None, None, meta)
             .await;
     }
 
@@ -127,7 +125,7 @@ impl Journal {
     ) -> Vec<Option<InboxId>> {
         let entry = self.entry(
             EntryKind::Reply,
-            &self.bot,
+            &self.session.bot,
             Origin::Bot,
             text,
             Some(message_id),
@@ -141,7 +139,7 @@ impl Journal {
             .await
         {
             Ok((entry, filed)) => {
-                self.announce(entry, EntryKind::Reply, &self.bot);
+                self.announce(entry, EntryKind::Reply, &self.session.bot);
                 filed
             }
             Err(err) => {
@@ -187,8 +185,8 @@ impl Journal {
     fn announce(&self, entry: i64, kind: EntryKind, speaker: &str) {
         self.events.emit(Event::Entry {
             entry,
-            session: self.session.clone(),
-            bot: self.bot.clone(),
+            session: self.session.render(),
+            bot: self.session.bot.clone(),
             run_id: self.run_id.clone(),
             kind: kind.as_str().to_owned(),
             speaker: speaker.to_owned(),
@@ -242,16 +240,16 @@ impl ToolExecutor for RecordingTools<'_> {
         let text = format!("{} {}", call.name, call.arguments);
         journal.bot_did(EntryKind::ToolCall, &text, args).await;
         journal.events.emit(Event::ToolCall {
-            bot: journal.bot.clone(),
-            session: journal.session.clone(),
+            bot: journal.session.bot.clone(),
+            session: journal.session.render(),
             run_id: journal.run_id.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
         });
         let result = self.inner.call(call).await;
         journal.events.emit(Event::ToolResult {
-            bot: journal.bot.clone(),
-            session: journal.session.clone(),
+            bot: journal.session.bot.clone(),
+            session: journal.session.render(),
             run_id: journal.run_id.clone(),
             tool: call.name.clone(),
             call_id: call.id.clone(),

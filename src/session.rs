@@ -13,7 +13,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use baton_contract::{AccountId, ChatId, Platform, ThreadId};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Where a session lives: one bot's account in one chat, optionally one thread of it.
 ///
@@ -148,6 +148,14 @@ impl Serialize for SessionKey {
     }
 }
 
+/// Read from JSON as rendered, refused like any other text that is not a key.
+impl<'de> Deserialize<'de> for SessionKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Chat ids of [`SessionKey::backchannel`] sessions start with this, then the sender's id.
 const BACKCHANNEL_PREFIX: &str = "a2a:";
 /// Chat ids of sessions of MCP clients start with this.
@@ -174,6 +182,18 @@ impl fmt::Display for SessionKey {
             write!(f, ":thread:{thread}")?;
         }
         Ok(())
+    }
+}
+
+/// Bot `b`'s session in local chat `chat`: for tests that need some session.
+#[cfg(test)]
+pub(crate) fn test_key(chat: &str) -> SessionKey {
+    SessionKey {
+        bot: "b".into(),
+        platform: Platform::Local,
+        account: "b".into(),
+        chat: chat.into(),
+        thread: None,
     }
 }
 

@@ -81,6 +81,39 @@ fn entries<'a>(transcript: &'a [Value], kind: &str) -> Vec<&'a Value> {
 const A_ROOM: &str = "bot:a:local:a:room";
 const B_FROM_A: &str = "bot:b:local:b:a2a:a";
 
+/// A session named by a client is read once, where it arrives: one that is not a session key
+/// is answered 400 with the form to use, not an empty list.
+#[tokio::test]
+async fn a_session_that_is_not_a_key_is_a_bad_request_naming_the_form() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let http = reqwest::Client::new();
+    for path in ["/api/transcript?session=b", "/api/deliveries?session=b"] {
+        let response = http
+            .get(format!("http://{}{path}", gw.addr()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        let body: Value = response.json().await.unwrap();
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("`b` is not a session key: write bot:<bot>:<platform>"),
+            "{path}: {body}"
+        );
+    }
+    let fine = http
+        .get(format!(
+            "http://{}/api/transcript?session={A_ROOM}",
+            gw.addr()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fine.status(), 200);
+}
+
 #[tokio::test]
 async fn a_delegates_to_b_and_gets_the_reply_inside_its_turn() {
     let fake = FakeOpenAi::start().await;

@@ -84,7 +84,7 @@ async fn a_second_run_on_one_database_exits_1_naming_the_holder() {
 
 fn entry(session: &str, ts_ms: i64, text: &str) -> NewEntry {
     NewEntry {
-        session: session.into(),
+        session: session.parse().unwrap(),
         ts_ms,
         kind: EntryKind::Inbound,
         speaker: "alice".into(),
@@ -263,7 +263,7 @@ async fn run_applies_retention_at_start_and_keeps_what_is_set_to_keep() {
     .await;
     let kept = store
         .transcript(baton::store::TranscriptQuery::session(
-            "bot:snark:local:snark:a",
+            "bot:snark:local:snark:a".parse().unwrap(),
         ))
         .await
         .unwrap();

@@ -534,7 +534,7 @@ async fn a_replayed_event_keeps_one_inbound_line_in_the_transcript() {
     let session = "bot:snark:local:snark:ops";
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     let first = NewEntry {
-        session: session.into(),
+        session: session.parse().unwrap(),
         ts_ms: 1,
         kind: EntryKind::Inbound,
         speaker: "alice".into(),

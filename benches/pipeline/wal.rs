@@ -74,7 +74,9 @@ pub(crate) async fn soak(
         async move {
             let mut reads = 0u64;
             while !done.load(Ordering::Relaxed) {
-                let session = format!("bot:{BOT}:slack:{BOT}:C{:05}", reads as usize % chats);
+                let session = format!("bot:{BOT}:slack:{BOT}:C{:05}", reads as usize % chats)
+                    .parse()
+                    .expect("a session key");
                 let query = TranscriptQuery {
                     last: Some(50),
                     ..TranscriptQuery::session(session)

@@ -200,7 +200,7 @@ pub(super) async fn transcript(
             };
             let query = TranscriptQuery {
                 last: Some(lines),
-                ..TranscriptQuery::session(key.render())
+                ..TranscriptQuery::session(key)
             };
             store.transcript(query).await?
         }
@@ -257,7 +257,7 @@ mod tests {
     fn entry(id: i64, kind: EntryKind, message: Option<&str>, text: &str) -> Entry {
         Entry {
             id,
-            session: format!("s{id}"),
+            session: crate::session::test_key(&format!("s{id}")),
             ts_ms: 0,
             kind,
             speaker: "x".into(),

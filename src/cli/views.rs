@@ -11,6 +11,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::suggest::nearest;
 use crate::mirror::now_ms;
+use crate::session::SessionKey;
 use crate::store::{DeliveryQuery, Entry, NewAudit, Store, TranscriptQuery};
 
 /// Which database to read.
@@ -103,13 +104,14 @@ pub(super) async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Stor
         .with_context(|| format!("opening {database}"))
 }
 
-/// `key` if the store has that session, else an error offering the nearest keys.
-async fn known_session(store: &Store, key: &str) -> anyhow::Result<()> {
+/// The session `key` names if the store has it, else an error offering the nearest keys.
+async fn known_session(store: &Store, key: &str) -> anyhow::Result<SessionKey> {
     let sessions = store.sessions().await?;
-    if sessions.iter().any(|s| s.key == key) {
-        return Ok(());
+    if let Some(known) = sessions.iter().find(|s| s.key.render() == key) {
+        return Ok(known.key.clone());
     }
-    let near = nearest(key, sessions.iter().map(|s| s.key.as_str()));
+    let keys: Vec<String> = sessions.iter().map(|s| s.key.render()).collect();
+    let near = nearest(key, keys.iter().map(String::as_str));
     if near.is_empty() {
         anyhow::bail!("no session `{key}` in the store; `baton sessions` lists them");
     }
@@ -123,10 +125,7 @@ pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::R
     let store = open(config, &args.store).await?;
     let session = match (&args.session, &args.bot, &args.chat, args.all) {
         (_, _, _, true) => None,
-        (Some(key), _, _, _) => {
-            known_session(&store, key).await?;
-            Some(key.clone())
-        }
+        (Some(key), _, _, _) => Some(known_session(&store, key).await?),
         (None, Some(bot), Some(chat), _) => Some(find_session(&store, bot, chat).await?),
         _ => anyhow::bail!(
             "name the session: --session KEY, or --bot ID --chat ID (or --all for every session)"
@@ -138,7 +137,7 @@ pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::R
             Some(session) => {
                 let query = TranscriptQuery {
                     after_id: after,
-                    ..TranscriptQuery::session(session)
+                    ..TranscriptQuery::session(session.clone())
                 };
                 (store.transcript(query).await?, false)
             }
@@ -164,7 +163,7 @@ pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::R
     }
 }
 
-async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<String> {
+async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<SessionKey> {
     let sessions = store.sessions().await?;
     let found: Vec<_> = sessions
         .iter()
@@ -176,7 +175,7 @@ async fn find_session(store: &Store, bot: &str, chat: &str) -> anyhow::Result<St
             anyhow::bail!("no session of bot `{bot}` in chat `{chat}`; `baton sessions` lists them")
         }
         many => {
-            let keys: Vec<_> = many.iter().map(|s| s.key.as_str()).collect();
+            let keys: Vec<_> = many.iter().map(|s| s.key.render()).collect();
             anyhow::bail!(
                 "several sessions match; pick one with --session:\n  {}",
                 keys.join("\n  ")
@@ -197,7 +196,7 @@ pub(super) async fn sessions(config: &Path, args: StoreArgs) -> anyhow::Result<(
     println!("{:<56} {:>8}  last activity", "SESSION", "ENTRIES");
     for s in store.sessions().await? {
         let ago = (now_ms() - s.updated_ms).max(0) / 1000;
-        println!("{:<56} {:>8}  {ago} s ago", s.key, s.entries);
+        println!("{:<56} {:>8}  {ago} s ago", s.key.render(), s.entries);
     }
     Ok(())
 }
@@ -220,11 +219,12 @@ pub(super) struct DeliveriesArgs {
 
 pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::Result<()> {
     let store = open(config, &args.store).await?;
-    if let Some(key) = &args.session {
-        known_session(&store, key).await?;
-    }
+    let session = match &args.session {
+        Some(key) => Some(known_session(&store, key).await?),
+        None => None,
+    };
     let query = DeliveryQuery {
-        session: args.session.as_deref().map(str::parse).transpose()?,
+        session,
         open_only: args.open,
         limit: args.limit,
     };

@@ -262,7 +262,8 @@ mod tests {
     async fn journal() -> Journal {
         let store = Store::open(":memory:").await.unwrap();
         let events = crate::events::Events::default();
-        Journal::new(store, events, "s".into(), "bot".into(), "run1".into())
+        let session = crate::session::test_key("s");
+        Journal::new(store, events, session, "run1".into())
     }
 
     #[tokio::test]
@@ -298,7 +299,7 @@ mod tests {
         );
         let entries = journal
             .store()
-            .transcript(TranscriptQuery::session("s"))
+            .transcript(TranscriptQuery::session(crate::session::test_key("s")))
             .await
             .unwrap();
         let ids: Vec<_> = entries

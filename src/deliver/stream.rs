@@ -101,7 +101,7 @@ impl<'a> Streamer<'a> {
                         cause,
                     });
                 }
-                tracing::warn!(session = self.journal.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
+                tracing::warn!(session = %self.journal.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
                 break;
             }
         }
@@ -160,7 +160,7 @@ impl<'a> Streamer<'a> {
             let recorded = match with_retry(|| self.adapter.delete(&message)).await {
                 Ok(()) => store.withdraw_delivered(&key, why).await,
                 Err(err) => {
-                    tracing::warn!(session = self.journal.session(), chunk = n, %err, "could not delete a streamed post the reply does not need; it stays in the chat");
+                    tracing::warn!(session = %self.journal.session(), chunk = n, %err, "could not delete a streamed post the reply does not need; it stays in the chat");
                     match (&post.shown, post.recorded_draft) {
                         (Some(shown), true) => store.revise_delivered(&key, shown).await,
                         _ => Ok(()),
@@ -219,7 +219,7 @@ impl<'a> Streamer<'a> {
         if !allowed {
             if pass == Pass::Last {
                 tracing::warn!(
-                    session = self.journal.session(),
+                    session = %self.journal.session(),
                     chunk = n,
                     "a streamed post used up its edits; it keeps the text it has"
                 );
@@ -334,8 +334,7 @@ mod tests {
         let journal = Journal::new(
             store,
             crate::events::Events::default(),
-            "s".into(),
-            "bot".into(),
+            crate::session::test_key("s"),
             "run1".into(),
         );
         let target = Target {
@@ -367,7 +366,7 @@ mod tests {
         assert_eq!(shown, split(reply, 30), "{log:?}");
         let entries = journal
             .store()
-            .transcript(TranscriptQuery::session("s"))
+            .transcript(TranscriptQuery::session(crate::session::test_key("s")))
             .await
             .unwrap();
         let recorded: Vec<&str> = entries.iter().map(|e| e.text.as_str()).collect();

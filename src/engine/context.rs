@@ -2,6 +2,7 @@
 //! buffer, the tail of its session, and the message that woke it — in that order.
 
 use crate::roster::Bot;
+use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, TailEntry};
 use crate::turn::{ChatLine, Role, ToolSpec, TurnRequest};
 
@@ -19,7 +20,7 @@ pub(crate) struct Current<'a> {
 /// Assemble the turn.
 pub(crate) fn turn_request(
     bot: &Bot,
-    session: &str,
+    session: &SessionKey,
     history: &[HistoryEntry],
     tail: &[TailEntry],
     current: Current<'_>,
@@ -41,7 +42,7 @@ pub(crate) fn turn_request(
         model: bot.config.model.clone().unwrap_or_default(),
         messages,
         tools,
-        session: session.to_owned(),
+        session: session.render(),
     }
 }
 

@@ -60,9 +60,7 @@ impl<'a> SessionTurn<'a> {
     pub(crate) async fn enter(services: &'a Arc<Services>, seat: Seat<'_>) -> SessionTurn<'a> {
         let journal = journal(services, seat.session, seat.run_id).await;
         let lanes = services.lanes();
-        let slot = lanes
-            .enter(seat.lane, &seat.session.bot, journal.session())
-            .await;
+        let slot = lanes.enter(seat.lane, journal.session()).await;
         SessionTurn {
             services,
             journal,
@@ -80,7 +78,7 @@ impl<'a> SessionTurn<'a> {
     ) -> Result<SessionTurn<'a>, Refused> {
         let journal = pen(services, seat.session, seat.run_id).replaying(arrival);
         let lanes = services.lanes();
-        let queued = match lanes.queue(seat.lane, &seat.session.bot, journal.session()) {
+        let queued = match lanes.queue(seat.lane, journal.session()) {
             Ok(queued) => queued,
             Err(full) => return Err(Refused { journal, full }),
         };
@@ -102,7 +100,7 @@ impl<'a> SessionTurn<'a> {
     ) -> Result<SessionTurn<'a>, SessionBusy> {
         let journal = journal(services, seat.session, seat.run_id).await;
         let lanes = services.lanes();
-        let entering = lanes.enter(seat.lane, &seat.session.bot, journal.session());
+        let entering = lanes.enter(seat.lane, journal.session());
         let slot = tokio::time::timeout_at(until, entering)
             .await
             .map_err(|_| SessionBusy)?;
@@ -167,8 +165,7 @@ fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
     Journal::new(
         services.store().clone(),
         services.events().clone(),
-        session.render(),
-        session.bot.clone(),
+        session.clone(),
         run_id,
     )
 }

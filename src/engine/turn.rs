@@ -106,7 +106,7 @@ pub(super) async fn take_turn(
     sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
     let bot = plan.bot.id().to_owned();
-    let (session, run_id) = (journal.session().to_owned(), journal.run_id().to_owned());
+    let (session, run_id) = (journal.session().render(), journal.run_id().to_owned());
     shared.events().emit(Event::TurnStarted {
         bot: bot.clone(),
         session: session.clone(),
@@ -136,11 +136,11 @@ async fn run_turn(
     plan: TurnPlan<'_>,
     sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
-    let session = journal.session().to_owned();
+    let session = journal.session();
     let tail = match plan.recall {
         Recall::SessionTail => shared
             .store()
-            .session_tail(&session, SESSION_TAIL)
+            .session_tail(session, SESSION_TAIL)
             .await
             .unwrap_or_default(),
         Recall::MessageOnly => Vec::new(),
@@ -162,7 +162,7 @@ async fn run_turn(
     };
     let request = context::turn_request(
         bot,
-        &session,
+        session,
         plan.history,
         &tail,
         current,
@@ -192,7 +192,7 @@ async fn run_turn(
     };
     if let Some(usage) = reply.usage {
         tracing::debug!(
-            session,
+            %session,
             prompt_tokens = usage.prompt_tokens,
             completion_tokens = usage.completion_tokens,
             "turn's token usage"
@@ -226,7 +226,7 @@ async fn run_turn(
 
 async fn failed(shared: &Services, journal: &Journal, err: TurnFailure) -> TurnEnd {
     shared.metrics().add(&metrics::TURNS, "failed");
-    tracing::error!(session = journal.session(), %err, "turn failed");
+    tracing::error!(session = %journal.session(), %err, "turn failed");
     journal
         .bot_did(
             EntryKind::Failure,
@@ -240,7 +240,7 @@ async fn failed(shared: &Services, journal: &Journal, err: TurnFailure) -> TurnE
 /// A reply that did not reach the platform: logged and recorded, never silently lost.
 pub(super) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> String {
     let err = err.to_string();
-    tracing::error!(session = journal.session(), %err, "reply not delivered");
+    tracing::error!(session = %journal.session(), %err, "reply not delivered");
     journal
         .bot_did(EntryKind::Failure, &err, json!({"stage": "deliver"}))
         .await;

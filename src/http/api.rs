@@ -151,14 +151,18 @@ pub(super) async fn transcript(
     Query(params): Query<TranscriptParams>,
 ) -> Response {
     let store = state.dispatcher.shared().store();
+    let session = match params.session.parse::<SessionKey>() {
+        Ok(session) => session,
+        Err(err) => return bad(StatusCode::BAD_REQUEST, &err.to_string()),
+    };
     if let Some(run) = &params.run {
-        return match store.run_entries(&params.session, run).await {
+        return match store.run_entries(&session, run).await {
             Ok(entries) => Json(entries).into_response(),
             Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
         };
     }
     let query = TranscriptQuery {
-        session: params.session,
+        session,
         after_id: params.after,
         last: None,
         since_reset: false,

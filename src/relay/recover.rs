@@ -35,7 +35,7 @@ pub async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
             _ => {
                 let pushed = shared
                     .store()
-                    .run_entries(&d.sender_session.render(), &push_run_id(&d.run_id))
+                    .run_entries(&d.sender_session, &push_run_id(&d.run_id))
                     .await?;
                 if pushed.is_empty() {
                     run::push(shared, d, &settled(d)).await;
@@ -55,7 +55,7 @@ pub async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
 async fn interrupted(shared: &Services, d: &Delivery) -> Result<RunResult, StoreError> {
     let entries = shared
         .store()
-        .run_entries(&d.target_session.render(), &d.run_id)
+        .run_entries(&d.target_session, &d.run_id)
         .await?;
     let model = |e: &crate::store::Entry| e.meta["model"].as_str().unwrap_or_default().to_owned();
     let outcome = entries.iter().rev().find_map(|e| match e.kind {

@@ -384,7 +384,9 @@ mod tests {
 
         let transcript = s
             .store()
-            .transcript(TranscriptQuery::session("bot:hb:local:hb:ops"))
+            .transcript(TranscriptQuery::session(
+                "bot:hb:local:hb:ops".parse().unwrap(),
+            ))
             .await
             .unwrap();
         let reasons: Vec<(EntryKind, String)> = transcript

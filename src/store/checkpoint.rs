@@ -232,7 +232,7 @@ mod tests {
                     while !done.load(Ordering::Relaxed) {
                         let query = TranscriptQuery {
                             last: Some(50),
-                            ..TranscriptQuery::session(format!("s{r}"))
+                            ..TranscriptQuery::session(crate::session::test_key(&format!("s{r}")))
                         };
                         store.transcript(query).await.unwrap();
                         reads += 1;
@@ -249,7 +249,7 @@ mod tests {
                 tokio::spawn(async move {
                     for i in 0..1200 {
                         let entry = NewEntry {
-                            session: format!("s{}", (w + i) % 3),
+                            session: crate::session::test_key(&format!("s{}", (w + i) % 3)),
                             ts_ms: i,
                             kind: EntryKind::Inbound,
                             speaker: "alice".into(),

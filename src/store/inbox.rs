@@ -189,7 +189,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let post = NewEntry {
-            session: "s".into(),
+            session: crate::session::test_key("s"),
             ts_ms: 2,
             kind: crate::store::EntryKind::Reply,
             speaker: "snark".into(),

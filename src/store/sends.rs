@@ -109,7 +109,7 @@ mod tests {
             "begun and never confirmed"
         );
         let chunk = NewEntry {
-            session: "s".into(),
+            session: crate::session::test_key("s"),
             ts_ms: 3,
             kind: EntryKind::Reply,
             speaker: "bot".into(),

@@ -15,7 +15,7 @@ use crate::session::SessionKey;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SessionRecord {
     /// Session key.
-    pub key: String,
+    pub key: SessionKey,
     /// Bot id.
     pub bot: String,
     /// Platform name.
@@ -40,7 +40,7 @@ const SELECT_SESSIONS: &str = "SELECT key, bot, platform, account, chat, thread,
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
-        key: row.get(0)?,
+        key: session_column(row, 0)?,
         bot: row.get(1)?,
         platform: row.get(2)?,
         account: row.get(3)?,
@@ -174,14 +174,14 @@ mod tests {
         store.touch_session(&b, 200).await.unwrap();
         store.touch_session(&a, 300).await.unwrap();
         store.touch_session(&a, 250).await.unwrap(); // late: ignored
-        store.append(entry(&a.render(), "hi")).await.unwrap();
+        store.append(entry(&a, "hi")).await.unwrap();
         store.close().await.unwrap();
 
         let store = Store::open(path.to_str().unwrap()).await.unwrap();
         let all = store.sessions().await.unwrap();
         assert_eq!(
             all.iter().map(|s| s.key.clone()).collect::<Vec<_>>(),
-            [a.render(), b.render()]
+            [a.clone(), b]
         );
         let rec = store.session(&a).await.unwrap().unwrap();
         assert_eq!((rec.created_ms, rec.updated_ms, rec.entries), (100, 300, 1));
@@ -198,7 +198,7 @@ mod tests {
         let other = session("snark", "C2", None);
         for s in [&snark, &caid, &other] {
             store.touch_session(s, 1).await.unwrap();
-            store.append(entry(&s.render(), "old")).await.unwrap();
+            store.append(entry(s, "old")).await.unwrap();
         }
 
         assert_eq!(
@@ -208,11 +208,11 @@ mod tests {
                 .unwrap(),
             1
         );
-        store.append(entry(&snark.render(), "new")).await.unwrap();
+        store.append(entry(&snark, "new")).await.unwrap();
 
         let view = |key: &SessionKey, since_reset| TranscriptQuery {
             since_reset,
-            ..TranscriptQuery::session(key.render())
+            ..TranscriptQuery::session(key.clone())
         };
         let texts = |v: Vec<crate::store::Entry>| v.into_iter().map(|e| e.text).collect::<Vec<_>>();
         assert_eq!(

@@ -8,8 +8,10 @@ use rusqlite::types::Type;
 use rusqlite::{OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
+use super::sessions::session_column;
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
+use crate::session::SessionKey;
 
 stored_name! {
     /// What an entry records.
@@ -51,8 +53,8 @@ stored_name! {
 /// An entry to append (the store assigns the id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NewEntry {
-    /// Session key (`bot:<bot>:<platform>:<account>:<chat>[:thread:<id>]`).
-    pub session: String,
+    /// The session it is said in.
+    pub session: SessionKey,
     /// When it happened, milliseconds since the Unix epoch.
     pub ts_ms: i64,
     /// What it records.
@@ -78,8 +80,8 @@ pub struct NewEntry {
 pub struct Entry {
     /// Global, increasing, never reused: a cursor for "what came after".
     pub id: i64,
-    /// Session key.
-    pub session: String,
+    /// The session it was said in.
+    pub session: SessionKey,
     /// When it happened, milliseconds since the Unix epoch.
     pub ts_ms: i64,
     /// What it records.
@@ -135,10 +137,10 @@ pub struct TailEntry {
 }
 
 /// Which entries of a session to read.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptQuery {
-    /// Session key.
-    pub session: String,
+    /// The session.
+    pub session: SessionKey,
     /// Only entries with a greater id (for `--follow` and incremental reads).
     pub after_id: Option<i64>,
     /// Only the newest N, still returned oldest-first (the model's transcript tail).
@@ -149,10 +151,12 @@ pub struct TranscriptQuery {
 
 impl TranscriptQuery {
     /// The whole transcript of `session`.
-    pub fn session(session: impl Into<String>) -> Self {
+    pub fn session(session: SessionKey) -> Self {
         TranscriptQuery {
-            session: session.into(),
-            ..TranscriptQuery::default()
+            session,
+            after_id: None,
+            last: None,
+            since_reset: false,
         }
     }
 }
@@ -180,7 +184,7 @@ pub(super) fn insert_entry(
         )?
         .query_row(
             rusqlite::params![
-                entry.session,
+                entry.session.render(),
                 entry.ts_ms,
                 entry.kind.as_str(),
                 entry.speaker,
@@ -236,7 +240,7 @@ impl Store {
             let mut entries = stmt
                 .query_map(
                     (
-                        &query.session,
+                        query.session.render(),
                         query.after_id.unwrap_or(0),
                         query.since_reset,
                     ),
@@ -276,10 +280,10 @@ impl Store {
     /// `last` and `since_reset`, minus the columns the model never sees.
     pub async fn session_tail(
         &self,
-        session: &str,
+        session: &SessionKey,
         last: usize,
     ) -> Result<Vec<TailEntry>, StoreError> {
-        let session = session.to_owned();
+        let session = session.render();
         self.read(move |conn| {
             let mut entries = conn
                 .prepare_cached(
@@ -310,8 +314,12 @@ impl Store {
 
     /// The entries of one run in one session, oldest first: how a restart finds out whether a
     /// turn got as far as its outcome.
-    pub async fn run_entries(&self, session: &str, run_id: &str) -> Result<Vec<Entry>, StoreError> {
-        let (session, run_id) = (session.to_owned(), run_id.to_owned());
+    pub async fn run_entries(
+        &self,
+        session: &SessionKey,
+        run_id: &str,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let (session, run_id) = (session.render(), run_id.to_owned());
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT id, session, ts_ms, kind, speaker, origin, text,
@@ -329,7 +337,7 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
     let meta: String = row.get(10)?;
     Ok(Entry {
         id: row.get(0)?,
-        session: row.get(1)?,
+        session: session_column(row, 1)?,
         ts_ms: row.get(2)?,
         kind: parse_column(row, 3)?,
         speaker: row.get(4)?,
@@ -346,11 +354,12 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::session::test_key as key;
 
     /// A plain inbound entry for tests.
-    pub(crate) fn entry(session: &str, text: &str) -> NewEntry {
+    pub(crate) fn entry(session: &SessionKey, text: &str) -> NewEntry {
         NewEntry {
-            session: session.to_owned(),
+            session: session.clone(),
             ts_ms: 1_000,
             kind: EntryKind::Inbound,
             speaker: "U1".to_owned(),
@@ -394,15 +403,15 @@ pub(crate) mod tests {
             run_id: Some("r1".into()),
             idempotency_key: Some("k1".into()),
             meta: serde_json::json!({"raw": {"ts": "1.2"}}),
-            ..entry("s1", "first")
+            ..entry(&key("s1"), "first")
         };
         let id1 = store.append(full.clone()).await.unwrap();
-        let id2 = store.append(entry("s2", "elsewhere")).await.unwrap();
-        let id3 = store.append(entry("s1", "second")).await.unwrap();
+        let id2 = store.append(entry(&key("s2"), "elsewhere")).await.unwrap();
+        let id3 = store.append(entry(&key("s1"), "second")).await.unwrap();
         assert!(id1 < id2 && id2 < id3);
 
         let all = store
-            .transcript(TranscriptQuery::session("s1"))
+            .transcript(TranscriptQuery::session(key("s1")))
             .await
             .unwrap();
         assert_eq!(texts(&all), ["first", "second"]);
@@ -417,7 +426,7 @@ pub(crate) mod tests {
 
         let after = TranscriptQuery {
             after_id: Some(id1),
-            ..TranscriptQuery::session("s1")
+            ..TranscriptQuery::session(key("s1"))
         };
         assert_eq!(texts(&store.transcript(after).await.unwrap()), ["second"]);
     }
@@ -426,11 +435,14 @@ pub(crate) mod tests {
     async fn last_n_are_the_newest_still_oldest_first() {
         let store = Store::open(":memory:").await.unwrap();
         for i in 0..5 {
-            store.append(entry("s", &i.to_string())).await.unwrap();
+            store
+                .append(entry(&key("s"), &i.to_string()))
+                .await
+                .unwrap();
         }
         let q = TranscriptQuery {
             last: Some(2),
-            ..TranscriptQuery::session("s")
+            ..TranscriptQuery::session(key("s"))
         };
         assert_eq!(texts(&store.transcript(q).await.unwrap()), ["3", "4"]);
     }
@@ -442,22 +454,22 @@ pub(crate) mod tests {
             kind: EntryKind::Reply,
             platform_message_id: Some("1712.0001".into()),
             idempotency_key: Some("k".into()),
-            ..entry("s", "hello")
+            ..entry(&key("s"), "hello")
         };
         let id = store.append(chunk.clone()).await.unwrap();
         // Replayed: same id, nothing new written.
         assert_eq!(store.append(chunk).await.unwrap(), id);
         let all = store
-            .transcript(TranscriptQuery::session("s"))
+            .transcript(TranscriptQuery::session(key("s")))
             .await
             .unwrap();
         assert_eq!(all.len(), 1);
         // Entries without a key never collide.
-        store.append(entry("s", "a")).await.unwrap();
-        store.append(entry("s", "b")).await.unwrap();
+        store.append(entry(&key("s"), "a")).await.unwrap();
+        store.append(entry(&key("s"), "b")).await.unwrap();
         assert_eq!(
             store
-                .transcript(TranscriptQuery::session("s"))
+                .transcript(TranscriptQuery::session(key("s")))
                 .await
                 .unwrap()
                 .len(),
@@ -468,9 +480,8 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn the_session_tail_is_the_transcript_tail_since_the_reset_in_slim_form() {
         let store = Store::open(":memory:").await.unwrap();
-        let key: crate::session::SessionKey = "bot:b:slack:a:C1".parse().unwrap();
-        store.touch_session(&key, 1).await.unwrap();
-        let session = key.render();
+        let session: SessionKey = "bot:b:slack:a:C1".parse().unwrap();
+        store.touch_session(&session, 1).await.unwrap();
         store
             .append(entry(&session, "before the reset"))
             .await
@@ -520,7 +531,12 @@ pub(crate) mod tests {
                 tokio::spawn(async move {
                     let mut ids = Vec::new();
                     for i in 0..20 {
-                        ids.push(store.append(entry("s", &format!("{t}-{i}"))).await.unwrap());
+                        ids.push(
+                            store
+                                .append(entry(&key("s"), &format!("{t}-{i}")))
+                                .await
+                                .unwrap(),
+                        );
                     }
                     ids
                 })
@@ -549,7 +565,7 @@ pub(crate) mod tests {
         drop(store);
         let store = Store::open(path).await.unwrap();
         let stored = store
-            .transcript(TranscriptQuery::session("s"))
+            .transcript(TranscriptQuery::session(key("s")))
             .await
             .unwrap();
         assert_eq!(stored.iter().map(|e| e.id).collect::<Vec<_>>(), all_ids);
@@ -564,14 +580,17 @@ pub(crate) mod tests {
             let store = store.clone();
             tokio::spawn(async move {
                 for i in 0..300 {
-                    store.append(entry("s", &i.to_string())).await.unwrap();
+                    store
+                        .append(entry(&key("s"), &i.to_string()))
+                        .await
+                        .unwrap();
                 }
             })
         };
         let mut seen = 0;
         while seen < 300 {
             let now = store
-                .transcript(TranscriptQuery::session("s"))
+                .transcript(TranscriptQuery::session(key("s")))
                 .await
                 .unwrap()
                 .len();

@@ -68,7 +68,7 @@ pub(super) async fn history(tools: &AgentTools, raw: Value) -> Value {
     };
     let query = TranscriptQuery {
         last: Some(a.limit.unwrap_or(20).clamp(1, 200)),
-        ..TranscriptQuery::session(session.render())
+        ..TranscriptQuery::session(session.clone())
     };
     let entries = match tools.shared.store().transcript(query).await {
         Ok(entries) => entries,
@@ -126,7 +126,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         "exists": record.is_some(),
         "updated_ms": record.as_ref().map(|r| r.updated_ms),
         "entries": record.as_ref().map_or(0, |r| r.entries),
-        "busy": tools.shared.lanes().session_busy(&session.render()),
+        "busy": tools.shared.lanes().session_busy(&session),
         "deliveries_in_flight": open,
     })
 }
