@@ -42,6 +42,10 @@ enum Table {
     Pairing,
     /// History buffers and cursors of chats quiet since before the date.
     History,
+    /// Settled escalations (never a pending one).
+    Escalations,
+    /// Sessions idle since before the date, with their transcripts.
+    Sessions,
 }
 
 impl From<Table> for PruneTable {
@@ -53,6 +57,8 @@ impl From<Table> for PruneTable {
             Table::Chains => PruneTable::Chains,
             Table::Pairing => PruneTable::Pairing,
             Table::History => PruneTable::History,
+            Table::Escalations => PruneTable::Escalations,
+            Table::Sessions => PruneTable::Sessions,
         }
     }
 }

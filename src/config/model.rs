@@ -621,6 +621,10 @@ pub struct RetentionConfig {
     pub pairing: String,
     /// A chat's history buffer and cursors go once the chat has been quiet this long.
     pub history_idle: String,
+    /// Settled escalations (answered, approved, denied, failed), by when they settled.
+    pub escalations: String,
+    /// Sessions idle this long, with their transcripts (never one something waits on).
+    pub sessions: String,
 }
 
 impl Default for RetentionConfig {
@@ -632,13 +636,15 @@ impl Default for RetentionConfig {
             chains: "keep".into(),
             pairing: "keep".into(),
             history_idle: "7d".into(),
+            escalations: "keep".into(),
+            sessions: "keep".into(),
         }
     }
 }
 
 impl RetentionConfig {
     /// Every key with its value, for validation and for building the prune plan.
-    pub fn keys(&self) -> [(&'static str, &str); 6] {
+    pub fn keys(&self) -> [(&'static str, &str); 8] {
         [
             ("transcripts", &self.transcripts),
             ("audit", &self.audit),
@@ -646,6 +652,8 @@ impl RetentionConfig {
             ("chains", &self.chains),
             ("pairing", &self.pairing),
             ("history_idle", &self.history_idle),
+            ("escalations", &self.escalations),
+            ("sessions", &self.sessions),
         ]
     }
 }

@@ -29,6 +29,8 @@ impl Retention {
             (PruneTable::Chains, "chains", &config.chains),
             (PruneTable::Pairing, "pairing", &config.pairing),
             (PruneTable::History, "history_idle", &config.history_idle),
+            (PruneTable::Escalations, "escalations", &config.escalations),
+            (PruneTable::Sessions, "sessions", &config.sessions),
         ];
         let mut rules = Vec::new();
         for (table, key, value) in tables {
