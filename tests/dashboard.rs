@@ -101,23 +101,28 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     assert_eq!(browser.js("return window.__sameLoad === true;").await, true);
     browser.screenshot("dashboard-session").await;
 
-    // A bot-to-bot call: a nested card under the message that caused it.
+    // A bot-to-bot call: a nested card under the message that caused it. Live redraws rebuild
+    // the view (and may draw a delivery already settled beside entries fetched a moment
+    // earlier), so each read finds its elements and uses them in one script, and waits while
+    // any of them is missing instead of failing on it.
     gw.say("lobby", "alice", "@snark ask @caid: write a haiku")
         .await;
     gw.settle().await;
     let card = browser
         .until(
-            "the call card, delivered",
+            "the call card, delivered, between its cause and snark's reply",
             "const c = [...document.querySelectorAll('.run .call-card')] \
                .find(c => c.querySelector('.call-state').textContent === 'delivered'); \
              if (!c) return null; \
              const run = c.closest('.run'); \
+             const cause = run.querySelector('.kind-inbound .entry-text'); \
+             const after = run.querySelector('.kind-reply .entry-text'); \
+             if (!cause || !after) return null; \
              return { caller: c.querySelector('.call-caller').textContent, \
                       target: c.querySelector('.call-target').textContent, \
                       model: c.querySelector('.call-model').textContent, \
                       elapsed: c.querySelector('.call-elapsed').textContent, \
-                      cause: run.querySelector('.kind-inbound .entry-text').textContent, \
-                      after: run.querySelector('.kind-reply .entry-text').textContent };",
+                      cause: cause.textContent, after: after.textContent };",
         )
         .await;
     assert_eq!(card["caller"], "snark", "{card}");
@@ -132,7 +137,11 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     assert_eq!(card["after"], "write a haiku", "{card}");
     // Expanded, it shows the target's own run: the message it got and its answer.
     browser
-        .js("document.querySelector('.call-card.state-delivered .call-head').click(); return true;")
+        .until(
+            "the delivered card's head, clicked",
+            "const head = document.querySelector('.call-card.state-delivered .call-head'); \
+             if (!head) return null; head.click(); return true;",
+        )
         .await;
     let inner = browser
         .until(

@@ -152,11 +152,12 @@ fn main() {
                     watchers,
                 ));
                 println!(
-                    "round {round}, {watchers:>2} readers: {:>8.0} events/s ({} events, {:.2} s; readers got {} stream events)",
+                    "round {round}, {watchers:>2} readers: {:>8.0} events/s ({} events, {:.2} s; readers got {} stream events, {} dropped for falling behind)",
                     run.rate(),
                     run.events,
                     run.elapsed.as_secs_f64(),
                     run.streamed,
+                    run.readers_dropped,
                 );
             }
         }

@@ -24,6 +24,8 @@ pub(crate) struct Throughput {
     pub(crate) commits: u64,
     /// Events the `/api/events` readers received during the run, between them.
     pub(crate) streamed: u64,
+    /// Readers dropped for falling behind during the run.
+    pub(crate) readers_dropped: u64,
 }
 
 impl Throughput {
@@ -105,6 +107,7 @@ pub(crate) async fn throughput(
     let elapsed = started.elapsed();
     let commits = rig.gateway.store().commits() - commits;
     let streamed = watchers.received();
+    let readers_dropped = watchers.dropped();
     drop(watchers);
     let mentions = mentions_in(warmup..total, mention_every);
     let answered = rig.recorder.reply_latencies(warmup..total).len();
@@ -116,6 +119,7 @@ pub(crate) async fn throughput(
         elapsed,
         commits,
         streamed,
+        readers_dropped,
     }
 }
 

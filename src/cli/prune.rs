@@ -44,6 +44,10 @@ enum Table {
     History,
     /// Artifacts made before the date (and their bytes, once no artifact names them).
     Artifacts,
+    /// Settled escalations (never a pending one).
+    Escalations,
+    /// Sessions idle since before the date, with their transcripts.
+    Sessions,
 }
 
 impl From<Table> for PruneTable {
@@ -56,6 +60,8 @@ impl From<Table> for PruneTable {
             Table::Pairing => PruneTable::Pairing,
             Table::History => PruneTable::History,
             Table::Artifacts => PruneTable::Artifacts,
+            Table::Escalations => PruneTable::Escalations,
+            Table::Sessions => PruneTable::Sessions,
         }
     }
 }

@@ -28,6 +28,7 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
         serve_http: true,
         clock: ScheduleClock::Timer,
     };
+    let mut stop = StopSignals::install()?;
     #[cfg(unix)]
     survive_file_size_limit();
     let gateway = Gateway::start(config, options).await?;
@@ -35,7 +36,7 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
         tracing::info!(%addr, "baton is listening");
         println!("baton listening on http://{addr}");
     }
-    wait_for_signal().await;
+    stop.received().await;
     tracing::info!("shutting down: draining turns in flight");
     gateway.shutdown().await;
     Ok(())
@@ -50,26 +51,50 @@ pub(super) fn lock_database(
     DatabaseLock::acquire(database.unwrap_or(&config.gateway.database))
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
+/// SIGINT and SIGTERM, handled from before the gateway starts. A service manager (or a test)
+/// may send SIGTERM the moment it reads `baton listening on`; a signal that arrives before its
+/// handler exists kills the process on the spot, with no drain and no clean exit.
+#[cfg(unix)]
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl StopSignals {
+    fn install() -> anyhow::Result<Self> {
+        use anyhow::Context as _;
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+        let handle = |kind| {
+            signal(kind)
+                .context("cannot handle SIGINT and SIGTERM, so baton could not drain on stop")
+        };
+        Ok(Self {
+            interrupt: handle(SignalKind::interrupt())?,
+            terminate: handle(SignalKind::terminate())?,
+        })
+    }
+
+    async fn received(&mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+}
+
+/// Ctrl-C, where there is no SIGTERM.
+#[cfg(not(unix))]
+struct StopSignals;
+
+#[cfg(not(unix))]
+impl StopSignals {
+    fn install() -> anyhow::Result<Self> {
+        Ok(Self)
+    }
+
+    async fn received(&mut self) {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 

@@ -625,6 +625,10 @@ pub struct RetentionConfig {
     pub history_idle: String,
     /// Artifacts, by when they were made.
     pub artifacts: String,
+    /// Settled escalations (answered, approved, denied, failed), by when they settled.
+    pub escalations: String,
+    /// Sessions idle this long, with their transcripts (never one something waits on).
+    pub sessions: String,
 }
 
 impl Default for RetentionConfig {
@@ -637,13 +641,15 @@ impl Default for RetentionConfig {
             pairing: "keep".into(),
             history_idle: "7d".into(),
             artifacts: "keep".into(),
+            escalations: "keep".into(),
+            sessions: "keep".into(),
         }
     }
 }
 
 impl RetentionConfig {
     /// Every key with its value, for validation and for building the prune plan.
-    pub fn keys(&self) -> [(&'static str, &str); 7] {
+    pub fn keys(&self) -> [(&'static str, &str); 9] {
         [
             ("transcripts", &self.transcripts),
             ("audit", &self.audit),
@@ -652,6 +658,8 @@ impl RetentionConfig {
             ("pairing", &self.pairing),
             ("history_idle", &self.history_idle),
             ("artifacts", &self.artifacts),
+            ("escalations", &self.escalations),
+            ("sessions", &self.sessions),
         ]
     }
 }

@@ -30,6 +30,8 @@ impl Retention {
             (PruneTable::Pairing, "pairing", &config.pairing),
             (PruneTable::History, "history_idle", &config.history_idle),
             (PruneTable::Artifacts, "artifacts", &config.artifacts),
+            (PruneTable::Escalations, "escalations", &config.escalations),
+            (PruneTable::Sessions, "sessions", &config.sessions),
         ];
         let mut rules = Vec::new();
         for (table, key, value) in tables {

@@ -104,7 +104,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     report.usage = usage;
     report.tool_calls = shared
         .store()
-        .run_entries(&d.target_session.render(), &d.run_id)
+        .run_entries(&d.target_session, &d.run_id)
         .await
         .map_or(0, |entries| {
             entries

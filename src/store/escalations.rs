@@ -212,8 +212,9 @@ fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Escalation>> {
 /// Every human message asks whether it answers a question of its chat, and nearly every chat
 /// has never had one: this set, loaded at open and extended right after each new escalation
 /// commits (before the question is posted, so before anyone can answer it), settles those
-/// messages without a database read. Rows are never deleted, so the set only grows, and only
-/// by chats where a bot escalated.
+/// messages without a database read. It only grows, and only by chats where a bot escalated:
+/// pruning settled rows (`[retention] escalations`) leaves their chats in it until the next
+/// start, which costs such a chat one read per message, never a missed answer.
 #[derive(Debug, Default)]
 pub(crate) struct EscalationChats {
     chats: RwLock<HashSet<String>>,

@@ -12,7 +12,13 @@
 //! - history: a chat's buffer and its bots' cursors go together, once its newest message is
 //!   older than the date (a chat quiet that long);
 //! - artifacts made by a delivery still queued or running stay; a blob goes with the last
-//!   artifact naming it.
+//!   artifact naming it;
+//! - escalations: only settled ones (answered, approved, denied, failed), by when they settled;
+//!   a pending question or approval stays however old;
+//! - sessions: a session idle since before the date goes whole, its transcript first, then its
+//!   row (a later message starts it afresh), unless something still waits on it: a pending
+//!   escalation it asked or was asked in, or a delivery to or from it that is queued, running
+//!   or still to be pushed back.
 //!
 //! The inbox, dedupe keys and posts begun (`sends`) are not touched here: the inbox empties as
 //! events finish, and the others expire by their own clock (`dedupe.rs`). Rows go in chunks of
@@ -46,11 +52,15 @@ pub enum PruneTable {
     History,
     /// Artifacts, by when they were made (their bytes go with the last artifact naming them).
     Artifacts,
+    /// Settled escalations, by when they settled.
+    Escalations,
+    /// Sessions idle since before the date, with their transcripts.
+    Sessions,
 }
 
 impl PruneTable {
     /// Every table, in the order they are pruned.
-    pub const ALL: [PruneTable; 7] = [
+    pub const ALL: [PruneTable; 9] = [
         PruneTable::Transcripts,
         PruneTable::Audit,
         PruneTable::Deliveries,
@@ -58,6 +68,8 @@ impl PruneTable {
         PruneTable::Pairing,
         PruneTable::History,
         PruneTable::Artifacts,
+        PruneTable::Escalations,
+        PruneTable::Sessions,
     ];
 
     /// The name used in config keys, on the command line and in logs.
@@ -70,6 +82,8 @@ impl PruneTable {
             PruneTable::Pairing => "pairing",
             PruneTable::History => "history",
             PruneTable::Artifacts => "artifacts",
+            PruneTable::Escalations => "escalations",
+            PruneTable::Sessions => "sessions",
         }
     }
 
@@ -95,9 +109,16 @@ impl PruneTable {
                 "DELETE FROM pairing WHERE rowid IN
                     (SELECT rowid FROM pairing WHERE approved = 0 AND created_ms < ?1 LIMIT ?2)"
             }
+            PruneTable::Escalations => {
+                "DELETE FROM escalations WHERE id IN
+                    (SELECT id FROM escalations
+                     WHERE state <> 'pending' AND coalesce(resolved_ms, created_ms) < ?1
+                     LIMIT ?2)"
+            }
             PruneTable::Chains => return delete_closed_chains(conn, before),
             PruneTable::History => return delete_idle_history(conn, before),
             PruneTable::Artifacts => return super::artifacts::prune_artifacts(conn, before, CHUNK),
+            PruneTable::Sessions => return delete_idle_sessions(conn, before),
         };
         conn.prepare_cached(sql)?.execute((before, CHUNK))
     }
@@ -140,6 +161,46 @@ fn delete_idle_history(conn: &Connection, before: i64) -> rusqlite::Result<usize
         )?
         .execute([])?;
     Ok(rows + cursors)
+}
+
+/// The condition on session `s` (of the `sessions` table) for it to go: idle since before
+/// `?1`, and nothing waits on it. The sessions still awaited are listed once per statement.
+macro_rules! idle_session {
+    () => {
+        "s.updated_ms < ?1 AND s.key NOT IN (
+            SELECT session FROM escalations WHERE state = 'pending'
+            UNION SELECT origin FROM escalations WHERE state = 'pending'
+            UNION SELECT sender_session FROM deliveries
+                WHERE state IN ('queued', 'running') OR notify = 'pending'
+            UNION SELECT target_session FROM deliveries
+                WHERE state IN ('queued', 'running') OR notify = 'pending')"
+    };
+}
+
+/// An idle session's transcript goes first, [`CHUNK`] entries a job; its row goes once the
+/// transcript is empty. Only entries older than the date go, so a session that wakes up during
+/// a long prune keeps what it says now, and its row (now not idle) stays.
+fn delete_idle_sessions(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+    let entries = conn
+        .prepare_cached(concat!(
+            "DELETE FROM transcript WHERE id IN
+                (SELECT t.id FROM sessions s JOIN transcript t ON t.session = s.key
+                 WHERE t.ts_ms < ?1 AND ",
+            idle_session!(),
+            " LIMIT ?2)"
+        ))?
+        .execute((before, CHUNK))?;
+    if entries > 0 {
+        return Ok(entries);
+    }
+    conn.prepare_cached(concat!(
+        "DELETE FROM sessions WHERE key IN
+            (SELECT s.key FROM sessions s
+             WHERE NOT EXISTS (SELECT 1 FROM transcript t WHERE t.session = s.key) AND ",
+        idle_session!(),
+        " LIMIT ?2)"
+    ))?
+    .execute((before, CHUNK))
 }
 
 impl Store {
@@ -283,6 +344,146 @@ mod tests {
             count(&store, "SELECT count(*) FROM history_cursors").await,
             1
         );
+    }
+
+    #[tokio::test]
+    async fn settled_escalations_go_by_when_they_settled_pending_ones_never() {
+        let store = Store::open(":memory:").await.unwrap();
+        exec(
+            &store,
+            "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
+                 origin_platform, origin_account, origin_chat, chat_key, text, state,
+                 created_ms, resolved_ms) VALUES
+             ('q-answered', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                 'answered', 1000, 2000),
+             ('ap-denied', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                 'denied', 1000, 2000),
+             ('q-failed', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                 'failed', 1000, NULL),
+             ('q-pending', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                 'pending', 1000, NULL),
+             ('ap-late', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                 'approved', 1000, 399 * 86400000);",
+        )
+        .await;
+        let gone = store
+            .prune(PruneTable::Escalations, NOW - 30 * DAY, NOW)
+            .await
+            .unwrap();
+        assert_eq!(gone, 3, "answered, denied and failed long ago");
+        let left: Vec<String> = store
+            .read(|c| {
+                c.prepare("SELECT id FROM escalations ORDER BY id")?
+                    .query_map([], |r| r.get(0))?
+                    .collect()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            left,
+            ["ap-late", "q-pending"],
+            "a pending one however old, and one settled yesterday though asked long ago"
+        );
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_go_with_their_transcripts_unless_something_waits_on_them() {
+        let store = Store::open(":memory:").await.unwrap();
+        let old = 1000;
+        let recent = 399 * DAY;
+        store
+            .write(move |c| {
+                for (key, updated) in [
+                    ("idle", old),
+                    ("busy", recent),
+                    ("asker", old),
+                    ("asked-in", old),
+                    ("sender", old),
+                    ("to-notify", old),
+                    ("settled", old),
+                ] {
+                    c.execute(
+                        "INSERT INTO sessions (key, bot, platform, account, chat, created_ms,
+                             updated_ms) VALUES (?1, 'a', 'local', 'a', ?1, ?2, ?2)",
+                        (key, updated),
+                    )?;
+                }
+                // More entries than one job deletes, for the idle session.
+                let mut entry = c.prepare(
+                    "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text)
+                     VALUES (?1, ?2, 'inbound', 'u', 'human', 'x')",
+                )?;
+                for _ in 0..=CHUNK {
+                    entry.execute(("idle", old))?;
+                }
+                for key in [
+                    "busy",
+                    "asker",
+                    "asked-in",
+                    "sender",
+                    "to-notify",
+                    "settled",
+                ] {
+                    entry.execute((key, old))?;
+                }
+                c.execute_batch(
+                    "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
+                         origin_platform, origin_account, origin_chat, chat_key, text, state,
+                         created_ms) VALUES
+                     ('q-1', 'question', 'a', 'asker', 'asked-in', 'a', 'local', 'a', 'c',
+                         'local:c', 't', 'pending', 1000),
+                     ('q-2', 'question', 'a', 'settled', 'settled', 'a', 'local', 'a', 'c',
+                         'local:c', 't', 'answered', 1000);
+                     INSERT INTO deliveries (run_id, sender, sender_session, target,
+                         target_session, message, depth, mode, state, notify, created_ms) VALUES
+                     ('r1', 'a', 'sender', 'b', 'elsewhere', 'm', 1, 'wait', 'running', 'none',
+                         1000),
+                     ('r2', 'a', 'elsewhere', 'b', 'to-notify', 'm', 1, 'fire', 'delivered',
+                         'pending', 1000),
+                     ('r3', 'a', 'settled', 'b', 'settled', 'm', 1, 'wait', 'delivered', 'done',
+                         1000);",
+                )
+            })
+            .await
+            .unwrap();
+        let before = store.commits();
+        let gone = store
+            .prune(PruneTable::Sessions, NOW - 30 * DAY, NOW)
+            .await
+            .unwrap();
+        assert_eq!(
+            gone,
+            (CHUNK + 1) as u64 + 1 + 2,
+            "the idle session's entries and row, the settled one's entry and row"
+        );
+        assert!(
+            store.commits() - before >= 3,
+            "entries in chunks, then rows"
+        );
+        let left: Vec<(String, i64)> = store
+            .read(|c| {
+                c.prepare(
+                    "SELECT key, (SELECT count(*) FROM transcript t WHERE t.session = s.key)
+                     FROM sessions s ORDER BY key",
+                )?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+            })
+            .await
+            .unwrap();
+        let left: Vec<(&str, i64)> = left.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        assert_eq!(
+            left,
+            [
+                ("asked-in", 1),
+                ("asker", 1),
+                ("busy", 1),
+                ("sender", 1),
+                ("to-notify", 1),
+            ],
+            "a busy session keeps even its old entries; awaited ones stay whole"
+        );
+        assert_eq!(count(&store, "SELECT count(*) FROM transcript").await, 5);
     }
 
     #[tokio::test]
