@@ -568,3 +568,104 @@ async fn a_chain_interrupted_by_a_restart_goes_on_from_where_its_turn_stood() {
     assert_eq!(said_by(&gw, "sec").await, ["picking up"]);
     gw.stop().await;
 }
+
+/// The id in the last tool result `request` carries.
+fn last_result_id(request: &Value) -> String {
+    let lines = request["messages"].as_array().unwrap();
+    let result = lines.iter().rev().find(|l| l["role"] == "tool").unwrap();
+    let parsed: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    parsed["id"].as_str().expect("an artifact id").to_owned()
+}
+
+/// The artifact id in the turn text `request` answers.
+fn handed_id(request: &Value) -> String {
+    let woken = woken_by_one(request);
+    let at = woken.find("art-").expect("an artifact named in the prompt");
+    woken[at..at + 28].to_owned()
+}
+
+fn woken_by_one(request: &Value) -> String {
+    let lines = request["messages"].as_array().unwrap();
+    let user = lines.iter().rev().find(|l| l["role"] == "user").unwrap();
+    user["content"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_turns_artifacts_in_and_out_show_under_it_in_the_api_and_the_cli() {
+    let fake = FakeOpenAi::start().await;
+    fake.script(
+        "snark",
+        Step::tool_call(
+            "chain_create",
+            json!({"name": "plan the launch", "participants": ["caid"]}),
+        ),
+    );
+    fake.script(
+        "snark",
+        Step::tool_call(
+            "artifact_put",
+            json!({"name": "brief.md", "text": "launch on friday"}),
+        ),
+    );
+    fake.script(
+        "snark",
+        Step::tool_call_with("chain_pass", |request| {
+            json!({"chain": support::chain_steps::chain_id(request), "bot": "caid",
+                   "prompt": format!("Plan it from {}.", last_result_id(request))})
+        }),
+    );
+    fake.script("snark", Step::reply("NO_REPLY"));
+    fake.script(
+        "caid",
+        Step::tool_call_with("artifact_put", |request| {
+            json!({"name": "plan.json", "text": "{\"day\":\"friday\"}",
+                   "inputs": [handed_id(request)]})
+        }),
+    );
+    fake.script("caid", Step::reply("The plan is kept."));
+    fake.script("snark", on_chain("chain_close", json!({"summary": "planned"})));
+    fake.script("snark", Step::reply("NO_REPLY"));
+    let bots = [
+        ("snark", "tools = [\"chain_*\", \"artifact_put\"]"),
+        ("caid", "tools = [\"chain_message\", \"artifact_put\"]"),
+    ];
+    let config = config_with(&fake.base_url, &bots, "\n[chains]\nturn_timeout_seconds = 20\n");
+    let (dir, db) = temp_db();
+    let gw = TestGateway::start(&config, &db).await;
+
+    gw.say("room", "alice", "@snark plan the launch with caid").await;
+    gw.settle().await;
+
+    let (chain, _) = the_chain(&gw).await;
+    assert_eq!(chain["state"], "completed", "{chain:#}");
+    let id = chain["id"].as_str().unwrap().to_owned();
+    let one = gw.get(&format!("/api/chains/{id}")).await;
+    let steps = one["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(steps.len(), 1, "only caid's turn took or made artifacts: {one:#}");
+    let step = &steps[0];
+    assert_eq!(step["turn"], 1, "{step:#}");
+    assert_eq!(step["bot"], "caid");
+    assert_eq!(step["run_id"], format!("chain:{id}:t1"));
+    let brief = &step["artifacts_in"][0];
+    assert_eq!(brief["name"], "brief.md", "{step:#}");
+    assert_eq!(brief["bot"], "snark", "made by the coordinator");
+    let plan = &step["artifacts_out"][0];
+    assert_eq!(plan["name"], "plan.json", "{step:#}");
+    assert_eq!(plan["bot"], "caid");
+    assert_eq!(plan["run_id"], format!("chain:{id}:t1"));
+    assert_eq!(plan["inputs"], json!([brief["id"]]), "made from the brief");
+    let (brief, plan) = (brief["id"].as_str().unwrap(), plan["id"].as_str().unwrap());
+    gw.stop().await;
+
+    let mut cli = support::process::baton(dir.path());
+    cli.args(["chains", &id, "--database", db.to_str().unwrap()]);
+    let out = support::process::output(cli).await;
+    let shown = support::process::show(&out);
+    assert!(out.status.success(), "{shown}");
+    for line in [
+        format!("turn   1 caid took {brief} `brief.md` (text/markdown, 16 bytes, made by snark)"),
+        format!("turn   1 caid made {plan} `plan.json` (application/json, 16 bytes) from {brief}"),
+    ] {
+        assert!(shown.contains(&line), "{line}\n{shown}");
+    }
+}

@@ -27,7 +27,9 @@ use crate::engine::{
 };
 use crate::lanes::Lane;
 use crate::mirror::Journal;
-use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted};
+use crate::store::{
+    BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted, turn_run_id,
+};
 
 /// A turn to take.
 #[derive(Debug, Clone)]
@@ -84,7 +86,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
     let chain = &job.chain;
     let seat = Seat {
         session: &session,
-        run_id: format!("chain:{}:t{}", chain.id, chain.turn),
+        run_id: turn_run_id(&chain.id, chain.turn),
         lane: Lane::Nested,
     };
     let Ok(turn) = SessionTurn::enter_until(shared, seat, deadline).await else {

@@ -1,5 +1,6 @@
 //! `baton chains [ID]`: the chains in the store, or one chain with everything said and handed
-//! over in it. Read-only, next to a running gateway (SQLite's WAL lets it read while it writes).
+//! over in it, and the artifacts each turn took in and made. Read-only, next to a running gateway
+//! (SQLite's WAL lets it read while it writes).
 
 use std::path::Path;
 
@@ -89,6 +90,30 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
             e.kind.as_str(),
             e.content
         );
+    }
+    let steps = store.chain_steps(&chain.id).await?;
+    if !steps.is_empty() {
+        println!();
+        println!("artifacts by turn:");
+    }
+    for step in steps {
+        for a in &step.artifacts_in {
+            println!(
+                "turn {:>3} {} took {} `{}` ({}, {} bytes, made by {})",
+                step.turn, step.bot, a.id, a.name, a.media_type, a.bytes, a.bot
+            );
+        }
+        for a in &step.artifacts_out {
+            let from = if a.inputs.is_empty() {
+                String::new()
+            } else {
+                format!(" from {}", a.inputs.join(", "))
+            };
+            println!(
+                "turn {:>3} {} made {} `{}` ({}, {} bytes){from}",
+                step.turn, a.bot, a.id, a.name, a.media_type, a.bytes
+            );
+        }
     }
     store.close().await?;
     Ok(())

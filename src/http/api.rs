@@ -12,7 +12,7 @@ use serde_json::json;
 use super::{AppState, MAX_TEXT_BYTES};
 use crate::local::{HubRefusal, Post, check_sender};
 use crate::session::SessionKey;
-use crate::store::{ChainQuery, DeliveryQuery, TranscriptQuery};
+use crate::store::{ChainQuery, DeliveryQuery, StoreError, TranscriptQuery};
 
 /// `?after=SEQ` for reading a room.
 #[derive(Debug, Deserialize)]
@@ -194,7 +194,8 @@ pub(super) async fn chains(
     }
 }
 
-/// One chain and its messages (handoffs and system notes included), oldest first.
+/// One chain, its messages (handoffs and system notes included), oldest first, and its steps:
+/// the artifacts each turn took in and made.
 pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let store = state.dispatcher.shared().store();
     let chain = match store.chain(&id).await {
@@ -207,8 +208,15 @@ pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>)
         }
         Err(err) => return bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     };
-    match store.chain_entries(&chain.id).await {
-        Ok(messages) => Json(json!({"chain": chain, "messages": messages})).into_response(),
+    let read = async {
+        let messages = store.chain_entries(&chain.id).await?;
+        let steps = store.chain_steps(&chain.id).await?;
+        Ok::<_, StoreError>((messages, steps))
+    };
+    match read.await {
+        Ok((messages, steps)) => {
+            Json(json!({"chain": chain, "messages": messages, "steps": steps})).into_response()
+        }
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
 }

@@ -112,6 +112,30 @@ fn artifact_id(new: &NewArtifact, sha256: &str) -> String {
     format!("art-{}", &hex(&digest.finalize())[..24])
 }
 
+/// The artifact ids (`art-` and 24 hex digits, as [`artifact_id`] makes them) that `text`
+/// names, each once, in the order named.
+pub(super) fn ids_named_in(text: &str) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for (at, _) in text.match_indices("art-") {
+        let starts_word = !text[..at]
+            .chars()
+            .next_back()
+            .is_some_and(char::is_alphanumeric);
+        let Some(id) = text.get(at..at + 28) else {
+            continue;
+        };
+        let hex_tail = id[4..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let ends_word = !text[at + 28..]
+            .chars()
+            .next()
+            .is_some_and(char::is_alphanumeric);
+        if starts_word && hex_tail && ends_word && !ids.iter().any(|known| known == id) {
+            ids.push(id.to_owned());
+        }
+    }
+    ids
+}
+
 const SELECT: &str = "SELECT id, name, media_type, bytes, sha256, bot, session, run_id, inputs,
         created_ms
     FROM artifacts";
@@ -143,7 +167,20 @@ pub(super) fn made_by(conn: &Connection, run_id: &str) -> rusqlite::Result<Vec<A
     .collect()
 }
 
-fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Artifact>> {
+/// The artifacts made by any run whose id starts with `prefix`, oldest first: a chain's turns
+/// (`chain:<id>:t<turn>`), for its lineage.
+pub(super) fn made_by_runs_under(
+    conn: &Connection,
+    prefix: &str,
+) -> rusqlite::Result<Vec<Artifact>> {
+    conn.prepare_cached(&format!(
+        "{SELECT} WHERE substr(run_id, 1, length(?1)) = ?1 ORDER BY created_ms, id"
+    ))?
+    .query_map([prefix], from_row)?
+    .collect()
+}
+
+pub(super) fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Artifact>> {
     conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
         .query_row([id], from_row)
         .optional()

@@ -12,18 +12,21 @@
 //! - `start.rs`: a new chain (`Store::create_chain`) and its anchor;
 //! - `turns.rs`: the moves of the turn (`chain_hand`, `chain_post`, `chain_return`,
 //!   `chain_close`) and why one is refused ([`ChainError`]);
-//! - `read.rs`: one chain, the open ones of a chat, a chain's log.
+//! - `read.rs`: one chain, the open ones of a chat, a chain's log;
+//! - `steps.rs`: the artifacts each turn took in and made (its lineage).
 //!
 //! Ids are short (`ch-` and six characters without look-alikes) because people type them.
 
 mod read;
 mod rows;
 mod start;
+mod steps;
 mod turns;
 
 use serde::Serialize;
 
 pub use read::ChainQuery;
+pub use steps::{ChainStep, turn_run_id};
 pub use turns::{ChainClose, ChainError, Handed, Handoff, Posted};
 
 /// The name baton goes by in a chain it coordinates itself, and in its own log entries.
