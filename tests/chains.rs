@@ -623,17 +623,25 @@ async fn a_turns_artifacts_in_and_out_show_under_it_in_the_api_and_the_cli() {
         }),
     );
     fake.script("caid", Step::reply("The plan is kept."));
-    fake.script("snark", on_chain("chain_close", json!({"summary": "planned"})));
+    fake.script(
+        "snark",
+        on_chain("chain_close", json!({"summary": "planned"})),
+    );
     fake.script("snark", Step::reply("NO_REPLY"));
     let bots = [
         ("snark", "tools = [\"chain_*\", \"artifact_put\"]"),
         ("caid", "tools = [\"chain_message\", \"artifact_put\"]"),
     ];
-    let config = config_with(&fake.base_url, &bots, "\n[chains]\nturn_timeout_seconds = 20\n");
+    let config = config_with(
+        &fake.base_url,
+        &bots,
+        "\n[chains]\nturn_timeout_seconds = 20\n",
+    );
     let (dir, db) = temp_db();
     let gw = TestGateway::start(&config, &db).await;
 
-    gw.say("room", "alice", "@snark plan the launch with caid").await;
+    gw.say("room", "alice", "@snark plan the launch with caid")
+        .await;
     gw.settle().await;
 
     let (chain, _) = the_chain(&gw).await;
@@ -641,7 +649,11 @@ async fn a_turns_artifacts_in_and_out_show_under_it_in_the_api_and_the_cli() {
     let id = chain["id"].as_str().unwrap().to_owned();
     let one = gw.get(&format!("/api/chains/{id}")).await;
     let steps = one["steps"].as_array().cloned().unwrap_or_default();
-    assert_eq!(steps.len(), 1, "only caid's turn took or made artifacts: {one:#}");
+    assert_eq!(
+        steps.len(),
+        1,
+        "only caid's turn took or made artifacts: {one:#}"
+    );
     let step = &steps[0];
     assert_eq!(step["turn"], 1, "{step:#}");
     assert_eq!(step["bot"], "caid");

@@ -27,9 +27,7 @@ use crate::engine::{
 };
 use crate::lanes::Lane;
 use crate::mirror::Journal;
-use crate::store::{
-    BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted, turn_run_id,
-};
+use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted, turn_run_id};
 
 /// A turn to take.
 #[derive(Debug, Clone)]

@@ -124,7 +124,9 @@ pub(super) fn ids_named_in(text: &str) -> Vec<String> {
         let Some(id) = text.get(at..at + 28) else {
             continue;
         };
-        let hex_tail = id[4..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let hex_tail = id[4..]
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let ends_word = !text[at + 28..]
             .chars()
             .next()
@@ -398,6 +400,17 @@ mod tests {
             store.artifacts(ArtifactQuery::All, 50).await.unwrap().len(),
             2
         );
+    }
+
+    #[test]
+    fn ids_are_found_in_text_whole_and_once() {
+        let id = "art-0123456789abcdef01234567";
+        let text = format!(
+            "read {id}, then {id}; not xart-fedcba9876543210fedcba98, art-0123456789abcdef0123456 \
+             (short), art-0123456789abcdef012345678 (long), art-0123456789ABCDEF01234567 (case)"
+        );
+        assert_eq!(ids_named_in(&text), [id]);
+        assert!(ids_named_in("art-").is_empty());
     }
 
     #[tokio::test]

@@ -70,7 +70,10 @@ fn steps(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChainStep>> {
             taken.extend(by_id(conn, &named)?);
         }
         if !taken.is_empty() {
-            steps.entry(turn).or_insert_with(|| step(turn, &bot)).artifacts_in = taken;
+            steps
+                .entry(turn)
+                .or_insert_with(|| step(turn, &bot))
+                .artifacts_in = taken;
         }
         handed.insert(turn, bot);
     }
