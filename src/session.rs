@@ -12,7 +12,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use baton_contract::{AccountId, ChatId, Platform, ThreadId};
+use baton_contract::{AccountId, ChatId, ChatKey, Platform, ThreadId};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Where a session lives: one bot's account in one chat, optionally one thread of it.
@@ -44,8 +44,8 @@ impl SessionKey {
 
     /// The key of the chat (and thread) this session is in, shared by every bot there:
     /// `<platform>:<chat>[:thread:<id>]`. History buffers, chat settings and bot chains use it.
-    pub fn chat_key(&self) -> String {
-        chat_key(self.platform, &self.chat, self.thread.as_ref())
+    pub fn chat_key(&self) -> ChatKey {
+        ChatKey::new(self.platform, &self.chat, self.thread.as_ref())
     }
 
     /// `bot`'s session for messages `sender` hands it with `sessions_send`: one per pair, on
@@ -163,14 +163,6 @@ const MCP_PREFIX: &str = "mcp:";
 /// Chat ids of [`SessionKey::scheduled`] sessions start with this, then the job.
 const SCHEDULE_PREFIX: &str = "schedule:";
 
-/// `<platform>:<chat>[:thread:<id>]`.
-pub fn chat_key(platform: Platform, chat: &ChatId, thread: Option<&ThreadId>) -> String {
-    match thread {
-        Some(thread) => format!("{platform}:{chat}:thread:{thread}"),
-        None => format!("{platform}:{chat}"),
-    }
-}
-
 impl fmt::Display for SessionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -213,7 +205,7 @@ mod tests {
         assert_eq!(key.render(), "bot:snark:slack:snark:C1");
         key.thread = Some("1700.1".into());
         assert_eq!(key.render(), "bot:snark:slack:snark:C1:thread:1700.1");
-        assert_eq!(key.chat_key(), "slack:C1:thread:1700.1");
+        assert_eq!(key.chat_key().as_str(), "slack:C1:thread:1700.1");
         assert_eq!(key.render().parse(), Ok(key.clone()));
         key.thread = None;
         assert_eq!(key.render().parse(), Ok(key));

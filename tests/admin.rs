@@ -92,7 +92,11 @@ async fn admins_run_commands_others_are_refused_and_everything_is_audited() {
     let settings = gw
         .gateway
         .store()
-        .chat_settings("local:room")
+        .chat_settings(&baton_contract::ChatKey::new(
+            baton_contract::Platform::Local,
+            &"room".into(),
+            None,
+        ))
         .await
         .unwrap();
     assert_eq!(

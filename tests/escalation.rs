@@ -149,7 +149,7 @@ async fn a_question_is_posted_where_the_chain_started_and_the_next_human_message
         ("alpha", ALPHA_ROOM.to_owned())
     );
     assert_eq!(question.origin.render(), ALPHA_ROOM);
-    assert_eq!(question.chat_key, "local:room");
+    assert_eq!(question.chat_key.as_str(), "local:room");
 
     let posted: Vec<Value> = gw
         .said_by("room", "alpha")

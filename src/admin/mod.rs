@@ -12,7 +12,7 @@ mod report;
 
 use std::sync::Arc;
 
-use baton_contract::InboundEvent;
+use baton_contract::{ChatKey, InboundEvent};
 
 pub(crate) use chain::may_stop;
 pub use command::{
@@ -38,9 +38,9 @@ pub(crate) struct Invocation<'a> {
     /// The sender's display name.
     pub speaker_name: &'a str,
     /// `<platform>:<chat>[:thread:<id>]`: the history buffer and bot chains.
-    pub chat_key: &'a str,
+    pub chat_key: &'a ChatKey,
     /// `<platform>:<chat>`: durable chat settings.
-    pub settings_key: &'a str,
+    pub settings_key: &'a ChatKey,
     /// The chat's configured activation (before `/baton activation`).
     pub activation: Activation,
 }

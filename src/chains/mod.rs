@@ -276,7 +276,11 @@ async fn record(
             let err = ChainFailure::from(err);
             if let Some(reason) = err.refusal() {
                 let place = shared.store().chain(chain).await.ok().flatten();
-                let chat = place.map(|c| format!("{}:{}", c.origin.platform, c.origin.chat));
+                let chat = place.and_then(|c| {
+                    let platform = c.origin.platform.parse().ok()?;
+                    let chat = c.origin.chat.as_str().into();
+                    Some(baton_contract::ChatKey::new(platform, &chat, None))
+                });
                 shared.refused("chain", reason, chat, sender);
                 tracing::info!(chain, sender, reason, "chain post refused");
             }

@@ -10,8 +10,9 @@ use baton_contract::{AccountId, ChatId, MessageId, Platform, ThreadId};
 use crate::deliver::Target;
 use crate::engine::Services;
 use crate::roster::Account;
-use crate::session::{SessionKey, chat_key};
+use crate::session::SessionKey;
 use crate::store::{Chain, ChainOrigin};
+use baton_contract::ChatKey;
 
 /// The chat a chain posts in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,8 +54,8 @@ impl Place {
     }
 
     /// `<platform>:<chat>[:thread:<id>]`, for remembering the chain's lines as not-to-wake.
-    pub(crate) fn chat_key(&self) -> String {
-        chat_key(self.platform, &self.chat, self.thread.as_ref())
+    pub(crate) fn chat_key(&self) -> ChatKey {
+        ChatKey::new(self.platform, &self.chat, self.thread.as_ref())
     }
 
     /// Where every post of the chain goes.

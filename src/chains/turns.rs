@@ -15,6 +15,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use baton_contract::ChatKey;
 use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::time::Instant;
@@ -195,7 +196,7 @@ async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>
 struct TurnGate<'a> {
     shared: &'a Arc<Services>,
     job: &'a TurnJob,
-    quiet_in: String,
+    quiet_in: ChatKey,
     /// What became of the finished reply, once it was asked.
     taken: Mutex<Option<Result<Posted, NotAdmitted>>>,
 }
@@ -232,7 +233,7 @@ impl TurnGate<'_> {
 #[async_trait]
 impl ReplyGate for TurnGate<'_> {
     fn quiet_in(&self) -> &str {
-        &self.quiet_in
+        self.quiet_in.as_str()
     }
 
     async fn open(&self) -> Result<(), NotAdmitted> {

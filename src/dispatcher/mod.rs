@@ -48,8 +48,9 @@ use crate::lanes::QueueFull;
 use crate::metrics;
 use crate::mirror::{Arrival, now_ms};
 use crate::roster::{Account, ChatPolicy};
-use crate::session::{SessionKey, chat_key};
+use crate::session::SessionKey;
 use crate::store::{InboxId, Pairing};
+use baton_contract::ChatKey;
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -142,9 +143,9 @@ pub(crate) struct Inbound<'a> {
     pub speaker: Speaker,
     pub policy: ChatPolicy,
     /// `<platform>:<chat>[:thread:<id>]`: history buffer and bot chains.
-    pub chat_key: String,
+    pub chat_key: ChatKey,
     /// `<platform>:<chat>`: durable chat settings.
-    pub settings_key: String,
+    pub settings_key: ChatKey,
     /// First run, or a replay after a stop.
     pub arrival: Arrival,
 }
@@ -334,8 +335,8 @@ impl Dispatcher {
             .chat_rules()
             .resolve(event.platform, event.chat.as_str());
         Inbound {
-            chat_key: chat_key(event.platform, &event.chat, event.thread.as_ref()),
-            settings_key: chat_key(event.platform, &event.chat, None),
+            chat_key: ChatKey::new(event.platform, &event.chat, event.thread.as_ref()),
+            settings_key: ChatKey::new(event.platform, &event.chat, None),
             event,
             account,
             speaker,
@@ -362,8 +363,8 @@ impl Dispatcher {
         // may put in a thread of its own) match in any of its threads.
         let notices = self.shared.own_notices();
         let text = &inbound.event.text;
-        if notices.is_notice(&inbound.chat_key, author, text)
-            || notices.is_notice(&inbound.settings_key, author, text)
+        if notices.is_notice(inbound.chat_key.as_str(), author, text)
+            || notices.is_notice(inbound.settings_key.as_str(), author, text)
         {
             return Err(Stop::dropped(DropReason::GatewayNotice));
         }
@@ -451,7 +452,7 @@ impl Dispatcher {
             self.shared
                 .guards()
                 .bot_messages
-                .human_spoke(&inbound.chat_key);
+                .human_spoke(inbound.chat_key.as_str());
         }
     }
 
@@ -503,7 +504,7 @@ impl Dispatcher {
             .as_deref()
             .unwrap_or(inbound.event.sender.id.as_str());
         let checked = self.shared.guards().bot_messages.check(BotMessage {
-            chat: &inbound.chat_key,
+            chat: inbound.chat_key.as_str(),
             message_id: inbound.event.message_id.as_str(),
             author,
             woken: inbound.bot(),
@@ -681,7 +682,7 @@ mod tests {
             .services
             .store()
             .history_take(crate::store::HistoryTake {
-                chat_key: "local:room",
+                chat_key: &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
                 bot: "alpha",
                 skip_sender: None,
                 skip_message: None,

@@ -4,7 +4,7 @@
 //! to answer (and no arrival can race it), then delivered and recorded in the account's session
 //! under the line's run id.
 
-use baton_contract::MessageId;
+use baton_contract::{ChatKey, MessageId};
 use serde_json::json;
 
 use super::Services;
@@ -23,7 +23,7 @@ pub(crate) struct Line<'a> {
     /// The run it is recorded under; derived from its cause, so a replay posts nothing twice.
     pub run_id: String,
     /// The chat key (`<platform>:<chat>[:thread:<id>]`) in which the line must wake no bot.
-    pub quiet_in: String,
+    pub quiet_in: ChatKey,
     /// Where it goes.
     pub target: Target,
     /// What kind of line, as a failure to post it is recorded (`notice`, `chain`, ...).
@@ -40,7 +40,7 @@ pub(crate) async fn say(
     let bot = line.account.bot.id();
     services
         .own_notices()
-        .remember(&line.quiet_in, bot, line.text);
+        .remember(line.quiet_in.as_str(), bot, line.text);
     let journal = journal(services, line.session, line.run_id).await;
     let handover = services.handover(line.account);
     let adapter = &*line.account.adapter;

@@ -6,6 +6,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use baton_contract::ChatKey;
 use tokio_util::task::TaskTracker;
 
 use super::Caller;
@@ -39,7 +40,7 @@ pub struct Services {
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
     notices: KeyedLimiter<(String, String)>,
     /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
-    busy_notices: KeyedLimiter<String>,
+    busy_notices: KeyedLimiter<ChatKey>,
     own_notices: OwnNotices,
     waiters: Waiters,
     taps: Taps,
@@ -133,7 +134,7 @@ impl Services {
     }
 
     /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
-    pub(crate) fn busy_notices(&self) -> &KeyedLimiter<String> {
+    pub(crate) fn busy_notices(&self) -> &KeyedLimiter<ChatKey> {
         &self.busy_notices
     }
 
@@ -169,9 +170,10 @@ impl Services {
         &self,
         guard: &'static str,
         reason: &'static str,
-        chat: Option<String>,
+        chat: Option<ChatKey>,
         bot: &str,
     ) {
+        let chat = chat.map(|key| key.to_string());
         self.events.emit(Event::GuardRefused {
             guard: guard.to_owned(),
             reason: reason.to_owned(),

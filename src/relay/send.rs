@@ -262,7 +262,7 @@ fn count_refusal(
     origin: Option<&SessionKey>,
     refusal: SendRefusal,
 ) {
-    let chat = origin.map(|o| crate::session::chat_key(o.platform, &o.chat, None));
+    let chat = origin.map(|o| baton_contract::ChatKey::new(o.platform, &o.chat, None));
     shared.refused("sessions_send", refusal.as_str(), chat, sender);
 }
 

@@ -237,7 +237,7 @@ impl Scheduler {
         let Place::Chat { platform, chat } = &job.place else {
             return false;
         };
-        let key = crate::session::chat_key(*platform, &chat.as_str().into(), None);
+        let key = baton_contract::ChatKey::new(*platform, &chat.as_str().into(), None);
         self.shared
             .store()
             .chat_settings(&key)
@@ -355,6 +355,8 @@ mod tests {
         let gw = parts(&config).await;
         let s = &gw.services;
         let scheduler = Scheduler::new(Arc::clone(s)).unwrap();
+        let ops =
+            baton_contract::ChatKey::new(baton_contract::Platform::Local, &"ops".into(), None);
         let skipped = |reason| {
             vec![Ticked {
                 bot: "hb".into(),
@@ -368,15 +370,12 @@ mod tests {
             "the first tick arms"
         );
 
-        s.store().set_paused("local:ops", "hb", true).await.unwrap();
+        s.store().set_paused(&ops, "hb", true).await.unwrap();
         assert_eq!(
             scheduler.tick(monday(21, 30)).await,
             skipped(SkipReason::Paused)
         );
-        s.store()
-            .set_paused("local:ops", "hb", false)
-            .await
-            .unwrap();
+        s.store().set_paused(&ops, "hb", false).await.unwrap();
         assert_eq!(
             scheduler.tick(monday(22, 0)).await,
             skipped(SkipReason::QuietHours)

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::stored_name::parse_optional_column;
 use super::{Store, StoreError};
+use baton_contract::ChatKey;
 
 stored_name! {
     /// When a bot takes a turn in a group: `[chats_default]`/`[[chats]]` `activation`, and a
@@ -102,10 +103,10 @@ impl Store {
     /// Sets the chat's activation override; `None` goes back to the config's.
     pub async fn set_activation(
         &self,
-        chat_key: &str,
+        chat_key: &ChatKey,
         activation: Option<Activation>,
     ) -> Result<(), StoreError> {
-        let chat = chat_key.to_owned();
+        let chat = chat_key.as_str().to_owned();
         self.update_settings(chat, move |conn, chat| match activation {
             Some(a) => conn
                 .prepare_cached(
@@ -125,11 +126,11 @@ impl Store {
     /// paused.
     pub async fn set_paused(
         &self,
-        chat_key: &str,
+        chat_key: &ChatKey,
         bot: &str,
         paused: bool,
     ) -> Result<(), StoreError> {
-        let chat = chat_key.to_owned();
+        let chat = chat_key.as_str().to_owned();
         let bot = bot.to_owned();
         self.update_settings(chat, move |conn, chat| match (paused, bot.as_str()) {
             (true, _) => conn
@@ -149,8 +150,8 @@ impl Store {
     }
 
     /// The chat's overrides (defaults when it has none), from memory.
-    pub async fn chat_settings(&self, chat_key: &str) -> Result<ChatSettings, StoreError> {
-        Ok(self.inner.settings.get(chat_key))
+    pub async fn chat_settings(&self, chat_key: &ChatKey) -> Result<ChatSettings, StoreError> {
+        Ok(self.inner.settings.get(chat_key.as_str()))
     }
 
     /// Runs `change` in the writer, then puts the chat's saved settings into the cache.
@@ -176,6 +177,10 @@ impl Store {
 mod tests {
     use super::*;
 
+    fn slack(chat: &str) -> ChatKey {
+        ChatKey::new(baton_contract::Platform::Slack, &chat.into(), None)
+    }
+
     #[test]
     fn star_pauses_everyone() {
         let s = ChatSettings {
@@ -197,37 +202,40 @@ mod tests {
         let path = path.to_str().unwrap();
         let store = Store::open(path).await.unwrap();
         assert_eq!(
-            store.chat_settings("slack:C1").await.unwrap(),
+            store.chat_settings(&slack("C1")).await.unwrap(),
             ChatSettings::default()
         );
 
         store
-            .set_activation("slack:C1", Some(Activation::Always))
+            .set_activation(&slack("C1"), Some(Activation::Always))
             .await
             .unwrap();
-        store.set_paused("slack:C1", "snark", true).await.unwrap();
-        store.set_paused("slack:C1", "caid", true).await.unwrap();
-        store.set_paused("slack:C1", "caid", true).await.unwrap(); // twice: once
-        store.set_paused("slack:C2", "*", true).await.unwrap();
-        let c1 = store.chat_settings("slack:C1").await.unwrap();
+        store.set_paused(&slack("C1"), "snark", true).await.unwrap();
+        store.set_paused(&slack("C1"), "caid", true).await.unwrap();
+        store.set_paused(&slack("C1"), "caid", true).await.unwrap(); // twice: once
+        store.set_paused(&slack("C2"), "*", true).await.unwrap();
+        let c1 = store.chat_settings(&slack("C1")).await.unwrap();
         assert_eq!(c1.activation, Some(Activation::Always));
         assert_eq!(c1.paused, ["caid", "snark"]);
         store.close().await.unwrap();
         drop(store);
 
         let store = Store::open(path).await.unwrap();
-        assert_eq!(store.chat_settings("slack:C1").await.unwrap(), c1);
+        assert_eq!(store.chat_settings(&slack("C1")).await.unwrap(), c1);
         assert!(
             store
-                .chat_settings("slack:C2")
+                .chat_settings(&slack("C2"))
                 .await
                 .unwrap()
                 .is_paused("anyone")
         );
 
-        store.set_paused("slack:C1", "snark", false).await.unwrap();
-        store.set_activation("slack:C1", None).await.unwrap();
-        let c1 = store.chat_settings("slack:C1").await.unwrap();
+        store
+            .set_paused(&slack("C1"), "snark", false)
+            .await
+            .unwrap();
+        store.set_activation(&slack("C1"), None).await.unwrap();
+        let c1 = store.chat_settings(&slack("C1")).await.unwrap();
         assert_eq!(
             c1,
             ChatSettings {
@@ -235,9 +243,9 @@ mod tests {
                 paused: vec!["caid".into()]
             }
         );
-        store.set_paused("slack:C1", "*", false).await.unwrap();
+        store.set_paused(&slack("C1"), "*", false).await.unwrap();
         assert_eq!(
-            store.chat_settings("slack:C1").await.unwrap(),
+            store.chat_settings(&slack("C1")).await.unwrap(),
             ChatSettings::default()
         );
 
@@ -245,12 +253,12 @@ mod tests {
         store.close().await.unwrap();
         let store = Store::open(path).await.unwrap();
         assert_eq!(
-            store.chat_settings("slack:C1").await.unwrap(),
+            store.chat_settings(&slack("C1")).await.unwrap(),
             ChatSettings::default()
         );
         assert!(
             store
-                .chat_settings("slack:C2")
+                .chat_settings(&slack("C2"))
                 .await
                 .unwrap()
                 .is_paused("x")
@@ -266,7 +274,7 @@ mod tests {
                 tokio::spawn(async move {
                     let bot = format!("b{}", i % 5);
                     store
-                        .set_paused("slack:C1", &bot, i % 2 == 0)
+                        .set_paused(&slack("C1"), &bot, i % 2 == 0)
                         .await
                         .unwrap();
                 })
@@ -275,7 +283,7 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let cached = store.chat_settings("slack:C1").await.unwrap();
+        let cached = store.chat_settings(&slack("C1")).await.unwrap();
         let saved = store.read(|c| load_one(c, "slack:C1")).await.unwrap();
         assert_eq!(cached, saved);
     }

@@ -21,6 +21,7 @@ use super::sessions::session_column;
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
 use crate::session::SessionKey;
+use baton_contract::ChatKey;
 
 /// Characters an id is made of after its prefix: lowercase letters and digits, minus
 /// look-alikes (`0`/`o`, `1`/`l`/`i`).
@@ -75,8 +76,8 @@ pub struct NewEscalation {
     pub session: SessionKey,
     /// The session whose chat the question is posted to.
     pub origin: SessionKey,
-    /// `<platform>:<chat>[:thread:<id>]` of the origin: where answers are looked for.
-    pub chat_key: String,
+    /// The origin's chat key: where answers are looked for.
+    pub chat_key: ChatKey,
     /// What the bot asked, as it wrote it.
     pub text: String,
 }
@@ -94,8 +95,8 @@ pub struct Escalation {
     pub session: SessionKey,
     /// The session whose chat the question was posted to.
     pub origin: SessionKey,
-    /// `<platform>:<chat>[:thread:<id>]` of the origin.
-    pub chat_key: String,
+    /// The origin's chat key (read back from the origin, which it is always built from).
+    pub chat_key: ChatKey,
     /// The platform's id of the posted question, once posted.
     pub posted_message_id: Option<String>,
     /// What the bot asked.
@@ -117,10 +118,10 @@ pub struct Escalation {
 /// A human message that may answer a pending question ([`Store::answer_escalation`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AnswerCandidate {
-    /// `<platform>:<chat>`: the chat, whatever thread the message is in.
-    pub chat: String,
-    /// `<platform>:<chat>[:thread:<id>]`: where exactly it was said.
-    pub chat_key: String,
+    /// The chat, whatever thread the message is in (a key without a thread).
+    pub chat: ChatKey,
+    /// Where exactly it was said.
+    pub chat_key: ChatKey,
     /// The message it replies to, if the platform says.
     pub reply_to: Option<String>,
     /// Its platform id.
@@ -162,13 +163,14 @@ const COLUMNS: &str = "id, kind, bot, session, origin, chat_key, posted_message_
         answer, answered_by, answer_message_id, created_ms, resolved_ms";
 
 fn escalation_from_row(row: &Row<'_>) -> rusqlite::Result<Escalation> {
+    let origin: SessionKey = session_column(row, 4)?;
     Ok(Escalation {
         id: row.get(0)?,
         kind: parse_column(row, 1)?,
         bot: row.get(2)?,
         session: session_column(row, 3)?,
-        origin: session_column(row, 4)?,
-        chat_key: row.get(5)?,
+        chat_key: origin.chat_key(),
+        origin,
         posted_message_id: row.get(6)?,
         text: row.get(7)?,
         state: parse_column(row, 8)?,
@@ -271,7 +273,7 @@ impl Store {
                 o.account.as_str(),
                 o.chat.as_str(),
                 o.thread.as_ref().map(|t| t.as_str()),
-                new.chat_key,
+                new.chat_key.as_str(),
                 new.text,
                 now_ms,
             ])?;
@@ -367,7 +369,11 @@ impl Store {
         // Every human message in every chat comes through here, once per bot account. A chat
         // that never had an escalation has nothing to answer; in the others, ask a reader
         // first, so the writer is only bothered in chats with something to answer.
-        if !self.inner.escalation_chats.contains(&candidate.chat) {
+        if !self
+            .inner
+            .escalation_chats
+            .contains(candidate.chat.as_str())
+        {
             return Ok(None);
         }
         let probe = candidate.clone();
@@ -378,7 +384,9 @@ impl Store {
                         WHERE origin_platform || ':' || origin_chat = ?1
                           AND (state = 'pending' OR answer_message_id = ?2))",
                 )?
-                .query_row((&probe.chat, &probe.message_id), |r| r.get::<_, bool>(0))
+                .query_row((probe.chat.as_str(), &probe.message_id), |r| {
+                    r.get::<_, bool>(0)
+                })
             })
             .await?;
         if !relevant {
@@ -399,7 +407,7 @@ fn answer_in(
         .prepare_cached(&format!(
             "{SELECT} WHERE answer_message_id = ?2 AND origin_platform || ':' || origin_chat = ?1"
         ))?
-        .query_row((&c.chat, &c.message_id), escalation_from_row)
+        .query_row((c.chat.as_str(), &c.message_id), escalation_from_row)
         .optional()?;
     if let Some(escalation) = used {
         return Ok(Some(AnswerMatch::Copy(escalation)));
@@ -420,7 +428,10 @@ fn answer_in(
              ORDER BY coalesce(posted_message_id = ?3, 0) DESC, created_ms, id
              LIMIT 1",
         )?
-        .query_row((&c.chat, &c.chat_key, &c.reply_to, c.sent_ms), |r| r.get(0))
+        .query_row(
+            (c.chat.as_str(), c.chat_key.as_str(), &c.reply_to, c.sent_ms),
+            |r| r.get(0),
+        )
         .optional()?;
     let Some(id) = found else {
         return Ok(None);
@@ -455,10 +466,7 @@ mod tests {
     }
 
     fn question(kind: EscalationKind, thread: Option<&str>) -> NewEscalation {
-        let chat_key = match thread {
-            Some(t) => format!("slack:C1:thread:{t}"),
-            None => "slack:C1".to_owned(),
-        };
+        let chat_key = origin(thread).chat_key();
         NewEscalation {
             kind,
             bot: "beta".into(),
@@ -472,11 +480,8 @@ mod tests {
     /// A human message in `slack:C1` (thread `thread`), sent at 2000.
     fn said(id: &str, thread: Option<&str>, reply_to: Option<&str>) -> AnswerCandidate {
         AnswerCandidate {
-            chat: "slack:C1".into(),
-            chat_key: match thread {
-                Some(t) => format!("slack:C1:thread:{t}"),
-                None => "slack:C1".into(),
-            },
+            chat: origin(None).chat_key(),
+            chat_key: origin(thread).chat_key(),
             reply_to: reply_to.map(str::to_owned),
             message_id: id.into(),
             sent_ms: 2_000,
@@ -623,9 +628,10 @@ mod tests {
         assert_eq!(answered(&store, early).await, None);
         // In another thread, or another chat: not an answer.
         assert_eq!(answered(&store, said("m1", Some("T9"), None)).await, None);
+        let elsewhere = ChatKey::new(baton_contract::Platform::Slack, &"C2".into(), None);
         let elsewhere = AnswerCandidate {
-            chat: "slack:C2".into(),
-            chat_key: "slack:C2".into(),
+            chat: elsewhere.clone(),
+            chat_key: elsewhere,
             ..said("m2", None, None)
         };
         assert_eq!(answered(&store, elsewhere).await, None);

@@ -8,6 +8,7 @@
 use serde::Serialize;
 
 use super::{Store, StoreError};
+use baton_contract::ChatKey;
 
 /// A message kept as context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,7 +29,7 @@ pub struct HistoryEntry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HistoryTake<'a> {
     /// The chat's buffer.
-    pub chat_key: &'a str,
+    pub chat_key: &'a ChatKey,
     /// The bot taking its context (whose cursor moves).
     pub bot: &'a str,
     /// Leave out messages from this sender (the bot's own account: it knows what it said).
@@ -43,11 +44,11 @@ impl Store {
     /// Keep `entry` in the chat's buffer; keep only the newest `limit` entries per chat_key. The same message_id pushed twice for one chat_key is stored once (several bot accounts see the same message).
     pub async fn history_push(
         &self,
-        chat_key: &str,
+        chat_key: &ChatKey,
         entry: HistoryEntry,
         limit: usize,
     ) -> Result<(), StoreError> {
-        let chat_key = chat_key.to_owned();
+        let chat_key = chat_key.as_str().to_owned();
         let keep = to_sql_limit(limit);
         self.write(move |conn| {
             conn.prepare_cached(
@@ -83,7 +84,7 @@ impl Store {
         &self,
         take: HistoryTake<'_>,
     ) -> Result<Vec<HistoryEntry>, StoreError> {
-        let chat_key = take.chat_key.to_owned();
+        let chat_key = take.chat_key.as_str().to_owned();
         let bot = take.bot.to_owned();
         let skip_sender = take.skip_sender.map(str::to_owned);
         let skip_message = take.skip_message.map(str::to_owned);
@@ -151,9 +152,16 @@ mod tests {
         }
     }
 
+    /// The chat every test pushes into (a `'static` key so [`take`] can lend it).
+    static C1: std::sync::LazyLock<ChatKey> = std::sync::LazyLock::new(|| slack("C1"));
+
+    fn slack(chat: &str) -> ChatKey {
+        ChatKey::new(baton_contract::Platform::Slack, &chat.into(), None)
+    }
+
     fn take<'a>(bot: &'a str, limit: usize) -> HistoryTake<'a> {
         HistoryTake {
-            chat_key: "slack:C1",
+            chat_key: &C1,
             bot,
             skip_sender: None,
             skip_message: None,
@@ -170,17 +178,14 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         for i in 1..=5 {
             store
-                .history_push("slack:C1", msg(&format!("m{i}"), "U1"), 3)
+                .history_push(&C1, msg(&format!("m{i}"), "U1"), 3)
                 .await
                 .unwrap();
         }
         // Seen again by a second bot account: not stored twice, not moved.
+        store.history_push(&C1, msg("m4", "U1"), 3).await.unwrap();
         store
-            .history_push("slack:C1", msg("m4", "U1"), 3)
-            .await
-            .unwrap();
-        store
-            .history_push("slack:C2", msg("x1", "U1"), 3)
+            .history_push(&slack("C2"), msg("x1", "U1"), 3)
             .await
             .unwrap();
         let got = store.history_take(take("snark", 10)).await.unwrap();
@@ -191,14 +196,8 @@ mod tests {
     #[tokio::test]
     async fn cursors_are_per_bot_and_take_returns_only_new_entries() {
         let store = Store::open(":memory:").await.unwrap();
-        store
-            .history_push("slack:C1", msg("m1", "U1"), 50)
-            .await
-            .unwrap();
-        store
-            .history_push("slack:C1", msg("m2", "U1"), 50)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m1", "U1"), 50).await.unwrap();
+        store.history_push(&C1, msg("m2", "U1"), 50).await.unwrap();
         assert_eq!(
             ids(&store.history_take(take("snark", 10)).await.unwrap()),
             ["m1", "m2"]
@@ -211,10 +210,7 @@ mod tests {
                 .is_empty()
         );
 
-        store
-            .history_push("slack:C1", msg("m3", "U1"), 50)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m3", "U1"), 50).await.unwrap();
         assert_eq!(
             ids(&store.history_take(take("snark", 10)).await.unwrap()),
             ["m3"]
@@ -237,10 +233,7 @@ mod tests {
     async fn skip_rules_leave_out_the_bots_own_messages_and_the_trigger() {
         let store = Store::open(":memory:").await.unwrap();
         for (id, sender) in [("m1", "U1"), ("m2", "BOT"), ("m3", "U2"), ("m4", "U1")] {
-            store
-                .history_push("slack:C1", msg(id, sender), 50)
-                .await
-                .unwrap();
+            store.history_push(&C1, msg(id, sender), 50).await.unwrap();
         }
         let got = store
             .history_take(HistoryTake {
@@ -252,10 +245,7 @@ mod tests {
             .unwrap();
         assert_eq!(ids(&got), ["m1", "m3"]);
         // The cursor moved past the skipped entries too.
-        store
-            .history_push("slack:C1", msg("m5", "U1"), 50)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m5", "U1"), 50).await.unwrap();
         assert_eq!(
             ids(&store.history_take(take("snark", 10)).await.unwrap()),
             ["m5"]
@@ -268,15 +258,9 @@ mod tests {
         let path = dir.path().join("h.db");
         let path = path.to_str().unwrap();
         let store = Store::open(path).await.unwrap();
-        store
-            .history_push("slack:C1", msg("m1", "U1"), 50)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m1", "U1"), 50).await.unwrap();
         store.history_take(take("snark", 10)).await.unwrap();
-        store
-            .history_push("slack:C1", msg("m2", "U1"), 50)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m2", "U1"), 50).await.unwrap();
         store.close().await.unwrap();
         drop(store);
 
@@ -294,19 +278,10 @@ mod tests {
     #[tokio::test]
     async fn trimming_to_zero_never_reuses_ids() {
         let store = Store::open(":memory:").await.unwrap();
-        store
-            .history_push("slack:C1", msg("m1", "U1"), 1)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m1", "U1"), 1).await.unwrap();
         store.history_take(take("snark", 10)).await.unwrap();
-        store
-            .history_push("slack:C1", msg("m2", "U1"), 0)
-            .await
-            .unwrap(); // empties the buffer
-        store
-            .history_push("slack:C1", msg("m3", "U1"), 1)
-            .await
-            .unwrap();
+        store.history_push(&C1, msg("m2", "U1"), 0).await.unwrap(); // empties the buffer
+        store.history_push(&C1, msg("m3", "U1"), 1).await.unwrap();
         assert_eq!(
             ids(&store.history_take(take("snark", 10)).await.unwrap()),
             ["m3"]

@@ -8,6 +8,7 @@
 
 mod adapter;
 mod backoff;
+mod chat_key;
 mod connection;
 mod feedback;
 mod ids;
@@ -19,6 +20,7 @@ mod webhook;
 
 pub use adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
 pub use backoff::Backoff;
+pub use chat_key::ChatKey;
 pub use connection::{
     ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, run_connection,
 };
