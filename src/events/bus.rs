@@ -3,9 +3,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use super::frame::Serialised;
 use super::{Activity, Event};
 
 /// Events kept for clients that reconnect (`Last-Event-ID`): the most recent this many.
@@ -24,6 +26,9 @@ pub struct Stamped {
     /// What happened.
     #[serde(flatten)]
     pub event: Event,
+    /// This, as `/api/events` sends it: made once at emit, shared by every reader.
+    #[serde(skip)]
+    pub frame: Bytes,
 }
 
 /// The gateway's event bus. Cheap to clone; every clone is the same bus.
@@ -74,12 +79,14 @@ impl Events {
     /// a subscriber.
     pub fn emit(&self, event: Event) {
         let ts_ms = now_ms();
+        let serialised = Serialised::of(&event);
         let mut ring = self.inner.ring.lock().expect("event ring poisoned");
         ring.last += 1;
         let stamped = Arc::new(Stamped {
             id: ring.last,
             ts_ms,
             event,
+            frame: serialised.frame(ring.last, ts_ms),
         });
         self.inner.activity.fold(&stamped);
         if ring.kept.len() == REPLAY {

@@ -9,26 +9,33 @@
 
 use std::convert::Infallible;
 use std::future::ready;
-use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
+use tokio::time::Instant;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use crate::events::{LAG, Stamped};
+use crate::events::LAG;
 
-/// A comment line this often keeps proxies and browsers from closing a quiet stream.
+/// A comment this often keeps proxies and browsers from closing a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How long a browser waits before it reconnects.
-const RETRY: Duration = Duration::from_secs(1);
+/// The keep-alive: an empty comment.
+const KEEP_ALIVE_FRAME: &[u8] = b":\n\n";
+/// The stream's first words: browsers reconnect 1 s (`retry:`, in ms) after losing it, and the
+/// comment tells a client it is subscribed.
+const OPENING: &[u8] = b"retry: 1000\n: baton events\n\n";
+/// Most frames sent in one write: a reader that wakes to many waiting events sends them
+/// together, up to this many.
+const BATCH: usize = 64;
 
 /// `?after=ID`: resume after this event id (what `Last-Event-ID` says on a reconnect).
 #[derive(Debug, Deserialize)]
@@ -37,6 +44,10 @@ pub(super) struct Resume {
 }
 
 /// The stream, until the client goes, falls behind, or the gateway stops.
+///
+/// Written out here rather than with axum's `Sse`: its events can only be built by copying
+/// their text in, once per reader. Here every reader sends the frame the bus made once per
+/// event (`Stamped::frame`), and many waiting frames go in one write.
 pub(super) async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -57,46 +68,89 @@ pub(super) async fn stream(
         }
     };
     let subscription = state.dispatcher.shared().events().subscribe(after);
-    let opening = SseEvent::default().retry(RETRY).comment("baton events");
     let gap = subscription.gap.then(|| {
-        SseEvent::default()
-            .event("gap")
-            .data("some events were missed; read the state afresh from /api/...")
+        named(
+            "gap",
+            "some events were missed; read the state afresh from /api/...",
+        )
     });
     let live = BroadcastStream::new(subscription.live).scan(false, |dropped, received| {
         if *dropped {
             return ready(None);
         }
         ready(Some(match received {
-            Ok(stamped) => message(&stamped),
+            Ok(stamped) => stamped.frame.clone(),
             Err(BroadcastStreamRecvError::Lagged(missed)) => {
                 tracing::info!(
                     missed,
                     "an /api/events client fell behind and was dropped; it resumes with Last-Event-ID"
                 );
                 *dropped = true;
-                SseEvent::default().event("dropped").data(format!(
-                    "this client fell more than {LAG} events behind and is dropped; reconnect \
-                     with Last-Event-ID (the id of the last event received) to catch up"
-                ))
+                named(
+                    "dropped",
+                    &format!(
+                        "this client fell more than {LAG} events behind and is dropped; \
+                         reconnect with Last-Event-ID (the id of the last event received) to \
+                         catch up"
+                    ),
+                )
             }
         }))
     });
-    let events = futures::stream::iter(subscription.backlog)
-        .map(|stamped| message(&stamped))
-        .chain(live);
-    let all = futures::stream::iter(std::iter::once(opening).chain(gap))
-        .chain(events)
-        .take_until(stop.cancelled_owned())
-        .map(Ok::<_, Infallible>);
-    Sse::new(all)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    let backlog = futures::stream::iter(subscription.backlog).map(|stamped| stamped.frame.clone());
+    let frames = futures::stream::iter(std::iter::once(Bytes::from_static(OPENING)).chain(gap))
+        .chain(backlog)
+        .chain(live)
+        .ready_chunks(BATCH)
+        .map(joined)
+        .take_until(stop.cancelled_owned());
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(kept_alive(frames, KEEP_ALIVE).map(Ok::<_, Infallible>)),
+    )
         .into_response()
 }
 
-fn message(stamped: &Arc<Stamped>) -> SseEvent {
-    let data = serde_json::to_string(&**stamped).expect("events serialise");
-    SseEvent::default().id(stamped.id.to_string()).data(data)
+/// A named event (`gap`, `dropped`) with a one-line `data`.
+fn named(name: &str, data: &str) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+/// Frames that were waiting together, as one write.
+fn joined(frames: Vec<Bytes>) -> Bytes {
+    match <[Bytes; 1]>::try_from(frames) {
+        Ok([one]) => one,
+        Err(many) => {
+            let mut joined = BytesMut::with_capacity(many.iter().map(Bytes::len).sum());
+            for frame in many {
+                joined.extend_from_slice(&frame);
+            }
+            joined.freeze()
+        }
+    }
+}
+
+/// `frames`, with a keep-alive comment whenever none was sent for `every`; ends with them.
+fn kept_alive(
+    frames: impl Stream<Item = Bytes> + Send + 'static,
+    every: Duration,
+) -> impl Stream<Item = Bytes> {
+    let quiet = Box::pin(tokio::time::sleep(every));
+    futures::stream::unfold(
+        (Box::pin(frames), quiet),
+        move |(mut frames, mut quiet)| async move {
+            let frame = tokio::select! {
+                biased;
+                frame = frames.next() => frame?,
+                () = &mut quiet => Bytes::from_static(KEEP_ALIVE_FRAME),
+            };
+            quiet.as_mut().reset(Instant::now() + every);
+            Some((frame, (frames, quiet)))
+        },
+    )
 }
 
 #[cfg(test)]
@@ -107,6 +161,8 @@ mod tests {
 
     use std::time::Duration;
 
+    use bytes::Bytes;
+    use futures::StreamExt;
     use tokio::net::TcpListener;
     use tokio::time::Instant;
     use tokio_util::sync::CancellationToken;
@@ -114,6 +170,8 @@ mod tests {
     use crate::events::{Event, Events, LAG, REPLAY};
     use crate::gateway::testing::{echo_config, parts};
     use crate::http::{AppState, serve};
+
+    use super::kept_alive;
 
     /// How long a stream has to show what a test waits for.
     const DEADLINE: Duration = Duration::from_secs(10);
@@ -257,6 +315,14 @@ mod tests {
         emit(&gateway.events, 1);
         fresh.until(&format!("id: {}\n", base + 7)).await;
         assert_eq!(fresh.ids(), [base + 7], "{}", fresh.text);
+        // Byte for byte: the opening, then the event's id and its JSON on one `data:` line.
+        let seventh = gateway.events.subscribe(Some(base + 6)).backlog;
+        let json = serde_json::to_string(&*seventh[0]).unwrap();
+        let expected = format!(
+            "retry: 1000\n: baton events\n\nid: {}\ndata: {json}\n\n",
+            base + 7
+        );
+        assert_eq!(fresh.text, expected);
 
         let bad = reqwest::Client::new()
             .get(&url)
@@ -321,5 +387,18 @@ mod tests {
         let mut again = Stream::open(&url, Some(last - 5)).await;
         again.until(&format!("id: {last}\n")).await;
         assert_eq!(again.ids().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn a_quiet_stream_is_kept_alive_and_ends_with_its_frames() {
+        let every = Duration::from_millis(20);
+        let mut quiet = Box::pin(kept_alive(futures::stream::pending(), every));
+        for _ in 0..2 {
+            let frame = tokio::time::timeout(DEADLINE, quiet.next()).await;
+            assert_eq!(frame.unwrap().as_deref(), Some(&b":\n\n"[..]));
+        }
+        let frames = futures::stream::iter([Bytes::from_static(b"id: 1\n\n")]);
+        let sent: Vec<Bytes> = kept_alive(frames, every).collect().await;
+        assert_eq!(sent, [Bytes::from_static(b"id: 1\n\n")]);
     }
 }
