@@ -905,12 +905,14 @@ async fn a_typing_reaction_left_by_a_kill_is_taken_away_at_the_next_start() {
 #[tokio::test]
 async fn a_draft_shown_before_a_tool_call_never_remains_as_extra_posts() {
     let w = world(On::Discord, FEEDBACK).await;
-    // About 2,700 characters: two posts on Discord.
-    let draft = format!("{REPLY}\n\n").repeat(11);
+    // About 3,400 characters: two posts on Discord. Written 40 characters every 40 ms, so the
+    // second post is due about 1.4 s (nine edit intervals) before the tool call, not a few
+    // hundred milliseconds, which a loaded machine could miss.
+    let draft = format!("{REPLY}\n\n").repeat(14);
     let draft = draft.trim_end();
     let gap = Duration::from_millis(40);
     w.model
-        .script("snark", Step::slow_then_tool(draft, 120, gap, "look_it_up"));
+        .script("snark", Step::slow_then_tool(draft, 40, gap, "look_it_up"));
     w.model.script("snark", Step::reply("Here it is."));
     w.ask("tell me everything").await;
     let seen = w.seen();
