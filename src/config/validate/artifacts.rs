@@ -24,15 +24,7 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::Config;
-
-    fn problems(text: &str) -> Vec<String> {
-        let env = |_: &str| None;
-        match Config::from_toml(text, std::path::Path::new("."), &env) {
-            Ok(_) => Vec::new(),
-            Err(problems) => problems.iter().map(ToString::to_string).collect(),
-        }
-    }
+    use super::super::fixture::problems;
 
     #[test]
     fn a_cap_outside_what_the_store_keeps_is_reported() {

@@ -23,6 +23,14 @@ pub(super) fn parse(text: &str) -> Config {
     config
 }
 
+/// Load `text` as `baton run` would (parse, then check) and render each problem as users see it.
+pub(super) fn problems(text: &str) -> Vec<String> {
+    match Config::from_toml(text, Path::new("."), &no_env) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems.iter().map(ToString::to_string).collect(),
+    }
+}
+
 pub(super) fn keys(problems: &[Problem]) -> Vec<&str> {
     problems.iter().map(|p| p.key.as_str()).collect()
 }
