@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::artifacts::{Artifact, made_by};
 use super::progress::{ProgressLine, progress_of};
+use super::reply_files::attached_to;
 use super::sessions::{optional_session_column, session_column};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
@@ -140,7 +141,8 @@ pub struct Delivery {
     /// What the target reported with `progress` while it worked, oldest first (filled by
     /// [`Store::deliveries`] and [`Store::delivery`]).
     pub progress: Vec<ProgressLine>,
-    /// The artifacts the target's run made (its lineage's output; filled like `progress`).
+    /// The artifacts the target's run made or attached to its reply (its lineage's output;
+    /// filled like `progress`).
     pub artifacts_out: Vec<Artifact>,
     /// Created, milliseconds since the Unix epoch.
     pub created_ms: i64,
@@ -203,13 +205,20 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
     })
 }
 
-/// Each delivery with its progress lines and the artifacts its run made.
+/// Each delivery with its progress lines and its artifacts out: those its run made, then those
+/// it attached to its reply (made earlier, or by another bot).
 fn with_lineage(conn: &rusqlite::Connection, found: &mut [Delivery]) -> rusqlite::Result<()> {
     let runs: Vec<&str> = found.iter().map(|d| d.run_id.as_str()).collect();
     let mut lines = progress_of(conn, &runs)?;
     for d in found {
         d.progress = lines.remove(&d.run_id).unwrap_or_default();
-        d.artifacts_out = made_by(conn, &d.run_id)?;
+        let mut out = made_by(conn, &d.run_id)?;
+        for attached in attached_to(conn, &d.run_id)? {
+            if !out.iter().any(|a| a.id == attached.id) {
+                out.push(attached);
+            }
+        }
+        d.artifacts_out = out;
     }
     Ok(())
 }

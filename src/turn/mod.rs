@@ -120,6 +120,25 @@ pub struct BackendReply {
     pub model: String,
     /// Tokens the turn used, summed over its model calls, where the backend reports them.
     pub usage: Option<Usage>,
+    /// Files to post with the reply (the `http`/`command` backends' `attachments`; a model
+    /// attaches with the `reply_attach` tool instead).
+    pub attachments: Vec<ReplyFile>,
+}
+
+/// A file a backend attaches to its reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyFile {
+    /// An artifact baton holds, by id.
+    Artifact(String),
+    /// Content given inline, kept as an artifact of the run before it is attached.
+    Inline {
+        /// The file name.
+        name: String,
+        /// Its media type; guessed from the name when not given.
+        media_type: Option<String>,
+        /// The bytes (decoded from `base64`, or the `text`).
+        content: Vec<u8>,
+    },
 }
 
 /// Tokens a turn used, as OpenAI-compatible servers report them.

@@ -16,6 +16,7 @@ mod inbound;
 mod outbound;
 mod secret;
 mod sibling_post;
+mod upload;
 mod webhook;
 
 pub use adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
@@ -30,4 +31,5 @@ pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};
 pub use secret::Secret;
 pub use sibling_post::SiblingPost;
+pub use upload::OutboundFile;
 pub use webhook::{WebhookRequest, WebhookResponse};

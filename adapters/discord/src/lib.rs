@@ -29,8 +29,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage,
-    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    EditMessage, EventSink, OutboundFile, OutboundMessage, Platform, Receive, Secret, SendError,
+    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -260,6 +260,14 @@ impl Adapter for DiscordAdapter {
             }
             None => outbound::post(&shared.rest, message).await,
         }
+    }
+
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(outbound::MAX_UPLOAD_BYTES)
+    }
+
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        outbound::upload(&self.shared.rest, file).await
     }
 
     fn can_edit(&self) -> bool {

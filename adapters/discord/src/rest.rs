@@ -36,6 +36,12 @@ pub enum Auth {
     Interaction,
 }
 
+/// What a call sends.
+enum Body<'a> {
+    Json(&'a Value),
+    Multipart(reqwest::multipart::Form),
+}
+
 /// One account's REST client.
 pub struct Rest {
     client: reqwest::Client,
@@ -118,6 +124,30 @@ impl Rest {
         auth: Auth,
         route: &str,
     ) -> Result<Value, SendError> {
+        self.request(method, path, body.map(Body::Json), auth, route)
+            .await
+    }
+
+    /// [`Rest::call`] with a `multipart/form-data` body (files), as the bot.
+    pub async fn call_multipart(
+        &self,
+        method: Method,
+        path: &str,
+        form: reqwest::multipart::Form,
+        route: &str,
+    ) -> Result<Value, SendError> {
+        self.request(method, path, Some(Body::Multipart(form)), Auth::Bot, route)
+            .await
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Body<'_>>,
+        auth: Auth,
+        route: &str,
+    ) -> Result<Value, SendError> {
         if let Some(wait) = self.wait_before(route, auth) {
             return Err(SendError::RateLimited { retry_after: wait });
         }
@@ -131,9 +161,11 @@ impl Rest {
         if auth == Auth::Bot {
             request = request.header("authorization", format!("Bot {}", self.token.expose()));
         }
-        if let Some(body) = body {
-            request = request.json(body);
-        }
+        request = match body {
+            Some(Body::Json(json)) => request.json(json),
+            Some(Body::Multipart(form)) => request.multipart(form),
+            None => request,
+        };
         // `without_url`: interaction URLs hold the interaction token.
         let response = request
             .send()

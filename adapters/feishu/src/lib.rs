@@ -39,9 +39,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, InboundEvent, LinkError, OutboundMessage, Platform, Receive, Secret,
-    SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest,
-    WebhookResponse, run_connection,
+    EditMessage, EventSink, InboundEvent, LinkError, OutboundFile, OutboundMessage, Platform,
+    Receive, Secret, SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId,
+    WebhookRequest, WebhookResponse, run_connection,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -408,6 +408,14 @@ impl Adapter for FeishuAdapter {
                 .posted(sent.message_id.as_str(), &me.open_id);
         }
         Ok(sent)
+    }
+
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(outbound::MAX_UPLOAD_BYTES)
+    }
+
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        outbound::upload(&self.api, &self.posted, file).await
     }
 
     async fn in_chat(&self, chat: &ChatId) -> Result<bool, SendError> {

@@ -27,8 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, LinkError, OutboundMessage, Platform, Receive, Secret, SendError,
-    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    EditMessage, EventSink, LinkError, OutboundFile, OutboundMessage, Platform, Receive, Secret,
+    SendError, SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse,
+    run_connection,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -223,6 +224,14 @@ impl Adapter for SlackAdapter {
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
         outbound::send(&self.api, message).await
+    }
+
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(outbound::MAX_UPLOAD_BYTES)
+    }
+
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        outbound::upload(&self.api, file).await
     }
 
     fn can_edit(&self) -> bool {
