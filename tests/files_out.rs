@@ -473,3 +473,53 @@ async fn a_command_backends_attachments_are_kept_and_posted_and_a_bad_one_fails_
     );
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn an_http_backends_attachment_by_id_posts_the_file_alone() {
+    let (_dir, db) = temp_db();
+    // An artifact another bot made earlier; the agent attaches it by id, with no text.
+    let id = {
+        use baton::store::{NewArtifact, Put, Store};
+        let store = Store::open(db.to_str().unwrap()).await.unwrap();
+        let made = NewArtifact {
+            name: "plan.md".into(),
+            media_type: "text/markdown".into(),
+            content: b"# plan".to_vec(),
+            bot: "scout".into(),
+            session: OPS.parse().unwrap(),
+            run_id: Some("r-earlier".into()),
+            inputs: Vec::new(),
+            created_ms: 1,
+        };
+        let Put::Stored(artifact) = store.artifact_put(made).await.unwrap() else {
+            panic!("stored");
+        };
+        store.close().await.unwrap();
+        artifact.id
+    };
+    let answer = json!({"attachments": [id]});
+    let agent = axum::Router::new().route(
+        "/turn",
+        axum::routing::post(move || {
+            let answer = answer.clone();
+            async move { axum::Json(answer) }
+        }),
+    );
+    let url = support::turns::serve(agent).await;
+    let config = format!(
+        "{}\n[[bots]]\nid = \"agent\"\nbackend = \"http\"\nurl = \"{url}/turn\"\n",
+        config_text("http://127.0.0.1:9", &[], "")
+    );
+    let gw = TestGateway::start(&config, &db).await;
+    gw.say("ops", "alice", "@agent the plan").await;
+    gw.settle().await;
+
+    let said = gw.said_by("ops", "agent").await;
+    let texts: Vec<&str> = said.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts.len(), 1, "the file alone: {texts:?}");
+    assert!(
+        texts[0].starts_with("[file] plan.md (text/markdown, 6 bytes)") && texts[0].contains(&id),
+        "{texts:?}"
+    );
+    gw.stop().await;
+}

@@ -497,6 +497,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn artifacts_out_are_those_the_run_made_then_those_it_attached() {
+        use crate::store::{NewArtifact, Put};
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .delivery_begin(send("r1", None, "hi", 1_000), 0)
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for (name, run) in [("made.json", "r1"), ("earlier.json", "r0")] {
+            let new = NewArtifact {
+                name: name.into(),
+                media_type: "application/json".into(),
+                content: name.as_bytes().to_vec(),
+                bot: "caid".into(),
+                session: "bot:caid:local:caid:a2a:snark".parse().unwrap(),
+                run_id: Some(run.into()),
+                inputs: Vec::new(),
+                created_ms: 1,
+            };
+            let Put::Stored(a) = store.artifact_put(new).await.unwrap() else {
+                panic!("stored")
+            };
+            ids.push(a.id);
+        }
+        // The run attaches what it made (listed once) and an artifact made before it.
+        store.reply_attach("r1", ids.clone(), 2).await.unwrap();
+        let d = store.delivery("r1").await.unwrap().unwrap();
+        let out: Vec<&str> = d.artifacts_out.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(out, ["made.json", "earlier.json"]);
+    }
+
+    #[tokio::test]
     async fn the_same_request_finds_the_first_run() {
         let store = Store::open(":memory:").await.unwrap();
         let first = store
