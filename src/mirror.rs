@@ -171,7 +171,7 @@ impl Journal {
         }});
         self.write(
             EntryKind::Reply,
-            &self.session.bot,
+            self.session.bot.as_str(),
             Origin::Bot,
             &text,
             Some(message_id),

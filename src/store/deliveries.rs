@@ -511,7 +511,7 @@ mod tests {
                 name: name.into(),
                 media_type: "application/json".into(),
                 content: name.as_bytes().to_vec(),
-                bot: "caid".into(),
+                bot: "caid".parse().unwrap(),
                 session: "bot:caid:local:caid:a2a:snark".parse().unwrap(),
                 run_id: Some(run.into()),
                 inputs: Vec::new(),

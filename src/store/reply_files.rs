@@ -92,7 +92,7 @@ mod tests {
             name: name.into(),
             media_type: "text/plain".into(),
             content: name.as_bytes().to_vec(),
-            bot: "scout".into(),
+            bot: "scout".parse().unwrap(),
             session: crate::session::test_key("s"),
             run_id: Some("r0".into()),
             inputs: Vec::new(),
