@@ -109,6 +109,11 @@ impl Api {
         &self.base
     }
 
+    /// The HTTP client, for a call whose answer is not JSON (a message resource's bytes).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// A valid tenant token: the cached one, or a new one when it is close to `expire`.
     pub async fn tenant_token(&self) -> Result<Secret, ApiError> {
         let mut cached = self.token.lock().await;
