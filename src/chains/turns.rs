@@ -23,8 +23,8 @@ use tokio::time::Instant;
 use super::context::{self, Role};
 use super::place::Place;
 use crate::engine::{
-    Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services, SessionTurn, TurnEnd,
-    TurnFailure, TurnPlan,
+    Attached, Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services,
+    SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::Journal;
@@ -106,6 +106,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         caller: Caller::from_chat(&session),
         history: &[],
         heard: Heard {
+            attached: Attached::NONE,
             speaker: BATON,
             name: BATON,
             origin: Origin::Gateway,

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::from_bot;
-use crate::engine::{Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan};
+use crate::engine::{
+    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+};
 use crate::lanes::Lane;
 use crate::outcome::is_reply_skip;
 use crate::session::SessionKey;
@@ -78,6 +80,7 @@ async fn turn(
         },
         history: &[],
         heard: Heard {
+            attached: Attached::NONE,
             speaker: &speaker,
             name: &speaker,
             origin: Origin::Bot,

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
 use super::seen::{Seen, Timeline};
+use super::shelf::Shelf;
 
 /// The one guild every bot is in.
 pub const GUILD: &str = "290926798626357999";
@@ -119,6 +120,8 @@ struct Inner {
     edit_limits: u32,
     next_id: u64,
     seen: Timeline,
+    /// Attachments served at `/attachments/...` (signed CDN links: no token needed).
+    files: Shelf,
 }
 
 impl Inner {
@@ -225,6 +228,7 @@ impl FakeDiscord {
                 patch(edit_original),
             )
             .route("/api/v10/webhooks/{app}/{token}", post(followup))
+            .route("/attachments/{*path}", get(attachment_download))
             .route("/api/v10/applications/{app}/commands", put(register_global))
             .route(
                 "/api/v10/applications/{app}/guilds/{guild}/commands",
@@ -469,6 +473,60 @@ impl FakeDiscord {
 }
 
 /// A MESSAGE_CREATE payload on the official sample, stored so replies can reference it.
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeDiscord {
+    /// [`FakeDiscord::say`] with attachments `(filename, content_type, bytes)`, each served at
+    /// its `url` on this fake. Returns the message id.
+    pub fn say_with_files(
+        &self,
+        author: (&str, &str),
+        channel: &str,
+        content: &str,
+        files: &[(&str, &str, &[u8])],
+    ) -> String {
+        let mut inner = self.inner.lock().unwrap();
+        let mut message = build_message(
+            &mut inner,
+            user(author.0, author.1, false),
+            channel,
+            content,
+            None,
+            true,
+        );
+        let mut attachments = Vec::new();
+        for (filename, content_type, bytes) in files {
+            let id = inner.snowflake();
+            let path = format!("{channel}/{id}/{filename}");
+            inner.files.put(&path, bytes, content_type);
+            // Discord's CDN links are signed in their query (`ex`, `is`, `hm`).
+            let url = format!("{}/attachments/{path}?ex=1&is=2&hm=3", inner.base);
+            attachments.push(json!({
+                "id": id, "filename": filename, "size": bytes.len(), "url": url,
+                "proxy_url": url, "content_type": content_type,
+            }));
+        }
+        message["attachments"] = Value::Array(attachments);
+        inner.broadcast(&message, None);
+        message["id"].as_str().unwrap().to_owned()
+    }
+
+    /// The attachments this fake serves, their fetches and failures (paths under
+    /// `/attachments/`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+async fn attachment_download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let shelf = inner.lock().unwrap().files.clone();
+    shelf.answer(&path, &headers, |_| true)
+}
+
 fn build_message(
     inner: &mut Inner,
     author: Value,

@@ -12,4 +12,5 @@ pub mod gateway;
 pub mod process;
 pub mod raw_http;
 pub mod seen;
+pub mod shelf;
 pub mod turns;

@@ -92,7 +92,9 @@ pub async fn fetch(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let length = response.content_length();
-    let body = response.bytes_stream().map(|chunk| chunk.map_err(|e| e.without_url()));
+    let body = response
+        .bytes_stream()
+        .map(|chunk| chunk.map_err(|e| e.without_url()));
     let bytes = read_capped(length, limit, body).await?;
     Ok(Downloaded { bytes, media_type })
 }
@@ -149,9 +151,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_announced_length_over_the_cap_is_refused_before_reading() {
-        let never = futures::stream::poll_fn(|_| -> std::task::Poll<Option<Result<Bytes, String>>> {
-            panic!("the body must not be read")
-        });
+        let never =
+            futures::stream::poll_fn(|_| -> std::task::Poll<Option<Result<Bytes, String>>> {
+                panic!("the body must not be read")
+            });
         let read = read_capped(Some(7), 6, never).await;
         assert_eq!(
             read.unwrap_err(),
@@ -175,9 +178,6 @@ mod tests {
         );
         let broken = futures::stream::iter(vec![Ok(Bytes::from_static(b"a")), Err("reset")]);
         let read = read_capped(None, 5, broken).await;
-        assert_eq!(
-            read.unwrap_err(),
-            DownloadError::Transport("reset".into())
-        );
+        assert_eq!(read.unwrap_err(), DownloadError::Transport("reset".into()));
     }
 }

@@ -29,9 +29,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
-    DownloadError, Downloaded, EditMessage, EventSink, FileRef, OutboundMessage, Platform,
-    Receive, Secret, SendError, SentMessage, Typing, TypingTarget, UserId, WebhookRequest,
-    WebhookResponse, run_connection,
+    DownloadError, Downloaded, EditMessage, EventSink, FileRef, OutboundMessage, Platform, Receive,
+    Secret, SendError, SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse,
+    run_connection,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;

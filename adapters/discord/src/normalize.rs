@@ -474,7 +474,11 @@ mod tests {
         assert_eq!(file.name, "shot.png");
         assert_eq!(file.media_type.as_deref(), Some("image/png"));
         assert_eq!(file.size, Some(68));
-        assert!(file.source.0.starts_with("https://cdn.discordapp.com/attachments/1/2/shot.png"));
+        assert!(
+            file.source
+                .0
+                .starts_with("https://cdn.discordapp.com/attachments/1/2/shot.png")
+        );
     }
 
     #[test]

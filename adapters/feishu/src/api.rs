@@ -397,7 +397,7 @@ fn sent_id(answer: &Value) -> String {
 }
 
 /// A message id as one URL path segment (ids are `om_…`, but never trust input in a path).
-fn path_segment(id: &str) -> String {
+pub(crate) fn path_segment(id: &str) -> String {
     url::form_urlencoded::byte_serialize(id.as_bytes()).collect()
 }
 

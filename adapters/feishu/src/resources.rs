@@ -8,7 +8,7 @@
 use baton_contract::{DownloadError, Downloaded, FileRef, InboundFile, fetch};
 use serde_json::Value;
 
-use crate::api::Api;
+use crate::api::{Api, path_segment};
 
 /// The files `content` (a message's parsed `content`) of `message_type` carries.
 pub(crate) fn files_of(message_type: &str, content: &Value, message_id: &str) -> Vec<InboundFile> {
@@ -95,20 +95,27 @@ pub(crate) async fn download(
     file: &FileRef,
     limit: u64,
 ) -> Result<Downloaded, DownloadError> {
-    let valid = file.0.split_once('/').is_some_and(|(message, rest)| {
-        !message.is_empty() && !rest.contains('/') && rest.contains("?type=")
+    let parts = file.0.split_once('/').and_then(|(message, rest)| {
+        let (key, kind) = rest.split_once("?type=")?;
+        let known = matches!(kind, "image" | "file");
+        (known && !message.is_empty() && !key.is_empty()).then_some((message, key, kind))
     });
-    if !valid {
+    let Some((message, key, kind)) = parts else {
         return Err(DownloadError::NotAllowed(format!(
             "`{}` is not a Feishu message resource",
             file.0
         )));
-    }
+    };
     let token = api
         .tenant_token()
         .await
         .map_err(|e| DownloadError::Transport(e.to_string()))?;
-    let url = format!("{}/open-apis/im/v1/messages/{}", api.base(), file.0);
+    let url = format!(
+        "{}/open-apis/im/v1/messages/{}/resources/{}?type={kind}",
+        api.base(),
+        path_segment(message),
+        path_segment(key)
+    );
     let request = api.http().get(url).bearer_auth(token.expose());
     fetch(request, limit).await
 }
@@ -139,7 +146,10 @@ mod tests {
         let in_post = files_of("post", &post, "om_3");
         assert_eq!(in_post[0].source.0, "om_3/img_v2_2?type=image");
         assert!(files_of("text", &json!({"text": "hi"}), "om_4").is_empty());
-        assert_eq!(placeholder("file", &json!({"file_name": "a.csv"})).unwrap(), "[file a.csv]");
+        assert_eq!(
+            placeholder("file", &json!({"file_name": "a.csv"})).unwrap(),
+            "[file a.csv]"
+        );
         assert_eq!(placeholder("sticker", &json!({})), None);
     }
 }

@@ -421,6 +421,9 @@ mod tests {
             e.files[0].source.0,
             "https://files.slack.com/files-pri/T1-F1/download/shot.png"
         );
-        assert_eq!((e.files[1].name.as_str(), e.files[1].source.0.as_str()), ("F2", ""));
+        assert_eq!(
+            (e.files[1].name.as_str(), e.files[1].source.0.as_str()),
+            ("F2", "")
+        );
     }
 }
