@@ -216,9 +216,138 @@ fn size_text(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use baton_contract::FileRef;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use async_trait::async_trait;
+    use baton_contract::{
+        AccountId, Adapter, AdapterError, Capabilities, ChatId, ChatKey, ChatKind, ConnectionCell,
+        Downloaded, EventSink, FileRef, InboundEvent, MessageId, OutboundMessage, Platform,
+        SendError, Sender, SentMessage, UserId,
+    };
+    use tokio_util::sync::CancellationToken;
+
+    use super::super::speaker::Speaker;
     use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::mirror::Arrival;
+    use crate::roster::Account;
+
+    /// An account that serves every file as `notes.txt`'s bytes and counts its downloads.
+    struct Counting {
+        account: AccountId,
+        cell: ConnectionCell,
+        downloads: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Adapter for Counting {
+        fn platform(&self) -> Platform {
+            Platform::Local
+        }
+        fn account(&self) -> &AccountId {
+            &self.account
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                max_message_chars: 4000,
+                threads: false,
+                ephemeral_replies: false,
+                bot_posts_reach_bots: true,
+            }
+        }
+        fn self_id(&self) -> Option<UserId> {
+            None
+        }
+        fn connection(&self) -> &ConnectionCell {
+            &self.cell
+        }
+        async fn run(
+            &self,
+            _sink: &dyn EventSink,
+            _shutdown: CancellationToken,
+        ) -> Result<(), AdapterError> {
+            Ok(())
+        }
+        async fn send(&self, _message: &OutboundMessage) -> Result<SentMessage, SendError> {
+            Err(SendError::Transport("not in this test".into()))
+        }
+        async fn download(
+            &self,
+            _file: &FileRef,
+            _limit: u64,
+        ) -> Result<Downloaded, DownloadError> {
+            self.downloads.fetch_add(1, Ordering::SeqCst);
+            Ok(Downloaded {
+                bytes: b"deploy at five".to_vec(),
+                media_type: Some("text/plain".into()),
+            })
+        }
+    }
+
+    /// The same event taken in twice in one run (a replay after a restart) downloads its file
+    /// once and keeps one artifact, which the second intake gives the turn again.
+    #[tokio::test]
+    async fn a_replay_finds_what_the_first_run_kept_and_downloads_nothing() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let roster = gw.services.roster();
+        let adapter = Arc::new(Counting {
+            account: AccountId::from("alpha"),
+            cell: ConnectionCell::default(),
+            downloads: AtomicUsize::new(0),
+        });
+        let account = Account {
+            platform: Platform::Local,
+            id: AccountId::from("alpha"),
+            bot: Arc::clone(&roster.bots()[0]),
+            adapter: adapter.clone(),
+        };
+        let sender = Sender {
+            id: UserId::from("ann"),
+            name: "ann".into(),
+            is_bot: false,
+            is_self: false,
+        };
+        let mut event = InboundEvent::text_message(
+            Platform::Local,
+            AccountId::from("alpha"),
+            ChatId::from("room"),
+            ChatKind::Group,
+            sender,
+            MessageId::from("m1"),
+            "@alpha read this",
+        );
+        event.files = vec![file("notes.txt")];
+        let inbound = Inbound {
+            speaker: Speaker::of(&event, roster),
+            policy: gw.services.chat_rules().resolve(Platform::Local, "room"),
+            chat_key: ChatKey::new(Platform::Local, &event.chat, None),
+            settings_key: ChatKey::new(Platform::Local, &event.chat, None),
+            event,
+            account: &account,
+            arrival: Arrival::Fresh,
+        };
+        let first = take_in(&gw.services, &inbound, "in:local:alpha:m1").await;
+        let again = take_in(&gw.services, &inbound, "in:local:alpha:m1").await;
+        assert_eq!(adapter.downloads.load(Ordering::SeqCst), 1);
+        assert_eq!(first.files, again.files);
+        assert_eq!(first.text, again.text);
+        assert!(
+            first
+                .text
+                .contains("made by ann):\ndeploy at five\n(end of art-"),
+            "{}",
+            first.text
+        );
+        let kept = gw
+            .services
+            .store()
+            .artifacts(ArtifactQuery::Run("in:local:alpha:m1".into()), 10)
+            .await
+            .unwrap();
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].bot, "ann");
+    }
 
     fn file(name: &str) -> InboundFile {
         InboundFile {
