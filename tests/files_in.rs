@@ -146,16 +146,14 @@ impl Slack {
         let envelope = events_envelope(&format!("env-{ts}"), 0, body);
         self.slack.push("snark", &envelope);
         let id = format!("env-{ts}");
-        self.slack
-            .wait_for(|s| s.acks().iter().any(|a| *a == id))
-            .await;
+        self.slack.wait_for(|s| s.acks().contains(&id)).await;
         self.gateway.settle().await;
     }
 }
 
 /// A PNG and a text file posted in a Slack thread: the PNG's bytes reach the vision bot's model
 /// request as an image part, the text inline; both are artifacts made by the sender, fetched
-/// once each with the bot token; the reply goes into the thread.
+/// once each with the bot token, kept in the bot's session; the reply goes into the thread.
 #[tokio::test]
 async fn a_png_in_a_slack_thread_reaches_a_vision_bot_as_an_image_part() {
     let w = slack("").await;
@@ -177,12 +175,12 @@ async fn a_png_in_a_slack_thread_reaches_a_vision_bot_as_an_image_part() {
     assert!(text.contains("what is in these?"), "{text}");
     assert!(
         text.contains(
-            "`shot.png` (image/png, 70 bytes, made by U_HUMAN): shown to you as an image"
+            "`shot.png` (image/png, 70 bytes, posted by U_HUMAN): shown to you as an image"
         ),
         "{text}"
     );
     assert!(
-        text.contains("`notes.txt` (text/plain, 23 bytes, made by U_HUMAN):\ndeploy at five, not six\n(end of art-"),
+        text.contains("`notes.txt` (text/plain, 23 bytes, posted by U_HUMAN):\ndeploy at five, not six\n(end of art-"),
         "{text}"
     );
 
@@ -202,7 +200,7 @@ async fn a_png_in_a_slack_thread_reaches_a_vision_bot_as_an_image_part() {
     let names: Vec<&str> = kept.iter().filter_map(|a| a["name"].as_str()).collect();
     assert_eq!(names.len(), 2, "{kept:#?}");
     assert!(names.contains(&"shot.png") && names.contains(&"notes.txt"));
-    assert!(kept.iter().all(|a| a["bot"] == "U_HUMAN"), "{kept:#?}");
+    assert!(kept.iter().all(|a| a["bot"] == "snark"), "{kept:#?}");
     w.gateway.stop().await;
 }
 
@@ -321,7 +319,7 @@ async fn a_png_in_a_discord_channel_reaches_a_vision_bot_and_the_other_by_refere
     assert!(images_of(&caid).is_empty(), "{caid:#}");
     let told = text_of(&caid);
     assert!(
-        told.contains("`shot.png` (image/png, 70 bytes, made by 200000000000000001); read it with artifact_get"),
+        told.contains("`shot.png` (image/png, 70 bytes, posted by 200000000000000001); read it with artifact_get"),
         "{told}"
     );
     let fetches = discord.shelf().fetches();

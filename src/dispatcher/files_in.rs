@@ -4,9 +4,10 @@
 //! about each one.
 //!
 //! Only a message that takes a turn is fetched from (one that is kept as history is not), once
-//! per bot it wakes, each with its own account's credentials. Each artifact is made by the
-//! sender (its `bot` is the sender's transcript label), in the run answering the message, under
-//! a name unique within the message: a replay of the event after a restart finds what the first
+//! per bot it wakes, each with its own account's credentials. Each artifact belongs to the bot
+//! the file was posted to (artifacts name only bots as their makers; the turn is told who posted
+//! it, and the transcript keeps the sender with the message), in the run answering the message,
+//! under a name unique within the message: a replay of the event after a restart finds what the first
 //! run kept by that name and downloads nothing again, and the artifact ids, which derive from
 //! content, name and run, could not double anyway.
 //!
@@ -49,7 +50,7 @@ pub(super) async fn take_in(shared: &Services, inbound: &Inbound<'_>, run_id: &s
         return out;
     }
     let store = shared.store();
-    let maker = &inbound.speaker.label;
+    let sender = inbound.speaker.label.as_str();
     let vision = inbound.account.bot.config.vision;
     // What a first run of this event already kept, by name: a replay takes these.
     let kept: HashMap<String, Artifact> = store
@@ -57,7 +58,7 @@ pub(super) async fn take_in(shared: &Services, inbound: &Inbound<'_>, run_id: &s
         .await
         .unwrap_or_default()
         .into_iter()
-        .filter(|a| &a.bot == maker)
+        .filter(|a| &a.bot == inbound.bot())
         .map(|a| (a.name.clone(), a))
         .collect();
     let mut lines = vec!["Files posted with this message:".to_owned()];
@@ -100,14 +101,17 @@ pub(super) async fn take_in(shared: &Services, inbound: &Inbound<'_>, run_id: &s
             Some((_, data)) => {
                 lines.push(format!(
                     "{}: shown to you as an image",
-                    artifact_reference(&artifact)
+                    artifact_reference(&artifact, Some(sender))
                 ));
                 out.images.push(Image {
                     media_type: artifact.media_type.clone(),
                     data,
                 });
             }
-            None => lines.push(artifact_line(store, &artifact.id, &mut budget).await),
+            None => {
+                let line = artifact_line(store, &artifact.id, &mut budget, Some(sender));
+                lines.push(line.await);
+            }
         }
         out.files.push(PostedFile {
             name: artifact.name,
@@ -153,7 +157,7 @@ async fn keep(
         name: name.to_owned(),
         media_type,
         content: downloaded.bytes,
-        bot: inbound.speaker.label.clone(),
+        bot: inbound.bot().clone(),
         session: inbound.session(),
         run_id: Some(run_id.to_owned()),
         inputs: Vec::new(),
@@ -346,7 +350,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(kept.len(), 1, "{kept:?}");
-        assert_eq!(kept[0].bot, "ann");
+        assert_eq!(kept[0].bot, "alpha");
     }
 
     fn file(name: &str) -> InboundFile {

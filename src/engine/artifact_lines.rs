@@ -24,13 +24,20 @@ impl InlineBudget {
 }
 
 /// The artifact `id` as a line of the message: inline while it is text and within the budgets.
-pub(crate) async fn artifact_line(store: &Store, id: &str, budget: &mut InlineBudget) -> String {
+/// `posted_by` names the person (or outside bot) who posted it in a chat, for a file the bot
+/// did not get from another bot.
+pub(crate) async fn artifact_line(
+    store: &Store,
+    id: &str,
+    budget: &mut InlineBudget,
+    posted_by: Option<&str>,
+) -> String {
     let artifact = match store.artifact(id).await {
         Ok(Some(artifact)) => artifact,
         Ok(None) => return format!("- {id}: no longer kept (retention removed it)"),
         Err(err) => return format!("- {id}: could not be read ({err}); try artifact_get"),
     };
-    let head = reference(&artifact);
+    let head = reference(&artifact, posted_by);
     let fits = artifact.bytes <= INLINE_BYTES && artifact.bytes <= budget.0;
     if !(fits && media_type::is_text(&artifact.media_type)) {
         return format!("{head}; read it with artifact_get");
@@ -47,10 +54,15 @@ pub(crate) async fn artifact_line(store: &Store, id: &str, budget: &mut InlineBu
     }
 }
 
-/// The line naming an artifact: `- <id> `<name>` (<type>, <n> bytes, made by <maker>)`.
-pub(crate) fn reference(a: &Artifact) -> String {
+/// The line naming an artifact: `- <id> `<name>` (<type>, <n> bytes, made by <bot>)`, or
+/// `posted by <sender>` for a file posted in a chat.
+pub(crate) fn reference(a: &Artifact, posted_by: Option<&str>) -> String {
+    let by = match posted_by {
+        Some(sender) => format!("posted by {sender}"),
+        None => format!("made by {}", a.bot),
+    };
     format!(
-        "- {} `{}` ({}, {} bytes, made by {})",
-        a.id, a.name, a.media_type, a.bytes, a.bot
+        "- {} `{}` ({}, {} bytes, {by})",
+        a.id, a.name, a.media_type, a.bytes
     )
 }

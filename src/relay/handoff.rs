@@ -52,7 +52,7 @@ pub(super) async fn brief(shared: &Services, d: &Delivery) -> String {
         let mut budget = InlineBudget::new();
         for id in &d.artifacts_in {
             text.push('\n');
-            text.push_str(&artifact_line(shared.store(), id, &mut budget).await);
+            text.push_str(&artifact_line(shared.store(), id, &mut budget, None).await);
         }
     }
     if let Some(schema) = &d.expect {

@@ -9,6 +9,7 @@ use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 
 use super::{Store, StoreError};
+use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
 /// A stored session, for `baton sessions` and `sessions_list`.
@@ -17,7 +18,7 @@ pub struct SessionRecord {
     /// Session key.
     pub key: SessionKey,
     /// Bot id.
-    pub bot: String,
+    pub bot: BotId,
     /// Platform name.
     pub platform: String,
     /// Account id.
@@ -132,9 +133,9 @@ impl Store {
         &self,
         platform: &str,
         chat: &str,
-        bot: Option<&str>,
+        bot: Option<&BotId>,
     ) -> Result<usize, StoreError> {
-        let (platform, chat, bot) = (platform.to_owned(), chat.to_owned(), bot.map(str::to_owned));
+        let (platform, chat, bot) = (platform.to_owned(), chat.to_owned(), bot.cloned());
         self.write(move |conn| {
             conn.prepare_cached(
                 "UPDATE sessions SET reset_after = max(reset_after, coalesce(
@@ -155,7 +156,7 @@ mod tests {
 
     fn session(bot: &str, chat: &str, thread: Option<&str>) -> SessionKey {
         SessionKey {
-            bot: bot.into(),
+            bot: bot.parse().unwrap(),
             platform: baton_contract::Platform::Slack,
             account: bot.into(),
             chat: chat.into(),
@@ -203,7 +204,7 @@ mod tests {
 
         assert_eq!(
             store
-                .reset_sessions("slack", "C1", Some("snark"))
+                .reset_sessions("slack", "C1", Some(&"snark".parse().unwrap()))
                 .await
                 .unwrap(),
             1

@@ -472,7 +472,6 @@ impl FakeDiscord {
     }
 }
 
-/// A MESSAGE_CREATE payload on the official sample, stored so replies can reference it.
 // ---- Files posted in chats ------------------------------------------------------------------
 
 impl FakeDiscord {
@@ -527,6 +526,7 @@ async fn attachment_download(
     shelf.answer(&path, &headers, |_| true)
 }
 
+/// A MESSAGE_CREATE payload on the official sample, stored so replies can reference it.
 fn build_message(
     inner: &mut Inner,
     author: Value,
