@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::context::{self, Current, SESSION_TAIL};
+use super::context::{self, Attached, Current, SESSION_TAIL};
 use super::reply_files::attach_backend_files;
 use super::{Caller, Services};
 use crate::deliver::DeliveryFailed;
@@ -33,6 +33,8 @@ pub(crate) struct Heard<'a> {
     pub message_id: Option<&'a str>,
     /// Kept with the inbound entry.
     pub meta: serde_json::Value,
+    /// The files posted with it (`Attached::NONE` for a message that is not from a chat).
+    pub attached: Attached<'a>,
 }
 
 /// One turn to take, whatever caused it: a chat message, another bot's send, a late reply.
@@ -160,6 +162,7 @@ async fn run_turn(
     let current = Current {
         name: heard.name,
         text: heard.text,
+        attached: heard.attached,
     };
     let request = context::turn_request(
         bot,

@@ -27,6 +27,7 @@ use super::gateway::DEADLINE;
 use super::multipart;
 use super::seen::{Seen, Timeline};
 use super::uploads::Upload;
+use super::shelf::Shelf;
 
 /// The one guild every bot is in.
 pub const GUILD: &str = "290926798626357999";
@@ -126,6 +127,8 @@ struct Inner {
     uploads: Vec<Upload>,
     upload_limits: u32,
     upload_calls: usize,
+    /// Attachments served at `/attachments/...` (signed CDN links: no token needed).
+    files: Shelf,
 }
 
 impl Inner {
@@ -235,6 +238,7 @@ impl FakeDiscord {
                 patch(edit_original),
             )
             .route("/api/v10/webhooks/{app}/{token}", post(followup))
+            .route("/attachments/{*path}", get(attachment_download))
             .route("/api/v10/applications/{app}/commands", put(register_global))
             .route(
                 "/api/v10/applications/{app}/guilds/{guild}/commands",
@@ -491,6 +495,60 @@ impl FakeDiscord {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeDiscord {
+    /// [`FakeDiscord::say`] with attachments `(filename, content_type, bytes)`, each served at
+    /// its `url` on this fake. Returns the message id.
+    pub fn say_with_files(
+        &self,
+        author: (&str, &str),
+        channel: &str,
+        content: &str,
+        files: &[(&str, &str, &[u8])],
+    ) -> String {
+        let mut inner = self.inner.lock().unwrap();
+        let mut message = build_message(
+            &mut inner,
+            user(author.0, author.1, false),
+            channel,
+            content,
+            None,
+            true,
+        );
+        let mut attachments = Vec::new();
+        for (filename, content_type, bytes) in files {
+            let id = inner.snowflake();
+            let path = format!("{channel}/{id}/{filename}");
+            inner.files.put(&path, bytes, content_type);
+            // Discord's CDN links are signed in their query (`ex`, `is`, `hm`).
+            let url = format!("{}/attachments/{path}?ex=1&is=2&hm=3", inner.base);
+            attachments.push(json!({
+                "id": id, "filename": filename, "size": bytes.len(), "url": url,
+                "proxy_url": url, "content_type": content_type,
+            }));
+        }
+        message["attachments"] = Value::Array(attachments);
+        inner.broadcast(&message, None);
+        message["id"].as_str().unwrap().to_owned()
+    }
+
+    /// The attachments this fake serves, their fetches and failures (paths under
+    /// `/attachments/`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+async fn attachment_download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let shelf = inner.lock().unwrap().files.clone();
+    shelf.answer(&path, &headers, |_| true)
 }
 
 /// A MESSAGE_CREATE payload on the official sample, stored so replies can reference it.

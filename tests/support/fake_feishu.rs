@@ -33,6 +33,7 @@ use super::gateway::DEADLINE;
 use super::multipart;
 use super::seen::{Seen, Timeline};
 use super::uploads::Upload;
+use super::shelf::Shelf;
 
 /// The `service_id` the fake puts in connection URLs.
 pub const SERVICE: i32 = 77;
@@ -153,6 +154,8 @@ struct Inner {
     uploads: Vec<Upload>,
     upload_limits: u32,
     upload_calls: usize,
+    /// Message resources, at `<message_id>/<key>?type=<image|file>`, for a valid tenant token.
+    files: Shelf,
 }
 
 /// A running fake Feishu.
@@ -200,6 +203,10 @@ impl FakeFeishu {
             .route(
                 "/open-apis/im/v1/messages/{id}/reactions/{reaction}",
                 delete(delete_reaction),
+            )
+            .route(
+                "/open-apis/im/v1/messages/{id}/resources/{key}",
+                get(resource_download),
             )
             .route("/open-apis/im/v1/messages", post(create))
             .route("/open-apis/im/v1/images", post(upload_image))
@@ -488,6 +495,71 @@ pub fn message_event(
                 "mentions": mentions
             }
         }
+    })
+}
+
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeFeishu {
+    /// Serve `bytes` as the resource `key` (`type` `image` or `file`) of message `message_id`.
+    pub fn resource(
+        &self,
+        message_id: &str,
+        key: &str,
+        kind: &str,
+        bytes: &[u8],
+        content_type: &str,
+    ) {
+        self.shelf().put(
+            &format!("{message_id}/{key}?type={kind}"),
+            bytes,
+            content_type,
+        );
+    }
+
+    /// The resources this fake serves, their fetches and failures (as
+    /// `<message_id>/<key>?type=<kind>`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+/// [`message_event`] for an `image` message (`content` `{"image_key": ...}`), or with
+/// `file_name` a `file` message (`{"file_key": ..., "file_name": ...}`).
+pub fn file_event(
+    app: &str,
+    event_id: &str,
+    message_id: &str,
+    chat: (&str, &str),
+    sender: &str,
+    key: &str,
+    file_name: Option<&str>,
+) -> Value {
+    let mut event = message_event(app, event_id, message_id, chat, sender, "", &[]);
+    let message = &mut event["event"]["message"];
+    let (kind, content) = match file_name {
+        None => ("image", json!({ "image_key": key })),
+        Some(name) => ("file", json!({ "file_key": key, "file_name": name })),
+    };
+    message["message_type"] = kind.into();
+    message["content"] = content.to_string().into();
+    event
+}
+
+async fn resource_download(
+    State(inner): Shared,
+    Path((id, key)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let (tokens, shelf) = {
+        let inner = inner.lock().unwrap();
+        let tokens: HashSet<String> = inner.tokens.keys().map(|t| format!("Bearer {t}")).collect();
+        (tokens, inner.files.clone())
+    };
+    let kind = query.get("type").map(String::as_str).unwrap_or("");
+    shelf.answer(&format!("{id}/{key}?type={kind}"), &headers, |auth| {
+        auth.is_some_and(|auth| tokens.contains(auth))
     })
 }
 

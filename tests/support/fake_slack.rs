@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use super::gateway::DEADLINE;
 use super::seen::{Seen, Timeline};
 use super::uploads::Upload;
+use super::shelf::Shelf;
 
 /// One `chat.postMessage` call as received.
 #[derive(Debug, Clone)]
@@ -61,6 +62,8 @@ struct Inner {
     uploads: Vec<Upload>,
     upload_limits: u32,
     upload_calls: usize,
+    /// Files served at `/files-pri/...` to a known bot token.
+    files: Shelf,
 }
 
 /// A running fake Slack.
@@ -95,6 +98,7 @@ impl FakeSlack {
             .route("/api/files.completeUploadExternal", post(complete_upload))
             .route("/ws/{app}", get(socket))
             .route("/commands/{id}", post(response_url))
+            .route("/files-pri/{*path}", get(file_download))
             .with_state(Arc::clone(&inner));
         let base = super::turns::serve(app).await;
         inner.lock().unwrap().base = base.clone();
@@ -222,6 +226,51 @@ impl FakeSlack {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeSlack {
+    /// A hosted file `id` with `bytes`, served at its `url_private_download` to any known app's
+    /// bot token: the file object as Slack puts it in a message's `files`.
+    pub fn file(&self, id: &str, name: &str, mimetype: &str, bytes: &[u8]) -> Value {
+        let path = format!("T1-{id}/download/{name}");
+        self.shelf().put(&path, bytes, mimetype);
+        json!({
+            "id": id, "created": 1_700_000_000, "timestamp": 1_700_000_000, "name": name,
+            "title": name, "mimetype": mimetype, "filetype": name.rsplit('.').next(),
+            "pretty_type": mimetype, "user": "U_HUMAN", "editable": false, "size": bytes.len(),
+            "mode": "hosted", "is_external": false, "external_type": "", "is_public": true,
+            "public_url_shared": false, "display_as_bot": false, "username": "",
+            "url_private": format!("{}/files-pri/T1-{id}/{name}", self.base),
+            "url_private_download": format!("{}/files-pri/{path}", self.base),
+            "permalink": format!("https://fake.slack.com/files/U_HUMAN/{id}/{name}"),
+        })
+    }
+
+    /// The files this fake serves, their fetches and failures (paths under `/files-pri/`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+async fn file_download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let (apps, shelf) = {
+        let inner = inner.lock().unwrap();
+        let apps: Vec<String> = inner
+            .apps
+            .keys()
+            .map(|a| format!("Bearer xoxb-{a}"))
+            .collect();
+        (apps, inner.files.clone())
+    };
+    shelf.answer(&path, &headers, |auth| {
+        auth.is_some_and(|auth| apps.iter().any(|a| a == auth))
+    })
 }
 
 /// Events API headers for `body`, signed with `secret` at `timestamp` (Unix seconds).

@@ -13,5 +13,6 @@ pub mod multipart;
 pub mod process;
 pub mod raw_http;
 pub mod seen;
+pub mod shelf;
 pub mod turns;
 pub mod uploads;

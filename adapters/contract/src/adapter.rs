@@ -5,6 +5,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ConnectionCell, ConnectionState};
 use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
+use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
@@ -179,6 +180,14 @@ pub trait Adapter: Send + Sync + 'static {
             code: "upload_unsupported".into(),
             message: "this platform's adapter cannot post files".into(),
         })
+    }
+
+    /// Fetch a file posted in a chat (an [`InboundFile`](crate::InboundFile)'s `source`) with
+    /// this account's credentials, refusing it without reading it all when it is over `limit`
+    /// bytes ([`fetch`](crate::fetch)). The default cannot fetch files.
+    async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
+        let _ = (file, limit);
+        Err(DownloadError::NotSupported)
     }
 
     /// Handle a request to `/hooks/<platform>/<account>`. Verify before parsing; hand events to

@@ -11,6 +11,7 @@ mod backoff;
 mod chat_key;
 mod connection;
 mod feedback;
+mod files;
 mod ids;
 mod inbound;
 mod outbound;
@@ -26,6 +27,7 @@ pub use connection::{
     ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, run_connection,
 };
 pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
+pub use files::{DownloadError, Downloaded, FileRef, InboundFile, fetch};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};

@@ -29,8 +29,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, OutboundFile, OutboundMessage, Platform, Receive, Secret, SendError,
-    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    DownloadError, Downloaded, EditMessage, EventSink, FileRef, OutboundFile, OutboundMessage,
+    Platform, Receive, Secret, SendError, SentMessage, Typing, TypingTarget, UserId,
+    WebhookRequest, WebhookResponse, run_connection,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -284,6 +285,10 @@ impl Adapter for DiscordAdapter {
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
         outbound::typing(&self.shared.rest, at).await
+    }
+
+    async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
+        self.shared.rest.attachment(file, limit).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use baton_contract::{Secret, SendError};
+use baton_contract::{DownloadError, Downloaded, FileRef, Secret, SendError, fetch};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -112,6 +112,20 @@ impl Rest {
             .and_then(Value::as_str)
             .and_then(|p| p.parse().ok());
         Ok(parent.filter(|_| is_thread))
+    }
+
+    /// A message attachment's bytes, at most `limit`. Attachment URLs are signed CDN links that
+    /// need no token, so none is sent: the bot token never goes to a URL a message carried.
+    pub async fn attachment(
+        &self,
+        file: &FileRef,
+        limit: u64,
+    ) -> Result<Downloaded, DownloadError> {
+        let url = reqwest::Url::parse(&file.0)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "https" | "http"))
+            .ok_or_else(|| DownloadError::NotAllowed("the attachment has no web address".into()))?;
+        fetch(self.client.get(url), limit).await
     }
 
     /// Make one call; `route` names the rate-limit bucket it belongs to. Returns the JSON body

@@ -111,6 +111,11 @@ impl Api {
         &self.base
     }
 
+    /// The HTTP client, for a call whose answer is not JSON (a message resource's bytes).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// A valid tenant token: the cached one, or a new one when it is close to `expire`.
     pub async fn tenant_token(&self) -> Result<Secret, ApiError> {
         let mut cached = self.token.lock().await;
@@ -512,7 +517,7 @@ fn sent_id(answer: &Value) -> String {
 }
 
 /// A message id as one URL path segment (ids are `om_…`, but never trust input in a path).
-fn path_segment(id: &str) -> String {
+pub(crate) fn path_segment(id: &str) -> String {
     url::form_urlencoded::byte_serialize(id.as_bytes()).collect()
 }
 
