@@ -10,8 +10,9 @@
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
 //! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
 //! `wal` (WAL and database size under sustained load), `startup`, `rss`, `events` (throughput
-//! with 10 `/api/events` readers attached and with none, alternating). `BATON_BENCH_EVENTS=N` sets
-//! the number of events per throughput run (for profiling under callgrind),
+//! with 10 `/api/events` readers attached, each a process of its own, and with none,
+//! alternating). `BATON_BENCH_EVENTS=N` sets the number of events per throughput run (for
+//! profiling under callgrind),
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! and `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
@@ -72,6 +73,12 @@ const MENTION_EVERY: usize = 5;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, url] = args.as_slice()
+        && flag == watchers::READER_FLAG
+    {
+        watchers::read_stream(url);
+        return;
+    }
     let bench = args.iter().any(|a| a == "--bench");
     let sections: Vec<&str> = args
         .iter()
