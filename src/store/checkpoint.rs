@@ -271,14 +271,19 @@ mod tests {
                 }
             }
         });
-        blocker_began.recv_timeout(DEADLINE).expect("the blocker began");
+        blocker_began
+            .recv_timeout(DEADLINE)
+            .expect("the blocker began");
 
         // The truncation, on the writer's connection, as the writer runs it after a commit.
         let mut bound = WalBound::new(wal.clone(), SMALL, OneCheckpoint::default(), gate.clone());
         let truncation = std::thread::spawn(move || bound.keep(&writer));
         let deadline = Instant::now() + DEADLINE;
         while !gate.is_locked_exclusive() {
-            assert!(Instant::now() < deadline, "the truncation never closed the gate");
+            assert!(
+                Instant::now() < deadline,
+                "the truncation never closed the gate"
+            );
             std::thread::yield_now();
         }
 
