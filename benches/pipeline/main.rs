@@ -10,10 +10,12 @@
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
 //! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
 //! `wal` (WAL and database size under sustained load), `startup`, `rss`, `events` (throughput
-//! with 10 `/api/events` readers attached and with none, alternating). `BATON_BENCH_EVENTS=N` sets
-//! the number of events per throughput run (for profiling under callgrind),
+//! with 10 `/api/events` readers attached, each a process of its own, and with none,
+//! alternating). `BATON_BENCH_EVENTS=N` sets the number of events per throughput run (for
+//! profiling under callgrind),
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
-//! and `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
+//! `BATON_BENCH_READERS=N` one `events` run with N readers instead of the rounds, and
+//! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
 //!
 //! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
@@ -72,6 +74,12 @@ const MENTION_EVERY: usize = 5;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, url] = args.as_slice()
+        && flag == watchers::READER_FLAG
+    {
+        watchers::read_stream(url);
+        return;
+    }
     let bench = args.iter().any(|a| a == "--bench");
     let sections: Vec<&str> = args
         .iter()
@@ -141,8 +149,13 @@ fn main() {
         println!(
             "## throughput with /api/events readers (1000 chats, 1 mention in {MENTION_EVERY})"
         );
-        for round in 1..=3 {
-            for watchers in [0, 10] {
+        // `BATON_BENCH_READERS=N`: one run with N readers (to profile one case alone).
+        let (rounds, cases) = match env_number("BATON_BENCH_READERS") {
+            Some(n) => (1, vec![n]),
+            None => (3, vec![0, 10]),
+        };
+        for round in 1..=rounds {
+            for &watchers in &cases {
                 let run = runtime.block_on(scenarios::throughput(
                     1000,
                     sizes.warmup,

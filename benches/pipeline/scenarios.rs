@@ -106,9 +106,7 @@ pub(crate) async fn throughput(
     );
     let elapsed = started.elapsed();
     let commits = rig.gateway.store().commits() - commits;
-    let streamed = watchers.received();
-    let readers_dropped = watchers.dropped();
-    drop(watchers);
+    let counts = watchers.stop().await;
     let mentions = mentions_in(warmup..total, mention_every);
     let answered = rig.recorder.reply_latencies(warmup..total).len();
     assert_eq!(answered, mentions, "every mention answered, nothing else");
@@ -118,8 +116,8 @@ pub(crate) async fn throughput(
         mentions,
         elapsed,
         commits,
-        streamed,
-        readers_dropped,
+        streamed: counts.received,
+        readers_dropped: counts.dropped,
     }
 }
 

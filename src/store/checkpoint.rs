@@ -116,14 +116,18 @@ impl WalBound {
             // Waits for a passive copy in progress, which leaves the truncation less to copy.
             let started = Instant::now();
             let _one = self.one.lock().unwrap_or_else(PoisonError::into_inner);
+            // New reads queue from here (the gate is fair) until it opens again.
+            let closing = Instant::now();
             let emptied = match self.gate.try_write_for(TRUNCATE_WAIT) {
                 Some(_closed) => truncate(conn),
                 None => false,
             };
-            // How long the writer held still: what `BENCHMARKS.md` measures ("Soak").
+            // How long the writer held still, and how long new reads waited at most: what
+            // `BENCHMARKS.md` measures ("Soak").
             tracing::debug!(
                 wal_bytes = size,
                 held_us = started.elapsed().as_micros(),
+                reads_held_us = closing.elapsed().as_micros(),
                 emptied,
                 "WAL truncation"
             );
@@ -194,10 +198,136 @@ fn checkpoint(conn: &Connection, mode: &str) -> bool {
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
 
+    use super::super::connect::Location;
+    use super::super::readers::Readers;
     use super::super::{EntryKind, NewEntry, Origin, Store, StoreOptions, TranscriptQuery};
+    use super::{OneCheckpoint, ReadGate, TRUNCATE_WAIT, WalBound};
 
     const LIMIT: u64 = 4 * 1024 * 1024;
+
+    /// How long any step of the read-gate tests may take before they fail: many times
+    /// [`TRUNCATE_WAIT`], so only a read that waits for the blocker itself runs into it.
+    const DEADLINE: Duration = Duration::from_secs(15);
+
+    /// What keeps a truncation from finishing.
+    #[derive(Clone, Copy)]
+    enum Blocker {
+        /// A long read of this process, through the read gate.
+        GatedRead,
+        /// A read transaction on a connection the gate does not know (another process's).
+        ForeignSnapshot,
+    }
+
+    /// A WAL over half its bound, a `blocker` that outlasts the truncation, and a read that
+    /// comes while the truncation holds the gate closed: returns how long that read waited,
+    /// counted from when the gate was seen closed, and the WAL's size after the truncation.
+    /// The blocker is told to finish only once the read is through; a read still waiting at
+    /// [`DEADLINE`] (waiting for the blocker) fails the test.
+    fn read_behind_a_stuck_truncation(blocker: Blocker) -> (Duration, u64) {
+        const SMALL: u64 = 256 * 1024;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gate.db");
+        let wal = dir.path().join("gate.db-wal");
+        let location = Location::parse(path.to_str().unwrap());
+        let writer = location.open_writer(SMALL).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(400000));")
+            .unwrap();
+        let foreign = location.open_reader().unwrap();
+        let gate = ReadGate::default();
+        let readers = Arc::new(Readers::new(
+            location.clone(),
+            location.open_reader().unwrap(),
+            Arc::clone(&gate),
+        ));
+        assert!(std::fs::metadata(&wal).unwrap().len() > SMALL / 2);
+        let count = |conn: &rusqlite::Connection| {
+            conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+        };
+
+        // The blocker begins and holds until told to finish (or the deadline).
+        let (began, blocker_began) = mpsc::channel();
+        let (finish, may_finish) = mpsc::channel::<()>();
+        let blocking = std::thread::spawn({
+            let readers = Arc::clone(&readers);
+            move || match blocker {
+                Blocker::GatedRead => readers
+                    .with(|conn| {
+                        began.send(()).unwrap();
+                        let _ = may_finish.recv_timeout(DEADLINE);
+                        count(conn)
+                    })
+                    .unwrap(),
+                Blocker::ForeignSnapshot => {
+                    foreign.execute_batch("BEGIN").unwrap();
+                    let rows = count(&foreign).unwrap();
+                    began.send(()).unwrap();
+                    let _ = may_finish.recv_timeout(DEADLINE);
+                    foreign.execute_batch("COMMIT").unwrap();
+                    rows
+                }
+            }
+        });
+        blocker_began
+            .recv_timeout(DEADLINE)
+            .expect("the blocker began");
+
+        // The truncation, on the writer's connection, as the writer runs it after a commit.
+        let mut bound = WalBound::new(wal.clone(), SMALL, OneCheckpoint::default(), gate.clone());
+        let truncation = std::thread::spawn(move || bound.keep(&writer));
+        let deadline = Instant::now() + DEADLINE;
+        while !gate.is_locked_exclusive() {
+            assert!(
+                Instant::now() < deadline,
+                "the truncation never closed the gate"
+            );
+            std::thread::yield_now();
+        }
+
+        // A read arrives while the gate is closed.
+        let asked = Instant::now();
+        let (done, read_done) = mpsc::channel();
+        std::thread::spawn({
+            let readers = Arc::clone(&readers);
+            move || {
+                let rows = readers.with(count).unwrap();
+                done.send((rows, asked.elapsed())).unwrap();
+            }
+        });
+        let (rows, waited) = read_done
+            .recv_timeout(DEADLINE)
+            .expect("the read still waits behind the truncation: it waited for the blocker");
+        assert_eq!(rows, 1);
+        // Only now may the blocker finish: the read went through while it still held.
+        finish.send(()).unwrap();
+        assert_eq!(blocking.join().unwrap(), 1);
+        truncation.join().unwrap();
+        (waited, std::fs::metadata(&wal).unwrap().len())
+    }
+
+    /// A truncation that cannot finish holds new reads back for about [`TRUNCATE_WAIT`], not
+    /// for as long as what keeps it from finishing: a long read of this process (the
+    /// truncation gives up waiting for the gate) or another process's open snapshot (it has
+    /// the gate, and SQLite gives up waiting for that reader).
+    #[test]
+    fn a_read_waits_at_most_about_truncate_wait_behind_a_truncation_that_cannot_finish() {
+        for blocker in [Blocker::GatedRead, Blocker::ForeignSnapshot] {
+            let (waited, wal_after) = read_behind_a_stuck_truncation(blocker);
+            assert!(
+                wal_after > 0,
+                "the truncation emptied the WAL: nothing kept it from finishing"
+            );
+            // The read came after the gate closed, so it waits less than one TRUNCATE_WAIT;
+            // the rest is slack for a loaded machine's scheduling.
+            assert!(
+                waited < TRUNCATE_WAIT + Duration::from_secs(2),
+                "the read waited {waited:?} behind a truncation (TRUNCATE_WAIT {TRUNCATE_WAIT:?})"
+            );
+        }
+    }
 
     /// Sustained writes with readers reading all along: the WAL, sampled as it runs, stays
     /// under its bound although many times the bound is written, and a clean close empties it.
