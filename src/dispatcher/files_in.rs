@@ -339,7 +339,7 @@ mod tests {
         assert!(
             first
                 .text
-                .contains("made by ann):\ndeploy at five\n(end of art-"),
+                .contains("posted by ann):\ndeploy at five\n(end of art-"),
             "{}",
             first.text
         );
