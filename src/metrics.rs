@@ -14,6 +14,8 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use baton_contract::ChatKey;
+
 /// A labelled counter's name, help text and label name.
 #[derive(Debug)]
 pub struct Counter {
@@ -150,7 +152,7 @@ pub struct Metrics {
 impl Metrics {
     /// A guard (`guard`: `bot_messages`, `inbound_rate`, `sessions_send`, `chain`) refused
     /// something for `reason`, in `chat` (`<platform>:<chat>`) when there is one: kept an hour.
-    pub fn refused(&self, guard: &'static str, reason: &'static str, chat: Option<String>) {
+    pub fn refused(&self, guard: &'static str, reason: &'static str, chat: Option<ChatKey>) {
         self.recent.record(guard, reason, chat, Instant::now());
     }
 
@@ -217,7 +219,7 @@ struct Refusal {
     at: Instant,
     guard: &'static str,
     reason: &'static str,
-    chat: Option<String>,
+    chat: Option<ChatKey>,
 }
 
 /// Guard refusals of the last hour, by guard and reason, overall or in one chat.
@@ -238,7 +240,13 @@ pub struct RefusalCount {
 }
 
 impl RecentRefusals {
-    fn record(&self, guard: &'static str, reason: &'static str, chat: Option<String>, at: Instant) {
+    fn record(
+        &self,
+        guard: &'static str,
+        reason: &'static str,
+        chat: Option<ChatKey>,
+        at: Instant,
+    ) {
         let mut kept = self.kept.lock().expect("refusal log poisoned");
         prune(&mut kept, at);
         if kept.len() >= RECENT_CAPACITY {
@@ -253,17 +261,17 @@ impl RecentRefusals {
     }
 
     /// Refusals in the last hour (only those in `chat`, when given), most frequent first.
-    pub fn last_hour(&self, chat: Option<&str>) -> Vec<RefusalCount> {
+    pub fn last_hour(&self, chat: Option<&ChatKey>) -> Vec<RefusalCount> {
         self.counts_at(chat, Instant::now())
     }
 
-    fn counts_at(&self, chat: Option<&str>, now: Instant) -> Vec<RefusalCount> {
+    fn counts_at(&self, chat: Option<&ChatKey>, now: Instant) -> Vec<RefusalCount> {
         let mut kept = self.kept.lock().expect("refusal log poisoned");
         prune(&mut kept, now);
         let mut counts: BTreeMap<(&'static str, &'static str), usize> = BTreeMap::new();
         let here = kept
             .iter()
-            .filter(|r| chat.is_none_or(|c| r.chat.as_deref() == Some(c)));
+            .filter(|r| chat.is_none_or(|c| r.chat.as_ref() == Some(c)));
         for refusal in here {
             *counts.entry((refusal.guard, refusal.reason)).or_default() += 1;
         }
@@ -331,7 +339,8 @@ mod tests {
     fn refusals_are_kept_an_hour_and_counted_per_chat() {
         let recent = RecentRefusals::default();
         let start = Instant::now();
-        let room = || Some("local:room".to_owned());
+        let local = |chat: &str| ChatKey::new(baton_contract::Platform::Local, &chat.into(), None);
+        let room = || Some(local("room"));
         recent.record("bot_messages", "bot_reply_chain", room(), start);
         recent.record(
             "chain",
@@ -352,7 +361,7 @@ mod tests {
             start + Duration::from_secs(1802),
         );
         let later = start + Duration::from_secs(3700);
-        let here = recent.counts_at(Some("local:room"), later);
+        let here = recent.counts_at(Some(&local("room")), later);
         assert_eq!(
             here,
             [RefusalCount {

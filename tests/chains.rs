@@ -529,7 +529,7 @@ async fn a_chain_interrupted_by_a_restart_goes_on_from_where_its_turn_stood() {
         coordinator: None,
         participants: vec!["caid".into(), "sec".into()],
         origin: ChainOrigin {
-            platform: "local".into(),
+            platform: baton_contract::Platform::Local,
             chat: "room".into(),
             thread: None,
             anchor: None,

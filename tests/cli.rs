@@ -503,7 +503,7 @@ async fn store_with_a_chain(dir: &Path) -> (PathBuf, String) {
         coordinator: Some("snark".into()),
         participants: vec!["caid".into()],
         origin: ChainOrigin {
-            platform: "local".into(),
+            platform: baton_contract::Platform::Local,
             chat: "room".into(),
             thread: None,
             anchor: None,

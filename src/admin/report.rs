@@ -104,10 +104,7 @@ pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> Strin
     } else {
         settings.paused.join(", ")
     };
-    let chain_now = shared
-        .guards()
-        .bot_messages
-        .chain_length(inbound.chat_key.as_str());
+    let chain_now = shared.guards().bot_messages.chain_length(inbound.chat_key);
     let chains = &config.chains;
     let coordinator = match &chains.coordinator {
         Some(bot) => format!("{bot} coordinates"),
@@ -133,7 +130,7 @@ pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> Strin
     let here = shared
         .metrics()
         .recent
-        .last_hour(Some(inbound.settings_key.as_str()));
+        .last_hour(Some(inbound.settings_key));
     format!(
         "Limits in {chat}\n\
          - this chat: activation {activation}; paused: {paused}\n\

@@ -123,7 +123,7 @@ mod tests {
             turn: 3,
             round: 1,
             origin: ChainOrigin {
-                platform: "local".into(),
+                platform: baton_contract::Platform::Local,
                 chat: "room".into(),
                 thread: None,
                 anchor: None,

@@ -181,7 +181,7 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
             what: "hand the turn to a bot",
         });
     }
-    let place = place_of(&chain)?;
+    let place = Place::of(&chain);
     if let Some(why) = place.refuse_bot(shared, pass.to) {
         return Err(ChainFailure::Invalid(why));
     }
@@ -246,7 +246,7 @@ pub(crate) async fn post(
 ) -> Result<Posted, ChainFailure> {
     let posted = record(shared, chain, sender, content).await?;
     let chain = &posted.chain;
-    let place = place_of(chain)?;
+    let place = Place::of(chain);
     match place.account_of(shared, sender.as_str()) {
         Some(account) => {
             let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
@@ -282,10 +282,9 @@ async fn record(
             let err = ChainFailure::from(err);
             if let Some(reason) = err.refusal() {
                 let place = shared.store().chain(chain).await.ok().flatten();
-                let chat = place.and_then(|c| {
-                    let platform = c.origin.platform.parse().ok()?;
+                let chat = place.map(|c| {
                     let chat = c.origin.chat.as_str().into();
-                    Some(baton_contract::ChatKey::new(platform, &chat, None))
+                    baton_contract::ChatKey::new(c.origin.platform, &chat, None)
                 });
                 shared.refused("chain", reason, chat, sender);
                 tracing::info!(chain, %sender, reason, "chain post refused");
@@ -393,10 +392,8 @@ async fn hand_back(shared: &Arc<Services>, chain: &Chain, turn: i64, reason: Str
     {
         Ok(Some(back)) => {
             moved(shared, &back, "returned", None);
-            if let Ok(place) = place_of(&back) {
-                let run_id = format!("chain:{}:r{turn}", back.id);
-                post::baton_says(shared, &place, run_id, &reason).await;
-            }
+            let run_id = format!("chain:{}:r{turn}", back.id);
+            post::baton_says(shared, &Place::of(&back), run_id, &reason).await;
             coordinator_move(shared, back, reason).await;
         }
         Ok(None) => {}
@@ -468,7 +465,7 @@ async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
 
 /// Tell the chat how a chain ended.
 async fn closed(shared: &Services, chain: &Chain) {
-    let Ok(place) = place_of(chain) else { return };
+    let place = Place::of(chain);
     let text = format!(
         "Chain {} \"{}\" {}: {}",
         chain.id,
@@ -484,15 +481,6 @@ async fn load(shared: &Services, id: &str) -> Result<Chain, ChainFailure> {
         Some(chain) => Ok(chain),
         None => Err(ChainError::Unknown(id.trim().to_owned()).into()),
     }
-}
-
-fn place_of(chain: &Chain) -> Result<Place, ChainFailure> {
-    Place::of(chain).ok_or_else(|| {
-        ChainFailure::Invalid(format!(
-            "chain {} was started on platform `{}`, which this build does not know",
-            chain.id, chain.origin.platform
-        ))
-    })
 }
 
 /// Whether `bot` coordinates `chain`.

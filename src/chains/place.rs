@@ -30,22 +30,22 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// The place a stored chain posts in; `None` for a platform this build does not know.
-    pub(crate) fn of(chain: &Chain) -> Option<Place> {
+    /// The place a stored chain posts in.
+    pub(crate) fn of(chain: &Chain) -> Place {
         let o = &chain.origin;
-        Some(Place {
-            platform: o.platform.parse().ok()?,
+        Place {
+            platform: o.platform,
             chat: ChatId::from(o.chat.as_str()),
             thread: o.thread.as_deref().map(ThreadId::from),
             anchor: o.anchor.as_deref().map(MessageId::from),
             account: AccountId::from(o.account.as_str()),
-        })
+        }
     }
 
     /// As stored.
     pub(crate) fn origin(&self) -> ChainOrigin {
         ChainOrigin {
-            platform: self.platform.to_string(),
+            platform: self.platform,
             chat: self.chat.to_string(),
             thread: self.thread.as_ref().map(ToString::to_string),
             anchor: self.anchor.as_ref().map(ToString::to_string),

@@ -71,13 +71,7 @@ enum Ended {
 
 async fn take(shared: &Arc<Services>, job: TurnJob) {
     let deadline = Instant::now() + shared.chain_turn_limit();
-    let Some(place) = Place::of(&job.chain) else {
-        let why = format!(
-            "the chain's platform `{}` is unknown",
-            job.chain.origin.platform
-        );
-        return finish(shared, &job, None, Ended::Failed(why)).await;
-    };
+    let place = Place::of(&job.chain);
     let Some(account) = place.account_of(shared, job.bot.as_str()) else {
         let why = format!("{} has no account on {} any more", job.bot, place.platform);
         return finish(shared, &job, None, Ended::Failed(why)).await;
@@ -234,8 +228,8 @@ impl TurnGate<'_> {
 
 #[async_trait]
 impl ReplyGate for TurnGate<'_> {
-    fn quiet_in(&self) -> &str {
-        self.quiet_in.as_str()
+    fn quiet_in(&self) -> &ChatKey {
+        &self.quiet_in
     }
 
     async fn open(&self) -> Result<(), NotAdmitted> {

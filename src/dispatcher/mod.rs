@@ -366,8 +366,8 @@ impl Dispatcher {
         // may put in a thread of its own) match in any of its threads.
         let notices = self.shared.own_notices();
         let text = &inbound.event.text;
-        if notices.is_notice(inbound.chat_key.as_str(), author, text)
-            || notices.is_notice(inbound.settings_key.as_str(), author, text)
+        if notices.is_notice(&inbound.chat_key, author, text)
+            || notices.is_notice(&inbound.settings_key, author, text)
         {
             return Err(Stop::dropped(DropReason::GatewayNotice));
         }
@@ -455,7 +455,7 @@ impl Dispatcher {
             self.shared
                 .guards()
                 .bot_messages
-                .human_spoke(inbound.chat_key.as_str());
+                .human_spoke(&inbound.chat_key);
         }
     }
 
@@ -507,7 +507,7 @@ impl Dispatcher {
             .as_ref()
             .map_or(inbound.event.sender.id.as_str(), BotId::as_str);
         let checked = self.shared.guards().bot_messages.check(BotMessage {
-            chat: inbound.chat_key.as_str(),
+            chat: &inbound.chat_key,
             message_id: inbound.event.message_id.as_str(),
             author,
             woken: inbound.bot().as_str(),
@@ -619,9 +619,11 @@ mod tests {
             Handled::Dropped(DropReason::OwnMessage)
         );
 
-        gw.services
-            .own_notices()
-            .remember("local:room", &"beta".parse().unwrap(), &huge);
+        gw.services.own_notices().remember(
+            &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
+            &"beta".parse().unwrap(),
+            &huge,
+        );
         let notice = to_alpha(2, "room", "beta", &huge);
         assert_eq!(
             d.process(notice, Arrival::Fresh).await,

@@ -122,7 +122,7 @@ impl Dispatcher {
             platform: event.platform.as_str().to_owned(),
             account: inbound.account.id.to_string(),
             bot: inbound.bot().clone(),
-            chat: inbound.chat_key.to_string(),
+            chat: inbound.chat_key.clone(),
             message_id: event.message_id.to_string(),
             sender: inbound.speaker.label.clone(),
             outcome,

@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use baton_contract::ChatKey;
+
 use crate::bot_id::BotId;
 
 /// How long a posted notice is recognised.
@@ -18,7 +20,7 @@ const REMEMBER_FOR: Duration = Duration::from_secs(300);
 const CAPACITY: usize = 1024;
 
 struct Notice {
-    chat: String,
+    chat: ChatKey,
     bot: BotId,
     text: String,
     at: Instant,
@@ -32,7 +34,7 @@ pub(crate) struct OwnNotices {
 
 impl OwnNotices {
     /// `bot` is about to post `text` in `chat` on the gateway's behalf.
-    pub(crate) fn remember(&self, chat: &str, bot: &BotId, text: &str) {
+    pub(crate) fn remember(&self, chat: &ChatKey, bot: &BotId, text: &str) {
         let mut recent = self.recent.lock().expect("notice list poisoned");
         let now = Instant::now();
         while recent
@@ -42,7 +44,7 @@ impl OwnNotices {
             recent.pop_front();
         }
         recent.push_back(Notice {
-            chat: chat.to_owned(),
+            chat: chat.clone(),
             bot: bot.clone(),
             text: text.trim().to_owned(),
             at: now,
@@ -50,11 +52,11 @@ impl OwnNotices {
     }
 
     /// Whether a message by `bot` in `chat` is (a chunk of) a gateway line.
-    pub(crate) fn is_notice(&self, chat: &str, bot: &BotId, text: &str) -> bool {
+    pub(crate) fn is_notice(&self, chat: &ChatKey, bot: &BotId, text: &str) -> bool {
         let text = text.trim();
         let recent = self.recent.lock().expect("notice list poisoned");
         recent.iter().any(|n| {
-            n.chat == chat
+            &n.chat == chat
                 && &n.bot == bot
                 && !text.is_empty()
                 && n.at.elapsed() <= REMEMBER_FOR
@@ -71,15 +73,13 @@ mod tests {
     fn recognises_a_notice_and_its_chunks_only_in_its_chat_and_author() {
         let notices = OwnNotices::default();
         let (alpha, beta): (BotId, BotId) = ("alpha".parse().unwrap(), "beta".parse().unwrap());
-        notices.remember(
-            "local:room",
-            &alpha,
-            "Activation is now `always`.\n\nSecond part.",
-        );
-        assert!(notices.is_notice("local:room", &alpha, "Second part."));
-        assert!(notices.is_notice("local:room", &alpha, " Activation is now `always`."));
-        assert!(!notices.is_notice("local:other", &alpha, "Second part."));
-        assert!(!notices.is_notice("local:room", &beta, "Second part."));
-        assert!(!notices.is_notice("local:room", &alpha, "something the bot said"));
+        let chat = |c: &str| ChatKey::new(baton_contract::Platform::Local, &c.into(), None);
+        let (room, other) = (chat("room"), chat("other"));
+        notices.remember(&room, &alpha, "Activation is now `always`.\n\nSecond part.");
+        assert!(notices.is_notice(&room, &alpha, "Second part."));
+        assert!(notices.is_notice(&room, &alpha, " Activation is now `always`."));
+        assert!(!notices.is_notice(&other, &alpha, "Second part."));
+        assert!(!notices.is_notice(&room, &beta, "Second part."));
+        assert!(!notices.is_notice(&room, &alpha, "something the bot said"));
     }
 }

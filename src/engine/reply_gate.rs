@@ -10,6 +10,7 @@
 //! chat takes it as a message to answer.
 
 use async_trait::async_trait;
+use baton_contract::ChatKey;
 
 /// Why a flow does not take a reply (said in the transcript and the log).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +22,7 @@ pub(crate) struct NotAdmitted(pub String);
 pub(crate) trait ReplyGate: Send + Sync {
     /// The chat key (`<platform>:<chat>[:thread:<id>]`) in which the reply's posts must wake
     /// no bot.
-    fn quiet_in(&self) -> &str;
+    fn quiet_in(&self) -> &ChatKey;
 
     /// Whether the reply may still be shown; asked before its first post.
     async fn open(&self) -> Result<(), NotAdmitted>;

@@ -40,7 +40,7 @@ pub(crate) async fn say(
     let bot = line.account.bot.id();
     services
         .own_notices()
-        .remember(line.quiet_in.as_str(), bot, line.text);
+        .remember(&line.quiet_in, bot, line.text);
     let journal = journal(services, line.session, line.run_id).await;
     let handover = services.handover(line.account);
     let adapter = &*line.account.adapter;

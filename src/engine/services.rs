@@ -174,7 +174,6 @@ impl Services {
         chat: Option<ChatKey>,
         bot: &BotId,
     ) {
-        let chat = chat.map(|key| key.to_string());
         self.events.emit(Event::GuardRefused {
             guard: guard.to_owned(),
             reason: reason.to_owned(),

@@ -1,6 +1,7 @@
 //! The kinds of event the stream carries. Each serialises to one JSON object with `type` (the
 //! variant in snake case) and the ids it concerns; the bus adds `id` and `ts_ms`.
 
+use baton_contract::ChatKey;
 use serde::Serialize;
 
 use crate::bot_id::BotId;
@@ -18,7 +19,7 @@ pub enum Event {
         /// The bot behind the account.
         bot: BotId,
         /// The chat.
-        chat: String,
+        chat: ChatKey,
         /// The platform's message id.
         message_id: String,
         /// Who sent it (`bot:<id>` for a bot).
@@ -160,7 +161,7 @@ pub enum Event {
         bot: BotId,
         /// `<platform>:<chat>`, when there is one.
         #[serde(skip_serializing_if = "Option::is_none")]
-        chat: Option<String>,
+        chat: Option<ChatKey>,
     },
     /// An account's connection changed state.
     Connection {

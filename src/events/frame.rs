@@ -56,7 +56,11 @@ mod tests {
                 platform: "local".into(),
                 account: "a".into(),
                 bot: "caid".parse().unwrap(),
-                chat: "room \"1\"\nsecond line".into(),
+                chat: baton_contract::ChatKey::new(
+                    baton_contract::Platform::Local,
+                    &"room \"1\"\nsecond line".into(),
+                    None,
+                ),
                 message_id: "m1".into(),
                 sender: "u".into(),
                 outcome: Received::Dropped,

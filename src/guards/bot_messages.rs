@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use baton_contract::ChatKey;
 use governor::clock::{Clock, DefaultClock, Reference};
 use hashlink::LinkedHashMap;
 
@@ -58,7 +59,7 @@ impl BotRefusal {
 #[derive(Debug, Clone, Copy)]
 pub struct BotMessage<'a> {
     /// The chat (and thread) key.
-    pub chat: &'a str,
+    pub chat: &'a ChatKey,
     /// The platform message id (the chain counts each message once).
     pub message_id: &'a str,
     /// The author bot (a baton bot id, or the platform's id for a foreign bot).
@@ -77,7 +78,7 @@ struct Chain {
     counted: HashSet<String>,
 }
 
-type PairKey = (String, String, String);
+type PairKey = (ChatKey, String, String);
 
 /// The guard. Shared by every account's pipeline.
 pub struct BotMessageGuard<C: Clock = DefaultClock> {
@@ -86,7 +87,7 @@ pub struct BotMessageGuard<C: Clock = DefaultClock> {
     cooldown: Duration,
     max_chain: u32,
     /// Ordered by the last bot message, oldest first.
-    chains: Mutex<LinkedHashMap<String, Chain>>,
+    chains: Mutex<LinkedHashMap<ChatKey, Chain>>,
 }
 
 impl<C: Clock + Clone> BotMessageGuard<C> {
@@ -102,7 +103,7 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
     }
 
     /// A human spoke in `chat`: the bot reply chain starts again.
-    pub fn human_spoke(&self, chat: &str) {
+    pub fn human_spoke(&self, chat: &ChatKey) {
         self.chains.lock().expect("chain map poisoned").remove(chat);
     }
 
@@ -122,7 +123,7 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
     }
 
     /// Where this message stands in the chat's current chain of bot messages (1-based).
-    fn chain_position(&self, chat: &str, message_id: &str) -> u32 {
+    fn chain_position(&self, chat: &ChatKey, message_id: &str) -> u32 {
         let mut chains = self.chains.lock().expect("chain map poisoned");
         let mut chain = chains.remove(chat).unwrap_or_default();
         // Past the limit the verdict stays "refused" until a human speaks: stop counting.
@@ -131,7 +132,7 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
             chain.counted.insert(message_id.to_owned());
         }
         let position = u32::try_from(chain.counted.len()).unwrap_or(u32::MAX);
-        chains.insert(chat.to_owned(), chain);
+        chains.insert(chat.clone(), chain);
         while chains.len() > MAX_CHAINS {
             chains.pop_front();
         }
@@ -140,7 +141,7 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
 
     fn spend_pair_budget(&self, message: BotMessage<'_>) -> Result<(), BotRefusal> {
         let key = (
-            message.chat.to_owned(),
+            message.chat.clone(),
             message.author.to_owned(),
             message.woken.to_owned(),
         );
@@ -179,7 +180,7 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
     }
 
     /// The chats with a running bot chain and its length, for `/baton limits`.
-    pub fn chain_length(&self, chat: &str) -> u32 {
+    pub fn chain_length(&self, chat: &ChatKey) -> u32 {
         let chains = self.chains.lock().expect("chain map poisoned");
         chains
             .get(chat)
@@ -203,9 +204,16 @@ mod tests {
         BotMessageGuard::new(&limits, clock.clone())
     }
 
+    /// The local chat `chat`.
+    fn local(chat: &str) -> ChatKey {
+        ChatKey::new(baton_contract::Platform::Local, &chat.into(), None)
+    }
+
+    static ROOM: std::sync::LazyLock<ChatKey> = std::sync::LazyLock::new(|| local("room"));
+
     fn msg<'a>(id: &'a str, author: &'a str, woken: &'a str) -> BotMessage<'a> {
         BotMessage {
-            chat: "local:room",
+            chat: &ROOM,
             message_id: id,
             author,
             woken,
@@ -240,7 +248,7 @@ mod tests {
                 max: 3
             })
         );
-        g.human_spoke("local:room");
+        g.human_spoke(&ROOM);
         assert!(g.check(msg("m5", "b", "a")).is_ok());
     }
 
@@ -250,7 +258,7 @@ mod tests {
         let g = guard(&clock);
         assert!(g.check(msg("m1", "a", "b")).is_ok());
         assert!(g.check(msg("m1", "a", "c")).is_ok());
-        assert_eq!(g.chain_length("local:room"), 1);
+        assert_eq!(g.chain_length(&ROOM), 1);
     }
 
     #[test]
@@ -258,7 +266,7 @@ mod tests {
         let clock = FakeRelativeClock::default();
         let g = guard(&clock);
         for n in 0..MAX_CHAINS + 100 {
-            let chat = format!("local:room{n}");
+            let chat = local(&format!("room{n}"));
             let m = BotMessage {
                 chat: &chat,
                 ..msg("m1", "a", "b")
@@ -267,7 +275,7 @@ mod tests {
         }
         assert_eq!(g.chains(), MAX_CHAINS);
         assert_eq!(
-            g.chain_length("local:room0"),
+            g.chain_length(&local("room0")),
             0,
             "the oldest chat forgot its chain"
         );
@@ -275,7 +283,7 @@ mod tests {
             let _ = g.check(msg(&format!("m{n}"), "a", "b"));
         }
         assert_eq!(
-            g.chain_length("local:room"),
+            g.chain_length(&ROOM),
             4,
             "a chain stops counting past the limit"
         );
@@ -288,13 +296,13 @@ mod tests {
         let g = guard(&clock);
         for id in ["m1", "m2"] {
             assert!(g.check(msg(id, "a", "b")).is_ok());
-            g.human_spoke("local:room");
+            g.human_spoke(&ROOM);
         }
         assert!(matches!(
             g.check(msg("m3", "a", "b")),
             Err(BotRefusal::PairCooldown { .. })
         ));
-        g.human_spoke("local:room");
+        g.human_spoke(&ROOM);
         assert!(
             g.check(msg("m4", "a", "c")).is_ok(),
             "other pairs are unaffected"

@@ -335,6 +335,7 @@ mod tests {
 
     use super::*;
     use crate::gateway::testing::{echo_config, parts};
+    use crate::lanes::Lane;
     use crate::store::{EntryKind, TranscriptQuery};
 
     /// Monday 2025-03-03, `h:m` UTC.
@@ -401,5 +402,75 @@ mod tests {
         );
         let skips = |reason| s.metrics().get(&crate::metrics::SCHEDULED_SKIPS, reason);
         assert_eq!((skips("paused"), skips("quiet-hours")), (1, 1));
+    }
+
+    /// A heartbeat due while its bot has a turn on the main lane waits for it, noted once on
+    /// record however many ticks it waits, and starts on the first tick after the turn ends.
+    #[tokio::test]
+    async fn a_due_heartbeat_waits_while_its_bot_is_busy_noted_once() {
+        let config = echo_config(
+            &["hb"],
+            "heartbeat = { every = \"30m\", target = \"none\" }\n",
+        );
+        let gw = parts(&config).await;
+        let s = &gw.services;
+        let scheduler = Scheduler::new(Arc::clone(s)).unwrap();
+        let outcome = |outcome| {
+            vec![Ticked {
+                bot: "hb".parse().unwrap(),
+                job: HEARTBEAT_JOB.into(),
+                outcome,
+            }]
+        };
+        assert_eq!(
+            scheduler.tick(monday(9, 0)).await,
+            vec![],
+            "the first tick arms"
+        );
+
+        let busy = s
+            .lanes()
+            .enter(Lane::Main, &"bot:hb:local:hb:room".parse().unwrap())
+            .await;
+        let waiting = outcome(TickOutcome::Waiting(SkipReason::RequestsInFlight));
+        assert_eq!(scheduler.tick(monday(9, 30)).await, waiting);
+        assert_eq!(scheduler.tick(monday(9, 31)).await, waiting);
+        let skips = s
+            .metrics()
+            .get(&crate::metrics::SCHEDULED_SKIPS, "requests-in-flight");
+        assert_eq!(skips, 1, "the wait is noted once");
+
+        drop(busy);
+        assert_eq!(
+            scheduler.tick(monday(9, 32)).await,
+            outcome(TickOutcome::Started)
+        );
+    }
+
+    /// A checklist of headings and empty boxes is no work: the heartbeat is skipped, no turn.
+    #[tokio::test]
+    async fn a_heartbeat_with_an_empty_checklist_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let checklist = dir.path().join("HEARTBEAT.md");
+        std::fs::write(&checklist, "# Checks\n\n- [ ]\n").unwrap();
+        let heartbeat = format!(
+            "heartbeat = {{ every = \"30m\", target = \"none\", prompt_file = {:?} }}\n",
+            checklist.display().to_string()
+        );
+        let gw = parts(&echo_config(&["hb"], &heartbeat)).await;
+        let scheduler = Scheduler::new(Arc::clone(&gw.services)).unwrap();
+        assert_eq!(
+            scheduler.tick(monday(9, 0)).await,
+            vec![],
+            "the first tick arms"
+        );
+        assert_eq!(
+            scheduler.tick(monday(9, 30)).await,
+            vec![Ticked {
+                bot: "hb".parse().unwrap(),
+                job: HEARTBEAT_JOB.into(),
+                outcome: TickOutcome::Skipped(SkipReason::Empty),
+            }]
+        );
     }
 }

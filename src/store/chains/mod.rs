@@ -23,6 +23,7 @@ mod start;
 mod steps;
 mod turns;
 
+use baton_contract::Platform;
 use serde::Serialize;
 
 pub use read::ChainQuery;
@@ -63,8 +64,8 @@ stored_name! {
 /// Where a chain posts: the chat it was started from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ChainOrigin {
-    /// Platform name.
-    pub platform: String,
+    /// The platform (stored by name).
+    pub platform: Platform,
     /// Chat id.
     pub chat: String,
     /// The thread it was started in, if any: every post goes there.

@@ -4,6 +4,9 @@
 use rand::Rng;
 use rusqlite::{Connection, OptionalExtension, Row};
 
+use baton_contract::{Platform, UnknownPlatform};
+use rusqlite::types::Type;
+
 use super::{Chain, ChainEntry, ChainEntryKind, ChainOrigin};
 use crate::store::stored_name::parse_column;
 
@@ -33,7 +36,7 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> rusqlite::Result<Chain> {
         turn: row.get(6)?,
         round: row.get(7)?,
         origin: ChainOrigin {
-            platform: row.get(8)?,
+            platform: platform_column(row, 8)?,
             chat: row.get(9)?,
             thread: row.get(10)?,
             anchor: row.get(11)?,
@@ -43,6 +46,15 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> rusqlite::Result<Chain> {
         closed_reason: row.get(14)?,
         created_ms: row.get(15)?,
         closed_ms: row.get(16)?,
+    })
+}
+
+/// A platform stored by name, read back typed; a name this build does not know is a
+/// conversion error naming the column.
+fn platform_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<Platform> {
+    let text: String = row.get(idx)?;
+    text.parse().map_err(|e: UnknownPlatform| {
+        rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into())
     })
 }
 

@@ -24,7 +24,7 @@ impl Store {
                 new.name,
                 new.coordinator,
                 participants,
-                o.platform,
+                o.platform.as_str(),
                 o.chat,
                 o.thread,
                 o.anchor,

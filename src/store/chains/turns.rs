@@ -354,7 +354,7 @@ mod tests {
             coordinator: coordinator.map(str::to_owned),
             participants: participants.iter().map(|p| (*p).to_owned()).collect(),
             origin: ChainOrigin {
-                platform: "local".into(),
+                platform: baton_contract::Platform::Local,
                 chat: "room".into(),
                 thread: None,
                 anchor: Some("m1".into()),
