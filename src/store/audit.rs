@@ -46,7 +46,7 @@ pub struct AuditRecord {
 impl Store {
     /// Records an admin command, once committed.
     pub async fn audit(&self, record: NewAudit) -> Result<(), StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -67,7 +67,7 @@ impl Store {
     /// The newest `limit` records, newest first.
     pub async fn audit_log(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             conn.prepare_cached(
                 "SELECT id, ts_ms, platform, chat, user, command, outcome FROM audit
                  ORDER BY id DESC LIMIT ?1",

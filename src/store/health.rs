@@ -8,7 +8,7 @@ use super::{Store, StoreError};
 impl Store {
     /// Commit one small write; an error says why the store cannot take writes now.
     pub async fn probe(&self, now_ms: i64) -> Result<(), StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO health (id, probed_ms) VALUES (1, ?1)
                  ON CONFLICT (id) DO UPDATE SET probed_ms = excluded.probed_ms",

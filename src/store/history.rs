@@ -50,7 +50,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let chat_key = chat_key.as_str().to_owned();
         let keep = to_sql_limit(limit);
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -89,7 +89,7 @@ impl Store {
         let skip_sender = take.skip_sender.map(str::to_owned);
         let skip_message = take.skip_message.map(str::to_owned);
         let limit = take.limit;
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let cursor: i64 = conn
                 .prepare_cached(
                     "SELECT coalesce(
