@@ -11,7 +11,7 @@ use super::StoreError;
 use super::sql::{Db, DbError, Engine, args};
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = STEPS.len() as u32;
+pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
 const STEPS: [(&str, &str); 9] = [

@@ -88,7 +88,7 @@ pub use escalations::{
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
 pub use lock::{DatabaseLock, LockError};
-pub use migrate::Migrated;
+pub use migrate::{Migrated, SCHEMA_VERSION};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };

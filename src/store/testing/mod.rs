@@ -56,6 +56,14 @@ impl TestDb {
         }
     }
 
+    /// The PostgreSQL database's connection settings (`None` for SQLite).
+    pub(crate) fn url(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Sqlite { .. } => None,
+            Kind::Postgres { url } => Some(url),
+        }
+    }
+
     /// Opens (or reopens) the store on this database.
     pub(crate) async fn open(&self) -> Store {
         // Shown with a failing test's output: which engine it failed on.
