@@ -120,7 +120,6 @@ pub const UNPORTED: &[&str] = &[
     "deliveries",
     "escalations",
     "health",
-    "history",
     "pairing",
     "progress",
     "prune",
