@@ -55,7 +55,7 @@ const STEPS: [(&str, &str); 9] = [
 
 /// The advisory lock key instances take around migrating a PostgreSQL database ("baton" in
 /// ASCII), so two starting at once do not both run a step.
-const MIGRATION_LOCK: i64 = 0x6261_746f_6e;
+const MIGRATION_LOCK: i64 = 0x0062_6174_6f6e;
 
 /// What a migration did: the schema version found, and the one it left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

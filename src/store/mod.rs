@@ -114,12 +114,10 @@ use writer::Writer;
 /// this list is not empty. A test keeps it equal to the modules that use those accessors.
 pub const UNPORTED: &[&str] = &[
     "artifacts",
-    "audit",
     "chains",
     "chat_settings",
     "deliveries",
     "escalations",
-    "health",
     "pairing",
     "progress",
     "prune",

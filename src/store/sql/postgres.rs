@@ -22,7 +22,7 @@ use crate::store::StoreError;
 /// Debug and [`PgUrl::display`] leave the password out.
 #[derive(Clone)]
 pub struct PgUrl {
-    config: postgres::Config,
+    config: Box<postgres::Config>,
     password: Option<String>,
 }
 
@@ -35,7 +35,7 @@ impl fmt::Debug for PgUrl {
 impl PgUrl {
     /// Parses `url`; the error never repeats the URL (it may hold a password).
     pub fn parse(url: &str) -> Result<PgUrl, String> {
-        let config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+        let config = url.parse::<postgres::Config>().map(Box::new).map_err(|e| {
             format!(
                 "is not a PostgreSQL URL ({}); write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE",
                 scrub(&e.to_string(), None)
@@ -83,8 +83,9 @@ fn scrub(message: &str, password: Option<&str>) -> String {
 
 /// One connection to the server, with a prepared statement per SQL text run on it.
 pub(crate) struct PgConn {
-    /// Always `Some` until dropped (`Drop` takes it).
-    client: Option<RefCell<Client>>,
+    /// Always `Some` until dropped (`Drop` takes it). Boxed: a client is large, and
+    /// connections of both engines share an enum (`Conn`).
+    client: Option<Box<RefCell<Client>>>,
     statements: RefCell<HashMap<String, Statement>>,
 }
 
@@ -112,7 +113,7 @@ impl PgConn {
             reason: url.scrub(&DbError::from(e).to_string()),
         })?;
         Ok(PgConn {
-            client: Some(RefCell::new(client)),
+            client: Some(Box::new(RefCell::new(client))),
             statements: RefCell::new(HashMap::new()),
         })
     }
