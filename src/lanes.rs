@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
+use crate::bot_id::BotId;
 use crate::config::LanesConfig;
 use crate::session::SessionKey;
 
@@ -133,7 +134,7 @@ pub struct Lanes {
     /// Weak so a session's entry disappears once no turn holds or waits for it.
     sessions: Mutex<HashMap<SessionKey, Weak<SessionQueue>>>,
     /// Turns queued or running, per lane and bot; an entry is removed when it drops to zero.
-    per_bot: Mutex<HashMap<(Lane, String), usize>>,
+    per_bot: Mutex<HashMap<(Lane, BotId), usize>>,
 }
 
 /// Held while a turn runs: its session lock and its lane slot. Dropping it lets the next go.
@@ -207,12 +208,12 @@ impl Queued {
 /// also when the waiting future is dropped before it got in.
 struct BotTurn {
     lanes: Arc<Lanes>,
-    key: (Lane, String),
+    key: (Lane, BotId),
 }
 
 impl BotTurn {
-    fn new(lanes: &Arc<Lanes>, lane: Lane, bot: &str) -> BotTurn {
-        let key = (lane, bot.to_owned());
+    fn new(lanes: &Arc<Lanes>, lane: Lane, bot: &BotId) -> BotTurn {
+        let key = (lane, bot.clone());
         *lanes
             .per_bot
             .lock()
@@ -298,7 +299,7 @@ impl Lanes {
     }
 
     /// A turn already counted as waiting on `lane` and in `queue`.
-    fn queued(self: &Arc<Self>, lane: Lane, bot: &str, queue: Arc<SessionQueue>) -> Queued {
+    fn queued(self: &Arc<Self>, lane: Lane, bot: &BotId, queue: Arc<SessionQueue>) -> Queued {
         Queued {
             bot: BotTurn::new(self, lane, bot),
             waiting: Waiting {
@@ -310,13 +311,13 @@ impl Lanes {
     }
 
     /// Whether `bot` has turns queued or running on `lane`.
-    pub fn bot_busy(&self, lane: Lane, bot: &str) -> bool {
+    pub fn bot_busy(&self, lane: Lane, bot: &BotId) -> bool {
         let per_bot = self.per_bot.lock().expect("lane map poisoned");
-        per_bot.contains_key(&(lane, bot.to_owned()))
+        per_bot.contains_key(&(lane, bot.clone()))
     }
 
     /// How many turns `bot` has queued or running, on every lane.
-    pub fn bot_turns(&self, bot: &str) -> usize {
+    pub fn bot_turns(&self, bot: &BotId) -> usize {
         let per_bot = self.per_bot.lock().expect("lane map poisoned");
         per_bot
             .iter()
@@ -451,11 +452,14 @@ mod tests {
     #[tokio::test]
     async fn a_bot_is_busy_while_its_turns_wait_or_run_on_that_lane() {
         let lanes = lanes(1);
-        assert!(!lanes.bot_busy(Lane::Main, "snark"));
+        assert!(!lanes.bot_busy(Lane::Main, &"snark".parse().unwrap()));
         let running = lanes.enter(Lane::Main, &key("snark", "a")).await;
-        assert!(lanes.bot_busy(Lane::Main, "snark"));
-        assert!(!lanes.bot_busy(Lane::Main, "caid"));
-        assert!(!lanes.bot_busy(Lane::Cron, "snark"), "lanes count apart");
+        assert!(lanes.bot_busy(Lane::Main, &"snark".parse().unwrap()));
+        assert!(!lanes.bot_busy(Lane::Main, &"caid".parse().unwrap()));
+        assert!(
+            !lanes.bot_busy(Lane::Cron, &"snark".parse().unwrap()),
+            "lanes count apart"
+        );
         // A second turn waiting for the full lane keeps the bot busy after the first ends.
         let waiting = {
             let lanes = Arc::clone(&lanes);
@@ -466,9 +470,9 @@ mod tests {
         }
         drop(running);
         let second = waiting.await.unwrap();
-        assert!(lanes.bot_busy(Lane::Main, "snark"));
+        assert!(lanes.bot_busy(Lane::Main, &"snark".parse().unwrap()));
         drop(second);
-        assert!(!lanes.bot_busy(Lane::Main, "snark"));
+        assert!(!lanes.bot_busy(Lane::Main, &"snark".parse().unwrap()));
     }
 
     #[tokio::test]
@@ -527,7 +531,7 @@ mod tests {
         )
         .await;
         assert!(gave_up.is_err());
-        assert!(!lanes.bot_busy(Lane::Main, "snark"));
+        assert!(!lanes.bot_busy(Lane::Main, &"snark".parse().unwrap()));
         drop(held);
     }
 }

@@ -7,6 +7,7 @@
 //! among bots) live in `chains`.
 
 pub mod admin;
+pub mod bot_id;
 pub(crate) mod chains;
 pub mod cli;
 pub mod config;

@@ -109,8 +109,16 @@ impl Journal {
 
     /// Record what the bot itself did (`Silent`, `Failure`, `Notice`, `Admin`).
     pub async fn bot_did(&self, kind: EntryKind, text: &str, meta: Value) {
-        self.write(kind, &self.session.bot, Origin::Bot, text, None, None, meta)
-            .await;
+        self.write(
+            kind,
+            self.session.bot.as_str(),
+            Origin::Bot,
+            text,
+            None,
+            None,
+            meta,
+        )
+        .await;
     }
 
     /// Record one delivered chunk, and file its `handovers` (the chunk as other bots' accounts
@@ -125,7 +133,7 @@ impl Journal {
     ) -> Vec<Option<InboxId>> {
         let entry = self.entry(
             EntryKind::Reply,
-            &self.session.bot,
+            self.session.bot.as_str(),
             Origin::Bot,
             text,
             Some(message_id),
@@ -139,7 +147,7 @@ impl Journal {
             .await
         {
             Ok((entry, filed)) => {
-                self.announce(entry, EntryKind::Reply, &self.session.bot);
+                self.announce(entry, EntryKind::Reply, self.session.bot.as_str());
                 filed
             }
             Err(err) => {

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::bot_id::BotId;
 use baton_contract::{AccountId, ChatId, ChatKey, Platform, ThreadId};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -25,7 +26,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SessionKey {
     /// The bot.
-    pub bot: String,
+    pub bot: BotId,
     /// The platform.
     pub platform: Platform,
     /// The bot's account on it.
@@ -50,9 +51,9 @@ impl SessionKey {
 
     /// `bot`'s session for messages `sender` hands it with `sessions_send`: one per pair, on
     /// the bot's local account, apart from every human conversation.
-    pub fn backchannel(bot: &str, account: AccountId, sender: &str) -> SessionKey {
+    pub fn backchannel(bot: &BotId, account: AccountId, sender: &BotId) -> SessionKey {
         SessionKey {
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             platform: Platform::Local,
             account,
             chat: ChatId::from(format!("{BACKCHANNEL_PREFIX}{sender}")),
@@ -62,9 +63,9 @@ impl SessionKey {
 
     /// The session of an MCP client speaking as `bot` (through the bot's local account): the
     /// sender session of its `sessions_send` calls, where late replies are recorded.
-    pub fn mcp(bot: &str, account: AccountId) -> SessionKey {
+    pub fn mcp(bot: &BotId, account: AccountId) -> SessionKey {
         SessionKey {
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             platform: Platform::Local,
             account,
             chat: ChatId::from(format!("{MCP_PREFIX}client")),
@@ -74,9 +75,9 @@ impl SessionKey {
 
     /// `bot`'s private session for scheduled `job` (a heartbeat with `target = "none"`): on the
     /// bot's local account, recorded and never posted.
-    pub fn scheduled(bot: &str, account: AccountId, job: &str) -> SessionKey {
+    pub fn scheduled(bot: &BotId, account: AccountId, job: &str) -> SessionKey {
         SessionKey {
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             platform: Platform::Local,
             account,
             chat: ChatId::from(format!("{SCHEDULE_PREFIX}{job}")),
@@ -105,7 +106,7 @@ impl SessionKey {
     fn read(key: &str) -> Option<SessionKey> {
         let rest = key.strip_prefix("bot:")?;
         let mut parts = rest.splitn(4, ':');
-        let bot = parts.next().filter(|s| !s.is_empty())?;
+        let bot: BotId = parts.next()?.parse().ok()?;
         let platform: Platform = parts.next()?.parse().ok()?;
         let account = parts.next().filter(|s| !s.is_empty())?;
         let place = parts.next().filter(|s| !s.is_empty())?;
@@ -116,7 +117,7 @@ impl SessionKey {
             _ => (place, None),
         };
         Some(SessionKey {
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             platform,
             account: AccountId::from(account),
             chat: ChatId::from(chat),
@@ -181,7 +182,7 @@ impl fmt::Display for SessionKey {
 #[cfg(test)]
 pub(crate) fn test_key(chat: &str) -> SessionKey {
     SessionKey {
-        bot: "b".into(),
+        bot: "b".parse().unwrap(),
         platform: Platform::Local,
         account: "b".into(),
         chat: chat.into(),
@@ -196,7 +197,7 @@ mod tests {
     #[test]
     fn key_follows_the_spec_layout() {
         let mut key = SessionKey {
-            bot: "snark".into(),
+            bot: "snark".parse().unwrap(),
             platform: Platform::Slack,
             account: "snark".into(),
             chat: "C1".into(),
@@ -219,14 +220,18 @@ mod tests {
                 Err(NotASessionKey(wrong.to_owned()))
             );
         }
-        let back = SessionKey::backchannel("caid", "caid".into(), "snark");
+        let back = SessionKey::backchannel(
+            &"caid".parse().unwrap(),
+            "caid".into(),
+            &"snark".parse().unwrap(),
+        );
         assert_eq!(back.render(), "bot:caid:local:caid:a2a:snark");
         assert_eq!(back.render().parse(), Ok(back.clone()));
         assert!(back.is_backchannel());
         let dm: SessionKey = "bot:caid:local:caid:dm:alice".parse().unwrap();
         assert_eq!(dm.chat.as_str(), "dm:alice");
         assert!(!dm.is_backchannel());
-        let private = SessionKey::scheduled("caid", "caid".into(), "heartbeat");
+        let private = SessionKey::scheduled(&"caid".parse().unwrap(), "caid".into(), "heartbeat");
         assert_eq!(private.render(), "bot:caid:local:caid:schedule:heartbeat");
         assert_eq!(private.render().parse(), Ok(private.clone()));
         assert!(private.is_backchannel());

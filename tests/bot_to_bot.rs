@@ -570,9 +570,9 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         .unwrap();
     let new = baton::store::NewDelivery {
         run_id: "run_queued".into(),
-        sender: "a".into(),
+        sender: "a".parse().unwrap(),
         sender_session: A_ROOM.parse().unwrap(),
-        target: target.into(),
+        target: target.parse().unwrap(),
         target_session: format!("bot:{target}:local:{target}:a2a:a")
             .parse()
             .unwrap(),

@@ -584,7 +584,7 @@ async fn artifacts_lists_by_run_and_by_session_with_what_each_was_made_from() {
         name: name.into(),
         media_type: "application/json".into(),
         content: name.as_bytes().to_vec(),
-        bot: "caid".into(),
+        bot: "caid".parse().unwrap(),
         session: session.clone(),
         run_id: Some(run.into()),
         inputs,

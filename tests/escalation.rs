@@ -434,7 +434,7 @@ async fn escalating_without_a_human_conversation_is_refused() {
     let fake = FakeOpenAi::start().await;
     let (_dir, gw) = start(&fake).await;
     let key = SessionKey {
-        bot: "alpha".into(),
+        bot: "alpha".parse().unwrap(),
         platform: Platform::Local,
         account: "alpha".into(),
         chat: "room".into(),

@@ -29,7 +29,7 @@ async fn start(fake: &FakeOpenAi, bots: &str, db: &std::path::Path) -> TestGatew
 
 fn ticked(bot: &str, job: &str, outcome: TickOutcome) -> Vec<Ticked> {
     vec![Ticked {
-        bot: bot.into(),
+        bot: bot.parse().unwrap(),
         job: job.into(),
         outcome,
     }]

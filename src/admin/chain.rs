@@ -12,6 +12,7 @@ use std::sync::Arc;
 use baton_contract::InboundKind;
 
 use super::{AdminCommand, AdminError, AfterAnswer, Answer, Invocation, resolve_bot};
+use crate::bot_id::BotId;
 use crate::chains::{self, Opening, Place, Start};
 use crate::engine::Services;
 use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
@@ -31,7 +32,7 @@ pub(super) async fn start(
     let coordinator = shared.config().chains.coordinator.clone();
     let mut bots = Vec::with_capacity(participants.len());
     for name in participants {
-        bots.push(resolve_bot(shared, inbound, Some(name))?);
+        bots.push(resolve_bot(shared, inbound, name)?.to_string());
     }
     // A typed command is answered in the chat, under itself: that answer is the announcement,
     // and the chain's posts follow it. A native command is answered privately, so baton
@@ -42,7 +43,8 @@ pub(super) async fn start(
     };
     let voice = coordinator
         .as_deref()
-        .and_then(|c| shared.roster().account_of_bot(event.platform, c))
+        .and_then(|c| c.parse().ok())
+        .and_then(|c: BotId| shared.roster().account_of_bot(event.platform, &c))
         .map_or_else(|| inbound.account.id.clone(), |a| a.id.clone());
     let start = Start {
         name: topic.to_owned(),

@@ -18,7 +18,7 @@ pub(crate) enum AdminError {
     #[error("`{bot}` has no account on {platform}.")]
     NoAccountHere {
         /// The bot.
-        bot: String,
+        bot: crate::bot_id::BotId,
         /// This chat's platform.
         platform: String,
     },

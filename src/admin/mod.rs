@@ -21,6 +21,7 @@ pub use command::{
 };
 pub(crate) use error::AdminError;
 
+use crate::bot_id::BotId;
 use crate::config::Activation;
 use crate::engine::Services;
 use crate::escalation::{Decision, Resolver, decide_approval};
@@ -104,31 +105,33 @@ pub(crate) async fn execute(
             ))
         }
         AdminCommand::Pause(bot) => {
-            let bot = resolve_bot(shared, inbound, bot.as_deref())?;
-            store.set_paused(chat, &bot, true).await?;
-            Ok(format!("Paused {} in this chat.", who(&bot)))
+            let whom = whom(shared, inbound, bot.as_deref())?;
+            store.set_paused(chat, whom.stored(), true).await?;
+            Ok(format!("Paused {whom} in this chat."))
         }
         AdminCommand::Resume(bot) => {
-            let bot = resolve_bot(shared, inbound, bot.as_deref())?;
+            let whom = whom(shared, inbound, bot.as_deref())?;
             let paused = store.chat_settings(chat).await?.paused;
             let resumed = paused
                 .iter()
-                .filter(|p| bot == "*" || **p == bot || *p == "*");
+                .filter(|p| matches!(whom, Whom::Every) || *p == whom.stored() || *p == "*");
             for p in resumed {
                 store.set_paused(chat, p, false).await?;
             }
-            Ok(format!("Resumed {} in this chat.", who(&bot)))
+            Ok(format!("Resumed {whom} in this chat."))
         }
         AdminCommand::Reset(bot) => {
-            let bot = resolve_bot(shared, inbound, bot.as_deref())?;
-            let only = (bot != "*").then_some(bot.as_str());
+            let whom = whom(shared, inbound, bot.as_deref())?;
+            let only = match &whom {
+                Whom::Bot(bot) => Some(bot),
+                Whom::Every => None,
+            };
             let event = &inbound.event;
             let n = store
                 .reset_sessions(event.platform.as_str(), event.chat.as_str(), only)
                 .await?;
             Ok(format!(
-                "Started a new conversation for {} ({n} session(s)).",
-                who(&bot)
+                "Started a new conversation for {whom} ({n} session(s))."
             ))
         }
         AdminCommand::PairingApprove(code) => {
@@ -182,24 +185,52 @@ async fn decide(
     })
 }
 
-fn who(bot: &str) -> String {
-    if bot == "*" {
-        "every bot".to_owned()
-    } else {
-        format!("`{bot}`")
+/// Who a pause, resume or reset is about: the bot named, or every bot when none is.
+enum Whom {
+    /// Every bot in the chat (stored as `*` in the paused list).
+    Every,
+    /// One bot.
+    Bot(BotId),
+}
+
+impl Whom {
+    /// As the chat's paused list stores it.
+    fn stored(&self) -> &str {
+        match self {
+            Whom::Every => "*",
+            Whom::Bot(bot) => bot.as_str(),
+        }
     }
 }
 
-/// A bot named by id, display name, or its account's user id on this platform (`@` optional,
-/// as a mention arrives); `None` means every bot (`*`).
-pub(crate) fn resolve_bot(
+impl std::fmt::Display for Whom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Whom::Every => f.write_str("every bot"),
+            Whom::Bot(bot) => write!(f, "`{bot}`"),
+        }
+    }
+}
+
+/// The bot `name` resolves to ([`resolve_bot`]), or every bot without a name.
+fn whom(
     shared: &Services,
     inbound: &Invocation<'_>,
     name: Option<&str>,
-) -> Result<String, AdminError> {
-    let Some(name) = name else {
-        return Ok("*".to_owned());
-    };
+) -> Result<Whom, AdminError> {
+    Ok(match name {
+        Some(name) => Whom::Bot(resolve_bot(shared, inbound, name)?),
+        None => Whom::Every,
+    })
+}
+
+/// A bot named by id, display name, or its account's user id on this platform (`@` optional,
+/// as a mention arrives).
+pub(crate) fn resolve_bot(
+    shared: &Services,
+    inbound: &Invocation<'_>,
+    name: &str,
+) -> Result<BotId, AdminError> {
     let name = name.trim_start_matches('@');
     let roster = shared.roster();
     roster
@@ -207,6 +238,6 @@ pub(crate) fn resolve_bot(
         .iter()
         .find(|b| b.id() == name || b.config.display_name().eq_ignore_ascii_case(name))
         .or_else(|| roster.bot_of_user(inbound.event.platform, &name.into()))
-        .map(|b| b.id().to_owned())
+        .map(|b| b.id().clone())
         .ok_or_else(|| AdminError::UnknownBot(name.to_owned()))
 }

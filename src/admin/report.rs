@@ -187,7 +187,7 @@ pub(super) async fn transcript(
     let store = shared.store();
     let entries = match bot {
         Some(name) => {
-            let bot = resolve_bot(shared, inbound, Some(name))?;
+            let bot = resolve_bot(shared, inbound, name)?;
             let Some(account) = shared.roster().account_of_bot(event.platform, &bot) else {
                 return Err(AdminError::NoAccountHere {
                     bot,

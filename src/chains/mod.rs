@@ -36,6 +36,7 @@ pub(crate) use recover::recover;
 
 use self::context::Role;
 use self::turns::TurnJob;
+use crate::bot_id::BotId;
 use crate::engine::Services;
 use crate::events::Event;
 use crate::mirror::now_ms;
@@ -208,6 +209,11 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
         add: pass.joins,
         max_rounds: shared.config().chains.max_rounds,
     };
+    // The name was checked against the roster above (`refuse_bot`).
+    let to: BotId = pass
+        .to
+        .parse()
+        .map_err(|e: crate::bot_id::NotABotId| ChainFailure::Invalid(e.to_string()))?;
     let handed = shared.store().chain_hand(handoff, now_ms()).await?;
     match &handed {
         Handed::Given(chain) => {
@@ -216,7 +222,7 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
                 shared,
                 TurnJob {
                     chain: chain.clone(),
-                    bot: pass.to.to_owned(),
+                    bot: to,
                     role: Role::Participant,
                     prompt: pass.prompt.to_owned(),
                 },
@@ -235,18 +241,18 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
 pub(crate) async fn post(
     shared: &Arc<Services>,
     chain: &str,
-    sender: &str,
+    sender: &BotId,
     content: &str,
 ) -> Result<Posted, ChainFailure> {
     let posted = record(shared, chain, sender, content).await?;
     let chain = &posted.chain;
     let place = place_of(chain)?;
-    match place.account_of(shared, sender) {
+    match place.account_of(shared, sender.as_str()) {
         Some(account) => {
             let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
             post::say(shared, &place, account, run_id, content).await;
         }
-        None => tracing::error!(chain = %chain.id, sender, "the poster has no account here"),
+        None => tracing::error!(chain = %chain.id, %sender, "the poster has no account here"),
     }
     returned(shared, &posted, sender).await;
     Ok(posted)
@@ -257,7 +263,7 @@ pub(crate) async fn post(
 async fn record(
     shared: &Arc<Services>,
     chain: &str,
-    sender: &str,
+    sender: &BotId,
     content: &str,
 ) -> Result<Posted, ChainFailure> {
     let content = content.trim();
@@ -268,7 +274,7 @@ async fn record(
     }
     let posted = match shared
         .store()
-        .chain_post(chain, sender, content, now_ms())
+        .chain_post(chain, sender.as_str(), content, now_ms())
         .await
     {
         Ok(posted) => posted,
@@ -282,17 +288,17 @@ async fn record(
                     Some(baton_contract::ChatKey::new(platform, &chat, None))
                 });
                 shared.refused("chain", reason, chat, sender);
-                tracing::info!(chain, sender, reason, "chain post refused");
+                tracing::info!(chain, %sender, reason, "chain post refused");
             }
             return Err(err);
         }
     };
-    moved(shared, &posted.chain, "posted", Some(sender));
+    moved(shared, &posted.chain, "posted", Some(sender.as_str()));
     Ok(posted)
 }
 
 /// After `sender`'s post: a turn that went back to the coordinator is moved on from there.
-async fn returned(shared: &Arc<Services>, posted: &Posted, sender: &str) {
+async fn returned(shared: &Arc<Services>, posted: &Posted, sender: &BotId) {
     if posted.returned {
         coordinator_move(shared, posted.chain.clone(), format!("{sender} posted.")).await;
     }
@@ -405,15 +411,20 @@ async fn coordinator_move(shared: &Arc<Services>, chain: Chain, news: String) {
     }
     match chain.coordinator.clone() {
         None => round_robin::next(shared, chain).await,
-        Some(bot) => turns::spawn(
-            shared,
-            TurnJob {
-                chain,
-                bot,
-                role: Role::Coordinator,
-                prompt: news,
-            },
-        ),
+        Some(name) => match name.parse() {
+            Ok(bot) => turns::spawn(
+                shared,
+                TurnJob {
+                    chain,
+                    bot,
+                    role: Role::Coordinator,
+                    prompt: news,
+                },
+            ),
+            Err(err) => {
+                tracing::error!(chain = %chain.id, %err, "the chain's coordinator is no bot; it stays open until it times out or is stopped");
+            }
+        },
     }
 }
 
@@ -536,7 +547,9 @@ mod tests {
             .unwrap();
         assert_eq!(chain.holder.as_deref(), Some("lead"));
 
-        let err = post(s, &chain.id, "alpha", "me first").await.unwrap_err();
+        let err = post(s, &chain.id, &"alpha".parse().unwrap(), "me first")
+            .await
+            .unwrap_err();
         assert_eq!(err.refusal(), Some("not-holder"), "{err}");
         let err = hand(s, pass(&chain.id, "alpha", "beta")).await.unwrap_err();
         assert_eq!(err.refusal(), Some("not-coordinator"), "{err}");

@@ -70,7 +70,8 @@ impl Place {
 
     /// `bot`'s account on this platform: a bot speaks in the chain only under its own identity.
     pub(crate) fn account_of<'a>(&self, shared: &'a Services, bot: &str) -> Option<&'a Account> {
-        shared.roster().account_of_bot(self.platform, bot)
+        let bot = shared.roster().bots().iter().find(|b| b.id() == bot)?;
+        shared.roster().account_of_bot(self.platform, bot.id())
     }
 
     /// The account baton's own lines go through.
@@ -82,7 +83,7 @@ impl Place {
     /// recorded.
     pub(crate) fn session(&self, account: &Account) -> SessionKey {
         SessionKey {
-            bot: account.bot.id().to_owned(),
+            bot: account.bot.id().clone(),
             platform: self.platform,
             account: account.id.clone(),
             chat: self.chat.clone(),
@@ -93,8 +94,13 @@ impl Place {
     /// Why `bot` cannot take part here, if it cannot: it must exist and have an account on this
     /// platform.
     pub(crate) fn refuse_bot(&self, shared: &Services, bot: &str) -> Option<String> {
-        if shared.roster().bot(bot).is_none() {
-            let known: Vec<&str> = shared.roster().bots().iter().map(|b| b.id()).collect();
+        if !shared.roster().bots().iter().any(|b| b.id() == bot) {
+            let known: Vec<&str> = shared
+                .roster()
+                .bots()
+                .iter()
+                .map(|b| b.id().as_str())
+                .collect();
             return Some(format!("no bot `{bot}`; known bots: {}", known.join(", ")));
         }
         if self.account_of(shared, bot).is_none() {

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 
 use super::context::{self, Role};
 use super::place::Place;
+use crate::bot_id::BotId;
 use crate::engine::{
     Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services, SessionTurn, TurnEnd,
     TurnFailure, TurnPlan,
@@ -36,7 +37,7 @@ pub(super) struct TurnJob {
     /// The chain, as it was when the turn was given (its `turn` is this turn's number).
     pub chain: Chain,
     /// Who takes it.
-    pub bot: String,
+    pub bot: BotId,
     /// Participant (post once) or coordinator (move the turn).
     pub role: Role,
     /// What the bot is asked, or what happened while the coordinator waited.
@@ -77,7 +78,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         );
         return finish(shared, &job, None, Ended::Failed(why)).await;
     };
-    let Some(account) = place.account_of(shared, &job.bot) else {
+    let Some(account) = place.account_of(shared, job.bot.as_str()) else {
         let why = format!("{} has no account on {} any more", job.bot, place.platform);
         return finish(shared, &job, None, Ended::Failed(why)).await;
     };
@@ -100,7 +101,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
             Vec::new()
         });
     let silent = &shared.config().gateway.silent_token;
-    let text = context::turn_text(chain, &log, &job.bot, job.role, &job.prompt, silent);
+    let text = context::turn_text(chain, &log, job.bot.as_str(), job.role, &job.prompt, silent);
     let plan = TurnPlan {
         bot: &account.bot,
         caller: Caller::from_chat(&session),
@@ -145,7 +146,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
 
 /// What the chain does with how the turn ended.
 async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
-    let (chain, bot, turn) = (&job.chain, job.bot.as_str(), job.chain.turn);
+    let (chain, bot, turn) = (&job.chain, &job.bot, job.chain.turn);
     let seconds = shared.chain_turn_limit().as_secs();
     match &ended {
         Ended::Posted(posted) => super::returned(shared, posted, bot).await,

@@ -8,6 +8,7 @@ use baton_contract::Platform;
 use clap::Args;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::bot_id::BotId;
 use crate::dispatcher::Handled;
 use crate::gateway::{Gateway, ScheduleClock, StartOptions};
 
@@ -15,7 +16,7 @@ use crate::gateway::{Gateway, ScheduleClock, StartOptions};
 #[derive(Debug, Args)]
 pub(super) struct ChatArgs {
     /// The bot to talk to.
-    bot: String,
+    bot: BotId,
     /// Your name in the transcript (`[admins] local` names may run /baton commands).
     #[arg(long, env = "USER", default_value = "local-user")]
     user: String,

@@ -30,7 +30,7 @@ pub(super) async fn refuse(
     shared.refused("lanes", reason, chat, inbound.bot());
     let event = &inbound.event;
     tracing::warn!(
-        bot = inbound.bot(), chat = %event.chat, message = %event.message_id, %full,
+        bot = %inbound.bot(), chat = %event.chat, message = %event.message_id, %full,
         "turn refused: the queue is full"
     );
     let text = format!(

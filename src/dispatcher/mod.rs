@@ -41,6 +41,7 @@ pub use policy::Refusal;
 use self::policy::PolicyDecision;
 use self::speaker::Speaker;
 use self::stop::{Notice, Step, Stop};
+use crate::bot_id::BotId;
 use crate::deliver::{RunHandedOver, Target};
 use crate::engine::Services;
 use crate::guards::{BotMessage, BotRefusal, RateVerdict};
@@ -152,14 +153,14 @@ pub(crate) struct Inbound<'a> {
 
 impl Inbound<'_> {
     /// The bot that received the event.
-    pub(crate) fn bot(&self) -> &str {
+    pub(crate) fn bot(&self) -> &BotId {
         self.account.bot.id()
     }
 
     /// The session this event belongs to.
     pub(crate) fn session(&self) -> SessionKey {
         SessionKey {
-            bot: self.bot().to_owned(),
+            bot: self.bot().clone(),
             platform: self.event.platform,
             account: self.account.id.clone(),
             chat: self.event.chat.clone(),
@@ -501,13 +502,13 @@ impl Dispatcher {
         }
         let author = speaker
             .bot
-            .as_deref()
-            .unwrap_or(inbound.event.sender.id.as_str());
+            .as_ref()
+            .map_or(inbound.event.sender.id.as_str(), BotId::as_str);
         let checked = self.shared.guards().bot_messages.check(BotMessage {
             chat: inbound.chat_key.as_str(),
             message_id: inbound.event.message_id.as_str(),
             author,
-            woken: inbound.bot(),
+            woken: inbound.bot().as_str(),
             author_allowed: inbound.policy.allow_bots.is_match(author),
         });
         checked.map_err(|refusal| Stop::dropped(DropReason::BotGuard(refusal)).keep_as_history())
@@ -520,7 +521,7 @@ fn rate_limit(shared: &Services, inbound: &Inbound<'_>) -> Step<()> {
     let verdict = shared
         .guards()
         .inbound
-        .check(inbound.bot(), &inbound.speaker.label);
+        .check(inbound.bot().as_str(), &inbound.speaker.label);
     let limited = Stop::dropped(DropReason::RateLimited);
     match verdict {
         RateVerdict::Allowed => Ok(()),
@@ -618,7 +619,7 @@ mod tests {
 
         gw.services
             .own_notices()
-            .remember("local:room", "beta", &huge);
+            .remember("local:room", &"beta".parse().unwrap(), &huge);
         let notice = to_alpha(2, "room", "beta", &huge);
         assert_eq!(
             d.process(notice, Arrival::Fresh).await,
@@ -683,7 +684,7 @@ mod tests {
             .store()
             .history_take(crate::store::HistoryTake {
                 chat_key: &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
-                bot: "alpha",
+                bot: &"alpha".parse().unwrap(),
                 skip_sender: None,
                 skip_message: None,
                 limit: 10,

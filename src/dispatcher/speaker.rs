@@ -4,6 +4,7 @@
 //! its bot id, and a message another bot wrote in the chat as `bot:<id>` (bot-origin), so nothing
 //! a bot said is ever mistaken for a human's words.
 
+use crate::bot_id::BotId;
 use baton_contract::InboundEvent;
 
 use crate::display_name::sanitize;
@@ -20,7 +21,7 @@ pub(crate) struct Speaker {
     /// Human or bot.
     pub origin: Origin,
     /// The baton bot that wrote it, when it was one of ours.
-    pub bot: Option<String>,
+    pub bot: Option<BotId>,
 }
 
 impl Speaker {
@@ -29,7 +30,7 @@ impl Speaker {
         let sender = &event.sender;
         let bot = roster
             .bot_of_user(event.platform, &sender.id)
-            .map(|b| b.id().to_owned());
+            .map(|b| b.id().clone());
         if !sender.is_bot && bot.is_none() {
             // Display names are the sender's to choose: cleaned before anyone reads them.
             let name = if sender.name.is_empty() {
@@ -44,9 +45,10 @@ impl Speaker {
                 bot: None,
             };
         }
-        let id = bot
-            .clone()
-            .unwrap_or_else(|| sanitize(sender.id.as_str()).into_owned());
+        let id = bot.as_ref().map_or_else(
+            || sanitize(sender.id.as_str()).into_owned(),
+            BotId::to_string,
+        );
         Speaker {
             label: format!("bot:{id}"),
             name: format!("bot:{id}"),

@@ -91,7 +91,7 @@ impl Dispatcher {
                 let reason = refusal.as_str();
                 shared.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
                 shared.refused("bot_messages", reason, chat(), inbound.bot());
-                tracing::info!(bot = inbound.bot(), reason, "bot message refused");
+                tracing::info!(bot = %inbound.bot(), reason, "bot message refused");
             }
             Handled::Dropped(DropReason::RateLimited) => {
                 shared.refused("inbound_rate", "per-sender", chat(), inbound.bot());
@@ -121,7 +121,7 @@ impl Dispatcher {
         self.shared.events().emit(Event::EventReceived {
             platform: event.platform.as_str().to_owned(),
             account: inbound.account.id.to_string(),
-            bot: inbound.bot().to_owned(),
+            bot: inbound.bot().clone(),
             chat: inbound.chat_key.to_string(),
             message_id: event.message_id.to_string(),
             sender: inbound.speaker.label.clone(),

@@ -2,13 +2,14 @@
 //! human-facing session the work started from. Every flow that takes a turn says which; the
 //! guards and the escalation tool read it.
 
+use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
 /// Who is calling a tool, and in what turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// The calling bot's id.
-    pub bot: String,
+    pub bot: BotId,
     /// The calling bot's session: where a late reply to its send lands.
     pub session: SessionKey,
     /// How many bots the chain of sends leading to this turn holds: 1 for a turn a human (or a
@@ -16,7 +17,7 @@ pub struct Caller {
     pub depth: u32,
     /// The bot whose `sessions_send` caused this turn. The passive-reply rule forbids sending
     /// back to it: this turn's answer *is* the reply.
-    pub passive_to: Option<String>,
+    pub passive_to: Option<BotId>,
     /// The human-facing session the chain of turns started from, where `escalate_to_user`
     /// posts. `None` for callers with no chat behind them (an MCP client).
     pub origin: Option<SessionKey>,

@@ -90,7 +90,7 @@ impl SessionTurn<'_> {
             .answering
             .and_then(|message| services.taps().sender(&reply.account.id, message));
         // A gated reply's posts are its flow's lines: remembered before they are posted.
-        let bot = plan.bot.id().to_owned();
+        let bot = plan.bot.id().clone();
         let quiet = reply.gate.map(|gate| {
             move |text: &str| services.own_notices().remember(gate.quiet_in(), &bot, text)
         });

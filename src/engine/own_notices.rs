@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::bot_id::BotId;
+
 /// How long a posted notice is recognised.
 const REMEMBER_FOR: Duration = Duration::from_secs(300);
 /// Bound on remembered notices.
@@ -17,7 +19,7 @@ const CAPACITY: usize = 1024;
 
 struct Notice {
     chat: String,
-    bot: String,
+    bot: BotId,
     text: String,
     at: Instant,
 }
@@ -30,7 +32,7 @@ pub(crate) struct OwnNotices {
 
 impl OwnNotices {
     /// `bot` is about to post `text` in `chat` on the gateway's behalf.
-    pub(crate) fn remember(&self, chat: &str, bot: &str, text: &str) {
+    pub(crate) fn remember(&self, chat: &str, bot: &BotId, text: &str) {
         let mut recent = self.recent.lock().expect("notice list poisoned");
         let now = Instant::now();
         while recent
@@ -41,19 +43,19 @@ impl OwnNotices {
         }
         recent.push_back(Notice {
             chat: chat.to_owned(),
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             text: text.trim().to_owned(),
             at: now,
         });
     }
 
     /// Whether a message by `bot` in `chat` is (a chunk of) a gateway line.
-    pub(crate) fn is_notice(&self, chat: &str, bot: &str, text: &str) -> bool {
+    pub(crate) fn is_notice(&self, chat: &str, bot: &BotId, text: &str) -> bool {
         let text = text.trim();
         let recent = self.recent.lock().expect("notice list poisoned");
         recent.iter().any(|n| {
             n.chat == chat
-                && n.bot == bot
+                && &n.bot == bot
                 && !text.is_empty()
                 && n.at.elapsed() <= REMEMBER_FOR
                 && n.text.contains(text)
@@ -68,15 +70,16 @@ mod tests {
     #[test]
     fn recognises_a_notice_and_its_chunks_only_in_its_chat_and_author() {
         let notices = OwnNotices::default();
+        let (alpha, beta): (BotId, BotId) = ("alpha".parse().unwrap(), "beta".parse().unwrap());
         notices.remember(
             "local:room",
-            "alpha",
+            &alpha,
             "Activation is now `always`.\n\nSecond part.",
         );
-        assert!(notices.is_notice("local:room", "alpha", "Second part."));
-        assert!(notices.is_notice("local:room", "alpha", " Activation is now `always`."));
-        assert!(!notices.is_notice("local:other", "alpha", "Second part."));
-        assert!(!notices.is_notice("local:room", "beta", "Second part."));
-        assert!(!notices.is_notice("local:room", "alpha", "something the bot said"));
+        assert!(notices.is_notice("local:room", &alpha, "Second part."));
+        assert!(notices.is_notice("local:room", &alpha, " Activation is now `always`."));
+        assert!(!notices.is_notice("local:other", &alpha, "Second part."));
+        assert!(!notices.is_notice("local:room", &beta, "Second part."));
+        assert!(!notices.is_notice("local:room", &alpha, "something the bot said"));
     }
 }

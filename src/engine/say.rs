@@ -46,7 +46,7 @@ pub(crate) async fn say(
     let adapter = &*line.account.adapter;
     let posted = deliver(adapter, &handover, &line.target, line.text, &journal).await;
     if let Err(err) = &posted {
-        tracing::warn!(bot, %err, stage = line.stage, "line not delivered");
+        tracing::warn!(%bot, %err, stage = line.stage, "line not delivered");
         let meta = json!({"stage": line.stage});
         journal
             .bot_did(EntryKind::Failure, &err.to_string(), meta)

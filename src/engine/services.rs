@@ -13,6 +13,7 @@ use super::Caller;
 use super::own_notices::OwnNotices;
 use super::taps::Taps;
 use super::waiters::Waiters;
+use crate::bot_id::BotId;
 use crate::config::Config;
 use crate::deliver::{Handover, RunHandedOver};
 use crate::events::{Event, Events};
@@ -171,13 +172,13 @@ impl Services {
         guard: &'static str,
         reason: &'static str,
         chat: Option<ChatKey>,
-        bot: &str,
+        bot: &BotId,
     ) {
         let chat = chat.map(|key| key.to_string());
         self.events.emit(Event::GuardRefused {
             guard: guard.to_owned(),
             reason: reason.to_owned(),
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             chat: chat.clone(),
         });
         self.metrics.refused(guard, reason, chat);
@@ -212,7 +213,7 @@ impl Services {
         let accounts = self.roster.accounts().iter().map(|a| &a.adapter);
         Handover::of(
             &*account.adapter,
-            account.bot.id(),
+            account.bot.id().as_str(),
             accounts,
             Arc::clone(run),
         )

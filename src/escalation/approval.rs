@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::route_back::route_back;
+use crate::bot_id::BotId;
 use crate::engine::Services;
 use crate::mirror::now_ms;
 use crate::store::{Escalation, EscalationKind, EscalationState, Origin, StoreError};
@@ -41,7 +42,7 @@ pub(crate) enum Resolver<'a> {
         name: &'a str,
     },
     /// A bot calling `resolve_agent_approval`.
-    Bot(&'a str),
+    Bot(&'a BotId),
 }
 
 impl Resolver<'_> {
@@ -56,7 +57,7 @@ impl Resolver<'_> {
     fn name(&self) -> &str {
         match self {
             Resolver::Human { name, .. } => name,
-            Resolver::Bot(bot) => bot,
+            Resolver::Bot(bot) => bot.as_str(),
         }
     }
 
@@ -106,7 +107,7 @@ pub(crate) async fn decide_approval(
     if request.kind != EscalationKind::Approval {
         return Err(DecideError::NotAnApproval(request.id));
     }
-    if matches!(by, Resolver::Bot(bot) if bot == request.bot) {
+    if matches!(by, Resolver::Bot(bot) if *bot == request.bot) {
         return Err(DecideError::SelfApproval(request.id));
     }
     let note = note.map(str::trim).filter(|n| !n.is_empty());
@@ -172,7 +173,8 @@ mod tests {
             (human.label(), human.name(), human.origin()),
             ("U1".to_owned(), "Ada", Origin::Human)
         );
-        let bot = Resolver::Bot("caid");
+        let caid: BotId = "caid".parse().unwrap();
+        let bot = Resolver::Bot(&caid);
         assert_eq!(
             (bot.label(), bot.name(), bot.origin()),
             ("bot:caid".to_owned(), "caid", Origin::Bot)

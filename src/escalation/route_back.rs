@@ -53,7 +53,7 @@ pub(super) mod tests {
     /// An approval request posted from a Slack chat (in `thread`, if given).
     pub(in crate::escalation) fn approval(thread: Option<&str>) -> Escalation {
         let key = SessionKey {
-            bot: "alpha".into(),
+            bot: "alpha".parse().unwrap(),
             platform: Platform::Slack,
             account: "alpha-slack".into(),
             chat: "C1".into(),
@@ -62,7 +62,7 @@ pub(super) mod tests {
         Escalation {
             id: "ap-7kq2xd".into(),
             kind: EscalationKind::Approval,
-            bot: "beta".into(),
+            bot: "beta".parse().unwrap(),
             session: "bot:beta:slack:beta:C9".parse().unwrap(),
             chat_key: key.chat_key(),
             origin: key,

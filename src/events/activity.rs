@@ -6,6 +6,8 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::bot_id::BotId;
+
 use super::{Event, Stamped};
 
 /// The turns running now.
@@ -18,7 +20,7 @@ pub struct Activity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunningTurn {
     /// The bot.
-    pub bot: String,
+    pub bot: BotId,
     /// The session (its chat is in the key).
     pub session: String,
     /// The run.
@@ -71,14 +73,14 @@ mod tests {
     fn a_turn_runs_from_its_start_to_its_end() {
         let events = Events::default();
         let started = |run: &str| Event::TurnStarted {
-            bot: "caid".into(),
+            bot: "caid".parse().unwrap(),
             session: "s".into(),
             run_id: run.into(),
         };
         events.emit(started("r1"));
         events.emit(started("r2"));
         events.emit(Event::TurnEnded {
-            bot: "caid".into(),
+            bot: "caid".parse().unwrap(),
             session: "s".into(),
             run_id: "r1".into(),
             outcome: TurnOutcome::Reply,

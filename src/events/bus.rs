@@ -146,7 +146,7 @@ mod tests {
         Event::GuardRefused {
             guard: "chain".into(),
             reason: format!("r{n}"),
-            bot: "a".into(),
+            bot: "a".parse().unwrap(),
             chat: None,
         }
     }

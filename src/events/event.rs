@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::bot_id::BotId;
+
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -14,7 +16,7 @@ pub enum Event {
         /// The account that received it.
         account: String,
         /// The bot behind the account.
-        bot: String,
+        bot: BotId,
         /// The chat.
         chat: String,
         /// The platform's message id.
@@ -30,7 +32,7 @@ pub enum Event {
     /// A bot's turn started (its backend runs).
     TurnStarted {
         /// The bot.
-        bot: String,
+        bot: BotId,
         /// The session.
         session: String,
         /// The run.
@@ -39,7 +41,7 @@ pub enum Event {
     /// A bot's turn ended.
     TurnEnded {
         /// The bot.
-        bot: String,
+        bot: BotId,
         /// The session.
         session: String,
         /// The run.
@@ -54,7 +56,7 @@ pub enum Event {
     /// A turn called a tool.
     ToolCall {
         /// The bot.
-        bot: String,
+        bot: BotId,
         /// The session.
         session: String,
         /// The run.
@@ -67,7 +69,7 @@ pub enum Event {
     /// A tool answered.
     ToolResult {
         /// The bot.
-        bot: String,
+        bot: BotId,
         /// The session.
         session: String,
         /// The run.
@@ -87,7 +89,7 @@ pub enum Event {
         /// The session.
         session: String,
         /// The bot whose session it is.
-        bot: String,
+        bot: BotId,
         /// The run it belongs to.
         run_id: String,
         /// `inbound`, `reply`, `tool_call`, ...
@@ -100,11 +102,11 @@ pub enum Event {
         /// The delivery's run id.
         run_id: String,
         /// The sending bot.
-        sender: String,
+        sender: BotId,
         /// The sender's session.
         sender_session: String,
         /// The target bot.
-        target: String,
+        target: BotId,
         /// The target's session.
         target_session: String,
         /// `queued`, `running`, `delivered`, `failed`, `timed_out`, `refused`.
@@ -121,7 +123,7 @@ pub enum Event {
         /// The delivery's run id.
         run_id: String,
         /// The bot working on it.
-        bot: String,
+        bot: BotId,
         /// Its session.
         session: String,
         /// What it said.
@@ -155,7 +157,7 @@ pub enum Event {
         /// Why.
         reason: String,
         /// The bot concerned.
-        bot: String,
+        bot: BotId,
         /// `<platform>:<chat>`, when there is one.
         #[serde(skip_serializing_if = "Option::is_none")]
         chat: Option<String>,
@@ -167,7 +169,7 @@ pub enum Event {
         /// The account.
         account: String,
         /// The bot behind it.
-        bot: String,
+        bot: BotId,
         /// `connecting`, `connected`, `retrying`, `stopped`.
         state: String,
         /// Reconnect attempts so far, while retrying.
@@ -223,7 +225,7 @@ mod tests {
                                "bot": "caid", "holder": "caid", "state": "open"})
         );
         let ended = Event::TurnEnded {
-            bot: "a".into(),
+            bot: "a".parse().unwrap(),
             session: "s".into(),
             run_id: "r".into(),
             outcome: TurnOutcome::Silent,

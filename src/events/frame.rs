@@ -55,7 +55,7 @@ mod tests {
             Event::EventReceived {
                 platform: "local".into(),
                 account: "a".into(),
-                bot: "caid".into(),
+                bot: "caid".parse().unwrap(),
                 chat: "room \"1\"\nsecond line".into(),
                 message_id: "m1".into(),
                 sender: "u".into(),

@@ -86,7 +86,7 @@ pub(crate) fn roster(
     for account in &config.accounts {
         let bot = bots
             .iter()
-            .find(|b| b.id() == account.bot)
+            .find(|b| b.id() == account.bot.as_str())
             .expect("validation checked every account's bot");
         if let Some(adapter) = adapters.adapter_for(account) {
             accounts.push(Account {
@@ -124,7 +124,7 @@ pub(crate) fn roster(
             .iter()
             .any(|a: &Account| a.platform == Platform::Local && a.bot.id() == bot.id());
         if !has_local {
-            accounts.push(local_account(hub, bot.id(), bot));
+            accounts.push(local_account(hub, bot.id().as_str(), bot));
         }
     }
     Ok(Roster::new(bots, accounts))
@@ -132,7 +132,7 @@ pub(crate) fn roster(
 
 fn local_account(hub: &Arc<LocalHub>, id: &str, bot: &Arc<Bot>) -> Account {
     let id = AccountId::from(id);
-    let adapter = LocalAdapter::new(Arc::clone(hub), id.clone(), bot.id().to_owned());
+    let adapter = LocalAdapter::new(Arc::clone(hub), id.clone(), bot.id().to_string());
     Account {
         platform: Platform::Local,
         id,
@@ -266,6 +266,7 @@ fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, Star
     };
     let patterns = glob_set(&bot.tools)?;
     Ok(Bot {
+        id: bot.id.parse()?,
         tools: ToolSet::from_globs(&patterns),
         system_prompt,
         backend: backend(config, bot, env)?,

@@ -79,6 +79,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// A bot's id is not a bot name (the config check refuses it first).
+    #[error(transparent)]
+    BotName(#[from] crate::bot_id::NotABotId),
     /// A backend could not be built.
     #[error("bot `{bot}`: {message}")]
     Backend {

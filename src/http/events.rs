@@ -205,7 +205,7 @@ mod tests {
             events.emit(Event::GuardRefused {
                 guard: "chain".into(),
                 reason: format!("r{n}"),
-                bot: "a".into(),
+                bot: "a".parse().unwrap(),
                 chat: None,
             });
         }

@@ -58,6 +58,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::mcp_admission::{self, Admission};
+use crate::bot_id::BotId;
 use crate::config::GatewayConfig;
 use crate::engine::{Caller, Services, journal};
 use crate::mirror::RecordingTools;
@@ -167,7 +168,13 @@ enum SpeakerError {
 
 impl BatonMcp {
     fn known(&self) -> String {
-        let ids: Vec<&str> = self.shared.roster().bots().iter().map(|b| b.id()).collect();
+        let ids: Vec<&str> = self
+            .shared
+            .roster()
+            .bots()
+            .iter()
+            .map(|b| b.id().as_str())
+            .collect();
         ids.join(", ")
     }
 
@@ -175,7 +182,7 @@ impl BatonMcp {
     fn header_bot(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> Result<Option<String>, SpeakerError> {
+    ) -> Result<Option<BotId>, SpeakerError> {
         let Some(value) = context
             .extensions
             .get::<Parts>()
@@ -191,21 +198,22 @@ impl BatonMcp {
                     .roster()
                     .bots()
                     .first()
-                    .map(|b| b.id().to_owned())
+                    .map(|b| b.id().to_string())
                     .unwrap_or_else(|| "snark".into()),
             })?
             .trim();
         self.checked(bot).map(Some)
     }
 
-    fn checked(&self, bot: &str) -> Result<String, SpeakerError> {
-        if self.shared.roster().bot(bot).is_some() {
-            Ok(bot.to_owned())
-        } else {
-            Err(SpeakerError::Unknown {
-                bot: bot.to_owned(),
+    /// The bot `name` names, if the roster has it.
+    fn checked(&self, name: &str) -> Result<BotId, SpeakerError> {
+        let bot = name.parse().ok();
+        match bot.as_ref().and_then(|bot| self.shared.roster().bot(bot)) {
+            Some(bot) => Ok(bot.id().clone()),
+            None => Err(SpeakerError::Unknown {
+                bot: name.to_owned(),
                 known: self.known(),
-            })
+            }),
         }
     }
 
@@ -214,7 +222,7 @@ impl BatonMcp {
         &self,
         context: &RequestContext<RoleServer>,
         args: &mut Map<String, Value>,
-    ) -> Result<String, SpeakerError> {
+    ) -> Result<BotId, SpeakerError> {
         if let Some(bot) = self.header_bot(context)? {
             return Ok(bot);
         }
@@ -230,7 +238,7 @@ impl BatonMcp {
     }
 
     /// The session an MCP client's calls speak from (see [`SessionKey::mcp`]).
-    fn session(&self, bot: &str) -> Option<SessionKey> {
+    fn session(&self, bot: &BotId) -> Option<SessionKey> {
         let account = self.shared.roster().account_of_bot(Platform::Local, bot)?;
         Some(SessionKey::mcp(bot, account.id.clone()))
     }
@@ -241,8 +249,8 @@ impl BatonMcp {
         for bot in self.shared.roster().bots() {
             for spec in bot.tools.specs() {
                 match merged.iter_mut().find(|(s, _)| s.name == spec.name) {
-                    Some((_, bots)) => bots.push(bot.id().to_owned()),
-                    None => merged.push((spec, vec![bot.id().to_owned()])),
+                    Some((_, bots)) => bots.push(bot.id().to_string()),
+                    None => merged.push((spec, vec![bot.id().to_string()])),
                 }
             }
         }

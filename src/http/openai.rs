@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AppState, MAX_TEXT_BYTES};
+use crate::bot_id::BotId;
 use crate::dispatcher::{DropReason, Handled};
 use crate::engine::Tap;
 
@@ -83,7 +84,11 @@ pub(super) async fn chat_completions(
         );
     };
     let shared = state.dispatcher.shared();
-    let Some(account) = shared.roster().account_of_bot(Platform::Local, bot) else {
+    let known = bot.parse().ok();
+    let Some(account) = known
+        .as_ref()
+        .and_then(|bot: &BotId| shared.roster().account_of_bot(Platform::Local, bot))
+    else {
         return error(
             StatusCode::NOT_FOUND,
             &format!("no bot `{bot}`; GET /v1/models lists them"),

@@ -33,7 +33,7 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
                            "state": state.as_str(), "attempt": state.attempt()})
                 })
                 .collect();
-            let mine: Vec<_> = running.iter().filter(|t| t.bot == bot.id()).collect();
+            let mine: Vec<_> = running.iter().filter(|t| &t.bot == bot.id()).collect();
             let queued = shared
                 .lanes()
                 .bot_turns(bot.id())

@@ -31,6 +31,7 @@ pub use handoff::{SchemaError, check_schema};
 pub use recover::recover;
 pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 
+use crate::bot_id::BotId;
 use crate::engine::{Caller, Services};
 use crate::events::Event;
 use crate::session::SessionKey;
@@ -71,16 +72,16 @@ pub fn post_to_session(shared: &Arc<Services>, message: SessionMessage) {
 }
 
 /// What a bot is given when another bot speaks to it.
-fn from_bot(sender: &str, text: &str) -> String {
+fn from_bot(sender: &BotId, text: &str) -> String {
     format!("Message from bot '{sender}': {text}")
 }
 
 /// Who a delivery goes between, for its events.
 struct Route<'a> {
     run_id: &'a str,
-    sender: &'a str,
+    sender: &'a BotId,
     sender_session: &'a SessionKey,
-    target: &'a str,
+    target: &'a BotId,
     target_session: &'a SessionKey,
 }
 
@@ -120,9 +121,9 @@ fn moved<'a>(
     let route = route.into();
     shared.events().emit(Event::Delivery {
         run_id: route.run_id.to_owned(),
-        sender: route.sender.to_owned(),
+        sender: route.sender.clone(),
         sender_session: route.sender_session.render(),
-        target: route.target.to_owned(),
+        target: route.target.clone(),
         target_session: route.target_session.render(),
         state: state.as_str().to_owned(),
         reason: reason.map(str::to_owned),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::from_bot;
+use crate::bot_id::BotId;
 use crate::engine::{Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan};
 use crate::lanes::Lane;
 use crate::outcome::is_reply_skip;
@@ -52,9 +53,9 @@ async fn turn(
     shared: &Arc<Services>,
     d: &Delivery,
     n: u32,
-    bot: &str,
+    bot: &BotId,
     session: &SessionKey,
-    other: &str,
+    other: &BotId,
     last: &str,
 ) -> Option<String> {
     let taker = shared.roster().bot(bot)?;
@@ -69,10 +70,10 @@ async fn turn(
     let plan = TurnPlan {
         bot: taker,
         caller: Caller {
-            bot: bot.to_owned(),
+            bot: bot.clone(),
             session: session.clone(),
             depth: d.depth,
-            passive_to: Some(other.to_owned()),
+            passive_to: Some(other.clone()),
             origin: d.origin.clone(),
             run_id: None,
         },

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{moved, run};
 
+use crate::bot_id::BotId;
 use crate::engine::{Caller, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
@@ -51,7 +52,7 @@ pub enum SendOutcome {
     /// The target answered in time; `reply` is empty when it chose silence.
     Answered {
         /// The target bot.
-        bot: String,
+        bot: BotId,
         /// The delivery's run id.
         run_id: String,
         /// What it said.
@@ -64,7 +65,7 @@ pub enum SendOutcome {
     /// The target's run ended without an answer (`failed`, `timeout`).
     Ended {
         /// The target bot.
-        bot: String,
+        bot: BotId,
         /// The delivery's run id.
         run_id: String,
         /// How it ended.
@@ -75,14 +76,14 @@ pub enum SendOutcome {
     /// The guards refused it now; nothing ran.
     Refused {
         /// The target bot.
-        bot: String,
+        bot: BotId,
         /// Which rule or budget.
         refusal: SendRefusal,
     },
     /// An earlier send this one repeats was refused.
     RefusedEarlier {
         /// The target bot.
-        bot: String,
+        bot: BotId,
         /// The earlier delivery's run id.
         run_id: String,
         /// The refusal as recorded.
@@ -92,14 +93,14 @@ pub enum SendOutcome {
     /// session.
     StillWorking {
         /// The target bot.
-        bot: String,
+        bot: BotId,
         /// The delivery's run id.
         run_id: String,
     },
     /// Fire-and-forget: the run started (or, `in_flight`, an earlier one is still running).
     Accepted {
         /// The target bot.
-        bot: String,
+        bot: BotId,
         /// The delivery's run id.
         run_id: String,
         /// An earlier run of the same request is still working.
@@ -151,10 +152,10 @@ pub async fn send(
         created_ms: now_ms(),
     };
     let attempt = SendAttempt {
-        sender: &caller.bot,
-        target: &target.bot,
+        sender: caller.bot.as_str(),
+        target: target.bot.as_str(),
         depth: new.depth,
-        passive_to: caller.passive_to.as_deref(),
+        passive_to: caller.passive_to.as_ref().map(BotId::as_str),
     };
     if let Err(refusal) = shared.guards().sends.check_rules(&attempt) {
         return Ok(fresh(refuse_new(shared, new, refusal).await));
@@ -172,7 +173,11 @@ pub async fn send(
             });
         }
     };
-    if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
+    if let Err(refusal) = shared
+        .guards()
+        .sends
+        .charge(caller.bot.as_str(), target.bot.as_str())
+    {
         count_refusal(shared, &delivery.sender, delivery.origin.as_ref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
@@ -217,15 +222,18 @@ fn resolve(shared: &Services, caller: &Caller, target: &str) -> Result<SessionKe
     let key = match target.parse::<SessionKey>() {
         Ok(key) => key,
         Err(_) => {
-            let Some(account) = roster.account_of_bot(baton_contract::Platform::Local, target)
+            let bot: Option<BotId> = target.parse().ok();
+            let Some(account) = bot
+                .as_ref()
+                .and_then(|bot| roster.account_of_bot(baton_contract::Platform::Local, bot))
             else {
                 return Err(unknown_bot(shared, target));
             };
-            SessionKey::backchannel(target, account.id.clone(), &caller.bot)
+            SessionKey::backchannel(account.bot.id(), account.id.clone(), &caller.bot)
         }
     };
     if roster.bot(&key.bot).is_none() {
-        return Err(unknown_bot(shared, &key.bot));
+        return Err(unknown_bot(shared, key.bot.as_str()));
     }
     Ok(key)
 }
@@ -237,7 +245,7 @@ fn unknown_bot(shared: &Services, name: &str) -> SendError {
             .roster()
             .bots()
             .iter()
-            .map(|b| b.id().to_owned())
+            .map(|b| b.id().to_string())
             .collect(),
     }
 }
@@ -258,7 +266,7 @@ async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
 fn count_refusal(
     shared: &Services,
-    sender: &str,
+    sender: &BotId,
     origin: Option<&SessionKey>,
     refusal: SendRefusal,
 ) {
@@ -363,7 +371,7 @@ mod tests {
         let key: SessionKey = format!("bot:{bot}:local:{bot}:room").parse().unwrap();
         Caller {
             depth,
-            passive_to: passive_to.map(str::to_owned),
+            passive_to: passive_to.map(|p| p.parse().unwrap()),
             ..Caller::from_chat(&key)
         }
     }
@@ -387,7 +395,7 @@ mod tests {
             .unwrap();
         rows.into_iter()
             .filter(|d| d.state == DeliveryState::Refused)
-            .map(|d| (d.target, d.reason))
+            .map(|d| (d.target.to_string(), d.reason))
             .collect()
     }
 
@@ -447,7 +455,7 @@ mod tests {
             assert_eq!(
                 sent.outcome,
                 SendOutcome::Refused {
-                    bot: target.to_owned(),
+                    bot: target.parse().unwrap(),
                     refusal: why
                 },
                 "{why:?}"

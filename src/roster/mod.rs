@@ -16,11 +16,14 @@ pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules};
 pub use tool_set::{ToolName, ToolSet};
 
+use crate::bot_id::BotId;
 use crate::config::BotConfig;
 use crate::turn::Backend;
 
 /// One bot, ready to take turns.
 pub struct Bot {
+    /// Its name, parsed from the config entry's `id`.
+    pub id: BotId,
     /// Its config entry.
     pub config: BotConfig,
     /// The system prompt text (inline or read from its file at start-up).
@@ -33,8 +36,8 @@ pub struct Bot {
 
 impl Bot {
     /// The bot's id.
-    pub fn id(&self) -> &str {
-        &self.config.id
+    pub fn id(&self) -> &BotId {
+        &self.id
     }
 }
 
@@ -68,7 +71,7 @@ impl Roster {
     }
 
     /// A bot by id.
-    pub fn bot(&self, id: &str) -> Option<&Arc<Bot>> {
+    pub fn bot(&self, id: &BotId) -> Option<&Arc<Bot>> {
         self.bots.iter().find(|b| b.id() == id)
     }
 
@@ -85,7 +88,7 @@ impl Roster {
     }
 
     /// The account a bot uses on a platform (its first, when it has several).
-    pub fn account_of_bot(&self, platform: Platform, bot: &str) -> Option<&Account> {
+    pub fn account_of_bot(&self, platform: Platform, bot: &BotId) -> Option<&Account> {
         self.accounts
             .iter()
             .find(|a| a.platform == platform && a.bot.id() == bot)

@@ -112,7 +112,11 @@ fn delta(every: Duration) -> TimeDelta {
 pub(crate) fn jobs(config: &Config, roster: &Roster) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();
     for (i, bot_config) in config.bots.iter().enumerate() {
-        let Some(bot) = roster.bot(&bot_config.id) else {
+        let Some(bot) = roster
+            .bots()
+            .iter()
+            .find(|b| b.id() == bot_config.id.as_str())
+        else {
             continue;
         };
         let platform = default_platform(config, &bot_config.id);
@@ -182,6 +186,7 @@ mod tests {
             toml::from_str("id = \"snark\"\nbackend = \"echo\"").unwrap();
         Job {
             bot: Arc::new(Bot {
+                id: config.id.parse().unwrap(),
                 config,
                 system_prompt: String::new(),
                 backend: Arc::new(EchoBackend::new()),

@@ -90,7 +90,7 @@ impl SkipReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticked {
     /// The bot.
-    pub bot: String,
+    pub bot: crate::bot_id::BotId,
     /// `heartbeat` or `cron-<n>`.
     pub job: String,
     /// What happened.
@@ -202,7 +202,7 @@ impl Scheduler {
                 self.due(job, slot, due, now).await
             };
             done.push(Ticked {
-                bot: job.bot.id().to_owned(),
+                bot: job.bot.id().clone(),
                 job: job.id.clone(),
                 outcome,
             });
@@ -272,7 +272,7 @@ impl Scheduler {
             let spec = job.spec();
             let kept = stored
                 .iter()
-                .find(|row| row.bot == job.bot.id() && row.job == job.id && row.spec == spec)
+                .find(|row| &row.bot == job.bot.id() && row.job == job.id && row.spec == spec)
                 .and_then(|row| DateTime::from_timestamp_millis(row.next_due_ms));
             match kept {
                 Some(due) => {
@@ -290,12 +290,12 @@ impl Scheduler {
         slot.next_due = due;
         slot.noted = None;
         let Some(due) = due else {
-            tracing::warn!(bot = job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
+            tracing::warn!(bot = %job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
             return;
         };
         self.shared.board().set(job.bot.id(), &job.id, due);
         let row = ScheduleRow {
-            bot: job.bot.id().to_owned(),
+            bot: job.bot.id().clone(),
             job: job.id.clone(),
             spec: job.spec(),
             next_due_ms: due.timestamp_millis(),
@@ -359,7 +359,7 @@ mod tests {
             baton_contract::ChatKey::new(baton_contract::Platform::Local, &"ops".into(), None);
         let skipped = |reason| {
             vec![Ticked {
-                bot: "hb".into(),
+                bot: "hb".parse().unwrap(),
                 job: HEARTBEAT_JOB.into(),
                 outcome: TickOutcome::Skipped(reason),
             }]

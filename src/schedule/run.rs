@@ -71,7 +71,7 @@ impl Spot<'_> {
             Place::Chat { platform, chat } => (*platform, Some(chat)),
         };
         let Some(account) = shared.roster().account_of_bot(platform, bot) else {
-            tracing::error!(bot, job = %job.id, %platform, "no account to run the scheduled job through");
+            tracing::error!(%bot, job = %job.id, %platform, "no account to run the scheduled job through");
             return None;
         };
         let key = match chat {
@@ -111,7 +111,7 @@ pub(super) async fn record_skip(
     shared
         .metrics()
         .add(&metrics::SCHEDULED_SKIPS, reason.as_str());
-    tracing::info!(bot = job.bot.id(), job = %job.id, reason = reason.as_str(), "scheduled turn skipped");
+    tracing::info!(bot = %job.bot.id(), job = %job.id, reason = reason.as_str(), "scheduled turn skipped");
     let Some(spot) = Spot::of(shared, job) else {
         return;
     };

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 
 use super::sessions::session_column;
 use super::{Store, StoreError};
+use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
 /// An artifact about to be stored.
@@ -30,7 +31,7 @@ pub struct NewArtifact {
     /// The bytes.
     pub content: Vec<u8>,
     /// The bot that made it.
-    pub bot: String,
+    pub bot: BotId,
     /// The session it was made in.
     pub session: SessionKey,
     /// The run (turn) that made it; `None` for a call from outside any turn (an MCP client).
@@ -55,7 +56,7 @@ pub struct Artifact {
     /// SHA-256 of the content, hex.
     pub sha256: String,
     /// The bot that made it.
-    pub bot: String,
+    pub bot: BotId,
     /// The session it was made in.
     pub session: SessionKey,
     /// The run that made it.
@@ -100,7 +101,13 @@ fn hex(bytes: &[u8]) -> String {
 fn artifact_id(new: &NewArtifact, sha256: &str) -> String {
     let mut digest = Sha256::new();
     let session = new.session.render();
-    for part in [sha256, &new.name, &new.media_type, &new.bot, &session] {
+    for part in [
+        sha256,
+        &new.name,
+        &new.media_type,
+        new.bot.as_str(),
+        &session,
+    ] {
         digest.update(part.as_bytes());
         digest.update([0]);
     }
@@ -340,7 +347,7 @@ mod tests {
             name: name.into(),
             media_type: "application/json".into(),
             content: content.to_vec(),
-            bot: "scout".into(),
+            bot: "scout".parse().unwrap(),
             session: "bot:scout:local:local-scout:dm:x".parse().unwrap(),
             run_id: Some(run.into()),
             inputs: Vec::new(),

@@ -15,6 +15,8 @@ use super::stored_name::parse_optional_column;
 use super::{Store, StoreError};
 use baton_contract::ChatKey;
 
+use crate::bot_id::BotId;
+
 stored_name! {
     /// When a bot takes a turn in a group: `[chats_default]`/`[[chats]]` `activation`, and a
     /// chat's `/baton activation` kept here.
@@ -37,8 +39,8 @@ pub struct ChatSettings {
 
 impl ChatSettings {
     /// Whether `bot` is paused here (by id, or because every bot is).
-    pub fn is_paused(&self, bot: &str) -> bool {
-        self.paused.iter().any(|p| p == "*" || p == bot)
+    pub fn is_paused(&self, bot: &BotId) -> bool {
+        self.paused.iter().any(|p| p == "*" || p == bot.as_str())
     }
 }
 
@@ -187,12 +189,12 @@ mod tests {
             activation: None,
             paused: vec!["*".into()],
         };
-        assert!(s.is_paused("snark") && s.is_paused("caid"));
+        assert!(s.is_paused(&"snark".parse().unwrap()) && s.is_paused(&"caid".parse().unwrap()));
         let s = ChatSettings {
             activation: None,
             paused: vec!["caid".into()],
         };
-        assert!(!s.is_paused("snark") && s.is_paused("caid"));
+        assert!(!s.is_paused(&"snark".parse().unwrap()) && s.is_paused(&"caid".parse().unwrap()));
     }
 
     #[tokio::test]
@@ -227,7 +229,7 @@ mod tests {
                 .chat_settings(&slack("C2"))
                 .await
                 .unwrap()
-                .is_paused("anyone")
+                .is_paused(&"anyone".parse().unwrap())
         );
 
         store
@@ -261,7 +263,7 @@ mod tests {
                 .chat_settings(&slack("C2"))
                 .await
                 .unwrap()
-                .is_paused("x")
+                .is_paused(&"x".parse().unwrap())
         );
     }
 

@@ -15,6 +15,7 @@ use super::progress::{ProgressLine, progress_of};
 use super::sessions::{optional_session_column, session_column};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
+use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
 stored_name! {
@@ -72,11 +73,11 @@ pub struct NewDelivery {
     /// Correlates the target's turn, its reply and every transcript entry of the run.
     pub run_id: String,
     /// Sending bot.
-    pub sender: String,
+    pub sender: BotId,
     /// The sender's session, where a late reply lands.
     pub sender_session: SessionKey,
     /// Target bot.
-    pub target: String,
+    pub target: BotId,
     /// The session the target's turn runs in.
     pub target_session: SessionKey,
     /// The message as the sender wrote it.
@@ -103,11 +104,11 @@ pub struct Delivery {
     /// Run id.
     pub run_id: String,
     /// Sending bot.
-    pub sender: String,
+    pub sender: BotId,
     /// The sender's session.
     pub sender_session: SessionKey,
     /// Target bot.
-    pub target: String,
+    pub target: BotId,
     /// The target's session.
     pub target_session: SessionKey,
     /// The message.
@@ -472,9 +473,9 @@ mod tests {
     fn send(run: &str, key: Option<&str>, text: &str, at: i64) -> NewDelivery {
         NewDelivery {
             run_id: run.into(),
-            sender: "snark".into(),
+            sender: "snark".parse().unwrap(),
             sender_session: "bot:snark:local:snark:room".parse().unwrap(),
-            target: "caid".into(),
+            target: "caid".parse().unwrap(),
             target_session: "bot:caid:local:caid:a2a:snark".parse().unwrap(),
             message: text.into(),
             idempotency_key: key.map(str::to_owned),

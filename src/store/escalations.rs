@@ -20,6 +20,7 @@ use serde::Serialize;
 use super::sessions::session_column;
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
+use crate::bot_id::BotId;
 use crate::session::SessionKey;
 use baton_contract::ChatKey;
 
@@ -71,7 +72,7 @@ pub struct NewEscalation {
     /// Question or approval request.
     pub kind: EscalationKind,
     /// The asking bot.
-    pub bot: String,
+    pub bot: BotId,
     /// The asking bot's session: where the answer is delivered.
     pub session: SessionKey,
     /// The session whose chat the question is posted to.
@@ -90,7 +91,7 @@ pub struct Escalation {
     /// Question or approval request.
     pub kind: EscalationKind,
     /// The asking bot.
-    pub bot: String,
+    pub bot: BotId,
     /// The asking bot's session.
     pub session: SessionKey,
     /// The session whose chat the question was posted to.
@@ -457,7 +458,7 @@ mod tests {
 
     fn origin(thread: Option<&str>) -> SessionKey {
         SessionKey {
-            bot: "alpha".into(),
+            bot: "alpha".parse().unwrap(),
             platform: baton_contract::Platform::Slack,
             account: "alpha".into(),
             chat: "C1".into(),
@@ -469,7 +470,7 @@ mod tests {
         let chat_key = origin(thread).chat_key();
         NewEscalation {
             kind,
-            bot: "beta".into(),
+            bot: "beta".parse().unwrap(),
             session: "bot:beta:slack:beta:C9".parse().unwrap(),
             origin: origin(thread),
             chat_key,

@@ -11,6 +11,8 @@ use super::sql::args;
 use super::{Store, StoreError};
 use baton_contract::ChatKey;
 
+use crate::bot_id::BotId;
+
 /// A message kept as context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HistoryEntry {
@@ -32,7 +34,7 @@ pub struct HistoryTake<'a> {
     /// The chat's buffer.
     pub chat_key: &'a ChatKey,
     /// The bot taking its context (whose cursor moves).
-    pub bot: &'a str,
+    pub bot: &'a BotId,
     /// Leave out messages from this sender (the bot's own account: it knows what it said).
     pub skip_sender: Option<&'a str>,
     /// Leave out this message (the one that woke the bot, given to it separately).
@@ -86,7 +88,7 @@ impl Store {
         take: HistoryTake<'_>,
     ) -> Result<Vec<HistoryEntry>, StoreError> {
         let chat_key = take.chat_key.as_str().to_owned();
-        let bot = take.bot.to_owned();
+        let bot = take.bot.clone();
         let skip_sender = take.skip_sender.map(str::to_owned);
         let skip_message = take.skip_message.map(str::to_owned);
         let limit = take.limit;
@@ -162,10 +164,11 @@ mod tests {
         ChatKey::new(baton_contract::Platform::Slack, &chat.into(), None)
     }
 
-    fn take<'a>(bot: &'a str, limit: usize) -> HistoryTake<'a> {
+    /// What `bot` takes (its parsed name leaked: a test's lifetime is the process's).
+    fn take(bot: &str, limit: usize) -> HistoryTake<'static> {
         HistoryTake {
             chat_key: &C1,
-            bot,
+            bot: Box::leak(Box::new(bot.parse().unwrap())),
             skip_sender: None,
             skip_message: None,
             limit,

@@ -37,6 +37,7 @@ mod stored_name;
 
 mod artifacts;
 mod audit;
+mod bot_column;
 mod chains;
 mod chat_settings;
 mod checkpoint;

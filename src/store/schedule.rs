@@ -10,11 +10,13 @@ use rusqlite::OptionalExtension;
 
 use super::{Store, StoreError};
 
+use crate::bot_id::BotId;
+
 /// One job's stored state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleRow {
     /// The bot.
-    pub bot: String,
+    pub bot: BotId,
     /// `heartbeat` or `cron-<n>`.
     pub job: String,
     /// What the due time was computed from; a different spec in the config re-arms the job.
@@ -68,11 +70,11 @@ impl Store {
     /// Remember the reply `bot`'s `job` just delivered.
     pub async fn schedule_delivered(
         &self,
-        bot: &str,
+        bot: &BotId,
         job: &str,
         delivered: LastDelivered,
     ) -> Result<(), StoreError> {
-        let (bot, job) = (bot.to_owned(), job.to_owned());
+        let (bot, job) = (bot.clone(), job.to_owned());
         self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "UPDATE schedule_jobs SET last_text = ?3, last_text_ms = ?4
@@ -87,10 +89,10 @@ impl Store {
     /// The reply `bot`'s `job` last delivered, if any.
     pub async fn schedule_last_delivered(
         &self,
-        bot: &str,
+        bot: &BotId,
         job: &str,
     ) -> Result<Option<LastDelivered>, StoreError> {
-        let (bot, job) = (bot.to_owned(), job.to_owned());
+        let (bot, job) = (bot.clone(), job.to_owned());
         self.sqlite_read(move |conn| {
             conn.prepare_cached(
                 "SELECT last_text, last_text_ms FROM schedule_jobs
@@ -114,7 +116,7 @@ mod tests {
 
     fn row(job: &str, spec: &str, due: i64) -> ScheduleRow {
         ScheduleRow {
-            bot: "snark".into(),
+            bot: "snark".parse().unwrap(),
             job: job.into(),
             spec: spec.into(),
             next_due_ms: due,
@@ -140,7 +142,7 @@ mod tests {
             at_ms: 11,
         };
         store
-            .schedule_delivered("snark", "heartbeat", said.clone())
+            .schedule_delivered(&"snark".parse().unwrap(), "heartbeat", said.clone())
             .await
             .unwrap();
         // Moving the due time keeps the last reply.
@@ -163,14 +165,14 @@ mod tests {
         );
         assert_eq!(
             store
-                .schedule_last_delivered("snark", "heartbeat")
+                .schedule_last_delivered(&"snark".parse().unwrap(), "heartbeat")
                 .await
                 .unwrap(),
             Some(said)
         );
         assert_eq!(
             store
-                .schedule_last_delivered("snark", "cron-0")
+                .schedule_last_delivered(&"snark".parse().unwrap(), "cron-0")
                 .await
                 .unwrap(),
             None

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::sql::{DbError, OptionalRow, Row, args};
 use super::{Store, StoreError};
+use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
 /// A stored session, for `baton sessions` and `sessions_list`.
@@ -16,7 +17,7 @@ pub struct SessionRecord {
     /// Session key.
     pub key: SessionKey,
     /// Bot id.
-    pub bot: String,
+    pub bot: BotId,
     /// Platform name.
     pub platform: String,
     /// Account id.
@@ -145,9 +146,9 @@ impl Store {
         &self,
         platform: &str,
         chat: &str,
-        bot: Option<&str>,
+        bot: Option<&BotId>,
     ) -> Result<usize, StoreError> {
-        let (platform, chat, bot) = (platform.to_owned(), chat.to_owned(), bot.map(str::to_owned));
+        let (platform, chat, bot) = (platform.to_owned(), chat.to_owned(), bot.cloned());
         self.write(move |db| {
             // The newest entry past the current cursor, if there is one; else it stays.
             db.execute(
@@ -156,7 +157,7 @@ impl Store {
                      WHERE t.session = sessions.key AND t.id > sessions.reset_after),
                     reset_after)
                  WHERE platform = ?1 AND chat = ?2 AND bot = coalesce(?3, bot)",
-                args![&platform, &chat, &bot],
+                args![&platform, &chat, bot.as_ref()],
             )
         })
         .await
@@ -172,7 +173,7 @@ mod tests {
 
     fn session(bot: &str, chat: &str, thread: Option<&str>) -> SessionKey {
         SessionKey {
-            bot: bot.into(),
+            bot: bot.parse().unwrap(),
             platform: baton_contract::Platform::Slack,
             account: bot.into(),
             chat: chat.into(),
@@ -221,7 +222,7 @@ mod tests {
 
             assert_eq!(
                 store
-                    .reset_sessions("slack", "C1", Some("snark"))
+                    .reset_sessions("slack", "C1", Some(&"snark".parse().unwrap()))
                     .await
                     .unwrap(),
                 1

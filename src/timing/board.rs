@@ -11,11 +11,13 @@ use chrono::{DateTime, FixedOffset, Utc};
 
 use super::Zone;
 
+use crate::bot_id::BotId;
+
 /// When one job falls due next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NextDue {
     /// The bot.
-    pub bot: String,
+    pub bot: BotId,
     /// `heartbeat` or `cron-<n>`.
     pub job: String,
     /// When.
@@ -28,7 +30,7 @@ pub struct NextDue {
 #[derive(Debug)]
 pub struct Board {
     zone: Zone,
-    due: Mutex<BTreeMap<(String, String), DateTime<Utc>>>,
+    due: Mutex<BTreeMap<(BotId, String), DateTime<Utc>>>,
 }
 
 impl Board {
@@ -59,16 +61,16 @@ impl Board {
     }
 
     /// The soonest due time of `bot`'s jobs, if it has any.
-    pub fn next_due_of(&self, bot: &str) -> Option<NextDue> {
+    pub fn next_due_of(&self, bot: &BotId) -> Option<NextDue> {
         self.next_due()
             .into_iter()
-            .filter(|d| d.bot == bot)
+            .filter(|d| &d.bot == bot)
             .min_by_key(|d| d.at)
     }
 
     /// `bot`'s `job` falls due next at `at` (the scheduler's record).
-    pub(crate) fn set(&self, bot: &str, job: &str, at: DateTime<Utc>) {
+    pub(crate) fn set(&self, bot: &BotId, job: &str, at: DateTime<Utc>) {
         let mut due = self.due.lock().expect("schedule board poisoned");
-        due.insert((bot.to_owned(), job.to_owned()), at);
+        due.insert((bot.clone(), job.to_owned()), at);
     }
 }

@@ -77,7 +77,7 @@ pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
         .map_or_else(|| origin.account.clone(), |a| a.id.clone());
     let start = Start {
         name: a.name,
-        coordinator: Some(caller.bot.clone()),
+        coordinator: Some(caller.bot.to_string()),
         participants: a.participants.iter().map(|p| bot_id(p)).collect(),
         place: Place {
             platform: origin.platform,
@@ -86,7 +86,7 @@ pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
             anchor: None,
             account: voice,
         },
-        started_by: caller.bot.clone(),
+        started_by: caller.bot.to_string(),
         opening: Opening::Announce,
     };
     match chains::start(shared, start).await {
@@ -112,7 +112,7 @@ pub(super) async fn hand(tools: &AgentTools, tool: ToolName, raw: Value) -> Valu
     let to = bot_id(&a.bot);
     let pass = Pass {
         chain: &a.chain,
-        by: &tools.caller.bot,
+        by: tools.caller.bot.as_str(),
         to: &to,
         prompt: &a.prompt,
         joins: tool == ToolName::ChainAdd,
@@ -164,7 +164,7 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
         Err(result) => return result,
     };
     let shared = &tools.shared;
-    let bot = &tools.caller.bot;
+    let bot = tools.caller.bot.as_str();
     let chain = match shared.store().chain(&a.chain).await {
         Ok(Some(chain)) => chain,
         Ok(None) => return error(format!("no chain `{}`; chain_status lists yours", a.chain)),
@@ -180,7 +180,7 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
     }
     let close = ChainClose {
         state: ChainState::Completed,
-        by: bot.clone(),
+        by: bot.to_owned(),
         reason: a
             .summary
             .filter(|s| !s.trim().is_empty())
@@ -214,7 +214,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         value["messages"] = log.iter().map(entry).collect();
         return value;
     }
-    let bot = &tools.caller.bot;
+    let bot = tools.caller.bot.as_str();
     let query = ChainQuery {
         open_in: None,
         limit: Some(200),
@@ -225,7 +225,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
     };
     let mine: Vec<Value> = chains
         .iter()
-        .filter(|c| chains::is_coordinator(c, bot) || c.participants.contains(bot))
+        .filter(|c| chains::is_coordinator(c, bot) || c.participants.iter().any(|p| p == bot))
         .take(20)
         .map(summary)
         .collect();

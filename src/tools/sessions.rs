@@ -138,12 +138,13 @@ pub(super) fn resolve(tools: &AgentTools, session: &str) -> Option<SessionKey> {
     if let Ok(key) = session.parse() {
         return Some(key);
     }
+    let bot = session.parse().ok()?;
     let account = tools
         .shared
         .roster()
-        .account_of_bot(Platform::Local, session)?;
+        .account_of_bot(Platform::Local, &bot)?;
     Some(SessionKey::backchannel(
-        session,
+        &bot,
         account.id.clone(),
         &tools.caller.bot,
     ))

@@ -59,7 +59,7 @@ impl Backend for CommandBackend {
             .map_err(|e| BackendError::Command(format!("could not encode the turn: {e}")))?;
         let mut child = Command::new(program)
             .args(args)
-            .env("BATON_BOT", &request.bot)
+            .env("BATON_BOT", request.bot.as_str())
             .env("BATON_SESSION", &request.session)
             .env("BATON_MODEL", &request.model)
             .stdin(Stdio::piped())

@@ -88,7 +88,7 @@ pub struct ToolSpec {
 #[derive(Debug, Clone, Serialize)]
 pub struct TurnRequest {
     /// The bot taking the turn.
-    pub bot: String,
+    pub bot: crate::bot_id::BotId,
     /// The model name configured for the bot (may be empty for non-model backends).
     pub model: String,
     /// System prompt, then history-buffer context, then the session tail, then the message.
@@ -349,7 +349,7 @@ mod tests {
     #[test]
     fn last_user_text_finds_the_waking_message() {
         let request = TurnRequest {
-            bot: "b".into(),
+            bot: "b".parse().unwrap(),
             model: String::new(),
             messages: vec![
                 ChatLine::new(Role::System, "be nice"),

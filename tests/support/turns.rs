@@ -37,7 +37,7 @@ impl ToolExecutor for RecordingTools {
 
 pub fn turn(model: &str, text: &str) -> TurnRequest {
     TurnRequest {
-        bot: "snark".into(),
+        bot: "snark".parse().unwrap(),
         model: model.into(),
         messages: vec![
             ChatLine::new(Role::System, "You are Snark."),

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use super::super::{BackendKind, BotConfig, Config};
-use super::{Checker, earlier, is_slug, slugify};
+use super::{Checker, earlier, slugify};
+use crate::bot_id::BotId;
 
 /// What an openai `api_key_env` variable holds, for messages.
 const API_KEY: &str = "the model server's API key (or remove the key if the server needs none)";
@@ -19,7 +20,7 @@ impl Checker<'_> {
                     key("id"),
                     "is empty; give the bot a slug id such as \"snark\"",
                 );
-            } else if !is_slug(&bot.id) {
+            } else if !BotId::is_valid(&bot.id) {
                 self.report(
                     key("id"),
                     format!(

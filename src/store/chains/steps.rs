@@ -85,7 +85,10 @@ fn steps(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChainStep>> {
             .and_then(|run| run.strip_prefix(prefix.as_str()))
             .and_then(|n| n.parse::<i64>().ok());
         let Some(turn) = turn else { continue };
-        let bot = handed.get(&turn).unwrap_or(&artifact.bot).clone();
+        let bot = handed
+            .get(&turn)
+            .cloned()
+            .unwrap_or_else(|| artifact.bot.to_string());
         steps
             .entry(turn)
             .or_insert_with(|| step(turn, &bot))

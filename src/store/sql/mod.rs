@@ -22,7 +22,7 @@ pub use error::DbError;
 pub(crate) use error::OptionalRow;
 pub(crate) use postgres::PgConn;
 pub use postgres::PgUrl;
-pub(crate) use row::Row;
+pub(crate) use row::{Column, Row};
 pub(crate) use value::Value;
 
 /// The engine a connection talks to.
