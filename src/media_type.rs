@@ -37,6 +37,30 @@ pub fn guess<'a>(name: &str, fallback: &'a str) -> &'a str {
     }
 }
 
+/// The media type `content` announces by its first bytes, for the formats a platform may serve
+/// without saying (a Feishu image): PNG, JPEG, GIF, WebP, PDF.
+///
+/// ```
+/// assert_eq!(baton::media_type::sniff(b"\x89PNG\r\n\x1a\n...."), Some("image/png"));
+/// assert_eq!(baton::media_type::sniff(b"hello"), None);
+/// ```
+pub fn sniff(content: &[u8]) -> Option<&'static str> {
+    const SIGNATURES: [(&[u8], &str); 5] = [
+        (b"\x89PNG\r\n\x1a\n", "image/png"),
+        (b"\xff\xd8\xff", "image/jpeg"),
+        (b"GIF8", "image/gif"),
+        (b"%PDF-", "application/pdf"),
+        (b"RIFF", "image/webp"),
+    ];
+    SIGNATURES
+        .iter()
+        .find(|(magic, kind)| {
+            content.starts_with(magic)
+                && (*kind != "image/webp" || content.get(8..12) == Some(b"WEBP"))
+        })
+        .map(|(_, kind)| *kind)
+}
+
 /// Whether content of `media_type` is text a model can read as is.
 pub fn is_text(media_type: &str) -> bool {
     let essence = media_type

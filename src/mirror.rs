@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::events::{Event, Events};
 use crate::session::SessionKey;
-use crate::store::{EntryKind, Filing, InboxId, NewEntry, Origin, Store};
+use crate::store::{Artifact, EntryKind, Filing, InboxId, NewEntry, Origin, Store};
 use crate::turn::{ToolCall, ToolExecutor};
 
 /// Whether a run is the first for its event, or a replay of one a stopped process left
@@ -159,6 +159,26 @@ impl Journal {
                 Vec::new()
             }
         }
+    }
+
+    /// Record one delivered file: a reply entry naming the attached artifact, under the
+    /// upload's idempotency key (so a replay finds it and does not post it again). Files are
+    /// not handed to other bots: they see the reply's text.
+    pub async fn delivered_file(&self, file: &Artifact, message_id: &str, idempotency_key: &str) {
+        let text = format!("[attached {} ({})]", file.name, file.id);
+        let meta = json!({"artifact": {
+            "id": file.id, "name": file.name, "media_type": file.media_type, "bytes": file.bytes,
+        }});
+        self.write(
+            EntryKind::Reply,
+            self.session.bot.as_str(),
+            Origin::Bot,
+            &text,
+            Some(message_id),
+            Some(idempotency_key),
+            meta,
+        )
+        .await;
     }
 
     #[allow(clippy::too_many_arguments)]

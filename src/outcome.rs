@@ -131,6 +131,7 @@ mod tests {
             text: None,
             model: "m".into(),
             usage: None,
+            attachments: Vec::new(),
         };
         assert_eq!(Outcome::from_backend(&reply, TOKEN), Outcome::Silent);
     }

@@ -24,8 +24,8 @@ use super::context::{self, Role};
 use super::place::Place;
 use crate::bot_id::BotId;
 use crate::engine::{
-    Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services, SessionTurn, TurnEnd,
-    TurnFailure, TurnPlan,
+    Attached, Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services,
+    SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::Journal;
@@ -107,6 +107,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         caller: Caller::from_chat(&session),
         history: &[],
         heard: Heard {
+            attached: Attached::NONE,
             speaker: BATON,
             name: BATON,
             origin: Origin::Gateway,

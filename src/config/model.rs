@@ -326,6 +326,10 @@ pub struct BotConfig {
     /// `feedback = { ... }`: this bot's typing and streaming, over `[feedback]`.
     #[serde(default)]
     pub feedback: super::FeedbackOverride,
+    /// `openai` backend: the model reads images, so images posted in a chat are given to it as
+    /// image parts (otherwise by reference).
+    #[serde(default)]
+    pub vision: bool,
 }
 
 /// `heartbeat = { ... }` of a bot: a turn every `every`, which usually ends in silence.

@@ -1,9 +1,11 @@
 //! Pipeline step 12, delivery: split a reply to the platform's limit and send it exactly once,
 //! and, where the platform does not, let the other baton bots in the chat see it; whole or
-//! streamed (posted while it is written, then edited: `stream.rs`, `draft.rs`).
+//! streamed (posted while it is written, then edited: `stream.rs`, `draft.rs`); the files a
+//! run attached follow its text (`files.rs`).
 
 mod chunk;
 mod draft;
+mod files;
 mod handover;
 mod send;
 mod stream;

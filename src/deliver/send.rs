@@ -14,6 +14,7 @@ use baton_contract::{
     Adapter, ChatId, CommandReply, MessageId, OutboundMessage, SendError, ThreadId, UserId,
 };
 
+use super::files::post_files;
 use super::{Handover, split};
 use crate::mirror::{Journal, now_ms};
 use crate::store::{SendStart, StoreError};
@@ -38,14 +39,28 @@ pub struct Target {
 
 /// A reply that did not fully reach the platform.
 #[derive(Debug, thiserror::Error)]
-#[error("chunk {} of {total} was not delivered: {cause}", .chunk + 1)]
 pub struct DeliveryFailed {
-    /// Index of the chunk that failed (0-based).
+    /// Index of the post that failed (0-based): its text chunks, then its files.
     pub chunk: usize,
-    /// How many chunks the reply had.
+    /// How many posts the reply had.
     pub total: usize,
+    /// The name of the attached file that failed, when it was a file.
+    pub file: Option<String>,
     /// Why.
     pub cause: Undelivered,
+}
+
+impl std::fmt::Display for DeliveryFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (n, total, cause) = (self.chunk + 1, self.total, &self.cause);
+        match &self.file {
+            None => write!(f, "chunk {n} of {total} was not delivered: {cause}"),
+            Some(name) => write!(
+                f,
+                "the attached file `{name}` (post {n} of {total}) was not delivered: {cause}"
+            ),
+        }
+    }
 }
 
 /// Why a chunk was not posted.
@@ -66,8 +81,9 @@ pub enum Undelivered {
 }
 
 /// Split `text` to the adapter's limit and post every chunk to `target`, recording each in
-/// `journal` together with its hand-over to the bots that must see it (`handover`). Returns the
-/// platform message ids.
+/// `journal` together with its hand-over to the bots that must see it (`handover`), then the
+/// files the run attached (`files.rs`; an empty `text` posts only those). Returns the platform
+/// message ids.
 pub async fn deliver(
     adapter: &dyn Adapter,
     handover: &Handover,
@@ -75,7 +91,11 @@ pub async fn deliver(
     text: &str,
     journal: &Journal,
 ) -> Result<Vec<MessageId>, DeliveryFailed> {
-    let chunks = split(text, adapter.capabilities().max_message_chars);
+    let chunks = if text.is_empty() {
+        Vec::new()
+    } else {
+        split(text, adapter.capabilities().max_message_chars)
+    };
     let total = chunks.len();
     let mut ids = Vec::with_capacity(total);
     for (n, chunk) in chunks.into_iter().enumerate() {
@@ -84,10 +104,12 @@ pub async fn deliver(
             .map_err(|cause| DeliveryFailed {
                 chunk: n,
                 total,
+                file: None,
                 cause,
             })?;
         ids.push(posted.id());
     }
+    ids.extend(post_files(adapter, target, journal, total).await?);
     Ok(ids)
 }
 

@@ -22,6 +22,7 @@
 
 use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId};
 
+use super::files::post_files;
 use super::handover::Handover;
 use super::send::{Posted, post_chunk, with_retry};
 use super::{DeliveryFailed, Target, Undelivered, split};
@@ -98,6 +99,7 @@ impl<'a> Streamer<'a> {
                     return Err(DeliveryFailed {
                         chunk: n,
                         total,
+                        file: None,
                         cause,
                     });
                 }
@@ -108,10 +110,15 @@ impl<'a> Streamer<'a> {
         Ok(())
     }
 
-    /// Make the posts hold exactly the finished reply `text`, and record each post's final
-    /// text. Returns the platform ids.
+    /// Make the posts hold exactly the finished reply `text`, record each post's final text,
+    /// then post the files the run attached (an empty `text`: only those). Returns the
+    /// platform ids.
     pub async fn finish(&mut self, text: &str) -> Result<Vec<MessageId>, DeliveryFailed> {
-        let chunks = split(text, self.limit);
+        let chunks = if text.is_empty() {
+            Vec::new()
+        } else {
+            split(text, self.limit)
+        };
         let total = chunks.len();
         for (n, chunk) in chunks.into_iter().enumerate() {
             self.put(n, chunk.clone(), Pass::Last)
@@ -119,6 +126,7 @@ impl<'a> Streamer<'a> {
                 .map_err(|cause| DeliveryFailed {
                     chunk: n,
                     total,
+                    file: None,
                     cause,
                 })?;
             let post = &mut self.posts[n];
@@ -134,7 +142,9 @@ impl<'a> Streamer<'a> {
         // the reply does not need are deleted, not left showing the draft.
         self.delete_from(total, "a draft the model took back before calling tools")
             .await;
-        Ok(self.posts.iter().map(|p| p.id.clone()).collect())
+        let mut ids: Vec<MessageId> = self.posts.iter().map(|p| p.id.clone()).collect();
+        ids.extend(post_files(self.adapter, self.target, self.journal, total).await?);
+        Ok(ids)
     }
 
     /// Delete every post of the stream: the turn ended silent after a draft was shown, or its

@@ -10,7 +10,8 @@
 //!                           ▼
 //!  account ▶ 3 own message ▶ 3 gateway line ▶ size ▶ 4 admin ▶ 5 policy ▶ 5½ answer
 //!      ▶ 6 activation (not woken, paused: kept as history) ▶ 7 bot guards ▶ 8 rate limit
-//!      ▶ 9 to 13: the session turn (engine: lane, turn, outcome), delivered, mirrored
+//!      ▶ 9 to 13: the session turn (engine: lane, files fetched, turn, outcome), delivered,
+//!        mirrored
 //! ```
 //!
 //! The pipeline stands on top of the flows it calls (admin, escalation); the turn itself is the
@@ -21,6 +22,7 @@ mod admin_step;
 mod answer_step;
 mod busy;
 mod dedupe;
+mod files_in;
 mod inbox;
 mod policy;
 mod self_drop;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Handled, Inbound, Wake};
+use super::{Handled, Inbound, Wake, files_in};
 use crate::engine::{
-    Answered, Caller, ChatReply, Heard, Line, Recall, Refused, Seat, Services, SessionTurn,
-    TurnEnd, TurnPlan, say,
+    Answered, Attached, Caller, ChatReply, Heard, Line, Recall, Refused, Seat, Services,
+    SessionTurn, TurnEnd, TurnPlan, say,
 };
 use crate::lanes::Lane;
 use crate::store::HistoryTake;
@@ -25,9 +25,10 @@ pub(crate) async fn run(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wak
 
 async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
     let session = inbound.session();
+    let run = run_id(inbound, "in");
     let seat = Seat {
         session: &session,
-        run_id: run_id(inbound, "in"),
+        run_id: run.clone(),
         lane: Lane::Main,
     };
     let turn = match SessionTurn::enter_queued(shared, seat, inbound.arrival).await {
@@ -52,19 +53,33 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
             tracing::error!(%err, "could not read the history buffer; answering without it");
             Vec::new()
         });
+    let files = files_in::take_in(shared, inbound, &run).await;
+    let text = if files.text.is_empty() {
+        event.text.clone()
+    } else {
+        format!("{}\n\n{}", event.text, files.text)
+    };
     let speaker = &inbound.speaker;
+    let mut meta = json!({
+        "name": speaker.name,
+        "wake": format!("{wake:?}"),
+        "history": history.len(),
+        "raw": event.raw,
+    });
+    if !files.files.is_empty() {
+        meta["files"] = json!(files.files);
+    }
     let heard = Heard {
         speaker: &speaker.label,
         name: &speaker.name,
         origin: speaker.origin,
-        text: &event.text,
+        text: &text,
         message_id: Some(event.message_id.as_str()),
-        meta: json!({
-            "name": speaker.name,
-            "wake": format!("{wake:?}"),
-            "history": history.len(),
-            "raw": event.raw,
-        }),
+        meta,
+        attached: Attached {
+            files: &files.files,
+            images: &files.images,
+        },
     };
     let plan = TurnPlan {
         bot: &inbound.account.bot,

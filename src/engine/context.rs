@@ -4,7 +4,7 @@
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, TailEntry};
-use crate::turn::{ChatLine, Role, ToolSpec, TurnRequest};
+use crate::turn::{ChatLine, Image, PostedFile, Role, ToolSpec, TurnRequest};
 
 /// How many transcript entries of the session are replayed to the model.
 pub(crate) const SESSION_TAIL: usize = 40;
@@ -15,6 +15,26 @@ pub(crate) struct Current<'a> {
     pub name: &'a str,
     /// The text.
     pub text: &'a str,
+    /// The files posted with it.
+    pub attached: Attached<'a>,
+}
+
+/// The files that came with a message: listed for the backend ([`TurnRequest::files`]), and the
+/// images among them shown to a model that reads images.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attached<'a> {
+    /// Every file, read or not.
+    pub files: &'a [PostedFile],
+    /// The images given as image parts (empty unless the bot has `vision = true`).
+    pub images: &'a [Image],
+}
+
+impl Attached<'static> {
+    /// A message without files.
+    pub(crate) const NONE: Attached<'static> = Attached {
+        files: &[],
+        images: &[],
+    };
 }
 
 /// Assemble the turn.
@@ -36,6 +56,7 @@ pub(crate) fn turn_request(
     messages.extend(tail_lines(tail));
     let mut line = ChatLine::new(Role::User, current.text);
     line.name = Some(current.name.to_owned());
+    line.images = current.attached.images.to_vec();
     messages.push(line);
     TurnRequest {
         bot: bot.id().to_owned(),
@@ -43,6 +64,7 @@ pub(crate) fn turn_request(
         messages,
         tools,
         session: session.render(),
+        files: current.attached.files.to_vec(),
     }
 }
 

@@ -2,19 +2,23 @@
 //! schedules, escalations): the service handle they share ([`Services`]), one session turn
 //! (`session_turn.rs`: record the session, open the run's journal, wait for the lane, take the
 //! turn, post what it says), one `say` for lines posted through a bot's account that are not
-//! its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`), who a
-//! turn calls tools as ([`Caller`]), the gateway's own lines that must wake no bot
-//! (`own_notices.rs`), the senders waiting for a `sessions_send` run ([`Waiters`]), and what
-//! people see while a turn answers into a chat (`feedback.rs`: streaming; `typing.rs`; the
+//! its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`; the
+//! artifacts its message names, in `artifact_lines.rs`), who a turn calls tools as
+//! ([`Caller`]), the files a turn attaches to its reply (`reply_files.rs`), the gateway's own
+//! lines that must wake no bot (`own_notices.rs`), the senders waiting for a `sessions_send` run
+//! ([`Waiters`]), and what people see while a turn answers into a chat (`feedback.rs`:
+//! streaming; `typing.rs`; the
 //! `/v1` listeners in `taps.rs`; a flow's say over a reply in `reply_gate.rs`).
 //!
 //! It names none of the flows above it: they call down into it. The one turn that reaches up (a
 //! tool that runs a turn of its own) goes through [`BindTools`], which the gateway hands it.
 
+mod artifact_lines;
 mod caller;
 mod context;
 mod feedback;
 mod own_notices;
+mod reply_files;
 mod reply_gate;
 mod say;
 mod services;
@@ -24,8 +28,11 @@ mod turn;
 mod typing;
 mod waiters;
 
+pub(crate) use artifact_lines::{InlineBudget, artifact_line, reference as artifact_reference};
 pub use caller::Caller;
+pub(crate) use context::Attached;
 pub(crate) use feedback::{Answered, ChatReply};
+pub(crate) use reply_files::{AttachRefused, attach};
 pub(crate) use reply_gate::{NotAdmitted, ReplyGate};
 pub(crate) use say::{Line, say};
 pub use services::{BindTools, Services};

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::context::{self, Current, SESSION_TAIL};
+use super::context::{self, Attached, Current, SESSION_TAIL};
+use super::reply_files::attach_backend_files;
 use super::{Caller, Services};
 use crate::deliver::DeliveryFailed;
 use crate::events::{Event, TurnOutcome};
@@ -16,7 +17,7 @@ use crate::mirror::{Journal, RecordingTools};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, Origin};
-use crate::turn::{TextSink, Usage};
+use crate::turn::{BackendReply, TextSink, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -32,6 +33,8 @@ pub(crate) struct Heard<'a> {
     pub message_id: Option<&'a str>,
     /// Kept with the inbound entry.
     pub meta: serde_json::Value,
+    /// The files posted with it (`Attached::NONE` for a message that is not from a chat).
+    pub attached: Attached<'a>,
 }
 
 /// One turn to take, whatever caused it: a chat message, another bot's send, a late reply.
@@ -159,6 +162,7 @@ async fn run_turn(
     let current = Current {
         name: heard.name,
         text: heard.text,
+        attached: heard.attached,
     };
     let request = context::turn_request(
         bot,
@@ -183,7 +187,7 @@ async fn run_turn(
     };
     let ran = tokio::time::timeout(plan.limit, run).await;
     shared.metrics().turn_took(started.elapsed());
-    let reply = match ran {
+    let mut reply = match ran {
         Ok(Ok(reply)) => reply,
         Ok(Err(err)) => {
             return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
@@ -198,7 +202,19 @@ async fn run_turn(
             "turn's token usage"
         );
     }
-    match Outcome::from_backend(&reply, &shared.config().gateway.silent_token) {
+    if !reply.attachments.is_empty() {
+        let files = std::mem::take(&mut reply.attachments);
+        if let Err(refused) = attach_backend_files(shared, journal, files).await {
+            let err = format!("the backend's attachments: {refused}");
+            return failed(shared, journal, TurnFailure::Backend(err)).await;
+        }
+    }
+    let outcome = match Outcome::from_backend(&reply, &shared.config().gateway.silent_token) {
+        // An empty reply with files attached posts the files alone.
+        Outcome::Silent if empty_with_files(&reply, journal).await => Outcome::Reply(String::new()),
+        outcome => outcome,
+    };
+    match outcome {
         Outcome::Silent => {
             shared.metrics().add(&metrics::TURNS, "silent");
             journal
@@ -220,6 +236,21 @@ async fn run_turn(
                 model: reply.model,
                 usage: reply.usage,
             }
+        }
+    }
+}
+
+/// Whether `reply` is empty text (not an explicit silence, nor the silent token) and its run
+/// attached files.
+async fn empty_with_files(reply: &BackendReply, journal: &Journal) -> bool {
+    if !reply.text.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return false;
+    }
+    match journal.store().reply_files(journal.run_id()).await {
+        Ok(files) => !files.is_empty(),
+        Err(err) => {
+            tracing::error!(session = %journal.session(), %err, "could not read the run's attached files; an empty reply stays silent");
+            false
         }
     }
 }

@@ -15,8 +15,8 @@ use serde_json::json;
 
 use super::AppState;
 use super::api::bad;
+use crate::store::content_path;
 use crate::store::{Artifact, ArtifactQuery};
-use crate::tools::content_path;
 
 /// `?session=KEY` or `?run=ID`, and `limit`.
 #[derive(Debug, Deserialize)]

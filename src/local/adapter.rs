@@ -9,13 +9,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
-    EventSink, InboundEvent, Link, LinkError, MessageId, NotTaken, OutboundMessage, Platform,
-    Receive, SendError, SentMessage, SessionEnd, UserId, run_connection,
+    EventSink, InboundEvent, Link, LinkError, MessageId, NotTaken, OutboundFile, OutboundMessage,
+    Platform, Receive, SendError, SentMessage, SessionEnd, UserId, run_connection,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::hub::{LocalHub, Post};
+use crate::store::content_path;
 
 /// The local channel's message limit: Slack's, so long replies are chunked as they would be.
 pub const LOCAL_MAX_MESSAGE_CHARS: usize = 4000;
@@ -40,6 +41,22 @@ impl LocalAdapter {
             inbox: Mutex::new(Some(inbox)),
             state: ConnectionCell::default(),
         }
+    }
+}
+
+impl LocalAdapter {
+    /// Write `post` into `room` once per `key`.
+    fn post(&self, room: &str, key: &str, post: Post) -> Result<SentMessage, SendError> {
+        let id = self
+            .hub
+            .bot_post(room, &self.bot, key, post)
+            .map_err(|refusal| SendError::Rejected {
+                code: "local_hub_full".into(),
+                message: refusal.to_string(),
+            })?;
+        Ok(SentMessage {
+            message_id: MessageId(id),
+        })
     }
 }
 
@@ -133,20 +150,28 @@ impl Adapter for LocalAdapter {
             reply_to: message.reply_to.as_ref().map(ToString::to_string),
             ..Post::default()
         };
-        let id = self
-            .hub
-            .bot_post(
-                message.chat.as_str(),
-                &self.bot,
-                &message.idempotency_key,
-                post,
-            )
-            .map_err(|refusal| SendError::Rejected {
-                code: "local_hub_full".into(),
-                message: refusal.to_string(),
-            })?;
-        Ok(SentMessage {
-            message_id: MessageId(id),
-        })
+        self.post(message.chat.as_str(), &message.idempotency_key, post)
+    }
+
+    /// No size limit: the file is not copied anywhere, only named.
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(u64::MAX)
+    }
+
+    /// The local channel shows a file as a line naming it and where `/api` serves its bytes.
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        let post = Post {
+            text: format!(
+                "[file] {} ({}, {} bytes): {}",
+                file.name,
+                file.media_type,
+                file.content.len(),
+                content_path(&file.artifact)
+            ),
+            thread: file.thread.as_ref().map(ToString::to_string),
+            reply_to: file.reply_to.as_ref().map(ToString::to_string),
+            ..Post::default()
+        };
+        self.post(file.chat.as_str(), &file.idempotency_key, post)
     }
 }

@@ -437,6 +437,7 @@ impl LocalHub {
                 .and_then(|id| self.author_of(room, id)),
             timestamp_ms: message.ts_ms,
             kind: InboundKind::Message,
+            files: Vec::new(),
             raw: serde_json::Value::Null,
         }
     }

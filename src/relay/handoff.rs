@@ -2,23 +2,15 @@
 //! gave (`sessions_send` `artifacts`), put in the target's message, and the JSON Schema its
 //! answer must match (`expect`), checked here, with the one second chance a failed answer gets.
 //!
-//! Inputs go inline when they are text and small (a model should not have to call a tool to
-//! read a 2 kB table), by reference otherwise: id, name, media type and size, to be read with
-//! `artifact_get`. The bounds keep one message from flooding the target's context.
+//! Inputs go inline when they are text and small, by reference otherwise
+//! ([`crate::engine::artifact_line`]).
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::engine::Services;
-use crate::media_type;
-use crate::store::{Artifact, Delivery};
+use crate::engine::{InlineBudget, Services, artifact_line};
+use crate::store::Delivery;
 use crate::turn::Usage;
-
-/// The largest artifact put in the target's message as text.
-const INLINE_BYTES: u64 = 16 * 1024;
-
-/// The most text all of a message's inlined artifacts may add up to; the rest go by reference.
-const INLINE_TOTAL_BYTES: u64 = 64 * 1024;
 
 /// An `expect` that is not a JSON Schema baton can check against.
 #[derive(Debug, thiserror::Error)]
@@ -57,10 +49,10 @@ pub(super) async fn brief(shared: &Services, d: &Delivery) -> String {
     let mut text = super::from_bot(&d.sender, &d.message);
     if !d.artifacts_in.is_empty() {
         text.push_str("\n\nArtifacts handed to you:");
-        let mut budget = INLINE_TOTAL_BYTES;
+        let mut budget = InlineBudget::new();
         for id in &d.artifacts_in {
             text.push('\n');
-            text.push_str(&input(shared, id, &mut budget).await);
+            text.push_str(&artifact_line(shared.store(), id, &mut budget, None).await);
         }
     }
     if let Some(schema) = &d.expect {
@@ -69,38 +61,6 @@ pub(super) async fn brief(shared: &Services, d: &Delivery) -> String {
         ));
     }
     text
-}
-
-/// One input as the target reads it: inline while it is text and within the budgets.
-async fn input(shared: &Services, id: &str, budget: &mut u64) -> String {
-    let store = shared.store();
-    let artifact = match store.artifact(id).await {
-        Ok(Some(artifact)) => artifact,
-        Ok(None) => return format!("- {id}: no longer kept (retention removed it)"),
-        Err(err) => return format!("- {id}: could not be read ({err}); try artifact_get"),
-    };
-    let head = reference(&artifact);
-    let fits = artifact.bytes <= INLINE_BYTES && artifact.bytes <= *budget;
-    if !(fits && media_type::is_text(&artifact.media_type)) {
-        return format!("{head}; read it with artifact_get");
-    }
-    match store.artifact_content(id).await {
-        Ok(Some((_, content))) => match String::from_utf8(content) {
-            Ok(content) => {
-                *budget -= artifact.bytes;
-                format!("{head}:\n{content}\n(end of {})", artifact.id)
-            }
-            Err(_) => format!("{head}; read it with artifact_get"),
-        },
-        _ => format!("{head}; read it with artifact_get"),
-    }
-}
-
-fn reference(a: &Artifact) -> String {
-    format!(
-        "- {} `{}` ({}, {} bytes, made by {})",
-        a.id, a.name, a.media_type, a.bytes, a.bot
-    )
 }
 
 /// The answer as JSON matching `schema`, or every reason it does not.

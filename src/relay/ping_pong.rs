@@ -12,7 +12,9 @@ use serde_json::json;
 
 use super::from_bot;
 use crate::bot_id::BotId;
-use crate::engine::{Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan};
+use crate::engine::{
+    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+};
 use crate::lanes::Lane;
 use crate::outcome::is_reply_skip;
 use crate::session::SessionKey;
@@ -79,6 +81,7 @@ async fn turn(
         },
         history: &[],
         heard: Heard {
+            attached: Attached::NONE,
             speaker: &speaker,
             name: &speaker,
             origin: Origin::Bot,

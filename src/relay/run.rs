@@ -10,7 +10,7 @@ use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
-    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
@@ -47,6 +47,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
     let speaker = format!("bot:{}", d.sender);
     let text = handoff::brief(shared, d).await;
     let heard = Heard {
+        attached: Attached::NONE,
         speaker: &speaker,
         name: &speaker,
         origin: Origin::Bot,
@@ -64,6 +65,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
                 // One more turn, told what was wrong; its answer stands or falls.
                 let retry = handoff::again(&errors);
                 let heard = Heard {
+                    attached: Attached::NONE,
                     speaker: "baton",
                     name: "baton",
                     origin: Origin::Gateway,

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::SessionMessage;
 use crate::deliver::Target;
 use crate::engine::{
-    ChatReply, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+    Attached, ChatReply, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
 };
 use crate::lanes::Lane;
 use crate::store::{EntryKind, Notify};
@@ -23,6 +23,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         return;
     };
     let heard = Heard {
+        attached: Attached::NONE,
         speaker: &message.speaker,
         name: &message.speaker,
         origin: message.origin,

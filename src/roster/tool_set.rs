@@ -49,11 +49,13 @@ pub enum ToolName {
     ArtifactsList,
     /// `progress`: report how far the delivery being worked on has got.
     Progress,
+    /// `reply_attach`: post artifacts as files with this turn's reply.
+    ReplyAttach,
 }
 
 impl ToolName {
     /// Every tool, in the order they are offered.
-    pub const ALL: [ToolName; 17] = [
+    pub const ALL: [ToolName; 18] = [
         ToolName::BotsList,
         ToolName::SessionsList,
         ToolName::SessionsHistory,
@@ -71,6 +73,7 @@ impl ToolName {
         ToolName::ArtifactGet,
         ToolName::ArtifactsList,
         ToolName::Progress,
+        ToolName::ReplyAttach,
     ];
 
     /// The primary name.
@@ -93,6 +96,7 @@ impl ToolName {
             ToolName::ArtifactGet => "artifact_get",
             ToolName::ArtifactsList => "artifacts_list",
             ToolName::Progress => "progress",
+            ToolName::ReplyAttach => "reply_attach",
         }
     }
 
@@ -190,6 +194,11 @@ impl ToolName {
                 "While you work on a task another bot sent you (sessions_send), tell it how far \
                  you have got: a short line, optionally step N of M. The sender sees the latest \
                  in session_status."
+            }
+            ToolName::ReplyAttach => {
+                "Attach artifacts (by id) to your reply in this turn: each is posted as a file \
+                 in the chat, after your text, in the same thread. Make one with artifact_put \
+                 first. Your text may be empty: the files are posted alone."
             }
         }
     }
@@ -308,6 +317,13 @@ impl ToolName {
                     "of": {"type": "integer", "minimum": 1}
                 }),
                 &["message"],
+            ),
+            ToolName::ReplyAttach => object(
+                json!({
+                    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                        "description": "Artifact ids (art-...) to post as files with your reply."}
+                }),
+                &["ids"],
             ),
             ToolName::ArtifactsList => object(
                 json!({

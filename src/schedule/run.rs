@@ -19,7 +19,7 @@ use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
 use crate::deliver::Target;
 use crate::engine::{
-    Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
 };
 use crate::lanes::Lane;
 use crate::metrics;
@@ -192,6 +192,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         text.push_str(&history_section(&job.place.to_string(), &history));
     }
     let heard = Heard {
+        attached: Attached::NONE,
         speaker: SPEAKER,
         name: SPEAKER,
         origin: Origin::Gateway,

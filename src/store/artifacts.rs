@@ -87,6 +87,11 @@ pub enum ArtifactQuery {
     All,
 }
 
+/// Where the HTTP listener serves an artifact's bytes (under the `/api` access rule).
+pub fn content_path(id: &str) -> String {
+    format!("/api/artifacts/{id}/content")
+}
+
 /// The hex SHA-256 of `content`.
 pub fn sha256_hex(content: &[u8]) -> String {
     hex(&Sha256::digest(content))
@@ -311,7 +316,8 @@ impl Store {
 }
 
 /// Delete up to `chunk` artifacts made before `before` (none made by a delivery still queued or
-/// running: its sender may still read them), then the blobs no artifact names any more.
+/// running: its sender may still read them), then the blobs and reply attachments no artifact
+/// names any more.
 pub(super) fn prune_artifacts(
     conn: &Connection,
     before: i64,
@@ -335,6 +341,7 @@ pub(super) fn prune_artifacts(
          WHERE sha256 NOT IN (SELECT sha256 FROM artifacts)",
     )?
     .execute([])?;
+    super::reply_files::prune_orphans(conn)?;
     Ok(rows)
 }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::artifacts::{Artifact, made_by};
 use super::progress::{ProgressLine, progress_of};
+use super::reply_files::attached_to;
 use super::sessions::{optional_session_column, session_column};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
@@ -141,7 +142,8 @@ pub struct Delivery {
     /// What the target reported with `progress` while it worked, oldest first (filled by
     /// [`Store::deliveries`] and [`Store::delivery`]).
     pub progress: Vec<ProgressLine>,
-    /// The artifacts the target's run made (its lineage's output; filled like `progress`).
+    /// The artifacts the target's run made or attached to its reply (its lineage's output;
+    /// filled like `progress`).
     pub artifacts_out: Vec<Artifact>,
     /// Created, milliseconds since the Unix epoch.
     pub created_ms: i64,
@@ -204,13 +206,20 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
     })
 }
 
-/// Each delivery with its progress lines and the artifacts its run made.
+/// Each delivery with its progress lines and its artifacts out: those its run made, then those
+/// it attached to its reply (made earlier, or by another bot).
 fn with_lineage(conn: &rusqlite::Connection, found: &mut [Delivery]) -> rusqlite::Result<()> {
     let runs: Vec<&str> = found.iter().map(|d| d.run_id.as_str()).collect();
     let mut lines = progress_of(conn, &runs)?;
     for d in found {
         d.progress = lines.remove(&d.run_id).unwrap_or_default();
-        d.artifacts_out = made_by(conn, &d.run_id)?;
+        let mut out = made_by(conn, &d.run_id)?;
+        for attached in attached_to(conn, &d.run_id)? {
+            if !out.iter().any(|a| a.id == attached.id) {
+                out.push(attached);
+            }
+        }
+        d.artifacts_out = out;
     }
     Ok(())
 }
@@ -486,6 +495,38 @@ mod tests {
             expect: None,
             created_ms: at,
         }
+    }
+
+    #[tokio::test]
+    async fn artifacts_out_are_those_the_run_made_then_those_it_attached() {
+        use crate::store::{NewArtifact, Put};
+        let store = Store::open(":memory:").await.unwrap();
+        store
+            .delivery_begin(send("r1", None, "hi", 1_000), 0)
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for (name, run) in [("made.json", "r1"), ("earlier.json", "r0")] {
+            let new = NewArtifact {
+                name: name.into(),
+                media_type: "application/json".into(),
+                content: name.as_bytes().to_vec(),
+                bot: "caid".parse().unwrap(),
+                session: "bot:caid:local:caid:a2a:snark".parse().unwrap(),
+                run_id: Some(run.into()),
+                inputs: Vec::new(),
+                created_ms: 1,
+            };
+            let Put::Stored(a) = store.artifact_put(new).await.unwrap() else {
+                panic!("stored")
+            };
+            ids.push(a.id);
+        }
+        // The run attaches what it made (listed once) and an artifact made before it.
+        store.reply_attach("r1", ids.clone(), 2).await.unwrap();
+        let d = store.delivery("r1").await.unwrap().unwrap();
+        let out: Vec<&str> = d.artifacts_out.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(out, ["made.json", "earlier.json"]);
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 9] = [
+const STEPS: [(&str, &str); 10] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -50,6 +50,10 @@ const STEPS: [(&str, &str); 9] = [
     (
         include_str!("migrations/009_typing.sql"),
         include_str!("migrations/postgres/009_typing.sql"),
+    ),
+    (
+        include_str!("migrations/010_reply_files.sql"),
+        include_str!("migrations/postgres/010_reply_files.sql"),
     ),
 ];
 
@@ -207,7 +211,7 @@ mod tests {
             assert_eq!(again.from, SCHEMA_VERSION, "{engine}");
             assert_eq!(count_tables(db, "transcript"), 1, "{engine}");
             assert_eq!(
-                count_tables(db, "typing_open"),
+                count_tables(db, "reply_files"),
                 1,
                 "{engine}: the last step ran"
             );

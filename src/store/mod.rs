@@ -26,7 +26,8 @@
 //! `prune.rs` ([`Store::prune`]: retention), `typing.rs` ([`Store::typing_opened`]: typing
 //! indicators that are up, so a crash cannot leave one up), `artifacts.rs`
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
-//! how far a delivery's run has got). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
+//! run attached to its reply). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -55,6 +56,7 @@ mod pairing;
 mod progress;
 mod prune;
 mod readers;
+mod reply_files;
 mod schedule;
 mod sends;
 mod sessions;
@@ -70,7 +72,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
-pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, sha256_hex};
+pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, content_path, sha256_hex};
 pub use audit::{AuditRecord, NewAudit};
 pub use chains::{
     BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,
@@ -95,6 +97,7 @@ pub use pairing::{
 };
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
+pub use reply_files::Attached;
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
 pub use sessions::SessionRecord;
@@ -122,6 +125,7 @@ pub const UNPORTED: &[&str] = &[
     "pairing",
     "progress",
     "prune",
+    "reply_files",
     "schedule",
     "typing",
 ];

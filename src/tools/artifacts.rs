@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{AgentTools, ToolName, args, error, sessions};
 use crate::media_type;
 use crate::mirror::now_ms;
-use crate::store::{Artifact, ArtifactQuery, NewArtifact, Put};
+use crate::store::{Artifact, ArtifactQuery, NewArtifact, Put, content_path};
 
 /// The most content `artifact_get` puts in a tool result; a larger artifact comes as a URL.
 /// A model's context is the limit here, not the store's cap.
@@ -185,11 +185,6 @@ pub(crate) fn record(a: &Artifact) -> Value {
         "inputs": a.inputs,
         "created_ms": a.created_ms,
     })
-}
-
-/// Where the HTTP listener serves an artifact's bytes.
-pub fn content_path(id: &str) -> String {
-    format!("/api/artifacts/{id}/content")
 }
 
 /// An artifact's bytes as a model can be given them.

@@ -11,10 +11,9 @@ mod bots;
 mod chains;
 mod escalate;
 mod progress;
+mod reply_attach;
 mod send;
 mod sessions;
-
-pub use artifacts::content_path;
 
 use std::sync::Arc;
 
@@ -77,6 +76,7 @@ impl AgentTools {
             ToolName::ArtifactGet => artifacts::get(self, args).await,
             ToolName::ArtifactsList => artifacts::list(self, args).await,
             ToolName::Progress => progress::report(self, args).await,
+            ToolName::ReplyAttach => reply_attach::call(self, args).await,
         }
     }
 }

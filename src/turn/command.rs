@@ -111,6 +111,7 @@ impl Backend for CommandBackend {
             text: Some(text.to_owned()),
             model: default_model.to_owned(),
             usage: None,
+            attachments: Vec::new(),
         })
     }
 }

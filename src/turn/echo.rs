@@ -57,6 +57,7 @@ impl Backend for EchoBackend {
             text: Some(reply),
             model: MODEL.to_owned(),
             usage: None,
+            attachments: Vec::new(),
         })
     }
 }

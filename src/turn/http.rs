@@ -1,5 +1,6 @@
 //! The `http` backend: POST the normalized turn as JSON to a URL and read `{"reply": "..."}` or
-//! `{"silent": true}` back, so any agent runtime can sit behind baton.
+//! `{"silent": true}` back (with `attachments`, files to post), so any agent runtime can sit
+//! behind baton.
 //!
 //! Unlike the `openai` backend it never retries: the agent behind the URL may already have acted
 //! (sent mail, opened a ticket) before failing, and a second POST would act twice.
@@ -7,10 +8,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 
 use super::{
-    Backend, BackendError, BackendReply, REQUEST_TIMEOUT, ToolExecutor, TurnRequest,
+    Backend, BackendError, BackendReply, REQUEST_TIMEOUT, ReplyFile, ToolExecutor, TurnRequest,
     describe_transport_error, error_message, http_client, quote, redacted_url,
 };
 
@@ -90,7 +93,9 @@ impl Backend for HttpBackend {
 
 /// Reads the agent reply protocol shared by the `http` and `command` backends:
 /// `{"silent": true}` is an explicit silence, `{"reply": "..."}` a reply, and an optional
-/// `"model"` names who answered (else `default_model`). `None` when `value` speaks neither form.
+/// `"model"` names who answered (else `default_model`). `"attachments"` lists files to post
+/// with the reply ([`attachments`]); with them, `"reply"` may be left out (the files alone).
+/// `None` when `value` speaks neither form.
 pub(super) fn agent_reply(
     value: &Value,
     default_model: &str,
@@ -101,24 +106,99 @@ pub(super) fn agent_reply(
         .and_then(Value::as_str)
         .unwrap_or(default_model)
         .to_owned();
+    let files = object.get("attachments");
     if object.get("silent").and_then(Value::as_bool) == Some(true) {
+        if files.is_some() {
+            return Some(Err(BackendError::BadResponse(
+                "a silent reply posts nothing, so it cannot have \"attachments\"; give a \
+                 \"reply\" (it may be empty) to post files"
+                    .to_owned(),
+            )));
+        }
         return Some(Ok(BackendReply {
             text: None,
             model,
             usage: None,
+            attachments: Vec::new(),
         }));
     }
-    match object.get("reply")? {
-        Value::String(text) => Some(Ok(BackendReply {
-            text: Some(text.clone()),
-            model,
-            usage: None,
-        })),
-        other => Some(Err(BackendError::BadResponse(format!(
-            "\"reply\" must be a string, got {}",
-            quote(&other.to_string())
-        )))),
+    let attachments = match files.map(attachments).transpose() {
+        Ok(found) => found.unwrap_or_default(),
+        Err(err) => return Some(Err(err)),
+    };
+    let text = match (object.get("reply"), attachments.is_empty()) {
+        (Some(Value::String(text)), _) => text.clone(),
+        (None, false) => String::new(),
+        (None, true) => return None,
+        (Some(other), _) => {
+            return Some(Err(BackendError::BadResponse(format!(
+                "\"reply\" must be a string, got {}",
+                quote(&other.to_string())
+            ))));
+        }
+    };
+    Some(Ok(BackendReply {
+        text: Some(text),
+        model,
+        usage: None,
+        attachments,
+    }))
+}
+
+/// An agent's `"attachments"`: each an artifact id (`"art-…"`), or a file given inline as
+/// `{"name": "...", "media_type"?: "...", "text": "..."}` or with `"base64"` instead of `"text"`
+/// (kept as an artifact of the run, then attached).
+fn attachments(value: &Value) -> Result<Vec<ReplyFile>, BackendError> {
+    let bad = |what: String| {
+        BackendError::BadResponse(format!(
+            "\"attachments\" {what}; give a list of artifact ids (\"art-…\") or of \
+             {{\"name\", \"text\" | \"base64\", \"media_type\"?}} objects"
+        ))
+    };
+    let Some(items) = value.as_array() else {
+        return Err(bad("is not a list".to_owned()));
+    };
+    let mut files = Vec::with_capacity(items.len());
+    for (n, item) in items.iter().enumerate() {
+        let file = match item {
+            Value::String(id) => ReplyFile::Artifact(id.trim().to_owned()),
+            Value::Object(file) => {
+                let text = file.get("text").and_then(Value::as_str);
+                let encoded = file.get("base64").and_then(Value::as_str);
+                let content = match (text, encoded) {
+                    (Some(text), None) => text.as_bytes().to_vec(),
+                    (None, Some(encoded)) => BASE64.decode(encoded.trim()).map_err(|err| {
+                        bad(format!("item {n}: `base64` is not valid base64 ({err})"))
+                    })?,
+                    _ => {
+                        return Err(bad(format!(
+                            "item {n} needs `text` or `base64`, one of them"
+                        )));
+                    }
+                };
+                let name = file.get("name").and_then(Value::as_str).map(str::trim);
+                let Some(name) = name.filter(|n| !n.is_empty()) else {
+                    return Err(bad(format!("item {n} has no `name`")));
+                };
+                ReplyFile::Inline {
+                    name: name.to_owned(),
+                    media_type: file
+                        .get("media_type")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    content,
+                }
+            }
+            other => {
+                return Err(bad(format!(
+                    "item {n} is neither an id nor a file: {}",
+                    quote(&other.to_string())
+                )));
+            }
+        };
+        files.push(file);
     }
+    Ok(files)
 }
 
 #[cfg(test)]
@@ -137,6 +217,48 @@ mod tests {
         assert_eq!(reply.model, "claude");
         let silent = agent_reply(&json!({"silent": true}), "m").unwrap().unwrap();
         assert_eq!(silent.text, None);
+    }
+
+    #[test]
+    fn reads_attachments_by_id_and_inline() {
+        let reply = agent_reply(
+            &json!({"attachments": ["art-1", {"name": "a.txt", "text": "hi"},
+                {"name": "b.png", "media_type": "image/png", "base64": "AAE="}]}),
+            "m",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(reply.text.as_deref(), Some(""), "files alone");
+        assert_eq!(
+            reply.attachments,
+            [
+                ReplyFile::Artifact("art-1".into()),
+                ReplyFile::Inline {
+                    name: "a.txt".into(),
+                    media_type: None,
+                    content: b"hi".to_vec()
+                },
+                ReplyFile::Inline {
+                    name: "b.png".into(),
+                    media_type: Some("image/png".into()),
+                    content: vec![0, 1]
+                },
+            ]
+        );
+        for bad in [
+            json!({"reply": "x", "attachments": "art-1"}),
+            json!({"reply": "x", "attachments": [{"text": "no name"}]}),
+            json!({"reply": "x", "attachments": [{"name": "a", "base64": "!!"}]}),
+            json!({"silent": true, "attachments": ["art-1"]}),
+        ] {
+            assert!(
+                matches!(
+                    agent_reply(&bad, "m"),
+                    Some(Err(BackendError::BadResponse(_)))
+                ),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

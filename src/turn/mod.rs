@@ -58,6 +58,11 @@ pub struct ChatLine {
     pub tool_calls: Vec<ToolCall>,
     /// For a tool line: which call it answers.
     pub tool_call_id: Option<String>,
+    /// Images shown with a user line, for a model that reads them (`vision = true`). Never
+    /// serialized: the `http` and `command` backends get files by reference
+    /// ([`TurnRequest::files`]), not megabytes of base64 in every turn.
+    #[serde(skip)]
+    pub images: Vec<Image>,
 }
 
 impl ChatLine {
@@ -69,8 +74,34 @@ impl ChatLine {
             name: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
+            images: Vec::new(),
         }
     }
+}
+
+/// An image given to a model with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Its media type (`image/png`).
+    pub media_type: String,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+/// A file posted with the message a turn answers: kept as an artifact, or not read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostedFile {
+    /// Its file name.
+    pub name: String,
+    /// Its media type, when known.
+    pub media_type: Option<String>,
+    /// Its size in bytes, when known.
+    pub bytes: Option<u64>,
+    /// The artifact it is kept as (`artifact_get` reads it); `None` when it was not read.
+    pub artifact: Option<String>,
+    /// Why it was not read (over the size cap, a failed download).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_read: Option<String>,
 }
 
 /// A tool a model may call: name, description and JSON schema of its arguments.
@@ -97,6 +128,10 @@ pub struct TurnRequest {
     pub tools: Vec<ToolSpec>,
     /// The session this turn belongs to (`bot:<bot>:<platform>:<account>:<chat>...`).
     pub session: String,
+    /// The files posted with the message being answered (the `http` and `command` backends get
+    /// them as this field; the last user line names them for every backend).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<PostedFile>,
 }
 
 impl TurnRequest {
@@ -120,6 +155,25 @@ pub struct BackendReply {
     pub model: String,
     /// Tokens the turn used, summed over its model calls, where the backend reports them.
     pub usage: Option<Usage>,
+    /// Files to post with the reply (the `http`/`command` backends' `attachments`; a model
+    /// attaches with the `reply_attach` tool instead).
+    pub attachments: Vec<ReplyFile>,
+}
+
+/// A file a backend attaches to its reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyFile {
+    /// An artifact baton holds, by id.
+    Artifact(String),
+    /// Content given inline, kept as an artifact of the run before it is attached.
+    Inline {
+        /// The file name.
+        name: String,
+        /// Its media type; guessed from the name when not given.
+        media_type: Option<String>,
+        /// The bytes (decoded from `base64`, or the `text`).
+        content: Vec<u8>,
+    },
 }
 
 /// Tokens a turn used, as OpenAI-compatible servers report them.
@@ -359,6 +413,7 @@ mod tests {
             ],
             tools: Vec::new(),
             session: "s".into(),
+            files: Vec::new(),
         };
         assert_eq!(request.last_user_text(), "second");
     }

@@ -24,7 +24,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
+use super::multipart;
 use super::seen::{Seen, Timeline};
+use super::shelf::Shelf;
+use super::uploads::Upload;
 
 /// The one guild every bot is in.
 pub const GUILD: &str = "290926798626357999";
@@ -119,6 +122,13 @@ struct Inner {
     edit_limits: u32,
     next_id: u64,
     seen: Timeline,
+    // Files to chats: Create Message calls with files (multipart), and how many of the next
+    // get 429.
+    uploads: Vec<Upload>,
+    upload_limits: u32,
+    upload_calls: usize,
+    /// Attachments served at `/attachments/...` (signed CDN links: no token needed).
+    files: Shelf,
 }
 
 impl Inner {
@@ -210,7 +220,10 @@ impl FakeDiscord {
             .route("/api/v10/gateway", get(gateway_url))
             .route("/gateway", get(socket))
             .route("/api/v10/channels/{channel}", get(get_channel))
-            .route("/api/v10/channels/{channel}/messages", post(create_message))
+            .route(
+                "/api/v10/channels/{channel}/messages",
+                post(create_message_or_upload),
+            )
             .route(
                 "/api/v10/channels/{channel}/messages/{id}",
                 patch(edit_message).delete(delete_message),
@@ -225,6 +238,7 @@ impl FakeDiscord {
                 patch(edit_original),
             )
             .route("/api/v10/webhooks/{app}/{token}", post(followup))
+            .route("/attachments/{*path}", get(attachment_download))
             .route("/api/v10/applications/{app}/commands", put(register_global))
             .route(
                 "/api/v10/applications/{app}/guilds/{guild}/commands",
@@ -313,6 +327,21 @@ impl FakeDiscord {
     /// Posts, edits and typing (`TypingOn` per trigger, at the channel), in order.
     pub fn seen(&self) -> Timeline {
         self.inner.lock().unwrap().seen.clone()
+    }
+
+    /// The next `n` Create Message calls with files get 429 with `retry_after` 1 s.
+    pub fn rate_limit_uploads(&self, n: u32) {
+        self.inner.lock().unwrap().upload_limits = n;
+    }
+
+    /// The files posted (multipart Create Message), in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.inner.lock().unwrap().uploads.clone()
+    }
+
+    /// How many Create Message calls with files came, 429s included.
+    pub fn upload_calls(&self) -> usize {
+        self.inner.lock().unwrap().upload_calls
     }
 
     /// The next `n` message edits get 429 with `retry_after` 1 s.
@@ -466,6 +495,60 @@ impl FakeDiscord {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeDiscord {
+    /// [`FakeDiscord::say`] with attachments `(filename, content_type, bytes)`, each served at
+    /// its `url` on this fake. Returns the message id.
+    pub fn say_with_files(
+        &self,
+        author: (&str, &str),
+        channel: &str,
+        content: &str,
+        files: &[(&str, &str, &[u8])],
+    ) -> String {
+        let mut inner = self.inner.lock().unwrap();
+        let mut message = build_message(
+            &mut inner,
+            user(author.0, author.1, false),
+            channel,
+            content,
+            None,
+            true,
+        );
+        let mut attachments = Vec::new();
+        for (filename, content_type, bytes) in files {
+            let id = inner.snowflake();
+            let path = format!("{channel}/{id}/{filename}");
+            inner.files.put(&path, bytes, content_type);
+            // Discord's CDN links are signed in their query (`ex`, `is`, `hm`).
+            let url = format!("{}/attachments/{path}?ex=1&is=2&hm=3", inner.base);
+            attachments.push(json!({
+                "id": id, "filename": filename, "size": bytes.len(), "url": url,
+                "proxy_url": url, "content_type": content_type,
+            }));
+        }
+        message["attachments"] = Value::Array(attachments);
+        inner.broadcast(&message, None);
+        message["id"].as_str().unwrap().to_owned()
+    }
+
+    /// The attachments this fake serves, their fetches and failures (paths under
+    /// `/attachments/`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+async fn attachment_download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let shelf = inner.lock().unwrap().files.clone();
+    shelf.answer(&path, &headers, |_| true)
 }
 
 /// A MESSAGE_CREATE payload on the official sample, stored so replies can reference it.
@@ -928,4 +1011,66 @@ fn resume(
     *inner.resumes.entry(bot.user_id.clone()).or_default() += 1;
     inner.dispatch(&bot.user_id, "RESUMED", &json!({ "_trace": ["fake"] }));
     Some((bot.user_id, generation))
+}
+
+// ---- Files to chats: Create Message with `payload_json` and `files[n]` ------------------------
+
+/// Create Message: JSON, or multipart with files.
+async fn create_message_or_upload(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(channel): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(parts) = multipart::parts(&headers, &body) else {
+        let Ok(json) = serde_json::from_slice::<Value>(&body) else {
+            return (StatusCode::BAD_REQUEST, "not JSON").into_response();
+        };
+        return create_message(State(inner), Path(channel), headers, Json(json)).await;
+    };
+    let mut inner = inner.lock().unwrap();
+    if bot_token(&headers).is_none_or(|t| !inner.bots.contains_key(&t)) {
+        return unauthorized();
+    }
+    inner.upload_calls += 1;
+    if inner.upload_limits > 0 {
+        inner.upload_limits -= 1;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1"), ("x-ratelimit-scope", "user")],
+            Json(json!({ "message": "You are being rate limited.", "retry_after": 1.0, "global": false })),
+        )
+            .into_response();
+    }
+    let payload: Value = parts
+        .iter()
+        .find(|p| p.name == "payload_json")
+        .and_then(|p| serde_json::from_slice(&p.data).ok())
+        .unwrap_or(Value::Null);
+    let files: Vec<_> = parts
+        .into_iter()
+        .filter(|p| p.name.starts_with("files["))
+        .collect();
+    if files.is_empty() {
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "code": 50006, "message": "Cannot send an empty message" })),
+        )
+            .into_response();
+    }
+    let parent = inner.threads.get(&channel).cloned();
+    let id = inner.snowflake();
+    for file in files {
+        inner.uploads.push(Upload {
+            channel: parent.clone().unwrap_or_else(|| channel.clone()),
+            thread: parent.as_ref().map(|_| channel.clone()),
+            name: file.filename.unwrap_or_default(),
+            bytes: file.data,
+            kind: "file".into(),
+        });
+    }
+    let reply_to = payload["message_reference"]["message_id"].clone();
+    Json(json!({ "id": id, "channel_id": channel, "content": "", "type": if reply_to.is_null() { 0 } else { 19 },
+                 "message_reference": { "message_id": reply_to } }))
+    .into_response()
 }

@@ -30,7 +30,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
+use super::multipart;
 use super::seen::{Seen, Timeline};
+use super::shelf::Shelf;
+use super::uploads::Upload;
 
 /// The `service_id` the fake puts in connection URLs.
 pub const SERVICE: i32 = 77;
@@ -145,6 +148,14 @@ struct Inner {
     /// reaction id -> message id
     reactions: HashMap<String, String>,
     seen: Timeline,
+    // Files to chats: uploaded images and files by key (name, bytes, kind), the image/file
+    // messages that showed them, and how many of the next uploads get 429.
+    uploaded: HashMap<String, (String, Vec<u8>, String)>,
+    uploads: Vec<Upload>,
+    upload_limits: u32,
+    upload_calls: usize,
+    /// Message resources, at `<message_id>/<key>?type=<image|file>`, for a valid tenant token.
+    files: Shelf,
 }
 
 /// A running fake Feishu.
@@ -156,6 +167,21 @@ pub struct FakeFeishu {
 }
 
 impl FakeFeishu {
+    /// The next `n` image/file uploads get HTTP 429 (code 99991400, reset 1 s).
+    pub fn rate_limit_uploads(&self, n: u32) {
+        self.inner.lock().unwrap().upload_limits = n;
+    }
+
+    /// The images and files shown in chats (an `image`/`file` message of an upload), in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.inner.lock().unwrap().uploads.clone()
+    }
+
+    /// How many image/file uploads came, 429s included.
+    pub fn upload_calls(&self) -> usize {
+        self.inner.lock().unwrap().upload_calls
+    }
+
     /// Start on 127.0.0.1:0.
     pub async fn start() -> FakeFeishu {
         let inner = Arc::new(Mutex::new(Inner {
@@ -178,7 +204,13 @@ impl FakeFeishu {
                 "/open-apis/im/v1/messages/{id}/reactions/{reaction}",
                 delete(delete_reaction),
             )
+            .route(
+                "/open-apis/im/v1/messages/{id}/resources/{key}",
+                get(resource_download),
+            )
             .route("/open-apis/im/v1/messages", post(create))
+            .route("/open-apis/im/v1/images", post(upload_image))
+            .route("/open-apis/im/v1/files", post(upload_file))
             .route("/open-apis/im/v1/messages/{id}", get(get_message))
             .route(
                 "/open-apis/im/v1/chats/{chat}/members/is_in_chat",
@@ -466,6 +498,71 @@ pub fn message_event(
     })
 }
 
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeFeishu {
+    /// Serve `bytes` as the resource `key` (`type` `image` or `file`) of message `message_id`.
+    pub fn resource(
+        &self,
+        message_id: &str,
+        key: &str,
+        kind: &str,
+        bytes: &[u8],
+        content_type: &str,
+    ) {
+        self.shelf().put(
+            &format!("{message_id}/{key}?type={kind}"),
+            bytes,
+            content_type,
+        );
+    }
+
+    /// The resources this fake serves, their fetches and failures (as
+    /// `<message_id>/<key>?type=<kind>`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+/// [`message_event`] for an `image` message (`content` `{"image_key": ...}`), or with
+/// `file_name` a `file` message (`{"file_key": ..., "file_name": ...}`).
+pub fn file_event(
+    app: &str,
+    event_id: &str,
+    message_id: &str,
+    chat: (&str, &str),
+    sender: &str,
+    key: &str,
+    file_name: Option<&str>,
+) -> Value {
+    let mut event = message_event(app, event_id, message_id, chat, sender, "", &[]);
+    let message = &mut event["event"]["message"];
+    let (kind, content) = match file_name {
+        None => ("image", json!({ "image_key": key })),
+        Some(name) => ("file", json!({ "file_key": key, "file_name": name })),
+    };
+    message["message_type"] = kind.into();
+    message["content"] = content.to_string().into();
+    event
+}
+
+async fn resource_download(
+    State(inner): Shared,
+    Path((id, key)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let (tokens, shelf) = {
+        let inner = inner.lock().unwrap();
+        let tokens: HashSet<String> = inner.tokens.keys().map(|t| format!("Bearer {t}")).collect();
+        (tokens, inner.files.clone())
+    };
+    let kind = query.get("type").map(String::as_str).unwrap_or("");
+    shelf.answer(&format!("{id}/{key}?type={kind}"), &headers, |auth| {
+        auth.is_some_and(|auth| tokens.contains(auth))
+    })
+}
+
 /// A webhook body for `event`: encrypted with `encrypt_key` (fixed IV) when given.
 pub fn webhook_body(event: &Value, encrypt_key: Option<&str>) -> String {
     match encrypt_key {
@@ -717,6 +814,9 @@ fn post_message(
         Outcome::Sent(_) => deliver_mentions(inner, &post.app.clone(), &id, &post.text.clone()),
         _ => Vec::new(),
     };
+    if matches!(post.outcome, Outcome::Sent(_)) {
+        shown_upload(inner, &post, &content);
+    }
     inner.posts.push(post);
     let response = Json(json!({ "code": 0, "msg": "success", "data": {
         "message_id": id, "msg_type": "text", "create_time": "1700000000000",
@@ -948,4 +1048,102 @@ async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) 
             }
         }
     }
+}
+
+// ---- Files to chats: image/file uploads, shown by an `image`/`file` message -------------------
+
+async fn upload_image(
+    State(inner): Shared,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    upload(&inner, &headers, &body, "image")
+}
+
+async fn upload_file(
+    State(inner): Shared,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    upload(&inner, &headers, &body, "file")
+}
+
+fn upload(inner: &Arc<Mutex<Inner>>, headers: &HeaderMap, body: &[u8], kind: &str) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, headers) {
+        return refused.into_response();
+    }
+    inner.upload_calls += 1;
+    if inner.upload_limits > 0 {
+        inner.upload_limits -= 1;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("x-ogw-ratelimit-reset", "1")],
+            Json(json!({ "code": 99991400, "msg": "request trigger frequency limit" })),
+        )
+            .into_response();
+    }
+    let Some(parts) = multipart::parts(headers, body) else {
+        return Json(json!({ "code": 234001, "msg": "Invalid request param." })).into_response();
+    };
+    let field = |name: &str| parts.iter().find(|p| p.name == name);
+    let (file, name) = match kind {
+        "image" => {
+            if field("image_type").map(|p| p.text()).as_deref() != Some("message") {
+                return Json(json!({ "code": 234001, "msg": "image_type must be message" }))
+                    .into_response();
+            }
+            (
+                field("image"),
+                field("image").and_then(|p| p.filename.clone()),
+            )
+        }
+        _ => {
+            if field("file_type").is_none() {
+                return Json(json!({ "code": 234001, "msg": "file_type is required" }))
+                    .into_response();
+            }
+            (field("file"), field("file_name").map(|p| p.text()))
+        }
+    };
+    let Some(file) = file else {
+        return Json(json!({ "code": 234001, "msg": "no file" })).into_response();
+    };
+    let (name, data) = (name.unwrap_or_default(), file.data.clone());
+    inner.next += 1;
+    let key = format!("{kind}_key_{}", inner.next);
+    inner
+        .uploaded
+        .insert(key.clone(), (name, data, kind.to_owned()));
+    let data = match kind {
+        "image" => json!({ "image_key": key }),
+        _ => json!({ "file_key": key }),
+    };
+    Json(json!({ "code": 0, "msg": "success", "data": data })).into_response()
+}
+
+/// An `image`/`file` message just sent: record the upload it shows, where it went.
+fn shown_upload(inner: &mut Inner, post: &Post, content: &Value) {
+    let key = match post.msg_type.as_str() {
+        "image" => content["image_key"].as_str(),
+        "file" => content["file_key"].as_str(),
+        _ => return,
+    };
+    let Some((name, bytes, kind)) = key.and_then(|k| inner.uploaded.get(k)).cloned() else {
+        return;
+    };
+    let (channel, thread) = match &post.target {
+        Target::Chat(chat) => (chat.clone(), None),
+        Target::Reply(parent) => (
+            inner.chats.get(parent).cloned().unwrap_or_default(),
+            Some(parent.clone()),
+        ),
+    };
+    inner.uploads.push(Upload {
+        channel,
+        thread,
+        name,
+        bytes,
+        kind,
+    });
 }

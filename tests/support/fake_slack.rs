@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -21,6 +21,8 @@ use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
 use super::seen::{Seen, Timeline};
+use super::shelf::Shelf;
+use super::uploads::Upload;
 
 /// One `chat.postMessage` call as received.
 #[derive(Debug, Clone)]
@@ -54,6 +56,14 @@ struct Inner {
     no_status_scope: bool,
     next_ts: u64,
     seen: Timeline,
+    // Files to chats: uploads waiting for completion (file id -> name, bytes), the files shared,
+    // and how many of the next `files.getUploadURLExternal` calls get 429.
+    pending_uploads: HashMap<String, (String, Option<Vec<u8>>)>,
+    uploads: Vec<Upload>,
+    upload_limits: u32,
+    upload_calls: usize,
+    /// Files served at `/files-pri/...` to a known bot token.
+    files: Shelf,
 }
 
 /// A running fake Slack.
@@ -80,8 +90,15 @@ impl FakeSlack {
             .route("/api/chat.update", post(update_message))
             .route("/api/chat.delete", post(delete_message))
             .route("/api/assistant.threads.setStatus", post(set_status))
+            .route(
+                "/api/files.getUploadURLExternal",
+                get(upload_url).post(upload_url),
+            )
+            .route("/upload/{file}", post(upload_bytes))
+            .route("/api/files.completeUploadExternal", post(complete_upload))
             .route("/ws/{app}", get(socket))
             .route("/commands/{id}", post(response_url))
+            .route("/files-pri/{*path}", get(file_download))
             .with_state(Arc::clone(&inner));
         let base = super::turns::serve(app).await;
         inner.lock().unwrap().base = base.clone();
@@ -115,6 +132,21 @@ impl FakeSlack {
     /// `assistant:write`.
     pub fn without_status_scope(&self) {
         self.inner.lock().unwrap().no_status_scope = true;
+    }
+
+    /// The next `n` `files.getUploadURLExternal` calls get 429 with `Retry-After: 1`.
+    pub fn rate_limit_uploads(&self, n: u32) {
+        self.inner.lock().unwrap().upload_limits = n;
+    }
+
+    /// The files shared into chats (`files.completeUploadExternal`), in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.inner.lock().unwrap().uploads.clone()
+    }
+
+    /// How many `files.getUploadURLExternal` calls came, 429s included.
+    pub fn upload_calls(&self) -> usize {
+        self.inner.lock().unwrap().upload_calls
     }
 
     /// Posts, edits and the thread status, in order (ids are `ts`).
@@ -194,6 +226,51 @@ impl FakeSlack {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
+}
+
+// ---- Files posted in chats ------------------------------------------------------------------
+
+impl FakeSlack {
+    /// A hosted file `id` with `bytes`, served at its `url_private_download` to any known app's
+    /// bot token: the file object as Slack puts it in a message's `files`.
+    pub fn file(&self, id: &str, name: &str, mimetype: &str, bytes: &[u8]) -> Value {
+        let path = format!("T1-{id}/download/{name}");
+        self.shelf().put(&path, bytes, mimetype);
+        json!({
+            "id": id, "created": 1_700_000_000, "timestamp": 1_700_000_000, "name": name,
+            "title": name, "mimetype": mimetype, "filetype": name.rsplit('.').next(),
+            "pretty_type": mimetype, "user": "U_HUMAN", "editable": false, "size": bytes.len(),
+            "mode": "hosted", "is_external": false, "external_type": "", "is_public": true,
+            "public_url_shared": false, "display_as_bot": false, "username": "",
+            "url_private": format!("{}/files-pri/T1-{id}/{name}", self.base),
+            "url_private_download": format!("{}/files-pri/{path}", self.base),
+            "permalink": format!("https://fake.slack.com/files/U_HUMAN/{id}/{name}"),
+        })
+    }
+
+    /// The files this fake serves, their fetches and failures (paths under `/files-pri/`).
+    pub fn shelf(&self) -> Shelf {
+        self.inner.lock().unwrap().files.clone()
+    }
+}
+
+async fn file_download(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let (apps, shelf) = {
+        let inner = inner.lock().unwrap();
+        let apps: Vec<String> = inner
+            .apps
+            .keys()
+            .map(|a| format!("Bearer xoxb-{a}"))
+            .collect();
+        (apps, inner.files.clone())
+    };
+    shelf.answer(&path, &headers, |auth| {
+        auth.is_some_and(|auth| apps.iter().any(|a| a == auth))
+    })
 }
 
 /// Events API headers for `body`, signed with `secret` at `timestamp` (Unix seconds).
@@ -439,4 +516,71 @@ async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) 
             }
         }
     }
+}
+
+// ---- Files to chats: the external upload (getUploadURLExternal, the bytes, complete) ----------
+
+async fn upload_url(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    inner.upload_calls += 1;
+    if inner.upload_limits > 0 {
+        inner.upload_limits -= 1;
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            Json(json!({ "ok": false, "error": "ratelimited" })),
+        )
+            .into_response();
+    }
+    let (Some(name), Some(_length)) = (query.get("filename"), query.get("length")) else {
+        return Json(json!({ "ok": false, "error": "invalid_arguments" })).into_response();
+    };
+    inner.next_ts += 1;
+    let file = format!("F{}", inner.next_ts);
+    inner
+        .pending_uploads
+        .insert(file.clone(), (name.clone(), None));
+    let url = format!("{}/upload/{file}", inner.base);
+    Json(json!({ "ok": true, "upload_url": url, "file_id": file })).into_response()
+}
+
+async fn upload_bytes(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Path(file): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let mut inner = inner.lock().unwrap();
+    match inner.pending_uploads.get_mut(&file) {
+        Some(pending) => {
+            pending.1 = Some(body.to_vec());
+            (StatusCode::OK, format!("OK - {}", body.len())).into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "no such upload").into_response(),
+    }
+}
+
+async fn complete_upload(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let mut inner = inner.lock().unwrap();
+    let Some(file) = body["files"][0]["id"].as_str().map(str::to_owned) else {
+        return Json(json!({ "ok": false, "error": "invalid_arguments" }));
+    };
+    let Some((name, Some(bytes))) = inner.pending_uploads.remove(&file) else {
+        return Json(json!({ "ok": false, "error": "file_not_found" }));
+    };
+    inner.uploads.push(Upload {
+        channel: body["channel_id"].as_str().unwrap_or("").to_owned(),
+        thread: body["thread_ts"].as_str().map(str::to_owned),
+        name: name.clone(),
+        bytes,
+        kind: "file".into(),
+    });
+    Json(
+        json!({ "ok": true, "files": [{ "id": file, "title": body["files"][0]["title"], "name": name }] }),
+    )
 }

@@ -45,6 +45,7 @@ pub fn turn(model: &str, text: &str) -> TurnRequest {
         ],
         tools: Vec::new(),
         session: "bot:snark:local:snark:c1".into(),
+        files: Vec::new(),
     }
 }
 

@@ -5,10 +5,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ConnectionCell, ConnectionState};
 use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
+use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
 use crate::sibling_post::SiblingPost;
+use crate::upload::OutboundFile;
 use crate::webhook::{WebhookRequest, WebhookResponse};
 
 /// What a platform can do, so the gateway shapes replies to fit.
@@ -160,6 +162,32 @@ pub trait Adapter: Send + Sync + 'static {
     async fn typing_stop(&self, at: &TypingTarget, typing: &Typing) -> Result<(), SendError> {
         let _ = (at, typing);
         Ok(())
+    }
+
+    /// The largest file [`Adapter::upload`] can post here, in bytes; `None`: this adapter
+    /// posts no files (the default). The gateway refuses a bigger attachment when the bot
+    /// attaches it, with the limit in the tool's result, rather than fail at delivery.
+    fn max_upload_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Post one file (an artifact attached to a reply), as its own message, with exactly one
+    /// attempt: a 429 is [`SendError::RateLimited`] (nothing was posted), and the gateway
+    /// retries with the same idempotency key, as for text. The default refuses.
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        let _ = file;
+        Err(SendError::Rejected {
+            code: "upload_unsupported".into(),
+            message: "this platform's adapter cannot post files".into(),
+        })
+    }
+
+    /// Fetch a file posted in a chat (an [`InboundFile`](crate::InboundFile)'s `source`) with
+    /// this account's credentials, refusing it without reading it all when it is over `limit`
+    /// bytes ([`fetch`](crate::fetch)). The default cannot fetch files.
+    async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
+        let _ = (file, limit);
+        Err(DownloadError::NotSupported)
     }
 
     /// Handle a request to `/hooks/<platform>/<account>`. Verify before parsing; hand events to

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::files::InboundFile;
 use crate::ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UserId};
 
 /// Whether a chat is a direct conversation or a room with several people.
@@ -95,6 +96,10 @@ pub struct InboundEvent {
     pub timestamp_ms: i64,
     /// Message or native command.
     pub kind: InboundKind,
+    /// The files posted with the message (Slack files, Discord attachments, a Feishu image or
+    /// file message), to be fetched with [`Adapter::download`](crate::Adapter::download).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<InboundFile>,
     /// The platform's payload as received, kept for the transcript; `Null` when not kept.
     #[serde(default)]
     pub raw: serde_json::Value,
@@ -128,6 +133,7 @@ impl InboundEvent {
             reply_to_author: None,
             timestamp_ms: 0,
             kind: InboundKind::Message,
+            files: Vec::new(),
             raw: serde_json::Value::Null,
         }
     }

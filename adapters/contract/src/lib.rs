@@ -11,11 +11,13 @@ mod backoff;
 mod chat_key;
 mod connection;
 mod feedback;
+mod files;
 mod ids;
 mod inbound;
 mod outbound;
 mod secret;
 mod sibling_post;
+mod upload;
 mod webhook;
 
 pub use adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
@@ -25,9 +27,11 @@ pub use connection::{
     ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, run_connection,
 };
 pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
+pub use files::{DownloadError, Downloaded, FileRef, InboundFile, fetch};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use outbound::{OutboundMessage, SendError, SentMessage};
 pub use secret::Secret;
 pub use sibling_post::SiblingPost;
+pub use upload::OutboundFile;
 pub use webhook::{WebhookRequest, WebhookResponse};

@@ -29,8 +29,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage,
-    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    DownloadError, Downloaded, EditMessage, EventSink, FileRef, OutboundFile, OutboundMessage,
+    Platform, Receive, Secret, SendError, SentMessage, Typing, TypingTarget, UserId,
+    WebhookRequest, WebhookResponse, run_connection,
 };
 use serenity::interactions_endpoint::Verifier;
 use serenity::model::id::ChannelId;
@@ -262,6 +263,14 @@ impl Adapter for DiscordAdapter {
         }
     }
 
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(outbound::MAX_UPLOAD_BYTES)
+    }
+
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        outbound::upload(&self.shared.rest, file).await
+    }
+
     fn can_edit(&self) -> bool {
         true
     }
@@ -276,6 +285,10 @@ impl Adapter for DiscordAdapter {
 
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
         outbound::typing(&self.shared.rest, at).await
+    }
+
+    async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
+        self.shared.rest.attachment(file, limit).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

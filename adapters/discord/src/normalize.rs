@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use baton_contract::{
-    AccountId, ChatId, ChatKind, CommandReply, InboundEvent, InboundKind, MessageId, Platform,
-    Sender, ThreadId, UserId,
+    AccountId, ChatId, ChatKind, CommandReply, FileRef, InboundEvent, InboundFile, InboundKind,
+    MessageId, Platform, Sender, ThreadId, UserId,
 };
 use serenity::model::application::{CommandDataOption, CommandDataOptionValue, CommandInteraction};
 use serenity::model::channel::{ChannelType, GuildChannel, Message, MessageType};
@@ -159,6 +159,18 @@ pub fn message(
             .map(|r| UserId(r.author.id.to_string()));
     }
     out.timestamp_ms = snowflake_ms(msg.id.get());
+    // Attachments come with the message's content: in a guild, only with the MESSAGE_CONTENT
+    // intent (or when the message mentions the bot).
+    out.files = msg
+        .attachments
+        .iter()
+        .map(|a| InboundFile {
+            name: a.filename.clone(),
+            media_type: a.content_type.clone(),
+            size: Some(u64::from(a.size)),
+            source: FileRef(a.url.clone()),
+        })
+        .collect();
     out.raw = serde_json::to_value(msg).unwrap_or(serde_json::Value::Null);
     Ok(out)
 }
@@ -444,6 +456,29 @@ mod tests {
         // field was written by hand and is 17 s off its id).
         assert_eq!(e.timestamp_ms, 1_499_794_044_250);
         assert_eq!(e.raw["id"], "334385199974967042");
+    }
+
+    /// A message attachment in the shape the Discord docs give: fetched from its `url`.
+    #[test]
+    fn attachments_are_described_for_download() {
+        let e = normalize(&msg("gw_dispatch_message_create_guild_mention", |d| {
+            d["attachments"] = json!([{
+                "id": "1100000000000000001", "filename": "shot.png", "size": 68,
+                "content_type": "image/png", "width": 1, "height": 1,
+                "url": "https://cdn.discordapp.com/attachments/1/2/shot.png?ex=1&is=2&hm=3",
+                "proxy_url": "https://media.discordapp.net/attachments/1/2/shot.png"
+            }]);
+        }));
+        assert_eq!(e.files.len(), 1);
+        let file = &e.files[0];
+        assert_eq!(file.name, "shot.png");
+        assert_eq!(file.media_type.as_deref(), Some("image/png"));
+        assert_eq!(file.size, Some(68));
+        assert!(
+            file.source
+                .0
+                .starts_with("https://cdn.discordapp.com/attachments/1/2/shot.png")
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Posting one chunk: a reply to the triggering message, or a private answer to `/baton`.
+//! Posting one chunk: a reply to the triggering message, or a private answer to `/baton`; and a
+//! file, as a message of its own in the same place.
 //!
 //! The gateway has already split the reply to 2000 characters (closing and reopening code
 //! fences) and retries a 429 itself; this module makes exactly one request per call.
@@ -17,10 +18,11 @@
 use std::time::Duration;
 
 use baton_contract::{
-    DeleteMessage, EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing,
-    TypingTarget,
+    DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, SendError, SentMessage,
+    Typing, TypingTarget,
 };
 use reqwest::Method;
+use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 
 use crate::rest::{Auth, Rest};
@@ -53,6 +55,69 @@ pub(crate) async fn post(rest: &Rest, message: &OutboundMessage) -> Result<SentM
             &format!("/channels/{channel}/messages"),
             Some(&body),
             Auth::Bot,
+            &format!("channel:{channel}"),
+        )
+        .await?;
+    let id = posted
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    Ok(SentMessage {
+        message_id: MessageId(id),
+    })
+}
+
+/// The largest file a bot may attach on Discord without server boosts (10 MiB).
+pub(crate) const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Post `file` once as a message of its own with the file attached (Create Message,
+/// `multipart/form-data`: `payload_json` and `files[0]`), where the text goes, with a nonce from
+/// its idempotency key as for text.
+pub(crate) async fn upload(rest: &Rest, file: &OutboundFile) -> Result<SentMessage, SendError> {
+    let channel = file
+        .thread
+        .as_ref()
+        .map(|t| t.as_str())
+        .unwrap_or(file.chat.as_str());
+    if !is_snowflake(channel) {
+        return Err(SendError::Rejected {
+            code: "bad_channel".into(),
+            message: format!("`{channel}` is not a Discord channel id"),
+        });
+    }
+    let mut payload = json!({
+        "allowed_mentions": { "parse": [], "users": [], "replied_user": false },
+        "nonce": nonce(&file.idempotency_key),
+        "enforce_nonce": true,
+        "attachments": [{ "id": 0, "filename": file.name }],
+    });
+    if let Some(reply_to) = file.reply_to.as_ref().filter(|m| is_snowflake(m.as_str())) {
+        payload["message_reference"] = json!({
+            "message_id": reply_to.as_str(),
+            "fail_if_not_exists": false,
+        });
+    }
+    let part = Part::stream(reqwest::Body::from(file.content.clone()))
+        .file_name(file.name.clone())
+        .mime_str(&file.media_type)
+        .or_else(|_| {
+            Part::stream(reqwest::Body::from(file.content.clone()))
+                .file_name(file.name.clone())
+                .mime_str("application/octet-stream")
+        })
+        .map_err(|e| SendError::Rejected {
+            code: "bad_file".into(),
+            message: format!("could not build the upload: {e}"),
+        })?;
+    let form = Form::new()
+        .text("payload_json", payload.to_string())
+        .part("files[0]", part);
+    let posted = rest
+        .call_multipart(
+            Method::POST,
+            &format!("/channels/{channel}/messages"),
+            form,
             &format!("channel:{channel}"),
         )
         .await?;

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use baton_contract::{Secret, SendError};
+use baton_contract::{DownloadError, Downloaded, FileRef, Secret, SendError, fetch};
 use reqwest::header::HeaderMap;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -34,6 +34,12 @@ pub enum Auth {
     Bot,
     /// No `Authorization` header; not subject to the global limit.
     Interaction,
+}
+
+/// What a call sends.
+enum Body<'a> {
+    Json(&'a Value),
+    Multipart(reqwest::multipart::Form),
 }
 
 /// One account's REST client.
@@ -108,6 +114,20 @@ impl Rest {
         Ok(parent.filter(|_| is_thread))
     }
 
+    /// A message attachment's bytes, at most `limit`. Attachment URLs are signed CDN links that
+    /// need no token, so none is sent: the bot token never goes to a URL a message carried.
+    pub async fn attachment(
+        &self,
+        file: &FileRef,
+        limit: u64,
+    ) -> Result<Downloaded, DownloadError> {
+        let url = reqwest::Url::parse(&file.0)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "https" | "http"))
+            .ok_or_else(|| DownloadError::NotAllowed("the attachment has no web address".into()))?;
+        fetch(self.client.get(url), limit).await
+    }
+
     /// Make one call; `route` names the rate-limit bucket it belongs to. Returns the JSON body
     /// (`Null` for 204).
     pub async fn call(
@@ -115,6 +135,30 @@ impl Rest {
         method: Method,
         path: &str,
         body: Option<&Value>,
+        auth: Auth,
+        route: &str,
+    ) -> Result<Value, SendError> {
+        self.request(method, path, body.map(Body::Json), auth, route)
+            .await
+    }
+
+    /// [`Rest::call`] with a `multipart/form-data` body (files), as the bot.
+    pub async fn call_multipart(
+        &self,
+        method: Method,
+        path: &str,
+        form: reqwest::multipart::Form,
+        route: &str,
+    ) -> Result<Value, SendError> {
+        self.request(method, path, Some(Body::Multipart(form)), Auth::Bot, route)
+            .await
+    }
+
+    async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Body<'_>>,
         auth: Auth,
         route: &str,
     ) -> Result<Value, SendError> {
@@ -131,9 +175,11 @@ impl Rest {
         if auth == Auth::Bot {
             request = request.header("authorization", format!("Bot {}", self.token.expose()));
         }
-        if let Some(body) = body {
-            request = request.json(body);
-        }
+        request = match body {
+            Some(Body::Json(json)) => request.json(json),
+            Some(Body::Multipart(form)) => request.multipart(form),
+            None => request,
+        };
         // `without_url`: interaction URLs hold the interaction token.
         let response = request
             .send()

@@ -11,6 +11,8 @@
 use std::time::Duration;
 
 use baton_contract::Secret;
+use bytes::Bytes;
+use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -109,6 +111,11 @@ impl Api {
         &self.base
     }
 
+    /// The HTTP client, for a call whose answer is not JSON (a message resource's bytes).
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// A valid tenant token: the cached one, or a new one when it is close to `expire`.
     pub async fn tenant_token(&self) -> Result<Secret, ApiError> {
         let mut cached = self.token.lock().await;
@@ -161,16 +168,29 @@ impl Api {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
+        self.send(method, path, |request| match body {
+            Some(body) => request.json(body),
+            None => request,
+        })
+        .await
+    }
+
+    /// [`Api::call`] with a body `with_body` puts on each attempt (a multipart form cannot be
+    /// cloned for the retry with a fresh token).
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        with_body: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<Value, ApiError> {
         let mut retried = false;
         loop {
             let token = self.tenant_token().await?;
-            let mut request = self
+            let request = self
                 .http
                 .request(method.clone(), self.url(path))
                 .bearer_auth(token.expose());
-            if let Some(body) = body {
-                request = request.json(body);
-            }
+            let request = with_body(request);
             let response = request.send().await.map_err(transport)?;
             match read(response).await {
                 Err(ApiError::Feishu { code, msg })
@@ -209,9 +229,21 @@ impl Api {
         in_thread: bool,
         uuid: &str,
     ) -> Result<String, ApiError> {
+        let content = Content::text(text);
+        self.reply_with(message_id, &content, in_thread, uuid).await
+    }
+
+    /// `POST /open-apis/im/v1/messages/<id>/reply` with `content`; returns the new id.
+    pub async fn reply_with(
+        &self,
+        message_id: &str,
+        content: &Content,
+        in_thread: bool,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
         let body = json!({
-            "msg_type": "text",
-            "content": json!({ "text": text }).to_string(),
+            "msg_type": content.msg_type,
+            "content": content.body.to_string(),
             "reply_in_thread": in_thread,
             "uuid": uuid,
         });
@@ -225,15 +257,75 @@ impl Api {
 
     /// `POST /open-apis/im/v1/messages?receive_id_type=chat_id` with a text message.
     pub async fn create(&self, chat_id: &str, text: &str, uuid: &str) -> Result<String, ApiError> {
+        self.create_with(chat_id, &Content::text(text), uuid).await
+    }
+
+    /// `POST /open-apis/im/v1/messages?receive_id_type=chat_id` with `content`.
+    pub async fn create_with(
+        &self,
+        chat_id: &str,
+        content: &Content,
+        uuid: &str,
+    ) -> Result<String, ApiError> {
         let body = json!({
             "receive_id": chat_id,
-            "msg_type": "text",
-            "content": json!({ "text": text }).to_string(),
+            "msg_type": content.msg_type,
+            "content": content.body.to_string(),
             "uuid": uuid,
         });
         let path = "/open-apis/im/v1/messages?receive_id_type=chat_id";
         let answer = self.call(reqwest::Method::POST, path, Some(&body)).await?;
         Ok(sent_id(&answer))
+    }
+
+    /// Upload `content` for a message: an image (`POST /open-apis/im/v1/images`,
+    /// `image_type=message`) or a file (`POST /open-apis/im/v1/files`, `file_type` from its
+    /// media type). Returns the message content that shows it (`image_key` / `file_key`).
+    pub async fn upload(
+        &self,
+        name: &str,
+        media_type: &str,
+        image: bool,
+        content: &Bytes,
+    ) -> Result<Content, ApiError> {
+        let part = || {
+            let part =
+                Part::stream(reqwest::Body::from(content.clone())).file_name(name.to_owned());
+            part.mime_str(media_type).unwrap_or_else(|_| {
+                Part::stream(reqwest::Body::from(content.clone())).file_name(name.to_owned())
+            })
+        };
+        if image {
+            let answer = self
+                .send(reqwest::Method::POST, "/open-apis/im/v1/images", |r| {
+                    r.multipart(
+                        Form::new()
+                            .text("image_type", "message")
+                            .part("image", part()),
+                    )
+                })
+                .await?;
+            let key = answer["data"]["image_key"].as_str().unwrap_or("");
+            return Ok(Content {
+                msg_type: "image",
+                body: json!({ "image_key": key }),
+            });
+        }
+        let answer = self
+            .send(reqwest::Method::POST, "/open-apis/im/v1/files", |r| {
+                r.multipart(
+                    Form::new()
+                        .text("file_type", file_type(name, media_type))
+                        .text("file_name", name.to_owned())
+                        .part("file", part()),
+                )
+            })
+            .await?;
+        let key = answer["data"]["file_key"].as_str().unwrap_or("");
+        Ok(Content {
+            msg_type: "file",
+            body: json!({ "file_key": key }),
+        })
     }
 
     /// `GET /open-apis/im/v1/messages/<id>`: the app id of the app that sent the message, when
@@ -384,6 +476,39 @@ async fn read(response: reqwest::Response) -> Result<Value, ApiError> {
     }
 }
 
+/// A message's `msg_type` and its content (sent as a JSON string).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Content {
+    msg_type: &'static str,
+    body: Value,
+}
+
+impl Content {
+    fn text(text: &str) -> Content {
+        Content {
+            msg_type: "text",
+            body: json!({ "text": text }),
+        }
+    }
+}
+
+/// The `file_type` Feishu wants for an upload: its named kinds, else `stream` (any file).
+fn file_type(name: &str, media_type: &str) -> &'static str {
+    let ext = name
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match (ext.as_str(), media_type) {
+        ("pdf", _) | (_, "application/pdf") => "pdf",
+        ("doc" | "docx", _) => "doc",
+        ("xls" | "xlsx", _) => "xls",
+        ("ppt" | "pptx", _) => "ppt",
+        ("mp4", _) | (_, "video/mp4") => "mp4",
+        ("opus", _) | (_, "audio/opus") => "opus",
+        _ => "stream",
+    }
+}
+
 fn sent_id(answer: &Value) -> String {
     answer["data"]["message_id"]
         .as_str()
@@ -392,7 +517,7 @@ fn sent_id(answer: &Value) -> String {
 }
 
 /// A message id as one URL path segment (ids are `om_…`, but never trust input in a path).
-fn path_segment(id: &str) -> String {
+pub(crate) fn path_segment(id: &str) -> String {
     url::form_urlencoded::byte_serialize(id.as_bytes()).collect()
 }
 

@@ -17,6 +17,7 @@
 //! - `webhook`: `/hooks/<feishu|lark>/<account>`.
 //! - `membership`: whether the bot is in a chat (asked before it is handed a sibling's post).
 //! - `outbound`: replies, with a `uuid` per chunk.
+//! - `resources`: the images and files messages carry, fetched with the tenant token.
 //! - `sibling_post`: another baton bot's post as this account reads it (the gateway hands those
 //!   over: Feishu does not deliver bot posts to bots).
 
@@ -27,6 +28,7 @@ pub mod frame;
 mod membership;
 pub mod normalize;
 mod outbound;
+mod resources;
 mod sibling_post;
 pub mod signature;
 pub mod webhook;
@@ -39,9 +41,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, InboundEvent, LinkError, OutboundMessage, Platform, Receive, Secret,
-    SendError, SentMessage, SiblingPost, Typing, TypingTarget, UserId, WebhookRequest,
-    WebhookResponse, run_connection,
+    DownloadError, Downloaded, EditMessage, EventSink, FileRef, InboundEvent, LinkError,
+    OutboundFile, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, SiblingPost,
+    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -410,6 +412,14 @@ impl Adapter for FeishuAdapter {
         Ok(sent)
     }
 
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(outbound::MAX_UPLOAD_BYTES)
+    }
+
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        outbound::upload(&self.api, &self.posted, file).await
+    }
+
     async fn in_chat(&self, chat: &ChatId) -> Result<bool, SendError> {
         self.membership.in_chat(&self.api, chat.as_str()).await
     }
@@ -456,6 +466,10 @@ impl Adapter for FeishuAdapter {
 
     async fn typing_stop(&self, at: &TypingTarget, typing: &Typing) -> Result<(), SendError> {
         outbound::typing_stop(&self.api, at, typing).await
+    }
+
+    async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
+        resources::download(&self.api, file, limit).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

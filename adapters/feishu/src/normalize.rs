@@ -36,6 +36,7 @@ use baton_contract::{
 use serde_json::Value;
 
 use crate::Siblings;
+use crate::resources;
 
 /// The only event type that carries chat messages.
 pub const MESSAGE_RECEIVE: &str = "im.message.receive_v1";
@@ -124,6 +125,9 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
     let content = str_of("content").unwrap_or("{}");
     let (text, everyone) = read_content(message_type, content, &mentions)
         .ok_or_else(|| Skip::Unsupported(message_type.to_owned()))?;
+    let files = serde_json::from_str(content)
+        .map(|content: Value| resources::files_of(message_type, &content, message_id))
+        .unwrap_or_default();
     let sender = Sender {
         is_self: sender_id == me.open_id,
         id: UserId(sender_id),
@@ -159,6 +163,7 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
         .or_else(|| body.pointer("/header/create_time").and_then(Value::as_str))
         .and_then(|t| t.parse().ok())
         .unwrap_or(0);
+    out.files = files;
     out.raw = without_token(body);
     Ok(out)
 }
@@ -268,8 +273,8 @@ impl Mentions {
     }
 }
 
-/// The readable text of a message and whether it mentions everyone; `None` for kinds baton
-/// does not read.
+/// The readable text of a message and whether it mentions everyone (a file's placeholder, for a
+/// message that is a file); `None` for kinds baton does not read.
 fn read_content(message_type: &str, content: &str, mentions: &Mentions) -> Option<(String, bool)> {
     let content: Value = serde_json::from_str(content).ok()?;
     match message_type {
@@ -278,21 +283,14 @@ fn read_content(message_type: &str, content: &str, mentions: &Mentions) -> Optio
             Some(mentions.rewrite(text))
         }
         "post" => Some(post_text(&content, mentions)),
-        _ => None,
+        _ => resources::placeholder(message_type, &content).map(|text| (text, false)),
     }
 }
 
 /// A rich-text (`post`) message as plain text: the title, then one line per paragraph. The body
 /// is either `{title, content}` (as received) or keyed by language (as sent: `{"zh_cn": {...}}`).
 fn post_text(content: &Value, mentions: &Mentions) -> (String, bool) {
-    let body = if content.get("content").is_some() {
-        content
-    } else {
-        content
-            .as_object()
-            .and_then(|langs| langs.values().find(|v| v.get("content").is_some()))
-            .unwrap_or(content)
-    };
+    let body = resources::post_body(content);
     let mut everyone = false;
     let mut lines = Vec::new();
     if let Some(title) = body
@@ -624,12 +622,19 @@ mod tests {
     #[test]
     fn other_events_and_kinds_are_skipped() {
         let mut body = fixture("event_im_message_receive_v1_p2p");
-        body["event"]["message"]["message_type"] = "image".into();
-        body["event"]["message"]["content"] = json!({"image_key": "img_1"}).to_string().into();
+        body["event"]["message"]["message_type"] = "sticker".into();
+        body["event"]["message"]["content"] = json!({"file_key": "v2_1"}).to_string().into();
         assert_eq!(
             normalize(BOT, &body).unwrap_err(),
-            Skip::Unsupported("image".into())
+            Skip::Unsupported("sticker".into())
         );
+        let mut image = fixture("event_im_message_receive_v1_p2p");
+        image["event"]["message"]["message_type"] = "image".into();
+        image["event"]["message"]["content"] = json!({"image_key": "img_1"}).to_string().into();
+        let event = normalize(BOT, &image).unwrap();
+        assert_eq!(event.text, "[image]");
+        let source = format!("{}/img_1?type=image", event.message_id);
+        assert_eq!(event.files[0].source.0, source);
         let mut other = fixture("event_im_message_receive_v1_p2p");
         other["header"]["event_type"] = "im.message.reaction.created_v1".into();
         assert!(matches!(normalize(BOT, &other), Err(Skip::NotAMessage(_))));

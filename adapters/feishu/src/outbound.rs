@@ -11,8 +11,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
 use baton_contract::{
-    DeleteMessage, EditMessage, MessageId, OutboundMessage, SendError, SentMessage, Typing,
-    TypingTarget,
+    DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, SendError, SentMessage,
+    Typing, TypingTarget,
 };
 use sha2::{Digest, Sha256};
 
@@ -43,6 +43,43 @@ pub(crate) async fn send(
             api.create(message.chat.as_str(), &message.text, &uuid)
                 .await
         }
+    }
+    .map_err(send_error)?;
+    posted.remember(&sent);
+    Ok(SentMessage {
+        message_id: MessageId(sent),
+    })
+}
+
+/// Feishu's limit for an uploaded file (30 MB); an image over its own 10 MB limit is sent as a
+/// file instead.
+pub(crate) const MAX_UPLOAD_BYTES: u64 = 30 * 1024 * 1024;
+const MAX_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Post `file` once: uploaded as an image or a file, then sent as an `image`/`file` message
+/// where the text goes (the same reply, topic thread and `uuid` rules as a chunk, so a retried
+/// send cannot post it twice).
+pub(crate) async fn upload(
+    api: &Api,
+    posted: &Posted,
+    file: &OutboundFile,
+) -> Result<SentMessage, SendError> {
+    let image = file.is_image() && (file.content.len() as u64) <= MAX_IMAGE_BYTES;
+    let content = api
+        .upload(&file.name, &file.media_type, image, &file.content)
+        .await
+        .map_err(send_error)?;
+    let uuid = uuid_for(&file.idempotency_key);
+    let thread = file.thread.as_ref().map(|t| t.as_str());
+    let in_topic = thread.is_some_and(|t| t.starts_with("omt_"));
+    let target = file
+        .reply_to
+        .as_ref()
+        .map(|m| m.as_str())
+        .or(thread.filter(|t| t.starts_with("om_")));
+    let sent = match target {
+        Some(id) => api.reply_with(id, &content, in_topic, &uuid).await,
+        None => api.create_with(file.chat.as_str(), &content, &uuid).await,
     }
     .map_err(send_error)?;
     posted.remember(&sent);

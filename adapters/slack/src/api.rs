@@ -131,6 +131,46 @@ impl Api {
         Ok(())
     }
 
+    /// Post `content` as the file `name` into `channel` (inside `thread_ts` when given), the
+    /// way Slack wants it: `files.getUploadURLExternal`, the bytes POSTed to the returned
+    /// `upload_url`, then `files.completeUploadExternal` sharing it there. Returns the file id.
+    /// A 429 at any step is [`SendError::RateLimited`]; the gateway then runs all three again
+    /// (a file uploaded but never completed is not shared anywhere, and Slack drops it).
+    pub async fn upload_file(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        name: &str,
+        media_type: &str,
+        content: &[u8],
+    ) -> Result<String, SendError> {
+        let session = self.client.open_session(&self.bot_token);
+        let url = session
+            .get_upload_url_external(&SlackApiFilesGetUploadUrlExternalRequest::new(
+                name.to_owned(),
+                content.len(),
+            ))
+            .await
+            .map_err(send_error)?;
+        session
+            .files_upload_via_url(&SlackApiFilesUploadViaUrlRequest::new(
+                url.upload_url,
+                content.to_vec(),
+                media_type.to_owned(),
+            ))
+            .await
+            .map_err(send_error)?;
+        let file = SlackApiFilesComplete::new(url.file_id.clone()).with_title(name.to_owned());
+        let request = SlackApiFilesCompleteUploadExternalRequest::new(vec![file])
+            .with_channel_id(SlackChannelId(channel.to_owned()))
+            .opt_thread_ts(thread_ts.map(|t| SlackTs(t.to_owned())));
+        session
+            .files_complete_upload_external(&request)
+            .await
+            .map_err(send_error)?;
+        Ok(url.file_id.to_string())
+    }
+
     /// `assistant.threads.setStatus`: the "is working" line under the thread `thread_ts`; an
     /// empty `status` clears it.
     pub async fn set_status(

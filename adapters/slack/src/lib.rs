@@ -12,8 +12,10 @@
 //!   identifies the bot and reconnects.
 //! - `events_http`: the Events API endpoint and HTTP slash commands.
 //! - `outbound`: `chat.postMessage` into the thread, ephemeral command answers.
+//! - `download`: files posted in chats, fetched with the bot token.
 
 pub mod api;
+mod download;
 mod events_http;
 pub mod normalize;
 mod outbound;
@@ -27,8 +29,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
-    EditMessage, EventSink, LinkError, OutboundMessage, Platform, Receive, Secret, SendError,
-    SentMessage, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    DownloadError, Downloaded, EditMessage, EventSink, FileRef, LinkError, OutboundFile,
+    OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, Typing, TypingTarget,
+    UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -96,6 +99,7 @@ pub struct SlackAdapter {
     app_id: Mutex<Option<String>>,
     state: ConnectionCell,
     status: status::Status,
+    files: download::Files,
 }
 
 impl SlackAdapter {
@@ -106,7 +110,9 @@ impl SlackAdapter {
             &settings.bot_token,
             settings.app_token.as_ref(),
         );
+        let files = download::Files::new(&settings.api_url, settings.bot_token.clone());
         Self {
+            files,
             app_id: Mutex::new(settings.app_id.clone()),
             settings,
             api,
@@ -225,6 +231,14 @@ impl Adapter for SlackAdapter {
         outbound::send(&self.api, message).await
     }
 
+    fn max_upload_bytes(&self) -> Option<u64> {
+        Some(outbound::MAX_UPLOAD_BYTES)
+    }
+
+    async fn upload(&self, file: &OutboundFile) -> Result<SentMessage, SendError> {
+        outbound::upload(&self.api, file).await
+    }
+
     fn can_edit(&self) -> bool {
         true
     }
@@ -243,6 +257,10 @@ impl Adapter for SlackAdapter {
 
     async fn typing_stop(&self, at: &TypingTarget, _typing: &Typing) -> Result<(), SendError> {
         self.status.stop(&self.api, at).await
+    }
+
+    async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
+        self.files.download(file, limit).await
     }
 
     async fn webhook(&self, request: WebhookRequest, sink: &dyn EventSink) -> WebhookResponse {

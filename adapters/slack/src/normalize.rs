@@ -9,8 +9,8 @@
 //! pipeline's durable dedupe sees the pair as one event.
 
 use baton_contract::{
-    AccountId, ChatId, ChatKind, CommandReply, InboundEvent, InboundKind, MessageId, Platform,
-    Sender, ThreadId, UserId,
+    AccountId, ChatId, ChatKind, CommandReply, FileRef, InboundEvent, InboundFile, InboundKind,
+    MessageId, Platform, Sender, ThreadId, UserId,
 };
 use serde_json::Value;
 
@@ -135,8 +135,44 @@ pub fn event_callback(
     out.mentions = mentions;
     out.mentions_everyone = mentions_everyone;
     out.timestamp_ms = ts_millis(ts);
+    out.files = files(event);
     out.raw = body.clone();
     Ok(out)
+}
+
+/// The message's `files` (a `file_share`, or files posted with a mention). A file Slack shows
+/// without content (`tombstone`, `hidden_by_limit`, an external link) keeps an empty source:
+/// the download then says why it was not read, so the bot is told rather than left unaware.
+fn files(event: &Value) -> Vec<InboundFile> {
+    let entries = event.get("files").and_then(Value::as_array);
+    entries
+        .into_iter()
+        .flatten()
+        .map(|file| {
+            let str_of = |key: &str| {
+                file.get(key)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            };
+            let hosted = !matches!(
+                str_of("mode"),
+                Some("tombstone" | "hidden_by_limit" | "external")
+            );
+            let url = str_of("url_private_download")
+                .or(str_of("url_private"))
+                .filter(|_| hosted);
+            InboundFile {
+                name: str_of("name")
+                    .or(str_of("title"))
+                    .or(str_of("id"))
+                    .unwrap_or("file")
+                    .to_owned(),
+                media_type: str_of("mimetype").map(str::to_owned),
+                size: file.get("size").and_then(Value::as_u64),
+                source: FileRef(url.unwrap_or("").to_owned()),
+            }
+        })
+        .collect()
 }
 
 /// Normalize a slash command (Socket Mode `payload`, or the HTTP form as a JSON object).
@@ -361,5 +397,33 @@ mod tests {
         assert_eq!(ids, vec![UserId::from("U1")]);
         assert!(all);
         assert_eq!(ts_of(&message_id("C1", "1.2")), Some("1.2"));
+    }
+
+    /// A `file_share` message in the shape Slack documents for file objects: each hosted file
+    /// becomes an inbound file fetched from `url_private_download`; a tombstone keeps no source.
+    #[test]
+    fn shared_files_are_described_for_download() {
+        let mut body = fixture("events_message_channel_user");
+        body["event"]["subtype"] = "file_share".into();
+        body["event"]["files"] = serde_json::json!([
+            {"id": "F1", "name": "shot.png", "title": "shot", "mimetype": "image/png",
+             "filetype": "png", "size": 68, "mode": "hosted",
+             "url_private": "https://files.slack.com/files-pri/T1-F1/shot.png",
+             "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/shot.png"},
+            {"id": "F2", "mode": "tombstone"}
+        ]);
+        let e = event_callback(&account(), &me(), &body).unwrap();
+        assert_eq!(e.files.len(), 2, "{:?}", e.files);
+        assert_eq!(e.files[0].name, "shot.png");
+        assert_eq!(e.files[0].media_type.as_deref(), Some("image/png"));
+        assert_eq!(e.files[0].size, Some(68));
+        assert_eq!(
+            e.files[0].source.0,
+            "https://files.slack.com/files-pri/T1-F1/download/shot.png"
+        );
+        assert_eq!(
+            (e.files[1].name.as_str(), e.files[1].source.0.as_str()),
+            ("F2", "")
+        );
     }
 }

@@ -1,11 +1,12 @@
-//! Posting one chunk: into the triggering message's thread, or privately for a slash command.
+//! Posting one chunk: into the triggering message's thread, or privately for a slash command;
+//! and a file, into the same thread.
 //!
 //! The gateway has already split the reply to 4000 characters and retries a 429 itself; this
 //! module makes exactly one request per call, so a failure whose fate is unknown is never
 //! repeated here (Slack has no idempotency key).
 
 use baton_contract::{
-    DeleteMessage, EditMessage, MessageId, OutboundMessage, SendError, SentMessage,
+    DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, SendError, SentMessage,
 };
 
 use crate::api::Api;
@@ -30,6 +31,30 @@ pub(crate) async fn send(api: &Api, message: &OutboundMessage) -> Result<SentMes
     let ts = api.post_message(channel, thread_ts, &message.text).await?;
     Ok(SentMessage {
         message_id: message_id(channel, &ts),
+    })
+}
+
+/// Slack's limit for one uploaded file (1 GB); baton's own `[artifacts] max_bytes` is lower.
+pub(crate) const MAX_UPLOAD_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Post `file` once, into the thread the text goes to. Its id is `file:<Slack file id>`.
+pub(crate) async fn upload(api: &Api, file: &OutboundFile) -> Result<SentMessage, SendError> {
+    let thread_ts = file
+        .thread
+        .as_ref()
+        .map(|t| t.as_str())
+        .or_else(|| file.reply_to.as_ref().and_then(ts_of));
+    let id = api
+        .upload_file(
+            file.chat.as_str(),
+            thread_ts,
+            &file.name,
+            &file.media_type,
+            &file.content,
+        )
+        .await?;
+    Ok(SentMessage {
+        message_id: MessageId(format!("file:{id}")),
     })
 }
 

@@ -118,6 +118,7 @@ impl Checker<'_> {
             ),
             ("url", BackendKind::Http, bot.url.is_some()),
             ("command", BackendKind::Command, !bot.command.is_empty()),
+            ("vision", BackendKind::Openai, bot.vision),
         ] {
             if set && bot.backend != owner {
                 let owner = owner.as_str();
@@ -160,6 +161,7 @@ mod tests {
                 "bots[1].base_url",
                 "bots[2].id",
                 "bots[2].command",
+                "bots[2].vision",
             ],
             &["bots[0].tools[0]"],
         );

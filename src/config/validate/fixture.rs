@@ -79,6 +79,7 @@ base_url = "https://api.example.com/v1"
 id = "snark"
 backend = "command"
 command = []
+vision = true
 
 [[accounts]]
 bot = "snark"

@@ -281,6 +281,7 @@ impl OpenAiBackend {
                     text: Some(answer.content.unwrap_or_default()),
                     model: answer.model.unwrap_or_else(|| model.to_owned()),
                     usage,
+                    attachments: Vec::new(),
                 });
             }
             // Text said before calling tools is not the reply.

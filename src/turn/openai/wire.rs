@@ -49,6 +49,9 @@ fn wire_message(line: &ChatLine) -> Value {
             if let Some(name) = line.name.as_deref().and_then(wire_name) {
                 message["name"] = name.into();
             }
+            if !line.images.is_empty() {
+                message["content"] = content_parts(line);
+            }
         }
         Role::Assistant if !line.tool_calls.is_empty() => {
             if line.content.is_empty() {
@@ -72,6 +75,21 @@ fn wire_message(line: &ChatLine) -> Value {
         _ => {}
     }
     message
+}
+
+/// A user line with images as OpenAI's content parts: the text, then each image as a base64
+/// `data:` URL (the one way to send image bytes inline; a model server cannot fetch baton's).
+fn content_parts(line: &ChatLine) -> Value {
+    use base64::Engine as _;
+    let mut parts = vec![json!({ "type": "text", "text": line.content })];
+    for image in &line.images {
+        let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
+        parts.push(json!({
+            "type": "image_url",
+            "image_url": { "url": format!("data:{};base64,{data}", image.media_type) },
+        }));
+    }
+    Value::Array(parts)
 }
 
 /// A speaker name OpenAI accepts (`^[a-zA-Z0-9_-]{1,64}$`): other characters become `_`, runs
@@ -185,6 +203,32 @@ pub(super) fn parse_completion(body: &Value) -> Result<Completion, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// OpenAI's vision request shape: `content` is an array of a text part and `image_url`
+    /// parts whose `url` is a base64 `data:` URL.
+    #[test]
+    fn a_user_line_with_images_is_sent_as_content_parts() {
+        let mut line = ChatLine::new(Role::User, "what is this?");
+        line.images.push(crate::turn::Image {
+            media_type: "image/png".into(),
+            data: b"\x89PNG".to_vec(),
+        });
+        let body = request_body("m", &[line], &[], Delivery::Whole);
+        let content = &body["messages"][0]["content"];
+        assert_eq!(content[0], json!({"type": "text", "text": "what is this?"}));
+        assert_eq!(content[1]["type"], "image_url");
+        assert_eq!(
+            content[1]["image_url"]["url"],
+            "data:image/png;base64,iVBORw=="
+        );
+        let plain = request_body(
+            "m",
+            &[ChatLine::new(Role::User, "hi")],
+            &[],
+            Delivery::Whole,
+        );
+        assert_eq!(plain["messages"][0]["content"], "hi");
+    }
 
     /// `chat_response_basic.json` from the shared fixtures (openai/openai-openapi, verbatim).
     const RESPONSE_BASIC: &str = r#"
