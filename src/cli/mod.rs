@@ -7,6 +7,7 @@ mod artifacts;
 mod chains;
 mod chat;
 mod check;
+mod migrate;
 mod prune;
 mod run;
 mod suggest;
@@ -69,6 +70,8 @@ enum Command {
     Pairing(views::PairingArgs),
     /// Delete old rows (export first with `baton transcript --all --format jsonl`).
     Prune(prune::PruneArgs),
+    /// Bring the configured database's schema up to date; says from which version to which.
+    Migrate(migrate::MigrateArgs),
 }
 
 /// Parse the command line and run it.
@@ -100,6 +103,7 @@ pub fn main() -> ExitCode {
             Command::Artifacts(args) => artifacts::artifacts(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
             Command::Prune(args) => prune::prune(&cli.config, args).await,
+            Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
         }
     });
     match result {

@@ -54,6 +54,9 @@ pub struct GatewayConfig {
     pub listen: String,
     /// SQLite file; `:memory:` for throwaway runs.
     pub database: String,
+    /// Env var holding a `postgres://` URL: when set, the store is that PostgreSQL database
+    /// instead of the SQLite file (in progress: see README "PostgreSQL (in progress)").
+    pub database_url_env: Option<String>,
     /// Env var holding the bearer token for every route but the webhooks and health checks;
     /// unset means this machine only.
     pub api_token_env: Option<String>,
@@ -89,6 +92,7 @@ impl Default for GatewayConfig {
         Self {
             listen: "127.0.0.1:8642".into(),
             database: "baton.db".into(),
+            database_url_env: None,
             api_token_env: None,
             silent_token: "NO_REPLY".into(),
             error_reply: "Sorry, I could not answer that just now (my model backend failed). \

@@ -6,9 +6,11 @@
 
 mod build;
 mod connections;
+mod database;
 mod retention;
 
 pub use build::AdapterOverride;
+pub use database::Database;
 pub use retention::RetentionError;
 
 use std::net::SocketAddr;
@@ -64,6 +66,9 @@ pub enum StartError {
     /// The store would not open.
     #[error("cannot open the database: {0}")]
     Store(#[from] StoreError),
+    /// `gateway.database_url_env` names no usable URL.
+    #[error("gateway.database_url_env: {0}")]
+    DatabaseUrl(String),
     /// A system prompt file is unreadable.
     #[error("bot `{bot}`: cannot read system_prompt_file {}: {source}", .path.display())]
     PromptFile {
@@ -173,7 +178,10 @@ impl Gateway {
             .wal_limit_mb
             .checked_mul(1024 * 1024)
             .ok_or(StartError::WalLimit(config.store.wal_limit_mb))?;
-        let store = Store::open_with(&config.gateway.database, StoreOptions { wal_limit }).await?;
+        let store = Database::configured(&config, env)?
+            .open(StoreOptions { wal_limit })
+            .await?;
+        store.require_complete()?;
         let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;

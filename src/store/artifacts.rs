@@ -212,7 +212,7 @@ impl Store {
         .await
         .map_err(|e| StoreError::Internal(format!("hashing an artifact: {e}")))?;
         let id = artifact_id(&new, &sha256);
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let mut unknown = Vec::new();
             for input in &new.inputs {
                 if by_id(conn, input)?.is_none() {
@@ -268,7 +268,7 @@ impl Store {
     /// The artifact `id`, if the store holds it.
     pub async fn artifact(&self, id: &str) -> Result<Option<Artifact>, StoreError> {
         let id = id.to_owned();
-        self.read(move |conn| by_id(conn, &id)).await
+        self.sqlite_read(move |conn| by_id(conn, &id)).await
     }
 
     /// The artifact `id` and its bytes.
@@ -277,7 +277,7 @@ impl Store {
         id: &str,
     ) -> Result<Option<(Artifact, Vec<u8>)>, StoreError> {
         let id = id.to_owned();
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             let Some(artifact) = by_id(conn, &id)? else {
                 return Ok(None);
             };
@@ -296,7 +296,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Artifact>, StoreError> {
         let limit = i64::try_from(limit.clamp(1, 10_000)).unwrap_or(10_000);
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             let (filter, value) = match &query {
                 ArtifactQuery::Session(s) => ("session = ?1", Some(s.render())),
                 ArtifactQuery::Run(r) => ("run_id = ?1", Some(r.clone())),
@@ -399,7 +399,7 @@ mod tests {
         );
         assert_ne!(other.id, a.id);
         let blobs: i64 = store
-            .read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
+            .sqlite_read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
             .await
             .unwrap();
         assert_eq!(blobs, 1, "one blob for one content");
@@ -452,12 +452,15 @@ mod tests {
         let mut young = new("young", b"young", "r2");
         young.created_ms = 10;
         let young = stored(store.artifact_put(young).await.unwrap());
-        let gone = store.write(|c| prune_artifacts(c, 5, 100)).await.unwrap();
+        let gone = store
+            .sqlite_write(|c| prune_artifacts(c, 5, 100))
+            .await
+            .unwrap();
         assert_eq!(gone, 1);
         assert!(store.artifact(&old.id).await.unwrap().is_none());
         assert!(store.artifact_content(&young.id).await.unwrap().is_some());
         let blobs: i64 = store
-            .read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
+            .sqlite_read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
             .await
             .unwrap();
         assert_eq!(blobs, 1);

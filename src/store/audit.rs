@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::sql::args;
 use super::{Store, StoreError};
 
 /// An admin command to record.
@@ -46,19 +47,20 @@ pub struct AuditRecord {
 impl Store {
     /// Records an admin command, once committed.
     pub async fn audit(&self, record: NewAudit) -> Result<(), StoreError> {
-        self.write(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
+        // `user` is quoted: PostgreSQL reserves the word.
+        self.write(move |db| {
+            db.execute(
+                "INSERT INTO audit (ts_ms, platform, chat, \"user\", command, outcome)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute((
-                record.ts_ms,
-                &record.platform,
-                &record.chat,
-                &record.user,
-                &record.command,
-                &record.outcome,
-            ))?;
+                args![
+                    record.ts_ms,
+                    &record.platform,
+                    &record.chat,
+                    &record.user,
+                    &record.command,
+                    &record.outcome,
+                ],
+            )?;
             Ok(())
         })
         .await
@@ -67,23 +69,23 @@ impl Store {
     /// The newest `limit` records, newest first.
     pub async fn audit_log(&self, limit: usize) -> Result<Vec<AuditRecord>, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT id, ts_ms, platform, chat, user, command, outcome FROM audit
+        self.read(move |db| {
+            db.query_map(
+                "SELECT id, ts_ms, platform, chat, \"user\", command, outcome FROM audit
                  ORDER BY id DESC LIMIT ?1",
-            )?
-            .query_map([limit], |r| {
-                Ok(AuditRecord {
-                    id: r.get(0)?,
-                    ts_ms: r.get(1)?,
-                    platform: r.get(2)?,
-                    chat: r.get(3)?,
-                    user: r.get(4)?,
-                    command: r.get(5)?,
-                    outcome: r.get(6)?,
-                })
-            })?
-            .collect()
+                args![limit],
+                |r| {
+                    Ok(AuditRecord {
+                        id: r.get(0)?,
+                        ts_ms: r.get(1)?,
+                        platform: r.get(2)?,
+                        chat: r.get(3)?,
+                        user: r.get(4)?,
+                        command: r.get(5)?,
+                        outcome: r.get(6)?,
+                    })
+                },
+            )
         })
         .await
     }
@@ -92,34 +94,34 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     #[tokio::test]
     async fn newest_first_and_limited() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("a.db").to_str().unwrap())
-            .await
-            .unwrap();
-        for (i, cmd) in ["/pause", "/resume", "/activation always"]
-            .iter()
-            .enumerate()
-        {
-            store
-                .audit(NewAudit {
-                    ts_ms: i as i64,
-                    platform: "slack".into(),
-                    chat: "C1".into(),
-                    user: "U0ADMIN".into(),
-                    command: (*cmd).into(),
-                    outcome: "ok".into(),
-                })
-                .await
-                .unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for (i, cmd) in ["/pause", "/resume", "/activation always"]
+                .iter()
+                .enumerate()
+            {
+                store
+                    .audit(NewAudit {
+                        ts_ms: i as i64,
+                        platform: "slack".into(),
+                        chat: "C1".into(),
+                        user: "U0ADMIN".into(),
+                        command: (*cmd).into(),
+                        outcome: "ok".into(),
+                    })
+                    .await
+                    .unwrap();
+            }
+            let log = store.audit_log(2).await.unwrap();
+            let cmds: Vec<_> = log.iter().map(|r| r.command.as_str()).collect();
+            assert_eq!(cmds, ["/activation always", "/resume"]);
+            assert!(log[0].id > log[1].id);
+            assert_eq!((log[0].ts_ms, log[0].user.as_str()), (2, "U0ADMIN"));
+            assert_eq!(store.audit_log(10).await.unwrap().len(), 3);
         }
-        let log = store.audit_log(2).await.unwrap();
-        let cmds: Vec<_> = log.iter().map(|r| r.command.as_str()).collect();
-        assert_eq!(cmds, ["/activation always", "/resume"]);
-        assert!(log[0].id > log[1].id);
-        assert_eq!((log[0].ts_ms, log[0].user.as_str()), (2, "U0ADMIN"));
-        assert_eq!(store.audit_log(10).await.unwrap().len(), 3);
     }
 }

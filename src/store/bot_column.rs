@@ -4,7 +4,22 @@
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 
+use super::sql::{Column, Value};
 use crate::bot_id::BotId;
+
+impl<'a> From<&'a BotId> for Value<'a> {
+    fn from(bot: &'a BotId) -> Self {
+        Value::Text(bot.as_str())
+    }
+}
+
+impl Column for BotId {
+    fn from_value(value: Value<'_>) -> Result<Self, String> {
+        String::from_value(value)?
+            .parse()
+            .map_err(|e| format!("{e}"))
+    }
+}
 
 impl ToSql for BotId {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {

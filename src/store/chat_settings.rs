@@ -93,7 +93,7 @@ impl SettingsCache {
 fn load_one(conn: &Connection, chat_key: &str) -> rusqlite::Result<ChatSettings> {
     let activation = conn
         .prepare_cached("SELECT (SELECT activation FROM chat_settings WHERE chat_key = ?1)")?
-        .query_row([chat_key], |r| parse_optional_column(r, 0))?;
+        .query_row([chat_key], |r| Ok(parse_optional_column(r, 0)?))?;
     let paused = conn
         .prepare_cached("SELECT bot FROM chat_paused WHERE chat_key = ?1 ORDER BY bot")?
         .query_map([chat_key], |r| r.get(0))?
@@ -163,7 +163,7 @@ impl Store {
         change: impl FnOnce(&Connection, &str) -> rusqlite::Result<usize> + Send + 'static,
     ) -> Result<(), StoreError> {
         let cache = Arc::clone(&self.inner.settings);
-        self.write_then(
+        self.sqlite_write_then(
             move |conn| {
                 change(conn, &chat)?;
                 Ok((load_one(conn, &chat)?, chat))
@@ -286,7 +286,10 @@ mod tests {
             t.await.unwrap();
         }
         let cached = store.chat_settings(&slack("C1")).await.unwrap();
-        let saved = store.read(|c| load_one(c, "slack:C1")).await.unwrap();
+        let saved = store
+            .sqlite_read(|c| load_one(c, "slack:C1"))
+            .await
+            .unwrap();
         assert_eq!(cached, saved);
     }
 }

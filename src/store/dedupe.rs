@@ -6,8 +6,8 @@
 //! record is committed, so the event may be acknowledged right after.
 
 use baton_contract::{AccountId, InboundEvent, Platform};
-use rusqlite::{Connection, OptionalExtension};
 
+use super::sql::{Db, DbError, OptionalRow, args};
 use super::{Store, StoreError};
 
 /// How long a dedupe record counts (outlives every platform's retry window).
@@ -53,7 +53,7 @@ impl Store {
     ) -> Result<Claim, StoreError> {
         let scope = scope.to_owned();
         let keys = keys.to_vec();
-        self.write(move |conn| claim_keys(conn, &scope, &keys, now_ms))
+        self.write(move |db| claim_keys(db, &scope, &keys, now_ms))
             .await
     }
 
@@ -62,15 +62,10 @@ impl Store {
     /// Run it on a timer; claims ignore expired rows anyway, this only bounds the tables. A
     /// begun send outlives any replay of its run: the replay's event would be a duplicate.
     pub async fn purge_expired(&self, now_ms: i64) -> Result<usize, StoreError> {
-        self.write(move |conn| {
-            conn.execute(
-                "DELETE FROM sends WHERE begun_ms <= ?1 - ?2",
-                (now_ms, DEDUPE_TTL_MS),
-            )?;
-            conn.execute(
-                "DELETE FROM dedupe WHERE seen_ms <= ?1 - ?2",
-                (now_ms, DEDUPE_TTL_MS),
-            )
+        let expired = now_ms - DEDUPE_TTL_MS;
+        self.write(move |db| {
+            db.execute("DELETE FROM sends WHERE begun_ms <= ?1", args![expired])?;
+            db.execute("DELETE FROM dedupe WHERE seen_ms <= ?1", args![expired])
         })
         .await
     }
@@ -79,30 +74,33 @@ impl Store {
 /// The claim itself, inside a writer job: shared with [`Store::accept`], which also files the
 /// event in the inbox in the same transaction.
 pub(super) fn claim_keys(
-    conn: &Connection,
+    db: Db<'_>,
     scope: &str,
     keys: &[String],
     now_ms: i64,
-) -> rusqlite::Result<Claim> {
-    let mut seen =
-        conn.prepare_cached("SELECT seen_ms > ?3 - ?4 FROM dedupe WHERE scope = ?1 AND key = ?2")?;
-    let mut record = conn.prepare_cached(
-        "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
-         ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms",
-    )?;
+) -> Result<Claim, DbError> {
+    let expired = now_ms - DEDUPE_TTL_MS;
     // Look at every key before recording any, so a key listed twice is not a duplicate of
     // itself.
     let mut unseen = Vec::with_capacity(keys.len());
     for key in keys {
-        let live: Option<bool> = seen
-            .query_row((scope, key, now_ms, DEDUPE_TTL_MS), |r| r.get(0))
+        let live: Option<bool> = db
+            .query_row(
+                "SELECT seen_ms > ?3 FROM dedupe WHERE scope = ?1 AND key = ?2",
+                args![scope, key, expired],
+                |r| r.get(0),
+            )
             .optional()?;
         if live != Some(true) {
             unseen.push(key);
         }
     }
     for key in &unseen {
-        record.execute((scope, key, now_ms))?;
+        db.execute(
+            "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms",
+            args![scope, *key, now_ms],
+        )?;
     }
     Ok(if unseen.len() == keys.len() {
         Claim::Fresh
@@ -114,6 +112,7 @@ pub(super) fn claim_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn keys(k: &[&str]) -> Vec<String> {
         k.iter().map(|s| s.to_string()).collect()
@@ -121,114 +120,106 @@ mod tests {
 
     #[tokio::test]
     async fn survives_reopen_and_expires_after_the_ttl() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("baton.db");
-        let path = path.to_str().unwrap();
-        let t0 = 1_700_000_000_000;
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let t0 = 1_700_000_000_000;
+            let store = db.open().await;
+            assert_eq!(
+                store.claim("slack:a", &keys(&["ev1"]), t0).await.unwrap(),
+                Claim::Fresh,
+                "{engine}"
+            );
+            store.close().await.unwrap();
+            drop(store);
 
-        let store = Store::open(path).await.unwrap();
-        assert_eq!(
-            store.claim("slack:a", &keys(&["ev1"]), t0).await.unwrap(),
-            Claim::Fresh
-        );
-        store.close().await.unwrap();
-        drop(store);
-
-        let store = Store::open(path).await.unwrap();
-        let late = t0 + DEDUPE_TTL_MS - 1;
-        assert_eq!(
-            store.claim("slack:a", &keys(&["ev1"]), late).await.unwrap(),
-            Claim::Duplicate
-        );
-        // Another scope (account) is another namespace.
-        assert_eq!(
-            store.claim("slack:b", &keys(&["ev1"]), late).await.unwrap(),
-            Claim::Fresh
-        );
-        // Once the TTL has passed, the same key is fresh again.
-        let expired = t0 + DEDUPE_TTL_MS;
-        assert_eq!(
-            store
-                .claim("slack:a", &keys(&["ev1"]), expired)
-                .await
-                .unwrap(),
-            Claim::Fresh
-        );
-        assert_eq!(
-            store
-                .claim("slack:a", &keys(&["ev1"]), expired)
-                .await
-                .unwrap(),
-            Claim::Duplicate
-        );
+            let store = db.open().await;
+            let late = t0 + DEDUPE_TTL_MS - 1;
+            assert_eq!(
+                store.claim("slack:a", &keys(&["ev1"]), late).await.unwrap(),
+                Claim::Duplicate,
+                "{engine}"
+            );
+            // Another scope (account) is another namespace.
+            assert_eq!(
+                store.claim("slack:b", &keys(&["ev1"]), late).await.unwrap(),
+                Claim::Fresh,
+                "{engine}"
+            );
+            // Once the TTL has passed, the same key is fresh again.
+            let expired = t0 + DEDUPE_TTL_MS;
+            let ev1 = keys(&["ev1"]);
+            let claim = |at| store.claim("slack:a", &ev1, at);
+            assert_eq!(claim(expired).await.unwrap(), Claim::Fresh, "{engine}");
+            assert_eq!(claim(expired).await.unwrap(), Claim::Duplicate, "{engine}");
+        }
     }
 
     #[tokio::test]
     async fn any_seen_key_makes_a_duplicate_and_unseen_keys_are_recorded() {
-        let store = Store::open(":memory:").await.unwrap();
-        let t = 1_000;
-        assert_eq!(
-            store.claim("s", &keys(&["ev1", "msg1"]), t).await.unwrap(),
-            Claim::Fresh
-        );
-        // app_mention + message for one message: different event ids, same message id.
-        assert_eq!(
-            store.claim("s", &keys(&["ev2", "msg1"]), t).await.unwrap(),
-            Claim::Duplicate
-        );
-        assert_eq!(
-            store.claim("s", &keys(&["ev2"]), t).await.unwrap(),
-            Claim::Duplicate
-        );
-        assert_eq!(store.claim("s", &[], t).await.unwrap(), Claim::Fresh);
-        // Slack sends the event id and the message id; they may be equal.
-        assert_eq!(
-            store.claim("s", &keys(&["x", "x"]), t).await.unwrap(),
-            Claim::Fresh
-        );
-        assert_eq!(
-            store.claim("s", &keys(&["x"]), t).await.unwrap(),
-            Claim::Duplicate
-        );
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let claim = |k: &[&str]| {
+                let (store, k) = (store.clone(), keys(k));
+                async move { store.claim("s", &k, 1_000).await }
+            };
+            assert_eq!(
+                claim(&["ev1", "msg1"]).await.unwrap(),
+                Claim::Fresh,
+                "{engine}"
+            );
+            // app_mention + message for one message: different event ids, same message id.
+            assert_eq!(
+                claim(&["ev2", "msg1"]).await.unwrap(),
+                Claim::Duplicate,
+                "{engine}"
+            );
+            assert_eq!(claim(&["ev2"]).await.unwrap(), Claim::Duplicate, "{engine}");
+            assert_eq!(claim(&[]).await.unwrap(), Claim::Fresh, "{engine}");
+            // Slack sends the event id and the message id; they may be equal.
+            assert_eq!(claim(&["x", "x"]).await.unwrap(), Claim::Fresh, "{engine}");
+            assert_eq!(claim(&["x"]).await.unwrap(), Claim::Duplicate, "{engine}");
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_claims_of_one_key_yield_exactly_one_fresh() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("d.db").to_str().unwrap())
-            .await
-            .unwrap();
-        let tasks: Vec<_> = (0..64)
-            .map(|i| {
-                let store = store.clone();
-                tokio::spawn(async move {
-                    let keys = vec![format!("ev-{i}"), "msg-shared".to_owned()];
-                    store.claim("s", &keys, 5).await.unwrap()
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let tasks: Vec<_> = (0..64)
+                .map(|i| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let keys = vec![format!("ev-{i}"), "msg-shared".to_owned()];
+                        store.claim("s", &keys, 5).await.unwrap()
+                    })
                 })
-            })
-            .collect();
-        let mut fresh = 0;
-        for task in tasks {
-            if task.await.unwrap() == Claim::Fresh {
-                fresh += 1;
+                .collect();
+            let mut fresh = 0;
+            for task in tasks {
+                if task.await.unwrap() == Claim::Fresh {
+                    fresh += 1;
+                }
             }
+            assert_eq!(fresh, 1, "{}", db.engine());
         }
-        assert_eq!(fresh, 1);
     }
 
     #[tokio::test]
     async fn purge_removes_only_expired_rows() {
-        let store = Store::open(":memory:").await.unwrap();
-        store.claim("s", &keys(&["old"]), 0).await.unwrap();
-        store.claim("s", &keys(&["new"]), 10).await.unwrap();
-        assert_eq!(store.purge_expired(DEDUPE_TTL_MS + 5).await.unwrap(), 1);
-        assert_eq!(store.purge_expired(DEDUPE_TTL_MS + 5).await.unwrap(), 0);
-        assert_eq!(
-            store
-                .claim("s", &keys(&["new"]), DEDUPE_TTL_MS + 5)
-                .await
-                .unwrap(),
-            Claim::Duplicate
-        );
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store.claim("s", &keys(&["old"]), 0).await.unwrap();
+            store.claim("s", &keys(&["new"]), 10).await.unwrap();
+            let later = DEDUPE_TTL_MS + 5;
+            assert_eq!(store.purge_expired(later).await.unwrap(), 1, "{engine}");
+            assert_eq!(store.purge_expired(later).await.unwrap(), 0, "{engine}");
+            assert_eq!(
+                store.claim("s", &keys(&["new"]), later).await.unwrap(),
+                Claim::Duplicate,
+                "{engine}"
+            );
+        }
     }
 }

@@ -324,7 +324,7 @@ impl Store {
         new: NewDelivery,
         since_ms: i64,
     ) -> Result<Begun, StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             if let Some(earlier) = same_request(conn, &new, since_ms)? {
                 return Ok(Begun::Existing(earlier));
             }
@@ -338,7 +338,7 @@ impl Store {
     /// Record a send the guards refused before anything was written for it.
     pub async fn delivery_refused(&self, new: NewDelivery, reason: &str) -> Result<(), StoreError> {
         let reason = reason.to_owned();
-        self.write(move |conn| insert(conn, &new, DeliveryState::Refused, Some(&reason)))
+        self.sqlite_write(move |conn| insert(conn, &new, DeliveryState::Refused, Some(&reason)))
             .await
     }
 
@@ -346,7 +346,7 @@ impl Store {
     /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
     /// again: the first outcome wins.
     pub async fn delivery_settle(&self, change: DeliveryChange) -> Result<bool, StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let changed = conn
                 .prepare_cached(
                     "UPDATE deliveries SET state = ?2,
@@ -375,7 +375,7 @@ impl Store {
     /// settled, so a sender woken by the outcome reads it.
     pub async fn delivery_result(&self, run_id: &str, result: Value) -> Result<(), StoreError> {
         let (run_id, result) = (run_id.to_owned(), result.to_string());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached("UPDATE deliveries SET result = ?2 WHERE run_id = ?1")?
                 .execute((run_id, result))?;
             Ok(())
@@ -386,7 +386,7 @@ impl Store {
     /// Set whether the outcome still has to reach the sender's session.
     pub async fn delivery_notify(&self, run_id: &str, notify: Notify) -> Result<(), StoreError> {
         let run_id = run_id.to_owned();
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached("UPDATE deliveries SET notify = ?2 WHERE run_id = ?1")?
                 .execute((run_id, notify.as_str()))?;
             Ok(())
@@ -397,7 +397,7 @@ impl Store {
     /// One delivery by run id.
     pub async fn delivery(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
         let run_id = run_id.to_owned();
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             let mut found: Vec<Delivery> = by_run(conn, &run_id)?.into_iter().collect();
             with_lineage(conn, &mut found)?;
             Ok(found.pop())
@@ -407,7 +407,7 @@ impl Store {
 
     /// Deliveries, newest first.
     pub async fn deliveries(&self, query: DeliveryQuery) -> Result<Vec<Delivery>, StoreError> {
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             let limit = if query.limit == 0 { 100 } else { query.limit };
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let session = query.session.as_ref().map(SessionKey::render);
@@ -429,7 +429,7 @@ impl Store {
     /// What a restart must pick up: deliveries still queued or running, and settled ones whose
     /// outcome has not reached the sender's session yet. Oldest first.
     pub async fn deliveries_unsettled(&self) -> Result<Vec<Delivery>, StoreError> {
-        self.read(|conn| {
+        self.sqlite_read(|conn| {
             conn.prepare_cached(&format!(
                 "{SELECT} WHERE state IN ('queued', 'running') OR notify = 'pending'
                  ORDER BY created_ms, rowid"
@@ -644,7 +644,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .write(|conn| {
+            .sqlite_write(|conn| {
                 conn.execute(
                     "UPDATE deliveries SET target_session = 'caid' WHERE run_id = 'r1'",
                     [],

@@ -5,6 +5,8 @@
 //! Callers match on the kind (a closed writer during shutdown is expected, a failed migration is
 //! not); users read the message.
 
+use super::sql::DbError;
+
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -40,9 +42,9 @@ pub enum StoreError {
     Migrate {
         /// The schema version whose migration failed.
         version: u32,
-        /// What SQLite said.
+        /// What the database said.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
 
     /// The database was written by a newer baton whose schema this build does not know.
@@ -61,6 +63,31 @@ pub enum StoreError {
     #[error("database error: {0}; if it persists, check the disk and the database file")]
     Sqlite(#[from] rusqlite::Error),
 
+    /// A query failed on PostgreSQL, or a row did not read back as the store expects.
+    #[error("database error: {0}; if it persists, check the database server and its log")]
+    Query(DbError),
+
+    /// The PostgreSQL server could not be reached, or refused the login.
+    #[error(
+        "cannot connect to PostgreSQL at {target}: {reason}; check that the server runs and \
+         that the URL in the variable named by `gateway.database_url_env` has the right user, \
+         password, host and database"
+    )]
+    Connect {
+        /// Where it was connecting to (never with the password).
+        target: String,
+        /// What the driver said (the password scrubbed from it).
+        reason: String,
+    },
+
+    /// The store runs on PostgreSQL, where some of its parts are not written yet.
+    #[error(
+        "the PostgreSQL store is not complete yet: {} still work on SQLite only; unset \
+         `gateway.database_url_env` to use the SQLite file of `gateway.database`",
+        .0.join(", ")
+    )]
+    Unported(&'static [&'static str]),
+
     /// The batch holding this write could not be committed, so the write did not happen.
     #[error(
         "could not commit to the database: {0}; the write was not saved: check free disk space \
@@ -75,4 +102,13 @@ pub enum StoreError {
     /// Store code panicked. The store keeps working; the operation did not happen.
     #[error("internal store error: {0}; this is a bug in baton, please report it")]
     Internal(String),
+}
+
+impl From<DbError> for StoreError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Sqlite(e) => StoreError::Sqlite(e),
+            other => StoreError::Query(other),
+        }
+    }
 }

@@ -280,7 +280,7 @@ impl Store {
             ])?;
             by_id(conn, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
         };
-        self.write_then(work, move |escalation: &Escalation| {
+        self.sqlite_write_then(work, move |escalation: &Escalation| {
             let origin = &escalation.origin;
             chats.insert(format!("{}:{}", origin.platform, origin.chat));
         })
@@ -290,7 +290,7 @@ impl Store {
     /// Remembers the platform id of the posted question, so a reply to it is recognised.
     pub async fn escalation_posted(&self, id: &str, message_id: &str) -> Result<(), StoreError> {
         let (id, message_id) = (normalize(id), message_id.to_owned());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached("UPDATE escalations SET posted_message_id = ?2 WHERE id = ?1")?
                 .execute((&id, &message_id))?;
             Ok(())
@@ -301,7 +301,7 @@ impl Store {
     /// One escalation by id (case and surrounding spaces ignored).
     pub async fn escalation(&self, id: &str) -> Result<Option<Escalation>, StoreError> {
         let id = normalize(id);
-        self.read(move |conn| by_id(conn, &id)).await
+        self.sqlite_read(move |conn| by_id(conn, &id)).await
     }
 
     /// Escalations, newest first.
@@ -310,7 +310,7 @@ impl Store {
             .limit
             .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
         let state = query.state.map(EscalationState::as_str);
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             conn.prepare_cached(&format!(
                 "{SELECT} WHERE ?1 IS NULL OR state = ?1
                  ORDER BY created_ms DESC, id LIMIT ?2"
@@ -334,7 +334,7 @@ impl Store {
     ) -> Result<Option<Escalation>, StoreError> {
         let id = normalize(id);
         let (answer, by) = (answer.map(str::to_owned), by.to_owned());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(&format!(
                 "UPDATE escalations
                  SET state = ?2, answer = ?3, answered_by = ?4, resolved_ms = ?5
@@ -379,7 +379,7 @@ impl Store {
         }
         let probe = candidate.clone();
         let relevant = self
-            .read(move |conn| {
+            .sqlite_read(move |conn| {
                 conn.prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM escalations
                         WHERE origin_platform || ':' || origin_chat = ?1
@@ -393,7 +393,7 @@ impl Store {
         if !relevant {
             return Ok(None);
         }
-        self.write(move |conn| answer_in(conn, &candidate, now_ms))
+        self.sqlite_write(move |conn| answer_in(conn, &candidate, now_ms))
             .await
     }
 }

@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use super::sql::args;
 use super::{Store, StoreError};
 use baton_contract::ChatKey;
 
@@ -52,26 +53,26 @@ impl Store {
     ) -> Result<(), StoreError> {
         let chat_key = chat_key.as_str().to_owned();
         let keep = to_sql_limit(limit);
-        self.write(move |conn| {
-            conn.prepare_cached(
+        self.write(move |db| {
+            db.execute(
                 "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (chat_key, message_id) DO NOTHING",
-            )?
-            .execute((
-                &chat_key,
-                &entry.message_id,
-                &entry.sender_id,
-                &entry.speaker,
-                &entry.text,
-                entry.ts_ms,
-            ))?;
-            conn.prepare_cached(
+                args![
+                    &chat_key,
+                    &entry.message_id,
+                    &entry.sender_id,
+                    &entry.speaker,
+                    &entry.text,
+                    entry.ts_ms,
+                ],
+            )?;
+            db.execute(
                 "DELETE FROM history WHERE chat_key = ?1 AND id <= coalesce(
                     (SELECT id FROM history WHERE chat_key = ?1
                      ORDER BY id DESC LIMIT 1 OFFSET ?2), 0)",
-            )?
-            .execute((&chat_key, keep))?;
+                args![&chat_key, keep],
+            )?;
             Ok(())
         })
         .await
@@ -91,24 +92,24 @@ impl Store {
         let skip_sender = take.skip_sender.map(str::to_owned);
         let skip_message = take.skip_message.map(str::to_owned);
         let limit = take.limit;
-        self.write(move |conn| {
-            let cursor: i64 = conn
-                .prepare_cached(
-                    "SELECT coalesce(
-                        (SELECT last_id FROM history_cursors WHERE chat_key = ?1 AND bot = ?2), 0)",
-                )?
-                .query_row((&chat_key, &bot), |row| row.get(0))?;
-            let mut entries = conn
-                .prepare_cached(
-                    "SELECT message_id, sender_id, speaker, text, ts_ms FROM history
-                     WHERE chat_key = ?1 AND id > ?2
-                       AND (?3 IS NULL OR sender_id IS NOT ?3)
-                       AND (?4 IS NULL OR message_id IS NOT ?4)
-                     ORDER BY id DESC",
-                )?
-                // Not `LIMIT ?`: a bound LIMIT makes SQLite re-prepare the statement on every
-                // call (see `Store::transcript`).
-                .query_map((&chat_key, cursor, &skip_sender, &skip_message), |row| {
+        self.write(move |db| {
+            let cursor: i64 = db.query_row(
+                "SELECT coalesce(
+                    (SELECT last_id FROM history_cursors WHERE chat_key = ?1 AND bot = ?2), 0)",
+                args![&chat_key, &bot],
+                |row| row.get(0),
+            )?;
+            // Not `LIMIT ?` (`query_take`). The casts type a parameter PostgreSQL would
+            // otherwise meet first where it cannot tell its type.
+            let mut entries = db.query_take(
+                "SELECT message_id, sender_id, speaker, text, ts_ms FROM history
+                 WHERE chat_key = ?1 AND id > ?2
+                   AND (CAST(?3 AS TEXT) IS NULL OR sender_id IS DISTINCT FROM ?3)
+                   AND (CAST(?4 AS TEXT) IS NULL OR message_id IS DISTINCT FROM ?4)
+                 ORDER BY id DESC",
+                args![&chat_key, cursor, &skip_sender, &skip_message],
+                limit,
+                |row| {
                     Ok(HistoryEntry {
                         message_id: row.get(0)?,
                         sender_id: row.get(1)?,
@@ -116,19 +117,20 @@ impl Store {
                         text: row.get(3)?,
                         ts_ms: row.get(4)?,
                     })
-                })?
-                .take(limit)
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                },
+            )?;
             entries.reverse();
-            conn.prepare_cached(
+            db.execute(
                 "INSERT INTO history_cursors (chat_key, bot, last_id)
                  SELECT ?1, ?2, newest FROM
                     (SELECT max(id) AS newest FROM history WHERE chat_key = ?1 AND id > ?3)
+                    AS latest
                  WHERE newest IS NOT NULL
-                 ON CONFLICT (chat_key, bot) DO UPDATE
-                    SET last_id = max(last_id, excluded.last_id)",
-            )?
-            .execute((&chat_key, &bot, cursor))?;
+                 ON CONFLICT (chat_key, bot) DO UPDATE SET last_id = CASE
+                    WHEN excluded.last_id > history_cursors.last_id THEN excluded.last_id
+                    ELSE history_cursors.last_id END",
+                args![&chat_key, &bot, cursor],
+            )?;
             Ok(entries)
         })
         .await
@@ -143,6 +145,7 @@ fn to_sql_limit(n: usize) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn msg(id: &str, sender: &str) -> HistoryEntry {
         HistoryEntry {
@@ -178,116 +181,123 @@ mod tests {
 
     #[tokio::test]
     async fn keeps_the_newest_limit_entries_once_each() {
-        let store = Store::open(":memory:").await.unwrap();
-        for i in 1..=5 {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for i in 1..=5 {
+                store
+                    .history_push(&C1, msg(&format!("m{i}"), "U1"), 3)
+                    .await
+                    .unwrap();
+            }
+            // Seen again by a second bot account: not stored twice, not moved.
+            store.history_push(&C1, msg("m4", "U1"), 3).await.unwrap();
             store
-                .history_push(&C1, msg(&format!("m{i}"), "U1"), 3)
+                .history_push(&slack("C2"), msg("x1", "U1"), 3)
                 .await
                 .unwrap();
+            let got = store.history_take(take("snark", 10)).await.unwrap();
+            assert_eq!(ids(&got), ["m3", "m4", "m5"]);
+            assert_eq!(got[0].text, "text of m3");
         }
-        // Seen again by a second bot account: not stored twice, not moved.
-        store.history_push(&C1, msg("m4", "U1"), 3).await.unwrap();
-        store
-            .history_push(&slack("C2"), msg("x1", "U1"), 3)
-            .await
-            .unwrap();
-        let got = store.history_take(take("snark", 10)).await.unwrap();
-        assert_eq!(ids(&got), ["m3", "m4", "m5"]);
-        assert_eq!(got[0].text, "text of m3");
     }
 
     #[tokio::test]
     async fn cursors_are_per_bot_and_take_returns_only_new_entries() {
-        let store = Store::open(":memory:").await.unwrap();
-        store.history_push(&C1, msg("m1", "U1"), 50).await.unwrap();
-        store.history_push(&C1, msg("m2", "U1"), 50).await.unwrap();
-        assert_eq!(
-            ids(&store.history_take(take("snark", 10)).await.unwrap()),
-            ["m1", "m2"]
-        );
-        assert!(
-            store
-                .history_take(take("snark", 10))
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store.history_push(&C1, msg("m1", "U1"), 50).await.unwrap();
+            store.history_push(&C1, msg("m2", "U1"), 50).await.unwrap();
+            assert_eq!(
+                ids(&store.history_take(take("snark", 10)).await.unwrap()),
+                ["m1", "m2"]
+            );
+            assert!(
+                store
+                    .history_take(take("snark", 10))
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
 
-        store.history_push(&C1, msg("m3", "U1"), 50).await.unwrap();
-        assert_eq!(
-            ids(&store.history_take(take("snark", 10)).await.unwrap()),
-            ["m3"]
-        );
-        // caid has taken nothing yet; it gets the newest `limit`, and then nothing.
-        assert_eq!(
-            ids(&store.history_take(take("caid", 2)).await.unwrap()),
-            ["m2", "m3"]
-        );
-        assert!(
-            store
-                .history_take(take("caid", 2))
-                .await
-                .unwrap()
-                .is_empty()
-        );
+            store.history_push(&C1, msg("m3", "U1"), 50).await.unwrap();
+            assert_eq!(
+                ids(&store.history_take(take("snark", 10)).await.unwrap()),
+                ["m3"]
+            );
+            // caid has taken nothing yet; it gets the newest `limit`, and then nothing.
+            assert_eq!(
+                ids(&store.history_take(take("caid", 2)).await.unwrap()),
+                ["m2", "m3"]
+            );
+            assert!(
+                store
+                    .history_take(take("caid", 2))
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+        }
     }
 
     #[tokio::test]
     async fn skip_rules_leave_out_the_bots_own_messages_and_the_trigger() {
-        let store = Store::open(":memory:").await.unwrap();
-        for (id, sender) in [("m1", "U1"), ("m2", "BOT"), ("m3", "U2"), ("m4", "U1")] {
-            store.history_push(&C1, msg(id, sender), 50).await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for (id, sender) in [("m1", "U1"), ("m2", "BOT"), ("m3", "U2"), ("m4", "U1")] {
+                store.history_push(&C1, msg(id, sender), 50).await.unwrap();
+            }
+            let got = store
+                .history_take(HistoryTake {
+                    skip_sender: Some("BOT"),
+                    skip_message: Some("m4"),
+                    ..take("snark", 10)
+                })
+                .await
+                .unwrap();
+            assert_eq!(ids(&got), ["m1", "m3"]);
+            // The cursor moved past the skipped entries too.
+            store.history_push(&C1, msg("m5", "U1"), 50).await.unwrap();
+            assert_eq!(
+                ids(&store.history_take(take("snark", 10)).await.unwrap()),
+                ["m5"]
+            );
         }
-        let got = store
-            .history_take(HistoryTake {
-                skip_sender: Some("BOT"),
-                skip_message: Some("m4"),
-                ..take("snark", 10)
-            })
-            .await
-            .unwrap();
-        assert_eq!(ids(&got), ["m1", "m3"]);
-        // The cursor moved past the skipped entries too.
-        store.history_push(&C1, msg("m5", "U1"), 50).await.unwrap();
-        assert_eq!(
-            ids(&store.history_take(take("snark", 10)).await.unwrap()),
-            ["m5"]
-        );
     }
 
     #[tokio::test]
     async fn buffer_and_cursors_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.db");
-        let path = path.to_str().unwrap();
-        let store = Store::open(path).await.unwrap();
-        store.history_push(&C1, msg("m1", "U1"), 50).await.unwrap();
-        store.history_take(take("snark", 10)).await.unwrap();
-        store.history_push(&C1, msg("m2", "U1"), 50).await.unwrap();
-        store.close().await.unwrap();
-        drop(store);
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store.history_push(&C1, msg("m1", "U1"), 50).await.unwrap();
+            store.history_take(take("snark", 10)).await.unwrap();
+            store.history_push(&C1, msg("m2", "U1"), 50).await.unwrap();
+            store.close().await.unwrap();
+            drop(store);
 
-        let store = Store::open(path).await.unwrap();
-        assert_eq!(
-            ids(&store.history_take(take("snark", 10)).await.unwrap()),
-            ["m2"]
-        );
-        assert_eq!(
-            ids(&store.history_take(take("caid", 10)).await.unwrap()),
-            ["m1", "m2"]
-        );
+            let store = db.open().await;
+            assert_eq!(
+                ids(&store.history_take(take("snark", 10)).await.unwrap()),
+                ["m2"]
+            );
+            assert_eq!(
+                ids(&store.history_take(take("caid", 10)).await.unwrap()),
+                ["m1", "m2"]
+            );
+        }
     }
 
     #[tokio::test]
     async fn trimming_to_zero_never_reuses_ids() {
-        let store = Store::open(":memory:").await.unwrap();
-        store.history_push(&C1, msg("m1", "U1"), 1).await.unwrap();
-        store.history_take(take("snark", 10)).await.unwrap();
-        store.history_push(&C1, msg("m2", "U1"), 0).await.unwrap(); // empties the buffer
-        store.history_push(&C1, msg("m3", "U1"), 1).await.unwrap();
-        assert_eq!(
-            ids(&store.history_take(take("snark", 10)).await.unwrap()),
-            ["m3"]
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store.history_push(&C1, msg("m1", "U1"), 1).await.unwrap();
+            store.history_take(take("snark", 10)).await.unwrap();
+            store.history_push(&C1, msg("m2", "U1"), 0).await.unwrap(); // empties the buffer
+            store.history_push(&C1, msg("m3", "U1"), 1).await.unwrap();
+            assert_eq!(
+                ids(&store.history_take(take("snark", 10)).await.unwrap()),
+                ["m3"]
+            );
+        }
     }
 }

@@ -8,9 +8,9 @@
 //! ([`Store::send_begin`]).
 
 use baton_contract::InboundEvent;
-use rusqlite::Connection;
 
 use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
+use super::sql::{Db, DbError, args};
 use super::transcript::{insert_entry, meta_json};
 use super::{Claim, NewEntry, Store, StoreError};
 
@@ -55,13 +55,15 @@ impl Filing {
 }
 
 /// Claim `filing` and file it when fresh, inside a writer job.
-fn file(conn: &Connection, filing: &Filing, now_ms: i64) -> rusqlite::Result<Option<InboxId>> {
-    if claim_keys(conn, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
+fn file(db: Db<'_>, filing: &Filing, now_ms: i64) -> Result<Option<InboxId>, DbError> {
+    if claim_keys(db, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
         return Ok(None);
     }
-    conn.prepare_cached("INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3)")?
-        .execute((&filing.scope, &filing.event, now_ms))?;
-    Ok(Some(InboxId(conn.last_insert_rowid())))
+    db.query_row(
+        "INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3) RETURNING id",
+        args![&filing.scope, &filing.event, now_ms],
+        |row| row.get(0).map(|id| Some(InboxId(id))),
+    )
 }
 
 impl Store {
@@ -79,7 +81,7 @@ impl Store {
             keys: keys.to_vec(),
             event,
         };
-        self.write(move |conn| file(conn, &filing, now_ms)).await
+        self.write(move |db| file(db, &filing, now_ms)).await
     }
 
     /// Append `post` (a delivered chunk's transcript entry) and file `handovers` (the same post
@@ -93,12 +95,12 @@ impl Store {
         now_ms: i64,
     ) -> Result<(i64, Vec<Option<InboxId>>), StoreError> {
         let meta = meta_json(&post)?;
-        self.write(move |conn| {
-            let entry = insert_entry(conn, &post, &meta)?;
+        self.write(move |db| {
+            let entry = insert_entry(db, &post, &meta)?;
             let filed = handovers
                 .iter()
-                .map(|filing| file(conn, filing, now_ms))
-                .collect::<rusqlite::Result<_>>()?;
+                .map(|filing| file(db, filing, now_ms))
+                .collect::<Result<_, _>>()?;
             Ok((entry, filed))
         })
         .await
@@ -106,9 +108,8 @@ impl Store {
 
     /// The event's run ended (answered, refused, or its failure recorded).
     pub async fn inbox_done(&self, id: InboxId) -> Result<(), StoreError> {
-        self.write(move |conn| {
-            conn.prepare_cached("DELETE FROM inbox WHERE id = ?1")?
-                .execute([id.0])
+        self.write(move |db| {
+            db.execute("DELETE FROM inbox WHERE id = ?1", args![id.0])
                 .map(drop)
         })
         .await
@@ -118,18 +119,18 @@ impl Store {
     /// oldest first.
     pub async fn inbox_left(&self, scope: &str) -> Result<Vec<Unfinished>, StoreError> {
         let scope = scope.to_owned();
-        self.read(move |conn| {
-            conn.prepare_cached(
+        self.read(move |db| {
+            db.query_map(
                 "SELECT id, event, attempts FROM inbox WHERE account = ?1 ORDER BY id",
-            )?
-            .query_map([&scope], |row| {
-                Ok(Unfinished {
-                    id: InboxId(row.get(0)?),
-                    event: row.get(1)?,
-                    attempts: row.get(2)?,
-                })
-            })?
-            .collect()
+                args![&scope],
+                |row| {
+                    Ok(Unfinished {
+                        id: InboxId(row.get(0)?),
+                        event: row.get(1)?,
+                        attempts: row.get(2)?,
+                    })
+                },
+            )
         })
         .await
     }
@@ -137,11 +138,12 @@ impl Store {
     /// Count one more run of a left-over event, committed before it starts, so an event that
     /// stops the gateway every time it runs is recognised; returns the runs counted so far.
     pub async fn inbox_attempt(&self, id: InboxId) -> Result<u32, StoreError> {
-        self.write(move |conn| {
-            conn.prepare_cached(
+        self.write(move |db| {
+            db.query_row(
                 "UPDATE inbox SET attempts = attempts + 1 WHERE id = ?1 RETURNING attempts",
-            )?
-            .query_row([id.0], |row| row.get(0))
+                args![id.0],
+                |row| row.get(0),
+            )
         })
         .await
     }
@@ -150,6 +152,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn keys(k: &[&str]) -> Vec<String> {
         k.iter().map(|s| s.to_string()).collect()
@@ -157,108 +160,110 @@ mod tests {
 
     #[tokio::test]
     async fn a_fresh_event_is_filed_and_a_duplicate_is_not() {
-        let store = Store::open(":memory:").await.unwrap();
-        let id = store
-            .accept("slack:a", &keys(&["m1"]), "{}".into(), 1)
-            .await
-            .unwrap()
-            .expect("fresh");
-        let again = store
-            .accept("slack:a", &keys(&["m1"]), "{}".into(), 2)
-            .await;
-        assert_eq!(again.unwrap(), None);
-        let left = store.inbox_left("slack:a").await.unwrap();
-        assert_eq!(left.len(), 1, "the duplicate was not filed");
-        assert_eq!((left[0].id, left[0].attempts), (id, 0));
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let id = store
+                .accept("slack:a", &keys(&["m1"]), "{}".into(), 1)
+                .await
+                .unwrap()
+                .expect("fresh");
+            let again = store
+                .accept("slack:a", &keys(&["m1"]), "{}".into(), 2)
+                .await;
+            assert_eq!(again.unwrap(), None);
+            let left = store.inbox_left("slack:a").await.unwrap();
+            assert_eq!(left.len(), 1, "the duplicate was not filed");
+            assert_eq!((left[0].id, left[0].attempts), (id, 0));
+        }
     }
 
     #[tokio::test]
     async fn a_post_and_its_hand_overs_are_recorded_together_and_survive_a_restart() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("b.db");
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        // Feishu delivered the post to `caid` already; `ada` has not seen it.
-        store
-            .accept(
-                "feishu:caid",
-                &keys(&["evt:e1", "msg:om_1"]),
-                "copy".into(),
-                1,
-            )
-            .await
-            .unwrap()
-            .unwrap();
-        let post = NewEntry {
-            session: crate::session::test_key("s"),
-            ts_ms: 2,
-            kind: crate::store::EntryKind::Reply,
-            speaker: "snark".into(),
-            origin: crate::store::Origin::Bot,
-            text: "hello".into(),
-            platform_message_id: Some("om_1".into()),
-            run_id: Some("run".into()),
-            idempotency_key: Some("run#0".into()),
-            meta: serde_json::Value::Null,
-        };
-        let to = |account: &str| Filing {
-            scope: format!("feishu:{account}"),
-            keys: keys(&["msg:om_1"]),
-            event: format!("for {account}"),
-        };
-        let (_, filed) = store
-            .append_handing_over(post, vec![to("caid"), to("ada")], 3)
-            .await
-            .unwrap();
-        assert!(filed[0].is_none(), "caid had it: one event");
-        assert!(filed[1].is_some());
-        store.close().await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            // Feishu delivered the post to `caid` already; `ada` has not seen it.
+            store
+                .accept(
+                    "feishu:caid",
+                    &keys(&["evt:e1", "msg:om_1"]),
+                    "copy".into(),
+                    1,
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            let post = NewEntry {
+                session: crate::session::test_key("s"),
+                ts_ms: 2,
+                kind: crate::store::EntryKind::Reply,
+                speaker: "snark".into(),
+                origin: crate::store::Origin::Bot,
+                text: "hello".into(),
+                platform_message_id: Some("om_1".into()),
+                run_id: Some("run".into()),
+                idempotency_key: Some("run#0".into()),
+                meta: serde_json::Value::Null,
+            };
+            let to = |account: &str| Filing {
+                scope: format!("feishu:{account}"),
+                keys: keys(&["msg:om_1"]),
+                event: format!("for {account}"),
+            };
+            let (_, filed) = store
+                .append_handing_over(post, vec![to("caid"), to("ada")], 3)
+                .await
+                .unwrap();
+            assert!(filed[0].is_none(), "caid had it: one event");
+            assert!(filed[1].is_some());
+            store.close().await.unwrap();
 
-        // A stop right after the post: its record and its hand-over are both there.
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        assert_eq!(
-            store.send_begin("run#0", 4).await.unwrap(),
-            crate::store::SendStart::Delivered("om_1".into())
-        );
-        let left = store.inbox_left("feishu:ada").await.unwrap();
-        assert_eq!(left.len(), 1);
-        assert_eq!(left[0].event, "for ada");
-        let caid = store.inbox_left("feishu:caid").await.unwrap();
-        assert_eq!(caid.len(), 1, "only Feishu's own copy");
+            // A stop right after the post: its record and its hand-over are both there.
+            let store = db.open().await;
+            assert_eq!(
+                store.send_begin("run#0", 4).await.unwrap(),
+                crate::store::SendStart::Delivered("om_1".into())
+            );
+            let left = store.inbox_left("feishu:ada").await.unwrap();
+            assert_eq!(left.len(), 1);
+            assert_eq!(left[0].event, "for ada");
+            let caid = store.inbox_left("feishu:caid").await.unwrap();
+            assert_eq!(caid.len(), 1, "only Feishu's own copy");
+        }
     }
 
     #[tokio::test]
     async fn finished_runs_leave_nothing_and_attempts_are_counted_across_restarts() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("b.db");
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        let done = store
-            .accept("slack:a", &keys(&["m1"]), "1".into(), 1)
-            .await
-            .unwrap()
-            .unwrap();
-        store
-            .accept("slack:a", &keys(&["m2"]), "2".into(), 2)
-            .await
-            .unwrap()
-            .unwrap();
-        store
-            .accept("discord:b", &keys(&["m3"]), "3".into(), 3)
-            .await
-            .unwrap()
-            .unwrap();
-        store.inbox_done(done).await.unwrap();
-        store.close().await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let done = store
+                .accept("slack:a", &keys(&["m1"]), "1".into(), 1)
+                .await
+                .unwrap()
+                .unwrap();
+            store
+                .accept("slack:a", &keys(&["m2"]), "2".into(), 2)
+                .await
+                .unwrap()
+                .unwrap();
+            store
+                .accept("discord:b", &keys(&["m3"]), "3".into(), 3)
+                .await
+                .unwrap()
+                .unwrap();
+            store.inbox_done(done).await.unwrap();
+            store.close().await.unwrap();
 
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        let left = store.inbox_left("slack:a").await.unwrap();
-        assert_eq!(left.len(), 1);
-        assert_eq!(left[0].event, "2");
-        assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 1);
-        store.close().await.unwrap();
+            let store = db.open().await;
+            let left = store.inbox_left("slack:a").await.unwrap();
+            assert_eq!(left.len(), 1);
+            assert_eq!(left[0].event, "2");
+            assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 1);
+            store.close().await.unwrap();
 
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        let left = store.inbox_left("slack:a").await.unwrap();
-        assert_eq!(left[0].attempts, 1, "the count survives a restart");
-        assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 2);
+            let store = db.open().await;
+            let left = store.inbox_left("slack:a").await.unwrap();
+            assert_eq!(left[0].attempts, 1, "the count survives a restart");
+            assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 2);
+        }
     }
 }

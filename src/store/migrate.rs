@@ -1,78 +1,169 @@
-//! Schema migrations, by `PRAGMA user_version` (the matrix-sdk-sqlite way).
+//! Schema migrations: `PRAGMA user_version` on SQLite (the matrix-sdk-sqlite way), a one-row
+//! `schema_version` table on PostgreSQL.
 //!
-//! Each step is a `.sql` file in `migrations/`, run in its own transaction together with the
-//! version bump, so a failed step leaves the file at the previous version and the next start
-//! tries again. To change the schema, add a file and one `if version < N` block; never edit a
-//! step that has shipped.
-
-use rusqlite::Connection;
+//! Each step is a `.sql` file per engine (`migrations/` and `migrations/postgres/`, the same
+//! number and name), run in its own transaction together with the version bump, so a failed
+//! step leaves the database at the previous version and the next start tries again. To change
+//! the schema, add a file for each engine and one entry to [`STEPS`]; never edit a step that has
+//! shipped. On PostgreSQL, instances starting together migrate one at a time (an advisory lock).
 
 use super::StoreError;
+use super::sql::{Db, DbError, Engine, args};
 
 /// The schema version this build creates and understands.
-pub(crate) const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
+
+/// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
+const STEPS: [(&str, &str); 10] = [
+    (
+        include_str!("migrations/001_initial.sql"),
+        include_str!("migrations/postgres/001_initial.sql"),
+    ),
+    (
+        include_str!("migrations/002_deliveries.sql"),
+        include_str!("migrations/postgres/002_deliveries.sql"),
+    ),
+    (
+        include_str!("migrations/003_escalations.sql"),
+        include_str!("migrations/postgres/003_escalations.sql"),
+    ),
+    (
+        include_str!("migrations/004_chains.sql"),
+        include_str!("migrations/postgres/004_chains.sql"),
+    ),
+    (
+        include_str!("migrations/005_pairing.sql"),
+        include_str!("migrations/postgres/005_pairing.sql"),
+    ),
+    (
+        include_str!("migrations/006_schedule.sql"),
+        include_str!("migrations/postgres/006_schedule.sql"),
+    ),
+    (
+        include_str!("migrations/007_inbox.sql"),
+        include_str!("migrations/postgres/007_inbox.sql"),
+    ),
+    (
+        include_str!("migrations/008_artifacts.sql"),
+        include_str!("migrations/postgres/008_artifacts.sql"),
+    ),
+    (
+        include_str!("migrations/009_typing.sql"),
+        include_str!("migrations/postgres/009_typing.sql"),
+    ),
+    (
+        include_str!("migrations/010_reply_files.sql"),
+        include_str!("migrations/postgres/010_reply_files.sql"),
+    ),
+];
+
+/// The advisory lock key instances take around migrating a PostgreSQL database ("baton" in
+/// ASCII), so two starting at once do not both run a step.
+const MIGRATION_LOCK: i64 = 0x0062_6174_6f6e;
+
+/// What a migration did: the schema version found, and the one it left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// The version the database had (0: new).
+    pub from: u32,
+    /// The version it has now ([`SCHEMA_VERSION`]).
+    pub to: u32,
+}
 
 /// Brings the database up to [`SCHEMA_VERSION`].
-pub(crate) fn run_migrations(conn: &mut Connection) -> Result<(), StoreError> {
-    let version = user_version(conn).map_err(|source| StoreError::Migrate {
+pub(crate) fn run_migrations(db: Db<'_>) -> Result<Migrated, StoreError> {
+    let failed = |source| StoreError::Migrate {
+        version: SCHEMA_VERSION,
+        source,
+    };
+    if db.engine() == Engine::Sqlite {
+        return migrate(db);
+    }
+    db.execute_batch(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))
+        .map_err(failed)?;
+    let migrated = migrate(db);
+    db.execute_batch(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))
+        .map_err(failed)?;
+    migrated
+}
+
+fn migrate(db: Db<'_>) -> Result<Migrated, StoreError> {
+    let from = user_version(db).map_err(|source| StoreError::Migrate {
         version: SCHEMA_VERSION,
         source,
     })?;
-    if version > SCHEMA_VERSION {
+    if from > SCHEMA_VERSION {
         return Err(StoreError::TooNew {
-            found: version,
+            found: from,
             supported: SCHEMA_VERSION,
         });
     }
-
-    if version < 1 {
-        step(conn, 1, include_str!("migrations/001_initial.sql"))?;
+    for (version, (sqlite, postgres)) in (1..).zip(STEPS) {
+        if from < version {
+            let sql = match db.engine() {
+                Engine::Sqlite => sqlite,
+                Engine::Postgres => postgres,
+            };
+            step(db, version, sql)?;
+        }
     }
-    if version < 2 {
-        step(conn, 2, include_str!("migrations/002_deliveries.sql"))?;
-    }
-    if version < 3 {
-        step(conn, 3, include_str!("migrations/003_escalations.sql"))?;
-    }
-    if version < 4 {
-        step(conn, 4, include_str!("migrations/004_chains.sql"))?;
-    }
-    if version < 5 {
-        step(conn, 5, include_str!("migrations/005_pairing.sql"))?;
-    }
-    if version < 6 {
-        step(conn, 6, include_str!("migrations/006_schedule.sql"))?;
-    }
-    if version < 7 {
-        step(conn, 7, include_str!("migrations/007_inbox.sql"))?;
-    }
-    if version < 8 {
-        step(conn, 8, include_str!("migrations/008_artifacts.sql"))?;
-    }
-    if version < 9 {
-        step(conn, 9, include_str!("migrations/009_typing.sql"))?;
-    }
-    if version < 10 {
-        step(conn, 10, include_str!("migrations/010_reply_files.sql"))?;
-    }
-
-    Ok(())
+    Ok(Migrated {
+        from,
+        to: SCHEMA_VERSION,
+    })
 }
 
-/// The version recorded in the file (0 for a new file).
-pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
-    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+/// The version recorded in the database (0 for a new one).
+pub(crate) fn user_version(db: Db<'_>) -> Result<u32, DbError> {
+    match db.engine() {
+        Engine::Sqlite => db.query_row("PRAGMA user_version", &[], |row| row.get(0)),
+        Engine::Postgres => {
+            db.execute_batch(
+                "CREATE TABLE IF NOT EXISTS schema_version (
+                    id      BIGINT PRIMARY KEY CHECK (id = 1),
+                    version BIGINT NOT NULL
+                 )",
+            )?;
+            let version: Option<u32> = db
+                .query_map("SELECT version FROM schema_version", &[], |row| row.get(0))?
+                .pop();
+            Ok(version.unwrap_or(0))
+        }
+    }
+}
+
+/// Records `version` as the database's schema version.
+fn record_version(db: Db<'_>, version: u32) -> Result<(), DbError> {
+    match db.engine() {
+        // A pragma takes no parameters.
+        Engine::Sqlite => db.execute_batch(&format!("PRAGMA user_version = {version}")),
+        Engine::Postgres => db
+            .execute(
+                "INSERT INTO schema_version (id, version) VALUES (1, ?1)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+                args![version],
+            )
+            .map(drop),
+    }
 }
 
 /// Runs one migration and records its version, atomically.
-fn step(conn: &mut Connection, version: u32, sql: &str) -> Result<(), StoreError> {
-    let apply = |conn: &mut Connection| -> rusqlite::Result<()> {
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", version)?;
-        tx.commit()
+fn step(db: Db<'_>, version: u32, sql: &str) -> Result<(), StoreError> {
+    let apply = || -> Result<(), DbError> {
+        db.execute_batch(sql)?;
+        record_version(db, version)
     };
-    apply(conn).map_err(|source| StoreError::Migrate { version, source })?;
+    let in_transaction = || -> Result<(), DbError> {
+        db.execute_batch("BEGIN")?;
+        match apply() {
+            Ok(()) => db.execute_batch("COMMIT"),
+            Err(e) => {
+                let _ = db.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    };
+    in_transaction().map_err(|source| StoreError::Migrate { version, source })?;
     tracing::info!(version, "database schema migrated");
     Ok(())
 }
@@ -80,45 +171,81 @@ fn step(conn: &mut Connection, version: u32, sql: &str) -> Result<(), StoreError
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
-    #[test]
-    fn migrates_a_new_database_once() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        run_migrations(&mut conn).unwrap();
-        assert_eq!(user_version(&conn).unwrap(), SCHEMA_VERSION);
-        // Running again is a no-op (it would fail on CREATE TABLE otherwise).
-        run_migrations(&mut conn).unwrap();
-        let tables: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'transcript'",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
-        assert_eq!(tables, 1);
+    /// Runs `test` on a bare connection (no migrations yet) to a fresh database of each engine.
+    async fn on_each_engine(test: fn(Db<'_>, &str)) {
+        for db in testing::engines().await {
+            tokio::task::spawn_blocking(move || test(db.connect().db(), db.engine()))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        }
     }
 
-    #[test]
-    fn refuses_a_newer_schema() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-            .unwrap();
-        let err = run_migrations(&mut conn).unwrap_err();
-        assert!(matches!(err, StoreError::TooNew { .. }), "{err}");
+    fn count_tables(db: Db<'_>, name: &str) -> i64 {
+        let sql = match db.engine() {
+            Engine::Sqlite => "SELECT count(*) FROM sqlite_schema WHERE name = ?1",
+            Engine::Postgres => {
+                "SELECT count(*) FROM information_schema.tables
+                 WHERE table_schema = 'public' AND table_name = ?1"
+            }
+        };
+        db.query_row(sql, args![name], |row| row.get(0)).unwrap()
     }
 
-    #[test]
-    fn a_failed_step_leaves_the_version_unchanged() {
-        let mut conn = Connection::open_in_memory().unwrap();
-        let err = step(&mut conn, 1, "CREATE TABLE a (x); NOT SQL").unwrap_err();
-        assert!(
-            matches!(err, StoreError::Migrate { version: 1, .. }),
-            "{err}"
-        );
-        assert_eq!(user_version(&conn).unwrap(), 0);
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
-            .unwrap();
-        assert_eq!(tables, 0, "the half-applied step was rolled back");
+    #[tokio::test]
+    async fn migrates_a_new_database_once() {
+        on_each_engine(|db, engine| {
+            let first = run_migrations(db).unwrap();
+            assert_eq!(
+                first,
+                Migrated {
+                    from: 0,
+                    to: SCHEMA_VERSION
+                },
+                "{engine}"
+            );
+            assert_eq!(user_version(db).unwrap(), SCHEMA_VERSION, "{engine}");
+            // Running again is a no-op (it would fail on CREATE TABLE otherwise).
+            let again = run_migrations(db).unwrap();
+            assert_eq!(again.from, SCHEMA_VERSION, "{engine}");
+            assert_eq!(count_tables(db, "transcript"), 1, "{engine}");
+            assert_eq!(
+                count_tables(db, "reply_files"),
+                1,
+                "{engine}: the last step ran"
+            );
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn refuses_a_newer_schema() {
+        on_each_engine(|db, engine| {
+            user_version(db).unwrap();
+            record_version(db, SCHEMA_VERSION + 1).unwrap();
+            let err = run_migrations(db).unwrap_err();
+            assert!(matches!(err, StoreError::TooNew { .. }), "{engine}: {err}");
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_failed_step_leaves_the_version_unchanged() {
+        on_each_engine(|db, engine| {
+            user_version(db).unwrap();
+            let err = step(db, 1, "CREATE TABLE a (x BIGINT); NOT SQL").unwrap_err();
+            assert!(
+                matches!(err, StoreError::Migrate { version: 1, .. }),
+                "{engine}: {err}"
+            );
+            assert_eq!(user_version(db).unwrap(), 0, "{engine}");
+            assert_eq!(
+                count_tables(db, "a"),
+                0,
+                "{engine}: the half-applied step was rolled back"
+            );
+        })
+        .await;
     }
 }

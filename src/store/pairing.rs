@@ -138,7 +138,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Pairing, StoreError> {
         let (platform, account, user) = (platform.to_owned(), account.to_owned(), user.to_owned());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let existing: Option<(String, bool, i64)> = conn
                 .prepare_cached(
                     "SELECT code, approved, created_ms FROM pairing
@@ -180,7 +180,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<PairingApproval, StoreError> {
         let code = code.trim().to_ascii_uppercase();
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let row: Option<(String, String, bool, i64)> = conn
                 .prepare_cached(
                     "SELECT platform, user, approved, created_ms FROM pairing WHERE code = ?1",
@@ -207,7 +207,7 @@ impl Store {
 
     /// Every pairing, pending ones first, then oldest first.
     pub async fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
-        self.read(|conn| {
+        self.sqlite_read(|conn| {
             conn.prepare_cached(
                 "SELECT platform, user, account, code, approved, created_ms FROM pairing
                  ORDER BY approved, created_ms, platform, user",

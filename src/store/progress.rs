@@ -29,7 +29,7 @@ impl Store {
     /// not: a finished delivery's record does not change.
     pub async fn progress_add(&self, run_id: &str, line: ProgressLine) -> Result<bool, StoreError> {
         let run_id = run_id.to_owned();
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let added = conn
                 .prepare_cached(
                     "INSERT INTO delivery_progress (run_id, ts_ms, message, step, of)

@@ -216,7 +216,7 @@ impl Store {
         let mut total = 0;
         loop {
             let deleted = self
-                .write(move |conn| table.delete_chunk(conn, before))
+                .sqlite_write(move |conn| table.delete_chunk(conn, before))
                 .await?;
             if deleted == 0 {
                 return Ok(total);
@@ -235,13 +235,16 @@ mod tests {
 
     async fn count(store: &Store, sql: &'static str) -> i64 {
         store
-            .read(move |c| c.query_row(sql, [], |r| r.get(0)))
+            .sqlite_read(move |c| c.query_row(sql, [], |r| r.get(0)))
             .await
             .unwrap()
     }
 
     async fn exec(store: &Store, sql: &'static str) {
-        store.write(move |c| c.execute_batch(sql)).await.unwrap();
+        store
+            .sqlite_write(move |c| c.execute_batch(sql))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
@@ -249,7 +252,7 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         // One row an hour old, one two days old.
         store
-            .write(|c| {
+            .sqlite_write(|c| {
                 for ts in [NOW - DAY / 24, NOW - 2 * DAY] {
                     c.execute(
                         "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
@@ -372,7 +375,7 @@ mod tests {
             .unwrap();
         assert_eq!(gone, 3, "answered, denied and failed long ago");
         let left: Vec<String> = store
-            .read(|c| {
+            .sqlite_read(|c| {
                 c.prepare("SELECT id FROM escalations ORDER BY id")?
                     .query_map([], |r| r.get(0))?
                     .collect()
@@ -392,7 +395,7 @@ mod tests {
         let old = 1000;
         let recent = 399 * DAY;
         store
-            .write(move |c| {
+            .sqlite_write(move |c| {
                 for (key, updated) in [
                     ("idle", old),
                     ("busy", recent),
@@ -461,7 +464,7 @@ mod tests {
             "entries in chunks, then rows"
         );
         let left: Vec<(String, i64)> = store
-            .read(|c| {
+            .sqlite_read(|c| {
                 c.prepare(
                     "SELECT key, (SELECT count(*) FROM transcript t WHERE t.session = s.key)
                      FROM sessions s ORDER BY key",
@@ -490,7 +493,7 @@ mod tests {
     async fn a_large_prune_goes_in_chunks() {
         let store = Store::open(":memory:").await.unwrap();
         store
-            .write(|c| {
+            .sqlite_write(|c| {
                 let mut insert = c.prepare(
                     "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
                      VALUES (1000, 'cli', '-', 'u', 'c', 'ok')",

@@ -29,7 +29,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Attached, StoreError> {
         let run_id = run_id.to_owned();
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let mut unknown = Vec::new();
             for id in &ids {
                 if by_id(conn, id)?.is_none() && !unknown.contains(id) {
@@ -54,7 +54,8 @@ impl Store {
     /// The artifacts attached to run `run_id`'s reply, in the order attached.
     pub async fn reply_files(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError> {
         let run_id = run_id.to_owned();
-        self.read(move |conn| attached_to(conn, &run_id)).await
+        self.sqlite_read(move |conn| attached_to(conn, &run_id))
+            .await
     }
 }
 

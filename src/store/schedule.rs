@@ -37,7 +37,7 @@ pub struct LastDelivered {
 impl Store {
     /// Every stored job, for the scheduler's first tick.
     pub async fn schedule_jobs(&self) -> Result<Vec<ScheduleRow>, StoreError> {
-        self.read(|conn| {
+        self.sqlite_read(|conn| {
             conn.prepare_cached("SELECT bot, job, spec, next_due_ms FROM schedule_jobs")?
                 .query_map([], |row| {
                     Ok(ScheduleRow {
@@ -55,7 +55,7 @@ impl Store {
     /// Record when `row`'s job falls due next (and under which spec), keeping its last
     /// delivered text.
     pub async fn schedule_set_due(&self, row: ScheduleRow) -> Result<(), StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO schedule_jobs (bot, job, spec, next_due_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (bot, job) DO UPDATE
@@ -75,7 +75,7 @@ impl Store {
         delivered: LastDelivered,
     ) -> Result<(), StoreError> {
         let (bot, job) = (bot.clone(), job.to_owned());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "UPDATE schedule_jobs SET last_text = ?3, last_text_ms = ?4
                  WHERE bot = ?1 AND job = ?2",
@@ -93,7 +93,7 @@ impl Store {
         job: &str,
     ) -> Result<Option<LastDelivered>, StoreError> {
         let (bot, job) = (bot.clone(), job.to_owned());
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             conn.prepare_cached(
                 "SELECT last_text, last_text_ms FROM schedule_jobs
                  WHERE bot = ?1 AND job = ?2 AND last_text IS NOT NULL",

@@ -6,8 +6,7 @@
 //! reached the chat, and platforms take no idempotency key for plain messages, so the only way
 //! never to answer twice is not to try again. The replay records a failure instead.
 
-use rusqlite::OptionalExtension;
-
+use super::sql::{OptionalRow, args};
 use super::{EntryKind, Store, StoreError};
 
 /// Whether a chunk may be posted.
@@ -29,21 +28,21 @@ impl Store {
         now_ms: i64,
     ) -> Result<SendStart, StoreError> {
         let key = idempotency_key.to_owned();
-        self.write(move |conn| {
-            let delivered: Option<Option<String>> = conn
-                .prepare_cached(
+        self.write(move |db| {
+            let delivered: Option<Option<String>> = db
+                .query_row(
                     "SELECT platform_message_id FROM transcript WHERE idempotency_key = ?1",
-                )?
-                .query_row([&key], |row| row.get(0))
+                    args![&key],
+                    |row| row.get(0),
+                )
                 .optional()?;
             if let Some(id) = delivered {
                 return Ok(SendStart::Delivered(id.unwrap_or_default()));
             }
-            let begun = conn
-                .prepare_cached(
-                    "INSERT INTO sends (key, begun_ms) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
-                )?
-                .execute((&key, now_ms))?;
+            let begun = db.execute(
+                "INSERT INTO sends (key, begun_ms) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                args![&key, now_ms],
+            )?;
             Ok(if begun == 1 {
                 SendStart::Go
             } else {
@@ -63,9 +62,11 @@ impl Store {
         text: &str,
     ) -> Result<(), StoreError> {
         let (key, text) = (idempotency_key.to_owned(), text.to_owned());
-        self.write(move |conn| {
-            conn.prepare_cached("UPDATE transcript SET text = ?2 WHERE idempotency_key = ?1")?
-                .execute((&key, &text))?;
+        self.write(move |db| {
+            db.execute(
+                "UPDATE transcript SET text = ?2 WHERE idempotency_key = ?1",
+                args![&key, &text],
+            )?;
             Ok(())
         })
         .await
@@ -80,62 +81,101 @@ impl Store {
         why: &str,
     ) -> Result<(), StoreError> {
         let (key, why) = (idempotency_key.to_owned(), why.to_owned());
-        self.write(move |conn| {
-            conn.prepare_cached(
-                "UPDATE transcript SET kind = ?2,
-                    meta = json_set(CASE WHEN json_valid(meta) THEN meta ELSE '{}' END,
-                                    '$.deleted', ?3)
-                 WHERE idempotency_key = ?1",
-            )?
-            .execute((&key, EntryKind::Notice.as_str(), &why))?;
+        self.write(move |db| {
+            let meta: Option<String> = db
+                .query_row(
+                    "SELECT meta FROM transcript WHERE idempotency_key = ?1",
+                    args![&key],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            let Some(meta) = meta else {
+                return Ok(());
+            };
+            db.execute(
+                "UPDATE transcript SET kind = ?2, meta = ?3 WHERE idempotency_key = ?1",
+                args![
+                    &key,
+                    EntryKind::Notice.as_str(),
+                    with_deleted(&meta, &why).as_str()
+                ],
+            )?;
             Ok(())
         })
         .await
     }
 }
 
+/// `meta` with `deleted: why` set: in an object, added; meta that is not JSON becomes
+/// `{"deleted": why}`; any other JSON value (null, an array) is kept as it is.
+fn with_deleted(meta: &str, why: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(meta) {
+        Ok(serde_json::Value::Object(mut fields)) => {
+            fields.insert("deleted".into(), why.into());
+            serde_json::Value::Object(fields).to_string()
+        }
+        Ok(_) => meta.to_owned(),
+        Err(_) => serde_json::json!({ "deleted": why }).to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
     use crate::store::{NewEntry, Origin};
+
+    #[test]
+    fn deleted_is_set_in_an_object_or_in_place_of_what_is_not_json() {
+        assert_eq!(
+            with_deleted(r#"{"a":1}"#, "why"),
+            r#"{"a":1,"deleted":"why"}"#
+        );
+        assert_eq!(with_deleted("not json", "why"), r#"{"deleted":"why"}"#);
+        assert_eq!(with_deleted("null", "why"), "null");
+    }
 
     #[tokio::test]
     async fn go_once_then_interrupted_until_delivered() {
-        let store = Store::open(":memory:").await.unwrap();
-        assert_eq!(store.send_begin("run#0", 1).await.unwrap(), SendStart::Go);
-        assert_eq!(
-            store.send_begin("run#0", 2).await.unwrap(),
-            SendStart::Interrupted,
-            "begun and never confirmed"
-        );
-        let chunk = NewEntry {
-            session: crate::session::test_key("s"),
-            ts_ms: 3,
-            kind: EntryKind::Reply,
-            speaker: "bot".into(),
-            origin: Origin::Bot,
-            text: "hello".into(),
-            platform_message_id: Some("1712.0001".into()),
-            run_id: Some("run".into()),
-            idempotency_key: Some("run#0".into()),
-            meta: serde_json::Value::Null,
-        };
-        store.append(chunk).await.unwrap();
-        assert_eq!(
-            store.send_begin("run#0", 4).await.unwrap(),
-            SendStart::Delivered("1712.0001".into())
-        );
-        assert_eq!(store.send_begin("run#1", 5).await.unwrap(), SendStart::Go);
+        for db in testing::engines().await {
+            let store = db.open().await;
+            assert_eq!(store.send_begin("run#0", 1).await.unwrap(), SendStart::Go);
+            assert_eq!(
+                store.send_begin("run#0", 2).await.unwrap(),
+                SendStart::Interrupted,
+                "begun and never confirmed"
+            );
+            let chunk = NewEntry {
+                session: crate::session::test_key("s"),
+                ts_ms: 3,
+                kind: EntryKind::Reply,
+                speaker: "bot".into(),
+                origin: Origin::Bot,
+                text: "hello".into(),
+                platform_message_id: Some("1712.0001".into()),
+                run_id: Some("run".into()),
+                idempotency_key: Some("run#0".into()),
+                meta: serde_json::Value::Null,
+            };
+            store.append(chunk).await.unwrap();
+            assert_eq!(
+                store.send_begin("run#0", 4).await.unwrap(),
+                SendStart::Delivered("1712.0001".into())
+            );
+            assert_eq!(store.send_begin("run#1", 5).await.unwrap(), SendStart::Go);
+        }
     }
 
     #[tokio::test]
     async fn expired_begins_are_purged() {
-        let store = Store::open(":memory:").await.unwrap();
-        store.send_begin("old#0", 0).await.unwrap();
-        store
-            .purge_expired(crate::store::DEDUPE_TTL_MS + 1)
-            .await
-            .unwrap();
-        assert_eq!(store.send_begin("old#0", 1).await.unwrap(), SendStart::Go);
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store.send_begin("old#0", 0).await.unwrap();
+            store
+                .purge_expired(crate::store::DEDUPE_TTL_MS + 1)
+                .await
+                .unwrap();
+            assert_eq!(store.send_begin("old#0", 1).await.unwrap(), SendStart::Go);
+        }
     }
 }

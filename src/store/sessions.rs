@@ -4,10 +4,9 @@
 //! A reset (`/new`) does not delete anything: it moves the session's `reset_after` cursor to its
 //! current last entry, so the transcript stays whole for people and the model starts afresh.
 
-use rusqlite::types::Type;
-use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 
+use super::sql::{DbError, OptionalRow, Row, args};
 use super::{Store, StoreError};
 use crate::bot_id::BotId;
 use crate::session::SessionKey;
@@ -39,7 +38,7 @@ const SELECT_SESSIONS: &str = "SELECT key, bot, platform, account, chat, thread,
         updated_ms, (SELECT count(*) FROM transcript t WHERE t.session = s.key)
      FROM sessions s";
 
-fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+fn session_from_row(row: &Row<'_>) -> Result<SessionRecord, DbError> {
     Ok(SessionRecord {
         key: session_column(row, 0)?,
         bot: row.get(1)?,
@@ -56,26 +55,33 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionRecord> {
 /// Reads the session key in column `idx` of `row`, whose column 0 is the row's id. A key that
 /// does not parse is an error naming the row and the column: flows get typed keys or a reason,
 /// never a row silently left out.
-pub(super) fn session_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<SessionKey> {
+pub(super) fn session_column<'r>(
+    row: impl Into<Row<'r>>,
+    idx: usize,
+) -> Result<SessionKey, DbError> {
+    let row = row.into();
     let text: String = row.get(idx)?;
-    parse_session(row, idx, text)
+    parse_session(&row, idx, text)
 }
 
 /// [`session_column`] for a column that may be NULL.
-pub(super) fn optional_session_column(
-    row: &Row<'_>,
+pub(super) fn optional_session_column<'r>(
+    row: impl Into<Row<'r>>,
     idx: usize,
-) -> rusqlite::Result<Option<SessionKey>> {
+) -> Result<Option<SessionKey>, DbError> {
+    let row = row.into();
     let text: Option<String> = row.get(idx)?;
-    text.map(|text| parse_session(row, idx, text)).transpose()
+    text.map(|text| parse_session(&row, idx, text)).transpose()
 }
 
-fn parse_session(row: &Row<'_>, idx: usize, text: String) -> rusqlite::Result<SessionKey> {
+fn parse_session(row: &Row<'_>, idx: usize, text: String) -> Result<SessionKey, DbError> {
     text.parse().map_err(|err| {
         let id: String = row.get(0).unwrap_or_default();
-        let column = row.as_ref().column_name(idx).unwrap_or("?");
-        let why = format!("row `{id}`, column `{column}`: {err}");
-        rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, why.into())
+        let column = row.column_name(idx);
+        DbError::Column {
+            idx,
+            why: format!("row `{id}`, column `{column}`: {err}"),
+        }
     })
 }
 
@@ -84,22 +90,24 @@ impl Store {
     /// forward (never back, so a late write cannot make a busy session look idle).
     pub async fn touch_session(&self, session: &SessionKey, now_ms: i64) -> Result<(), StoreError> {
         let s = session.clone();
-        self.write(move |conn| {
-            conn.prepare_cached(
+        self.write(move |db| {
+            db.execute(
                 "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
                     updated_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
-                 ON CONFLICT (key) DO UPDATE SET updated_ms = max(updated_ms, excluded.updated_ms)",
-            )?
-            .execute((
-                s.render(),
-                &s.bot,
-                s.platform.as_str(),
-                s.account.as_str(),
-                s.chat.as_str(),
-                s.thread.as_ref().map(|t| t.as_str()),
-                now_ms,
-            ))?;
+                 ON CONFLICT (key) DO UPDATE SET updated_ms = CASE
+                    WHEN excluded.updated_ms > sessions.updated_ms THEN excluded.updated_ms
+                    ELSE sessions.updated_ms END",
+                args![
+                    s.render().as_str(),
+                    s.bot.as_str(),
+                    s.platform.as_str(),
+                    s.account.as_str(),
+                    s.chat.as_str(),
+                    s.thread.as_ref().map(|t| t.as_str()),
+                    now_ms,
+                ],
+            )?;
             Ok(())
         })
         .await
@@ -107,10 +115,12 @@ impl Store {
 
     /// Every session, most recently updated first.
     pub async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
-        self.read(|conn| {
-            conn.prepare_cached(&format!("{SELECT_SESSIONS} ORDER BY updated_ms DESC, key"))?
-                .query_map([], session_from_row)?
-                .collect()
+        self.read(|db| {
+            db.query_map(
+                &format!("{SELECT_SESSIONS} ORDER BY updated_ms DESC, key"),
+                &[],
+                session_from_row,
+            )
         })
         .await
     }
@@ -118,10 +128,13 @@ impl Store {
     /// One session by key.
     pub async fn session(&self, key: &SessionKey) -> Result<Option<SessionRecord>, StoreError> {
         let key = key.render();
-        self.read(move |conn| {
-            conn.prepare_cached(&format!("{SELECT_SESSIONS} WHERE key = ?1"))?
-                .query_row([key], session_from_row)
-                .optional()
+        self.read(move |db| {
+            db.query_row(
+                &format!("{SELECT_SESSIONS} WHERE key = ?1"),
+                args![&key],
+                session_from_row,
+            )
+            .optional()
         })
         .await
     }
@@ -136,13 +149,16 @@ impl Store {
         bot: Option<&BotId>,
     ) -> Result<usize, StoreError> {
         let (platform, chat, bot) = (platform.to_owned(), chat.to_owned(), bot.cloned());
-        self.write(move |conn| {
-            conn.prepare_cached(
-                "UPDATE sessions SET reset_after = max(reset_after, coalesce(
-                    (SELECT max(id) FROM transcript t WHERE t.session = sessions.key), 0))
-                 WHERE platform = ?1 AND chat = ?2 AND (?3 IS NULL OR bot = ?3)",
-            )?
-            .execute((&platform, &chat, &bot))
+        self.write(move |db| {
+            // The newest entry past the current cursor, if there is one; else it stays.
+            db.execute(
+                "UPDATE sessions SET reset_after = coalesce(
+                    (SELECT max(id) FROM transcript t
+                     WHERE t.session = sessions.key AND t.id > sessions.reset_after),
+                    reset_after)
+                 WHERE platform = ?1 AND chat = ?2 AND bot = coalesce(?3, bot)",
+                args![&platform, &chat, bot.as_ref()],
+            )
         })
         .await
     }
@@ -152,6 +168,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::TranscriptQuery;
+    use crate::store::testing;
     use crate::store::transcript::tests::entry;
 
     fn session(bot: &str, chat: &str, thread: Option<&str>) -> SessionKey {
@@ -166,90 +183,93 @@ mod tests {
 
     #[tokio::test]
     async fn touch_creates_then_bumps_and_lists_newest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        let a = session("snark", "C1", None);
-        let b = session("caid", "C1", Some("171.1"));
-        store.touch_session(&a, 100).await.unwrap();
-        store.touch_session(&b, 200).await.unwrap();
-        store.touch_session(&a, 300).await.unwrap();
-        store.touch_session(&a, 250).await.unwrap(); // late: ignored
-        store.append(entry(&a, "hi")).await.unwrap();
-        store.close().await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let a = session("snark", "C1", None);
+            let b = session("caid", "C1", Some("171.1"));
+            store.touch_session(&a, 100).await.unwrap();
+            store.touch_session(&b, 200).await.unwrap();
+            store.touch_session(&a, 300).await.unwrap();
+            store.touch_session(&a, 250).await.unwrap(); // late: ignored
+            store.append(entry(&a, "hi")).await.unwrap();
+            store.close().await.unwrap();
 
-        let store = Store::open(path.to_str().unwrap()).await.unwrap();
-        let all = store.sessions().await.unwrap();
-        assert_eq!(
-            all.iter().map(|s| s.key.clone()).collect::<Vec<_>>(),
-            [a.clone(), b]
-        );
-        let rec = store.session(&a).await.unwrap().unwrap();
-        assert_eq!((rec.created_ms, rec.updated_ms, rec.entries), (100, 300, 1));
-        assert_eq!(all[1].thread.as_deref(), Some("171.1"));
-        let unknown = session("nope", "C1", None);
-        assert_eq!(store.session(&unknown).await.unwrap(), None);
+            let store = db.open().await;
+            let all = store.sessions().await.unwrap();
+            assert_eq!(
+                all.iter().map(|s| s.key.clone()).collect::<Vec<_>>(),
+                [a.clone(), b]
+            );
+            let rec = store.session(&a).await.unwrap().unwrap();
+            assert_eq!((rec.created_ms, rec.updated_ms, rec.entries), (100, 300, 1));
+            assert_eq!(all[1].thread.as_deref(), Some("171.1"));
+            let unknown = session("nope", "C1", None);
+            assert_eq!(store.session(&unknown).await.unwrap(), None);
+        }
     }
 
     #[tokio::test]
     async fn reset_hides_old_entries_only_from_since_reset_queries() {
-        let store = Store::open(":memory:").await.unwrap();
-        let snark = session("snark", "C1", None);
-        let caid = session("caid", "C1", None);
-        let other = session("snark", "C2", None);
-        for s in [&snark, &caid, &other] {
-            store.touch_session(s, 1).await.unwrap();
-            store.append(entry(s, "old")).await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let snark = session("snark", "C1", None);
+            let caid = session("caid", "C1", None);
+            let other = session("snark", "C2", None);
+            for s in [&snark, &caid, &other] {
+                store.touch_session(s, 1).await.unwrap();
+                store.append(entry(s, "old")).await.unwrap();
+            }
+
+            assert_eq!(
+                store
+                    .reset_sessions("slack", "C1", Some(&"snark".parse().unwrap()))
+                    .await
+                    .unwrap(),
+                1
+            );
+            store.append(entry(&snark, "new")).await.unwrap();
+
+            let view = |key: &SessionKey, since_reset| TranscriptQuery {
+                since_reset,
+                ..TranscriptQuery::session(key.clone())
+            };
+            let texts =
+                |v: Vec<crate::store::Entry>| v.into_iter().map(|e| e.text).collect::<Vec<_>>();
+            assert_eq!(
+                texts(store.transcript(view(&snark, true)).await.unwrap()),
+                ["new"]
+            );
+            assert_eq!(
+                texts(store.transcript(view(&snark, false)).await.unwrap()),
+                ["old", "new"]
+            );
+            // Other bot in the chat, and the same bot elsewhere, keep their context.
+            assert_eq!(
+                texts(store.transcript(view(&caid, true)).await.unwrap()),
+                ["old"]
+            );
+            assert_eq!(
+                texts(store.transcript(view(&other, true)).await.unwrap()),
+                ["old"]
+            );
+
+            // Every bot in the chat.
+            assert_eq!(store.reset_sessions("slack", "C1", None).await.unwrap(), 2);
+            assert!(
+                store
+                    .transcript(view(&caid, true))
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            assert!(
+                store
+                    .transcript(view(&snark, true))
+                    .await
+                    .unwrap()
+                    .is_empty()
+            );
+            assert_eq!(store.reset_sessions("slack", "C9", None).await.unwrap(), 0);
         }
-
-        assert_eq!(
-            store
-                .reset_sessions("slack", "C1", Some(&"snark".parse().unwrap()))
-                .await
-                .unwrap(),
-            1
-        );
-        store.append(entry(&snark, "new")).await.unwrap();
-
-        let view = |key: &SessionKey, since_reset| TranscriptQuery {
-            since_reset,
-            ..TranscriptQuery::session(key.clone())
-        };
-        let texts = |v: Vec<crate::store::Entry>| v.into_iter().map(|e| e.text).collect::<Vec<_>>();
-        assert_eq!(
-            texts(store.transcript(view(&snark, true)).await.unwrap()),
-            ["new"]
-        );
-        assert_eq!(
-            texts(store.transcript(view(&snark, false)).await.unwrap()),
-            ["old", "new"]
-        );
-        // Other bot in the chat, and the same bot elsewhere, keep their context.
-        assert_eq!(
-            texts(store.transcript(view(&caid, true)).await.unwrap()),
-            ["old"]
-        );
-        assert_eq!(
-            texts(store.transcript(view(&other, true)).await.unwrap()),
-            ["old"]
-        );
-
-        // Every bot in the chat.
-        assert_eq!(store.reset_sessions("slack", "C1", None).await.unwrap(), 2);
-        assert!(
-            store
-                .transcript(view(&caid, true))
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        assert!(
-            store
-                .transcript(view(&snark, true))
-                .await
-                .unwrap()
-                .is_empty()
-        );
-        assert_eq!(store.reset_sessions("slack", "C9", None).await.unwrap(), 0);
     }
 }

@@ -4,8 +4,7 @@
 
 use std::str::FromStr;
 
-use rusqlite::Row;
-use rusqlite::types::Type;
+use super::sql::{DbError, Row};
 
 /// A fieldless enum stored in the database by its snake_case name: the enum, `ALL`, `as_str`,
 /// `Display` and `FromStr`, written once from one list so the names cannot drift apart.
@@ -56,25 +55,22 @@ macro_rules! stored_name {
 }
 
 /// Reads a text column into a type parsed by `FromStr` (a corrupt value is a conversion error).
-pub(super) fn parse_column<T: FromStr<Err = String>>(
-    row: &Row<'_>,
+pub(super) fn parse_column<'r, T: FromStr<Err = String>>(
+    row: impl Into<Row<'r>>,
     idx: usize,
-) -> rusqlite::Result<T> {
+) -> Result<T, DbError> {
+    let row = row.into();
     let text: String = row.get(idx)?;
-    text.parse()
-        .map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into()))
+    text.parse().map_err(|e: String| row.column_error(idx, e))
 }
 
 /// [`parse_column`] for a column that may be NULL.
-pub(super) fn parse_optional_column<T: FromStr<Err = String>>(
-    row: &Row<'_>,
+pub(super) fn parse_optional_column<'r, T: FromStr<Err = String>>(
+    row: impl Into<Row<'r>>,
     idx: usize,
-) -> rusqlite::Result<Option<T>> {
+) -> Result<Option<T>, DbError> {
+    let row = row.into();
     let text: Option<String> = row.get(idx)?;
-    text.map(|text| {
-        text.parse().map_err(|e: String| {
-            rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into())
-        })
-    })
-    .transpose()
+    text.map(|text| text.parse().map_err(|e: String| row.column_error(idx, e)))
+        .transpose()
 }

@@ -4,11 +4,10 @@
 //! stable cursor for `--follow` and for the model's view after a reset. A delivered chunk
 //! carries its idempotency key, which is how a replayed delivery finds out it already posted.
 
-use rusqlite::types::Type;
-use rusqlite::{OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 
 use super::sessions::session_column;
+use super::sql::{Db, DbError, OptionalRow, Row, args};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
 use crate::session::SessionKey;
@@ -169,30 +168,24 @@ pub(super) fn meta_json(entry: &NewEntry) -> Result<String, StoreError> {
 
 /// [`Store::append`] inside a writer job: shared with [`Store::append_handing_over`], which
 /// files the post's hand-overs in the same transaction.
-pub(super) fn insert_entry(
-    conn: &rusqlite::Connection,
-    entry: &NewEntry,
-    meta: &str,
-) -> rusqlite::Result<i64> {
-    let inserted = conn
-        .prepare_cached(
+pub(super) fn insert_entry(db: Db<'_>, entry: &NewEntry, meta: &str) -> Result<i64, DbError> {
+    let inserted = db
+        .query_row(
             "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
                 platform_message_id, run_id, idempotency_key, meta)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
              ON CONFLICT (idempotency_key) DO NOTHING
              RETURNING id",
-        )?
-        .query_row(
-            rusqlite::params![
-                entry.session.render(),
+            args![
+                entry.session.render().as_str(),
                 entry.ts_ms,
                 entry.kind.as_str(),
-                entry.speaker,
+                &entry.speaker,
                 entry.origin.as_str(),
-                entry.text,
-                entry.platform_message_id,
-                entry.run_id,
-                entry.idempotency_key,
+                &entry.text,
+                &entry.platform_message_id,
+                &entry.run_id,
+                &entry.idempotency_key,
                 meta,
             ],
             |row| row.get(0),
@@ -200,9 +193,9 @@ pub(super) fn insert_entry(
         .optional()?;
     match inserted {
         Some(id) => Ok(id),
-        None => conn.query_row(
+        None => db.query_row(
             "SELECT id FROM transcript WHERE idempotency_key = ?1",
-            [&entry.idempotency_key],
+            args![&entry.idempotency_key],
             |row| row.get(0),
         ),
     }
@@ -216,38 +209,32 @@ impl Store {
     /// only to the entry that records a chunk actually delivered.
     pub async fn append(&self, entry: NewEntry) -> Result<i64, StoreError> {
         let meta = meta_json(&entry)?;
-        self.write(move |conn| insert_entry(conn, &entry, &meta))
-            .await
+        self.write(move |db| insert_entry(db, &entry, &meta)).await
     }
 
     /// Reads entries of one session, always oldest-first.
     pub async fn transcript(&self, query: TranscriptQuery) -> Result<Vec<Entry>, StoreError> {
-        self.read(move |conn| {
-            // The newest `last` rows are taken here rather than with `LIMIT ?`: SQLite plans a
-            // bound LIMIT by its value and so re-prepares the statement whenever it is bound
-            // again, which cost more than the query itself (BENCHMARKS.md).
+        self.read(move |db| {
+            // The newest `last` rows are taken here rather than with `LIMIT ?` (`query_take`).
             let limit = query.last.unwrap_or(usize::MAX);
-            let mut stmt = conn.prepare_cached(
+            let mut entries = db.query_take(
                 "SELECT id, session, ts_ms, kind, speaker, origin, text,
                         platform_message_id, run_id, idempotency_key, meta
                  FROM transcript
                  WHERE session = ?1
-                   AND id > max(?2, CASE WHEN ?3
+                   AND id > ?2
+                   AND id > CASE WHEN ?3
                         THEN coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
-                        ELSE 0 END)
+                        ELSE 0 END
                  ORDER BY id DESC",
+                args![
+                    query.session.render().as_str(),
+                    query.after_id.unwrap_or(0),
+                    query.since_reset,
+                ],
+                limit,
+                entry_from_row,
             )?;
-            let mut entries = stmt
-                .query_map(
-                    (
-                        query.session.render(),
-                        query.after_id.unwrap_or(0),
-                        query.since_reset,
-                    ),
-                    entry_from_row,
-                )?
-                .take(limit)
-                .collect::<rusqlite::Result<Vec<_>>>()?;
             entries.reverse();
             Ok(entries)
         })
@@ -261,16 +248,16 @@ impl Store {
         after_id: i64,
         limit: usize,
     ) -> Result<Vec<Entry>, StoreError> {
-        self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
+        self.read(move |db| {
+            // Not `LIMIT ?`, for the reason given in `transcript`.
+            db.query_take(
                 "SELECT id, session, ts_ms, kind, speaker, origin, text,
                         platform_message_id, run_id, idempotency_key, meta
                  FROM transcript WHERE id > ?1 ORDER BY id",
-            )?;
-            // Not `LIMIT ?`, for the reason given in `transcript`.
-            stmt.query_map([after_id], entry_from_row)?
-                .take(limit)
-                .collect()
+                args![after_id],
+                limit,
+                entry_from_row,
+            )
         })
         .await
     }
@@ -284,28 +271,25 @@ impl Store {
         last: usize,
     ) -> Result<Vec<TailEntry>, StoreError> {
         let session = session.render();
-        self.read(move |conn| {
-            let mut entries = conn
-                .prepare_cached(
-                    "SELECT kind, text, run_id,
-                        CASE WHEN json_valid(meta) THEN json_extract(meta, '$.name') END
-                     FROM transcript
-                     WHERE session = ?1
-                       AND id > coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
-                     ORDER BY id DESC",
-                )?
-                // Not `LIMIT ?`, for the reason given in `transcript`.
-                .query_map([&session], |row| {
+        self.read(move |db| {
+            // Not `LIMIT ?`, for the reason given in `transcript`.
+            let mut entries = db.query_take(
+                "SELECT kind, text, run_id, meta
+                 FROM transcript
+                 WHERE session = ?1
+                   AND id > coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
+                 ORDER BY id DESC",
+                args![&session],
+                last,
+                |row| {
                     Ok(TailEntry {
                         kind: parse_column(row, 0)?,
                         text: row.get(1)?,
                         run_id: row.get(2)?,
-                        // A name that is not a string is no name.
-                        name: row.get::<_, Option<String>>(3).ok().flatten(),
+                        name: meta_name(&row.get::<String>(3)?),
                     })
-                })?
-                .take(last)
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+                },
+            )?;
             entries.reverse();
             Ok(entries)
         })
@@ -320,20 +304,37 @@ impl Store {
         run_id: &str,
     ) -> Result<Vec<Entry>, StoreError> {
         let (session, run_id) = (session.render(), run_id.to_owned());
-        self.read(move |conn| {
-            conn.prepare_cached(
+        self.read(move |db| {
+            db.query_map(
                 "SELECT id, session, ts_ms, kind, speaker, origin, text,
                         platform_message_id, run_id, idempotency_key, meta
                  FROM transcript WHERE session = ?1 AND run_id = ?2 ORDER BY id",
-            )?
-            .query_map((session, run_id), entry_from_row)?
-            .collect()
+                args![&session, &run_id],
+                entry_from_row,
+            )
         })
         .await
     }
 }
 
-fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
+/// The speaker's display name kept in an entry's meta (`meta.name`). Meta that is not JSON, or
+/// a name that is not a string, is no name. Only that field is decoded: the rest is skipped.
+fn meta_name(meta: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named {
+        name: Option<serde_json::Value>,
+    }
+    // Only an object has fields (serde would read an array positionally).
+    if !meta.trim_start().starts_with('{') {
+        return None;
+    }
+    match serde_json::from_str::<Named>(meta).ok()?.name? {
+        serde_json::Value::String(name) => Some(name),
+        _ => None,
+    }
+}
+
+fn entry_from_row(row: &Row<'_>) -> Result<Entry, DbError> {
     let meta: String = row.get(10)?;
     Ok(Entry {
         id: row.get(0)?,
@@ -346,8 +347,7 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
         platform_message_id: row.get(7)?,
         run_id: row.get(8)?,
         idempotency_key: row.get(9)?,
-        meta: serde_json::from_str(&meta)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(10, Type::Text, Box::new(e)))?,
+        meta: serde_json::from_str(&meta).map_err(|e| row.column_error(10, e.to_string()))?,
     })
 }
 
@@ -355,6 +355,7 @@ fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<Entry> {
 pub(crate) mod tests {
     use super::*;
     use crate::session::test_key as key;
+    use crate::store::testing;
 
     /// A plain inbound entry for tests.
     pub(crate) fn entry(session: &SessionKey, text: &str) -> NewEntry {
@@ -391,213 +392,222 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn round_trips_every_field_and_reads_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("t.db").to_str().unwrap())
-            .await
-            .unwrap();
-        let full = NewEntry {
-            kind: EntryKind::ToolCall,
-            origin: Origin::Bot,
-            speaker: "bot:caid".into(),
-            platform_message_id: Some("m1".into()),
-            run_id: Some("r1".into()),
-            idempotency_key: Some("k1".into()),
-            meta: serde_json::json!({"raw": {"ts": "1.2"}}),
-            ..entry(&key("s1"), "first")
-        };
-        let id1 = store.append(full.clone()).await.unwrap();
-        let id2 = store.append(entry(&key("s2"), "elsewhere")).await.unwrap();
-        let id3 = store.append(entry(&key("s1"), "second")).await.unwrap();
-        assert!(id1 < id2 && id2 < id3);
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let full = NewEntry {
+                kind: EntryKind::ToolCall,
+                origin: Origin::Bot,
+                speaker: "bot:caid".into(),
+                platform_message_id: Some("m1".into()),
+                run_id: Some("r1".into()),
+                idempotency_key: Some("k1".into()),
+                meta: serde_json::json!({"raw": {"ts": "1.2"}}),
+                ..entry(&key("s1"), "first")
+            };
+            let id1 = store.append(full.clone()).await.unwrap();
+            let id2 = store.append(entry(&key("s2"), "elsewhere")).await.unwrap();
+            let id3 = store.append(entry(&key("s1"), "second")).await.unwrap();
+            assert!(id1 < id2 && id2 < id3);
 
-        let all = store
-            .transcript(TranscriptQuery::session(key("s1")))
-            .await
-            .unwrap();
-        assert_eq!(texts(&all), ["first", "second"]);
-        let e = &all[0];
-        assert_eq!(e.id, id1);
-        assert_eq!(
-            (e.kind, e.origin, e.speaker.as_str()),
-            (EntryKind::ToolCall, Origin::Bot, "bot:caid")
-        );
-        assert_eq!(e.meta, full.meta);
-        assert_eq!(e.run_id.as_deref(), Some("r1"));
+            let all = store
+                .transcript(TranscriptQuery::session(key("s1")))
+                .await
+                .unwrap();
+            assert_eq!(texts(&all), ["first", "second"]);
+            let e = &all[0];
+            assert_eq!(e.id, id1);
+            assert_eq!(
+                (e.kind, e.origin, e.speaker.as_str()),
+                (EntryKind::ToolCall, Origin::Bot, "bot:caid")
+            );
+            assert_eq!(e.meta, full.meta);
+            assert_eq!(e.run_id.as_deref(), Some("r1"));
 
-        let after = TranscriptQuery {
-            after_id: Some(id1),
-            ..TranscriptQuery::session(key("s1"))
-        };
-        assert_eq!(texts(&store.transcript(after).await.unwrap()), ["second"]);
+            let after = TranscriptQuery {
+                after_id: Some(id1),
+                ..TranscriptQuery::session(key("s1"))
+            };
+            assert_eq!(texts(&store.transcript(after).await.unwrap()), ["second"]);
+        }
     }
 
     #[tokio::test]
     async fn last_n_are_the_newest_still_oldest_first() {
-        let store = Store::open(":memory:").await.unwrap();
-        for i in 0..5 {
-            store
-                .append(entry(&key("s"), &i.to_string()))
-                .await
-                .unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for i in 0..5 {
+                store
+                    .append(entry(&key("s"), &i.to_string()))
+                    .await
+                    .unwrap();
+            }
+            let q = TranscriptQuery {
+                last: Some(2),
+                ..TranscriptQuery::session(key("s"))
+            };
+            assert_eq!(texts(&store.transcript(q).await.unwrap()), ["3", "4"]);
         }
-        let q = TranscriptQuery {
-            last: Some(2),
-            ..TranscriptQuery::session(key("s"))
-        };
-        assert_eq!(texts(&store.transcript(q).await.unwrap()), ["3", "4"]);
     }
 
     #[tokio::test]
     async fn idempotency_key_records_a_delivery_once() {
-        let store = Store::open(":memory:").await.unwrap();
-        let chunk = NewEntry {
-            kind: EntryKind::Reply,
-            platform_message_id: Some("1712.0001".into()),
-            idempotency_key: Some("k".into()),
-            ..entry(&key("s"), "hello")
-        };
-        let id = store.append(chunk.clone()).await.unwrap();
-        // Replayed: same id, nothing new written.
-        assert_eq!(store.append(chunk).await.unwrap(), id);
-        let all = store
-            .transcript(TranscriptQuery::session(key("s")))
-            .await
-            .unwrap();
-        assert_eq!(all.len(), 1);
-        // Entries without a key never collide.
-        store.append(entry(&key("s"), "a")).await.unwrap();
-        store.append(entry(&key("s"), "b")).await.unwrap();
-        assert_eq!(
-            store
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let chunk = NewEntry {
+                kind: EntryKind::Reply,
+                platform_message_id: Some("1712.0001".into()),
+                idempotency_key: Some("k".into()),
+                ..entry(&key("s"), "hello")
+            };
+            let id = store.append(chunk.clone()).await.unwrap();
+            // Replayed: same id, nothing new written.
+            assert_eq!(store.append(chunk).await.unwrap(), id);
+            let all = store
                 .transcript(TranscriptQuery::session(key("s")))
                 .await
-                .unwrap()
-                .len(),
-            3
-        );
+                .unwrap();
+            assert_eq!(all.len(), 1);
+            // Entries without a key never collide.
+            store.append(entry(&key("s"), "a")).await.unwrap();
+            store.append(entry(&key("s"), "b")).await.unwrap();
+            assert_eq!(
+                store
+                    .transcript(TranscriptQuery::session(key("s")))
+                    .await
+                    .unwrap()
+                    .len(),
+                3
+            );
+        }
     }
 
     #[tokio::test]
     async fn the_session_tail_is_the_transcript_tail_since_the_reset_in_slim_form() {
-        let store = Store::open(":memory:").await.unwrap();
-        let session: SessionKey = "bot:b:slack:a:C1".parse().unwrap();
-        store.touch_session(&session, 1).await.unwrap();
-        store
-            .append(entry(&session, "before the reset"))
-            .await
-            .unwrap();
-        store.reset_sessions("slack", "C1", None).await.unwrap();
-        for i in 0..5 {
-            let mut e = entry(&session, &format!("m{i}"));
-            e.meta = serde_json::json!({"name": format!("N{i}")});
-            e.run_id = Some(format!("r{i}"));
-            store.append(e).await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let session: SessionKey = "bot:b:slack:a:C1".parse().unwrap();
+            store.touch_session(&session, 1).await.unwrap();
+            store
+                .append(entry(&session, "before the reset"))
+                .await
+                .unwrap();
+            store.reset_sessions("slack", "C1", None).await.unwrap();
+            for i in 0..5 {
+                let mut e = entry(&session, &format!("m{i}"));
+                e.meta = serde_json::json!({"name": format!("N{i}")});
+                e.run_id = Some(format!("r{i}"));
+                store.append(e).await.unwrap();
+            }
+            store.append(entry(&session, "no name")).await.unwrap();
+            let slim = store.session_tail(&session, 3).await.unwrap();
+            let full = store
+                .transcript(TranscriptQuery {
+                    session: session.clone(),
+                    after_id: None,
+                    last: Some(3),
+                    since_reset: true,
+                })
+                .await
+                .unwrap();
+            assert_eq!(slim.len(), 3);
+            for (slim, full) in slim.iter().zip(&full) {
+                assert_eq!(slim.kind, full.kind);
+                assert_eq!(slim.text, full.text);
+                assert_eq!(slim.run_id, full.run_id);
+                assert_eq!(slim.name.as_deref(), full.meta["name"].as_str());
+            }
+            let texts: Vec<_> = slim.iter().map(|e| e.text.as_str()).collect();
+            assert_eq!(texts, ["m3", "m4", "no name"]);
+            let since_reset = store.session_tail(&session, 40).await.unwrap();
+            assert_eq!(since_reset.len(), 6, "nothing from before the reset");
         }
-        store.append(entry(&session, "no name")).await.unwrap();
-        let slim = store.session_tail(&session, 3).await.unwrap();
-        let full = store
-            .transcript(TranscriptQuery {
-                session: session.clone(),
-                after_id: None,
-                last: Some(3),
-                since_reset: true,
-            })
-            .await
-            .unwrap();
-        assert_eq!(slim.len(), 3);
-        for (slim, full) in slim.iter().zip(&full) {
-            assert_eq!(slim.kind, full.kind);
-            assert_eq!(slim.text, full.text);
-            assert_eq!(slim.run_id, full.run_id);
-            assert_eq!(slim.name.as_deref(), full.meta["name"].as_str());
-        }
-        let texts: Vec<_> = slim.iter().map(|e| e.text.as_str()).collect();
-        assert_eq!(texts, ["m3", "m4", "no name"]);
-        let since_reset = store.session_tail(&session, 40).await.unwrap();
-        assert_eq!(since_reset.len(), 6, "nothing from before the reset");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_thousand_concurrent_appends_are_batched_committed_and_ordered() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.db");
-        let path = path.to_str().unwrap();
-        let store = Store::open(path).await.unwrap();
-        let before = store.commits();
-        // 50 callers at once, each appending 20 entries one after the other.
-        let tasks: Vec<_> = (0..50)
-            .map(|t| {
-                let store = store.clone();
-                tokio::spawn(async move {
-                    let mut ids = Vec::new();
-                    for i in 0..20 {
-                        ids.push(
-                            store
-                                .append(entry(&key("s"), &format!("{t}-{i}")))
-                                .await
-                                .unwrap(),
-                        );
-                    }
-                    ids
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let before = store.commits();
+            // 50 callers at once, each appending 20 entries one after the other.
+            let tasks: Vec<_> = (0..50)
+                .map(|t| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let mut ids = Vec::new();
+                        for i in 0..20 {
+                            ids.push(
+                                store
+                                    .append(entry(&key("s"), &format!("{t}-{i}")))
+                                    .await
+                                    .unwrap(),
+                            );
+                        }
+                        ids
+                    })
                 })
-            })
-            .collect();
-        let mut all_ids = Vec::new();
-        for task in tasks {
-            let ids = task.await.unwrap();
+                .collect();
+            let mut all_ids = Vec::new();
+            for task in tasks {
+                let ids = task.await.unwrap();
+                assert!(
+                    ids.windows(2).all(|w| w[0] < w[1]),
+                    "each caller's order is kept"
+                );
+                all_ids.extend(ids);
+            }
+            let batches = store.commits() - before;
             assert!(
-                ids.windows(2).all(|w| w[0] < w[1]),
-                "each caller's order is kept"
+                batches < 500,
+                "{batches} commits for 1000 appends: not batched"
             );
-            all_ids.extend(ids);
-        }
-        let batches = store.commits() - before;
-        assert!(
-            batches < 500,
-            "{batches} commits for 1000 appends: not batched"
-        );
-        all_ids.sort_unstable();
-        all_ids.dedup();
-        assert_eq!(all_ids.len(), 1000, "distinct ids");
+            all_ids.sort_unstable();
+            all_ids.dedup();
+            assert_eq!(all_ids.len(), 1000, "distinct ids");
 
-        // Committed: a fresh open of the file sees every one, in id order.
-        store.close().await.unwrap();
-        drop(store);
-        let store = Store::open(path).await.unwrap();
-        let stored = store
-            .transcript(TranscriptQuery::session(key("s")))
-            .await
-            .unwrap();
-        assert_eq!(stored.iter().map(|e| e.id).collect::<Vec<_>>(), all_ids);
-        let pos = |text: &str| stored.iter().position(|e| e.text == text).unwrap();
-        assert!(pos("7-3") < pos("7-4"));
+            // Committed: a fresh open of the file sees every one, in id order.
+            store.close().await.unwrap();
+            drop(store);
+            let store = db.open().await;
+            let stored = store
+                .transcript(TranscriptQuery::session(key("s")))
+                .await
+                .unwrap();
+            assert_eq!(stored.iter().map(|e| e.id).collect::<Vec<_>>(), all_ids);
+            let pos = |text: &str| stored.iter().position(|e| e.text == text).unwrap();
+            assert!(pos("7-3") < pos("7-4"));
+        }
     }
 
     #[tokio::test]
     async fn memory_readers_see_writes_while_writes_continue() {
-        let store = Store::open(":memory:").await.unwrap();
-        let writer = {
-            let store = store.clone();
-            tokio::spawn(async move {
-                for i in 0..300 {
-                    store
-                        .append(entry(&key("s"), &i.to_string()))
-                        .await
-                        .unwrap();
-                }
-            })
-        };
-        let mut seen = 0;
-        while seen < 300 {
-            let now = store
-                .transcript(TranscriptQuery::session(key("s")))
-                .await
-                .unwrap()
-                .len();
-            assert!(now >= seen, "never goes backwards");
-            seen = now;
-            tokio::task::yield_now().await;
+        let postgres = testing::TestDb::postgres().await;
+        for store in [
+            Store::open(":memory:").await.unwrap(),
+            postgres.open().await,
+        ] {
+            let writer = {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for i in 0..300 {
+                        store
+                            .append(entry(&key("s"), &i.to_string()))
+                            .await
+                            .unwrap();
+                    }
+                })
+            };
+            let mut seen = 0;
+            while seen < 300 {
+                let now = store
+                    .transcript(TranscriptQuery::session(key("s")))
+                    .await
+                    .unwrap()
+                    .len();
+                assert!(now >= seen, "never goes backwards");
+                seen = now;
+                tokio::task::yield_now().await;
+            }
+            writer.await.unwrap();
         }
-        writer.await.unwrap();
     }
 }

@@ -27,7 +27,7 @@ pub struct OpenTyping {
 impl Store {
     /// Record that `typing` (its `id` is ignored) is about to be put up; returns its row.
     pub async fn typing_opened(&self, typing: OpenTyping, now_ms: i64) -> Result<i64, StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO typing_open (platform, account, chat, thread, message, handle, since_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -48,7 +48,7 @@ impl Store {
 
     /// The indicator of row `id` is up, with the platform's `handle` on it.
     pub async fn typing_up(&self, id: i64, handle: Option<String>) -> Result<(), StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached("UPDATE typing_open SET handle = ?2 WHERE id = ?1")?
                 .execute((id, &handle))?;
             Ok(())
@@ -58,7 +58,7 @@ impl Store {
 
     /// The indicator of row `id` is gone (or was never shown).
     pub async fn typing_closed(&self, id: i64) -> Result<(), StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached("DELETE FROM typing_open WHERE id = ?1")?
                 .execute([id])?;
             Ok(())
@@ -68,7 +68,7 @@ impl Store {
 
     /// Every indicator on record as up, oldest first.
     pub async fn typing_left(&self) -> Result<Vec<OpenTyping>, StoreError> {
-        self.read(|conn| {
+        self.sqlite_read(|conn| {
             conn.prepare_cached(
                 "SELECT id, platform, account, chat, thread, message, handle
                  FROM typing_open ORDER BY id",

@@ -11,18 +11,20 @@
 //! and the others in the batch still commit. Jobs run in the order they were sent, so a decision
 //! made inside a job (is this key new?) is atomic with respect to every other writer.
 //!
-//! It is a std thread, not a tokio task, because rusqlite blocks: running it on a tokio worker
-//! would stall every other task on that worker.
+//! It is a std thread, not a tokio task, because both drivers block (rusqlite, and the
+//! synchronous `postgres` client): running it on a tokio worker would stall every other task on
+//! that worker. On PostgreSQL it is the same loop on one server connection: one transaction per
+//! batch, a savepoint per job.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
 use super::checkpoint::WalBound;
+use super::sql::{Conn, Db, DbError, Engine};
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -41,7 +43,7 @@ pub(crate) enum Message {
 /// One unit of work, type-erased so that jobs with different results share a channel.
 pub(crate) trait Job: Send {
     /// Runs the work inside the open batch transaction (within its own savepoint).
-    fn run(&mut self, conn: &Connection);
+    fn run(&mut self, db: Db<'_>);
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, committed: Result<(), &str>);
 }
@@ -60,27 +62,27 @@ struct Pending<T, F> {
 impl<T, F> Job for Pending<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
 {
-    fn run(&mut self, conn: &Connection) {
+    fn run(&mut self, db: Db<'_>) {
         let Some(work) = self.work.take() else {
             return;
         };
-        if let Err(e) = run_cached(conn, "SAVEPOINT job") {
+        if let Err(e) = db.execute_cached("SAVEPOINT job") {
             self.outcome = Some(Err(e.into()));
             return;
         }
-        let outcome = match catch_unwind(AssertUnwindSafe(|| work(conn))) {
-            Ok(Ok(value)) => match run_cached(conn, "RELEASE job") {
+        let outcome = match catch_unwind(AssertUnwindSafe(|| work(db))) {
+            Ok(Ok(value)) => match db.execute_cached("RELEASE job") {
                 Ok(()) => Ok(value),
                 Err(e) => Err(e.into()),
             },
             Ok(Err(e)) => Err(e.into()),
             Err(panic) => Err(StoreError::Internal(panic_message(&*panic))),
         };
-        if outcome.is_err() && !conn.is_autocommit() {
+        if outcome.is_err() && db.in_transaction() {
             // Undo this job only; the rest of the batch stays.
-            if let Err(e) = conn.execute_batch("ROLLBACK TO job; RELEASE job") {
+            if let Err(e) = db.execute_batch("ROLLBACK TO job; RELEASE job") {
                 tracing::warn!(error = %e, "could not roll back a failed store job");
             }
         }
@@ -104,13 +106,6 @@ where
     }
 }
 
-/// Runs one statement without parameters from the statement cache: the savepoint and
-/// transaction statements run around every job, and parsing them each time (as
-/// `execute_batch` does) cost more than many jobs (BENCHMARKS.md).
-fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
-}
-
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         format!("a store job panicked: {s}")
@@ -131,7 +126,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Starts the writer thread on `conn`; after each commit it keeps the WAL under `bound`
     /// (a file database).
-    pub(crate) fn spawn(conn: Connection, bound: Option<WalBound>) -> std::io::Result<Self> {
+    pub(crate) fn spawn(conn: Conn, bound: Option<WalBound>) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let commits = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&commits);
@@ -155,7 +150,7 @@ impl Writer {
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Pending {
@@ -193,7 +188,7 @@ impl Writer {
 }
 
 fn writer_loop(
-    conn: Connection,
+    conn: Conn,
     mut rx: mpsc::Receiver<Message>,
     commits: &AtomicU64,
     mut bound: Option<WalBound>,
@@ -213,18 +208,18 @@ fn writer_loop(
             }
         }
         if !batch.is_empty() {
-            run_batch(&conn, &mut batch, commits);
-            if let Some(bound) = &mut bound {
-                bound.keep(&conn);
+            run_batch(conn.db(), &mut batch, commits);
+            if let (Some(bound), Conn::Sqlite(conn)) = (&mut bound, &conn) {
+                bound.keep(conn);
             }
         }
         if stop {
             // Only a store that wrote: a command that merely read must not wait on a gateway
             // writing beside it.
-            if let Some(bound) = &bound
+            if let (Some(bound), Conn::Sqlite(conn)) = (&bound, &conn)
                 && commits.load(Ordering::Relaxed) > 0
             {
-                bound.empty_at_stop(&conn);
+                bound.empty_at_stop(conn);
             }
             tracing::debug!("store writer stopped");
             return;
@@ -233,26 +228,31 @@ fn writer_loop(
 }
 
 /// Runs `batch` in one transaction, commits, then answers every job.
-fn run_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, commits: &AtomicU64) {
+fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, commits: &AtomicU64) {
+    let begin = match db.engine() {
+        // Take the write lock now, not at the first write, so no job meets SQLITE_BUSY midway.
+        Engine::Sqlite => "BEGIN IMMEDIATE",
+        Engine::Postgres => "BEGIN",
+    };
     let committed = (|| -> Result<(), String> {
-        run_cached(conn, "BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
+        db.execute_cached(begin).map_err(|e| e.to_string())?;
         for job in batch.iter_mut() {
-            job.run(conn);
-            if conn.is_autocommit() {
+            job.run(db);
+            if !db.in_transaction() {
                 // SQLite rolled back the whole transaction (disk full, I/O error): the jobs that
                 // ran so far are lost, and the rest must not run outside a transaction.
                 return Err("the transaction was rolled back by SQLite".to_owned());
             }
         }
-        run_cached(conn, "COMMIT").map_err(|e| e.to_string())
+        db.execute_cached("COMMIT").map_err(|e| e.to_string())
     })();
     if committed.is_ok() {
         commits.fetch_add(1, Ordering::Relaxed);
     }
     if let Err(msg) = &committed {
         tracing::error!(error = %msg, jobs = batch.len(), "store batch not committed");
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
+        if db.in_transaction() {
+            let _ = db.execute_batch("ROLLBACK");
         }
     }
     for job in batch.drain(..) {

@@ -26,8 +26,8 @@ use tokio::sync::mpsc;
 use super::gateway::DEADLINE;
 use super::multipart;
 use super::seen::{Seen, Timeline};
-use super::uploads::Upload;
 use super::shelf::Shelf;
+use super::uploads::Upload;
 
 /// The one guild every bot is in.
 pub const GUILD: &str = "290926798626357999";

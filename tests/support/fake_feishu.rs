@@ -32,8 +32,8 @@ use tokio::sync::mpsc;
 use super::gateway::DEADLINE;
 use super::multipart;
 use super::seen::{Seen, Timeline};
-use super::uploads::Upload;
 use super::shelf::Shelf;
+use super::uploads::Upload;
 
 /// The `service_id` the fake puts in connection URLs.
 pub const SERVICE: i32 = 77;

@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 
 use super::gateway::DEADLINE;
 use super::seen::{Seen, Timeline};
-use super::uploads::Upload;
 use super::shelf::Shelf;
+use super::uploads::Upload;
 
 /// One `chat.postMessage` call as received.
 #[derive(Debug, Clone)]

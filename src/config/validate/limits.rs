@@ -11,6 +11,22 @@ use super::Checker;
 const MIN_MCP_INIT_BYTES: usize = 1024;
 
 impl Checker<'_> {
+    /// `gateway.database_url_env`: a set variable holding a URL the PostgreSQL driver reads.
+    /// The URL holds a password, so no message repeats it.
+    fn database_url(&mut self, name: &str) {
+        const HOLDS: &str = "the PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE), \
+                             or remove the key to keep the SQLite file of `gateway.database`";
+        self.env_var("gateway.database_url_env", name, HOLDS);
+        if let Some(url) = (self.env)(name).filter(|url| !url.is_empty())
+            && let Err(why) = crate::store::PgUrl::parse(&url)
+        {
+            self.report(
+                "gateway.database_url_env",
+                format!("environment variable `{name}` {why}"),
+            );
+        }
+    }
+
     pub(super) fn gateway(&mut self, config: &Config) {
         let gateway = &config.gateway;
         if gateway.listen.parse::<SocketAddr>().is_err() {
@@ -29,6 +45,9 @@ impl Checker<'_> {
                 "is empty; name an SQLite file (e.g. \"baton.db\"), or \":memory:\" for a \
                  throwaway run",
             );
+        }
+        if let Some(name) = &gateway.database_url_env {
+            self.database_url(name);
         }
         if let Some(name) = &gateway.api_token_env {
             self.env_var(
@@ -321,5 +340,27 @@ mod tests {
         ] {
             assert!(Config::from_toml(&text(ok), here, &env).is_ok(), "{ok}");
         }
+    }
+
+    #[test]
+    fn the_database_url_must_be_a_postgres_url_and_is_never_repeated() {
+        use super::super::fixture::{keys, parse};
+        use super::super::validate;
+        let config = parse("[gateway]\ndatabase_url_env = \"BATON_DATABASE_URL\"\n");
+        let holding = |url: &'static str| move |_: &str| Some(url.to_owned());
+        let good = holding("postgres://baton:pw-s3cret@db.internal:5432/baton");
+        assert!(validate(&config, &good).is_empty());
+        let bad = holding("postgres://baton:pw-s3cret@db.internal:port/baton");
+        let problems = validate(&config, &bad);
+        assert_eq!(keys(&problems), ["gateway.database_url_env"]);
+        let message = problems[0].to_string();
+        assert!(message.contains("`BATON_DATABASE_URL`"), "{message}");
+        assert!(
+            message.contains("postgres://USER:PASSWORD@HOST"),
+            "{message}"
+        );
+        assert!(!message.contains("pw-s3cret"), "{message}");
+        let unset = validate(&config, &|_: &str| None);
+        assert_eq!(keys(&unset), ["gateway.database_url_env"]);
     }
 }

@@ -8,14 +8,14 @@ impl Store {
     /// One chain.
     pub async fn chain(&self, id: &str) -> Result<Option<Chain>, StoreError> {
         let id = normalize(id);
-        self.read(move |conn| by_id(conn, &id)).await
+        self.sqlite_read(move |conn| by_id(conn, &id)).await
     }
 
     /// Chains, newest first: all of them, or only the open ones started in one chat.
     pub async fn chains(&self, query: ChainQuery) -> Result<Vec<Chain>, StoreError> {
         let limit = i64::try_from(query.limit.unwrap_or(usize::MAX)).unwrap_or(i64::MAX);
         let (platform, chat) = query.open_in.unzip();
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             conn.prepare_cached(&format!(
                 "{SELECT} WHERE ?1 IS NULL
                     OR (state = 'open' AND origin_platform = ?1 AND origin_chat = ?2)
@@ -30,7 +30,7 @@ impl Store {
     /// A chain's log, oldest first.
     pub async fn chain_entries(&self, id: &str) -> Result<Vec<ChainEntry>, StoreError> {
         let id = normalize(id);
-        self.read(move |conn| {
+        self.sqlite_read(move |conn| {
             conn.prepare_cached(
                 "SELECT id, chain, turn, sender, kind, content, recipient, ts_ms
                  FROM chain_messages WHERE chain = ?1 ORDER BY id",

@@ -8,7 +8,7 @@ impl Store {
     /// Records a new open chain with a fresh id, its coordinator holding the turn, and an
     /// opening note. Returns it once committed.
     pub async fn create_chain(&self, new: NewChain, now_ms: i64) -> Result<Chain, StoreError> {
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let id = new_id(conn)?;
             let participants = serde_json::to_string(&new.participants)
                 .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
@@ -59,7 +59,7 @@ impl Store {
     /// Remember the message a chain's posts answer (its announcement, when it had none).
     pub async fn chain_anchor(&self, id: &str, anchor: &str) -> Result<(), StoreError> {
         let (id, anchor) = (normalize(id), anchor.to_owned());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             conn.prepare_cached("UPDATE chains SET origin_anchor = ?2 WHERE id = ?1")?
                 .execute((&id, &anchor))?;
             Ok(())

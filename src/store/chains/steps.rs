@@ -103,6 +103,6 @@ impl Store {
     /// chain).
     pub async fn chain_steps(&self, id: &str) -> Result<Vec<ChainStep>, StoreError> {
         let id = normalize(id);
-        self.read(move |conn| steps(conn, &id)).await
+        self.sqlite_read(move |conn| steps(conn, &id)).await
     }
 }

@@ -148,7 +148,7 @@ impl Store {
     pub async fn chain_hand(&self, handoff: Handoff, now_ms: i64) -> Result<Handed, ChainError> {
         let id = normalize(&handoff.chain);
         decided(
-            self.write(move |conn| {
+            self.sqlite_write(move |conn| {
                 let mut chain = match open_chain(conn, &id)? {
                     Ok(chain) => chain,
                     Err(refused) => return Ok(Err(refused)),
@@ -220,7 +220,7 @@ impl Store {
     ) -> Result<Posted, ChainError> {
         let (id, sender, content) = (normalize(chain), sender.to_owned(), content.to_owned());
         decided(
-            self.write(move |conn| {
+            self.sqlite_write(move |conn| {
                 let chain = match open_chain(conn, &id)? {
                     Ok(chain) => chain,
                     Err(refused) => return Ok(Err(refused)),
@@ -269,7 +269,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Chain>, StoreError> {
         let (id, reason) = (normalize(chain), reason.to_owned());
-        self.write(move |conn| {
+        self.sqlite_write(move |conn| {
             let Ok(chain) = open_chain(conn, &id)? else {
                 return Ok(None);
             };
@@ -305,7 +305,7 @@ impl Store {
     ) -> Result<Option<Chain>, ChainError> {
         let id = normalize(chain);
         decided(
-            self.write(move |conn| {
+            self.sqlite_write(move |conn| {
                 let chain = match open_chain(conn, &id)? {
                     Ok(chain) => chain,
                     Err(ChainError::Closed { .. }) => return Ok(Ok(None)),

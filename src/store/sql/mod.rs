@@ -1,0 +1,214 @@
+//! One SQL text per query, two engines: the layer every ported store module writes its queries
+//! against, so the same job runs on SQLite (the embedded default) and on PostgreSQL (several
+//! instances sharing one database, issue 22).
+//!
+//! Queries are written in the subset both engines speak: `?N` placeholders (rewritten to `$N`
+//! for PostgreSQL, once per statement), `ON CONFLICT ... DO NOTHING / DO UPDATE` instead of
+//! `INSERT OR ...`, `RETURNING id` instead of `last_insert_rowid()`, explicit id columns instead
+//! of `rowid`, `CASE` instead of SQLite's two-argument `max`, and no JSON functions (JSON is
+//! handled in Rust). Parameters are [`Value`]s, which borrow text and blobs so the SQLite hot
+//! path copies nothing; columns are read with [`Row::get`] into any [`Column`] type, converting
+//! between the engines' integer widths and booleans.
+//!
+//! Both engines keep a prepared statement per SQL text: rusqlite's statement cache for SQLite,
+//! a map of [`postgres::Statement`]s for PostgreSQL (`postgres.rs`).
+
+mod error;
+mod postgres;
+mod row;
+mod value;
+
+pub use error::DbError;
+pub(crate) use error::OptionalRow;
+pub(crate) use postgres::PgConn;
+pub use postgres::PgUrl;
+pub(crate) use row::{Column, Row};
+pub(crate) use value::Value;
+
+/// The engine a connection talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// The embedded SQLite file (or a private memory database).
+    Sqlite,
+    /// A PostgreSQL server shared by every instance.
+    Postgres,
+}
+
+/// A connection of either engine, owned: the writer's, or a pooled reader.
+pub(crate) enum Conn {
+    /// A SQLite connection.
+    Sqlite(rusqlite::Connection),
+    /// A PostgreSQL connection.
+    Postgres(PgConn),
+}
+
+impl Conn {
+    /// Whether it can serve another query: a PostgreSQL connection the server closed is
+    /// dropped from the pool rather than handed out again.
+    pub(crate) fn is_usable(&self) -> bool {
+        match self {
+            Conn::Sqlite(_) => true,
+            Conn::Postgres(conn) => !conn.is_closed(),
+        }
+    }
+
+    /// The handle jobs run their queries through.
+    pub(crate) fn db(&self) -> Db<'_> {
+        match self {
+            Conn::Sqlite(conn) => Db::Sqlite(conn),
+            Conn::Postgres(conn) => Db::Postgres(conn),
+        }
+    }
+}
+
+/// A borrowed connection of either engine, inside the writer's open transaction or on a reader.
+#[derive(Clone, Copy)]
+pub(crate) enum Db<'c> {
+    /// SQLite.
+    Sqlite(&'c rusqlite::Connection),
+    /// PostgreSQL.
+    Postgres(&'c PgConn),
+}
+
+/// Parameters for a query: `args![a, b, c]` is a `&[Value]` of each converted by `From`.
+macro_rules! args {
+    ($($arg:expr),* $(,)?) => {
+        &[$($crate::store::sql::Value::from($arg)),*][..]
+    };
+}
+pub(crate) use args;
+
+impl<'c> Db<'c> {
+    /// Which engine this is.
+    pub(crate) fn engine(self) -> Engine {
+        match self {
+            Db::Sqlite(_) => Engine::Sqlite,
+            Db::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// The SQLite connection, for a store module not yet written against this layer. On
+    /// PostgreSQL it fails with [`DbError::NotPorted`] naming `what`; the gateway refuses to
+    /// start on PostgreSQL before any such module could be reached (`Store::unported`).
+    pub(crate) fn sqlite(self, what: &'static str) -> Result<&'c rusqlite::Connection, DbError> {
+        match self {
+            Db::Sqlite(conn) => Ok(conn),
+            Db::Postgres(_) => Err(DbError::NotPorted(what)),
+        }
+    }
+
+    /// Runs one statement; returns how many rows it changed.
+    pub(crate) fn execute(self, sql: &str, args: &[Value<'_>]) -> Result<usize, DbError> {
+        match self {
+            Db::Sqlite(conn) => Ok(conn
+                .prepare_cached(sql)?
+                .execute(rusqlite::params_from_iter(args))?),
+            Db::Postgres(conn) => conn.execute(sql, args),
+        }
+    }
+
+    /// Runs statements without parameters, as one text (migrations, transaction control).
+    pub(crate) fn execute_batch(self, sql: &str) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Db::Postgres(conn) => conn.execute_batch(sql),
+        }
+    }
+
+    /// Runs one parameterless statement of transaction control (`BEGIN`, `SAVEPOINT job`, ...),
+    /// around every job: from SQLite's statement cache, where parsing it each time cost more
+    /// than many jobs (BENCHMARKS.md); as one simple query on PostgreSQL.
+    pub(crate) fn execute_cached(self, sql: &str) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute([]).map(drop)?),
+            Db::Postgres(conn) => conn.execute_batch(sql),
+        }
+    }
+
+    /// Whether a transaction is still open. SQLite ends one by itself on some errors (disk
+    /// full, I/O); PostgreSQL keeps it open (failed) until it is rolled back, so there it is
+    /// only lost with the connection.
+    pub(crate) fn in_transaction(self) -> bool {
+        match self {
+            Db::Sqlite(conn) => !conn.is_autocommit(),
+            Db::Postgres(conn) => !conn.is_closed(),
+        }
+    }
+
+    /// The first row of a query, read by `read`; [`DbError::NoRows`] when there is none (see
+    /// [`OptionalRow::optional`]).
+    pub(crate) fn query_row<T>(
+        self,
+        sql: &str,
+        args: &[Value<'_>],
+        read: impl FnOnce(&Row<'_>) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        let mut read = Some(read);
+        let mut found = None;
+        self.query_each(sql, args, 1, |row| {
+            if let Some(read) = read.take() {
+                found = Some(read(row)?);
+            }
+            Ok(())
+        })?;
+        found.ok_or(DbError::NoRows)
+    }
+
+    /// Every row of a query, each read by `read`, in the query's order.
+    pub(crate) fn query_map<T>(
+        self,
+        sql: &str,
+        args: &[Value<'_>],
+        read: impl FnMut(&Row<'_>) -> Result<T, DbError>,
+    ) -> Result<Vec<T>, DbError> {
+        self.query_take(sql, args, usize::MAX, read)
+    }
+
+    /// The first `limit` rows of a query, each read by `read`. The rest are never stepped
+    /// through on SQLite: a bound `LIMIT ?` makes SQLite re-plan its statement on every call,
+    /// which cost more than the query (BENCHMARKS.md).
+    pub(crate) fn query_take<T>(
+        self,
+        sql: &str,
+        args: &[Value<'_>],
+        limit: usize,
+        mut read: impl FnMut(&Row<'_>) -> Result<T, DbError>,
+    ) -> Result<Vec<T>, DbError> {
+        let mut rows = Vec::new();
+        self.query_each(sql, args, limit, |row| {
+            rows.push(read(row)?);
+            Ok(())
+        })?;
+        Ok(rows)
+    }
+
+    fn query_each(
+        self,
+        sql: &str,
+        args: &[Value<'_>],
+        limit: usize,
+        mut each: impl FnMut(&Row<'_>) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        if limit == 0 {
+            return Ok(());
+        }
+        match self {
+            Db::Sqlite(conn) => {
+                let mut stmt = conn.prepare_cached(sql)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
+                let mut seen = 0;
+                while let Some(row) = rows.next()? {
+                    each(&Row::Sqlite(row))?;
+                    seen += 1;
+                    if seen == limit {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Db::Postgres(conn) => {
+                conn.query_each(sql, args, limit, |row| each(&Row::Postgres(row)))
+            }
+        }
+    }
+}

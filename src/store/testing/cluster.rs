@@ -1,0 +1,191 @@
+//! A throwaway PostgreSQL cluster for the tests of one process: Debian's server binaries, a data
+//! directory under the system temp dir keyed by the process id, no TCP (a Unix socket in that
+//! directory), no fsync. Each test asks for a database of its own ([`Cluster::create_database`]).
+//!
+//! The cluster is started once, on first use. Test processes end without running destructors,
+//! so a small watchdog shell started beside the server stops it (`pg_ctl stop -m immediate`) and
+//! removes the directory once this process is gone, however it ended; a directory left by a
+//! process whose watchdog was killed too is cleaned up by the next run.
+//!
+//! initdb refuses to run as root, as tests do here and in CI: then the server runs as the
+//! `postgres` system user that Debian's package creates (`runuser`). Without the binaries the
+//! tests fail, saying how to install them: CI always has them, and a skipped test proves nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// What to do when the server binaries are missing.
+const INSTALL: &str = "PostgreSQL not installed: run scripts/test-deps (it installs Debian's \
+                       `postgresql` package; the store tests run on it as well as on SQLite)";
+
+/// The running cluster.
+pub(crate) struct Cluster {
+    dir: PathBuf,
+}
+
+/// The cluster of this process, started on first use; panics with the reason it cannot start.
+pub(crate) fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    match CLUSTER.get_or_init(Cluster::start) {
+        Ok(cluster) => cluster,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+impl Cluster {
+    fn start() -> Result<Cluster, String> {
+        let bin = server_binaries().ok_or_else(|| INSTALL.to_owned())?;
+        let root = std::env::temp_dir();
+        remove_stale(&root, &bin);
+        let dir = root.join(format!("baton-pg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        if as_root() {
+            run(Command::new("chown").arg("postgres:").arg(&dir), "chown")?;
+        }
+        let data = dir.join("data");
+        run(
+            server_command(&bin, "initdb")
+                .arg("-D")
+                .arg(&data)
+                .args(["-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"])
+                .arg("--locale=C"),
+            "initdb",
+        )?;
+        let options = format!(
+            "-c listen_addresses='' -k {} -c fsync=off -c synchronous_commit=off \
+             -c full_page_writes=off -c shared_buffers=16MB -c max_connections=300",
+            dir.display()
+        );
+        run(
+            server_command(&bin, "pg_ctl")
+                .arg("-D")
+                .arg(&data)
+                .arg("-l")
+                .arg(dir.join("server.log"))
+                .args(["-w", "-o", &options, "start"]),
+            "pg_ctl start",
+        )?;
+        watchdog(&bin, &dir)?;
+        Ok(Cluster { dir })
+    }
+
+    /// libpq-style connection settings for database `name` on this cluster.
+    pub(crate) fn url(&self, name: &str) -> String {
+        format!("host={} user=postgres dbname={name}", self.dir.display())
+    }
+
+    /// Creates a new, empty database and returns its name. Blocking: call it off the async
+    /// workers.
+    pub(crate) fn create_database(&self) -> String {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let mut client = postgres::Client::connect(&self.url("postgres"), postgres::NoTls)
+            .unwrap_or_else(|e| panic!("connecting to the test cluster: {e}"));
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("creating a test database: {e}"));
+        name
+    }
+}
+
+/// The newest installed server's `bin` directory (Debian: `/usr/lib/postgresql/<major>/bin`).
+fn server_binaries() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let major = entry.file_name().to_str()?.parse().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((major, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+fn as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// `tool` from `bin`, run as the `postgres` user when this process is root.
+fn server_command(bin: &Path, tool: &str) -> Command {
+    let path = bin.join(tool);
+    if as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(path);
+        command
+    } else {
+        Command::new(path)
+    }
+}
+
+fn run(command: &mut Command, what: &str) -> Result<(), String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running {what}: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} failed ({}): {}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    ))
+}
+
+/// The shell commands that stop the cluster in `dir` and remove it.
+fn stop_script(bin: &Path, dir: &Path) -> String {
+    let runuser = if as_root() {
+        "runuser -u postgres -- "
+    } else {
+        ""
+    };
+    format!(
+        "{runuser}'{}' -D '{}/data' stop -m immediate >/dev/null 2>&1; rm -rf '{}'",
+        bin.join("pg_ctl").display(),
+        dir.display(),
+        dir.display()
+    )
+}
+
+/// Starts the shell that waits for this process to end, then stops the cluster.
+fn watchdog(bin: &Path, dir: &Path) -> Result<(), String> {
+    let script = format!(
+        "while kill -0 {} 2>/dev/null; do sleep 1; done; {}",
+        std::process::id(),
+        stop_script(bin, dir)
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("starting the test cluster's watchdog: {e}"))
+}
+
+/// Stops and removes the clusters of test processes that are gone.
+fn remove_stale(root: &Path, bin: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("baton-pg-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("sh")
+                .args(["-c", &stop_script(bin, &entry.path())])
+                .status();
+        }
+    }
+}

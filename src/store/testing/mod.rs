@@ -1,0 +1,95 @@
+//! Test support: the same store test on both engines.
+//!
+//! `for db in engines().await { let store = db.open().await; ... }` runs a test's body on a
+//! fresh SQLite file and on a fresh PostgreSQL database (of this process's throwaway cluster,
+//! `cluster.rs`). [`TestDb::open`] may be called again to reopen the same database, as a restart
+//! would.
+
+mod cluster;
+
+use super::sql::{Conn, PgConn};
+use super::{PgUrl, Store};
+
+/// One fresh database of either engine.
+pub(crate) struct TestDb {
+    kind: Kind,
+}
+
+enum Kind {
+    Sqlite {
+        _dir: tempfile::TempDir,
+        path: String,
+    },
+    Postgres {
+        url: String,
+    },
+}
+
+impl TestDb {
+    /// A new SQLite file in a temporary directory.
+    pub(crate) fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("baton.db").to_str().unwrap().to_owned();
+        TestDb {
+            kind: Kind::Sqlite { _dir: dir, path },
+        }
+    }
+
+    /// A new database in this process's PostgreSQL cluster.
+    pub(crate) async fn postgres() -> TestDb {
+        let url = tokio::task::spawn_blocking(|| {
+            let cluster = cluster::cluster();
+            cluster.url(&cluster.create_database())
+        })
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        TestDb {
+            kind: Kind::Postgres { url },
+        }
+    }
+
+    /// The engine's name, for assertion messages.
+    pub(crate) fn engine(&self) -> &'static str {
+        match self.kind {
+            Kind::Sqlite { .. } => "sqlite",
+            Kind::Postgres { .. } => "postgres",
+        }
+    }
+
+    /// The PostgreSQL database's connection settings (`None` for SQLite).
+    pub(crate) fn url(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Sqlite { .. } => None,
+            Kind::Postgres { url } => Some(url),
+        }
+    }
+
+    /// Opens (or reopens) the store on this database.
+    pub(crate) async fn open(&self) -> Store {
+        // Shown with a failing test's output: which engine it failed on.
+        eprintln!("store test on {}", self.engine());
+        match &self.kind {
+            Kind::Sqlite { path, .. } => Store::open(path).await,
+            Kind::Postgres { url } => Store::open_postgres(PgUrl::parse(url).unwrap()).await,
+        }
+        .unwrap_or_else(|e| panic!("opening the {} test store: {e}", self.engine()))
+    }
+}
+
+impl TestDb {
+    /// A bare connection to the database (no migrations run). Blocking: call it, and use the
+    /// connection, inside `spawn_blocking`.
+    pub(crate) fn connect(&self) -> Conn {
+        match &self.kind {
+            Kind::Sqlite { path, .. } => Conn::Sqlite(rusqlite::Connection::open(path).unwrap()),
+            Kind::Postgres { url } => {
+                Conn::Postgres(PgConn::connect(&PgUrl::parse(url).unwrap()).unwrap())
+            }
+        }
+    }
+}
+
+/// A fresh database of each engine: SQLite, then PostgreSQL.
+pub(crate) async fn engines() -> [TestDb; 2] {
+    [TestDb::sqlite(), TestDb::postgres().await]
+}
