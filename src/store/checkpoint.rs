@@ -202,7 +202,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::super::connect::Location;
-    use super::super::readers::Readers;
+    use super::super::readers::{Readers, Source};
+    use super::super::sql::{Conn, Db};
     use super::super::{EntryKind, NewEntry, Origin, Store, StoreOptions, TranscriptQuery};
     use super::{OneCheckpoint, ReadGate, TRUNCATE_WAIT, WalBound};
 
@@ -239,14 +240,12 @@ mod tests {
         let foreign = location.open_reader().unwrap();
         let gate = ReadGate::default();
         let readers = Arc::new(Readers::new(
-            location.clone(),
-            location.open_reader().unwrap(),
+            Source::Sqlite(location.clone()),
+            Conn::Sqlite(location.open_reader().unwrap()),
             Arc::clone(&gate),
         ));
         assert!(std::fs::metadata(&wal).unwrap().len() > SMALL / 2);
-        let count = |conn: &rusqlite::Connection| {
-            conn.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
-        };
+        let count = |db: Db<'_>| db.query_row("SELECT count(*) FROM t", &[], |r| r.get::<i64>(0));
 
         // The blocker begins and holds until told to finish (or the deadline).
         let (began, blocker_began) = mpsc::channel();
@@ -263,7 +262,7 @@ mod tests {
                     .unwrap(),
                 Blocker::ForeignSnapshot => {
                     foreign.execute_batch("BEGIN").unwrap();
-                    let rows = count(&foreign).unwrap();
+                    let rows = count(Db::Sqlite(&foreign)).unwrap();
                     began.send(()).unwrap();
                     let _ = may_finish.recv_timeout(DEADLINE);
                     foreign.execute_batch("COMMIT").unwrap();
