@@ -10,7 +10,8 @@ mod browser;
 mod support;
 
 use browser::Browser;
-use serde_json::Value;
+use serde_json::{Value, json};
+use support::fake_openai::{FakeOpenAi, Step};
 use support::gateway::{TestGateway, temp_db};
 
 /// The demo's three echo bots on the local channel, open rooms, `admin` may start chains.
@@ -306,6 +307,94 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
         "the DM went through the pipeline: {transcript:?}"
     );
     browser.screenshot("dashboard-chat").await;
+    browser.close().await;
+    gw.stop().await;
+}
+
+/// A delivery's card shows what its target reported with `progress`, the artifacts it was
+/// handed and the ones its run made, each a link to the content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_shows_its_progress_and_its_artifacts_in_and_out() {
+    let fake = FakeOpenAi::start().await;
+    fake.script(
+        "a",
+        Step::tool_call(
+            "artifact_put",
+            json!({"name": "prices.json", "text": "[1, 2]"}),
+        ),
+    );
+    fake.script(
+        "a",
+        Step::tool_call_with("sessions_send", |request| {
+            let line = request["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .rfind(|l| l["role"] == "tool")
+                .unwrap();
+            let put: Value = serde_json::from_str(line["content"].as_str().unwrap()).unwrap();
+            json!({"target": "b", "message": "sum them", "artifacts": [put["id"]]})
+        }),
+    );
+    fake.script("a", Step::reply("sent"));
+    fake.script(
+        "b",
+        Step::tool_call(
+            "progress",
+            json!({"message": "reading the prices", "step": 1, "of": 2}),
+        ),
+    );
+    fake.script(
+        "b",
+        Step::tool_call("artifact_put", json!({"name": "sum.txt", "text": "3"})),
+    );
+    fake.script("b", Step::reply("3"));
+    let mut config = String::from(
+        "[gateway]\ndrain_seconds = 1\n\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n",
+    );
+    for id in ["a", "b"] {
+        config.push_str(&format!(
+            "\n[[bots]]\nid = \"{id}\"\nname = \"{id}\"\nbackend = \"openai\"\nmodel = \"{id}\"\n\
+             base_url = \"{}\"\ntools = [\"*\"]\n",
+            fake.base_url
+        ));
+    }
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config, &db).await;
+    gw.say("room", "alice", "@a add up the prices").await;
+    gw.settle().await;
+    let deliveries = gw.get("/api/deliveries").await;
+    let d = &deliveries["deliveries"][0];
+    assert_eq!(d["state"], "delivered", "{d}");
+    let run = d["run_id"].as_str().unwrap().to_owned();
+    let handed = d["artifacts_in"][0].as_str().unwrap().to_owned();
+
+    let browser = Browser::start().await;
+    browser
+        .client
+        .goto(&format!("{}/#/delivery/{}", gw.base, urlencode(&run)))
+        .await
+        .unwrap();
+    let card = browser
+        .until(
+            "the delivery's card with its progress and artifacts",
+            "const c = document.querySelector('.delivery-detail .call-card'); \
+             if (!c || !c.querySelector('.artifacts-out')) return null; \
+             const all = (q, f) => [...c.querySelectorAll(q)].map(f); \
+             return { progress: all('.call-progress .progress-line', e => \
+                        e.querySelector('.progress-step').textContent + ' ' + \
+                        e.querySelector('.progress-message').textContent), \
+                      handed: all('.artifacts-in .artifact', e => e.dataset.id), \
+                      made: all('.artifacts-out .artifact .art-name', e => e.textContent), \
+                      href: all('.artifacts-out .artifact', e => e.getAttribute('href')) };",
+        )
+        .await;
+    assert_eq!(strings(&card["progress"]), ["1/2 reading the prices"]);
+    assert_eq!(strings(&card["handed"]), [handed]);
+    assert_eq!(strings(&card["made"]), ["sum.txt"]);
+    let href = card["href"][0].as_str().unwrap();
+    let made = d["artifacts_out"][0]["id"].as_str().unwrap();
+    assert_eq!(href, format!("/api/artifacts/{made}/content"));
     browser.close().await;
     gw.stop().await;
 }

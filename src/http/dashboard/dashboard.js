@@ -273,7 +273,12 @@ function callCard(call, d, result, session) {
       " ", el("span", "call-state", state),
       " ", link("delivery", d.run_id, "link")),
     d.reason ? el("div", "call-reason", d.reason) : null,
-    el("div", "call-message", d.message));
+    el("div", "call-message", d.message),
+    progressLines(d.progress || []),
+    artifactList("in", d.artifacts_in || [], (id) => el("span", "art-name", id)),
+    artifactList("out", d.artifacts_out || [], (a) =>
+      el("span", null, el("span", "art-name", a.name), " ",
+        el("span", "art-meta", "(" + a.media_type + ", " + a.bytes + " bytes, by " + a.bot + ")"))));
   if (open) {
     const inner = el("div", "call-inner", el("div", "hint", "loading " + d.target + "'s run…"));
     card.append(inner);
@@ -287,6 +292,27 @@ function callCard(call, d, result, session) {
       .catch((err) => { clear(inner).append(el("div", "error", String(err.message))); });
   }
   return card;
+}
+
+/** Every progress line the target reported while it worked, oldest first. */
+function progressLines(lines) {
+  if (!lines.length) return null;
+  return el("ol", "call-progress", lines.map((p) =>
+    el("li", "progress-line",
+      el("span", "time", clock(p.ts_ms)), " ",
+      p.step ? el("span", "progress-step", p.step + (p.of ? "/" + p.of : "")) : null, p.step ? " " : null,
+      el("span", "progress-message", p.message))));
+}
+
+/** The artifacts a delivery took in or made, each a link to its content. */
+function artifactList(way, items, describe) {
+  if (!items.length) return null;
+  return el("div", "call-artifacts artifacts-" + way, way === "in" ? "artifacts in: " : "artifacts out: ",
+    items.map((item) => {
+      const id = typeof item === "string" ? item : item.id;
+      return el("a", { class: "artifact", href: "/api/artifacts/" + encodeURIComponent(id) + "/content",
+        target: "_blank", rel: "noopener", "data-id": id }, describe(item));
+    }));
 }
 
 function toggle(runId) {
@@ -545,7 +571,7 @@ function onEvent(e) {
     default:
   }
   const t = route.tab;
-  if (e.type === "entry" || e.type === "delivery") {
+  if (e.type === "entry" || e.type === "delivery" || e.type === "progress") {
     if (t === "sessions" || t === "session" || t === "deliveries" || t === "delivery") redrawSoon();
     if (t === "chat" && chat.mode === "room") chatSoon();
     if (e.type === "delivery") rosterSoon();
