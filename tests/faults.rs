@@ -473,23 +473,7 @@ async fn a_hung_backend_is_cut_off_at_the_turn_timeout_and_the_lane_is_freed() {
 /// and never finished it, as after a kill; it was already run again `attempts` times.
 async fn store_with_a_left_over_event(db: &Path, attempts: u32) {
     use baton::store::Store;
-    use baton_contract::{ChatKind, InboundEvent, Platform, Sender, UserId};
-    let sender = Sender {
-        id: "alice".into(),
-        name: "alice".into(),
-        is_bot: false,
-        is_self: false,
-    };
-    let mut event = InboundEvent::text_message(
-        Platform::Local,
-        "snark".into(),
-        "ops".into(),
-        ChatKind::Group,
-        sender,
-        "m-left".into(),
-        "@snark left over",
-    );
-    event.mentions = vec![UserId::from("snark")];
+    let event = support::left_over::mention_of_snark("@snark left over");
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     let json = serde_json::to_string(&event).unwrap();
     let keys = ["msg:m-left".to_owned()];

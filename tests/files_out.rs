@@ -312,23 +312,7 @@ async fn the_local_channel_names_the_file_and_its_url_and_an_empty_reply_posts_t
 /// (`report.csv`, made and attached in that run).
 async fn store_after_a_kill_after_the_upload(db: &Path) {
     use baton::store::{Attached, EntryKind, NewArtifact, NewEntry, Origin, Put, Store};
-    use baton_contract::{ChatKind, InboundEvent, Platform, Sender, UserId};
-    let sender = Sender {
-        id: "alice".into(),
-        name: "alice".into(),
-        is_bot: false,
-        is_self: false,
-    };
-    let mut event = InboundEvent::text_message(
-        Platform::Local,
-        "snark".into(),
-        "ops".into(),
-        ChatKind::Group,
-        sender,
-        "m-left".into(),
-        "@snark the report",
-    );
-    event.mentions = vec![UserId::from("snark")];
+    let event = support::left_over::mention_of_snark("@snark the report");
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     let json = serde_json::to_string(&event).unwrap();
     let filed = store

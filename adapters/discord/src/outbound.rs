@@ -18,8 +18,8 @@
 use std::time::Duration;
 
 use baton_contract::{
-    DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, SendError, SentMessage,
-    Typing, TypingTarget,
+    ChatId, DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, SendError,
+    SentMessage, ThreadId, Typing, TypingTarget,
 };
 use reqwest::Method;
 use reqwest::multipart::{Form, Part};
@@ -36,18 +36,7 @@ const MAX_ALLOWED_USERS: usize = 100;
 /// Post `message` to its channel (or thread) once, replying to `reply_to` when it is a Discord
 /// message.
 pub(crate) async fn post(rest: &Rest, message: &OutboundMessage) -> Result<SentMessage, SendError> {
-    // A thread is a channel of its own on Discord: post into it, never into the parent.
-    let channel = message
-        .thread
-        .as_ref()
-        .map(|t| t.as_str())
-        .unwrap_or(message.chat.as_str());
-    if !is_snowflake(channel) {
-        return Err(SendError::Rejected {
-            code: "bad_channel".into(),
-            message: format!("`{channel}` is not a Discord channel id"),
-        });
-    }
+    let channel = post_channel(&message.chat, message.thread.as_ref())?;
     let body = message_body(message);
     let posted = rest
         .call(
@@ -68,6 +57,19 @@ pub(crate) async fn post(rest: &Rest, message: &OutboundMessage) -> Result<SentM
     })
 }
 
+/// Where a post goes: a thread is a channel of its own on Discord, so into the thread, never
+/// into its parent.
+fn post_channel<'a>(chat: &'a ChatId, thread: Option<&'a ThreadId>) -> Result<&'a str, SendError> {
+    let channel = thread.map_or(chat.as_str(), |t| t.as_str());
+    if !is_snowflake(channel) {
+        return Err(SendError::Rejected {
+            code: "bad_channel".into(),
+            message: format!("`{channel}` is not a Discord channel id"),
+        });
+    }
+    Ok(channel)
+}
+
 /// The largest file a bot may attach on Discord without server boosts (10 MiB).
 pub(crate) const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
 
@@ -75,17 +77,7 @@ pub(crate) const MAX_UPLOAD_BYTES: u64 = 10 * 1024 * 1024;
 /// `multipart/form-data`: `payload_json` and `files[0]`), where the text goes, with a nonce from
 /// its idempotency key as for text.
 pub(crate) async fn upload(rest: &Rest, file: &OutboundFile) -> Result<SentMessage, SendError> {
-    let channel = file
-        .thread
-        .as_ref()
-        .map(|t| t.as_str())
-        .unwrap_or(file.chat.as_str());
-    if !is_snowflake(channel) {
-        return Err(SendError::Rejected {
-            code: "bad_channel".into(),
-            message: format!("`{channel}` is not a Discord channel id"),
-        });
-    }
+    let channel = post_channel(&file.chat, file.thread.as_ref())?;
     let mut payload = json!({
         "allowed_mentions": { "parse": [], "users": [], "replied_user": false },
         "nonce": nonce(&file.idempotency_key),
