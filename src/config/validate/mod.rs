@@ -196,13 +196,10 @@ fn bot_ids(config: &Config) -> String {
     ids.join(", ")
 }
 
-/// `[a-z0-9][a-z0-9_-]*`
+/// `[a-z0-9][a-z0-9_-]*`: account ids follow the rule for bot names, so both read alike in
+/// session keys and webhook paths.
 fn is_slug(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    crate::bot_id::BotId::is_valid(s)
 }
 
 /// A suggestion for a bad id: lowercase, runs of anything else turned into `-`.
