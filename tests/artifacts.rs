@@ -11,22 +11,6 @@ use support::gateway::{TestGateway, config_with, temp_db};
 const SCOUT_ROOM: &str = "bot:scout:local:scout:room";
 const TABLE: &str = r#"[{"name":"acme","price":10}]"#;
 
-/// The tool results `model` was given, in order, parsed (each once).
-fn tool_results(fake: &FakeOpenAi, model: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    for request in fake.requests_for(model) {
-        for line in request["messages"].as_array().cloned().unwrap_or_default() {
-            if line["role"] == "tool" {
-                let parsed = serde_json::from_str(line["content"].as_str().unwrap()).unwrap();
-                if !seen.contains(&parsed) {
-                    seen.push(parsed);
-                }
-            }
-        }
-    }
-    seen
-}
-
 /// The id in the first tool result of the request: the artifact the turn just put.
 fn first_put_id(request: &Value) -> Value {
     let lines = request["messages"].as_array().unwrap();
@@ -77,7 +61,7 @@ async fn a_bot_puts_reads_and_lists_artifacts_and_the_api_serves_them() {
         .await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "scout");
+    let results = fake.tool_results("scout");
     assert_eq!(results.len(), 5, "{results:#?}");
     let put = &results[0];
     assert_eq!(put["status"], "ok", "{put}");
@@ -195,7 +179,7 @@ async fn binary_content_goes_in_as_base64_and_comes_back_the_same() {
     gw.say("room", "alice", "@scout keep the logo").await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "scout");
+    let results = fake.tool_results("scout");
     assert_eq!(results.len(), 2, "{results:#?}");
     let id = results[0]["id"].as_str().unwrap();
     assert_eq!(results[0]["artifact"]["media_type"], "image/png");

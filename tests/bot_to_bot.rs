@@ -41,35 +41,6 @@ fn send_with(args: Value) -> Step {
     Step::tool_call("sessions_send", args)
 }
 
-/// The results of the tool calls `model` was given back, in order, parsed.
-fn tool_results(fake: &FakeOpenAi, model: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    for request in fake.requests_for(model) {
-        for line in request["messages"].as_array().cloned().unwrap_or_default() {
-            if line["role"] == "tool" {
-                let parsed = serde_json::from_str(line["content"].as_str().unwrap()).unwrap();
-                if !seen.contains(&parsed) {
-                    seen.push(parsed);
-                }
-            }
-        }
-    }
-    seen
-}
-
-/// The last user line of each request `model` received: what woke each of its turns.
-fn woken_by(fake: &FakeOpenAi, model: &str) -> Vec<String> {
-    fake.requests_for(model)
-        .iter()
-        .map(|r| {
-            let lines = r["messages"].as_array().cloned().unwrap_or_default();
-            let user = lines.iter().rev().find(|l| l["role"] == "user").cloned();
-            user.map(|l| l["content"].as_str().unwrap_or_default().to_owned())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 async fn deliveries(gw: &TestGateway) -> Value {
     gw.get("/api/deliveries").await
 }
@@ -126,7 +97,7 @@ async fn a_delegates_to_b_and_gets_the_reply_inside_its_turn() {
     gw.say("room", "alice", "@a please get this reviewed").await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "a");
+    let results = fake.tool_results("a");
     assert_eq!(results.len(), 1, "{results:?}");
     let result = &results[0];
     assert_eq!(result["status"], "ok");
@@ -136,7 +107,7 @@ async fn a_delegates_to_b_and_gets_the_reply_inside_its_turn() {
     assert!(result["elapsed_ms"].is_u64());
     let run_id = result["run_id"].as_str().unwrap().to_owned();
     assert_eq!(
-        woken_by(&fake, "b"),
+        fake.woken_by("b"),
         ["Message from bot 'a': review this diff"],
         "b sees who is asking"
     );
@@ -196,7 +167,7 @@ async fn a_timed_out_send_is_in_flight_its_retry_runs_nothing_and_the_late_reply
     gw.say("room", "alice", "@a run the slow job").await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "a");
+    let results = fake.tool_results("a");
     assert_eq!(results.len(), 2, "{results:?}");
     let first = &results[0];
     assert_eq!(first["status"], "timeout");
@@ -225,7 +196,7 @@ async fn a_timed_out_send_is_in_flight_its_retry_runs_nothing_and_the_late_reply
     assert!(late[0]["text"].as_str().unwrap().contains("slow answer"));
     assert_eq!(late[0]["origin"], "bot");
     assert_eq!(late[0]["run_id"], format!("reply:{run_id}"));
-    let woke = woken_by(&fake, "a");
+    let woke = fake.woken_by("a");
     assert!(
         woke.last().unwrap().starts_with("Message from bot 'b': "),
         "{woke:?}"
@@ -267,7 +238,7 @@ async fn fire_and_forget_returns_at_once_and_the_result_lands_later() {
     gw.say("room", "alice", "@a index it").await;
     gw.settle().await;
 
-    let result = &tool_results(&fake, "a")[0];
+    let result = &fake.tool_results("a")[0];
     assert_eq!(result["status"], "accepted");
     assert!(result["run_id"].as_str().unwrap().starts_with("run_"));
     assert!(result.get("reply").is_none(), "it did not wait");
@@ -299,9 +270,9 @@ async fn a_chain_of_sends_is_refused_past_max_depth() {
     gw.say("room", "alice", "@a start").await;
     gw.settle().await;
 
-    assert_eq!(tool_results(&fake, "a")[0]["status"], "ok");
-    assert_eq!(tool_results(&fake, "b")[0]["status"], "ok");
-    let c = &tool_results(&fake, "c")[0];
+    assert_eq!(fake.tool_results("a")[0]["status"], "ok");
+    assert_eq!(fake.tool_results("b")[0]["status"], "ok");
+    let c = &fake.tool_results("c")[0];
     assert_eq!(c["status"], "refused");
     assert_eq!(c["reason"], "max-depth");
     assert!(fake.requests_for("d").is_empty(), "d never ran");
@@ -331,10 +302,10 @@ async fn the_target_cannot_send_back_to_its_sender_during_the_request() {
     gw.say("room", "alice", "@a ask b").await;
     gw.settle().await;
 
-    let b = &tool_results(&fake, "b")[0];
+    let b = &fake.tool_results("b")[0];
     assert_eq!(b["status"], "refused");
     assert_eq!(b["reason"], "passive-reply");
-    assert_eq!(tool_results(&fake, "a")[0]["reply"], "answer");
+    assert_eq!(fake.tool_results("a")[0]["reply"], "answer");
     assert_eq!(fake.requests_for("a").len(), 2, "a was not woken by b");
     gw.stop().await;
 }
@@ -367,7 +338,7 @@ async fn self_sends_and_disallowed_pairs_are_refused() {
     gw.say("room", "alice", "@a try everyone").await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "a");
+    let results = fake.tool_results("a");
     let reasons: Vec<&str> = results
         .iter()
         .map(|r| {
@@ -411,7 +382,7 @@ async fn the_eleventh_send_in_a_minute_and_the_sixth_new_target_in_the_window_ar
     gw.settle().await;
 
     let statuses = |model| -> Vec<String> {
-        tool_results(&fake, model)
+        fake.tool_results(model)
             .iter()
             .map(|r| {
                 r["reason"]
@@ -457,7 +428,7 @@ async fn a_ping_pong_stops_at_max_turns_or_at_reply_skip() {
     gw.say("room", "alice", "@a plan it").await;
     gw.settle().await;
     assert_eq!(
-        woken_by(&fake, "b"),
+        fake.woken_by("b"),
         [
             "Message from bot 'a': draft a plan",
             "Message from bot 'a': tighten step 2"
@@ -468,7 +439,7 @@ async fn a_ping_pong_stops_at_max_turns_or_at_reply_skip() {
         3,
         "a: tool round, answer, one exchange"
     );
-    assert_eq!(woken_by(&fake, "a")[2], "Message from bot 'b': plan v1");
+    assert_eq!(fake.woken_by("a")[2], "Message from bot 'b': plan v1");
     assert_eq!(
         gw.said_by("room", "a").await.len(),
         1,
@@ -545,7 +516,7 @@ async fn a_restart_fails_an_interrupted_run_and_resumes_a_queued_one_on_the_reco
     let resumed = by_run("run_queued");
     assert_eq!(resumed["state"], "delivered");
     assert_eq!(resumed["reply"], "queued job done");
-    assert_eq!(woken_by(&fake, "c"), ["Message from bot 'a': queued work"]);
+    assert_eq!(fake.woken_by("c"), ["Message from bot 'a': queued work"]);
 
     let a = gw.transcript(A_ROOM).await;
     let told: Vec<&str> = entries(&a, "inbound")
@@ -614,7 +585,7 @@ async fn the_read_tools_show_the_roster_sessions_and_transcripts() {
     gw.say("room", "alice", "@a look around").await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "a");
+    let results = fake.tool_results("a");
     assert_eq!(results.len(), 6, "{results:#?}");
     let bots = &results[1]["bots"];
     let ids: Vec<&str> = bots
@@ -672,7 +643,7 @@ async fn tools_outside_the_bots_list_are_not_offered_or_run() {
         .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(offered, ["bots_list"]);
-    let result = &tool_results(&fake, "a")[0];
+    let result = &fake.tool_results("a")[0];
     assert_eq!(result["status"], "error");
     assert!(result["error"].as_str().unwrap().contains("not available"));
     assert!(fake.requests_for("b").is_empty());

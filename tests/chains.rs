@@ -28,35 +28,9 @@ fn config(fake: &FakeOpenAi, chains: &str) -> String {
 /// What woke each turn of `model`: the last user line of its requests, once per turn (the
 /// requests of one turn's tool rounds share it).
 fn woken_by(fake: &FakeOpenAi, model: &str) -> Vec<String> {
-    let mut woken: Vec<String> = fake
-        .requests_for(model)
-        .iter()
-        .map(|r| {
-            let lines = r["messages"].as_array().cloned().unwrap_or_default();
-            let user = lines.iter().rev().find(|l| l["role"] == "user").cloned();
-            user.and_then(|l| l["content"].as_str().map(str::to_owned))
-                .unwrap_or_default()
-        })
-        .collect();
+    let mut woken = fake.woken_by(model);
     woken.dedup();
     woken
-}
-
-/// Tool results `model` was given, parsed, each once.
-fn tool_results(fake: &FakeOpenAi, model: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    for request in fake.requests_for(model) {
-        for line in request["messages"].as_array().cloned().unwrap_or_default() {
-            if line["role"] == "tool" {
-                let parsed: Value =
-                    serde_json::from_str(line["content"].as_str().unwrap()).unwrap();
-                if !seen.contains(&parsed) {
-                    seen.push(parsed);
-                }
-            }
-        }
-    }
-    seen
 }
 
 /// The only chain in the store, with its messages.
@@ -212,7 +186,8 @@ async fn a_coordinator_and_three_bots_take_turns_and_chain_close_completes_it() 
     assert_eq!(back.len(), 3, "{snark_woke:#?}");
     assert!(back[0].contains("caid posted."));
     assert!(back[2].contains("doc: Runbook: canary, then everyone."));
-    let status = tool_results(&fake, "snark")
+    let status = fake
+        .tool_results("snark")
         .into_iter()
         .find(|r| r["messages"].is_array())
         .expect("chain_status answered");
@@ -223,7 +198,7 @@ async fn a_coordinator_and_three_bots_take_turns_and_chain_close_completes_it() 
         "doc joined"
     );
     assert_eq!(status["messages"].as_array().unwrap().len(), 7);
-    let doc_results = tool_results(&fake, "doc");
+    let doc_results = fake.tool_results("doc");
     assert_eq!(doc_results[0]["status"], "ok", "{doc_results:?}");
     assert_eq!(doc_results[0]["holder"], "snark");
 
@@ -289,7 +264,7 @@ async fn a_non_holders_chain_message_is_refused_with_the_reason() {
         .await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "caid");
+    let results = fake.tool_results("caid");
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["status"], "refused");
     assert_eq!(results[0]["reason"], "not-holder");
@@ -392,7 +367,7 @@ async fn the_round_cap_closes_the_chain() {
             .unwrap()
             .contains("max_rounds = 1")
     );
-    let results = tool_results(&fake, "snark");
+    let results = fake.tool_results("snark");
     assert_eq!(results.last().unwrap()["status"], "closed", "{results:?}");
     assert_eq!(results.last().unwrap()["state"], "capped");
     assert_eq!(said_by(&gw, "caid").await, ["first and only"]);

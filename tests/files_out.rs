@@ -39,22 +39,6 @@ fn script_attach(model: &FakeOpenAi, bot: &str, put: Value, text: &str) {
     model.script(bot, Step::reply(text));
 }
 
-/// The tool results `bot`'s model was given, in order (each once).
-fn tool_results(model: &FakeOpenAi, bot: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    for request in model.requests_for(bot) {
-        for line in request["messages"].as_array().cloned().unwrap_or_default() {
-            if line["role"] == "tool" {
-                let parsed = serde_json::from_str(line["content"].as_str().unwrap()).unwrap();
-                if !seen.contains(&parsed) {
-                    seen.push(parsed);
-                }
-            }
-        }
-    }
-    seen
-}
-
 /// Wait, up to the deadline, until `uploads()` holds `n` files.
 async fn wait_uploads(what: &str, n: usize, uploads: impl Fn() -> Vec<Upload>) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -251,7 +235,7 @@ async fn an_unknown_artifact_id_is_a_tool_error_naming_it_and_attaches_nothing()
     gw.say("ops", "alice", "@snark attach it").await;
     gw.settle().await;
 
-    let results = tool_results(&model, "snark");
+    let results = model.tool_results("snark");
     assert_eq!(results[0]["status"], "error", "{results:?}");
     let error = results[0]["error"].as_str().unwrap();
     assert!(error.contains(missing), "{error}");
@@ -390,7 +374,7 @@ async fn a_run_replayed_after_a_restart_does_not_post_its_file_again() {
     .await;
     gw.settle().await;
 
-    let results = tool_results(&model, "snark");
+    let results = model.tool_results("snark");
     assert_eq!(results[1]["status"], "ok", "attached again: {results:?}");
     let said = gw.said_by("ops", "snark").await;
     assert!(said.is_empty(), "posted again after the restart: {said:?}");

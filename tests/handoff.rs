@@ -47,32 +47,6 @@ fn results_in(request: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// Every tool result `model` was given, each once, in order.
-fn tool_results(fake: &FakeOpenAi, model: &str) -> Vec<Value> {
-    let mut seen = Vec::new();
-    for request in fake.requests_for(model) {
-        for result in results_in(&request) {
-            if !seen.contains(&result) {
-                seen.push(result);
-            }
-        }
-    }
-    seen
-}
-
-/// The last user line of each request `model` received.
-fn woken_by(fake: &FakeOpenAi, model: &str) -> Vec<String> {
-    fake.requests_for(model)
-        .iter()
-        .map(|r| {
-            let lines = r["messages"].as_array().cloned().unwrap_or_default();
-            let user = lines.iter().rev().find(|l| l["role"] == "user").cloned();
-            user.map(|l| l["content"].as_str().unwrap_or_default().to_owned())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
 /// `a`'s sessions_send of the artifact it just put, to `b`, with `expect`.
 fn send_the_table() -> Step {
     Step::tool_call_with("sessions_send", |request| {
@@ -117,7 +91,7 @@ async fn an_expected_answer_comes_back_parsed_with_the_artifacts_the_run_made() 
     gw.say("room", "alice", "@a find the cheapest vendor").await;
     gw.settle().await;
 
-    let woke = woken_by(&fake, "b");
+    let woke = fake.woken_by("b");
     assert_eq!(
         woke.len(),
         2,
@@ -138,7 +112,7 @@ async fn an_expected_answer_comes_back_parsed_with_the_artifacts_the_run_made() 
         "{brief}"
     );
 
-    let results = tool_results(&fake, "a");
+    let results = fake.tool_results("a");
     assert_eq!(results.len(), 3, "{results:#?}");
     let table_id = results[0]["id"].as_str().unwrap();
     let sent = &results[1];
@@ -188,12 +162,12 @@ async fn a_bad_answer_gets_one_more_turn_with_the_errors() {
     gw.say("room", "alice", "@a find the cheapest vendor").await;
     gw.settle().await;
 
-    let woke = woken_by(&fake, "b");
+    let woke = fake.woken_by("b");
     assert_eq!(woke.len(), 3, "{woke:?}");
     let retry = &woke[2];
     assert!(retry.contains("did not match the JSON Schema"), "{retry}");
     assert!(retry.contains("not JSON"), "the errors are given: {retry}");
-    let sent = &tool_results(&fake, "a")[1];
+    let sent = &fake.tool_results("a")[1];
     assert_eq!(sent["status"], "ok", "{sent}");
     assert_eq!(sent["output"], json!({"cheapest": "acme"}));
     assert_eq!(sent["reply"], r#"{"cheapest": "acme"}"#);
@@ -215,8 +189,8 @@ async fn two_bad_answers_end_as_invalid_output_with_the_errors() {
     gw.say("room", "alice", "@a find the cheapest vendor").await;
     gw.settle().await;
 
-    assert_eq!(woken_by(&fake, "b").len(), 3, "exactly one more turn");
-    let sent = &tool_results(&fake, "a")[1];
+    assert_eq!(fake.woken_by("b").len(), 3, "exactly one more turn");
+    let sent = &fake.tool_results("a")[1];
     assert_eq!(sent["status"], "invalid_output", "{sent}");
     let errors = sent["errors"].as_array().unwrap();
     assert_eq!(errors.len(), 1, "{errors:?}");
@@ -255,7 +229,7 @@ async fn a_broken_schema_or_an_unknown_artifact_is_refused_before_anything_runs(
     gw.say("room", "alice", "@a delegate").await;
     gw.settle().await;
 
-    let results = tool_results(&fake, "a");
+    let results = fake.tool_results("a");
     assert_eq!(results.len(), 2, "{results:#?}");
     assert_eq!(results[0]["status"], "error");
     assert!(
@@ -343,12 +317,12 @@ async fn progress_is_kept_on_the_delivery_and_shown_to_the_sender() {
     gw.say("room", "alice", "@a build it").await;
     gw.settle().await;
 
-    let own = &tool_results(&fake, "a")[0];
+    let own = &fake.tool_results("a")[0];
     assert_eq!(
         own["status"], "error",
         "a's turn works for no delivery: {own}"
     );
-    let b = tool_results(&fake, "b");
+    let b = fake.tool_results("b");
     assert_eq!(b[0], json!({"status": "ok"}));
     let in_flight = &b[1]["deliveries_in_flight"][0];
     assert_eq!(in_flight["from"], "a", "{in_flight}");
@@ -427,7 +401,7 @@ async fn a_three_bot_pipeline_passes_artifacts_by_id_and_shows_their_lineage() {
         .await;
     gw.settle().await;
 
-    let researcher = tool_results(&fake, "researcher");
+    let researcher = fake.tool_results("researcher");
     let competitors = researcher[0]["id"].as_str().unwrap().to_owned();
     let to_coder = &researcher[1];
     assert_eq!(to_coder["status"], "ok", "{to_coder}");
@@ -442,7 +416,7 @@ async fn a_three_bot_pipeline_passes_artifacts_by_id_and_shows_their_lineage() {
     assert_eq!(made[0]["inputs"], json!([competitors]));
     let comparison = made[0]["id"].as_str().unwrap().to_owned();
 
-    let coder = tool_results(&fake, "coder");
+    let coder = fake.tool_results("coder");
     let to_auditor = &coder[1];
     assert_eq!(
         to_auditor["output"],

@@ -210,6 +210,36 @@ impl FakeOpenAi {
             .collect()
     }
 
+    /// Every tool result `model` was given, parsed, each once, in order (a later request repeats
+    /// the earlier ones in its history).
+    pub fn tool_results(&self, model: &str) -> Vec<Value> {
+        let mut seen = Vec::new();
+        for request in self.requests_for(model) {
+            for line in request["messages"].as_array().cloned().unwrap_or_default() {
+                if line["role"] == "tool" {
+                    let parsed = serde_json::from_str(line["content"].as_str().unwrap()).unwrap();
+                    if !seen.contains(&parsed) {
+                        seen.push(parsed);
+                    }
+                }
+            }
+        }
+        seen
+    }
+
+    /// The last user line of each request `model` received: what woke each of its turns.
+    pub fn woken_by(&self, model: &str) -> Vec<String> {
+        self.requests_for(model)
+            .iter()
+            .map(|r| {
+                let lines = r["messages"].as_array().cloned().unwrap_or_default();
+                let user = lines.iter().rev().find(|l| l["role"] == "user").cloned();
+                user.and_then(|l| l["content"].as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
     /// The `Authorization` header of every request, in arrival order.
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.shared
