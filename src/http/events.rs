@@ -8,7 +8,7 @@
 //! it reconnects and catches up the same way.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::future::ready;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -18,13 +18,13 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use tokio::sync::broadcast;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use crate::events::{LAG, Stamped};
+use crate::events::LAG;
 
 /// A comment this often keeps proxies and browsers from closing a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -33,12 +33,12 @@ const KEEP_ALIVE_FRAME: &[u8] = b":\n\n";
 /// The stream's first words: browsers reconnect 1 s (`retry:`, in ms) after losing it, and the
 /// comment tells a client it is subscribed.
 const OPENING: &[u8] = b"retry: 1000\n: baton events\n\n";
-/// Most frames sent in one write: a reader that wakes to many waiting events sends them
-/// together, up to this many.
+/// Most frames sent in one write.
 const BATCH: usize = 256;
-/// How long a reader lets frames gather after the first before it writes them. Without it a
-/// busy gateway wakes every reader and writes to its socket once per event; with it, at most
-/// once per window (a dashboard does not see 20 ms).
+/// How long a reader's frames gather after the first before they are written. Without it a
+/// busy gateway writes to every reader's socket once per event; with it, at most once per
+/// window (a dashboard does not see 20 ms). The reader keeps taking events from the bus while
+/// they gather, so gathering never makes it fall behind.
 const GATHER: Duration = Duration::from_millis(20);
 
 /// `?after=ID`: resume after this event id (what `Last-Event-ID` says on a reconnect).
@@ -51,7 +51,7 @@ pub(super) struct Resume {
 ///
 /// Written out here rather than with axum's `Sse`: its events can only be built by copying
 /// their text in, once per reader. Here every reader sends the frame the bus made once per
-/// event (`Stamped::frame`), and many waiting frames go in one write.
+/// event (`Stamped::frame`), and the frames of a short window go in one write.
 pub(super) async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -78,12 +78,34 @@ pub(super) async fn stream(
             "some events were missed; read the state afresh from /api/...",
         )
     });
-    let live = gathered(subscription.live, GATHER);
+    let live = BroadcastStream::new(subscription.live).scan(false, |dropped, received| {
+        if *dropped {
+            return ready(None);
+        }
+        ready(Some(match received {
+            Ok(stamped) => stamped.frame.clone(),
+            Err(BroadcastStreamRecvError::Lagged(missed)) => {
+                tracing::info!(
+                    missed,
+                    "an /api/events client fell behind and was dropped; it resumes with Last-Event-ID"
+                );
+                *dropped = true;
+                named(
+                    "dropped",
+                    &format!(
+                        "this client fell more than {LAG} events behind and is dropped; \
+                         reconnect with Last-Event-ID (the id of the last event received) to \
+                         catch up"
+                    ),
+                )
+            }
+        }))
+    });
     let backlog = futures::stream::iter(subscription.backlog).map(|stamped| stamped.frame.clone());
     let frames = futures::stream::iter(std::iter::once(Bytes::from_static(OPENING)).chain(gap))
         .chain(backlog)
-        .chain(live)
-        .ready_chunks(BATCH)
+        .chain(live);
+    let frames = tokio_stream::StreamExt::chunks_timeout(frames, BATCH, GATHER)
         .map(joined)
         .take_until(stop.cancelled_owned());
     (
@@ -94,52 +116,6 @@ pub(super) async fn stream(
         Body::from_stream(kept_alive(frames, KEEP_ALIVE).map(Ok::<_, Infallible>)),
     )
         .into_response()
-}
-
-/// The live frames: await one, let more gather for `window`, then take all that came, so a
-/// reader is woken and writes once per window, not once per event. A reader that fell more than
-/// [`LAG`] events behind gets a `dropped` event and its stream ends.
-fn gathered(
-    live: broadcast::Receiver<Arc<Stamped>>,
-    window: Duration,
-) -> impl Stream<Item = Bytes> + Send + 'static {
-    futures::stream::unfold(Some(live), move |live| async move {
-        let mut live = live?;
-        let mut frames = Vec::new();
-        let mut next = match live.recv().await {
-            Ok(stamped) => {
-                frames.push(stamped.frame.clone());
-                tokio::time::sleep(window).await;
-                live.try_recv()
-            }
-            Err(RecvError::Closed) => return None,
-            Err(RecvError::Lagged(missed)) => Err(TryRecvError::Lagged(missed)),
-        };
-        loop {
-            match next {
-                Ok(stamped) => frames.push(stamped.frame.clone()),
-                Err(TryRecvError::Empty) => return Some((frames, Some(live))),
-                Err(TryRecvError::Closed) => return Some((frames, None)),
-                Err(TryRecvError::Lagged(missed)) => {
-                    tracing::info!(
-                        missed,
-                        "an /api/events client fell behind and was dropped; it resumes with Last-Event-ID"
-                    );
-                    frames.push(named(
-                        "dropped",
-                        &format!(
-                            "this client fell more than {LAG} events behind and is dropped; \
-                             reconnect with Last-Event-ID (the id of the last event received) to \
-                             catch up"
-                        ),
-                    ));
-                    return Some((frames, None));
-                }
-            }
-            next = live.try_recv();
-        }
-    })
-    .flat_map(futures::stream::iter)
 }
 
 /// A named event (`gap`, `dropped`) with a one-line `data`.
