@@ -46,7 +46,7 @@ use self::stop::{Notice, Step, Stop};
 use crate::bot_id::BotId;
 use crate::deliver::{RunHandedOver, Target};
 use crate::engine::Services;
-use crate::guards::{BotMessage, BotRefusal, RateVerdict};
+use crate::guards::{BotAuthor, BotMessage, BotRefusal, RateVerdict};
 use crate::lanes::QueueFull;
 use crate::metrics;
 use crate::mirror::{Arrival, now_ms};
@@ -502,16 +502,16 @@ impl Dispatcher {
         if speaker.origin != crate::store::Origin::Bot {
             return Ok(());
         }
-        let author = speaker
-            .bot
-            .as_ref()
-            .map_or(inbound.event.sender.id.as_str(), BotId::as_str);
+        let author = speaker.bot.clone().map_or_else(
+            || BotAuthor::Foreign(inbound.event.sender.id.clone()),
+            BotAuthor::Ours,
+        );
         let checked = self.shared.guards().bot_messages.check(BotMessage {
             chat: &inbound.chat_key,
             message_id: inbound.event.message_id.as_str(),
-            author,
-            woken: inbound.bot().as_str(),
-            author_allowed: inbound.policy.allow_bots.is_match(author),
+            author: &author,
+            woken: inbound.bot(),
+            author_allowed: inbound.policy.allow_bots.is_match(author.as_str()),
         });
         checked.map_err(|refusal| Stop::dropped(DropReason::BotGuard(refusal)).keep_as_history())
     }
@@ -523,7 +523,7 @@ fn rate_limit(shared: &Services, inbound: &Inbound<'_>) -> Step<()> {
     let verdict = shared
         .guards()
         .inbound
-        .check(inbound.bot().as_str(), &inbound.speaker.label);
+        .check(inbound.bot(), &inbound.speaker.label);
     let limited = Stop::dropped(DropReason::RateLimited);
     match verdict {
         RateVerdict::Allowed => Ok(()),
@@ -607,10 +607,11 @@ mod tests {
         let d = &gw.dispatcher;
         let huge = format!("/baton help {}", "x".repeat(MAX_TEXT_BYTES));
         // A sender over the rate limit, to show that every earlier step runs before it.
+        let alpha: BotId = "alpha".parse().unwrap();
         for sender in ["ann", "beta"] {
-            gw.services.guards().inbound.check("alpha", sender);
+            gw.services.guards().inbound.check(&alpha, sender);
             let label = if sender == "beta" { "bot:beta" } else { sender };
-            gw.services.guards().inbound.check("alpha", label);
+            gw.services.guards().inbound.check(&alpha, label);
         }
 
         let own = to_alpha(1, "elsewhere", "alpha", &huge);
