@@ -6,7 +6,8 @@ mod support;
 
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
-use support::gateway::{TestGateway, config_with, temp_db};
+use support::gateway::config_with;
+use support::world::World;
 
 const SCOUT_ROOM: &str = "bot:scout:local:scout:room";
 const TABLE: &str = r#"[{"name":"acme","price":10}]"#;
@@ -49,13 +50,12 @@ async fn a_bot_puts_reads_and_lists_artifacts_and_the_api_serves_them() {
     );
     fake.script("scout", Step::tool_call("artifacts_list", json!({})));
     fake.script("scout", Step::reply("kept the table"));
-    let (_dir, db) = temp_db();
     let config = config_with(
         &fake.base_url,
         &[("scout", "tools = [\"artifact*\"]")],
         "\n[artifacts]\nmax_bytes = 256\n",
     );
-    let gw = TestGateway::start(&config, &db).await;
+    let gw = World::start(&config).await;
 
     gw.say("room", "alice", "@scout collect the competitors")
         .await;
@@ -172,9 +172,8 @@ async fn binary_content_goes_in_as_base64_and_comes_back_the_same() {
         ),
     );
     fake.script("scout", Step::reply("stored"));
-    let (_dir, db) = temp_db();
     let config = config_with(&fake.base_url, &[("scout", "tools = [\"artifact*\"]")], "");
-    let gw = TestGateway::start(&config, &db).await;
+    let gw = World::start(&config).await;
 
     gw.say("room", "alice", "@scout keep the logo").await;
     gw.settle().await;

@@ -11,24 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
 use support::gateway::{DEADLINE, TestGateway, temp_db};
-
-/// Bots `ids` on the fake model (model = id), every agent tool allowed, open rooms, and `extra`
-/// TOML (`[limits]`, `[agent_to_agent]`) appended.
-fn config(fake: &FakeOpenAi, ids: &[&str], extra: &str) -> String {
-    let mut text = String::from(
-        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
-         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n",
-    );
-    for id in ids {
-        text.push_str(&format!(
-            "\n[[bots]]\nid = \"{id}\"\nname = \"{id}\"\nbackend = \"openai\"\nmodel = \"{id}\"\n\
-             base_url = \"{}\"\ntools = [\"*\"]\n",
-            fake.base_url
-        ));
-    }
-    text.push_str(extra);
-    text
-}
+use support::world::{World, agents_config};
 
 fn send(target: &str, message: &str) -> Step {
     Step::tool_call(
@@ -57,8 +40,7 @@ const B_FROM_A: &str = "bot:b:local:b:a2a:a";
 #[tokio::test]
 async fn a_session_that_is_not_a_key_is_a_bad_request_naming_the_form() {
     let fake = FakeOpenAi::start().await;
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
     let http = reqwest::Client::new();
     for path in ["/api/transcript?session=b", "/api/deliveries?session=b"] {
         let response = http
@@ -91,8 +73,7 @@ async fn a_delegates_to_b_and_gets_the_reply_inside_its_turn() {
     fake.script("a", send("b", "review this diff"));
     fake.script("b", Step::reply("looks good to me"));
     fake.script("a", Step::reply("b says it looks good"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a please get this reviewed").await;
     gw.settle().await;
@@ -161,8 +142,7 @@ async fn a_timed_out_send_is_in_flight_its_retry_runs_nothing_and_the_late_reply
         ),
     );
     fake.script("a", Step::reply("b finally answered: slow answer"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a run the slow job").await;
     gw.settle().await;
@@ -232,8 +212,7 @@ async fn fire_and_forget_returns_at_once_and_the_result_lands_later() {
         Step::Delay(Duration::from_millis(300), Box::new(Step::reply("indexed"))),
     );
     fake.script("a", Step::reply("b reports: indexed"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a index it").await;
     gw.settle().await;
@@ -263,9 +242,8 @@ async fn a_chain_of_sends_is_refused_past_max_depth() {
     fake.script("c", Step::reply("c stops here"));
     fake.script("b", Step::reply("b done"));
     fake.script("a", Step::reply("a done"));
-    let (_dir, db) = temp_db();
     let extra = "\n[limits]\nmax_depth = 3\n";
-    let gw = TestGateway::start(&config(&fake, &["a", "b", "c", "d"], extra), &db).await;
+    let gw = World::agents(&fake, &["a", "b", "c", "d"], extra).await;
 
     gw.say("room", "alice", "@a start").await;
     gw.settle().await;
@@ -296,8 +274,7 @@ async fn the_target_cannot_send_back_to_its_sender_during_the_request() {
     fake.script("b", send("a", "counter-question"));
     fake.script("b", Step::reply("answer"));
     fake.script("a", Step::reply("done"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a ask b").await;
     gw.settle().await;
@@ -331,9 +308,8 @@ async fn self_sends_and_disallowed_pairs_are_refused() {
         ]),
     );
     fake.script("a", Step::reply("done"));
-    let (_dir, db) = temp_db();
     let extra = "\n[agent_to_agent]\nallow = [\"a\", \"b\"]\n";
-    let gw = TestGateway::start(&config(&fake, &["a", "b", "c"], extra), &db).await;
+    let gw = World::agents(&fake, &["a", "b", "c"], extra).await;
 
     gw.say("room", "alice", "@a try everyone").await;
     gw.settle().await;
@@ -373,9 +349,8 @@ async fn the_eleventh_send_in_a_minute_and_the_sixth_new_target_in_the_window_ar
         .collect();
     fake.script("c", Step::ToolCalls(fan));
     fake.script("c", Step::reply("fanned out"));
-    let (_dir, db) = temp_db();
     let bots = ["a", "b", "c", "t1", "t2", "t3", "t4", "t5", "t6"];
-    let gw = TestGateway::start(&config(&fake, &bots, ""), &db).await;
+    let gw = World::agents(&fake, &bots, "").await;
 
     gw.say("room", "alice", "@a send b a lot").await;
     gw.say("room", "alice", "@c tell everyone").await;
@@ -421,9 +396,8 @@ async fn a_ping_pong_stops_at_max_turns_or_at_reply_skip() {
     fake.script("a", Step::reply("got plan v1"));
     fake.script("a", Step::reply("tighten step 2"));
     fake.script("b", Step::reply("plan v2"));
-    let (_dir, db) = temp_db();
     let extra = "\n[limits]\nmax_ping_pong_turns = 2\n";
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], extra), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], extra).await;
 
     gw.say("room", "alice", "@a plan it").await;
     gw.settle().await;
@@ -452,9 +426,8 @@ async fn a_ping_pong_stops_at_max_turns_or_at_reply_skip() {
     fake.script("b", Step::reply("plan v1"));
     fake.script("a", Step::reply("got plan v1"));
     fake.script("a", Step::reply("REPLY_SKIP"));
-    let (_dir, db) = temp_db();
     let extra = "\n[limits]\nmax_ping_pong_turns = 4\n";
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], extra), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], extra).await;
     gw.say("room", "alice", "@a plan it").await;
     gw.settle().await;
     assert_eq!(fake.requests_for("b").len(), 1, "a ended the exchange");
@@ -482,8 +455,7 @@ async fn a_restart_fails_an_interrupted_run_and_resumes_a_queued_one_on_the_reco
         Step::Delay(Duration::from_secs(60), Box::new(Step::reply("never seen"))),
     );
     let (_dir, db) = temp_db();
-    let text = config(&fake, &["a", "b", "c"], "");
-    let gw = TestGateway::start(&text, &db).await;
+    let gw = TestGateway::start(&agents_config(&fake, &["a", "b", "c"], ""), &db).await;
     gw.say("room", "alice", "@a start the long job").await;
     fake.wait_for_requests(3, DEADLINE).await;
     assert_eq!(fake.requests_for("b").len(), 1, "b is working");
@@ -495,7 +467,7 @@ async fn a_restart_fails_an_interrupted_run_and_resumes_a_queued_one_on_the_reco
     queue_a_delivery(&db, "c").await;
     let fake = FakeOpenAi::start().await;
     fake.script("c", Step::reply("queued job done"));
-    let gw = TestGateway::start(&config(&fake, &["a", "b", "c"], ""), &db).await;
+    let gw = TestGateway::start(&agents_config(&fake, &["a", "b", "c"], ""), &db).await;
     gw.settle().await;
 
     let rows = deliveries(&gw).await["deliveries"]
@@ -579,8 +551,7 @@ async fn the_read_tools_show_the_roster_sessions_and_transcripts() {
         ]),
     );
     fake.script("a", Step::reply("done"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"], ""), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a look around").await;
     gw.settle().await;
@@ -626,12 +597,11 @@ async fn tools_outside_the_bots_list_are_not_offered_or_run() {
     let fake = FakeOpenAi::start().await;
     fake.script("a", send("b", "hi"));
     fake.script("a", Step::reply("done"));
-    let text = config(&fake, &["b"], "").replace("\n[[bots]]", &format!(
+    let text = agents_config(&fake, &["b"], "").replace("\n[[bots]]", &format!(
         "\n[[bots]]\nid = \"a\"\nbackend = \"openai\"\nmodel = \"a\"\nbase_url = \"{}\"\ntools = [\"bots_list\"]\n\n[[bots]]",
         fake.base_url
     ));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&text, &db).await;
+    let gw = World::start(&text).await;
 
     gw.say("room", "alice", "@a hi").await;
     gw.settle().await;

@@ -8,25 +8,10 @@ mod support;
 
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
-use support::gateway::{TestGateway, temp_db};
+use support::gateway::TestGateway;
+use support::world::World;
 
 const TABLE: &str = r#"[{"vendor":"acme","price":10},{"vendor":"globex","price":12}]"#;
-
-/// Bots `ids` on the fake model, every tool allowed, bot-to-bot open.
-fn config(fake: &FakeOpenAi, ids: &[&str]) -> String {
-    let mut text = String::from(
-        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
-         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n",
-    );
-    for id in ids {
-        text.push_str(&format!(
-            "\n[[bots]]\nid = \"{id}\"\nname = \"{id}\"\nbackend = \"openai\"\nmodel = \"{id}\"\n\
-             base_url = \"{}\"\ntools = [\"*\"]\n",
-            fake.base_url
-        ));
-    }
-    text
-}
 
 fn schema() -> Value {
     json!({
@@ -85,8 +70,7 @@ async fn an_expected_answer_comes_back_parsed_with_the_artifacts_the_run_made() 
     // The same request again (same idempotency key): the first run's result, nothing run twice.
     fake.script("a", send_the_table());
     fake.script("a", Step::reply("acme"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"]), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a find the cheapest vendor").await;
     gw.settle().await;
@@ -156,8 +140,7 @@ async fn a_bad_answer_gets_one_more_turn_with_the_errors() {
     let fake = FakeOpenAi::start().await;
     script(&fake, &["acme, obviously", r#"{"cheapest": "acme"}"#]);
     fake.script("a", Step::reply("acme"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"]), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a find the cheapest vendor").await;
     gw.settle().await;
@@ -183,8 +166,7 @@ async fn two_bad_answers_end_as_invalid_output_with_the_errors() {
     let fake = FakeOpenAi::start().await;
     script(&fake, &[r#"{"price": 10}"#, r#"{"cheapest": 10}"#]);
     fake.script("a", Step::reply("b could not say"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"]), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a find the cheapest vendor").await;
     gw.settle().await;
@@ -223,8 +205,7 @@ async fn a_broken_schema_or_an_unknown_artifact_is_refused_before_anything_runs(
         ]),
     );
     fake.script("a", Step::reply("could not send"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"]), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a delegate").await;
     gw.settle().await;
@@ -311,8 +292,7 @@ async fn progress_is_kept_on_the_delivery_and_shown_to_the_sender() {
         Step::tool_call("session_status", json!({"session": "bot:a:local:a:room"})),
     );
     fake.script("b", Step::reply("done"));
-    let (_dir, db) = temp_db();
-    let gw = TestGateway::start(&config(&fake, &["a", "b"]), &db).await;
+    let gw = World::agents(&fake, &["a", "b"], "").await;
 
     gw.say("room", "alice", "@a build it").await;
     gw.settle().await;
@@ -393,9 +373,8 @@ async fn a_three_bot_pipeline_passes_artifacts_by_id_and_shows_their_lineage() {
         }),
     );
     fake.script("auditor", Step::reply(r#"{"verdict": "pass"}"#));
-    let (_dir, db) = temp_db();
     let bots = ["researcher", "coder", "auditor"];
-    let gw = TestGateway::start(&config(&fake, &bots), &db).await;
+    let gw = World::agents(&fake, &bots, "").await;
 
     gw.say("room", "alice", "@researcher compare the competitors' APIs")
         .await;

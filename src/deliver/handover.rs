@@ -27,6 +27,7 @@ use baton_contract::{
 };
 use serde_json::json;
 
+use crate::bot_id::BotId;
 use crate::mirror::now_ms;
 use crate::store::{Filing, InboxId};
 
@@ -38,9 +39,9 @@ pub type RunHandedOver = Arc<dyn Fn(Option<InboxId>, InboundEvent) + Send + Sync
 #[derive(Clone)]
 pub struct Handover {
     platform: Platform,
-    /// The poster as the receivers see it (`None`: nobody is handed anything).
-    poster: Option<Sender>,
-    poster_bot: String,
+    /// The poster as the receivers see it, and the bot it is (`None`: nobody is handed
+    /// anything).
+    poster: Option<(Sender, BotId)>,
     receivers: Vec<Arc<dyn Adapter>>,
     run: Option<RunHandedOver>,
 }
@@ -51,7 +52,6 @@ impl Handover {
         Self {
             platform: Platform::Local,
             poster: None,
-            poster_bot: String::new(),
             receivers: Vec::new(),
             run: None,
         }
@@ -61,7 +61,7 @@ impl Handover {
     /// platform; nobody where the platform delivers bot posts to bots itself.
     pub fn of<'a>(
         poster: &dyn Adapter,
-        bot: &str,
+        bot: &BotId,
         accounts: impl IntoIterator<Item = &'a Arc<dyn Adapter>>,
         run: RunHandedOver,
     ) -> Self {
@@ -80,13 +80,15 @@ impl Handover {
             .collect();
         Self {
             platform,
-            poster: Some(Sender {
-                id: me,
-                name: bot.to_owned(),
-                is_bot: true,
-                is_self: false,
-            }),
-            poster_bot: bot.to_owned(),
+            poster: Some((
+                Sender {
+                    id: me,
+                    name: bot.to_string(),
+                    is_bot: true,
+                    is_self: false,
+                },
+                bot.clone(),
+            )),
             receivers,
             run: Some(run),
         }
@@ -117,7 +119,7 @@ impl Handover {
         message: &OutboundMessage,
         id: &MessageId,
     ) -> Vec<InboundEvent> {
-        let Some(poster) = &self.poster else {
+        let Some((poster, poster_bot)) = &self.poster else {
             return Vec::new();
         };
         members
@@ -140,7 +142,7 @@ impl Handover {
                 event.mentions = read.mentions;
                 event.mentions_everyone = read.mentions_everyone;
                 event.timestamp_ms = now_ms();
-                event.raw = json!({ "handed_over_by": self.poster_bot });
+                event.raw = json!({ "handed_over_by": poster_bot });
                 event
             })
             .collect()

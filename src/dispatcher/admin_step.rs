@@ -15,7 +15,7 @@ use std::sync::Arc;
 use baton_contract::{InboundEvent, InboundKind};
 
 use super::stop::{Step, Stop};
-use super::{DropReason, Handled, Inbound, turn_step};
+use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
 use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
 use crate::engine::Services;
@@ -73,7 +73,7 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
                 Ok(command) => admin::may_stop(shared, &invocation, command).await,
                 Err(_) => false,
             };
-        if !allowed && let Err(limited) = super::rate_limit(shared, inbound) {
+        if !allowed && let Err(limited) = super::guard_steps::rate_limit(shared, inbound) {
             // Over the sender's budget: no public refusal and no audit row each time.
             return limited;
         }
@@ -128,5 +128,12 @@ async fn audit(shared: &Services, inbound: &Inbound<'_>, line: &str, outcome: &s
     };
     if let Err(err) = shared.store().audit(record).await {
         tracing::error!(%err, "could not write the audit record");
+    }
+}
+
+impl Dispatcher {
+    /// Step 4: an admin command is answered (by the admin step) and goes no further.
+    pub(super) async fn admin(&self, inbound: &Inbound<'_>) -> Step<()> {
+        intercept(&self.shared, inbound).await
     }
 }

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Handled, Inbound};
+use super::stop::{Step, Stop};
+use super::{Dispatcher, Handled, Inbound};
 use crate::engine::{Services, journal};
 use crate::escalation::route_back;
 use crate::mirror::now_ms;
@@ -81,4 +82,14 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
         meta,
     );
     Some(Handled::Answered(escalation.id))
+}
+
+impl Dispatcher {
+    /// Step 5½: a human's answer to a bot's question goes back to that bot, and no further.
+    pub(super) async fn answer(&self, inbound: &Inbound<'_>) -> Step<()> {
+        match intercept(&self.shared, inbound).await {
+            Some(answered) => Err(Stop::handled(answered)),
+            None => Ok(()),
+        }
+    }
 }

@@ -132,10 +132,7 @@ impl Dispatcher {
 
     /// A policy notice, at most once per sender per account every 10 minutes.
     async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
-        let key = (
-            inbound.account.id.to_string(),
-            inbound.event.sender.id.to_string(),
-        );
+        let key = (inbound.account.id.clone(), inbound.event.sender.id.clone());
         if self.shared.notices().check(&key).is_ok() {
             turn_step::notice(&self.shared, inbound, text).await;
         }

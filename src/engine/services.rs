@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use baton_contract::ChatKey;
+use baton_contract::{AccountId, ChatKey, UserId};
 use tokio_util::task::TaskTracker;
 
 use super::Caller;
@@ -39,7 +39,7 @@ pub struct Services {
     guards: Guards,
     lanes: Arc<Lanes>,
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
-    notices: KeyedLimiter<(String, String)>,
+    notices: KeyedLimiter<(AccountId, UserId)>,
     /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
     busy_notices: KeyedLimiter<ChatKey>,
     own_notices: OwnNotices,
@@ -130,7 +130,7 @@ impl Services {
     }
 
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
-    pub(crate) fn notices(&self) -> &KeyedLimiter<(String, String)> {
+    pub(crate) fn notices(&self) -> &KeyedLimiter<(AccountId, UserId)> {
         &self.notices
     }
 
@@ -212,7 +212,7 @@ impl Services {
         let accounts = self.roster.accounts().iter().map(|a| &a.adapter);
         Handover::of(
             &*account.adapter,
-            account.bot.id().as_str(),
+            account.bot.id(),
             accounts,
             Arc::clone(run),
         )

@@ -18,11 +18,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use baton_contract::ChatKey;
+use baton_contract::{ChatKey, UserId};
 use governor::clock::{Clock, DefaultClock, Reference};
 use hashlink::LinkedHashMap;
 
 use super::limiter::{KeyedLimiter, later};
+use crate::bot_id::BotId;
 use crate::config::LimitsConfig;
 
 /// Why a bot's message did not wake a bot.
@@ -55,6 +56,27 @@ impl BotRefusal {
     }
 }
 
+/// The bot that wrote a message: one of baton's, or one baton does not run, known only by its
+/// platform id. Kept apart so that a foreign bot whose platform id happens to spell one of our
+/// bots' names never shares that bot's budgets.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum BotAuthor {
+    /// A bot of this gateway.
+    Ours(BotId),
+    /// Another bot in the chat.
+    Foreign(UserId),
+}
+
+impl BotAuthor {
+    /// The name `allow_bots` matches: the bot's name, or the foreign bot's platform id.
+    pub fn as_str(&self) -> &str {
+        match self {
+            BotAuthor::Ours(bot) => bot.as_str(),
+            BotAuthor::Foreign(user) => user.as_str(),
+        }
+    }
+}
+
 /// One bot-authored message asking to wake one bot.
 #[derive(Debug, Clone, Copy)]
 pub struct BotMessage<'a> {
@@ -62,10 +84,10 @@ pub struct BotMessage<'a> {
     pub chat: &'a ChatKey,
     /// The platform message id (the chain counts each message once).
     pub message_id: &'a str,
-    /// The author bot (a baton bot id, or the platform's id for a foreign bot).
-    pub author: &'a str,
+    /// The author bot.
+    pub author: &'a BotAuthor,
     /// The bot that would wake.
-    pub woken: &'a str,
+    pub woken: &'a BotId,
     /// Whether the chat's `allow_bots` lets `author` in.
     pub author_allowed: bool,
 }
@@ -78,7 +100,7 @@ struct Chain {
     counted: HashSet<String>,
 }
 
-type PairKey = (ChatKey, String, String);
+type PairKey = (ChatKey, BotAuthor, BotId);
 
 /// The guard. Shared by every account's pipeline.
 pub struct BotMessageGuard<C: Clock = DefaultClock> {
@@ -142,8 +164,8 @@ impl<C: Clock + Clone> BotMessageGuard<C> {
     fn spend_pair_budget(&self, message: BotMessage<'_>) -> Result<(), BotRefusal> {
         let key = (
             message.chat.clone(),
-            message.author.to_owned(),
-            message.woken.to_owned(),
+            message.author.clone(),
+            message.woken.clone(),
         );
         let now = self.pairs.now();
         let mut cooldowns = self.cooldowns.lock().expect("cooldown map poisoned");
@@ -211,12 +233,26 @@ mod tests {
 
     static ROOM: std::sync::LazyLock<ChatKey> = std::sync::LazyLock::new(|| local("room"));
 
-    fn msg<'a>(id: &'a str, author: &'a str, woken: &'a str) -> BotMessage<'a> {
+    /// The bots `a`, `b` and `c` (authors are ours, as in a gateway of three bots).
+    static BOTS: std::sync::LazyLock<[(BotAuthor, BotId); 3]> = std::sync::LazyLock::new(|| {
+        ["a", "b", "c"].map(|name| {
+            let bot: BotId = name.parse().unwrap();
+            (BotAuthor::Ours(bot.clone()), bot)
+        })
+    });
+
+    fn bot(name: &str) -> &'static (BotAuthor, BotId) {
+        BOTS.iter()
+            .find(|(_, b)| b == name)
+            .expect("one of a, b, c")
+    }
+
+    fn msg<'a>(id: &'a str, author: &str, woken: &str) -> BotMessage<'a> {
         BotMessage {
             chat: &ROOM,
             message_id: id,
-            author,
-            woken,
+            author: &bot(author).0,
+            woken: &bot(woken).1,
             author_allowed: true,
         }
     }
@@ -288,6 +324,22 @@ mod tests {
             "a chain stops counting past the limit"
         );
         assert!(g.check(msg("again", "b", "a")).is_err(), "still refused");
+    }
+
+    #[test]
+    fn a_foreign_bot_spelled_like_ours_has_a_budget_of_its_own() {
+        let clock = FakeRelativeClock::default();
+        let g = guard(&clock);
+        for id in ["m1", "m2"] {
+            assert!(g.check(msg(id, "a", "b")).is_ok());
+            g.human_spoke(&ROOM);
+        }
+        let foreign = BotAuthor::Foreign(UserId::from("a"));
+        let m = BotMessage {
+            author: &foreign,
+            ..msg("m3", "a", "b")
+        };
+        assert_eq!(g.check(m), Ok(()), "not our bot `a`'s spent budget");
     }
 
     #[test]

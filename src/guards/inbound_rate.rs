@@ -11,6 +11,7 @@ use std::time::Duration;
 use governor::clock::{Clock, DefaultClock};
 
 use super::limiter::{KeyedLimiter, later};
+use crate::bot_id::BotId;
 
 /// What to do with a message from a sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +27,8 @@ pub enum RateVerdict {
     LimitedQuiet,
 }
 
-type SenderKey = (String, String);
+/// The bot, and the sender as the transcript labels it (a human's id, or `bot:<id>`).
+type SenderKey = (BotId, String);
 
 /// Per (bot, sender) budgets.
 pub struct InboundRateLimit<C: Clock = DefaultClock> {
@@ -44,8 +46,8 @@ impl<C: Clock + Clone> InboundRateLimit<C> {
     }
 
     /// Spend one message of `sender`'s budget with `bot`.
-    pub fn check(&self, bot: &str, sender: &str) -> RateVerdict {
-        let key = (bot.to_owned(), sender.to_owned());
+    pub fn check(&self, bot: &BotId, sender: &str) -> RateVerdict {
+        let key = (bot.clone(), sender.to_owned());
         let Err(retry_after) = self.budget.check(&key) else {
             return RateVerdict::Allowed;
         };
@@ -81,19 +83,20 @@ mod tests {
     fn over_budget_is_told_once_then_ignored_until_the_window_passes() {
         let clock = FakeRelativeClock::default();
         let limit = InboundRateLimit::new(2, clock.clone());
-        assert_eq!(limit.check("snark", "alice"), RateVerdict::Allowed);
-        assert_eq!(limit.check("snark", "alice"), RateVerdict::Allowed);
+        let (snark, caid): (BotId, BotId) = ("snark".parse().unwrap(), "caid".parse().unwrap());
+        assert_eq!(limit.check(&snark, "alice"), RateVerdict::Allowed);
+        assert_eq!(limit.check(&snark, "alice"), RateVerdict::Allowed);
         assert!(matches!(
-            limit.check("snark", "alice"),
+            limit.check(&snark, "alice"),
             RateVerdict::LimitedNotify { .. }
         ));
-        assert_eq!(limit.check("snark", "alice"), RateVerdict::LimitedQuiet);
+        assert_eq!(limit.check(&snark, "alice"), RateVerdict::LimitedQuiet);
         assert_eq!(
-            limit.check("caid", "alice"),
+            limit.check(&caid, "alice"),
             RateVerdict::Allowed,
             "budgets are per bot"
         );
         clock.advance(Duration::from_secs(31));
-        assert_eq!(limit.check("snark", "alice"), RateVerdict::Allowed);
+        assert_eq!(limit.check(&snark, "alice"), RateVerdict::Allowed);
     }
 }

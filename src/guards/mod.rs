@@ -10,7 +10,7 @@ mod sends;
 
 use governor::clock::{Clock, DefaultClock};
 
-pub use bot_messages::{BotMessage, BotMessageGuard, BotRefusal};
+pub use bot_messages::{BotAuthor, BotMessage, BotMessageGuard, BotRefusal};
 pub use inbound_rate::{InboundRateLimit, RateVerdict};
 pub use limiter::KeyedLimiter;
 pub use sends::{SendAttempt, SendGuard, SendRefusal};

@@ -20,6 +20,7 @@ use globset::GlobSet;
 use governor::clock::{Clock, DefaultClock, Reference};
 
 use super::limiter::KeyedLimiter;
+use crate::bot_id::BotId;
 use crate::config::{AgentToAgentConfig, LimitsConfig};
 
 /// Why a send was refused. Each is returned to the caller as a structured tool result.
@@ -110,13 +111,13 @@ impl SendRefusal {
 #[derive(Debug, Clone, Copy)]
 pub struct SendAttempt<'a> {
     /// The sending bot.
-    pub sender: &'a str,
+    pub sender: &'a BotId,
     /// The target bot.
-    pub target: &'a str,
+    pub target: &'a BotId,
     /// Bots in the chain including the target: the caller's depth + 1.
     pub depth: u32,
     /// The bot whose send caused the sender's current turn, if any.
-    pub passive_to: Option<&'a str>,
+    pub passive_to: Option<&'a BotId>,
 }
 
 /// The guard. One per gateway, shared by every turn and MCP connection.
@@ -124,8 +125,8 @@ pub struct SendGuard<C: Clock = DefaultClock> {
     enabled: bool,
     allow: GlobSet,
     max_depth: u32,
-    pairs: KeyedLimiter<(String, String), C>,
-    senders: KeyedLimiter<String, C>,
+    pairs: KeyedLimiter<(BotId, BotId), C>,
+    senders: KeyedLimiter<BotId, C>,
     fan_out: FanOut<C>,
     refused: [AtomicU64; SendRefusal::ALL.len()],
 }
@@ -155,7 +156,9 @@ impl<C: Clock + Clone> SendGuard<C> {
             Err(SendRefusal::Disabled)
         } else if attempt.sender == attempt.target {
             Err(SendRefusal::SelfSend)
-        } else if !(self.allow.is_match(attempt.sender) && self.allow.is_match(attempt.target)) {
+        } else if !(self.allow.is_match(attempt.sender.as_str())
+            && self.allow.is_match(attempt.target.as_str()))
+        {
             Err(SendRefusal::NotAllowed)
         } else if attempt.passive_to == Some(attempt.target) {
             Err(SendRefusal::PassiveReply)
@@ -169,18 +172,18 @@ impl<C: Clock + Clone> SendGuard<C> {
 
     /// Spend the budgets of a send that will start a new run: fan-out first (it spends nothing
     /// when it refuses), then the sender's and the pair's minute budgets.
-    pub fn charge(&self, sender: &str, target: &str) -> Result<(), SendRefusal> {
+    pub fn charge(&self, sender: &BotId, target: &BotId) -> Result<(), SendRefusal> {
         let verdict = self.charge_budgets(sender, target);
         verdict.inspect_err(|r| self.count(*r))
     }
 
-    fn charge_budgets(&self, sender: &str, target: &str) -> Result<(), SendRefusal> {
+    fn charge_budgets(&self, sender: &BotId, target: &BotId) -> Result<(), SendRefusal> {
         self.fan_out.admit(sender, target)?;
         self.senders
-            .check(&sender.to_owned())
+            .check(sender)
             .map_err(|_| SendRefusal::SenderRate)?;
         self.pairs
-            .check(&(sender.to_owned(), target.to_owned()))
+            .check(&(sender.clone(), target.clone()))
             .map_err(|_| SendRefusal::PairRate)
     }
 
@@ -205,23 +208,23 @@ impl<C: Clock + Clone> SendGuard<C> {
 }
 
 /// The targets one sender reached recently, with when each was last reached.
-type Reached<I> = VecDeque<(String, I)>;
+type Reached<I> = VecDeque<(BotId, I)>;
 
 /// Distinct targets per sender within a sliding window.
 struct FanOut<C: Clock> {
     targets: usize,
     window: Duration,
     clock: C,
-    recent: Mutex<HashMap<String, Reached<C::Instant>>>,
+    recent: Mutex<HashMap<BotId, Reached<C::Instant>>>,
 }
 
 impl<C: Clock> FanOut<C> {
     /// Admit `target` for `sender`: a target already reached within the window is free; a new
     /// one is refused when the window already holds `targets` distinct ones.
-    fn admit(&self, sender: &str, target: &str) -> Result<(), SendRefusal> {
+    fn admit(&self, sender: &BotId, target: &BotId) -> Result<(), SendRefusal> {
         let now = self.clock.now();
         let mut recent = self.recent.lock().expect("fan-out map poisoned");
-        let seen = recent.entry(sender.to_owned()).or_default();
+        let seen = recent.entry(sender.clone()).or_default();
         self.expire(seen, now);
         if let Some(slot) = seen.iter_mut().find(|(t, _)| t == target) {
             slot.1 = now;
@@ -230,7 +233,7 @@ impl<C: Clock> FanOut<C> {
         if seen.len() >= self.targets {
             return Err(SendRefusal::FanOut);
         }
-        seen.push_back((target.to_owned(), now));
+        seen.push_back((target.clone(), now));
         Ok(())
     }
 
@@ -268,7 +271,11 @@ mod tests {
         (SendGuard::new(&limits, &a2a, allow, clock.clone()), clock)
     }
 
-    fn attempt<'a>(sender: &'a str, target: &'a str) -> SendAttempt<'a> {
+    fn bot(name: &str) -> BotId {
+        name.parse().unwrap()
+    }
+
+    fn attempt<'a>(sender: &'a BotId, target: &'a BotId) -> SendAttempt<'a> {
         SendAttempt {
             sender,
             target,
@@ -280,32 +287,36 @@ mod tests {
     #[test]
     fn rules_refuse_self_disallowed_passive_and_deep_sends() {
         let (g, _) = guard(LimitsConfig::default(), &["snark", "caid", "sec*"]);
+        let (snark, caid, sec) = (bot("snark"), bot("caid"), bot("sec"));
         assert_eq!(
-            g.check_rules(&attempt("snark", "snark")),
+            g.check_rules(&attempt(&bot("snark"), &bot("snark"))),
             Err(SendRefusal::SelfSend)
         );
         assert_eq!(
-            g.check_rules(&attempt("snark", "rogue")),
+            g.check_rules(&attempt(&bot("snark"), &bot("rogue"))),
             Err(SendRefusal::NotAllowed)
         );
         assert_eq!(
-            g.check_rules(&attempt("rogue", "snark")),
+            g.check_rules(&attempt(&bot("rogue"), &bot("snark"))),
             Err(SendRefusal::NotAllowed)
         );
-        assert_eq!(g.check_rules(&attempt("snark", "secbot")), Ok(()));
+        assert_eq!(
+            g.check_rules(&attempt(&bot("snark"), &bot("secbot"))),
+            Ok(())
+        );
         let passive = SendAttempt {
-            passive_to: Some("snark"),
-            ..attempt("caid", "snark")
+            passive_to: Some(&snark),
+            ..attempt(&caid, &snark)
         };
         assert_eq!(g.check_rules(&passive), Err(SendRefusal::PassiveReply));
         let at_max = SendAttempt {
             depth: 3,
-            ..attempt("caid", "sec")
+            ..attempt(&caid, &sec)
         };
         assert_eq!(g.check_rules(&at_max), Ok(()));
         let deep = SendAttempt {
             depth: 4,
-            ..attempt("caid", "sec")
+            ..attempt(&caid, &sec)
         };
         assert_eq!(g.check_rules(&deep), Err(SendRefusal::TooDeep));
         let counts: HashMap<_, _> = g.refusals().into_iter().collect();
@@ -323,7 +334,7 @@ mod tests {
         let allow = glob_set(&a2a.allow).unwrap();
         let g = SendGuard::new(&LimitsConfig::default(), &a2a, allow, clock);
         assert_eq!(
-            g.check_rules(&attempt("a", "b")),
+            g.check_rules(&attempt(&bot("a"), &bot("b"))),
             Err(SendRefusal::Disabled)
         );
     }
@@ -332,29 +343,33 @@ mod tests {
     fn the_eleventh_send_in_a_minute_for_a_pair_is_refused() {
         let (g, clock) = guard(LimitsConfig::default(), &["*"]);
         for i in 0..10 {
-            assert_eq!(g.charge("a", "b"), Ok(()), "send {i}");
+            assert_eq!(g.charge(&bot("a"), &bot("b")), Ok(()), "send {i}");
         }
-        assert_eq!(g.charge("a", "b"), Err(SendRefusal::PairRate));
-        assert_eq!(g.charge("b", "a"), Ok(()), "pairs are directed");
+        assert_eq!(g.charge(&bot("a"), &bot("b")), Err(SendRefusal::PairRate));
+        assert_eq!(g.charge(&bot("b"), &bot("a")), Ok(()), "pairs are directed");
         clock.advance(Duration::from_secs(60));
-        assert_eq!(g.charge("a", "b"), Ok(()));
+        assert_eq!(g.charge(&bot("a"), &bot("b")), Ok(()));
     }
 
     #[test]
     fn the_sixth_distinct_target_within_the_window_is_refused() {
         let (g, clock) = guard(LimitsConfig::default(), &["*"]);
         for target in ["t1", "t2", "t3", "t4", "t5"] {
-            assert_eq!(g.charge("a", target), Ok(()));
+            assert_eq!(g.charge(&bot("a"), &bot(target)), Ok(()));
         }
-        assert_eq!(g.charge("a", "t6"), Err(SendRefusal::FanOut));
+        assert_eq!(g.charge(&bot("a"), &bot("t6")), Err(SendRefusal::FanOut));
         assert_eq!(
-            g.charge("a", "t1"),
+            g.charge(&bot("a"), &bot("t1")),
             Ok(()),
             "a target already reached is free"
         );
-        assert_eq!(g.charge("z", "t6"), Ok(()), "windows are per sender");
+        assert_eq!(
+            g.charge(&bot("z"), &bot("t6")),
+            Ok(()),
+            "windows are per sender"
+        );
         clock.advance(Duration::from_secs(5));
-        assert_eq!(g.charge("a", "t6"), Ok(()), "the window slid");
+        assert_eq!(g.charge(&bot("a"), &bot("t6")), Ok(()), "the window slid");
         g.retain_recent();
     }
 
@@ -367,8 +382,11 @@ mod tests {
         };
         let (g, _) = guard(limits, &["*"]);
         for target in ["t1", "t2", "t3"] {
-            assert_eq!(g.charge("a", target), Ok(()));
+            assert_eq!(g.charge(&bot("a"), &bot(target)), Ok(()));
         }
-        assert_eq!(g.charge("a", "t4"), Err(SendRefusal::SenderRate));
+        assert_eq!(
+            g.charge(&bot("a"), &bot("t4")),
+            Err(SendRefusal::SenderRate)
+        );
     }
 }

@@ -152,10 +152,10 @@ pub async fn send(
         created_ms: now_ms(),
     };
     let attempt = SendAttempt {
-        sender: caller.bot.as_str(),
-        target: target.bot.as_str(),
+        sender: &caller.bot,
+        target: &target.bot,
         depth: new.depth,
-        passive_to: caller.passive_to.as_ref().map(BotId::as_str),
+        passive_to: caller.passive_to.as_ref(),
     };
     if let Err(refusal) = shared.guards().sends.check_rules(&attempt) {
         return Ok(fresh(refuse_new(shared, new, refusal).await));
@@ -173,11 +173,7 @@ pub async fn send(
             });
         }
     };
-    if let Err(refusal) = shared
-        .guards()
-        .sends
-        .charge(caller.bot.as_str(), target.bot.as_str())
-    {
+    if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
         count_refusal(shared, &delivery.sender, delivery.origin.as_ref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),

@@ -17,3 +17,4 @@ pub mod seen;
 pub mod shelf;
 pub mod turns;
 pub mod uploads;
+pub mod world;

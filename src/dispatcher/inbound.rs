@@ -1,0 +1,84 @@
+//! [`Inbound`]: one event on its way through the steps, with what the pipeline learned about it
+//! once (its account, speaker, chat rules and keys), so no step works it out again.
+
+use baton_contract::{ChatKey, InboundEvent, InboundKind};
+
+use super::Dispatcher;
+use super::speaker::Speaker;
+use crate::bot_id::BotId;
+use crate::deliver::Target;
+use crate::mirror::Arrival;
+use crate::roster::{Account, ChatPolicy};
+use crate::session::SessionKey;
+
+/// One event on its way through the steps, with what earlier steps learned.
+pub(crate) struct Inbound<'a> {
+    pub event: InboundEvent,
+    pub account: &'a Account,
+    pub speaker: Speaker,
+    pub policy: ChatPolicy,
+    /// `<platform>:<chat>[:thread:<id>]`: history buffer and bot chains.
+    pub chat_key: ChatKey,
+    /// `<platform>:<chat>`: durable chat settings.
+    pub settings_key: ChatKey,
+    /// First run, or a replay after a stop.
+    pub arrival: Arrival,
+}
+
+impl Inbound<'_> {
+    /// The bot that received the event.
+    pub(crate) fn bot(&self) -> &BotId {
+        self.account.bot.id()
+    }
+
+    /// The session this event belongs to.
+    pub(crate) fn session(&self) -> SessionKey {
+        SessionKey {
+            bot: self.bot().clone(),
+            platform: self.event.platform,
+            account: self.account.id.clone(),
+            chat: self.event.chat.clone(),
+            thread: self.event.thread.clone(),
+        }
+    }
+
+    /// Where an answer to this event goes: its thread, as a reply, privately for native commands.
+    pub(crate) fn reply_target(&self) -> Target {
+        Target {
+            chat: self.event.chat.clone(),
+            thread: self.event.thread.clone(),
+            reply_to: Some(self.event.message_id.clone()),
+            ephemeral: match &self.event.kind {
+                InboundKind::Command { reply } => {
+                    Some((self.event.sender.id.clone(), reply.clone()))
+                }
+                InboundKind::Message => None,
+            },
+        }
+    }
+}
+
+impl Dispatcher {
+    /// `event`, received by `account`, with what every step needs to know about it.
+    pub(super) fn inbound<'a>(
+        &self,
+        event: InboundEvent,
+        account: &'a Account,
+        arrival: Arrival,
+    ) -> Inbound<'a> {
+        let shared = &self.shared;
+        let speaker = Speaker::of(&event, shared.roster());
+        let policy = shared
+            .chat_rules()
+            .resolve(event.platform, event.chat.as_str());
+        Inbound {
+            chat_key: ChatKey::new(event.platform, &event.chat, event.thread.as_ref()),
+            settings_key: ChatKey::new(event.platform, &event.chat, None),
+            event,
+            account,
+            speaker,
+            policy,
+            arrival,
+        }
+    }
+}

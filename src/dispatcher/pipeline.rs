@@ -1,0 +1,224 @@
+//! The steps, in order: [`Dispatcher::pipeline`] is the one list, like teloxide's `schema()`.
+//! Each step returns a [`Step`]; the first [`Stop`] ends the event, and
+//! [`Dispatcher::stopped`] performs what stopping it owes.
+
+use baton_contract::InboundEvent;
+
+use super::stop::{Notice, Step, Stop};
+use super::{Dispatcher, DropReason, Handled, Inbound, guard_steps, turn_step};
+use crate::mirror::Arrival;
+
+/// The largest inbound text the pipeline takes: anything longer is refused
+/// with a message, never truncated.
+pub const MAX_TEXT_BYTES: usize = 100 * 1024;
+
+impl Dispatcher {
+    /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the
+    /// event has its side effects performed in one place ([`Dispatcher::stopped`]).
+    pub(crate) async fn process(&self, event: InboundEvent, arrival: Arrival) -> Handled {
+        let shared = &*self.shared;
+        let Some(account) = shared.roster().account(event.platform, &event.account) else {
+            tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
+            return Handled::Dropped(DropReason::UnknownAccount);
+        };
+        let inbound = self.inbound(event, account, arrival);
+        match self.pipeline(&inbound).await {
+            Ok(handled) => handled,
+            Err(stop) => self.stopped(&inbound, stop).await,
+        }
+    }
+
+    /// The steps, in order. Each returns a [`Step`]: the value the next steps need, or the
+    /// [`Stop`] that ends the event here.
+    pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
+        self.not_own(inbound)?; // 3
+        self.not_a_gateway_line(inbound)?; // 3
+        self.within_size(inbound)?; // refused, never truncated
+        self.admin(inbound).await?; // 4
+        self.policy(inbound).await?; // 5
+        self.human_spoke(inbound);
+        self.answer(inbound).await?; // 5½
+        let wake = self.activation(inbound).await?; // 6
+        self.bot_message(inbound)?; // 7
+        guard_steps::rate_limit(&self.shared, inbound)?; // 8
+        self.received(inbound, crate::events::Received::Wake, None);
+        Ok(turn_step::run(&self.shared, inbound, wake).await) // 9 to 13
+    }
+
+    /// Over [`MAX_TEXT_BYTES`]: refused with a notice.
+    fn within_size(&self, inbound: &Inbound<'_>) -> Step<()> {
+        if inbound.event.text.len() > MAX_TEXT_BYTES {
+            let text = "That message is over 100 kB, too long for me to read; please send less.";
+            return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{
+        AccountId, ChatId, ChatKey, ChatKind, MessageId, Platform, Sender, UserId,
+    };
+
+    use super::*;
+    use crate::bot_id::BotId;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// Two echo bots; the local chat `room` is the only group allowed; `root` is an admin; a
+    /// sender gets one message a minute; no bot's messages may wake a bot.
+    fn config() -> String {
+        echo_config(
+            &["alpha", "beta"],
+            "\n[[chats]]\nplatform = \"local\"\nid = \"room\"\n\n[admins]\nlocal = [\"root\"]\n\n\
+             [limits]\ninbound_per_sender_per_minute = 1\n",
+        )
+        .replace("group_policy = \"open\"", "group_policy = \"allowlist\"")
+    }
+
+    /// A message to `alpha`'s account in `chat`, by `from` (a bot when it is one of ours).
+    fn to_alpha(n: u32, chat: &str, from: &str, text: &str) -> InboundEvent {
+        let is_bot = ["alpha", "beta"].contains(&from);
+        let sender = Sender {
+            id: UserId::from(from),
+            name: from.to_owned(),
+            is_bot,
+            is_self: false,
+        };
+        let mut event = InboundEvent::text_message(
+            Platform::Local,
+            AccountId::from("alpha"),
+            ChatId::from(chat),
+            ChatKind::Group,
+            sender,
+            MessageId::from(format!("m{n}")),
+            text,
+        );
+        event.mentions = vec![UserId::from("alpha")];
+        event
+    }
+
+    /// Each event below would trip its step and every later one; it must stop at its own step.
+    /// Moving a step later (or earlier) in [`Dispatcher::pipeline`] makes one of them stop
+    /// elsewhere.
+    #[tokio::test]
+    async fn the_steps_run_in_order_and_the_first_stop_wins() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let huge = format!("/baton help {}", "x".repeat(MAX_TEXT_BYTES));
+        // A sender over the rate limit, to show that every earlier step runs before it.
+        let alpha: BotId = "alpha".parse().unwrap();
+        for sender in ["ann", "beta"] {
+            gw.services.guards().inbound.check(&alpha, sender);
+            let label = if sender == "beta" { "bot:beta" } else { sender };
+            gw.services.guards().inbound.check(&alpha, label);
+        }
+
+        let own = to_alpha(1, "elsewhere", "alpha", &huge);
+        assert_eq!(
+            d.process(own, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::OwnMessage)
+        );
+
+        gw.services.own_notices().remember(
+            &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
+            &"beta".parse().unwrap(),
+            &huge,
+        );
+        let notice = to_alpha(2, "room", "beta", &huge);
+        assert_eq!(
+            d.process(notice, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::GatewayNotice)
+        );
+
+        let long = to_alpha(3, "elsewhere", "ann", &huge);
+        assert_eq!(
+            d.process(long, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::TooLong)
+        );
+
+        let command = to_alpha(4, "elsewhere", "cid", "/baton help");
+        let Handled::Admin(answer) = d.process(command, Arrival::Fresh).await else {
+            panic!("an admin command is answered before the policy");
+        };
+        assert!(answer.contains("Only baton admins"), "{answer}");
+
+        let refused = to_alpha(5, "elsewhere", "ann", "@alpha hi");
+        assert!(matches!(
+            d.process(refused, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::Policy(_))
+        ));
+
+        let mut unaddressed = to_alpha(6, "room", "beta", "chatter");
+        unaddressed.mentions.clear();
+        assert_eq!(
+            d.process(unaddressed, Arrival::Fresh).await,
+            Handled::Buffered
+        );
+
+        let from_bot = to_alpha(7, "room", "beta", "@alpha hi");
+        assert!(matches!(
+            d.process(from_bot, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::BotGuard(_))
+        ));
+
+        let limited = to_alpha(8, "room", "ann", "@alpha hi");
+        assert_eq!(
+            d.process(limited, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::RateLimited)
+        );
+
+        let fine = to_alpha(9, "room", "bob", "@alpha hi");
+        assert_eq!(
+            d.process(fine, Arrival::Fresh).await,
+            Handled::Replied("hi".into())
+        );
+    }
+
+    /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),
+    /// and a message kept as history is in the chat's buffer for the next turn.
+    #[tokio::test]
+    async fn a_stop_posts_its_notice_and_keeps_history_as_told() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
+        chatter.mentions.clear();
+        assert_eq!(d.process(chatter, Arrival::Fresh).await, Handled::Buffered);
+        let history = gw
+            .services
+            .store()
+            .history_take(crate::store::HistoryTake {
+                chat_key: &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
+                bot: &"alpha".parse().unwrap(),
+                skip_sender: None,
+                skip_message: None,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        let texts: Vec<&str> = history.iter().map(|h| h.text.as_str()).collect();
+        assert_eq!(texts, ["the deploy is at five"]);
+
+        let first = to_alpha(2, "room", "bob", "@alpha one");
+        assert_eq!(
+            d.process(first, Arrival::Fresh).await,
+            Handled::Replied("one".into())
+        );
+        let second = to_alpha(3, "room", "bob", "@alpha two");
+        assert_eq!(
+            d.process(second, Arrival::Fresh).await,
+            Handled::Dropped(DropReason::RateLimited)
+        );
+        let posted: Vec<String> = gw
+            .hub
+            .messages("room", None)
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(posted.len(), 2, "{posted:?}");
+        assert!(
+            posted[1].starts_with("You're sending messages faster"),
+            "{posted:?}"
+        );
+    }
+}
