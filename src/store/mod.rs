@@ -117,17 +117,10 @@ use writer::Writer;
 /// [`Store::sqlite_read`]): on PostgreSQL they fail, so a gateway there refuses to start while
 /// this list is not empty. A test keeps it equal to the modules that use those accessors.
 pub const UNPORTED: &[&str] = &[
-    "artifacts",
     "chains",
-    "chat_settings",
     "deliveries",
     "escalations",
     "pairing",
-    "progress",
-    "prune",
-    "reply_files",
-    "schedule",
-    "typing",
 ];
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
@@ -192,7 +185,7 @@ impl Store {
     fn open_blocking(location: Location, options: StoreOptions) -> Result<Store, StoreError> {
         let conn = location.open_writer(options.wal_limit)?;
         let migrated = migrate::run_migrations(Db::Sqlite(&conn))?;
-        let settings = Arc::new(SettingsCache::load(&conn)?);
+        let settings = Arc::new(SettingsCache::load(Db::Sqlite(&conn))?);
         let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
         let gate = ReadGate::default();
         let (keeper, checkpointer, bound) = match &location {
@@ -238,6 +231,7 @@ impl Store {
     fn open_postgres_blocking(url: PgUrl) -> Result<Store, StoreError> {
         let conn = PgConn::connect(&url)?;
         let migrated = migrate::run_migrations(Db::Postgres(&conn))?;
+        let settings = Arc::new(SettingsCache::load(Db::Postgres(&conn))?);
         let writer = Writer::spawn(Conn::Postgres(conn), None).map_err(|e| {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
@@ -250,9 +244,9 @@ impl Store {
                 migrated,
                 writer,
                 readers: Readers::new(source, first_reader, ReadGate::default()),
-                // Chat settings and escalations are not ported yet (UNPORTED): their caches
-                // stay empty, and a gateway never starts on such a store.
-                settings: Arc::default(),
+                settings,
+                // Escalations are not ported yet (UNPORTED): their cache stays empty, and a
+                // gateway never starts on such a store.
                 escalation_chats: Arc::default(),
                 _keeper: None,
                 _checkpointer: None,
