@@ -174,10 +174,7 @@ fn from_row(row: &Row<'_>) -> Result<Artifact, DbError> {
 }
 
 /// The artifacts run `run_id` made, oldest first: a delivery's output, for its lineage.
-pub(super) fn made_by<'c>(
-    db: impl Into<Db<'c>>,
-    run_id: &str,
-) -> Result<Vec<Artifact>, DbError> {
+pub(super) fn made_by<'c>(db: impl Into<Db<'c>>, run_id: &str) -> Result<Vec<Artifact>, DbError> {
     db.into().query_map(
         &format!("{SELECT} WHERE run_id = ?1 ORDER BY created_ms, id"),
         args![run_id],
@@ -451,17 +448,21 @@ mod tests {
             let engine = db.engine();
             let store = db.open().await;
             let mut made = Vec::new();
-            for (name, run) in [
+            for (at, (name, run)) in [
                 ("t1", "chain:c_1:t1"),
                 ("t2", "chain:c_1:t2"),
                 ("other", "chain:c_10:t1"),
                 ("direct", "r9"),
-            ] {
-                made.push(stored(
-                    store.artifact_put(new(name, name.as_bytes(), run)).await.unwrap(),
-                ));
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut made_now = new(name, name.as_bytes(), run);
+                made_now.created_ms = at as i64;
+                made.push(stored(store.artifact_put(made_now).await.unwrap()));
             }
-            let names = |found: Vec<Artifact>| found.into_iter().map(|a| a.name).collect::<Vec<_>>();
+            let names =
+                |found: Vec<Artifact>| found.into_iter().map(|a| a.name).collect::<Vec<_>>();
             let under = store
                 .read(|db| made_by_runs_under(db, "chain:c_1:t"))
                 .await
@@ -472,6 +473,32 @@ mod tests {
             let id = made[0].id.clone();
             let found = store.read(move |db| by_id(db, &id)).await.unwrap();
             assert_eq!(found.as_ref(), Some(&made[0]), "{engine}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_same_put_from_two_instances_at_once_makes_one_artifact() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            // Two stores on one database: two writers, as two gateway instances have. Each
+            // makes the same puts in the same order, one at a time.
+            let (one, two) = (db.open().await, db.open().await);
+            let puts = |store: Store| {
+                tokio::spawn(async move {
+                    let mut ids = Vec::new();
+                    for i in 0..20 {
+                        let name = format!("n{i}");
+                        let put = store.artifact_put(new(&name, name.as_bytes(), "r1")).await;
+                        ids.push(stored(put.unwrap_or_else(|e| panic!("{e}"))).id);
+                    }
+                    ids
+                })
+            };
+            let (a, b) = (puts(one.clone()), puts(two));
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            assert_eq!(a, b, "{engine}: both found the same artifacts");
+            let all = one.artifacts(ArtifactQuery::All, 100).await.unwrap();
+            assert_eq!(all.len(), 20, "{engine}: each put once");
         }
     }
 
@@ -518,10 +545,9 @@ mod tests {
             let mut young = new("young", b"young", "r2");
             young.created_ms = 10;
             let young = stored(store.artifact_put(young).await.unwrap());
-            let gone = store
-                .write(|db| prune_artifacts(db, 5, 100))
-                .await
-                .unwrap();
+            let ids = vec![old.id.clone(), young.id.clone()];
+            store.reply_attach("r3", ids, 20).await.unwrap();
+            let gone = store.write(|db| prune_artifacts(db, 5, 100)).await.unwrap();
             assert_eq!(gone, 1, "{engine}");
             assert!(store.artifact(&old.id).await.unwrap().is_none(), "{engine}");
             assert!(
@@ -529,6 +555,16 @@ mod tests {
                 "{engine}"
             );
             assert_eq!(blobs(&store).await, 1, "{engine}");
+            let attached = store.reply_files("r3").await.unwrap();
+            assert_eq!(attached, vec![young], "{engine}");
+            let rows: i64 = store
+                .read(|db| db.query_row("SELECT count(*) FROM reply_files", &[], |r| r.get(0)))
+                .await
+                .unwrap();
+            assert_eq!(
+                rows, 1,
+                "{engine}: the pruned artifact's attachment went with it"
+            );
         }
     }
 }

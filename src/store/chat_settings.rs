@@ -54,11 +54,10 @@ impl SettingsCache {
     /// Loads every chat with an override.
     pub(crate) fn load(db: Db<'_>) -> Result<Self, StoreError> {
         let mut chats: HashMap<String, ChatSettings> = HashMap::new();
-        let activations = db.query_map(
-            "SELECT chat_key, activation FROM chat_settings",
-            &[],
-            |r| Ok((r.get::<String>(0)?, parse_optional_column(r, 1)?)),
-        )?;
+        let activations =
+            db.query_map("SELECT chat_key, activation FROM chat_settings", &[], |r| {
+                Ok((r.get::<String>(0)?, parse_optional_column(r, 1)?))
+            })?;
         for (chat, activation) in activations {
             chats.entry(chat).or_default().activation = activation;
         }
@@ -119,10 +118,7 @@ impl Store {
                  ON CONFLICT (chat_key) DO UPDATE SET activation = excluded.activation",
                 args![chat, a.as_str()],
             ),
-            None => db.execute(
-                "DELETE FROM chat_settings WHERE chat_key = ?1",
-                args![chat],
-            ),
+            None => db.execute("DELETE FROM chat_settings WHERE chat_key = ?1", args![chat]),
         })
         .await
     }
@@ -144,10 +140,7 @@ impl Store {
                  ON CONFLICT DO NOTHING",
                 args![chat, &bot],
             ),
-            (false, "*") => db.execute(
-                "DELETE FROM chat_paused WHERE chat_key = ?1",
-                args![chat],
-            ),
+            (false, "*") => db.execute("DELETE FROM chat_paused WHERE chat_key = ?1", args![chat]),
             (false, _) => db.execute(
                 "DELETE FROM chat_paused WHERE chat_key = ?1 AND bot = ?2",
                 args![chat, &bot],
@@ -234,7 +227,11 @@ mod tests {
         drop(store);
 
         let store = db.open().await;
-        assert_eq!(store.chat_settings(&slack("C1")).await.unwrap(), c1, "{engine}");
+        assert_eq!(
+            store.chat_settings(&slack("C1")).await.unwrap(),
+            c1,
+            "{engine}"
+        );
         assert!(
             store
                 .chat_settings(&slack("C2"))

@@ -116,12 +116,7 @@ use writer::Writer;
 /// The store modules still written against rusqlite alone (through [`Store::sqlite_write`] and
 /// [`Store::sqlite_read`]): on PostgreSQL they fail, so a gateway there refuses to start while
 /// this list is not empty. A test keeps it equal to the modules that use those accessors.
-pub const UNPORTED: &[&str] = &[
-    "chains",
-    "deliveries",
-    "escalations",
-    "pairing",
-];
+pub const UNPORTED: &[&str] = &["chains", "deliveries", "escalations", "pairing"];
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
 /// and reader pool. Dropping the last clone stops the writer after it commits what is queued;

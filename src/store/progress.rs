@@ -103,10 +103,22 @@ mod tests {
                 .await
                 .unwrap();
             let add = |run: &'static str, l: ProgressLine| store.progress_add(run, l);
-            assert!(add("run", line(2, "reading", Some(1))).await.unwrap(), "{engine}");
-            assert!(add("run", line(3, "writing", None)).await.unwrap(), "{engine}");
-            assert!(!add("done", line(4, "late", None)).await.unwrap(), "{engine}");
-            assert!(!add("nobody", line(5, "lost", None)).await.unwrap(), "{engine}");
+            assert!(
+                add("run", line(2, "reading", Some(1))).await.unwrap(),
+                "{engine}"
+            );
+            assert!(
+                add("run", line(3, "writing", None)).await.unwrap(),
+                "{engine}"
+            );
+            assert!(
+                !add("done", line(4, "late", None)).await.unwrap(),
+                "{engine}"
+            );
+            assert!(
+                !add("nobody", line(5, "lost", None)).await.unwrap(),
+                "{engine}"
+            );
             let lines = store
                 .read(|db| progress_of(db, &["run", "done", "nobody"]))
                 .await

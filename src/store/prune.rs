@@ -213,9 +213,7 @@ impl Store {
         let before = before_ms.min(now_ms - MIN_AGE_MS);
         let mut total = 0;
         loop {
-            let deleted = self
-                .write(move |db| table.delete_chunk(db, before))
-                .await?;
+            let deleted = self.write(move |db| table.delete_chunk(db, before)).await?;
             if deleted == 0 {
                 return Ok(total);
             }
@@ -240,10 +238,7 @@ mod tests {
     }
 
     async fn exec(store: &Store, sql: &'static str) {
-        store
-            .write(move |db| db.execute_batch(sql))
-            .await
-            .unwrap();
+        store.write(move |db| db.execute_batch(sql)).await.unwrap();
     }
 
     /// Inserts `n` audit rows written at `ts_ms`.
@@ -348,7 +343,7 @@ mod tests {
                 "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms) VALUES
                  ('quiet', 'm1', 'u', 'u', 'old', 1000),
                  ('busy', 'm2', 'u', 'u', 'old', 1000),
-                 ('busy', 'm3', 'u', 'u', 'new', 399 * 86400000);
+                 ('busy', 'm3', 'u', 'u', 'new', 34473600000);
                  INSERT INTO history_cursors (chat_key, bot, last_id) VALUES
                  ('quiet', 'b', 1), ('busy', 'b', 2);",
             )
@@ -394,7 +389,7 @@ mod tests {
                  ('q-pending', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
                      'pending', 1000, NULL),
                  ('ap-late', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
-                     'approved', 1000, 399 * 86400000);",
+                     'approved', 1000, 34473600000);",
             )
             .await;
             let gone = store
