@@ -12,11 +12,11 @@
 //! replayed after a crash, putting the same thing again, finds the artifact it made the first
 //! time instead of making a second.
 
-use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::sessions::session_column;
+use super::sql::{Db, DbError, OptionalRow, Row, args};
 use super::{Store, StoreError};
 use crate::bot_id::BotId;
 use crate::session::SessionKey;
@@ -154,49 +154,53 @@ const SELECT: &str = "SELECT id, name, media_type, bytes, sha256, bot, session, 
         created_ms
     FROM artifacts";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Artifact> {
+fn from_row(row: &Row<'_>) -> Result<Artifact, DbError> {
+    let bytes: i64 = row.get(3)?;
     let inputs: String = row.get(8)?;
     Ok(Artifact {
         id: row.get(0)?,
         name: row.get(1)?,
         media_type: row.get(2)?,
-        bytes: row.get(3)?,
+        bytes: u64::try_from(bytes)
+            .map_err(|_| row.column_error(3, format!("{bytes} is not a size")))?,
         sha256: row.get(4)?,
         bot: row.get(5)?,
         session: session_column(row, 6)?,
         run_id: row.get(7)?,
-        inputs: serde_json::from_str(&inputs).map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(8, rusqlite::types::Type::Text, Box::new(e))
-        })?,
+        inputs: serde_json::from_str(&inputs)
+            .map_err(|e| row.column_error(8, format!("not a JSON list of ids: {e}")))?,
         created_ms: row.get(9)?,
     })
 }
 
 /// The artifacts run `run_id` made, oldest first: a delivery's output, for its lineage.
-pub(super) fn made_by(conn: &Connection, run_id: &str) -> rusqlite::Result<Vec<Artifact>> {
-    conn.prepare_cached(&format!(
-        "{SELECT} WHERE run_id = ?1 ORDER BY created_ms, id"
-    ))?
-    .query_map([run_id], from_row)?
-    .collect()
+pub(super) fn made_by<'c>(db: impl Into<Db<'c>>, run_id: &str) -> Result<Vec<Artifact>, DbError> {
+    db.into().query_map(
+        &format!("{SELECT} WHERE run_id = ?1 ORDER BY created_ms, id"),
+        args![run_id],
+        from_row,
+    )
 }
 
 /// The artifacts made by any run whose id starts with `prefix`, oldest first: a chain's turns
 /// (`chain:<id>:t<turn>`), for its lineage.
-pub(super) fn made_by_runs_under(
-    conn: &Connection,
+pub(super) fn made_by_runs_under<'c>(
+    db: impl Into<Db<'c>>,
     prefix: &str,
-) -> rusqlite::Result<Vec<Artifact>> {
-    conn.prepare_cached(&format!(
-        "{SELECT} WHERE substr(run_id, 1, length(?1)) = ?1 ORDER BY created_ms, id"
-    ))?
-    .query_map([prefix], from_row)?
-    .collect()
+) -> Result<Vec<Artifact>, DbError> {
+    // The length is counted here (in characters, as both engines' `substr` counts): in
+    // `length(?1)` PostgreSQL could not tell which `length` the parameter is for.
+    let chars = i64::try_from(prefix.chars().count()).unwrap_or(i64::MAX);
+    db.into().query_map(
+        &format!("{SELECT} WHERE substr(run_id, 1, ?2) = ?1 ORDER BY created_ms, id"),
+        args![prefix, chars],
+        from_row,
+    )
 }
 
-pub(super) fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Artifact>> {
-    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
-        .query_row([id], from_row)
+pub(super) fn by_id<'c>(db: impl Into<Db<'c>>, id: &str) -> Result<Option<Artifact>, DbError> {
+    db.into()
+        .query_row(&format!("{SELECT} WHERE id = ?1"), args![id], from_row)
         .optional()
 }
 
@@ -212,43 +216,51 @@ impl Store {
         .await
         .map_err(|e| StoreError::Internal(format!("hashing an artifact: {e}")))?;
         let id = artifact_id(&new, &sha256);
-        self.sqlite_write(move |conn| {
+        self.write(move |db| {
             let mut unknown = Vec::new();
             for input in &new.inputs {
-                if by_id(conn, input)?.is_none() {
+                if by_id(db, input)?.is_none() {
                     unknown.push(input.clone());
                 }
             }
             if !unknown.is_empty() {
                 return Ok(Put::UnknownInputs(unknown));
             }
-            if let Some(found) = by_id(conn, &id)? {
+            if let Some(found) = by_id(db, &id)? {
                 return Ok(Put::Stored(Box::new(found)));
             }
             let bytes = new.content.len() as u64;
-            conn.prepare_cached(
+            let size = i64::try_from(bytes).unwrap_or(i64::MAX);
+            db.execute(
                 "INSERT INTO artifact_blobs (sha256, bytes, content) VALUES (?1, ?2, ?3)
                  ON CONFLICT DO NOTHING",
-            )?
-            .execute(rusqlite::params![sha256, bytes, new.content])?;
+                args![&sha256, size, new.content.as_slice()],
+            )?;
             let inputs = serde_json::Value::from(new.inputs.clone()).to_string();
-            conn.prepare_cached(
+            // Another instance sharing the database may have made the same put since the look
+            // above (one run replayed on two instances): then its artifact is the one.
+            let made = db.execute(
                 "INSERT INTO artifacts (id, sha256, name, media_type, bytes, bot, session, run_id,
                     inputs, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?
-            .execute(rusqlite::params![
-                id,
-                sha256,
-                new.name,
-                new.media_type,
-                bytes,
-                new.bot,
-                new.session.render(),
-                new.run_id,
-                inputs,
-                new.created_ms,
-            ])?;
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (id) DO NOTHING",
+                args![
+                    &id,
+                    &sha256,
+                    &new.name,
+                    &new.media_type,
+                    size,
+                    &new.bot,
+                    new.session.render().as_str(),
+                    &new.run_id,
+                    inputs.as_str(),
+                    new.created_ms,
+                ],
+            )?;
+            if made == 0 {
+                let found = by_id(db, &id)?.ok_or(DbError::NoRows)?;
+                return Ok(Put::Stored(Box::new(found)));
+            }
             Ok(Put::Stored(Box::new(Artifact {
                 id,
                 name: new.name,
@@ -268,7 +280,7 @@ impl Store {
     /// The artifact `id`, if the store holds it.
     pub async fn artifact(&self, id: &str) -> Result<Option<Artifact>, StoreError> {
         let id = id.to_owned();
-        self.sqlite_read(move |conn| by_id(conn, &id)).await
+        self.read(move |db| by_id(db, &id)).await
     }
 
     /// The artifact `id` and its bytes.
@@ -277,13 +289,15 @@ impl Store {
         id: &str,
     ) -> Result<Option<(Artifact, Vec<u8>)>, StoreError> {
         let id = id.to_owned();
-        self.sqlite_read(move |conn| {
-            let Some(artifact) = by_id(conn, &id)? else {
+        self.read(move |db| {
+            let Some(artifact) = by_id(db, &id)? else {
                 return Ok(None);
             };
-            let content: Vec<u8> = conn
-                .prepare_cached("SELECT content FROM artifact_blobs WHERE sha256 = ?1")?
-                .query_row([&artifact.sha256], |row| row.get(0))?;
+            let content: Vec<u8> = db.query_row(
+                "SELECT content FROM artifact_blobs WHERE sha256 = ?1",
+                args![&artifact.sha256],
+                |row| row.get(0),
+            )?;
             Ok(Some((artifact, content)))
         })
         .await
@@ -296,18 +310,18 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Artifact>, StoreError> {
         let limit = i64::try_from(limit.clamp(1, 10_000)).unwrap_or(10_000);
-        self.sqlite_read(move |conn| {
+        self.read(move |db| {
             let (filter, value) = match &query {
                 ArtifactQuery::Session(s) => ("session = ?1", Some(s.render())),
                 ArtifactQuery::Run(r) => ("run_id = ?1", Some(r.clone())),
-                ArtifactQuery::All => ("?1 IS NULL", None),
+                // Cast: a bare `?1 IS NULL` gives PostgreSQL no type for the parameter.
+                ArtifactQuery::All => ("CAST(?1 AS TEXT) IS NULL", None),
             };
-            let mut found: Vec<Artifact> = conn
-                .prepare_cached(&format!(
-                    "{SELECT} WHERE {filter} ORDER BY created_ms DESC, id LIMIT ?2"
-                ))?
-                .query_map((value, limit), from_row)?
-                .collect::<rusqlite::Result<_>>()?;
+            let mut found = db.query_map(
+                &format!("{SELECT} WHERE {filter} ORDER BY created_ms DESC, id LIMIT ?2"),
+                args![&value, limit],
+                from_row,
+            )?;
             found.reverse();
             Ok(found)
         })
@@ -318,36 +332,32 @@ impl Store {
 /// Delete up to `chunk` artifacts made before `before` (none made by a delivery still queued or
 /// running: its sender may still read them), then the blobs and reply attachments no artifact
 /// names any more.
-pub(super) fn prune_artifacts(
-    conn: &Connection,
-    before: i64,
-    chunk: i64,
-) -> rusqlite::Result<usize> {
-    let rows = conn
-        .prepare_cached(
-            "DELETE FROM artifacts WHERE id IN
-                (SELECT id FROM artifacts
-                 WHERE created_ms < ?1
-                   AND coalesce(run_id, '') NOT IN
-                       (SELECT run_id FROM deliveries WHERE state IN ('queued', 'running'))
-                 LIMIT ?2)",
-        )?
-        .execute((before, chunk))?;
+pub(super) fn prune_artifacts(db: Db<'_>, before: i64, chunk: i64) -> Result<usize, DbError> {
+    let rows = db.execute(
+        "DELETE FROM artifacts WHERE id IN
+            (SELECT id FROM artifacts
+             WHERE created_ms < ?1
+               AND coalesce(run_id, '') NOT IN
+                   (SELECT run_id FROM deliveries WHERE state IN ('queued', 'running'))
+             LIMIT ?2)",
+        args![before, chunk],
+    )?;
     if rows == 0 {
         return Ok(0);
     }
-    conn.prepare_cached(
+    db.execute(
         "DELETE FROM artifact_blobs
          WHERE sha256 NOT IN (SELECT sha256 FROM artifacts)",
-    )?
-    .execute([])?;
-    super::reply_files::prune_orphans(conn)?;
+        &[],
+    )?;
+    super::reply_files::prune_orphans(db)?;
     Ok(rows)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn new(name: &str, content: &[u8], run: &str) -> NewArtifact {
         NewArtifact {
@@ -369,51 +379,127 @@ mod tests {
         }
     }
 
+    async fn blobs(store: &Store) -> i64 {
+        store
+            .read(|db| db.query_row("SELECT count(*) FROM artifact_blobs", &[], |r| r.get(0)))
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn content_is_kept_once_and_a_replayed_put_finds_its_artifact() {
-        let store = Store::open(":memory:").await.unwrap();
-        let a = stored(
-            store
-                .artifact_put(new("a.json", b"[1]", "r1"))
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let a = stored(
+                store
+                    .artifact_put(new("a.json", b"[1]", "r1"))
+                    .await
+                    .unwrap(),
+            );
+            assert!(a.id.starts_with("art-") && a.id.len() == 28, "{}", a.id);
+            assert_eq!(a.sha256, sha256_hex(b"[1]"), "{engine}");
+            assert_eq!(a.bytes, 3, "{engine}");
+            let again = stored(
+                store
+                    .artifact_put(new("a.json", b"[1]", "r1"))
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(
+                again, a,
+                "{engine}: the same put in the same run is the same artifact"
+            );
+            let other = stored(
+                store
+                    .artifact_put(new("b.json", b"[1]", "r2"))
+                    .await
+                    .unwrap(),
+            );
+            assert_ne!(other.id, a.id, "{engine}");
+            assert_eq!(blobs(&store).await, 1, "{engine}: one blob for one content");
+            let (meta, content) = store.artifact_content(&other.id).await.unwrap().unwrap();
+            assert_eq!(
+                (meta, content),
+                (other.clone(), b"[1]".to_vec()),
+                "{engine}"
+            );
+            let by_run = store
+                .artifacts(ArtifactQuery::Run("r2".into()), 50)
                 .await
-                .unwrap(),
-        );
-        assert!(a.id.starts_with("art-") && a.id.len() == 28, "{}", a.id);
-        assert_eq!(a.sha256, sha256_hex(b"[1]"));
-        assert_eq!(a.bytes, 3);
-        let again = stored(
-            store
-                .artifact_put(new("a.json", b"[1]", "r1"))
+                .unwrap();
+            assert_eq!(by_run, vec![other.clone()], "{engine}");
+            let by_session = store
+                .artifacts(ArtifactQuery::Session(other.session.clone()), 1)
                 .await
-                .unwrap(),
-        );
-        assert_eq!(
-            again, a,
-            "the same put in the same run is the same artifact"
-        );
-        let other = stored(
-            store
-                .artifact_put(new("b.json", b"[1]", "r2"))
+                .unwrap();
+            assert_eq!(by_session.len(), 1, "{engine}: at most the limit");
+            assert_eq!(
+                store.artifacts(ArtifactQuery::All, 50).await.unwrap().len(),
+                2,
+                "{engine}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn lineage_finds_what_a_run_and_the_runs_under_a_prefix_made() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let mut made = Vec::new();
+            for (at, (name, run)) in [
+                ("t1", "chain:c_1:t1"),
+                ("t2", "chain:c_1:t2"),
+                ("other", "chain:c_10:t1"),
+                ("direct", "r9"),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let mut made_now = new(name, name.as_bytes(), run);
+                made_now.created_ms = at as i64;
+                made.push(stored(store.artifact_put(made_now).await.unwrap()));
+            }
+            let names =
+                |found: Vec<Artifact>| found.into_iter().map(|a| a.name).collect::<Vec<_>>();
+            let under = store
+                .read(|db| made_by_runs_under(db, "chain:c_1:t"))
                 .await
-                .unwrap(),
-        );
-        assert_ne!(other.id, a.id);
-        let blobs: i64 = store
-            .sqlite_read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
-            .await
-            .unwrap();
-        assert_eq!(blobs, 1, "one blob for one content");
-        let (meta, content) = store.artifact_content(&other.id).await.unwrap().unwrap();
-        assert_eq!((meta, content), (other.clone(), b"[1]".to_vec()));
-        let by_run = store
-            .artifacts(ArtifactQuery::Run("r2".into()), 50)
-            .await
-            .unwrap();
-        assert_eq!(by_run, vec![other]);
-        assert_eq!(
-            store.artifacts(ArtifactQuery::All, 50).await.unwrap().len(),
-            2
-        );
+                .unwrap();
+            assert_eq!(names(under), ["t1", "t2"], "{engine}");
+            let by = store.read(|db| made_by(db, "r9")).await.unwrap();
+            assert_eq!(names(by), ["direct"], "{engine}");
+            let id = made[0].id.clone();
+            let found = store.read(move |db| by_id(db, &id)).await.unwrap();
+            assert_eq!(found.as_ref(), Some(&made[0]), "{engine}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_same_put_from_two_instances_at_once_makes_one_artifact() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            // Two stores on one database: two writers, as two gateway instances have. Each
+            // makes the same puts in the same order, one at a time.
+            let (one, two) = (db.open().await, db.open().await);
+            let puts = |store: Store| {
+                tokio::spawn(async move {
+                    let mut ids = Vec::new();
+                    for i in 0..20 {
+                        let name = format!("n{i}");
+                        let put = store.artifact_put(new(&name, name.as_bytes(), "r1")).await;
+                        ids.push(stored(put.unwrap_or_else(|e| panic!("{e}"))).id);
+                    }
+                    ids
+                })
+            };
+            let (a, b) = (puts(one.clone()), puts(two));
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            assert_eq!(a, b, "{engine}: both found the same artifacts");
+            let all = one.artifacts(ArtifactQuery::All, 100).await.unwrap();
+            assert_eq!(all.len(), 20, "{engine}: each put once");
+        }
     }
 
     #[test]
@@ -429,40 +515,56 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_inputs_store_nothing() {
-        let store = Store::open(":memory:").await.unwrap();
-        let mut made = new("c.json", b"{}", "r1");
-        made.inputs = vec!["art-nope".into()];
-        assert_eq!(
-            store.artifact_put(made).await.unwrap(),
-            Put::UnknownInputs(vec!["art-nope".into()])
-        );
-        assert!(
-            store
-                .artifacts(ArtifactQuery::All, 50)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let mut made = new("c.json", b"{}", "r1");
+            made.inputs = vec!["art-nope".into()];
+            assert_eq!(
+                store.artifact_put(made).await.unwrap(),
+                Put::UnknownInputs(vec!["art-nope".into()]),
+                "{engine}"
+            );
+            assert!(
+                store
+                    .artifacts(ArtifactQuery::All, 50)
+                    .await
+                    .unwrap()
+                    .is_empty(),
+                "{engine}"
+            );
+        }
     }
 
     #[tokio::test]
     async fn pruning_takes_old_artifacts_and_their_orphaned_blobs() {
-        let store = Store::open(":memory:").await.unwrap();
-        let old = stored(store.artifact_put(new("old", b"old", "r1")).await.unwrap());
-        let mut young = new("young", b"young", "r2");
-        young.created_ms = 10;
-        let young = stored(store.artifact_put(young).await.unwrap());
-        let gone = store
-            .sqlite_write(|c| prune_artifacts(c, 5, 100))
-            .await
-            .unwrap();
-        assert_eq!(gone, 1);
-        assert!(store.artifact(&old.id).await.unwrap().is_none());
-        assert!(store.artifact_content(&young.id).await.unwrap().is_some());
-        let blobs: i64 = store
-            .sqlite_read(|c| c.query_row("SELECT count(*) FROM artifact_blobs", [], |r| r.get(0)))
-            .await
-            .unwrap();
-        assert_eq!(blobs, 1);
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let old = stored(store.artifact_put(new("old", b"old", "r1")).await.unwrap());
+            let mut young = new("young", b"young", "r2");
+            young.created_ms = 10;
+            let young = stored(store.artifact_put(young).await.unwrap());
+            let ids = vec![old.id.clone(), young.id.clone()];
+            store.reply_attach("r3", ids, 20).await.unwrap();
+            let gone = store.write(|db| prune_artifacts(db, 5, 100)).await.unwrap();
+            assert_eq!(gone, 1, "{engine}");
+            assert!(store.artifact(&old.id).await.unwrap().is_none(), "{engine}");
+            assert!(
+                store.artifact_content(&young.id).await.unwrap().is_some(),
+                "{engine}"
+            );
+            assert_eq!(blobs(&store).await, 1, "{engine}");
+            let attached = store.reply_files("r3").await.unwrap();
+            assert_eq!(attached, vec![young], "{engine}");
+            let rows: i64 = store
+                .read(|db| db.query_row("SELECT count(*) FROM reply_files", &[], |r| r.get(0)))
+                .await
+                .unwrap();
+            assert_eq!(
+                rows, 1,
+                "{engine}: the pruned artifact's attachment went with it"
+            );
+        }
     }
 }

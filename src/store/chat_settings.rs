@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use rusqlite::Connection;
 use serde::Serialize;
 
+use super::sql::{Db, DbError, args};
 use super::stored_name::parse_optional_column;
 use super::{Store, StoreError};
 use baton_contract::ChatKey;
@@ -52,21 +52,21 @@ pub(crate) struct SettingsCache {
 
 impl SettingsCache {
     /// Loads every chat with an override.
-    pub(crate) fn load(conn: &Connection) -> Result<Self, StoreError> {
+    pub(crate) fn load(db: Db<'_>) -> Result<Self, StoreError> {
         let mut chats: HashMap<String, ChatSettings> = HashMap::new();
-        let mut stmt = conn.prepare("SELECT chat_key, activation FROM chat_settings")?;
-        let rows = stmt.query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, parse_optional_column(r, 1)?))
-        })?;
-        for row in rows {
-            let (chat, activation) = row?;
+        let activations =
+            db.query_map("SELECT chat_key, activation FROM chat_settings", &[], |r| {
+                Ok((r.get::<String>(0)?, parse_optional_column(r, 1)?))
+            })?;
+        for (chat, activation) in activations {
             chats.entry(chat).or_default().activation = activation;
         }
-        let mut stmt =
-            conn.prepare("SELECT chat_key, bot FROM chat_paused ORDER BY chat_key, bot")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?;
-        for row in rows {
-            let (chat, bot) = row?;
+        let paused = db.query_map(
+            "SELECT chat_key, bot FROM chat_paused ORDER BY chat_key, bot",
+            &[],
+            |r| Ok((r.get::<String>(0)?, r.get(1)?)),
+        )?;
+        for (chat, bot) in paused {
             chats.entry(chat).or_default().paused.push(bot);
         }
         Ok(SettingsCache {
@@ -90,14 +90,17 @@ impl SettingsCache {
 }
 
 /// Reads one chat's settings inside a write job (the value the cache gets after the commit).
-fn load_one(conn: &Connection, chat_key: &str) -> rusqlite::Result<ChatSettings> {
-    let activation = conn
-        .prepare_cached("SELECT (SELECT activation FROM chat_settings WHERE chat_key = ?1)")?
-        .query_row([chat_key], |r| Ok(parse_optional_column(r, 0)?))?;
-    let paused = conn
-        .prepare_cached("SELECT bot FROM chat_paused WHERE chat_key = ?1 ORDER BY bot")?
-        .query_map([chat_key], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+fn load_one(db: Db<'_>, chat_key: &str) -> Result<ChatSettings, DbError> {
+    let activation = db.query_row(
+        "SELECT (SELECT activation FROM chat_settings WHERE chat_key = ?1)",
+        args![chat_key],
+        |r| parse_optional_column(r, 0),
+    )?;
+    let paused = db.query_map(
+        "SELECT bot FROM chat_paused WHERE chat_key = ?1 ORDER BY bot",
+        args![chat_key],
+        |r| r.get(0),
+    )?;
     Ok(ChatSettings { activation, paused })
 }
 
@@ -109,16 +112,13 @@ impl Store {
         activation: Option<Activation>,
     ) -> Result<(), StoreError> {
         let chat = chat_key.as_str().to_owned();
-        self.update_settings(chat, move |conn, chat| match activation {
-            Some(a) => conn
-                .prepare_cached(
-                    "INSERT INTO chat_settings (chat_key, activation) VALUES (?1, ?2)
-                     ON CONFLICT (chat_key) DO UPDATE SET activation = excluded.activation",
-                )?
-                .execute((chat, a.as_str())),
-            None => conn
-                .prepare_cached("DELETE FROM chat_settings WHERE chat_key = ?1")?
-                .execute([chat]),
+        self.update_settings(chat, move |db, chat| match activation {
+            Some(a) => db.execute(
+                "INSERT INTO chat_settings (chat_key, activation) VALUES (?1, ?2)
+                 ON CONFLICT (chat_key) DO UPDATE SET activation = excluded.activation",
+                args![chat, a.as_str()],
+            ),
+            None => db.execute("DELETE FROM chat_settings WHERE chat_key = ?1", args![chat]),
         })
         .await
     }
@@ -134,19 +134,17 @@ impl Store {
     ) -> Result<(), StoreError> {
         let chat = chat_key.as_str().to_owned();
         let bot = bot.to_owned();
-        self.update_settings(chat, move |conn, chat| match (paused, bot.as_str()) {
-            (true, _) => conn
-                .prepare_cached(
-                    "INSERT INTO chat_paused (chat_key, bot) VALUES (?1, ?2)
-                     ON CONFLICT DO NOTHING",
-                )?
-                .execute((chat, &bot)),
-            (false, "*") => conn
-                .prepare_cached("DELETE FROM chat_paused WHERE chat_key = ?1")?
-                .execute([chat]),
-            (false, _) => conn
-                .prepare_cached("DELETE FROM chat_paused WHERE chat_key = ?1 AND bot = ?2")?
-                .execute((chat, &bot)),
+        self.update_settings(chat, move |db, chat| match (paused, bot.as_str()) {
+            (true, _) => db.execute(
+                "INSERT INTO chat_paused (chat_key, bot) VALUES (?1, ?2)
+                 ON CONFLICT DO NOTHING",
+                args![chat, &bot],
+            ),
+            (false, "*") => db.execute("DELETE FROM chat_paused WHERE chat_key = ?1", args![chat]),
+            (false, _) => db.execute(
+                "DELETE FROM chat_paused WHERE chat_key = ?1 AND bot = ?2",
+                args![chat, &bot],
+            ),
         })
         .await
     }
@@ -160,13 +158,13 @@ impl Store {
     async fn update_settings(
         &self,
         chat: String,
-        change: impl FnOnce(&Connection, &str) -> rusqlite::Result<usize> + Send + 'static,
+        change: impl FnOnce(Db<'_>, &str) -> Result<usize, DbError> + Send + 'static,
     ) -> Result<(), StoreError> {
         let cache = Arc::clone(&self.inner.settings);
-        self.sqlite_write_then(
-            move |conn| {
-                change(conn, &chat)?;
-                Ok((load_one(conn, &chat)?, chat))
+        self.write_then(
+            move |db| {
+                change(db, &chat)?;
+                Ok((load_one(db, &chat)?, chat))
             },
             move |(settings, chat)| cache.put(chat.clone(), settings.clone()),
         )
@@ -178,6 +176,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn slack(chat: &str) -> ChatKey {
         ChatKey::new(baton_contract::Platform::Slack, &chat.into(), None)
@@ -199,13 +198,18 @@ mod tests {
 
     #[tokio::test]
     async fn cache_reflects_writes_and_survives_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.db");
-        let path = path.to_str().unwrap();
-        let store = Store::open(path).await.unwrap();
+        for db in testing::engines().await {
+            cache_reflects_writes_and_survives_reopen_on(&db).await;
+        }
+    }
+
+    async fn cache_reflects_writes_and_survives_reopen_on(db: &testing::TestDb) {
+        let engine = db.engine();
+        let store = db.open().await;
         assert_eq!(
             store.chat_settings(&slack("C1")).await.unwrap(),
-            ChatSettings::default()
+            ChatSettings::default(),
+            "{engine}"
         );
 
         store
@@ -217,19 +221,24 @@ mod tests {
         store.set_paused(&slack("C1"), "caid", true).await.unwrap(); // twice: once
         store.set_paused(&slack("C2"), "*", true).await.unwrap();
         let c1 = store.chat_settings(&slack("C1")).await.unwrap();
-        assert_eq!(c1.activation, Some(Activation::Always));
-        assert_eq!(c1.paused, ["caid", "snark"]);
+        assert_eq!(c1.activation, Some(Activation::Always), "{engine}");
+        assert_eq!(c1.paused, ["caid", "snark"], "{engine}");
         store.close().await.unwrap();
         drop(store);
 
-        let store = Store::open(path).await.unwrap();
-        assert_eq!(store.chat_settings(&slack("C1")).await.unwrap(), c1);
+        let store = db.open().await;
+        assert_eq!(
+            store.chat_settings(&slack("C1")).await.unwrap(),
+            c1,
+            "{engine}"
+        );
         assert!(
             store
                 .chat_settings(&slack("C2"))
                 .await
                 .unwrap()
-                .is_paused(&"anyone".parse().unwrap())
+                .is_paused(&"anyone".parse().unwrap()),
+            "{engine}"
         );
 
         store
@@ -243,53 +252,56 @@ mod tests {
             ChatSettings {
                 activation: None,
                 paused: vec!["caid".into()]
-            }
+            },
+            "{engine}"
         );
         store.set_paused(&slack("C1"), "*", false).await.unwrap();
         assert_eq!(
             store.chat_settings(&slack("C1")).await.unwrap(),
-            ChatSettings::default()
+            ChatSettings::default(),
+            "{engine}"
         );
 
-        // What the cache says is what the file says.
+        // What the cache says is what the database says.
         store.close().await.unwrap();
-        let store = Store::open(path).await.unwrap();
+        let store = db.open().await;
         assert_eq!(
             store.chat_settings(&slack("C1")).await.unwrap(),
-            ChatSettings::default()
+            ChatSettings::default(),
+            "{engine}"
         );
         assert!(
             store
                 .chat_settings(&slack("C2"))
                 .await
                 .unwrap()
-                .is_paused(&"x".parse().unwrap())
+                .is_paused(&"x".parse().unwrap()),
+            "{engine}"
         );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn concurrent_changes_leave_the_cache_equal_to_the_database() {
-        let store = Store::open(":memory:").await.unwrap();
-        let tasks: Vec<_> = (0..50)
-            .map(|i| {
-                let store = store.clone();
-                tokio::spawn(async move {
-                    let bot = format!("b{}", i % 5);
-                    store
-                        .set_paused(&slack("C1"), &bot, i % 2 == 0)
-                        .await
-                        .unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let tasks: Vec<_> = (0..50)
+                .map(|i| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        let bot = format!("b{}", i % 5);
+                        store
+                            .set_paused(&slack("C1"), &bot, i % 2 == 0)
+                            .await
+                            .unwrap();
+                    })
                 })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            let cached = store.chat_settings(&slack("C1")).await.unwrap();
+            let saved = store.read(|db| load_one(db, "slack:C1")).await.unwrap();
+            assert_eq!(cached, saved, "{}", db.engine());
         }
-        let cached = store.chat_settings(&slack("C1")).await.unwrap();
-        let saved = store
-            .sqlite_read(|c| load_one(c, "slack:C1"))
-            .await
-            .unwrap();
-        assert_eq!(cached, saved);
     }
 }

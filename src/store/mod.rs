@@ -116,19 +116,7 @@ use writer::Writer;
 /// The store modules still written against rusqlite alone (through [`Store::sqlite_write`] and
 /// [`Store::sqlite_read`]): on PostgreSQL they fail, so a gateway there refuses to start while
 /// this list is not empty. A test keeps it equal to the modules that use those accessors.
-pub const UNPORTED: &[&str] = &[
-    "artifacts",
-    "chains",
-    "chat_settings",
-    "deliveries",
-    "escalations",
-    "pairing",
-    "progress",
-    "prune",
-    "reply_files",
-    "schedule",
-    "typing",
-];
+pub const UNPORTED: &[&str] = &["chains", "deliveries", "escalations", "pairing"];
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
 /// and reader pool. Dropping the last clone stops the writer after it commits what is queued;
@@ -192,7 +180,7 @@ impl Store {
     fn open_blocking(location: Location, options: StoreOptions) -> Result<Store, StoreError> {
         let conn = location.open_writer(options.wal_limit)?;
         let migrated = migrate::run_migrations(Db::Sqlite(&conn))?;
-        let settings = Arc::new(SettingsCache::load(&conn)?);
+        let settings = Arc::new(SettingsCache::load(Db::Sqlite(&conn))?);
         let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
         let gate = ReadGate::default();
         let (keeper, checkpointer, bound) = match &location {
@@ -238,6 +226,7 @@ impl Store {
     fn open_postgres_blocking(url: PgUrl) -> Result<Store, StoreError> {
         let conn = PgConn::connect(&url)?;
         let migrated = migrate::run_migrations(Db::Postgres(&conn))?;
+        let settings = Arc::new(SettingsCache::load(Db::Postgres(&conn))?);
         let writer = Writer::spawn(Conn::Postgres(conn), None).map_err(|e| {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
@@ -250,9 +239,9 @@ impl Store {
                 migrated,
                 writer,
                 readers: Readers::new(source, first_reader, ReadGate::default()),
-                // Chat settings and escalations are not ported yet (UNPORTED): their caches
-                // stay empty, and a gateway never starts on such a store.
-                settings: Arc::default(),
+                settings,
+                // Escalations are not ported yet (UNPORTED): their cache stays empty, and a
+                // gateway never starts on such a store.
                 escalation_chats: Arc::default(),
                 _keeper: None,
                 _checkpointer: None,

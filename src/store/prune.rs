@@ -23,10 +23,12 @@
 //! The inbox, dedupe keys and posts begun (`sends`) are not touched here: the inbox empties as
 //! events finish, and the others expire by their own clock (`dedupe.rs`). Rows go in chunks of
 //! [`CHUNK`], one writer job each, so live writes interleave with a large prune instead of
-//! waiting behind it.
+//! waiting behind it. On SQLite each chunk's commit also lets the writer keep the WAL under its
+//! bound between chunks (`checkpoint.rs`). PostgreSQL runs the same statements; it has no WAL
+//! for baton to checkpoint: the deleted rows are reclaimed by its autovacuum and their space
+//! reused (the files do not shrink), so there the chunks only keep live writes moving.
 
-use rusqlite::Connection;
-
+use super::sql::{Db, DbError, args};
 use super::{DEDUPE_TTL_MS, Store, StoreError};
 
 /// The youngest a row may be and still be pruned, in milliseconds.
@@ -88,7 +90,7 @@ impl PruneTable {
     }
 
     /// Deletes one chunk of rows older than `before` (ms); returns how many rows went.
-    fn delete_chunk(self, conn: &Connection, before: i64) -> rusqlite::Result<usize> {
+    fn delete_chunk(self, db: Db<'_>, before: i64) -> Result<usize, DbError> {
         let sql = match self {
             PruneTable::Transcripts => {
                 "DELETE FROM transcript WHERE id IN
@@ -106,8 +108,8 @@ impl PruneTable {
                      LIMIT ?2)"
             }
             PruneTable::Pairing => {
-                "DELETE FROM pairing WHERE rowid IN
-                    (SELECT rowid FROM pairing WHERE approved = 0 AND created_ms < ?1 LIMIT ?2)"
+                "DELETE FROM pairing WHERE code IN
+                    (SELECT code FROM pairing WHERE approved = 0 AND created_ms < ?1 LIMIT ?2)"
             }
             PruneTable::Escalations => {
                 "DELETE FROM escalations WHERE id IN
@@ -115,51 +117,44 @@ impl PruneTable {
                      WHERE state <> 'pending' AND coalesce(resolved_ms, created_ms) < ?1
                      LIMIT ?2)"
             }
-            PruneTable::Chains => return delete_closed_chains(conn, before),
-            PruneTable::History => return delete_idle_history(conn, before),
-            PruneTable::Artifacts => return super::artifacts::prune_artifacts(conn, before, CHUNK),
-            PruneTable::Sessions => return delete_idle_sessions(conn, before),
+            PruneTable::Chains => return delete_closed_chains(db, before),
+            PruneTable::History => return delete_idle_history(db, before),
+            PruneTable::Artifacts => return super::artifacts::prune_artifacts(db, before, CHUNK),
+            PruneTable::Sessions => return delete_idle_sessions(db, before),
         };
-        conn.prepare_cached(sql)?.execute((before, CHUNK))
+        db.execute(sql, args![before, CHUNK])
     }
 }
 
 /// A chain's messages reference it, so they go first, for the same chains.
-fn delete_closed_chains(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
-    let ids: Vec<String> = conn
-        .prepare_cached(
-            "SELECT id FROM chains
-             WHERE state <> 'open' AND coalesce(closed_ms, created_ms) < ?1 LIMIT ?2",
-        )?
-        .query_map((before, CHUNK), |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+fn delete_closed_chains(db: Db<'_>, before: i64) -> Result<usize, DbError> {
+    let ids: Vec<String> = db.query_map(
+        "SELECT id FROM chains
+         WHERE state <> 'open' AND coalesce(closed_ms, created_ms) < ?1 LIMIT ?2",
+        args![before, CHUNK],
+        |row| row.get(0),
+    )?;
     let mut deleted = 0;
     for id in &ids {
-        deleted += conn
-            .prepare_cached("DELETE FROM chain_messages WHERE chain = ?1")?
-            .execute([id])?;
-        deleted += conn
-            .prepare_cached("DELETE FROM chains WHERE id = ?1")?
-            .execute([id])?;
+        deleted += db.execute("DELETE FROM chain_messages WHERE chain = ?1", args![id])?;
+        deleted += db.execute("DELETE FROM chains WHERE id = ?1", args![id])?;
     }
     Ok(deleted)
 }
 
 /// A cursor only says which history rows a bot has seen; with its chat's rows gone it says
 /// nothing (row ids are never reused), so it goes too.
-fn delete_idle_history(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
-    let rows = conn
-        .prepare_cached(
-            "DELETE FROM history WHERE chat_key IN
-                (SELECT chat_key FROM history GROUP BY chat_key HAVING max(ts_ms) < ?1 LIMIT ?2)",
-        )?
-        .execute((before, CHUNK))?;
-    let cursors = conn
-        .prepare_cached(
-            "DELETE FROM history_cursors
-             WHERE chat_key NOT IN (SELECT DISTINCT chat_key FROM history)",
-        )?
-        .execute([])?;
+fn delete_idle_history(db: Db<'_>, before: i64) -> Result<usize, DbError> {
+    let rows = db.execute(
+        "DELETE FROM history WHERE chat_key IN
+            (SELECT chat_key FROM history GROUP BY chat_key HAVING max(ts_ms) < ?1 LIMIT ?2)",
+        args![before, CHUNK],
+    )?;
+    let cursors = db.execute(
+        "DELETE FROM history_cursors
+         WHERE chat_key NOT IN (SELECT DISTINCT chat_key FROM history)",
+        &[],
+    )?;
     Ok(rows + cursors)
 }
 
@@ -180,27 +175,30 @@ macro_rules! idle_session {
 /// An idle session's transcript goes first, [`CHUNK`] entries a job; its row goes once the
 /// transcript is empty. Only entries older than the date go, so a session that wakes up during
 /// a long prune keeps what it says now, and its row (now not idle) stays.
-fn delete_idle_sessions(conn: &Connection, before: i64) -> rusqlite::Result<usize> {
-    let entries = conn
-        .prepare_cached(concat!(
+fn delete_idle_sessions(db: Db<'_>, before: i64) -> Result<usize, DbError> {
+    let entries = db.execute(
+        concat!(
             "DELETE FROM transcript WHERE id IN
                 (SELECT t.id FROM sessions s JOIN transcript t ON t.session = s.key
                  WHERE t.ts_ms < ?1 AND ",
             idle_session!(),
             " LIMIT ?2)"
-        ))?
-        .execute((before, CHUNK))?;
+        ),
+        args![before, CHUNK],
+    )?;
     if entries > 0 {
         return Ok(entries);
     }
-    conn.prepare_cached(concat!(
-        "DELETE FROM sessions WHERE key IN
-            (SELECT s.key FROM sessions s
-             WHERE NOT EXISTS (SELECT 1 FROM transcript t WHERE t.session = s.key) AND ",
-        idle_session!(),
-        " LIMIT ?2)"
-    ))?
-    .execute((before, CHUNK))
+    db.execute(
+        concat!(
+            "DELETE FROM sessions WHERE key IN
+                (SELECT s.key FROM sessions s
+                 WHERE NOT EXISTS (SELECT 1 FROM transcript t WHERE t.session = s.key) AND ",
+            idle_session!(),
+            " LIMIT ?2)"
+        ),
+        args![before, CHUNK],
+    )
 }
 
 impl Store {
@@ -215,9 +213,7 @@ impl Store {
         let before = before_ms.min(now_ms - MIN_AGE_MS);
         let mut total = 0;
         loop {
-            let deleted = self
-                .sqlite_write(move |conn| table.delete_chunk(conn, before))
-                .await?;
+            let deleted = self.write(move |db| table.delete_chunk(db, before)).await?;
             if deleted == 0 {
                 return Ok(total);
             }
@@ -229,173 +225,205 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     const DAY: i64 = 24 * 60 * 60 * 1000;
     const NOW: i64 = 400 * DAY;
 
     async fn count(store: &Store, sql: &'static str) -> i64 {
         store
-            .sqlite_read(move |c| c.query_row(sql, [], |r| r.get(0)))
+            .read(move |db| db.query_row(sql, &[], |r| r.get(0)))
             .await
             .unwrap()
     }
 
     async fn exec(store: &Store, sql: &'static str) {
-        store
-            .sqlite_write(move |c| c.execute_batch(sql))
-            .await
-            .unwrap();
+        store.write(move |db| db.execute_batch(sql)).await.unwrap();
+    }
+
+    /// Inserts `n` audit rows written at `ts_ms`.
+    fn audit_rows(db: Db<'_>, ts_ms: i64, n: i64) -> Result<(), DbError> {
+        for _ in 0..n {
+            db.execute(
+                "INSERT INTO audit (ts_ms, platform, chat, \"user\", command, outcome)
+                 VALUES (?1, 'cli', '-', 'u', 'c', 'ok')",
+                args![ts_ms],
+            )?;
+        }
+        Ok(())
     }
 
     #[tokio::test]
     async fn nothing_younger_than_the_dedupe_window_goes_whatever_the_date() {
-        let store = Store::open(":memory:").await.unwrap();
-        // One row an hour old, one two days old.
-        store
-            .sqlite_write(|c| {
-                for ts in [NOW - DAY / 24, NOW - 2 * DAY] {
-                    c.execute(
-                        "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
-                         VALUES (?1, 'cli', '-', 'u', 'c', 'ok')",
-                        [ts],
-                    )?;
-                }
-                Ok(())
-            })
-            .await
-            .unwrap();
-        let gone = store.prune(PruneTable::Audit, NOW, NOW).await.unwrap();
-        assert_eq!(gone, 1);
-        assert_eq!(count(&store, "SELECT count(*) FROM audit").await, 1);
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            // One row an hour old, one two days old.
+            store
+                .write(|db| {
+                    audit_rows(db, NOW - DAY / 24, 1)?;
+                    audit_rows(db, NOW - 2 * DAY, 1)
+                })
+                .await
+                .unwrap();
+            let gone = store.prune(PruneTable::Audit, NOW, NOW).await.unwrap();
+            assert_eq!(gone, 1, "{engine}");
+            assert_eq!(
+                count(&store, "SELECT count(*) FROM audit").await,
+                1,
+                "{engine}"
+            );
+        }
     }
 
     #[tokio::test]
     async fn live_deliveries_open_chains_and_approved_pairings_stay() {
-        let store = Store::open(":memory:").await.unwrap();
-        exec(
-            &store,
-            "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session,
-                 message, depth, mode, state, notify, created_ms) VALUES
-             ('done', 'a', 's', 'b', 't', 'm', 1, 'wait', 'delivered', 'none', 1000),
-             ('queued', 'a', 's', 'b', 't', 'm', 1, 'wait', 'queued', 'none', 1000),
-             ('running', 'a', 's', 'b', 't', 'm', 1, 'wait', 'running', 'none', 1000),
-             ('notify', 'a', 's', 'b', 't', 'm', 1, 'fire', 'delivered', 'pending', 1000);
-             INSERT INTO chains (id, name, participants, state, origin_platform, origin_chat,
-                 origin_account, started_by, created_ms, closed_ms) VALUES
-             ('closed', 'n', '[]', 'completed', 'local', 'c', 'a', 'u', 1000, 2000),
-             ('open', 'n', '[]', 'open', 'local', 'c', 'a', 'u', 1000, NULL);
-             INSERT INTO chain_messages (chain, turn, sender, kind, content, ts_ms) VALUES
-             ('closed', 1, 'a', 'post', 'x', 1500), ('open', 1, 'a', 'post', 'y', 1500);
-             INSERT INTO pairing (platform, user, code, approved, created_ms) VALUES
-             ('slack', 'old', 'AAAA', 0, 1000), ('slack', 'friend', 'BBBB', 1, 1000);",
-        )
-        .await;
-        let p = |t| store.prune(t, NOW, NOW);
-        assert_eq!(p(PruneTable::Deliveries).await.unwrap(), 1);
-        assert_eq!(
-            p(PruneTable::Chains).await.unwrap(),
-            2,
-            "a chain and its message"
-        );
-        assert_eq!(p(PruneTable::Pairing).await.unwrap(), 1);
-        let left = |sql| count(&store, sql);
-        assert_eq!(
-            left("SELECT count(*) FROM deliveries WHERE run_id <> 'done'").await,
-            3
-        );
-        assert_eq!(left("SELECT count(*) FROM deliveries").await, 3);
-        assert_eq!(
-            left("SELECT count(*) FROM chains WHERE id = 'open'").await,
-            1
-        );
-        assert_eq!(left("SELECT count(*) FROM chain_messages").await, 1);
-        assert_eq!(
-            left("SELECT count(*) FROM pairing WHERE user = 'friend'").await,
-            1
-        );
-        assert_eq!(left("SELECT count(*) FROM pairing").await, 1);
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            exec(
+                &store,
+                "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session,
+                     message, depth, mode, state, notify, created_ms) VALUES
+                 ('done', 'a', 's', 'b', 't', 'm', 1, 'wait', 'delivered', 'none', 1000),
+                 ('queued', 'a', 's', 'b', 't', 'm', 1, 'wait', 'queued', 'none', 1000),
+                 ('running', 'a', 's', 'b', 't', 'm', 1, 'wait', 'running', 'none', 1000),
+                 ('notify', 'a', 's', 'b', 't', 'm', 1, 'fire', 'delivered', 'pending', 1000);
+                 INSERT INTO chains (id, name, participants, state, origin_platform, origin_chat,
+                     origin_account, started_by, created_ms, closed_ms) VALUES
+                 ('closed', 'n', '[]', 'completed', 'local', 'c', 'a', 'u', 1000, 2000),
+                 ('open', 'n', '[]', 'open', 'local', 'c', 'a', 'u', 1000, NULL);
+                 INSERT INTO chain_messages (chain, turn, sender, kind, content, ts_ms) VALUES
+                 ('closed', 1, 'a', 'post', 'x', 1500), ('open', 1, 'a', 'post', 'y', 1500);
+                 INSERT INTO pairing (platform, \"user\", code, approved, created_ms) VALUES
+                 ('slack', 'old', 'AAAA', 0, 1000), ('slack', 'friend', 'BBBB', 1, 1000);",
+            )
+            .await;
+            let p = |t| store.prune(t, NOW, NOW);
+            assert_eq!(p(PruneTable::Deliveries).await.unwrap(), 1, "{engine}");
+            assert_eq!(
+                p(PruneTable::Chains).await.unwrap(),
+                2,
+                "{engine}: a chain and its message"
+            );
+            assert_eq!(p(PruneTable::Pairing).await.unwrap(), 1, "{engine}");
+            let left = |sql| count(&store, sql);
+            assert_eq!(
+                left("SELECT count(*) FROM deliveries WHERE run_id <> 'done'").await,
+                3,
+                "{engine}"
+            );
+            assert_eq!(left("SELECT count(*) FROM deliveries").await, 3, "{engine}");
+            assert_eq!(
+                left("SELECT count(*) FROM chains WHERE id = 'open'").await,
+                1,
+                "{engine}"
+            );
+            assert_eq!(
+                left("SELECT count(*) FROM chain_messages").await,
+                1,
+                "{engine}"
+            );
+            assert_eq!(
+                left("SELECT count(*) FROM pairing WHERE \"user\" = 'friend'").await,
+                1,
+                "{engine}"
+            );
+            assert_eq!(left("SELECT count(*) FROM pairing").await, 1, "{engine}");
+        }
     }
 
     #[tokio::test]
     async fn idle_chats_lose_history_and_cursors_busy_ones_keep_them() {
-        let store = Store::open(":memory:").await.unwrap();
-        exec(
-            &store,
-            "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms) VALUES
-             ('quiet', 'm1', 'u', 'u', 'old', 1000),
-             ('busy', 'm2', 'u', 'u', 'old', 1000),
-             ('busy', 'm3', 'u', 'u', 'new', 399 * 86400000);
-             INSERT INTO history_cursors (chat_key, bot, last_id) VALUES
-             ('quiet', 'b', 1), ('busy', 'b', 2);",
-        )
-        .await;
-        let gone = store
-            .prune(PruneTable::History, NOW - 7 * DAY, NOW)
-            .await
-            .unwrap();
-        assert_eq!(gone, 2, "the quiet chat's row and cursor");
-        assert_eq!(
-            count(
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            exec(
                 &store,
-                "SELECT count(*) FROM history WHERE chat_key = 'busy'"
+                "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms) VALUES
+                 ('quiet', 'm1', 'u', 'u', 'old', 1000),
+                 ('busy', 'm2', 'u', 'u', 'old', 1000),
+                 ('busy', 'm3', 'u', 'u', 'new', 34473600000);
+                 INSERT INTO history_cursors (chat_key, bot, last_id) VALUES
+                 ('quiet', 'b', 1), ('busy', 'b', 2);",
             )
-            .await,
-            2,
-            "a busy chat keeps even its old rows (history_limit bounds it)"
-        );
-        assert_eq!(
-            count(&store, "SELECT count(*) FROM history_cursors").await,
-            1
-        );
+            .await;
+            let gone = store
+                .prune(PruneTable::History, NOW - 7 * DAY, NOW)
+                .await
+                .unwrap();
+            assert_eq!(gone, 2, "{engine}: the quiet chat's row and cursor");
+            assert_eq!(
+                count(
+                    &store,
+                    "SELECT count(*) FROM history WHERE chat_key = 'busy'"
+                )
+                .await,
+                2,
+                "{engine}: a busy chat keeps even its old rows (history_limit bounds it)"
+            );
+            assert_eq!(
+                count(&store, "SELECT count(*) FROM history_cursors").await,
+                1,
+                "{engine}"
+            );
+        }
     }
 
     #[tokio::test]
     async fn settled_escalations_go_by_when_they_settled_pending_ones_never() {
-        let store = Store::open(":memory:").await.unwrap();
-        exec(
-            &store,
-            "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
-                 origin_platform, origin_account, origin_chat, chat_key, text, state,
-                 created_ms, resolved_ms) VALUES
-             ('q-answered', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
-                 'answered', 1000, 2000),
-             ('ap-denied', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
-                 'denied', 1000, 2000),
-             ('q-failed', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
-                 'failed', 1000, NULL),
-             ('q-pending', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
-                 'pending', 1000, NULL),
-             ('ap-late', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
-                 'approved', 1000, 399 * 86400000);",
-        )
-        .await;
-        let gone = store
-            .prune(PruneTable::Escalations, NOW - 30 * DAY, NOW)
-            .await
-            .unwrap();
-        assert_eq!(gone, 3, "answered, denied and failed long ago");
-        let left: Vec<String> = store
-            .sqlite_read(|c| {
-                c.prepare("SELECT id FROM escalations ORDER BY id")?
-                    .query_map([], |r| r.get(0))?
-                    .collect()
-            })
-            .await
-            .unwrap();
-        assert_eq!(
-            left,
-            ["ap-late", "q-pending"],
-            "a pending one however old, and one settled yesterday though asked long ago"
-        );
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            exec(
+                &store,
+                "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
+                     origin_platform, origin_account, origin_chat, chat_key, text, state,
+                     created_ms, resolved_ms) VALUES
+                 ('q-answered', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                     'answered', 1000, 2000),
+                 ('ap-denied', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                     'denied', 1000, 2000),
+                 ('q-failed', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                     'failed', 1000, NULL),
+                 ('q-pending', 'question', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                     'pending', 1000, NULL),
+                 ('ap-late', 'approval', 'a', 's', 'o', 'a', 'local', 'a', 'c', 'local:c', 't',
+                     'approved', 1000, 34473600000);",
+            )
+            .await;
+            let gone = store
+                .prune(PruneTable::Escalations, NOW - 30 * DAY, NOW)
+                .await
+                .unwrap();
+            assert_eq!(gone, 3, "{engine}: answered, denied and failed long ago");
+            let left: Vec<String> = store
+                .read(|db| {
+                    db.query_map("SELECT id FROM escalations ORDER BY id", &[], |r| r.get(0))
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                left,
+                ["ap-late", "q-pending"],
+                "{engine}: a pending one however old, and one settled yesterday though asked \
+                 long ago"
+            );
+        }
     }
 
     #[tokio::test]
     async fn idle_sessions_go_with_their_transcripts_unless_something_waits_on_them() {
-        let store = Store::open(":memory:").await.unwrap();
+        for db in testing::engines().await {
+            idle_sessions_go_on(db.open().await, db.engine()).await;
+        }
+    }
+
+    async fn idle_sessions_go_on(store: Store, engine: &str) {
         let old = 1000;
         let recent = 399 * DAY;
         store
-            .sqlite_write(move |c| {
+            .write(move |db| {
                 for (key, updated) in [
                     ("idle", old),
                     ("busy", recent),
@@ -405,19 +433,22 @@ mod tests {
                     ("to-notify", old),
                     ("settled", old),
                 ] {
-                    c.execute(
+                    db.execute(
                         "INSERT INTO sessions (key, bot, platform, account, chat, created_ms,
                              updated_ms) VALUES (?1, 'a', 'local', 'a', ?1, ?2, ?2)",
-                        (key, updated),
+                        args![key, updated],
                     )?;
                 }
+                let entry = |key: &str| {
+                    db.execute(
+                        "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text)
+                         VALUES (?1, ?2, 'inbound', 'u', 'human', 'x')",
+                        args![key, old],
+                    )
+                };
                 // More entries than one job deletes, for the idle session.
-                let mut entry = c.prepare(
-                    "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text)
-                     VALUES (?1, ?2, 'inbound', 'u', 'human', 'x')",
-                )?;
                 for _ in 0..=CHUNK {
-                    entry.execute(("idle", old))?;
+                    entry("idle")?;
                 }
                 for key in [
                     "busy",
@@ -427,9 +458,9 @@ mod tests {
                     "to-notify",
                     "settled",
                 ] {
-                    entry.execute((key, old))?;
+                    entry(key)?;
                 }
-                c.execute_batch(
+                db.execute_batch(
                     "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
                          origin_platform, origin_account, origin_chat, chat_key, text, state,
                          created_ms) VALUES
@@ -457,20 +488,20 @@ mod tests {
         assert_eq!(
             gone,
             (CHUNK + 1) as u64 + 1 + 2,
-            "the idle session's entries and row, the settled one's entry and row"
+            "{engine}: the idle session's entries and row, the settled one's entry and row"
         );
         assert!(
             store.commits() - before >= 3,
-            "entries in chunks, then rows"
+            "{engine}: entries in chunks, then rows"
         );
         let left: Vec<(String, i64)> = store
-            .sqlite_read(|c| {
-                c.prepare(
+            .read(|db| {
+                db.query_map(
                     "SELECT key, (SELECT count(*) FROM transcript t WHERE t.session = s.key)
                      FROM sessions s ORDER BY key",
-                )?
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect()
+                    &[],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
             })
             .await
             .unwrap();
@@ -484,30 +515,31 @@ mod tests {
                 ("sender", 1),
                 ("to-notify", 1),
             ],
-            "a busy session keeps even its old entries; awaited ones stay whole"
+            "{engine}: a busy session keeps even its old entries; awaited ones stay whole"
         );
-        assert_eq!(count(&store, "SELECT count(*) FROM transcript").await, 5);
+        assert_eq!(
+            count(&store, "SELECT count(*) FROM transcript").await,
+            5,
+            "{engine}"
+        );
     }
 
     #[tokio::test]
     async fn a_large_prune_goes_in_chunks() {
-        let store = Store::open(":memory:").await.unwrap();
-        store
-            .sqlite_write(|c| {
-                let mut insert = c.prepare(
-                    "INSERT INTO audit (ts_ms, platform, chat, user, command, outcome)
-                     VALUES (1000, 'cli', '-', 'u', 'c', 'ok')",
-                )?;
-                for _ in 0..(2 * CHUNK + 5) {
-                    insert.execute([])?;
-                }
-                Ok(())
-            })
-            .await
-            .unwrap();
-        let before = store.commits();
-        let gone = store.prune(PruneTable::Audit, NOW, NOW).await.unwrap();
-        assert_eq!(gone, (2 * CHUNK + 5) as u64);
-        assert!(store.commits() - before >= 3, "one commit per chunk");
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store
+                .write(|db| audit_rows(db, 1000, 2 * CHUNK + 5))
+                .await
+                .unwrap();
+            let before = store.commits();
+            let gone = store.prune(PruneTable::Audit, NOW, NOW).await.unwrap();
+            assert_eq!(gone, (2 * CHUNK + 5) as u64, "{engine}");
+            assert!(
+                store.commits() - before >= 3,
+                "{engine}: one commit per chunk"
+            );
+        }
     }
 }

@@ -5,9 +5,8 @@
 //! (each upload is a begun send of its own, so none is posted twice), and a delivery's lineage
 //! lists them among its artifacts out.
 
-use rusqlite::Connection;
-
 use super::artifacts::{Artifact, by_id};
+use super::sql::{Db, DbError, args};
 use super::{Store, StoreError};
 
 /// What [`Store::reply_attach`] did.
@@ -29,24 +28,24 @@ impl Store {
         now_ms: i64,
     ) -> Result<Attached, StoreError> {
         let run_id = run_id.to_owned();
-        self.sqlite_write(move |conn| {
+        self.write(move |db| {
             let mut unknown = Vec::new();
             for id in &ids {
-                if by_id(conn, id)?.is_none() && !unknown.contains(id) {
+                if by_id(db, id)?.is_none() && !unknown.contains(id) {
                     unknown.push(id.clone());
                 }
             }
             if !unknown.is_empty() {
                 return Ok(Attached::Unknown(unknown));
             }
-            let mut insert = conn.prepare_cached(
-                "INSERT INTO reply_files (run_id, artifact_id, attached_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT DO NOTHING",
-            )?;
             for id in &ids {
-                insert.execute((&run_id, id, now_ms))?;
+                db.execute(
+                    "INSERT INTO reply_files (run_id, artifact_id, attached_ms) VALUES (?1, ?2, ?3)
+                     ON CONFLICT DO NOTHING",
+                    args![&run_id, id, now_ms],
+                )?;
             }
-            Ok(Attached::Done(attached_to(conn, &run_id)?))
+            Ok(Attached::Done(attached_to(db, &run_id)?))
         })
         .await
     }
@@ -54,21 +53,25 @@ impl Store {
     /// The artifacts attached to run `run_id`'s reply, in the order attached.
     pub async fn reply_files(&self, run_id: &str) -> Result<Vec<Artifact>, StoreError> {
         let run_id = run_id.to_owned();
-        self.sqlite_read(move |conn| attached_to(conn, &run_id))
-            .await
+        self.read(move |db| attached_to(db, &run_id)).await
     }
 }
 
 /// The artifacts attached to `run_id`'s reply, in order (one pruned since is left out: its
 /// row goes with it).
-pub(super) fn attached_to(conn: &Connection, run_id: &str) -> rusqlite::Result<Vec<Artifact>> {
-    let ids: Vec<String> = conn
-        .prepare_cached("SELECT artifact_id FROM reply_files WHERE run_id = ?1 ORDER BY id")?
-        .query_map([run_id], |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+pub(super) fn attached_to<'c>(
+    db: impl Into<Db<'c>>,
+    run_id: &str,
+) -> Result<Vec<Artifact>, DbError> {
+    let db = db.into();
+    let ids: Vec<String> = db.query_map(
+        "SELECT artifact_id FROM reply_files WHERE run_id = ?1 ORDER BY id",
+        args![run_id],
+        |row| row.get(0),
+    )?;
     let mut found = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Some(artifact) = by_id(conn, &id)? {
+        if let Some(artifact) = by_id(db, &id)? {
             found.push(artifact);
         }
     }
@@ -76,16 +79,17 @@ pub(super) fn attached_to(conn: &Connection, run_id: &str) -> rusqlite::Result<V
 }
 
 /// Forget the attachments whose artifact is gone (pruned).
-pub(super) fn prune_orphans(conn: &Connection) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
+pub(super) fn prune_orphans(db: Db<'_>) -> Result<usize, DbError> {
+    db.execute(
         "DELETE FROM reply_files WHERE artifact_id NOT IN (SELECT id FROM artifacts)",
-    )?
-    .execute([])
+        &[],
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
     use crate::store::{NewArtifact, Put};
 
     async fn artifact(store: &Store, name: &str) -> String {
@@ -107,31 +111,38 @@ mod tests {
 
     #[tokio::test]
     async fn attachments_are_kept_once_in_order_and_unknown_ids_attach_nothing() {
-        let store = Store::open(":memory:").await.unwrap();
-        let (a, b) = (artifact(&store, "a").await, artifact(&store, "b").await);
-        let names = |attached: Attached| match attached {
-            Attached::Done(found) => found.into_iter().map(|f| f.name).collect::<Vec<_>>(),
-            Attached::Unknown(u) => panic!("{u:?}"),
-        };
-        let first = store.reply_attach("r1", vec![b.clone()], 1).await.unwrap();
-        assert_eq!(names(first), ["b"]);
-        let again = store
-            .reply_attach("r1", vec![a.clone(), b.clone()], 2)
-            .await
-            .unwrap();
-        assert_eq!(
-            names(again),
-            ["b", "a"],
-            "a retried attach adds nothing twice"
-        );
-        assert_eq!(
-            store
-                .reply_attach("r1", vec![a.clone(), "art-nope".into()], 3)
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let (a, b) = (artifact(&store, "a").await, artifact(&store, "b").await);
+            let names = |attached: Attached| match attached {
+                Attached::Done(found) => found.into_iter().map(|f| f.name).collect::<Vec<_>>(),
+                Attached::Unknown(u) => panic!("{engine}: {u:?}"),
+            };
+            let first = store.reply_attach("r1", vec![b.clone()], 1).await.unwrap();
+            assert_eq!(names(first), ["b"], "{engine}");
+            let again = store
+                .reply_attach("r1", vec![a.clone(), b.clone()], 2)
                 .await
-                .unwrap(),
-            Attached::Unknown(vec!["art-nope".into()])
-        );
-        assert_eq!(store.reply_files("r1").await.unwrap().len(), 2);
-        assert!(store.reply_files("r2").await.unwrap().is_empty());
+                .unwrap();
+            assert_eq!(
+                names(again),
+                ["b", "a"],
+                "{engine}: a retried attach adds nothing twice"
+            );
+            assert_eq!(
+                store
+                    .reply_attach("r1", vec![a.clone(), "art-nope".into()], 3)
+                    .await
+                    .unwrap(),
+                Attached::Unknown(vec!["art-nope".into()]),
+                "{engine}"
+            );
+            assert_eq!(store.reply_files("r1").await.unwrap().len(), 2, "{engine}");
+            assert!(
+                store.reply_files("r2").await.unwrap().is_empty(),
+                "{engine}"
+            );
+        }
     }
 }

@@ -6,8 +6,7 @@
 //! the gateway was down is still owed. The last delivered text makes duplicate suppression hold
 //! across restarts too.
 
-use rusqlite::OptionalExtension;
-
+use super::sql::{OptionalRow, args};
 use super::{Store, StoreError};
 
 use crate::bot_id::BotId;
@@ -37,17 +36,19 @@ pub struct LastDelivered {
 impl Store {
     /// Every stored job, for the scheduler's first tick.
     pub async fn schedule_jobs(&self) -> Result<Vec<ScheduleRow>, StoreError> {
-        self.sqlite_read(|conn| {
-            conn.prepare_cached("SELECT bot, job, spec, next_due_ms FROM schedule_jobs")?
-                .query_map([], |row| {
+        self.read(|db| {
+            db.query_map(
+                "SELECT bot, job, spec, next_due_ms FROM schedule_jobs",
+                &[],
+                |row| {
                     Ok(ScheduleRow {
                         bot: row.get(0)?,
                         job: row.get(1)?,
                         spec: row.get(2)?,
                         next_due_ms: row.get(3)?,
                     })
-                })?
-                .collect()
+                },
+            )
         })
         .await
     }
@@ -55,13 +56,13 @@ impl Store {
     /// Record when `row`'s job falls due next (and under which spec), keeping its last
     /// delivered text.
     pub async fn schedule_set_due(&self, row: ScheduleRow) -> Result<(), StoreError> {
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached(
+        self.write(move |db| {
+            db.execute(
                 "INSERT INTO schedule_jobs (bot, job, spec, next_due_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (bot, job) DO UPDATE
                     SET spec = excluded.spec, next_due_ms = excluded.next_due_ms",
-            )?
-            .execute((&row.bot, &row.job, &row.spec, row.next_due_ms))?;
+                args![&row.bot, &row.job, &row.spec, row.next_due_ms],
+            )?;
             Ok(())
         })
         .await
@@ -75,12 +76,12 @@ impl Store {
         delivered: LastDelivered,
     ) -> Result<(), StoreError> {
         let (bot, job) = (bot.clone(), job.to_owned());
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached(
+        self.write(move |db| {
+            db.execute(
                 "UPDATE schedule_jobs SET last_text = ?3, last_text_ms = ?4
                  WHERE bot = ?1 AND job = ?2",
-            )?
-            .execute((&bot, &job, &delivered.text, delivered.at_ms))?;
+                args![&bot, &job, &delivered.text, delivered.at_ms],
+            )?;
             Ok(())
         })
         .await
@@ -93,17 +94,18 @@ impl Store {
         job: &str,
     ) -> Result<Option<LastDelivered>, StoreError> {
         let (bot, job) = (bot.clone(), job.to_owned());
-        self.sqlite_read(move |conn| {
-            conn.prepare_cached(
+        self.read(move |db| {
+            db.query_row(
                 "SELECT last_text, last_text_ms FROM schedule_jobs
                  WHERE bot = ?1 AND job = ?2 AND last_text IS NOT NULL",
-            )?
-            .query_row((&bot, &job), |row| {
-                Ok(LastDelivered {
-                    text: row.get(0)?,
-                    at_ms: row.get(1)?,
-                })
-            })
+                args![&bot, &job],
+                |row| {
+                    Ok(LastDelivered {
+                        text: row.get(0)?,
+                        at_ms: row.get(1)?,
+                    })
+                },
+            )
             .optional()
         })
         .await
@@ -113,6 +115,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn row(job: &str, spec: &str, due: i64) -> ScheduleRow {
         ScheduleRow {
@@ -125,57 +128,60 @@ mod tests {
 
     #[tokio::test]
     async fn due_times_and_the_last_reply_survive_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.db");
-        let path = path.to_str().unwrap();
-        let store = Store::open(path).await.unwrap();
-        store
-            .schedule_set_due(row("heartbeat", "every=1800", 10))
-            .await
-            .unwrap();
-        store
-            .schedule_set_due(row("cron-0", "0 9 * * *", 20))
-            .await
-            .unwrap();
-        let said = LastDelivered {
-            text: "standup in 5".into(),
-            at_ms: 11,
-        };
-        store
-            .schedule_delivered(&"snark".parse().unwrap(), "heartbeat", said.clone())
-            .await
-            .unwrap();
-        // Moving the due time keeps the last reply.
-        store
-            .schedule_set_due(row("heartbeat", "every=1800", 30))
-            .await
-            .unwrap();
-        store.close().await.unwrap();
-        drop(store);
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store
+                .schedule_set_due(row("heartbeat", "every=1800", 10))
+                .await
+                .unwrap();
+            store
+                .schedule_set_due(row("cron-0", "0 9 * * *", 20))
+                .await
+                .unwrap();
+            let said = LastDelivered {
+                text: "standup in 5".into(),
+                at_ms: 11,
+            };
+            store
+                .schedule_delivered(&"snark".parse().unwrap(), "heartbeat", said.clone())
+                .await
+                .unwrap();
+            // Moving the due time keeps the last reply.
+            store
+                .schedule_set_due(row("heartbeat", "every=1800", 30))
+                .await
+                .unwrap();
+            store.close().await.unwrap();
+            drop(store);
 
-        let store = Store::open(path).await.unwrap();
-        let mut jobs = store.schedule_jobs().await.unwrap();
-        jobs.sort_by(|a, b| a.job.cmp(&b.job));
-        assert_eq!(
-            jobs,
-            [
-                row("cron-0", "0 9 * * *", 20),
-                row("heartbeat", "every=1800", 30)
-            ]
-        );
-        assert_eq!(
-            store
-                .schedule_last_delivered(&"snark".parse().unwrap(), "heartbeat")
-                .await
-                .unwrap(),
-            Some(said)
-        );
-        assert_eq!(
-            store
-                .schedule_last_delivered(&"snark".parse().unwrap(), "cron-0")
-                .await
-                .unwrap(),
-            None
-        );
+            let store = db.open().await;
+            let mut jobs = store.schedule_jobs().await.unwrap();
+            jobs.sort_by(|a, b| a.job.cmp(&b.job));
+            assert_eq!(
+                jobs,
+                [
+                    row("cron-0", "0 9 * * *", 20),
+                    row("heartbeat", "every=1800", 30)
+                ],
+                "{engine}"
+            );
+            assert_eq!(
+                store
+                    .schedule_last_delivered(&"snark".parse().unwrap(), "heartbeat")
+                    .await
+                    .unwrap(),
+                Some(said),
+                "{engine}"
+            );
+            assert_eq!(
+                store
+                    .schedule_last_delivered(&"snark".parse().unwrap(), "cron-0")
+                    .await
+                    .unwrap(),
+                None,
+                "{engine}"
+            );
+        }
     }
 }

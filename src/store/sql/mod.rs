@@ -70,6 +70,14 @@ pub(crate) enum Db<'c> {
     Postgres(&'c PgConn),
 }
 
+/// Transitional: lets a store module still written against rusqlite (one of `UNPORTED`) call a
+/// ported helper that takes `impl Into<Db>` with its connection.
+impl<'c> From<&'c rusqlite::Connection> for Db<'c> {
+    fn from(conn: &'c rusqlite::Connection) -> Self {
+        Db::Sqlite(conn)
+    }
+}
+
 /// Parameters for a query: `args![a, b, c]` is a `&[Value]` of each converted by `From`.
 macro_rules! args {
     ($($arg:expr),* $(,)?) => {
