@@ -125,6 +125,24 @@ impl<'c> Db<'c> {
         }
     }
 
+    /// Makes the rest of this transaction exclusive for `key` (a chain, an account's pairing
+    /// codes) among every instance sharing the database: for a job that reads, decides, then
+    /// writes on what it read. SQLite needs nothing, its one writer runs jobs one at a time.
+    /// PostgreSQL's instances each have a writer, running side by side: there it takes a
+    /// transaction-scoped advisory lock on the key's hash, released at commit or rollback (a
+    /// collision of two keys' hashes only makes their jobs wait for each other).
+    pub(crate) fn exclusive(self, key: &str) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(conn) => conn
+                .execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
+                    args![key],
+                )
+                .map(drop),
+        }
+    }
+
     /// Whether a transaction is still open. SQLite ends one by itself on some errors (disk
     /// full, I/O); PostgreSQL keeps it open (failed) until it is rolled back, so there it is
     /// only lost with the connection.
