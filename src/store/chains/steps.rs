@@ -40,7 +40,7 @@ pub struct ChainStep {
 }
 
 fn steps(db: Db<'_>, id: &str) -> Result<Vec<ChainStep>, DbError> {
-    let conn = db.sqlite("TRANSITIONAL")?;
+    let conn = db.sqlite("the lineage of chains (artifacts)")?;
     let Some(chain) = chain_by_id(db, id)? else {
         return Ok(Vec::new());
     };
