@@ -181,7 +181,6 @@ impl Gateway {
         let store = Database::configured(&config, env)?
             .open(StoreOptions { wal_limit })
             .await?;
-        store.require_complete()?;
         let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;

@@ -6,7 +6,6 @@
 //! ([`Store::deliveries_unsettled`]). The `notify` column remembers that a reply still has to be
 //! pushed to the sender's session because nobody is waiting for it any more.
 
-use rusqlite::{OptionalExtension, Row};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -14,6 +13,7 @@ use super::artifacts::{Artifact, made_by};
 use super::progress::{ProgressLine, progress_of};
 use super::reply_files::attached_to;
 use super::sessions::{optional_session_column, session_column};
+use super::sql::{Db, DbError, OptionalRow, Row, args};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
 use crate::bot_id::BotId;
@@ -178,7 +178,7 @@ const SELECT: &str = "SELECT run_id, sender, sender_session, target, target_sess
         started_ms, finished_ms, artifacts_in, expect, result
     FROM deliveries";
 
-fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
+fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
     Ok(Delivery {
         run_id: row.get(0)?,
         sender: row.get(1)?,
@@ -208,13 +208,13 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<Delivery> {
 
 /// Each delivery with its progress lines and its artifacts out: those its run made, then those
 /// it attached to its reply (made earlier, or by another bot).
-fn with_lineage(conn: &rusqlite::Connection, found: &mut [Delivery]) -> rusqlite::Result<()> {
+fn with_lineage(db: Db<'_>, found: &mut [Delivery]) -> Result<(), DbError> {
     let runs: Vec<&str> = found.iter().map(|d| d.run_id.as_str()).collect();
-    let mut lines = progress_of(conn, &runs)?;
+    let mut lines = progress_of(db, &runs)?;
     for d in found {
         d.progress = lines.remove(&d.run_id).unwrap_or_default();
-        let mut out = made_by(conn, &d.run_id)?;
-        for attached in attached_to(conn, &d.run_id)? {
+        let mut out = made_by(db, &d.run_id)?;
+        for attached in attached_to(db, &d.run_id)? {
             if !out.iter().any(|a| a.id == attached.id) {
                 out.push(attached);
             }
@@ -228,91 +228,88 @@ fn with_lineage(conn: &rusqlite::Connection, found: &mut [Delivery]) -> rusqlite
 fn json_column<T: serde::de::DeserializeOwned>(
     row: &Row<'_>,
     index: usize,
-) -> rusqlite::Result<Option<T>> {
-    let Some(text) = row.get::<_, Option<String>>(index)? else {
+) -> Result<Option<T>, DbError> {
+    let Some(text) = row.get::<Option<String>>(index)? else {
         return Ok(None);
     };
-    serde_json::from_str(&text).map(Some).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
-    })
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| row.column_error(index, e.to_string()))
 }
 
 fn insert(
-    conn: &rusqlite::Connection,
+    db: Db<'_>,
     new: &NewDelivery,
     state: DeliveryState,
     reason: Option<&str>,
-) -> rusqlite::Result<()> {
+) -> Result<(), DbError> {
     let notify = match new.mode {
         SendMode::Wait => Notify::None,
         SendMode::Fire => Notify::Pending,
     };
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
             expect)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-    )?
-    .execute(rusqlite::params![
-        new.run_id,
-        new.sender,
-        new.sender_session.render(),
-        new.target,
-        new.target_session.render(),
-        new.message,
-        new.idempotency_key,
-        new.depth,
-        new.origin.as_ref().map(SessionKey::render),
-        new.mode.as_str(),
-        state.as_str(),
-        reason,
-        notify.as_str(),
-        new.created_ms,
-        Value::from(new.artifacts_in.clone()).to_string(),
-        new.expect.as_ref().map(Value::to_string),
-    ])?;
+        args![
+            &new.run_id,
+            &new.sender,
+            new.sender_session.render().as_str(),
+            &new.target,
+            new.target_session.render().as_str(),
+            &new.message,
+            &new.idempotency_key,
+            new.depth,
+            new.origin.as_ref().map(SessionKey::render).as_ref(),
+            new.mode.as_str(),
+            state.as_str(),
+            reason,
+            notify.as_str(),
+            new.created_ms,
+            Value::from(new.artifacts_in.clone()).to_string().as_str(),
+            new.expect.as_ref().map(Value::to_string).as_ref(),
+        ],
+    )?;
     Ok(())
 }
 
-fn by_run(conn: &rusqlite::Connection, run_id: &str) -> rusqlite::Result<Option<Delivery>> {
-    conn.prepare_cached(&format!("{SELECT} WHERE run_id = ?1"))?
-        .query_row([run_id], from_row)
-        .optional()
+fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
+    db.query_row(
+        &format!("{SELECT} WHERE run_id = ?1"),
+        args![run_id],
+        from_row,
+    )
+    .optional()
 }
 
 /// The earlier run of the same request: same key, or (without a key) the same text since
 /// `since_ms`. Refused sends never count: nothing ran.
-fn same_request(
-    conn: &rusqlite::Connection,
-    new: &NewDelivery,
-    since_ms: i64,
-) -> rusqlite::Result<Option<Delivery>> {
-    let found = match &new.idempotency_key {
-        Some(key) => conn
-            .prepare_cached(&format!(
-                "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND idempotency_key = ?3
-                   AND state <> 'refused'"
-            ))?
-            .query_row((&new.sender, new.target_session.render(), key), from_row)
-            .optional()?,
-        None => conn
-            .prepare_cached(&format!(
-                "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND created_ms >= ?3
-                   AND message = ?4 AND idempotency_key IS NULL AND state <> 'refused'
-                 ORDER BY created_ms DESC LIMIT 1"
-            ))?
+fn same_request(db: Db<'_>, new: &NewDelivery, since_ms: i64) -> Result<Option<Delivery>, DbError> {
+    let target_session = new.target_session.render();
+    match &new.idempotency_key {
+        Some(key) => db
             .query_row(
-                (
-                    &new.sender,
-                    new.target_session.render(),
-                    since_ms,
-                    &new.message,
+                &format!(
+                    "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND idempotency_key = ?3
+                       AND state <> 'refused'"
                 ),
+                args![&new.sender, &target_session, key],
                 from_row,
             )
-            .optional()?,
-    };
-    Ok(found)
+            .optional(),
+        None => db
+            .query_row(
+                &format!(
+                    "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND created_ms >= ?3
+                       AND message = ?4 AND idempotency_key IS NULL AND state <> 'refused'
+                     ORDER BY created_ms DESC LIMIT 1"
+                ),
+                args![&new.sender, &target_session, since_ms, &new.message],
+                from_row,
+            )
+            .optional(),
+    }
 }
 
 impl Store {
@@ -324,13 +321,19 @@ impl Store {
         new: NewDelivery,
         since_ms: i64,
     ) -> Result<Begun, StoreError> {
-        self.sqlite_write(move |conn| {
-            if let Some(earlier) = same_request(conn, &new, since_ms)? {
+        self.write(move |db| {
+            // Another instance sharing the database may be starting the same request: the
+            // lookup and the insert are one step for this sender and target there too.
+            db.exclusive(&format!(
+                "deliveries:{}:{}",
+                new.sender,
+                new.target_session.render()
+            ))?;
+            if let Some(earlier) = same_request(db, &new, since_ms)? {
                 return Ok(Begun::Existing(earlier));
             }
-            insert(conn, &new, DeliveryState::Queued, None)?;
-            let row = by_run(conn, &new.run_id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            Ok(Begun::New(row))
+            insert(db, &new, DeliveryState::Queued, None)?;
+            Ok(Begun::New(by_run(db, &new.run_id)?.ok_or(DbError::NoRows)?))
         })
         .await
     }
@@ -338,7 +341,7 @@ impl Store {
     /// Record a send the guards refused before anything was written for it.
     pub async fn delivery_refused(&self, new: NewDelivery, reason: &str) -> Result<(), StoreError> {
         let reason = reason.to_owned();
-        self.sqlite_write(move |conn| insert(conn, &new, DeliveryState::Refused, Some(&reason)))
+        self.write(move |db| insert(db, &new, DeliveryState::Refused, Some(&reason)))
             .await
     }
 
@@ -346,26 +349,25 @@ impl Store {
     /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
     /// again: the first outcome wins.
     pub async fn delivery_settle(&self, change: DeliveryChange) -> Result<bool, StoreError> {
-        self.sqlite_write(move |conn| {
-            let changed = conn
-                .prepare_cached(
-                    "UPDATE deliveries SET state = ?2,
-                        reason = coalesce(?3, reason), reply = coalesce(?4, reply),
-                        model = coalesce(?5, model), notify = coalesce(?7, notify),
-                        started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
-                        finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
-                                      ELSE ?6 END
-                     WHERE run_id = ?1 AND state IN ('queued', 'running')",
-                )?
-                .execute(rusqlite::params![
-                    change.run_id,
+        self.write(move |db| {
+            let changed = db.execute(
+                "UPDATE deliveries SET state = ?2,
+                    reason = coalesce(?3, reason), reply = coalesce(?4, reply),
+                    model = coalesce(?5, model), notify = coalesce(?7, notify),
+                    started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
+                    finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
+                                  ELSE ?6 END
+                 WHERE run_id = ?1 AND state IN ('queued', 'running')",
+                args![
+                    &change.run_id,
                     change.state.as_str(),
-                    change.reason,
-                    change.reply,
-                    change.model,
+                    &change.reason,
+                    &change.reply,
+                    &change.model,
                     change.at_ms,
                     change.notify.map(Notify::as_str),
-                ])?;
+                ],
+            )?;
             Ok(changed == 1)
         })
         .await
@@ -375,9 +377,11 @@ impl Store {
     /// settled, so a sender woken by the outcome reads it.
     pub async fn delivery_result(&self, run_id: &str, result: Value) -> Result<(), StoreError> {
         let (run_id, result) = (run_id.to_owned(), result.to_string());
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached("UPDATE deliveries SET result = ?2 WHERE run_id = ?1")?
-                .execute((run_id, result))?;
+        self.write(move |db| {
+            db.execute(
+                "UPDATE deliveries SET result = ?2 WHERE run_id = ?1",
+                args![&run_id, &result],
+            )?;
             Ok(())
         })
         .await
@@ -386,9 +390,11 @@ impl Store {
     /// Set whether the outcome still has to reach the sender's session.
     pub async fn delivery_notify(&self, run_id: &str, notify: Notify) -> Result<(), StoreError> {
         let run_id = run_id.to_owned();
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached("UPDATE deliveries SET notify = ?2 WHERE run_id = ?1")?
-                .execute((run_id, notify.as_str()))?;
+        self.write(move |db| {
+            db.execute(
+                "UPDATE deliveries SET notify = ?2 WHERE run_id = ?1",
+                args![&run_id, notify.as_str()],
+            )?;
             Ok(())
         })
         .await
@@ -397,9 +403,9 @@ impl Store {
     /// One delivery by run id.
     pub async fn delivery(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
         let run_id = run_id.to_owned();
-        self.sqlite_read(move |conn| {
-            let mut found: Vec<Delivery> = by_run(conn, &run_id)?.into_iter().collect();
-            with_lineage(conn, &mut found)?;
+        self.read(move |db| {
+            let mut found: Vec<Delivery> = by_run(db, &run_id)?.into_iter().collect();
+            with_lineage(db, &mut found)?;
             Ok(found.pop())
         })
         .await
@@ -407,21 +413,23 @@ impl Store {
 
     /// Deliveries, newest first.
     pub async fn deliveries(&self, query: DeliveryQuery) -> Result<Vec<Delivery>, StoreError> {
-        self.sqlite_read(move |conn| {
+        self.read(move |db| {
             let limit = if query.limit == 0 { 100 } else { query.limit };
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let session = query.session.as_ref().map(SessionKey::render);
-            conn.prepare_cached(&format!(
-                "{SELECT} WHERE (?1 IS NULL OR sender_session = ?1 OR target_session = ?1)
-                   AND (NOT ?2 OR state IN ('queued', 'running'))
-                 ORDER BY created_ms DESC, rowid DESC LIMIT ?3"
-            ))?
-            .query_map((session, query.open_only, limit), from_row)?
-            .collect::<rusqlite::Result<Vec<_>>>()
-            .and_then(|mut found| {
-                with_lineage(conn, &mut found)?;
-                Ok(found)
-            })
+            // The first `limit` rows are taken here rather than with `LIMIT ?` (`query_take`).
+            let mut found = db.query_take(
+                &format!(
+                    "{SELECT} WHERE (CAST(?1 AS TEXT) IS NULL
+                            OR sender_session = ?1 OR target_session = ?1)
+                       AND (NOT ?2 OR state IN ('queued', 'running'))
+                     ORDER BY created_ms DESC, run_id DESC"
+                ),
+                args![&session, query.open_only],
+                limit,
+                from_row,
+            )?;
+            with_lineage(db, &mut found)?;
+            Ok(found)
         })
         .await
     }
@@ -429,13 +437,15 @@ impl Store {
     /// What a restart must pick up: deliveries still queued or running, and settled ones whose
     /// outcome has not reached the sender's session yet. Oldest first.
     pub async fn deliveries_unsettled(&self) -> Result<Vec<Delivery>, StoreError> {
-        self.sqlite_read(|conn| {
-            conn.prepare_cached(&format!(
-                "{SELECT} WHERE state IN ('queued', 'running') OR notify = 'pending'
-                 ORDER BY created_ms, rowid"
-            ))?
-            .query_map([], from_row)?
-            .collect()
+        self.read(|db| {
+            db.query_map(
+                &format!(
+                    "{SELECT} WHERE state IN ('queued', 'running') OR notify = 'pending'
+                     ORDER BY created_ms, run_id"
+                ),
+                &[],
+                from_row,
+            )
         })
         .await
     }
@@ -478,6 +488,7 @@ impl DeliveryChange {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn send(run: &str, key: Option<&str>, text: &str, at: i64) -> NewDelivery {
         NewDelivery {
@@ -531,135 +542,162 @@ mod tests {
 
     #[tokio::test]
     async fn the_same_request_finds_the_first_run() {
-        let store = Store::open(":memory:").await.unwrap();
-        let first = store
-            .delivery_begin(send("r1", None, "hi", 1_000), 0)
-            .await
-            .unwrap();
-        assert!(matches!(first, Begun::New(ref d) if d.state == DeliveryState::Queued));
-        let again = store
-            .delivery_begin(send("r2", None, "hi", 2_000), 0)
-            .await
-            .unwrap();
-        assert!(matches!(again, Begun::Existing(ref d) if d.run_id == "r1"));
-        let later = store
-            .delivery_begin(send("r3", None, "hi", 700_000), 100_000)
-            .await
-            .unwrap();
-        assert!(
-            matches!(later, Begun::New(_)),
-            "outside the window is a new request"
-        );
-        let keyed = store
-            .delivery_begin(send("k1", Some("x"), "a", 1), 0)
-            .await
-            .unwrap();
-        assert!(matches!(keyed, Begun::New(_)));
-        let keyed = store
-            .delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000)
-            .await
-            .unwrap();
-        assert!(
-            matches!(keyed, Begun::Existing(ref d) if d.run_id == "k1"),
-            "a key never expires"
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let first = store
+                .delivery_begin(send("r1", None, "hi", 1_000), 0)
+                .await
+                .unwrap();
+            assert!(matches!(first, Begun::New(ref d) if d.state == DeliveryState::Queued));
+            let again = store
+                .delivery_begin(send("r2", None, "hi", 2_000), 0)
+                .await
+                .unwrap();
+            assert!(matches!(again, Begun::Existing(ref d) if d.run_id == "r1"));
+            let later = store
+                .delivery_begin(send("r3", None, "hi", 700_000), 100_000)
+                .await
+                .unwrap();
+            assert!(
+                matches!(later, Begun::New(_)),
+                "outside the window is a new request"
+            );
+            let keyed = store
+                .delivery_begin(send("k1", Some("x"), "a", 1), 0)
+                .await
+                .unwrap();
+            assert!(matches!(keyed, Begun::New(_)));
+            let keyed = store
+                .delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000)
+                .await
+                .unwrap();
+            assert!(
+                matches!(keyed, Begun::Existing(ref d) if d.run_id == "k1"),
+                "a key never expires"
+            );
+        }
     }
 
     #[tokio::test]
     async fn refused_sends_are_kept_but_never_matched() {
-        let store = Store::open(":memory:").await.unwrap();
-        store
-            .delivery_refused(send("r1", Some("k"), "hi", 1), "pair-rate")
-            .await
-            .unwrap();
-        let begun = store
-            .delivery_begin(send("r2", Some("k"), "hi", 2), 0)
-            .await
-            .unwrap();
-        assert!(matches!(begun, Begun::New(_)));
-        let refused = store.delivery("r1").await.unwrap().unwrap();
-        assert_eq!(refused.state, DeliveryState::Refused);
-        assert_eq!(refused.reason.as_deref(), Some("pair-rate"));
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store
+                .delivery_refused(send("r1", Some("k"), "hi", 1), "pair-rate")
+                .await
+                .unwrap();
+            let begun = store
+                .delivery_begin(send("r2", Some("k"), "hi", 2), 0)
+                .await
+                .unwrap();
+            assert!(matches!(begun, Begun::New(_)));
+            let refused = store.delivery("r1").await.unwrap().unwrap();
+            assert_eq!(refused.state, DeliveryState::Refused);
+            assert_eq!(refused.reason.as_deref(), Some("pair-rate"));
+        }
     }
 
     #[tokio::test]
     async fn settling_is_once_and_unsettled_ones_are_found() {
-        let store = Store::open(":memory:").await.unwrap();
-        store
-            .delivery_begin(send("r1", None, "a", 1), 0)
-            .await
-            .unwrap();
-        store
-            .delivery_begin(send("r2", None, "b", 2), 0)
-            .await
-            .unwrap();
-        assert!(
+        for db in testing::engines().await {
+            let store = db.open().await;
             store
-                .delivery_settle(DeliveryChange::to("r1", DeliveryState::Running, 5))
+                .delivery_begin(send("r1", None, "a", 1), 0)
+                .await
+                .unwrap();
+            store
+                .delivery_begin(send("r2", None, "b", 2), 0)
+                .await
+                .unwrap();
+            assert!(
+                store
+                    .delivery_settle(DeliveryChange::to("r1", DeliveryState::Running, 5))
+                    .await
+                    .unwrap()
+            );
+            let done = DeliveryChange {
+                reply: Some("ok".into()),
+                ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
+            };
+            assert!(store.delivery_settle(done.clone()).await.unwrap());
+            let failed = DeliveryChange::to("r1", DeliveryState::Failed, 10);
+            assert!(
+                !store.delivery_settle(failed).await.unwrap(),
+                "settled stays settled"
+            );
+            let r1 = store.delivery("r1").await.unwrap().unwrap();
+            assert_eq!(
+                (r1.state, r1.reply.as_deref(), r1.started_ms, r1.finished_ms),
+                (DeliveryState::Delivered, Some("ok"), Some(5), Some(9))
+            );
+            store.delivery_notify("r1", Notify::Pending).await.unwrap();
+            let open: Vec<String> = store
+                .deliveries_unsettled()
                 .await
                 .unwrap()
-        );
-        let done = DeliveryChange {
-            reply: Some("ok".into()),
-            ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
-        };
-        assert!(store.delivery_settle(done.clone()).await.unwrap());
-        let failed = DeliveryChange::to("r1", DeliveryState::Failed, 10);
-        assert!(
-            !store.delivery_settle(failed).await.unwrap(),
-            "settled stays settled"
-        );
-        let r1 = store.delivery("r1").await.unwrap().unwrap();
-        assert_eq!(
-            (r1.state, r1.reply.as_deref(), r1.started_ms, r1.finished_ms),
-            (DeliveryState::Delivered, Some("ok"), Some(5), Some(9))
-        );
-        store.delivery_notify("r1", Notify::Pending).await.unwrap();
-        let open: Vec<String> = store
-            .deliveries_unsettled()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|d| d.run_id)
-            .collect();
-        assert_eq!(open, ["r1", "r2"]);
-        let listed = store
-            .deliveries(DeliveryQuery {
-                open_only: true,
-                ..DeliveryQuery::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].run_id, "r2");
+                .into_iter()
+                .map(|d| d.run_id)
+                .collect();
+            assert_eq!(open, ["r1", "r2"]);
+            let listed = store
+                .deliveries(DeliveryQuery {
+                    open_only: true,
+                    ..DeliveryQuery::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(listed.len(), 1);
+            assert_eq!(listed[0].run_id, "r2");
+        }
     }
 
     /// Sessions are parsed on read, so a row whose key is not one is an error that names the
     /// row and the column, never a delivery quietly missing from the list.
     #[tokio::test]
     async fn a_row_whose_session_is_not_a_key_is_an_error_naming_it() {
-        let store = Store::open(":memory:").await.unwrap();
-        store
-            .delivery_begin(send("r1", None, "a", 1), 0)
-            .await
-            .unwrap();
-        store
-            .sqlite_write(|conn| {
-                conn.execute(
-                    "UPDATE deliveries SET target_session = 'caid' WHERE run_id = 'r1'",
-                    [],
-                )
-            })
-            .await
-            .unwrap();
-        let err = store
-            .deliveries(DeliveryQuery::default())
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("row `r1`, column `target_session`: `caid` is not a session key"),
-            "{err}"
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store
+                .delivery_begin(send("r1", None, "a", 1), 0)
+                .await
+                .unwrap();
+            store
+                .write(|db| {
+                    db.execute(
+                        "UPDATE deliveries SET target_session = 'caid' WHERE run_id = 'r1'",
+                        &[],
+                    )
+                })
+                .await
+                .unwrap();
+            let err = store
+                .deliveries(DeliveryQuery::default())
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("row `r1`, column `target_session`: `caid` is not a session key"),
+                "{err}"
+            );
+        }
+    }
+
+    /// Two instances on one PostgreSQL: the same send reaching both at once starts one run.
+    #[tokio::test]
+    async fn the_same_request_on_two_instances_starts_one_run() {
+        let db = testing::TestDb::postgres().await;
+        let (one, two) = (db.open().await, db.open().await);
+        for round in 0..10 {
+            let text = format!("hi {round}");
+            let (a, b) = tokio::join!(
+                one.delivery_begin(send(&format!("a{round}"), None, &text, 1_000), 0),
+                two.delivery_begin(send(&format!("b{round}"), None, &text, 1_000), 0),
+            );
+            let new = [a.unwrap(), b.unwrap()]
+                .iter()
+                .filter(|begun| matches!(begun, Begun::New(_)))
+                .count();
+            assert_eq!(new, 1, "round {round}: {new} runs started");
+        }
     }
 }

@@ -80,14 +80,6 @@ pub enum StoreError {
         reason: String,
     },
 
-    /// The store runs on PostgreSQL, where some of its parts are not written yet.
-    #[error(
-        "the PostgreSQL store is not complete yet: {} still work on SQLite only; unset \
-         `gateway.database_url_env` to use the SQLite file of `gateway.database`",
-        .0.join(", ")
-    )]
-    Unported(&'static [&'static str]),
-
     /// The batch holding this write could not be committed, so the write did not happen.
     #[error(
         "could not commit to the database: {0}; the write was not saved: check free disk space \

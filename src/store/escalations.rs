@@ -14,10 +14,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
 use rand::Rng;
-use rusqlite::{Connection, OptionalExtension, Row};
 use serde::Serialize;
 
 use super::sessions::session_column;
+use super::sql::{Db, DbError, Engine, OptionalRow, Row, args};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
 use crate::bot_id::BotId;
@@ -163,7 +163,7 @@ const SELECT: &str =
 const COLUMNS: &str = "id, kind, bot, session, origin, chat_key, posted_message_id, text, state,
         answer, answered_by, answer_message_id, created_ms, resolved_ms";
 
-fn escalation_from_row(row: &Row<'_>) -> rusqlite::Result<Escalation> {
+fn escalation_from_row(row: &Row<'_>) -> Result<Escalation, DbError> {
     let origin: SessionKey = session_column(row, 4)?;
     Ok(Escalation {
         id: row.get(0)?,
@@ -188,26 +188,22 @@ fn normalize(id: &str) -> String {
     id.trim().to_ascii_lowercase()
 }
 
-fn new_id(conn: &Connection, kind: EscalationKind) -> rusqlite::Result<String> {
+/// A fresh id for `kind`: `q-` or `ap-` and [`ID_LEN`] characters of [`ID_ALPHABET`].
+fn new_id(kind: EscalationKind) -> String {
     let mut rng = rand::rng();
-    loop {
-        let tail: String = (0..ID_LEN)
-            .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
-            .collect();
-        let id = format!("{}-{tail}", kind.prefix());
-        let taken: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM escalations WHERE id = ?1)")?
-            .query_row([&id], |r| r.get(0))?;
-        if !taken {
-            return Ok(id);
-        }
-    }
+    let tail: String = (0..ID_LEN)
+        .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
+        .collect();
+    format!("{}-{tail}", kind.prefix())
 }
 
-fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Escalation>> {
-    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
-        .query_row([id], escalation_from_row)
-        .optional()
+fn by_id(db: Db<'_>, id: &str) -> Result<Option<Escalation>, DbError> {
+    db.query_row(
+        &format!("{SELECT} WHERE id = ?1"),
+        args![id],
+        escalation_from_row,
+    )
+    .optional()
 }
 
 /// The chats (`<platform>:<chat>`) with at least one escalation, in any state.
@@ -218,24 +214,35 @@ fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Escalation>> {
 /// messages without a database read. It only grows, and only by chats where a bot escalated:
 /// pruning settled rows (`[retention] escalations`) leaves their chats in it until the next
 /// start, which costs such a chat one read per message, never a missed answer.
+///
+/// On PostgreSQL, other instances sharing the database add escalations this one never hears
+/// of, so there the set rules no chat out ([`EscalationChats::may_have`]).
 #[derive(Debug, Default)]
 pub(crate) struct EscalationChats {
     chats: RwLock<HashSet<String>>,
+    shared: bool,
 }
 
 impl EscalationChats {
     /// Loads every chat that has an escalation.
-    pub(crate) fn load(conn: &Connection) -> Result<Self, StoreError> {
-        let chats = conn
-            .prepare("SELECT DISTINCT origin_platform || ':' || origin_chat FROM escalations")?
-            .query_map([], |r| r.get(0))?
-            .collect::<rusqlite::Result<HashSet<String>>>()?;
+    pub(crate) fn load(db: Db<'_>) -> Result<Self, StoreError> {
+        let chats = db.query_map(
+            "SELECT DISTINCT origin_platform || ':' || origin_chat FROM escalations",
+            &[],
+            |r| r.get(0),
+        )?;
         Ok(EscalationChats {
-            chats: RwLock::new(chats),
+            chats: RwLock::new(chats.into_iter().collect()),
+            shared: db.engine() == Engine::Postgres,
         })
     }
 
-    fn contains(&self, chat: &str) -> bool {
+    /// Whether `chat` may have an escalation: one this instance created or found at open, or
+    /// any chat at all when the database is shared with instances that create them unseen.
+    fn may_have(&self, chat: &str) -> bool {
+        if self.shared {
+            return true;
+        }
         let chats = self.chats.read().unwrap_or_else(|p| p.into_inner());
         chats.contains(chat)
     }
@@ -254,33 +261,47 @@ impl Store {
         now_ms: i64,
     ) -> Result<Escalation, StoreError> {
         let chats = Arc::clone(&self.inner.escalation_chats);
-        let work = move |conn: &Connection| {
-            let id = new_id(conn, new.kind)?;
+        let work = move |db: Db<'_>| {
             let o = &new.origin;
-            conn.prepare_cached(
-                "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
-                    origin_platform, origin_account, origin_chat, origin_thread, chat_key, text,
-                    state, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', ?13)",
-            )?
-            .execute(rusqlite::params![
-                id,
-                new.kind.as_str(),
-                new.bot,
-                new.session.render(),
-                o.render(),
-                o.bot,
-                o.platform.as_str(),
-                o.account.as_str(),
-                o.chat.as_str(),
-                o.thread.as_ref().map(|t| t.as_str()),
-                new.chat_key.as_str(),
-                new.text,
-                now_ms,
-            ])?;
-            by_id(conn, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
+            // A taken id (one in a billion) is drawn again; the insert itself decides, so two
+            // instances sharing the database cannot both take one.
+            loop {
+                let id = new_id(new.kind);
+                let created = db
+                    .query_row(
+                        &format!(
+                            "INSERT INTO escalations (id, kind, bot, session, origin, origin_bot,
+                                origin_platform, origin_account, origin_chat, origin_thread,
+                                chat_key, text, state, created_ms)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                                'pending', ?13)
+                             ON CONFLICT (id) DO NOTHING
+                             RETURNING {COLUMNS}"
+                        ),
+                        args![
+                            &id,
+                            new.kind.as_str(),
+                            new.bot.as_str(),
+                            new.session.render().as_str(),
+                            o.render().as_str(),
+                            o.bot.as_str(),
+                            o.platform.as_str(),
+                            o.account.as_str(),
+                            o.chat.as_str(),
+                            o.thread.as_ref().map(|t| t.as_str()),
+                            new.chat_key.as_str(),
+                            &new.text,
+                            now_ms,
+                        ],
+                        escalation_from_row,
+                    )
+                    .optional()?;
+                if let Some(escalation) = created {
+                    return Ok(escalation);
+                }
+            }
         };
-        self.sqlite_write_then(work, move |escalation: &Escalation| {
+        self.write_then(work, move |escalation: &Escalation| {
             let origin = &escalation.origin;
             chats.insert(format!("{}:{}", origin.platform, origin.chat));
         })
@@ -290,9 +311,11 @@ impl Store {
     /// Remembers the platform id of the posted question, so a reply to it is recognised.
     pub async fn escalation_posted(&self, id: &str, message_id: &str) -> Result<(), StoreError> {
         let (id, message_id) = (normalize(id), message_id.to_owned());
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached("UPDATE escalations SET posted_message_id = ?2 WHERE id = ?1")?
-                .execute((&id, &message_id))?;
+        self.write(move |db| {
+            db.execute(
+                "UPDATE escalations SET posted_message_id = ?2 WHERE id = ?1",
+                args![&id, &message_id],
+            )?;
             Ok(())
         })
         .await
@@ -301,22 +324,24 @@ impl Store {
     /// One escalation by id (case and surrounding spaces ignored).
     pub async fn escalation(&self, id: &str) -> Result<Option<Escalation>, StoreError> {
         let id = normalize(id);
-        self.sqlite_read(move |conn| by_id(conn, &id)).await
+        self.read(move |db| by_id(db, &id)).await
     }
 
     /// Escalations, newest first.
     pub async fn escalations(&self, query: EscalationQuery) -> Result<Vec<Escalation>, StoreError> {
-        let limit = query
-            .limit
-            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let limit = query.limit.unwrap_or(usize::MAX);
         let state = query.state.map(EscalationState::as_str);
-        self.sqlite_read(move |conn| {
-            conn.prepare_cached(&format!(
-                "{SELECT} WHERE ?1 IS NULL OR state = ?1
-                 ORDER BY created_ms DESC, id LIMIT ?2"
-            ))?
-            .query_map((state, limit), escalation_from_row)?
-            .collect()
+        self.read(move |db| {
+            // The first `limit` rows are taken here rather than with `LIMIT ?` (`query_take`).
+            db.query_take(
+                &format!(
+                    "{SELECT} WHERE CAST(?1 AS TEXT) IS NULL OR state = ?1
+                     ORDER BY created_ms DESC, id"
+                ),
+                args![state],
+                limit,
+                escalation_from_row,
+            )
         })
         .await
     }
@@ -334,15 +359,15 @@ impl Store {
     ) -> Result<Option<Escalation>, StoreError> {
         let id = normalize(id);
         let (answer, by) = (answer.map(str::to_owned), by.to_owned());
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached(&format!(
-                "UPDATE escalations
-                 SET state = ?2, answer = ?3, answered_by = ?4, resolved_ms = ?5
-                 WHERE id = ?1 AND state = 'pending'
-                 RETURNING {COLUMNS}"
-            ))?
-            .query_row(
-                (&id, state.as_str(), &answer, &by, now_ms),
+        self.write(move |db| {
+            db.query_row(
+                &format!(
+                    "UPDATE escalations
+                     SET state = ?2, answer = ?3, answered_by = ?4, resolved_ms = ?5
+                     WHERE id = ?1 AND state = 'pending'
+                     RETURNING {COLUMNS}"
+                ),
+                args![&id, state.as_str(), &answer, &by, now_ms],
                 escalation_from_row,
             )
             .optional()
@@ -373,88 +398,94 @@ impl Store {
         if !self
             .inner
             .escalation_chats
-            .contains(candidate.chat.as_str())
+            .may_have(candidate.chat.as_str())
         {
             return Ok(None);
         }
         let probe = candidate.clone();
         let relevant = self
-            .sqlite_read(move |conn| {
-                conn.prepare_cached(
+            .read(move |db| {
+                db.query_row(
                     "SELECT EXISTS (SELECT 1 FROM escalations
                         WHERE origin_platform || ':' || origin_chat = ?1
                           AND (state = 'pending' OR answer_message_id = ?2))",
-                )?
-                .query_row((probe.chat.as_str(), &probe.message_id), |r| {
-                    r.get::<_, bool>(0)
-                })
+                    args![probe.chat.as_str(), &probe.message_id],
+                    |r| r.get::<bool>(0),
+                )
             })
             .await?;
         if !relevant {
             return Ok(None);
         }
-        self.sqlite_write(move |conn| answer_in(conn, &candidate, now_ms))
+        self.write(move |db| answer_in(db, &candidate, now_ms))
             .await
     }
 }
 
 /// [`Store::answer_escalation`] on the writer.
-fn answer_in(
-    conn: &Connection,
-    c: &AnswerCandidate,
-    now_ms: i64,
-) -> rusqlite::Result<Option<AnswerMatch>> {
-    let used = conn
-        .prepare_cached(&format!(
-            "{SELECT} WHERE answer_message_id = ?2 AND origin_platform || ':' || origin_chat = ?1"
-        ))?
-        .query_row((c.chat.as_str(), &c.message_id), escalation_from_row)
-        .optional()?;
-    if let Some(escalation) = used {
+fn answer_in(db: Db<'_>, c: &AnswerCandidate, now_ms: i64) -> Result<Option<AnswerMatch>, DbError> {
+    if let Some(escalation) = answered_by(db, c)? {
         return Ok(Some(AnswerMatch::Copy(escalation)));
     }
-    let found: Option<String> = conn
-        .prepare_cached(
+    let found: Option<String> = db
+        .query_row(
             "SELECT id FROM escalations
              WHERE state = 'pending' AND kind = 'question'
                AND origin_platform || ':' || origin_chat = ?1
                AND (
-                    (?3 IS NOT NULL AND posted_message_id = ?3)
+                    (CAST(?3 AS TEXT) IS NOT NULL AND posted_message_id = ?3)
                  OR (posted_message_id IS NOT NULL
                      AND ?2 = chat_key || ':thread:' || posted_message_id)
                  OR (?2 = chat_key
                      AND (origin_thread IS NOT NULL OR ?3 IS NULL)
-                     AND (?4 = 0 OR ?4 >= created_ms))
+                     AND (CAST(?4 AS BIGINT) = 0 OR ?4 >= created_ms))
                )
-             ORDER BY coalesce(posted_message_id = ?3, 0) DESC, created_ms, id
+             ORDER BY CASE WHEN posted_message_id = ?3 THEN 1 ELSE 0 END DESC, created_ms, id
              LIMIT 1",
-        )?
-        .query_row(
-            (c.chat.as_str(), c.chat_key.as_str(), &c.reply_to, c.sent_ms),
+            args![c.chat.as_str(), c.chat_key.as_str(), &c.reply_to, c.sent_ms],
             |r| r.get(0),
         )
         .optional()?;
     let Some(id) = found else {
         return Ok(None);
     };
-    conn.prepare_cached(&format!(
-        "UPDATE escalations
-         SET state = 'answered', answer = ?2, answered_by = ?3, answer_message_id = ?4,
-             resolved_ms = ?5
-         WHERE id = ?1 AND state = 'pending'
-         RETURNING {COLUMNS}"
-    ))?
-    .query_row(
-        (&id, &c.text, &c.by, &c.message_id, now_ms),
+    let answered = db
+        .query_row(
+            &format!(
+                "UPDATE escalations
+                 SET state = 'answered', answer = ?2, answered_by = ?3, answer_message_id = ?4,
+                     resolved_ms = ?5
+                 WHERE id = ?1 AND state = 'pending'
+                 RETURNING {COLUMNS}"
+            ),
+            args![&id, &c.text, &c.by, &c.message_id, now_ms],
+            escalation_from_row,
+        )
+        .optional()?;
+    match answered {
+        Some(escalation) => Ok(Some(AnswerMatch::First(escalation))),
+        // Resolved meanwhile by another instance sharing the database (the writer of one
+        // instance never gets here): by this very message through another account, or not.
+        None => Ok(answered_by(db, c)?.map(AnswerMatch::Copy)),
+    }
+}
+
+/// The question `c` already answered (through another bot account), if any.
+fn answered_by(db: Db<'_>, c: &AnswerCandidate) -> Result<Option<Escalation>, DbError> {
+    db.query_row(
+        &format!(
+            "{SELECT} WHERE answer_message_id = ?2 AND origin_platform || ':' || origin_chat = ?1"
+        ),
+        args![c.chat.as_str(), &c.message_id],
         escalation_from_row,
     )
     .optional()
-    .map(|answered| answered.map(AnswerMatch::First))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     fn origin(thread: Option<&str>) -> SessionKey {
         SessionKey {
@@ -510,184 +541,196 @@ mod tests {
 
     #[tokio::test]
     async fn ids_are_short_prefixed_and_found_however_typed() {
-        let store = Store::open(":memory:").await.unwrap();
-        let q = store
-            .create_escalation(question(EscalationKind::Question, None), 1_000)
-            .await
-            .unwrap();
-        let ap = store
-            .create_escalation(question(EscalationKind::Approval, None), 1_000)
-            .await
-            .unwrap();
-        assert!(q.id.starts_with("q-") && q.id.len() == 8, "{}", q.id);
-        assert!(ap.id.starts_with("ap-") && ap.id.len() == 9, "{}", ap.id);
-        assert!(ap.id[3..].bytes().all(|b| ID_ALPHABET.contains(&b)));
-        assert_eq!(q.state, EscalationState::Pending);
-        assert_eq!(q.origin, origin(None));
-        let typed = format!(" {} ", ap.id.to_uppercase());
-        assert_eq!(store.escalation(&typed).await.unwrap(), Some(ap.clone()));
-        let pending = EscalationQuery {
-            state: Some(EscalationState::Pending),
-            limit: None,
-        };
-        assert_eq!(store.escalations(pending).await.unwrap().len(), 2);
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let q = store
+                .create_escalation(question(EscalationKind::Question, None), 1_000)
+                .await
+                .unwrap();
+            let ap = store
+                .create_escalation(question(EscalationKind::Approval, None), 1_000)
+                .await
+                .unwrap();
+            assert!(q.id.starts_with("q-") && q.id.len() == 8, "{}", q.id);
+            assert!(ap.id.starts_with("ap-") && ap.id.len() == 9, "{}", ap.id);
+            assert!(ap.id[3..].bytes().all(|b| ID_ALPHABET.contains(&b)));
+            assert_eq!(q.state, EscalationState::Pending);
+            assert_eq!(q.origin, origin(None));
+            let typed = format!(" {} ", ap.id.to_uppercase());
+            assert_eq!(store.escalation(&typed).await.unwrap(), Some(ap.clone()));
+            let pending = EscalationQuery {
+                state: Some(EscalationState::Pending),
+                limit: None,
+            };
+            assert_eq!(store.escalations(pending).await.unwrap().len(), 2);
+        }
     }
 
     #[tokio::test]
     async fn resolve_moves_a_pending_row_once() {
-        let store = Store::open(":memory:").await.unwrap();
-        let ap = store
-            .create_escalation(question(EscalationKind::Approval, None), 1_000)
-            .await
-            .unwrap();
-        let approve = store.resolve_escalation(
-            &ap.id,
-            EscalationState::Approved,
-            Some("ship it"),
-            "U1",
-            2_000,
-        );
-        let deny = store.resolve_escalation(&ap.id, EscalationState::Denied, None, "U2", 2_000);
-        let (approve, deny) = tokio::join!(approve, deny);
-        let winners: Vec<Escalation> = [approve.unwrap(), deny.unwrap()]
-            .into_iter()
-            .flatten()
-            .collect();
-        assert_eq!(winners.len(), 1, "both racers resolved it");
-        let stored = store.escalation(&ap.id).await.unwrap().unwrap();
-        assert_eq!(stored, winners[0]);
-        assert_eq!(stored.resolved_ms, Some(2_000));
-        assert_eq!(
-            store
-                .resolve_escalation("ap-nosuch", EscalationState::Denied, None, "U1", 3_000)
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let ap = store
+                .create_escalation(question(EscalationKind::Approval, None), 1_000)
                 .await
-                .unwrap(),
-            None
-        );
+                .unwrap();
+            let approve = store.resolve_escalation(
+                &ap.id,
+                EscalationState::Approved,
+                Some("ship it"),
+                "U1",
+                2_000,
+            );
+            let deny = store.resolve_escalation(&ap.id, EscalationState::Denied, None, "U2", 2_000);
+            let (approve, deny) = tokio::join!(approve, deny);
+            let winners: Vec<Escalation> = [approve.unwrap(), deny.unwrap()]
+                .into_iter()
+                .flatten()
+                .collect();
+            assert_eq!(winners.len(), 1, "both racers resolved it");
+            let stored = store.escalation(&ap.id).await.unwrap().unwrap();
+            assert_eq!(stored, winners[0]);
+            assert_eq!(stored.resolved_ms, Some(2_000));
+            assert_eq!(
+                store
+                    .resolve_escalation("ap-nosuch", EscalationState::Denied, None, "U1", 3_000)
+                    .await
+                    .unwrap(),
+                None
+            );
+        }
     }
 
     #[tokio::test]
     async fn a_reply_to_the_question_answers_it_even_among_others() {
-        let store = Store::open(":memory:").await.unwrap();
-        let first = store
-            .create_escalation(question(EscalationKind::Question, None), 1_000)
-            .await
-            .unwrap();
-        let second = store
-            .create_escalation(question(EscalationKind::Question, None), 1_000)
-            .await
-            .unwrap();
-        store.escalation_posted(&first.id, "p1").await.unwrap();
-        store.escalation_posted(&second.id, "p2").await.unwrap();
-        // A reply to something else is not an answer.
-        assert_eq!(
-            answered(&store, said("m0", None, Some("other"))).await,
-            None
-        );
-        assert_eq!(
-            answered(&store, said("m1", None, Some("p2"))).await,
-            Some(second.id.clone())
-        );
-        let stored = store.escalation(&second.id).await.unwrap().unwrap();
-        assert_eq!(stored.state, EscalationState::Answered);
-        assert_eq!(
-            (stored.answer.as_deref(), stored.answered_by.as_deref()),
-            (Some("main"), Some("U1"))
-        );
-        assert_eq!(stored.answer_message_id.as_deref(), Some("m1"));
-        // The same message through another account is a copy; the other question still waits.
-        assert_eq!(
-            answered(&store, said("m1", None, Some("p2"))).await,
-            Some(format!("copy:{}", second.id))
-        );
-        assert_eq!(
-            store.escalation(&first.id).await.unwrap().unwrap().state,
-            EscalationState::Pending
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let first = store
+                .create_escalation(question(EscalationKind::Question, None), 1_000)
+                .await
+                .unwrap();
+            let second = store
+                .create_escalation(question(EscalationKind::Question, None), 1_000)
+                .await
+                .unwrap();
+            store.escalation_posted(&first.id, "p1").await.unwrap();
+            store.escalation_posted(&second.id, "p2").await.unwrap();
+            // A reply to something else is not an answer.
+            assert_eq!(
+                answered(&store, said("m0", None, Some("other"))).await,
+                None
+            );
+            assert_eq!(
+                answered(&store, said("m1", None, Some("p2"))).await,
+                Some(second.id.clone())
+            );
+            let stored = store.escalation(&second.id).await.unwrap().unwrap();
+            assert_eq!(stored.state, EscalationState::Answered);
+            assert_eq!(
+                (stored.answer.as_deref(), stored.answered_by.as_deref()),
+                (Some("main"), Some("U1"))
+            );
+            assert_eq!(stored.answer_message_id.as_deref(), Some("m1"));
+            // The same message through another account is a copy; the other question still waits.
+            assert_eq!(
+                answered(&store, said("m1", None, Some("p2"))).await,
+                Some(format!("copy:{}", second.id))
+            );
+            assert_eq!(
+                store.escalation(&first.id).await.unwrap().unwrap().state,
+                EscalationState::Pending
+            );
+        }
     }
 
     #[tokio::test]
     async fn the_next_message_in_the_chat_answers_the_oldest_question() {
-        let store = Store::open(":memory:").await.unwrap();
-        let first = store
-            .create_escalation(question(EscalationKind::Question, None), 1_000)
-            .await
-            .unwrap();
-        let second = store
-            .create_escalation(question(EscalationKind::Question, None), 1_500)
-            .await
-            .unwrap();
-        let approval = store
-            .create_escalation(question(EscalationKind::Approval, None), 500)
-            .await
-            .unwrap();
-        // Said before the questions were asked: not an answer.
-        let early = AnswerCandidate {
-            sent_ms: 900,
-            ..said("m0", None, None)
-        };
-        assert_eq!(answered(&store, early).await, None);
-        // In another thread, or another chat: not an answer.
-        assert_eq!(answered(&store, said("m1", Some("T9"), None)).await, None);
-        let elsewhere = ChatKey::new(baton_contract::Platform::Slack, &"C2".into(), None);
-        let elsewhere = AnswerCandidate {
-            chat: elsewhere.clone(),
-            chat_key: elsewhere,
-            ..said("m2", None, None)
-        };
-        assert_eq!(answered(&store, elsewhere).await, None);
-        assert_eq!(
-            answered(&store, said("m3", None, None)).await,
-            Some(first.id)
-        );
-        assert_eq!(
-            answered(&store, said("m4", None, None)).await,
-            Some(second.id)
-        );
-        // Approvals are not answered by chat messages.
-        assert_eq!(answered(&store, said("m5", None, None)).await, None);
-        assert_eq!(
-            store.escalation(&approval.id).await.unwrap().unwrap().state,
-            EscalationState::Pending
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let first = store
+                .create_escalation(question(EscalationKind::Question, None), 1_000)
+                .await
+                .unwrap();
+            let second = store
+                .create_escalation(question(EscalationKind::Question, None), 1_500)
+                .await
+                .unwrap();
+            let approval = store
+                .create_escalation(question(EscalationKind::Approval, None), 500)
+                .await
+                .unwrap();
+            // Said before the questions were asked: not an answer.
+            let early = AnswerCandidate {
+                sent_ms: 900,
+                ..said("m0", None, None)
+            };
+            assert_eq!(answered(&store, early).await, None);
+            // In another thread, or another chat: not an answer.
+            assert_eq!(answered(&store, said("m1", Some("T9"), None)).await, None);
+            let elsewhere = ChatKey::new(baton_contract::Platform::Slack, &"C2".into(), None);
+            let elsewhere = AnswerCandidate {
+                chat: elsewhere.clone(),
+                chat_key: elsewhere,
+                ..said("m2", None, None)
+            };
+            assert_eq!(answered(&store, elsewhere).await, None);
+            assert_eq!(
+                answered(&store, said("m3", None, None)).await,
+                Some(first.id)
+            );
+            assert_eq!(
+                answered(&store, said("m4", None, None)).await,
+                Some(second.id)
+            );
+            // Approvals are not answered by chat messages.
+            assert_eq!(answered(&store, said("m5", None, None)).await, None);
+            assert_eq!(
+                store.escalation(&approval.id).await.unwrap().unwrap().state,
+                EscalationState::Pending
+            );
+        }
     }
 
     #[tokio::test]
     async fn a_message_in_the_questions_thread_answers_it() {
-        let store = Store::open(":memory:").await.unwrap();
-        let in_thread = store
-            .create_escalation(question(EscalationKind::Question, Some("T1")), 1_000)
-            .await
-            .unwrap();
-        let top = store
-            .create_escalation(question(EscalationKind::Question, None), 1_000)
-            .await
-            .unwrap();
-        store.escalation_posted(&top.id, "p-top").await.unwrap();
-        // In the origin thread, even replying to another message there.
-        assert_eq!(
-            answered(&store, said("m1", Some("T1"), Some("T1"))).await,
-            Some(in_thread.id)
-        );
-        // In a thread opened under the top-level question.
-        assert_eq!(
-            answered(&store, said("m2", Some("p-top"), None)).await,
-            Some(top.id)
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let in_thread = store
+                .create_escalation(question(EscalationKind::Question, Some("T1")), 1_000)
+                .await
+                .unwrap();
+            let top = store
+                .create_escalation(question(EscalationKind::Question, None), 1_000)
+                .await
+                .unwrap();
+            store.escalation_posted(&top.id, "p-top").await.unwrap();
+            // In the origin thread, even replying to another message there.
+            assert_eq!(
+                answered(&store, said("m1", Some("T1"), Some("T1"))).await,
+                Some(in_thread.id)
+            );
+            // In a thread opened under the top-level question.
+            assert_eq!(
+                answered(&store, said("m2", Some("p-top"), None)).await,
+                Some(top.id)
+            );
+        }
     }
 
     #[tokio::test]
     async fn a_failed_or_answered_question_takes_no_more_answers() {
-        let store = Store::open(":memory:").await.unwrap();
-        let q = store
-            .create_escalation(question(EscalationKind::Question, None), 1_000)
-            .await
-            .unwrap();
-        let failed = store
-            .resolve_escalation(&q.id, EscalationState::Failed, Some("429"), "baton", 1_100)
-            .await
-            .unwrap();
-        assert_eq!(failed.map(|e| e.state), Some(EscalationState::Failed));
-        assert_eq!(answered(&store, said("m1", None, None)).await, None);
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let q = store
+                .create_escalation(question(EscalationKind::Question, None), 1_000)
+                .await
+                .unwrap();
+            let failed = store
+                .resolve_escalation(&q.id, EscalationState::Failed, Some("429"), "baton", 1_100)
+                .await
+                .unwrap();
+            assert_eq!(failed.map(|e| e.state), Some(EscalationState::Failed));
+            assert_eq!(answered(&store, said("m1", None, None)).await, None);
+        }
     }
 }

@@ -12,10 +12,6 @@
 //! - schema **migrations** by version, one SQL file per step and engine (`migrate.rs`);
 //! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`).
 //!
-//! Modules still written against rusqlite alone reach the SQLite connection through
-//! [`Store::sqlite_write`] and [`Store::sqlite_read`]; they are listed in [`UNPORTED`], and a
-//! gateway on PostgreSQL refuses to start while any is left ([`Store::require_complete`]).
-//!
 //! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
@@ -67,7 +63,6 @@ mod transcript;
 mod typing;
 mod writer;
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
@@ -110,13 +105,8 @@ use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
 use readers::{Readers, Source};
-use sql::{Conn, Db, Engine, PgConn};
+use sql::{Conn, Db, PgConn};
 use writer::Writer;
-
-/// The store modules still written against rusqlite alone (through [`Store::sqlite_write`] and
-/// [`Store::sqlite_read`]): on PostgreSQL they fail, so a gateway there refuses to start while
-/// this list is not empty. A test keeps it equal to the modules that use those accessors.
-pub const UNPORTED: &[&str] = &["chains", "deliveries", "escalations", "pairing"];
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
 /// and reader pool. Dropping the last clone stops the writer after it commits what is queued;
@@ -127,7 +117,6 @@ pub struct Store {
 }
 
 struct Inner {
-    engine: Engine,
     migrated: Migrated,
     writer: Writer,
     readers: Readers,
@@ -181,7 +170,7 @@ impl Store {
         let conn = location.open_writer(options.wal_limit)?;
         let migrated = migrate::run_migrations(Db::Sqlite(&conn))?;
         let settings = Arc::new(SettingsCache::load(Db::Sqlite(&conn))?);
-        let escalation_chats = Arc::new(EscalationChats::load(&conn)?);
+        let escalation_chats = Arc::new(EscalationChats::load(Db::Sqlite(&conn))?);
         let gate = ReadGate::default();
         let (keeper, checkpointer, bound) = match &location {
             Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None, None),
@@ -203,7 +192,6 @@ impl Store {
         tracing::debug!(database = location.display(), "store opened");
         Ok(Store {
             inner: Arc::new(Inner {
-                engine: Engine::Sqlite,
                 migrated,
                 writer,
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
@@ -216,7 +204,7 @@ impl Store {
     }
 
     /// Connects to the PostgreSQL database at `url`, brings its schema up to date and starts
-    /// the writer thread. Not every part of the store works there yet: see [`UNPORTED`].
+    /// the writer thread.
     pub async fn open_postgres(url: PgUrl) -> Result<Store, StoreError> {
         tokio::task::spawn_blocking(move || Store::open_postgres_blocking(url))
             .await
@@ -227,6 +215,7 @@ impl Store {
         let conn = PgConn::connect(&url)?;
         let migrated = migrate::run_migrations(Db::Postgres(&conn))?;
         let settings = Arc::new(SettingsCache::load(Db::Postgres(&conn))?);
+        let escalation_chats = Arc::new(EscalationChats::load(Db::Postgres(&conn))?);
         let writer = Writer::spawn(Conn::Postgres(conn), None).map_err(|e| {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
@@ -235,14 +224,11 @@ impl Store {
         let first_reader = source.open_reader()?;
         Ok(Store {
             inner: Arc::new(Inner {
-                engine: Engine::Postgres,
                 migrated,
                 writer,
                 readers: Readers::new(source, first_reader, ReadGate::default()),
                 settings,
-                // Escalations are not ported yet (UNPORTED): their cache stays empty, and a
-                // gateway never starts on such a store.
-                escalation_chats: Arc::default(),
+                escalation_chats,
                 _keeper: None,
                 _checkpointer: None,
             }),
@@ -252,15 +238,6 @@ impl Store {
     /// The schema versions the open found and left (what `baton migrate` reports).
     pub fn migrated(&self) -> Migrated {
         self.inner.migrated
-    }
-
-    /// Fails with [`StoreError::Unported`] on PostgreSQL while part of the store is still
-    /// SQLite-only: a gateway must not start half-working.
-    pub fn require_complete(&self) -> Result<(), StoreError> {
-        if self.inner.engine == Engine::Postgres && !UNPORTED.is_empty() {
-            return Err(StoreError::Unported(UNPORTED));
-        }
-        Ok(())
     }
 
     /// Resolves once every write submitted before the call is committed.
@@ -315,48 +292,24 @@ impl Store {
         }
     }
 
-    /// Transitional: [`Store::write`] for a module still written against rusqlite alone (one
-    /// of [`UNPORTED`]). On PostgreSQL it fails, naming the calling file.
-    #[track_caller]
-    pub(crate) fn sqlite_write<T, F>(
-        &self,
-        work: F,
-    ) -> impl Future<Output = Result<T, StoreError>> + Send + '_
+    /// SQLite's own connection, for tests that read its pragmas.
+    #[cfg(test)]
+    pub(crate) async fn sqlite_read<T, F>(&self, read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let caller = std::panic::Location::caller().file();
-        self.write(move |db| Ok(work(db.sqlite(caller)?)?))
+        self.read(move |db| Ok(read(db.sqlite())?)).await
     }
 
-    /// Transitional: [`Store::write_then`] for a module of [`UNPORTED`].
-    #[track_caller]
-    pub(crate) fn sqlite_write_then<T, F>(
-        &self,
-        work: F,
-        after_commit: impl FnOnce(&T) + Send + 'static,
-    ) -> impl Future<Output = Result<T, StoreError>> + Send + '_
+    /// The writer's SQLite connection, for tests that read its pragmas.
+    #[cfg(test)]
+    pub(crate) async fn sqlite_write<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
     {
-        let caller = std::panic::Location::caller().file();
-        self.write_then(move |db| Ok(work(db.sqlite(caller)?)?), after_commit)
-    }
-
-    /// Transitional: [`Store::read`] for a module of [`UNPORTED`].
-    #[track_caller]
-    pub(crate) fn sqlite_read<T, F>(
-        &self,
-        read: F,
-    ) -> impl Future<Output = Result<T, StoreError>> + Send + '_
-    where
-        T: Send + 'static,
-        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
-    {
-        let caller = std::panic::Location::caller().file();
-        self.read(move |db| Ok(read(db.sqlite(caller)?)?))
+        self.write(move |db| Ok(work(db.sqlite())?)).await
     }
 
     /// How many batches the writer has committed since open: with the number of writes, it
@@ -510,51 +463,6 @@ mod tests {
             vec![1, 2],
             "{engine}: the failed jobs left nothing behind"
         );
-    }
-
-    #[test]
-    fn unported_lists_exactly_the_modules_still_on_rusqlite_alone() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/store");
-        let mut found = std::collections::BTreeSet::new();
-        let mut visit = vec![dir.clone()];
-        while let Some(at) = visit.pop() {
-            for entry in std::fs::read_dir(&at).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    visit.push(path);
-                    continue;
-                }
-                let module = path
-                    .strip_prefix(&dir)
-                    .unwrap()
-                    .components()
-                    .next()
-                    .unwrap();
-                let module = module.as_os_str().to_str().unwrap().trim_end_matches(".rs");
-                let text = std::fs::read_to_string(&path).unwrap();
-                let transitional = ["sqlite_write(", "sqlite_write_then(", "sqlite_read("];
-                if module != "mod" && transitional.iter().any(|call| text.contains(call)) {
-                    found.insert(module.to_owned());
-                }
-            }
-        }
-        let listed: std::collections::BTreeSet<_> =
-            UNPORTED.iter().map(|m| m.to_string()).collect();
-        assert_eq!(listed, found, "UNPORTED is out of date");
-    }
-
-    #[tokio::test]
-    async fn a_gateway_store_on_postgres_is_refused_while_modules_are_unported() {
-        let db = testing::TestDb::postgres().await;
-        let err = db.open().await.require_complete().unwrap_err();
-        assert!(matches!(err, StoreError::Unported(_)), "{err}");
-        let msg = err.to_string();
-        assert!(
-            msg.contains("deliveries") && msg.contains("database_url_env"),
-            "{msg}"
-        );
-        let sqlite = testing::TestDb::sqlite();
-        sqlite.open().await.require_complete().unwrap();
     }
 
     #[tokio::test]

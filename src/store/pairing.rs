@@ -12,9 +12,9 @@
 //!   an admin is waiting for.
 
 use rand::Rng;
-use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::sql::{Db, DbError, OptionalRow, args};
 use super::{Store, StoreError};
 
 /// Characters a code is made of: uppercase letters and digits, minus look-alikes.
@@ -97,15 +97,17 @@ fn expired(created_ms: i64, now_ms: i64) -> bool {
     now_ms - created_ms >= CODE_TTL_MS
 }
 
-fn new_code(conn: &Connection) -> rusqlite::Result<String> {
+fn new_code(db: Db<'_>) -> Result<String, DbError> {
     let mut rng = rand::rng();
     loop {
         let code: String = (0..CODE_LEN)
             .map(|_| char::from(CODE_ALPHABET[rng.random_range(0..CODE_ALPHABET.len())]))
             .collect();
-        let taken: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM pairing WHERE code = ?1)")?
-            .query_row([&code], |r| r.get(0))?;
+        let taken: bool = db.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pairing WHERE code = ?1)",
+            args![&code],
+            |r| r.get(0),
+        )?;
         if !taken {
             return Ok(code);
         }
@@ -113,17 +115,36 @@ fn new_code(conn: &Connection) -> rusqlite::Result<String> {
 }
 
 /// Live codes `account` holds on `platform`.
-fn live_codes(
-    conn: &Connection,
-    platform: &str,
-    account: &str,
-    now_ms: i64,
-) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
+fn live_codes(db: Db<'_>, platform: &str, account: &str, now_ms: i64) -> Result<i64, DbError> {
+    db.query_row(
         "SELECT count(*) FROM pairing
          WHERE approved = 0 AND platform = ?1 AND account = ?2 AND created_ms > ?3",
-    )?
-    .query_row((platform, account, now_ms - CODE_TTL_MS), |r| r.get(0))
+        args![platform, account, now_ms - CODE_TTL_MS],
+        |r| r.get(0),
+    )
+}
+
+/// Where `user` stands now, if a row says: paired, or pending with a live code.
+fn standing(
+    db: Db<'_>,
+    platform: &str,
+    user: &str,
+    now_ms: i64,
+) -> Result<Option<Pairing>, DbError> {
+    let existing: Option<(String, bool, i64)> = db
+        .query_row(
+            "SELECT code, approved, created_ms FROM pairing WHERE platform = ?1 AND \"user\" = ?2",
+            args![platform, user],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    Ok(match existing {
+        Some((_, true, _)) => Some(Pairing::Paired),
+        Some((code, false, created)) if !expired(created, now_ms) => {
+            Some(Pairing::Pending { code, new: false })
+        }
+        _ => None,
+    })
 }
 
 impl Store {
@@ -138,36 +159,44 @@ impl Store {
         now_ms: i64,
     ) -> Result<Pairing, StoreError> {
         let (platform, account, user) = (platform.to_owned(), account.to_owned(), user.to_owned());
-        self.sqlite_write(move |conn| {
-            let existing: Option<(String, bool, i64)> = conn
-                .prepare_cached(
-                    "SELECT code, approved, created_ms FROM pairing
-                     WHERE platform = ?1 AND user = ?2",
-                )?
-                .query_row((&platform, &user), |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()?;
-            match existing {
-                Some((_, true, _)) => return Ok(Pairing::Paired),
-                Some((code, false, created)) if !expired(created, now_ms) => {
-                    return Ok(Pairing::Pending { code, new: false });
-                }
-                _ => {}
+        self.write(move |db| {
+            if let Some(known) = standing(db, &platform, &user, now_ms)? {
+                return Ok(known);
             }
-            if live_codes(conn, &platform, &account, now_ms)? >= MAX_PENDING_PER_ACCOUNT {
+            // Another instance sharing the database may be issuing a code for this account:
+            // the count against the cap and the issue are one step there too.
+            db.exclusive(&format!("pairing:{platform}:{account}"))?;
+            if live_codes(db, &platform, &account, now_ms)? >= MAX_PENDING_PER_ACCOUNT {
                 return Ok(Pairing::Full);
             }
-            let code = new_code(conn)?;
-            conn.prepare_cached(
-                "INSERT INTO pairing (platform, user, code, created_ms, account)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (platform, user) DO UPDATE SET
-                    code = excluded.code, created_ms = excluded.created_ms,
-                    account = excluded.account",
-            )?
-            .execute((&platform, &user, &code, now_ms, &account))?;
-            Ok(Pairing::Pending { code, new: true })
+            let code = new_code(db)?;
+            // Only a missing row, or one with an expired unapproved code, takes the new code:
+            // another instance sharing the database may have issued one (or an admin approved
+            // it) since `standing` looked, and that one stands.
+            let issued = db
+                .query_row(
+                    "INSERT INTO pairing (platform, \"user\", code, created_ms, account)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (platform, \"user\") DO UPDATE SET
+                        code = excluded.code, created_ms = excluded.created_ms,
+                        account = excluded.account
+                     WHERE pairing.approved = 0 AND pairing.created_ms <= ?6
+                     RETURNING code",
+                    args![
+                        &platform,
+                        &user,
+                        &code,
+                        now_ms,
+                        &account,
+                        now_ms - CODE_TTL_MS
+                    ],
+                    |r| r.get::<String>(0),
+                )
+                .optional()?;
+            match issued {
+                Some(code) => Ok(Pairing::Pending { code, new: true }),
+                None => Ok(standing(db, &platform, &user, now_ms)?.unwrap_or(Pairing::Full)),
+            }
         })
         .await
     }
@@ -180,49 +209,53 @@ impl Store {
         now_ms: i64,
     ) -> Result<PairingApproval, StoreError> {
         let code = code.trim().to_ascii_uppercase();
-        self.sqlite_write(move |conn| {
-            let row: Option<(String, String, bool, i64)> = conn
-                .prepare_cached(
-                    "SELECT platform, user, approved, created_ms FROM pairing WHERE code = ?1",
-                )?
-                .query_row([&code], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
+        self.write(move |db| {
+            // One conditional statement: a code replaced or expired meanwhile is not approved.
+            let approved: Option<(String, String)> = db
+                .query_row(
+                    "UPDATE pairing SET approved = 1, approved_ms = coalesce(approved_ms, ?2)
+                     WHERE code = ?1 AND (approved = 1 OR created_ms > ?3)
+                     RETURNING platform, \"user\"",
+                    args![&code, now_ms, now_ms - CODE_TTL_MS],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
                 .optional()?;
-            let Some((platform, user, approved, created)) = row else {
-                return Ok(PairingApproval::Unknown);
-            };
-            if !approved && expired(created, now_ms) {
-                return Ok(PairingApproval::Expired { platform, user });
+            if let Some((platform, user)) = approved {
+                return Ok(PairingApproval::Approved { platform, user });
             }
-            conn.prepare_cached(
-                "UPDATE pairing SET approved = 1, approved_ms = coalesce(approved_ms, ?2)
-                 WHERE code = ?1",
-            )?
-            .execute((&code, now_ms))?;
-            Ok(PairingApproval::Approved { platform, user })
+            let stale: Option<(String, String)> = db
+                .query_row(
+                    "SELECT platform, \"user\" FROM pairing WHERE code = ?1",
+                    args![&code],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            Ok(match stale {
+                Some((platform, user)) => PairingApproval::Expired { platform, user },
+                None => PairingApproval::Unknown,
+            })
         })
         .await
     }
 
     /// Every pairing, pending ones first, then oldest first.
     pub async fn pairings(&self) -> Result<Vec<PairingRecord>, StoreError> {
-        self.sqlite_read(|conn| {
-            conn.prepare_cached(
-                "SELECT platform, user, account, code, approved, created_ms FROM pairing
-                 ORDER BY approved, created_ms, platform, user",
-            )?
-            .query_map([], |r| {
-                Ok(PairingRecord {
-                    platform: r.get(0)?,
-                    user: r.get(1)?,
-                    account: r.get(2)?,
-                    code: r.get(3)?,
-                    approved: r.get(4)?,
-                    created_ms: r.get(5)?,
-                })
-            })?
-            .collect()
+        self.read(|db| {
+            db.query_map(
+                "SELECT platform, \"user\", account, code, approved, created_ms FROM pairing
+                 ORDER BY approved, created_ms, platform, \"user\"",
+                &[],
+                |r| {
+                    Ok(PairingRecord {
+                        platform: r.get(0)?,
+                        user: r.get(1)?,
+                        account: r.get(2)?,
+                        code: r.get(3)?,
+                        approved: r.get(4)?,
+                        created_ms: r.get(5)?,
+                    })
+                },
+            )
         })
         .await
     }
@@ -231,6 +264,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing;
 
     const HOUR: i64 = CODE_TTL_MS;
 
@@ -243,10 +277,13 @@ mod tests {
 
     #[tokio::test]
     async fn code_flow_from_first_ask_to_approval() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("p.db");
-        let path = path.to_str().unwrap();
-        let store = Store::open(path).await.unwrap();
+        for db in testing::engines().await {
+            code_flow_from_first_ask_to_approval_on(&db).await;
+        }
+    }
+
+    async fn code_flow_from_first_ask_to_approval_on(db: &testing::TestDb) {
+        let store = db.open().await;
 
         let (code, new) = code_of(store.pairing("slack", "snark", "U1", 10).await.unwrap());
         assert!(new, "first ask creates a code");
@@ -275,7 +312,7 @@ mod tests {
         assert_eq!(store.approve_pairing(&messy, 40).await.unwrap(), approved);
         store.close().await.unwrap();
 
-        let store = Store::open(path).await.unwrap();
+        let store = db.open().await;
         assert_eq!(
             store.pairing("slack", "snark", "U1", 50).await.unwrap(),
             Pairing::Paired
@@ -299,10 +336,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_expired_code_fails_clearly_and_the_next_dm_gets_a_new_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("e.db").to_str().unwrap())
-            .await
-            .unwrap();
+        for db in testing::engines().await {
+            an_expired_code_fails_clearly_on(db.open().await).await;
+        }
+    }
+
+    async fn an_expired_code_fails_clearly_on(store: Store) {
         let (old, _) = code_of(store.pairing("slack", "snark", "U1", 0).await.unwrap());
         assert_eq!(
             store.approve_pairing(&old, HOUR).await.unwrap(),
@@ -332,10 +371,12 @@ mod tests {
 
     #[tokio::test]
     async fn an_account_holds_at_most_three_live_codes() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("f.db").to_str().unwrap())
-            .await
-            .unwrap();
+        for db in testing::engines().await {
+            an_account_holds_at_most_three_live_codes_on(db.open().await).await;
+        }
+    }
+
+    async fn an_account_holds_at_most_three_live_codes_on(store: Store) {
         for user in ["U1", "U2", "U3"] {
             code_of(store.pairing("slack", "snark", user, 0).await.unwrap());
         }

@@ -2,12 +2,11 @@
 //! log entry every move writes in its own transaction.
 
 use rand::Rng;
-use rusqlite::{Connection, OptionalExtension, Row};
 
 use baton_contract::{Platform, UnknownPlatform};
-use rusqlite::types::Type;
 
 use super::{Chain, ChainEntry, ChainEntryKind, ChainOrigin};
+use crate::store::sql::{Db, DbError, OptionalRow, Row, args};
 use crate::store::stored_name::parse_column;
 
 /// Characters of an id after `ch-`: lowercase letters and digits, minus look-alikes.
@@ -21,11 +20,10 @@ pub(super) const SELECT: &str =
         closed_reason, created_ms, closed_ms
      FROM chains";
 
-pub(super) fn chain_from_row(row: &Row<'_>) -> rusqlite::Result<Chain> {
+pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
     let participants: String = row.get(4)?;
-    let participants = serde_json::from_str(&participants).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(4, rusqlite::types::Type::Text, e.into())
-    })?;
+    let participants =
+        serde_json::from_str(&participants).map_err(|e| row.column_error(4, e.to_string()))?;
     Ok(Chain {
         id: row.get(0)?,
         name: row.get(1)?,
@@ -51,14 +49,13 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> rusqlite::Result<Chain> {
 
 /// A platform stored by name, read back typed; a name this build does not know is a
 /// conversion error naming the column.
-fn platform_column(row: &Row<'_>, idx: usize) -> rusqlite::Result<Platform> {
+fn platform_column(row: &Row<'_>, idx: usize) -> Result<Platform, DbError> {
     let text: String = row.get(idx)?;
-    text.parse().map_err(|e: UnknownPlatform| {
-        rusqlite::Error::FromSqlConversionFailure(idx, Type::Text, e.into())
-    })
+    text.parse()
+        .map_err(|e: UnknownPlatform| row.column_error(idx, e.to_string()))
 }
 
-pub(super) fn entry_from_row(row: &Row<'_>) -> rusqlite::Result<ChainEntry> {
+pub(super) fn entry_from_row(row: &Row<'_>) -> Result<ChainEntry, DbError> {
     Ok(ChainEntry {
         id: row.get(0)?,
         chain: row.get(1)?,
@@ -76,26 +73,35 @@ pub(super) fn normalize(id: &str) -> String {
     id.trim().to_ascii_lowercase()
 }
 
-pub(super) fn new_id(conn: &Connection) -> rusqlite::Result<String> {
+/// A fresh chain id: `ch-` and [`ID_LEN`] characters of [`ID_ALPHABET`]. The insert that
+/// uses it decides whether it is free (`start.rs`).
+pub(super) fn new_id() -> String {
     let mut rng = rand::rng();
-    loop {
-        let tail: String = (0..ID_LEN)
-            .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
-            .collect();
-        let id = format!("ch-{tail}");
-        let taken: bool = conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM chains WHERE id = ?1)")?
-            .query_row([&id], |r| r.get(0))?;
-        if !taken {
-            return Ok(id);
-        }
-    }
+    let tail: String = (0..ID_LEN)
+        .map(|_| char::from(ID_ALPHABET[rng.random_range(0..ID_ALPHABET.len())]))
+        .collect();
+    format!("ch-{tail}")
 }
 
-pub(super) fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Chain>> {
-    conn.prepare_cached(&format!("{SELECT} WHERE id = ?1"))?
-        .query_row([id], chain_from_row)
-        .optional()
+pub(super) fn by_id(db: Db<'_>, id: &str) -> Result<Option<Chain>, DbError> {
+    db.query_row(
+        &format!("{SELECT} WHERE id = ?1"),
+        args![id],
+        chain_from_row,
+    )
+    .optional()
+}
+
+/// [`by_id`] for a chain the job just wrote: it is there.
+pub(super) fn written(db: Db<'_>, id: &str) -> Result<Chain, DbError> {
+    by_id(db, id)?.ok_or(DbError::NoRows)
+}
+
+/// Makes the rest of the job exclusive for chain `id` among every instance sharing the
+/// database ([`Db::exclusive`]): every move reads the chain, decides, then writes, and two
+/// moves of one turn must never both pass the check.
+pub(super) fn lock(db: Db<'_>, id: &str) -> Result<(), DbError> {
+    db.exclusive(&format!("chain:{id}"))
 }
 
 /// A log entry to write inside a move.
@@ -107,24 +113,20 @@ pub(super) struct Note<'a> {
     pub(super) recipient: Option<&'a str>,
 }
 
-pub(super) fn note(
-    conn: &Connection,
-    chain: &str,
-    note: Note<'_>,
-    now_ms: i64,
-) -> rusqlite::Result<i64> {
-    conn.prepare_cached(
+pub(super) fn note(db: Db<'_>, chain: &str, note: Note<'_>, now_ms: i64) -> Result<i64, DbError> {
+    db.query_row(
         "INSERT INTO chain_messages (chain, turn, sender, kind, content, recipient, ts_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(rusqlite::params![
-        chain,
-        note.turn,
-        note.sender,
-        note.kind.as_str(),
-        note.content,
-        note.recipient,
-        now_ms
-    ])?;
-    Ok(conn.last_insert_rowid())
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         RETURNING id",
+        args![
+            chain,
+            note.turn,
+            note.sender,
+            note.kind.as_str(),
+            note.content,
+            note.recipient,
+            now_ms
+        ],
+        |r| r.get(0),
+    )
 }

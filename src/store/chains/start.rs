@@ -1,37 +1,45 @@
 //! A new chain: its row, its opening note, and the anchor its posts answer.
 
-use super::rows::{Note, by_id, new_id, normalize, note};
+use super::rows::{Note, new_id, normalize, note, written};
 use super::{BATON, Chain, ChainEntryKind, NewChain};
+use crate::store::sql::args;
 use crate::store::{Store, StoreError};
 
 impl Store {
     /// Records a new open chain with a fresh id, its coordinator holding the turn, and an
     /// opening note. Returns it once committed.
     pub async fn create_chain(&self, new: NewChain, now_ms: i64) -> Result<Chain, StoreError> {
-        self.sqlite_write(move |conn| {
-            let id = new_id(conn)?;
-            let participants = serde_json::to_string(&new.participants)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
+        let participants = serde_json::json!(new.participants).to_string();
+        self.write(move |db| {
             let o = &new.origin;
-            conn.prepare_cached(
-                "INSERT INTO chains (id, name, coordinator, holder, participants, state,
-                    origin_platform, origin_chat, origin_thread, origin_anchor, origin_account,
-                    started_by, created_ms)
-                 VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(rusqlite::params![
-                id,
-                new.name,
-                new.coordinator,
-                participants,
-                o.platform.as_str(),
-                o.chat,
-                o.thread,
-                o.anchor,
-                o.account,
-                new.started_by,
-                now_ms,
-            ])?;
+            // A taken id is drawn again; the insert itself decides, so two instances sharing
+            // the database cannot both take one.
+            let id = loop {
+                let id = new_id();
+                let inserted = db.execute(
+                    "INSERT INTO chains (id, name, coordinator, holder, participants, state,
+                        origin_platform, origin_chat, origin_thread, origin_anchor,
+                        origin_account, started_by, created_ms)
+                     VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                     ON CONFLICT (id) DO NOTHING",
+                    args![
+                        &id,
+                        &new.name,
+                        &new.coordinator,
+                        &participants,
+                        o.platform.as_str(),
+                        &o.chat,
+                        &o.thread,
+                        &o.anchor,
+                        &o.account,
+                        &new.started_by,
+                        now_ms,
+                    ],
+                )?;
+                if inserted == 1 {
+                    break id;
+                }
+            };
             let content = format!(
                 "chain \"{}\" started by {}; coordinator {}; participants: {}",
                 new.name,
@@ -50,8 +58,8 @@ impl Store {
                 content: &content,
                 recipient: None,
             };
-            note(conn, &id, opening, now_ms)?;
-            by_id(conn, &id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
+            note(db, &id, opening, now_ms)?;
+            written(db, &id)
         })
         .await
     }
@@ -59,9 +67,11 @@ impl Store {
     /// Remember the message a chain's posts answer (its announcement, when it had none).
     pub async fn chain_anchor(&self, id: &str, anchor: &str) -> Result<(), StoreError> {
         let (id, anchor) = (normalize(id), anchor.to_owned());
-        self.sqlite_write(move |conn| {
-            conn.prepare_cached("UPDATE chains SET origin_anchor = ?2 WHERE id = ?1")?
-                .execute((&id, &anchor))?;
+        self.write(move |db| {
+            db.execute(
+                "UPDATE chains SET origin_anchor = ?2 WHERE id = ?1",
+                args![&id, &anchor],
+            )?;
             Ok(())
         })
         .await

@@ -6,12 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::Connection;
 use serde::Serialize;
 
 use super::ChainEntryKind;
 use super::rows::{by_id as chain_by_id, normalize};
 use crate::store::artifacts::{Artifact, by_id, ids_named_in, made_by_runs_under};
+use crate::store::sql::{Db, DbError, args};
 use crate::store::{Store, StoreError};
 
 /// The run id of turn `turn` of chain `chain`: what its artifacts record as their `run_id`.
@@ -39,8 +39,8 @@ pub struct ChainStep {
     pub artifacts_out: Vec<Artifact>,
 }
 
-fn steps(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChainStep>> {
-    let Some(chain) = chain_by_id(conn, id)? else {
+fn steps(db: Db<'_>, id: &str) -> Result<Vec<ChainStep>, DbError> {
+    let Some(chain) = chain_by_id(db, id)? else {
         return Ok(Vec::new());
     };
     let mut steps: BTreeMap<i64, ChainStep> = BTreeMap::new();
@@ -52,22 +52,22 @@ fn steps(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChainStep>> {
         artifacts_in: Vec::new(),
         artifacts_out: Vec::new(),
     };
-    let mut handoffs = conn.prepare_cached(
+    let handoffs = db.query_map(
         "SELECT turn, recipient, content FROM chain_messages
          WHERE chain = ?1 AND kind = ?2 ORDER BY id",
+        args![&chain.id, ChainEntryKind::Handoff.as_str()],
+        |row| {
+            Ok((
+                row.get::<i64>(0)?,
+                row.get::<String>(1)?,
+                row.get::<String>(2)?,
+            ))
+        },
     )?;
-    let handoffs = handoffs.query_map((&chain.id, ChainEntryKind::Handoff.as_str()), |row| {
-        Ok((
-            row.get::<_, i64>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, String>(2)?,
-        ))
-    })?;
-    for handoff in handoffs {
-        let (turn, bot, prompt) = handoff?;
+    for (turn, bot, prompt) in handoffs {
         let mut taken = Vec::new();
         for named in ids_named_in(&prompt) {
-            taken.extend(by_id(conn, &named)?);
+            taken.extend(by_id(db, &named)?);
         }
         if !taken.is_empty() {
             steps
@@ -78,7 +78,7 @@ fn steps(conn: &Connection, id: &str) -> rusqlite::Result<Vec<ChainStep>> {
         handed.insert(turn, bot);
     }
     let prefix = turn_runs(&chain.id);
-    for artifact in made_by_runs_under(conn, &prefix)? {
+    for artifact in made_by_runs_under(db, &prefix)? {
         let turn = artifact
             .run_id
             .as_deref()
@@ -103,6 +103,6 @@ impl Store {
     /// chain).
     pub async fn chain_steps(&self, id: &str) -> Result<Vec<ChainStep>, StoreError> {
         let id = normalize(id);
-        self.sqlite_read(move |conn| steps(conn, &id)).await
+        self.read(move |db| steps(db, &id)).await
     }
 }

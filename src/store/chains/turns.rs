@@ -1,11 +1,12 @@
 //! The moves of a chain's turn: a handoff, a post, a hand-back, a close. Each is one writer job
 //! that checks the chain's state, holder and turn number before it changes anything, and writes
-//! its log entry in the same transaction, so a late arrival never moves the turn.
+//! its log entry in the same transaction, so a late arrival never moves the turn. With several
+//! instances on one PostgreSQL, each job first makes itself exclusive for its chain
+//! (`rows::lock`), so the check and the move stay one step there too.
 
-use rusqlite::Connection;
-
-use super::rows::{Note, by_id, normalize, note};
+use super::rows::{Note, by_id, lock, normalize, note, written};
 use super::{BATON, Chain, ChainEntryKind, ChainState};
+use crate::store::sql::{Db, DbError, args};
 use crate::store::{Store, StoreError};
 
 /// Why the store would not move a chain's turn. Each says what to do instead.
@@ -90,9 +91,11 @@ pub struct Posted {
     pub returned: bool,
 }
 
-/// The open chain `id`, or why there is none to act on.
-fn open_chain(conn: &Connection, id: &str) -> rusqlite::Result<Result<Chain, ChainError>> {
-    Ok(match by_id(conn, id)? {
+/// The open chain `id`, or why there is none to act on; the rest of the job is exclusive for
+/// it.
+fn open_chain(db: Db<'_>, id: &str) -> Result<Result<Chain, ChainError>, DbError> {
+    lock(db, id)?;
+    Ok(match by_id(db, id)? {
         None => Err(ChainError::Unknown(id.to_owned())),
         Some(chain) if chain.state != ChainState::Open => Err(ChainError::Closed {
             id: chain.id,
@@ -103,28 +106,29 @@ fn open_chain(conn: &Connection, id: &str) -> rusqlite::Result<Result<Chain, Cha
 }
 
 /// Whether `bot` was given a turn since `round_turn` (it spoke in the current round).
-fn had_turn_since(conn: &Connection, chain: &str, bot: &str, since: i64) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
+fn had_turn_since(db: Db<'_>, chain: &str, bot: &str, since: i64) -> Result<bool, DbError> {
+    db.query_row(
         "SELECT EXISTS (SELECT 1 FROM chain_messages
          WHERE chain = ?1 AND kind = 'handoff' AND recipient = ?2 AND turn >= ?3)",
-    )?
-    .query_row(rusqlite::params![chain, bot, since], |r| r.get(0))
+        args![chain, bot, since],
+        |r| r.get(0),
+    )
 }
 
 /// Close `chain` (open, as read in this job) with `state`, noting `reason` as said by `by`.
 fn close_in(
-    conn: &Connection,
+    db: Db<'_>,
     chain: &Chain,
     state: ChainState,
     by: &str,
     reason: &str,
     now_ms: i64,
-) -> rusqlite::Result<Chain> {
-    conn.prepare_cached(
+) -> Result<Chain, DbError> {
+    db.execute(
         "UPDATE chains SET state = ?2, holder = NULL, closed_reason = ?3, closed_ms = ?4
          WHERE id = ?1",
-    )?
-    .execute(rusqlite::params![chain.id, state.as_str(), reason, now_ms])?;
+        args![&chain.id, state.as_str(), reason, now_ms],
+    )?;
     let content = format!("chain {state} by {by}: {reason}");
     let entry = Note {
         turn: chain.turn,
@@ -133,8 +137,17 @@ fn close_in(
         content: &content,
         recipient: None,
     };
-    note(conn, &chain.id, entry, now_ms)?;
-    by_id(conn, &chain.id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)
+    note(db, &chain.id, entry, now_ms)?;
+    written(db, &chain.id)
+}
+
+/// Give the turn of `chain` back to its coordinator.
+fn hand_back(db: Db<'_>, chain: &str) -> Result<(), DbError> {
+    db.execute(
+        "UPDATE chains SET holder = coordinator, turn = turn + 1 WHERE id = ?1",
+        args![chain],
+    )
+    .map(drop)
 }
 
 /// Flatten the result of a writer job that decides on a chain.
@@ -148,8 +161,8 @@ impl Store {
     pub async fn chain_hand(&self, handoff: Handoff, now_ms: i64) -> Result<Handed, ChainError> {
         let id = normalize(&handoff.chain);
         decided(
-            self.sqlite_write(move |conn| {
-                let mut chain = match open_chain(conn, &id)? {
+            self.write(move |db| {
+                let mut chain = match open_chain(db, &id)? {
                     Ok(chain) => chain,
                     Err(refused) => return Ok(Err(refused)),
                 };
@@ -162,17 +175,20 @@ impl Store {
                 }
                 if handoff.add && !chain.participants.contains(&handoff.to) {
                     chain.participants.push(handoff.to.clone());
-                    let participants = serde_json::to_string(&chain.participants)
-                        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?;
-                    conn.prepare_cached("UPDATE chains SET participants = ?2 WHERE id = ?1")?
-                        .execute((&chain.id, &participants))?;
+                    let participants = serde_json::json!(chain.participants).to_string();
+                    db.execute(
+                        "UPDATE chains SET participants = ?2 WHERE id = ?1",
+                        args![&chain.id, &participants],
+                    )?;
                 }
-                let round_turn: i64 = conn
-                    .prepare_cached("SELECT round_turn FROM chains WHERE id = ?1")?
-                    .query_row([&chain.id], |r| r.get(0))?;
+                let round_turn: i64 = db.query_row(
+                    "SELECT round_turn FROM chains WHERE id = ?1",
+                    args![&chain.id],
+                    |r| r.get(0),
+                )?;
                 let turn = chain.turn + 1;
                 let new_round =
-                    chain.round == 0 || had_turn_since(conn, &chain.id, &handoff.to, round_turn)?;
+                    chain.round == 0 || had_turn_since(db, &chain.id, &handoff.to, round_turn)?;
                 let (round, round_turn) = if new_round {
                     (chain.round + 1, turn)
                 } else {
@@ -183,17 +199,14 @@ impl Store {
                         "the round cap ([chains] max_rounds = {}) was reached",
                         handoff.max_rounds
                     );
-                    let closed =
-                        close_in(conn, &chain, ChainState::Capped, BATON, &reason, now_ms)?;
+                    let closed = close_in(db, &chain, ChainState::Capped, BATON, &reason, now_ms)?;
                     return Ok(Ok(Handed::Capped(closed)));
                 }
-                conn.prepare_cached(
+                db.execute(
                     "UPDATE chains SET holder = ?2, turn = ?3, round = ?4, round_turn = ?5
                      WHERE id = ?1",
-                )?
-                .execute(rusqlite::params![
-                    chain.id, handoff.to, turn, round, round_turn
-                ])?;
+                    args![&chain.id, &handoff.to, turn, round, round_turn],
+                )?;
                 let entry = Note {
                     turn,
                     sender: &handoff.by,
@@ -201,9 +214,8 @@ impl Store {
                     content: &handoff.prompt,
                     recipient: Some(&handoff.to),
                 };
-                note(conn, &chain.id, entry, now_ms)?;
-                let chain = by_id(conn, &chain.id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-                Ok(Ok(Handed::Given(chain)))
+                note(db, &chain.id, entry, now_ms)?;
+                Ok(Ok(Handed::Given(written(db, &chain.id)?)))
             })
             .await,
         )
@@ -220,8 +232,8 @@ impl Store {
     ) -> Result<Posted, ChainError> {
         let (id, sender, content) = (normalize(chain), sender.to_owned(), content.to_owned());
         decided(
-            self.sqlite_write(move |conn| {
-                let chain = match open_chain(conn, &id)? {
+            self.write(move |db| {
+                let chain = match open_chain(db, &id)? {
                     Ok(chain) => chain,
                     Err(refused) => return Ok(Err(refused)),
                 };
@@ -239,15 +251,12 @@ impl Store {
                     content: &content,
                     recipient: None,
                 };
-                let entry = note(conn, &chain.id, said, now_ms)?;
+                let entry = note(db, &chain.id, said, now_ms)?;
                 let returned = !chain.coordinator_holds();
                 if returned {
-                    conn.prepare_cached(
-                        "UPDATE chains SET holder = coordinator, turn = turn + 1 WHERE id = ?1",
-                    )?
-                    .execute([&chain.id])?;
+                    hand_back(db, &chain.id)?;
                 }
-                let chain = by_id(conn, &chain.id)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+                let chain = written(db, &chain.id)?;
                 Ok(Ok(Posted {
                     chain,
                     entry,
@@ -269,8 +278,8 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Chain>, StoreError> {
         let (id, reason) = (normalize(chain), reason.to_owned());
-        self.sqlite_write(move |conn| {
-            let Ok(chain) = open_chain(conn, &id)? else {
+        self.write(move |db| {
+            let Ok(chain) = open_chain(db, &id)? else {
                 return Ok(None);
             };
             if chain.turn != turn || chain.coordinator_holds() {
@@ -283,12 +292,9 @@ impl Store {
                 content: &reason,
                 recipient: None,
             };
-            note(conn, &chain.id, entry, now_ms)?;
-            conn.prepare_cached(
-                "UPDATE chains SET holder = coordinator, turn = turn + 1 WHERE id = ?1",
-            )?
-            .execute([&chain.id])?;
-            by_id(conn, &chain.id)
+            note(db, &chain.id, entry, now_ms)?;
+            hand_back(db, &chain.id)?;
+            by_id(db, &chain.id)
         })
         .await
     }
@@ -305,8 +311,8 @@ impl Store {
     ) -> Result<Option<Chain>, ChainError> {
         let id = normalize(chain);
         decided(
-            self.sqlite_write(move |conn| {
-                let chain = match open_chain(conn, &id)? {
+            self.write(move |db| {
+                let chain = match open_chain(db, &id)? {
                     Ok(chain) => chain,
                     Err(ChainError::Closed { .. }) => return Ok(Ok(None)),
                     Err(refused) => return Ok(Err(refused)),
@@ -314,7 +320,7 @@ impl Store {
                 if close.at_turn.is_some_and(|turn| turn != chain.turn) {
                     return Ok(Ok(None));
                 }
-                let closed = close_in(conn, &chain, close.state, &close.by, &close.reason, now_ms)?;
+                let closed = close_in(db, &chain, close.state, &close.by, &close.reason, now_ms)?;
                 Ok(Ok(Some(closed)))
             })
             .await,
@@ -339,14 +345,7 @@ pub struct ChainClose {
 mod tests {
     use super::super::{ChainOrigin, ChainQuery, NewChain};
     use super::*;
-
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().join("c.db").to_str().unwrap())
-            .await
-            .unwrap();
-        (dir, store)
-    }
+    use crate::store::testing;
 
     fn new_chain(coordinator: Option<&str>, participants: &[&str]) -> NewChain {
         NewChain {
@@ -384,170 +383,211 @@ mod tests {
 
     #[tokio::test]
     async fn only_the_holder_posts_and_the_turn_returns_to_the_coordinator() {
-        let (_dir, store) = store().await;
-        let chain = store
-            .create_chain(new_chain(Some("snark"), &["caid", "sec"]), 1)
-            .await
-            .unwrap();
-        assert!(
-            chain.id.starts_with("ch-") && chain.id.len() == 9,
-            "{}",
-            chain.id
-        );
-        assert_eq!(chain.holder.as_deref(), Some("snark"));
-        assert!(chain.coordinator_holds());
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let chain = store
+                .create_chain(new_chain(Some("snark"), &["caid", "sec"]), 1)
+                .await
+                .unwrap();
+            assert!(
+                chain.id.starts_with("ch-") && chain.id.len() == 9,
+                "{}",
+                chain.id
+            );
+            assert_eq!(chain.holder.as_deref(), Some("snark"));
+            assert!(chain.coordinator_holds());
 
-        let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
-        assert_eq!(
-            (chain.holder.as_deref(), chain.turn, chain.round),
-            (Some("caid"), 1, 1)
-        );
+            let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
+            assert_eq!(
+                (chain.holder.as_deref(), chain.turn, chain.round),
+                (Some("caid"), 1, 1)
+            );
 
-        let err = store.chain_post(&chain.id, "sec", "me first", 3).await;
-        assert!(
-            matches!(&err, Err(ChainError::NotHolder { holder, turn: 1, .. }) if holder == "caid"),
-            "{err:?}"
-        );
-        let err = store
-            .chain_hand(hand(&chain, "sec", 10), 3)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, ChainError::TurnTaken { .. }), "{err}");
+            let err = store.chain_post(&chain.id, "sec", "me first", 3).await;
+            assert!(
+                matches!(&err, Err(ChainError::NotHolder { holder, turn: 1, .. }) if holder == "caid"),
+                "{err:?}"
+            );
+            let err = store
+                .chain_hand(hand(&chain, "sec", 10), 3)
+                .await
+                .unwrap_err();
+            assert!(matches!(err, ChainError::TurnTaken { .. }), "{err}");
 
-        let posted = store
-            .chain_post(&chain.id, "caid", "risk: none", 4)
-            .await
-            .unwrap();
-        assert!(posted.returned);
-        assert_eq!(posted.chain.holder.as_deref(), Some("snark"));
-        assert_eq!(posted.chain.turn, 2);
-        // The coordinator may speak while it holds the turn; it keeps it.
-        let own = store
-            .chain_post(&chain.id, "snark", "thanks", 5)
-            .await
-            .unwrap();
-        assert!(!own.returned);
-        assert_eq!(own.chain.turn, 2);
+            let posted = store
+                .chain_post(&chain.id, "caid", "risk: none", 4)
+                .await
+                .unwrap();
+            assert!(posted.returned);
+            assert_eq!(posted.chain.holder.as_deref(), Some("snark"));
+            assert_eq!(posted.chain.turn, 2);
+            // The coordinator may speak while it holds the turn; it keeps it.
+            let own = store
+                .chain_post(&chain.id, "snark", "thanks", 5)
+                .await
+                .unwrap();
+            assert!(!own.returned);
+            assert_eq!(own.chain.turn, 2);
 
-        let log = store.chain_entries(&chain.id).await.unwrap();
-        let kinds: Vec<_> = log.iter().map(|e| (e.kind, e.sender.as_str())).collect();
-        assert_eq!(
-            kinds,
-            [
-                (ChainEntryKind::System, "baton"),
-                (ChainEntryKind::Handoff, "snark"),
-                (ChainEntryKind::Message, "caid"),
-                (ChainEntryKind::Message, "snark"),
-            ]
-        );
-        assert_eq!(log[1].recipient.as_deref(), Some("caid"));
-        assert_eq!(log[2].turn, 1);
+            let log = store.chain_entries(&chain.id).await.unwrap();
+            let kinds: Vec<_> = log.iter().map(|e| (e.kind, e.sender.as_str())).collect();
+            assert_eq!(
+                kinds,
+                [
+                    (ChainEntryKind::System, "baton"),
+                    (ChainEntryKind::Handoff, "snark"),
+                    (ChainEntryKind::Message, "caid"),
+                    (ChainEntryKind::Message, "snark"),
+                ]
+            );
+            assert_eq!(log[1].recipient.as_deref(), Some("caid"));
+            assert_eq!(log[2].turn, 1);
+        }
     }
 
     #[tokio::test]
     async fn a_stale_return_changes_nothing_and_a_fresh_one_hands_back() {
-        let (_dir, store) = store().await;
-        let chain = store
-            .create_chain(new_chain(Some("snark"), &["caid"]), 1)
-            .await
-            .unwrap();
-        let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
-        assert_eq!(
-            store.chain_return(&chain.id, 0, "stale", 3).await.unwrap(),
-            None
-        );
-        let back = store
-            .chain_return(&chain.id, 1, "caid timed out", 3)
-            .await
-            .unwrap()
-            .expect("handed back");
-        assert_eq!((back.holder.as_deref(), back.turn), (Some("snark"), 2));
-        assert_eq!(
-            store.chain_return(&chain.id, 1, "again", 4).await.unwrap(),
-            None
-        );
-        let late = store.chain_post(&chain.id, "caid", "late", 5).await;
-        assert!(
-            matches!(late, Err(ChainError::NotHolder { .. })),
-            "{late:?}"
-        );
-        let log = store.chain_entries(&chain.id).await.unwrap();
-        assert_eq!(log.last().unwrap().kind, ChainEntryKind::System);
-        assert_eq!(log.last().unwrap().content, "caid timed out");
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let chain = store
+                .create_chain(new_chain(Some("snark"), &["caid"]), 1)
+                .await
+                .unwrap();
+            let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
+            assert_eq!(
+                store.chain_return(&chain.id, 0, "stale", 3).await.unwrap(),
+                None
+            );
+            let back = store
+                .chain_return(&chain.id, 1, "caid timed out", 3)
+                .await
+                .unwrap()
+                .expect("handed back");
+            assert_eq!((back.holder.as_deref(), back.turn), (Some("snark"), 2));
+            assert_eq!(
+                store.chain_return(&chain.id, 1, "again", 4).await.unwrap(),
+                None
+            );
+            let late = store.chain_post(&chain.id, "caid", "late", 5).await;
+            assert!(
+                matches!(late, Err(ChainError::NotHolder { .. })),
+                "{late:?}"
+            );
+            let log = store.chain_entries(&chain.id).await.unwrap();
+            assert_eq!(log.last().unwrap().kind, ChainEntryKind::System);
+            assert_eq!(log.last().unwrap().content, "caid timed out");
+        }
     }
 
     #[tokio::test]
     async fn rounds_end_when_a_speaker_comes_round_again_and_the_cap_closes() {
-        let (_dir, store) = store().await;
-        let chain = store
-            .create_chain(new_chain(None, &["a", "b"]), 1)
-            .await
-            .unwrap();
-        assert_eq!(chain.holder, None);
-        assert_eq!(chain.coordinator_name(), "baton");
-        let mut rounds = Vec::new();
-        for to in ["a", "b", "a", "b"] {
-            let chain = given(store.chain_hand(hand(&chain, to, 2), 2).await.unwrap());
-            rounds.push(chain.round);
-            store.chain_post(&chain.id, to, "said", 3).await.unwrap();
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let chain = store
+                .create_chain(new_chain(None, &["a", "b"]), 1)
+                .await
+                .unwrap();
+            assert_eq!(chain.holder, None);
+            assert_eq!(chain.coordinator_name(), "baton");
+            let mut rounds = Vec::new();
+            for to in ["a", "b", "a", "b"] {
+                let chain = given(store.chain_hand(hand(&chain, to, 2), 2).await.unwrap());
+                rounds.push(chain.round);
+                store.chain_post(&chain.id, to, "said", 3).await.unwrap();
+            }
+            assert_eq!(rounds, [1, 1, 2, 2]);
+            let Handed::Capped(capped) = store.chain_hand(hand(&chain, "a", 2), 4).await.unwrap()
+            else {
+                panic!("a third round is past the cap");
+            };
+            assert_eq!(capped.state, ChainState::Capped);
+            assert_eq!(capped.holder_name(), "nobody");
+            assert!(capped.closed_reason.unwrap().contains("max_rounds = 2"));
+            let after = store.chain_post(&chain.id, "a", "more", 5).await;
+            assert!(
+                matches!(
+                    after,
+                    Err(ChainError::Closed {
+                        state: ChainState::Capped,
+                        ..
+                    })
+                ),
+                "{after:?}"
+            );
         }
-        assert_eq!(rounds, [1, 1, 2, 2]);
-        let Handed::Capped(capped) = store.chain_hand(hand(&chain, "a", 2), 4).await.unwrap()
-        else {
-            panic!("a third round is past the cap");
-        };
-        assert_eq!(capped.state, ChainState::Capped);
-        assert_eq!(capped.holder_name(), "nobody");
-        assert!(capped.closed_reason.unwrap().contains("max_rounds = 2"));
-        let after = store.chain_post(&chain.id, "a", "more", 5).await;
-        assert!(
-            matches!(
-                after,
-                Err(ChainError::Closed {
-                    state: ChainState::Capped,
-                    ..
-                })
-            ),
-            "{after:?}"
-        );
     }
 
     #[tokio::test]
     async fn close_is_once_adds_join_and_open_chains_are_found_by_chat() {
-        let (_dir, store) = store().await;
-        let chain = store
-            .create_chain(new_chain(Some("snark"), &[]), 1)
-            .await
-            .unwrap();
-        let mut add = hand(&chain, "doc", 10);
-        add.add = true;
-        let chain = given(store.chain_hand(add, 2).await.unwrap());
-        assert_eq!(chain.participants, ["doc"]);
-        let open = ChainQuery {
-            open_in: Some(("local".into(), "room".into())),
-            limit: None,
-        };
-        assert_eq!(store.chains(open.clone()).await.unwrap().len(), 1);
-        let stop = ChainClose {
-            state: ChainState::Stopped,
-            by: "admin".into(),
-            reason: "enough".into(),
-            at_turn: None,
-        };
-        let closed = store
-            .chain_close(&chain.id.to_uppercase(), stop.clone(), 3)
-            .await
-            .unwrap()
-            .expect("closed");
-        assert_eq!(closed.state, ChainState::Stopped);
-        assert_eq!(closed.closed_ms, Some(3));
-        assert_eq!(store.chain_close(&chain.id, stop, 4).await.unwrap(), None);
-        assert!(store.chains(open).await.unwrap().is_empty());
-        assert_eq!(store.chains(ChainQuery::default()).await.unwrap().len(), 1);
-        let unknown = store.chain_post("ch-nope22", "doc", "x", 5).await;
-        assert!(
-            matches!(unknown, Err(ChainError::Unknown(_))),
-            "{unknown:?}"
-        );
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let chain = store
+                .create_chain(new_chain(Some("snark"), &[]), 1)
+                .await
+                .unwrap();
+            let mut add = hand(&chain, "doc", 10);
+            add.add = true;
+            let chain = given(store.chain_hand(add, 2).await.unwrap());
+            assert_eq!(chain.participants, ["doc"]);
+            let open = ChainQuery {
+                open_in: Some(("local".into(), "room".into())),
+                limit: None,
+            };
+            assert_eq!(store.chains(open.clone()).await.unwrap().len(), 1);
+            let stop = ChainClose {
+                state: ChainState::Stopped,
+                by: "admin".into(),
+                reason: "enough".into(),
+                at_turn: None,
+            };
+            let closed = store
+                .chain_close(&chain.id.to_uppercase(), stop.clone(), 3)
+                .await
+                .unwrap()
+                .expect("closed");
+            assert_eq!(closed.state, ChainState::Stopped);
+            assert_eq!(closed.closed_ms, Some(3));
+            assert_eq!(store.chain_close(&chain.id, stop, 4).await.unwrap(), None);
+            assert!(store.chains(open).await.unwrap().is_empty());
+            assert_eq!(store.chains(ChainQuery::default()).await.unwrap().len(), 1);
+            let unknown = store.chain_post("ch-nope22", "doc", "x", 5).await;
+            assert!(
+                matches!(unknown, Err(ChainError::Unknown(_))),
+                "{unknown:?}"
+            );
+        }
+    }
+
+    /// Two instances on one PostgreSQL each run their own writer: timeouts handing one turn
+    /// back on both at once, beside the holder's post, must move it once.
+    #[tokio::test]
+    async fn two_instances_never_both_move_one_turn() {
+        let db = testing::TestDb::postgres().await;
+        let stores = [db.open().await, db.open().await];
+        for round in 0..10 {
+            let chain = stores[0]
+                .create_chain(new_chain(Some("snark"), &["caid"]), 1)
+                .await
+                .unwrap();
+            let chain = given(
+                stores[0]
+                    .chain_hand(hand(&chain, "caid", 10), 2)
+                    .await
+                    .unwrap(),
+            );
+            let returns = (0..8).map(|i| stores[i % 2].chain_return(&chain.id, 1, "timed out", 3));
+            let (returns, posted) = tokio::join!(
+                futures::future::join_all(returns),
+                stores[1].chain_post(&chain.id, "caid", "done", 3),
+            );
+            let moves = returns
+                .into_iter()
+                .filter(|r| r.as_ref().unwrap().is_some())
+                .count()
+                + usize::from(posted.is_ok());
+            assert_eq!(moves, 1, "round {round}: one move of turn 1, not {moves}");
+            let chain = stores[0].chain(&chain.id).await.unwrap().unwrap();
+            assert_eq!(chain.turn, 2, "round {round}");
+        }
     }
 }

@@ -25,13 +25,6 @@ pub enum DbError {
         /// Which column (by name, and the row where known), and why it does not convert.
         why: String,
     },
-
-    /// The store module is still written for SQLite alone.
-    #[error(
-        "{0} is not yet available on PostgreSQL; use the SQLite store (unset \
-         `gateway.database_url_env`)"
-    )]
-    NotPorted(&'static str),
 }
 
 /// A PostgreSQL error with the server's own words: `postgres::Error` displays only its kind

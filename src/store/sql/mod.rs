@@ -70,14 +70,6 @@ pub(crate) enum Db<'c> {
     Postgres(&'c PgConn),
 }
 
-/// Transitional: lets a store module still written against rusqlite (one of `UNPORTED`) call a
-/// ported helper that takes `impl Into<Db>` with its connection.
-impl<'c> From<&'c rusqlite::Connection> for Db<'c> {
-    fn from(conn: &'c rusqlite::Connection) -> Self {
-        Db::Sqlite(conn)
-    }
-}
-
 /// Parameters for a query: `args![a, b, c]` is a `&[Value]` of each converted by `From`.
 macro_rules! args {
     ($($arg:expr),* $(,)?) => {
@@ -95,13 +87,12 @@ impl<'c> Db<'c> {
         }
     }
 
-    /// The SQLite connection, for a store module not yet written against this layer. On
-    /// PostgreSQL it fails with [`DbError::NotPorted`] naming `what`; the gateway refuses to
-    /// start on PostgreSQL before any such module could be reached (`Store::unported`).
-    pub(crate) fn sqlite(self, what: &'static str) -> Result<&'c rusqlite::Connection, DbError> {
+    /// The SQLite connection, for tests that read its pragmas.
+    #[cfg(test)]
+    pub(crate) fn sqlite(self) -> &'c rusqlite::Connection {
         match self {
-            Db::Sqlite(conn) => Ok(conn),
-            Db::Postgres(_) => Err(DbError::NotPorted(what)),
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(_) => panic!("a test of SQLite's pragmas ran on PostgreSQL"),
         }
     }
 
@@ -130,6 +121,24 @@ impl<'c> Db<'c> {
         match self {
             Db::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute([]).map(drop)?),
             Db::Postgres(conn) => conn.execute_batch(sql),
+        }
+    }
+
+    /// Makes the rest of this transaction exclusive for `key` (a chain, an account's pairing
+    /// codes) among every instance sharing the database: for a job that reads, decides, then
+    /// writes on what it read. SQLite needs nothing, its one writer runs jobs one at a time.
+    /// PostgreSQL's instances each have a writer, running side by side: there it takes a
+    /// transaction-scoped advisory lock on the key's hash, released at commit or rollback (a
+    /// collision of two keys' hashes only makes their jobs wait for each other).
+    pub(crate) fn exclusive(self, key: &str) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(conn) => conn
+                .execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))",
+                    args![key],
+                )
+                .map(drop),
         }
     }
 
