@@ -33,10 +33,7 @@ pub(super) async fn file(
     event: &InboundEvent,
     now_ms: i64,
 ) -> Result<Option<InboxId>, StoreError> {
-    let filing = Filing::of(event)?;
-    store
-        .accept(&filing.scope, &filing.keys, filing.event, now_ms)
-        .await
+    store.file(Filing::of(event)?, now_ms).await
 }
 
 /// What one account left unfinished, read at start before it connects.

@@ -88,6 +88,11 @@ impl Store {
             keys: keys.to_vec(),
             event,
         };
+        self.file(filing, now_ms).await
+    }
+
+    /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again).
+    pub async fn file(&self, filing: Filing, now_ms: i64) -> Result<Option<InboxId>, StoreError> {
         self.write(move |db| file(db, &filing, now_ms)).await
     }
 
