@@ -297,7 +297,6 @@ fn env_number(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }

@@ -695,7 +695,11 @@ mod tests {
         chatter.mentions.clear();
         let before = store.jobs();
         assert_eq!(d.handle(chatter).await, Handled::Buffered);
-        assert_eq!(store.jobs() - before, 2, "filed, then kept and done together");
+        assert_eq!(
+            store.jobs() - before,
+            2,
+            "filed, then kept and done together"
+        );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
         let kept = store
             .history_take(crate::store::HistoryTake {
@@ -722,7 +726,10 @@ mod tests {
         let d = &gw.dispatcher;
         let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
-        assert_eq!(d.process(chatter, Arrival::Fresh, None).await, Handled::Buffered);
+        assert_eq!(
+            d.process(chatter, Arrival::Fresh, None).await,
+            Handled::Buffered
+        );
         let history = gw
             .services
             .store()

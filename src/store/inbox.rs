@@ -283,7 +283,10 @@ mod tests {
             store.close().await.unwrap();
 
             let store = db.open().await;
-            assert!(store.inbox_left("slack:a").await.unwrap().is_empty(), "{engine}");
+            assert!(
+                store.inbox_left("slack:a").await.unwrap().is_empty(),
+                "{engine}"
+            );
             let kept = store
                 .history_take(crate::store::HistoryTake {
                     chat_key: &chat,
