@@ -116,13 +116,14 @@ fn main() {
                 0,
             ));
             println!(
-                "chats {chats:>4}: {:>8.0} events/s ({} events, {} answered, {:.2} s, {} commits, {:.1} writes/commit)",
+                "chats {chats:>4}: {:>8.0} events/s ({} events, {} answered, {:.2} s, {} commits, {:.1} writes/commit, {:.2} writes/event)",
                 run.rate(),
                 run.events,
                 run.mentions,
                 run.elapsed.as_secs_f64(),
                 run.commits,
-                writes_per_commit(&run),
+                run.jobs as f64 / run.commits.max(1) as f64,
+                run.jobs as f64 / run.events as f64,
             );
         }
     }
@@ -137,11 +138,12 @@ fn main() {
                 0,
             ));
             println!(
-                "chats 1000, {label}: {:>8.0} events/s ({} events, {:.2} s, {} commits)",
+                "chats 1000, {label}: {:>8.0} events/s ({} events, {:.2} s, {} commits, {:.2} writes/event)",
                 run.rate(),
                 run.events,
                 run.elapsed.as_secs_f64(),
                 run.commits,
+                run.jobs as f64 / run.events as f64,
             );
         }
     }
@@ -199,10 +201,11 @@ fn main() {
     if wanted("b2b") {
         let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes));
         println!(
-            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats)",
+            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats, {:.1} writes/round trip)",
             trips.rate(),
             trips.count,
-            trips.elapsed.as_secs_f64()
+            trips.elapsed.as_secs_f64(),
+            trips.jobs as f64 / trips.count as f64,
         );
     }
     if wanted("sessions") {
@@ -292,14 +295,6 @@ fn print_soak(soak: &wal::Soak, rate: u64, limit_mb: u64) {
 
 fn env_number(name: &str) -> Option<usize> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
-fn writes_per_commit(run: &scenarios::Throughput) -> f64 {
-    // Store jobs per event. Chatter: the claim filed in the inbox, the history push, the inbox
-    // entry done. A mention: the claim, the session, the history cursor, the inbound entry, the
-    // post begun, the reply entry, the inbox entry done.
-    let writes = (run.events - run.mentions) * 3 + run.mentions * 7;
-    writes as f64 / run.commits.max(1) as f64
 }
 
 fn ms(d: Duration) -> f64 {

@@ -22,6 +22,8 @@ pub(crate) struct Throughput {
     pub(crate) elapsed: Duration,
     /// Writer commits during the run (with the event count: how well writes were batched).
     pub(crate) commits: u64,
+    /// Writer jobs committed during the run.
+    pub(crate) jobs: u64,
     /// Events the `/api/events` readers received during the run, between them.
     pub(crate) streamed: u64,
     /// Readers dropped for falling behind during the run.
@@ -96,6 +98,7 @@ pub(crate) async fn throughput(
     let watchers = Watchers::attach(&base, watchers).await;
     let injector = rig.injector(BOT).clone();
     let commits = rig.gateway.store().commits();
+    let jobs = rig.gateway.store().jobs();
     let started = Instant::now();
     for event in batch {
         injector.inject(event);
@@ -106,6 +109,7 @@ pub(crate) async fn throughput(
     );
     let elapsed = started.elapsed();
     let commits = rig.gateway.store().commits() - commits;
+    let jobs = rig.gateway.store().jobs() - jobs;
     let counts = watchers.stop().await;
     let mentions = mentions_in(warmup..total, mention_every);
     let answered = rig.recorder.reply_latencies(warmup..total).len();
@@ -116,6 +120,7 @@ pub(crate) async fn throughput(
         mentions,
         elapsed,
         commits,
+        jobs,
         streamed: counts.received,
         readers_dropped: counts.dropped,
     }
@@ -197,6 +202,8 @@ pub(crate) struct RoundTrips {
     pub(crate) count: usize,
     /// Wall-clock time.
     pub(crate) elapsed: Duration,
+    /// Writer jobs committed meanwhile.
+    pub(crate) jobs: u64,
 }
 
 impl RoundTrips {
@@ -226,6 +233,7 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
             event
         })
         .collect();
+    let jobs = rig.gateway.store().jobs();
     let started = Instant::now();
     for event in batch {
         injector.inject(event);
@@ -235,6 +243,7 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
         "round trips stalled"
     );
     let elapsed = started.elapsed();
+    let jobs = rig.gateway.store().jobs() - jobs;
     // Each reply must be caid's answer, not a refusal.
     let deliveries = rig
         .gateway
@@ -252,7 +261,11 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
         .count();
     assert_eq!(delivered, count, "every ask went through sessions_send");
     rig.stop().await;
-    RoundTrips { count, elapsed }
+    RoundTrips {
+        count,
+        elapsed,
+        jobs,
+    }
 }
 
 /// How many new sessions are opened at once by [`session_memory`].

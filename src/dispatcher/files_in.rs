@@ -330,6 +330,7 @@ mod tests {
             event,
             account: &account,
             arrival: Arrival::Fresh,
+            filed: None,
         };
         let first = take_in(&gw.services, &inbound, "in:local:alpha:m1").await;
         let again = take_in(&gw.services, &inbound, "in:local:alpha:m1").await;

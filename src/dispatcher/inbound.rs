@@ -10,6 +10,7 @@ use crate::deliver::Target;
 use crate::mirror::Arrival;
 use crate::roster::{Account, ChatPolicy};
 use crate::session::SessionKey;
+use crate::store::InboxId;
 
 /// One event on its way through the steps, with what earlier steps learned.
 pub(crate) struct Inbound<'a> {
@@ -23,6 +24,8 @@ pub(crate) struct Inbound<'a> {
     pub settings_key: ChatKey,
     /// First run, or a replay after a stop.
     pub arrival: Arrival,
+    /// Its inbox row, taken out when the run ends (by the run's last write where it has one).
+    pub filed: Option<InboxId>,
 }
 
 impl Inbound<'_> {
@@ -65,6 +68,7 @@ impl Dispatcher {
         event: InboundEvent,
         account: &'a Account,
         arrival: Arrival,
+        filed: Option<InboxId>,
     ) -> Inbound<'a> {
         let shared = &self.shared;
         let speaker = Speaker::of(&event, shared.roster());
@@ -79,6 +83,7 @@ impl Dispatcher {
             speaker,
             policy,
             arrival,
+            filed,
         }
     }
 }

@@ -33,10 +33,7 @@ pub(super) async fn file(
     event: &InboundEvent,
     now_ms: i64,
 ) -> Result<Option<InboxId>, StoreError> {
-    let filing = Filing::of(event)?;
-    store
-        .accept(&filing.scope, &filing.keys, filing.event, now_ms)
-        .await
+    store.file(Filing::of(event)?, now_ms).await
 }
 
 /// What one account left unfinished, read at start before it connects.
@@ -93,13 +90,13 @@ impl Dispatcher {
             Ok(event) => event,
             Err(err) => {
                 tracing::error!(%err, id = row.id.0, "an unfinished event cannot be read; dropped");
-                self.finish(row.id).await;
+                self.finish(Some(row.id)).await;
                 return;
             }
         };
         if row.attempts >= MAX_ATTEMPTS {
             self.give_up(account, event, row.attempts).await;
-            self.finish(row.id).await;
+            self.finish(Some(row.id)).await;
             return;
         }
         if let Err(err) = self.shared.store().inbox_attempt(row.id).await {
@@ -125,7 +122,7 @@ impl Dispatcher {
             event.message_id, attempts
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
-        let inbound = self.inbound(event, account, Arrival::Replayed);
+        let inbound = self.inbound(event, account, Arrival::Replayed, None);
         let run_id = turn_step::run_id(&inbound, "in");
         journal(&self.shared, &inbound.session(), run_id)
             .await
@@ -133,7 +130,11 @@ impl Dispatcher {
             .await;
     }
 
-    async fn finish(&self, id: InboxId) {
+    /// The run of `filed` ended: take it out of the inbox.
+    pub(super) async fn finish(&self, filed: Option<InboxId>) {
+        let Some(id) = filed else {
+            return;
+        };
         if let Err(err) = self.shared.store().inbox_done(id).await {
             tracing::error!(%err, "could not take an event out of the inbox");
         }

@@ -165,13 +165,9 @@ impl Dispatcher {
         }
     }
 
-    /// Steps 3 to 13 for a filed event, then take it out of the inbox.
+    /// Steps 3 to 13 for a filed event, which end by taking it out of the inbox.
     async fn run_filed(&self, filed: InboxId, event: InboundEvent, arrival: Arrival) -> Handled {
-        let handled = self.process(event, arrival).await;
-        if let Err(err) = self.shared.store().inbox_done(filed).await {
-            tracing::error!(%err, "could not mark an event handled; a restart will run it again");
-        }
-        handled
+        self.process(event, arrival, Some(filed)).await
     }
 }
 

@@ -7,6 +7,7 @@ use baton_contract::InboundEvent;
 use super::stop::{Notice, Step, Stop};
 use super::{Dispatcher, DropReason, Handled, Inbound, guard_steps, turn_step};
 use crate::mirror::Arrival;
+use crate::store::InboxId;
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -14,16 +15,27 @@ pub const MAX_TEXT_BYTES: usize = 100 * 1024;
 
 impl Dispatcher {
     /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the
-    /// event has its side effects performed in one place ([`Dispatcher::stopped`]).
-    pub(crate) async fn process(&self, event: InboundEvent, arrival: Arrival) -> Handled {
+    /// event has its side effects performed in one place ([`Dispatcher::stopped`]). The run
+    /// ends by taking `filed` out of the inbox: in the stop's own write when it keeps the
+    /// message as history (one write instead of two for chatter), otherwise on its own.
+    pub(crate) async fn process(
+        &self,
+        event: InboundEvent,
+        arrival: Arrival,
+        filed: Option<InboxId>,
+    ) -> Handled {
         let shared = &*self.shared;
         let Some(account) = shared.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
+            self.finish(filed).await;
             return Handled::Dropped(DropReason::UnknownAccount);
         };
-        let inbound = self.inbound(event, account, arrival);
+        let inbound = self.inbound(event, account, arrival, filed);
         match self.pipeline(&inbound).await {
-            Ok(handled) => handled,
+            Ok(handled) => {
+                self.finish(filed).await;
+                handled
+            }
             Err(stop) => self.stopped(&inbound, stop).await,
         }
     }
@@ -116,7 +128,7 @@ mod tests {
 
         let own = to_alpha(1, "elsewhere", "alpha", &huge);
         assert_eq!(
-            d.process(own, Arrival::Fresh).await,
+            d.process(own, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::OwnMessage)
         );
 
@@ -127,52 +139,85 @@ mod tests {
         );
         let notice = to_alpha(2, "room", "beta", &huge);
         assert_eq!(
-            d.process(notice, Arrival::Fresh).await,
+            d.process(notice, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::GatewayNotice)
         );
 
         let long = to_alpha(3, "elsewhere", "ann", &huge);
         assert_eq!(
-            d.process(long, Arrival::Fresh).await,
+            d.process(long, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::TooLong)
         );
 
         let command = to_alpha(4, "elsewhere", "cid", "/baton help");
-        let Handled::Admin(answer) = d.process(command, Arrival::Fresh).await else {
+        let Handled::Admin(answer) = d.process(command, Arrival::Fresh, None).await else {
             panic!("an admin command is answered before the policy");
         };
         assert!(answer.contains("Only baton admins"), "{answer}");
 
         let refused = to_alpha(5, "elsewhere", "ann", "@alpha hi");
         assert!(matches!(
-            d.process(refused, Arrival::Fresh).await,
+            d.process(refused, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::Policy(_))
         ));
 
         let mut unaddressed = to_alpha(6, "room", "beta", "chatter");
         unaddressed.mentions.clear();
         assert_eq!(
-            d.process(unaddressed, Arrival::Fresh).await,
+            d.process(unaddressed, Arrival::Fresh, None).await,
             Handled::Buffered
         );
 
         let from_bot = to_alpha(7, "room", "beta", "@alpha hi");
         assert!(matches!(
-            d.process(from_bot, Arrival::Fresh).await,
+            d.process(from_bot, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::BotGuard(_))
         ));
 
         let limited = to_alpha(8, "room", "ann", "@alpha hi");
         assert_eq!(
-            d.process(limited, Arrival::Fresh).await,
+            d.process(limited, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::RateLimited)
         );
 
         let fine = to_alpha(9, "room", "bob", "@alpha hi");
         assert_eq!(
-            d.process(fine, Arrival::Fresh).await,
+            d.process(fine, Arrival::Fresh, None).await,
             Handled::Replied("hi".into())
         );
+    }
+
+    /// Chatter costs two writes: its filing (with the dedupe claim), and the history push that
+    /// also takes it out of the inbox when its run ends. A mention's run still ends on its own.
+    #[tokio::test]
+    async fn chatter_is_kept_and_taken_out_of_the_inbox_in_one_write() {
+        let gw = parts(&config()).await;
+        let (d, store) = (&gw.dispatcher, gw.services.store());
+        let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
+        chatter.mentions.clear();
+        let before = store.jobs();
+        assert_eq!(d.handle(chatter).await, Handled::Buffered);
+        assert_eq!(
+            store.jobs() - before,
+            2,
+            "filed, then kept and done together"
+        );
+        assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
+        let kept = store
+            .history_take(crate::store::HistoryTake {
+                chat_key: &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
+                bot: &"alpha".parse().unwrap(),
+                skip_sender: None,
+                skip_message: None,
+                limit: 10,
+            })
+            .await
+            .unwrap();
+        assert_eq!(kept.len(), 1);
+
+        let mention = to_alpha(2, "room", "bob", "@alpha hi");
+        assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
+        assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
     }
 
     /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),
@@ -183,7 +228,10 @@ mod tests {
         let d = &gw.dispatcher;
         let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
-        assert_eq!(d.process(chatter, Arrival::Fresh).await, Handled::Buffered);
+        assert_eq!(
+            d.process(chatter, Arrival::Fresh, None).await,
+            Handled::Buffered
+        );
         let history = gw
             .services
             .store()
@@ -201,12 +249,12 @@ mod tests {
 
         let first = to_alpha(2, "room", "bob", "@alpha one");
         assert_eq!(
-            d.process(first, Arrival::Fresh).await,
+            d.process(first, Arrival::Fresh, None).await,
             Handled::Replied("one".into())
         );
         let second = to_alpha(3, "room", "bob", "@alpha two");
         assert_eq!(
-            d.process(second, Arrival::Fresh).await,
+            d.process(second, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::RateLimited)
         );
         let posted: Vec<String> = gw

@@ -103,8 +103,9 @@ impl Dispatcher {
             Some(Notice::OncePerSender(text)) => self.notify_once(inbound, text).await,
             None => {}
         }
-        if stop.keep == Keep::AsHistory {
-            self.buffer(inbound).await;
+        match stop.keep {
+            Keep::AsHistory => self.buffer(inbound).await,
+            Keep::Nothing => self.finish(inbound.filed).await,
         }
         stop.handled
     }
@@ -138,11 +139,12 @@ impl Dispatcher {
         }
     }
 
-    /// Keep an un-activated message as context for the chat's bots.
+    /// Keep an un-activated message as context for the chat's bots; the event's run ends in
+    /// the same write.
     async fn buffer(&self, inbound: &Inbound<'_>) {
         let limit = inbound.policy.history_limit;
         if limit == 0 {
-            return;
+            return self.finish(inbound.filed).await;
         }
         let entry = HistoryEntry {
             message_id: inbound.event.message_id.to_string(),
@@ -151,12 +153,16 @@ impl Dispatcher {
             text: inbound.event.text.clone(),
             ts_ms: inbound.event.timestamp_ms,
         };
-        if let Err(err) = self
-            .shared
-            .store()
-            .history_push(&inbound.chat_key, entry, limit)
-            .await
-        {
+        let store = self.shared.store();
+        let kept = match inbound.filed {
+            Some(id) => {
+                store
+                    .inbox_done_as_history(id, &inbound.chat_key, entry, limit)
+                    .await
+            }
+            None => store.history_push(&inbound.chat_key, entry, limit).await,
+        };
+        if let Err(err) = kept {
             tracing::error!(%err, "could not keep the message in the history buffer");
         }
     }

@@ -73,6 +73,12 @@ impl Store {
 
 /// The claim itself, inside a writer job: shared with [`Store::accept`], which also files the
 /// event in the inbox in the same transaction.
+///
+/// One conditional upsert per key, the same text on both engines: it records a key that is new
+/// or expired and says so by returning a row, and leaves a live key alone and returns none. So
+/// the look-up and the write are one statement, and on PostgreSQL, where several instances
+/// claim in one table, two claims of one key cannot both see it unseen (the upsert locks the
+/// row it conflicts with).
 pub(super) fn claim_keys(
     db: Db<'_>,
     scope: &str,
@@ -80,33 +86,27 @@ pub(super) fn claim_keys(
     now_ms: i64,
 ) -> Result<Claim, DbError> {
     let expired = now_ms - DEDUPE_TTL_MS;
-    // Look at every key before recording any, so a key listed twice is not a duplicate of
-    // itself.
-    let mut unseen = Vec::with_capacity(keys.len());
-    for key in keys {
-        let live: Option<bool> = db
+    let mut claim = Claim::Fresh;
+    for (i, key) in keys.iter().enumerate() {
+        // A key listed twice is one key, not a duplicate of itself.
+        if keys[..i].contains(key) {
+            continue;
+        }
+        let recorded = db
             .query_row(
-                "SELECT seen_ms > ?3 FROM dedupe WHERE scope = ?1 AND key = ?2",
-                args![scope, key, expired],
-                |r| r.get(0),
+                "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms
+                 WHERE dedupe.seen_ms <= ?4
+                 RETURNING 1",
+                args![scope, key, now_ms, expired],
+                |_| Ok(()),
             )
             .optional()?;
-        if live != Some(true) {
-            unseen.push(key);
+        if recorded.is_none() {
+            claim = Claim::Duplicate;
         }
     }
-    for key in &unseen {
-        db.execute(
-            "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms",
-            args![scope, *key, now_ms],
-        )?;
-    }
-    Ok(if unseen.len() == keys.len() {
-        Claim::Fresh
-    } else {
-        Claim::Duplicate
-    })
+    Ok(claim)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use super::sql::args;
+use super::sql::{Db, DbError, args};
 use super::{Store, StoreError};
 use baton_contract::ChatKey;
 
@@ -52,30 +52,8 @@ impl Store {
         limit: usize,
     ) -> Result<(), StoreError> {
         let chat_key = chat_key.as_str().to_owned();
-        let keep = to_sql_limit(limit);
-        self.write(move |db| {
-            db.execute(
-                "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (chat_key, message_id) DO NOTHING",
-                args![
-                    &chat_key,
-                    &entry.message_id,
-                    &entry.sender_id,
-                    &entry.speaker,
-                    &entry.text,
-                    entry.ts_ms,
-                ],
-            )?;
-            db.execute(
-                "DELETE FROM history WHERE chat_key = ?1 AND id <= coalesce(
-                    (SELECT id FROM history WHERE chat_key = ?1
-                     ORDER BY id DESC LIMIT 1 OFFSET ?2), 0)",
-                args![&chat_key, keep],
-            )?;
-            Ok(())
-        })
-        .await
+        self.write(move |db| push(db, &chat_key, &entry, limit))
+            .await
     }
 
     /// Entries the bot has not been given yet (newer than its cursor), at most `take.limit` (the newest ones), oldest first, skipping entries whose sender_id == take.skip_sender and whose message_id == take.skip_message; then moves the bot's cursor past every current entry (durably).
@@ -135,6 +113,36 @@ impl Store {
         })
         .await
     }
+}
+
+/// [`Store::history_push`] inside a writer job: shared with [`Store::inbox_done_as_history`],
+/// which ends the event's run in the same job.
+pub(super) fn push(
+    db: Db<'_>,
+    chat_key: &str,
+    entry: &HistoryEntry,
+    limit: usize,
+) -> Result<(), DbError> {
+    db.execute(
+        "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (chat_key, message_id) DO NOTHING",
+        args![
+            chat_key,
+            &entry.message_id,
+            &entry.sender_id,
+            &entry.speaker,
+            &entry.text,
+            entry.ts_ms,
+        ],
+    )?;
+    db.execute(
+        "DELETE FROM history WHERE chat_key = ?1 AND id <= coalesce(
+            (SELECT id FROM history WHERE chat_key = ?1
+             ORDER BY id DESC LIMIT 1 OFFSET ?2), 0)",
+        args![chat_key, to_sql_limit(limit)],
+    )?;
+    Ok(())
 }
 
 /// A `usize` count as an SQL `LIMIT`/`OFFSET` value.

@@ -7,12 +7,13 @@
 //! Replies cannot double on that replay: each chunk's post is begun durably first
 //! ([`Store::send_begin`]).
 
-use baton_contract::InboundEvent;
+use baton_contract::{ChatKey, InboundEvent};
 
 use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
+use super::history;
 use super::sql::{Db, DbError, args};
 use super::transcript::{insert_entry, meta_json};
-use super::{Claim, NewEntry, Store, StoreError};
+use super::{Claim, HistoryEntry, NewEntry, Store, StoreError};
 
 /// An event's row in the inbox, while its run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +67,12 @@ fn file(db: Db<'_>, filing: &Filing, now_ms: i64) -> Result<Option<InboxId>, DbE
     )
 }
 
+/// Take `id` out of the inbox, inside a writer job.
+fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
+    db.execute("DELETE FROM inbox WHERE id = ?1", args![id.0])
+        .map(drop)
+}
+
 impl Store {
     /// [`Store::claim`] the event's `keys` in `scope` and, when it is fresh, file `event` (JSON)
     /// in the inbox, in one transaction. `None` is a duplicate.
@@ -81,6 +88,11 @@ impl Store {
             keys: keys.to_vec(),
             event,
         };
+        self.file(filing, now_ms).await
+    }
+
+    /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again).
+    pub async fn file(&self, filing: Filing, now_ms: i64) -> Result<Option<InboxId>, StoreError> {
         self.write(move |db| file(db, &filing, now_ms)).await
     }
 
@@ -108,9 +120,24 @@ impl Store {
 
     /// The event's run ended (answered, refused, or its failure recorded).
     pub async fn inbox_done(&self, id: InboxId) -> Result<(), StoreError> {
+        self.write(move |db| done(db, id)).await
+    }
+
+    /// The event's run ended with its message kept as context: [`Store::history_push`] and
+    /// [`Store::inbox_done`] in one job. Chatter (most events) then costs two writes, its filing
+    /// and this, and a stop between them leaves the event filed, to be kept again (the push is
+    /// idempotent per message).
+    pub async fn inbox_done_as_history(
+        &self,
+        id: InboxId,
+        chat_key: &ChatKey,
+        entry: HistoryEntry,
+        limit: usize,
+    ) -> Result<(), StoreError> {
+        let chat_key = chat_key.as_str().to_owned();
         self.write(move |db| {
-            db.execute("DELETE FROM inbox WHERE id = ?1", args![id.0])
-                .map(drop)
+            history::push(db, &chat_key, &entry, limit)?;
+            done(db, id)
         })
         .await
     }
@@ -228,6 +255,50 @@ mod tests {
             assert_eq!(left[0].event, "for ada");
             let caid = store.inbox_left("feishu:caid").await.unwrap();
             assert_eq!(caid.len(), 1, "only Feishu's own copy");
+        }
+    }
+
+    #[tokio::test]
+    async fn chatter_done_as_history_leaves_the_inbox_and_is_in_the_buffer() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let id = store
+                .accept("slack:a", &keys(&["m1"]), "{}".into(), 1)
+                .await
+                .unwrap()
+                .unwrap();
+            let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
+            let entry = HistoryEntry {
+                message_id: "m1".into(),
+                sender_id: "U1".into(),
+                speaker: "ann".into(),
+                text: "the deploy is at five".into(),
+                ts_ms: 1,
+            };
+            store
+                .inbox_done_as_history(id, &chat, entry, 50)
+                .await
+                .unwrap();
+            store.close().await.unwrap();
+
+            let store = db.open().await;
+            assert!(
+                store.inbox_left("slack:a").await.unwrap().is_empty(),
+                "{engine}"
+            );
+            let kept = store
+                .history_take(crate::store::HistoryTake {
+                    chat_key: &chat,
+                    bot: &"snark".parse().unwrap(),
+                    skip_sender: None,
+                    skip_message: None,
+                    limit: 10,
+                })
+                .await
+                .unwrap();
+            let texts: Vec<&str> = kept.iter().map(|h| h.text.as_str()).collect();
+            assert_eq!(texts, ["the deploy is at five"], "{engine}");
         }
     }
 

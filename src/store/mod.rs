@@ -317,6 +317,11 @@ impl Store {
     pub fn commits(&self) -> u64 {
         self.inner.writer.commits()
     }
+
+    /// How many writes (writer jobs) those commits held.
+    pub fn jobs(&self) -> u64 {
+        self.inner.writer.jobs()
+    }
 }
 
 #[cfg(test)]

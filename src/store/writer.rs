@@ -120,7 +120,17 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 pub(crate) struct Writer {
     jobs: mpsc::Sender<Message>,
     thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-    commits: Arc<AtomicU64>,
+    counts: Arc<Counts>,
+}
+
+/// What the writer has committed since it started: with the events a caller put through, they
+/// show how many jobs an event costs and how well they batch (benchmarks, tests).
+#[derive(Default)]
+pub(crate) struct Counts {
+    /// Batches committed.
+    commits: AtomicU64,
+    /// Jobs in those batches.
+    jobs: AtomicU64,
 }
 
 impl Writer {
@@ -128,15 +138,15 @@ impl Writer {
     /// (a file database).
     pub(crate) fn spawn(conn: Conn, bound: Option<WalBound>) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        let commits = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&commits);
+        let counts = Arc::new(Counts::default());
+        let counter = Arc::clone(&counts);
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
             .spawn(move || writer_loop(conn, rx, &counter, bound))?;
         Ok(Writer {
             jobs,
             thread: std::sync::Mutex::new(Some(thread)),
-            commits,
+            counts,
         })
     }
 
@@ -183,14 +193,19 @@ impl Writer {
 
     /// How many batches have been committed (counted before their callers are answered).
     pub(crate) fn commits(&self) -> u64 {
-        self.commits.load(Ordering::Relaxed)
+        self.counts.commits.load(Ordering::Relaxed)
+    }
+
+    /// How many jobs those batches held.
+    pub(crate) fn jobs(&self) -> u64 {
+        self.counts.jobs.load(Ordering::Relaxed)
     }
 }
 
 fn writer_loop(
     conn: Conn,
     mut rx: mpsc::Receiver<Message>,
-    commits: &AtomicU64,
+    counts: &Counts,
     mut bound: Option<WalBound>,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH + 1);
@@ -208,7 +223,7 @@ fn writer_loop(
             }
         }
         if !batch.is_empty() {
-            run_batch(conn.db(), &mut batch, commits);
+            run_batch(conn.db(), &mut batch, counts);
             if let (Some(bound), Conn::Sqlite(conn)) = (&mut bound, &conn) {
                 bound.keep(conn);
             }
@@ -217,7 +232,7 @@ fn writer_loop(
             // Only a store that wrote: a command that merely read must not wait on a gateway
             // writing beside it.
             if let (Some(bound), Conn::Sqlite(conn)) = (&bound, &conn)
-                && commits.load(Ordering::Relaxed) > 0
+                && counts.commits.load(Ordering::Relaxed) > 0
             {
                 bound.empty_at_stop(conn);
             }
@@ -228,7 +243,7 @@ fn writer_loop(
 }
 
 /// Runs `batch` in one transaction, commits, then answers every job.
-fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, commits: &AtomicU64) {
+fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
     let begin = match db.engine() {
         // Take the write lock now, not at the first write, so no job meets SQLITE_BUSY midway.
         Engine::Sqlite => "BEGIN IMMEDIATE",
@@ -247,7 +262,8 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, commits: &AtomicU64) {
         db.execute_cached("COMMIT").map_err(|e| e.to_string())
     })();
     if committed.is_ok() {
-        commits.fetch_add(1, Ordering::Relaxed);
+        counts.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        counts.commits.fetch_add(1, Ordering::Relaxed);
     }
     if let Err(msg) = &committed {
         tracing::error!(error = %msg, jobs = batch.len(), "store batch not committed");
