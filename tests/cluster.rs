@@ -190,3 +190,35 @@ async fn a_lease_held_elsewhere_drops_the_socket_until_it_is_free_again() {
     );
     gateway.stop().await;
 }
+
+#[tokio::test]
+async fn a_second_live_instance_under_one_id_is_refused_naming_the_key() {
+    let model = FakeOpenAi::start().await;
+    let slack = FakeSlack::start().await;
+    slack.app("snark", "U_SNARK");
+    slack.app("caid", "U_CAID");
+    let (_dir, db) = support::gateway::temp_db();
+    let text = config(&model, &slack);
+    let first = TestGateway::start_with_env(&text, &db, &env).await;
+    let config = baton::config::Config::from_toml(&text, Path::new("."), &env).unwrap();
+    let options = baton::gateway::StartOptions {
+        listen: Some("127.0.0.1:0".into()),
+        database: Some(db.to_string_lossy().into_owned()),
+        serve_http: true,
+        clock: baton::gateway::ScheduleClock::Manual,
+    };
+    let Err(err) = baton::gateway::Gateway::start_with_env(config, options, &env).await else {
+        panic!("a second gateway started as baton-t1");
+    };
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`baton-t1`") && msg.contains("cluster.instance_id"),
+        "{msg}"
+    );
+    assert_eq!(
+        slack.connects("snark"),
+        1,
+        "the refused one connected nothing"
+    );
+    first.stop().await;
+}

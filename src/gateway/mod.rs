@@ -198,16 +198,23 @@ impl Gateway {
             .open(StoreOptions { wal_limit })
             .await?;
         store.require_complete()?;
+        let lease = Duration::from_secs(config.cluster.lease_seconds);
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        // A configured id may be given to two live processes by mistake; the default one (host
+        // and pid) can only be this process's own, left by a gateway it ran before: taken over.
+        let twin_window = if config.cluster.instance_id.is_some() {
+            lease_ms
+        } else {
+            0
+        };
         let instance = config
             .cluster
             .instance_id
             .get_or_insert_with(crate::cluster::default_instance_id)
             .clone();
-        let lease = Duration::from_secs(config.cluster.lease_seconds);
-        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
         let version = env!("CARGO_PKG_VERSION");
         if let Registered::LiveTwin { renewed_ago_ms } = store
-            .instance_register(&instance, version, lease_ms)
+            .instance_register(&instance, version, twin_window)
             .await?
         {
             return Err(StartError::InstanceTaken {
