@@ -10,6 +10,7 @@ pub mod admin;
 pub mod bot_id;
 pub(crate) mod chains;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod deliver;
 pub mod dispatcher;

@@ -1,5 +1,5 @@
 //! The `baton` command line: `run`, `check`, `chat`, `transcript`, `sessions`, `chains`,
-//! `deliveries`, `artifacts`, `pairing`, `prune`. Each subcommand lives in its own file; this one parses
+//! `deliveries`, `artifacts`, `pairing`, `prune`, `migrate`, `cluster`. Each subcommand lives in its own file; this one parses
 //! arguments, sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must
 //! fix).
 
@@ -7,6 +7,7 @@ mod artifacts;
 mod chains;
 mod chat;
 mod check;
+mod cluster;
 mod migrate;
 mod prune;
 mod run;
@@ -72,6 +73,9 @@ enum Command {
     Prune(prune::PruneArgs),
     /// Bring the configured database's schema up to date; says from which version to which.
     Migrate(migrate::MigrateArgs),
+    /// Several instances on one database: `baton cluster status` lists each, its last lease
+    /// renewal and the accounts it holds.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Parse the command line and run it.
@@ -104,6 +108,7 @@ pub fn main() -> ExitCode {
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
             Command::Prune(args) => prune::prune(&cli.config, args).await,
             Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
+            Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
         }
     });
     match result {

@@ -43,11 +43,15 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
 }
 
 /// Takes the database's lock before anything else opens it (`store/lock.rs`): a second
-/// gateway on the same file must stop here, not run beside the first.
+/// gateway on the same file must stop here, not run beside the first. Not on PostgreSQL
+/// (`gateway.database_url_env`), which several instances share by design, through leases.
 pub(super) fn lock_database(
     config: &Config,
     database: Option<&str>,
 ) -> Result<Option<DatabaseLock>, LockError> {
+    if config.gateway.database_url_env.is_some() {
+        return Ok(None);
+    }
     DatabaseLock::acquire(database.unwrap_or(&config.gateway.database))
 }
 

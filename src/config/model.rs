@@ -41,6 +41,8 @@ pub struct Config {
     pub retention: RetentionConfig,
     /// `[artifacts]`: the blobs bots hand each other.
     pub artifacts: ArtifactsConfig,
+    /// `[cluster]`: several instances on one database.
+    pub cluster: ClusterConfig,
     /// Directory of the config file; relative paths in it are resolved from here.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -611,6 +613,27 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         Self { wal_limit_mb: 64 }
+    }
+}
+
+/// `[cluster]`: several instances sharing one PostgreSQL database (on SQLite the one instance
+/// holds every account, through the same leases).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ClusterConfig {
+    /// This instance's name in the lease table; default: the host name and the process id.
+    pub instance_id: Option<String>,
+    /// An account whose holder stops renewing its lease is taken by another instance after
+    /// this many seconds.
+    pub lease_seconds: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            instance_id: None,
+            lease_seconds: 15,
+        }
     }
 }
 

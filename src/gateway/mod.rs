@@ -18,19 +18,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_contract::{EventSink, Platform};
+use baton_contract::{EventSink, Platform, Receive};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::{Leases, connect_while_held};
 use crate::config::{Config, resolve_secret};
 use crate::dispatcher::Dispatcher;
 use crate::engine::Services;
 use crate::http;
 use crate::local::LocalHub;
 use crate::mirror::now_ms;
-use crate::roster::ChatRules;
+use crate::roster::{Account, ChatRules};
 use crate::schedule::{ScheduleError, Scheduler};
-use crate::store::{Store, StoreError, StoreOptions};
+use crate::store::{LeaseKey, Registered, Store, StoreError, StoreOptions};
 use crate::timing::Zone;
 use crate::tools::AgentTools;
 
@@ -121,6 +122,18 @@ pub enum StartError {
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),
+    /// Another live instance already runs under this instance's id.
+    #[error(
+        "another running instance uses cluster.instance_id `{id}` (it renewed its leases \
+         {renewed_ago_ms} ms ago); give each instance its own `cluster.instance_id`, or remove \
+         the key to use the host name and process id"
+    )]
+    InstanceTaken {
+        /// The id.
+        id: String,
+        /// How long ago the other one renewed.
+        renewed_ago_ms: i64,
+    },
     /// The HTTP listener could not bind.
     #[error("cannot listen on {addr}: {source}; pick another address with --listen")]
     Listen {
@@ -138,6 +151,9 @@ pub struct Gateway {
     hub: Arc<LocalHub>,
     shutdown: CancellationToken,
     tasks: JoinSet<()>,
+    /// Each account's run (kept apart: a clean shutdown waits for them, then frees the leases).
+    accounts: JoinSet<()>,
+    leases: Arc<Leases>,
     addr: Option<SocketAddr>,
     /// `gateway.drain_seconds`: how long a shutdown lets in-flight turns finish.
     drain: Duration,
@@ -181,6 +197,30 @@ impl Gateway {
         let store = Database::configured(&config, env)?
             .open(StoreOptions { wal_limit })
             .await?;
+        let lease = Duration::from_secs(config.cluster.lease_seconds);
+        let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        // A configured id may be given to two live processes by mistake; the default one (host
+        // and pid) can only be this process's own, left by a gateway it ran before: taken over.
+        let twin_window = if config.cluster.instance_id.is_some() {
+            lease_ms
+        } else {
+            0
+        };
+        let instance = config
+            .cluster
+            .instance_id
+            .get_or_insert_with(crate::cluster::default_instance_id)
+            .clone();
+        let version = env!("CARGO_PKG_VERSION");
+        if let Registered::LiveTwin { renewed_ago_ms } = store
+            .instance_register(&instance, version, twin_window)
+            .await?
+        {
+            return Err(StartError::InstanceTaken {
+                id: instance,
+                renewed_ago_ms,
+            });
+        }
         let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
@@ -213,6 +253,14 @@ impl Gateway {
         let unfinished = dispatcher.unfinished().await?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
+        let mut accounts = JoinSet::new();
+        let leases = Arc::new(Leases::new(
+            shared.store().clone(),
+            instance,
+            lease,
+            socket_accounts(&shared),
+        ));
+        tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
         for (index, account) in shared.roster().accounts().iter().enumerate() {
             let (events, watched, stop) = (
                 shared.events().clone(),
@@ -226,10 +274,16 @@ impl Gateway {
             let adapter = Arc::clone(&account.adapter);
             let sink = dispatcher.clone();
             let stop = shutdown.clone();
-            tasks.spawn(async move {
-                if let Err(err) = adapter.run(&sink as &dyn EventSink, stop).await {
-                    tracing::error!(platform = %adapter.platform(), account = %adapter.account(), %err, "account stopped");
-                }
+            let Some(holding) = leases.watch(&lease_key(account)) else {
+                accounts.spawn(async move {
+                    if let Err(err) = adapter.run(&sink as &dyn EventSink, stop).await {
+                        tracing::error!(platform = %adapter.platform(), account = %adapter.account(), %err, "account stopped");
+                    }
+                });
+                continue;
+            };
+            accounts.spawn(async move {
+                connect_while_held(adapter.as_ref(), &sink, holding, stop).await;
             });
         }
         for left in unfinished {
@@ -271,6 +325,8 @@ impl Gateway {
             hub,
             shutdown,
             tasks,
+            accounts,
+            leases,
             addr,
             drain,
         })
@@ -314,7 +370,18 @@ impl Gateway {
     pub async fn shutdown(mut self) -> bool {
         let grace = self.drain;
         self.shutdown.cancel();
-        let drained = self.dispatcher.drain(grace).await;
+        let mut accounts = std::mem::take(&mut self.accounts);
+        let release = async {
+            // Sockets closed first: another instance may connect an account once it is free.
+            let closed = tokio::time::timeout(grace, async {
+                while accounts.join_next().await.is_some() {}
+            });
+            if closed.await.is_err() {
+                accounts.abort_all();
+            }
+            self.leases.release().await;
+        };
+        let (drained, ()) = tokio::join!(self.dispatcher.drain(grace), release);
         if !drained {
             tracing::warn!(
                 ?grace,
@@ -327,6 +394,24 @@ impl Gateway {
             tracing::error!(%err, "closing the store failed");
         }
         drained
+    }
+}
+
+/// The lease of each account that keeps a socket (the others take webhooks on any instance).
+fn socket_accounts(shared: &Services) -> Vec<LeaseKey> {
+    shared
+        .roster()
+        .accounts()
+        .iter()
+        .filter(|account| account.adapter.receive() == Receive::Socket)
+        .map(lease_key)
+        .collect()
+}
+
+fn lease_key(account: &Account) -> LeaseKey {
+    LeaseKey {
+        platform: account.platform.as_str().to_owned(),
+        account: account.id.to_string(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `/api/...`: the local rooms (post and read) and the store's sessions, transcripts,
-//! deliveries and chains as JSON.
+//! deliveries and chains as JSON, and the instances sharing the database (`/api/cluster`).
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -84,6 +84,21 @@ pub(super) async fn room_messages(
 pub(super) async fn sessions(State(state): State<AppState>) -> Response {
     match state.dispatcher.shared().store().sessions().await {
         Ok(sessions) => Json(sessions).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
+}
+
+/// The instances sharing the database (`baton cluster status` as JSON): each with its last
+/// renewal and the accounts it holds; `instance` says which one answered.
+pub(super) async fn cluster(State(state): State<AppState>) -> Response {
+    let shared = state.dispatcher.shared();
+    match shared.store().cluster_status().await {
+        Ok(status) => Json(json!({
+            "instance": shared.config().cluster.instance_id,
+            "now_ms": status.now_ms,
+            "instances": status.instances,
+        }))
+        .into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
 }

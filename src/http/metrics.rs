@@ -1,6 +1,6 @@
 //! `GET /metrics`: the gateway's counters plus the gauges read where they live (lanes, the
-//! relay, the pipeline, the send guards, open connections and MCP sessions), in Prometheus
-//! text format.
+//! relay, the pipeline, the send guards, open connections and MCP sessions) and which instance
+//! answered, in Prometheus text format.
 
 use std::fmt::Write as _;
 
@@ -15,6 +15,25 @@ use crate::metrics::header as describe;
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let shared = state.dispatcher.shared();
     let mut out = String::with_capacity(4096);
+    // Which instance answered: a scrape of several behind one address tells them apart, and
+    // the id joins these series to `baton cluster status`. Its alphabet needs no escaping.
+    describe(
+        &mut out,
+        "baton_instance_info",
+        "This instance: its cluster.instance_id and version.",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "baton_instance_info{{instance=\"{}\",version=\"{}\"}} 1",
+        shared
+            .config()
+            .cluster
+            .instance_id
+            .as_deref()
+            .unwrap_or_default(),
+        env!("CARGO_PKG_VERSION")
+    );
     shared.metrics().render(&mut out);
 
     describe(

@@ -103,6 +103,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
             get(api::room_messages).post(api::post_room_message),
         )
         .route("/api/sessions", get(api::sessions))
+        .route("/api/cluster", get(api::cluster))
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/chains", get(api::chains))

@@ -23,7 +23,8 @@
 //! indicators that are up, so a crash cannot leave one up), `artifacts.rs`
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
 //! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
-//! run attached to its reply). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
+//! each socket account). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -46,6 +47,7 @@ mod escalations;
 mod health;
 mod history;
 mod inbox;
+mod leases;
 mod lock;
 mod migrate;
 mod pairing;
@@ -85,6 +87,7 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
+pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, Registered};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
 pub use pairing::{

@@ -199,7 +199,8 @@ impl FakeSlack {
             .await;
     }
 
-    fn socket_open(&self, app: &str) -> bool {
+    /// Whether `app` has a websocket open now.
+    pub fn socket_open(&self, app: &str) -> bool {
         self.inner
             .lock()
             .unwrap()

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{ConnectionCell, ConnectionState};
+use crate::connection::{ConnectionCell, ConnectionState, Receive};
 use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
@@ -32,7 +32,9 @@ pub struct Capabilities {
 /// platform delivers it again later: nothing is lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NotTaken {
-    /// The gateway closed its intake for shutdown.
+    /// The gateway closed its intake for shutdown, or for this account: this instance no
+    /// longer holds its lease, so the event must go to the one that does. Either way the
+    /// adapter ends its session without acknowledging it.
     #[error("the gateway is shutting down and takes no new events")]
     ShuttingDown,
     /// The gateway could not record the event (a full disk, a read-only database), and
@@ -89,6 +91,13 @@ pub trait Adapter: Send + Sync + 'static {
     /// The connection's state right now.
     fn connection_state(&self) -> ConnectionState {
         self.connection().get()
+    }
+
+    /// How the account receives its events. A socket account is connected by one instance at a
+    /// time (the holder of its lease, when several share a database); webhooks may reach any.
+    /// The default: webhooks (nothing to hold).
+    fn receive(&self) -> Receive {
+        Receive::Webhooks
     }
 
     /// Connect and feed events to `sink` until `shutdown` fires, reconnecting with backoff on

@@ -27,6 +27,9 @@ pub enum ConnectionState {
         /// How many reconnect attempts so far.
         attempt: u32,
     },
+    /// Another instance sharing the database holds this account's lease and connects it; this
+    /// one takes over if that one stops renewing.
+    Standby,
     /// Stopped for good (shutdown, or a fatal error such as a revoked token).
     Stopped,
 }
@@ -38,6 +41,7 @@ impl ConnectionState {
             ConnectionState::Connecting => "connecting",
             ConnectionState::Connected => "connected",
             ConnectionState::Retrying { .. } => "retrying",
+            ConnectionState::Standby => "standby",
             ConnectionState::Stopped => "stopped",
         }
     }
@@ -50,11 +54,14 @@ impl ConnectionState {
         }
     }
 
-    /// Ready means the account can receive: connected, or on its way back with backoff.
+    /// Ready means the account can receive: connected, on its way back with backoff, or
+    /// connected by another instance (standby).
     pub fn is_ready(self) -> bool {
         matches!(
             self,
-            ConnectionState::Connected | ConnectionState::Retrying { .. }
+            ConnectionState::Connected
+                | ConnectionState::Retrying { .. }
+                | ConnectionState::Standby
         )
     }
 }

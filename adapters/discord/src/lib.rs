@@ -231,6 +231,10 @@ impl Adapter for DiscordAdapter {
         &self.shared.state
     }
 
+    fn receive(&self) -> Receive {
+        Receive::Socket
+    }
+
     async fn run(
         &self,
         sink: &dyn EventSink,
@@ -239,7 +243,7 @@ impl Adapter for DiscordAdapter {
         let settings = &self.shared.settings;
         let backoff = Backoff::new(settings.reconnect_min, settings.reconnect_max);
         let mut link = gateway::Gateway::new(&self.shared);
-        run_connection(self, &mut link, Receive::Socket, backoff, sink, &shutdown).await
+        run_connection(self, &mut link, self.receive(), backoff, sink, &shutdown).await
     }
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {

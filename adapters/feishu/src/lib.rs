@@ -387,15 +387,19 @@ impl Adapter for FeishuAdapter {
         &self.state
     }
 
+    fn receive(&self) -> Receive {
+        match self.settings.mode {
+            Mode::Websocket => Receive::Socket,
+            Mode::Webhook => Receive::Webhooks,
+        }
+    }
+
     async fn run(
         &self,
         sink: &dyn EventSink,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
-        let receive = match self.settings.mode {
-            Mode::Websocket => Receive::Socket,
-            Mode::Webhook => Receive::Webhooks,
-        };
+        let receive = self.receive();
         let backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
         let mut link = ws::LongConnection(self);
         run_connection(self, &mut link, receive, backoff, sink, &shutdown).await

@@ -213,15 +213,19 @@ impl Adapter for SlackAdapter {
         &self.state
     }
 
+    fn receive(&self) -> Receive {
+        match self.settings.mode {
+            Mode::Socket => Receive::Socket,
+            Mode::Events => Receive::Webhooks,
+        }
+    }
+
     async fn run(
         &self,
         sink: &dyn EventSink,
         shutdown: CancellationToken,
     ) -> Result<(), AdapterError> {
-        let receive = match self.settings.mode {
-            Mode::Socket => Receive::Socket,
-            Mode::Events => Receive::Webhooks,
-        };
+        let receive = self.receive();
         let backoff = Backoff::new(self.settings.reconnect_min, self.settings.reconnect_max);
         let mut link = socket::SocketMode(self);
         run_connection(self, &mut link, receive, backoff, sink, &shutdown).await

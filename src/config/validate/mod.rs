@@ -10,7 +10,7 @@
 //! `limits.rs` (`[gateway]`, `[lanes]`, `[local]`, `[limits]`, `[agent_to_agent]`, `[chains]`), `bots.rs`
 //! (`[[bots]]` and `[backends]`), `accounts.rs` (`[[accounts]]`, with the table of platform keys
 //! in `account_keys.rs`), `chats.rs`, `schedule.rs` (heartbeats, cron entries,
-//! `gateway.timezone`), `retention.rs` (`[store]`, `[retention]`) and `artifacts.rs`. The checks they share
+//! `gateway.timezone`), `retention.rs` (`[store]`, `[retention]`), `artifacts.rs` and `cluster.rs`. The checks they share
 //! (an `_env` key, a glob, a URL, a duplicate, a reference to a bot) live here, so every
 //! section words them the same way.
 //!
@@ -22,6 +22,7 @@ mod accounts;
 mod artifacts;
 mod bots;
 mod chats;
+mod cluster;
 mod feedback;
 #[cfg(test)]
 mod fixture;
@@ -62,6 +63,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.store(config);
     check.retention(config);
     check.artifacts(config);
+    check.cluster(config);
     check.problems
 }
 

@@ -1,0 +1,314 @@
+//! A socket account connected only while this instance holds its lease.
+//!
+//! The adapter runs under a token cancelled the moment the lease's deadline passes, so its
+//! session closes the socket, and every event it hands over is first checked against the
+//! deadline ([`Fenced`]): one read from the socket after a pause (the process was stopped past
+//! its deadline and has just woken) is refused like an event during shutdown, so the adapter
+//! does not acknowledge it and the platform delivers it again, to the new holder. Then the
+//! account waits, [`ConnectionState::Standby`], until the lease is this instance's again.
+
+use async_trait::async_trait;
+use baton_contract::{Adapter, ConnectionState, EventSink, InboundEvent, NotTaken};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Holding;
+
+/// Run `adapter`'s account whenever `holding` says this instance holds it, until `stop`.
+pub async fn connect_while_held(
+    adapter: &dyn Adapter,
+    sink: &dyn EventSink,
+    mut holding: watch::Receiver<Holding>,
+    stop: CancellationToken,
+) {
+    let (platform, account) = (adapter.platform(), adapter.account().clone());
+    loop {
+        if !held(adapter, &mut holding, &stop).await {
+            return;
+        }
+        let lost = stop.child_token();
+        let fenced = Fenced {
+            sink,
+            holding: holding.clone(),
+        };
+        let fence = async {
+            lapsed(holding.clone()).await;
+            lost.cancel();
+            std::future::pending::<()>().await;
+        };
+        let ran = tokio::select! {
+            ran = adapter.run(&fenced, lost.clone()) => ran,
+            () = fence => unreachable!("the fence never finishes"),
+        };
+        if let Err(err) = ran {
+            tracing::error!(%platform, %account, %err, "account stopped");
+            return;
+        }
+        if stop.is_cancelled() {
+            return;
+        }
+        tracing::warn!(%platform, %account, "the account's lease lapsed: socket dropped; waiting to hold it again");
+    }
+}
+
+/// Wait until the account is held; `false` when stopped first. Meanwhile it is on standby.
+async fn held(
+    adapter: &dyn Adapter,
+    holding: &mut watch::Receiver<Holding>,
+    stop: &CancellationToken,
+) -> bool {
+    loop {
+        if holding.borrow_and_update().now() {
+            return true;
+        }
+        if *holding.borrow() != Holding::Unknown {
+            adapter.connection().set(ConnectionState::Standby);
+        }
+        tokio::select! {
+            () = stop.cancelled() => return false,
+            changed = holding.changed() => if changed.is_err() { return false },
+        }
+    }
+}
+
+/// Resolves once the lease's deadline passes without a renewal moving it.
+async fn lapsed(mut holding: watch::Receiver<Holding>) {
+    loop {
+        let Holding::Until(until) = *holding.borrow_and_update() else {
+            return;
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {
+                if !holding.borrow().now() {
+                    return;
+                }
+            }
+            changed = holding.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// The gateway's intake, behind the lease's deadline.
+struct Fenced<'a> {
+    sink: &'a dyn EventSink,
+    holding: watch::Receiver<Holding>,
+}
+
+#[async_trait]
+impl EventSink for Fenced<'_> {
+    async fn accept(&self, event: InboundEvent) -> Result<(), NotTaken> {
+        if !self.holding.borrow().now() {
+            return Err(NotTaken::ShuttingDown);
+        }
+        self.sink.accept(event).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use baton_contract::{
+        AccountId, AdapterError, Capabilities, ChatKind, ConnectionCell, OutboundMessage, Platform,
+        SendError, Sender, SentMessage, UserId,
+    };
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// A socket account: `run` counts its sessions and keeps one open until its token fires;
+    /// an event posted through `offer` is handed to the sink whatever the token says (as one
+    /// already read from the socket would be), and what the sink answered is kept.
+    struct Socket {
+        id: AccountId,
+        cell: ConnectionCell,
+        runs: AtomicUsize,
+        open: AtomicUsize,
+        offer: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+        answered: Mutex<Vec<Result<(), NotTaken>>>,
+    }
+
+    impl Socket {
+        fn new() -> Socket {
+            Socket {
+                id: "snark".into(),
+                cell: ConnectionCell::default(),
+                runs: AtomicUsize::new(0),
+                open: AtomicUsize::new(0),
+                offer: Mutex::new(None),
+                answered: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Adapter for Socket {
+        fn platform(&self) -> Platform {
+            Platform::Slack
+        }
+
+        fn account(&self) -> &AccountId {
+            &self.id
+        }
+
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                max_message_chars: 100,
+                threads: false,
+                ephemeral_replies: false,
+                bot_posts_reach_bots: true,
+            }
+        }
+
+        fn self_id(&self) -> Option<UserId> {
+            None
+        }
+
+        fn connection(&self) -> &ConnectionCell {
+            &self.cell
+        }
+
+        async fn run(
+            &self,
+            sink: &dyn EventSink,
+            shutdown: CancellationToken,
+        ) -> Result<(), AdapterError> {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            self.open.store(1, Ordering::SeqCst);
+            self.cell.set(ConnectionState::Connected);
+            let offer = self.offer.lock().unwrap().take();
+            if let Some(offer) = offer {
+                let _ = offer.await;
+                let answer = sink.accept(event()).await;
+                self.answered.lock().unwrap().push(answer);
+            }
+            shutdown.cancelled().await;
+            self.open.store(0, Ordering::SeqCst);
+            self.cell.set(ConnectionState::Stopped);
+            Ok(())
+        }
+
+        async fn send(&self, _: &OutboundMessage) -> Result<SentMessage, SendError> {
+            Err(SendError::Transport("the tests send nothing".into()))
+        }
+    }
+
+    /// The gateway's intake: counts what reaches it.
+    #[derive(Default)]
+    struct Intake(AtomicUsize);
+
+    #[async_trait]
+    impl EventSink for Intake {
+        async fn accept(&self, _: InboundEvent) -> Result<(), NotTaken> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn event() -> InboundEvent {
+        let sender = Sender {
+            id: "U1".into(),
+            name: "alice".into(),
+            is_bot: false,
+            is_self: false,
+        };
+        InboundEvent::text_message(
+            Platform::Slack,
+            "snark".into(),
+            "C1".into(),
+            ChatKind::Group,
+            sender,
+            "m1".into(),
+            "hi",
+        )
+    }
+
+    async fn until(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_socket_is_up_only_while_the_lease_is_held() {
+        let socket = Arc::new(Socket::new());
+        let intake = Arc::new(Intake::default());
+        let (cell, holding) = watch::channel(Holding::Unknown);
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let (socket, intake, stop) = (socket.clone(), intake.clone(), stop.clone());
+            async move { connect_while_held(socket.as_ref(), intake.as_ref(), holding, stop).await }
+        });
+        cell.send_replace(Holding::No);
+        until("standby", || socket.cell.get() == ConnectionState::Standby).await;
+        assert_eq!(
+            socket.runs.load(Ordering::SeqCst),
+            0,
+            "not held: never dialed"
+        );
+
+        // Held, then never renewed: the socket closes once the deadline passes.
+        let taken = Instant::now();
+        cell.send_replace(Holding::Until(taken + Duration::from_millis(200)));
+        until("connected", || socket.open.load(Ordering::SeqCst) == 1).await;
+        until("dropped", || socket.open.load(Ordering::SeqCst) == 0).await;
+        assert!(
+            taken.elapsed() >= Duration::from_millis(200),
+            "dropped early"
+        );
+        until("standby again", || {
+            socket.cell.get() == ConnectionState::Standby
+        })
+        .await;
+
+        // Renewed in time: it stays up past the first deadline.
+        let again = Instant::now();
+        cell.send_replace(Holding::Until(again + Duration::from_millis(100)));
+        until("reconnected", || socket.runs.load(Ordering::SeqCst) == 2).await;
+        cell.send_replace(Holding::Until(again + Duration::from_secs(60)));
+        tokio::time::sleep_until(again + Duration::from_millis(300)).await;
+        assert_eq!(socket.open.load(Ordering::SeqCst), 1, "renewed, still up");
+
+        stop.cancel();
+        task.await.unwrap();
+        assert_eq!(socket.open.load(Ordering::SeqCst), 0);
+        assert_eq!(socket.runs.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn an_event_read_after_the_deadline_is_refused_unacknowledged() {
+        let socket = Arc::new(Socket::new());
+        let (offer, offered) = tokio::sync::oneshot::channel();
+        *socket.offer.lock().unwrap() = Some(offered);
+        let intake = Arc::new(Intake::default());
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let (_cell, holding) = watch::channel(Holding::Until(deadline));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let (socket, intake, stop) = (socket.clone(), intake.clone(), stop.clone());
+            async move { connect_while_held(socket.as_ref(), intake.as_ref(), holding, stop).await }
+        });
+        until("connected", || socket.open.load(Ordering::SeqCst) == 1).await;
+        // As a process paused past its deadline and just woken: an event read before the
+        // fence had a chance to close the socket.
+        tokio::time::sleep_until(deadline).await;
+        offer.send(()).unwrap();
+        until("answered", || !socket.answered.lock().unwrap().is_empty()).await;
+        assert_eq!(
+            *socket.answered.lock().unwrap(),
+            [Err(NotTaken::ShuttingDown)],
+            "refused, so the adapter does not acknowledge it"
+        );
+        assert_eq!(
+            intake.0.load(Ordering::SeqCst),
+            0,
+            "nothing reached the pipeline"
+        );
+        stop.cancel();
+        task.await.unwrap();
+    }
+}

@@ -1,0 +1,132 @@
+//! This instance's leases, renewed in the background, and for each socket account until when
+//! this instance may use it ([`Holding`]), published in a watch cell that `fence.rs` follows.
+//!
+//! The deadline is counted on this process's monotonic clock from the moment *before* the
+//! renewal was sent, and ends a fifth of the lease early. The database dates the lease from the
+//! moment it ran the statement, which is later, so the deadline here always falls before anyone
+//! else can take the account: even a renewal that took long, or a process paused (SIGSTOP, a
+//! frozen VM) and resumed, finds its deadline passed and drops the socket before using it. A
+//! round that fails changes nothing: the deadlines it would have moved run out on their own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+use crate::store::{LeaseKey, Store};
+
+/// Whether this instance may use an account's socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    /// Not known yet: the first round has not run.
+    Unknown,
+    /// Not held (not yet, or another instance holds it).
+    No,
+    /// Held: usable until this instant, unless renewed before.
+    Until(Instant),
+}
+
+impl Holding {
+    /// Whether the account may be used now.
+    pub fn now(self) -> bool {
+        matches!(self, Holding::Until(until) if Instant::now() < until)
+    }
+}
+
+/// This instance's leases on the store.
+pub struct Leases {
+    store: Store,
+    instance: String,
+    lease: Duration,
+    keys: Vec<LeaseKey>,
+    cells: Vec<watch::Sender<Holding>>,
+}
+
+impl Leases {
+    /// The leases of `keys` (socket accounts) for `instance`, `lease` long. Nothing is held
+    /// until [`Leases::run`] has done its first round.
+    pub fn new(store: Store, instance: String, lease: Duration, keys: Vec<LeaseKey>) -> Leases {
+        let cells = keys
+            .iter()
+            .map(|_| watch::channel(Holding::Unknown).0)
+            .collect();
+        Leases {
+            store,
+            instance,
+            lease,
+            keys,
+            cells,
+        }
+    }
+
+    /// Follows whether `key` is held; `None` for an account without a lease (webhooks).
+    pub fn watch(&self, key: &LeaseKey) -> Option<watch::Receiver<Holding>> {
+        let at = self.keys.iter().position(|k| k == key)?;
+        Some(self.cells[at].subscribe())
+    }
+
+    /// Renew and take, one round every third of the lease, until `stop`. The gateway then
+    /// calls [`Leases::release`] once its sockets are closed.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(self.lease / 3);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = self.round() => {}
+            }
+        }
+    }
+
+    /// One round: renew the instance and every lease; publish each account's deadline.
+    async fn round(&self) {
+        let sent = Instant::now();
+        let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
+        let held = match self
+            .store
+            .lease_round(&self.instance, self.keys.clone(), lease_ms)
+            .await
+        {
+            Ok(held) => held,
+            Err(err) => {
+                tracing::warn!(%err, "could not renew the account leases; sockets whose lease runs out are dropped");
+                return;
+            }
+        };
+        let until = sent + self.lease - self.lease / 5;
+        for ((key, cell), held) in self.keys.iter().zip(&self.cells).zip(held) {
+            let now = if held {
+                Holding::Until(until)
+            } else {
+                Holding::No
+            };
+            let before = *cell.borrow();
+            if before.now() != now.now() {
+                let (platform, account) = (&key.platform, &key.account);
+                if held {
+                    tracing::info!(%platform, %account, "took the account's lease: connecting");
+                } else {
+                    tracing::info!(%platform, %account, "another instance holds the account's lease");
+                }
+            }
+            cell.send_replace(now);
+        }
+    }
+
+    /// Give every lease up now (a clean shutdown, its sockets closed), so other instances take
+    /// the accounts on their next round instead of waiting for the leases to expire.
+    pub async fn release(&self) {
+        for cell in &self.cells {
+            cell.send_replace(Holding::No);
+        }
+        if let Err(err) = self.store.lease_release(&self.instance).await {
+            tracing::warn!(%err, "could not release the account leases; other instances take them once they expire");
+        }
+    }
+}

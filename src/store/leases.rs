@@ -1,0 +1,395 @@
+//! Account leases: which instance may connect each socket account, so that several gateways on
+//! one database never hold one platform socket twice (issue 22).
+//!
+//! An instance registers itself ([`Store::instance_register`]), then renews every lease it holds
+//! and tries to take every one it wants, in one write per round ([`Store::lease_round`]). Taking
+//! and renewing are the same single statement, an upsert whose `DO UPDATE` only applies when the
+//! lease has expired or is already the caller's; `RETURNING` says whether it applied. The row
+//! lock the upsert takes makes it safe with any number of instances racing: one wins, the others
+//! get no row back.
+//!
+//! Whose clock counts: the database's. Expiry is written and compared with the database server's
+//! current time (`clock_timestamp()` on PostgreSQL, the statement's time rather than its
+//! transaction's; `unixepoch('subsec')` on SQLite), so instances whose clocks disagree still
+//! agree on who holds what. An instance fences itself with its own monotonic clock, counted from
+//! before it sent the renewal (see `cluster/`), which can only be earlier than the database's
+//! moment of renewal: it stops using a socket before the database lets anyone else take it.
+
+use super::sql::{Db, DbError, Engine, args};
+use super::{Store, StoreError};
+
+/// The database's current time in ms since the epoch, for each engine.
+macro_rules! now_ms {
+    (sqlite) => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+    (postgres) => {
+        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    };
+}
+
+/// A statement using the database's clock, in each engine's words: `[sqlite, postgres]`.
+macro_rules! with_clock {
+    (@part $engine:ident; NOW) => { now_ms!($engine) };
+    (@part $engine:ident; $text:literal) => { $text };
+    (@ $engine:ident; $($part:tt)*) => {
+        concat!($(with_clock!(@part $engine; $part)),*)
+    };
+    ($($part:tt)*) => {
+        [with_clock!(@ sqlite; $($part)*), with_clock!(@ postgres; $($part)*)]
+    };
+}
+
+/// Take or renew: applies only when the lease is free, expired, or already the caller's.
+const TAKE: [&str; 2] = with_clock!(
+    "INSERT INTO leases (platform, account, holder, expires_ms) VALUES (?1, ?2, ?3, "
+    NOW
+    " + ?4) ON CONFLICT (platform, account) DO UPDATE
+       SET holder = excluded.holder, expires_ms = excluded.expires_ms
+       WHERE leases.holder = excluded.holder OR leases.expires_ms <= "
+    NOW
+    " RETURNING holder"
+);
+
+/// An instance's row, new or restarted: started and renewed now.
+const REGISTER: [&str; 2] = with_clock!(
+    "INSERT INTO instances (id, started_ms, renewed_ms, version) VALUES (?1, "
+    NOW
+    ", "
+    NOW
+    ", ?2) ON CONFLICT (id) DO UPDATE
+       SET started_ms = excluded.started_ms, renewed_ms = excluded.renewed_ms,
+           version = excluded.version"
+);
+
+/// Another live instance's row under the same id: renewed less than `?2` ms ago.
+const LIVE_TWIN: [&str; 2] = with_clock!(
+    "SELECT " NOW " - renewed_ms FROM instances WHERE id = ?1 AND renewed_ms > " NOW " - ?2"
+);
+
+/// The instance renewed now; the rows of instances silent for a day are dropped.
+const RENEW_INSTANCE: [&str; 2] = with_clock!(
+    "UPDATE instances SET renewed_ms = " NOW " WHERE id = ?1"
+);
+const FORGET_SILENT: [&str; 2] = with_clock!(
+    "DELETE FROM instances WHERE renewed_ms < " NOW " - 86400000"
+);
+
+/// What `baton cluster status` shows: every instance with the accounts it holds now.
+const STATUS_INSTANCES: [&str; 2] = with_clock!(
+    "SELECT id, started_ms, renewed_ms, version, " NOW " FROM instances ORDER BY id"
+);
+const STATUS_HELD: [&str; 2] = with_clock!(
+    "SELECT holder, platform, account, expires_ms FROM leases WHERE expires_ms > "
+    NOW
+    " ORDER BY holder, platform, account"
+);
+
+fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
+    match db.engine() {
+        Engine::Sqlite => text[0],
+        Engine::Postgres => text[1],
+    }
+}
+
+/// One socket account's lease: which account, on which platform.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct LeaseKey {
+    /// The platform's name (`slack`, `discord`, `feishu`, `lark`).
+    pub platform: String,
+    /// The account's id.
+    pub account: String,
+}
+
+/// Whether an instance could register under its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Registered {
+    /// The row is this process's now.
+    Yes,
+    /// Another live process renewed under the same id `renewed_ago_ms` ago: two instances with
+    /// one id would both believe they hold its leases, so the second must not start.
+    LiveTwin {
+        /// How long ago the other one renewed.
+        renewed_ago_ms: i64,
+    },
+}
+
+/// One instance as `baton cluster status` and `/api/cluster` show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InstanceStatus {
+    /// Its `cluster.instance_id`.
+    pub id: String,
+    /// When it registered (database clock, ms since the epoch).
+    pub started_ms: i64,
+    /// When it last renewed (database clock).
+    pub renewed_ms: i64,
+    /// The baton version it runs.
+    pub version: String,
+    /// The accounts whose lease it holds now.
+    pub accounts: Vec<HeldLease>,
+}
+
+/// A lease held now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct HeldLease {
+    /// The platform's name.
+    pub platform: String,
+    /// The account's id.
+    pub account: String,
+    /// When it expires unless renewed (database clock).
+    pub expires_ms: i64,
+}
+
+/// The instances sharing the database, and the database's time they were read at.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterStatus {
+    /// The database's clock when read, to show "renewed 3 s ago" without trusting the
+    /// reader's clock.
+    pub now_ms: i64,
+    /// Every instance with a row, by id.
+    pub instances: Vec<InstanceStatus>,
+}
+
+impl Store {
+    /// Record instance `id` (running baton `version`) as started now, unless another process
+    /// renewed under the same id less than `lease_ms` ago.
+    pub async fn instance_register(
+        &self,
+        id: &str,
+        version: &str,
+        lease_ms: i64,
+    ) -> Result<Registered, StoreError> {
+        let (id, version) = (id.to_owned(), version.to_owned());
+        self.write(move |db| {
+            let twin: Option<i64> = db
+                .query_map(sql(db, LIVE_TWIN), args![&id, lease_ms], |row| row.get(0))?
+                .pop();
+            if let Some(renewed_ago_ms) = twin {
+                return Ok(Registered::LiveTwin { renewed_ago_ms });
+            }
+            db.execute(sql(db, REGISTER), args![&id, &version])?;
+            Ok(Registered::Yes)
+        })
+        .await
+    }
+
+    /// One round of instance `id`: renew its row, and take or renew the lease of each of
+    /// `accounts` for `lease_ms` from now. Returns, for each account in order, whether `id`
+    /// holds it now. One write: every lease of the round commits together.
+    pub async fn lease_round(
+        &self,
+        id: &str,
+        accounts: Vec<LeaseKey>,
+        lease_ms: i64,
+    ) -> Result<Vec<bool>, StoreError> {
+        let id = id.to_owned();
+        self.write(move |db| {
+            db.execute(sql(db, RENEW_INSTANCE), args![&id])?;
+            db.execute(sql(db, FORGET_SILENT), &[])?;
+            accounts
+                .iter()
+                .map(|key| take(db, &id, key, lease_ms))
+                .collect()
+        })
+        .await
+    }
+
+    /// Instance `id` stops: its leases are free at once (another instance takes them on its
+    /// next round, without waiting for expiry) and its row goes.
+    pub async fn lease_release(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |db| {
+            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])?;
+            db.execute("DELETE FROM instances WHERE id = ?1", args![&id])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every instance, its last renewal and the accounts it holds now.
+    pub async fn cluster_status(&self) -> Result<ClusterStatus, StoreError> {
+        self.read(|db| {
+            let mut now_ms = None;
+            let mut instances = db.query_map(sql(db, STATUS_INSTANCES), &[], |row| {
+                now_ms = Some(row.get(4)?);
+                Ok(InstanceStatus {
+                    id: row.get(0)?,
+                    started_ms: row.get(1)?,
+                    renewed_ms: row.get(2)?,
+                    version: row.get(3)?,
+                    accounts: Vec::new(),
+                })
+            })?;
+            let held: Vec<(String, HeldLease)> =
+                db.query_map(sql(db, STATUS_HELD), &[], |row| {
+                    Ok((
+                        row.get(0)?,
+                        HeldLease {
+                            platform: row.get(1)?,
+                            account: row.get(2)?,
+                            expires_ms: row.get(3)?,
+                        },
+                    ))
+                })?;
+            for (holder, lease) in held {
+                if let Some(at) = instances.iter_mut().find(|i| i.id == holder) {
+                    at.accounts.push(lease);
+                }
+            }
+            let now_ms = match now_ms {
+                Some(now) => now,
+                None => db.query_row(sql(db, with_clock!("SELECT " NOW)), &[], |r| r.get(0))?,
+            };
+            Ok(ClusterStatus { now_ms, instances })
+        })
+        .await
+    }
+}
+
+/// The one conditional statement: take or renew `key` for `id`; whether `id` holds it now.
+fn take(db: Db<'_>, id: &str, key: &LeaseKey, lease_ms: i64) -> Result<bool, DbError> {
+    let won = db.query_map(
+        sql(db, TAKE),
+        args![key.platform.as_str(), key.account.as_str(), id, lease_ms],
+        |row| row.get::<String>(0),
+    )?;
+    Ok(won.first().is_some_and(|holder| holder == id))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::store::testing;
+
+    fn slack(account: &str) -> LeaseKey {
+        LeaseKey {
+            platform: "slack".into(),
+            account: account.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn two_instances_racing_for_one_account_one_wins() {
+        for db in testing::engines().await {
+            // Two handles on one database: two writers, as two processes have.
+            let (a, b) = (db.open().await, db.open().await);
+            for (store, id) in [(&a, "a"), (&b, "b")] {
+                let registered = store.instance_register(id, "0.1", 60_000).await.unwrap();
+                assert_eq!(registered, Registered::Yes, "{}", db.engine());
+            }
+            for round in 0..20 {
+                let key = slack(&format!("acct{round}"));
+                let (won_a, won_b) = tokio::join!(
+                    a.lease_round("a", vec![key.clone()], 60_000),
+                    b.lease_round("b", vec![key.clone()], 60_000),
+                );
+                let (won_a, won_b) = (won_a.unwrap()[0], won_b.unwrap()[0]);
+                assert!(
+                    won_a != won_b,
+                    "{}: round {round}: exactly one holds it",
+                    db.engine()
+                );
+            }
+            let status = a.cluster_status().await.unwrap();
+            let held: usize = status.instances.iter().map(|i| i.accounts.len()).sum();
+            assert_eq!(held, 20, "{}: {status:?}", db.engine());
+        }
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_and_others_wait_until_it_expires() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let key = || vec![slack("acct")];
+            assert_eq!(store.lease_round("a", key(), 60_000).await.unwrap(), [true]);
+            assert_eq!(store.lease_round("a", key(), 60_000).await.unwrap(), [true]);
+            assert_eq!(
+                store.lease_round("b", key(), 60_000).await.unwrap(),
+                [false],
+                "{}: held and renewed by a",
+                db.engine()
+            );
+            // A short lease that a stops renewing: b takes it once it has expired, not before.
+            // Before the renewal is sent: the database dates the lease later than this.
+            let renewed = Instant::now();
+            assert_eq!(store.lease_round("a", key(), 300).await.unwrap(), [true]);
+            assert_eq!(store.lease_round("b", key(), 300).await.unwrap(), [false]);
+            let deadline = renewed + Duration::from_secs(10);
+            loop {
+                if store.lease_round("b", key(), 60_000).await.unwrap() == [true] {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{}: never expired", db.engine());
+                tokio::task::yield_now().await;
+            }
+            assert!(
+                renewed.elapsed() >= Duration::from_millis(300),
+                "{}: taken before the lease expired",
+                db.engine()
+            );
+            assert_eq!(
+                store.lease_round("a", key(), 60_000).await.unwrap(),
+                [false],
+                "{}: the old holder cannot take it back",
+                db.engine()
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clean_stop_frees_its_leases_at_once() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store.instance_register("a", "0.1", 60_000).await.unwrap();
+            store.instance_register("b", "0.1", 60_000).await.unwrap();
+            let keys = || vec![slack("one"), slack("two")];
+            assert_eq!(
+                store.lease_round("a", keys(), 60_000).await.unwrap(),
+                [true, true]
+            );
+            store.lease_release("a").await.unwrap();
+            assert_eq!(
+                store.lease_round("b", keys(), 60_000).await.unwrap(),
+                [true, true],
+                "{}",
+                db.engine()
+            );
+            let status = store.cluster_status().await.unwrap();
+            let ids: Vec<_> = status.instances.iter().map(|i| i.id.as_str()).collect();
+            assert_eq!(ids, ["b"], "{}: a's row went with it", db.engine());
+            let held: Vec<_> = status.instances[0]
+                .accounts
+                .iter()
+                .map(|l| &l.account)
+                .collect();
+            assert_eq!(held, ["one", "two"], "{}", db.engine());
+            assert!(status.instances[0].renewed_ms <= status.now_ms);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_live_process_under_one_id_is_refused() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            assert_eq!(
+                store.instance_register("a", "0.1", 60_000).await.unwrap(),
+                Registered::Yes
+            );
+            let twin = store.instance_register("a", "0.1", 60_000).await.unwrap();
+            assert!(
+                matches!(twin, Registered::LiveTwin { renewed_ago_ms } if renewed_ago_ms < 60_000),
+                "{}: {twin:?}",
+                db.engine()
+            );
+            // A restart after the lease time (the old process is gone) is the same instance.
+            assert_eq!(
+                store.instance_register("a", "0.2", 0).await.unwrap(),
+                Registered::Yes,
+                "{}",
+                db.engine()
+            );
+        }
+    }
+}
