@@ -194,9 +194,9 @@ impl Gateway {
             .wal_limit_mb
             .checked_mul(1024 * 1024)
             .ok_or(StartError::WalLimit(config.store.wal_limit_mb))?;
-        let store = Database::configured(&config, env)?
-            .open(StoreOptions { wal_limit })
-            .await?;
+        let database = Database::configured(&config, env)?;
+        let sole_instance = matches!(database, Database::Sqlite(_));
+        let store = database.open(StoreOptions { wal_limit }).await?;
         let lease = Duration::from_secs(config.cluster.lease_seconds);
         let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
         // A configured id may be given to two live processes by mistake; the default one (host
@@ -220,6 +220,9 @@ impl Gateway {
                 id: instance,
                 renewed_ago_ms,
             });
+        }
+        if sole_instance {
+            store.instances_forget_others(&instance).await?;
         }
         let hub = LocalHub::new(&config.local);
         let roster = build::roster(&config, &hub, env, adapters)?;

@@ -206,6 +206,20 @@ impl Store {
         .await
     }
 
+    /// Every instance but `id` is forgotten, with its leases. Only for SQLite: there the
+    /// database lock proves this process is the only one running, so another instance's leases
+    /// were left by a process that stopped, and a gateway restarted after a kill -9 would
+    /// otherwise keep its sockets down until they expired.
+    pub async fn instances_forget_others(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |db| {
+            db.execute("DELETE FROM leases WHERE holder <> ?1", args![&id])?;
+            db.execute("DELETE FROM instances WHERE id <> ?1", args![&id])?;
+            Ok(())
+        })
+        .await
+    }
+
     /// Every instance, its last renewal and the accounts it holds now.
     pub async fn cluster_status(&self) -> Result<ClusterStatus, StoreError> {
         self.read(|db| {
