@@ -265,12 +265,18 @@ mod tests {
         })
         .await;
 
-        // Renewed in time: it stays up past the first deadline.
+        // Renewed in time: it stays up past the first deadline. The deadline leaves a loaded
+        // machine a second to reconnect before the renewal.
         let again = Instant::now();
-        cell.send_replace(Holding::Until(again + Duration::from_millis(100)));
+        let first = again + Duration::from_secs(1);
+        cell.send_replace(Holding::Until(first));
         until("reconnected", || socket.runs.load(Ordering::SeqCst) == 2).await;
         cell.send_replace(Holding::Until(again + Duration::from_secs(60)));
-        tokio::time::sleep_until(again + Duration::from_millis(300)).await;
+        assert!(
+            Instant::now() < first,
+            "reconnecting took longer than the first deadline"
+        );
+        tokio::time::sleep_until(first + Duration::from_millis(200)).await;
         assert_eq!(socket.open.load(Ordering::SeqCst), 1, "renewed, still up");
 
         stop.cancel();
