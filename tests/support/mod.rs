@@ -11,6 +11,7 @@ pub mod fake_slack;
 pub mod gateway;
 pub mod left_over;
 pub mod multipart;
+pub mod postgres;
 pub mod process;
 pub mod raw_http;
 pub mod seen;
