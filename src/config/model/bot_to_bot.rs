@@ -1,4 +1,5 @@
-//! `[agent_to_agent]`, `[chains]` and `[artifacts]`: how bots talk to each other and what they hand over.
+//! `[agent_to_agent]`, `[chains]` and `[artifacts]`: how bots talk to each other and what they hand
+//! over.
 
 use serde::Deserialize;
 

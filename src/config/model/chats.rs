@@ -1,4 +1,5 @@
-//! `[[chats]]`, `[chats_default]` and `[admins]`: who may wake bots where, and who runs admin commands.
+//! `[[chats]]`, `[chats_default]` and `[admins]`: who may wake bots where, and who runs admin
+//! commands.
 
 use baton_contract::Platform;
 use serde::Deserialize;

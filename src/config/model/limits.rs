@@ -1,4 +1,5 @@
-//! `[lanes]`, `[limits]` and `[local]`: how much runs at once, guard budgets, and the local rooms' bounds.
+//! `[lanes]`, `[limits]` and `[local]`: how much runs at once, guard budgets, and the local rooms'
+//! bounds.
 
 use serde::Deserialize;
 
