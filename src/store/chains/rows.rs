@@ -6,7 +6,6 @@ use rand::Rng;
 use baton_contract::{Platform, UnknownPlatform};
 
 use super::{Chain, ChainEntry, ChainEntryKind, ChainOrigin, ChainState, Holder};
-use crate::bot_id::{BotId, NotABotId};
 use crate::store::sql::{Db, DbError, OptionalRow, Row, args};
 use crate::store::stored_name::parse_column;
 
@@ -26,7 +25,7 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
     let participants =
         serde_json::from_str(&participants).map_err(|e| row.column_error(4, e.to_string()))?;
     let state = parse_column(row, 5)?;
-    let holder = match bot_column(row, 3)? {
+    let holder = match row.get(3)? {
         Some(bot) => Holder::Bot(bot),
         None if state == ChainState::Open => Holder::Baton,
         None => Holder::Nobody,
@@ -34,7 +33,7 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
     Ok(Chain {
         id: row.get(0)?,
         name: row.get(1)?,
-        coordinator: bot_column(row, 2)?,
+        coordinator: row.get(2)?,
         holder,
         participants,
         state,
@@ -52,15 +51,6 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
         created_ms: row.get(15)?,
         closed_ms: row.get(16)?,
     })
-}
-
-/// A bot stored by name (or NULL), read back typed; a name that is not a bot's is a
-/// conversion error naming the column.
-fn bot_column(row: &Row<'_>, idx: usize) -> Result<Option<BotId>, DbError> {
-    let text: Option<String> = row.get(idx)?;
-    text.map(|t| t.parse())
-        .transpose()
-        .map_err(|e: NotABotId| row.column_error(idx, e.to_string()))
 }
 
 /// A platform stored by name, read back typed; a name this build does not know is a

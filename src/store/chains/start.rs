@@ -26,7 +26,7 @@ impl Store {
                     args![
                         &id,
                         &new.name,
-                        new.coordinator.as_ref().map(BotId::as_str),
+                        new.coordinator.as_ref(),
                         &participants,
                         o.platform.as_str(),
                         &o.chat,

@@ -206,7 +206,7 @@ impl Store {
                 db.execute(
                     "UPDATE chains SET holder = ?2, turn = ?3, round = ?4, round_turn = ?5
                      WHERE id = ?1",
-                    args![&chain.id, handoff.to.as_str(), turn, round, round_turn],
+                    args![&chain.id, &handoff.to, turn, round, round_turn],
                 )?;
                 let entry = Note {
                     turn,
