@@ -7,8 +7,14 @@
 //! else can take the account: even a renewal that took long, or a process paused (SIGSTOP, a
 //! frozen VM) and resumed, finds its deadline passed and drops the socket before using it. A
 //! round that fails changes nothing: the deadlines it would have moved run out on their own.
+//!
+//! Each instance holds only its share of the accounts (ceil(accounts / live instances), see
+//! [`Store::lease_round`]). A lease it held and did not renew, surplus once another instance
+//! is live, is published as not held at once, so `fence.rs` drops its socket; the lease itself
+//! is given up at the next round, with the socket closed by then, so the new holder never
+//! connects while this one still is.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -42,6 +48,8 @@ pub struct Leases {
     lease: Duration,
     keys: Vec<LeaseKey>,
     cells: Vec<watch::Sender<Holding>>,
+    /// Leases this instance stopped using at the last round, to give up at the next.
+    releasing: Mutex<Vec<LeaseKey>>,
 }
 
 impl Leases {
@@ -58,6 +66,7 @@ impl Leases {
             lease,
             keys,
             cells,
+            releasing: Mutex::new(Vec::new()),
         }
     }
 
@@ -88,9 +97,10 @@ impl Leases {
     async fn round(&self) {
         let sent = Instant::now();
         let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
+        let releasing = self.releasing.lock().expect("releasing poisoned").clone();
         let held = match self
             .store
-            .lease_round(&self.instance, self.keys.clone(), lease_ms)
+            .lease_round(&self.instance, self.keys.clone(), releasing, lease_ms)
             .await
         {
             Ok(held) => held,
@@ -100,6 +110,7 @@ impl Leases {
             }
         };
         let until = sent + self.lease - self.lease / 5;
+        let mut surplus = Vec::new();
         for ((key, cell), held) in self.keys.iter().zip(&self.cells).zip(held) {
             let now = if held {
                 Holding::Until(until)
@@ -112,11 +123,15 @@ impl Leases {
                 if held {
                     tracing::info!(%platform, %account, "took the account's lease: connecting");
                 } else {
-                    tracing::info!(%platform, %account, "another instance holds the account's lease");
+                    tracing::info!(%platform, %account, "the account's lease is another instance's (or more than this one's share): on standby");
                 }
+            }
+            if !held && matches!(before, Holding::Until(_)) {
+                surplus.push(key.clone());
             }
             cell.send_replace(now);
         }
+        *self.releasing.lock().expect("releasing poisoned") = surplus;
     }
 
     /// Give every lease up now (a clean shutdown, its sockets closed), so other instances take

@@ -12,7 +12,8 @@
 //! - schema **migrations** by version, one SQL file per step and engine (`migrate.rs`);
 //! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`).
 //!
-//! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
+//! Then one file per thing kept, each adding its methods to [`Store`]: `notices.rs` ([`Store::subscribe`]: "look
+//! again" between instances), `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
@@ -50,6 +51,7 @@ mod inbox;
 mod leases;
 mod lock;
 mod migrate;
+mod notices;
 mod pairing;
 mod progress;
 mod prune;
@@ -90,6 +92,7 @@ pub use inbox::{Filing, InboxId, Unfinished};
 pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, Registered};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
+pub use notices::{Notice, Notices, Topic};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
@@ -107,6 +110,7 @@ use chat_settings::SettingsCache;
 use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
+use notices::Bus;
 use readers::{Readers, Source};
 use sql::{Conn, Db, PgConn};
 use writer::Writer;
@@ -125,6 +129,8 @@ struct Inner {
     readers: Readers,
     settings: Arc<SettingsCache>,
     escalation_chats: Arc<EscalationChats>,
+    /// Notices between instances (`notices.rs`).
+    bus: Bus,
     /// For a memory database: one connection held for the store's lifetime, since the
     /// database disappears when its last connection closes.
     _keeper: Option<Mutex<Connection>>,
@@ -200,6 +206,7 @@ impl Store {
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
                 settings,
                 escalation_chats,
+                bus: Bus::local(),
                 _keeper: keeper,
                 _checkpointer: checkpointer,
             }),
@@ -223,6 +230,7 @@ impl Store {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
         tracing::debug!(database = %url.display(), "store opened");
+        let bus = Bus::listening(url.clone())?;
         let source = Source::Postgres(url);
         let first_reader = source.open_reader()?;
         Ok(Store {
@@ -232,6 +240,7 @@ impl Store {
                 readers: Readers::new(source, first_reader, ReadGate::default()),
                 settings,
                 escalation_chats,
+                bus,
                 _keeper: None,
                 _checkpointer: None,
             }),
