@@ -50,6 +50,8 @@ pub struct Leases {
     cells: Vec<watch::Sender<Holding>>,
     /// Leases this instance stopped using at the last round, to give up at the next.
     releasing: Mutex<Vec<LeaseKey>>,
+    /// How many instances were live at the last round (0 before the first).
+    live: watch::Sender<usize>,
 }
 
 impl Leases {
@@ -67,6 +69,7 @@ impl Leases {
             keys,
             cells,
             releasing: Mutex::new(Vec::new()),
+            live: watch::channel(0).0,
         }
     }
 
@@ -74,6 +77,12 @@ impl Leases {
     pub fn watch(&self, key: &LeaseKey) -> Option<watch::Receiver<Holding>> {
         let at = self.keys.iter().position(|k| k == key)?;
         Some(self.cells[at].subscribe())
+    }
+
+    /// Follows how many instances are live, as of each round: when it drops, one is gone, and
+    /// the work it had in flight is for the others to pick up.
+    pub fn live(&self) -> watch::Receiver<usize> {
+        self.live.subscribe()
     }
 
     /// Renew and take, one round every third of the lease, until `stop`. The gateway then
@@ -98,12 +107,12 @@ impl Leases {
         let sent = Instant::now();
         let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
         let releasing = self.releasing.lock().expect("releasing poisoned").clone();
-        let held = match self
+        let round = match self
             .store
             .lease_round(&self.instance, self.keys.clone(), releasing, lease_ms)
             .await
         {
-            Ok(held) => held,
+            Ok(round) => round,
             Err(err) => {
                 tracing::warn!(%err, "could not renew the account leases; sockets whose lease runs out are dropped");
                 return;
@@ -111,7 +120,9 @@ impl Leases {
         };
         let until = sent + self.lease - self.lease / 5;
         let mut surplus = Vec::new();
-        for ((key, cell), held) in self.keys.iter().zip(&self.cells).zip(held) {
+        self.live
+            .send_if_modified(|live| std::mem::replace(live, round.live) != round.live);
+        for ((key, cell), held) in self.keys.iter().zip(&self.cells).zip(round.held) {
             let now = if held {
                 Holding::Until(until)
             } else {

@@ -40,6 +40,23 @@ macro_rules! with_clock {
     };
 }
 
+pub(super) use {now_ms, with_clock};
+
+/// The ids of the live instances, renewed less than `?3` ms ago: a subquery for the other
+/// tables that name an instance (deliveries' runners).
+pub(super) const LIVE_IDS: [&str; 2] = with_clock!(
+    "SELECT id FROM instances WHERE renewed_ms > " NOW " - ?3"
+);
+
+/// A live holder of one account's lease: the lease unexpired, its holder renewed within `?3`.
+const LIVE_HOLDER: [&str; 2] = with_clock!(
+    "SELECT holder FROM leases WHERE platform = ?1 AND account = ?2 AND expires_ms > "
+    NOW
+    " AND holder IN (SELECT id FROM instances WHERE renewed_ms > "
+    NOW
+    " - ?3)"
+);
+
 /// Take or renew: applies only when the lease is free, expired, or already the caller's.
 const TAKE: [&str; 2] = with_clock!(
     "INSERT INTO leases (platform, account, holder, expires_ms) VALUES (?1, ?2, ?3, "
@@ -95,7 +112,8 @@ const STATUS_HELD: [&str; 2] = with_clock!(
     " ORDER BY holder, platform, account"
 );
 
-fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
+/// The text of `text` for `db`'s engine.
+pub(super) fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
     match db.engine() {
         Engine::Sqlite => text[0],
         Engine::Postgres => text[1],
@@ -109,6 +127,15 @@ pub struct LeaseKey {
     pub platform: String,
     /// The account's id.
     pub account: String,
+}
+
+/// What one round of an instance found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRound {
+    /// For each account asked about, in order, whether the instance holds it now.
+    pub held: Vec<bool>,
+    /// How many instances are live (this one included).
+    pub live: usize,
 }
 
 /// Whether an instance could register under its id.
@@ -197,7 +224,7 @@ impl Store {
         accounts: Vec<LeaseKey>,
         releasing: Vec<LeaseKey>,
         lease_ms: i64,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<LeaseRound, StoreError> {
         let id = id.to_owned();
         self.write(move |db| {
             db.execute(sql(db, RENEW_INSTANCE), args![&id])?;
@@ -235,7 +262,25 @@ impl Store {
                     count += 1;
                 }
             }
-            Ok(held)
+            Ok(LeaseRound { held, live })
+        })
+        .await
+    }
+
+    /// The live instances holding a lease of any of `accounts` (a bot's socket accounts: its
+    /// home), in `accounts`' order.
+    pub async fn lease_holders(
+        &self,
+        accounts: Vec<LeaseKey>,
+        lease_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(move |db| {
+            let mut holders = Vec::new();
+            for key in &accounts {
+                let args = args![key.platform.as_str(), key.account.as_str(), lease_ms];
+                holders.extend(db.query_map(sql(db, LIVE_HOLDER), args, |r| r.get::<String>(0))?);
+            }
+            Ok(holders)
         })
         .await
     }
@@ -345,7 +390,7 @@ mod tests {
                     a.lease_round("a", vec![key.clone()], vec![], 60_000),
                     b.lease_round("b", vec![key.clone()], vec![], 60_000),
                 );
-                let (won_a, won_b) = (won_a.unwrap()[0], won_b.unwrap()[0]);
+                let (won_a, won_b) = (won_a.unwrap().held[0], won_b.unwrap().held[0]);
                 assert!(
                     won_a != won_b,
                     "{}: round {round}: exactly one holds it",
@@ -364,15 +409,27 @@ mod tests {
             let store = db.open().await;
             let key = || vec![slack("acct")];
             assert_eq!(
-                store.lease_round("a", key(), vec![], 60_000).await.unwrap(),
+                store
+                    .lease_round("a", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [true]
             );
             assert_eq!(
-                store.lease_round("a", key(), vec![], 60_000).await.unwrap(),
+                store
+                    .lease_round("a", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [true]
             );
             assert_eq!(
-                store.lease_round("b", key(), vec![], 60_000).await.unwrap(),
+                store
+                    .lease_round("b", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [false],
                 "{}: held and renewed by a",
                 db.engine()
@@ -381,16 +438,30 @@ mod tests {
             // Before the renewal is sent: the database dates the lease later than this.
             let renewed = Instant::now();
             assert_eq!(
-                store.lease_round("a", key(), vec![], 300).await.unwrap(),
+                store
+                    .lease_round("a", key(), vec![], 300)
+                    .await
+                    .unwrap()
+                    .held,
                 [true]
             );
             assert_eq!(
-                store.lease_round("b", key(), vec![], 300).await.unwrap(),
+                store
+                    .lease_round("b", key(), vec![], 300)
+                    .await
+                    .unwrap()
+                    .held,
                 [false]
             );
             let deadline = renewed + Duration::from_secs(10);
             loop {
-                if store.lease_round("b", key(), vec![], 60_000).await.unwrap() == [true] {
+                if store
+                    .lease_round("b", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held
+                    == [true]
+                {
                     break;
                 }
                 assert!(Instant::now() < deadline, "{}: never expired", db.engine());
@@ -405,7 +476,11 @@ mod tests {
                 db.engine()
             );
             assert_eq!(
-                store.lease_round("a", key(), vec![], 60_000).await.unwrap(),
+                store
+                    .lease_round("a", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [false],
                 "{}: the old holder cannot take it back",
                 db.engine()
@@ -423,7 +498,8 @@ mod tests {
                 store
                     .lease_round("a", keys(), vec![], 60_000)
                     .await
-                    .unwrap(),
+                    .unwrap()
+                    .held,
                 [true, true]
             );
             store.instance_register("b", "0.1", 60_000).await.unwrap();
@@ -432,7 +508,8 @@ mod tests {
                 store
                     .lease_round("b", keys(), vec![], 60_000)
                     .await
-                    .unwrap(),
+                    .unwrap()
+                    .held,
                 [true, true],
                 "{}",
                 db.engine()
@@ -489,6 +566,7 @@ mod tests {
                         .lease_round(id, keys(), releasing, 60_000)
                         .await
                         .unwrap()
+                        .held
                 }
             };
             assert_eq!(round("a", vec![]).await, [true, true], "{}", db.engine());

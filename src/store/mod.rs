@@ -25,7 +25,8 @@
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
 //! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
-//! each socket account). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
+//! session across instances). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -59,6 +60,7 @@ mod readers;
 mod reply_files;
 mod schedule;
 mod sends;
+mod session_locks;
 mod sessions;
 mod sql;
 #[cfg(test)]
@@ -89,7 +91,7 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
-pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, Registered};
+pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, LeaseRound, Registered};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
 pub use notices::{Notice, Notices, Topic};
@@ -101,6 +103,7 @@ pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
+pub use session_locks::Locked;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
@@ -245,6 +248,11 @@ impl Store {
                 _checkpointer: None,
             }),
         })
+    }
+
+    /// The engine behind this store.
+    pub(crate) fn engine(&self) -> sql::Engine {
+        self.inner.bus.engine()
     }
 
     /// The schema versions the open found and left (what `baton migrate` reports).

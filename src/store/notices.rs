@@ -39,8 +39,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 stored_name! {
     /// What kind of row a notice is about; its key says which.
     Topic, "notice topic" {
-        /// A delivery (key: its run id) was queued for another instance, or settled.
+        /// A delivery (key: its run id) moved: running, or settled.
         Delivery = "delivery",
+        /// A delivery (key: its run id) was queued for the target's home instance to claim.
+        Handed = "handed",
         /// A session's lock (key: the lock's name) was let go.
         SessionFree = "session_free",
         /// An escalation (key: its id) was answered or decided.
@@ -147,6 +149,11 @@ impl Bus {
             .spawn(move || listen_loop(url, client, &tx, &closed))
             .map_err(|e| StoreError::Internal(format!("cannot start the listening thread: {e}")))?;
         Ok(bus)
+    }
+
+    /// The engine of the store it belongs to.
+    pub(super) fn engine(&self) -> Engine {
+        self.engine
     }
 
     fn subscribe(&self) -> Notices {
@@ -256,7 +263,7 @@ impl Store {
             announce_in(db, topic, &announced)?;
             Ok(done)
         };
-        match self.inner.bus.engine {
+        match self.inner.bus.engine() {
             Engine::Postgres => self.write(job).await,
             Engine::Sqlite => {
                 let tx = self.inner.bus.tx.clone();
