@@ -852,13 +852,13 @@ mod tests {
             assert_eq!(open, ["r3"], "{}: r1 and r2 have live runners", db.engine());
             assert!(
                 store
-                    .delivery_claim("r3", Some("gone"), "me")
+                    .delivery_claim("r3", Some("gone"), Some("me"))
                     .await
                     .unwrap()
             );
             assert!(
                 !store
-                    .delivery_claim("r3", Some("gone"), "other")
+                    .delivery_claim("r3", Some("gone"), Some("other"))
                     .await
                     .unwrap()
             );
