@@ -207,6 +207,11 @@ async fn a_late_reply_from_b_reaches_the_senders_session_on_a() {
     );
     assert!(late[0]["text"].as_str().unwrap().contains("slow answer"));
     assert_eq!(late[0]["run_id"], format!("reply:{run_id}"));
+    // The push is marked done once the woken turn has answered.
+    until("the push is on record", async || {
+        the_delivery(&pair.a).await["notify"] == "done"
+    })
+    .await;
     let row = the_delivery(&pair.a).await;
     assert_eq!(
         (
