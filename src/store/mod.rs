@@ -12,7 +12,8 @@
 //! - schema **migrations** by version, one SQL file per step and engine (`migrate.rs`);
 //! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`).
 //!
-//! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
+//! Then one file per thing kept, each adding its methods to [`Store`]: `notices.rs` ([`Store::subscribe`]: "look
+//! again" between instances), `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
@@ -24,7 +25,8 @@
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
 //! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
-//! each socket account). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
+//! session across instances). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -50,6 +52,7 @@ mod inbox;
 mod leases;
 mod lock;
 mod migrate;
+mod notices;
 mod pairing;
 mod progress;
 mod prune;
@@ -57,6 +60,7 @@ mod readers;
 mod reply_files;
 mod schedule;
 mod sends;
+mod session_locks;
 mod sessions;
 mod sql;
 #[cfg(test)]
@@ -87,9 +91,10 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
-pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, Registered};
+pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, LeaseRound, Registered};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
+pub use notices::{Notice, Notices, Topic};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
@@ -98,6 +103,7 @@ pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
+pub use session_locks::Locked;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
@@ -107,6 +113,7 @@ use chat_settings::SettingsCache;
 use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
+use notices::Bus;
 use readers::{Readers, Source};
 use sql::{Conn, Db, PgConn};
 use writer::Writer;
@@ -125,6 +132,8 @@ struct Inner {
     readers: Readers,
     settings: Arc<SettingsCache>,
     escalation_chats: Arc<EscalationChats>,
+    /// Notices between instances (`notices.rs`).
+    bus: Bus,
     /// For a memory database: one connection held for the store's lifetime, since the
     /// database disappears when its last connection closes.
     _keeper: Option<Mutex<Connection>>,
@@ -200,6 +209,7 @@ impl Store {
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
                 settings,
                 escalation_chats,
+                bus: Bus::local(),
                 _keeper: keeper,
                 _checkpointer: checkpointer,
             }),
@@ -223,6 +233,7 @@ impl Store {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
         tracing::debug!(database = %url.display(), "store opened");
+        let bus = Bus::listening(url.clone())?;
         let source = Source::Postgres(url);
         let first_reader = source.open_reader()?;
         Ok(Store {
@@ -232,10 +243,16 @@ impl Store {
                 readers: Readers::new(source, first_reader, ReadGate::default()),
                 settings,
                 escalation_chats,
+                bus,
                 _keeper: None,
                 _checkpointer: None,
             }),
         })
+    }
+
+    /// The engine behind this store.
+    pub(crate) fn engine(&self) -> sql::Engine {
+        self.inner.bus.engine()
     }
 
     /// The schema versions the open found and left (what `baton migrate` reports).
