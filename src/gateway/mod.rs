@@ -269,6 +269,15 @@ impl Gateway {
             leases.live(),
             shutdown.clone(),
         ));
+        tasks.spawn({
+            let (store, stop) = (shared.store().clone(), shutdown.clone());
+            async move {
+                tokio::select! {
+                    () = store.follow_chat_settings() => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+        });
         for (index, account) in shared.roster().accounts().iter().enumerate() {
             let (events, watched, stop) = (
                 shared.events().clone(),

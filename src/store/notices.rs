@@ -47,6 +47,8 @@ stored_name! {
         SessionFree = "session_free",
         /// An escalation (key: its id) was answered or decided.
         Escalation = "escalation",
+        /// A chat's settings (key: its chat key) were changed by an admin command.
+        ChatSettings = "chat_settings",
     }
 }
 
@@ -227,7 +229,7 @@ fn listen_loop(
 
 /// Announces `topic`/`key` from inside a write job: on PostgreSQL it leaves at the job's commit.
 /// On SQLite the caller's [`Store::write_announcing`] sends it after the commit.
-fn announce_in(db: Db<'_>, topic: Topic, key: &str) -> Result<(), DbError> {
+pub(super) fn announce_in(db: Db<'_>, topic: Topic, key: &str) -> Result<(), DbError> {
     match db.engine() {
         Engine::Sqlite => Ok(()),
         Engine::Postgres => db
