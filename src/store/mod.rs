@@ -96,7 +96,7 @@ pub use pairing::{
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
-pub use schedule::{LastDelivered, ScheduleRow};
+pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
