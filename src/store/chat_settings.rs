@@ -198,14 +198,14 @@ impl Store {
     async fn update_settings(
         &self,
         chat: String,
-        change: impl FnOnce(Db<'_>, &str) -> Result<usize, DbError> + Send + 'static,
+        mut change: impl FnMut(Db<'_>, &str) -> Result<usize, DbError> + Send + 'static,
     ) -> Result<(), StoreError> {
         let cache = Arc::clone(&self.inner.settings);
         self.write_then(
             move |db| {
                 change(db, &chat)?;
                 announce_in(db, Topic::ChatSettings, &chat)?;
-                Ok((load_one(db, &chat)?, chat))
+                Ok((load_one(db, &chat)?, chat.clone()))
             },
             move |(settings, chat)| cache.put(chat.clone(), settings.clone()),
         )

@@ -10,7 +10,9 @@
 //!   a blocking driver never blocks a tokio worker;
 //! - queries written once for both engines (`sql/`: [`sql::Db`], parameters, rows);
 //! - schema **migrations** by version, one SQL file per step and engine (`migrate.rs`);
-//! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`).
+//! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`);
+//! - on PostgreSQL, a batch that deadlocked with another instance's is run again
+//!   (`contention.rs`).
 //!
 //! Then one file per thing kept, each adding its methods to [`Store`]: `notices.rs` ([`Store::subscribe`]: "look
 //! again" between instances), `dedupe.rs`
@@ -42,6 +44,7 @@ mod chains;
 mod chat_settings;
 mod checkpoint;
 mod connect;
+mod contention;
 mod dedupe;
 mod deliveries;
 mod error;
@@ -101,7 +104,7 @@ pub use pairing::{
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
-pub use schedule::{LastDelivered, ScheduleRow};
+pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;
 pub use sessions::SessionRecord;
@@ -271,11 +274,13 @@ impl Store {
         self.inner.writer.stop().await
     }
 
-    /// Runs `work` on the writer thread; returns once it is committed.
+    /// Runs `work` on the writer thread; returns once it is committed. `work` may run more
+    /// than once: on PostgreSQL a batch another instance's writer deadlocked with is rolled
+    /// back and run again (`contention.rs`), so it must do nothing outside its transaction.
     pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         self.inner.writer.submit(work, None).await
     }
@@ -288,7 +293,7 @@ impl Store {
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         self.inner
             .writer
@@ -324,10 +329,10 @@ impl Store {
 
     /// The writer's SQLite connection, for tests that read its pragmas.
     #[cfg(test)]
-    pub(crate) async fn sqlite_write<T, F>(&self, work: F) -> Result<T, StoreError>
+    pub(crate) async fn sqlite_write<T, F>(&self, mut work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnMut(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         self.write(move |db| Ok(work(db.sqlite())?)).await
     }

@@ -252,11 +252,11 @@ impl Store {
         &self,
         topic: Topic,
         key: &str,
-        work: F,
+        mut work: F,
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         let key = key.to_owned();
         let announced = key.clone();
