@@ -1,8 +1,10 @@
 //! Step 2, continued: the inbox, so an event accepted before a kill -9 is still answered.
 //!
 //! Every fresh event is filed in the store together with its dedupe claim, before the platform
-//! is acknowledged, and taken out when its run ends. At the next start, each account picks up
-//! what it left (once it is connected, so it knows its own identity again) and runs it again.
+//! is acknowledged, and taken out when its run ends. What a stopped process left (this
+//! instance's previous one, or another instance that died: issue 22) is taken over by the
+//! instance serving the account, once it is connected (so it knows its own identity again), and
+//! run again.
 //! A reply cut off mid-post is not posted twice: the delivery step sees the begun post and
 //! records a failure instead. An event that was being run again each of the last
 //! [`MAX_ATTEMPTS`] times the process died is taken to be what kills it, and is given up on,
@@ -10,11 +12,14 @@
 
 use std::time::Duration;
 
-use baton_contract::{AccountId, InboundEvent, Platform};
+use baton_contract::{ConnectionState, InboundEvent};
 use serde_json::json;
+use tokio::sync::watch;
+use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, dedupe, turn_step};
+use crate::cluster::Holding;
 use crate::engine::journal;
 use crate::metrics;
 use crate::mirror::Arrival;
@@ -23,9 +28,6 @@ use crate::store::{EntryKind, Filing, InboxId, Store, StoreError, Unfinished};
 
 /// How many times a left-over event is run again before it is given up on.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
-
-/// How often an account that is not connected yet is looked at again.
-const READY_POLL: Duration = Duration::from_millis(20);
 
 /// Claim `event` and file it; `None` is a duplicate.
 pub(super) async fn file(
@@ -36,52 +38,61 @@ pub(super) async fn file(
     store.file(Filing::of(event)?, now_ms).await
 }
 
-/// What one account left unfinished, read at start before it connects.
-pub struct LeftOver {
-    platform: Platform,
-    account: AccountId,
-    events: Vec<Unfinished>,
-}
-
 impl Dispatcher {
-    /// Every account's unfinished events. Call it before the accounts connect: an event filed
-    /// after it is being handled by this process, and must not be run twice.
-    pub async fn unfinished(&self) -> Result<Vec<LeftOver>, StoreError> {
-        let mut all = Vec::new();
-        for account in self.shared.roster().accounts() {
-            let scope = dedupe::scope_of(account.platform, &account.id);
-            let events = self.shared.store().inbox_left(&scope).await?;
-            if !events.is_empty() {
-                tracing::info!(events = events.len(), %scope, "events left unfinished by the last stop");
-                all.push(LeftOver {
-                    platform: account.platform,
-                    account: account.id.clone(),
-                    events,
-                });
-            }
-        }
-        Ok(all)
-    }
-
-    /// Run `left` again, once its account is connected (so it knows its own identity again and
-    /// can post); returns early on `stop`.
-    pub async fn rerun_unfinished(self, left: LeftOver, stop: CancellationToken) {
-        let Some(acct) = self.shared.roster().account(left.platform, &left.account) else {
-            return;
-        };
-        while !acct.adapter.connection_state().is_ready() {
+    /// Run again, one at a time and in the order they came, the events of account number
+    /// `index` (in the roster) that no live instance runs: those this instance's previous
+    /// process left, and those of an instance that died or stopped before finishing them. They
+    /// are looked for whenever this instance serves the account: once the account is connected
+    /// (so it knows its own identity again and can post), again at each change of its
+    /// connection, and every third of `cluster.lease_seconds` (an instance is dead once its
+    /// registration is a lease old). A socket account is served by the holder of its lease
+    /// (`holding`) only; a webhook account (`None`) by every instance, and the store gives
+    /// each event to exactly one of them. Returns on `stop`.
+    pub async fn recover_left_overs(
+        self,
+        index: usize,
+        holding: Option<watch::Receiver<Holding>>,
+        stop: CancellationToken,
+    ) {
+        let account = &self.shared.roster().accounts()[index];
+        let scope = dedupe::scope_of(account.platform, &account.id);
+        let lease = Duration::from_secs(self.shared.config().cluster.lease_seconds);
+        let stale_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+        let mut tick = tokio::time::interval(lease / 3);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut state = account.adapter.connection().watch();
+        loop {
             tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(READY_POLL) => {}
+                () = stop.cancelled() => return,
+                _ = tick.tick() => {}
+                changed = state.changed() => if changed.is_err() { return },
             }
-        }
-        // One at a time, in the order they came: replies keep the chat's order, and a crash
-        // counts against the one event that was running, not against all that were waiting.
-        for row in left.events {
-            if self.shared.tasks().is_closed() {
-                return;
+            let connected = matches!(
+                *state.borrow_and_update(),
+                ConnectionState::Connected | ConnectionState::Retrying { .. }
+            );
+            let held = holding.as_ref().is_none_or(|h| h.borrow().now());
+            if !(connected && held) {
+                continue;
             }
-            self.rerun(acct, row).await;
+            let left = match self.shared.store().inbox_adopt(&scope, stale_ms).await {
+                Ok(left) => left,
+                Err(err) => {
+                    tracing::warn!(%err, %scope, "could not look for events left unfinished; trying again");
+                    continue;
+                }
+            };
+            if !left.is_empty() {
+                tracing::info!(events = left.len(), %scope, "running again events left unfinished by a stopped process");
+            }
+            // One at a time, in the order they came: replies keep the chat's order, and a crash
+            // counts against the one event that was running, not against all that were waiting.
+            for row in left {
+                if self.shared.tasks().is_closed() || stop.is_cancelled() {
+                    return;
+                }
+                self.rerun(account, row).await;
+            }
         }
     }
 

@@ -49,7 +49,6 @@ use baton_contract::{EventSink, InboundEvent, NotTaken};
 
 pub use activation::Wake;
 pub use handled::{DropReason, Handled};
-pub use inbox::LeftOver;
 pub use pipeline::MAX_TEXT_BYTES;
 pub use policy::Refusal;
 

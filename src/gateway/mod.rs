@@ -252,8 +252,6 @@ impl Gateway {
         if chains > 0 {
             tracing::info!(chains, "picked up chains left open by the last run");
         }
-        // Read before any account connects: rows filed from here on belong to this process.
-        let unfinished = dispatcher.unfinished().await?;
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let mut accounts = JoinSet::new();
@@ -288,10 +286,13 @@ impl Gateway {
                 let account = &watched.roster().accounts()[index];
                 connections::announce(events, account, stop).await;
             });
+            let holding = leases.watch(&crate::cluster::lease_key(account));
+            let recover = dispatcher.clone();
+            tasks.spawn(recover.recover_left_overs(index, holding.clone(), shutdown.clone()));
             let adapter = Arc::clone(&account.adapter);
             let sink = dispatcher.clone();
             let stop = shutdown.clone();
-            let Some(holding) = leases.watch(&crate::cluster::lease_key(account)) else {
+            let Some(holding) = holding else {
                 accounts.spawn(async move {
                     if let Err(err) = adapter.run(&sink as &dyn EventSink, stop).await {
                         tracing::error!(platform = %adapter.platform(), account = %adapter.account(), %err, "account stopped");
@@ -302,9 +303,6 @@ impl Gateway {
             accounts.spawn(async move {
                 connect_while_held(adapter.as_ref(), &sink, holding, stop).await;
             });
-        }
-        for left in unfinished {
-            tasks.spawn(dispatcher.clone().rerun_unfinished(left, shutdown.clone()));
         }
         tasks.spawn(crate::engine::take_down_typing(
             Arc::clone(&shared),
@@ -407,6 +405,13 @@ impl Gateway {
         }
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
+        // Only now, its turns drained: from here on another instance takes over what is left.
+        let shared = self.dispatcher.shared();
+        if let Some(id) = &shared.config().cluster.instance_id
+            && let Err(err) = shared.store().instance_deregister(id).await
+        {
+            tracing::warn!(%err, "could not remove this instance's row; the others take over what it left once it is a lease old");
+        }
         if let Err(err) = self.store().close().await {
             tracing::error!(%err, "closing the store failed");
         }

@@ -2,13 +2,18 @@
 //!
 //! An event is filed in the same transaction as its dedupe claim ([`Store::accept`]), before
 //! the platform is acknowledged, and taken out when its run ends ([`Store::inbox_done`]). A
-//! crash in between leaves the row; the next start runs it again ([`Store::inbox_left`],
-//! counting each run with [`Store::inbox_attempt`]).
+//! crash in between leaves the row. Each row names the instance running it (its owner); once
+//! that instance is gone (killed, stopped, or restarted as a new process) the instance serving
+//! the account takes the row over and runs it again ([`Store::inbox_adopt`], counting each run
+//! with [`Store::inbox_attempt`]).
 //! Replies cannot double on that replay: each chunk's post is begun durably first
 //! ([`Store::send_begin`]).
 
+use std::sync::Arc;
+
 use baton_contract::{ChatKey, InboundEvent};
 
+use super::db_clock::pick;
 use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
 use super::history;
 use super::sql::{Db, DbError, args};
@@ -55,17 +60,28 @@ impl Filing {
     }
 }
 
-/// Claim `filing` and file it when fresh, inside a writer job.
-fn file(db: Db<'_>, filing: &Filing, now_ms: i64) -> Result<Option<InboxId>, DbError> {
+/// Claim `filing` and file it as `owner`'s when fresh, inside a writer job.
+fn file(db: Db<'_>, filing: &Filing, owner: &str, now_ms: i64) -> Result<Option<InboxId>, DbError> {
     if claim_keys(db, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
         return Ok(None);
     }
     db.query_row(
-        "INSERT INTO inbox (account, event, accepted_ms) VALUES (?1, ?2, ?3) RETURNING id",
-        args![&filing.scope, &filing.event, now_ms],
+        "INSERT INTO inbox (account, event, accepted_ms, owner) VALUES (?1, ?2, ?3, ?4) \
+         RETURNING id",
+        args![&filing.scope, &filing.event, now_ms, owner],
         |row| row.get(0).map(|id| Some(InboxId(id))),
     )
 }
+
+/// The rows of account `?1` that no live instance runs: not `?2`'s (the caller's own are under
+/// way), and their owner has no registration renewed within `?3` ms (it was killed, stopped, or
+/// is a previous process of a restarted instance: owner '').
+const ORPHANS: [&str; 2] = with_clock!(
+    "SELECT id, owner FROM inbox WHERE account = ?1 AND owner <> ?2 AND NOT EXISTS \
+     (SELECT 1 FROM instances WHERE instances.id = inbox.owner AND instances.renewed_ms > "
+    NOW
+    " - ?3) ORDER BY id"
+);
 
 /// Take `id` out of the inbox, inside a writer job.
 fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
@@ -93,7 +109,9 @@ impl Store {
 
     /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again).
     pub async fn file(&self, filing: Filing, now_ms: i64) -> Result<Option<InboxId>, StoreError> {
-        self.write(move |db| file(db, &filing, now_ms)).await
+        let owner = self.instance();
+        self.write(move |db| file(db, &filing, &owner, now_ms))
+            .await
     }
 
     /// Append `post` (a delivered chunk's transcript entry) and file `handovers` (the same post
@@ -107,11 +125,12 @@ impl Store {
         now_ms: i64,
     ) -> Result<(i64, Vec<Option<InboxId>>), StoreError> {
         let meta = meta_json(&post)?;
+        let owner = self.instance();
         self.write(move |db| {
             let entry = insert_entry(db, &post, &meta)?;
             let filed = handovers
                 .iter()
-                .map(|filing| file(db, filing, now_ms))
+                .map(|filing| file(db, filing, &owner, now_ms))
                 .collect::<Result<_, _>>()?;
             Ok((entry, filed))
         })
@@ -158,6 +177,53 @@ impl Store {
                     })
                 },
             )
+        })
+        .await
+    }
+
+    /// Take over the events of `scope` (`<platform>:<account>`) that no live instance runs, to
+    /// run them again, oldest first: those of an instance whose registration was not renewed
+    /// within `stale_ms` (killed, or stopped before they finished) and those a restarted
+    /// instance's previous process left. Each row changes owner in one conditional update
+    /// (still the owner it was read with), so of several instances taking over at once exactly
+    /// one gets each event. Their dedupe claims stay: a redelivery is still a duplicate.
+    ///
+    /// The common case, nothing to take, is one read and no write.
+    pub async fn inbox_adopt(
+        &self,
+        scope: &str,
+        stale_ms: i64,
+    ) -> Result<Vec<Unfinished>, StoreError> {
+        let me = self.instance();
+        let (scope, mine) = (scope.to_owned(), Arc::clone(&me));
+        let orphans: Vec<(i64, String)> = self
+            .read(move |db| {
+                db.query_map(pick(db, ORPHANS), args![&scope, &*mine, stale_ms], |row| {
+                    Ok((row.get(0)?, row.get(1)?))
+                })
+            })
+            .await?;
+        if orphans.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(move |db| {
+            let mut taken = Vec::new();
+            for (id, owner) in &orphans {
+                let row = db.query_map(
+                    "UPDATE inbox SET owner = ?1 WHERE id = ?2 AND owner = ?3 \
+                     RETURNING event, attempts",
+                    args![&*me, *id, owner],
+                    |row| {
+                        Ok(Unfinished {
+                            id: InboxId(*id),
+                            event: row.get(0)?,
+                            attempts: row.get(1)?,
+                        })
+                    },
+                )?;
+                taken.extend(row);
+            }
+            Ok(taken)
         })
         .await
     }
@@ -299,6 +365,141 @@ mod tests {
                 .unwrap();
             let texts: Vec<&str> = kept.iter().map(|h| h.text.as_str()).collect();
             assert_eq!(texts, ["the deploy is at five"], "{engine}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dead_instances_events_are_taken_over_once_and_a_live_ones_are_not() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            // Three processes on one database: a takes the events, b and c serve the account too.
+            let (a, b, c) = (db.open().await, db.open().await, db.open().await);
+            for (store, id) in [(&a, "a"), (&b, "b"), (&c, "c")] {
+                store.instance_register(id, "0.1", 60_000).await.unwrap();
+            }
+            for key in ["m1", "m2"] {
+                a.accept("slack:x", &keys(&[key]), key.into(), 1)
+                    .await
+                    .unwrap()
+                    .unwrap();
+            }
+            assert!(
+                b.inbox_adopt("slack:x", 60_000).await.unwrap().is_empty(),
+                "{engine}: a renewed within the lease: its events are under way"
+            );
+            assert!(
+                a.inbox_adopt("slack:x", 60_000).await.unwrap().is_empty(),
+                "{engine}: its own events are under way"
+            );
+
+            // a stops renewing (killed); b and c keep renewing and race for its events once
+            // its registration is 300 ms old: each event goes to exactly one of them.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let (by_b, by_c) = loop {
+                for (store, id) in [(&b, "b"), (&c, "c")] {
+                    store
+                        .lease_round(id, Vec::new(), Vec::new(), 60_000)
+                        .await
+                        .unwrap();
+                }
+                let (by_b, by_c) =
+                    tokio::join!(b.inbox_adopt("slack:x", 300), c.inbox_adopt("slack:x", 300));
+                let (by_b, by_c) = (by_b.unwrap(), by_c.unwrap());
+                if !by_b.is_empty() || !by_c.is_empty() {
+                    break (by_b, by_c);
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{engine}: never taken over"
+                );
+                tokio::task::yield_now().await;
+            };
+            let mut events: Vec<&str> =
+                by_b.iter().chain(&by_c).map(|u| u.event.as_str()).collect();
+            events.sort_unstable();
+            assert_eq!(
+                events,
+                ["m1", "m2"],
+                "{engine}: each taken once: {by_b:?} {by_c:?}"
+            );
+            for taken in [&by_b, &by_c] {
+                let order: Vec<i64> = taken.iter().map(|u| u.id.0).collect();
+                assert!(order.is_sorted(), "{engine}: oldest first: {order:?}");
+            }
+            for (store, id) in [(&b, "b"), (&c, "c")] {
+                store
+                    .lease_round(id, Vec::new(), Vec::new(), 60_000)
+                    .await
+                    .unwrap();
+                assert!(
+                    store.inbox_adopt("slack:x", 300).await.unwrap().is_empty(),
+                    "{engine}: {id}: the new owners are alive: nothing to take again"
+                );
+            }
+            // A redelivery of a taken-over event, to any instance, is still a duplicate.
+            for store in [&a, &b, &c] {
+                let again = store
+                    .accept("slack:x", &keys(&["m1"]), "m1".into(), 2)
+                    .await;
+                assert_eq!(again.unwrap(), None, "{engine}");
+            }
+            for (store, taken) in [(&b, by_b), (&c, by_c)] {
+                for row in taken {
+                    assert_eq!(row.attempts, 0, "{engine}");
+                    store.inbox_done(row.id).await.unwrap();
+                }
+            }
+            assert!(
+                a.inbox_left("slack:x").await.unwrap().is_empty(),
+                "{engine}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restarted_instance_takes_back_what_its_previous_process_left() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store.instance_register("a", "0.1", 60_000).await.unwrap();
+            store
+                .accept("slack:x", &keys(&["m1"]), "m1".into(), 1)
+                .await
+                .unwrap()
+                .unwrap();
+            store.close().await.unwrap();
+
+            // The same id again, in a new process (killed, then restarted at once).
+            let store = db.open().await;
+            assert_eq!(
+                store.instance_register("a", "0.1", 0).await.unwrap(),
+                crate::store::Registered::Yes
+            );
+            let taken = store.inbox_adopt("slack:x", 60_000).await.unwrap();
+            let events: Vec<&str> = taken.iter().map(|u| u.event.as_str()).collect();
+            assert_eq!(events, ["m1"], "{engine}");
+            assert!(
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
+                "{engine}: taken once"
+            );
+            // Filed from now on: this process's own, under way.
+            store
+                .accept("slack:x", &keys(&["m2"]), "m2".into(), 2)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
+                "{engine}"
+            );
         }
     }
 

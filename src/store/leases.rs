@@ -11,36 +11,13 @@
 //! Whose clock counts: the database's. Expiry is written and compared with the database server's
 //! current time (`clock_timestamp()` on PostgreSQL, the statement's time rather than its
 //! transaction's; `unixepoch('subsec')` on SQLite), so instances whose clocks disagree still
-//! agree on who holds what. An instance fences itself with its own monotonic clock, counted from
-//! before it sent the renewal (see `cluster/`), which can only be earlier than the database's
+//! agree on who holds what (`db_clock.rs`). An instance fences itself with its own monotonic
+//! clock, counted from before it sent the renewal (see `cluster/`), which can only be earlier than the database's
 //! moment of renewal: it stops using a socket before the database lets anyone else take it.
 
-use super::sql::{Db, DbError, Engine, args};
+use super::db_clock::pick as sql;
+use super::sql::{Db, DbError, args};
 use super::{Store, StoreError};
-
-/// The database's current time in ms since the epoch, for each engine.
-macro_rules! now_ms {
-    (sqlite) => {
-        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
-    };
-    (postgres) => {
-        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
-    };
-}
-
-/// A statement using the database's clock, in each engine's words: `[sqlite, postgres]`.
-macro_rules! with_clock {
-    (@part $engine:ident; NOW) => { now_ms!($engine) };
-    (@part $engine:ident; $text:literal) => { $text };
-    (@ $engine:ident; $($part:tt)*) => {
-        concat!($(with_clock!(@part $engine; $part)),*)
-    };
-    ($($part:tt)*) => {
-        [with_clock!(@ sqlite; $($part)*), with_clock!(@ postgres; $($part)*)]
-    };
-}
-
-pub(super) use {now_ms, with_clock};
 
 /// The ids of the live instances, renewed less than `?3` ms ago: a subquery for the other
 /// tables that name an instance (deliveries' runners).
@@ -112,14 +89,6 @@ const STATUS_HELD: [&str; 2] = with_clock!(
     " ORDER BY holder, platform, account"
 );
 
-/// The text of `text` for `db`'s engine.
-pub(super) fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
-    match db.engine() {
-        Engine::Sqlite => text[0],
-        Engine::Postgres => text[1],
-    }
-}
-
 /// One socket account's lease: which account, on which platform.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct LeaseKey {
@@ -189,25 +158,34 @@ pub struct ClusterStatus {
 
 impl Store {
     /// Record instance `id` (running baton `version`) as started now, unless another process
-    /// renewed under the same id less than `lease_ms` ago.
+    /// renewed under the same id less than `lease_ms` ago. Then this handle files events as
+    /// `id`'s, and the inbox rows a previous process under `id` left are nobody's: any instance
+    /// serving their account takes them over ([`Store::inbox_adopt`]).
     pub async fn instance_register(
         &self,
         id: &str,
         version: &str,
         lease_ms: i64,
     ) -> Result<Registered, StoreError> {
-        let (id, version) = (id.to_owned(), version.to_owned());
-        self.write(move |db| {
-            let twin: Option<i64> = db
-                .query_map(sql(db, LIVE_TWIN), args![&id, lease_ms], |row| row.get(0))?
-                .pop();
-            if let Some(renewed_ago_ms) = twin {
-                return Ok(Registered::LiveTwin { renewed_ago_ms });
-            }
-            db.execute(sql(db, REGISTER), args![&id, &version])?;
-            Ok(Registered::Yes)
-        })
-        .await
+        let (owned, version) = (id.to_owned(), version.to_owned());
+        let registered = self
+            .write(move |db| {
+                let id = &owned;
+                let twin: Option<i64> = db
+                    .query_map(sql(db, LIVE_TWIN), args![id, lease_ms], |row| row.get(0))?
+                    .pop();
+                if let Some(renewed_ago_ms) = twin {
+                    return Ok(Registered::LiveTwin { renewed_ago_ms });
+                }
+                db.execute(sql(db, REGISTER), args![id, &version])?;
+                db.execute("UPDATE inbox SET owner = '' WHERE owner = ?1", args![id])?;
+                Ok(Registered::Yes)
+            })
+            .await?;
+        if registered == Registered::Yes {
+            self.set_instance(id);
+        }
+        Ok(registered)
     }
 
     /// One round of instance `id`: renew its row, give up the leases of `releasing` (surplus
@@ -286,13 +264,24 @@ impl Store {
     }
 
     /// Instance `id` stops: its leases are free at once (another instance takes them on its
-    /// next round, without waiting for expiry) and its row goes.
+    /// next round, without waiting for expiry). Its row stays while its last turns drain
+    /// ([`Store::instance_deregister`] ends it), so nobody takes over events it still runs.
     pub async fn lease_release(&self, id: &str) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.write(move |db| {
-            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])?;
-            db.execute("DELETE FROM instances WHERE id = ?1", args![&id])?;
-            Ok(())
+            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])
+                .map(drop)
+        })
+        .await
+    }
+
+    /// Instance `id` has stopped, its turns drained: its row goes, and whatever it left in the
+    /// inbox is taken over by the instances serving those accounts.
+    pub async fn instance_deregister(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |db| {
+            db.execute("DELETE FROM instances WHERE id = ?1", args![&id])
+                .map(drop)
         })
         .await
     }
@@ -514,6 +503,16 @@ mod tests {
                 "{}",
                 db.engine()
             );
+            let ids = |status: ClusterStatus| -> Vec<String> {
+                status.instances.into_iter().map(|i| i.id).collect()
+            };
+            assert_eq!(
+                ids(store.cluster_status().await.unwrap()),
+                ["a", "b"],
+                "{}: a's row stays while its last turns drain",
+                db.engine()
+            );
+            store.instance_deregister("a").await.unwrap();
             let status = store.cluster_status().await.unwrap();
             let ids: Vec<_> = status.instances.iter().map(|i| i.id.as_str()).collect();
             assert_eq!(ids, ["b"], "{}: a's row went with it", db.engine());

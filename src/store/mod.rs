@@ -36,6 +36,8 @@
 
 #[macro_use]
 mod stored_name;
+#[macro_use]
+mod db_clock;
 
 mod artifacts;
 mod audit;
@@ -131,6 +133,9 @@ pub struct Store {
 
 struct Inner {
     migrated: Migrated,
+    /// The instance this handle files events for (`leases.rs`, [`Store::instance_register`]);
+    /// empty until one registers: nobody's, as far as other instances are concerned.
+    instance: std::sync::RwLock<Arc<str>>,
     writer: Writer,
     readers: Readers,
     settings: Arc<SettingsCache>,
@@ -208,6 +213,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 migrated,
+                instance: std::sync::RwLock::new(Arc::from("")),
                 writer,
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
                 settings,
@@ -242,6 +248,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 migrated,
+                instance: std::sync::RwLock::new(Arc::from("")),
                 writer,
                 readers: Readers::new(source, first_reader, ReadGate::default()),
                 settings,
@@ -256,6 +263,26 @@ impl Store {
     /// The engine behind this store.
     pub(crate) fn engine(&self) -> sql::Engine {
         self.inner.bus.engine()
+    }
+
+    /// The instance this handle files events for ('' before one registers).
+    fn instance(&self) -> Arc<str> {
+        Arc::clone(
+            &*self
+                .inner
+                .instance
+                .read()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
+    /// From now on, events are filed as `id`'s.
+    fn set_instance(&self, id: &str) {
+        *self
+            .inner
+            .instance
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::from(id);
     }
 
     /// The schema versions the open found and left (what `baton migrate` reports).

@@ -138,6 +138,8 @@ struct Inner {
     hold: Option<usize>,
     hold_generation: u64,
     api_key: Option<String>,
+    /// How long an unscripted answer takes ([`FakeOpenAi::answer_after`]).
+    echo_delay: Option<Duration>,
 }
 
 struct Recorded {
@@ -248,6 +250,12 @@ impl FakeOpenAi {
             .iter()
             .map(|r| r.authorization.clone())
             .collect()
+    }
+
+    /// Let every unscripted (echo) answer take `wait`, as a real model takes a while: keeps
+    /// turns in flight long enough for a fault test's kills to land in them.
+    pub fn answer_after(&self, wait: Duration) {
+        self.shared.lock().echo_delay = Some(wait);
     }
 
     /// Answer 401 (`invalid_api_key`) to any request not bearing `Bearer <key>`.
@@ -380,6 +388,12 @@ async fn chat_completions(
             authorization,
         });
         let step = inner.scripts.get_mut(&model).and_then(VecDeque::pop_front);
+        let step = step.or_else(|| {
+            let echo = Step::Reply(format!("echo: {}", last_user_text(&body)));
+            inner
+                .echo_delay
+                .map(|wait| Step::Delay(wait, Box::new(echo)))
+        });
         (step, key_ok, inner.requests.len())
     };
     shared.received.send_modify(|count| *count += 1);

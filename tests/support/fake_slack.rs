@@ -4,7 +4,12 @@
 //!
 //! Apps are registered with [`FakeSlack::app`]: each has a bot token (`xoxb-<name>`), an
 //! app-level token (`xapp-<name>`), a bot user id and a bot id. Envelopes pushed with
-//! [`FakeSlack::push`] go to the app's current websocket; acks are recorded per envelope id.
+//! [`FakeSlack::push`] go to the app's newest open websocket; acks are recorded per envelope id.
+//! Envelopes given to [`FakeSlack::deliver`] are offered again, as Slack does, until one of
+//! the app's sockets acknowledges them. Every socket's open and close times are kept, so a test
+//! can see how many were open at once ([`FakeSlack::max_open`]); with
+//! [`FakeSlack::drop_silent_sockets`] the fake pings and closes a socket whose client stopped
+//! answering, as Slack closes a dead connection.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -48,7 +53,16 @@ struct Inner {
     responses: Vec<(String, String)>,
     acks: Vec<String>,
     connects: HashMap<String, usize>,
-    sockets: HashMap<String, mpsc::UnboundedSender<String>>,
+    /// app name -> its open websockets, oldest first.
+    sockets: HashMap<String, Vec<Live>>,
+    /// Every websocket ever opened, by id.
+    spans: Vec<Span>,
+    /// app name -> the most websockets it had open at the same time.
+    max_open: HashMap<String, usize>,
+    /// Ping every quarter of this, and close a socket silent for this long.
+    silent_limit: Option<Duration>,
+    /// Envelopes offered until acknowledged ([`FakeSlack::deliver`]).
+    outbox: Vec<Offered>,
     rate_limits: u32,
     /// The next `chat.update` calls answered 429 with `Retry-After: 1`.
     update_limits: u32,
@@ -64,6 +78,37 @@ struct Inner {
     upload_calls: usize,
     /// Files served at `/files-pri/...` to a known bot token.
     files: Shelf,
+}
+
+/// One open websocket: its id in `spans`, and its outgoing frames.
+struct Live {
+    id: usize,
+    tx: mpsc::UnboundedSender<String>,
+}
+
+/// When one websocket was open.
+#[derive(Debug, Clone)]
+pub struct Span {
+    /// The app it belonged to.
+    pub app: String,
+    /// When it opened (after its hello was sent).
+    pub opened: std::time::Instant,
+    /// When it closed, if it has.
+    pub closed: Option<std::time::Instant>,
+}
+
+/// How long Slack waits for an ack before offering an envelope again (its own wait is ~3 s; a
+/// second keeps the tests short).
+const REDELIVER_AFTER: Duration = Duration::from_secs(1);
+
+/// An envelope offered until one of its app's sockets acknowledges it.
+struct Offered {
+    app: String,
+    envelope_id: String,
+    body: Value,
+    /// How many times it was sent so far.
+    sent: u32,
+    last_sent: Option<std::time::Instant>,
 }
 
 /// A running fake Slack.
@@ -102,6 +147,7 @@ impl FakeSlack {
             .with_state(Arc::clone(&inner));
         let base = super::turns::serve(app).await;
         inner.lock().unwrap().base = base.clone();
+        tokio::spawn(redeliver(Arc::downgrade(&inner)));
         FakeSlack {
             api_url: format!("{base}/api"),
             base,
@@ -206,14 +252,76 @@ impl FakeSlack {
             .unwrap()
             .sockets
             .get(app)
-            .is_some_and(|tx| !tx.is_closed())
+            .is_some_and(|open| open.iter().any(|live| !live.tx.is_closed()))
     }
 
-    /// Send `frame` on `app`'s websocket.
+    /// Send `frame` on `app`'s newest websocket.
     pub fn push(&self, app: &str, frame: &Value) {
         let inner = self.inner.lock().unwrap();
-        let tx = inner.sockets.get(app).expect("app has a websocket");
-        tx.send(frame.to_string()).expect("websocket open");
+        let live = inner
+            .sockets
+            .get(app)
+            .and_then(|open| open.last())
+            .expect("app has a websocket");
+        live.tx.send(frame.to_string()).expect("websocket open");
+    }
+
+    /// Offer the Events API `body` to `app` as envelope `envelope_id` on its newest socket, and
+    /// again every second (on whichever socket is newest then, `retry_attempt` counting up)
+    /// until a socket acknowledges it.
+    pub fn deliver(&self, app: &str, envelope_id: &str, body: Value) {
+        self.inner.lock().unwrap().outbox.push(Offered {
+            app: app.to_owned(),
+            envelope_id: envelope_id.to_owned(),
+            body,
+            sent: 0,
+            last_sent: None,
+        });
+    }
+
+    /// Whether envelope `envelope_id` was acknowledged.
+    pub fn acked(&self, envelope_id: &str) -> bool {
+        self.inner
+            .lock()
+            .unwrap()
+            .acks
+            .iter()
+            .any(|a| a == envelope_id)
+    }
+
+    /// How many times each delivered envelope was sent, in the order they were given.
+    pub fn sends(&self) -> Vec<u32> {
+        let inner = self.inner.lock().unwrap();
+        inner.outbox.iter().map(|o| o.sent).collect()
+    }
+
+    /// Ping every socket every quarter of `limit`, and close one that has sent nothing (not
+    /// even a pong) for `limit`: Slack's way with a client that stopped (a paused process).
+    /// Applies to sockets opened from now on.
+    pub fn drop_silent_sockets(&self, limit: Duration) {
+        self.inner.lock().unwrap().silent_limit = Some(limit);
+    }
+
+    /// The most websockets `app` had open at the same time so far.
+    pub fn max_open(&self, app: &str) -> usize {
+        self.inner
+            .lock()
+            .unwrap()
+            .max_open
+            .get(app)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// `app`'s websockets, in the order they opened.
+    pub fn spans(&self, app: &str) -> Vec<Span> {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .spans
+            .iter()
+            .filter(|s| s.app == app)
+            .cloned()
+            .collect()
     }
 
     /// Wait, up to the test deadline, until `cond` holds.
@@ -471,6 +579,48 @@ async fn socket(
     upgrade.on_upgrade(move |ws| serve_socket(inner, app, ws))
 }
 
+/// Offer every unacknowledged delivered envelope again once [`REDELIVER_AFTER`] has passed,
+/// on its app's newest socket; ends with the fake.
+async fn redeliver(inner: std::sync::Weak<Mutex<Inner>>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let mut inner = inner.lock().unwrap();
+        let Inner {
+            outbox,
+            sockets,
+            acks,
+            ..
+        } = &mut *inner;
+        let now = std::time::Instant::now();
+        for offered in outbox.iter_mut() {
+            let due = offered
+                .last_sent
+                .is_none_or(|at| now.duration_since(at) >= REDELIVER_AFTER);
+            if !due || acks.contains(&offered.envelope_id) {
+                continue;
+            }
+            let Some(live) = sockets.get(&offered.app).and_then(|open| open.last()) else {
+                continue;
+            };
+            let frame = events_envelope(&offered.envelope_id, offered.sent, offered.body.clone());
+            if live.tx.send(frame.to_string()).is_ok() {
+                offered.sent += 1;
+                offered.last_sent = Some(now);
+            }
+        }
+    }
+}
+
+/// A websocket's end: no longer open for its app.
+fn closed(inner: &Mutex<Inner>, app: &str, id: usize) {
+    let mut inner = inner.lock().unwrap();
+    if let Some(open) = inner.sockets.get_mut(app) {
+        open.retain(|live| live.id != id);
+    }
+    inner.spans[id].closed = Some(std::time::Instant::now());
+}
+
 async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let hello = json!({"type": "hello", "num_connections": 1,
@@ -482,29 +632,59 @@ async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) 
     {
         return;
     }
-    {
+    let (id, silent_limit) = {
         let mut inner = inner.lock().unwrap();
         *inner.connects.entry(app.clone()).or_default() += 1;
-        inner.sockets.insert(app.clone(), tx);
-    }
+        let id = inner.spans.len();
+        inner.spans.push(Span {
+            app: app.clone(),
+            opened: std::time::Instant::now(),
+            closed: None,
+        });
+        let open = inner.sockets.entry(app.clone()).or_default();
+        open.push(Live { id, tx });
+        let now_open = open.len();
+        let max = inner.max_open.entry(app.clone()).or_default();
+        *max = (*max).max(now_open);
+        (id, inner.silent_limit)
+    };
+    // Without a limit, an interval that is never polled.
+    let every = silent_limit.map_or(Duration::from_secs(3600), |limit| limit / 4);
+    let mut ping = tokio::time::interval(every);
+    let mut heard = std::time::Instant::now();
     loop {
         tokio::select! {
+            _ = ping.tick(), if silent_limit.is_some() => {
+                if silent_limit.is_some_and(|limit| heard.elapsed() >= limit) {
+                    closed(&inner, &app, id);
+                    return;
+                }
+                if ws.send(Message::Ping(Vec::new().into())).await.is_err() {
+                    closed(&inner, &app, id);
+                    return;
+                }
+            }
             out = rx.recv() => {
-                let Some(out) = out else { return };
+                let Some(out) = out else {
+                    closed(&inner, &app, id);
+                    return;
+                };
                 let is_disconnect = out.contains("\"disconnect\"");
                 if ws.send(Message::Text(out.into())).await.is_err() {
+                    closed(&inner, &app, id);
                     return;
                 }
                 if is_disconnect {
                     let _ = ws.send(Message::Close(None)).await;
-                    inner.lock().unwrap().sockets.remove(&app);
+                    closed(&inner, &app, id);
                     return;
                 }
             }
             incoming = ws.recv() => {
+                heard = std::time::Instant::now();
                 let Some(Ok(Message::Text(text))) = incoming else {
                     if matches!(incoming, None | Some(Err(_)) | Some(Ok(Message::Close(_)))) {
-                        inner.lock().unwrap().sockets.remove(&app);
+                        closed(&inner, &app, id);
                         return;
                     }
                     continue;

@@ -9,6 +9,7 @@ pub mod fake_feishu;
 pub mod fake_openai;
 pub mod fake_slack;
 pub mod gateway;
+pub mod instances;
 pub mod left_over;
 pub mod multipart;
 pub mod postgres;

@@ -100,12 +100,27 @@ impl Running {
 
     /// Send SIGTERM, as a service manager would.
     pub fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// SIGSTOP: the process freezes with its sockets open, as in a network pause or a frozen
+    /// VM; [`Running::resume`] wakes it.
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`Running::pause`].
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
         let status = std::process::Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{name}"))
             .arg(self.pid.to_string())
             .status()
             .expect("run kill");
-        assert!(status.success(), "kill -TERM {} failed", self.pid);
+        assert!(status.success(), "kill -{name} {} failed", self.pid);
     }
 
     /// SIGKILL: no drain, no flush, no goodbye; what a crash or the OOM killer does.
