@@ -10,7 +10,8 @@ use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
-    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure,
+    TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
@@ -131,7 +132,7 @@ async fn answer(
     let plan = TurnPlan {
         bot,
         caller: caller_of(d),
-        history: &[],
+        history: History::NONE,
         heard,
         limit: RUN_LIMIT,
         recall: Recall::SessionTail,

@@ -24,7 +24,8 @@
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
 //! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
-//! each socket account). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! each socket account), `turn_start.rs` ([`Store::turn_start`]: what a turn records before
+//! its backend runs, in one job). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -62,6 +63,7 @@ mod sql;
 #[cfg(test)]
 pub(crate) mod testing;
 mod transcript;
+mod turn_start;
 mod typing;
 mod writer;
 
@@ -101,6 +103,7 @@ pub use sends::SendStart;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
+pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
 
 use chat_settings::SettingsCache;
