@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 
 use crate::events::{Event, Events};
 use crate::session::SessionKey;
-use crate::store::{Artifact, EntryKind, Filing, InboxId, NewEntry, Origin, Store};
+use crate::store::{
+    Artifact, EntryKind, Filing, HistoryEntry, HistoryTake, InboxId, NewEntry, Origin, Store,
+    TurnStart,
+};
 use crate::turn::{ToolCall, ToolExecutor};
 
 /// Whether a run is the first for its event, or a replay of one a stopped process left
@@ -22,6 +25,20 @@ pub enum Arrival {
     Fresh,
     /// Run again after a stop.
     Replayed,
+}
+
+/// A line someone else said to a bot, as its transcript records it.
+pub struct Said<'a> {
+    /// A human id, or `bot:<id>`.
+    pub speaker: &'a str,
+    /// Human, bot or gateway.
+    pub origin: Origin,
+    /// The words.
+    pub text: &'a str,
+    /// The platform message id, for messages from a chat.
+    pub message_id: Option<&'a str>,
+    /// Kept with the entry.
+    pub meta: Value,
 }
 
 /// Writes one turn's entries to one session, and announces each on the event stream.
@@ -69,7 +86,7 @@ impl Journal {
     }
 
     /// Record a line someone else said to the bot (once per message and run, also when the
-    /// run is replayed).
+    /// run is replayed), with its session touched in the same store job.
     pub async fn heard(
         &self,
         speaker: &str,
@@ -78,19 +95,56 @@ impl Journal {
         message_id: Option<&str>,
         meta: Value,
     ) {
-        if self.arrival == Arrival::Replayed && self.heard_before(message_id).await {
-            return;
-        }
-        self.write(
-            EntryKind::Inbound,
+        let line = Said {
             speaker,
             origin,
             text,
             message_id,
-            None,
             meta,
-        )
-        .await;
+        };
+        self.turn_started(line, None).await;
+    }
+
+    /// [`Journal::heard`] for the line that starts a turn, taking the chat's `history` for the
+    /// bot in the same store job ([`Store::turn_start`]: one commit on a mention's way to its
+    /// reply instead of three). Returns the history taken; a store that cannot write is logged
+    /// and the turn goes on without it.
+    pub async fn turn_started(
+        &self,
+        line: Said<'_>,
+        history: Option<HistoryTake<'_>>,
+    ) -> Vec<HistoryEntry> {
+        let replayed =
+            self.arrival == Arrival::Replayed && self.heard_before(line.message_id).await;
+        let heard = (!replayed).then(|| {
+            self.entry(
+                EntryKind::Inbound,
+                line.speaker,
+                line.origin,
+                line.text,
+                line.message_id,
+                None,
+                line.meta,
+            )
+        });
+        let start = TurnStart {
+            session: &self.session,
+            now_ms: now_ms(),
+            history,
+            heard,
+        };
+        match self.store.turn_start(start).await {
+            Ok(started) => {
+                if let Some(entry) = started.entry {
+                    self.announce(entry, EntryKind::Inbound, line.speaker);
+                }
+                started.history
+            }
+            Err(err) => {
+                tracing::error!(session = %self.session, %err, "could not record the turn's start");
+                Vec::new()
+            }
+        }
     }
 
     /// Whether this run already recorded the inbound `message_id` (only asked on a replay: a

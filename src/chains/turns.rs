@@ -24,7 +24,7 @@ use super::context::{self, Role};
 use super::place::Place;
 use crate::bot_id::BotId;
 use crate::engine::{
-    Attached, Caller, ChatReply, Heard, NotAdmitted, Recall, ReplyGate, Seat, Services,
+    Attached, Caller, ChatReply, Heard, History, NotAdmitted, Recall, ReplyGate, Seat, Services,
     SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
@@ -99,7 +99,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
     let plan = TurnPlan {
         bot: &account.bot,
         caller: Caller::from_chat(&session),
-        history: &[],
+        history: History::NONE,
         heard: Heard {
             attached: Attached::NONE,
             speaker: BATON,

@@ -188,7 +188,8 @@ mod tests {
     }
 
     /// Chatter costs two writes: its filing (with the dedupe claim), and the history push that
-    /// also takes it out of the inbox when its run ends. A mention's run still ends on its own.
+    /// also takes it out of the inbox when its run ends. A mention costs five: the turn's start
+    /// is one job, and an adapter that shows no typing indicator writes no typing rows.
     #[tokio::test]
     async fn chatter_is_kept_and_taken_out_of_the_inbox_in_one_write() {
         let gw = parts(&config()).await;
@@ -216,7 +217,14 @@ mod tests {
         assert_eq!(kept.len(), 1);
 
         let mention = to_alpha(2, "room", "bob", "@alpha hi");
+        let before = store.jobs();
         assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
+        assert_eq!(
+            store.jobs() - before,
+            5,
+            "filed; session, history and inbound entry together; post begun; reply; done \
+             (the local channel shows no typing, so no typing rows)"
+        );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
     }
 

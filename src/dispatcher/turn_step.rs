@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Handled, Inbound, Wake, files_in};
 use crate::engine::{
-    Answered, Attached, Caller, ChatReply, Heard, Line, Recall, Refused, Seat, Services,
+    Answered, Attached, Caller, ChatReply, Heard, History, Line, Recall, Refused, Seat, Services,
     SessionTurn, TurnEnd, TurnPlan, say,
 };
 use crate::lanes::Lane;
@@ -39,20 +39,14 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
     };
     let event = &inbound.event;
     let me = inbound.account.adapter.self_id();
-    let history = shared
-        .store()
-        .history_take(HistoryTake {
-            chat_key: &inbound.chat_key,
-            bot: inbound.bot(),
-            skip_sender: me.as_ref().map(|m| m.as_str()),
-            skip_message: Some(event.message_id.as_str()),
-            limit: inbound.policy.history_limit,
-        })
-        .await
-        .unwrap_or_else(|err| {
-            tracing::error!(%err, "could not read the history buffer; answering without it");
-            Vec::new()
-        });
+    // Taken when the turn records its start, in the same store job as the inbound entry.
+    let history = History::Take(HistoryTake {
+        chat_key: &inbound.chat_key,
+        bot: inbound.bot(),
+        skip_sender: me.as_ref().map(|m| m.as_str()),
+        skip_message: Some(event.message_id.as_str()),
+        limit: inbound.policy.history_limit,
+    });
     let files = files_in::take_in(shared, inbound, &run).await;
     let text = if files.text.is_empty() {
         event.text.clone()
@@ -63,7 +57,6 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
     let mut meta = json!({
         "name": speaker.name,
         "wake": format!("{wake:?}"),
-        "history": history.len(),
         "raw": event.raw,
     });
     if !files.files.is_empty() {
@@ -84,7 +77,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
     let plan = TurnPlan {
         bot: &inbound.account.bot,
         caller: Caller::from_chat(&session),
-        history: &history,
+        history,
         heard,
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,

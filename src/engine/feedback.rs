@@ -78,7 +78,8 @@ impl SessionTurn<'_> {
         let services = self.services();
         let settings = services.config().feedback.with(&plan.bot.config.feedback);
         let adapter = &reply.account.adapter;
-        let typing = reply.typing_at.filter(|_| settings.typing).map(|message| {
+        let shows = settings.typing && adapter.shows_typing();
+        let typing = reply.typing_at.filter(|_| shows).map(|message| {
             let at = TypingTarget {
                 chat: reply.target.chat.clone(),
                 thread: reply.target.thread.clone(),

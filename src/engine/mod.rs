@@ -39,7 +39,7 @@ pub(crate) use say::{Line, say};
 pub use services::{BindTools, Services};
 pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
 pub use taps::{Tap, Taps};
-pub(crate) use turn::{Heard, Recall, TurnEnd, TurnFailure, TurnPlan};
+pub(crate) use turn::{Heard, History, Recall, TurnEnd, TurnFailure, TurnPlan};
 pub(crate) use typing::{left_up as typing_left_up, take_down as take_down_typing};
 pub(crate) use waiters::Waited;
 pub use waiters::{RunResult, Waiters};

@@ -1,6 +1,7 @@
-//! One turn in a session, the way every flow takes it: the session is recorded (touched), the
-//! run gets its journal, the turn waits for the session's lane, then for the session across
-//! instances (`session_lock.rs`; up to a deadline, when the flow has one), the bot takes its turn, and what it says may be posted, recorded in the same run.
+//! One turn in a session, the way every flow takes it: the run gets its journal, the turn waits
+//! for the session's lane, then for the session across instances (`session_lock.rs`; up to a
+//! deadline, when the flow has one), the bot takes its turn (the session recorded with the line
+//! that woke it, in one store job), and what it says may be posted, recorded in the same run.
 //!
 //! What is left to each flow is its own: the pipeline answers the event it was woken by, the
 //! relay settles a delivery, the schedule suppresses duplicate heartbeats, a chain moves the
@@ -58,10 +59,11 @@ pub(crate) struct SessionTurn<'a> {
 }
 
 impl<'a> SessionTurn<'a> {
-    /// Record the session, open the run's journal and wait for the session's lane, however
-    /// long the session stays busy.
+    /// Open the run's journal and wait for the session's lane, however long the session stays
+    /// busy. The session is recorded when the turn starts ([`SessionTurn::take`]), in the job
+    /// that records the line that woke the bot.
     pub(crate) async fn enter(services: &'a Arc<Services>, seat: Seat<'_>) -> SessionTurn<'a> {
-        let journal = journal(services, seat.session, seat.run_id).await;
+        let journal = pen(services, seat.session, seat.run_id);
         let lanes = services.lanes();
         let slot = lanes.enter(seat.lane, journal.session()).await;
         let hold = hold(services, seat.session).await;
@@ -87,7 +89,6 @@ impl<'a> SessionTurn<'a> {
             Ok(queued) => queued,
             Err(full) => return Err(Refused { journal, full }),
         };
-        touch(services, seat.session).await;
         let slot = queued.wait().await;
         let hold = hold(services, seat.session).await;
         Ok(SessionTurn {
@@ -105,7 +106,7 @@ impl<'a> SessionTurn<'a> {
         seat: Seat<'_>,
         until: Instant,
     ) -> Result<SessionTurn<'a>, SessionBusy> {
-        let journal = journal(services, seat.session, seat.run_id).await;
+        let journal = pen(services, seat.session, seat.run_id);
         let lanes = services.lanes();
         let entering = lanes.enter(seat.lane, journal.session());
         let slot = tokio::time::timeout_at(until, entering)

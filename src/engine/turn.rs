@@ -13,10 +13,10 @@ use super::{Caller, Services};
 use crate::deliver::DeliveryFailed;
 use crate::events::{Event, TurnOutcome};
 use crate::metrics;
-use crate::mirror::{Journal, RecordingTools};
+use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
-use crate::store::{EntryKind, HistoryEntry, Origin};
+use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin};
 use crate::turn::{BackendReply, TextSink, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
@@ -44,13 +44,28 @@ pub(crate) struct TurnPlan<'a> {
     /// Who the turn calls tools as.
     pub caller: Caller,
     /// The chat's history buffer, for turns woken in a chat.
-    pub history: &'a [HistoryEntry],
+    pub history: History<'a>,
     /// The message.
     pub heard: Heard<'a>,
     /// Longest the backend may take.
     pub limit: Duration,
     /// How much of the session the bot is given back.
     pub recall: Recall,
+}
+
+/// The chat's history buffer a turn is given (what was said there since the bot last spoke).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum History<'a> {
+    /// These entries (taken already, or none).
+    Given(&'a [HistoryEntry]),
+    /// Taken for the bot in the store job that records the turn's start
+    /// ([`Journal::turn_started`]): one commit less before the reply.
+    Take(HistoryTake<'a>),
+}
+
+impl History<'_> {
+    /// No history: a turn not woken in a chat.
+    pub(crate) const NONE: History<'static> = History::Given(&[]);
 }
 
 /// How much of its session a bot is given back for a turn.
@@ -149,29 +164,26 @@ async fn run_turn(
         Recall::MessageOnly => Vec::new(),
     };
     let heard = plan.heard;
-    journal
-        .heard(
-            heard.speaker,
-            heard.origin,
-            heard.text,
-            heard.message_id,
-            heard.meta,
-        )
-        .await;
+    let (take, given) = match plan.history {
+        History::Given(given) => (None, given),
+        History::Take(take) => (Some(take), &[][..]),
+    };
+    let line = Said {
+        speaker: heard.speaker,
+        origin: heard.origin,
+        text: heard.text,
+        message_id: heard.message_id,
+        meta: heard.meta,
+    };
+    let taken = journal.turn_started(line, take).await;
+    let history = if take.is_some() { &taken[..] } else { given };
     let bot = plan.bot;
     let current = Current {
         name: heard.name,
         text: heard.text,
         attached: heard.attached,
     };
-    let request = context::turn_request(
-        bot,
-        session,
-        plan.history,
-        &tail,
-        current,
-        bot.tools.specs(),
-    );
+    let request = context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
         ..plan.caller

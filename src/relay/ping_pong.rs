@@ -13,7 +13,7 @@ use serde_json::json;
 use super::from_bot;
 use crate::bot_id::BotId;
 use crate::engine::{
-    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::outcome::is_reply_skip;
@@ -79,7 +79,7 @@ async fn turn(
             origin: d.origin.clone(),
             run_id: None,
         },
-        history: &[],
+        history: History::NONE,
         heard: Heard {
             attached: Attached::NONE,
             speaker: &speaker,

@@ -11,7 +11,8 @@ use super::home::{Home, home_of};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
-    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure, TurnPlan,
+    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure,
+    TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
@@ -133,7 +134,7 @@ async fn answer(
     let plan = TurnPlan {
         bot,
         caller: caller_of(d),
-        history: &[],
+        history: History::NONE,
         heard,
         limit: RUN_LIMIT,
         recall: Recall::SessionTail,

@@ -10,7 +10,8 @@ use serde_json::json;
 use super::SessionMessage;
 use crate::deliver::Target;
 use crate::engine::{
-    Attached, ChatReply, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+    Attached, ChatReply, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+    journal,
 };
 use crate::lanes::Lane;
 use crate::store::{EntryKind, Notify};
@@ -49,7 +50,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
     let plan = TurnPlan {
         bot,
         caller: message.caller,
-        history: &[],
+        history: History::NONE,
         heard,
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,

@@ -19,7 +19,8 @@ use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
 use crate::deliver::Target;
 use crate::engine::{
-    Attached, Caller, Heard, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan, journal,
+    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+    journal,
 };
 use crate::lanes::Lane;
 use crate::metrics;
@@ -214,7 +215,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
     let plan = TurnPlan {
         bot: &job.bot,
         caller,
-        history: &[],
+        history: History::NONE,
         heard,
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,

@@ -65,54 +65,80 @@ impl Store {
         &self,
         take: HistoryTake<'_>,
     ) -> Result<Vec<HistoryEntry>, StoreError> {
-        let chat_key = take.chat_key.as_str().to_owned();
-        let bot = take.bot.clone();
-        let skip_sender = take.skip_sender.map(str::to_owned);
-        let skip_message = take.skip_message.map(str::to_owned);
-        let limit = take.limit;
-        self.write(move |db| {
-            let cursor: i64 = db.query_row(
-                "SELECT coalesce(
-                    (SELECT last_id FROM history_cursors WHERE chat_key = ?1 AND bot = ?2), 0)",
-                args![&chat_key, &bot],
-                |row| row.get(0),
-            )?;
-            // Not `LIMIT ?` (`query_take`). The casts type a parameter PostgreSQL would
-            // otherwise meet first where it cannot tell its type.
-            let mut entries = db.query_take(
-                "SELECT message_id, sender_id, speaker, text, ts_ms FROM history
-                 WHERE chat_key = ?1 AND id > ?2
-                   AND (CAST(?3 AS TEXT) IS NULL OR sender_id IS DISTINCT FROM ?3)
-                   AND (CAST(?4 AS TEXT) IS NULL OR message_id IS DISTINCT FROM ?4)
-                 ORDER BY id DESC",
-                args![&chat_key, cursor, &skip_sender, &skip_message],
-                limit,
-                |row| {
-                    Ok(HistoryEntry {
-                        message_id: row.get(0)?,
-                        sender_id: row.get(1)?,
-                        speaker: row.get(2)?,
-                        text: row.get(3)?,
-                        ts_ms: row.get(4)?,
-                    })
-                },
-            )?;
-            entries.reverse();
-            db.execute(
-                "INSERT INTO history_cursors (chat_key, bot, last_id)
-                 SELECT ?1, ?2, newest FROM
-                    (SELECT max(id) AS newest FROM history WHERE chat_key = ?1 AND id > ?3)
-                    AS latest
-                 WHERE newest IS NOT NULL
-                 ON CONFLICT (chat_key, bot) DO UPDATE SET last_id = CASE
-                    WHEN excluded.last_id > history_cursors.last_id THEN excluded.last_id
-                    ELSE history_cursors.last_id END",
-                args![&chat_key, &bot, cursor],
-            )?;
-            Ok(entries)
-        })
-        .await
+        let owned = OwnedTake::of(take);
+        self.write(move |db| take_in(db, &owned)).await
     }
+}
+
+/// A [`HistoryTake`] that owns its strings, to be moved into a writer job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct OwnedTake {
+    chat_key: String,
+    bot: BotId,
+    skip_sender: Option<String>,
+    skip_message: Option<String>,
+    limit: usize,
+}
+
+impl OwnedTake {
+    pub(super) fn of(take: HistoryTake<'_>) -> Self {
+        OwnedTake {
+            chat_key: take.chat_key.as_str().to_owned(),
+            bot: take.bot.clone(),
+            skip_sender: take.skip_sender.map(str::to_owned),
+            skip_message: take.skip_message.map(str::to_owned),
+            limit: take.limit,
+        }
+    }
+}
+
+/// [`Store::history_take`] inside a writer job: shared with [`Store::turn_start`], which takes
+/// a turn's history in the job that records its inbound message.
+pub(super) fn take_in(db: Db<'_>, take: &OwnedTake) -> Result<Vec<HistoryEntry>, DbError> {
+    let cursor: i64 = db.query_row(
+        "SELECT coalesce(
+                (SELECT last_id FROM history_cursors WHERE chat_key = ?1 AND bot = ?2), 0)",
+        args![&take.chat_key, &take.bot],
+        |row| row.get(0),
+    )?;
+    // Not `LIMIT ?` (`query_take`). The casts type a parameter PostgreSQL would
+    // otherwise meet first where it cannot tell its type.
+    let mut entries = db.query_take(
+        "SELECT message_id, sender_id, speaker, text, ts_ms FROM history
+             WHERE chat_key = ?1 AND id > ?2
+               AND (CAST(?3 AS TEXT) IS NULL OR sender_id IS DISTINCT FROM ?3)
+               AND (CAST(?4 AS TEXT) IS NULL OR message_id IS DISTINCT FROM ?4)
+             ORDER BY id DESC",
+        args![
+            &take.chat_key,
+            cursor,
+            &take.skip_sender,
+            &take.skip_message
+        ],
+        take.limit,
+        |row| {
+            Ok(HistoryEntry {
+                message_id: row.get(0)?,
+                sender_id: row.get(1)?,
+                speaker: row.get(2)?,
+                text: row.get(3)?,
+                ts_ms: row.get(4)?,
+            })
+        },
+    )?;
+    entries.reverse();
+    db.execute(
+        "INSERT INTO history_cursors (chat_key, bot, last_id)
+             SELECT ?1, ?2, newest FROM
+                (SELECT max(id) AS newest FROM history WHERE chat_key = ?1 AND id > ?3)
+                AS latest
+             WHERE newest IS NOT NULL
+             ON CONFLICT (chat_key, bot) DO UPDATE SET last_id = CASE
+                WHEN excluded.last_id > history_cursors.last_id THEN excluded.last_id
+                ELSE history_cursors.last_id END",
+        args![&take.chat_key, &take.bot, cursor],
+    )?;
+    Ok(entries)
 }
 
 /// [`Store::history_push`] inside a writer job: shared with [`Store::inbox_done_as_history`],

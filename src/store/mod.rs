@@ -28,7 +28,8 @@
 //! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
 //! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
-//! session across instances). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! session across instances), `turn_start.rs` ([`Store::turn_start`]: what a turn records
+//! before its backend runs, in one job). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -71,6 +72,7 @@ mod sql;
 #[cfg(test)]
 pub(crate) mod testing;
 mod transcript;
+mod turn_start;
 mod typing;
 mod writer;
 
@@ -112,6 +114,7 @@ pub use session_locks::Locked;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
+pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
 
 use chat_settings::SettingsCache;

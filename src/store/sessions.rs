@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::sql::{DbError, OptionalRow, Row, args};
+use super::sql::{Db, DbError, OptionalRow, Row, args};
 use super::{Store, StoreError};
 use crate::bot_id::BotId;
 use crate::session::SessionKey;
@@ -85,32 +85,35 @@ fn parse_session(row: &Row<'_>, idx: usize, text: String) -> Result<SessionKey, 
     })
 }
 
+/// [`Store::touch_session`] inside a writer job: shared with [`Store::turn_start`], which
+/// records the session in the job that records the turn's inbound message.
+pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbError> {
+    db.execute(
+        "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
+            updated_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+         ON CONFLICT (key) DO UPDATE SET updated_ms = CASE
+            WHEN excluded.updated_ms > sessions.updated_ms THEN excluded.updated_ms
+            ELSE sessions.updated_ms END",
+        args![
+            s.render().as_str(),
+            s.bot.as_str(),
+            s.platform.as_str(),
+            s.account.as_str(),
+            s.chat.as_str(),
+            s.thread.as_ref().map(|t| t.as_str()),
+            now_ms,
+        ],
+    )?;
+    Ok(())
+}
+
 impl Store {
     /// Records activity in `session`: creates it on first use, otherwise moves `updated_ms`
     /// forward (never back, so a late write cannot make a busy session look idle).
     pub async fn touch_session(&self, session: &SessionKey, now_ms: i64) -> Result<(), StoreError> {
         let s = session.clone();
-        self.write(move |db| {
-            db.execute(
-                "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
-                    updated_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
-                 ON CONFLICT (key) DO UPDATE SET updated_ms = CASE
-                    WHEN excluded.updated_ms > sessions.updated_ms THEN excluded.updated_ms
-                    ELSE sessions.updated_ms END",
-                args![
-                    s.render().as_str(),
-                    s.bot.as_str(),
-                    s.platform.as_str(),
-                    s.account.as_str(),
-                    s.chat.as_str(),
-                    s.thread.as_ref().map(|t| t.as_str()),
-                    now_ms,
-                ],
-            )?;
-            Ok(())
-        })
-        .await
+        self.write(move |db| touch(db, &s, now_ms)).await
     }
 
     /// Every session, most recently updated first.

@@ -159,6 +159,13 @@ pub trait Adapter: Send + Sync + 'static {
         })
     }
 
+    /// Whether [`Adapter::typing_start`] can show anything here (it is overridden). The gateway
+    /// records every indicator before it is put up, so a crash cannot leave one up; an adapter
+    /// that shows none is spared those two store writes per turn.
+    fn shows_typing(&self) -> bool {
+        false
+    }
+
     /// Show that the bot is working on an answer to `at` (called again every
     /// [`Typing::renew_every`]). `Ok(None)`: nothing to show here (the platform has no
     /// indicator, or the app lacks the scope for it).

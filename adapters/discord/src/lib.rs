@@ -279,6 +279,10 @@ impl Adapter for DiscordAdapter {
         true
     }
 
+    fn shows_typing(&self) -> bool {
+        true
+    }
+
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.shared.rest, edit).await
     }

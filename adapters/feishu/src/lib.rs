@@ -452,6 +452,10 @@ impl Adapter for FeishuAdapter {
         true
     }
 
+    fn shows_typing(&self) -> bool {
+        true
+    }
+
     fn max_edits(&self) -> Option<u32> {
         Some(outbound::MAX_EDITS)
     }

@@ -247,6 +247,10 @@ impl Adapter for SlackAdapter {
         true
     }
 
+    fn shows_typing(&self) -> bool {
+        true
+    }
+
     async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
         outbound::edit(&self.api, edit).await
     }

@@ -1,0 +1,151 @@
+//! What a turn records before its backend runs, in one store job: its session touched, the
+//! chat's history buffer taken for the bot (its cursor moved), and the line that woke it.
+//!
+//! They were three jobs, each waiting for a commit before the next could start, on the path
+//! from a mention to its reply (BENCHMARKS.md, issue 23). Committed together they also cannot
+//! be separated by a stop: a history buffer is never passed over without the inbound entry of
+//! the turn that took it, and a replay takes it again.
+
+use super::history::{OwnedTake, take_in};
+use super::sessions::touch;
+use super::transcript::insert_entry;
+use super::{HistoryEntry, HistoryTake, NewEntry, Store, StoreError};
+use crate::session::SessionKey;
+
+/// A turn's start, as [`Store::turn_start`] records it.
+#[derive(Debug)]
+pub struct TurnStart<'a> {
+    /// The session, created or its last activity moved.
+    pub session: &'a SessionKey,
+    /// When.
+    pub now_ms: i64,
+    /// The chat's history to take for the bot, for a turn woken in a chat.
+    pub history: Option<HistoryTake<'a>>,
+    /// The line that woke the bot (`None`: a replayed run that recorded it already). When
+    /// history is taken, its meta (an object) gains `history`: how many entries were taken.
+    pub heard: Option<NewEntry>,
+}
+
+/// What [`Store::turn_start`] recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnStarted {
+    /// The history taken, oldest first (empty when none was asked for).
+    pub history: Vec<HistoryEntry>,
+    /// The inbound entry's id.
+    pub entry: Option<i64>,
+}
+
+impl Store {
+    /// Touch the session, take the history and append the inbound entry, in one job.
+    pub async fn turn_start(&self, start: TurnStart<'_>) -> Result<TurnStarted, StoreError> {
+        let session = start.session.clone();
+        let take = start.history.map(OwnedTake::of);
+        let (now_ms, mut heard) = (start.now_ms, start.heard);
+        self.write(move |db| {
+            touch(db, &session, now_ms)?;
+            let history = match &take {
+                Some(take) => take_in(db, take)?,
+                None => Vec::new(),
+            };
+            let entry = match &mut heard {
+                Some(heard) => {
+                    if let (Some(_), Some(meta)) = (&take, heard.meta.as_object_mut()) {
+                        meta.insert("history".to_owned(), history.len().into());
+                    }
+                    // A `Value` always renders as JSON.
+                    let meta = heard.meta.to_string();
+                    Some(insert_entry(db, heard, &meta)?)
+                }
+                None => None,
+            };
+            Ok(TurnStarted { history, entry })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::ChatKey;
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{EntryKind, Origin, TranscriptQuery, testing};
+
+    fn heard(session: &SessionKey, meta: serde_json::Value) -> NewEntry {
+        NewEntry {
+            session: session.clone(),
+            ts_ms: 5,
+            kind: EntryKind::Inbound,
+            speaker: "U1".into(),
+            origin: Origin::Human,
+            text: "@snark hi".into(),
+            platform_message_id: Some("m9".into()),
+            run_id: Some("in:m9".into()),
+            idempotency_key: None,
+            meta,
+        }
+    }
+
+    /// One job records all three: the session, the history cursor and the inbound entry, with
+    /// the number of history entries taken in its meta.
+    #[tokio::test]
+    async fn a_turn_start_is_one_job_with_session_history_and_entry() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let session: SessionKey = "bot:snark:slack:a:C1".parse().unwrap();
+            let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
+            let said = |id: &str| HistoryEntry {
+                message_id: id.into(),
+                sender_id: "U2".into(),
+                speaker: "ann".into(),
+                text: format!("text of {id}"),
+                ts_ms: 1,
+            };
+            store.history_push(&chat, said("m1"), 10).await.unwrap();
+            store.history_push(&chat, said("m2"), 10).await.unwrap();
+            let bot = "snark".parse().unwrap();
+            let take = HistoryTake {
+                chat_key: &chat,
+                bot: &bot,
+                skip_sender: None,
+                skip_message: Some("m9"),
+                limit: 10,
+            };
+            let before = store.jobs();
+            let started = store
+                .turn_start(TurnStart {
+                    session: &session,
+                    now_ms: 7,
+                    history: Some(take),
+                    heard: Some(heard(&session, json!({"name": "ann"}))),
+                })
+                .await
+                .unwrap();
+            assert_eq!(store.jobs() - before, 1, "{engine}: one job");
+            let texts: Vec<_> = started
+                .history
+                .iter()
+                .map(|h| h.message_id.as_str())
+                .collect();
+            assert_eq!(texts, ["m1", "m2"], "{engine}");
+            let record = store.session(&session).await.unwrap().expect("touched");
+            assert_eq!(record.updated_ms, 7, "{engine}");
+            let entries = store
+                .transcript(TranscriptQuery::session(session.clone()))
+                .await
+                .unwrap();
+            assert_eq!(entries.len(), 1, "{engine}");
+            assert_eq!(Some(entries[0].id), started.entry, "{engine}");
+            assert_eq!(
+                entries[0].meta,
+                json!({"name": "ann", "history": 2}),
+                "{engine}"
+            );
+            // The cursor moved with it: the bot is not given the same history twice.
+            let again = store.history_take(take).await.unwrap();
+            assert!(again.is_empty(), "{engine}: {again:?}");
+        }
+    }
+}
