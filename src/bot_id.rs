@@ -36,6 +36,12 @@ impl BotId {
     }
 }
 
+/// Bots' names as people read a list of them: `caid, sec`.
+pub fn names(bots: &[BotId]) -> String {
+    let names: Vec<&str> = bots.iter().map(BotId::as_str).collect();
+    names.join(", ")
+}
+
 /// Text given as a bot's name that cannot be one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

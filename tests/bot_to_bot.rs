@@ -528,7 +528,7 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         expect: None,
         created_ms: baton::mirror::now_ms(),
     };
-    store.delivery_begin(new, 0).await.unwrap();
+    store.delivery_begin(new, 0, None).await.unwrap();
     store.close().await.unwrap();
 }
 

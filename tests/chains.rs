@@ -502,7 +502,7 @@ async fn a_chain_interrupted_by_a_restart_goes_on_from_where_its_turn_stood() {
     let new = NewChain {
         name: "interrupted".into(),
         coordinator: None,
-        participants: vec!["caid".into(), "sec".into()],
+        participants: vec!["caid".parse().unwrap(), "sec".parse().unwrap()],
         origin: ChainOrigin {
             platform: baton_contract::Platform::Local,
             chat: "room".into(),
@@ -516,7 +516,7 @@ async fn a_chain_interrupted_by_a_restart_goes_on_from_where_its_turn_stood() {
     let handoff = Handoff {
         chain: chain.id.clone(),
         by: "baton".into(),
-        to: "caid".into(),
+        to: "caid".parse().unwrap(),
         prompt: "go".into(),
         add: false,
         max_rounds: 10,

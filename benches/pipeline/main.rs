@@ -5,7 +5,13 @@
 //! ```text
 //! cargo bench --bench pipeline                # everything (a few minutes on 2 cores)
 //! cargo bench --bench pipeline -- throughput  # only the sections named
+//! cargo bench --bench pipeline -- --postgres throughput latency b2b  # on PostgreSQL
 //! ```
+//!
+//! `--postgres` runs the in-process gateways on a new database each of the throwaway PostgreSQL
+//! cluster the store's tests start (Debian's server binaries, a Unix socket, `fsync=off` and
+//! `synchronous_commit=off`: see BENCHMARKS.md for what that means for the figures); `wal`,
+//! `startup`, `rss` and `events` are SQLite-only and skipped there.
 //!
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
 //! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
@@ -81,12 +87,21 @@ fn main() {
         return;
     }
     let bench = args.iter().any(|a| a == "--bench");
+    let postgres = args.iter().any(|a| a == "--postgres");
+    if postgres {
+        rig::use_postgres();
+    }
     let sections: Vec<&str> = args
         .iter()
         .filter(|a| !a.starts_with("--"))
         .map(String::as_str)
         .collect();
-    let wanted = |name: &str| sections.is_empty() || sections.contains(&name);
+    let sqlite_only = ["wal", "startup", "rss", "events"];
+    let wanted = |name: &str| {
+        (sections.is_empty() || sections.contains(&name))
+            && !(postgres && sqlite_only.contains(&name))
+    };
+    println!("# store: {}", rig::engine());
     let mut sizes = if bench { FULL } else { SMOKE };
     if let Some(events) = env_number("BATON_BENCH_EVENTS") {
         sizes.events = events;

@@ -1,10 +1,12 @@
 //! A real gateway in the benchmark process: the config parsed and validated from TOML, the
 //! roster built by `baton::gateway` as `baton run` builds it, the echo backend, the SQLite
-//! store in a file in a temporary directory, and an in-memory adapter behind each account.
+//! store in a file in a temporary directory (or, with `--postgres`, a new database on the
+//! throwaway PostgreSQL cluster the store's tests use), and an in-memory adapter behind each
+//! account.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use baton::config::Config;
@@ -15,9 +17,41 @@ use baton_contract::{
 
 use super::adapter::{BenchAdapter, Injector, Recorder};
 
+#[path = "../../src/store/testing/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
+
+/// Whether gateways run on PostgreSQL (`--postgres`), set once before the first one starts.
+static POSTGRES: OnceLock<bool> = OnceLock::new();
+
+/// Run every gateway from here on on a new database of the throwaway PostgreSQL cluster.
+pub(crate) fn use_postgres() {
+    let _ = POSTGRES.set(true);
+}
+
+/// The store the gateways run on, for the figures' headings.
+pub(crate) fn engine() -> &'static str {
+    if on_postgres() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    }
+}
+
+fn on_postgres() -> bool {
+    POSTGRES.get().copied().unwrap_or(false)
+}
+
+/// The variable the bench config names in `database_url_env` on PostgreSQL.
+const URL_VAR: &str = "BENCH_DATABASE_URL";
+
 /// Every bench account is a Slack account whose connection is the in-memory adapter; these
-/// fake secrets only satisfy validation (nothing connects to Slack).
-fn env(name: &str) -> Option<String> {
+/// fake secrets only satisfy validation (nothing connects to Slack). On PostgreSQL,
+/// [`URL_VAR`] is the gateway's database (`url`).
+fn env(name: &str, url: Option<&str>) -> Option<String> {
+    if name == URL_VAR {
+        return url.map(str::to_owned);
+    }
     name.starts_with("BENCH_").then(|| "xoxb-bench".to_owned())
 }
 
@@ -43,12 +77,18 @@ pub(crate) struct Setup<'a> {
 /// The TOML a bench gateway runs with.
 pub(crate) fn config_text(setup: &Setup<'_>) -> String {
     let lanes = setup.lanes;
+    let database = if on_postgres() {
+        format!("database_url_env = \"{URL_VAR}\"")
+    } else {
+        String::new()
+    };
     // The guards and queue caps all run; their budgets are set so a benchmark's synthetic users
     // and bots stay within them (a refusal would end an event early and flatter the figures).
     let mut text = format!(
         r#"
 [gateway]
 timezone = "UTC"
+{database}
 
 [lanes]
 main = {lanes}
@@ -110,6 +150,18 @@ impl Rig {
     pub(crate) async fn start(setup: &Setup<'_>) -> Rig {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("bench.db");
+        let url = if on_postgres() {
+            let url = tokio::task::spawn_blocking(|| {
+                let cluster = cluster::cluster();
+                cluster.url(&cluster.create_database())
+            })
+            .await
+            .expect("a PostgreSQL database for the bench");
+            Some(url)
+        } else {
+            None
+        };
+        let env = |name: &str| env(name, url.as_deref());
         let text = config_text(setup);
         let config = Config::from_toml(&text, Path::new("."), &env)
             .unwrap_or_else(|problems| panic!("bench config invalid: {problems:#?}"));

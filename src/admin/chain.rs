@@ -12,7 +12,7 @@ use std::sync::Arc;
 use baton_contract::InboundKind;
 
 use super::{AdminCommand, AdminError, AfterAnswer, Answer, Invocation, resolve_bot};
-use crate::bot_id::BotId;
+use crate::bot_id::{BotId, names};
 use crate::chains::{self, Opening, Place, Start};
 use crate::engine::Services;
 use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
@@ -64,7 +64,7 @@ pub(super) async fn start(
         .await
         .map_err(AdminError::ChainNotStarted)?;
     let who = &inbound.speaker_name;
-    let list = chain.participants.join(", ");
+    let list = names(&chain.participants);
     let prompt = format!(
         "{who} started this chain: \"{topic}\". Participants, in the order named: {list}. Give \
          them the turn one at a time."
@@ -197,7 +197,7 @@ fn summary(chain: &Chain) -> String {
         chain.round,
         chain.holder_name(),
         chain.coordinator_name(),
-        chain.participants.join(", ")
+        names(&chain.participants)
     );
     if let Some(reason) = &chain.closed_reason {
         let _ = write!(line, "; ended: {reason}");

@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use crate::bot_id::names;
 use crate::store::{Chain, ChainEntry, ChainEntryKind};
 
 /// Which part a bot plays in the turn it is given.
@@ -45,7 +46,7 @@ pub(crate) fn turn_text(
         if chain.participants.is_empty() {
             "none yet".to_owned()
         } else {
-            chain.participants.join(", ")
+            names(&chain.participants)
         }
     );
     let said: Vec<&ChainEntry> = log.iter().filter(|e| e.turn > 0).collect();
@@ -110,15 +111,19 @@ fn line(entry: &ChainEntry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{ChainOrigin, ChainState};
+    use crate::store::{ChainOrigin, ChainState, Holder};
+
+    fn bot(name: &str) -> crate::bot_id::BotId {
+        name.parse().unwrap()
+    }
 
     fn chain() -> Chain {
         Chain {
             id: "ch-abc234".into(),
             name: "launch plan".into(),
-            coordinator: Some("snark".into()),
-            holder: Some("sec".into()),
-            participants: vec!["caid".into(), "sec".into()],
+            coordinator: Some(bot("snark")),
+            holder: Holder::Bot(bot("sec")),
+            participants: vec![bot("caid"), bot("sec")],
             state: ChainState::Open,
             turn: 3,
             round: 1,

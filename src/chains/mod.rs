@@ -36,7 +36,7 @@ pub(crate) use recover::recover;
 
 use self::context::Role;
 use self::turns::TurnJob;
-use crate::bot_id::BotId;
+use crate::bot_id::{BotId, names};
 use crate::engine::Services;
 use crate::events::Event;
 use crate::mirror::now_ms;
@@ -124,29 +124,31 @@ impl ChainFailure {
 /// turn) and tell the chat. Nobody is given a turn yet: see [`kick_off`].
 pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain, ChainFailure> {
     let place = &start.place;
-    if let Some(coordinator) = &start.coordinator {
-        if let Some(why) = place.refuse_bot(shared, coordinator) {
-            return Err(ChainFailure::Invalid(format!("the coordinator: {why}")));
+    let coordinator = match &start.coordinator {
+        Some(name) => {
+            let coordinator = place
+                .speaker(shared, name)
+                .map_err(|why| ChainFailure::Invalid(format!("the coordinator: {why}")))?;
+            if start.participants.contains(name) {
+                return Err(ChainFailure::Invalid(format!(
+                    "`{coordinator}` coordinates the chain and cannot also be a participant; \
+                     leave it out of the participants"
+                )));
+            }
+            Some(coordinator)
         }
-        if start.participants.contains(coordinator) {
-            return Err(ChainFailure::Invalid(format!(
-                "`{coordinator}` coordinates the chain and cannot also be a participant; \
-                 leave it out of the participants"
-            )));
-        }
-    }
-    let mut participants: Vec<String> = Vec::with_capacity(start.participants.len());
-    for bot in &start.participants {
-        if let Some(why) = place.refuse_bot(shared, bot) {
-            return Err(ChainFailure::Invalid(why));
-        }
-        if !participants.contains(bot) {
-            participants.push(bot.clone());
+        None => None,
+    };
+    let mut participants: Vec<BotId> = Vec::with_capacity(start.participants.len());
+    for name in &start.participants {
+        let bot = place.speaker(shared, name).map_err(ChainFailure::Invalid)?;
+        if !participants.contains(&bot) {
+            participants.push(bot);
         }
     }
     let new = NewChain {
         name: start.name.trim().to_owned(),
-        coordinator: start.coordinator.clone(),
+        coordinator,
         participants,
         origin: place.origin(),
         started_by: start.started_by.clone(),
@@ -182,38 +184,32 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
         });
     }
     let place = Place::of(&chain);
-    if let Some(why) = place.refuse_bot(shared, pass.to) {
-        return Err(ChainFailure::Invalid(why));
-    }
-    if chain.coordinator.as_deref() == Some(pass.to) {
+    let to = place
+        .speaker(shared, pass.to)
+        .map_err(ChainFailure::Invalid)?;
+    if chain.coordinator.as_ref() == Some(&to) {
         return Err(ChainFailure::Invalid(
             "you coordinate this chain and hold the turn already; post with chain_message, \
              or hand the turn to a participant"
                 .to_owned(),
         ));
     }
-    if !pass.joins && !chain.participants.iter().any(|p| p == pass.to) {
+    if !pass.joins && !chain.participants.contains(&to) {
         return Err(ChainFailure::Invalid(format!(
-            "`{}` is not a participant of chain {} (participants: {}); bring it in with \
+            "`{to}` is not a participant of chain {} (participants: {}); bring it in with \
              chain_add",
-            pass.to,
             chain.id,
-            chain.participants.join(", ")
+            names(&chain.participants)
         )));
     }
     let handoff = Handoff {
         chain: chain.id.clone(),
         by: pass.by.to_owned(),
-        to: pass.to.to_owned(),
+        to: to.clone(),
         prompt: pass.prompt.trim().to_owned(),
         add: pass.joins,
         max_rounds: shared.config().chains.max_rounds,
     };
-    // The name was checked against the roster above (`refuse_bot`).
-    let to: BotId = pass
-        .to
-        .parse()
-        .map_err(|e: crate::bot_id::NotABotId| ChainFailure::Invalid(e.to_string()))?;
     let handed = shared.store().chain_hand(handoff, now_ms()).await?;
     match &handed {
         Handed::Given(chain) => {
@@ -247,7 +243,7 @@ pub(crate) async fn post(
     let posted = record(shared, chain, sender, content).await?;
     let chain = &posted.chain;
     let place = Place::of(chain);
-    match place.account_of(shared, sender.as_str()) {
+    match place.account_of(shared, sender) {
         Some(account) => {
             let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
             post::say(shared, &place, account, run_id, content).await;
@@ -274,7 +270,7 @@ async fn record(
     }
     let posted = match shared
         .store()
-        .chain_post(chain, sender.as_str(), content, now_ms())
+        .chain_post(chain, sender, content, now_ms())
         .await
     {
         Ok(posted) => posted,
@@ -408,20 +404,15 @@ async fn coordinator_move(shared: &Arc<Services>, chain: Chain, news: String) {
     }
     match chain.coordinator.clone() {
         None => round_robin::next(shared, chain).await,
-        Some(name) => match name.parse() {
-            Ok(bot) => turns::spawn(
-                shared,
-                TurnJob {
-                    chain,
-                    bot,
-                    role: Role::Coordinator,
-                    prompt: news,
-                },
-            ),
-            Err(err) => {
-                tracing::error!(chain = %chain.id, %err, "the chain's coordinator is no bot; it stays open until it times out or is stopped");
-            }
-        },
+        Some(bot) => turns::spawn(
+            shared,
+            TurnJob {
+                chain,
+                bot,
+                role: Role::Coordinator,
+                prompt: news,
+            },
+        ),
     }
 }
 
@@ -431,7 +422,7 @@ async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
     let participants = if chain.participants.is_empty() {
         "none yet".to_owned()
     } else {
-        chain.participants.join(", ")
+        names(&chain.participants)
     };
     let text = format!(
         "Chain {} \"{}\" started by {}: {} coordinates; participants: {participants}. One bot \
@@ -484,8 +475,8 @@ async fn load(shared: &Services, id: &str) -> Result<Chain, ChainFailure> {
 }
 
 /// Whether `bot` coordinates `chain`.
-pub(crate) fn is_coordinator(chain: &Chain, bot: &str) -> bool {
-    chain.coordinator.as_deref() == Some(bot)
+pub(crate) fn is_coordinator(chain: &Chain, bot: &BotId) -> bool {
+    chain.coordinator.as_ref() == Some(bot)
 }
 
 #[cfg(test)]
@@ -533,7 +524,7 @@ mod tests {
         let chain = start(s, start_in_room(Some("lead"), &["alpha", "beta"]))
             .await
             .unwrap();
-        assert_eq!(chain.holder.as_deref(), Some("lead"));
+        assert_eq!(chain.holder.bot().map(BotId::as_str), Some("lead"));
 
         let err = post(s, &chain.id, &"alpha".parse().unwrap(), "me first")
             .await
@@ -548,7 +539,7 @@ mod tests {
             panic!("the first handoff is within the rounds");
         };
         assert_eq!(
-            (moved.holder.as_deref(), moved.turn),
+            (moved.holder.bot().map(BotId::as_str), moved.turn),
             (Some("alpha"), chain.turn + 1)
         );
     }

@@ -7,6 +7,7 @@
 
 use baton_contract::{AccountId, ChatId, MessageId, Platform, ThreadId};
 
+use crate::bot_id::BotId;
 use crate::deliver::Target;
 use crate::engine::Services;
 use crate::roster::Account;
@@ -69,9 +70,8 @@ impl Place {
     }
 
     /// `bot`'s account on this platform: a bot speaks in the chain only under its own identity.
-    pub(crate) fn account_of<'a>(&self, shared: &'a Services, bot: &str) -> Option<&'a Account> {
-        let bot = shared.roster().bots().iter().find(|b| b.id() == bot)?;
-        shared.roster().account_of_bot(self.platform, bot.id())
+    pub(crate) fn account_of<'a>(&self, shared: &'a Services, bot: &BotId) -> Option<&'a Account> {
+        shared.roster().account_of_bot(self.platform, bot)
     }
 
     /// The account baton's own lines go through.
@@ -91,25 +91,25 @@ impl Place {
         }
     }
 
-    /// Why `bot` cannot take part here, if it cannot: it must exist and have an account on this
-    /// platform.
-    pub(crate) fn refuse_bot(&self, shared: &Services, bot: &str) -> Option<String> {
-        if !shared.roster().bots().iter().any(|b| b.id() == bot) {
+    /// The bot named `name`, if it can take part here: it must exist and have an account on
+    /// this platform. Otherwise why not, saying what to do.
+    pub(crate) fn speaker(&self, shared: &Services, name: &str) -> Result<BotId, String> {
+        let Some(bot) = shared.roster().bots().iter().find(|b| b.id() == name) else {
             let known: Vec<&str> = shared
                 .roster()
                 .bots()
                 .iter()
                 .map(|b| b.id().as_str())
                 .collect();
-            return Some(format!("no bot `{bot}`; known bots: {}", known.join(", ")));
-        }
-        if self.account_of(shared, bot).is_none() {
-            return Some(format!(
-                "bot `{bot}` has no account on {}, so it cannot speak in this chat; add an \
+            return Err(format!("no bot `{name}`; known bots: {}", known.join(", ")));
+        };
+        if self.account_of(shared, bot.id()).is_none() {
+            return Err(format!(
+                "bot `{name}` has no account on {}, so it cannot speak in this chat; add an \
                  [[accounts]] entry for it on {} or pick another bot",
                 self.platform, self.platform
             ));
         }
-        None
+        Ok(bot.id().clone())
     }
 }

@@ -25,7 +25,7 @@ pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
         .count();
     let config = &shared.config().chains;
     let rounds = config.rounds.clamp(1, config.max_rounds.max(1)) as usize;
-    let Some(to) = next_turn(&chain.participants, rounds, given) else {
+    let Some(to) = next_turn(chain.participants.len(), rounds, given) else {
         let close = ChainClose {
             state: ChainState::Completed,
             by: BATON.to_owned(),
@@ -45,7 +45,7 @@ pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
     let pass = Pass {
         chain: &chain.id,
         by: BATON,
-        to: &chain.participants[to],
+        to: chain.participants[to].as_str(),
         prompt: &prompt,
         joins: false,
     };
@@ -59,9 +59,9 @@ pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
     }
 }
 
-/// The participant after `given` handoffs in `rounds` rounds, or `None` when all are done.
-fn next_turn(participants: &[String], rounds: usize, given: usize) -> Option<usize> {
-    let n = participants.len();
+/// Which of `n` participants is next after `given` handoffs in `rounds` rounds, or `None`
+/// when all are done.
+fn next_turn(n: usize, rounds: usize, given: usize) -> Option<usize> {
     (n > 0 && given < n * rounds).then(|| given % n)
 }
 
@@ -85,12 +85,11 @@ mod tests {
 
     #[test]
     fn everyone_in_order_each_round_then_done() {
-        let p: Vec<String> = ["a", "b", "c"].iter().map(|s| (*s).to_owned()).collect();
-        let order: Vec<Option<usize>> = (0..7).map(|given| next_turn(&p, 2, given)).collect();
+        let order: Vec<Option<usize>> = (0..7).map(|given| next_turn(3, 2, given)).collect();
         assert_eq!(
             order,
             [Some(0), Some(1), Some(2), Some(0), Some(1), Some(2), None]
         );
-        assert_eq!(next_turn(&[], 1, 0), None);
+        assert_eq!(next_turn(0, 1, 0), None);
     }
 }

@@ -72,7 +72,7 @@ enum Ended {
 async fn take(shared: &Arc<Services>, job: TurnJob) {
     let deadline = Instant::now() + shared.chain_turn_limit();
     let place = Place::of(&job.chain);
-    let Some(account) = place.account_of(shared, job.bot.as_str()) else {
+    let Some(account) = place.account_of(shared, &job.bot) else {
         let why = format!("{} has no account on {} any more", job.bot, place.platform);
         return finish(shared, &job, None, Ended::Failed(why)).await;
     };
@@ -214,7 +214,7 @@ impl TurnGate<'_> {
         let why = match shared.store().chain(&chain.id).await.ok().flatten() {
             None => "the chain could not be read".to_owned(),
             Some(now) if now.state != ChainState::Open => format!("the chain is {}", now.state),
-            Some(now) if now.holder.as_deref() != Some(bot) => {
+            Some(now) if !now.held_by(&self.job.bot) => {
                 format!("the turn had moved on to {}", now.holder_name())
             }
             Some(_) if super::posted_in_turn(shared, &chain.id, bot, chain.turn).await => {

@@ -7,6 +7,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::views::{StoreArgs, one_line, open};
+use crate::bot_id::names;
 use crate::mirror::now_ms;
 use crate::store::{ChainEntryKind, ChainQuery};
 
@@ -44,7 +45,7 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
                 c.turn,
                 age,
                 one_line(&c.name, 40),
-                c.participants.join(", ")
+                names(&c.participants)
             );
         }
         store.close().await?;
@@ -64,7 +65,7 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
     println!(
         "coordinator {}; participants {}; started by {} in {}:{}{}",
         chain.coordinator_name(),
-        chain.participants.join(", "),
+        names(&chain.participants),
         chain.started_by,
         chain.origin.platform,
         chain.origin.chat,

@@ -16,6 +16,29 @@ mod renewal;
 pub use fence::connect_while_held;
 pub use renewal::{Holding, Leases};
 
+use baton_contract::Receive;
+
+use crate::roster::Account;
+use crate::store::LeaseKey;
+
+/// The lease of each of `accounts` that keeps a socket (the others take webhooks on any
+/// instance and have none).
+pub fn socket_leases<'a>(accounts: impl IntoIterator<Item = &'a Account>) -> Vec<LeaseKey> {
+    accounts
+        .into_iter()
+        .filter(|account| account.adapter.receive() == Receive::Socket)
+        .map(lease_key)
+        .collect()
+}
+
+/// The lease key of `account`.
+pub fn lease_key(account: &Account) -> LeaseKey {
+    LeaseKey {
+        platform: account.platform.as_str().to_owned(),
+        account: account.id.to_string(),
+    }
+}
+
 /// The longest default instance id; longer host names are cut.
 const MAX_HOST: usize = 48;
 

@@ -7,8 +7,14 @@
 //! else can take the account: even a renewal that took long, or a process paused (SIGSTOP, a
 //! frozen VM) and resumed, finds its deadline passed and drops the socket before using it. A
 //! round that fails changes nothing: the deadlines it would have moved run out on their own.
+//!
+//! Each instance holds only its share of the accounts (ceil(accounts / live instances), see
+//! [`Store::lease_round`]). A lease it held and did not renew, surplus once another instance
+//! is live, is published as not held at once, so `fence.rs` drops its socket; the lease itself
+//! is given up at the next round, with the socket closed by then, so the new holder never
+//! connects while this one still is.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -42,6 +48,10 @@ pub struct Leases {
     lease: Duration,
     keys: Vec<LeaseKey>,
     cells: Vec<watch::Sender<Holding>>,
+    /// Leases this instance stopped using at the last round, to give up at the next.
+    releasing: Mutex<Vec<LeaseKey>>,
+    /// How many instances were live at the last round (0 before the first).
+    live: watch::Sender<usize>,
 }
 
 impl Leases {
@@ -58,6 +68,8 @@ impl Leases {
             lease,
             keys,
             cells,
+            releasing: Mutex::new(Vec::new()),
+            live: watch::channel(0).0,
         }
     }
 
@@ -65,6 +77,12 @@ impl Leases {
     pub fn watch(&self, key: &LeaseKey) -> Option<watch::Receiver<Holding>> {
         let at = self.keys.iter().position(|k| k == key)?;
         Some(self.cells[at].subscribe())
+    }
+
+    /// Follows how many instances are live, as of each round: when it drops, one is gone, and
+    /// the work it had in flight is for the others to pick up.
+    pub fn live(&self) -> watch::Receiver<usize> {
+        self.live.subscribe()
     }
 
     /// Renew and take, one round every third of the lease, until `stop`. The gateway then
@@ -88,19 +106,23 @@ impl Leases {
     async fn round(&self) {
         let sent = Instant::now();
         let lease_ms = i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX);
-        let held = match self
+        let releasing = self.releasing.lock().expect("releasing poisoned").clone();
+        let round = match self
             .store
-            .lease_round(&self.instance, self.keys.clone(), lease_ms)
+            .lease_round(&self.instance, self.keys.clone(), releasing, lease_ms)
             .await
         {
-            Ok(held) => held,
+            Ok(round) => round,
             Err(err) => {
                 tracing::warn!(%err, "could not renew the account leases; sockets whose lease runs out are dropped");
                 return;
             }
         };
         let until = sent + self.lease - self.lease / 5;
-        for ((key, cell), held) in self.keys.iter().zip(&self.cells).zip(held) {
+        let mut surplus = Vec::new();
+        self.live
+            .send_if_modified(|live| std::mem::replace(live, round.live) != round.live);
+        for ((key, cell), held) in self.keys.iter().zip(&self.cells).zip(round.held) {
             let now = if held {
                 Holding::Until(until)
             } else {
@@ -112,11 +134,15 @@ impl Leases {
                 if held {
                     tracing::info!(%platform, %account, "took the account's lease: connecting");
                 } else {
-                    tracing::info!(%platform, %account, "another instance holds the account's lease");
+                    tracing::info!(%platform, %account, "the account's lease is another instance's (or more than this one's share): on standby");
                 }
+            }
+            if !held && matches!(before, Holding::Until(_)) {
+                surplus.push(key.clone());
             }
             cell.send_replace(now);
         }
+        *self.releasing.lock().expect("releasing poisoned") = surplus;
     }
 
     /// Give every lease up now (a clean shutdown, its sockets closed), so other instances take

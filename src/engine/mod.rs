@@ -22,6 +22,7 @@ mod reply_files;
 mod reply_gate;
 mod say;
 mod services;
+mod session_lock;
 mod session_turn;
 mod taps;
 mod turn;

@@ -124,6 +124,21 @@ impl Services {
         &self.guards
     }
 
+    /// This instance's `cluster.instance_id` (set at start; `local` for a gateway assembled
+    /// without starting, as unit tests do).
+    pub(crate) fn instance(&self) -> &str {
+        self.config
+            .cluster
+            .instance_id
+            .as_deref()
+            .unwrap_or("local")
+    }
+
+    /// `cluster.lease_seconds`: how long a lease or session lock outlives its last renewal.
+    pub(crate) fn lease(&self) -> Duration {
+        Duration::from_secs(self.config.cluster.lease_seconds)
+    }
+
     /// The lanes.
     pub fn lanes(&self) -> &Arc<Lanes> {
         &self.lanes

@@ -1,6 +1,6 @@
 //! One turn in a session, the way every flow takes it: the session is recorded (touched), the
-//! run gets its journal, the turn waits for the session's lane (up to a deadline, when the flow
-//! has one), the bot takes its turn, and what it says may be posted, recorded in the same run.
+//! run gets its journal, the turn waits for the session's lane, then for the session across
+//! instances (`session_lock.rs`; up to a deadline, when the flow has one), the bot takes its turn, and what it says may be posted, recorded in the same run.
 //!
 //! What is left to each flow is its own: the pipeline answers the event it was woken by, the
 //! relay settles a delivery, the schedule suppresses duplicate heartbeats, a chain moves the
@@ -13,6 +13,7 @@ use baton_contract::MessageId;
 use tokio::time::Instant;
 
 use super::Services;
+use super::session_lock::{SessionHold, hold, hold_until};
 use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::deliver::{Target, deliver};
 use crate::lanes::{Lane, LaneGuard, QueueFull};
@@ -51,6 +52,8 @@ pub(crate) struct Refused {
 pub(crate) struct SessionTurn<'a> {
     services: &'a Arc<Services>,
     journal: Journal,
+    /// The session across instances (`session_lock.rs`), taken after the lane slot.
+    _hold: SessionHold,
     _slot: LaneGuard,
 }
 
@@ -61,9 +64,11 @@ impl<'a> SessionTurn<'a> {
         let journal = journal(services, seat.session, seat.run_id).await;
         let lanes = services.lanes();
         let slot = lanes.enter(seat.lane, journal.session()).await;
+        let hold = hold(services, seat.session).await;
         SessionTurn {
             services,
             journal,
+            _hold: hold,
             _slot: slot,
         }
     }
@@ -84,9 +89,11 @@ impl<'a> SessionTurn<'a> {
         };
         touch(services, seat.session).await;
         let slot = queued.wait().await;
+        let hold = hold(services, seat.session).await;
         Ok(SessionTurn {
             services,
             journal,
+            _hold: hold,
             _slot: slot,
         })
     }
@@ -104,9 +111,13 @@ impl<'a> SessionTurn<'a> {
         let slot = tokio::time::timeout_at(until, entering)
             .await
             .map_err(|_| SessionBusy)?;
+        let hold = hold_until(services, seat.session, Some(until))
+            .await
+            .map_err(|_| SessionBusy)?;
         Ok(SessionTurn {
             services,
             journal,
+            _hold: hold,
             _slot: slot,
         })
     }

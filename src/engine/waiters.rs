@@ -1,17 +1,19 @@
-//! Senders waiting for a run's outcome, and the one decision that must not race: when a run
-//! finishes, did someone receive its reply, or must it be pushed to the sender's session?
+//! Senders waiting for a run's outcome, on any instance, and the one decision that must not
+//! race: when a run finishes, did someone receive its reply, or must it be pushed to the
+//! sender's session?
 //!
-//! Both sides decide under one lock. A waiter that gives up checks for a result and leaves in
-//! the same critical section in which the finishing run checks for waiters, so exactly one of
-//! them is responsible for the reply: it is never lost and never handed over twice.
+//! The run may be running on another instance, so the decision is the database's, on the
+//! delivery's row: a waiter that gives up marks the row's outcome as to be pushed, only while
+//! the run is still open ([`Store::delivery_give_up`]); the finishing run settles the row,
+//! only while it is open, and reads what the row says then ([`Store::delivery_settle`]). Each
+//! is one statement on one row, so exactly one of them comes first: the reply is never lost
+//! and never handed over twice. A waiter is woken by the settle's notice (from whichever
+//! instance ran it) and reads the row; a lost notice only makes it read again.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::watch;
-
-use crate::store::DeliveryState;
+use crate::store::{Delivery, DeliveryState, Store, StoreError, Topic};
 
 /// What a run amounted to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,138 +37,136 @@ pub enum RunResult {
 /// What a waiter got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Waited {
-    /// The outcome, in time.
-    Got(RunResult),
+    /// The settled delivery, in time.
+    Got(Box<Delivery>),
     /// The time ran out; the run goes on and its outcome will be pushed.
     GaveUp,
-    /// The run is not in memory (finished before, or never started here): read the store.
-    Unknown,
 }
 
-#[derive(Default)]
-struct SlotState {
-    result: Option<RunResult>,
-    waiters: usize,
-}
-
-struct Slot {
-    state: Mutex<SlotState>,
-    done: watch::Sender<bool>,
-}
-
-/// The runs in flight in this process that a sender may wait for.
+/// Waiting for runs' outcomes, and the runs this instance is running.
 #[derive(Default)]
 pub struct Waiters {
-    runs: Mutex<HashMap<String, Arc<Slot>>>,
+    running: AtomicUsize,
+}
+
+/// Counts one run as in flight on this instance until dropped.
+pub(crate) struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Waiters {
-    /// Make `run_id` waitable. Call before the run can finish.
-    pub(crate) fn open(&self, run_id: &str) {
-        let slot = Arc::new(Slot {
-            state: Mutex::new(SlotState::default()),
-            done: watch::Sender::new(false),
-        });
-        self.map().insert(run_id.to_owned(), slot);
+    /// Count a run this instance is running, until the guard drops.
+    pub(crate) fn running(&self) -> InFlight<'_> {
+        self.running.fetch_add(1, Ordering::Relaxed);
+        InFlight(&self.running)
     }
 
-    /// Wait up to `timeout` for `run_id`'s outcome.
-    pub(crate) async fn wait(&self, run_id: &str, timeout: Duration) -> Waited {
-        let Some(slot) = self.map().get(run_id).cloned() else {
-            return Waited::Unknown;
-        };
-        let mut done = {
-            let mut state = slot.state.lock().expect("relay slot poisoned");
-            if let Some(result) = &state.result {
-                return Waited::Got(result.clone());
+    /// Wait up to `timeout` for `run_id`'s outcome, wherever it runs. On [`Waited::GaveUp`] the
+    /// outcome is the finishing run's to push.
+    pub(crate) async fn wait(
+        &self,
+        store: &Store,
+        run_id: &str,
+        timeout: Duration,
+    ) -> Result<Waited, StoreError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribed before the first read: a settle between the read and the wait is heard.
+        let mut notices = store.subscribe();
+        loop {
+            if let Some(d) = store.delivery(run_id).await?
+                && d.state.is_settled()
+            {
+                return Ok(Waited::Got(Box::new(d)));
             }
-            state.waiters += 1;
-            slot.done.subscribe()
-        };
-        let _ = tokio::time::timeout(timeout, done.wait_for(|finished| *finished)).await;
-        let mut state = slot.state.lock().expect("relay slot poisoned");
-        state.waiters -= 1;
-        match &state.result {
-            Some(result) => Waited::Got(result.clone()),
-            None => Waited::GaveUp,
+            tokio::select! {
+                () = notices.touching(Topic::Delivery, run_id) => {}
+                () = tokio::time::sleep_until(deadline) => break,
+            }
         }
+        Ok(match store.delivery_give_up(run_id).await? {
+            Some(settled) => Waited::Got(Box::new(settled)),
+            None => Waited::GaveUp,
+        })
     }
 
-    /// Record `run_id`'s outcome and wake its waiters. Returns whether anyone was waiting (and
-    /// so received it); if not, the caller must push it to the sender's session. The run stays
-    /// findable until [`Waiters::forget`], so a retry arriving meanwhile still gets the result.
-    pub(crate) fn finish(&self, run_id: &str, result: RunResult) -> bool {
-        let Some(slot) = self.map().get(run_id).cloned() else {
-            return false;
-        };
-        let mut state = slot.state.lock().expect("relay slot poisoned");
-        state.result = Some(result);
-        slot.done.send_replace(true);
-        state.waiters > 0
-    }
-
-    /// Drop a finished run once its outcome is in the store.
-    pub(crate) fn forget(&self, run_id: &str) {
-        self.map().remove(run_id);
-    }
-
-    /// How many runs are in flight.
+    /// How many runs are in flight on this instance.
     pub fn in_flight(&self) -> usize {
-        self.map().len()
-    }
-
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Slot>>> {
-        self.runs.lock().expect("relay map poisoned")
+        self.running.load(Ordering::Relaxed)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::now_ms;
+    use crate::store::{Begun, DeliveryChange, NewDelivery, Notify, SendMode};
 
-    fn answer(text: &str) -> RunResult {
-        RunResult::Answered {
-            reply: text.into(),
-            model: "m".into(),
+    async fn begun(store: &Store, run: &str) {
+        let new = NewDelivery {
+            run_id: run.into(),
+            sender: "a".parse().unwrap(),
+            sender_session: "bot:a:local:a:room".parse().unwrap(),
+            target: "b".parse().unwrap(),
+            target_session: "bot:b:local:b:a2a:a".parse().unwrap(),
+            message: run.into(),
+            idempotency_key: None,
+            depth: 2,
+            origin: None,
+            mode: SendMode::Wait,
+            artifacts_in: Vec::new(),
+            expect: None,
+            created_ms: now_ms(),
+        };
+        let started = store.delivery_begin(new, 0, Some("here")).await.unwrap();
+        assert!(matches!(started, Begun::New(_)));
+    }
+
+    fn answered(run: &str, text: &str) -> DeliveryChange {
+        DeliveryChange {
+            reply: Some(text.into()),
+            ..DeliveryChange::to(run, DeliveryState::Delivered, now_ms())
         }
     }
 
     #[tokio::test]
     async fn a_waiter_gets_the_result_in_band() {
-        let relay = Arc::new(Waiters::default());
-        relay.open("r");
+        let store = Store::open(":memory:").await.unwrap();
+        begun(&store, "r").await;
         let waiter = {
-            let relay = Arc::clone(&relay);
-            tokio::spawn(async move { relay.wait("r", Duration::from_secs(10)).await })
+            let store = store.clone();
+            tokio::spawn(async move {
+                Waiters::default()
+                    .wait(&store, "r", Duration::from_secs(10))
+                    .await
+            })
         };
-        while relay.runs.lock().unwrap()["r"]
-            .state
-            .lock()
-            .unwrap()
-            .waiters
-            == 0
-        {
-            tokio::task::yield_now().await;
-        }
-        assert!(relay.finish("r", answer("hi")), "someone was waiting");
-        assert_eq!(waiter.await.unwrap(), Waited::Got(answer("hi")));
+        tokio::task::yield_now().await;
+        let notify = store.delivery_settle(answered("r", "hi")).await.unwrap();
         assert_eq!(
-            relay.wait("r", Duration::ZERO).await,
-            Waited::Got(answer("hi"))
+            notify,
+            Some(Notify::None),
+            "nobody gave up: nothing to push"
         );
-        relay.forget("r");
-        assert_eq!(relay.wait("r", Duration::ZERO).await, Waited::Unknown);
+        let Waited::Got(d) = waiter.await.unwrap().unwrap() else {
+            panic!("gave up");
+        };
+        assert_eq!(d.reply.as_deref(), Some("hi"));
     }
 
     #[tokio::test]
     async fn after_a_give_up_the_finisher_is_responsible() {
-        let relay = Waiters::default();
-        relay.open("r");
-        assert_eq!(
-            relay.wait("r", Duration::from_millis(1)).await,
-            Waited::GaveUp
-        );
-        assert!(!relay.finish("r", answer("late")), "nobody waits: push it");
-        assert_eq!(relay.in_flight(), 1);
+        let store = Store::open(":memory:").await.unwrap();
+        begun(&store, "r").await;
+        let waited = Waiters::default()
+            .wait(&store, "r", Duration::from_millis(1))
+            .await
+            .unwrap();
+        assert_eq!(waited, Waited::GaveUp);
+        let notify = store.delivery_settle(answered("r", "late")).await.unwrap();
+        assert_eq!(notify, Some(Notify::Pending), "nobody waits: push it");
     }
 }

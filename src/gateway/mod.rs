@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_contract::{EventSink, Platform, Receive};
+use baton_contract::{EventSink, Platform};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -29,9 +29,9 @@ use crate::engine::Services;
 use crate::http;
 use crate::local::LocalHub;
 use crate::mirror::now_ms;
-use crate::roster::{Account, ChatRules};
+use crate::roster::ChatRules;
 use crate::schedule::{ScheduleError, Scheduler};
-use crate::store::{LeaseKey, Registered, Store, StoreError, StoreOptions};
+use crate::store::{Registered, Store, StoreError, StoreOptions};
 use crate::timing::Zone;
 use crate::tools::AgentTools;
 
@@ -244,7 +244,7 @@ impl Gateway {
         let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
         // Read before anything below can start a turn (and put up an indicator of its own).
         let typing_left = crate::engine::typing_left_up(&shared).await?;
-        let recovered = crate::relay::recover(&shared).await?;
+        let recovered = crate::relay::recover(&shared, true).await?;
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
@@ -259,9 +259,23 @@ impl Gateway {
             shared.store().clone(),
             instance,
             lease,
-            socket_accounts(&shared),
+            crate::cluster::socket_leases(shared.roster().accounts()),
         ));
         tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
+        tasks.spawn(crate::relay::serve(
+            Arc::clone(&shared),
+            leases.live(),
+            shutdown.clone(),
+        ));
+        tasks.spawn({
+            let (store, stop) = (shared.store().clone(), shutdown.clone());
+            async move {
+                tokio::select! {
+                    () = store.follow_chat_settings() => {}
+                    () = stop.cancelled() => {}
+                }
+            }
+        });
         for (index, account) in shared.roster().accounts().iter().enumerate() {
             let (events, watched, stop) = (
                 shared.events().clone(),
@@ -272,7 +286,7 @@ impl Gateway {
                 let account = &watched.roster().accounts()[index];
                 connections::announce(events, account, stop).await;
             });
-            let holding = leases.watch(&lease_key(account));
+            let holding = leases.watch(&crate::cluster::lease_key(account));
             let recover = dispatcher.clone();
             tasks.spawn(recover.recover_left_overs(index, holding.clone(), shutdown.clone()));
             let adapter = Arc::clone(&account.adapter);
@@ -402,24 +416,6 @@ impl Gateway {
             tracing::error!(%err, "closing the store failed");
         }
         drained
-    }
-}
-
-/// The lease of each account that keeps a socket (the others take webhooks on any instance).
-fn socket_accounts(shared: &Services) -> Vec<LeaseKey> {
-    shared
-        .roster()
-        .accounts()
-        .iter()
-        .filter(|account| account.adapter.receive() == Receive::Socket)
-        .map(lease_key)
-        .collect()
-}
-
-fn lease_key(account: &Account) -> LeaseKey {
-    LeaseKey {
-        platform: account.platform.as_str().to_owned(),
-        account: account.id.to_string(),
     }
 }
 

@@ -14,9 +14,15 @@
 //! twice: the delivery row is found again by idempotency key or by the same text within 10
 //! minutes ([`send`]). A reply that comes after the sender gave up must not vanish: whoever is
 //! left holding it pushes it to the sender's session ([`waiters`], [`wake`]). Runs left open
-//! by a restart are resumed or failed, on the record ([`recover`]).
+//! by a restart, or by an instance that is gone, are resumed or failed, on the record
+//! ([`recover`]).
+//!
+//! With several instances on one database, a delivery runs on its target's home (`home.rs`):
+//! the sender's instance writes the row and hands it over with a notice; the home claims it and
+//! runs it; the sender's waiter, on its own instance, is woken by the settle's notice.
 
 mod handoff;
+mod home;
 mod ping_pong;
 mod recover;
 mod run;
@@ -28,7 +34,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use handoff::{SchemaError, check_schema};
-pub use recover::recover;
+pub use recover::{recover, serve};
 pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
 
 use crate::bot_id::BotId;

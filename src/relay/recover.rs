@@ -1,57 +1,176 @@
-//! After a restart: every delivery the last process left open is resumed or failed, and every
-//! outcome that had not reached its sender is pushed. Nothing is dropped without a record.
+//! Deliveries nobody is working on any more, picked up: at start, those the last process under
+//! this instance's id left (and those of instances that are gone); while running, those of an
+//! instance that just stopped renewing (killed, cut off), and those handed to this instance as
+//! the target's home ([`serve`]). Each is claimed first (one conditional update on its runner),
+//! so exactly one instance resumes it. Nothing is dropped without a record.
 //!
 //! A delivery still *queued* never started, so it is simply run now. One that was *running* may
 //! have done part of its work (tool calls with effects), so it is not run again: if its turn got
 //! as far as an outcome in the target's transcript, that outcome stands; otherwise it is failed
-//! with a reason that says why it was not retried.
+//! with a reason that says why it was not retried. A settled one whose outcome had not reached
+//! its sender is pushed, unless the sender's transcript shows it was.
 
 use std::sync::Arc;
 
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::home::{Home, home_of};
 use super::run::{self, push_run_id};
 use super::send::start;
 use crate::engine::RunResult;
 use crate::engine::Services;
-use crate::store::{Delivery, DeliveryState, EntryKind, Notify, StoreError};
+use crate::store::{Delivery, DeliveryState, EntryKind, Notice, Notify, StoreError, Topic};
 
-/// Pick up what the last process left. Returns how many deliveries were dealt with.
-pub async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
-    let open = shared.store().deliveries_unsettled().await?;
+/// Pick up what nobody else will: at start (`startup`), also what this instance's id left.
+/// Returns how many deliveries this instance claimed.
+pub async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, StoreError> {
+    let me = shared.instance();
+    let lease_ms = i64::try_from(shared.lease().as_millis()).unwrap_or(i64::MAX);
+    let open = shared
+        .store()
+        .deliveries_unsettled(me, startup, lease_ms)
+        .await?;
+    let mut claimed = 0;
     for d in &open {
-        match d.state {
-            DeliveryState::Queued => {
-                tracing::info!(run = %d.run_id, target = %d.target, "resuming a queued delivery");
+        // Handed to a live home (the target's, or the sender's for a push): it takes it.
+        if d.runner.is_none() && home_of(shared, whose(d)).await != Home::Here {
+            continue;
+        }
+        if !shared
+            .store()
+            .delivery_claim(&d.run_id, d.runner.as_deref(), Some(me))
+            .await?
+        {
+            continue;
+        }
+        claimed += 1;
+        resume(shared, d, startup).await?;
+    }
+    Ok(claimed)
+}
+
+/// The bot whose home works on `d` next: the target's runs it, the sender's pushes its outcome.
+fn whose(d: &Delivery) -> &crate::bot_id::BotId {
+    if d.state.is_settled() {
+        &d.sender
+    } else {
+        &d.target
+    }
+}
+
+/// Resume `d`, claimed by this instance.
+async fn resume(shared: &Arc<Services>, d: &Delivery, startup: bool) -> Result<(), StoreError> {
+    match d.state {
+        DeliveryState::Queued => {
+            tracing::info!(run = %d.run_id, target = %d.target, "resuming a queued delivery");
+            if startup {
+                // Its sender was this process's, which is gone: nobody waits any more.
                 shared
                     .store()
                     .delivery_notify(&d.run_id, Notify::Pending)
                     .await?;
-                start(shared, d);
             }
-            DeliveryState::Running => {
-                let result = interrupted(shared, d).await?;
-                tracing::warn!(run = %d.run_id, target = %d.target, ?result, "settling a delivery interrupted by a restart");
-                run::settle(shared, d, result).await;
-            }
-            _ => {
-                let pushed = shared
+            start(shared, d);
+        }
+        DeliveryState::Running => {
+            let result = interrupted(shared, d).await?;
+            tracing::warn!(run = %d.run_id, target = %d.target, ?result, "settling a delivery whose run was interrupted (a restart, or its instance is gone)");
+            run::settle(shared, d, result).await;
+        }
+        _ => {
+            let pushed = shared
+                .store()
+                .run_entries(&d.sender_session, &push_run_id(&d.run_id))
+                .await?;
+            if pushed.is_empty() {
+                run::push(shared, d, &settled(d)).await;
+            } else {
+                shared
                     .store()
-                    .run_entries(&d.sender_session, &push_run_id(&d.run_id))
+                    .delivery_notify(&d.run_id, Notify::Done)
                     .await?;
-                if pushed.is_empty() {
-                    run::push(shared, d, &settled(d)).await;
-                } else {
-                    shared
-                        .store()
-                        .delivery_notify(&d.run_id, Notify::Done)
-                        .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Until `stop`: run the deliveries handed to this instance as their target's home, and pick up
+/// those of an instance that is gone (the number of `live` instances dropped) or whose notice
+/// may have been missed.
+pub async fn serve(
+    shared: Arc<Services>,
+    mut live: watch::Receiver<usize>,
+    stop: CancellationToken,
+) {
+    let mut notices = shared.store().subscribe();
+    let mut was = *live.borrow_and_update();
+    loop {
+        let sweep = tokio::select! {
+            () = stop.cancelled() => return,
+            notice = notices.next() => match notice {
+                Notice::Changed { topic: Topic::Handed, key } => {
+                    take_up(&shared, &key).await;
+                    false
+                }
+                Notice::Changed { .. } => false,
+                Notice::Missed => true,
+            },
+            changed = live.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let now = *live.borrow_and_update();
+                std::mem::replace(&mut was, now) > now
+            }
+        };
+        if sweep {
+            match recover(&shared, false).await {
+                Ok(0) => {}
+                Ok(claimed) => {
+                    tracing::info!(claimed, "picked up deliveries another instance left")
+                }
+                Err(err) => {
+                    tracing::error!(%err, "could not look for deliveries left by another instance")
                 }
             }
         }
     }
-    Ok(open.len())
 }
 
-/// What became of a run the restart cut short, judged from the target's transcript.
+/// A delivery handed over: claimed here if this instance is the home it was handed to, then
+/// run (queued) or its outcome pushed (settled).
+async fn take_up(shared: &Arc<Services>, run_id: &str) {
+    let handed = |d: &Delivery| {
+        d.runner.is_none() && (d.state == DeliveryState::Queued || d.notify == Notify::Pending)
+    };
+    let d = match shared.store().delivery(run_id).await {
+        Ok(Some(d)) if handed(&d) => d,
+        Ok(_) => return,
+        Err(err) => {
+            tracing::error!(run = run_id, %err, "could not read a delivery handed to this instance");
+            return;
+        }
+    };
+    if home_of(shared, whose(&d)).await != Home::Here {
+        return;
+    }
+    let claimed = shared
+        .store()
+        .delivery_claim(run_id, None, Some(shared.instance()))
+        .await;
+    let resumed = match claimed {
+        Ok(true) => resume(shared, &d, false).await,
+        Ok(false) => Ok(()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = resumed {
+        tracing::error!(run = run_id, %err, "could not take up a delivery handed to this instance");
+    }
+}
+
+/// What became of a run cut short, judged from the target's transcript.
 async fn interrupted(shared: &Services, d: &Delivery) -> Result<RunResult, StoreError> {
     let entries = shared
         .store()
@@ -76,8 +195,9 @@ async fn interrupted(shared: &Services, d: &Delivery) -> Result<RunResult, Store
     Ok(outcome.unwrap_or_else(|| RunResult::Failed {
         state: DeliveryState::Failed,
         reason: format!(
-            "the gateway restarted while bot '{}' was working on this; it was not run again, so \
-             it cannot act twice. Send it again if it is still needed.",
+            "the gateway restarted (or the instance running it stopped) while bot '{}' was \
+             working on this; it was not run again, so it cannot act twice. Send it again if it \
+             is still needed.",
             d.target
         ),
     }))

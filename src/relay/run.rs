@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::handoff::{self, Report};
+use super::home::{Home, home_of};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
@@ -15,7 +16,7 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
 use crate::roster::Bot;
-use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
+use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, Topic};
 use crate::turn::Usage;
 
 /// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
@@ -25,6 +26,7 @@ pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
 pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
+    let _counted = shared.waiters().running();
     let result = turn(&shared, &delivery).await;
     settle(&shared, &delivery, result).await;
 }
@@ -179,11 +181,12 @@ fn failed(reason: String) -> RunResult {
     }
 }
 
-/// Record the outcome, give it to the waiting sender or push it to the sender's session, and
-/// start the ping-pong exchange when one is configured.
+/// Record the outcome; if the sender stopped waiting (or never did), push it to the sender's
+/// session, else start the ping-pong exchange when one is configured. Which of the two is the
+/// row's to say, not this process's: the sender may be waiting on another instance
+/// (`engine/waiters.rs`).
 pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResult) {
-    let in_band = shared.waiters().finish(&d.run_id, result.clone());
-    let mut change = match &result {
+    let change = match &result {
         RunResult::Answered { reply, model } => DeliveryChange {
             reply: Some(reply.clone()),
             model: Some(model.clone()),
@@ -194,21 +197,45 @@ pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResu
             ..DeliveryChange::to(&d.run_id, *state, now_ms())
         },
     };
-    change.notify = Some(if in_band {
-        Notify::None
-    } else {
-        Notify::Pending
-    });
     let (state, reason, model) = (change.state, change.reason.clone(), change.model.clone());
-    if let Err(err) = shared.store().delivery_settle(change).await {
-        tracing::error!(run = %d.run_id, %err, "could not record the delivery's outcome");
-    }
+    let notify = match shared.store().delivery_settle(change).await {
+        Ok(None) => {
+            tracing::warn!(run = %d.run_id, "the delivery was settled before its run ended; its outcome stands");
+            return;
+        }
+        Ok(Some(notify)) => notify,
+        Err(err) => {
+            // Not on record: pushing it may tell the sender twice, but never not at all.
+            tracing::error!(run = %d.run_id, %err, "could not record the delivery's outcome");
+            Notify::Pending
+        }
+    };
     moved(shared, d, state, reason.as_deref(), model.as_deref());
-    shared.waiters().forget(&d.run_id);
-    if !in_band {
-        push(shared, d, &result).await;
+    if notify == Notify::Pending {
+        push_from_home(shared, d, &result).await;
     } else if let RunResult::Answered { reply, .. } = &result {
         ping_pong::start(shared, d, reply);
+    }
+}
+
+/// [`push`], on the sender bot's home instance: here, or handed on to it (announced; it claims
+/// the delivery and pushes). Should handing on fail, it is pushed here: late, never lost.
+async fn push_from_home(shared: &Arc<Services>, d: &Delivery, result: &RunResult) {
+    let Home::There(home) = home_of(shared, &d.sender).await else {
+        return push(shared, d, result).await;
+    };
+    let store = shared.store();
+    let handed = match store
+        .delivery_claim(&d.run_id, Some(shared.instance()), None)
+        .await
+    {
+        Ok(true) => store.announce(Topic::Handed, &d.run_id).await,
+        Ok(false) => return,
+        Err(err) => Err(err),
+    };
+    if let Err(err) = handed {
+        tracing::warn!(run = %d.run_id, %home, %err, "could not hand the late reply to the sender's home instance; pushing it from here");
+        push(shared, d, result).await;
     }
 }
 

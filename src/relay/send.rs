@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::home::{Home, home_of};
 use super::{moved, run};
 
 use crate::bot_id::BotId;
@@ -12,7 +13,7 @@ use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{
-    Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError,
+    Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError, Topic,
 };
 
 /// Without an idempotency key, the same text to the same target within this window is the same
@@ -161,7 +162,9 @@ pub async fn send(
         return Ok(fresh(refuse_new(shared, new, refusal).await));
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let delivery = match shared.store().delivery_begin(new, since).await? {
+    let home = home_of(shared, &target.bot).await;
+    let runner = (home == Home::Here).then(|| shared.instance());
+    let delivery = match shared.store().delivery_begin(new, since, runner).await? {
         Begun::New(delivery) => {
             moved(shared, &delivery, DeliveryState::Queued, None, None);
             delivery
@@ -189,7 +192,10 @@ pub async fn send(
             refusal,
         }));
     }
-    start(shared, &delivery);
+    match home {
+        Home::Here => start(shared, &delivery),
+        Home::There(instance) => hand_over(shared, &delivery, &instance).await,
+    }
     let outcome = match delivery.mode {
         SendMode::Fire => accepted(&delivery, false),
         SendMode::Wait => wait(shared, &delivery, request.timeout, started).await,
@@ -204,11 +210,33 @@ fn fresh(outcome: SendOutcome) -> Sent {
     }
 }
 
-/// Start the target's run in the background; waiters find it in the relay.
+/// Start the target's run here, in the background (claimed by this instance already).
 pub(super) fn start(shared: &Arc<Services>, delivery: &Delivery) {
-    shared.waiters().open(&delivery.run_id);
     let task = run::run(Arc::clone(shared), delivery.clone());
     shared.tasks().spawn(task);
+}
+
+/// Leave the run to the target's home `instance`: announced, it claims the delivery and runs
+/// it. Should the announcement fail, the run is claimed and started here instead, so it is
+/// never left to nobody.
+async fn hand_over(shared: &Arc<Services>, delivery: &Delivery, instance: &str) {
+    let run_id = &delivery.run_id;
+    let Err(err) = shared.store().announce(Topic::Handed, run_id).await else {
+        tracing::debug!(run = %run_id, home = instance, "delivery handed to the target's home instance");
+        return;
+    };
+    tracing::warn!(run = %run_id, home = instance, %err, "could not hand the delivery to the target's home instance; running it here");
+    match shared
+        .store()
+        .delivery_claim(run_id, None, Some(shared.instance()))
+        .await
+    {
+        Ok(true) => start(shared, delivery),
+        Ok(false) => {}
+        Err(err) => {
+            tracing::error!(run = %run_id, %err, "could not claim the delivery; the target's home runs it when it next reads the store");
+        }
+    }
 }
 
 /// The target's session: a session key as given, or the target bot's backchannel for `caller`.
@@ -287,13 +315,17 @@ async fn follow(
 }
 
 async fn wait(shared: &Services, d: &Delivery, timeout: Duration, started: Instant) -> SendOutcome {
-    match shared.waiters().wait(&d.run_id, timeout).await {
-        Waited::Got(result) => answered(d, result, started),
-        Waited::GaveUp => still_working(d),
-        Waited::Unknown => match shared.store().delivery(&d.run_id).await {
-            Ok(Some(row)) if row.state.is_settled() => stored(&row, started),
-            _ => still_working(d),
-        },
+    match shared
+        .waiters()
+        .wait(shared.store(), &d.run_id, timeout)
+        .await
+    {
+        Ok(Waited::Got(row)) => stored(&row, started),
+        Ok(Waited::GaveUp) => still_working(d),
+        Err(err) => {
+            tracing::error!(run = %d.run_id, %err, "could not follow the delivery; the sender is told it is still working");
+            still_working(d)
+        }
     }
 }
 

@@ -35,9 +35,11 @@ impl Scheduler {
         if let Some(quiet) = quiet
             && quiet.contains(wall.time())
         {
-            record_skip(&self.shared, job, due, SkipReason::QuietHours, "").await;
             let end = self.zone.instant(quiet.end_after(wall));
-            self.set_due(job, slot, Some(end)).await;
+            if !self.advance(job, slot, due, Some(end)).await {
+                return TickOutcome::Elsewhere;
+            }
+            record_skip(&self.shared, job, due, SkipReason::QuietHours, "").await;
             return TickOutcome::Skipped(SkipReason::QuietHours);
         }
         let busy = if slot.running.load(Ordering::Acquire) {
@@ -69,7 +71,6 @@ impl Scheduler {
                 }
             },
         };
-        self.start(job, slot, due, now, prompt).await;
-        TickOutcome::Started
+        self.start(job, slot, due, now, prompt).await
     }
 }

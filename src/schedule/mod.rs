@@ -31,6 +31,13 @@
 //! once nor forgets a cron slot that passed while the gateway was down (it runs once, late).
 //! The first tick after a start arms the jobs the store does not know. The [`Board`] in the
 //! shared state shows every job's next due time to whoever asks (`/baton status`).
+//!
+//! Several instances on one database each tick every job, and the stored due time decides who
+//! deals with an occurrence: before running or skipping it, an instance moves the stored time
+//! on from the one it saw (`Store::schedule_advance`, a conditional write). One instance wins;
+//! the others learn the new due time and report [`TickOutcome::Elsewhere`]. No instance is the
+//! scheduler, so none has to be handed the role when one dies: the survivors keep ticking, and
+//! an occurrence the dead one had claimed but not finished is not run again.
 
 mod heartbeat;
 mod jobs;
@@ -52,7 +59,7 @@ pub(crate) use timer::run_timer;
 use self::jobs::{Job, What};
 use self::run::{Occurrence, Running};
 use crate::engine::Services;
-use crate::store::ScheduleRow;
+use crate::store::{Advanced, NEVER_DUE_MS, ScheduleRow};
 use crate::timing::{NextDue, Place, Zone};
 
 /// Why a due heartbeat did not run.
@@ -106,6 +113,8 @@ pub enum TickOutcome {
     Skipped(SkipReason),
     /// Not run now, still due: it runs at the first tick the reason is gone.
     Waiting(SkipReason),
+    /// Another instance on the same database dealt with this occurrence first.
+    Elsewhere,
 }
 
 /// Why the scheduler could not be built from the config (validation reports the same earlier).
@@ -225,8 +234,7 @@ impl Scheduler {
                     "This is a scheduled task (cron `{expr}`), not a message from \
                          anyone:\n\n{prompt}"
                 );
-                self.start(job, slot, due, now, prompt).await;
-                TickOutcome::Started
+                self.start(job, slot, due, now, prompt).await
             }
         }
     }
@@ -255,9 +263,13 @@ impl Scheduler {
         reason: SkipReason,
         detail: &str,
     ) -> TickOutcome {
+        if !self
+            .advance(job, slot, due, job.due_after(self.zone, due, now))
+            .await
+        {
+            return TickOutcome::Elsewhere;
+        }
         run::record_skip(&self.shared, job, due, reason, detail).await;
-        self.set_due(job, slot, job.due_after(self.zone, due, now))
-            .await;
         TickOutcome::Skipped(reason)
     }
 
@@ -274,38 +286,80 @@ impl Scheduler {
                 .iter()
                 .find(|row| &row.bot == job.bot.id() && row.job == job.id && row.spec == spec)
                 .and_then(|row| DateTime::from_timestamp_millis(row.next_due_ms));
-            match kept {
-                Some(due) => {
-                    slot.next_due = Some(due);
-                    self.shared.board().set(job.bot.id(), &job.id, due);
-                }
-                None => self.set_due(job, slot, job.first_due(self.zone, now)).await,
-            }
+            let due = match kept {
+                Some(due) => Some(due),
+                None => self.arm_afresh(job, now).await,
+            };
+            self.show_due(job, slot, due);
         }
         state.armed = true;
     }
 
-    /// Move `job`'s due time, in memory, on the board and in the store.
-    async fn set_due(&self, job: &Job, slot: &mut Slot, due: Option<DateTime<Utc>>) {
-        slot.next_due = due;
-        slot.noted = None;
-        let Some(due) = due else {
-            tracing::warn!(bot = %job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
-            return;
-        };
-        self.shared.board().set(job.bot.id(), &job.id, due);
-        let row = ScheduleRow {
-            bot: job.bot.id().clone(),
-            job: job.id.clone(),
-            spec: job.spec(),
-            next_due_ms: due.timestamp_millis(),
-        };
-        if let Err(err) = self.shared.store().schedule_set_due(row).await {
-            tracing::error!(%err, "could not store the next due time");
+    /// Store `job`'s first due time from `now`, unless another instance armed it first under
+    /// the same spec: the due time that counts.
+    async fn arm_afresh(&self, job: &Job, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let first = job.first_due(self.zone, now)?;
+        match self
+            .shared
+            .store()
+            .schedule_arm(row(job, first.timestamp_millis()))
+            .await
+        {
+            Ok(due_ms) => DateTime::from_timestamp_millis(due_ms),
+            Err(err) => {
+                tracing::error!(%err, "could not store the first due time");
+                Some(first)
+            }
         }
     }
 
-    /// Move past the occurrence due at `due`, then run it in the background.
+    /// Move `job` past the occurrence due at `due` to `next`, in the store first: returns
+    /// whether this instance won the occurrence. Losing, the slot takes the due time the winner
+    /// stored. A store that cannot be written keeps the job running here (logged).
+    async fn advance(
+        &self,
+        job: &Job,
+        slot: &mut Slot,
+        due: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+    ) -> bool {
+        let row = row(job, next.map_or(NEVER_DUE_MS, |t| t.timestamp_millis()));
+        let advanced = self
+            .shared
+            .store()
+            .schedule_advance(row, due.timestamp_millis())
+            .await;
+        match advanced {
+            Ok(Advanced::Won) => {
+                self.show_due(job, slot, next);
+                true
+            }
+            Ok(Advanced::Lost { next_due_ms }) => {
+                self.show_due(job, slot, DateTime::from_timestamp_millis(next_due_ms));
+                false
+            }
+            Err(err) => {
+                tracing::error!(%err, "could not store the next due time");
+                self.show_due(job, slot, next);
+                true
+            }
+        }
+    }
+
+    /// `job`'s due time is `due` now: in memory and on the board.
+    fn show_due(&self, job: &Job, slot: &mut Slot, due: Option<DateTime<Utc>>) {
+        slot.next_due = due;
+        slot.noted = None;
+        match due {
+            Some(due) => self.shared.board().set(job.bot.id(), &job.id, due),
+            None => {
+                tracing::warn!(bot = %job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
+            }
+        }
+    }
+
+    /// Move past the occurrence due at `due`, then run it in the background, unless another
+    /// instance moved past it first.
     async fn start(
         &self,
         job: &Arc<Job>,
@@ -313,9 +367,13 @@ impl Scheduler {
         due: DateTime<Utc>,
         now: DateTime<Utc>,
         prompt: String,
-    ) {
-        self.set_due(job, slot, job.due_after(self.zone, due, now))
-            .await;
+    ) -> TickOutcome {
+        if !self
+            .advance(job, slot, due, job.due_after(self.zone, due, now))
+            .await
+        {
+            return TickOutcome::Elsewhere;
+        }
         slot.running.store(true, Ordering::Release);
         let occurrence = Occurrence {
             job: Arc::clone(job),
@@ -326,6 +384,17 @@ impl Scheduler {
         };
         let shared = Arc::clone(&self.shared);
         self.shared.tasks().spawn(run::run(shared, occurrence));
+        TickOutcome::Started
+    }
+}
+
+/// `job`'s store row, due at `due_ms`.
+fn row(job: &Job, due_ms: i64) -> ScheduleRow {
+    ScheduleRow {
+        bot: job.bot.id().clone(),
+        job: job.id.clone(),
+        spec: job.spec(),
+        next_due_ms: due_ms,
     }
 }
 
@@ -445,6 +514,63 @@ mod tests {
             scheduler.tick(monday(9, 32)).await,
             outcome(TickOutcome::Started)
         );
+    }
+
+    /// Two schedulers on one database (two instances) tick the same due heartbeat at once:
+    /// one starts it, the other reports it dealt with elsewhere, and both then wait for the
+    /// same next occurrence.
+    #[tokio::test]
+    async fn two_instances_run_one_due_heartbeat_once() {
+        let config = echo_config(
+            &["hb"],
+            "heartbeat = { every = \"30m\", target = \"none\" }\n",
+        );
+        let gw = parts(&config).await;
+        let a = Scheduler::new(Arc::clone(&gw.services)).unwrap();
+        let b = Scheduler::new(Arc::clone(&gw.services)).unwrap();
+        assert_eq!(a.tick(monday(9, 0)).await, vec![], "the first tick arms");
+        assert_eq!(
+            b.tick(monday(9, 10)).await,
+            vec![],
+            "the second instance takes the stored due time, not one from its own start"
+        );
+        for round in 1..=3 {
+            let at = monday(9, 0) + chrono::TimeDelta::minutes(30 * round);
+            let (x, y) = tokio::join!(a.tick(at), b.tick(at));
+            let mut outcomes: Vec<TickOutcome> =
+                x.into_iter().chain(y).map(|t| t.outcome).collect();
+            outcomes.sort_by_key(|o| *o == TickOutcome::Elsewhere);
+            assert_eq!(
+                outcomes,
+                [TickOutcome::Started, TickOutcome::Elsewhere],
+                "round {round}"
+            );
+            for scheduler in [&a, &b] {
+                until_idle(scheduler).await;
+            }
+        }
+    }
+
+    /// Waits (at most 10 s) until none of `scheduler`'s turns is queued or running.
+    async fn until_idle(scheduler: &Scheduler) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let running = scheduler
+                .state
+                .lock()
+                .await
+                .slots
+                .iter()
+                .any(|slot| slot.running.load(Ordering::Acquire));
+            if !running {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "a scheduled turn never ended"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     /// A checklist of headings and empty boxes is no work: the heartbeat is skipped, no turn.

@@ -262,15 +262,15 @@ impl Store {
                 return Ok(Put::Stored(Box::new(found)));
             }
             Ok(Put::Stored(Box::new(Artifact {
-                id,
-                name: new.name,
-                media_type: new.media_type,
+                id: id.clone(),
+                name: new.name.clone(),
+                media_type: new.media_type.clone(),
                 bytes,
-                sha256,
-                bot: new.bot,
-                session: new.session,
-                run_id: new.run_id,
-                inputs: new.inputs,
+                sha256: sha256.clone(),
+                bot: new.bot.clone(),
+                session: new.session.clone(),
+                run_id: new.run_id.clone(),
+                inputs: new.inputs.clone(),
                 created_ms: new.created_ms,
             })))
         })

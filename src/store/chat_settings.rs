@@ -4,13 +4,20 @@
 //! holds every chat with an override (a handful: admins set them by hand), loaded at open, and
 //! is updated on the writer thread right after each commit, in commit order: it never shows a
 //! setting that is not saved, and two quick changes cannot land in the wrong order.
+//!
+//! With several instances on one PostgreSQL, a change made through another instance reaches
+//! this one's cache through a notice ([`Store::follow_chat_settings`]): the chat's row is read
+//! again after every notice about it, and every chat after notices may have been missed. Each
+//! change announces itself, so the last read after the last change sees it, whatever the order
+//! of reads before.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde::Serialize;
 
-use super::sql::{Db, DbError, args};
+use super::notices::{Notice, Topic, announce_in};
+use super::sql::{Db, DbError, Engine, args};
 use super::stored_name::parse_optional_column;
 use super::{Store, StoreError};
 use baton_contract::ChatKey;
@@ -52,7 +59,7 @@ pub(crate) struct SettingsCache {
 
 impl SettingsCache {
     /// Loads every chat with an override.
-    pub(crate) fn load(db: Db<'_>) -> Result<Self, StoreError> {
+    pub(crate) fn load(db: Db<'_>) -> Result<Self, DbError> {
         let mut chats: HashMap<String, ChatSettings> = HashMap::new();
         let activations =
             db.query_map("SELECT chat_key, activation FROM chat_settings", &[], |r| {
@@ -72,6 +79,11 @@ impl SettingsCache {
         Ok(SettingsCache {
             chats: RwLock::new(chats),
         })
+    }
+
+    fn replace(&self, fresh: SettingsCache) {
+        let fresh = fresh.chats.into_inner().unwrap_or_else(|p| p.into_inner());
+        *self.chats.write().unwrap_or_else(|p| p.into_inner()) = fresh;
     }
 
     fn get(&self, chat_key: &str) -> ChatSettings {
@@ -154,17 +166,46 @@ impl Store {
         Ok(self.inner.settings.get(chat_key.as_str()))
     }
 
+    /// Until the store is dropped: keeps this instance's cache equal to the database while other
+    /// instances change chat settings. On SQLite there are no others, and it returns at once.
+    pub async fn follow_chat_settings(&self) {
+        if self.engine() == Engine::Sqlite {
+            return;
+        }
+        let mut notices = self.subscribe();
+        loop {
+            let read = match notices.next().await {
+                Notice::Changed {
+                    topic: Topic::ChatSettings,
+                    key,
+                } => self
+                    .read(move |db| Ok((load_one(db, &key)?, key)))
+                    .await
+                    .map(|(settings, key)| self.inner.settings.put(key, settings)),
+                Notice::Missed => self
+                    .read(SettingsCache::load)
+                    .await
+                    .map(|fresh| self.inner.settings.replace(fresh)),
+                Notice::Changed { .. } => Ok(()),
+            };
+            if let Err(err) = read {
+                tracing::error!(%err, "could not read chat settings changed by another instance; they apply here after the next change or a restart");
+            }
+        }
+    }
+
     /// Runs `change` in the writer, then puts the chat's saved settings into the cache.
     async fn update_settings(
         &self,
         chat: String,
-        change: impl FnOnce(Db<'_>, &str) -> Result<usize, DbError> + Send + 'static,
+        mut change: impl FnMut(Db<'_>, &str) -> Result<usize, DbError> + Send + 'static,
     ) -> Result<(), StoreError> {
         let cache = Arc::clone(&self.inner.settings);
         self.write_then(
             move |db| {
                 change(db, &chat)?;
-                Ok((load_one(db, &chat)?, chat))
+                announce_in(db, Topic::ChatSettings, &chat)?;
+                Ok((load_one(db, &chat)?, chat.clone()))
             },
             move |(settings, chat)| cache.put(chat.clone(), settings.clone()),
         )
@@ -303,5 +344,53 @@ mod tests {
             let saved = store.read(|db| load_one(db, "slack:C1")).await.unwrap();
             assert_eq!(cached, saved, "{}", db.engine());
         }
+    }
+
+    /// A change made through one instance reaches another's cache without a restart. Waits on
+    /// the condition with a deadline.
+    #[tokio::test]
+    async fn a_change_through_another_instance_reaches_this_cache() {
+        let db = testing::TestDb::postgres().await;
+        let (here, there) = (db.open().await, db.open().await);
+        let follower = tokio::spawn({
+            let here = here.clone();
+            async move { here.follow_chat_settings().await }
+        });
+        // The follower subscribes when it first runs: wait until a change made before it could
+        // have subscribed is not the only one, by changing until the cache shows it.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let paused = ChatSettings {
+            activation: Some(Activation::Always),
+            paused: vec!["caid".into()],
+        };
+        loop {
+            there
+                .set_activation(&slack("C1"), Some(Activation::Always))
+                .await
+                .unwrap();
+            there.set_paused(&slack("C1"), "caid", true).await.unwrap();
+            if here.chat_settings(&slack("C1")).await.unwrap() == paused {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the other instance's change never reached this cache"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        there.set_paused(&slack("C1"), "*", false).await.unwrap();
+        loop {
+            let now = here.chat_settings(&slack("C1")).await.unwrap();
+            if now.paused.is_empty() {
+                assert_eq!(now.activation, Some(Activation::Always));
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "resume never arrived: {now:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        follower.abort();
     }
 }

@@ -10,6 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::artifacts::{Artifact, made_by};
+use super::leases::{LIVE_IDS, sql};
+use super::notices::Topic;
 use super::progress::{ProgressLine, progress_of};
 use super::reply_files::attached_to;
 use super::sessions::{optional_session_column, session_column};
@@ -151,6 +153,8 @@ pub struct Delivery {
     pub started_ms: Option<i64>,
     /// Settled.
     pub finished_ms: Option<i64>,
+    /// The instance that claimed the run (`cluster.instance_id`); none until one does.
+    pub runner: Option<String>,
 }
 
 /// What [`Store::delivery_begin`] found.
@@ -175,7 +179,7 @@ pub struct DeliveryQuery {
 
 const SELECT: &str = "SELECT run_id, sender, sender_session, target, target_session, message,
         idempotency_key, depth, origin, mode, state, reason, reply, model, notify, created_ms,
-        started_ms, finished_ms, artifacts_in, expect, result
+        started_ms, finished_ms, artifacts_in, expect, result, runner
     FROM deliveries";
 
 fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
@@ -203,6 +207,7 @@ fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
         result: json_column(row, 20)?,
         progress: Vec::new(),
         artifacts_out: Vec::new(),
+        runner: row.get(21)?,
     })
 }
 
@@ -242,6 +247,7 @@ fn insert(
     new: &NewDelivery,
     state: DeliveryState,
     reason: Option<&str>,
+    runner: Option<&str>,
 ) -> Result<(), DbError> {
     let notify = match new.mode {
         SendMode::Wait => Notify::None,
@@ -250,8 +256,8 @@ fn insert(
     db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
-            expect)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            expect, runner)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
         args![
             &new.run_id,
             &new.sender,
@@ -269,6 +275,7 @@ fn insert(
             new.created_ms,
             Value::from(new.artifacts_in.clone()).to_string().as_str(),
             new.expect.as_ref().map(Value::to_string).as_ref(),
+            runner,
         ],
     )?;
     Ok(())
@@ -314,14 +321,18 @@ fn same_request(db: Db<'_>, new: &NewDelivery, since_ms: i64) -> Result<Option<D
 
 impl Store {
     /// Find the earlier run of the same request (same key; or, without a key, the same text
-    /// since `since_ms`), or write `new` as queued. Atomic: two identical sends racing each
-    /// other start one run.
+    /// since `since_ms`), or write `new` as queued, claimed by `runner` when the caller's
+    /// instance runs it (unclaimed: another instance is to claim it, announced).
+    /// Atomic: two identical sends racing each other start one run.
     pub async fn delivery_begin(
         &self,
         new: NewDelivery,
         since_ms: i64,
+        runner: Option<&str>,
     ) -> Result<Begun, StoreError> {
-        self.write(move |db| {
+        let runner = runner.map(str::to_owned);
+        let run_id = new.run_id.clone();
+        self.write_announcing(Topic::Delivery, &run_id, move |db| {
             // Another instance sharing the database may be starting the same request: the
             // lookup and the insert are one step for this sender and target there too.
             db.exclusive(&format!(
@@ -332,7 +343,7 @@ impl Store {
             if let Some(earlier) = same_request(db, &new, since_ms)? {
                 return Ok(Begun::Existing(earlier));
             }
-            insert(db, &new, DeliveryState::Queued, None)?;
+            insert(db, &new, DeliveryState::Queued, None, runner.as_deref())?;
             Ok(Begun::New(by_run(db, &new.run_id)?.ok_or(DbError::NoRows)?))
         })
         .await
@@ -341,34 +352,92 @@ impl Store {
     /// Record a send the guards refused before anything was written for it.
     pub async fn delivery_refused(&self, new: NewDelivery, reason: &str) -> Result<(), StoreError> {
         let reason = reason.to_owned();
-        self.write(move |db| insert(db, &new, DeliveryState::Refused, Some(&reason)))
+        self.write(move |db| insert(db, &new, DeliveryState::Refused, Some(&reason), None))
             .await
     }
 
     /// Move a delivery to `state`. `reply`, `model` and `reason` are kept when given; a settled
     /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
-    /// again: the first outcome wins.
-    pub async fn delivery_settle(&self, change: DeliveryChange) -> Result<bool, StoreError> {
+    /// again: the first outcome wins. Returns the row's notify state after the move (`None`: it
+    /// had settled before). Settling is announced, so a sender waiting on any instance reads it.
+    ///
+    /// This and [`Store::delivery_give_up`] are the one decision that must not race: each moves
+    /// only a row still open, in one statement, so of a run finishing and its waiter giving up,
+    /// exactly one comes first. `Pending` after the move: nobody waits, push the outcome.
+    pub async fn delivery_settle(
+        &self,
+        change: DeliveryChange,
+    ) -> Result<Option<Notify>, StoreError> {
+        let run_id = change.run_id.clone();
+        self.write_announcing(Topic::Delivery, &run_id, move |db| {
+            let notify: Option<Notify> = db
+                .query_map(
+                    "UPDATE deliveries SET state = ?2,
+                        reason = coalesce(?3, reason), reply = coalesce(?4, reply),
+                        model = coalesce(?5, model), notify = coalesce(?7, notify),
+                        started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
+                        finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
+                                      ELSE ?6 END
+                     WHERE run_id = ?1 AND state IN ('queued', 'running')
+                     RETURNING notify",
+                    args![
+                        &change.run_id,
+                        change.state.as_str(),
+                        &change.reason,
+                        &change.reply,
+                        &change.model,
+                        change.at_ms,
+                        change.notify.map(Notify::as_str),
+                    ],
+                    |row| parse_column(row, 0),
+                )?
+                .pop();
+            Ok(notify)
+        })
+        .await
+    }
+
+    /// A sender stops waiting for `run_id`: if the run is still open, its outcome is now to be
+    /// pushed to the sender's session (`Ok(None)`); if it settled first, the settled row, which
+    /// the sender takes as its answer. See [`Store::delivery_settle`].
+    pub async fn delivery_give_up(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
+        let run_id = run_id.to_owned();
         self.write(move |db| {
-            let changed = db.execute(
-                "UPDATE deliveries SET state = ?2,
-                    reason = coalesce(?3, reason), reply = coalesce(?4, reply),
-                    model = coalesce(?5, model), notify = coalesce(?7, notify),
-                    started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
-                    finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
-                                  ELSE ?6 END
+            let moved = db.execute(
+                "UPDATE deliveries SET notify = 'pending'
                  WHERE run_id = ?1 AND state IN ('queued', 'running')",
-                args![
-                    &change.run_id,
-                    change.state.as_str(),
-                    &change.reason,
-                    &change.reply,
-                    &change.model,
-                    change.at_ms,
-                    change.notify.map(Notify::as_str),
-                ],
+                args![&run_id],
             )?;
-            Ok(changed == 1)
+            if moved == 1 {
+                return Ok(None);
+            }
+            by_run(db, &run_id)
+        })
+        .await
+    }
+
+    /// Claim `run_id` for instance `runner` (its run, or pushing its outcome), if its runner is
+    /// still `from` (none: never claimed, or handed on; or an instance that is gone). `runner`
+    /// none hands it on, for whoever it is announced to. One conditional update: of instances
+    /// racing for it, exactly one gets `true`.
+    pub async fn delivery_claim(
+        &self,
+        run_id: &str,
+        from: Option<&str>,
+        runner: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let (run_id, from, runner) = (
+            run_id.to_owned(),
+            from.map(str::to_owned),
+            runner.map(str::to_owned),
+        );
+        self.write(move |db| {
+            let moved = db.execute(
+                "UPDATE deliveries SET runner = ?3
+                 WHERE run_id = ?1 AND coalesce(runner, '') = coalesce(CAST(?2 AS TEXT), '')",
+                args![&run_id, &from, &runner],
+            )?;
+            Ok(moved == 1)
         })
         .await
     }
@@ -434,16 +503,27 @@ impl Store {
         .await
     }
 
-    /// What a restart must pick up: deliveries still queued or running, and settled ones whose
-    /// outcome has not reached the sender's session yet. Oldest first.
-    pub async fn deliveries_unsettled(&self) -> Result<Vec<Delivery>, StoreError> {
-        self.read(|db| {
+    /// What nobody else will pick up: deliveries still queued or running, and settled ones
+    /// whose outcome has not reached the sender's session yet, whose runner is none, `me` (only
+    /// when `mine`: a restart under the same id), or an instance not renewed within `lease_ms`
+    /// (gone). Oldest first.
+    pub async fn deliveries_unsettled(
+        &self,
+        me: &str,
+        mine: bool,
+        lease_ms: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let me = me.to_owned();
+        self.read(move |db| {
+            let live = sql(db, LIVE_IDS);
             db.query_map(
                 &format!(
-                    "{SELECT} WHERE state IN ('queued', 'running') OR notify = 'pending'
+                    "{SELECT} WHERE (state IN ('queued', 'running') OR notify = 'pending')
+                       AND (runner IS NULL OR (runner = ?1 AND ?2)
+                            OR (runner <> ?1 AND runner NOT IN ({live})))
                      ORDER BY created_ms, run_id"
                 ),
-                &[],
+                args![&me, mine, lease_ms],
                 from_row,
             )
         })
@@ -513,7 +593,7 @@ mod tests {
         use crate::store::{NewArtifact, Put};
         let store = Store::open(":memory:").await.unwrap();
         store
-            .delivery_begin(send("r1", None, "hi", 1_000), 0)
+            .delivery_begin(send("r1", None, "hi", 1_000), 0, None)
             .await
             .unwrap();
         let mut ids = Vec::new();
@@ -545,17 +625,17 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             let first = store
-                .delivery_begin(send("r1", None, "hi", 1_000), 0)
+                .delivery_begin(send("r1", None, "hi", 1_000), 0, None)
                 .await
                 .unwrap();
             assert!(matches!(first, Begun::New(ref d) if d.state == DeliveryState::Queued));
             let again = store
-                .delivery_begin(send("r2", None, "hi", 2_000), 0)
+                .delivery_begin(send("r2", None, "hi", 2_000), 0, None)
                 .await
                 .unwrap();
             assert!(matches!(again, Begun::Existing(ref d) if d.run_id == "r1"));
             let later = store
-                .delivery_begin(send("r3", None, "hi", 700_000), 100_000)
+                .delivery_begin(send("r3", None, "hi", 700_000), 100_000, None)
                 .await
                 .unwrap();
             assert!(
@@ -563,12 +643,12 @@ mod tests {
                 "outside the window is a new request"
             );
             let keyed = store
-                .delivery_begin(send("k1", Some("x"), "a", 1), 0)
+                .delivery_begin(send("k1", Some("x"), "a", 1), 0, None)
                 .await
                 .unwrap();
             assert!(matches!(keyed, Begun::New(_)));
             let keyed = store
-                .delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000)
+                .delivery_begin(send("k2", Some("x"), "b", 9_000_000), 9_000_000, None)
                 .await
                 .unwrap();
             assert!(
@@ -587,7 +667,7 @@ mod tests {
                 .await
                 .unwrap();
             let begun = store
-                .delivery_begin(send("r2", Some("k"), "hi", 2), 0)
+                .delivery_begin(send("r2", Some("k"), "hi", 2), 0, None)
                 .await
                 .unwrap();
             assert!(matches!(begun, Begun::New(_)));
@@ -602,11 +682,11 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             store
-                .delivery_begin(send("r1", None, "a", 1), 0)
+                .delivery_begin(send("r1", None, "a", 1), 0, None)
                 .await
                 .unwrap();
             store
-                .delivery_begin(send("r2", None, "b", 2), 0)
+                .delivery_begin(send("r2", None, "b", 2), 0, None)
                 .await
                 .unwrap();
             assert!(
@@ -614,15 +694,21 @@ mod tests {
                     .delivery_settle(DeliveryChange::to("r1", DeliveryState::Running, 5))
                     .await
                     .unwrap()
+                    .is_some()
             );
             let done = DeliveryChange {
                 reply: Some("ok".into()),
                 ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
             };
-            assert!(store.delivery_settle(done.clone()).await.unwrap());
+            assert_eq!(
+                store.delivery_settle(done.clone()).await.unwrap(),
+                Some(Notify::None),
+                "a waited-for run: the waiter reads it"
+            );
             let failed = DeliveryChange::to("r1", DeliveryState::Failed, 10);
-            assert!(
-                !store.delivery_settle(failed).await.unwrap(),
+            assert_eq!(
+                store.delivery_settle(failed).await.unwrap(),
+                None,
                 "settled stays settled"
             );
             let r1 = store.delivery("r1").await.unwrap().unwrap();
@@ -632,7 +718,7 @@ mod tests {
             );
             store.delivery_notify("r1", Notify::Pending).await.unwrap();
             let open: Vec<String> = store
-                .deliveries_unsettled()
+                .deliveries_unsettled("me", true, 60_000)
                 .await
                 .unwrap()
                 .into_iter()
@@ -658,7 +744,7 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             store
-                .delivery_begin(send("r1", None, "a", 1), 0)
+                .delivery_begin(send("r1", None, "a", 1), 0, None)
                 .await
                 .unwrap();
             store
@@ -690,14 +776,94 @@ mod tests {
         for round in 0..10 {
             let text = format!("hi {round}");
             let (a, b) = tokio::join!(
-                one.delivery_begin(send(&format!("a{round}"), None, &text, 1_000), 0),
-                two.delivery_begin(send(&format!("b{round}"), None, &text, 1_000), 0),
+                one.delivery_begin(send(&format!("a{round}"), None, &text, 1_000), 0, None),
+                two.delivery_begin(send(&format!("b{round}"), None, &text, 1_000), 0, None),
             );
             let new = [a.unwrap(), b.unwrap()]
                 .iter()
                 .filter(|begun| matches!(begun, Begun::New(_)))
                 .count();
             assert_eq!(new, 1, "round {round}: {new} runs started");
+        }
+    }
+
+    /// A run finishing and its waiter giving up, on two instances at once: exactly one of them
+    /// is responsible for the outcome, decided in the database. Either the waiter got the
+    /// settled row, or the settle saw `pending` and pushes it; never both, never neither.
+    #[tokio::test]
+    async fn settle_and_give_up_race_and_exactly_one_is_responsible() {
+        for db in testing::engines().await {
+            let (a, b) = (db.open().await, db.open().await);
+            for round in 0..20 {
+                let run = format!("r{round}");
+                let mut new = send(&run, None, &format!("text {round}"), round);
+                new.mode = SendMode::Wait;
+                a.delivery_begin(new, 0, Some("a")).await.unwrap();
+                let done = DeliveryChange {
+                    reply: Some("ok".into()),
+                    ..DeliveryChange::to(&run, DeliveryState::Delivered, 9)
+                };
+                let (settled, gave_up) =
+                    tokio::join!(a.delivery_settle(done), b.delivery_give_up(&run));
+                let push = settled.unwrap() == Some(Notify::Pending);
+                let got = gave_up.unwrap().is_some();
+                assert!(
+                    push != got,
+                    "{}: round {round}: push {push}, got {got}",
+                    db.engine()
+                );
+            }
+        }
+    }
+
+    /// A run is claimed once; a runner that is gone leaves its deliveries to the others, a
+    /// live one keeps them.
+    #[tokio::test]
+    async fn a_run_is_claimed_once_and_a_gone_runner_hands_it_on() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for id in ["live", "x", "y"] {
+                store.instance_register(id, "0.1", 60_000).await.unwrap();
+            }
+            store
+                .delivery_begin(send("r1", None, "a", 1), 0, None)
+                .await
+                .unwrap();
+            store
+                .delivery_begin(send("r2", None, "b", 2), 0, Some("live"))
+                .await
+                .unwrap();
+            store
+                .delivery_begin(send("r3", None, "c", 3), 0, Some("gone"))
+                .await
+                .unwrap();
+            let (one, two) = tokio::join!(
+                store.delivery_claim("r1", None, Some("x")),
+                store.delivery_claim("r1", None, Some("y")),
+            );
+            assert!(one.unwrap() != two.unwrap(), "{}", db.engine());
+            let open: Vec<String> = store
+                .deliveries_unsettled("me", false, 60_000)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| d.run_id)
+                .collect();
+            assert_eq!(open, ["r3"], "{}: r1 and r2 have live runners", db.engine());
+            assert!(
+                store
+                    .delivery_claim("r3", Some("gone"), Some("me"))
+                    .await
+                    .unwrap()
+            );
+            assert!(
+                !store
+                    .delivery_claim("r3", Some("gone"), Some("other"))
+                    .await
+                    .unwrap()
+            );
+            let r3 = store.delivery("r3").await.unwrap().unwrap();
+            assert_eq!(r3.runner.as_deref(), Some("me"), "{}", db.engine());
         }
     }
 }

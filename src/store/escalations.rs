@@ -509,6 +509,19 @@ mod tests {
         }
     }
 
+    /// `question` asked at `at_ms` and recorded.
+    async fn ask(
+        store: &Store,
+        kind: EscalationKind,
+        thread: Option<&str>,
+        at_ms: i64,
+    ) -> Escalation {
+        store
+            .create_escalation(question(kind, thread), at_ms)
+            .await
+            .unwrap()
+    }
+
     /// A human message in `slack:C1` (thread `thread`), sent at 2000.
     fn said(id: &str, thread: Option<&str>, reply_to: Option<&str>) -> AnswerCandidate {
         AnswerCandidate {
@@ -543,14 +556,8 @@ mod tests {
     async fn ids_are_short_prefixed_and_found_however_typed() {
         for db in testing::engines().await {
             let store = db.open().await;
-            let q = store
-                .create_escalation(question(EscalationKind::Question, None), 1_000)
-                .await
-                .unwrap();
-            let ap = store
-                .create_escalation(question(EscalationKind::Approval, None), 1_000)
-                .await
-                .unwrap();
+            let q = ask(&store, EscalationKind::Question, None, 1_000).await;
+            let ap = ask(&store, EscalationKind::Approval, None, 1_000).await;
             assert!(q.id.starts_with("q-") && q.id.len() == 8, "{}", q.id);
             assert!(ap.id.starts_with("ap-") && ap.id.len() == 9, "{}", ap.id);
             assert!(ap.id[3..].bytes().all(|b| ID_ALPHABET.contains(&b)));
@@ -570,10 +577,7 @@ mod tests {
     async fn resolve_moves_a_pending_row_once() {
         for db in testing::engines().await {
             let store = db.open().await;
-            let ap = store
-                .create_escalation(question(EscalationKind::Approval, None), 1_000)
-                .await
-                .unwrap();
+            let ap = ask(&store, EscalationKind::Approval, None, 1_000).await;
             let approve = store.resolve_escalation(
                 &ap.id,
                 EscalationState::Approved,
@@ -605,14 +609,8 @@ mod tests {
     async fn a_reply_to_the_question_answers_it_even_among_others() {
         for db in testing::engines().await {
             let store = db.open().await;
-            let first = store
-                .create_escalation(question(EscalationKind::Question, None), 1_000)
-                .await
-                .unwrap();
-            let second = store
-                .create_escalation(question(EscalationKind::Question, None), 1_000)
-                .await
-                .unwrap();
+            let first = ask(&store, EscalationKind::Question, None, 1_000).await;
+            let second = ask(&store, EscalationKind::Question, None, 1_000).await;
             store.escalation_posted(&first.id, "p1").await.unwrap();
             store.escalation_posted(&second.id, "p2").await.unwrap();
             // A reply to something else is not an answer.
@@ -647,18 +645,9 @@ mod tests {
     async fn the_next_message_in_the_chat_answers_the_oldest_question() {
         for db in testing::engines().await {
             let store = db.open().await;
-            let first = store
-                .create_escalation(question(EscalationKind::Question, None), 1_000)
-                .await
-                .unwrap();
-            let second = store
-                .create_escalation(question(EscalationKind::Question, None), 1_500)
-                .await
-                .unwrap();
-            let approval = store
-                .create_escalation(question(EscalationKind::Approval, None), 500)
-                .await
-                .unwrap();
+            let first = ask(&store, EscalationKind::Question, None, 1_000).await;
+            let second = ask(&store, EscalationKind::Question, None, 1_500).await;
+            let approval = ask(&store, EscalationKind::Approval, None, 500).await;
             // Said before the questions were asked: not an answer.
             let early = AnswerCandidate {
                 sent_ms: 900,
@@ -695,14 +684,8 @@ mod tests {
     async fn a_message_in_the_questions_thread_answers_it() {
         for db in testing::engines().await {
             let store = db.open().await;
-            let in_thread = store
-                .create_escalation(question(EscalationKind::Question, Some("T1")), 1_000)
-                .await
-                .unwrap();
-            let top = store
-                .create_escalation(question(EscalationKind::Question, None), 1_000)
-                .await
-                .unwrap();
+            let in_thread = ask(&store, EscalationKind::Question, Some("T1"), 1_000).await;
+            let top = ask(&store, EscalationKind::Question, None, 1_000).await;
             store.escalation_posted(&top.id, "p-top").await.unwrap();
             // In the origin thread, even replying to another message there.
             assert_eq!(
@@ -721,10 +704,7 @@ mod tests {
     async fn a_failed_or_answered_question_takes_no_more_answers() {
         for db in testing::engines().await {
             let store = db.open().await;
-            let q = store
-                .create_escalation(question(EscalationKind::Question, None), 1_000)
-                .await
-                .unwrap();
+            let q = ask(&store, EscalationKind::Question, None, 1_000).await;
             let failed = store
                 .resolve_escalation(&q.id, EscalationState::Failed, Some("429"), "baton", 1_100)
                 .await

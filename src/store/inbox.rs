@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use baton_contract::{ChatKey, InboundEvent};
 
-use super::db_clock::pick;
 use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
 use super::history;
+use super::leases::{now_ms, sql as pick, with_clock};
 use super::sql::{Db, DbError, args};
 use super::transcript::{insert_entry, meta_json};
 use super::{Claim, HistoryEntry, NewEntry, Store, StoreError};
@@ -208,14 +208,14 @@ impl Store {
         }
         self.write(move |db| {
             let mut taken = Vec::new();
-            for (id, owner) in orphans {
+            for (id, owner) in &orphans {
                 let row = db.query_map(
                     "UPDATE inbox SET owner = ?1 WHERE id = ?2 AND owner = ?3 \
                      RETURNING event, attempts",
-                    args![&*me, id, &owner],
+                    args![&*me, *id, owner],
                     |row| {
                         Ok(Unfinished {
-                            id: InboxId(id),
+                            id: InboxId(*id),
                             event: row.get(0)?,
                             attempts: row.get(1)?,
                         })
@@ -397,7 +397,10 @@ mod tests {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
             let (by_b, by_c) = loop {
                 for (store, id) in [(&b, "b"), (&c, "c")] {
-                    store.lease_round(id, Vec::new(), 60_000).await.unwrap();
+                    store
+                        .lease_round(id, Vec::new(), Vec::new(), 60_000)
+                        .await
+                        .unwrap();
                 }
                 let (by_b, by_c) =
                     tokio::join!(b.inbox_adopt("slack:x", 300), c.inbox_adopt("slack:x", 300));
@@ -424,7 +427,10 @@ mod tests {
                 assert!(order.is_sorted(), "{engine}: oldest first: {order:?}");
             }
             for (store, id) in [(&b, "b"), (&c, "c")] {
-                store.lease_round(id, Vec::new(), 60_000).await.unwrap();
+                store
+                    .lease_round(id, Vec::new(), Vec::new(), 60_000)
+                    .await
+                    .unwrap();
                 assert!(
                     store.inbox_adopt("slack:x", 300).await.unwrap().is_empty(),
                     "{engine}: {id}: the new owners are alive: nothing to take again"

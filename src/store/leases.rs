@@ -11,13 +11,51 @@
 //! Whose clock counts: the database's. Expiry is written and compared with the database server's
 //! current time (`clock_timestamp()` on PostgreSQL, the statement's time rather than its
 //! transaction's; `unixepoch('subsec')` on SQLite), so instances whose clocks disagree still
-//! agree on who holds what (`db_clock.rs`). An instance fences itself with its own monotonic clock, counted from
+//! agree on who holds what. An instance fences itself with its own monotonic clock, counted from
 //! before it sent the renewal (see `cluster/`), which can only be earlier than the database's
 //! moment of renewal: it stops using a socket before the database lets anyone else take it.
 
-use super::db_clock::pick as sql;
-use super::sql::{Db, DbError, args};
+use super::sql::{Db, DbError, Engine, args};
 use super::{Store, StoreError};
+
+/// The database's current time in ms since the epoch, for each engine.
+macro_rules! now_ms {
+    (sqlite) => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+    (postgres) => {
+        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    };
+}
+
+/// A statement using the database's clock, in each engine's words: `[sqlite, postgres]`.
+macro_rules! with_clock {
+    (@part $engine:ident; NOW) => { now_ms!($engine) };
+    (@part $engine:ident; $text:literal) => { $text };
+    (@ $engine:ident; $($part:tt)*) => {
+        concat!($(with_clock!(@part $engine; $part)),*)
+    };
+    ($($part:tt)*) => {
+        [with_clock!(@ sqlite; $($part)*), with_clock!(@ postgres; $($part)*)]
+    };
+}
+
+pub(super) use {now_ms, with_clock};
+
+/// The ids of the live instances, renewed less than `?3` ms ago: a subquery for the other
+/// tables that name an instance (deliveries' runners).
+pub(super) const LIVE_IDS: [&str; 2] = with_clock!(
+    "SELECT id FROM instances WHERE stopping = 0 AND renewed_ms > " NOW " - ?3"
+);
+
+/// A live holder of one account's lease: the lease unexpired, its holder renewed within `?3`.
+const LIVE_HOLDER: [&str; 2] = with_clock!(
+    "SELECT holder FROM leases WHERE platform = ?1 AND account = ?2 AND expires_ms > "
+    NOW
+    " AND holder IN (SELECT id FROM instances WHERE renewed_ms > "
+    NOW
+    " - ?3)"
+);
 
 /// Take or renew: applies only when the lease is free, expired, or already the caller's.
 const TAKE: [&str; 2] = with_clock!(
@@ -38,12 +76,14 @@ const REGISTER: [&str; 2] = with_clock!(
     NOW
     ", ?2) ON CONFLICT (id) DO UPDATE
        SET started_ms = excluded.started_ms, renewed_ms = excluded.renewed_ms,
-           version = excluded.version"
+           version = excluded.version, stopping = 0"
 );
 
 /// Another live instance's row under the same id: renewed less than `?2` ms ago.
 const LIVE_TWIN: [&str; 2] = with_clock!(
-    "SELECT " NOW " - renewed_ms FROM instances WHERE id = ?1 AND renewed_ms > " NOW " - ?2"
+    "SELECT " NOW " - renewed_ms FROM instances WHERE id = ?1 AND stopping = 0 AND renewed_ms > "
+    NOW
+    " - ?2"
 );
 
 /// The instance renewed now; the rows of instances silent for a day are dropped.
@@ -52,6 +92,16 @@ const RENEW_INSTANCE: [&str; 2] = with_clock!(
 );
 const FORGET_SILENT: [&str; 2] = with_clock!(
     "DELETE FROM instances WHERE renewed_ms < " NOW " - 86400000"
+);
+
+/// How many instances are live: renewed less than `?1` ms ago.
+const LIVE: [&str; 2] = with_clock!(
+    "SELECT COUNT(*) FROM instances WHERE stopping = 0 AND renewed_ms > " NOW " - ?1"
+);
+
+/// The leases an instance holds now.
+const MINE: [&str; 2] = with_clock!(
+    "SELECT platform, account FROM leases WHERE holder = ?1 AND expires_ms > " NOW
 );
 
 /// What `baton cluster status` shows: every instance with the accounts it holds now.
@@ -64,6 +114,14 @@ const STATUS_HELD: [&str; 2] = with_clock!(
     " ORDER BY holder, platform, account"
 );
 
+/// The text of `text` for `db`'s engine.
+pub(super) fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
+    match db.engine() {
+        Engine::Sqlite => text[0],
+        Engine::Postgres => text[1],
+    }
+}
+
 /// One socket account's lease: which account, on which platform.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct LeaseKey {
@@ -71,6 +129,15 @@ pub struct LeaseKey {
     pub platform: String,
     /// The account's id.
     pub account: String,
+}
+
+/// What one round of an instance found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRound {
+    /// For each account asked about, in order, whether the instance holds it now.
+    pub held: Vec<bool>,
+    /// How many instances are live (this one included).
+    pub live: usize,
 }
 
 /// Whether an instance could register under its id.
@@ -136,15 +203,15 @@ impl Store {
         let (owned, version) = (id.to_owned(), version.to_owned());
         let registered = self
             .write(move |db| {
-                let id = owned;
+                let id = &owned;
                 let twin: Option<i64> = db
-                    .query_map(sql(db, LIVE_TWIN), args![&id, lease_ms], |row| row.get(0))?
+                    .query_map(sql(db, LIVE_TWIN), args![id, lease_ms], |row| row.get(0))?
                     .pop();
                 if let Some(renewed_ago_ms) = twin {
                     return Ok(Registered::LiveTwin { renewed_ago_ms });
                 }
-                db.execute(sql(db, REGISTER), args![&id, &version])?;
-                db.execute("UPDATE inbox SET owner = '' WHERE owner = ?1", args![&id])?;
+                db.execute(sql(db, REGISTER), args![id, &version])?;
+                db.execute("UPDATE inbox SET owner = '' WHERE owner = ?1", args![id])?;
                 Ok(Registered::Yes)
             })
             .await?;
@@ -154,35 +221,95 @@ impl Store {
         Ok(registered)
     }
 
-    /// One round of instance `id`: renew its row, and take or renew the lease of each of
-    /// `accounts` for `lease_ms` from now. Returns, for each account in order, whether `id`
-    /// holds it now. One write: every lease of the round commits together.
+    /// One round of instance `id`: renew its row, give up the leases of `releasing` (surplus
+    /// whose sockets are closed by now), then hold at most its share of `accounts` for `lease_ms`
+    /// from now: renew those it holds, keeping the first in `accounts`' order, and take free or
+    /// expired ones while it has fewer. Its share is ceil(accounts / live instances), live
+    /// meaning renewed within `lease_ms`, so accounts spread over the instances and a new one
+    /// gets work. Returns, for each account in order, whether `id` holds it now; one it held
+    /// and did not renew is surplus, for the caller to close and pass as `releasing` next round.
+    /// One write: every lease of the round commits together.
     pub async fn lease_round(
         &self,
         id: &str,
         accounts: Vec<LeaseKey>,
+        releasing: Vec<LeaseKey>,
         lease_ms: i64,
-    ) -> Result<Vec<bool>, StoreError> {
+    ) -> Result<LeaseRound, StoreError> {
         let id = id.to_owned();
         self.write(move |db| {
             db.execute(sql(db, RENEW_INSTANCE), args![&id])?;
             db.execute(sql(db, FORGET_SILENT), &[])?;
-            accounts
-                .iter()
-                .map(|key| take(db, &id, key, lease_ms))
-                .collect()
+            for key in &releasing {
+                db.execute(
+                    "DELETE FROM leases WHERE platform = ?1 AND account = ?2 AND holder = ?3",
+                    args![key.platform.as_str(), key.account.as_str(), &id],
+                )?;
+            }
+            let live: i64 = db.query_row(sql(db, LIVE), args![lease_ms], |r| r.get(0))?;
+            let live = usize::try_from(live).unwrap_or(1).max(1);
+            let share = accounts.len().div_ceil(live);
+            let mine: Vec<LeaseKey> = db.query_map(sql(db, MINE), args![&id], |row| {
+                Ok(LeaseKey {
+                    platform: row.get(0)?,
+                    account: row.get(1)?,
+                })
+            })?;
+            let mut held = vec![false; accounts.len()];
+            let mut count = 0;
+            for (at, key) in accounts.iter().enumerate() {
+                if count < share && mine.contains(key) && take(db, &id, key, lease_ms)? {
+                    held[at] = true;
+                    count += 1;
+                }
+            }
+            for (at, key) in accounts.iter().enumerate() {
+                if count < share
+                    && !held[at]
+                    && !mine.contains(key)
+                    && take(db, &id, key, lease_ms)?
+                {
+                    held[at] = true;
+                    count += 1;
+                }
+            }
+            Ok(LeaseRound { held, live })
+        })
+        .await
+    }
+
+    /// The live instances holding a lease of any of `accounts` (a bot's socket accounts: its
+    /// home), in `accounts`' order.
+    pub async fn lease_holders(
+        &self,
+        accounts: Vec<LeaseKey>,
+        lease_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(move |db| {
+            let mut holders = Vec::new();
+            for key in &accounts {
+                let args = args![key.platform.as_str(), key.account.as_str(), lease_ms];
+                holders.extend(db.query_map(sql(db, LIVE_HOLDER), args, |r| r.get::<String>(0))?);
+            }
+            Ok(holders)
         })
         .await
     }
 
     /// Instance `id` stops: its leases are free at once (another instance takes them on its
-    /// next round, without waiting for expiry). Its row stays while its last turns drain
-    /// ([`Store::instance_deregister`] ends it), so nobody takes over events it still runs.
+    /// next round, without waiting for expiry), and it no longer counts as live (for the
+    /// others' share of the accounts, and for its deliveries). Its row stays while its last
+    /// turns drain ([`Store::instance_deregister`] ends it), so nobody takes over the inbox
+    /// events it still runs.
     pub async fn lease_release(&self, id: &str) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.write(move |db| {
-            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])
-                .map(drop)
+            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])?;
+            db.execute(
+                "UPDATE instances SET stopping = 1 WHERE id = ?1",
+                args![&id],
+            )
+            .map(drop)
         })
         .await
     }
@@ -288,10 +415,10 @@ mod tests {
             for round in 0..20 {
                 let key = slack(&format!("acct{round}"));
                 let (won_a, won_b) = tokio::join!(
-                    a.lease_round("a", vec![key.clone()], 60_000),
-                    b.lease_round("b", vec![key.clone()], 60_000),
+                    a.lease_round("a", vec![key.clone()], vec![], 60_000),
+                    b.lease_round("b", vec![key.clone()], vec![], 60_000),
                 );
-                let (won_a, won_b) = (won_a.unwrap()[0], won_b.unwrap()[0]);
+                let (won_a, won_b) = (won_a.unwrap().held[0], won_b.unwrap().held[0]);
                 assert!(
                     won_a != won_b,
                     "{}: round {round}: exactly one holds it",
@@ -309,10 +436,28 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             let key = || vec![slack("acct")];
-            assert_eq!(store.lease_round("a", key(), 60_000).await.unwrap(), [true]);
-            assert_eq!(store.lease_round("a", key(), 60_000).await.unwrap(), [true]);
             assert_eq!(
-                store.lease_round("b", key(), 60_000).await.unwrap(),
+                store
+                    .lease_round("a", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
+                [true]
+            );
+            assert_eq!(
+                store
+                    .lease_round("a", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
+                [true]
+            );
+            assert_eq!(
+                store
+                    .lease_round("b", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [false],
                 "{}: held and renewed by a",
                 db.engine()
@@ -320,11 +465,31 @@ mod tests {
             // A short lease that a stops renewing: b takes it once it has expired, not before.
             // Before the renewal is sent: the database dates the lease later than this.
             let renewed = Instant::now();
-            assert_eq!(store.lease_round("a", key(), 300).await.unwrap(), [true]);
-            assert_eq!(store.lease_round("b", key(), 300).await.unwrap(), [false]);
+            assert_eq!(
+                store
+                    .lease_round("a", key(), vec![], 300)
+                    .await
+                    .unwrap()
+                    .held,
+                [true]
+            );
+            assert_eq!(
+                store
+                    .lease_round("b", key(), vec![], 300)
+                    .await
+                    .unwrap()
+                    .held,
+                [false]
+            );
             let deadline = renewed + Duration::from_secs(10);
             loop {
-                if store.lease_round("b", key(), 60_000).await.unwrap() == [true] {
+                if store
+                    .lease_round("b", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held
+                    == [true]
+                {
                     break;
                 }
                 assert!(Instant::now() < deadline, "{}: never expired", db.engine());
@@ -339,7 +504,11 @@ mod tests {
                 db.engine()
             );
             assert_eq!(
-                store.lease_round("a", key(), 60_000).await.unwrap(),
+                store
+                    .lease_round("a", key(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [false],
                 "{}: the old holder cannot take it back",
                 db.engine()
@@ -352,15 +521,23 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             store.instance_register("a", "0.1", 60_000).await.unwrap();
-            store.instance_register("b", "0.1", 60_000).await.unwrap();
             let keys = || vec![slack("one"), slack("two")];
             assert_eq!(
-                store.lease_round("a", keys(), 60_000).await.unwrap(),
+                store
+                    .lease_round("a", keys(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [true, true]
             );
+            store.instance_register("b", "0.1", 60_000).await.unwrap();
             store.lease_release("a").await.unwrap();
             assert_eq!(
-                store.lease_round("b", keys(), 60_000).await.unwrap(),
+                store
+                    .lease_round("b", keys(), vec![], 60_000)
+                    .await
+                    .unwrap()
+                    .held,
                 [true, true],
                 "{}",
                 db.engine()
@@ -409,6 +586,48 @@ mod tests {
                 "{}",
                 db.engine()
             );
+        }
+    }
+
+    /// Two live instances share two accounts: the first holds both until the second is live,
+    /// then renews only its share and gives the other up, which the second takes.
+    #[tokio::test]
+    async fn leases_spread_over_the_live_instances() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let keys = || vec![slack("one"), slack("two")];
+            store.instance_register("a", "0.1", 60_000).await.unwrap();
+            let round = |id: &'static str, releasing: Vec<LeaseKey>| {
+                let store = store.clone();
+                async move {
+                    store
+                        .lease_round(id, keys(), releasing, 60_000)
+                        .await
+                        .unwrap()
+                        .held
+                }
+            };
+            assert_eq!(round("a", vec![]).await, [true, true], "{}", db.engine());
+            store.instance_register("b", "0.1", 60_000).await.unwrap();
+            assert_eq!(round("b", vec![]).await, [false, false], "{}", db.engine());
+            assert_eq!(
+                round("a", vec![]).await,
+                [true, false],
+                "{}: a keeps its share, the first",
+                db.engine()
+            );
+            assert_eq!(
+                round("b", vec![]).await,
+                [false, false],
+                "{}: not yet released",
+                db.engine()
+            );
+            assert_eq!(round("a", vec![slack("two")]).await, [true, false]);
+            assert_eq!(round("b", vec![]).await, [false, true], "{}", db.engine());
+            assert_eq!(round("a", vec![]).await, [true, false], "{}", db.engine());
+            // b stops: a alone again wants both, and takes the freed one.
+            store.lease_release("b").await.unwrap();
+            assert_eq!(round("a", vec![]).await, [true, true], "{}", db.engine());
         }
     }
 }

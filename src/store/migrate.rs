@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 13] = [
+const STEPS: [(&str, &str); 14] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -62,6 +62,10 @@ const STEPS: [(&str, &str); 13] = [
     (
         include_str!("migrations/012_leases.sql"),
         include_str!("migrations/postgres/012_leases.sql"),
+    ),
+    (
+        include_str!("migrations/013_session_locks.sql"),
+        include_str!("migrations/postgres/013_session_locks.sql"),
     ),
     (
         include_str!("migrations/014_inbox_owner.sql"),

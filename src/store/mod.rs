@@ -10,9 +10,12 @@
 //!   a blocking driver never blocks a tokio worker;
 //! - queries written once for both engines (`sql/`: [`sql::Db`], parameters, rows);
 //! - schema **migrations** by version, one SQL file per step and engine (`migrate.rs`);
-//! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`).
+//! - SQLite connection setup, WAL and `":memory:"` (`connect.rs`);
+//! - on PostgreSQL, a batch that deadlocked with another instance's is run again
+//!   (`contention.rs`).
 //!
-//! Then one file per thing kept, each adding its methods to [`Store`]: `dedupe.rs`
+//! Then one file per thing kept, each adding its methods to [`Store`]: `notices.rs` ([`Store::subscribe`]: "look
+//! again" between instances), `dedupe.rs`
 //! ([`Store::claim`]), `deliveries.rs` ([`Store::delivery_begin`]), `transcript.rs` ([`Store::append`]), `sessions.rs`
 //! ([`Store::touch_session`]), `history.rs` ([`Store::history_push`]), `chat_settings.rs`
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
@@ -24,7 +27,8 @@
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
 //! how far a delivery's run has got), `reply_files.rs` ([`Store::reply_attach`]: the files a
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
-//! each socket account). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
+//! session across instances). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
@@ -32,8 +36,6 @@
 
 #[macro_use]
 mod stored_name;
-#[macro_use]
-mod db_clock;
 
 mod artifacts;
 mod audit;
@@ -42,6 +44,7 @@ mod chains;
 mod chat_settings;
 mod checkpoint;
 mod connect;
+mod contention;
 mod dedupe;
 mod deliveries;
 mod error;
@@ -52,6 +55,7 @@ mod inbox;
 mod leases;
 mod lock;
 mod migrate;
+mod notices;
 mod pairing;
 mod progress;
 mod prune;
@@ -59,6 +63,7 @@ mod readers;
 mod reply_files;
 mod schedule;
 mod sends;
+mod session_locks;
 mod sessions;
 mod sql;
 #[cfg(test)]
@@ -75,7 +80,7 @@ pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, content_path, sha
 pub use audit::{AuditRecord, NewAudit};
 pub use chains::{
     BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,
-    ChainState, ChainStep, Handed, Handoff, NewChain, Posted, turn_run_id,
+    ChainState, ChainStep, Handed, Handoff, Holder, NewChain, Posted, turn_run_id,
 };
 pub use chat_settings::{Activation, ChatSettings};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_keys, dedupe_scope};
@@ -89,17 +94,19 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
-pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, Registered};
+pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, LeaseRound, Registered};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
+pub use notices::{Notice, Notices, Topic};
 pub use pairing::{
     CODE_LEN, CODE_TTL_MS, MAX_PENDING_PER_ACCOUNT, Pairing, PairingApproval, PairingRecord,
 };
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
-pub use schedule::{LastDelivered, ScheduleRow};
+pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
+pub use session_locks::Locked;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
@@ -109,6 +116,7 @@ use chat_settings::SettingsCache;
 use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};
 use connect::Location;
 use escalations::EscalationChats;
+use notices::Bus;
 use readers::{Readers, Source};
 use sql::{Conn, Db, PgConn};
 use writer::Writer;
@@ -130,6 +138,8 @@ struct Inner {
     readers: Readers,
     settings: Arc<SettingsCache>,
     escalation_chats: Arc<EscalationChats>,
+    /// Notices between instances (`notices.rs`).
+    bus: Bus,
     /// For a memory database: one connection held for the store's lifetime, since the
     /// database disappears when its last connection closes.
     _keeper: Option<Mutex<Connection>>,
@@ -206,6 +216,7 @@ impl Store {
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
                 settings,
                 escalation_chats,
+                bus: Bus::local(),
                 _keeper: keeper,
                 _checkpointer: checkpointer,
             }),
@@ -229,6 +240,7 @@ impl Store {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
         tracing::debug!(database = %url.display(), "store opened");
+        let bus = Bus::listening(url.clone())?;
         let source = Source::Postgres(url);
         let first_reader = source.open_reader()?;
         Ok(Store {
@@ -239,6 +251,7 @@ impl Store {
                 readers: Readers::new(source, first_reader, ReadGate::default()),
                 settings,
                 escalation_chats,
+                bus,
                 _keeper: None,
                 _checkpointer: None,
             }),
@@ -265,6 +278,11 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner()) = Arc::from(id);
     }
 
+    /// The engine behind this store.
+    pub(crate) fn engine(&self) -> sql::Engine {
+        self.inner.bus.engine()
+    }
+
     /// The schema versions the open found and left (what `baton migrate` reports).
     pub fn migrated(&self) -> Migrated {
         self.inner.migrated
@@ -281,11 +299,13 @@ impl Store {
         self.inner.writer.stop().await
     }
 
-    /// Runs `work` on the writer thread; returns once it is committed.
+    /// Runs `work` on the writer thread; returns once it is committed. `work` may run more
+    /// than once: on PostgreSQL a batch another instance's writer deadlocked with is rolled
+    /// back and run again (`contention.rs`), so it must do nothing outside its transaction.
     pub(crate) async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         self.inner.writer.submit(work, None).await
     }
@@ -298,7 +318,7 @@ impl Store {
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         self.inner
             .writer
@@ -334,10 +354,10 @@ impl Store {
 
     /// The writer's SQLite connection, for tests that read its pragmas.
     #[cfg(test)]
-    pub(crate) async fn sqlite_write<T, F>(&self, work: F) -> Result<T, StoreError>
+    pub(crate) async fn sqlite_write<T, F>(&self, mut work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnMut(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         self.write(move |db| Ok(work(db.sqlite())?)).await
     }

@@ -14,7 +14,9 @@
 //! It is a std thread, not a tokio task, because both drivers block (rusqlite, and the
 //! synchronous `postgres` client): running it on a tokio worker would stall every other task on
 //! that worker. On PostgreSQL it is the same loop on one server connection: one transaction per
-//! batch, a savepoint per job.
+//! batch, a savepoint per job. There the writers of several instances run side by side, and a
+//! batch that collided with another instance's (a deadlock, a serialization failure) is rolled
+//! back whole and run again (`contention.rs`); that is why a job is `FnMut`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
 use super::checkpoint::WalBound;
+use super::contention::{Attempts, Contended};
 use super::sql::{Conn, Db, DbError, Engine};
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
@@ -42,8 +45,9 @@ pub(crate) enum Message {
 
 /// One unit of work, type-erased so that jobs with different results share a channel.
 pub(crate) trait Job: Send {
-    /// Runs the work inside the open batch transaction (within its own savepoint).
-    fn run(&mut self, db: Db<'_>);
+    /// Runs the work inside the open batch transaction (within its own savepoint), again if
+    /// the batch is run again; says whether it failed on contention with another writer.
+    fn run(&mut self, db: Db<'_>) -> Contended;
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, committed: Result<(), &str>);
 }
@@ -53,7 +57,7 @@ pub(crate) type AfterCommit<T> = Box<dyn FnOnce(&T) + Send>;
 
 /// A closure run once by the writer, plus what to do with its result.
 struct Pending<T, F> {
-    work: Option<F>,
+    work: F,
     outcome: Option<Result<T, StoreError>>,
     after_commit: Option<AfterCommit<T>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
@@ -62,22 +66,24 @@ struct Pending<T, F> {
 impl<T, F> Job for Pending<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
 {
-    fn run(&mut self, db: Db<'_>) {
-        let Some(work) = self.work.take() else {
-            return;
-        };
+    fn run(&mut self, db: Db<'_>) -> Contended {
         if let Err(e) = db.execute_cached("SAVEPOINT job") {
+            let contended = Contended(e.is_contention());
             self.outcome = Some(Err(e.into()));
-            return;
+            return contended;
         }
-        let outcome = match catch_unwind(AssertUnwindSafe(|| work(db))) {
+        let mut contended = Contended(false);
+        let outcome = match catch_unwind(AssertUnwindSafe(|| (self.work)(db))) {
             Ok(Ok(value)) => match db.execute_cached("RELEASE job") {
                 Ok(()) => Ok(value),
                 Err(e) => Err(e.into()),
             },
-            Ok(Err(e)) => Err(e.into()),
+            Ok(Err(e)) => {
+                contended = Contended(e.is_contention());
+                Err(e.into())
+            }
             Err(panic) => Err(StoreError::Internal(panic_message(&*panic))),
         };
         if outcome.is_err() && db.in_transaction() {
@@ -87,6 +93,7 @@ where
             }
         }
         self.outcome = Some(outcome);
+        contended
     }
 
     fn finish(mut self: Box<Self>, committed: Result<(), &str>) {
@@ -160,11 +167,11 @@ impl Writer {
     ) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Pending {
-            work: Some(work),
+            work,
             outcome: None,
             after_commit,
             reply,
@@ -242,25 +249,23 @@ fn writer_loop(
     }
 }
 
-/// Runs `batch` in one transaction, commits, then answers every job.
+/// Runs `batch` in one transaction, commits, then answers every job. A batch that failed on
+/// contention with another instance's writer is rolled back and run again, a few times.
 fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
-    let begin = match db.engine() {
-        // Take the write lock now, not at the first write, so no job meets SQLITE_BUSY midway.
-        Engine::Sqlite => "BEGIN IMMEDIATE",
-        Engine::Postgres => "BEGIN",
-    };
-    let committed = (|| -> Result<(), String> {
-        db.execute_cached(begin).map_err(|e| e.to_string())?;
-        for job in batch.iter_mut() {
-            job.run(db);
-            if !db.in_transaction() {
-                // SQLite rolled back the whole transaction (disk full, I/O error): the jobs that
-                // ran so far are lost, and the rest must not run outside a transaction.
-                return Err("the transaction was rolled back by SQLite".to_owned());
-            }
+    let mut attempts = Attempts::new();
+    let committed = loop {
+        let (committed, contended) = try_batch(db, batch);
+        if committed.is_ok() || !contended.0 {
+            break committed;
         }
-        db.execute_cached("COMMIT").map_err(|e| e.to_string())
-    })();
+        if db.in_transaction() {
+            // Release this batch's locks now: the other writer is waiting for them.
+            let _ = db.execute_batch("ROLLBACK");
+        }
+        if !attempts.again(batch.len()) {
+            break committed;
+        }
+    };
     if committed.is_ok() {
         counts.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
         counts.commits.fetch_add(1, Ordering::Relaxed);
@@ -273,5 +278,40 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
     }
     for job in batch.drain(..) {
         job.finish(committed.as_ref().map(|_| ()).map_err(String::as_str));
+    }
+}
+
+/// One attempt at `batch`: its jobs in one transaction, then the commit. Stops at the first job
+/// that failed on contention (the transaction is then run again whole, see [`run_batch`]).
+fn try_batch(db: Db<'_>, batch: &mut [Box<dyn Job>]) -> (Result<(), String>, Contended) {
+    let begin = match db.engine() {
+        // Take the write lock now, not at the first write, so no job meets SQLITE_BUSY midway.
+        Engine::Sqlite => "BEGIN IMMEDIATE",
+        Engine::Postgres => "BEGIN",
+    };
+    if let Err(e) = db.execute_cached(begin) {
+        return (Err(e.to_string()), Contended(false));
+    }
+    for job in batch.iter_mut() {
+        let contended = job.run(db);
+        if contended.0 {
+            return (
+                Err("the batch collided with another writer".to_owned()),
+                contended,
+            );
+        }
+        if !db.in_transaction() {
+            // SQLite rolled back the whole transaction (disk full, I/O error): the jobs that
+            // ran so far are lost, and the rest must not run outside a transaction.
+            let lost = "the transaction was rolled back by SQLite".to_owned();
+            return (Err(lost), Contended(false));
+        }
+    }
+    match db.execute_cached("COMMIT") {
+        Ok(()) => (Ok(()), Contended(false)),
+        Err(e) => {
+            let contended = Contended(e.is_contention());
+            (Err(e.to_string()), contended)
+        }
     }
 }

@@ -164,7 +164,7 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
         Err(result) => return result,
     };
     let shared = &tools.shared;
-    let bot = tools.caller.bot.as_str();
+    let bot = &tools.caller.bot;
     let chain = match shared.store().chain(&a.chain).await {
         Ok(Some(chain)) => chain,
         Ok(None) => return error(format!("no chain `{}`; chain_status lists yours", a.chain)),
@@ -180,7 +180,7 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
     }
     let close = ChainClose {
         state: ChainState::Completed,
-        by: bot.to_owned(),
+        by: bot.to_string(),
         reason: a
             .summary
             .filter(|s| !s.trim().is_empty())
@@ -214,7 +214,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         value["messages"] = log.iter().map(entry).collect();
         return value;
     }
-    let bot = tools.caller.bot.as_str();
+    let bot = &tools.caller.bot;
     let query = ChainQuery {
         open_in: None,
         limit: Some(200),
@@ -225,7 +225,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
     };
     let mine: Vec<Value> = chains
         .iter()
-        .filter(|c| chains::is_coordinator(c, bot) || c.participants.iter().any(|p| p == bot))
+        .filter(|c| chains::is_coordinator(c, bot) || c.participants.contains(bot))
         .take(20)
         .map(summary)
         .collect();

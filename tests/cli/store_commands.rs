@@ -11,8 +11,8 @@ pub(super) async fn store_with_a_chain(dir: &Path) -> (PathBuf, String) {
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     let new = NewChain {
         name: "launch review".into(),
-        coordinator: Some("snark".into()),
-        participants: vec!["caid".into()],
+        coordinator: Some("snark".parse().unwrap()),
+        participants: vec!["caid".parse().unwrap()],
         origin: ChainOrigin {
             platform: baton_contract::Platform::Local,
             chat: "room".into(),
@@ -26,7 +26,7 @@ pub(super) async fn store_with_a_chain(dir: &Path) -> (PathBuf, String) {
     let handoff = Handoff {
         chain: chain.id.clone(),
         by: "snark".into(),
-        to: "caid".into(),
+        to: "caid".parse().unwrap(),
         prompt: "risks?".into(),
         add: false,
         max_rounds: 10,
@@ -35,7 +35,7 @@ pub(super) async fn store_with_a_chain(dir: &Path) -> (PathBuf, String) {
         panic!("not capped");
     };
     store
-        .chain_post(&chain.id, "caid", "the migration", 3)
+        .chain_post(&chain.id, &"caid".parse().unwrap(), "the migration", 3)
         .await
         .unwrap();
     store.close().await.unwrap();

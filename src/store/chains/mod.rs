@@ -24,7 +24,9 @@ mod steps;
 mod turns;
 
 use baton_contract::Platform;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
+
+use crate::bot_id::BotId;
 
 pub use read::ChainQuery;
 pub use steps::{ChainStep, turn_run_id};
@@ -83,9 +85,9 @@ pub struct NewChain {
     /// What it is about.
     pub name: String,
     /// The coordinating bot; `None` when baton coordinates round-robin.
-    pub coordinator: Option<String>,
+    pub coordinator: Option<BotId>,
     /// Participants, in order.
-    pub participants: Vec<String>,
+    pub participants: Vec<BotId>,
     /// Where it posts.
     pub origin: ChainOrigin,
     /// Who started it: a bot id, or a human's id.
@@ -100,11 +102,11 @@ pub struct Chain {
     /// What it is about.
     pub name: String,
     /// The coordinating bot; `None` when baton coordinates.
-    pub coordinator: Option<String>,
-    /// Who may post now; `None` when that is baton (as coordinator) or nobody (closed).
-    pub holder: Option<String>,
+    pub coordinator: Option<BotId>,
+    /// Who may post now.
+    pub holder: Holder,
     /// Participants, in order.
-    pub participants: Vec<String>,
+    pub participants: Vec<BotId>,
     /// Where it stands.
     pub state: ChainState,
     /// How many times the turn has moved.
@@ -126,21 +128,60 @@ pub struct Chain {
 impl Chain {
     /// The coordinator's name: its bot id, or `baton`.
     pub fn coordinator_name(&self) -> &str {
-        self.coordinator.as_deref().unwrap_or(BATON)
+        self.coordinator.as_ref().map_or(BATON, BotId::as_str)
     }
 
-    /// Whether the coordinator holds the turn (also when baton coordinates and nobody holds it).
+    /// Whether the coordinator holds the turn: the coordinating bot, or baton when it
+    /// coordinates (also once closed, when nobody holds it).
     pub fn coordinator_holds(&self) -> bool {
-        self.holder == self.coordinator
+        match (&self.holder, &self.coordinator) {
+            (Holder::Bot(bot), Some(coordinator)) => bot == coordinator,
+            (Holder::Bot(_), None) => false,
+            (Holder::Baton | Holder::Nobody, coordinator) => coordinator.is_none(),
+        }
+    }
+
+    /// Whether `bot` holds the turn.
+    pub fn held_by(&self, bot: &BotId) -> bool {
+        matches!(&self.holder, Holder::Bot(holder) if holder == bot)
     }
 
     /// The holder's name, for people: a bot id, `baton`, or `nobody` once closed.
     pub fn holder_name(&self) -> &str {
-        match (&self.holder, self.state) {
-            (Some(bot), _) => bot,
-            (None, ChainState::Open) => BATON,
-            (None, _) => "nobody",
+        match &self.holder {
+            Holder::Bot(bot) => bot.as_str(),
+            Holder::Baton => BATON,
+            Holder::Nobody => "nobody",
         }
+    }
+}
+
+/// Who may post in a chain now. Stored as the holder column (a bot id, or NULL) read with the
+/// chain's state: NULL is baton while the chain is open, nobody once it closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// A bot: a participant given the turn, or the coordinating bot.
+    Bot(BotId),
+    /// baton itself, coordinating round-robin.
+    Baton,
+    /// Nobody: the chain is closed.
+    Nobody,
+}
+
+impl Holder {
+    /// The bot holding the turn, if a bot does.
+    pub fn bot(&self) -> Option<&BotId> {
+        match self {
+            Holder::Bot(bot) => Some(bot),
+            Holder::Baton | Holder::Nobody => None,
+        }
+    }
+}
+
+/// In JSON as the API has always shown it: the bot's name, or null when no bot holds it.
+impl Serialize for Holder {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.bot().serialize(serializer)
     }
 }
 

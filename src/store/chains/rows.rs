@@ -5,7 +5,7 @@ use rand::Rng;
 
 use baton_contract::{Platform, UnknownPlatform};
 
-use super::{Chain, ChainEntry, ChainEntryKind, ChainOrigin};
+use super::{Chain, ChainEntry, ChainEntryKind, ChainOrigin, ChainState, Holder};
 use crate::store::sql::{Db, DbError, OptionalRow, Row, args};
 use crate::store::stored_name::parse_column;
 
@@ -24,13 +24,19 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
     let participants: String = row.get(4)?;
     let participants =
         serde_json::from_str(&participants).map_err(|e| row.column_error(4, e.to_string()))?;
+    let state = parse_column(row, 5)?;
+    let holder = match row.get(3)? {
+        Some(bot) => Holder::Bot(bot),
+        None if state == ChainState::Open => Holder::Baton,
+        None => Holder::Nobody,
+    };
     Ok(Chain {
         id: row.get(0)?,
         name: row.get(1)?,
         coordinator: row.get(2)?,
-        holder: row.get(3)?,
+        holder,
         participants,
-        state: parse_column(row, 5)?,
+        state,
         turn: row.get(6)?,
         round: row.get(7)?,
         origin: ChainOrigin {

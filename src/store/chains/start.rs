@@ -2,6 +2,7 @@
 
 use super::rows::{Note, new_id, normalize, note, written};
 use super::{BATON, Chain, ChainEntryKind, NewChain};
+use crate::bot_id::{BotId, names};
 use crate::store::sql::args;
 use crate::store::{Store, StoreError};
 
@@ -25,7 +26,7 @@ impl Store {
                     args![
                         &id,
                         &new.name,
-                        &new.coordinator,
+                        new.coordinator.as_ref(),
                         &participants,
                         o.platform.as_str(),
                         &o.chat,
@@ -44,11 +45,11 @@ impl Store {
                 "chain \"{}\" started by {}; coordinator {}; participants: {}",
                 new.name,
                 new.started_by,
-                new.coordinator.as_deref().unwrap_or(BATON),
+                new.coordinator.as_ref().map_or(BATON, BotId::as_str),
                 if new.participants.is_empty() {
                     "none yet".to_owned()
                 } else {
-                    new.participants.join(", ")
+                    names(&new.participants)
                 }
             );
             let opening = Note {

@@ -6,6 +6,7 @@
 
 use super::rows::{Note, by_id, lock, normalize, note, written};
 use super::{BATON, Chain, ChainEntryKind, ChainState};
+use crate::bot_id::BotId;
 use crate::store::sql::{Db, DbError, args};
 use crate::store::{Store, StoreError};
 
@@ -62,7 +63,7 @@ pub struct Handoff {
     /// Who gives the turn (the coordinator's name).
     pub by: String,
     /// Who gets it.
-    pub to: String,
+    pub to: BotId,
     /// What they are asked.
     pub prompt: String,
     /// Add `to` to the participants first if it is not one (`chain_add`).
@@ -187,8 +188,8 @@ impl Store {
                     |r| r.get(0),
                 )?;
                 let turn = chain.turn + 1;
-                let new_round =
-                    chain.round == 0 || had_turn_since(db, &chain.id, &handoff.to, round_turn)?;
+                let new_round = chain.round == 0
+                    || had_turn_since(db, &chain.id, handoff.to.as_str(), round_turn)?;
                 let (round, round_turn) = if new_round {
                     (chain.round + 1, turn)
                 } else {
@@ -212,7 +213,7 @@ impl Store {
                     sender: &handoff.by,
                     kind: ChainEntryKind::Handoff,
                     content: &handoff.prompt,
-                    recipient: Some(&handoff.to),
+                    recipient: Some(handoff.to.as_str()),
                 };
                 note(db, &chain.id, entry, now_ms)?;
                 Ok(Ok(Handed::Given(written(db, &chain.id)?)))
@@ -226,18 +227,18 @@ impl Store {
     pub async fn chain_post(
         &self,
         chain: &str,
-        sender: &str,
+        sender: &BotId,
         content: &str,
         now_ms: i64,
     ) -> Result<Posted, ChainError> {
-        let (id, sender, content) = (normalize(chain), sender.to_owned(), content.to_owned());
+        let (id, sender, content) = (normalize(chain), sender.clone(), content.to_owned());
         decided(
             self.write(move |db| {
                 let chain = match open_chain(db, &id)? {
                     Ok(chain) => chain,
                     Err(refused) => return Ok(Err(refused)),
                 };
-                if chain.holder.as_deref() != Some(sender.as_str()) {
+                if !chain.held_by(&sender) {
                     return Ok(Err(ChainError::NotHolder {
                         holder: chain.holder_name().to_owned(),
                         id: chain.id,
@@ -246,7 +247,7 @@ impl Store {
                 }
                 let said = Note {
                     turn: chain.turn,
-                    sender: &sender,
+                    sender: sender.as_str(),
                     kind: ChainEntryKind::Message,
                     content: &content,
                     recipient: None,
@@ -343,15 +344,19 @@ pub struct ChainClose {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ChainOrigin, ChainQuery, NewChain};
+    use super::super::{ChainOrigin, ChainQuery, Holder, NewChain};
     use super::*;
     use crate::store::testing;
+
+    fn bot(name: &str) -> BotId {
+        name.parse().unwrap()
+    }
 
     fn new_chain(coordinator: Option<&str>, participants: &[&str]) -> NewChain {
         NewChain {
             name: "launch review".into(),
-            coordinator: coordinator.map(str::to_owned),
-            participants: participants.iter().map(|p| (*p).to_owned()).collect(),
+            coordinator: coordinator.map(bot),
+            participants: participants.iter().map(|p| bot(p)).collect(),
             origin: ChainOrigin {
                 platform: baton_contract::Platform::Local,
                 chat: "room".into(),
@@ -367,7 +372,7 @@ mod tests {
         Handoff {
             chain: chain.id.clone(),
             by: chain.coordinator_name().to_owned(),
-            to: to.into(),
+            to: bot(to),
             prompt: format!("{to}, your turn"),
             add: false,
             max_rounds,
@@ -394,16 +399,22 @@ mod tests {
                 "{}",
                 chain.id
             );
-            assert_eq!(chain.holder.as_deref(), Some("snark"));
+            assert_eq!(chain.holder.bot().map(BotId::as_str), Some("snark"));
             assert!(chain.coordinator_holds());
 
             let chain = given(store.chain_hand(hand(&chain, "caid", 10), 2).await.unwrap());
             assert_eq!(
-                (chain.holder.as_deref(), chain.turn, chain.round),
+                (
+                    chain.holder.bot().map(BotId::as_str),
+                    chain.turn,
+                    chain.round
+                ),
                 (Some("caid"), 1, 1)
             );
 
-            let err = store.chain_post(&chain.id, "sec", "me first", 3).await;
+            let err = store
+                .chain_post(&chain.id, &bot("sec"), "me first", 3)
+                .await;
             assert!(
                 matches!(&err, Err(ChainError::NotHolder { holder, turn: 1, .. }) if holder == "caid"),
                 "{err:?}"
@@ -415,15 +426,15 @@ mod tests {
             assert!(matches!(err, ChainError::TurnTaken { .. }), "{err}");
 
             let posted = store
-                .chain_post(&chain.id, "caid", "risk: none", 4)
+                .chain_post(&chain.id, &bot("caid"), "risk: none", 4)
                 .await
                 .unwrap();
             assert!(posted.returned);
-            assert_eq!(posted.chain.holder.as_deref(), Some("snark"));
+            assert_eq!(posted.chain.holder.bot().map(BotId::as_str), Some("snark"));
             assert_eq!(posted.chain.turn, 2);
             // The coordinator may speak while it holds the turn; it keeps it.
             let own = store
-                .chain_post(&chain.id, "snark", "thanks", 5)
+                .chain_post(&chain.id, &bot("snark"), "thanks", 5)
                 .await
                 .unwrap();
             assert!(!own.returned);
@@ -463,12 +474,15 @@ mod tests {
                 .await
                 .unwrap()
                 .expect("handed back");
-            assert_eq!((back.holder.as_deref(), back.turn), (Some("snark"), 2));
+            assert_eq!(
+                (back.holder.bot().map(BotId::as_str), back.turn),
+                (Some("snark"), 2)
+            );
             assert_eq!(
                 store.chain_return(&chain.id, 1, "again", 4).await.unwrap(),
                 None
             );
-            let late = store.chain_post(&chain.id, "caid", "late", 5).await;
+            let late = store.chain_post(&chain.id, &bot("caid"), "late", 5).await;
             assert!(
                 matches!(late, Err(ChainError::NotHolder { .. })),
                 "{late:?}"
@@ -487,13 +501,16 @@ mod tests {
                 .create_chain(new_chain(None, &["a", "b"]), 1)
                 .await
                 .unwrap();
-            assert_eq!(chain.holder, None);
+            assert_eq!(chain.holder, Holder::Baton);
             assert_eq!(chain.coordinator_name(), "baton");
             let mut rounds = Vec::new();
             for to in ["a", "b", "a", "b"] {
                 let chain = given(store.chain_hand(hand(&chain, to, 2), 2).await.unwrap());
                 rounds.push(chain.round);
-                store.chain_post(&chain.id, to, "said", 3).await.unwrap();
+                store
+                    .chain_post(&chain.id, &bot(to), "said", 3)
+                    .await
+                    .unwrap();
             }
             assert_eq!(rounds, [1, 1, 2, 2]);
             let Handed::Capped(capped) = store.chain_hand(hand(&chain, "a", 2), 4).await.unwrap()
@@ -503,7 +520,7 @@ mod tests {
             assert_eq!(capped.state, ChainState::Capped);
             assert_eq!(capped.holder_name(), "nobody");
             assert!(capped.closed_reason.unwrap().contains("max_rounds = 2"));
-            let after = store.chain_post(&chain.id, "a", "more", 5).await;
+            let after = store.chain_post(&chain.id, &bot("a"), "more", 5).await;
             assert!(
                 matches!(
                     after,
@@ -550,7 +567,7 @@ mod tests {
             assert_eq!(store.chain_close(&chain.id, stop, 4).await.unwrap(), None);
             assert!(store.chains(open).await.unwrap().is_empty());
             assert_eq!(store.chains(ChainQuery::default()).await.unwrap().len(), 1);
-            let unknown = store.chain_post("ch-nope22", "doc", "x", 5).await;
+            let unknown = store.chain_post("ch-nope22", &bot("doc"), "x", 5).await;
             assert!(
                 matches!(unknown, Err(ChainError::Unknown(_))),
                 "{unknown:?}"
@@ -576,9 +593,10 @@ mod tests {
                     .unwrap(),
             );
             let returns = (0..8).map(|i| stores[i % 2].chain_return(&chain.id, 1, "timed out", 3));
+            let caid = bot("caid");
             let (returns, posted) = tokio::join!(
                 futures::future::join_all(returns),
-                stores[1].chain_post(&chain.id, "caid", "done", 3),
+                stores[1].chain_post(&chain.id, &caid, "done", 3),
             );
             let moves = returns
                 .into_iter()

@@ -27,6 +27,22 @@ pub enum DbError {
     },
 }
 
+impl DbError {
+    /// Whether PostgreSQL gave up on the transaction because it collided with another one:
+    /// `40P01` (deadlock detected: it was chosen to break a cycle of lock waits) or `40001`
+    /// (serialization failure). Nothing was wrong with the work; run again, it succeeds.
+    pub(crate) fn is_contention(&self) -> bool {
+        use postgres::error::SqlState;
+        match self {
+            DbError::Postgres(e) => e.code().is_some_and(|code| {
+                *code == SqlState::T_R_DEADLOCK_DETECTED
+                    || *code == SqlState::T_R_SERIALIZATION_FAILURE
+            }),
+            _ => false,
+        }
+    }
+}
+
 /// A PostgreSQL error with the server's own words: `postgres::Error` displays only its kind
 /// ("db error") and keeps the message in its source.
 struct PgMessage<'a>(&'a postgres::Error);

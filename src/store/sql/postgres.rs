@@ -68,6 +68,15 @@ impl PgUrl {
         format!("postgres://{user}@{}{port}/{db}", hosts.join(","))
     }
 
+    /// A bare client connected to the server (the listening connection of `notices.rs`, and
+    /// every [`PgConn`]). Blocking: call it off the async workers.
+    pub(crate) fn client(&self) -> Result<Client, StoreError> {
+        self.config.connect(NoTls).map_err(|e| StoreError::Connect {
+            target: self.display(),
+            reason: self.scrub(&DbError::from(e).to_string()),
+        })
+    }
+
     /// `message` with this URL's password replaced, should a driver message ever echo it.
     pub(crate) fn scrub(&self, message: &str) -> String {
         scrub(message, self.password.as_deref())
@@ -108,10 +117,7 @@ impl Drop for PgConn {
 impl PgConn {
     /// Connects to `url`. Blocking: call it off the async workers.
     pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, StoreError> {
-        let client = url.config.connect(NoTls).map_err(|e| StoreError::Connect {
-            target: url.display(),
-            reason: url.scrub(&DbError::from(e).to_string()),
-        })?;
+        let client = url.client()?;
         Ok(PgConn {
             client: Some(Box::new(RefCell::new(client))),
             statements: RefCell::new(HashMap::new()),

@@ -1,0 +1,113 @@
+//! A turn's hold on its session across instances: the database's session lock
+//! ([`Store::session_lock`]), taken once the turn has its lane slot here, renewed while it runs,
+//! let go when it ends. Waiting for it is woken by the holder letting go (a notice from any
+//! instance) or by its lock expiring (a holder that died), never by polling.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Services;
+use crate::session::SessionKey;
+use crate::store::{Locked, Store, Topic};
+
+/// How long to wait before asking again after the store failed to answer.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Held while a turn runs; dropping it stops the renewal and lets the lock go.
+pub(crate) struct SessionHold {
+    stop: Option<CancellationToken>,
+}
+
+impl Drop for SessionHold {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.stop {
+            stop.cancel();
+        }
+    }
+}
+
+/// The session stayed held elsewhere past the deadline.
+pub(crate) struct HeldElsewhere;
+
+/// Wait until this turn holds `session` across instances, however long that takes.
+pub(crate) async fn hold(services: &Services, session: &SessionKey) -> SessionHold {
+    match hold_until(services, session, None).await {
+        Ok(hold) => hold,
+        Err(HeldElsewhere) => unreachable!("without a deadline the wait never gives up"),
+    }
+}
+
+/// Wait until this turn holds `session` across instances (or `until` passes). On SQLite there
+/// is one instance, whose lane already holds the session: nothing to wait for.
+pub(crate) async fn hold_until(
+    services: &Services,
+    session: &SessionKey,
+    until: Option<Instant>,
+) -> Result<SessionHold, HeldElsewhere> {
+    let store = services.store();
+    if !store.session_locks_shared() {
+        return Ok(SessionHold { stop: None });
+    }
+    let name = session.render();
+    let holder = format!("{}/{}", services.instance(), uuid::Uuid::new_v4().simple());
+    let lease = services.lease();
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    let deadline = async {
+        match until {
+            Some(until) => tokio::time::sleep_until(until).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(deadline);
+    // Subscribed before the first try, so a release between the try and the wait is heard.
+    let mut notices = store.subscribe();
+    loop {
+        let pause = match store.session_lock(&name, &holder, lease_ms).await {
+            Ok(Locked::Held) => break,
+            Ok(Locked::Busy { left_ms }) => {
+                Duration::from_millis(u64::try_from(left_ms.clamp(1, lease_ms)).unwrap_or(1))
+            }
+            Err(err) => {
+                tracing::warn!(session = %name, %err, "could not take the session's lock; trying again");
+                RETRY
+            }
+        };
+        tokio::select! {
+            () = notices.touching(Topic::SessionFree, &name) => {}
+            () = tokio::time::sleep(pause) => {}
+            () = &mut deadline => return Err(HeldElsewhere),
+        }
+    }
+    let stop = CancellationToken::new();
+    services
+        .tasks()
+        .spawn(keep(store.clone(), name, holder, lease, stop.clone()));
+    Ok(SessionHold { stop: Some(stop) })
+}
+
+/// Renew the lock every third of the lease until `stop`, then let it go.
+async fn keep(
+    store: Store,
+    name: String,
+    holder: String,
+    lease: Duration,
+    stop: CancellationToken,
+) {
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    let mut tick = tokio::time::interval_at(Instant::now() + lease / 3, lease / 3);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            _ = tick.tick() => match store.session_lock(&name, &holder, lease_ms).await {
+                Ok(Locked::Held) => {}
+                Ok(Locked::Busy { .. }) => tracing::error!(session = %name, "the session's lock expired while its turn ran (the store was unreachable for a lease); another turn may run beside it"),
+                Err(err) => tracing::warn!(session = %name, %err, "could not renew the session's lock"),
+            },
+        }
+    }
+    if let Err(err) = store.session_unlock(&name, &holder).await {
+        tracing::warn!(session = %name, %err, "could not let the session's lock go; it frees itself when it expires");
+    }
+}

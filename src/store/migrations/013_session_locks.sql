@@ -1,0 +1,14 @@
+-- Schema version 13: flows between instances on one database (issue 22).
+--
+-- session_locks: one turn at a time per session across instances. A turn holds its session's
+-- row (holder: the instance id and the turn's own token) while it runs, renewing `expires_ms`
+-- (the database's clock); it deletes the row when it ends. A holder that stops renewing (a
+-- killed instance) loses the lock once it expires. SQLite has one instance and never writes it.
+-- deliveries.runner: the instance that claimed the delivery's run, by one conditional update,
+-- so exactly one instance runs it; a delivery whose runner is no longer live is claimed again.
+CREATE TABLE session_locks (
+    name       TEXT    PRIMARY KEY,
+    holder     TEXT    NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+ALTER TABLE deliveries ADD COLUMN runner TEXT;
