@@ -10,8 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::artifacts::{Artifact, made_by};
-use super::db_clock::pick as sql;
-use super::leases::LIVE_IDS;
+use super::leases::{LIVE_IDS, sql};
 use super::notices::Topic;
 use super::progress::{ProgressLine, progress_of};
 use super::reply_files::attached_to;

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use baton_contract::{ChatKey, InboundEvent};
 
-use super::db_clock::pick;
 use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
 use super::history;
+use super::leases::{now_ms, sql as pick, with_clock};
 use super::sql::{Db, DbError, args};
 use super::transcript::{insert_entry, meta_json};
 use super::{Claim, HistoryEntry, NewEntry, Store, StoreError};

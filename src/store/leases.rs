@@ -11,18 +11,41 @@
 //! Whose clock counts: the database's. Expiry is written and compared with the database server's
 //! current time (`clock_timestamp()` on PostgreSQL, the statement's time rather than its
 //! transaction's; `unixepoch('subsec')` on SQLite), so instances whose clocks disagree still
-//! agree on who holds what (`db_clock.rs`). An instance fences itself with its own monotonic
-//! clock, counted from before it sent the renewal (see `cluster/`), which can only be earlier than the database's
+//! agree on who holds what. An instance fences itself with its own monotonic clock, counted from
+//! before it sent the renewal (see `cluster/`), which can only be earlier than the database's
 //! moment of renewal: it stops using a socket before the database lets anyone else take it.
 
-use super::db_clock::pick as sql;
-use super::sql::{Db, DbError, args};
+use super::sql::{Db, DbError, Engine, args};
 use super::{Store, StoreError};
+
+/// The database's current time in ms since the epoch, for each engine.
+macro_rules! now_ms {
+    (sqlite) => {
+        "CAST(unixepoch('subsec') * 1000 AS INTEGER)"
+    };
+    (postgres) => {
+        "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT"
+    };
+}
+
+/// A statement using the database's clock, in each engine's words: `[sqlite, postgres]`.
+macro_rules! with_clock {
+    (@part $engine:ident; NOW) => { now_ms!($engine) };
+    (@part $engine:ident; $text:literal) => { $text };
+    (@ $engine:ident; $($part:tt)*) => {
+        concat!($(with_clock!(@part $engine; $part)),*)
+    };
+    ($($part:tt)*) => {
+        [with_clock!(@ sqlite; $($part)*), with_clock!(@ postgres; $($part)*)]
+    };
+}
+
+pub(super) use {now_ms, with_clock};
 
 /// The ids of the live instances, renewed less than `?3` ms ago: a subquery for the other
 /// tables that name an instance (deliveries' runners).
 pub(super) const LIVE_IDS: [&str; 2] = with_clock!(
-    "SELECT id FROM instances WHERE renewed_ms > " NOW " - ?3"
+    "SELECT id FROM instances WHERE stopping = 0 AND renewed_ms > " NOW " - ?3"
 );
 
 /// A live holder of one account's lease: the lease unexpired, its holder renewed within `?3`.
@@ -53,12 +76,14 @@ const REGISTER: [&str; 2] = with_clock!(
     NOW
     ", ?2) ON CONFLICT (id) DO UPDATE
        SET started_ms = excluded.started_ms, renewed_ms = excluded.renewed_ms,
-           version = excluded.version"
+           version = excluded.version, stopping = 0"
 );
 
 /// Another live instance's row under the same id: renewed less than `?2` ms ago.
 const LIVE_TWIN: [&str; 2] = with_clock!(
-    "SELECT " NOW " - renewed_ms FROM instances WHERE id = ?1 AND renewed_ms > " NOW " - ?2"
+    "SELECT " NOW " - renewed_ms FROM instances WHERE id = ?1 AND stopping = 0 AND renewed_ms > "
+    NOW
+    " - ?2"
 );
 
 /// The instance renewed now; the rows of instances silent for a day are dropped.
@@ -71,7 +96,7 @@ const FORGET_SILENT: [&str; 2] = with_clock!(
 
 /// How many instances are live: renewed less than `?1` ms ago.
 const LIVE: [&str; 2] = with_clock!(
-    "SELECT COUNT(*) FROM instances WHERE renewed_ms > " NOW " - ?1"
+    "SELECT COUNT(*) FROM instances WHERE stopping = 0 AND renewed_ms > " NOW " - ?1"
 );
 
 /// The leases an instance holds now.
@@ -88,6 +113,14 @@ const STATUS_HELD: [&str; 2] = with_clock!(
     NOW
     " ORDER BY holder, platform, account"
 );
+
+/// The text of `text` for `db`'s engine.
+pub(super) fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
+    match db.engine() {
+        Engine::Sqlite => text[0],
+        Engine::Postgres => text[1],
+    }
+}
 
 /// One socket account's lease: which account, on which platform.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -264,13 +297,19 @@ impl Store {
     }
 
     /// Instance `id` stops: its leases are free at once (another instance takes them on its
-    /// next round, without waiting for expiry). Its row stays while its last turns drain
-    /// ([`Store::instance_deregister`] ends it), so nobody takes over events it still runs.
+    /// next round, without waiting for expiry), and it no longer counts as live (for the
+    /// others' share of the accounts, and for its deliveries). Its row stays while its last
+    /// turns drain ([`Store::instance_deregister`] ends it), so nobody takes over the inbox
+    /// events it still runs.
     pub async fn lease_release(&self, id: &str) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.write(move |db| {
-            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])
-                .map(drop)
+            db.execute("DELETE FROM leases WHERE holder = ?1", args![&id])?;
+            db.execute(
+                "UPDATE instances SET stopping = 1 WHERE id = ?1",
+                args![&id],
+            )
+            .map(drop)
         })
         .await
     }

@@ -37,8 +37,6 @@
 
 #[macro_use]
 mod stored_name;
-#[macro_use]
-mod db_clock;
 
 mod artifacts;
 mod audit;
@@ -263,11 +261,6 @@ impl Store {
         })
     }
 
-    /// The engine behind this store.
-    pub(crate) fn engine(&self) -> sql::Engine {
-        self.inner.bus.engine()
-    }
-
     /// The instance this handle files events for ('' before one registers).
     fn instance(&self) -> Arc<str> {
         Arc::clone(
@@ -286,6 +279,11 @@ impl Store {
             .instance
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Arc::from(id);
+    }
+
+    /// The engine behind this store.
+    pub(crate) fn engine(&self) -> sql::Engine {
+        self.inner.bus.engine()
     }
 
     /// The schema versions the open found and left (what `baton migrate` reports).
