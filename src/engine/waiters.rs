@@ -92,6 +92,15 @@ impl Waiters {
         }
     }
 
+    /// Whether a sender is waiting for `run_id` now. Only a forecast of what
+    /// [`Waiters::finish`] will return: a waiter may give up in between.
+    pub(crate) fn waiting(&self, run_id: &str) -> bool {
+        let Some(slot) = self.map().get(run_id).cloned() else {
+            return false;
+        };
+        slot.state.lock().expect("relay slot poisoned").waiters > 0
+    }
+
     /// Record `run_id`'s outcome and wake its waiters. Returns whether anyone was waiting (and
     /// so received it); if not, the caller must push it to the sender's session. The run stays
     /// findable until [`Waiters::forget`], so a retry arriving meanwhile still gets the result.

@@ -30,7 +30,7 @@ pub async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
             DeliveryState::Running => {
                 let result = interrupted(shared, d).await?;
                 tracing::warn!(run = %d.run_id, target = %d.target, ?result, "settling a delivery interrupted by a restart");
-                run::settle(shared, d, result).await;
+                run::settle(shared, d, result, None).await;
             }
             _ => {
                 let pushed = shared

@@ -26,13 +26,15 @@ pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
 pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
-    let result = turn(&shared, &delivery).await;
-    settle(&shared, &delivery, result).await;
+    let (result, report) = turn(&shared, &delivery).await;
+    settle(&shared, &delivery, result, report).await;
 }
 
-async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
+/// The target's turn: its outcome, and its report (kept with the outcome, in the same job).
+async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_json::Value>) {
     let Some(bot) = shared.roster().bot(&d.target) else {
-        return failed(format!("bot `{}` is no longer configured", d.target));
+        let gone = format!("bot `{}` is no longer configured", d.target);
+        return (failed(gone), None);
     };
     let seat = Seat {
         session: &d.target_session,
@@ -116,10 +118,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
                 .count()
         });
     let report = serde_json::to_value(&report).unwrap_or_default();
-    if let Err(err) = shared.store().delivery_result(&d.run_id, report).await {
-        tracing::error!(run = %d.run_id, %err, "could not record the delivery's result");
-    }
-    result
+    (result, Some(report))
 }
 
 /// One turn of the target for `d`, woken by `heard`: its outcome and the tokens it used.
@@ -180,10 +179,15 @@ fn failed(reason: String) -> RunResult {
     }
 }
 
-/// Record the outcome, give it to the waiting sender or push it to the sender's session, and
-/// start the ping-pong exchange when one is configured.
-pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResult) {
-    let in_band = shared.waiters().finish(&d.run_id, result.clone());
+/// Record the outcome (with the run's `report`, when it got as far as one), give it to the
+/// waiting sender or push it to the sender's session, and start the ping-pong exchange when one
+/// is configured.
+pub(super) async fn settle(
+    shared: &Arc<Services>,
+    d: &Delivery,
+    result: RunResult,
+    report: Option<serde_json::Value>,
+) {
     let mut change = match &result {
         RunResult::Answered { reply, model } => DeliveryChange {
             reply: Some(reply.clone()),
@@ -195,7 +199,13 @@ pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResu
             ..DeliveryChange::to(&d.run_id, *state, now_ms())
         },
     };
-    change.notify = Some(if in_band {
+    // The outcome and the run's report are committed before a waiting sender is woken (it
+    // reads the report from the store), in one job. Whether the outcome must still be pushed is
+    // decided by `finish` below; the job records what it will decide unless the sender gives
+    // up in between, which is then recorded after.
+    let waited = shared.waiters().waiting(&d.run_id);
+    change.result = report;
+    change.notify = Some(if waited {
         Notify::None
     } else {
         Notify::Pending
@@ -203,6 +213,13 @@ pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResu
     let (state, reason, model) = (change.state, change.reason.clone(), change.model.clone());
     if let Err(err) = shared.store().delivery_settle(change).await {
         tracing::error!(run = %d.run_id, %err, "could not record the delivery's outcome");
+    }
+    let in_band = shared.waiters().finish(&d.run_id, result.clone());
+    if waited && !in_band {
+        let store = shared.store();
+        if let Err(err) = store.delivery_notify(&d.run_id, Notify::Pending).await {
+            tracing::error!(run = %d.run_id, %err, "could not record that the outcome must be pushed");
+        }
     }
     moved(shared, d, state, reason.as_deref(), model.as_deref());
     shared.waiters().forget(&d.run_id);

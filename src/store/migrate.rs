@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 12] = [
+const STEPS: [(&str, &str); 13] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -62,6 +62,11 @@ const STEPS: [(&str, &str); 12] = [
     (
         include_str!("migrations/012_leases.sql"),
         include_str!("migrations/postgres/012_leases.sql"),
+    ),
+    // Numbered 016: versions 13 to 15 come from work merged beside it (issue 22).
+    (
+        include_str!("migrations/016_delivery_text.sql"),
+        include_str!("migrations/postgres/016_delivery_text.sql"),
     ),
 ];
 
