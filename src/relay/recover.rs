@@ -76,7 +76,7 @@ async fn resume(shared: &Arc<Services>, d: &Delivery, startup: bool) -> Result<(
         DeliveryState::Running => {
             let result = interrupted(shared, d).await?;
             tracing::warn!(run = %d.run_id, target = %d.target, ?result, "settling a delivery whose run was interrupted (a restart, or its instance is gone)");
-            run::settle(shared, d, result).await;
+            run::settle(shared, d, result, None).await;
         }
         _ => {
             let pushed = shared

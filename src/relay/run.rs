@@ -28,13 +28,15 @@ pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// parked in the relay meanwhile.
 pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     let _counted = shared.waiters().running();
-    let result = turn(&shared, &delivery).await;
-    settle(&shared, &delivery, result).await;
+    let (result, report) = turn(&shared, &delivery).await;
+    settle(&shared, &delivery, result, report).await;
 }
 
-async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
+/// The target's turn: its outcome, and its report (kept with the outcome, in the same job).
+async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_json::Value>) {
     let Some(bot) = shared.roster().bot(&d.target) else {
-        return failed(format!("bot `{}` is no longer configured", d.target));
+        let gone = format!("bot `{}` is no longer configured", d.target);
+        return (failed(gone), None);
     };
     let seat = Seat {
         session: &d.target_session,
@@ -118,10 +120,7 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> RunResult {
                 .count()
         });
     let report = serde_json::to_value(&report).unwrap_or_default();
-    if let Err(err) = shared.store().delivery_result(&d.run_id, report).await {
-        tracing::error!(run = %d.run_id, %err, "could not record the delivery's result");
-    }
-    result
+    (result, Some(report))
 }
 
 /// One turn of the target for `d`, woken by `heard`: its outcome and the tokens it used.
@@ -182,12 +181,17 @@ fn failed(reason: String) -> RunResult {
     }
 }
 
-/// Record the outcome; if the sender stopped waiting (or never did), push it to the sender's
-/// session, else start the ping-pong exchange when one is configured. Which of the two is the
-/// row's to say, not this process's: the sender may be waiting on another instance
-/// (`engine/waiters.rs`).
-pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResult) {
-    let change = match &result {
+/// Record the outcome, with the run's `report` when it got as far as one (in the same job); if
+/// the sender stopped waiting (or never did), push it to the sender's session, else start the
+/// ping-pong exchange when one is configured. Which of the two is the row's to say, not this
+/// process's: the sender may be waiting on another instance (`engine/waiters.rs`).
+pub(super) async fn settle(
+    shared: &Arc<Services>,
+    d: &Delivery,
+    result: RunResult,
+    report: Option<serde_json::Value>,
+) {
+    let mut change = match &result {
         RunResult::Answered { reply, model } => DeliveryChange {
             reply: Some(reply.clone()),
             model: Some(model.clone()),
@@ -198,6 +202,7 @@ pub(super) async fn settle(shared: &Arc<Services>, d: &Delivery, result: RunResu
             ..DeliveryChange::to(&d.run_id, *state, now_ms())
         },
     };
+    change.result = report;
     let (state, reason, model) = (change.state, change.reason.clone(), change.model.clone());
     let notify = match shared.store().delivery_settle(change).await {
         Ok(None) => {

@@ -8,6 +8,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use super::artifacts::{Artifact, made_by};
 use super::leases::{LIVE_IDS, sql};
@@ -256,8 +257,8 @@ fn insert(
     db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
-            expect, runner)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            expect, runner, message_hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
         args![
             &new.run_id,
             &new.sender,
@@ -276,9 +277,21 @@ fn insert(
             Value::from(new.artifacts_in.clone()).to_string().as_str(),
             new.expect.as_ref().map(Value::to_string).as_ref(),
             runner,
+            new.idempotency_key
+                .is_none()
+                .then(|| text_hash(&new.message)),
         ],
     )?;
     Ok(())
+}
+
+/// The first 8 bytes of `message`'s SHA-256: what "the same request" without an idempotency key
+/// is looked up by (an index), before the texts themselves are compared.
+fn text_hash(message: &str) -> i64 {
+    let digest = Sha256::digest(message.as_bytes());
+    let mut first = [0; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
 }
 
 fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
@@ -307,17 +320,26 @@ fn same_request(db: Db<'_>, new: &NewDelivery, since_ms: i64) -> Result<Option<D
             .optional(),
         None => db
             .query_row(
-                &format!(
-                    "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND created_ms >= ?3
-                       AND message = ?4 AND idempotency_key IS NULL AND state <> 'refused'
-                     ORDER BY created_ms DESC LIMIT 1"
-                ),
-                args![&new.sender, &target_session, since_ms, &new.message],
+                &format!("{SELECT} {SAME_TEXT}"),
+                args![
+                    &new.sender,
+                    &target_session,
+                    since_ms,
+                    &new.message,
+                    text_hash(&new.message)
+                ],
                 from_row,
             )
             .optional(),
     }
 }
+
+/// The earlier send of the same text without a key: by the text's hash (`deliveries_same_text`,
+/// an index look-up), then the text itself.
+const SAME_TEXT: &str = "WHERE sender = ?1 AND target_session = ?2 AND message_hash = ?5
+       AND idempotency_key IS NULL AND created_ms >= ?3 AND message = ?4
+       AND state <> 'refused'
+     ORDER BY created_ms DESC LIMIT 1";
 
 impl Store {
     /// Find the earlier run of the same request (same key; or, without a key, the same text
@@ -358,8 +380,8 @@ impl Store {
 
     /// Move a delivery to `state`. `reply`, `model` and `reason` are kept when given; a settled
     /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
-    /// again: the first outcome wins. Returns the row's notify state after the move (`None`: it
-    /// had settled before). Settling is announced, so a sender waiting on any instance reads it.
+    /// again: the first outcome wins. The run's `result` (its report) is kept either way, in the
+    /// same job. Returns the row's notify state after the move (`None`: it had settled before). Settling is announced, so a sender waiting on any instance reads it.
     ///
     /// This and [`Store::delivery_give_up`] are the one decision that must not race: each moves
     /// only a row still open, in one statement, so of a run finishing and its waiter giving up,
@@ -369,7 +391,14 @@ impl Store {
         change: DeliveryChange,
     ) -> Result<Option<Notify>, StoreError> {
         let run_id = change.run_id.clone();
+        let result = change.result.as_ref().map(Value::to_string);
         self.write_announcing(Topic::Delivery, &run_id, move |db| {
+            if let Some(result) = &result {
+                db.execute(
+                    "UPDATE deliveries SET result = ?2 WHERE run_id = ?1",
+                    args![&change.run_id, result],
+                )?;
+            }
             let notify: Option<Notify> = db
                 .query_map(
                     "UPDATE deliveries SET state = ?2,
@@ -438,20 +467,6 @@ impl Store {
                 args![&run_id, &from, &runner],
             )?;
             Ok(moved == 1)
-        })
-        .await
-    }
-
-    /// Keep what a run produced besides its text (see [`Delivery::result`]), before it is
-    /// settled, so a sender woken by the outcome reads it.
-    pub async fn delivery_result(&self, run_id: &str, result: Value) -> Result<(), StoreError> {
-        let (run_id, result) = (run_id.to_owned(), result.to_string());
-        self.write(move |db| {
-            db.execute(
-                "UPDATE deliveries SET result = ?2 WHERE run_id = ?1",
-                args![&run_id, &result],
-            )?;
-            Ok(())
         })
         .await
     }
@@ -546,6 +561,9 @@ pub struct DeliveryChange {
     pub model: Option<String>,
     /// Whether the outcome must still reach the sender's session, when that changes.
     pub notify: Option<Notify>,
+    /// What the run produced besides its text (see [`Delivery::result`]): kept with the
+    /// outcome, so a sender woken by it reads it.
+    pub result: Option<Value>,
     /// When.
     pub at_ms: i64,
 }
@@ -560,6 +578,7 @@ impl DeliveryChange {
             reply: None,
             model: None,
             notify: None,
+            result: None,
             at_ms,
         }
     }
@@ -618,6 +637,31 @@ mod tests {
         let d = store.delivery("r1").await.unwrap().unwrap();
         let out: Vec<&str> = d.artifacts_out.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(out, ["made.json", "earlier.json"]);
+    }
+
+    /// The same text is looked up by its hash's index, not by scanning the sender's sends to
+    /// the target in the window (what it cost: BENCHMARKS.md, issue 23).
+    #[tokio::test]
+    async fn the_same_text_is_an_index_look_up() {
+        let db = testing::TestDb::sqlite();
+        let store = db.open().await;
+        let plan = store
+            .sqlite_read(|c| {
+                let sql = format!("EXPLAIN QUERY PLAN {SELECT} {SAME_TEXT}");
+                let mut stmt = c.prepare(&sql)?;
+                let rows = stmt.query_map(["a", "s", "0", "hi", "1"], |r| r.get::<_, String>(3))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await
+            .unwrap()
+            .join("; ");
+        assert!(
+            plan.contains(
+                "USING INDEX deliveries_same_text (sender=? AND target_session=? AND \
+                 message_hash=? AND created_ms>?)"
+            ),
+            "{plan}"
+        );
     }
 
     #[tokio::test]

@@ -162,14 +162,13 @@ pub(super) fn push(
             entry.ts_ms,
         ],
     )?;
-    db.execute(
-        "DELETE FROM history WHERE chat_key = ?1 AND id <= coalesce(
-            (SELECT id FROM history WHERE chat_key = ?1
-             ORDER BY id DESC LIMIT 1 OFFSET ?2), 0)",
-        args![chat_key, to_sql_limit(limit)],
-    )?;
+    db.execute(TRIM, args![chat_key, to_sql_limit(limit)])?;
     Ok(())
 }
+
+/// Keeps the newest `?2` entries of chat `?1`.
+const TRIM: &str = "DELETE FROM history WHERE chat_key = ?1 AND id <= coalesce(
+    (SELECT id FROM history WHERE chat_key = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2), 0)";
 
 /// A `usize` count as an SQL `LIMIT`/`OFFSET` value.
 fn to_sql_limit(n: usize) -> i64 {
@@ -211,6 +210,36 @@ mod tests {
 
     fn ids(entries: &[HistoryEntry]) -> Vec<&str> {
         entries.iter().map(|e| e.message_id.as_str()).collect()
+    }
+
+    /// Every push trims the buffer: its statement must stay prepared. SQLite re-plans a
+    /// statement whose plan depends on a bound value (a bound `LIMIT` on a sorted query,
+    /// BENCHMARKS.md), at ~140k instructions a time; the trim's `OFFSET ?2` is not one of them.
+    /// The control query shows the counter does count.
+    #[tokio::test]
+    async fn the_trim_after_each_push_is_prepared_once() {
+        let store = testing::TestDb::sqlite().open().await;
+        let (trim, control) = store
+            .sqlite_write(|conn| {
+                let replan =
+                    "SELECT text FROM history WHERE chat_key = ?1 ORDER BY id DESC LIMIT ?2";
+                for n in 0..4 {
+                    let entry = msg(&format!("m{n}"), "U1");
+                    push(Db::Sqlite(conn), C1.as_str(), &entry, 2)?;
+                    let mut control = conn.prepare_cached(replan)?;
+                    control
+                        .query_map((C1.as_str(), 5), |r| r.get::<_, String>(0))?
+                        .for_each(drop);
+                }
+                let trim = conn.prepare_cached(TRIM)?;
+                let control = conn.prepare_cached(replan)?;
+                let reprepared = rusqlite::StatementStatus::RePrepare;
+                Ok((trim.get_status(reprepared), control.get_status(reprepared)))
+            })
+            .await
+            .unwrap();
+        assert!(control > 0, "the control query was never re-prepared");
+        assert_eq!(trim, 0);
     }
 
     #[tokio::test]

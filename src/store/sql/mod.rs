@@ -115,12 +115,13 @@ impl<'c> Db<'c> {
     }
 
     /// Runs one parameterless statement of transaction control (`BEGIN`, `SAVEPOINT job`, ...),
-    /// around every job: from SQLite's statement cache, where parsing it each time cost more
-    /// than many jobs (BENCHMARKS.md); as one simple query on PostgreSQL.
+    /// around every job: prepared once per connection on both engines (SQLite's statement
+    /// cache, where parsing it each time cost more than many jobs, BENCHMARKS.md; PostgreSQL's
+    /// statements, so the server does not parse it for every job either).
     pub(crate) fn execute_cached(self, sql: &str) -> Result<(), DbError> {
         match self {
             Db::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute([]).map(drop)?),
-            Db::Postgres(conn) => conn.execute_batch(sql),
+            Db::Postgres(conn) => conn.execute(sql, &[]).map(drop),
         }
     }
 

@@ -1,0 +1,127 @@
+//! Idle memory of the `baton` binary with one Slack (Socket Mode), one Discord and one Feishu
+//! (websocket) account, each connected to its fake on 127.0.0.1: the process is started, every
+//! account is waited for until `/api/roster` says `connected`, it sits idle, and its
+//! `/proc/<pid>/status` is printed. A measurement for BENCHMARKS.md, never asserted (it depends
+//! on the build profile and the allocator's mood), so it is ignored unless asked for:
+//!
+//! ```sh
+//! cargo build --release --bin baton
+//! BATON_RSS_BIN=target/release/baton cargo test --test idle_rss -- --ignored --nocapture
+//! ```
+//!
+//! `BATON_RSS_IDLE_SECONDS` (default 3) is how long it sits idle; any other environment (say
+//! `MALLOC_ARENA_MAX`, `TOKIO_WORKER_THREADS`) is passed through, to try a lever without a build.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::fake_discord::FakeDiscord;
+use support::fake_feishu::FakeFeishu;
+use support::fake_slack::FakeSlack;
+use support::process::{Running, START_DEADLINE, eventually};
+use tokio::process::Command;
+
+const CAID: &str = "100000000000000002";
+
+/// The three accounts, on the fakes, each with an echo bot of its own.
+fn config(slack: &FakeSlack, discord: &FakeDiscord, feishu: &FakeFeishu) -> String {
+    format!(
+        "[gateway]\ndrain_seconds = 1\n\n\
+         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
+         [[bots]]\nid = \"snark\"\nbackend = \"echo\"\n\n\
+         [[bots]]\nid = \"caid\"\nbackend = \"echo\"\n\n\
+         [[bots]]\nid = \"lark\"\nbackend = \"echo\"\n\n\
+         [[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"socket\"\n\
+         app_token_env = \"APP\"\nbot_token_env = \"BOT\"\napi_url = \"{}\"\n\n\
+         [[accounts]]\nbot = \"caid\"\nplatform = \"discord\"\nbot_token_env = \"DISCORD\"\n\
+         application_id = \"{CAID}\"\napi_url = \"{}\"\n\n\
+         [[accounts]]\nbot = \"lark\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
+         app_id = \"cli_lark\"\napp_secret_env = \"SECRET\"\napi_url = \"{}\"\n",
+        slack.api_url, discord.api_url, feishu.api_url
+    )
+}
+
+/// The lines of `/proc/<pid>/status` this measurement is about.
+fn memory_of(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .filter(|l| {
+            ["VmRSS", "RssAnon", "RssFile", "VmHWM", "Threads"]
+                .iter()
+                .any(|k| l.starts_with(k))
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[tokio::test]
+#[ignore = "a measurement for BENCHMARKS.md: run it with --ignored on a release binary"]
+async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
+    let slack = FakeSlack::start().await;
+    slack.app("snark", "U_SNARK");
+    let discord = FakeDiscord::start().await;
+    discord.bot("token-caid", CAID, "caid");
+    let feishu = FakeFeishu::start().await;
+    feishu.app("lark", "ou_lark_self");
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("baton.toml");
+    std::fs::write(&config_path, config(&slack, &discord, &feishu)).unwrap();
+
+    let bin = std::env::var("BATON_RSS_BIN").unwrap_or_else(|_| support::process::BATON.into());
+    let mut cmd = Command::new(&bin);
+    cmd.current_dir(dir.path())
+        .env_remove("BATON_CONFIG")
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "warn")
+        .env("APP", "xapp-snark")
+        .env("BOT", "xoxb-snark")
+        .env("DISCORD", "token-caid")
+        .env("SECRET", "secret-lark")
+        .arg("run")
+        .arg("--config")
+        .arg(&config_path)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--database")
+        .arg(dir.path().join("baton.db"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let (gateway, out) = Running::spawn(cmd);
+    let base = gateway.base_url(out).await;
+
+    let http = reqwest::Client::new();
+    eventually(START_DEADLINE, "every account connected", || async {
+        let roster: Value = http
+            .get(format!("{base}/api/roster"))
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let states: Vec<String> = roster["bots"]
+            .as_array()?
+            .iter()
+            .flat_map(|b| b["accounts"].as_array().cloned().unwrap_or_default())
+            .map(|a| a["state"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        (states.len() == 3 && states.iter().all(|s| s == "connected")).then_some(())
+    })
+    .await;
+    let idle: u64 = std::env::var("BATON_RSS_IDLE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    // Not a synchronisation: the measurement is of a gateway that has sat idle this long.
+    tokio::time::sleep(Duration::from_secs(idle)).await;
+    println!(
+        "## idle, Slack + Discord + Feishu accounts connected to the fakes, {idle}s: {} ({bin})",
+        memory_of(gateway.pid)
+    );
+}
