@@ -61,6 +61,7 @@ mod reply_files;
 mod schedule;
 mod sends;
 mod session_locks;
+mod session_wakes;
 mod sessions;
 mod sql;
 #[cfg(test)]
@@ -104,6 +105,7 @@ pub use reply_files::Attached;
 pub use schedule::{LastDelivered, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;
+pub use session_wakes::LeftWake;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
