@@ -219,12 +219,12 @@ async fn a_late_reply_from_b_reaches_the_senders_session_on_a() {
             row["notify"].as_str(),
             row["runner"].as_str()
         ),
-        (Some("delivered"), Some("done"), Some("baton-a")),
-        "ran on b, pushed by asker's home a: {row}"
+        (Some("delivered"), Some("done"), Some("baton-b")),
+        "ran on b, its late reply pushed to asker's session: {row}"
     );
     assert!(
         pair.b.said_by("room", "asker").await.is_empty(),
-        "nothing was pushed from b"
+        "asker's woken turn ran on its home a, not on b"
     );
     pair.stop().await;
 }
@@ -264,7 +264,8 @@ async fn two_turns_of_one_session_on_two_instances_never_overlap() {
 }
 
 /// An answer to asker's question, received by b (a human answering in the chat through b's
-/// local room), wakes asker: the question is answered on record and asker's turn hears it.
+/// local room), wakes asker on its home a: the question is answered on record, asker's turn
+/// hears it and answers into a's room (each instance's local rooms are its own).
 #[tokio::test]
 async fn an_escalation_answer_received_on_b_wakes_the_asker() {
     let model = FakeOpenAi::start().await;
@@ -287,6 +288,18 @@ async fn an_escalation_answer_received_on_b_wakes_the_asker() {
     .await;
     let woke = model.woken_by("asker");
     assert!(woke[2].contains("eu-west"), "{woke:?}");
+    until("asker's answer is posted in a's room", async || {
+        pair.a
+            .said_by("room", "asker")
+            .await
+            .iter()
+            .any(|m| m["text"] == "deploying to eu-west")
+    })
+    .await;
+    assert!(
+        pair.b.said_by("room", "asker").await.is_empty(),
+        "the woken turn ran on a, not on b, which received the answer"
+    );
     let answered = pair
         .a
         .gateway

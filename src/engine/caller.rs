@@ -5,8 +5,9 @@
 use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
-/// Who is calling a tool, and in what turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who is calling a tool, and in what turn. Serialized with a session's wake handed to another
+/// instance (`relay/wake.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Caller {
     /// The calling bot's id.
     pub bot: BotId,

@@ -1,8 +1,8 @@
 //! The turn kernel, below every flow that takes turns (the pipeline, `sessions_send`, chains,
 //! schedules, escalations): the service handle they share ([`Services`]), one session turn
-//! (`session_turn.rs`: record the session, open the run's journal, wait for the lane, take the
-//! turn, post what it says), one `say` for lines posted through a bot's account that are not
-//! its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`; the
+//! (`session_turn.rs`: record the session, open the run's journal, wait for the lane and for the
+//! session's lock across instances in `session_lock.rs`, take the turn, post what it says),
+//! one `say` for lines posted through a bot's account that are not its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`; the
 //! artifacts its message names, in `artifact_lines.rs`), who a turn calls tools as
 //! ([`Caller`]), the files a turn attaches to its reply (`reply_files.rs`), the gateway's own
 //! lines that must wake no bot (`own_notices.rs`), the senders waiting for a `sessions_send` run

@@ -46,8 +46,9 @@ use crate::store::{Delivery, DeliveryState, NewDelivery, Origin};
 /// A message for a session that did not come from its chat: another bot's late reply, a human's
 /// answer to an escalation, an approval decision. It wakes the session's bot for a turn on the
 /// nested lane (after whatever turn the session is running); the bot's reply is posted to the
-/// session's chat when the session has one.
-#[derive(Debug, Clone)]
+/// session's chat when the session has one. Kept as JSON while it is handed to another
+/// instance (`wake.rs`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SessionMessage {
     /// The session to wake.
     pub session: SessionKey,
@@ -69,12 +70,12 @@ pub struct SessionMessage {
 }
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown
-/// drains it).
+/// drains it), on the home instance of the session's bot (`home.rs`): here, or handed to it.
 pub fn post_to_session(shared: &Arc<Services>, message: SessionMessage) {
     let task_shared = Arc::clone(shared);
     shared
         .tasks()
-        .spawn(async move { wake::run(&task_shared, message).await });
+        .spawn(async move { wake::on_home(&task_shared, message).await });
 }
 
 /// What a bot is given when another bot speaks to it.

@@ -1,7 +1,7 @@
 //! Deliveries nobody is working on any more, picked up: at start, those the last process under
 //! this instance's id left (and those of instances that are gone); while running, those of an
 //! instance that just stopped renewing (killed, cut off), and those handed to this instance as
-//! the target's home ([`serve`]). Each is claimed first (one conditional update on its runner),
+//! the target's home ([`serve`]); the same for session wakes (`wake.rs`). Each is claimed first (one conditional update on its runner),
 //! so exactly one instance resumes it. Nothing is dropped without a record.
 //!
 //! A delivery still *queued* never started, so it is simply run now. One that was *running* may
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::home::{Home, home_of};
 use super::run::{self, push_run_id};
 use super::send::start;
+use super::wake;
 use crate::engine::RunResult;
 use crate::engine::Services;
 use crate::store::{Delivery, DeliveryState, EntryKind, Notice, Notify, StoreError, Topic};
@@ -33,8 +34,11 @@ pub async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, Sto
         .await?;
     let mut claimed = 0;
     for d in &open {
-        // Handed to a live home (the target's, or the sender's for a push): it takes it.
-        if d.runner.is_none() && home_of(shared, whose(d)).await != Home::Here {
+        // Handed to the target's live home: it takes it.
+        if d.runner.is_none()
+            && d.state == DeliveryState::Queued
+            && home_of(shared, &d.target).await != Home::Here
+        {
             continue;
         }
         if !shared
@@ -47,16 +51,32 @@ pub async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, Sto
         claimed += 1;
         resume(shared, d, startup).await?;
     }
-    Ok(claimed)
+    Ok(claimed + wakes(shared, startup).await?)
 }
 
-/// The bot whose home works on `d` next: the target's runs it, the sender's pushes its outcome.
-fn whose(d: &Delivery) -> &crate::bot_id::BotId {
-    if d.state.is_settled() {
-        &d.sender
-    } else {
-        &d.target
+/// The session wakes nobody is working on (see [`recover`]), run here when this instance is
+/// the home of their session's bot or their runner is gone. Returns how many it took.
+async fn wakes(shared: &Arc<Services>, startup: bool) -> Result<usize, StoreError> {
+    let lease_ms = i64::try_from(shared.lease().as_millis()).unwrap_or(i64::MAX);
+    let left = shared
+        .store()
+        .wakes_left(shared.instance(), startup, lease_ms)
+        .await?;
+    let mut taken = 0;
+    for wake in left {
+        if wake.runner.is_none() {
+            let here = match wake.bot.parse() {
+                Ok(bot) => home_of(shared, &bot).await == Home::Here,
+                Err(_) => true,
+            };
+            if !here {
+                continue;
+            }
+        }
+        wake::take_up(shared, &wake.id, wake.runner.as_deref()).await;
+        taken += 1;
     }
+    Ok(taken)
 }
 
 /// Resume `d`, claimed by this instance.
@@ -114,6 +134,12 @@ pub async fn serve(
                     take_up(&shared, &key).await;
                     false
                 }
+                Notice::Changed { topic: Topic::Wake, .. } => {
+                    if let Err(err) = wakes(&shared, false).await {
+                        tracing::error!(%err, "could not look for session wakes handed to this instance");
+                    }
+                    false
+                }
                 Notice::Changed { .. } => false,
                 Notice::Missed => true,
             },
@@ -139,34 +165,29 @@ pub async fn serve(
     }
 }
 
-/// A delivery handed over: claimed here if this instance is the home it was handed to, then
-/// run (queued) or its outcome pushed (settled).
+/// A delivery handed over: claimed and run here if this instance is its target's home.
 async fn take_up(shared: &Arc<Services>, run_id: &str) {
-    let handed = |d: &Delivery| {
-        d.runner.is_none() && (d.state == DeliveryState::Queued || d.notify == Notify::Pending)
-    };
     let d = match shared.store().delivery(run_id).await {
-        Ok(Some(d)) if handed(&d) => d,
+        Ok(Some(d)) if d.state == DeliveryState::Queued && d.runner.is_none() => d,
         Ok(_) => return,
         Err(err) => {
             tracing::error!(run = run_id, %err, "could not read a delivery handed to this instance");
             return;
         }
     };
-    if home_of(shared, whose(&d)).await != Home::Here {
+    if home_of(shared, &d.target).await != Home::Here {
         return;
     }
-    let claimed = shared
+    match shared
         .store()
         .delivery_claim(run_id, None, Some(shared.instance()))
-        .await;
-    let resumed = match claimed {
-        Ok(true) => resume(shared, &d, false).await,
-        Ok(false) => Ok(()),
-        Err(err) => Err(err),
-    };
-    if let Err(err) = resumed {
-        tracing::error!(run = run_id, %err, "could not take up a delivery handed to this instance");
+        .await
+    {
+        Ok(true) => start(shared, &d),
+        Ok(false) => {}
+        Err(err) => {
+            tracing::error!(run = run_id, %err, "could not claim a delivery handed to this instance")
+        }
     }
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::handoff::{self, Report};
-use super::home::{Home, home_of};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
@@ -17,7 +16,7 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
 use crate::roster::Bot;
-use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, Topic};
+use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
 use crate::turn::Usage;
 
 /// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
@@ -218,30 +217,9 @@ pub(super) async fn settle(
     };
     moved(shared, d, state, reason.as_deref(), model.as_deref());
     if notify == Notify::Pending {
-        push_from_home(shared, d, &result).await;
+        push(shared, d, &result).await;
     } else if let RunResult::Answered { reply, .. } = &result {
         ping_pong::start(shared, d, reply);
-    }
-}
-
-/// [`push`], on the sender bot's home instance: here, or handed on to it (announced; it claims
-/// the delivery and pushes). Should handing on fail, it is pushed here: late, never lost.
-async fn push_from_home(shared: &Arc<Services>, d: &Delivery, result: &RunResult) {
-    let Home::There(home) = home_of(shared, &d.sender).await else {
-        return push(shared, d, result).await;
-    };
-    let store = shared.store();
-    let handed = match store
-        .delivery_claim(&d.run_id, Some(shared.instance()), None)
-        .await
-    {
-        Ok(true) => store.announce(Topic::Handed, &d.run_id).await,
-        Ok(false) => return,
-        Err(err) => Err(err),
-    };
-    if let Err(err) = handed {
-        tracing::warn!(run = %d.run_id, %home, %err, "could not hand the late reply to the sender's home instance; pushing it from here");
-        push(shared, d, result).await;
     }
 }
 

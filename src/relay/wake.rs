@@ -2,12 +2,18 @@
 //! on the nested lane, and its reply goes to the session's chat, so the people who asked see
 //! the late answer, streamed in like any chat reply. Sessions with no chat (bot backchannels) keep the reply in the transcript;
 //! sessions of MCP clients only record the message, since no backend stands behind them.
+//!
+//! It is woken on the home instance of the session's bot (`home.rs`), where its socket is: a
+//! message arriving elsewhere (an answer to its question received through another bot's
+//! socket, a late reply from a run on another instance) is kept in the store and handed over
+//! ([`on_home`]); the home claims it, wakes the session and deletes it ([`take_up`]).
 
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::SessionMessage;
+use super::home::{Home, home_of};
 use crate::deliver::Target;
 use crate::engine::{
     Attached, ChatReply, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
@@ -15,6 +21,56 @@ use crate::engine::{
 };
 use crate::lanes::Lane;
 use crate::store::{EntryKind, Notify};
+
+/// Wake the session here if this instance is its bot's home, else hand the message to the home.
+/// Should handing it over fail, it is woken here: a reply from the wrong instance beats none.
+pub(super) async fn on_home(shared: &Arc<Services>, message: SessionMessage) {
+    let bot = message.session.bot.clone();
+    let Home::There(home) = home_of(shared, &bot).await else {
+        return run(shared, message).await;
+    };
+    let id = format!("wake_{}", uuid::Uuid::new_v4().simple());
+    let handed = match serde_json::to_string(&message) {
+        Ok(json) => shared
+            .store()
+            .wake_hand(&id, bot.as_str(), json, crate::mirror::now_ms())
+            .await
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match handed {
+        Ok(()) => {
+            tracing::debug!(session = %message.session, %home, "session wake handed to its bot's home instance")
+        }
+        Err(err) => {
+            tracing::warn!(session = %message.session, %home, %err, "could not hand the session's wake to its bot's home instance; waking it here");
+            run(shared, message).await;
+        }
+    }
+}
+
+/// Wake `id`, handed to this instance (or left by `from`, an instance that is gone): claimed,
+/// so exactly one instance runs it, then run and deleted.
+pub(super) async fn take_up(shared: &Arc<Services>, id: &str, from: Option<&str>) {
+    let store = shared.store();
+    let message = match store.wake_claim(id, from, shared.instance()).await {
+        Ok(Some(json)) => json,
+        Ok(None) => return,
+        Err(err) => {
+            tracing::error!(wake = id, %err, "could not claim a session wake handed to this instance");
+            return;
+        }
+    };
+    match serde_json::from_str::<SessionMessage>(&message) {
+        Ok(message) => run(shared, message).await,
+        Err(err) => {
+            tracing::error!(wake = id, %err, "a session wake on record is not a message this baton reads; dropped")
+        }
+    }
+    if let Err(err) = store.wake_done(id).await {
+        tracing::error!(wake = id, %err, "could not delete a session wake that ran");
+    }
+}
 
 /// Run the woken turn and deliver what it says.
 pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {

@@ -65,6 +65,7 @@ mod reply_files;
 mod schedule;
 mod sends;
 mod session_locks;
+mod session_wakes;
 mod sessions;
 mod sql;
 #[cfg(test)]
@@ -109,6 +110,7 @@ pub use reply_files::Attached;
 pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;
+pub use session_wakes::LeftWake;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};

@@ -45,10 +45,10 @@ stored_name! {
         Handed = "handed",
         /// A session's lock (key: the lock's name) was let go.
         SessionFree = "session_free",
-        /// An escalation (key: its id) was answered or decided.
-        Escalation = "escalation",
         /// A chat's settings (key: its chat key) were changed by an admin command.
         ChatSettings = "chat_settings",
+        /// A message for a session of a bot (key: the bot's id) was handed to its home instance.
+        Wake = "wake",
     }
 }
 

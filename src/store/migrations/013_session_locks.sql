@@ -12,3 +12,13 @@ CREATE TABLE session_locks (
     expires_ms INTEGER NOT NULL
 );
 ALTER TABLE deliveries ADD COLUMN runner TEXT;
+-- session_wakes: a message for a session (an escalation's answer, a late reply) handed to the
+-- home instance of the session's bot, as JSON: one instance claims it (runner), wakes the
+-- session and deletes the row. A row whose runner is gone is claimed again.
+CREATE TABLE session_wakes (
+    id         TEXT    PRIMARY KEY,
+    bot        TEXT    NOT NULL,
+    message    TEXT    NOT NULL,
+    runner     TEXT,
+    created_ms INTEGER NOT NULL
+);
