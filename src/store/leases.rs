@@ -85,7 +85,8 @@ const STATUS_HELD: [&str; 2] = with_clock!(
     " ORDER BY holder, platform, account"
 );
 
-fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
+/// The text of `text` for `db`'s engine.
+pub(super) fn sql(db: Db<'_>, text: [&'static str; 2]) -> &'static str {
     match db.engine() {
         Engine::Sqlite => text[0],
         Engine::Postgres => text[1],
