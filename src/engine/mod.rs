@@ -40,6 +40,8 @@ pub use services::{BindTools, Services};
 pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
 pub use taps::{Tap, Taps};
 pub(crate) use turn::{Heard, History, Recall, TurnEnd, TurnFailure, TurnPlan};
-pub(crate) use typing::{left_up as typing_left_up, take_down as take_down_typing};
+pub(crate) use typing::{
+    left_up as typing_left_up, sweep as sweep_typing, take_down as take_down_typing,
+};
 pub(crate) use waiters::Waited;
 pub use waiters::{RunResult, Waiters};

@@ -12,6 +12,11 @@
 //! posts or after a while). So every indicator is on record in the store from before it is put
 //! up until it is taken away, and the next start takes away whatever is still on record
 //! ([`left_up`], [`take_down`]).
+//!
+//! With several instances on one database, each row names the instance that put it up, and
+//! only rows nobody alive owns are taken down: at a start, the starting instance's own (its
+//! previous run's) and those of instances that stopped renewing; and once a minute
+//! ([`sweep`]), a dead instance's, by whichever live instance claims them first.
 
 use std::sync::Arc;
 
@@ -33,9 +38,10 @@ impl Typing {
     pub(crate) fn start(services: &Services, adapter: Arc<dyn Adapter>, at: TypingTarget) -> Self {
         let stop = CancellationToken::new();
         let store = services.store().clone();
+        let owner = instance(services);
         let task = services
             .tasks()
-            .spawn(show(store, adapter, at, stop.clone()));
+            .spawn(show(store, owner, adapter, at, stop.clone()));
         Self {
             stop,
             task: Some(task),
@@ -61,7 +67,13 @@ impl Drop for Typing {
 /// Show, renew and take away the indicator, on record from before it is put up until it is gone.
 /// Starting is never cut short: an indicator that was being put up when the turn ended is taken
 /// away after it is up.
-async fn show(store: Store, adapter: Arc<dyn Adapter>, at: TypingTarget, stop: CancellationToken) {
+async fn show(
+    store: Store,
+    owner: String,
+    adapter: Arc<dyn Adapter>,
+    at: TypingTarget,
+    stop: CancellationToken,
+) {
     let record = OpenTyping {
         id: 0,
         platform: adapter.platform().to_string(),
@@ -70,6 +82,7 @@ async fn show(store: Store, adapter: Arc<dyn Adapter>, at: TypingTarget, stop: C
         thread: at.thread.as_ref().map(ToString::to_string),
         message: at.message.to_string(),
         handle: None,
+        owner,
     };
     let row = match store.typing_opened(record, now_ms()).await {
         Ok(row) => row,
@@ -122,10 +135,42 @@ async fn closed(store: &Store, row: i64) {
     }
 }
 
-/// The typing indicators an earlier run left up (it was killed mid-turn). Read at start, before
+/// This instance's id, the owner of the indicators it puts up.
+fn instance(services: &Services) -> String {
+    services
+        .config()
+        .cluster
+        .instance_id
+        .clone()
+        .unwrap_or_else(crate::cluster::default_instance_id)
+}
+
+/// The typing indicators an earlier run left up (it was killed mid-turn), this instance's own
+/// and those of instances that are gone; they are this instance's now. Taken at start, before
 /// any turn can put one up.
 pub(crate) async fn left_up(services: &Services) -> Result<Vec<OpenTyping>, StoreError> {
-    services.store().typing_left().await
+    take_over(services, true).await
+}
+
+/// Take away the indicators of instances that died since (once a minute, from the gateway's
+/// maintenance): a live instance's are left alone, its own included.
+pub(crate) async fn sweep(services: Arc<Services>) {
+    match take_over(&services, false).await {
+        Ok(left) if left.is_empty() => {}
+        Ok(left) => take_down(services, left).await,
+        Err(err) => {
+            tracing::warn!(%err, "could not look for typing indicators left by a stopped instance")
+        }
+    }
+}
+
+async fn take_over(services: &Services, start: bool) -> Result<Vec<OpenTyping>, StoreError> {
+    let lease = services.config().cluster.lease_seconds.saturating_mul(1000);
+    let lease_ms = i64::try_from(lease).unwrap_or(i64::MAX);
+    services
+        .store()
+        .typing_take_over(&instance(services), lease_ms, start)
+        .await
 }
 
 /// Take away the indicators `left` up by an earlier run. One that cannot be taken away now
@@ -142,7 +187,7 @@ pub(crate) async fn take_down(services: Arc<Services>, left: Vec<OpenTyping>) {
             tracing::warn!(
                 platform = row.platform,
                 account = row.account,
-                "a typing indicator left up by the last run belongs to an account no longer configured; forgotten"
+                "a typing indicator left up by a stopped run belongs to an account no longer configured; forgotten"
             );
             closed(services.store(), row.id).await;
             continue;
@@ -162,12 +207,12 @@ pub(crate) async fn take_down(services: Arc<Services>, left: Vec<OpenTyping>) {
                     platform = row.platform,
                     account = row.account,
                     message = row.message,
-                    "took away a typing indicator the last run left up"
+                    "took away a typing indicator a stopped run left up"
                 );
                 closed(services.store(), row.id).await;
             }
             Err(err) => {
-                tracing::warn!(platform = row.platform, %err, "could not take away a typing indicator the last run left up; trying again at the next start")
+                tracing::warn!(platform = row.platform, %err, "could not take away a typing indicator a stopped run left up; trying again at the next start")
             }
         }
     }

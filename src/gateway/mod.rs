@@ -453,6 +453,7 @@ async fn maintenance(shared: Arc<Services>, retention: Retention, stop: Cancella
         shared.guards().retain_recent();
         shared.notices().retain_recent();
         shared.busy_notices().retain_recent();
+        crate::engine::sweep_typing(Arc::clone(&shared)).await;
         if ticks.is_multiple_of(60) {
             if let Err(err) = shared.store().purge_expired(now_ms()).await {
                 tracing::warn!(%err, "could not purge expired dedupe records");

@@ -53,6 +53,7 @@ mod escalations;
 mod health;
 mod history;
 mod inbox;
+#[macro_use]
 mod leases;
 mod lock;
 mod migrate;
