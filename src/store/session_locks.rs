@@ -12,7 +12,7 @@
 //!
 //! SQLite: one instance, whose lane already orders every turn: nothing is written.
 
-use super::leases::{now_ms, sql, with_clock};
+use super::leases::sql;
 use super::notices::Topic;
 use super::sql::{Engine, args};
 use super::{Store, StoreError};
