@@ -9,10 +9,10 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
 use support::fake_openai::FakeOpenAi;
 use support::fake_slack::FakeSlack;
-use support::gateway::{DEADLINE, TestGateway};
+use support::gateway::TestGateway;
+use support::instances::{held, until};
 use support::process::{baton, output, show};
 
 /// snark on a Slack socket, caid on Slack's Events API; leases of 3 s (the shortest).
@@ -42,38 +42,6 @@ fn env(name: &str) -> Option<String> {
         "SIGNING_SECRET" => "8f742231b10e8888abcd99yyyzzz85a5".to_owned(),
         _ => return None,
     })
-}
-
-/// The accounts each instance holds, as `/api/cluster` lists them.
-fn held(cluster: &Value) -> Vec<(String, Vec<String>)> {
-    cluster["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| {
-            let accounts = i["accounts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| {
-                    format!(
-                        "{}/{}",
-                        a["platform"].as_str().unwrap(),
-                        a["account"].as_str().unwrap()
-                    )
-                })
-                .collect();
-            (i["id"].as_str().unwrap().to_owned(), accounts)
-        })
-        .collect()
-}
-
-async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A lease row written straight into the database file, as another instance's would be.

@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
 use support::fake_slack::FakeSlack;
-use support::gateway::{DEADLINE, TestGateway, temp_db};
+use support::gateway::{TestGateway, temp_db};
+use support::instances::{held, until};
 use support::postgres::{URL_ENV, database};
 
 const ASKER_ROOM: &str = "bot:asker:local:asker:room";
@@ -90,38 +91,6 @@ impl Pair {
 
     async fn stop(self) {
         tokio::join!(self.a.stop(), self.b.stop());
-    }
-}
-
-/// The accounts each instance holds, as `/api/cluster` lists them.
-fn held(cluster: &Value) -> Vec<(String, Vec<String>)> {
-    cluster["instances"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| {
-            let accounts = i["accounts"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| {
-                    format!(
-                        "{}/{}",
-                        a["platform"].as_str().unwrap(),
-                        a["account"].as_str().unwrap()
-                    )
-                })
-                .collect();
-            (i["id"].as_str().unwrap().to_owned(), accounts)
-        })
-        .collect()
-}
-
-async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

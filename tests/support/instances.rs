@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::fake_slack::{FakeSlack, event_body};
+use super::gateway::DEADLINE;
 use super::postgres::{URL_ENV, database};
 use super::process::{Running, baton};
 
@@ -185,4 +186,37 @@ pub fn mention(app: &str, n: usize) -> Value {
 /// The text of message `n`; its answer ends with it.
 pub fn job(n: usize) -> String {
     format!("job {n}")
+}
+
+/// The accounts each instance holds, as `/api/cluster` lists them.
+pub fn held(cluster: &Value) -> Vec<(String, Vec<String>)> {
+    cluster["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let accounts = i["accounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    format!(
+                        "{}/{}",
+                        a["platform"].as_str().unwrap(),
+                        a["account"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            (i["id"].as_str().unwrap().to_owned(), accounts)
+        })
+        .collect()
+}
+
+/// Waits until `cond` holds, failing with `what` after the test deadline.
+pub async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !cond().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
