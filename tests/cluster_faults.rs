@@ -17,11 +17,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use baton::store::{EntryKind, Store};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use support::fake_openai::FakeOpenAi;
 use support::fake_slack::FakeSlack;
 use support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
-use support::process::eventually;
+use support::process::{eventually, fault_rng};
 
 /// The accounts, one bot each.
 const APPS: [&str; 2] = ["snark", "caid"];
@@ -93,12 +93,7 @@ async fn registration_ran_out(store: &Store, id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_once() {
-    let seed = std::env::var("BATON_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
-    println!("BATON_FAULT_SEED={seed}");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (seed, mut rng) = fault_rng();
 
     let slack = FakeSlack::start().await;
     for app in APPS {

@@ -22,12 +22,14 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
 use support::fake_slack::{FakeSlack, event_body, signed_headers, unix_now};
 use support::gateway::{TestGateway, config_text, temp_db};
-use support::process::{EXIT_DEADLINE, Running, START_DEADLINE, STEP_DEADLINE, baton, eventually};
+use support::process::{
+    EXIT_DEADLINE, Running, START_DEADLINE, STEP_DEADLINE, baton, eventually, fault_rng,
+};
 
 const SECRET: &str = "fault-signing-secret";
 /// How many times the gateway is killed.
@@ -167,12 +169,7 @@ fn count(db: &Path, sql: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_twenty_times_answers_every_message_once_or_records_its_failure() {
-    let seed = std::env::var("BATON_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
-    println!("BATON_FAULT_SEED={seed}");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (seed, mut rng) = fault_rng();
 
     let slack = FakeSlack::start().await;
     slack.app("snark", "U_SNARK");

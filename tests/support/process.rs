@@ -193,3 +193,16 @@ where
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// The fault tests' random choices (kill points, which instance dies): seeded from
+/// `BATON_FAULT_SEED` when it is set, to replay a failure, else at random. The seed is printed,
+/// and returned for the test's failure messages.
+pub fn fault_rng() -> (u64, rand::rngs::StdRng) {
+    use rand::SeedableRng;
+    let seed = std::env::var("BATON_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    println!("BATON_FAULT_SEED={seed}");
+    (seed, rand::rngs::StdRng::seed_from_u64(seed))
+}
