@@ -396,6 +396,15 @@ mod tests {
     use super::*;
     use crate::store::testing;
 
+    /// Which of `accounts` instance `id` holds after one round that releases nothing.
+    async fn round(store: &Store, id: &str, accounts: Vec<LeaseKey>, lease_ms: i64) -> Vec<bool> {
+        store
+            .lease_round(id, accounts, vec![], lease_ms)
+            .await
+            .unwrap()
+            .held
+    }
+
     fn slack(account: &str) -> LeaseKey {
         LeaseKey {
             platform: "slack".into(),
@@ -436,28 +445,10 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             let key = || vec![slack("acct")];
+            assert_eq!(round(&store, "a", key(), 60_000).await, [true]);
+            assert_eq!(round(&store, "a", key(), 60_000).await, [true]);
             assert_eq!(
-                store
-                    .lease_round("a", key(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held,
-                [true]
-            );
-            assert_eq!(
-                store
-                    .lease_round("a", key(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held,
-                [true]
-            );
-            assert_eq!(
-                store
-                    .lease_round("b", key(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held,
+                round(&store, "b", key(), 60_000).await,
                 [false],
                 "{}: held and renewed by a",
                 db.engine()
@@ -465,31 +456,11 @@ mod tests {
             // A short lease that a stops renewing: b takes it once it has expired, not before.
             // Before the renewal is sent: the database dates the lease later than this.
             let renewed = Instant::now();
-            assert_eq!(
-                store
-                    .lease_round("a", key(), vec![], 300)
-                    .await
-                    .unwrap()
-                    .held,
-                [true]
-            );
-            assert_eq!(
-                store
-                    .lease_round("b", key(), vec![], 300)
-                    .await
-                    .unwrap()
-                    .held,
-                [false]
-            );
+            assert_eq!(round(&store, "a", key(), 300).await, [true]);
+            assert_eq!(round(&store, "b", key(), 300).await, [false]);
             let deadline = renewed + Duration::from_secs(10);
             loop {
-                if store
-                    .lease_round("b", key(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held
-                    == [true]
-                {
+                if round(&store, "b", key(), 60_000).await == [true] {
                     break;
                 }
                 assert!(Instant::now() < deadline, "{}: never expired", db.engine());
@@ -504,11 +475,7 @@ mod tests {
                 db.engine()
             );
             assert_eq!(
-                store
-                    .lease_round("a", key(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held,
+                round(&store, "a", key(), 60_000).await,
                 [false],
                 "{}: the old holder cannot take it back",
                 db.engine()
@@ -522,22 +489,11 @@ mod tests {
             let store = db.open().await;
             store.instance_register("a", "0.1", 60_000).await.unwrap();
             let keys = || vec![slack("one"), slack("two")];
-            assert_eq!(
-                store
-                    .lease_round("a", keys(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held,
-                [true, true]
-            );
+            assert_eq!(round(&store, "a", keys(), 60_000).await, [true, true]);
             store.instance_register("b", "0.1", 60_000).await.unwrap();
             store.lease_release("a").await.unwrap();
             assert_eq!(
-                store
-                    .lease_round("b", keys(), vec![], 60_000)
-                    .await
-                    .unwrap()
-                    .held,
+                round(&store, "b", keys(), 60_000).await,
                 [true, true],
                 "{}",
                 db.engine()
