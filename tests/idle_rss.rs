@@ -1,8 +1,9 @@
 //! Idle memory of the `baton` binary with one Slack (Socket Mode), one Discord and one Feishu
 //! (websocket) account, each connected to its fake on 127.0.0.1: the process is started, every
 //! account is waited for until `/api/roster` says `connected`, it sits idle, and its
-//! `/proc/<pid>/status` is printed. A measurement for BENCHMARKS.md, never asserted (it depends
-//! on the build profile and the allocator's mood), so it is ignored unless asked for:
+//! `/proc/<pid>/status` is printed, with the resident KiB of each mapping (the binary's code,
+//! its relocated data, the libraries, the heap). A measurement for BENCHMARKS.md, never asserted
+//! (it depends on the build profile and the allocator's mood), so it is ignored unless asked for:
 //!
 //! ```sh
 //! cargo build --release --bin baton
@@ -56,6 +57,39 @@ fn memory_of(pid: u32) -> String {
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Resident KiB per mapping of `/proc/<pid>/smaps`, largest first: which part of the binary (its
+/// code, its read-only data, the relocated data) or which library or anonymous region it is.
+fn mappings_of(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).expect("proc smaps");
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    for line in smaps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.first().is_some_and(|f| f.contains('-')) && fields.len() >= 5 {
+            let name = fields.get(5).copied().unwrap_or("[anon]");
+            let name = name.rsplit('/').next().unwrap_or(name);
+            rows.push((0, format!("{name} {}", fields[1])));
+        } else if fields.first() == Some(&"Rss:")
+            && let Some(row) = rows.last_mut()
+        {
+            row.0 += fields[1].parse::<u64>().unwrap_or(0);
+        }
+    }
+    let mut merged: Vec<(u64, String)> = Vec::new();
+    for (kib, name) in rows {
+        match merged.iter_mut().find(|(_, n)| *n == name) {
+            Some(row) => row.0 += kib,
+            None => merged.push((kib, name)),
+        }
+    }
+    merged.sort_by(|a, b| b.0.cmp(&a.0));
+    merged
+        .iter()
+        .take_while(|(kib, _)| *kib >= 64)
+        .map(|(kib, name)| format!("{kib:>6} KiB  {name}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test]
@@ -118,4 +152,5 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
         "## idle, Slack + Discord + Feishu accounts connected to the fakes, {idle}s: {} ({bin})",
         memory_of(gateway.pid)
     );
+    println!("{}", mappings_of(gateway.pid));
 }

@@ -128,6 +128,9 @@ impl Location {
                 // The checkpoint thread does it, so no commit waits for one (`checkpoint.rs`).
                 conn.pragma_update(None, "wal_autocheckpoint", 0)?;
                 conn.pragma_update(None, "journal_size_limit", clamp(wal_limit))?;
+                // After the pragma above, which would replace it: the writer keeps the log
+                // under its bound by its length after each commit.
+                conn.wal_hook(Some(super::checkpoint::record_log_length));
             }
             Ok(conn)
         };

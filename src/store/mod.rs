@@ -201,11 +201,12 @@ impl Store {
             Location::File(path) => {
                 let conn = location.open_checkpointer()?;
                 let one = OneCheckpoint::default();
-                let checkpointer = Checkpointer::spawn(conn, Arc::clone(&one)).map_err(|e| {
-                    StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
-                })?;
+                let (checkpointer, copies) =
+                    Checkpointer::spawn(conn, Arc::clone(&one)).map_err(|e| {
+                        StoreError::Internal(format!("cannot start the checkpoint thread: {e}"))
+                    })?;
                 let file = format!("{path}-wal").into();
-                let bound = WalBound::new(file, options.wal_limit, one, Arc::clone(&gate));
+                let bound = WalBound::new(file, options.wal_limit, one, copies, Arc::clone(&gate));
                 (None, Some(checkpointer), Some(bound))
             }
         };
