@@ -19,6 +19,7 @@
 //! with 10 `/api/events` readers attached, each a process of its own, and with none,
 //! alternating). `BATON_BENCH_EVENTS=N` sets the number of events per throughput run (for
 //! profiling under callgrind),
+//! `BATON_BENCH_ROUND_TRIPS=N` the number of `b2b` round trips (for profiles),
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! `BATON_BENCH_READERS=N` one `events` run with N readers instead of the rounds, and
 //! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
@@ -106,6 +107,9 @@ fn main() {
     if let Some(events) = env_number("BATON_BENCH_EVENTS") {
         sizes.events = events;
         sizes.warmup = sizes.warmup.min(events);
+    }
+    if let Some(trips) = env_number("BATON_BENCH_ROUND_TRIPS") {
+        sizes.round_trips = trips;
     }
     let lanes = env_number("BATON_BENCH_LANES").unwrap_or(4);
     if let Some(seconds) = env_number("BATON_BENCH_SOAK_SECONDS") {

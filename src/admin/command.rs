@@ -212,16 +212,18 @@ fn chain<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, P
 /// Whether a human's message asks to stop the chains of its chat anywhere in it (`... /baton
 /// chain stop ...`): the emergency brake works even when the command is not the whole message.
 pub fn asks_chain_stop(text: &str) -> bool {
-    let words: Vec<String> = text
+    // Every human message passes here, so the words are compared in place, not copied.
+    let mut words = text
         .split_whitespace()
-        .map(|w| {
-            w.trim_matches(|c: char| c == '`' || c == '"')
-                .to_ascii_lowercase()
-        })
-        .collect();
-    words
-        .windows(3)
-        .any(|w| w[0] == "/baton" && w[1] == "chain" && matches!(w[2].as_str(), "stop" | "close"))
+        .map(|w| w.trim_matches(|c: char| c == '`' || c == '"'));
+    let (mut second_last, mut last) = ("", "");
+    words.any(|word| {
+        let asks = second_last.eq_ignore_ascii_case("/baton")
+            && last.eq_ignore_ascii_case("chain")
+            && (word.eq_ignore_ascii_case("stop") || word.eq_ignore_ascii_case("close"));
+        (second_last, last) = (last, word);
+        asks
+    })
 }
 
 /// `ID [note...]`: the first word, and the rest (if any) as one note.
@@ -368,6 +370,8 @@ mod tests {
     fn a_stop_anywhere_in_a_message_is_the_brake() {
         assert!(asks_chain_stop("ok that's enough /baton chain stop please"));
         assert!(asks_chain_stop("`/baton chain close`"));
+        assert!(asks_chain_stop("/BATON Chain STOP"));
+        assert!(!asks_chain_stop("/baton chain"));
         assert!(!asks_chain_stop("/baton chain status"));
         assert!(!asks_chain_stop("stop the chain"));
     }
