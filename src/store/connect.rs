@@ -20,6 +20,13 @@ use super::StoreError;
 /// How long a connection waits for a lock held by another one before giving up.
 pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The page size of a new database file (SQLite's default is 4096). Every commit writes each
+/// page it touched to the WAL whole, and baton's rows are small (a dedupe key, a history line,
+/// an inbox entry), so half-size pages halve what a commit writes and what the checkpoints copy
+/// and sync: measured in BENCHMARKS.md ("Speed work, third session"), with 1024 no better. An
+/// existing database keeps the size it was made with (SQLite ignores the pragma then).
+const NEW_PAGE_SIZE: i64 = 2048;
+
 /// The writer's page cache, in KiB (`cache_size = -N`): SQLite's default of 2 MiB. Nobody
 /// else writes, so its cache stays valid from one batch to the next and keeps the index pages
 /// that inserts land on.
@@ -114,6 +121,8 @@ impl Location {
             let conn = self.open_raw()?;
             conn.busy_timeout(BUSY_TIMEOUT)?;
             conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+            // Before the first write (switching to WAL is one), or it has no effect.
+            conn.pragma_update(None, "page_size", NEW_PAGE_SIZE)?;
             // A memory database answers "memory" here; that is fine.
             let _mode: String =
                 conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))?;
@@ -168,4 +177,35 @@ impl Location {
 /// SQLite takes the limit as a signed 64-bit number.
 fn clamp(bytes: u64) -> i64 {
     i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page_size(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA page_size", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_new_database_gets_half_size_pages_and_an_existing_one_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = Location::parse(dir.path().join("new.db").to_str().unwrap());
+        assert_eq!(
+            page_size(&fresh.open_writer(1 << 20).unwrap()),
+            NEW_PAGE_SIZE
+        );
+
+        // A database made before (SQLite's default 4096) is opened as it is.
+        let old = dir.path().join("old.db");
+        Connection::open(&old)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x)")
+            .unwrap();
+        let old = Location::parse(old.to_str().unwrap());
+        let writer = old.open_writer(1 << 20).unwrap();
+        assert_eq!(page_size(&writer), 4096);
+        writer.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+    }
 }
