@@ -83,7 +83,7 @@ fn mappings_of(pid: u32) -> String {
             None => merged.push((kib, name)),
         }
     }
-    merged.sort_by(|a, b| b.0.cmp(&a.0));
+    merged.sort_by_key(|row| std::cmp::Reverse(row.0));
     merged
         .iter()
         .take_while(|(kib, _)| *kib >= 64)
