@@ -241,15 +241,18 @@ impl WalBound {
         self.over = over;
     }
 
-    /// Whether to restart now: a passive copy has finished since the writer asked for one
-    /// (asking now if it has not yet), or the log is too close to its bound to wait for one.
+    /// Whether to restart now: two passive copies have finished since the writer asked for them
+    /// (asking now if it has not yet), or the log is too close to its bound to wait. The first
+    /// copy takes what piled up since the last one, the second only what came during the first,
+    /// so the restart is left the least to sync.
     fn copied_or_urgent(&mut self, bytes: u64) -> bool {
         let finished = self.copies.finished();
         let asked = *self.asked.get_or_insert_with(|| {
             self.copies.ask();
+            self.copies.ask();
             finished
         });
-        finished > asked || bytes > self.limit / 4 * 3
+        finished >= asked + 2 || bytes > self.limit / 4 * 3
     }
 }
 
