@@ -19,13 +19,13 @@
 //! too short for a checkpoint's busy handler on another connection to catch).
 //!
 //! The pause is the syncs of whatever the passive copies have not covered yet, so the writer
-//! first asks this thread for a copy at once and restarts right after it finished: what is
-//! left is a few milliseconds of frames, not up to [`INTERVAL`]'s worth (each sync waited
+//! first asks this thread for two copies at once and restarts right after they finished: what
+//! is left is a few milliseconds of frames, not up to [`INTERVAL`]'s worth (each sync waited
 //! tens of milliseconds here, and every event behind the pause waited with it: the p99 latency
 //! in BENCHMARKS.md). It restarts rather than truncates: cutting the file to zero freed its
 //! blocks inside the pause (another 25 ms for 32 MiB); reused from its start, the file stays
 //! under the bound, and a clean stop still empties it. If the log reaches three quarters of the
-//! bound before the copy is done, the writer restarts without waiting for it.
+//! bound before the copies are done, the writer restarts without waiting for them.
 //!
 //! Readers must let the restart through too: overlapping reads always leave one holding an old
 //! snapshot, and SQLite's busy wait never sees a moment without one, so the log grew past its
@@ -148,13 +148,13 @@ pub(crate) struct WalBound {
     frame: Option<u64>,
     /// No restart before this (after one that could not finish).
     next_try: Instant,
-    /// The passive copies finished when the writer asked for one, while it waits for the next.
+    /// The passive copies finished when the writer asked for two, while it waits for them.
     asked: Option<u64>,
     /// Whether the last look found the log over its bound (warned once per crossing).
     over: bool,
     /// Shared with the passive checkpoints.
     one: OneCheckpoint,
-    /// The passive copies, to ask for one before a restart.
+    /// The passive copies, to ask for two before a restart.
     copies: Copies,
     /// Closed while the log is restarted.
     gate: ReadGate,
@@ -165,7 +165,7 @@ const FRAME_HEADER: u64 = 24;
 
 impl WalBound {
     /// The bound for `file`, of `limit` bytes; restarts take turns with the passive checkpoints
-    /// through `one`, follow a copy asked of `copies`, and close `gate` to this process's
+    /// through `one`, follow copies asked of `copies`, and close `gate` to this process's
     /// readers meanwhile.
     pub(crate) fn new(
         file: PathBuf,
@@ -188,7 +188,7 @@ impl WalBound {
     }
 
     /// Run by the writer after a commit, outside any transaction on `conn`: once the log has
-    /// passed half of the bound, asks for a passive copy, and restarts the log right after it
+    /// passed half of the bound, asks for passive copies, and restarts the log right after them
     /// (or at once past three quarters of the bound).
     pub(crate) fn keep(&mut self, conn: &Connection) {
         let frame = *self
