@@ -451,6 +451,53 @@ mod tests {
         }
     }
 
+    /// Past half the bound the writer asks for two passive copies and waits for them before it
+    /// restarts the log (so the restart syncs little); it does not restart before they finish.
+    #[test]
+    fn the_restart_waits_for_two_copies_it_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("copies.db");
+        let location = Location::parse(path.to_str().unwrap());
+        let writer = location.open_writer(LIMIT).unwrap();
+        writer
+            .execute_batch("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(100000));")
+            .unwrap();
+        let frame = super::page_size(&writer) + super::FRAME_HEADER;
+        // The log at two thirds of the bound: past half, short of three quarters.
+        let limit = LOG_FRAMES.get() * frame / 2 * 3;
+        let (ask, asked) = mpsc::channel();
+        let copies = Copies {
+            ask,
+            finished: Arc::default(),
+        };
+        let finished = Arc::clone(&copies.finished);
+        let wal = dir.path().join("copies.db-wal");
+        let mut bound = WalBound::new(
+            wal,
+            limit,
+            OneCheckpoint::default(),
+            copies,
+            ReadGate::default(),
+        );
+
+        bound.keep(&writer);
+        assert_eq!(asked.try_iter().count(), 2, "two copies asked for");
+        assert!(LOG_FRAMES.get() > 0, "restarted before any copy");
+        finished.store(1, Ordering::Release);
+        bound.keep(&writer);
+        assert!(LOG_FRAMES.get() > 0, "restarted after one copy of two");
+        assert_eq!(asked.try_iter().count(), 0, "asked again while waiting");
+
+        finished.store(2, Ordering::Release);
+        bound.keep(&writer);
+        assert_eq!(LOG_FRAMES.get(), 0, "not restarted after both copies");
+        writer.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+        assert!(
+            LOG_FRAMES.get() * frame < limit / 2,
+            "the next commit did not write from the log's start"
+        );
+    }
+
     /// Sustained writes with readers reading all along: the WAL, sampled as it runs, stays
     /// under its bound although many times the bound is written, and a clean close empties it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
