@@ -22,9 +22,10 @@ pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The page size of a new database file (SQLite's default is 4096). Every commit writes each
 /// page it touched to the WAL whole, and baton's rows are small (a dedupe key, a history line,
-/// an inbox entry), so half-size pages halve what a commit writes and what the checkpoints copy
-/// and sync: measured in BENCHMARKS.md ("Speed work, third session"), with 1024 no better. An
-/// existing database keeps the size it was made with (SQLite ignores the pragma then).
+/// an inbox entry), so half-size pages cut what a commit writes and what the checkpoints copy
+/// and sync (by about 45% in the latency benchmark). Measured in BENCHMARKS.md ("Speed work,
+/// third session"), with 1024 no better. An existing database keeps the size it was made with
+/// (SQLite ignores the pragma then).
 const NEW_PAGE_SIZE: i64 = 2048;
 
 /// The writer's page cache, in KiB (`cache_size = -N`): SQLite's default of 2 MiB. Nobody
