@@ -209,8 +209,9 @@ fn main() {
         );
         for (what, l) in [("ack  ", &loaded.ack), ("reply", &loaded.reply)] {
             println!(
-                "{what}: p50 {:>8.3} ms  p99 {:>8.3} ms  max {:>8.3} ms  (n = {})",
+                "{what}: p50 {:>8.3} ms  p95 {:>8.3} ms  p99 {:>8.3} ms  max {:>8.3} ms  (n = {})",
                 ms(l.p50),
+                ms(l.p95),
                 ms(l.p99),
                 ms(l.max),
                 l.count

@@ -132,6 +132,8 @@ pub(crate) struct Latency {
     pub(crate) count: usize,
     /// Median.
     pub(crate) p50: Duration,
+    /// 95th percentile: how far the tail is from the 99th.
+    pub(crate) p95: Duration,
     /// 99th percentile.
     pub(crate) p99: Duration,
     /// Largest.
@@ -146,6 +148,7 @@ impl Latency {
         Latency {
             count: ns.len(),
             p50: at(50),
+            p95: at(95),
             p99: at(99),
             max: Duration::from_nanos(*ns.last().expect("not empty")),
         }
