@@ -7,8 +7,11 @@
 //!
 //! ```sh
 //! cargo build --release --bin baton
-//! BATON_RSS_BIN=target/release/baton cargo test --test idle_rss -- --ignored --nocapture
+//! BATON_RSS_BIN=$PWD/target/release/baton cargo test --test idle_rss -- --ignored --nocapture
 //! ```
+//!
+//! The path must be absolute: the gateway runs in a directory of its own. `scripts/dist` also
+//! runs this test, with `BATON_RSS_BIN` a wrapper that starts the binary under callgrind.
 //!
 //! `BATON_RSS_IDLE_SECONDS` (default 3) is how long it sits idle; any other environment (say
 //! `MALLOC_ARENA_MAX`, `TOKIO_WORKER_THREADS`) is passed through, to try a lever without a build.
@@ -21,7 +24,7 @@ use serde_json::Value;
 use support::fake_discord::FakeDiscord;
 use support::fake_feishu::FakeFeishu;
 use support::fake_slack::FakeSlack;
-use support::process::{Running, START_DEADLINE, eventually};
+use support::process::{EXIT_DEADLINE, Running, START_DEADLINE, eventually};
 use tokio::process::Command;
 
 const CAID: &str = "100000000000000002";
@@ -126,7 +129,7 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    let (gateway, out) = Running::spawn(cmd);
+    let (mut gateway, out) = Running::spawn(cmd);
     let base = gateway.base_url(out).await;
 
     let http = reqwest::Client::new();
@@ -153,4 +156,9 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
         memory_of(gateway.pid)
     );
     println!("{}", mappings_of(gateway.pid));
+    // A clean stop, not a kill: `scripts/dist` runs this under callgrind, which writes the list
+    // of functions that ran as the process exits.
+    gateway.terminate();
+    let status = gateway.wait(EXIT_DEADLINE).await;
+    assert!(status.success(), "{status}\n{}", gateway.logs());
 }
