@@ -11,7 +11,8 @@
 //! ```
 //!
 //! The path must be absolute: the gateway runs in a directory of its own. `scripts/dist` also
-//! runs this test, with `BATON_RSS_BIN` a wrapper that starts the binary under callgrind.
+//! runs this test, with `BATON_RSS_BIN` a wrapper that starts the binary under callgrind and
+//! `BATON_RSS_BEFORE_STOP` a shell command run after the measurement, before the clean stop.
 //!
 //! `BATON_RSS_IDLE_SECONDS` (default 3) is how long it sits idle; any other environment (say
 //! `MALLOC_ARENA_MAX`, `TOKIO_WORKER_THREADS`) is passed through, to try a lever without a build.
@@ -156,8 +157,15 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
         memory_of(gateway.pid)
     );
     println!("{}", mappings_of(gateway.pid));
-    // A clean stop, not a kill: `scripts/dist` runs this under callgrind, which writes the list
-    // of functions that ran as the process exits.
+    // `scripts/dist` runs this under callgrind and has it write what ran so far here (the code
+    // of a running gateway), then what a clean stop adds as the process exits.
+    if let Ok(command) = std::env::var("BATON_RSS_BEFORE_STOP") {
+        let done = std::process::Command::new("sh")
+            .args(["-c", &command])
+            .status()
+            .expect("run BATON_RSS_BEFORE_STOP");
+        assert!(done.success(), "BATON_RSS_BEFORE_STOP `{command}`: {done}");
+    }
     gateway.terminate();
     let status = gateway.wait(EXIT_DEADLINE).await;
     assert!(status.success(), "{status}\n{}", gateway.logs());
