@@ -505,7 +505,7 @@ async fn an_event_left_unfinished_is_answered_at_the_next_start() {
 }
 
 #[tokio::test]
-async fn a_replayed_event_keeps_one_inbound_line_in_the_transcript() {
+async fn a_replayed_event_keeps_one_inbound_line_and_the_model_is_given_it_once() {
     use baton::store::{EntryKind, NewEntry, Origin, Store};
     let fake = FakeOpenAi::start().await;
     fake.script("snark", Step::reply("answered after the restart"));
@@ -546,6 +546,15 @@ async fn a_replayed_event_keeps_one_inbound_line_in_the_transcript() {
         transcript.iter().any(|e| e["kind"] == "reply"),
         "{transcript:#?}"
     );
+    // The model is given the message once, as the turn's current line, not also in the
+    // session's tail where the cut-off run recorded it.
+    let requests = fake.requests_for("snark");
+    let messages = requests[0]["messages"].as_array().unwrap();
+    let given = messages
+        .iter()
+        .filter(|m| m["content"].as_str().unwrap_or("").contains("left over"))
+        .count();
+    assert_eq!(given, 1, "{messages:#?}");
     gw.stop().await;
 }
 

@@ -155,7 +155,7 @@ async fn run_turn(
     sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
     let session = journal.session();
-    let tail = match plan.recall {
+    let mut tail = match plan.recall {
         Recall::SessionTail => shared
             .store()
             .session_tail(session, SESSION_TAIL)
@@ -163,6 +163,10 @@ async fn run_turn(
             .unwrap_or_default(),
         Recall::MessageOnly => Vec::new(),
     };
+    // A replay's tail holds the inbound line its cut-off attempt recorded: the model is given
+    // that line once, as the current message.
+    let run = Some(journal.run_id());
+    tail.retain(|e| !(e.kind == EntryKind::Inbound && e.run_id.as_deref() == run));
     let heard = plan.heard;
     let (take, given) = match plan.history {
         History::Given(given) => (None, given),
