@@ -333,6 +333,25 @@ mod tests {
         ForeignSnapshot,
     }
 
+    /// A database in `dir` whose writer (with a log bound of `limit` bytes) has committed a
+    /// table `t` holding one blob of `bytes`, so the log holds at least that much; and the log's
+    /// path.
+    fn writer_with_a_blob(
+        dir: &tempfile::TempDir,
+        limit: u64,
+        bytes: u32,
+    ) -> (Location, rusqlite::Connection, std::path::PathBuf) {
+        let path = dir.path().join("baton.db");
+        let location = Location::parse(path.to_str().unwrap());
+        let writer = location.open_writer(limit).unwrap();
+        writer
+            .execute_batch(&format!(
+                "CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob({bytes}));"
+            ))
+            .unwrap();
+        (location, writer, dir.path().join("baton.db-wal"))
+    }
+
     /// A WAL over half its bound, a `blocker` that outlasts the restart, and a read that comes
     /// while the restart holds the gate closed: returns how long that read waited, counted from
     /// when the gate was seen closed, and the log's length in frames after the restart.
@@ -341,13 +360,7 @@ mod tests {
     fn read_behind_a_stuck_restart(blocker: Blocker) -> (Duration, u64) {
         const SMALL: u64 = 256 * 1024;
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("gate.db");
-        let wal = dir.path().join("gate.db-wal");
-        let location = Location::parse(path.to_str().unwrap());
-        let writer = location.open_writer(SMALL).unwrap();
-        writer
-            .execute_batch("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(400000));")
-            .unwrap();
+        let (location, writer, wal) = writer_with_a_blob(&dir, SMALL, 400_000);
         let foreign = location.open_reader().unwrap();
         let gate = ReadGate::default();
         let readers = Arc::new(Readers::new(
@@ -456,12 +469,7 @@ mod tests {
     #[test]
     fn the_restart_waits_for_two_copies_it_asked_for() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("copies.db");
-        let location = Location::parse(path.to_str().unwrap());
-        let writer = location.open_writer(LIMIT).unwrap();
-        writer
-            .execute_batch("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(100000));")
-            .unwrap();
+        let (_, writer, wal) = writer_with_a_blob(&dir, LIMIT, 100_000);
         let frame = super::page_size(&writer) + super::FRAME_HEADER;
         // The log at two thirds of the bound: past half, short of three quarters.
         let limit = LOG_FRAMES.get() * frame / 2 * 3;
@@ -471,7 +479,6 @@ mod tests {
             finished: Arc::default(),
         };
         let finished = Arc::clone(&copies.finished);
-        let wal = dir.path().join("copies.db-wal");
         let mut bound = WalBound::new(
             wal,
             limit,
