@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use crate::events::{Event, Events};
 use crate::session::SessionKey;
 use crate::store::{
-    Artifact, EntryKind, Filing, HistoryEntry, HistoryTake, InboxId, NewEntry, Origin, Store,
-    TurnStart,
+    Artifact, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Origin, Store, TurnStart,
+    TurnStarted,
 };
 use crate::turn::{ToolCall, ToolExecutor};
 
@@ -102,18 +102,20 @@ impl Journal {
             message_id,
             meta,
         };
-        self.turn_started(line, None).await;
+        self.turn_started(line, None, None).await;
     }
 
     /// [`Journal::heard`] for the line that starts a turn, taking the chat's `history` for the
-    /// bot in the same store job ([`Store::turn_start`]: one commit on a mention's way to its
-    /// reply instead of three). Returns the history taken; a store that cannot write is logged
-    /// and the turn goes on without it.
+    /// bot and reading the newest `tail` entries of the session in the same store job
+    /// ([`Store::turn_start`]: one commit and no read on a mention's way to its reply, where
+    /// there were three commits and a read). Returns what was taken and read; a store that
+    /// cannot write is logged and the turn goes on without either.
     pub async fn turn_started(
         &self,
         line: Said<'_>,
         history: Option<HistoryTake<'_>>,
-    ) -> Vec<HistoryEntry> {
+        tail: Option<usize>,
+    ) -> TurnStarted {
         let replayed =
             self.arrival == Arrival::Replayed && self.heard_before(line.message_id).await;
         let heard = (!replayed).then(|| {
@@ -132,17 +134,18 @@ impl Journal {
             now_ms: now_ms(),
             history,
             heard,
+            tail,
         };
         match self.store.turn_start(start).await {
             Ok(started) => {
                 if let Some(entry) = started.entry {
                     self.announce(entry, EntryKind::Inbound, line.speaker);
                 }
-                started.history
+                started
             }
             Err(err) => {
                 tracing::error!(session = %self.session, %err, "could not record the turn's start");
-                Vec::new()
+                TurnStarted::default()
             }
         }
     }

@@ -16,7 +16,7 @@ use crate::metrics;
 use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
-use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin};
+use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TurnStarted};
 use crate::turn::{BackendReply, TextSink, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
@@ -155,18 +155,6 @@ async fn run_turn(
     sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
     let session = journal.session();
-    let mut tail = match plan.recall {
-        Recall::SessionTail => shared
-            .store()
-            .session_tail(session, SESSION_TAIL)
-            .await
-            .unwrap_or_default(),
-        Recall::MessageOnly => Vec::new(),
-    };
-    // A replay's tail holds the inbound line its cut-off attempt recorded: the model is given
-    // that line once, as the current message.
-    let run = Some(journal.run_id());
-    tail.retain(|e| !(e.kind == EntryKind::Inbound && e.run_id.as_deref() == run));
     let heard = plan.heard;
     let (take, given) = match plan.history {
         History::Given(given) => (None, given),
@@ -179,7 +167,19 @@ async fn run_turn(
         message_id: heard.message_id,
         meta: heard.meta,
     };
-    let taken = journal.turn_started(line, take).await;
+    let recall = match plan.recall {
+        Recall::SessionTail => Some(SESSION_TAIL),
+        Recall::MessageOnly => None,
+    };
+    let TurnStarted {
+        history: taken,
+        mut tail,
+        ..
+    } = journal.turn_started(line, take, recall).await;
+    // A replay's tail holds the inbound line its cut-off attempt recorded: the model is given
+    // that line once, as the current message.
+    let run = Some(journal.run_id());
+    tail.retain(|e| !(e.kind == EntryKind::Inbound && e.run_id.as_deref() == run));
     let history = if take.is_some() { &taken[..] } else { given };
     let bot = plan.bot;
     let current = Current {

@@ -262,40 +262,6 @@ impl Store {
         .await
     }
 
-    /// The newest `last` entries of `session` since its last reset, oldest first, in the slim
-    /// form a turn's context needs: what [`Store::transcript`] returns for a query with
-    /// `last` and `since_reset`, minus the columns the model never sees.
-    pub async fn session_tail(
-        &self,
-        session: &SessionKey,
-        last: usize,
-    ) -> Result<Vec<TailEntry>, StoreError> {
-        let session = session.render();
-        self.read(move |db| {
-            // Not `LIMIT ?`, for the reason given in `transcript`.
-            let mut entries = db.query_take(
-                "SELECT kind, text, run_id, meta
-                 FROM transcript
-                 WHERE session = ?1
-                   AND id > coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
-                 ORDER BY id DESC",
-                args![&session],
-                last,
-                |row| {
-                    Ok(TailEntry {
-                        kind: parse_column(row, 0)?,
-                        text: row.get(1)?,
-                        run_id: row.get(2)?,
-                        name: meta_name(&row.get::<String>(3)?),
-                    })
-                },
-            )?;
-            entries.reverse();
-            Ok(entries)
-        })
-        .await
-    }
-
     /// The entries of one run in one session, oldest first: how a restart finds out whether a
     /// turn got as far as its outcome.
     pub async fn run_entries(
@@ -349,6 +315,33 @@ fn entry_from_row(row: &Row<'_>) -> Result<Entry, DbError> {
         idempotency_key: row.get(9)?,
         meta: serde_json::from_str(&meta).map_err(|e| row.column_error(10, e.to_string()))?,
     })
+}
+
+/// The newest `last` entries of `session` since its last reset, oldest first, in the slim form
+/// a turn's context needs: what [`Store::transcript`] returns for a query with `last` and
+/// `since_reset`, minus the columns the model never sees. Read inside the turn's start
+/// ([`Store::turn_start`]), where the writer's pages are warm and no reader is woken for it.
+pub(super) fn tail_in(db: Db<'_>, session: &str, last: usize) -> Result<Vec<TailEntry>, DbError> {
+    // Not `LIMIT ?`, for the reason given in `transcript`.
+    let mut entries = db.query_take(
+        "SELECT kind, text, run_id, meta
+         FROM transcript
+         WHERE session = ?1
+           AND id > coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
+         ORDER BY id DESC",
+        args![session],
+        last,
+        |row| {
+            Ok(TailEntry {
+                kind: parse_column(row, 0)?,
+                text: row.get(1)?,
+                run_id: row.get(2)?,
+                name: meta_name(&row.get::<String>(3)?),
+            })
+        },
+    )?;
+    entries.reverse();
+    Ok(entries)
 }
 
 #[cfg(test)]
@@ -481,6 +474,18 @@ pub(crate) mod tests {
         }
     }
 
+    /// The tail a turn's start would give `session`'s next turn (it records nothing else).
+    async fn tail(store: &Store, session: &SessionKey, last: usize) -> Vec<TailEntry> {
+        let start = crate::store::TurnStart {
+            session,
+            now_ms: 1,
+            history: None,
+            heard: None,
+            tail: Some(last),
+        };
+        store.turn_start(start).await.unwrap().tail
+    }
+
     #[tokio::test]
     async fn the_session_tail_is_the_transcript_tail_since_the_reset_in_slim_form() {
         for db in testing::engines().await {
@@ -499,7 +504,7 @@ pub(crate) mod tests {
                 store.append(e).await.unwrap();
             }
             store.append(entry(&session, "no name")).await.unwrap();
-            let slim = store.session_tail(&session, 3).await.unwrap();
+            let slim = tail(&store, &session, 3).await;
             let full = store
                 .transcript(TranscriptQuery {
                     session: session.clone(),
@@ -518,7 +523,7 @@ pub(crate) mod tests {
             }
             let texts: Vec<_> = slim.iter().map(|e| e.text.as_str()).collect();
             assert_eq!(texts, ["m3", "m4", "no name"]);
-            let since_reset = store.session_tail(&session, 40).await.unwrap();
+            let since_reset = tail(&store, &session, 40).await;
             assert_eq!(since_reset.len(), 6, "nothing from before the reset");
         }
     }

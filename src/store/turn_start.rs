@@ -1,15 +1,17 @@
 //! What a turn records before its backend runs, in one store job: its session touched, the
-//! chat's history buffer taken for the bot (its cursor moved), and the line that woke it.
+//! chat's history buffer taken for the bot (its cursor moved), and the line that woke it; and
+//! what it reads, the session's tail, in the same job.
 //!
 //! They were three jobs, each waiting for a commit before the next could start, on the path
 //! from a mention to its reply (BENCHMARKS.md, issue 23). Committed together they also cannot
 //! be separated by a stop: a history buffer is never passed over without the inbound entry of
-//! the turn that took it, and a replay takes it again.
+//! the turn that took it, and a replay takes it again. The tail was a read of its own, a hop to
+//! a reader thread whose pages the writer had just changed; the writer reads it from warm pages.
 
 use super::history::{OwnedTake, take_in};
 use super::sessions::touch;
-use super::transcript::insert_entry;
-use super::{HistoryEntry, HistoryTake, NewEntry, Store, StoreError};
+use super::transcript::{insert_entry, tail_in};
+use super::{HistoryEntry, HistoryTake, NewEntry, Store, StoreError, TailEntry};
 use crate::session::SessionKey;
 
 /// A turn's start, as [`Store::turn_start`] records it.
@@ -24,25 +26,36 @@ pub struct TurnStart<'a> {
     /// The line that woke the bot (`None`: a replayed run that recorded it already). When
     /// history is taken, its meta (an object) gains `history`: how many entries were taken.
     pub heard: Option<NewEntry>,
+    /// How many of the session's newest entries (since its last reset) to give the turn, read
+    /// before `heard` is added; `None` for a turn given none (or a line that starts no turn).
+    pub tail: Option<usize>,
 }
 
-/// What [`Store::turn_start`] recorded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What [`Store::turn_start`] recorded and read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TurnStarted {
     /// The history taken, oldest first (empty when none was asked for).
     pub history: Vec<HistoryEntry>,
     /// The inbound entry's id.
     pub entry: Option<i64>,
+    /// The session's tail, oldest first, without `heard` (empty when none was asked for).
+    pub tail: Vec<TailEntry>,
 }
 
 impl Store {
-    /// Touch the session, take the history and append the inbound entry, in one job.
+    /// Touch the session, take the history, read the tail and append the inbound entry, in one
+    /// job.
     pub async fn turn_start(&self, start: TurnStart<'_>) -> Result<TurnStarted, StoreError> {
         let session = start.session.clone();
         let take = start.history.map(OwnedTake::of);
-        let (now_ms, mut heard) = (start.now_ms, start.heard);
+        let (now_ms, mut heard, last) = (start.now_ms, start.heard, start.tail);
+        let rendered = session.render();
         self.write(move |db| {
             touch(db, &session, now_ms)?;
+            let tail = match last {
+                Some(last) => tail_in(db, &rendered, last)?,
+                None => Vec::new(),
+            };
             let history = match &take {
                 Some(take) => take_in(db, take)?,
                 None => Vec::new(),
@@ -58,7 +71,11 @@ impl Store {
                 }
                 None => None,
             };
-            Ok(TurnStarted { history, entry })
+            Ok(TurnStarted {
+                history,
+                entry,
+                tail,
+            })
         })
         .await
     }
@@ -120,10 +137,15 @@ mod tests {
                     now_ms: 7,
                     history: Some(take),
                     heard: Some(heard(&session, json!({"name": "ann"}))),
+                    tail: Some(40),
                 })
                 .await
                 .unwrap();
             assert_eq!(store.jobs() - before, 1, "{engine}: one job");
+            assert!(
+                started.tail.is_empty(),
+                "{engine}: its own line is not in its tail"
+            );
             let texts: Vec<_> = started
                 .history
                 .iter()
