@@ -45,6 +45,10 @@ pub struct Sent {
     /// The request repeated an earlier one (same idempotency key, or the same text within 10
     /// minutes): this is the earlier run's outcome, and nothing ran twice.
     pub deduplicated: bool,
+    /// The settled row the outcome was read from, with what the run made and reported; `None`
+    /// when the outcome is not a settled run's (refused now, accepted, still working). The
+    /// sender's report is taken from it, not read again.
+    pub settled: Option<Box<Delivery>>,
 }
 
 /// The outcome of one send, as far as the sender learns it.
@@ -170,9 +174,11 @@ pub async fn send(
             delivery
         }
         Begun::Existing(earlier) => {
+            let (outcome, settled) = follow(shared, earlier, request.timeout, started).await;
             return Ok(Sent {
-                outcome: follow(shared, &earlier, request.timeout, started).await,
+                outcome,
                 deduplicated: true,
+                settled,
             });
         }
     };
@@ -196,17 +202,23 @@ pub async fn send(
         Home::Here => start(shared, &delivery),
         Home::There(instance) => hand_over(shared, &delivery, &instance).await,
     }
-    let outcome = match delivery.mode {
-        SendMode::Fire => accepted(&delivery, false),
+    let (outcome, settled) = match delivery.mode {
+        SendMode::Fire => (accepted(&delivery, false), None),
         SendMode::Wait => wait(shared, &delivery, request.timeout, started).await,
     };
-    Ok(fresh(outcome))
+    Ok(Sent {
+        outcome,
+        deduplicated: false,
+        settled,
+    })
 }
 
+/// An outcome learned now, not from a settled row.
 fn fresh(outcome: SendOutcome) -> Sent {
     Sent {
         outcome,
         deduplicated: false,
+        settled: None,
     }
 }
 
@@ -298,33 +310,36 @@ fn count_refusal(
     shared.refused("sessions_send", refusal.as_str(), chat, sender);
 }
 
+/// An outcome, and the settled row it was read from when it was.
+type Learned = (SendOutcome, Option<Box<Delivery>>);
+
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.
 async fn follow(
     shared: &Services,
-    earlier: &Delivery,
+    earlier: Delivery,
     timeout: Duration,
     started: Instant,
-) -> SendOutcome {
+) -> Learned {
     if earlier.state.is_settled() {
-        stored(earlier, started)
+        (stored(&earlier, started), Some(Box::new(earlier)))
     } else if timeout.is_zero() {
-        accepted(earlier, true)
+        (accepted(&earlier, true), None)
     } else {
-        wait(shared, earlier, timeout, started).await
+        wait(shared, &earlier, timeout, started).await
     }
 }
 
-async fn wait(shared: &Services, d: &Delivery, timeout: Duration, started: Instant) -> SendOutcome {
+async fn wait(shared: &Services, d: &Delivery, timeout: Duration, started: Instant) -> Learned {
     match shared
         .waiters()
         .wait(shared.store(), &d.run_id, timeout)
         .await
     {
-        Ok(Waited::Got(row)) => stored(&row, started),
-        Ok(Waited::GaveUp) => still_working(d),
+        Ok(Waited::Got(row)) => (stored(&row, started), Some(row)),
+        Ok(Waited::GaveUp) => (still_working(d), None),
         Err(err) => {
             tracing::error!(run = %d.run_id, %err, "could not follow the delivery; the sender is told it is still working");
-            still_working(d)
+            (still_working(d), None)
         }
     }
 }

@@ -163,7 +163,8 @@ pub struct Delivery {
 pub enum Begun {
     /// No earlier run matched: this row was written, queued.
     New(Delivery),
-    /// An earlier run of the same request: no row was written.
+    /// An earlier run of the same request: no row was written. With its lineage when it is
+    /// settled (the sender is answered from it).
     Existing(Delivery),
 }
 
@@ -228,6 +229,20 @@ fn with_lineage(db: Db<'_>, found: &mut [Delivery]) -> Result<(), DbError> {
         d.artifacts_out = out;
     }
     Ok(())
+}
+
+/// `d` with its lineage when it is settled; as it is while its run is under way. Where one
+/// delivery is read, it is for its outcome: a waiter looks at the open row until it settles
+/// (on a round trip between bots that was two lineage reads for nothing), and the finished
+/// row it gets is the sender's report, artifacts and all, read once (BENCHMARKS.md, issue 23).
+fn settled_with_lineage(db: Db<'_>, d: Delivery) -> Result<Delivery, DbError> {
+    if !d.state.is_settled() {
+        return Ok(d);
+    }
+    let mut found = [d];
+    with_lineage(db, &mut found)?;
+    let [d] = found;
+    Ok(d)
 }
 
 /// A column holding JSON text (or NULL), parsed.
@@ -363,7 +378,7 @@ impl Store {
                 new.target_session.render()
             ))?;
             if let Some(earlier) = same_request(db, &new, since_ms)? {
-                return Ok(Begun::Existing(earlier));
+                return Ok(Begun::Existing(settled_with_lineage(db, earlier)?));
             }
             insert(db, &new, DeliveryState::Queued, None, runner.as_deref())?;
             Ok(Begun::New(by_run(db, &new.run_id)?.ok_or(DbError::NoRows)?))
@@ -427,8 +442,8 @@ impl Store {
     }
 
     /// A sender stops waiting for `run_id`: if the run is still open, its outcome is now to be
-    /// pushed to the sender's session (`Ok(None)`); if it settled first, the settled row, which
-    /// the sender takes as its answer. See [`Store::delivery_settle`].
+    /// pushed to the sender's session (`Ok(None)`); if it settled first, the settled row with
+    /// its lineage, which the sender takes as its answer. See [`Store::delivery_settle`].
     pub async fn delivery_give_up(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
         let run_id = run_id.to_owned();
         self.write(move |db| {
@@ -440,7 +455,9 @@ impl Store {
             if moved == 1 {
                 return Ok(None);
             }
-            by_run(db, &run_id)
+            by_run(db, &run_id)?
+                .map(|d| settled_with_lineage(db, d))
+                .transpose()
         })
         .await
     }
@@ -484,13 +501,14 @@ impl Store {
         .await
     }
 
-    /// One delivery by run id.
+    /// One delivery by run id; its progress lines and artifacts out only once it is settled
+    /// (see [`settled_with_lineage`]).
     pub async fn delivery(&self, run_id: &str) -> Result<Option<Delivery>, StoreError> {
         let run_id = run_id.to_owned();
         self.read(move |db| {
-            let mut found: Vec<Delivery> = by_run(db, &run_id)?.into_iter().collect();
-            with_lineage(db, &mut found)?;
-            Ok(found.pop())
+            by_run(db, &run_id)?
+                .map(|d| settled_with_lineage(db, d))
+                .transpose()
         })
         .await
     }
@@ -634,6 +652,10 @@ mod tests {
         }
         // The run attaches what it made (listed once) and an artifact made before it.
         store.reply_attach("r1", ids.clone(), 2).await.unwrap();
+        let open = store.delivery("r1").await.unwrap().unwrap();
+        assert!(open.artifacts_out.is_empty(), "read for a settled run only");
+        let done = DeliveryChange::to("r1", DeliveryState::Delivered, 3);
+        store.delivery_settle(done).await.unwrap();
         let d = store.delivery("r1").await.unwrap().unwrap();
         let out: Vec<&str> = d.artifacts_out.iter().map(|a| a.name.as_str()).collect();
         assert_eq!(out, ["made.json", "earlier.json"]);

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
 use crate::relay::{self, SendOutcome, SendRequest, Sent};
+use crate::store::Delivery;
 
 /// Told to a sender whose wait ran out, so a model does not "helpfully" send again.
 const STILL_WORKING: &str = "The target is still working on it. Do not send it again: that \
@@ -71,9 +72,10 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
         expect: a.expect,
     };
     match relay::send(&tools.shared, &tools.caller, request).await {
-        Ok(sent) => {
+        Ok(mut sent) => {
+            let settled = sent.settled.take();
             let mut value = render(sent);
-            add_report(tools, &mut value).await;
+            add_report(&mut value, settled.as_deref());
             value
         }
         Err(err) => error(err.to_string()),
@@ -81,17 +83,18 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
 }
 
 /// A finished run's artifacts and what it reported (`output`, `errors`, `usage`,
-/// `tool_calls`), added to its result.
-async fn add_report(tools: &AgentTools, value: &mut Value) {
+/// `tool_calls`), from its `settled` row, added to its result.
+fn add_report(value: &mut Value, settled: Option<&Delivery>) {
     let finished = matches!(
         value["status"].as_str(),
         Some("ok" | "invalid_output" | "failed" | "timed_out")
     );
-    let Some(run_id) = value["run_id"].as_str().filter(|_| finished) else {
+    if !finished {
         return;
-    };
-    let delivery = tools.shared.store().delivery(run_id).await.ok().flatten();
-    let (made, report) = delivery.map_or((Vec::new(), None), |d| (d.artifacts_out, d.result));
+    }
+    let (made, report) = settled.map_or((&[][..], None), |d| {
+        (&d.artifacts_out[..], d.result.as_ref())
+    });
     let artifacts: Vec<Value> = made
         .iter()
         .map(|a| {
@@ -100,7 +103,8 @@ async fn add_report(tools: &AgentTools, value: &mut Value) {
         })
         .collect();
     value["artifacts"] = json!(artifacts);
-    let report = report.unwrap_or_else(|| json!({}));
+    let none = json!({});
+    let report = report.unwrap_or(&none);
     value["usage"] = report.get("usage").cloned().unwrap_or(Value::Null);
     value["tool_calls"] = report.get("tool_calls").cloned().unwrap_or(json!(0));
     for key in ["output", "errors"] {
