@@ -7,7 +7,7 @@
 
 use baton_contract::{AccountId, InboundEvent, Platform};
 
-use super::sql::{Db, DbError, OptionalRow, args};
+use super::sql::{Db, DbError, args};
 use super::{Store, StoreError};
 
 /// How long a dedupe record counts (outlives every platform's retry window).
@@ -75,8 +75,9 @@ impl Store {
 /// event in the inbox in the same transaction.
 ///
 /// One conditional upsert per key, the same text on both engines: it records a key that is new
-/// or expired and says so by returning a row, and leaves a live key alone and returns none. So
-/// the look-up and the write are one statement, and on PostgreSQL, where several instances
+/// or expired and counts one row changed, and leaves a live key alone and counts none. So the
+/// look-up and the write are one statement (a count, not `RETURNING`, which SQLite runs through
+/// a temporary table of its own: half the claim's cost, BENCHMARKS.md), and on PostgreSQL, where several instances
 /// claim in one table, two claims of one key cannot both see it unseen (the upsert locks the
 /// row it conflicts with).
 pub(super) fn claim_keys(
@@ -92,17 +93,13 @@ pub(super) fn claim_keys(
         if keys[..i].contains(key) {
             continue;
         }
-        let recorded = db
-            .query_row(
-                "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms
-                 WHERE dedupe.seen_ms <= ?4
-                 RETURNING 1",
-                args![scope, key, now_ms, expired],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if recorded.is_none() {
+        let recorded = db.execute(
+            "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms
+             WHERE dedupe.seen_ms <= ?4",
+            args![scope, key, now_ms, expired],
+        )?;
+        if recorded == 0 {
             claim = Claim::Duplicate;
         }
     }

@@ -65,12 +65,13 @@ fn file(db: Db<'_>, filing: &Filing, owner: &str, now_ms: i64) -> Result<Option<
     if claim_keys(db, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
         return Ok(None);
     }
-    db.query_row(
-        "INSERT INTO inbox (account, event, accepted_ms, owner) VALUES (?1, ?2, ?3, ?4) \
-         RETURNING id",
-        args![&filing.scope, &filing.event, now_ms, owner],
-        |row| row.get(0).map(|id| Some(InboxId(id))),
-    )
+    let id = db
+        .insert_id(
+            "INSERT INTO inbox (account, event, accepted_ms, owner) VALUES (?1, ?2, ?3, ?4)",
+            args![&filing.scope, &filing.event, now_ms, owner],
+        )?
+        .ok_or(DbError::NoRows)?;
+    Ok(Some(InboxId(id)))
 }
 
 /// The rows of account `?1` that no live instance runs: not `?2`'s (the caller's own are under

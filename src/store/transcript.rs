@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::sessions::session_column;
-use super::sql::{Db, DbError, OptionalRow, Row, args};
+use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
 use super::{Store, StoreError};
 use crate::session::SessionKey;
@@ -169,28 +169,24 @@ pub(super) fn meta_json(entry: &NewEntry) -> Result<String, StoreError> {
 /// [`Store::append`] inside a writer job: shared with [`Store::append_handing_over`], which
 /// files the post's hand-overs in the same transaction.
 pub(super) fn insert_entry(db: Db<'_>, entry: &NewEntry, meta: &str) -> Result<i64, DbError> {
-    let inserted = db
-        .query_row(
-            "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
+    let inserted = db.insert_id(
+        "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
                 platform_message_id, run_id, idempotency_key, meta)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (idempotency_key) DO NOTHING
-             RETURNING id",
-            args![
-                entry.session.render().as_str(),
-                entry.ts_ms,
-                entry.kind.as_str(),
-                &entry.speaker,
-                entry.origin.as_str(),
-                &entry.text,
-                &entry.platform_message_id,
-                &entry.run_id,
-                &entry.idempotency_key,
-                meta,
-            ],
-            |row| row.get(0),
-        )
-        .optional()?;
+             ON CONFLICT (idempotency_key) DO NOTHING",
+        args![
+            entry.session.render().as_str(),
+            entry.ts_ms,
+            entry.kind.as_str(),
+            &entry.speaker,
+            entry.origin.as_str(),
+            &entry.text,
+            &entry.platform_message_id,
+            &entry.run_id,
+            &entry.idempotency_key,
+            meta,
+        ],
+    )?;
     match inserted {
         Some(id) => Ok(id),
         None => db.query_row(

@@ -4,7 +4,7 @@
 //!
 //! Queries are written in the subset both engines speak: `?N` placeholders (rewritten to `$N`
 //! for PostgreSQL, once per statement), `ON CONFLICT ... DO NOTHING / DO UPDATE` instead of
-//! `INSERT OR ...`, `RETURNING id` instead of `last_insert_rowid()`, explicit id columns instead
+//! `INSERT OR ...`, [`Db::insert_id`] instead of `last_insert_rowid()`, explicit id columns instead
 //! of `rowid`, `CASE` instead of SQLite's two-argument `max`, and no JSON functions (JSON is
 //! handled in Rust). Parameters are [`Value`]s, which borrow text and blobs so the SQLite hot
 //! path copies nothing; columns are read with [`Row::get`] into any [`Column`] type, converting
@@ -103,6 +103,25 @@ impl<'c> Db<'c> {
                 .prepare_cached(sql)?
                 .execute(rusqlite::params_from_iter(args))?),
             Db::Postgres(conn) => conn.execute(sql, args),
+        }
+    }
+
+    /// Runs one `INSERT` into a table whose key is `id` (SQLite's rowid); returns the new row's
+    /// id, `None` when it inserted nothing (`ON CONFLICT ... DO NOTHING`). `sql` has no
+    /// `RETURNING`: SQLite runs one through a temporary table of its own, which cost as much as
+    /// the insert on the hot path (BENCHMARKS.md), so there the id is `last_insert_rowid()`;
+    /// PostgreSQL is given `RETURNING id`. Not for `DO UPDATE`, whose update sets no new id.
+    pub(crate) fn insert_id(self, sql: &str, args: &[Value<'_>]) -> Result<Option<i64>, DbError> {
+        match self {
+            Db::Sqlite(conn) => {
+                let inserted = conn
+                    .prepare_cached(sql)?
+                    .execute(rusqlite::params_from_iter(args))?;
+                Ok((inserted > 0).then(|| conn.last_insert_rowid()))
+            }
+            Db::Postgres(_) => self
+                .query_row(&format!("{sql} RETURNING id"), args, |row| row.get(0))
+                .optional(),
         }
     }
 
