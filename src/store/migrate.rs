@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 16] = [
+const STEPS: [(&str, &str); 17] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -78,6 +78,10 @@ const STEPS: [(&str, &str); 16] = [
     (
         include_str!("migrations/016_typing_owner.sql"),
         include_str!("migrations/postgres/016_typing_owner.sql"),
+    ),
+    (
+        include_str!("migrations/017_transcript_keyed_only.sql"),
+        include_str!("migrations/postgres/017_transcript_keyed_only.sql"),
     ),
 ];
 

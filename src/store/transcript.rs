@@ -173,7 +173,7 @@ pub(super) fn insert_entry(db: Db<'_>, entry: &NewEntry, meta: &str) -> Result<i
         "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
                 platform_message_id, run_id, idempotency_key, meta)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT (idempotency_key) DO NOTHING",
+             ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
         args![
             entry.session.render().as_str(),
             entry.ts_ms,
