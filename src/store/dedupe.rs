@@ -8,6 +8,7 @@
 use baton_contract::{AccountId, InboundEvent, Platform};
 
 use super::sql::{Db, DbError, args};
+use super::sweep::{DEDUPE, SENDS};
 use super::{Store, StoreError};
 
 /// How long a dedupe record counts (outlives every platform's retry window).
@@ -61,13 +62,12 @@ impl Store {
     ///
     /// Run it on a timer; claims ignore expired rows anyway, this only bounds the tables. A
     /// begun send outlives any replay of its run: the replay's event would be a duplicate.
+    /// Neither table has an index on its time, so each is walked a window at a time
+    /// (`sweep.rs`).
     pub async fn purge_expired(&self, now_ms: i64) -> Result<usize, StoreError> {
         let expired = now_ms - DEDUPE_TTL_MS;
-        self.write(move |db| {
-            db.execute("DELETE FROM sends WHERE begun_ms <= ?1", args![expired])?;
-            db.execute("DELETE FROM dedupe WHERE seen_ms <= ?1", args![expired])
-        })
-        .await
+        self.sweep(SENDS, expired).await?;
+        self.sweep(DEDUPE, expired).await
     }
 }
 

@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 17] = [
+const STEPS: [(&str, &str); 18] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -82,6 +82,10 @@ const STEPS: [(&str, &str); 17] = [
     (
         include_str!("migrations/017_transcript_keyed_only.sql"),
         include_str!("migrations/postgres/017_transcript_keyed_only.sql"),
+    ),
+    (
+        include_str!("migrations/018_expiry_by_walk.sql"),
+        include_str!("migrations/postgres/018_expiry_by_walk.sql"),
     ),
 ];
 

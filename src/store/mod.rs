@@ -69,6 +69,7 @@ mod session_locks;
 mod session_wakes;
 mod sessions;
 mod sql;
+mod sweep;
 #[cfg(test)]
 pub(crate) mod testing;
 mod transcript;
