@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 18] = [
+const STEPS: [(&str, &str); 19] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -86,6 +86,10 @@ const STEPS: [(&str, &str); 18] = [
     (
         include_str!("migrations/018_expiry_by_walk.sql"),
         include_str!("migrations/postgres/018_expiry_by_walk.sql"),
+    ),
+    (
+        include_str!("migrations/019_inbox_unindexed.sql"),
+        include_str!("migrations/postgres/019_inbox_unindexed.sql"),
     ),
 ];
 
