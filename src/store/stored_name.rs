@@ -60,8 +60,9 @@ pub(super) fn parse_column<'r, T: FromStr<Err = String>>(
     idx: usize,
 ) -> Result<T, DbError> {
     let row = row.into();
-    let text: String = row.get(idx)?;
-    text.parse().map_err(|e: String| row.column_error(idx, e))
+    row.text(idx)?
+        .parse()
+        .map_err(|e: String| row.column_error(idx, e))
 }
 
 /// [`parse_column`] for a column that may be NULL.

@@ -332,7 +332,7 @@ pub(super) fn tail_in(db: Db<'_>, session: &str, last: usize) -> Result<Vec<Tail
                 kind: parse_column(row, 0)?,
                 text: row.get(1)?,
                 run_id: row.get(2)?,
-                name: meta_name(&row.get::<String>(3)?),
+                name: meta_name(row.text(3)?),
             })
         },
     )?;

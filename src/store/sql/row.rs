@@ -41,6 +41,15 @@ impl Row<'_> {
         T::from_value(value).map_err(|why| self.column_error(idx, why))
     }
 
+    /// Column `idx` as text borrowed from the row, for a cell that is parsed rather than kept
+    /// (no `String` per cell: a turn's context reads hundreds of rows, BENCHMARKS.md).
+    pub(crate) fn text(&self, idx: usize) -> Result<&str, DbError> {
+        match self.value(idx)? {
+            Value::Text(text) => Ok(text),
+            other => Err(self.column_error(idx, wrong(other, "text"))),
+        }
+    }
+
     /// An error about column `idx` of this row: `why`, after the column's name.
     pub(crate) fn column_error(&self, idx: usize, why: String) -> DbError {
         DbError::Column {
