@@ -773,7 +773,9 @@ mod tests {
         store.delivery_settle(done).await.unwrap();
         let heard = notices.next().now_or_never();
         assert!(
-            heard.as_ref().is_some_and(|n| n.touches(Topic::Delivery, "r1")),
+            heard
+                .as_ref()
+                .is_some_and(|n| n.touches(Topic::Delivery, "r1")),
             "{heard:?}"
         );
     }
