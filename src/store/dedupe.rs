@@ -77,9 +77,9 @@ impl Store {
 /// One conditional upsert per key, the same text on both engines: it records a key that is new
 /// or expired and counts one row changed, and leaves a live key alone and counts none. So the
 /// look-up and the write are one statement (a count, not `RETURNING`, which SQLite runs through
-/// a temporary table of its own: half the claim's cost, BENCHMARKS.md), and on PostgreSQL, where several instances
-/// claim in one table, two claims of one key cannot both see it unseen (the upsert locks the
-/// row it conflicts with).
+/// a temporary table of its own: half the claim's cost, BENCHMARKS.md), and on PostgreSQL,
+/// where several instances claim in one table, two claims of one key cannot both see it unseen
+/// (the upsert locks the row it conflicts with).
 pub(super) fn claim_keys(
     db: Db<'_>,
     scope: &str,

@@ -108,9 +108,10 @@ impl<'c> Db<'c> {
 
     /// Runs one `INSERT` into a table whose key is `id` (SQLite's rowid); returns the new row's
     /// id, `None` when it inserted nothing (`ON CONFLICT ... DO NOTHING`). `sql` has no
-    /// `RETURNING`: SQLite runs one through a temporary table of its own, which cost as much as
-    /// the insert on the hot path (BENCHMARKS.md), so there the id is `last_insert_rowid()`;
-    /// PostgreSQL is given `RETURNING id`. Not for `DO UPDATE`, whose update sets no new id.
+    /// `RETURNING`: SQLite runs one through a temporary table of its own, a third of a
+    /// transcript insert's instructions (BENCHMARKS.md), so there the id is
+    /// `last_insert_rowid()`; PostgreSQL is given `RETURNING id`. Not for `DO UPDATE`, whose
+    /// update sets no new id.
     pub(crate) fn insert_id(self, sql: &str, args: &[Value<'_>]) -> Result<Option<i64>, DbError> {
         match self {
             Db::Sqlite(conn) => {
