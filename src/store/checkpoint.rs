@@ -47,6 +47,7 @@ use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 
 use super::connect::BUSY_TIMEOUT;
+use super::log_ahead::LogAhead;
 
 /// How often the log is checkpointed. At the writer's top speed the log grows by about the
 /// default 1000-page threshold in this time.
@@ -158,10 +159,15 @@ pub(crate) struct WalBound {
     copies: Copies,
     /// Closed while the log is restarted.
     gate: ReadGate,
+    /// The log's next pages, asked back into memory ahead of the writer.
+    ahead: LogAhead,
 }
 
 /// The frame header SQLite writes before each page in the log.
 const FRAME_HEADER: u64 = 24;
+
+/// The header at the log's start, before its first frame.
+const WAL_HEADER: u64 = 32;
 
 impl WalBound {
     /// The bound for `file`, of `limit` bytes; restarts take turns with the passive checkpoints
@@ -175,6 +181,7 @@ impl WalBound {
         gate: ReadGate,
     ) -> Self {
         WalBound {
+            ahead: LogAhead::new(file.clone()),
             file,
             limit,
             frame: None,
@@ -195,6 +202,7 @@ impl WalBound {
             .frame
             .get_or_insert_with(|| page_size(conn) + FRAME_HEADER);
         let bytes = LOG_FRAMES.get() * frame;
+        self.ahead.committed(WAL_HEADER + bytes);
         if bytes <= self.limit / 2 {
             self.asked = None;
             self.over = false;
