@@ -189,6 +189,14 @@ mod tests {
             .unwrap()
     }
 
+    /// The bundled SQLite is compiled to sync with `fdatasync` (`.cargo/config.toml`): a build
+    /// that lost the flag falls back to `fsync`, one more disk write inside every sync.
+    #[test]
+    fn sqlite_is_compiled_to_sync_with_fdatasync() {
+        let flags = option_env!("LIBSQLITE3_FLAGS").unwrap_or_default();
+        assert!(flags.contains("-DHAVE_FDATASYNC=1"), "{flags:?}");
+    }
+
     #[test]
     fn a_new_database_gets_half_size_pages_and_an_existing_one_keeps_its_own() {
         let dir = tempfile::tempdir().unwrap();
