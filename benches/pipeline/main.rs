@@ -20,6 +20,8 @@
 //! alternating). `BATON_BENCH_EVENTS=N` sets the number of events per throughput run (for
 //! profiling under callgrind),
 //! `BATON_BENCH_ROUND_TRIPS=N` the number of `b2b` round trips (for profiles),
+//! `BATON_BENCH_LATENCY_EVENTS=N` the events of the `latency` run (10,000 by default: 2,000
+//! replies, so its p99 is the 20th slowest; a longer run steadies it),
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! `BATON_BENCH_READERS=N` one `events` run with N readers instead of the rounds, and
 //! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
@@ -107,6 +109,9 @@ fn main() {
     if let Some(events) = env_number("BATON_BENCH_EVENTS") {
         sizes.events = events;
         sizes.warmup = sizes.warmup.min(events);
+    }
+    if let Some(events) = env_number("BATON_BENCH_LATENCY_EVENTS") {
+        sizes.latency_events = events;
     }
     if let Some(trips) = env_number("BATON_BENCH_ROUND_TRIPS") {
         sizes.round_trips = trips;
