@@ -78,7 +78,9 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { wal_limit_mb: 64 }
+        Self {
+            wal_limit_mb: crate::store::DEFAULT_WAL_LIMIT_MB,
+        }
     }
 }
 

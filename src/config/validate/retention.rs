@@ -11,6 +11,8 @@ const MAX_WAL_LIMIT_MB: u64 = 1024 * 1024;
 /// The smallest retention age, in seconds (the store's `MIN_AGE_MS`).
 const MIN_AGE_SECS: u64 = (crate::store::MIN_AGE_MS / 1000) as u64;
 
+use crate::store::DEFAULT_WAL_LIMIT_MB;
+
 impl Checker<'_> {
     pub(super) fn store(&mut self, config: &Config) {
         let limit = config.store.wal_limit_mb;
@@ -18,7 +20,8 @@ impl Checker<'_> {
             self.report(
                 "store.wal_limit_mb",
                 format!(
-                    "is {limit}; write a size in MiB from 1 to {MAX_WAL_LIMIT_MB} (default 64): \
+                    "is {limit}; write a size in MiB from 1 to {MAX_WAL_LIMIT_MB} (default \
+                     {DEFAULT_WAL_LIMIT_MB}): \
                      the write-ahead log is emptied once it passes half of it"
                 ),
             );
