@@ -30,8 +30,8 @@
 //! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
 //! session across instances), `turn_start.rs` ([`Store::turn_start`]: what a turn records
 //! before its backend runs, in one job). `lock.rs` ([`DatabaseLock`]) keeps a second
-//! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound, and `log_ahead.rs` its next
-//! pages in memory.
+//! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound, and
+//! `log_ahead.rs` its next pages in memory.
 //!
 //! Writes that must decide something atomically (is this event new? which history entries has
 //! this bot not seen?) run entirely inside the writer, so concurrent callers cannot race.

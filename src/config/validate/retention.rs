@@ -4,15 +4,13 @@
 
 use super::super::{Config, parse_age};
 use super::Checker;
+use crate::store::DEFAULT_WAL_LIMIT_MB;
 
 /// The largest WAL bound accepted, in MiB (1 TiB): beyond it the bound means nothing.
 const MAX_WAL_LIMIT_MB: u64 = 1024 * 1024;
 
 /// The smallest retention age, in seconds (the store's `MIN_AGE_MS`).
 const MIN_AGE_SECS: u64 = (crate::store::MIN_AGE_MS / 1000) as u64;
-
-use crate::store::DEFAULT_WAL_LIMIT_MB;
-
 impl Checker<'_> {
     pub(super) fn store(&mut self, config: &Config) {
         let limit = config.store.wal_limit_mb;
