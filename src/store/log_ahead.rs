@@ -19,8 +19,8 @@ use std::fs::File;
 use std::path::PathBuf;
 
 /// How far ahead of the writer's position the log is asked for. At 1,000 events/s the log grows
-/// by about 16 MB/s, so this is what the writer reaches in the next few milliseconds: little
-/// time for a page to be dropped again before it is written.
+/// by 16–25 MB/s, so this is what the writer reaches in the next 5–8 ms: little time for a page
+/// to be dropped again before it is written.
 const AHEAD: u64 = 128 * 1024;
 
 /// What the writer has asked to be in memory, by position in the log.
@@ -43,7 +43,8 @@ impl LogAhead {
         }
     }
 
-    /// After a commit that left `end` bytes of frames in the log (from its start).
+    /// After a commit whose last frame ends `end` bytes into the log file (its header
+    /// included).
     pub(crate) fn committed(&mut self, end: u64) {
         let Some((offset, len)) = self.plan.after(end) else {
             return;

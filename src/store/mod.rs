@@ -165,8 +165,8 @@ impl std::fmt::Debug for Store {
 /// The write-ahead log's default bound, in MiB (`store.wal_limit_mb`). The writer restarts the
 /// log once it passes half of this, and holds still meanwhile: 1–15 ms of syncs on the VM of
 /// `BENCHMARKS.md`. At 1,000 events/s the log grows about 25 MB/s, so a 64 MiB bound meant a
-/// restart every 1.3 s, and those holds were the reply latency's p99. At 256 MiB the restart comes
-/// every ~5 s; the file stays at about 128 MiB under load, and a start after a crash reads it
+/// restart every 1.3 s, and those holds were the reply latency's p99. At 256 MiB the same rate
+/// restarts it every ~5 s; the file stays at about 128 MiB under load, and a start after a crash reads it
 /// once (~0.1–0.2 s).
 pub const DEFAULT_WAL_LIMIT_MB: u64 = 256;
 
