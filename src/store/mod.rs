@@ -72,6 +72,7 @@ mod session_wakes;
 mod sessions;
 mod sql;
 mod sweep;
+mod tail_cache;
 #[cfg(test)]
 pub(crate) mod testing;
 mod transcript;
@@ -128,6 +129,7 @@ use escalations::EscalationChats;
 use notices::Bus;
 use readers::{Readers, Source};
 use sql::{Conn, Db, PgConn};
+use tail_cache::TailCache;
 use writer::Writer;
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
@@ -147,6 +149,8 @@ struct Inner {
     readers: Readers,
     settings: Arc<SettingsCache>,
     escalation_chats: Arc<EscalationChats>,
+    /// Copies of session tails for turns' starts (`tail_cache.rs`): SQLite only.
+    tails: Option<Arc<TailCache>>,
     /// Notices between instances (`notices.rs`).
     bus: Bus,
     /// For a memory database: one connection held for the store's lifetime, since the
@@ -234,6 +238,7 @@ impl Store {
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
                 settings,
                 escalation_chats,
+                tails: Some(Arc::new(TailCache::new(tail_cache::BUDGET_BYTES))),
                 bus: Bus::local(),
                 _keeper: keeper,
                 _checkpointer: checkpointer,
@@ -269,6 +274,7 @@ impl Store {
                 readers: Readers::new(source, first_reader, ReadGate::default()),
                 settings,
                 escalation_chats,
+                tails: None,
                 bus,
                 _keeper: None,
                 _checkpointer: None,
@@ -294,6 +300,11 @@ impl Store {
             .instance
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Arc::from(id);
+    }
+
+    /// The copies of session tails the writer keeps, where it keeps them (`tail_cache.rs`).
+    fn tails(&self) -> Option<Arc<TailCache>> {
+        self.inner.tails.clone()
     }
 
     /// The engine behind this store.

@@ -6,7 +6,9 @@
 //! reached the chat, and platforms take no idempotency key for plain messages, so the only way
 //! never to answer twice is not to try again. The replay records a failure instead.
 
-use super::sql::{OptionalRow, args};
+use std::sync::Arc;
+
+use super::sql::{Db, DbError, OptionalRow, args};
 use super::{EntryKind, Store, StoreError};
 
 /// Whether a chunk may be posted.
@@ -61,11 +63,11 @@ impl Store {
         idempotency_key: &str,
         text: &str,
     ) -> Result<(), StoreError> {
-        let (key, text) = (idempotency_key.to_owned(), text.to_owned());
-        self.write(move |db| {
+        let text = text.to_owned();
+        self.edit_delivered(idempotency_key, move |db, key| {
             db.execute(
                 "UPDATE transcript SET text = ?2 WHERE idempotency_key = ?1",
-                args![&key, &text],
+                args![key, &text],
             )?;
             Ok(())
         })
@@ -80,12 +82,12 @@ impl Store {
         idempotency_key: &str,
         why: &str,
     ) -> Result<(), StoreError> {
-        let (key, why) = (idempotency_key.to_owned(), why.to_owned());
-        self.write(move |db| {
+        let why = why.to_owned();
+        self.edit_delivered(idempotency_key, move |db, key| {
             let meta: Option<String> = db
                 .query_row(
                     "SELECT meta FROM transcript WHERE idempotency_key = ?1",
-                    args![&key],
+                    args![key],
                     |row| row.get(0),
                 )
                 .optional()?;
@@ -95,7 +97,7 @@ impl Store {
             db.execute(
                 "UPDATE transcript SET kind = ?2, meta = ?3 WHERE idempotency_key = ?1",
                 args![
-                    &key,
+                    key,
                     EntryKind::Notice.as_str(),
                     with_deleted(&meta, &why).as_str()
                 ],
@@ -103,6 +105,45 @@ impl Store {
             Ok(())
         })
         .await
+    }
+
+    /// Runs `edit` on the delivered entry keyed `idempotency_key` in one job. An edit in place
+    /// is what a kept copy of the session's tail cannot see (`tail_cache.rs`), so the copy is
+    /// forgotten as the job runs (for the jobs after it in its batch) and again once it is
+    /// committed (for a copy kept by a job before it in the batch).
+    async fn edit_delivered(
+        &self,
+        idempotency_key: &str,
+        mut edit: impl FnMut(Db<'_>, &str) -> Result<(), DbError> + Send + 'static,
+    ) -> Result<(), StoreError> {
+        let key = idempotency_key.to_owned();
+        let Some(tails) = self.tails() else {
+            return self.write(move |db| edit(db, &key)).await;
+        };
+        let again = Arc::clone(&tails);
+        self.write_then(
+            move |db| {
+                let session: Option<String> = db
+                    .query_row(
+                        "SELECT session FROM transcript WHERE idempotency_key = ?1",
+                        args![&key],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if let Some(session) = &session {
+                    tails.forget(session);
+                }
+                edit(db, &key)?;
+                Ok(session)
+            },
+            move |session| {
+                if let Some(session) = session {
+                    again.forget(session);
+                }
+            },
+        )
+        .await?;
+        Ok(())
     }
 }
 

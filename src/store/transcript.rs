@@ -4,11 +4,14 @@
 //! stable cursor for `--follow` and for the model's view after a reset. A delivered chunk
 //! carries its idempotency key, which is how a replayed delivery finds out it already posted.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use super::sessions::session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
+use super::tail_cache::Tail;
 use super::{Store, StoreError};
 use crate::session::SessionKey;
 
@@ -317,27 +320,71 @@ fn entry_from_row(row: &Row<'_>) -> Result<Entry, DbError> {
 /// a turn's context needs: what [`Store::transcript`] returns for a query with `last` and
 /// `since_reset`, minus the columns the model never sees. Read inside the turn's start
 /// ([`Store::turn_start`]), where the writer's pages are warm and no reader is woken for it.
+/// Where the writer keeps copies of tails, [`tail_since`] reads only what is new instead.
 pub(super) fn tail_in(db: Db<'_>, session: &str, last: usize) -> Result<Vec<TailEntry>, DbError> {
     // Not `LIMIT ?`, for the reason given in `transcript`.
     let mut entries = db.query_take(
-        "SELECT kind, text, run_id, meta
+        "SELECT id, kind, text, run_id, meta
          FROM transcript
          WHERE session = ?1
            AND id > coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)
          ORDER BY id DESC",
         args![session],
         last,
-        |row| {
-            Ok(TailEntry {
-                kind: parse_column(row, 0)?,
-                text: row.get(1)?,
-                run_id: row.get(2)?,
-                name: meta_name(row.text(3)?),
-            })
-        },
+        |row| Ok(tail_row(row)?.1),
     )?;
     entries.reverse();
     Ok(entries)
+}
+
+/// [`tail_in`] against `kept`, the copy of the session's tail an earlier turn's start read
+/// (`tail_cache.rs`): when the copy still holds, only the entries after it are read; otherwise
+/// (or with no copy) the tail is read whole. Returns the tail to keep as the next copy.
+pub(super) fn tail_since(
+    db: Db<'_>,
+    session: &str,
+    last: usize,
+    kept: Option<&Tail>,
+) -> Result<Tail, DbError> {
+    let (first, newest) = kept.map_or((1, 0), Tail::span);
+    let (reset_after, held): (i64, i64) = db.query_row(
+        "SELECT coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0),
+                (SELECT count(*) FROM transcript WHERE session = ?1 AND id BETWEEN ?2 AND ?3)",
+        args![session, first, newest],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let held = usize::try_from(held).unwrap_or(usize::MAX);
+    let kept = kept.filter(|kept| kept.holds(last, reset_after, held));
+    let after = kept.map_or(reset_after, Tail::newest);
+    let mut newer = db.query_take(
+        "SELECT id, kind, text, run_id, meta FROM transcript
+         WHERE session = ?1 AND id > ?2 ORDER BY id DESC",
+        args![session, after],
+        last,
+        |row| tail_row(row).map(|(id, entry)| (id, Arc::new(entry))),
+    )?;
+    newer.reverse();
+    Ok(match kept {
+        Some(kept) => kept.extended(newer, last),
+        None => Tail {
+            reset_after,
+            entries: newer,
+            depth: last,
+        },
+    })
+}
+
+/// A row of `id, kind, text, run_id, meta` as a tail entry and its id.
+fn tail_row(row: &Row<'_>) -> Result<(i64, TailEntry), DbError> {
+    Ok((
+        row.get(0)?,
+        TailEntry {
+            kind: parse_column(row, 1)?,
+            text: row.get(2)?,
+            run_id: row.get(3)?,
+            name: meta_name(row.text(4)?),
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -7,10 +7,14 @@
 //! be separated by a stop: a history buffer is never passed over without the inbound entry of
 //! the turn that took it, and a replay takes it again. The tail was a read of its own, a hop to
 //! a reader thread whose pages the writer had just changed; the writer reads it from warm pages.
+//! On SQLite the writer keeps a copy of each tail it read, and reads only what came after it
+//! (`tail_cache.rs`).
+
+use std::sync::Arc;
 
 use super::history::{OwnedTake, take_in};
 use super::sessions::touch;
-use super::transcript::{insert_entry, tail_in};
+use super::transcript::{insert_entry, tail_in, tail_since};
 use super::{HistoryEntry, HistoryTake, NewEntry, Store, StoreError, TailEntry};
 use crate::session::SessionKey;
 
@@ -50,34 +54,52 @@ impl Store {
         let take = start.history.map(OwnedTake::of);
         let (now_ms, mut heard, last) = (start.now_ms, start.heard, start.tail);
         let rendered = session.render();
-        self.write(move |db| {
-            touch(db, &session, now_ms)?;
-            let tail = match last {
-                Some(last) => tail_in(db, &rendered, last)?,
-                None => Vec::new(),
-            };
-            let history = match &take {
-                Some(take) => take_in(db, take)?,
-                None => Vec::new(),
-            };
-            let entry = match &mut heard {
-                Some(heard) => {
-                    if let (Some(_), Some(meta)) = (&take, heard.meta.as_object_mut()) {
-                        meta.insert("history".to_owned(), history.len().into());
+        let tails = self.tails();
+        let keep = (tails.clone(), rendered.clone());
+        let (started, _) = self
+            .write_then(
+                move |db| {
+                    touch(db, &session, now_ms)?;
+                    let (tail, read) = match (last, &tails) {
+                        (Some(last), Some(tails)) => {
+                            let kept = tails.get(&rendered);
+                            let read = tail_since(db, &rendered, last, kept.as_deref())?;
+                            (read.newest_entries(last), Some(Arc::new(read)))
+                        }
+                        (Some(last), None) => (tail_in(db, &rendered, last)?, None),
+                        (None, _) => (Vec::new(), None),
+                    };
+                    let history = match &take {
+                        Some(take) => take_in(db, take)?,
+                        None => Vec::new(),
+                    };
+                    let entry = match &mut heard {
+                        Some(heard) => {
+                            if let (Some(_), Some(meta)) = (&take, heard.meta.as_object_mut()) {
+                                meta.insert("history".to_owned(), history.len().into());
+                            }
+                            // A `Value` always renders as JSON.
+                            let meta = heard.meta.to_string();
+                            Some(insert_entry(db, heard, &meta)?)
+                        }
+                        None => None,
+                    };
+                    let started = TurnStarted {
+                        history,
+                        entry,
+                        tail,
+                    };
+                    Ok((started, read))
+                },
+                // Kept once committed: a copy never holds a row of a batch rolled back.
+                move |(_, read)| {
+                    if let ((Some(tails), session), Some(read)) = (&keep, read) {
+                        tails.keep(session, Arc::clone(read));
                     }
-                    // A `Value` always renders as JSON.
-                    let meta = heard.meta.to_string();
-                    Some(insert_entry(db, heard, &meta)?)
-                }
-                None => None,
-            };
-            Ok(TurnStarted {
-                history,
-                entry,
-                tail,
-            })
-        })
-        .await
+                },
+            )
+            .await?;
+        Ok(started)
     }
 }
 

@@ -1,0 +1,402 @@
+//! The newest entries of the sessions whose turns started lately, kept by the writer so that a
+//! turn's start reads only what was said since the last one (issue 23).
+//!
+//! A turn's start read its session's newest entries (40 by default) every time: ~190k
+//! instructions in the writer, the largest single cost of a mention and of a bot-to-bot round
+//! trip (BENCHMARKS.md). The entries before the last turn have not changed since, so only the
+//! newer ones need reading, once a cheap check shows the copy still holds:
+//!
+//! - the session's reset point is the one the copy was read under;
+//! - as many entries as the copy holds are still in its range of ids: a prune deleted none, and
+//!   ids only grow, so none was added among them;
+//! - an entry edited in place (a streamed reply revised or withdrawn, `sends.rs`) forgets its
+//!   session's copy, while its job runs and again once it is committed;
+//! - a copy is kept only after the job that read it has committed (`Store::write_then`), so it
+//!   never holds a row of a batch that was rolled back.
+//!
+//! Kept on SQLite only, where this process's writer is the database's only one (`lock.rs`). On
+//! PostgreSQL other instances edit entries where this one cannot see it, so every turn there
+//! reads its tail whole. The copies are bounded by [`BUDGET_BYTES`]; the sessions used least
+//! lately are dropped first.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::TailEntry;
+
+/// The most the copies may take, by their entries' sizes. 40 short entries take ~8 KiB, so
+/// this keeps a thousand busy sessions; a few hundred with long replies.
+pub(crate) const BUDGET_BYTES: usize = 16 * 1024 * 1024;
+
+/// An entry's own bytes: its slot in the copy, its shared allocation (two counts and the entry).
+const ENTRY_BYTES: usize = std::mem::size_of::<(i64, Arc<TailEntry>)>()
+    + 2 * std::mem::size_of::<usize>()
+    + std::mem::size_of::<TailEntry>();
+
+/// A session's newest entries as a turn's start read them, with what checking them needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Tail {
+    /// The session's `reset_after` when they were read.
+    pub(crate) reset_after: i64,
+    /// The entries, oldest first, each with its id (shared, so that a copy extended by a
+    /// turn does not copy the text of those it keeps).
+    pub(crate) entries: Vec<(i64, Arc<TailEntry>)>,
+    /// How many were asked for: `entries` holds fewer only when the session has no more since
+    /// its reset.
+    pub(crate) depth: usize,
+}
+
+impl Tail {
+    /// Whether this copy can answer a read of the newest `last` entries under the reset point
+    /// `reset_after`, given that `held` entries are left in its range of ids.
+    pub(crate) fn holds(&self, last: usize, reset_after: i64, held: usize) -> bool {
+        let whole = self.entries.len() < self.depth;
+        self.reset_after == reset_after
+            && held == self.entries.len()
+            && (last <= self.depth || whole)
+    }
+
+    /// The first and last id it holds: the range whose entries [`Tail::holds`] counts. An empty
+    /// copy's range is empty.
+    pub(crate) fn span(&self) -> (i64, i64) {
+        match (self.entries.first(), self.entries.last()) {
+            (Some((first, _)), Some((last, _))) => (*first, *last),
+            _ => (1, 0),
+        }
+    }
+
+    /// The id after which entries are new to this copy.
+    pub(crate) fn newest(&self) -> i64 {
+        self.entries.last().map_or(self.reset_after, |(id, _)| *id)
+    }
+
+    /// This copy with `newer` (oldest first, all after [`Tail::newest`]) added, keeping the
+    /// newest `max(depth, last)`.
+    pub(crate) fn extended(&self, newer: Vec<(i64, Arc<TailEntry>)>, last: usize) -> Tail {
+        let depth = self.depth.max(last);
+        let keep_old = depth.saturating_sub(newer.len()).min(self.entries.len());
+        let skip_new = newer.len().saturating_sub(depth);
+        let mut entries = Vec::with_capacity(keep_old + newer.len() - skip_new);
+        entries.extend_from_slice(&self.entries[self.entries.len() - keep_old..]);
+        entries.extend(newer.into_iter().skip(skip_new));
+        Tail {
+            reset_after: self.reset_after,
+            entries,
+            depth,
+        }
+    }
+
+    /// The newest `last` entries, oldest first, as the turn is given them.
+    pub(crate) fn newest_entries(&self, last: usize) -> Vec<TailEntry> {
+        let from = self.entries.len().saturating_sub(last);
+        self.entries[from..]
+            .iter()
+            .map(|(_, e)| TailEntry::clone(e))
+            .collect()
+    }
+
+    /// About how much memory it takes.
+    fn bytes(&self) -> usize {
+        let strings = |e: &TailEntry| {
+            e.text.capacity()
+                + e.run_id.as_ref().map_or(0, String::capacity)
+                + e.name.as_ref().map_or(0, String::capacity)
+        };
+        std::mem::size_of::<Tail>()
+            + self
+                .entries
+                .iter()
+                .map(|(_, e)| ENTRY_BYTES + strings(e))
+                .sum::<usize>()
+    }
+}
+
+/// The copies, by session (its rendered key).
+#[derive(Debug)]
+pub(crate) struct TailCache {
+    kept: Mutex<Kept>,
+    budget: usize,
+}
+
+#[derive(Debug, Default)]
+struct Kept {
+    sessions: HashMap<String, Slot>,
+    bytes: usize,
+    /// Counts uses, to tell the least recently used.
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    tail: Arc<Tail>,
+    bytes: usize,
+    used: u64,
+}
+
+impl TailCache {
+    /// An empty cache of at most `budget` bytes.
+    pub(crate) fn new(budget: usize) -> Self {
+        TailCache {
+            kept: Mutex::new(Kept::default()),
+            budget,
+        }
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The copy of `session`'s tail, if one is kept.
+    pub(crate) fn get(&self, session: &str) -> Option<Arc<Tail>> {
+        let mut kept = self.kept();
+        kept.clock += 1;
+        let now = kept.clock;
+        let slot = kept.sessions.get_mut(session)?;
+        slot.used = now;
+        Some(Arc::clone(&slot.tail))
+    }
+
+    /// Keep `tail` as `session`'s copy, in place of any older one; then drop the least
+    /// recently used copies while over budget (to three quarters of it, so that this is not
+    /// done on every keep). A copy over the whole budget is not kept.
+    pub(crate) fn keep(&self, session: &str, tail: Arc<Tail>) {
+        let bytes = tail.bytes() + session.len();
+        let mut kept = self.kept();
+        if let Some(old) = kept.sessions.remove(session) {
+            kept.bytes -= old.bytes;
+        }
+        if bytes > self.budget {
+            return;
+        }
+        kept.clock += 1;
+        let used = kept.clock;
+        kept.sessions
+            .insert(session.to_owned(), Slot { tail, bytes, used });
+        kept.bytes += bytes;
+        if kept.bytes > self.budget {
+            let mut by_use: Vec<(u64, String)> = kept
+                .sessions
+                .iter()
+                .map(|(key, slot)| (slot.used, key.clone()))
+                .collect();
+            by_use.sort_unstable();
+            for (_, key) in by_use {
+                if kept.bytes <= self.budget / 4 * 3 {
+                    break;
+                }
+                if let Some(slot) = kept.sessions.remove(&key) {
+                    kept.bytes -= slot.bytes;
+                }
+            }
+        }
+    }
+
+    /// Drop `session`'s copy: one of its entries is being edited in place.
+    pub(crate) fn forget(&self, session: &str) {
+        let mut kept = self.kept();
+        if let Some(old) = kept.sessions.remove(session) {
+            kept.bytes -= old.bytes;
+        }
+    }
+
+    /// How many sessions have a copy.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.kept().sessions.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionKey;
+    use crate::store::transcript::tests::entry as transcript_entry;
+    use crate::store::{
+        EntryKind, NewEntry, PruneTable, Store, TranscriptQuery, TurnStart, testing,
+    };
+
+    fn entry(id: i64) -> (i64, Arc<TailEntry>) {
+        (
+            id,
+            Arc::new(TailEntry {
+                kind: EntryKind::Inbound,
+                text: format!("line {id}"),
+                run_id: None,
+                name: None,
+            }),
+        )
+    }
+
+    fn tail(ids: &[i64], depth: usize) -> Tail {
+        Tail {
+            reset_after: 0,
+            entries: ids.iter().map(|&id| entry(id)).collect(),
+            depth,
+        }
+    }
+
+    fn ids(tail: &Tail) -> Vec<i64> {
+        tail.entries.iter().map(|(id, _)| *id).collect()
+    }
+
+    #[test]
+    fn a_copy_holds_only_under_its_reset_with_none_of_its_entries_gone() {
+        let full = tail(&[3, 5, 8], 3);
+        assert!(full.holds(3, 0, 3));
+        assert!(full.holds(2, 0, 3), "fewer than it was read for");
+        assert!(!full.holds(3, 7, 3), "the session was reset");
+        assert!(!full.holds(3, 0, 2), "a prune deleted one");
+        assert!(
+            !full.holds(4, 0, 3),
+            "more than it was read for, and there may be more"
+        );
+        let whole = tail(&[3, 5], 3);
+        assert!(
+            whole.holds(40, 0, 2),
+            "it holds every entry since the reset"
+        );
+    }
+
+    #[test]
+    fn newer_entries_push_out_the_oldest() {
+        let copy = tail(&[3, 5, 8], 3);
+        assert_eq!(copy.span(), (3, 8));
+        assert_eq!(copy.newest(), 8);
+        let next = copy.extended(vec![entry(9), entry(12)], 3);
+        assert_eq!(ids(&next), [8, 9, 12]);
+        assert_eq!(
+            next.newest_entries(2)
+                .iter()
+                .map(|e| e.text.as_str())
+                .collect::<Vec<_>>(),
+            ["line 9", "line 12"]
+        );
+        let wider = copy.extended(vec![entry(9)], 5);
+        assert_eq!((ids(&wider), wider.depth), (vec![3, 5, 8, 9], 5));
+        let flood = copy.extended((10..14).map(entry).collect(), 3);
+        assert_eq!(ids(&flood), [11, 12, 13]);
+        let empty = tail(&[], 3);
+        assert_eq!((empty.span(), empty.newest()), ((1, 0), 0));
+    }
+
+    #[test]
+    fn the_least_recently_used_copies_go_when_over_budget() {
+        let one = Arc::new(tail(&[1, 2, 3], 3));
+        let size = one.bytes() + "s0".len();
+        let cache = TailCache::new(size * 4);
+        for n in 0..4 {
+            cache.keep(&format!("s{n}"), Arc::clone(&one));
+        }
+        assert_eq!(cache.len(), 4);
+        assert!(
+            cache.get("s0").is_some(),
+            "s0 is now the most recently used"
+        );
+        cache.keep("s4", Arc::clone(&one));
+        // Over budget: down to three quarters, the least recently used first (s1, s2).
+        assert_eq!(cache.len(), 3);
+        assert!(cache.get("s1").is_none() && cache.get("s2").is_none());
+        assert!(cache.get("s0").is_some() && cache.get("s4").is_some());
+        cache.forget("s4");
+        assert!(cache.get("s4").is_none());
+        let huge = Arc::new(tail(&(0..1000).collect::<Vec<_>>(), 1000));
+        cache.keep("s0", huge);
+        assert!(
+            cache.get("s0").is_none(),
+            "a copy over the whole budget is not kept"
+        );
+    }
+
+    /// What a turn's start gives the session's next turn, as (kind, text, name).
+    async fn started(store: &Store, session: &SessionKey, last: usize) -> Vec<(EntryKind, String)> {
+        let start = TurnStart {
+            session,
+            now_ms: 1,
+            history: None,
+            heard: None,
+            tail: Some(last),
+        };
+        let tail = store.turn_start(start).await.unwrap().tail;
+        tail.into_iter().map(|e| (e.kind, e.text)).collect()
+    }
+
+    /// The same, read whole from the transcript.
+    async fn whole(store: &Store, session: &SessionKey, last: usize) -> Vec<(EntryKind, String)> {
+        let query = TranscriptQuery {
+            session: session.clone(),
+            after_id: None,
+            last: Some(last),
+            since_reset: true,
+        };
+        let entries = store.transcript(query).await.unwrap();
+        entries.into_iter().map(|e| (e.kind, e.text)).collect()
+    }
+
+    fn line(session: &SessionKey, text: &str, ts_ms: i64, key: Option<&str>) -> NewEntry {
+        NewEntry {
+            ts_ms,
+            idempotency_key: key.map(str::to_owned),
+            ..transcript_entry(session, text)
+        }
+    }
+
+    /// Every change a session's entries can go through between two turns, each followed by a
+    /// turn's start, whose tail must be the one a whole read gives. On SQLite the copy is used
+    /// (it is the only one kept); PostgreSQL keeps none.
+    #[tokio::test]
+    async fn a_kept_copy_gives_what_a_whole_read_gives_after_every_change() {
+        const DAY: i64 = 24 * 60 * 60 * 1000;
+        let now = 400 * DAY;
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let session: SessionKey = "bot:b:slack:a:C1".parse().unwrap();
+            store.touch_session(&session, 1).await.unwrap();
+            for n in 0..3 {
+                let old = line(&session, &format!("old {n}"), DAY, None);
+                store.append(old).await.unwrap();
+            }
+            for n in 0..3 {
+                let key = format!("k{n}");
+                let reply = line(&session, &format!("reply {n}"), now, Some(&key));
+                store.append(reply).await.unwrap();
+            }
+            let mut steps = 0;
+            let mut check = async |what: &str| {
+                let got = started(&store, &session, 5).await;
+                let want = whole(&store, &session, 5).await;
+                assert_eq!(got, want, "{}: after {what}", db.engine());
+                steps += 1;
+            };
+            check("the first read").await;
+            store
+                .append(line(&session, "new", now, None))
+                .await
+                .unwrap();
+            check("an entry added").await;
+            store
+                .revise_delivered("k1", "reply 1, finished")
+                .await
+                .unwrap();
+            check("a reply revised").await;
+            store.withdraw_delivered("k2", "not needed").await.unwrap();
+            check("a reply withdrawn").await;
+            let pruned = store
+                .prune(PruneTable::Transcripts, 2 * DAY, now)
+                .await
+                .unwrap();
+            assert_eq!(pruned, 3);
+            check("a prune").await;
+            store.reset_sessions("slack", "C1", None).await.unwrap();
+            check("a reset").await;
+            store
+                .append(line(&session, "after", now, None))
+                .await
+                .unwrap();
+            check("an entry after the reset").await;
+            assert_eq!(steps, 7);
+            if let Some(tails) = store.tails() {
+                assert_eq!(tails.len(), 1, "{}: the copy was kept", db.engine());
+            }
+        }
+    }
+}
