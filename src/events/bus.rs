@@ -1,13 +1,13 @@
 //! The bus: ids, the replay ring and the broadcast to subscribers.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use super::frame::Serialised;
+use super::frame::frame;
 use super::{Activity, Event};
 
 /// Events kept for clients that reconnect (`Last-Event-ID`): the most recent this many.
@@ -26,9 +26,18 @@ pub struct Stamped {
     /// What happened.
     #[serde(flatten)]
     pub event: Event,
-    /// This, as `/api/events` sends it: made once at emit, shared by every reader.
+    /// This, as `/api/events` sends it ([`Stamped::frame`]).
     #[serde(skip)]
-    pub frame: Bytes,
+    frame: OnceLock<Bytes>,
+}
+
+impl Stamped {
+    /// This, as `/api/events` sends it: made by the first reader that asks (`frame.rs`), then
+    /// shared by every reader.
+    pub fn frame(&self) -> &Bytes {
+        self.frame
+            .get_or_init(|| frame(&self.event, self.id, self.ts_ms))
+    }
 }
 
 /// The gateway's event bus. Cheap to clone; every clone is the same bus.
@@ -79,14 +88,13 @@ impl Events {
     /// a subscriber.
     pub fn emit(&self, event: Event) {
         let ts_ms = now_ms();
-        let serialised = Serialised::of(&event);
         let mut ring = self.inner.ring.lock().expect("event ring poisoned");
         ring.last += 1;
         let stamped = Arc::new(Stamped {
             id: ring.last,
             ts_ms,
             event,
-            frame: serialised.frame(ring.last, ts_ms),
+            frame: OnceLock::new(),
         });
         self.inner.activity.fold(&stamped);
         if ring.kept.len() == REPLAY {

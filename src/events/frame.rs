@@ -1,6 +1,10 @@
-//! An event as `/api/events` sends it, made once when it is emitted: every reader of the stream
-//! sends these same bytes, so ten readers cost ten writes of one frame, not ten serialisations
-//! of the event (issue 18's benchmark: that cost the pipeline two thirds of its rate).
+//! An event as `/api/events` sends it, made once: every reader of the stream sends these same
+//! bytes, so ten readers cost ten writes of one frame, not ten serialisations of the event
+//! (issue 18's benchmark: that cost the pipeline two thirds of its rate). It is made by the
+//! first reader that sends the event, not when the event is emitted: with nobody reading the
+//! stream (most of the time) no event is serialised at all, and with readers the work is done
+//! on their tasks, off the path from a message to its reply (issue 23: 4% of an event's
+//! instructions).
 
 use std::fmt::Write as _;
 
@@ -8,30 +12,21 @@ use bytes::{Bytes, BytesMut};
 
 use super::Event;
 
-/// An event's JSON, made before the bus takes its lock (serialising is the slow part; under
-/// the lock only the stamp is spliced in).
-pub(super) struct Serialised(String);
-
-impl Serialised {
-    pub(super) fn of(event: &Event) -> Self {
-        Self(serde_json::to_string(event).expect("events serialise"))
-    }
-
-    /// The server-sent-event frame of the event stamped `id` at `ts_ms`: an `id:` line, one
-    /// `data:` line with the stamped event's JSON, and the blank line that ends an event.
-    pub(super) fn frame(&self, id: u64, ts_ms: i64) -> Bytes {
-        // The event is an object, `{"type":...}`; stamped it reads `{"id":N,"ts_ms":T,"type":...}`,
-        // exactly what serialising `Stamped` (its stamp, then the event flattened) writes.
-        // Compact JSON has no line break, so one `data:` line holds it.
-        let fields = self.0.strip_prefix('{').expect("an event is a JSON object");
-        let mut frame = BytesMut::with_capacity(self.0.len() + 64);
-        write!(
-            frame,
-            "id: {id}\ndata: {{\"id\":{id},\"ts_ms\":{ts_ms},{fields}\n\n"
-        )
-        .expect("writing to memory");
-        frame.freeze()
-    }
+/// The server-sent-event frame of `event` stamped `id` at `ts_ms`: an `id:` line, one `data:`
+/// line with the stamped event's JSON, and the blank line that ends an event.
+pub(super) fn frame(event: &Event, id: u64, ts_ms: i64) -> Bytes {
+    let json = serde_json::to_string(event).expect("events serialise");
+    // The event is an object, `{"type":...}`; stamped it reads `{"id":N,"ts_ms":T,"type":...}`,
+    // exactly what serialising `Stamped` (its stamp, then the event flattened) writes.
+    // Compact JSON has no line break, so one `data:` line holds it.
+    let fields = json.strip_prefix('{').expect("an event is a JSON object");
+    let mut frame = BytesMut::with_capacity(json.len() + 64);
+    write!(
+        frame,
+        "id: {id}\ndata: {{\"id\":{id},\"ts_ms\":{ts_ms},{fields}\n\n"
+    )
+    .expect("writing to memory");
+    frame.freeze()
 }
 
 #[cfg(test)]
@@ -75,7 +70,7 @@ mod tests {
         for stamped in backlog {
             let json = serde_json::to_string(&*stamped).unwrap();
             let expected = format!("id: {}\ndata: {json}\n\n", stamped.id);
-            assert_eq!(std::str::from_utf8(&stamped.frame).unwrap(), expected);
+            assert_eq!(std::str::from_utf8(stamped.frame()).unwrap(), expected);
         }
     }
 }

@@ -83,7 +83,7 @@ pub(super) async fn stream(
             return ready(None);
         }
         ready(Some(match received {
-            Ok(stamped) => stamped.frame.clone(),
+            Ok(stamped) => stamped.frame().clone(),
             Err(BroadcastStreamRecvError::Lagged(missed)) => {
                 tracing::info!(
                     missed,
@@ -101,7 +101,8 @@ pub(super) async fn stream(
             }
         }))
     });
-    let backlog = futures::stream::iter(subscription.backlog).map(|stamped| stamped.frame.clone());
+    let backlog =
+        futures::stream::iter(subscription.backlog).map(|stamped| stamped.frame().clone());
     let frames = futures::stream::iter(std::iter::once(Bytes::from_static(OPENING)).chain(gap))
         .chain(backlog)
         .chain(live);
