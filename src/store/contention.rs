@@ -15,10 +15,6 @@ use std::time::Duration;
 
 use rand::Rng;
 
-/// Whether a job, or a commit, failed because of another writer (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Contended(pub(crate) bool);
-
 /// How many times a batch is run in all before its callers get the error.
 const ATTEMPTS: u32 = 5;
 

@@ -504,11 +504,15 @@ mod tests {
         tokio::task::spawn_blocking(move || started_rx.recv().unwrap())
             .await
             .unwrap();
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let good = |x: i64| {
-            let store = store.clone();
+            let (store, runs) = (store.clone(), Arc::clone(&runs));
             async move {
                 store
-                    .write(move |db| db.execute("INSERT INTO t VALUES (?1)", sql::args![x]))
+                    .write(move |db| {
+                        runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        db.execute("INSERT INTO t VALUES (?1)", sql::args![x])
+                    })
                     .await
             }
         };
@@ -546,6 +550,15 @@ mod tests {
             rows,
             vec![1, 2],
             "{engine}: the failed jobs left nothing behind"
+        );
+        // Straight in the batch's transaction up to the first failure (`one`), then again,
+        // each job in a savepoint (`one` and `two`).
+        assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 3, "{engine}");
+        good(3).await.unwrap();
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::Relaxed),
+            4,
+            "{engine}: a batch in which no job fails runs each once"
         );
     }
 

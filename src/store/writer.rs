@@ -7,16 +7,20 @@
 //! caller get its answer. A caller that got `Ok` knows its rows are committed, which is what lets
 //! the pipeline acknowledge an event to the platform only after its dedupe record is saved.
 //!
-//! Each job runs inside its own `SAVEPOINT`: a job that fails (or panics) is rolled back alone
-//! and the others in the batch still commit. Jobs run in the order they were sent, so a decision
-//! made inside a job (is this key new?) is atomic with respect to every other writer.
+//! A job that fails (or panics) is rolled back alone and the others in the batch still commit.
+//! Jobs run in the order they were sent, so a decision made inside a job (is this key new?) is
+//! atomic with respect to every other writer. A batch first runs its jobs straight in its
+//! transaction; only if one fails is the batch rolled back and run again with each job inside
+//! a `SAVEPOINT` of its own, which can be undone alone. Jobs rarely fail, and a savepoint
+//! around every job cost the writer a tenth of its instructions: two statements, and a copy
+//! of every page a job touched kept in case it had to be undone (BENCHMARKS.md, issue 23).
 //!
 //! It is a std thread, not a tokio task, because both drivers block (rusqlite, and the
 //! synchronous `postgres` client): running it on a tokio worker would stall every other task on
 //! that worker. On PostgreSQL it is the same loop on one server connection: one transaction per
 //! batch, a savepoint per job. There the writers of several instances run side by side, and a
 //! batch that collided with another instance's (a deadlock, a serialization failure) is rolled
-//! back whole and run again (`contention.rs`); that is why a job is `FnMut`.
+//! back whole and run again (`contention.rs`). Both are why a job is `FnMut`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -26,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
 use super::checkpoint::WalBound;
-use super::contention::{Attempts, Contended};
+use super::contention::Attempts;
 use super::sql::{Conn, Db, DbError, Engine};
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
@@ -43,11 +47,32 @@ pub(crate) enum Message {
     Stop,
 }
 
+/// How a job runs within its batch's transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isolation {
+    /// Straight in it: a job that fails spoils the batch, which is then run again
+    /// [`Isolation::Savepoint`].
+    Shared,
+    /// Inside a savepoint of its own, rolled back alone if it fails.
+    Savepoint,
+}
+
+/// How a job's run went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// Its work succeeded.
+    Done,
+    /// Its work failed (its caller gets the error).
+    Failed,
+    /// It failed because of another instance's writer: the batch is run again.
+    Contended,
+}
+
 /// One unit of work, type-erased so that jobs with different results share a channel.
 pub(crate) trait Job: Send {
-    /// Runs the work inside the open batch transaction (within its own savepoint), again if
-    /// the batch is run again; says whether it failed on contention with another writer.
-    fn run(&mut self, db: Db<'_>) -> Contended;
+    /// Runs the work inside the open batch transaction, again if the batch is run again; in
+    /// a savepoint of its own, rolled back if it failed, when `isolation` says so.
+    fn run(&mut self, db: Db<'_>, isolation: Isolation) -> Ran;
     /// Answers the caller once the batch's fate is known.
     fn finish(self: Box<Self>, committed: Result<(), &str>);
 }
@@ -68,32 +93,42 @@ where
     T: Send + 'static,
     F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
 {
-    fn run(&mut self, db: Db<'_>) -> Contended {
-        if let Err(e) = db.execute_cached("SAVEPOINT job") {
-            let contended = Contended(e.is_contention());
+    fn run(&mut self, db: Db<'_>, isolation: Isolation) -> Ran {
+        let savepoint = isolation == Isolation::Savepoint;
+        if savepoint && let Err(e) = db.execute_cached("SAVEPOINT job") {
+            let ran = if e.is_contention() {
+                Ran::Contended
+            } else {
+                Ran::Failed
+            };
             self.outcome = Some(Err(e.into()));
-            return contended;
+            return ran;
         }
-        let mut contended = Contended(false);
+        let mut ran = Ran::Failed;
         let outcome = match catch_unwind(AssertUnwindSafe(|| (self.work)(db))) {
-            Ok(Ok(value)) => match db.execute_cached("RELEASE job") {
+            Ok(Ok(value)) if savepoint => match db.execute_cached("RELEASE job") {
                 Ok(()) => Ok(value),
                 Err(e) => Err(e.into()),
             },
+            Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => {
-                contended = Contended(e.is_contention());
+                if e.is_contention() {
+                    ran = Ran::Contended;
+                }
                 Err(e.into())
             }
             Err(panic) => Err(StoreError::Internal(panic_message(&*panic))),
         };
-        if outcome.is_err() && db.in_transaction() {
+        if outcome.is_ok() {
+            ran = Ran::Done;
+        } else if savepoint && db.in_transaction() {
             // Undo this job only; the rest of the batch stays.
             if let Err(e) = db.execute_batch("ROLLBACK TO job; RELEASE job") {
                 tracing::warn!(error = %e, "could not roll back a failed store job");
             }
         }
         self.outcome = Some(outcome);
-        contended
+        ran
     }
 
     fn finish(mut self: Box<Self>, committed: Result<(), &str>) {
@@ -249,21 +284,26 @@ fn writer_loop(
     }
 }
 
-/// Runs `batch` in one transaction, commits, then answers every job. A batch that failed on
+/// Runs `batch` in one transaction, commits, then answers every job. A batch in which a job
+/// failed is rolled back and run again with each job in a savepoint; one that failed on
 /// contention with another instance's writer is rolled back and run again, a few times.
 fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
     let mut attempts = Attempts::new();
+    let mut isolation = Isolation::Shared;
     let committed = loop {
-        let (committed, contended) = try_batch(db, batch);
-        if committed.is_ok() || !contended.0 {
-            break committed;
-        }
+        let failure = match try_batch(db, batch, isolation) {
+            Ok(()) => break Ok(()),
+            Err(failure) => failure,
+        };
         if db.in_transaction() {
-            // Release this batch's locks now: the other writer is waiting for them.
+            // Release this batch's locks now: another writer may be waiting for them.
             let _ = db.execute_batch("ROLLBACK");
         }
-        if !attempts.again(batch.len()) {
-            break committed;
+        match failure {
+            Failure::Job => isolation = Isolation::Savepoint,
+            Failure::Contended(msg) if !attempts.again(batch.len()) => break Err(msg),
+            Failure::Contended(_) => {}
+            Failure::Lost(msg) => break Err(msg),
         }
     };
     if committed.is_ok() {
@@ -272,46 +312,57 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
     }
     if let Err(msg) = &committed {
         tracing::error!(error = %msg, jobs = batch.len(), "store batch not committed");
-        if db.in_transaction() {
-            let _ = db.execute_batch("ROLLBACK");
-        }
     }
     for job in batch.drain(..) {
         job.finish(committed.as_ref().map(|_| ()).map_err(String::as_str));
     }
 }
 
+/// Why an attempt at a batch did not commit.
+#[derive(Debug)]
+enum Failure {
+    /// A job failed with its jobs run [`Isolation::Shared`]: run it again, each in a savepoint.
+    Job,
+    /// A job or the commit collided with another writer (`contention.rs`).
+    Contended(String),
+    /// The batch is lost: its transaction could not begin, commit, or was rolled back by the
+    /// database.
+    Lost(String),
+}
+
 /// One attempt at `batch`: its jobs in one transaction, then the commit. Stops at the first job
-/// that failed on contention (the transaction is then run again whole, see [`run_batch`]).
-fn try_batch(db: Db<'_>, batch: &mut [Box<dyn Job>]) -> (Result<(), String>, Contended) {
+/// that failed on contention, or that failed at all when the jobs share the transaction (the
+/// transaction is then run again, see [`run_batch`]).
+fn try_batch(db: Db<'_>, batch: &mut [Box<dyn Job>], isolation: Isolation) -> Result<(), Failure> {
     let begin = match db.engine() {
         // Take the write lock now, not at the first write, so no job meets SQLITE_BUSY midway.
         Engine::Sqlite => "BEGIN IMMEDIATE",
         Engine::Postgres => "BEGIN",
     };
-    if let Err(e) = db.execute_cached(begin) {
-        return (Err(e.to_string()), Contended(false));
-    }
+    db.execute_cached(begin)
+        .map_err(|e| Failure::Lost(e.to_string()))?;
     for job in batch.iter_mut() {
-        let contended = job.run(db);
-        if contended.0 {
-            return (
-                Err("the batch collided with another writer".to_owned()),
-                contended,
-            );
+        match job.run(db, isolation) {
+            Ran::Done => {}
+            Ran::Contended => {
+                let collided = "the batch collided with another writer".to_owned();
+                return Err(Failure::Contended(collided));
+            }
+            Ran::Failed if isolation == Isolation::Shared => return Err(Failure::Job),
+            Ran::Failed => {}
         }
         if !db.in_transaction() {
             // SQLite rolled back the whole transaction (disk full, I/O error): the jobs that
             // ran so far are lost, and the rest must not run outside a transaction.
             let lost = "the transaction was rolled back by SQLite".to_owned();
-            return (Err(lost), Contended(false));
+            return Err(Failure::Lost(lost));
         }
     }
-    match db.execute_cached("COMMIT") {
-        Ok(()) => (Ok(()), Contended(false)),
-        Err(e) => {
-            let contended = Contended(e.is_contention());
-            (Err(e.to_string()), contended)
+    db.execute_cached("COMMIT").map_err(|e| {
+        if e.is_contention() {
+            Failure::Contended(e.to_string())
+        } else {
+            Failure::Lost(e.to_string())
         }
-    }
+    })
 }
