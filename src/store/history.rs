@@ -3,7 +3,11 @@
 //!
 //! One buffer per chat is shared by every bot in it; each bot has its own cursor (the id of the
 //! last entry it was given), so one bot taking its context does not clear another's. The buffer
-//! keeps only the newest `limit` entries. Both survive restarts.
+//! keeps the newest `limit` entries, trimmed back to them every [`TRIM_EVERY`] pushes (see
+//! [`Trims`]). Both survive restarts.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use serde::Serialize;
 
@@ -44,15 +48,18 @@ pub struct HistoryTake<'a> {
 }
 
 impl Store {
-    /// Keep `entry` in the chat's buffer; keep only the newest `limit` entries per chat_key. The same message_id pushed twice for one chat_key is stored once (several bot accounts see the same message).
+    /// Keep `entry` in the chat's buffer, which keeps the newest `limit` entries (trimmed back
+    /// to them every [`TRIM_EVERY`] pushes). The same message_id pushed twice for one chat_key
+    /// is stored once (several bot accounts see the same message).
     pub async fn history_push(
         &self,
         chat_key: &ChatKey,
         entry: HistoryEntry,
         limit: usize,
     ) -> Result<(), StoreError> {
+        let trim = self.trim_due(chat_key, limit);
         let chat_key = chat_key.as_str().to_owned();
-        self.write(move |db| push(db, &chat_key, &entry, limit))
+        self.write(move |db| push(db, &chat_key, &entry, trim))
             .await
     }
 
@@ -142,12 +149,13 @@ pub(super) fn take_in(db: Db<'_>, take: &OwnedTake) -> Result<Vec<HistoryEntry>,
 }
 
 /// [`Store::history_push`] inside a writer job: shared with [`Store::inbox_done_as_history`],
-/// which ends the event's run in the same job.
+/// which ends the event's run in the same job. Trims the buffer to `trim` entries when given
+/// ([`Trims::due`]).
 pub(super) fn push(
     db: Db<'_>,
     chat_key: &str,
     entry: &HistoryEntry,
-    limit: usize,
+    trim: Option<Trim>,
 ) -> Result<(), DbError> {
     db.execute(
         "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
@@ -162,8 +170,58 @@ pub(super) fn push(
             entry.ts_ms,
         ],
     )?;
-    db.execute(TRIM, args![chat_key, to_sql_limit(limit)])?;
+    if let Some(Trim(limit)) = trim {
+        db.execute(TRIM, args![chat_key, to_sql_limit(limit)])?;
+    }
     Ok(())
+}
+
+/// How many pushes to a chat go between two trims of its buffer.
+pub(crate) const TRIM_EVERY: u32 = 8;
+
+/// At most this many chats' pushes are counted; past it the counts start over (each chat's next
+/// push trims), so the map stays under ~1.5 MB however many chats there are.
+const COUNTED_CHATS: usize = 16_384;
+
+/// A buffer to be trimmed back to its newest this many entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Trim(pub(super) usize);
+
+/// Which pushes trim their chat's buffer: the first to each chat after the store opens, then
+/// every [`TRIM_EVERY`]th. A trim finds where to cut by stepping through the chat's newest
+/// `limit` entries, which cost as much as the push itself and was a sixth of the store writer's
+/// work under chatter (BENCHMARKS.md, issue 23). So a buffer holds at most
+/// `limit + TRIM_EVERY - 1` entries, a few more if a push's write failed; a take still gives at
+/// most its own `limit`, the newest. Pushes are counted in memory, per process, and decided
+/// before the writer runs the push, so a push run twice (a batch run again) counts once.
+#[derive(Debug, Default)]
+pub(crate) struct Trims {
+    pushes: Mutex<HashMap<String, u32>>,
+}
+
+impl Trims {
+    /// Counts a push to `chat_key`; whether it is one that trims.
+    pub(crate) fn due(&self, chat_key: &str) -> bool {
+        let mut pushes = self.pushes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = pushes.get_mut(chat_key) {
+            *count = (*count + 1) % TRIM_EVERY;
+            return *count == 0;
+        }
+        if pushes.len() >= COUNTED_CHATS {
+            pushes.clear();
+        }
+        pushes.insert(chat_key.to_owned(), 0);
+        true
+    }
+}
+
+impl Store {
+    /// The trim a push of `chat_key`'s with buffer limit `limit` makes, if it is due.
+    pub(super) fn trim_due(&self, chat_key: &ChatKey, limit: usize) -> Option<Trim> {
+        self.history_trims()
+            .due(chat_key.as_str())
+            .then_some(Trim(limit))
+    }
 }
 
 /// Keeps the newest `?2` entries of chat `?1`.
@@ -225,7 +283,7 @@ mod tests {
                     "SELECT text FROM history WHERE chat_key = ?1 ORDER BY id DESC LIMIT ?2";
                 for n in 0..4 {
                     let entry = msg(&format!("m{n}"), "U1");
-                    push(Db::Sqlite(conn), C1.as_str(), &entry, 2)?;
+                    push(Db::Sqlite(conn), C1.as_str(), &entry, Some(Trim(2)))?;
                     let mut control = conn.prepare_cached(replan)?;
                     control
                         .query_map((C1.as_str(), 5), |r| r.get::<_, String>(0))?
@@ -258,9 +316,44 @@ mod tests {
                 .history_push(&slack("C2"), msg("x1", "U1"), 3)
                 .await
                 .unwrap();
-            let got = store.history_take(take("snark", 10)).await.unwrap();
+            let got = store.history_take(take("snark", 3)).await.unwrap();
             assert_eq!(ids(&got), ["m3", "m4", "m5"]);
             assert_eq!(got[0].text, "text of m3");
+        }
+    }
+
+    async fn rows(store: &Store) -> i64 {
+        store
+            .read(|db| db.query_row("SELECT count(*) FROM history", &[], |r| r.get(0)))
+            .await
+            .unwrap()
+    }
+
+    /// The first push to a chat trims its buffer, then every `TRIM_EVERY`th: in between it
+    /// grows past its limit by fewer than `TRIM_EVERY`.
+    #[tokio::test]
+    async fn the_buffer_is_trimmed_every_few_pushes() {
+        let limit = 3;
+        let every = TRIM_EVERY as i64;
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let mut most = 0;
+            for i in 0..(4 * every) {
+                let entry = msg(&format!("m{i}"), "U1");
+                store.history_push(&C1, entry, limit).await.unwrap();
+                let kept = rows(&store).await;
+                let pushed = i + 1;
+                if pushed % every == 1 {
+                    assert_eq!(
+                        kept,
+                        pushed.min(limit as i64),
+                        "{}: push {pushed}",
+                        db.engine()
+                    );
+                }
+                most = most.max(kept);
+            }
+            assert_eq!(most, limit as i64 + every - 1, "{}", db.engine());
         }
     }
 
@@ -355,7 +448,12 @@ mod tests {
             let store = db.open().await;
             store.history_push(&C1, msg("m1", "U1"), 1).await.unwrap();
             store.history_take(take("snark", 10)).await.unwrap();
-            store.history_push(&C1, msg("m2", "U1"), 0).await.unwrap(); // empties the buffer
+            // Pushes up to the next trim, which empties the buffer.
+            for n in 1..=TRIM_EVERY {
+                let entry = msg(&format!("x{n}"), "U1");
+                store.history_push(&C1, entry, 0).await.unwrap();
+            }
+            assert_eq!(rows(&store).await, 0);
             store.history_push(&C1, msg("m3", "U1"), 1).await.unwrap();
             assert_eq!(
                 ids(&store.history_take(take("snark", 10)).await.unwrap()),

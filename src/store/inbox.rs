@@ -154,9 +154,10 @@ impl Store {
         entry: HistoryEntry,
         limit: usize,
     ) -> Result<(), StoreError> {
+        let trim = self.trim_due(chat_key, limit);
         let chat_key = chat_key.as_str().to_owned();
         self.write(move |db| {
-            history::push(db, &chat_key, &entry, limit)?;
+            history::push(db, &chat_key, &entry, trim)?;
             done(db, id)
         })
         .await

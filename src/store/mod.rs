@@ -151,6 +151,8 @@ struct Inner {
     escalation_chats: Arc<EscalationChats>,
     /// Copies of session tails for turns' starts (`tail_cache.rs`): SQLite only.
     tails: Option<Arc<TailCache>>,
+    /// Which history pushes trim their chat's buffer (`history.rs`).
+    history_trims: history::Trims,
     /// Notices between instances (`notices.rs`).
     bus: Bus,
     /// For a memory database: one connection held for the store's lifetime, since the
@@ -239,6 +241,7 @@ impl Store {
                 settings,
                 escalation_chats,
                 tails: Some(Arc::new(TailCache::new(tail_cache::BUDGET_BYTES))),
+                history_trims: history::Trims::default(),
                 bus: Bus::local(),
                 _keeper: keeper,
                 _checkpointer: checkpointer,
@@ -275,6 +278,7 @@ impl Store {
                 settings,
                 escalation_chats,
                 tails: None,
+                history_trims: history::Trims::default(),
                 bus,
                 _keeper: None,
                 _checkpointer: None,
@@ -300,6 +304,11 @@ impl Store {
             .instance
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Arc::from(id);
+    }
+
+    /// Which history pushes trim their chat's buffer (`history.rs`).
+    fn history_trims(&self) -> &history::Trims {
+        &self.inner.history_trims
     }
 
     /// The copies of session tails the writer keeps, where it keeps them (`tail_cache.rs`).
@@ -553,7 +562,11 @@ mod tests {
         );
         // Straight in the batch's transaction up to the first failure (`one`), then again,
         // each job in a savepoint (`one` and `two`).
-        assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 3, "{engine}");
+        assert_eq!(
+            runs.load(std::sync::atomic::Ordering::Relaxed),
+            3,
+            "{engine}"
+        );
         good(3).await.unwrap();
         assert_eq!(
             runs.load(std::sync::atomic::Ordering::Relaxed),
