@@ -94,7 +94,7 @@ async fn openai_request_body_shape() {
         .messages
         .insert(2, ChatLine::new(Role::Assistant, "earlier answer"));
     request.messages[3].name = Some("bot:caid".into());
-    request.tools = vec![sessions_send_spec()];
+    request.tools = vec![sessions_send_spec()].into();
 
     openai(&fake.base_url)
         .run(&request, &NoTools)
@@ -139,7 +139,7 @@ async fn openai_tool_call_round_trip() {
     fake.script("gpt-tools", Step::reply("caid says: leaves fall"));
     let tools = RecordingTools::answering(json!({"status": "ok", "reply": "leaves fall"}));
     let mut request = turn("gpt-tools", "ask caid for a haiku");
-    request.tools = vec![sessions_send_spec()];
+    request.tools = vec![sessions_send_spec()].into();
 
     let reply = openai(&fake.base_url).run(&request, &tools).await.unwrap();
     assert_eq!(reply.text.as_deref(), Some("caid says: leaves fall"));

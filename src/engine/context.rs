@@ -1,6 +1,8 @@
 //! What a bot is given for a turn (step 10's input): its system prompt, the chat's history
 //! buffer, the tail of its session, and the message that woke it — in that order.
 
+use std::sync::Arc;
+
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, TailEntry};
@@ -44,7 +46,7 @@ pub(crate) fn turn_request(
     history: &[HistoryEntry],
     tail: &[TailEntry],
     current: Current<'_>,
-    tools: Vec<ToolSpec>,
+    tools: Arc<[ToolSpec]>,
 ) -> TurnRequest {
     let mut messages = Vec::with_capacity(tail.len() + 3);
     if !bot.system_prompt.is_empty() {

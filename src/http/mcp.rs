@@ -247,10 +247,10 @@ impl BatonMcp {
     fn tools_for_anyone(&self) -> Vec<Tool> {
         let mut merged: Vec<(ToolSpec, Vec<String>)> = Vec::new();
         for bot in self.shared.roster().bots() {
-            for spec in bot.tools.specs() {
+            for spec in bot.tools.specs().iter() {
                 match merged.iter_mut().find(|(s, _)| s.name == spec.name) {
                     Some((_, bots)) => bots.push(bot.id().to_string()),
-                    None => merged.push((spec, vec![bot.id().to_string()])),
+                    None => merged.push((spec.clone(), vec![bot.id().to_string()])),
                 }
             }
         }
@@ -340,7 +340,8 @@ impl ServerHandler for BatonMcp {
                 })?);
                 AgentTools::new(Arc::clone(&self.shared), caller)
                     .specs()
-                    .into_iter()
+                    .iter()
+                    .cloned()
                     .map(tool)
                     .collect()
             }

@@ -6,6 +6,7 @@
 //! tool is in the set.
 
 use std::fmt;
+use std::sync::Arc;
 
 use globset::GlobSet;
 use serde_json::{Value, json};
@@ -355,6 +356,9 @@ fn object(properties: Value, required: &[&str]) -> Value {
 #[derive(Debug, Clone, Default)]
 pub struct ToolSet {
     offered: Vec<(ToolName, &'static str)>,
+    /// What the model is shown, made once: building the JSON schemas for every turn was 7% of
+    /// a bot-to-bot round trip's instructions (BENCHMARKS.md, issue 23).
+    specs: Arc<[ToolSpec]>,
 }
 
 impl ToolSet {
@@ -370,8 +374,16 @@ impl ToolSet {
                     Some((tool, alias))
                 }
             })
+            .collect::<Vec<_>>();
+        let specs = offered
+            .iter()
+            .map(|(tool, name)| ToolSpec {
+                name: (*name).to_owned(),
+                description: tool.description().to_owned(),
+                parameters: tool.parameters(),
+            })
             .collect();
-        ToolSet { offered }
+        ToolSet { offered, specs }
     }
 
     /// The tool a call names, if this bot may call it.
@@ -386,15 +398,8 @@ impl ToolSet {
     }
 
     /// What the model is shown: one spec per allowed tool.
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.offered
-            .iter()
-            .map(|(tool, name)| ToolSpec {
-                name: (*name).to_owned(),
-                description: tool.description().to_owned(),
-                parameters: tool.parameters(),
-            })
-            .collect()
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        Arc::clone(&self.specs)
     }
 
     /// No tools at all.
@@ -416,7 +421,7 @@ mod tests {
     #[test]
     fn globs_select_tools_and_aliases_name_them() {
         let tools = set(&["sessions_*", "bots_list"]);
-        let names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = tools.specs().iter().map(|s| s.name.clone()).collect();
         assert_eq!(
             names,
             [
@@ -434,7 +439,7 @@ mod tests {
         assert_eq!(tools.allowed("no_such_tool"), None);
 
         let aliased = set(&["bots_send_message"]);
-        let names: Vec<String> = aliased.specs().into_iter().map(|s| s.name).collect();
+        let names: Vec<String> = aliased.specs().iter().map(|s| s.name.clone()).collect();
         assert_eq!(names, ["bots_send_message"]);
         assert_eq!(
             aliased.allowed("sessions_send"),

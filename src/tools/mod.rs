@@ -50,12 +50,11 @@ impl AgentTools {
     }
 
     /// The tools the caller may use, as shown to a model (or listed over MCP).
-    pub fn specs(&self) -> Vec<crate::turn::ToolSpec> {
+    pub fn specs(&self) -> Arc<[crate::turn::ToolSpec]> {
         self.shared
             .roster()
             .bot(&self.caller.bot)
-            .map(|bot| bot.tools.specs())
-            .unwrap_or_default()
+            .map_or_else(|| Arc::from([]), |bot| bot.tools.specs())
     }
 
     async fn run(&self, tool: ToolName, args: Value) -> Value {

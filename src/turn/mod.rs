@@ -124,8 +124,8 @@ pub struct TurnRequest {
     pub model: String,
     /// System prompt, then history-buffer context, then the session tail, then the message.
     pub messages: Vec<ChatLine>,
-    /// Tools this bot may call on this turn.
-    pub tools: Vec<ToolSpec>,
+    /// Tools this bot may call on this turn (shared: the bot's set, made once).
+    pub tools: std::sync::Arc<[ToolSpec]>,
     /// The session this turn belongs to (`bot:<bot>:<platform>:<account>:<chat>...`).
     pub session: String,
     /// The files posted with the message being answered (the `http` and `command` backends get
@@ -411,7 +411,7 @@ mod tests {
                 ChatLine::new(Role::Assistant, "ok"),
                 ChatLine::new(Role::User, "second"),
             ],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             session: "s".into(),
             files: Vec::new(),
         };

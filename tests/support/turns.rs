@@ -43,7 +43,7 @@ pub fn turn(model: &str, text: &str) -> TurnRequest {
             ChatLine::new(Role::System, "You are Snark."),
             ChatLine::new(Role::User, text),
         ],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         session: "bot:snark:local:snark:c1".into(),
         files: Vec::new(),
     }
