@@ -30,10 +30,6 @@
 //! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
 //! every section once at a tiny size, as a smoke test that the harness still works, and exits.
 
-/// The allocator `baton` runs with (`src/main.rs`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod adapter;
 mod process;
 mod rig;
