@@ -49,7 +49,7 @@ const SQLITE_SOFT_HEAP: i64 = 8 * 1024 * 1024;
 
 /// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
 /// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
-/// and the savepoints around every job); an evicted one is parsed again on its next use.
+/// and the batch's transaction control); an evicted one is parsed again on its next use.
 const STATEMENT_CACHE: usize = 64;
 
 /// Where the database lives.

@@ -396,6 +396,12 @@ mod tests {
             assert_eq!(steps, 7);
             if let Some(tails) = store.tails() {
                 assert_eq!(tails.len(), 1, "{}: the copy was kept", db.engine());
+                // The copy is what the next turn is given: an edit made behind the store's
+                // back (not through `sends.rs`, which forgets the copy) does not show.
+                let edit = "UPDATE transcript SET text = 'edited' WHERE text = 'after'";
+                store.write(move |db| db.execute(edit, &[])).await.unwrap();
+                let got = started(&store, &session, 5).await;
+                assert_eq!(got, [(EntryKind::Inbound, "after".to_owned())]);
             }
         }
     }

@@ -134,8 +134,8 @@ impl<'c> Db<'c> {
         }
     }
 
-    /// Runs one parameterless statement of transaction control (`BEGIN`, `SAVEPOINT job`, ...),
-    /// around every job: prepared once per connection on both engines (SQLite's statement
+    /// Runs one parameterless statement of transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT
+    /// job`, ...), around every batch: prepared once per connection on both engines (SQLite's statement
     /// cache, where parsing it each time cost more than many jobs, BENCHMARKS.md; PostgreSQL's
     /// statements, so the server does not parse it for every job either).
     pub(crate) fn execute_cached(self, sql: &str) -> Result<(), DbError> {
