@@ -6,14 +6,17 @@
 //! cannot write still answers nothing: the event is refused at intake (`src/dispatcher/inbox.rs`)
 //! and a post whose start cannot be recorded is not made (`src/deliver/send.rs`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::events::{Event, Events};
 use crate::session::SessionKey;
 use crate::store::{
-    Artifact, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Origin, Store, TurnStart,
-    TurnStarted,
+    Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify, Origin,
+    Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::turn::{ToolCall, ToolExecutor};
 
@@ -49,6 +52,9 @@ pub struct Journal {
     session: SessionKey,
     run_id: String,
     arrival: Arrival,
+    /// Tool calls recorded, shared by the journal's clones: a run's report counts them without
+    /// reading its entries back.
+    tool_calls: Arc<AtomicUsize>,
 }
 
 impl Journal {
@@ -60,6 +66,7 @@ impl Journal {
             session,
             run_id,
             arrival: Arrival::Fresh,
+            tool_calls: Arc::default(),
         }
     }
 
@@ -102,19 +109,21 @@ impl Journal {
             message_id,
             meta,
         };
-        self.turn_started(line, None, None).await;
+        self.turn_started(line, None, None, None).await;
     }
 
     /// [`Journal::heard`] for the line that starts a turn, taking the chat's `history` for the
     /// bot and reading the newest `tail` entries of the session in the same store job
     /// ([`Store::turn_start`]: one commit and no read on a mention's way to its reply, where
-    /// there were three commits and a read). Returns what was taken and read; a store that
-    /// cannot write is logged and the turn goes on without either.
+    /// there were three commits and a read), and marking the `delivery` the turn runs for
+    /// running. Returns what was taken and read; a store that cannot write is logged and the
+    /// turn goes on without either.
     pub async fn turn_started(
         &self,
         line: Said<'_>,
         history: Option<HistoryTake<'_>>,
         tail: Option<usize>,
+        delivery: Option<&str>,
     ) -> TurnStarted {
         let replayed =
             self.arrival == Arrival::Replayed && self.heard_before(line.message_id).await;
@@ -135,6 +144,7 @@ impl Journal {
             history,
             heard,
             tail,
+            delivery,
         };
         match self.store.turn_start(start).await {
             Ok(started) => {
@@ -176,6 +186,36 @@ impl Journal {
             meta,
         )
         .await;
+    }
+
+    /// Record the bot's answer to a delivery and settle the delivery (`change`) with it, in one
+    /// store job ([`Store::delivery_answered`]). Returns the delivery's notify state as
+    /// [`Store::delivery_settle`] does; the error is the store's, for the caller to log with
+    /// what it means for the delivery.
+    pub async fn answered(
+        &self,
+        text: &str,
+        meta: Value,
+        change: DeliveryChange,
+    ) -> Result<Option<Notify>, StoreError> {
+        let speaker = self.session.bot.as_str();
+        let entry = self.entry(
+            EntryKind::Answer,
+            speaker,
+            Origin::Bot,
+            text,
+            None,
+            None,
+            meta,
+        );
+        let answered = self.store.delivery_answered(change, entry).await?;
+        self.announce(answered.entry, EntryKind::Answer, speaker);
+        Ok(answered.notify)
+    }
+
+    /// How many tools this run called.
+    pub fn tool_calls(&self) -> usize {
+        self.tool_calls.load(Ordering::Relaxed)
     }
 
     /// Record one delivered chunk, and file its `handovers` (the chunk as other bots' accounts
@@ -324,6 +364,7 @@ impl ToolExecutor for RecordingTools<'_> {
         let args = json!({"tool": call.name, "call_id": call.id, "arguments": call.arguments});
         let text = format!("{} {}", call.name, call.arguments);
         journal.bot_did(EntryKind::ToolCall, &text, args).await;
+        journal.tool_calls.fetch_add(1, Ordering::Relaxed);
         journal.events.emit(Event::ToolCall {
             bot: journal.session.bot.clone(),
             session: journal.session.render(),

@@ -111,6 +111,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         },
         limit: deadline.saturating_duration_since(Instant::now()),
         recall: Recall::MessageOnly,
+        delivery: None,
     };
     let gate = TurnGate {
         shared,

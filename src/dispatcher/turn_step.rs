@@ -81,6 +81,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         heard,
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
+        delivery: None,
     };
     let reply = ChatReply {
         account: inbound.account,

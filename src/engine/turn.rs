@@ -51,6 +51,9 @@ pub(crate) struct TurnPlan<'a> {
     pub limit: Duration,
     /// How much of the session the bot is given back.
     pub recall: Recall,
+    /// The delivery (its run id) the turn runs for, marked running when the turn starts, in
+    /// the same store job; `None` for a turn of no delivery, or a delivery's second turn.
+    pub delivery: Option<&'a str>,
 }
 
 /// The chat's history buffer a turn is given (what was said there since the bot last spoke).
@@ -175,7 +178,9 @@ async fn run_turn(
         history: taken,
         mut tail,
         ..
-    } = journal.turn_started(line, take, recall).await;
+    } = journal
+        .turn_started(line, take, recall, plan.delivery)
+        .await;
     // A replay's tail holds the inbound line its cut-off attempt recorded: the model is given
     // that line once, as the current message.
     let run = Some(journal.run_id());

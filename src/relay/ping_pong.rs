@@ -91,6 +91,7 @@ async fn turn(
         },
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
+        delivery: None,
     };
     let TurnEnd::Reply { text, model, .. } = turn.take(plan).await else {
         return None;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
@@ -16,7 +16,9 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
 use crate::roster::Bot;
-use crate::store::{Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin};
+use crate::store::{
+    Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, StoreError,
+};
 use crate::turn::Usage;
 
 /// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
@@ -27,26 +29,50 @@ pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 /// parked in the relay meanwhile.
 pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     let _counted = shared.waiters().running();
-    let (result, report) = turn(&shared, &delivery).await;
-    settle(&shared, &delivery, result, report).await;
-}
-
-/// The target's turn: its outcome, and its report (kept with the outcome, in the same job).
-async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_json::Value>) {
+    let d = &delivery;
     let Some(bot) = shared.roster().bot(&d.target) else {
         let gone = format!("bot `{}` is no longer configured", d.target);
-        return (failed(gone), None);
+        return settle(&shared, d, failed(gone), None).await;
     };
     let seat = Seat {
         session: &d.target_session,
         run_id: d.run_id.clone(),
         lane: Lane::Nested,
     };
-    let turn = SessionTurn::enter(shared, seat).await;
-    let running = DeliveryChange::to(&d.run_id, DeliveryState::Running, now_ms());
-    if let Err(err) = shared.store().delivery_settle(running).await {
-        tracing::error!(run = %d.run_id, %err, "could not mark the delivery running");
-    }
+    let turn = SessionTurn::enter(&shared, seat).await;
+    let (answer, report) = turns(&shared, &turn, bot, d).await;
+    // The outcome is recorded while the session is still held, with the answer: the target's
+    // next turn is given this answer, and waits for one commit only.
+    let change = change(d, &answer.result, Some(report));
+    let recorded = match &answer.result {
+        RunResult::Answered { reply, model } if answer.said => {
+            let meta = answer_meta(d, model);
+            turn.journal().answered(reply, meta, change).await
+        }
+        _ => shared.store().delivery_settle(change).await,
+    };
+    drop(turn);
+    hand_on(&shared, d, answer.result, recorded).await;
+}
+
+/// One turn's answer to a delivery. What it said is not on record yet: the last answer is kept
+/// with the delivery's outcome, in the same store job.
+struct Answer {
+    result: RunResult,
+    usage: Option<Usage>,
+    /// Whether the bot replied (text, or files alone), rather than staying silent or failing.
+    said: bool,
+}
+
+/// The target's turns for `d` (a second one, told what was wrong, when its answer does not
+/// match the expected output): the last answer, and the run's report.
+async fn turns(
+    shared: &Services,
+    turn: &SessionTurn<'_>,
+    bot: &Arc<Bot>,
+    d: &Delivery,
+) -> (Answer, Value) {
+    // Marked running by the turn's start, in its store job.
     moved(shared, d, DeliveryState::Running, None, None);
     let speaker = format!("bot:{}", d.sender);
     let text = handoff::brief(shared, d).await;
@@ -60,12 +86,17 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_
         meta: json!({"name": speaker, "sender": d.sender, "run_id": d.run_id, "depth": d.depth,
                      "artifacts": d.artifacts_in}),
     };
-    let (mut result, mut usage) = answer(&turn, bot, d, heard).await;
+    let mut answer = answer(turn, bot, d, heard, Some(&d.run_id)).await;
     let mut report = Report::default();
-    if let (Some(schema), RunResult::Answered { reply, .. }) = (&d.expect, &result) {
+    if let (Some(schema), RunResult::Answered { reply, model }) = (&d.expect, &answer.result) {
         match handoff::validate(schema, reply) {
             Ok(output) => report.output = Some(output),
             Err(errors) => {
+                if answer.said {
+                    // The second turn is told what was wrong with this answer: it is given it.
+                    let meta = answer_meta(d, model);
+                    turn.journal().bot_did(EntryKind::Answer, reply, meta).await;
+                }
                 // One more turn, told what was wrong; its answer stands or falls.
                 let retry = handoff::again(&errors);
                 let heard = Heard {
@@ -77,12 +108,12 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_
                     message_id: None,
                     meta: json!({"name": "baton", "run_id": d.run_id, "invalid": errors}),
                 };
-                let (second, more) = answer(&turn, bot, d, heard).await;
-                usage = match (usage, more) {
+                let second = self::answer(turn, bot, d, heard, None).await;
+                let usage = match (answer.usage, second.usage) {
                     (Some(a), Some(b)) => Some(a.plus(b)),
                     (a, b) => a.or(b),
                 };
-                result = match second {
+                let result = match second.result {
                     RunResult::Answered { reply, model } => {
                         match handoff::validate(schema, &reply) {
                             Ok(output) => {
@@ -90,6 +121,13 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_
                                 RunResult::Answered { reply, model }
                             }
                             Err(errors) => {
+                                // Kept on record, though it fails the delivery.
+                                if second.said {
+                                    let meta = answer_meta(d, &model);
+                                    turn.journal()
+                                        .bot_did(EntryKind::Answer, &reply, meta)
+                                        .await;
+                                }
                                 let reason = format!(
                                     "the answer did not match the expected JSON Schema, twice: {}",
                                     errors.join("; ")
@@ -104,31 +142,28 @@ async fn turn(shared: &Arc<Services>, d: &Delivery) -> (RunResult, Option<serde_
                     }
                     failed => failed,
                 };
+                answer = Answer {
+                    result,
+                    usage,
+                    said: second.said,
+                };
             }
         }
     }
-    report.usage = usage;
-    report.tool_calls = shared
-        .store()
-        .run_entries(&d.target_session, &d.run_id)
-        .await
-        .map_or(0, |entries| {
-            entries
-                .iter()
-                .filter(|e| e.kind == EntryKind::ToolCall)
-                .count()
-        });
+    report.usage = answer.usage;
+    report.tool_calls = turn.journal().tool_calls();
     let report = serde_json::to_value(&report).unwrap_or_default();
-    (result, Some(report))
+    (answer, report)
 }
 
-/// One turn of the target for `d`, woken by `heard`: its outcome and the tokens it used.
+/// One turn of the target for `d`, woken by `heard` (the first marks `delivery` running).
 async fn answer(
     turn: &SessionTurn<'_>,
     bot: &Arc<Bot>,
     d: &Delivery,
     heard: Heard<'_>,
-) -> (RunResult, Option<Usage>) {
+    delivery: Option<&str>,
+) -> Answer {
     let plan = TurnPlan {
         bot,
         caller: caller_of(d),
@@ -136,12 +171,11 @@ async fn answer(
         heard,
         limit: RUN_LIMIT,
         recall: Recall::SessionTail,
+        delivery,
     };
-    match turn.take(plan).await {
+    let (result, usage, said) = match turn.take(plan).await {
         TurnEnd::Reply { text, model, usage } => {
-            let meta = json!({"to": d.sender, "model": model});
-            turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
-            (RunResult::Answered { reply: text, model }, usage)
+            (RunResult::Answered { reply: text, model }, usage, true)
         }
         TurnEnd::Silent { model, usage } => (
             RunResult::Answered {
@@ -149,6 +183,7 @@ async fn answer(
                 model,
             },
             usage,
+            false,
         ),
         TurnEnd::Failed(TurnFailure::TimedOut(limit)) => (
             RunResult::Failed {
@@ -156,9 +191,20 @@ async fn answer(
                 reason: TurnFailure::TimedOut(limit).to_string(),
             },
             None,
+            false,
         ),
-        TurnEnd::Failed(err) => (failed(err.to_string()), None),
+        TurnEnd::Failed(err) => (failed(err.to_string()), None, false),
+    };
+    Answer {
+        result,
+        usage,
+        said,
     }
+}
+
+/// What an answer's transcript entry keeps besides its text.
+fn answer_meta(d: &Delivery, model: &str) -> Value {
+    json!({"to": d.sender, "model": model})
 }
 
 /// The target's turn runs as itself, one hop deeper, and may not send back to the sender.
@@ -180,17 +226,24 @@ fn failed(reason: String) -> RunResult {
     }
 }
 
-/// Record the outcome, with the run's `report` when it got as far as one (in the same job); if
-/// the sender stopped waiting (or never did), push it to the sender's session, else start the
-/// ping-pong exchange when one is configured. Which of the two is the row's to say, not this
-/// process's: the sender may be waiting on another instance (`engine/waiters.rs`).
+/// Record the outcome, with the run's `report` when it got as far as one (in the same job),
+/// and hand it on ([`hand_on`]).
 pub(super) async fn settle(
     shared: &Arc<Services>,
     d: &Delivery,
     result: RunResult,
-    report: Option<serde_json::Value>,
+    report: Option<Value>,
 ) {
-    let mut change = match &result {
+    let recorded = shared
+        .store()
+        .delivery_settle(change(d, &result, report))
+        .await;
+    hand_on(shared, d, result, recorded).await;
+}
+
+/// The change that settles `d` with `result`, keeping the run's `report`.
+fn change(d: &Delivery, result: &RunResult, report: Option<Value>) -> DeliveryChange {
+    let mut change = match result {
         RunResult::Answered { reply, model } => DeliveryChange {
             reply: Some(reply.clone()),
             model: Some(model.clone()),
@@ -202,8 +255,20 @@ pub(super) async fn settle(
         },
     };
     change.result = report;
-    let (state, reason, model) = (change.state, change.reason.clone(), change.model.clone());
-    let notify = match shared.store().delivery_settle(change).await {
+    change
+}
+
+/// Once the outcome is `recorded`: if the sender stopped waiting (or never did), push it to
+/// the sender's session, else start the ping-pong exchange when one is configured. Which of
+/// the two is the row's to say, not this process's: the sender may be waiting on another
+/// instance (`engine/waiters.rs`).
+async fn hand_on(
+    shared: &Arc<Services>,
+    d: &Delivery,
+    result: RunResult,
+    recorded: Result<Option<Notify>, StoreError>,
+) {
+    let notify = match recorded {
         Ok(None) => {
             tracing::warn!(run = %d.run_id, "the delivery was settled before its run ended; its outcome stands");
             return;
@@ -215,7 +280,11 @@ pub(super) async fn settle(
             Notify::Pending
         }
     };
-    moved(shared, d, state, reason.as_deref(), model.as_deref());
+    let (state, reason, model) = match &result {
+        RunResult::Answered { model, .. } => (DeliveryState::Delivered, None, Some(model.as_str())),
+        RunResult::Failed { state, reason } => (*state, Some(reason.as_str()), None),
+    };
+    moved(shared, d, state, reason, model);
     if notify == Notify::Pending {
         push(shared, d, &result).await;
     } else if let RunResult::Answered { reply, .. } = &result {

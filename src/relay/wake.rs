@@ -110,6 +110,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         heard,
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
+        delivery: None,
     };
     // A session with a chat gets the reply there, streamed like any chat reply (nobody there
     // addressed the bot with this message, so no typing); a backchannel keeps it on record.

@@ -219,6 +219,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         heard,
         limit: shared.turn_limit(),
         recall: Recall::SessionTail,
+        delivery: None,
     };
     let TurnEnd::Reply { text, model, .. } = turn.take(plan).await else {
         return;

@@ -409,37 +409,7 @@ impl Store {
         let run_id = change.run_id.clone();
         let settles = change.state.is_settled();
         let result = change.result.as_ref().map(Value::to_string);
-        let work = move |db: Db<'_>| {
-            if let Some(result) = &result {
-                db.execute(
-                    "UPDATE deliveries SET result = ?2 WHERE run_id = ?1",
-                    args![&change.run_id, result],
-                )?;
-            }
-            let notify: Option<Notify> = db
-                .query_map(
-                    "UPDATE deliveries SET state = ?2,
-                        reason = coalesce(?3, reason), reply = coalesce(?4, reply),
-                        model = coalesce(?5, model), notify = coalesce(?7, notify),
-                        started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
-                        finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
-                                      ELSE ?6 END
-                     WHERE run_id = ?1 AND state IN ('queued', 'running')
-                     RETURNING notify",
-                    args![
-                        &change.run_id,
-                        change.state.as_str(),
-                        &change.reason,
-                        &change.reply,
-                        &change.model,
-                        change.at_ms,
-                        change.notify.map(Notify::as_str),
-                    ],
-                    |row| parse_column(row, 0),
-                )?
-                .pop();
-            Ok(notify)
-        };
+        let work = move |db: Db<'_>| settle_in(db, &change, result.as_deref());
         // Only a settled row is news to a waiter; told of the run starting, it read the row
         // for nothing (one read in three of a round trip between bots, BENCHMARKS.md).
         if settles {
@@ -572,6 +542,45 @@ impl Store {
     }
 }
 
+/// [`Store::delivery_settle`] inside a writer job (`result`: the change's report, rendered):
+/// shared with the turn's start, which marks its delivery running, and with the answer kept
+/// together with its delivery's outcome (`delivery_answer.rs`).
+pub(super) fn settle_in(
+    db: Db<'_>,
+    change: &DeliveryChange,
+    result: Option<&str>,
+) -> Result<Option<Notify>, DbError> {
+    if let Some(result) = result {
+        db.execute(
+            "UPDATE deliveries SET result = ?2 WHERE run_id = ?1",
+            args![&change.run_id, result],
+        )?;
+    }
+    let notify = db
+        .query_map(
+            "UPDATE deliveries SET state = ?2,
+                reason = coalesce(?3, reason), reply = coalesce(?4, reply),
+                model = coalesce(?5, model), notify = coalesce(?7, notify),
+                started_ms = CASE WHEN ?2 = 'running' THEN ?6 ELSE started_ms END,
+                finished_ms = CASE WHEN ?2 IN ('queued', 'running') THEN finished_ms
+                              ELSE ?6 END
+             WHERE run_id = ?1 AND state IN ('queued', 'running')
+             RETURNING notify",
+            args![
+                &change.run_id,
+                change.state.as_str(),
+                &change.reason,
+                &change.reply,
+                &change.model,
+                change.at_ms,
+                change.notify.map(Notify::as_str),
+            ],
+            |row| parse_column(row, 0),
+        )?
+        .pop();
+    Ok(notify)
+}
+
 /// A state change for [`Store::delivery_settle`].
 #[derive(Debug, Clone)]
 pub struct DeliveryChange {
@@ -611,11 +620,12 @@ impl DeliveryChange {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::testing;
 
-    fn send(run: &str, key: Option<&str>, text: &str, at: i64) -> NewDelivery {
+    /// A waited-for send from snark to caid.
+    pub(in crate::store) fn send(run: &str, key: Option<&str>, text: &str, at: i64) -> NewDelivery {
         NewDelivery {
             run_id: run.into(),
             sender: "snark".parse().unwrap(),

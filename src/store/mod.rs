@@ -49,6 +49,7 @@ mod connect;
 mod contention;
 mod dedupe;
 mod deliveries;
+mod delivery_answer;
 mod error;
 mod escalations;
 mod health;
@@ -95,6 +96,7 @@ pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_keys, dedupe_scope};
 pub use deliveries::{
     Begun, Delivery, DeliveryChange, DeliveryQuery, DeliveryState, NewDelivery, Notify, SendMode,
 };
+pub use delivery_answer::Answered;
 pub use error::StoreError;
 pub use escalations::{
     AnswerCandidate, AnswerMatch, Escalation, EscalationKind, EscalationQuery, EscalationState,

@@ -315,6 +315,7 @@ mod tests {
             history: None,
             heard: None,
             tail: Some(last),
+            delivery: None,
         };
         let tail = store.turn_start(start).await.unwrap().tail;
         tail.into_iter().map(|e| (e.kind, e.text)).collect()

@@ -525,6 +525,7 @@ pub(crate) mod tests {
             history: None,
             heard: None,
             tail: Some(last),
+            delivery: None,
         };
         store.turn_start(start).await.unwrap().tail
     }

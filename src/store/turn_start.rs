@@ -1,6 +1,6 @@
 //! What a turn records before its backend runs, in one store job: its session touched, the
-//! chat's history buffer taken for the bot (its cursor moved), and the line that woke it; and
-//! what it reads, the session's tail, in the same job.
+//! chat's history buffer taken for the bot (its cursor moved), the line that woke it, and the
+//! delivery it runs for marked running; and what it reads, the session's tail, in the same job.
 //!
 //! They were three jobs, each waiting for a commit before the next could start, on the path
 //! from a mention to its reply (BENCHMARKS.md, issue 23). Committed together they also cannot
@@ -12,10 +12,14 @@
 
 use std::sync::Arc;
 
+use super::deliveries::settle_in;
 use super::history::{OwnedTake, take_in};
 use super::sessions::touch;
 use super::transcript::{insert_entry, tail_in, tail_since};
-use super::{HistoryEntry, HistoryTake, NewEntry, Store, StoreError, TailEntry};
+use super::{
+    DeliveryChange, DeliveryState, HistoryEntry, HistoryTake, NewEntry, Store, StoreError,
+    TailEntry,
+};
 use crate::session::SessionKey;
 
 /// A turn's start, as [`Store::turn_start`] records it.
@@ -33,6 +37,10 @@ pub struct TurnStart<'a> {
     /// How many of the session's newest entries (since its last reset) to give the turn, read
     /// before `heard` is added; `None` for a turn given none (or a line that starts no turn).
     pub tail: Option<usize>,
+    /// The delivery this turn runs for (its run id), marked running: a delivery is then never
+    /// running without its turn on record, and the target's session, whose turns are taken one
+    /// at a time, waits for one commit less.
+    pub delivery: Option<&'a str>,
 }
 
 /// What [`Store::turn_start`] recorded and read.
@@ -53,6 +61,9 @@ impl Store {
         let session = start.session.clone();
         let take = start.history.map(OwnedTake::of);
         let (now_ms, mut heard, last) = (start.now_ms, start.heard, start.tail);
+        let running = start
+            .delivery
+            .map(|run| DeliveryChange::to(run, DeliveryState::Running, now_ms));
         let rendered = session.render();
         let tails = self.tails();
         let keep = (tails.clone(), rendered.clone());
@@ -60,6 +71,9 @@ impl Store {
             .write_then(
                 move |db| {
                     touch(db, &session, now_ms)?;
+                    if let Some(running) = &running {
+                        settle_in(db, running, None)?;
+                    }
                     let (tail, read) = match (last, &tails) {
                         (Some(last), Some(tails)) => {
                             let kept = tails.get(&rendered);
@@ -160,6 +174,7 @@ mod tests {
                     history: Some(take),
                     heard: Some(heard(&session, json!({"name": "ann"}))),
                     tail: Some(40),
+                    delivery: None,
                 })
                 .await
                 .unwrap();
@@ -190,6 +205,58 @@ mod tests {
             // The cursor moved with it: the bot is not given the same history twice.
             let again = store.history_take(take).await.unwrap();
             assert!(again.is_empty(), "{engine}: {again:?}");
+        }
+    }
+
+    /// The delivery a turn runs for is marked running in the turn's start job, with the line
+    /// that woke its target; a delivery that settled meanwhile stays settled.
+    #[tokio::test]
+    async fn a_delivery_is_marked_running_with_its_turn() {
+        use crate::store::deliveries::tests::send;
+        use crate::store::{DeliveryChange, DeliveryState};
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            for run in ["r1", "r2"] {
+                store
+                    .delivery_begin(send(run, None, run, 1), 0, None)
+                    .await
+                    .unwrap();
+            }
+            let timed_out = DeliveryChange::to("r2", DeliveryState::TimedOut, 3);
+            store.delivery_settle(timed_out).await.unwrap();
+            let session: SessionKey = "bot:caid:local:caid:a2a:snark".parse().unwrap();
+            for run in ["r1", "r2"] {
+                let before = store.jobs();
+                let mut line = heard(&session, json!({}));
+                line.run_id = Some(run.into());
+                line.platform_message_id = None;
+                store
+                    .turn_start(TurnStart {
+                        session: &session,
+                        now_ms: 7,
+                        history: None,
+                        heard: Some(line),
+                        tail: Some(40),
+                        delivery: Some(run),
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(store.jobs() - before, 1, "{engine}: one job");
+            }
+            let r1 = store.delivery("r1").await.unwrap().unwrap();
+            assert_eq!(
+                (r1.state, r1.started_ms),
+                (DeliveryState::Running, Some(7)),
+                "{engine}"
+            );
+            let r2 = store.delivery("r2").await.unwrap().unwrap();
+            assert_eq!(r2.state, DeliveryState::TimedOut, "{engine}");
+            let entries = store
+                .transcript(TranscriptQuery::session(session.clone()))
+                .await
+                .unwrap();
+            assert_eq!(entries.len(), 2, "{engine}: both turns are on record");
         }
     }
 }
