@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::store::{Delivery, DeliveryState, Store, StoreError, Topic};
+use crate::store::{Delivery, DeliveryState, Notices, Store, StoreError, Topic};
 
 /// What a run amounted to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +41,15 @@ pub(crate) enum Waited {
     Got(Box<Delivery>),
     /// The time ran out; the run goes on and its outcome will be pushed.
     GaveUp,
+}
+
+/// Since when a waiter has been listening for the run's settle.
+pub(crate) enum Listening {
+    /// From now: the run may have settled already, so the row is read first.
+    FromNow,
+    /// Since before the run could start, when its row was open (`Notices` subscribed then): the
+    /// first read waits for a notice. A round trip between bots read its row once for nothing.
+    SinceStart(Notices),
 }
 
 /// Waiting for runs' outcomes, and the runs this instance is running.
@@ -72,18 +81,23 @@ impl Waiters {
         store: &Store,
         run_id: &str,
         timeout: Duration,
+        listening: Listening,
     ) -> Result<Waited, StoreError> {
         let deadline = tokio::time::Instant::now() + timeout;
         // Subscribed before the first read: a settle between the read and the wait is heard.
-        let mut notices = store.subscribe();
+        let (mut notices, mut read) = match listening {
+            Listening::FromNow => (store.subscribe(), true),
+            Listening::SinceStart(notices) => (notices, false),
+        };
         loop {
-            if let Some(d) = store.delivery(run_id).await?
+            if read
+                && let Some(d) = store.delivery(run_id).await?
                 && d.state.is_settled()
             {
                 return Ok(Waited::Got(Box::new(d)));
             }
             tokio::select! {
-                () = notices.touching(Topic::Delivery, run_id) => {}
+                () = notices.touching(Topic::Delivery, run_id) => read = true,
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
@@ -140,7 +154,7 @@ mod tests {
             let store = store.clone();
             tokio::spawn(async move {
                 Waiters::default()
-                    .wait(&store, "r", Duration::from_secs(10))
+                    .wait(&store, "r", Duration::from_secs(10), Listening::FromNow)
                     .await
             })
         };
@@ -162,11 +176,40 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         begun(&store, "r").await;
         let waited = Waiters::default()
-            .wait(&store, "r", Duration::from_millis(1))
+            .wait(&store, "r", Duration::from_millis(1), Listening::FromNow)
             .await
             .unwrap();
         assert_eq!(waited, Waited::GaveUp);
         let notify = store.delivery_settle(answered("r", "late")).await.unwrap();
         assert_eq!(notify, Some(Notify::Pending), "nobody waits: push it");
+    }
+
+    /// A waiter listening since before the run started hears a settle that came before it
+    /// began to wait, without reading the row first; one that starts listening now reads it.
+    #[tokio::test]
+    async fn a_settle_before_the_wait_is_heard() {
+        let store = Store::open(":memory:").await.unwrap();
+        begun(&store, "r").await;
+        begun(&store, "s").await;
+        let listening = Listening::SinceStart(store.subscribe());
+        store.delivery_settle(answered("r", "quick")).await.unwrap();
+        store
+            .delivery_settle(answered("s", "quick too"))
+            .await
+            .unwrap();
+        let long = Duration::from_secs(10);
+        let waiters = Waiters::default();
+        let Waited::Got(d) = waiters.wait(&store, "r", long, listening).await.unwrap() else {
+            panic!("gave up");
+        };
+        assert_eq!(d.reply.as_deref(), Some("quick"));
+        let Waited::Got(d) = waiters
+            .wait(&store, "s", long, Listening::FromNow)
+            .await
+            .unwrap()
+        else {
+            panic!("gave up");
+        };
+        assert_eq!(d.reply.as_deref(), Some("quick too"));
     }
 }

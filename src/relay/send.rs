@@ -8,7 +8,7 @@ use super::home::{Home, home_of};
 use super::{moved, run};
 
 use crate::bot_id::BotId;
-use crate::engine::{Caller, RunResult, Services, Waited};
+use crate::engine::{Caller, Listening, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
 use crate::session::SessionKey;
@@ -198,13 +198,19 @@ pub async fn send(
             refusal,
         }));
     }
+    // Listening before the run can start: its settle cannot come unheard, so the wait does
+    // not read the row it just wrote.
+    let listening = (delivery.mode == SendMode::Wait).then(|| shared.store().subscribe());
     match home {
         Home::Here => start(shared, &delivery),
         Home::There(instance) => hand_over(shared, &delivery, &instance).await,
     }
-    let (outcome, settled) = match delivery.mode {
-        SendMode::Fire => (accepted(&delivery, false), None),
-        SendMode::Wait => wait(shared, &delivery, request.timeout, started).await,
+    let (outcome, settled) = match listening {
+        None => (accepted(&delivery, false), None),
+        Some(notices) => {
+            let listening = Listening::SinceStart(notices);
+            wait(shared, &delivery, request.timeout, started, listening).await
+        }
     };
     Ok(Sent {
         outcome,
@@ -325,14 +331,20 @@ async fn follow(
     } else if timeout.is_zero() {
         (accepted(&earlier, true), None)
     } else {
-        wait(shared, &earlier, timeout, started).await
+        wait(shared, &earlier, timeout, started, Listening::FromNow).await
     }
 }
 
-async fn wait(shared: &Services, d: &Delivery, timeout: Duration, started: Instant) -> Learned {
+async fn wait(
+    shared: &Services,
+    d: &Delivery,
+    timeout: Duration,
+    started: Instant,
+    listening: Listening,
+) -> Learned {
     match shared
         .waiters()
-        .wait(shared.store(), &d.run_id, timeout)
+        .wait(shared.store(), &d.run_id, timeout, listening)
         .await
     {
         Ok(Waited::Got(row)) => (stored(&row, started), Some(row)),
