@@ -189,15 +189,16 @@ impl Journal {
     }
 
     /// Record the bot's answer to a delivery and settle the delivery (`change`) with it, in one
-    /// store job ([`Store::delivery_answered`]). Returns the delivery's notify state as
-    /// [`Store::delivery_settle`] does; the error is the store's, for the caller to log with
-    /// what it means for the delivery.
+    /// store job ([`Store::delivery_answered`]). Returns once the job is queued, with what is
+    /// left to wait for: the delivery's notify state as [`Store::delivery_settle`] returns it
+    /// (the entry announced by then). Errors are the store's, for the caller to log with what
+    /// they mean for the delivery.
     pub async fn answered(
         &self,
         text: &str,
         meta: Value,
         change: DeliveryChange,
-    ) -> Result<Option<Notify>, StoreError> {
+    ) -> Result<impl Future<Output = Result<Option<Notify>, StoreError>> + use<>, StoreError> {
         let speaker = self.session.bot.as_str();
         let entry = self.entry(
             EntryKind::Answer,
@@ -208,9 +209,14 @@ impl Journal {
             None,
             meta,
         );
-        let answered = self.store.delivery_answered(change, entry).await?;
-        self.announce(answered.entry, EntryKind::Answer, speaker);
-        Ok(answered.notify)
+        let queued = self.store.delivery_answered(change, entry).await?;
+        let journal = self.clone();
+        Ok(async move {
+            let answered = queued.answer().await?;
+            let speaker = journal.session.bot.as_str();
+            journal.announce(answered.entry, EntryKind::Answer, speaker);
+            Ok(answered.notify)
+        })
     }
 
     /// How many tools this run called.

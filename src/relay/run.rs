@@ -41,17 +41,26 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     };
     let turn = SessionTurn::enter(&shared, seat).await;
     let (answer, report) = turns(&shared, &turn, bot, d).await;
-    // The outcome is recorded while the session is still held, with the answer: the target's
-    // next turn is given this answer, and waits for one commit only.
+    // The outcome is recorded with the answer, queued while the session is still held: the
+    // target's next turn is given this answer, and does not wait for its commit.
     let change = change(d, &answer.result, Some(report));
     let recorded = match &answer.result {
         RunResult::Answered { reply, model } if answer.said => {
             let meta = answer_meta(d, model);
-            turn.journal().answered(reply, meta, change).await
+            let queued = turn.journal().answered(reply, meta, change).await;
+            // Queued: whatever the session's next turn records comes after it.
+            drop(turn);
+            match queued {
+                Ok(committed) => committed.await,
+                Err(err) => Err(err),
+            }
         }
-        _ => shared.store().delivery_settle(change).await,
+        _ => {
+            let settled = shared.store().delivery_settle(change).await;
+            drop(turn);
+            settled
+        }
     };
-    drop(turn);
     hand_on(&shared, d, answer.result, recorded).await;
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::deliveries::settle_in;
 use super::notices::Topic;
 use super::transcript::{insert_entry, meta_json};
-use super::{DeliveryChange, NewEntry, Notify, Store, StoreError};
+use super::{DeliveryChange, NewEntry, Notify, Queued, Store, StoreError};
 
 /// What [`Store::delivery_answered`] recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,15 +27,19 @@ impl Store {
     /// Append `answer` to the target's transcript and settle the delivery (`change`) in one
     /// job, announced like [`Store::delivery_settle`]. The entry is kept even when the delivery
     /// had settled before: the bot did say it.
+    ///
+    /// Returns once the job is queued: the target's session can be let go then, since the
+    /// writer runs whatever its next turn records after this job. Its turns, taken one at a
+    /// time, then wait for one commit each, not two.
     pub async fn delivery_answered(
         &self,
         change: DeliveryChange,
         answer: NewEntry,
-    ) -> Result<Answered, StoreError> {
+    ) -> Result<Queued<Answered>, StoreError> {
         let meta = meta_json(&answer)?;
         let result = change.result.as_ref().map(Value::to_string);
         let run_id = change.run_id.clone();
-        self.write_announcing(Topic::Delivery, &run_id, move |db| {
+        self.queue_announcing(Topic::Delivery, &run_id, move |db| {
             let entry = insert_entry(db, &answer, &meta)?;
             let notify = settle_in(db, &change, result.as_deref())?;
             Ok(Answered { entry, notify })
@@ -85,6 +89,9 @@ mod tests {
             let answered = store
                 .delivery_answered(done, answer("r1", "pong"))
                 .await
+                .unwrap()
+                .answer()
+                .await
                 .unwrap();
             assert_eq!(store.jobs() - before, 1, "{engine}: one job");
             assert_eq!(answered.notify, Some(Notify::None), "{engine}");
@@ -103,6 +110,9 @@ mod tests {
             let again = store
                 .delivery_answered(late, answer("r1", "late"))
                 .await
+                .unwrap()
+                .answer()
+                .await
                 .unwrap();
             assert_eq!(again.notify, None, "{engine}: settled stays settled");
             let session = "bot:caid:local:caid:a2a:snark".parse().unwrap();
@@ -118,6 +128,42 @@ mod tests {
             );
             let row = store.delivery("r1").await.unwrap().unwrap();
             assert_eq!(row.state, DeliveryState::Delivered, "{engine}");
+        }
+    }
+
+    /// The target's session can be let go once its answer is queued: the next turn's start,
+    /// written after it, is given the answer in its tail, though nobody waited for its commit.
+    #[tokio::test]
+    async fn the_next_turn_is_given_an_answer_only_queued() {
+        use crate::store::TurnStart;
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store
+                .delivery_begin(send("r1", None, "hi", 1), 0, None)
+                .await
+                .unwrap();
+            let done = DeliveryChange::to("r1", DeliveryState::Delivered, 9);
+            let queued = store
+                .delivery_answered(done, answer("r1", "pong"))
+                .await
+                .unwrap();
+            let session = "bot:caid:local:caid:a2a:snark".parse().unwrap();
+            let started = store
+                .turn_start(TurnStart {
+                    session: &session,
+                    now_ms: 10,
+                    history: None,
+                    heard: None,
+                    tail: Some(40),
+                    delivery: None,
+                })
+                .await
+                .unwrap();
+            let tail: Vec<_> = started.tail.iter().map(|e| e.text.as_str()).collect();
+            assert_eq!(tail, ["pong"], "{engine}");
+            let answered = queued.answer().await.unwrap();
+            assert_eq!(answered.notify, Some(Notify::None), "{engine}");
         }
     }
 }

@@ -123,6 +123,7 @@ pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
+pub use writer::Queued;
 
 use chat_settings::SettingsCache;
 use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};

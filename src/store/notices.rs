@@ -22,6 +22,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use tokio::sync::broadcast;
 
 use super::sql::{Db, DbError, Engine, PgUrl, args};
+use super::writer::Queued;
 use super::{Store, StoreError};
 
 /// The PostgreSQL channel every instance listens on.
@@ -252,8 +253,26 @@ impl Store {
         &self,
         topic: Topic,
         key: &str,
-        mut work: F,
+        work: F,
     ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        self.queue_announcing(topic, key, work)
+            .await?
+            .answer()
+            .await
+    }
+
+    /// [`Store::write_announcing`], returning once the job has its place in the writer's
+    /// queue (see [`Queued`]).
+    pub(crate) async fn queue_announcing<T, F>(
+        &self,
+        topic: Topic,
+        key: &str,
+        mut work: F,
+    ) -> Result<Queued<T>, StoreError>
     where
         T: Send + 'static,
         F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
@@ -265,14 +284,15 @@ impl Store {
             announce_in(db, topic, &announced)?;
             Ok(done)
         };
+        let writer = &self.inner.writer;
         match self.inner.bus.engine() {
-            Engine::Postgres => self.write(job).await,
+            Engine::Postgres => writer.enqueue(job, None).await,
             Engine::Sqlite => {
                 let tx = self.inner.bus.tx.clone();
-                self.write_then(job, move |_| {
+                let sent = move |_: &T| {
                     let _ = tx.send(Notice::Changed { topic, key });
-                })
-                .await
+                };
+                writer.enqueue(job, Some(Box::new(sent))).await
             }
         }
     }

@@ -25,6 +25,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -158,6 +159,18 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// A job in the writer's queue, its result to come.
+#[must_use = "the job's result says whether it was committed"]
+pub struct Queued<T>(oneshot::Receiver<Result<T, StoreError>>);
+
+impl<T> Queued<T> {
+    /// The job's result, once its batch is committed (or known lost).
+    pub async fn answer(self) -> Result<T, StoreError> {
+        // A dropped reply means the writer stopped before reaching the job.
+        self.0.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
 /// The sending side, held by every [`super::Store`] clone.
 pub(crate) struct Writer {
     jobs: mpsc::Sender<Message>,
@@ -204,6 +217,20 @@ impl Writer {
         T: Send + 'static,
         F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
+        self.enqueue(work, after_commit).await?.answer().await
+    }
+
+    /// [`Writer::submit`], returning once the job has its place in the queue: every job
+    /// submitted after runs after it, in its batch or a later one.
+    pub(crate) async fn enqueue<T, F>(
+        &self,
+        work: F,
+        after_commit: Option<AfterCommit<T>>,
+    ) -> Result<Queued<T>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
         let (reply, answer) = oneshot::channel();
         let job = Pending {
             work,
@@ -215,8 +242,7 @@ impl Writer {
             .send(Message::Job(Box::new(job)))
             .await
             .map_err(|_| StoreError::Closed)?;
-        // A dropped reply means the writer stopped before reaching the job.
-        answer.await.map_err(|_| StoreError::Closed)?
+        Ok(Queued(answer))
     }
 
     /// Asks the thread to commit what is queued and stop, then waits for it.
@@ -251,9 +277,10 @@ fn writer_loop(
     mut bound: Option<WalBound>,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH + 1);
+    let mut busy = false;
     loop {
         let mut stop = false;
-        match rx.blocking_recv() {
+        match next(&mut rx, &mut busy) {
             Some(Message::Job(job)) => batch.push(job),
             Some(Message::Stop) | None => stop = true,
         }
@@ -282,6 +309,26 @@ fn writer_loop(
             return;
         }
     }
+}
+
+/// How long a busy writer looks for the next job before it sleeps until one comes.
+const SPIN: Duration = Duration::from_micros(50);
+
+/// The next message. While jobs come within [`SPIN`] of each other (`busy`), it is looked for
+/// that long first: a sleep and its wake-up cost more than the look (BENCHMARKS.md, issue 23).
+/// A writer whose jobs come further apart sleeps at once, and spends nothing looking.
+fn next(rx: &mut mpsc::Receiver<Message>, busy: &mut bool) -> Option<Message> {
+    let since = Instant::now();
+    while *busy && since.elapsed() < SPIN {
+        match rx.try_recv() {
+            Ok(message) => return Some(message),
+            Err(mpsc::error::TryRecvError::Disconnected) => return None,
+            Err(mpsc::error::TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    let message = rx.blocking_recv();
+    *busy = since.elapsed() < SPIN;
+    message
 }
 
 /// Runs `batch` in one transaction, commits, then answers every job. A batch in which a job
