@@ -312,6 +312,34 @@ impl Journal {
         }
     }
 
+    /// [`Journal::write`] for a line of the bot's own, without waiting for its commit: it is
+    /// queued, so whatever the run writes next is written after it. Returns what is left: the
+    /// entry announced (or its failure logged) once committed. A tool's call and result waited
+    /// for two commits on the way to every reply that used a tool (BENCHMARKS.md, issue 23).
+    async fn write_behind(
+        &self,
+        kind: EntryKind,
+        text: &str,
+        meta: Value,
+    ) -> impl Future<Output = ()> + use<> {
+        let speaker = self.session.bot.as_str();
+        let entry = self.entry(kind, speaker, Origin::Bot, text, None, None, meta);
+        let queued = self.store.append_queued(entry).await;
+        let journal = self.clone();
+        async move {
+            let written = match queued {
+                Ok(queued) => queued.answer().await,
+                Err(err) => Err(err),
+            };
+            match written {
+                Ok(entry) => journal.announce(entry, kind, journal.session.bot.as_str()),
+                Err(err) => {
+                    tracing::error!(session = %journal.session, %err, "could not write the transcript");
+                }
+            }
+        }
+    }
+
     /// Tell the event stream that entry `entry` of this run is written.
     fn announce(&self, entry: i64, kind: EntryKind, speaker: &str) {
         self.events.emit(Event::Entry {
@@ -369,7 +397,8 @@ impl ToolExecutor for RecordingTools<'_> {
         let journal = self.journal;
         let args = json!({"tool": call.name, "call_id": call.id, "arguments": call.arguments});
         let text = format!("{} {}", call.name, call.arguments);
-        journal.bot_did(EntryKind::ToolCall, &text, args).await;
+        // Queued, not waited for: what the tool writes is written after it.
+        let called = journal.write_behind(EntryKind::ToolCall, &text, args).await;
         journal.tool_calls.fetch_add(1, Ordering::Relaxed);
         journal.events.emit(Event::ToolCall {
             bot: journal.session.bot.clone(),
@@ -379,6 +408,7 @@ impl ToolExecutor for RecordingTools<'_> {
             call_id: call.id.clone(),
         });
         let result = self.inner.call(call).await;
+        called.await;
         journal.events.emit(Event::ToolResult {
             bot: journal.session.bot.clone(),
             session: journal.session.render(),
@@ -387,13 +417,12 @@ impl ToolExecutor for RecordingTools<'_> {
             call_id: call.id.clone(),
             status: result["status"].as_str().map(str::to_owned),
         });
-        self.journal
-            .bot_did(
-                EntryKind::ToolResult,
-                &result.to_string(),
-                json!({"tool": call.name, "call_id": call.id}),
-            )
+        // Queued too: the turn goes on, and what it writes next is written after it.
+        let meta = json!({"tool": call.name, "call_id": call.id});
+        let recorded = journal
+            .write_behind(EntryKind::ToolResult, &result.to_string(), meta)
             .await;
+        tokio::spawn(recorded);
         result
     }
 }

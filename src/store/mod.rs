@@ -351,6 +351,16 @@ impl Store {
         self.inner.writer.submit(work, None).await
     }
 
+    /// [`Store::write`], returning once the job has its place in the writer's queue (see
+    /// [`Queued`]).
+    pub(crate) async fn queue<T, F>(&self, work: F) -> Result<Queued<T>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        self.inner.writer.enqueue(work, None).await
+    }
+
     /// Like [`Store::write`], then runs `after_commit` on the writer thread, in commit order.
     pub(crate) async fn write_then<T, F>(
         &self,

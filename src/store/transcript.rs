@@ -12,7 +12,7 @@ use super::sessions::session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
 use super::tail_cache::Tail;
-use super::{Store, StoreError};
+use super::{Queued, Store, StoreError};
 use crate::session::SessionKey;
 
 stored_name! {
@@ -207,8 +207,14 @@ impl Store {
     /// entry already holding the key is returned, so a replayed append is harmless. Give the key
     /// only to the entry that records a chunk actually delivered.
     pub async fn append(&self, entry: NewEntry) -> Result<i64, StoreError> {
+        self.append_queued(entry).await?.answer().await
+    }
+
+    /// [`Store::append`], returning once the entry has its place in the writer's queue: what
+    /// the caller writes next is written after it.
+    pub async fn append_queued(&self, entry: NewEntry) -> Result<Queued<i64>, StoreError> {
         let meta = meta_json(&entry)?;
-        self.write(move |db| insert_entry(db, &entry, &meta)).await
+        self.queue(move |db| insert_entry(db, &entry, &meta)).await
     }
 
     /// Reads entries of one session, always oldest-first.
