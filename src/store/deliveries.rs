@@ -258,17 +258,83 @@ fn json_column<T: serde::de::DeserializeOwned>(
         .map_err(|e| row.column_error(index, e.to_string()))
 }
 
+/// A new delivery's row as it is written: what takes work to render (session keys, JSON, the
+/// text's hash) rendered before the job, off the one writer thread that every event waits for.
+struct NewRow {
+    new: NewDelivery,
+    sender_session: String,
+    target_session: String,
+    origin: Option<String>,
+    artifacts_in: String,
+    expect: Option<String>,
+    /// See [`text_hash`]; only for a send without an idempotency key.
+    message_hash: Option<i64>,
+}
+
+impl NewRow {
+    fn of(new: NewDelivery) -> Self {
+        NewRow {
+            sender_session: new.sender_session.render(),
+            target_session: new.target_session.render(),
+            origin: new.origin.as_ref().map(SessionKey::render),
+            artifacts_in: Value::from(new.artifacts_in.clone()).to_string(),
+            expect: new.expect.as_ref().map(Value::to_string),
+            message_hash: new
+                .idempotency_key
+                .is_none()
+                .then(|| text_hash(&new.message)),
+            new,
+        }
+    }
+
+    /// Whether the sender waits: otherwise the outcome is to be pushed.
+    fn notify(&self) -> Notify {
+        match self.new.mode {
+            SendMode::Wait => Notify::None,
+            SendMode::Fire => Notify::Pending,
+        }
+    }
+
+    /// The delivery as its row reads once written queued, claimed by `runner`.
+    fn queued(&self, runner: Option<String>) -> Delivery {
+        let new = self.new.clone();
+        Delivery {
+            run_id: new.run_id,
+            sender: new.sender,
+            sender_session: new.sender_session,
+            target: new.target,
+            target_session: new.target_session,
+            message: new.message,
+            idempotency_key: new.idempotency_key,
+            depth: new.depth,
+            origin: new.origin,
+            mode: new.mode,
+            state: DeliveryState::Queued,
+            reason: None,
+            reply: None,
+            model: None,
+            notify: self.notify(),
+            artifacts_in: new.artifacts_in,
+            expect: new.expect,
+            result: None,
+            progress: Vec::new(),
+            artifacts_out: Vec::new(),
+            created_ms: new.created_ms,
+            started_ms: None,
+            finished_ms: None,
+            runner,
+        }
+    }
+}
+
 fn insert(
     db: Db<'_>,
-    new: &NewDelivery,
+    row: &NewRow,
     state: DeliveryState,
     reason: Option<&str>,
     runner: Option<&str>,
 ) -> Result<(), DbError> {
-    let notify = match new.mode {
-        SendMode::Wait => Notify::None,
-        SendMode::Fire => Notify::Pending,
-    };
+    let new = &row.new;
     db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
@@ -277,24 +343,22 @@ fn insert(
         args![
             &new.run_id,
             &new.sender,
-            new.sender_session.render().as_str(),
+            &row.sender_session,
             &new.target,
-            new.target_session.render().as_str(),
+            &row.target_session,
             &new.message,
             &new.idempotency_key,
             new.depth,
-            new.origin.as_ref().map(SessionKey::render).as_ref(),
+            &row.origin,
             new.mode.as_str(),
             state.as_str(),
             reason,
-            notify.as_str(),
+            row.notify().as_str(),
             new.created_ms,
-            Value::from(new.artifacts_in.clone()).to_string().as_str(),
-            new.expect.as_ref().map(Value::to_string).as_ref(),
+            &row.artifacts_in,
+            &row.expect,
             runner,
-            new.idempotency_key
-                .is_none()
-                .then(|| text_hash(&new.message)),
+            row.message_hash,
         ],
     )?;
     Ok(())
@@ -320,8 +384,8 @@ fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
 
 /// The earlier run of the same request: same key, or (without a key) the same text since
 /// `since_ms`. Refused sends never count: nothing ran.
-fn same_request(db: Db<'_>, new: &NewDelivery, since_ms: i64) -> Result<Option<Delivery>, DbError> {
-    let target_session = new.target_session.render();
+fn same_request(db: Db<'_>, row: &NewRow, since_ms: i64) -> Result<Option<Delivery>, DbError> {
+    let new = &row.new;
     match &new.idempotency_key {
         Some(key) => db
             .query_row(
@@ -329,7 +393,7 @@ fn same_request(db: Db<'_>, new: &NewDelivery, since_ms: i64) -> Result<Option<D
                     "{SELECT} WHERE sender = ?1 AND target_session = ?2 AND idempotency_key = ?3
                        AND state <> 'refused'"
                 ),
-                args![&new.sender, &target_session, key],
+                args![&new.sender, &row.target_session, key],
                 from_row,
             )
             .optional(),
@@ -338,10 +402,10 @@ fn same_request(db: Db<'_>, new: &NewDelivery, since_ms: i64) -> Result<Option<D
                 &format!("{SELECT} {SAME_TEXT}"),
                 args![
                     &new.sender,
-                    &target_session,
+                    &row.target_session,
                     since_ms,
                     &new.message,
-                    text_hash(&new.message)
+                    row.message_hash
                 ],
                 from_row,
             )
@@ -369,27 +433,33 @@ impl Store {
     ) -> Result<Begun, StoreError> {
         let runner = runner.map(str::to_owned);
         let run_id = new.run_id.clone();
-        self.write_announcing(Topic::Delivery, &run_id, move |db| {
-            // Another instance sharing the database may be starting the same request: the
-            // lookup and the insert are one step for this sender and target there too.
-            db.exclusive(&format!(
-                "deliveries:{}:{}",
-                new.sender,
-                new.target_session.render()
-            ))?;
-            if let Some(earlier) = same_request(db, &new, since_ms)? {
-                return Ok(Begun::Existing(settled_with_lineage(db, earlier)?));
-            }
-            insert(db, &new, DeliveryState::Queued, None, runner.as_deref())?;
-            Ok(Begun::New(by_run(db, &new.run_id)?.ok_or(DbError::NoRows)?))
+        let row = NewRow::of(new);
+        // What the row reads once written: built here, not read back on the writer.
+        let queued = row.queued(runner.clone());
+        // Another instance sharing the database may be starting the same request: the
+        // lookup and the insert are one step for this sender and target there too.
+        let lock = format!("deliveries:{}:{}", row.new.sender, row.target_session);
+        let earlier = self
+            .write_announcing(Topic::Delivery, &run_id, move |db| {
+                db.exclusive(&lock)?;
+                if let Some(earlier) = same_request(db, &row, since_ms)? {
+                    return Ok(Some(settled_with_lineage(db, earlier)?));
+                }
+                insert(db, &row, DeliveryState::Queued, None, runner.as_deref())?;
+                Ok(None)
+            })
+            .await?;
+        Ok(match earlier {
+            Some(earlier) => Begun::Existing(earlier),
+            None => Begun::New(queued),
         })
-        .await
     }
 
     /// Record a send the guards refused before anything was written for it.
     pub async fn delivery_refused(&self, new: NewDelivery, reason: &str) -> Result<(), StoreError> {
         let reason = reason.to_owned();
-        self.write(move |db| insert(db, &new, DeliveryState::Refused, Some(&reason), None))
+        let row = NewRow::of(new);
+        self.write(move |db| insert(db, &row, DeliveryState::Refused, Some(&reason), None))
             .await
     }
 
@@ -702,6 +772,33 @@ pub(super) mod tests {
             ),
             "{plan}"
         );
+    }
+
+    /// What a begun send returns is built, not read back: it must be the row as written.
+    #[tokio::test]
+    async fn a_begun_send_is_its_row_as_written() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let waited = NewDelivery {
+                origin: Some("bot:snark:slack:T1:C1".parse().unwrap()),
+                artifacts_in: vec!["art_1".into()],
+                expect: Some(serde_json::json!({"type": "object"})),
+                ..send("r1", Some("k"), "hi", 1_000)
+            };
+            let fired = NewDelivery {
+                mode: SendMode::Fire,
+                ..send("r2", None, "bye", 1_000)
+            };
+            for (new, runner) in [(waited, Some("here")), (fired, None)] {
+                let run = new.run_id.clone();
+                let Begun::New(begun) = store.delivery_begin(new, 0, runner).await.unwrap() else {
+                    panic!("{engine}: a new send");
+                };
+                let stored = store.delivery(&run).await.unwrap();
+                assert_eq!(Some(begun), stored, "{engine}");
+            }
+        }
     }
 
     #[tokio::test]
