@@ -50,6 +50,7 @@ mod contention;
 mod dedupe;
 mod deliveries;
 mod delivery_answer;
+mod delivery_begin;
 mod error;
 mod escalations;
 mod health;
@@ -93,10 +94,9 @@ pub use chains::{
 };
 pub use chat_settings::{Activation, ChatSettings};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_keys, dedupe_scope};
-pub use deliveries::{
-    Begun, Delivery, DeliveryChange, DeliveryQuery, DeliveryState, NewDelivery, Notify, SendMode,
-};
+pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
+pub use delivery_begin::{Begun, NewDelivery};
 pub use error::StoreError;
 pub use escalations::{
     AnswerCandidate, AnswerMatch, Escalation, EscalationKind, EscalationQuery, EscalationState,
