@@ -277,7 +277,9 @@ fn writer_loop(
     mut bound: Option<WalBound>,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH + 1);
-    let mut busy = false;
+    // Only a SQLite writer looks before it sleeps: a PostgreSQL server on the same machine
+    // needs the CPU its writer would spend looking.
+    let mut busy = matches!(conn, Conn::Sqlite(_)).then_some(false);
     loop {
         let mut stop = false;
         match next(&mut rx, &mut busy) {
@@ -316,10 +318,11 @@ const SPIN: Duration = Duration::from_micros(50);
 
 /// The next message. While jobs come within [`SPIN`] of each other (`busy`), it is looked for
 /// that long first: a sleep and its wake-up cost more than the look (BENCHMARKS.md, issue 23).
-/// A writer whose jobs come further apart sleeps at once, and spends nothing looking.
-fn next(rx: &mut mpsc::Receiver<Message>, busy: &mut bool) -> Option<Message> {
+/// A writer whose jobs come further apart sleeps at once, and spends nothing looking; one with
+/// no `busy` to keep never looks.
+fn next(rx: &mut mpsc::Receiver<Message>, busy: &mut Option<bool>) -> Option<Message> {
     let since = Instant::now();
-    while *busy && since.elapsed() < SPIN {
+    while *busy == Some(true) && since.elapsed() < SPIN {
         match rx.try_recv() {
             Ok(message) => return Some(message),
             Err(mpsc::error::TryRecvError::Disconnected) => return None,
@@ -327,7 +330,9 @@ fn next(rx: &mut mpsc::Receiver<Message>, busy: &mut bool) -> Option<Message> {
         }
     }
     let message = rx.blocking_recv();
-    *busy = since.elapsed() < SPIN;
+    if let Some(busy) = busy {
+        *busy = since.elapsed() < SPIN;
+    }
     message
 }
 
