@@ -184,7 +184,18 @@ async fn two_bad_answers_end_as_invalid_output_with_the_errors() {
         "what it made is still listed"
     );
     let deliveries = gw.get("/api/deliveries").await;
-    assert_eq!(deliveries["deliveries"][0]["state"], "invalid_output");
+    let d = &deliveries["deliveries"][0];
+    assert_eq!(d["state"], "invalid_output");
+    // Both answers are on record, the second with the outcome it failed.
+    let session = d["target_session"].as_str().unwrap();
+    let answers: Vec<_> = gw
+        .transcript(session)
+        .await
+        .into_iter()
+        .filter(|e| e["kind"] == "answer")
+        .map(|e| e["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(answers, [r#"{"price": 10}"#, r#"{"cheapest": 10}"#]);
     gw.stop().await;
 }
 

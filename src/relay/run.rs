@@ -44,10 +44,10 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     // The outcome is recorded with the answer, queued while the session is still held: the
     // target's next turn is given this answer, and does not wait for its commit.
     let change = change(d, &answer.result, Some(report));
-    let recorded = match &answer.result {
-        RunResult::Answered { reply, model } if answer.said => {
-            let meta = answer_meta(d, model);
-            let queued = turn.journal().answered(reply, meta, change).await;
+    let recorded = match &answer.spoken {
+        Some(spoken) => {
+            let meta = answer_meta(d, &spoken.model);
+            let queued = turn.journal().answered(&spoken.text, meta, change).await;
             // Queued: whatever the session's next turn records comes after it.
             drop(turn);
             match queued {
@@ -55,7 +55,7 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
                 Err(err) => Err(err),
             }
         }
-        _ => {
+        None => {
             let settled = shared.store().delivery_settle(change).await;
             drop(turn);
             settled
@@ -65,12 +65,18 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
 }
 
 /// One turn's answer to a delivery. What it said is not on record yet: the last answer is kept
-/// with the delivery's outcome, in the same store job.
+/// with the delivery's outcome, in the same store job, whatever the outcome.
 struct Answer {
     result: RunResult,
     usage: Option<Usage>,
-    /// Whether the bot replied (text, or files alone), rather than staying silent or failing.
-    said: bool,
+    /// What the bot replied (text, or files alone); `None` when it stayed silent or failed.
+    spoken: Option<Spoken>,
+}
+
+/// A reply not yet on record, and the model that wrote it.
+struct Spoken {
+    text: String,
+    model: String,
 }
 
 /// The target's turns for `d` (a second one, told what was wrong, when its answer does not
@@ -97,14 +103,15 @@ async fn turns(
     };
     let mut answer = answer(turn, bot, d, heard, Some(&d.run_id)).await;
     let mut report = Report::default();
-    if let (Some(schema), RunResult::Answered { reply, model }) = (&d.expect, &answer.result) {
+    if let (Some(schema), RunResult::Answered { reply, .. }) = (&d.expect, &answer.result) {
         match handoff::validate(schema, reply) {
             Ok(output) => report.output = Some(output),
             Err(errors) => {
-                if answer.said {
+                if let Some(spoken) = &answer.spoken {
                     // The second turn is told what was wrong with this answer: it is given it.
-                    let meta = answer_meta(d, model);
-                    turn.journal().bot_did(EntryKind::Answer, reply, meta).await;
+                    let meta = answer_meta(d, &spoken.model);
+                    let journal = turn.journal();
+                    journal.bot_did(EntryKind::Answer, &spoken.text, meta).await;
                 }
                 // One more turn, told what was wrong; its answer stands or falls.
                 let retry = handoff::again(&errors);
@@ -130,13 +137,7 @@ async fn turns(
                                 RunResult::Answered { reply, model }
                             }
                             Err(errors) => {
-                                // Kept on record, though it fails the delivery.
-                                if second.said {
-                                    let meta = answer_meta(d, &model);
-                                    turn.journal()
-                                        .bot_did(EntryKind::Answer, &reply, meta)
-                                        .await;
-                                }
+                                // Still kept on record (`spoken`), with the failure.
                                 let reason = format!(
                                     "the answer did not match the expected JSON Schema, twice: {}",
                                     errors.join("; ")
@@ -154,7 +155,7 @@ async fn turns(
                 answer = Answer {
                     result,
                     usage,
-                    said: second.said,
+                    spoken: second.spoken,
                 };
             }
         }
@@ -182,9 +183,14 @@ async fn answer(
         recall: Recall::SessionTail,
         delivery,
     };
-    let (result, usage, said) = match turn.take(plan).await {
+    let (result, usage, spoken) = match turn.take(plan).await {
         TurnEnd::Reply { text, model, usage } => {
-            (RunResult::Answered { reply: text, model }, usage, true)
+            let spoken = Spoken {
+                text: text.clone(),
+                model: model.clone(),
+            };
+            let result = RunResult::Answered { reply: text, model };
+            (result, usage, Some(spoken))
         }
         TurnEnd::Silent { model, usage } => (
             RunResult::Answered {
@@ -192,7 +198,7 @@ async fn answer(
                 model,
             },
             usage,
-            false,
+            None,
         ),
         TurnEnd::Failed(TurnFailure::TimedOut(limit)) => (
             RunResult::Failed {
@@ -200,14 +206,14 @@ async fn answer(
                 reason: TurnFailure::TimedOut(limit).to_string(),
             },
             None,
-            false,
+            None,
         ),
-        TurnEnd::Failed(err) => (failed(err.to_string()), None, false),
+        TurnEnd::Failed(err) => (failed(err.to_string()), None, None),
     };
     Answer {
         result,
         usage,
-        said,
+        spoken,
     }
 }
 
