@@ -304,17 +304,13 @@ impl Journal {
             idempotency_key,
             meta,
         );
-        match self.store.append(entry).await {
-            Ok(entry) => self.announce(entry, kind, speaker),
-            Err(err) => {
-                tracing::error!(session = %self.session, %err, "could not write the transcript");
-            }
-        }
+        let written = self.store.append(entry).await;
+        self.written(written, kind, speaker);
     }
 
     /// [`Journal::write`] for a line of the bot's own, without waiting for its commit: it is
     /// queued, so whatever the run writes next is written after it. Returns what is left: the
-    /// entry announced (or its failure logged) once committed. A tool's call and result waited
+    /// entry announced once committed, or its failure logged. A tool's call and result waited
     /// for two commits on the way to every reply that used a tool (BENCHMARKS.md, issue 23).
     async fn write_behind(
         &self,
@@ -331,11 +327,16 @@ impl Journal {
                 Ok(queued) => queued.answer().await,
                 Err(err) => Err(err),
             };
-            match written {
-                Ok(entry) => journal.announce(entry, kind, journal.session.bot.as_str()),
-                Err(err) => {
-                    tracing::error!(session = %journal.session, %err, "could not write the transcript");
-                }
+            journal.written(written, kind, journal.session.bot.as_str());
+        }
+    }
+
+    /// An entry `written` (its id), announced; or its failure, logged.
+    fn written(&self, written: Result<i64, StoreError>, kind: EntryKind, speaker: &str) {
+        match written {
+            Ok(entry) => self.announce(entry, kind, speaker),
+            Err(err) => {
+                tracing::error!(session = %self.session, %err, "could not write the transcript");
             }
         }
     }
