@@ -28,6 +28,8 @@
 //! for baton to checkpoint: the deleted rows are reclaimed by its autovacuum and their space
 //! reused (the files do not shrink), so there the chunks only keep live writes moving.
 
+use std::sync::Arc;
+
 use super::sql::{Db, DbError, args};
 use super::{DEDUPE_TTL_MS, Store, StoreError};
 
@@ -87,6 +89,11 @@ impl PruneTable {
             PruneTable::Escalations => "escalations",
             PruneTable::Sessions => "sessions",
         }
+    }
+
+    /// Whether it deletes transcript entries: those of an idle session go with it.
+    fn deletes_entries(self) -> bool {
+        matches!(self, PruneTable::Transcripts | PruneTable::Sessions)
     }
 
     /// Deletes one chunk of rows older than `before` (ms); returns how many rows went.
@@ -213,7 +220,21 @@ impl Store {
         let before = before_ms.min(now_ms - MIN_AGE_MS);
         let mut total = 0;
         loop {
-            let deleted = self.write(move |db| table.delete_chunk(db, before)).await?;
+            let deleted = match self.tails().filter(|_| table.deletes_entries()) {
+                // Kept copies of session tails do not check for deleted entries
+                // (`tail_cache.rs`): they are all forgotten as each chunk's job runs (for the
+                // jobs after it in its batch) and again once it is committed (for a copy kept
+                // by a job before it in the batch). Prunes are rare; turns read whole again.
+                Some(tails) => {
+                    let again = Arc::clone(&tails);
+                    let work = move |db: Db<'_>| {
+                        tails.clear();
+                        table.delete_chunk(db, before)
+                    };
+                    self.write_then(work, move |_| again.clear()).await?
+                }
+                None => self.write(move |db| table.delete_chunk(db, before)).await?,
+            };
             if deleted == 0 {
                 return Ok(total);
             }

@@ -85,6 +85,12 @@ fn parse_session(row: &Row<'_>, idx: usize, text: String) -> Result<SessionKey, 
     })
 }
 
+/// How far `updated_ms` must move before a touch writes it: a session's activity is shown
+/// and pruned by the second or the day, and a busy session is touched at every turn. An
+/// unchanged row dirties no page of the table or of its index on `updated_ms`, each of which a
+/// commit writes to the log whole (BENCHMARKS.md, issue 23).
+const TOUCH_STEP_MS: i64 = 1000;
+
 /// [`Store::touch_session`] inside a writer job: shared with [`Store::turn_start`], which
 /// records the session in the job that records the turn's inbound message.
 pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbError> {
@@ -92,9 +98,8 @@ pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbErr
         "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
             updated_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
-         ON CONFLICT (key) DO UPDATE SET updated_ms = CASE
-            WHEN excluded.updated_ms > sessions.updated_ms THEN excluded.updated_ms
-            ELSE sessions.updated_ms END",
+         ON CONFLICT (key) DO UPDATE SET updated_ms = excluded.updated_ms
+            WHERE excluded.updated_ms >= sessions.updated_ms + ?8",
         args![
             s.render().as_str(),
             s.bot.as_str(),
@@ -103,6 +108,7 @@ pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbErr
             s.chat.as_str(),
             s.thread.as_ref().map(|t| t.as_str()),
             now_ms,
+            TOUCH_STEP_MS,
         ],
     )?;
     Ok(())
@@ -110,7 +116,8 @@ pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbErr
 
 impl Store {
     /// Records activity in `session`: creates it on first use, otherwise moves `updated_ms`
-    /// forward (never back, so a late write cannot make a busy session look idle).
+    /// forward once it is a second or more behind (never back, so a late write cannot
+    /// make a busy session look idle).
     pub async fn touch_session(&self, session: &SessionKey, now_ms: i64) -> Result<(), StoreError> {
         let s = session.clone();
         self.write(move |db| touch(db, &s, now_ms)).await
@@ -191,9 +198,10 @@ mod tests {
             let a = session("snark", "C1", None);
             let b = session("caid", "C1", Some("171.1"));
             store.touch_session(&a, 100).await.unwrap();
-            store.touch_session(&b, 200).await.unwrap();
-            store.touch_session(&a, 300).await.unwrap();
-            store.touch_session(&a, 250).await.unwrap(); // late: ignored
+            store.touch_session(&b, 2_000).await.unwrap();
+            store.touch_session(&a, 3_000).await.unwrap();
+            store.touch_session(&a, 2_500).await.unwrap(); // late: ignored
+            store.touch_session(&a, 3_999).await.unwrap(); // within the step: not written
             store.append(entry(&a, "hi")).await.unwrap();
             store.close().await.unwrap();
 
@@ -204,7 +212,10 @@ mod tests {
                 [a.clone(), b]
             );
             let rec = store.session(&a).await.unwrap().unwrap();
-            assert_eq!((rec.created_ms, rec.updated_ms, rec.entries), (100, 300, 1));
+            assert_eq!(
+                (rec.created_ms, rec.updated_ms, rec.entries),
+                (100, 3_000, 1)
+            );
             assert_eq!(all[1].thread.as_deref(), Some("171.1"));
             let unknown = session("nope", "C1", None);
             assert_eq!(store.session(&unknown).await.unwrap(), None);

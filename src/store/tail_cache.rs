@@ -7,10 +7,16 @@
 //! newer ones need reading, once a cheap check shows the copy still holds:
 //!
 //! - the session's reset point is the one the copy was read under;
-//! - as many entries as the copy holds are still in its range of ids: a prune deleted none, and
-//!   ids only grow, so none was added among them;
+//! - ids only grow, so no entry was added among the copy's;
 //! - an entry edited in place (a streamed reply revised or withdrawn, `sends.rs`) forgets its
 //!   session's copy, while its job runs and again once it is committed;
+//! - a prune that deletes entries (`prune.rs`) forgets every copy, likewise; nothing else in
+//!   this process deletes them;
+//! - any other process that wrote to the database (`baton prune` beside a running gateway)
+//!   makes every copy forgotten: SQLite's `data_version`, read in each turn's start, moves
+//!   when another connection has committed. (The copy's entries were counted in the
+//!   transcript at every turn's start instead, until the ninth speed session: 23k instructions
+//!   a turn, against about 1k for the pragma, BENCHMARKS.md);
 //! - a copy is kept only after the job that read it has committed (`Store::write_then`), so it
 //!   never holds a row of a batch that was rolled back.
 //!
@@ -23,6 +29,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::TailEntry;
+use super::sql::{Db, DbError};
 
 /// The most the copies may take, by their entries' sizes. 40 short entries take ~8 KiB, so
 /// this keeps a thousand busy sessions; a few hundred with long replies.
@@ -48,21 +55,10 @@ pub(crate) struct Tail {
 
 impl Tail {
     /// Whether this copy can answer a read of the newest `last` entries under the reset point
-    /// `reset_after`, given that `held` entries are left in its range of ids.
-    pub(crate) fn holds(&self, last: usize, reset_after: i64, held: usize) -> bool {
+    /// `reset_after`.
+    pub(crate) fn holds(&self, last: usize, reset_after: i64) -> bool {
         let whole = self.entries.len() < self.depth;
-        self.reset_after == reset_after
-            && held == self.entries.len()
-            && (last <= self.depth || whole)
-    }
-
-    /// The first and last id it holds: the range whose entries [`Tail::holds`] counts. An empty
-    /// copy's range is empty.
-    pub(crate) fn span(&self) -> (i64, i64) {
-        match (self.entries.first(), self.entries.last()) {
-            (Some((first, _)), Some((last, _))) => (*first, *last),
-            _ => (1, 0),
-        }
+        self.reset_after == reset_after && (last <= self.depth || whole)
     }
 
     /// The id after which entries are new to this copy.
@@ -124,6 +120,8 @@ struct Kept {
     bytes: usize,
     /// Counts uses, to tell the least recently used.
     clock: u64,
+    /// The database's `data_version` the copies were kept under.
+    version: i64,
 }
 
 #[derive(Debug)]
@@ -131,6 +129,11 @@ struct Slot {
     tail: Arc<Tail>,
     bytes: usize,
     used: u64,
+}
+
+/// SQLite's count of commits by other connections, as [`TailCache::get`] takes it.
+pub(super) fn data_version(db: Db<'_>) -> Result<i64, DbError> {
+    db.query_row("PRAGMA data_version", &[], |row| row.get(0))
 }
 
 impl TailCache {
@@ -146,9 +149,16 @@ impl TailCache {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The copy of `session`'s tail, if one is kept.
-    pub(crate) fn get(&self, session: &str) -> Option<Arc<Tail>> {
+    /// The copy of `session`'s tail, if one is kept, with the database at `data_version`
+    /// (SQLite's pragma, read in the job that will use it): when another connection has
+    /// committed since the last call, every copy is forgotten first.
+    pub(crate) fn get(&self, session: &str, data_version: i64) -> Option<Arc<Tail>> {
         let mut kept = self.kept();
+        if kept.version != data_version {
+            kept.sessions.clear();
+            kept.bytes = 0;
+            kept.version = data_version;
+        }
         kept.clock += 1;
         let now = kept.clock;
         let slot = kept.sessions.get_mut(session)?;
@@ -199,6 +209,13 @@ impl TailCache {
         }
     }
 
+    /// Drop every copy: entries are being deleted.
+    pub(crate) fn clear(&self) {
+        let mut kept = self.kept();
+        kept.sessions.clear();
+        kept.bytes = 0;
+    }
+
     /// How many sessions have a copy.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -240,27 +257,22 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_holds_only_under_its_reset_with_none_of_its_entries_gone() {
+    fn a_copy_holds_only_under_its_reset() {
         let full = tail(&[3, 5, 8], 3);
-        assert!(full.holds(3, 0, 3));
-        assert!(full.holds(2, 0, 3), "fewer than it was read for");
-        assert!(!full.holds(3, 7, 3), "the session was reset");
-        assert!(!full.holds(3, 0, 2), "a prune deleted one");
+        assert!(full.holds(3, 0));
+        assert!(full.holds(2, 0), "fewer than it was read for");
+        assert!(!full.holds(3, 7), "the session was reset");
         assert!(
-            !full.holds(4, 0, 3),
+            !full.holds(4, 0),
             "more than it was read for, and there may be more"
         );
         let whole = tail(&[3, 5], 3);
-        assert!(
-            whole.holds(40, 0, 2),
-            "it holds every entry since the reset"
-        );
+        assert!(whole.holds(40, 0), "it holds every entry since the reset");
     }
 
     #[test]
     fn newer_entries_push_out_the_oldest() {
         let copy = tail(&[3, 5, 8], 3);
-        assert_eq!(copy.span(), (3, 8));
         assert_eq!(copy.newest(), 8);
         let next = copy.extended(vec![entry(9), entry(12)], 3);
         assert_eq!(ids(&next), [8, 9, 12]);
@@ -276,7 +288,7 @@ mod tests {
         let flood = copy.extended((10..14).map(entry).collect(), 3);
         assert_eq!(ids(&flood), [11, 12, 13]);
         let empty = tail(&[], 3);
-        assert_eq!((empty.span(), empty.newest()), ((1, 0), 0));
+        assert_eq!(empty.newest(), 0);
     }
 
     #[test]
@@ -289,20 +301,22 @@ mod tests {
         }
         assert_eq!(cache.len(), 4);
         assert!(
-            cache.get("s0").is_some(),
+            cache.get("s0", 0).is_some(),
             "s0 is now the most recently used"
         );
         cache.keep("s4", Arc::clone(&one));
         // Over budget: down to three quarters, the least recently used first (s1, s2).
         assert_eq!(cache.len(), 3);
-        assert!(cache.get("s1").is_none() && cache.get("s2").is_none());
-        assert!(cache.get("s0").is_some() && cache.get("s4").is_some());
+        assert!(cache.get("s1", 0).is_none() && cache.get("s2", 0).is_none());
+        assert!(cache.get("s0", 0).is_some() && cache.get("s4", 0).is_some());
         cache.forget("s4");
-        assert!(cache.get("s4").is_none());
+        assert!(cache.get("s4", 0).is_none());
+        cache.clear();
+        assert_eq!(cache.len(), 0);
         let huge = Arc::new(tail(&(0..1000).collect::<Vec<_>>(), 1000));
         cache.keep("s0", huge);
         assert!(
-            cache.get("s0").is_none(),
+            cache.get("s0", 0).is_none(),
             "a copy over the whole budget is not kept"
         );
     }
@@ -400,6 +414,18 @@ mod tests {
                 store.write(move |db| db.execute(edit, &[])).await.unwrap();
                 let got = started(&store, &session, 5).await;
                 assert_eq!(got, [(EntryKind::Inbound, "after".to_owned())]);
+                // Another process's write (`baton prune` beside a running gateway) is seen.
+                let other = db.connect();
+                let deleted = tokio::task::spawn_blocking(move || {
+                    other
+                        .db()
+                        .execute("DELETE FROM transcript WHERE text = 'edited'", &[])
+                })
+                .await
+                .unwrap()
+                .unwrap();
+                assert_eq!(deleted, 1);
+                check("a delete by another connection").await;
             }
         }
     }

@@ -352,15 +352,12 @@ pub(super) fn tail_since(
     last: usize,
     kept: Option<&Tail>,
 ) -> Result<Tail, DbError> {
-    let (first, newest) = kept.map_or((1, 0), Tail::span);
-    let (reset_after, held): (i64, i64) = db.query_row(
-        "SELECT coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0),
-                (SELECT count(*) FROM transcript WHERE session = ?1 AND id BETWEEN ?2 AND ?3)",
-        args![session, first, newest],
-        |row| Ok((row.get(0)?, row.get(1)?)),
+    let reset_after: i64 = db.query_row(
+        "SELECT coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)",
+        args![session],
+        |row| row.get(0),
     )?;
-    let held = usize::try_from(held).unwrap_or(usize::MAX);
-    let kept = kept.filter(|kept| kept.holds(last, reset_after, held));
+    let kept = kept.filter(|kept| kept.holds(last, reset_after));
     let after = kept.map_or(reset_after, Tail::newest);
     let mut newer = db.query_take(
         "SELECT id, kind, text, run_id, meta FROM transcript

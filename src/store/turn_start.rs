@@ -12,9 +12,10 @@
 
 use std::sync::Arc;
 
-use super::deliveries::settle_in;
+use super::deliveries::move_in;
 use super::history::{OwnedTake, take_in};
 use super::sessions::touch;
+use super::tail_cache::data_version;
 use super::transcript::{insert_entry, tail_in, tail_since};
 use super::{
     DeliveryChange, DeliveryState, HistoryEntry, HistoryTake, NewEntry, Store, StoreError,
@@ -72,11 +73,11 @@ impl Store {
                 move |db| {
                     touch(db, &session, now_ms)?;
                     if let Some(running) = &running {
-                        settle_in(db, running, None)?;
+                        move_in(db, running, None)?;
                     }
                     let (tail, read) = match (last, &tails) {
                         (Some(last), Some(tails)) => {
-                            let kept = tails.get(&rendered);
+                            let kept = tails.get(&rendered, data_version(db)?);
                             let read = tail_since(db, &rendered, last, kept.as_deref())?;
                             (read.newest_entries(last), Some(Arc::new(read)))
                         }
