@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 20] = [
+const STEPS: [(&str, &str); 21] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -94,6 +94,10 @@ const STEPS: [(&str, &str); 20] = [
     (
         include_str!("migrations/020_deliveries_text_unindexed.sql"),
         include_str!("migrations/postgres/020_deliveries_text_unindexed.sql"),
+    ),
+    (
+        include_str!("migrations/021_transcript_run_in_session_index.sql"),
+        include_str!("migrations/postgres/021_transcript_run_in_session_index.sql"),
     ),
 ];
 

@@ -275,18 +275,16 @@ impl Store {
         run_id: &str,
     ) -> Result<Vec<Entry>, StoreError> {
         let (session, run_id) = (session.render(), run_id.to_owned());
-        self.read(move |db| {
-            db.query_map(
-                "SELECT id, session, ts_ms, kind, speaker, origin, text,
-                        platform_message_id, run_id, idempotency_key, meta
-                 FROM transcript WHERE session = ?1 AND run_id = ?2 ORDER BY id",
-                args![&session, &run_id],
-                entry_from_row,
-            )
-        })
-        .await
+        self.read(move |db| db.query_map(RUN_ENTRIES, args![&session, &run_id], entry_from_row))
+            .await
     }
 }
+
+/// A run's entries: found by walking the session's entries in `transcript_session`, which
+/// carries each one's run id, so only the run's rows are read (schema version 21).
+const RUN_ENTRIES: &str = "SELECT id, session, ts_ms, kind, speaker, origin, text,
+        platform_message_id, run_id, idempotency_key, meta
+    FROM transcript WHERE session = ?1 AND run_id = ?2 ORDER BY id";
 
 /// The speaker's display name kept in an entry's meta (`meta.name`). Meta that is not JSON, or
 /// a name that is not a string, is no name. Only that field is decoded: the rest is skipped.
@@ -427,6 +425,33 @@ pub(crate) mod tests {
             assert_eq!(serde_json::to_value(origin).unwrap(), origin.as_str());
         }
         assert!("toolcall".parse::<EntryKind>().is_err());
+    }
+
+    /// A run's entries are found in the session index, which carries run ids; the table's rows
+    /// are read for the run's entries only, and a session's tail still reads the index in
+    /// order.
+    #[tokio::test]
+    async fn a_run_and_a_tail_are_read_through_the_session_index() {
+        let db = testing::TestDb::sqlite();
+        let store = db.open().await;
+        let plan = |sql: String| {
+            store.sqlite_read(move |c| {
+                let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                let rows = stmt.query_map(["s", "r"], |r| r.get::<_, String>(3))?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+        };
+        let run = plan(RUN_ENTRIES.to_owned()).await.unwrap().join("; ");
+        assert_eq!(
+            run,
+            "SEARCH transcript USING INDEX transcript_session (session=?)"
+        );
+        let tail = "SELECT id FROM transcript WHERE session = ?1 AND id > ?2 ORDER BY id DESC";
+        let tail = plan(tail.to_owned()).await.unwrap().join("; ");
+        assert_eq!(
+            tail,
+            "SEARCH transcript USING COVERING INDEX transcript_session (session=? AND id>?)"
+        );
     }
 
     #[tokio::test]
