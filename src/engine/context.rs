@@ -44,7 +44,7 @@ pub(crate) fn turn_request(
     bot: &Bot,
     session: &SessionKey,
     history: &[HistoryEntry],
-    tail: &[TailEntry],
+    tail: &[Arc<TailEntry>],
     current: Current<'_>,
     tools: Arc<[ToolSpec]>,
 ) -> TurnRequest {
@@ -86,7 +86,7 @@ fn history_text(history: &[HistoryEntry]) -> String {
 
 /// The session's inbound messages and replies as chat lines; the chunks of one reply are
 /// joined back into one assistant line.
-fn tail_lines(tail: &[TailEntry]) -> Vec<ChatLine> {
+fn tail_lines(tail: &[Arc<TailEntry>]) -> Vec<ChatLine> {
     let mut lines: Vec<ChatLine> = Vec::with_capacity(tail.len());
     let mut last_run: Option<&str> = None;
     for entry in tail {
@@ -118,13 +118,13 @@ fn tail_lines(tail: &[TailEntry]) -> Vec<ChatLine> {
 mod tests {
     use super::*;
 
-    fn entry(kind: EntryKind, text: &str, run: Option<&str>) -> TailEntry {
-        TailEntry {
+    fn entry(kind: EntryKind, text: &str, run: Option<&str>) -> Arc<TailEntry> {
+        Arc::new(TailEntry {
             kind,
             text: text.into(),
             run_id: run.map(str::to_owned),
             name: Some("Alice".into()),
-        }
+        })
     }
 
     #[test]

@@ -325,7 +325,11 @@ fn entry_from_row(row: &Row<'_>) -> Result<Entry, DbError> {
 /// `since_reset`, minus the columns the model never sees. Read inside the turn's start
 /// ([`Store::turn_start`]), where the writer's pages are warm and no reader is woken for it.
 /// Where the writer keeps copies of tails, [`tail_since`] reads only what is new instead.
-pub(super) fn tail_in(db: Db<'_>, session: &str, last: usize) -> Result<Vec<TailEntry>, DbError> {
+pub(super) fn tail_in(
+    db: Db<'_>,
+    session: &str,
+    last: usize,
+) -> Result<Vec<Arc<TailEntry>>, DbError> {
     // Not `LIMIT ?`, for the reason given in `transcript`.
     let mut entries = db.query_take(
         "SELECT id, kind, text, run_id, meta
@@ -335,7 +339,7 @@ pub(super) fn tail_in(db: Db<'_>, session: &str, last: usize) -> Result<Vec<Tail
          ORDER BY id DESC",
         args![session],
         last,
-        |row| Ok(tail_row(row)?.1),
+        |row| Ok(Arc::new(tail_row(row)?.1)),
     )?;
     entries.reverse();
     Ok(entries)
@@ -546,7 +550,7 @@ pub(crate) mod tests {
     }
 
     /// The tail a turn's start would give `session`'s next turn (it records nothing else).
-    async fn tail(store: &Store, session: &SessionKey, last: usize) -> Vec<TailEntry> {
+    async fn tail(store: &Store, session: &SessionKey, last: usize) -> Vec<Arc<TailEntry>> {
         let start = crate::store::TurnStart {
             session,
             now_ms: 1,

@@ -51,8 +51,9 @@ pub struct TurnStarted {
     pub history: Vec<HistoryEntry>,
     /// The inbound entry's id.
     pub entry: Option<i64>,
-    /// The session's tail, oldest first, without `heard` (empty when none was asked for).
-    pub tail: Vec<TailEntry>,
+    /// The session's tail, oldest first, without `heard` (empty when none was asked for);
+    /// shared with the copy the writer keeps of it.
+    pub tail: Vec<Arc<TailEntry>>,
 }
 
 impl Store {
