@@ -156,6 +156,8 @@ struct Inner {
     tails: Option<Arc<TailCache>>,
     /// Which history pushes trim their chat's buffer (`history.rs`).
     history_trims: history::Trims,
+    /// The sessions this process's touches wrote lately (`sessions.rs`).
+    touched: Arc<sessions::Touched>,
     /// Notices between instances (`notices.rs`).
     bus: Bus,
     /// For a memory database: one connection held for the store's lifetime, since the
@@ -245,6 +247,7 @@ impl Store {
                 escalation_chats,
                 tails: Some(Arc::new(TailCache::new(tail_cache::BUDGET_BYTES))),
                 history_trims: history::Trims::default(),
+                touched: Arc::default(),
                 bus: Bus::local(),
                 _keeper: keeper,
                 _checkpointer: checkpointer,
@@ -282,6 +285,7 @@ impl Store {
                 escalation_chats,
                 tails: None,
                 history_trims: history::Trims::default(),
+                touched: Arc::default(),
                 bus,
                 _keeper: None,
                 _checkpointer: None,
@@ -312,6 +316,11 @@ impl Store {
     /// Which history pushes trim their chat's buffer (`history.rs`).
     fn history_trims(&self) -> &history::Trims {
         &self.inner.history_trims
+    }
+
+    /// The sessions this process's touches wrote lately (`sessions.rs`).
+    fn touched(&self) -> &Arc<sessions::Touched> {
+        &self.inner.touched
     }
 
     /// The copies of session tails the writer keeps, where it keeps them (`tail_cache.rs`).

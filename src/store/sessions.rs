@@ -4,6 +4,9 @@
 //! A reset (`/new`) does not delete anything: it moves the session's `reset_after` cursor to its
 //! current last entry, so the transcript stays whole for people and the model starts afresh.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use serde::Serialize;
 
 use super::sql::{Db, DbError, OptionalRow, Row, args};
@@ -91,9 +94,64 @@ fn parse_session(row: &Row<'_>, idx: usize, text: String) -> Result<SessionKey, 
 /// commit writes to the log whole (BENCHMARKS.md, issue 23).
 const TOUCH_STEP_MS: i64 = 1000;
 
+/// The sessions this process's touches wrote lately, with the `updated_ms` each wrote, so that
+/// a touch within [`TOUCH_STEP_MS`] of it runs no statement at all: the look-up alone (an
+/// upsert that finds its row and leaves it) was 12k instructions of the writer's at every
+/// turn's start (BENCHMARKS.md, issue 23). A write is noted once its job has committed, so a
+/// session whose row a rolled-back batch did not create is never taken as written. A row goes
+/// only with a prune of sessions idle for a day or more, long after its note stopped counting.
+#[derive(Debug, Default)]
+pub(crate) struct Touched {
+    wrote: Mutex<HashMap<String, i64>>,
+}
+
+/// Notes kept before the stale ones are dropped: a bound on memory, not on what is noted.
+const NOTED_SESSIONS: usize = 4096;
+
+impl Touched {
+    fn wrote(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.wrote.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `session` (rendered) was written by a touch no more than [`TOUCH_STEP_MS`]
+    /// before `now_ms`: a touch then would not move it.
+    pub(crate) fn fresh(&self, session: &str, now_ms: i64) -> bool {
+        self.wrote()
+            .get(session)
+            .is_some_and(|&at| now_ms < at + TOUCH_STEP_MS)
+    }
+
+    /// Note that a committed touch wrote `session` (rendered) at `at_ms`.
+    pub(crate) fn note(&self, session: &str, at_ms: i64) {
+        let mut wrote = self.wrote();
+        if wrote.len() >= NOTED_SESSIONS && !wrote.contains_key(session) {
+            wrote.retain(|_, at| at_ms < *at + TOUCH_STEP_MS);
+        }
+        let at = wrote.entry(session.to_owned()).or_insert(at_ms);
+        *at = (*at).max(at_ms);
+    }
+}
+
 /// [`Store::touch_session`] inside a writer job: shared with [`Store::turn_start`], which
-/// records the session in the job that records the turn's inbound message.
-pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbError> {
+/// records the session in the job that records the turn's inbound message. Returns whether it
+/// ran: `false` when `touched` says a touch wrote it lately (note it with [`Touched::note`]
+/// once the job has committed, when it ran).
+pub(super) fn touch_unless_fresh(
+    db: Db<'_>,
+    touched: &Touched,
+    s: &SessionKey,
+    rendered: &str,
+    now_ms: i64,
+) -> Result<bool, DbError> {
+    if touched.fresh(rendered, now_ms) {
+        return Ok(false);
+    }
+    touch(db, s, rendered, now_ms)?;
+    Ok(true)
+}
+
+/// The session's row created, or its `updated_ms` moved forward by [`TOUCH_STEP_MS`] or more.
+fn touch(db: Db<'_>, s: &SessionKey, rendered: &str, now_ms: i64) -> Result<(), DbError> {
     db.execute(
         "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
             updated_ms)
@@ -101,7 +159,7 @@ pub(super) fn touch(db: Db<'_>, s: &SessionKey, now_ms: i64) -> Result<(), DbErr
          ON CONFLICT (key) DO UPDATE SET updated_ms = excluded.updated_ms
             WHERE excluded.updated_ms >= sessions.updated_ms + ?8",
         args![
-            s.render().as_str(),
+            rendered,
             s.bot.as_str(),
             s.platform.as_str(),
             s.account.as_str(),
@@ -119,8 +177,18 @@ impl Store {
     /// forward once it is a second or more behind (never back, so a late write cannot
     /// make a busy session look idle).
     pub async fn touch_session(&self, session: &SessionKey, now_ms: i64) -> Result<(), StoreError> {
-        let s = session.clone();
-        self.write(move |db| touch(db, &s, now_ms)).await
+        let (s, rendered) = (session.clone(), session.render());
+        let touched = Arc::clone(self.touched());
+        let note = Arc::clone(&touched);
+        let key = rendered.clone();
+        let work = move |db: Db<'_>| touch_unless_fresh(db, &touched, &s, &rendered, now_ms);
+        self.write_then(work, move |&ran| {
+            if ran {
+                note.note(&key, now_ms);
+            }
+        })
+        .await
+        .map(drop)
     }
 
     /// Every session, most recently updated first.
@@ -189,6 +257,29 @@ mod tests {
             chat: chat.into(),
             thread: thread.map(Into::into),
         }
+    }
+
+    /// A touch noted is fresh for a step, then runs again; past the bound, only the notes
+    /// still fresh are kept.
+    #[test]
+    fn a_noted_touch_is_fresh_for_one_step() {
+        let touched = Touched::default();
+        assert!(!touched.fresh("s", 1_000), "never written");
+        touched.note("s", 1_000);
+        assert!(touched.fresh("s", 1_999));
+        assert!(!touched.fresh("s", 2_000), "a step later it moves the row");
+        touched.note("s", 500);
+        assert!(
+            touched.fresh("s", 1_999),
+            "a late note does not move it back"
+        );
+        for n in 0..NOTED_SESSIONS {
+            touched.note(&format!("old {n}"), 0);
+        }
+        touched.note("new", 5_000);
+        let wrote = touched.wrote();
+        assert_eq!(wrote.len(), 1, "the stale notes went: {}", wrote.len());
+        assert!(wrote.contains_key("new"));
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use super::deliveries::move_in;
 use super::history::{OwnedTake, take_in};
-use super::sessions::touch;
+use super::sessions::touch_unless_fresh;
 use super::tail_cache::data_version;
 use super::transcript::{insert_entry, tail_in, tail_since};
 use super::{
@@ -68,11 +68,12 @@ impl Store {
             .map(|run| DeliveryChange::to(run, DeliveryState::Running, now_ms));
         let rendered = session.render();
         let tails = self.tails();
-        let keep = (tails.clone(), rendered.clone());
-        let (started, _) = self
+        let touched = Arc::clone(self.touched());
+        let keep = (tails.clone(), Arc::clone(&touched), rendered.clone());
+        let (started, _, _) = self
             .write_then(
                 move |db| {
-                    touch(db, &session, now_ms)?;
+                    let ran = touch_unless_fresh(db, &touched, &session, &rendered, now_ms)?;
                     if let Some(running) = &running {
                         move_in(db, running, None)?;
                     }
@@ -105,11 +106,16 @@ impl Store {
                         entry,
                         tail,
                     };
-                    Ok((started, read))
+                    Ok((started, read, ran))
                 },
-                // Kept once committed: a copy never holds a row of a batch rolled back.
-                move |(_, read)| {
-                    if let ((Some(tails), session), Some(read)) = (&keep, read) {
+                // Kept once committed: a copy never holds a row of a batch rolled back, and a
+                // touch is noted only once its row is there.
+                move |(_, read, ran)| {
+                    let (tails, touched, session) = &keep;
+                    if *ran {
+                        touched.note(session, now_ms);
+                    }
+                    if let (Some(tails), Some(read)) = (tails, read) {
                         tails.keep(session, Arc::clone(read));
                     }
                 },
