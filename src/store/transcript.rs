@@ -380,14 +380,20 @@ pub(super) fn tail_since(
 }
 
 /// A row of `id, kind, text, run_id, meta` as a tail entry and its id.
+/// Only an inbound line's name is given to the model, so only its meta is decoded.
 fn tail_row(row: &Row<'_>) -> Result<(i64, TailEntry), DbError> {
+    let kind: EntryKind = parse_column(row, 1)?;
+    let name = match kind {
+        EntryKind::Inbound => meta_name(row.text(4)?),
+        _ => None,
+    };
     Ok((
         row.get(0)?,
         TailEntry {
-            kind: parse_column(row, 1)?,
+            kind,
             text: row.get(2)?,
             run_id: row.get(3)?,
-            name: meta_name(row.text(4)?),
+            name,
         },
     ))
 }
