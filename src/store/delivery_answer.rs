@@ -39,8 +39,9 @@ impl Store {
         let meta = meta_json(&answer)?;
         let result = change.result.as_ref().map(Value::to_string);
         let run_id = change.run_id.clone();
+        let tails = self.tails();
         self.queue_announcing(Topic::Delivery, &run_id, move |db| {
-            let entry = insert_entry(db, &answer, &meta)?;
+            let entry = insert_entry(db, &answer, &meta, tails.as_deref())?;
             let notify = settle_in(db, &change, result.as_deref())?;
             Ok(Answered { entry, notify })
         })

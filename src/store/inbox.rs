@@ -127,8 +127,9 @@ impl Store {
     ) -> Result<(i64, Vec<Option<InboxId>>), StoreError> {
         let meta = meta_json(&post)?;
         let owner = self.instance();
+        let tails = self.tails();
         self.write(move |db| {
-            let entry = insert_entry(db, &post, &meta)?;
+            let entry = insert_entry(db, &post, &meta, tails.as_deref())?;
             let filed = handovers
                 .iter()
                 .map(|filing| file(db, filing, &owner, now_ms))

@@ -236,6 +236,7 @@ impl Store {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
         let first_reader = Conn::Sqlite(location.open_reader()?);
+        let tails = TailCache::new(tail_cache::BUDGET_BYTES, writer.undone());
         tracing::debug!(database = location.display(), "store opened");
         Ok(Store {
             inner: Arc::new(Inner {
@@ -245,7 +246,7 @@ impl Store {
                 readers: Readers::new(Source::Sqlite(location), first_reader, gate),
                 settings,
                 escalation_chats,
-                tails: Some(Arc::new(TailCache::new(tail_cache::BUDGET_BYTES))),
+                tails: Some(Arc::new(tails)),
                 history_trims: history::Trims::default(),
                 touched: Arc::default(),
                 bus: Bus::local(),

@@ -28,8 +28,6 @@
 //! for baton to checkpoint: the deleted rows are reclaimed by its autovacuum and their space
 //! reused (the files do not shrink), so there the chunks only keep live writes moving.
 
-use std::sync::Arc;
-
 use super::sql::{Db, DbError, args};
 use super::{DEDUPE_TTL_MS, Store, StoreError};
 
@@ -222,16 +220,14 @@ impl Store {
         loop {
             let deleted = match self.tails().filter(|_| table.deletes_entries()) {
                 // Kept copies of session tails do not check for deleted entries
-                // (`tail_cache.rs`): they are all forgotten as each chunk's job runs (for the
-                // jobs after it in its batch) and again once it is committed (for a copy kept
-                // by a job before it in the batch). Prunes are rare; turns read whole again.
+                // (`tail_cache.rs`): they are all forgotten as each chunk's job runs. Prunes
+                // are rare; turns read whole again.
                 Some(tails) => {
-                    let again = Arc::clone(&tails);
                     let work = move |db: Db<'_>| {
                         tails.clear();
                         table.delete_chunk(db, before)
                     };
-                    self.write_then(work, move |_| again.clear()).await?
+                    self.write(work).await?
                 }
                 None => self.write(move |db| table.delete_chunk(db, before)).await?,
             };

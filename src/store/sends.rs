@@ -6,8 +6,6 @@
 //! reached the chat, and platforms take no idempotency key for plain messages, so the only way
 //! never to answer twice is not to try again. The replay records a failure instead.
 
-use std::sync::Arc;
-
 use super::sql::{Db, DbError, OptionalRow, args};
 use super::{EntryKind, Store, StoreError};
 
@@ -109,8 +107,7 @@ impl Store {
 
     /// Runs `edit` on the delivered entry keyed `idempotency_key` in one job. An edit in place
     /// is what a kept copy of the session's tail cannot see (`tail_cache.rs`), so the copy is
-    /// forgotten as the job runs (for the jobs after it in its batch) and again once it is
-    /// committed (for a copy kept by a job before it in the batch).
+    /// forgotten as the job runs.
     async fn edit_delivered(
         &self,
         idempotency_key: &str,
@@ -120,30 +117,20 @@ impl Store {
         let Some(tails) = self.tails() else {
             return self.write(move |db| edit(db, &key)).await;
         };
-        let again = Arc::clone(&tails);
-        self.write_then(
-            move |db| {
-                let session: Option<String> = db
-                    .query_row(
-                        "SELECT session FROM transcript WHERE idempotency_key = ?1",
-                        args![&key],
-                        |row| row.get(0),
-                    )
-                    .optional()?;
-                if let Some(session) = &session {
-                    tails.forget(session);
-                }
-                edit(db, &key)?;
-                Ok(session)
-            },
-            move |session| {
-                if let Some(session) = session {
-                    again.forget(session);
-                }
-            },
-        )
-        .await?;
-        Ok(())
+        self.write(move |db| {
+            let session: Option<String> = db
+                .query_row(
+                    "SELECT session FROM transcript WHERE idempotency_key = ?1",
+                    args![&key],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if let Some(session) = &session {
+                tails.forget(session);
+            }
+            edit(db, &key)
+        })
+        .await
     }
 }
 

@@ -3,22 +3,26 @@
 //!
 //! A turn's start read its session's newest entries (40 by default) every time: ~190k
 //! instructions in the writer, the largest single cost of a mention and of a bot-to-bot round
-//! trip (BENCHMARKS.md). The entries before the last turn have not changed since, so only the
-//! newer ones need reading, once a cheap check shows the copy still holds:
+//! trip (BENCHMARKS.md). The entries before the last turn have not changed since, and the
+//! writer adds every entry it records to its session's copy (`transcript::insert_entry`), so a
+//! turn's start reads nothing more once cheap checks show the copy still holds:
 //!
 //! - the session's reset point is the one the copy was read under;
-//! - ids only grow, so no entry was added among the copy's;
+//! - the session's newest entry is the copy's newest (one index look-up): an entry written any
+//!   other way is read then, and ids only grow, so none was added among the copy's;
 //! - an entry edited in place (a streamed reply revised or withdrawn, `sends.rs`) forgets its
-//!   session's copy, while its job runs and again once it is committed;
-//! - a prune that deletes entries (`prune.rs`) forgets every copy, likewise; nothing else in
-//!   this process deletes them;
+//!   session's copy;
+//! - a prune that deletes entries (`prune.rs`) forgets every copy; nothing else in this process
+//!   deletes them;
 //! - any other process that wrote to the database (`baton prune` beside a running gateway)
 //!   makes every copy forgotten: SQLite's `data_version`, read in each turn's start, moves
 //!   when another connection has committed. (The copy's entries were counted in the
 //!   transcript at every turn's start instead, until the ninth speed session: 23k instructions
 //!   a turn, against about 1k for the pragma, BENCHMARKS.md);
-//! - a copy is kept only after the job that read it has committed (`Store::write_then`), so it
-//!   never holds a row of a batch that was rolled back.
+//! - the copies change only inside the writer's jobs, in the order the jobs run, so they show
+//!   what the transaction shows; written work undone (a batch rolled back, a job rolled back
+//!   to its savepoint: the writer's `undone` count moves before the next job runs) makes every
+//!   copy forgotten, so none holds a row that is not in the database.
 //!
 //! Kept on SQLite only, where this process's writer is the database's only one (`lock.rs`). On
 //! PostgreSQL other instances edit entries where this one cannot see it, so every turn there
@@ -26,6 +30,7 @@
 //! lately are dropped first.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::TailEntry;
@@ -39,6 +44,14 @@ pub(crate) const BUDGET_BYTES: usize = 16 * 1024 * 1024;
 const ENTRY_BYTES: usize = std::mem::size_of::<(i64, Arc<TailEntry>)>()
     + 2 * std::mem::size_of::<usize>()
     + std::mem::size_of::<TailEntry>();
+
+/// About how much memory an entry of a copy takes.
+fn entry_bytes(e: &TailEntry) -> usize {
+    ENTRY_BYTES
+        + e.text.capacity()
+        + e.run_id.as_ref().map_or(0, String::capacity)
+        + e.name.as_ref().map_or(0, String::capacity)
+}
 
 /// A session's newest entries as a turn's start read them, with what checking them needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,16 +107,11 @@ impl Tail {
 
     /// About how much memory it takes.
     fn bytes(&self) -> usize {
-        let strings = |e: &TailEntry| {
-            e.text.capacity()
-                + e.run_id.as_ref().map_or(0, String::capacity)
-                + e.name.as_ref().map_or(0, String::capacity)
-        };
         std::mem::size_of::<Tail>()
             + self
                 .entries
                 .iter()
-                .map(|(_, e)| ENTRY_BYTES + strings(e))
+                .map(|(_, e)| entry_bytes(e))
                 .sum::<usize>()
     }
 }
@@ -113,6 +121,8 @@ impl Tail {
 pub(crate) struct TailCache {
     kept: Mutex<Kept>,
     budget: usize,
+    /// The writer's count of work undone (`writer.rs`).
+    undone: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +133,8 @@ struct Kept {
     clock: u64,
     /// The database's `data_version` the copies were kept under.
     version: i64,
+    /// The writer's count of work undone when they were kept.
+    undone: u64,
 }
 
 #[derive(Debug)]
@@ -138,16 +150,26 @@ pub(super) fn data_version(db: Db<'_>) -> Result<i64, DbError> {
 }
 
 impl TailCache {
-    /// An empty cache of at most `budget` bytes.
-    pub(crate) fn new(budget: usize) -> Self {
+    /// An empty cache of at most `budget` bytes, kept by the writer whose count of work undone
+    /// is `undone`.
+    pub(crate) fn new(budget: usize, undone: Arc<AtomicU64>) -> Self {
         TailCache {
             kept: Mutex::new(Kept::default()),
             budget,
+            undone,
         }
     }
 
+    /// The copies, every one forgotten first if written work was undone since they were kept.
     fn kept(&self) -> std::sync::MutexGuard<'_, Kept> {
-        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let undone = self.undone.load(Ordering::Relaxed);
+        if kept.undone != undone {
+            kept.sessions.clear();
+            kept.bytes = 0;
+            kept.undone = undone;
+        }
+        kept
     }
 
     /// The copy of `session`'s tail, if one is kept, with the database at `data_version`
@@ -184,22 +206,52 @@ impl TailCache {
         kept.sessions
             .insert(session.to_owned(), Slot { tail, bytes, used });
         kept.bytes += bytes;
-        if kept.bytes > self.budget {
-            let mut by_use: Vec<(u64, String)> = kept
-                .sessions
-                .iter()
-                .map(|(key, slot)| (slot.used, key.clone()))
-                .collect();
-            by_use.sort_unstable();
-            for (_, key) in by_use {
-                if kept.bytes <= self.budget / 4 * 3 {
-                    break;
-                }
-                if let Some(slot) = kept.sessions.remove(&key) {
-                    kept.bytes -= slot.bytes;
-                }
+        self.within_budget(&mut kept);
+    }
+
+    /// Over budget, drop the least recently used copies down to three quarters of it.
+    fn within_budget(&self, kept: &mut Kept) {
+        if kept.bytes <= self.budget {
+            return;
+        }
+        let mut by_use: Vec<(u64, String)> = kept
+            .sessions
+            .iter()
+            .map(|(key, slot)| (slot.used, key.clone()))
+            .collect();
+        by_use.sort_unstable();
+        for (_, key) in by_use {
+            if kept.bytes <= self.budget / 4 * 3 {
+                break;
+            }
+            if let Some(slot) = kept.sessions.remove(&key) {
+                kept.bytes -= slot.bytes;
             }
         }
+    }
+
+    /// Add the entry `id` just written to `session`'s copy, if one is kept (`entry` makes it
+    /// then), dropping the oldest past the copy's depth.
+    pub(crate) fn add(&self, session: &str, id: i64, entry: impl FnOnce() -> TailEntry) {
+        let mut kept = self.kept();
+        let Some(slot) = kept.sessions.get_mut(session) else {
+            return;
+        };
+        if id <= slot.tail.newest() {
+            return;
+        }
+        let entry = entry();
+        let added = entry_bytes(&entry);
+        let tail = Arc::make_mut(&mut slot.tail);
+        tail.entries.push((id, Arc::new(entry)));
+        let dropped = if tail.entries.len() > tail.depth {
+            entry_bytes(&tail.entries.remove(0).1)
+        } else {
+            0
+        };
+        slot.bytes = slot.bytes + added - dropped;
+        kept.bytes = kept.bytes + added - dropped;
+        self.within_budget(&mut kept);
     }
 
     /// Drop `session`'s copy: one of its entries is being edited in place.
@@ -228,6 +280,7 @@ impl TailCache {
 mod tests {
     use super::*;
     use crate::session::SessionKey;
+    use crate::store::transcript::insert_entry;
     use crate::store::transcript::tests::entry as transcript_entry;
     use crate::store::{
         EntryKind, NewEntry, PruneTable, Store, TranscriptQuery, TurnStart, testing,
@@ -296,7 +349,7 @@ mod tests {
     fn the_least_recently_used_copies_go_when_over_budget() {
         let one = Arc::new(tail(&[1, 2, 3], 3));
         let size = one.bytes() + "s0".len();
-        let cache = TailCache::new(size * 4);
+        let cache = TailCache::new(size * 4, Arc::default());
         for n in 0..4 {
             cache.keep(&format!("s{n}"), Arc::clone(&one));
         }
@@ -387,6 +440,18 @@ mod tests {
                 .await
                 .unwrap();
             check("an entry added").await;
+            // A job that recorded an entry and then failed: its batch is undone (and run
+            // again, each job in a savepoint, where it fails again).
+            let undone = line(&session, "undone", now, None);
+            let tails = store.tails();
+            let failed = store
+                .write(move |db| {
+                    insert_entry(db, &undone, "null", tails.as_deref())?;
+                    Err::<(), _>(DbError::NoRows)
+                })
+                .await;
+            assert!(failed.is_err(), "{}", db.engine());
+            check("an entry whose job was undone").await;
             store
                 .revise_delivered("k1", "reply 1, finished")
                 .await
@@ -415,12 +480,22 @@ mod tests {
                 store.write(move |db| db.execute(edit, &[])).await.unwrap();
                 let got = started(&store, &session, 5).await;
                 assert_eq!(got, [(EntryKind::Inbound, "after".to_owned())]);
+                // An entry recorded is added to the copy as it is written: the next turn's
+                // start reads nothing back (an edit behind the store's back shows that).
+                store
+                    .append(line(&session, "added", now, None))
+                    .await
+                    .unwrap();
+                let edit = "UPDATE transcript SET text = 'read back' WHERE text = 'added'";
+                store.write(move |db| db.execute(edit, &[])).await.unwrap();
+                let got = started(&store, &session, 5).await;
+                assert_eq!(got.last().map(|(_, text)| text.as_str()), Some("added"));
                 // Another process's write (`baton prune` beside a running gateway) is seen.
                 let other = db.connect();
                 let deleted = tokio::task::spawn_blocking(move || {
                     other
                         .db()
-                        .execute("DELETE FROM transcript WHERE text = 'edited'", &[])
+                        .execute("DELETE FROM transcript WHERE text = 'read back'", &[])
                 })
                 .await
                 .unwrap()

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::sessions::session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
-use super::tail_cache::Tail;
+use super::tail_cache::{Tail, TailCache};
 use super::{Queued, Store, StoreError};
 use crate::session::SessionKey;
 
@@ -170,15 +170,23 @@ pub(super) fn meta_json(entry: &NewEntry) -> Result<String, StoreError> {
 }
 
 /// [`Store::append`] inside a writer job: shared with [`Store::append_handing_over`], which
-/// files the post's hand-overs in the same transaction.
-pub(super) fn insert_entry(db: Db<'_>, entry: &NewEntry, meta: &str) -> Result<i64, DbError> {
+/// files the post's hand-overs in the same transaction. A new entry is added to its
+/// session's kept tail (`tails`, where the writer keeps them), so the next turn's start need
+/// not read it back.
+pub(super) fn insert_entry(
+    db: Db<'_>,
+    entry: &NewEntry,
+    meta: &str,
+    tails: Option<&TailCache>,
+) -> Result<i64, DbError> {
+    let session = entry.session.render();
     let inserted = db.insert_id(
         "INSERT INTO transcript (session, ts_ms, kind, speaker, origin, text,
                 platform_message_id, run_id, idempotency_key, meta)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
              ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING",
         args![
-            entry.session.render().as_str(),
+            session.as_str(),
             entry.ts_ms,
             entry.kind.as_str(),
             &entry.speaker,
@@ -191,7 +199,20 @@ pub(super) fn insert_entry(db: Db<'_>, entry: &NewEntry, meta: &str) -> Result<i
         ],
     )?;
     match inserted {
-        Some(id) => Ok(id),
+        Some(id) => {
+            if let Some(tails) = tails {
+                tails.add(&session, id, || TailEntry {
+                    kind: entry.kind,
+                    text: entry.text.clone(),
+                    run_id: entry.run_id.clone(),
+                    name: match entry.kind {
+                        EntryKind::Inbound => meta_name(meta),
+                        _ => None,
+                    },
+                });
+            }
+            Ok(id)
+        }
         None => db.query_row(
             "SELECT id FROM transcript WHERE idempotency_key = ?1",
             args![&entry.idempotency_key],
@@ -214,7 +235,9 @@ impl Store {
     /// the caller writes next is written after it.
     pub async fn append_queued(&self, entry: NewEntry) -> Result<Queued<i64>, StoreError> {
         let meta = meta_json(&entry)?;
-        self.queue(move |db| insert_entry(db, &entry, &meta)).await
+        let tails = self.tails();
+        self.queue(move |db| insert_entry(db, &entry, &meta, tails.as_deref()))
+            .await
     }
 
     /// Reads entries of one session, always oldest-first.
@@ -345,22 +368,27 @@ pub(super) fn tail_in(
     Ok(entries)
 }
 
-/// [`tail_in`] against `kept`, the copy of the session's tail an earlier turn's start read
-/// (`tail_cache.rs`): when the copy still holds, only the entries after it are read; otherwise
-/// (or with no copy) the tail is read whole. Returns the tail to keep as the next copy.
+/// [`tail_in`] against `kept`, the copy of the session's tail the writer keeps
+/// (`tail_cache.rs`): when the copy still holds, nothing is read if it has the session's newest
+/// entry, and only the entries after it otherwise; without a copy that holds, the tail is read
+/// whole. Returns the tail to keep as the next copy.
 pub(super) fn tail_since(
     db: Db<'_>,
     session: &str,
     last: usize,
-    kept: Option<&Tail>,
-) -> Result<Tail, DbError> {
-    let reset_after: i64 = db.query_row(
-        "SELECT coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)",
+    kept: Option<Arc<Tail>>,
+) -> Result<Arc<Tail>, DbError> {
+    let (reset_after, newest): (i64, i64) = db.query_row(
+        "SELECT coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0),
+                coalesce((SELECT max(id) FROM transcript WHERE session = ?1), 0)",
         args![session],
-        |row| row.get(0),
+        |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
     let kept = kept.filter(|kept| kept.holds(last, reset_after));
-    let after = kept.map_or(reset_after, Tail::newest);
+    if let Some(kept) = kept.as_ref().filter(|kept| newest <= kept.newest()) {
+        return Ok(Arc::clone(kept));
+    }
+    let after = kept.as_deref().map_or(reset_after, Tail::newest);
     let mut newer = db.query_take(
         "SELECT id, kind, text, run_id, meta FROM transcript
          WHERE session = ?1 AND id > ?2 ORDER BY id DESC",
@@ -369,14 +397,14 @@ pub(super) fn tail_since(
         |row| tail_row(row).map(|(id, entry)| (id, Arc::new(entry))),
     )?;
     newer.reverse();
-    Ok(match kept {
+    Ok(Arc::new(match kept {
         Some(kept) => kept.extended(newer, last),
         None => Tail {
             reset_after,
             entries: newer,
             depth: last,
         },
-    })
+    }))
 }
 
 /// A row of `id, kind, text, run_id, meta` as a tail entry and its id.

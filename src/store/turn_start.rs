@@ -69,22 +69,24 @@ impl Store {
         let rendered = session.render();
         let tails = self.tails();
         let touched = Arc::clone(self.touched());
-        let keep = (tails.clone(), Arc::clone(&touched), rendered.clone());
-        let (started, _, _) = self
+        let note = (Arc::clone(&touched), rendered.clone());
+        let (started, _) = self
             .write_then(
                 move |db| {
                     let ran = touch_unless_fresh(db, &touched, &session, &rendered, now_ms)?;
                     if let Some(running) = &running {
                         move_in(db, running, None)?;
                     }
-                    let (tail, read) = match (last, &tails) {
+                    let tail = match (last, &tails) {
                         (Some(last), Some(tails)) => {
                             let kept = tails.get(&rendered, data_version(db)?);
-                            let read = tail_since(db, &rendered, last, kept.as_deref())?;
-                            (read.newest_entries(last), Some(Arc::new(read)))
+                            let read = tail_since(db, &rendered, last, kept)?;
+                            let tail = read.newest_entries(last);
+                            tails.keep(&rendered, read);
+                            tail
                         }
-                        (Some(last), None) => (tail_in(db, &rendered, last)?, None),
-                        (None, _) => (Vec::new(), None),
+                        (Some(last), None) => tail_in(db, &rendered, last)?,
+                        (None, _) => Vec::new(),
                     };
                     let history = match &take {
                         Some(take) => take_in(db, take)?,
@@ -97,7 +99,7 @@ impl Store {
                             }
                             // A `Value` always renders as JSON.
                             let meta = heard.meta.to_string();
-                            Some(insert_entry(db, heard, &meta)?)
+                            Some(insert_entry(db, heard, &meta, tails.as_deref())?)
                         }
                         None => None,
                     };
@@ -106,17 +108,13 @@ impl Store {
                         entry,
                         tail,
                     };
-                    Ok((started, read, ran))
+                    Ok((started, ran))
                 },
-                // Kept once committed: a copy never holds a row of a batch rolled back, and a
-                // touch is noted only once its row is there.
-                move |(_, read, ran)| {
-                    let (tails, touched, session) = &keep;
+                // A touch is noted only once its row is there.
+                move |(_, ran)| {
+                    let (touched, session) = &note;
                     if *ran {
                         touched.note(session, now_ms);
-                    }
-                    if let (Some(tails), Some(read)) = (tails, read) {
-                        tails.keep(session, Arc::clone(read));
                     }
                 },
             )

@@ -186,6 +186,10 @@ pub(crate) struct Counts {
     commits: AtomicU64,
     /// Jobs in those batches.
     jobs: AtomicU64,
+    /// Times written work was undone: a batch rolled back (to run again, or lost), or a job
+    /// rolled back to its savepoint. Moved before any later job runs, so a cache the jobs keep
+    /// as they write (`tail_cache.rs`) can tell that what it holds may not be in the database.
+    undone: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -268,6 +272,11 @@ impl Writer {
     pub(crate) fn jobs(&self) -> u64 {
         self.counts.jobs.load(Ordering::Relaxed)
     }
+
+    /// The count of times written work was undone (see [`Counts`]), as it moves.
+    pub(crate) fn undone(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.counts.undone)
+    }
 }
 
 fn writer_loop(
@@ -343,10 +352,11 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
     let mut attempts = Attempts::new();
     let mut isolation = Isolation::Shared;
     let committed = loop {
-        let failure = match try_batch(db, batch, isolation) {
+        let failure = match try_batch(db, batch, isolation, &counts.undone) {
             Ok(()) => break Ok(()),
             Err(failure) => failure,
         };
+        counts.undone.fetch_add(1, Ordering::Relaxed);
         if db.in_transaction() {
             // Release this batch's locks now: another writer may be waiting for them.
             let _ = db.execute_batch("ROLLBACK");
@@ -384,8 +394,14 @@ enum Failure {
 
 /// One attempt at `batch`: its jobs in one transaction, then the commit. Stops at the first job
 /// that failed on contention, or that failed at all when the jobs share the transaction (the
-/// transaction is then run again, see [`run_batch`]).
-fn try_batch(db: Db<'_>, batch: &mut [Box<dyn Job>], isolation: Isolation) -> Result<(), Failure> {
+/// transaction is then run again, see [`run_batch`]). A job undone to its savepoint moves
+/// `undone` before the next one runs.
+fn try_batch(
+    db: Db<'_>,
+    batch: &mut [Box<dyn Job>],
+    isolation: Isolation,
+    undone: &AtomicU64,
+) -> Result<(), Failure> {
     let begin = match db.engine() {
         // Take the write lock now, not at the first write, so no job meets SQLITE_BUSY midway.
         Engine::Sqlite => "BEGIN IMMEDIATE",
@@ -401,7 +417,9 @@ fn try_batch(db: Db<'_>, batch: &mut [Box<dyn Job>], isolation: Isolation) -> Re
                 return Err(Failure::Contended(collided));
             }
             Ran::Failed if isolation == Isolation::Shared => return Err(Failure::Job),
-            Ran::Failed => {}
+            Ran::Failed => {
+                undone.fetch_add(1, Ordering::Relaxed);
+            }
         }
         if !db.in_transaction() {
             // SQLite rolled back the whole transaction (disk full, I/O error): the jobs that
