@@ -38,9 +38,31 @@ pub struct SessionKey {
 }
 
 impl SessionKey {
-    /// The key as stored and shown.
+    /// The key as stored and shown, in one allocation of its length: it is rendered several
+    /// times a turn (each entry recorded, each notice), and `to_string` grew it two or three
+    /// times on the way (BENCHMARKS.md, issue 23).
     pub fn render(&self) -> String {
-        self.to_string()
+        let parts = [
+            self.bot.as_str(),
+            self.platform.as_str(),
+            self.account.as_str(),
+            self.chat.as_str(),
+        ];
+        let thread = self.thread.as_ref().map(|t| t.as_str());
+        let len = "bot".len()
+            + parts.iter().map(|p| 1 + p.len()).sum::<usize>()
+            + thread.map_or(0, |t| ":thread:".len() + t.len());
+        let mut key = String::with_capacity(len);
+        key.push_str("bot");
+        for part in parts {
+            key.push(':');
+            key.push_str(part);
+        }
+        if let Some(thread) = thread {
+            key.push_str(":thread:");
+            key.push_str(thread);
+        }
+        key
     }
 
     /// The key of the chat (and thread) this session is in, shared by every bot there:
@@ -166,15 +188,7 @@ const SCHEDULE_PREFIX: &str = "schedule:";
 
 impl fmt::Display for SessionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "bot:{}:{}:{}:{}",
-            self.bot, self.platform, self.account, self.chat
-        )?;
-        if let Some(thread) = &self.thread {
-            write!(f, ":thread:{thread}")?;
-        }
-        Ok(())
+        f.write_str(&self.render())
     }
 }
 
@@ -205,7 +219,10 @@ mod tests {
         };
         assert_eq!(key.render(), "bot:snark:slack:snark:C1");
         key.thread = Some("1700.1".into());
-        assert_eq!(key.render(), "bot:snark:slack:snark:C1:thread:1700.1");
+        let rendered = key.render();
+        assert_eq!(rendered, "bot:snark:slack:snark:C1:thread:1700.1");
+        assert_eq!(rendered.capacity(), rendered.len(), "sized up front");
+        assert_eq!(key.to_string(), rendered);
         assert_eq!(key.chat_key().as_str(), "slack:C1:thread:1700.1");
         assert_eq!(key.render().parse(), Ok(key.clone()));
         key.thread = None;
