@@ -26,16 +26,16 @@ pub enum Claim {
 /// The dedupe (and inbox) scope of one account: per account, because every bot account sees the
 /// same message and each must handle it once.
 pub fn dedupe_scope(platform: Platform, account: &AccountId) -> String {
-    format!("{platform}:{account}")
+    [platform.as_str(), ":", account.as_str()].concat()
 }
 
 /// Every id `event` can be recognised by: the platform's delivery id and the message id.
 pub fn dedupe_keys(event: &InboundEvent) -> Vec<String> {
     let mut keys = Vec::with_capacity(2);
     if let Some(event_id) = &event.event_id {
-        keys.push(format!("evt:{event_id}"));
+        keys.push(["evt:", event_id].concat());
     }
-    keys.push(format!("msg:{}", event.message_id));
+    keys.push(["msg:", event.message_id.as_str()].concat());
     keys
 }
 
