@@ -7,7 +7,7 @@
 //! and a post whose start cannot be recorded is not made (`src/deliver/send.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -51,10 +51,14 @@ pub struct Journal {
     events: Events,
     session: SessionKey,
     run_id: String,
-    arrival: Arrival,
+    /// The event's arrival, for the run of a platform event; `None` for every other run, whose
+    /// id may have been used by an earlier process (a schedule's occurrence, a chain's turn).
+    arrival: Option<Arrival>,
     /// Tool calls recorded, shared by the journal's clones: a run's report counts them without
     /// reading its entries back.
     tool_calls: Arc<AtomicUsize>,
+    /// Whether the backend attached files to the reply (see [`Journal::made_nothing`]).
+    backend_files: Arc<AtomicBool>,
 }
 
 impl Journal {
@@ -65,15 +69,16 @@ impl Journal {
             events,
             session,
             run_id,
-            arrival: Arrival::Fresh,
+            arrival: None,
             tool_calls: Arc::default(),
+            backend_files: Arc::default(),
         }
     }
 
-    /// The same journal for a replayed run: what the first run already wrote of the inbound
-    /// message is not written again.
+    /// The same journal for the run of a platform event that `arrival` says how came: what a
+    /// replayed run's first attempt already wrote of the inbound message is not written again.
     pub fn replaying(mut self, arrival: Arrival) -> Self {
-        self.arrival = arrival;
+        self.arrival = Some(arrival);
         self
     }
 
@@ -126,7 +131,7 @@ impl Journal {
         delivery: Option<&str>,
     ) -> TurnStarted {
         let replayed =
-            self.arrival == Arrival::Replayed && self.heard_before(line.message_id).await;
+            self.arrival == Some(Arrival::Replayed) && self.heard_before(line.message_id).await;
         let heard = (!replayed).then(|| {
             self.entry(
                 EntryKind::Inbound,
@@ -224,9 +229,35 @@ impl Journal {
         self.tool_calls.load(Ordering::Relaxed)
     }
 
+    /// The backend is attaching files to the reply.
+    pub fn backend_attaches(&self) {
+        self.backend_files.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this run, in this process, made nothing but text: it called no tool (the only
+    /// way a model makes artifacts, progress lines or reply files) and its backend attached no
+    /// file. Such a run needs nothing read back to report on or deliver.
+    pub fn made_nothing(&self) -> bool {
+        self.tool_calls() == 0 && !self.backend_files.load(Ordering::Relaxed)
+    }
+
+    /// The files attached to this run's reply. Not read for the first run of a fresh event that
+    /// made nothing but text: its run id is the event's, new, so no other run can have attached
+    /// files to it (one read a reply, BENCHMARKS.md, issue 23).
+    pub async fn reply_files(&self) -> Result<Vec<Artifact>, StoreError> {
+        if self.arrival == Some(Arrival::Fresh) && self.made_nothing() {
+            return Ok(Vec::new());
+        }
+        self.store.reply_files(&self.run_id).await
+    }
+
     /// Record one delivered chunk, and file its `handovers` (the chunk as other bots' accounts
     /// receive it) in the same store job. Returns each hand-over's inbox row (`None`: a
-    /// duplicate, or nothing recorded, which is logged).
+    /// duplicate, or nothing recorded, which is logged). A chunk no other bot is handed is only
+    /// queued: whatever the run writes next (its next chunk's send, the event's end, the
+    /// session's next turn) is written after it, and a crash loses no more than it would after
+    /// the post and before a waited commit. The lane is let go one commit sooner (BENCHMARKS.md,
+    /// issue 23).
     pub async fn delivered(
         &self,
         text: &str,
@@ -243,6 +274,10 @@ impl Journal {
             Some(idempotency_key),
             Value::Null,
         );
+        if handovers.is_empty() {
+            tokio::spawn(self.queue(entry).await);
+            return Vec::new();
+        }
         let bots = handovers.len();
         match self
             .store
@@ -320,6 +355,13 @@ impl Journal {
     ) -> impl Future<Output = ()> + use<> {
         let speaker = self.session.bot.as_str();
         let entry = self.entry(kind, speaker, Origin::Bot, text, None, None, meta);
+        self.queue(entry).await
+    }
+
+    /// Queue `entry` (the bot's own), returning what is left: announcing it once committed, or
+    /// logging its failure.
+    async fn queue(&self, entry: NewEntry) -> impl Future<Output = ()> + use<> {
+        let kind = entry.kind;
         let queued = self.store.append_queued(entry).await;
         let journal = self.clone();
         async move {
@@ -433,4 +475,54 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NewArtifact, Put};
+    use crate::turn::NoTools;
+
+    /// Only the first run of a fresh event that made nothing but text skips reading its reply
+    /// files: files attached to its run id behind its back are not seen, while any other run
+    /// (not an event's, a replay, one that called a tool or whose backend attached files) reads
+    /// them.
+    #[tokio::test]
+    async fn only_a_fresh_event_s_run_that_made_nothing_skips_its_reply_files() {
+        let store = Store::open(":memory:").await.unwrap();
+        let new = NewArtifact {
+            name: "notes.txt".into(),
+            media_type: "text/plain".into(),
+            content: b"notes".to_vec(),
+            bot: "scout".parse().unwrap(),
+            session: crate::session::test_key("s"),
+            run_id: None,
+            inputs: Vec::new(),
+            created_ms: 1,
+        };
+        let Put::Stored(artifact) = store.artifact_put(new).await.unwrap() else {
+            panic!("no inputs to be unknown");
+        };
+        store.reply_attach("r", vec![artifact.id], 2).await.unwrap();
+        let pen = || {
+            let (events, session) = (Events::default(), crate::session::test_key("s"));
+            Journal::new(store.clone(), events, session, "r".into())
+        };
+        let files = |journal: Journal| async move { journal.reply_files().await.unwrap().len() };
+
+        assert_eq!(files(pen().replaying(Arrival::Fresh)).await, 0);
+        assert_eq!(files(pen()).await, 1, "not an event's run");
+        assert_eq!(files(pen().replaying(Arrival::Replayed)).await, 1);
+        let attaching = pen().replaying(Arrival::Fresh);
+        attaching.backend_attaches();
+        assert_eq!(files(attaching).await, 1, "its backend attached files");
+        let calling = pen().replaying(Arrival::Fresh);
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "reply_attach".into(),
+            arguments: "{}".into(),
+        };
+        RecordingTools::new(&NoTools, &calling).call(&call).await;
+        assert_eq!(files(calling).await, 1, "it called a tool");
+    }
 }

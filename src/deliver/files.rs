@@ -34,8 +34,7 @@ pub(super) async fn post_files(
             cause,
         };
     let files = journal
-        .store()
-        .reply_files(journal.run_id())
+        .reply_files()
         .await
         .map_err(|err| failed(0, 1, None, err.into()))?;
     let total = files.len();

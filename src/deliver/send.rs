@@ -319,6 +319,8 @@ mod tests {
             sent.iter()
                 .all(|m| m.thread.as_ref().is_some_and(|t| t.as_str() == "t"))
         );
+        // The last chunk's record is queued, not waited for: a job after it commits after it.
+        journal.store().write(|_| Ok(())).await.unwrap();
         let entries = journal
             .store()
             .transcript(TranscriptQuery::session(crate::session::test_key("s")))
@@ -366,5 +368,49 @@ mod tests {
         assert!(matches!(err.cause, Undelivered::Interrupted), "{err}");
         assert_eq!(err.chunk, 1);
         assert!(replay.sent.lock().unwrap().is_empty(), "posted again");
+    }
+
+    /// A chunk no other bot is handed is recorded behind the post: the caller goes on (and lets
+    /// its lane go) while the writer is still busy, and the record lands in order after it.
+    #[tokio::test]
+    async fn a_chunk_is_recorded_without_waiting_for_its_commit() {
+        let journal = journal().await;
+        let store = journal.store().clone();
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (holding, started) = std::sync::mpsc::channel();
+        let blocker = tokio::spawn({
+            let store = store.clone();
+            async move {
+                store
+                    .write(move |_| {
+                        let _ = holding.send(());
+                        let _ = held.recv();
+                        Ok(())
+                    })
+                    .await
+            }
+        });
+        tokio::task::spawn_blocking(move || started.recv().unwrap())
+            .await
+            .unwrap();
+        let filed = tokio::time::timeout(
+            Duration::from_secs(10),
+            journal.delivered("posted", "m9", "run1#0", Vec::new()),
+        )
+        .await
+        .expect("the record waited for the held writer");
+        assert!(filed.is_empty());
+        release.send(()).unwrap();
+        blocker.await.unwrap().unwrap();
+        store.write(|_| Ok(())).await.unwrap();
+        let entries = store
+            .transcript(TranscriptQuery::session(crate::session::test_key("s")))
+            .await
+            .unwrap();
+        let posted: Vec<_> = entries
+            .iter()
+            .map(|e| (e.text.as_str(), e.idempotency_key.as_deref()))
+            .collect();
+        assert_eq!(posted, [("posted", Some("run1#0"))]);
     }
 }

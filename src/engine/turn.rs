@@ -267,7 +267,7 @@ async fn empty_with_files(reply: &BackendReply, journal: &Journal) -> bool {
     if !reply.text.as_deref().is_some_and(|t| t.trim().is_empty()) {
         return false;
     }
-    match journal.store().reply_files(journal.run_id()).await {
+    match journal.reply_files().await {
         Ok(files) => !files.is_empty(),
         Err(err) => {
             tracing::error!(session = %journal.session(), %err, "could not read the run's attached files; an empty reply stays silent");

@@ -9,9 +9,19 @@
 //! is one statement on one row, so exactly one of them comes first: the reply is never lost
 //! and never handed over twice. A waiter is woken by the settle's notice (from whichever
 //! instance ran it) and reads the row; a lost notice only makes it read again.
+//!
+//! A run in this process that made nothing but text hands its settled outcome to a sender
+//! waiting here ([`Waiters::expect`], [`Handing`]): the row holds nothing more, so reading it
+//! back only made every round trip between bots wait for a read (BENCHMARKS.md, issue 23). It
+//! is handed only once its settle has committed with nobody given up, so it is what the row says.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
 
 use crate::store::{Delivery, DeliveryState, Notices, Store, StoreError, Topic};
 
@@ -39,8 +49,20 @@ pub enum RunResult {
 pub(crate) enum Waited {
     /// The settled delivery, in time.
     Got(Box<Delivery>),
+    /// The settled outcome, in time, from the run itself (which made nothing the row would add).
+    Handed(Finished),
     /// The time ran out; the run goes on and its outcome will be pushed.
     GaveUp,
+}
+
+/// A settled run's outcome as its run hands it over: all its row holds for the sender when the
+/// run made no artifact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Finished {
+    /// What the run amounted to.
+    pub result: RunResult,
+    /// Its report (`Delivery::result`).
+    pub report: Value,
 }
 
 /// Since when a waiter has been listening for the run's settle.
@@ -49,13 +71,47 @@ pub(crate) enum Listening {
     FromNow,
     /// Since before the run could start, when its row was open (`Notices` subscribed then): the
     /// first read waits for a notice. A round trip between bots read its row once for nothing.
-    SinceStart(Notices),
+    /// With `handed`, the run is this process's: its outcome comes from it, or, when it hands
+    /// nothing over, is read once it has ended.
+    SinceStart {
+        /// The store's notices, subscribed before the run could start.
+        notices: Notices,
+        /// The run's own hand-over ([`Waiters::expect`]), when it runs here.
+        handed: Option<oneshot::Receiver<Finished>>,
+    },
 }
 
 /// Waiting for runs' outcomes, and the runs this instance is running.
 #[derive(Default)]
 pub struct Waiters {
     running: AtomicUsize,
+    /// Senders waiting here for runs started here, by run id.
+    expecting: Mutex<HashMap<String, oneshot::Sender<Finished>>>,
+}
+
+/// A run started here, handing its outcome to a sender waiting for it ([`Handing::hand`]).
+/// Dropped without handing anything (the run made something, failed to settle, or ended
+/// early), it tells the sender to read the row.
+pub(crate) struct Handing<'a> {
+    waiters: &'a Waiters,
+    run_id: &'a str,
+}
+
+impl Handing<'_> {
+    /// The run settled with nobody given up, having made nothing: `finished` is its row's word.
+    pub(crate) fn hand(self, finished: Finished) {
+        if let Some(sender) = self.waiters.take(self.run_id) {
+            // A sender gone already (its turn ended) has nothing left to hear.
+            let _ = sender.send(finished);
+        }
+    }
+}
+
+impl Drop for Handing<'_> {
+    fn drop(&mut self) {
+        // Taken by `hand` already, or dropped here: the sender reads the row.
+        self.waiters.take(self.run_id);
+    }
 }
 
 /// Counts one run as in flight on this instance until dropped.
@@ -74,6 +130,32 @@ impl Waiters {
         InFlight(&self.running)
     }
 
+    /// A sender will wait for `run_id`, about to start here: what the run hands over when it
+    /// ends ([`Waiters::handing`]). Call it before the run can start.
+    pub(crate) fn expect(&self, run_id: &str) -> oneshot::Receiver<Finished> {
+        let (sender, handed) = oneshot::channel();
+        self.expecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run_id.to_owned(), sender);
+        handed
+    }
+
+    /// The run of `run_id`, started here, hands its outcome over through this when it ends.
+    pub(crate) fn handing<'a>(&'a self, run_id: &'a str) -> Handing<'a> {
+        Handing {
+            waiters: self,
+            run_id,
+        }
+    }
+
+    fn take(&self, run_id: &str) -> Option<oneshot::Sender<Finished>> {
+        self.expecting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id)
+    }
+
     /// Wait up to `timeout` for `run_id`'s outcome, wherever it runs. On [`Waited::GaveUp`] the
     /// outcome is the finishing run's to push.
     pub(crate) async fn wait(
@@ -85,9 +167,9 @@ impl Waiters {
     ) -> Result<Waited, StoreError> {
         let deadline = tokio::time::Instant::now() + timeout;
         // Subscribed before the first read: a settle between the read and the wait is heard.
-        let (mut notices, mut read) = match listening {
-            Listening::FromNow => (store.subscribe(), true),
-            Listening::SinceStart(notices) => (notices, false),
+        let (mut notices, mut read, mut handed) = match listening {
+            Listening::FromNow => (store.subscribe(), true, None),
+            Listening::SinceStart { notices, handed } => (notices, false, handed),
         };
         loop {
             if read
@@ -97,7 +179,15 @@ impl Waiters {
                 return Ok(Waited::Got(Box::new(d)));
             }
             tokio::select! {
-                () = notices.touching(Topic::Delivery, run_id) => read = true,
+                // A run here settles before it hands over: its notice comes first, and is
+                // not read for while the run may still hand its outcome over.
+                finished = async { handed.as_mut()?.await.ok() }, if handed.is_some() => {
+                    match finished {
+                        Some(finished) => return Ok(Waited::Handed(finished)),
+                        None => (handed, read) = (None, true),
+                    }
+                }
+                () = notices.touching(Topic::Delivery, run_id), if handed.is_none() => read = true,
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
@@ -191,7 +281,10 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         begun(&store, "r").await;
         begun(&store, "s").await;
-        let listening = Listening::SinceStart(store.subscribe());
+        let listening = Listening::SinceStart {
+            notices: store.subscribe(),
+            handed: None,
+        };
         store.delivery_settle(answered("r", "quick")).await.unwrap();
         store
             .delivery_settle(answered("s", "quick too"))
@@ -211,5 +304,44 @@ mod tests {
             panic!("gave up");
         };
         assert_eq!(d.reply.as_deref(), Some("quick too"));
+    }
+
+    /// A run here hands its outcome over: the waiter takes it, though the settle's notice came
+    /// first, and reads nothing (what it was handed differs from the row, to show which it took).
+    /// A run that hands nothing over leaves the waiter to read the row.
+    #[tokio::test]
+    async fn a_run_here_hands_its_outcome_over_or_leaves_the_row_to_read() {
+        let store = Store::open(":memory:").await.unwrap();
+        let waiters = Waiters::default();
+        let long = Duration::from_secs(10);
+        begun(&store, "r").await;
+        let listening = Listening::SinceStart {
+            notices: store.subscribe(),
+            handed: Some(waiters.expect("r")),
+        };
+        store.delivery_settle(answered("r", "row")).await.unwrap();
+        let finished = Finished {
+            result: RunResult::Answered {
+                reply: "handed".into(),
+                model: "echo".into(),
+            },
+            report: serde_json::json!({"tool_calls": 0}),
+        };
+        let waiting = waiters.wait(&store, "r", long, listening);
+        waiters.handing("r").hand(finished.clone());
+        assert_eq!(waiting.await.unwrap(), Waited::Handed(finished));
+
+        begun(&store, "s").await;
+        let listening = Listening::SinceStart {
+            notices: store.subscribe(),
+            handed: Some(waiters.expect("s")),
+        };
+        store.delivery_settle(answered("s", "row")).await.unwrap();
+        drop(waiters.handing("s"));
+        let Waited::Got(d) = waiters.wait(&store, "s", long, listening).await.unwrap() else {
+            panic!("not read");
+        };
+        assert_eq!(d.reply.as_deref(), Some("row"));
+        assert!(waiters.take("s").is_none(), "nothing left expected");
     }
 }

@@ -35,7 +35,7 @@ use serde_json::Value;
 
 pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};
-pub use send::{SendError, SendOutcome, SendRequest, Sent, send};
+pub use send::{RunReport, SendError, SendOutcome, SendRequest, Sent, send};
 
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Services};

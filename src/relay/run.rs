@@ -10,8 +10,8 @@ use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
-    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnFailure,
-    TurnPlan,
+    Attached, Caller, Finished, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd,
+    TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
@@ -30,6 +30,8 @@ pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     let _counted = shared.waiters().running();
     let d = &delivery;
+    // Dropped unhanded on every other way out: a sender waiting here then reads the row.
+    let handing = shared.waiters().handing(&d.run_id);
     let Some(bot) = shared.roster().bot(&d.target) else {
         let gone = format!("bot `{}` is no longer configured", d.target);
         return settle(&shared, d, failed(gone), None).await;
@@ -41,6 +43,8 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
     };
     let turn = SessionTurn::enter(&shared, seat).await;
     let (answer, report) = turns(&shared, &turn, bot, d).await;
+    // A run that made nothing but text leaves its row nothing a sender here must read back.
+    let handed_report = turn.journal().made_nothing().then(|| report.clone());
     // The outcome is recorded with the answer, queued while the session is still held: the
     // target's next turn is given this answer, and does not wait for its commit.
     let change = change(d, &answer.result, Some(report));
@@ -61,6 +65,11 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
             settled
         }
     };
+    // Settled, and nobody gave up: the row says what the run does.
+    if let (Ok(Some(Notify::None)), Some(report)) = (&recorded, handed_report) {
+        let result = answer.result.clone();
+        handing.hand(Finished { result, report });
+    }
     hand_on(&shared, d, answer.result, recorded).await;
 }
 

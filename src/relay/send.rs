@@ -4,16 +4,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use super::home::{Home, home_of};
 use super::{moved, run};
 
 use crate::bot_id::BotId;
-use crate::engine::{Caller, Listening, RunResult, Services, Waited};
+use crate::engine::{Caller, Finished, Listening, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{
-    Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError, Topic,
+    Artifact, Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError,
+    Topic,
 };
 
 /// Without an idempotency key, the same text to the same target within this window is the same
@@ -45,10 +48,37 @@ pub struct Sent {
     /// The request repeated an earlier one (same idempotency key, or the same text within 10
     /// minutes): this is the earlier run's outcome, and nothing ran twice.
     pub deduplicated: bool,
-    /// The settled row the outcome was read from, with what the run made and reported; `None`
-    /// when the outcome is not a settled run's (refused now, accepted, still working). The
-    /// sender's report is taken from it, not read again.
-    pub settled: Option<Box<Delivery>>,
+    /// What the settled run made and reported; `None` when the outcome is not a settled run's
+    /// (refused now, accepted, still working). Taken from the settled row the outcome was read
+    /// from (or handed over by the run), not read again.
+    pub report: Option<RunReport>,
+}
+
+/// What a settled run left its sender beside its outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunReport {
+    /// The artifacts it made, then those it attached to its reply.
+    pub artifacts: Vec<Artifact>,
+    /// Its report (`output`, `errors`, `usage`, `tool_calls`), when it got as far as one.
+    pub report: Option<Value>,
+}
+
+impl From<Delivery> for RunReport {
+    fn from(d: Delivery) -> Self {
+        RunReport {
+            artifacts: d.artifacts_out,
+            report: d.result,
+        }
+    }
+}
+
+impl From<Finished> for RunReport {
+    fn from(finished: Finished) -> Self {
+        RunReport {
+            artifacts: Vec::new(),
+            report: Some(finished.report),
+        }
+    }
 }
 
 /// The outcome of one send, as far as the sender learns it.
@@ -174,11 +204,11 @@ pub async fn send(
             delivery
         }
         Begun::Existing(earlier) => {
-            let (outcome, settled) = follow(shared, earlier, request.timeout, started).await;
+            let (outcome, report) = follow(shared, earlier, request.timeout, started).await;
             return Ok(Sent {
                 outcome,
                 deduplicated: true,
-                settled,
+                report,
             });
         }
     };
@@ -200,22 +230,23 @@ pub async fn send(
     }
     // Listening before the run can start: its settle cannot come unheard, so the wait does
     // not read the row it just wrote.
-    let listening = (delivery.mode == SendMode::Wait).then(|| shared.store().subscribe());
+    // A run here hands its outcome over too.
+    let listening = (delivery.mode == SendMode::Wait).then(|| Listening::SinceStart {
+        notices: shared.store().subscribe(),
+        handed: (home == Home::Here).then(|| shared.waiters().expect(&delivery.run_id)),
+    });
     match home {
         Home::Here => start(shared, &delivery),
         Home::There(instance) => hand_over(shared, &delivery, &instance).await,
     }
-    let (outcome, settled) = match listening {
+    let (outcome, report) = match listening {
         None => (accepted(&delivery, false), None),
-        Some(notices) => {
-            let listening = Listening::SinceStart(notices);
-            wait(shared, &delivery, request.timeout, started, listening).await
-        }
+        Some(listening) => wait(shared, &delivery, request.timeout, started, listening).await,
     };
     Ok(Sent {
         outcome,
         deduplicated: false,
-        settled,
+        report,
     })
 }
 
@@ -224,7 +255,7 @@ fn fresh(outcome: SendOutcome) -> Sent {
     Sent {
         outcome,
         deduplicated: false,
-        settled: None,
+        report: None,
     }
 }
 
@@ -316,8 +347,8 @@ fn count_refusal(
     shared.refused("sessions_send", refusal.as_str(), chat, sender);
 }
 
-/// An outcome, and the settled row it was read from when it was.
-type Learned = (SendOutcome, Option<Box<Delivery>>);
+/// An outcome, and what the settled run left beside it when it settled.
+type Learned = (SendOutcome, Option<RunReport>);
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.
 async fn follow(
@@ -327,7 +358,7 @@ async fn follow(
     started: Instant,
 ) -> Learned {
     if earlier.state.is_settled() {
-        (stored(&earlier, started), Some(Box::new(earlier)))
+        (stored(&earlier, started), Some(earlier.into()))
     } else if timeout.is_zero() {
         (accepted(&earlier, true), None)
     } else {
@@ -347,7 +378,11 @@ async fn wait(
         .wait(shared.store(), &d.run_id, timeout, listening)
         .await
     {
-        Ok(Waited::Got(row)) => (stored(&row, started), Some(row)),
+        Ok(Waited::Got(row)) => (stored(&row, started), Some(RunReport::from(*row))),
+        Ok(Waited::Handed(finished)) => {
+            let outcome = answered(d, finished.result.clone(), started);
+            (outcome, Some(finished.into()))
+        }
         Ok(Waited::GaveUp) => (still_working(d), None),
         Err(err) => {
             tracing::error!(run = %d.run_id, %err, "could not follow the delivery; the sender is told it is still working");

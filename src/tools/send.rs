@@ -9,8 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
-use crate::relay::{self, SendOutcome, SendRequest, Sent};
-use crate::store::Delivery;
+use crate::relay::{self, RunReport, SendOutcome, SendRequest, Sent};
 
 /// Told to a sender whose wait ran out, so a model does not "helpfully" send again.
 const STILL_WORKING: &str = "The target is still working on it. Do not send it again: that \
@@ -73,9 +72,9 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
     };
     match relay::send(&tools.shared, &tools.caller, request).await {
         Ok(mut sent) => {
-            let settled = sent.settled.take();
+            let report = sent.report.take();
             let mut value = render(sent);
-            add_report(&mut value, settled.as_deref());
+            add_report(&mut value, report.as_ref());
             value
         }
         Err(err) => error(err.to_string()),
@@ -83,8 +82,8 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
 }
 
 /// A finished run's artifacts and what it reported (`output`, `errors`, `usage`,
-/// `tool_calls`), from its `settled` row, added to its result.
-fn add_report(value: &mut Value, settled: Option<&Delivery>) {
+/// `tool_calls`), added to its result.
+fn add_report(value: &mut Value, settled: Option<&RunReport>) {
     let finished = matches!(
         value["status"].as_str(),
         Some("ok" | "invalid_output" | "failed" | "timed_out")
@@ -92,9 +91,7 @@ fn add_report(value: &mut Value, settled: Option<&Delivery>) {
     if !finished {
         return;
     }
-    let (made, report) = settled.map_or((&[][..], None), |d| {
-        (&d.artifacts_out[..], d.result.as_ref())
-    });
+    let (made, report) = settled.map_or((&[][..], None), |r| (&r.artifacts[..], r.report.as_ref()));
     let artifacts: Vec<Value> = made
         .iter()
         .map(|a| {
