@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::events::{Event, Events};
+use crate::roster::ToolName;
 use crate::session::SessionKey;
 use crate::store::{
     Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify, Origin,
@@ -57,8 +58,8 @@ pub struct Journal {
     /// Tool calls recorded, shared by the journal's clones: a run's report counts them without
     /// reading its entries back.
     tool_calls: Arc<AtomicUsize>,
-    /// Whether the backend attached files to the reply (see [`Journal::made_nothing`]).
-    backend_files: Arc<AtomicBool>,
+    /// Whether the run attached files to its reply (a `reply_attach` call, or its backend).
+    attaching: Arc<AtomicBool>,
 }
 
 impl Journal {
@@ -71,7 +72,7 @@ impl Journal {
             run_id,
             arrival: None,
             tool_calls: Arc::default(),
-            backend_files: Arc::default(),
+            attaching: Arc::default(),
         }
     }
 
@@ -229,23 +230,23 @@ impl Journal {
         self.tool_calls.load(Ordering::Relaxed)
     }
 
-    /// The backend is attaching files to the reply.
-    pub fn backend_attaches(&self) {
-        self.backend_files.store(true, Ordering::Relaxed);
+    /// The run is attaching files to its reply.
+    pub fn attaches_files(&self) {
+        self.attaching.store(true, Ordering::Relaxed);
     }
 
     /// Whether this run, in this process, made nothing but text: it called no tool (the only
-    /// way a model makes artifacts, progress lines or reply files) and its backend attached no
-    /// file. Such a run needs nothing read back to report on or deliver.
+    /// way a model makes artifacts or progress lines) and attached no file. Such a run needs
+    /// nothing read back to report on.
     pub fn made_nothing(&self) -> bool {
-        self.tool_calls() == 0 && !self.backend_files.load(Ordering::Relaxed)
+        self.tool_calls() == 0 && !self.attaching.load(Ordering::Relaxed)
     }
 
     /// The files attached to this run's reply. Not read for the first run of a fresh event that
-    /// made nothing but text: its run id is the event's, new, so no other run can have attached
-    /// files to it (one read a reply, BENCHMARKS.md, issue 23).
+    /// attached none: its run id is the event's, new, so no other run can have attached files
+    /// to it (one read a reply, BENCHMARKS.md, issue 23).
     pub async fn reply_files(&self) -> Result<Vec<Artifact>, StoreError> {
-        if self.arrival == Some(Arrival::Fresh) && self.made_nothing() {
+        if self.arrival == Some(Arrival::Fresh) && !self.attaching.load(Ordering::Relaxed) {
             return Ok(Vec::new());
         }
         self.store.reply_files(&self.run_id).await
@@ -443,6 +444,9 @@ impl ToolExecutor for RecordingTools<'_> {
         // Queued, not waited for: what the tool writes is written after it.
         let called = journal.write_behind(EntryKind::ToolCall, &text, args).await;
         journal.tool_calls.fetch_add(1, Ordering::Relaxed);
+        if ToolName::parse(&call.name) == Some(ToolName::ReplyAttach) {
+            journal.attaches_files();
+        }
         journal.events.emit(Event::ToolCall {
             bot: journal.session.bot.clone(),
             session: journal.session.render(),
@@ -483,12 +487,12 @@ mod tests {
     use crate::store::{NewArtifact, Put};
     use crate::turn::NoTools;
 
-    /// Only the first run of a fresh event that made nothing but text skips reading its reply
-    /// files: files attached to its run id behind its back are not seen, while any other run
-    /// (not an event's, a replay, one that called a tool or whose backend attached files) reads
+    /// Only the first run of a fresh event that attached nothing skips reading its reply files:
+    /// files attached to its run id behind its back are not seen, while any other run (not an
+    /// event's, a replay, one that called `reply_attach` or whose backend attached files) reads
     /// them.
     #[tokio::test]
-    async fn only_a_fresh_event_s_run_that_made_nothing_skips_its_reply_files() {
+    async fn only_a_fresh_event_s_run_that_attached_nothing_skips_its_reply_files() {
         let store = Store::open(":memory:").await.unwrap();
         let new = NewArtifact {
             name: "notes.txt".into(),
@@ -514,15 +518,23 @@ mod tests {
         assert_eq!(files(pen()).await, 1, "not an event's run");
         assert_eq!(files(pen().replaying(Arrival::Replayed)).await, 1);
         let attaching = pen().replaying(Arrival::Fresh);
-        attaching.backend_attaches();
+        attaching.attaches_files();
         assert_eq!(files(attaching).await, 1, "its backend attached files");
-        let calling = pen().replaying(Arrival::Fresh);
-        let call = ToolCall {
+        let call = |name: &str| ToolCall {
             id: "c1".into(),
-            name: "reply_attach".into(),
+            name: name.into(),
             arguments: "{}".into(),
         };
-        RecordingTools::new(&NoTools, &calling).call(&call).await;
-        assert_eq!(files(calling).await, 1, "it called a tool");
+        let sending = pen().replaying(Arrival::Fresh);
+        RecordingTools::new(&NoTools, &sending)
+            .call(&call("sessions_send"))
+            .await;
+        assert!(!sending.made_nothing());
+        assert_eq!(files(sending).await, 0, "no tool but reply_attach attaches");
+        let calling = pen().replaying(Arrival::Fresh);
+        RecordingTools::new(&NoTools, &calling)
+            .call(&call("reply_attach"))
+            .await;
+        assert_eq!(files(calling).await, 1, "it called reply_attach");
     }
 }

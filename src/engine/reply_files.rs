@@ -105,7 +105,7 @@ pub(super) async fn attach_backend_files(
     journal: &Journal,
     files: Vec<ReplyFile>,
 ) -> Result<(), AttachRefused> {
-    journal.backend_attaches();
+    journal.attaches_files();
     let cap = shared.config().artifacts.max_bytes;
     let mut ids = Vec::with_capacity(files.len());
     for file in files {
