@@ -198,7 +198,13 @@ pub async fn send(
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
     let home = home_of(shared, &target.bot).await;
     let runner = (home == Home::Here).then(|| shared.instance());
-    let delivery = match shared.store().delivery_begin(new, since, runner).await? {
+    // Taken as soon as the writer ran it: the run's start is queued after it (see
+    // `Store::delivery_begin_early`).
+    let (begun, committed) = shared
+        .store()
+        .delivery_begin_early(new, since, runner)
+        .await?;
+    let delivery = match begun {
         Begun::New(delivery) => {
             moved(shared, &delivery, DeliveryState::Queued, None, None);
             delivery
@@ -229,8 +235,7 @@ pub async fn send(
         }));
     }
     // Listening before the run can start: its settle cannot come unheard, so the wait does
-    // not read the row it just wrote.
-    // A run here hands its outcome over too.
+    // not read the row it just wrote. A run here hands its outcome over too.
     let listening = (delivery.mode == SendMode::Wait).then(|| Listening::SinceStart {
         notices: shared.store().subscribe(),
         handed: (home == Home::Here).then(|| shared.waiters().expect(&delivery.run_id)),
@@ -239,6 +244,8 @@ pub async fn send(
         Home::Here => start(shared, &delivery),
         Home::There(instance) => hand_over(shared, &delivery, &instance).await,
     }
+    // Committed before anything the run records; a commit that failed undid the row.
+    committed.answer().await?;
     let (outcome, report) = match listening {
         None => (accepted(&delivery, false), None),
         Some(listening) => wait(shared, &delivery, request.timeout, started, listening).await,

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use super::deliveries::{SELECT, from_row, settled_with_lineage};
 use super::notices::Topic;
 use super::sql::{Db, DbError, OptionalRow, args};
+use super::writer::Queued;
 use super::{Delivery, DeliveryState, Notify, SendMode, Store, StoreError};
 use crate::bot_id::BotId;
 use crate::session::SessionKey;
@@ -216,13 +217,30 @@ impl Store {
     /// Find the earlier run of the same request (same key; or, without a key, the same text
     /// since `since_ms`), or write `new` as queued, claimed by `runner` when the caller's
     /// instance runs it (unclaimed: another instance is to claim it, announced).
-    /// Atomic: two identical sends racing each other start one run.
+    /// Atomic: two identical sends racing each other start one run. Returns once committed.
     pub async fn delivery_begin(
         &self,
         new: NewDelivery,
         since_ms: i64,
         runner: Option<&str>,
     ) -> Result<Begun, StoreError> {
+        let (begun, committed) = self.delivery_begin_early(new, since_ms, runner).await?;
+        committed.answer().await?;
+        Ok(begun)
+    }
+
+    /// [`Store::delivery_begin`], returning as soon as the writer has run it, with what its
+    /// commit answers. A sender starting the run here need not wait for the commit: the run's
+    /// turn marks the row running in a job queued after this one and waits for that commit
+    /// before its model is called, so nothing runs on a row that is not on record. A round trip
+    /// between bots waited one commit less (BENCHMARKS.md, issue 23). A commit that fails undoes
+    /// the row; the sender learns it from the answer.
+    pub async fn delivery_begin_early(
+        &self,
+        new: NewDelivery,
+        since_ms: i64,
+        runner: Option<&str>,
+    ) -> Result<(Begun, Queued<()>), StoreError> {
         let runner = runner.map(str::to_owned);
         let run_id = new.run_id.clone();
         let row = NewRow::of(new);
@@ -231,8 +249,8 @@ impl Store {
         // Another instance sharing the database may be starting the same request: the
         // lookup and the insert are one step for this sender and target there too.
         let lock = format!("deliveries:{}:{}", row.new.sender, row.target_session);
-        let earlier = self
-            .write_announcing(Topic::Delivery, &run_id, move |db| {
+        let (earlier, committed) = self
+            .run_early_announcing(Topic::Delivery, &run_id, move |db| {
                 db.exclusive(&lock)?;
                 if let Some(earlier) = same_request(db, &row, since_ms)? {
                     return Ok(Some(settled_with_lineage(db, earlier)?));
@@ -241,10 +259,11 @@ impl Store {
                 Ok(None)
             })
             .await?;
-        Ok(match earlier {
+        let begun = match earlier {
             Some(earlier) => Begun::Existing(earlier),
             None => Begun::New(queued),
-        })
+        };
+        Ok((begun, committed))
     }
 
     /// Record a send the guards refused before anything was written for it.

@@ -507,6 +507,61 @@ mod tests {
         assert!(matches!(err, StoreError::Closed), "{err}");
     }
 
+    /// A job that holds the writer until released.
+    async fn hold(store: &Store) -> (std::sync::mpsc::Sender<()>, Queued<()>) {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let job = store.queue(move |_| {
+            let _ = held.recv();
+            Ok(())
+        });
+        (release, job.await.unwrap())
+    }
+
+    /// A job answered early gives its result once it has run, while its batch is still open
+    /// (a reader does not see its row yet), and its commit after. On PostgreSQL, where a
+    /// collided batch runs again on a state that may have changed, it is given at the commit.
+    #[tokio::test]
+    async fn an_early_job_gives_its_result_before_its_commit() {
+        for db in testing::engines().await {
+            let (store, engine) = (db.open().await, db.engine());
+            store
+                .write(|db| db.execute_batch("CREATE TABLE t (x BIGINT NOT NULL)"))
+                .await
+                .unwrap();
+            // Held, so that the early job and the one after it share a batch (the held one's,
+            // or the next).
+            let (release_first, first) = hold(&store).await;
+            let early = store
+                .inner
+                .writer
+                .run_early(|db| db.execute("INSERT INTO t VALUES (1)", &[]), None);
+            let mut early = std::pin::pin!(early);
+            assert!(futures::poll!(&mut early).is_pending(), "{engine}");
+            let (release_after, after) = hold(&store).await;
+            release_first.send(()).unwrap();
+            let count =
+                || store.read(|db| db.query_row("SELECT count(*) FROM t", &[], |row| row.get(0)));
+            let committed = if engine == "sqlite" {
+                let given = tokio::time::timeout(std::time::Duration::from_secs(10), early).await;
+                let (inserted, committed) =
+                    given.expect("the result waited for the commit").unwrap();
+                assert_eq!(inserted, 1);
+                let seen: i64 = count().await.unwrap();
+                assert_eq!(seen, 0, "given before its batch committed");
+                release_after.send(()).unwrap();
+                committed
+            } else {
+                release_after.send(()).unwrap();
+                early.await.unwrap().1
+            };
+            committed.answer().await.unwrap();
+            first.answer().await.unwrap();
+            after.answer().await.unwrap();
+            let seen: i64 = count().await.unwrap();
+            assert_eq!(seen, 1, "{engine}");
+        }
+    }
+
     #[tokio::test]
     async fn a_failing_job_does_not_poison_its_batch() {
         for db in testing::engines().await {

@@ -22,7 +22,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use tokio::sync::broadcast;
 
 use super::sql::{Db, DbError, Engine, PgUrl, args};
-use super::writer::Queued;
+use super::writer::{AfterCommit, Committed, Queued};
 use super::{Store, StoreError};
 
 /// The PostgreSQL channel every instance listens on.
@@ -271,8 +271,47 @@ impl Store {
         &self,
         topic: Topic,
         key: &str,
-        mut work: F,
+        work: F,
     ) -> Result<Queued<T>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        let (job, sent) = self.announcing(topic, key, work);
+        let sent = sent.map(|sent| -> AfterCommit<T> { Box::new(move |_| sent()) });
+        self.inner.writer.enqueue(job, sent).await
+    }
+
+    /// [`Store::write_announcing`], returning once the job has run, with what its commit
+    /// answers (see [`Writer::run_early`]).
+    ///
+    /// [`Writer::run_early`]: super::writer::Writer::run_early
+    pub(crate) async fn run_early_announcing<T, F>(
+        &self,
+        topic: Topic,
+        key: &str,
+        work: F,
+    ) -> Result<(T, Queued<()>), StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        let (job, sent) = self.announcing(topic, key, work);
+        self.inner.writer.run_early(job, sent).await
+    }
+
+    /// `work` announcing `topic`/`key` when it commits: on PostgreSQL from inside the job (the
+    /// `NOTIFY` leaves at the commit), on SQLite by what is returned beside it, run once the
+    /// job's batch has committed.
+    fn announcing<T, F>(
+        &self,
+        topic: Topic,
+        key: &str,
+        mut work: F,
+    ) -> (
+        impl FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        Option<Committed>,
+    )
     where
         T: Send + 'static,
         F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
@@ -284,17 +323,17 @@ impl Store {
             announce_in(db, topic, &announced)?;
             Ok(done)
         };
-        let writer = &self.inner.writer;
-        match self.inner.bus.engine() {
-            Engine::Postgres => writer.enqueue(job, None).await,
+        let sent = match self.inner.bus.engine() {
+            Engine::Postgres => None,
             Engine::Sqlite => {
                 let tx = self.inner.bus.tx.clone();
-                let sent = move |_: &T| {
+                let sent: Committed = Box::new(move || {
                     let _ = tx.send(Notice::Changed { topic, key });
-                };
-                writer.enqueue(job, Some(Box::new(sent))).await
+                });
+                Some(sent)
             }
-        }
+        };
+        (job, sent)
     }
 
     /// Announces `topic`/`key` with no write of its own (what it announces is committed).

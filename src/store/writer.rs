@@ -81,6 +81,9 @@ pub(crate) trait Job: Send {
 /// What runs on the writer thread after a job's batch commits, given the job's result.
 pub(crate) type AfterCommit<T> = Box<dyn FnOnce(&T) + Send>;
 
+/// What runs on the writer thread after a job's batch commits.
+pub(crate) type Committed = Box<dyn FnOnce() + Send>;
+
 /// A closure run once by the writer, plus what to do with its result.
 struct Pending<T, F> {
     work: F,
@@ -89,45 +92,55 @@ struct Pending<T, F> {
     reply: oneshot::Sender<Result<T, StoreError>>,
 }
 
+/// Run `work` once inside the open batch transaction, in a savepoint of its own when
+/// `isolation` says so (rolled back alone if it fails).
+fn run_work<T>(
+    db: Db<'_>,
+    isolation: Isolation,
+    work: &mut dyn FnMut(Db<'_>) -> Result<T, DbError>,
+) -> (Ran, Result<T, StoreError>) {
+    let savepoint = isolation == Isolation::Savepoint;
+    if savepoint && let Err(e) = db.execute_cached("SAVEPOINT job") {
+        let ran = if e.is_contention() {
+            Ran::Contended
+        } else {
+            Ran::Failed
+        };
+        return (ran, Err(e.into()));
+    }
+    let mut ran = Ran::Failed;
+    let outcome = match catch_unwind(AssertUnwindSafe(|| work(db))) {
+        Ok(Ok(value)) if savepoint => match db.execute_cached("RELEASE job") {
+            Ok(()) => Ok(value),
+            Err(e) => Err(e.into()),
+        },
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => {
+            if e.is_contention() {
+                ran = Ran::Contended;
+            }
+            Err(e.into())
+        }
+        Err(panic) => Err(StoreError::Internal(panic_message(&*panic))),
+    };
+    if outcome.is_ok() {
+        ran = Ran::Done;
+    } else if savepoint && db.in_transaction() {
+        // Undo this job only; the rest of the batch stays.
+        if let Err(e) = db.execute_batch("ROLLBACK TO job; RELEASE job") {
+            tracing::warn!(error = %e, "could not roll back a failed store job");
+        }
+    }
+    (ran, outcome)
+}
+
 impl<T, F> Job for Pending<T, F>
 where
     T: Send + 'static,
     F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
 {
     fn run(&mut self, db: Db<'_>, isolation: Isolation) -> Ran {
-        let savepoint = isolation == Isolation::Savepoint;
-        if savepoint && let Err(e) = db.execute_cached("SAVEPOINT job") {
-            let ran = if e.is_contention() {
-                Ran::Contended
-            } else {
-                Ran::Failed
-            };
-            self.outcome = Some(Err(e.into()));
-            return ran;
-        }
-        let mut ran = Ran::Failed;
-        let outcome = match catch_unwind(AssertUnwindSafe(|| (self.work)(db))) {
-            Ok(Ok(value)) if savepoint => match db.execute_cached("RELEASE job") {
-                Ok(()) => Ok(value),
-                Err(e) => Err(e.into()),
-            },
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => {
-                if e.is_contention() {
-                    ran = Ran::Contended;
-                }
-                Err(e.into())
-            }
-            Err(panic) => Err(StoreError::Internal(panic_message(&*panic))),
-        };
-        if outcome.is_ok() {
-            ran = Ran::Done;
-        } else if savepoint && db.in_transaction() {
-            // Undo this job only; the rest of the batch stays.
-            if let Err(e) = db.execute_batch("ROLLBACK TO job; RELEASE job") {
-                tracing::warn!(error = %e, "could not roll back a failed store job");
-            }
-        }
+        let (ran, outcome) = run_work(db, isolation, &mut self.work);
         self.outcome = Some(outcome);
         ran
     }
@@ -145,6 +158,62 @@ where
             (None, Ok(())) => Err(StoreError::Internal("a store job never ran".into())),
         };
         // The caller may have stopped waiting; its write is committed all the same.
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// A job whose caller takes its result as soon as it has run, before its batch commits, then
+/// the commit's fate: for a caller whose next writes are queued after it (so they commit after
+/// it, or not at all) and whose effects outside the store wait for one of those later commits.
+/// A batch that fails on a job and runs again runs this one again on the same state, to the
+/// same result; a commit that fails undoes what the caller was told, and the caller learns it
+/// from the commit's answer. On PostgreSQL, where a batch another instance's writer collided
+/// with runs again on a state that may have changed, the result is given at the commit.
+struct Early<T, F> {
+    work: F,
+    /// The result of the latest run, until given.
+    outcome: Option<Result<T, StoreError>>,
+    ran: Option<oneshot::Sender<T>>,
+    after_commit: Option<Committed>,
+    reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+impl<T, F> Job for Early<T, F>
+where
+    T: Send + 'static,
+    F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+{
+    fn run(&mut self, db: Db<'_>, isolation: Isolation) -> Ran {
+        let (ran, outcome) = run_work(db, isolation, &mut self.work);
+        match outcome {
+            Ok(value) if db.engine() == Engine::Sqlite && self.ran.is_some() => {
+                if let Some(ran) = self.ran.take() {
+                    // A caller gone has nothing to be told.
+                    let _ = ran.send(value);
+                }
+                self.outcome = None;
+            }
+            outcome => self.outcome = Some(outcome),
+        }
+        ran
+    }
+
+    fn finish(mut self: Box<Self>, committed: Result<(), &str>) {
+        let outcome = match (self.outcome.take(), committed) {
+            (Some(Err(e)), _) => Err(e),
+            (_, Err(msg)) => Err(StoreError::Commit(msg.to_owned())),
+            (Some(Ok(value)), Ok(())) => {
+                if let Some(ran) = self.ran.take() {
+                    let _ = ran.send(value);
+                }
+                Ok(())
+            }
+            (None, Ok(())) if self.ran.is_none() => Ok(()),
+            (None, Ok(())) => Err(StoreError::Internal("a store job never ran".into())),
+        };
+        if let (Ok(()), Some(after)) = (&outcome, self.after_commit.take()) {
+            after();
+        }
         let _ = self.reply.send(outcome);
     }
 }
@@ -247,6 +316,41 @@ impl Writer {
             .await
             .map_err(|_| StoreError::Closed)?;
         Ok(Queued(answer))
+    }
+
+    /// Runs `work` in the writer: returns its result once it has run, and what its commit
+    /// answers (see [`Early`]); `after_commit` runs on the writer thread after the commit. An
+    /// error before the result is the job's or its batch's.
+    pub(crate) async fn run_early<T, F>(
+        &self,
+        work: F,
+        after_commit: Option<Committed>,
+    ) -> Result<(T, Queued<()>), StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        let (ran, value) = oneshot::channel();
+        let (reply, answer) = oneshot::channel();
+        let job = Early {
+            work,
+            outcome: None,
+            ran: Some(ran),
+            after_commit,
+            reply,
+        };
+        self.jobs
+            .send(Message::Job(Box::new(job)))
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        let committed = Queued(answer);
+        match value.await {
+            Ok(value) => Ok((value, committed)),
+            // Given no result: the job failed, or its batch did; the commit's answer says why.
+            Err(_) => Err(committed.answer().await.err().unwrap_or_else(|| {
+                StoreError::Internal("a store job ended without its result".into())
+            })),
+        }
     }
 
     /// Asks the thread to commit what is queued and stop, then waits for it.
