@@ -16,8 +16,8 @@ use crate::events::{Event, Events};
 use crate::roster::ToolName;
 use crate::session::SessionKey;
 use crate::store::{
-    Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify, Origin,
-    Store, StoreError, TurnStart, TurnStarted,
+    Answered, Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify,
+    Origin, QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::turn::{ToolCall, ToolExecutor};
 
@@ -196,15 +196,14 @@ impl Journal {
 
     /// Record the bot's answer to a delivery and settle the delivery (`change`) with it, in one
     /// store job ([`Store::delivery_answered`]). Returns once the job is queued, with what is
-    /// left to wait for: the delivery's notify state as [`Store::delivery_settle`] returns it
-    /// (the entry announced by then). Errors are the store's, for the caller to log with what
-    /// they mean for the delivery.
+    /// left to wait for ([`AnswerQueued`]). Errors are the store's, for the caller to log with
+    /// what they mean for the delivery.
     pub async fn answered(
         &self,
         text: &str,
         meta: Value,
         change: DeliveryChange,
-    ) -> Result<impl Future<Output = Result<Option<Notify>, StoreError>> + use<>, StoreError> {
+    ) -> Result<AnswerQueued, StoreError> {
         let speaker = self.session.bot.as_str();
         let entry = self.entry(
             EntryKind::Answer,
@@ -217,12 +216,7 @@ impl Journal {
         );
         let queued = self.store.delivery_answered(change, entry).await?;
         let journal = self.clone();
-        Ok(async move {
-            let answered = queued.answer().await?;
-            let speaker = journal.session.bot.as_str();
-            journal.announce(answered.entry, EntryKind::Answer, speaker);
-            Ok(answered.notify)
-        })
+        Ok(AnswerQueued { journal, queued })
     }
 
     /// How many tools this run called.
@@ -419,6 +413,30 @@ impl Journal {
             idempotency_key: idempotency_key.map(str::to_owned),
             meta,
         }
+    }
+}
+
+/// A delivery's answer in the writer's queue ([`Journal::answered`]).
+pub struct AnswerQueued {
+    journal: Journal,
+    queued: QueuedEarly<Answered>,
+}
+
+impl AnswerQueued {
+    /// Once its job has run: the delivery's notify state as [`Store::delivery_settle`] returns
+    /// it, and what is left, its commit (the entry announced then).
+    pub async fn ran(
+        self,
+    ) -> Result<(Option<Notify>, impl Future<Output = Result<(), StoreError>>), StoreError> {
+        let (answered, committed) = self.queued.ran().await?;
+        let journal = self.journal;
+        let committed = async move {
+            committed.answer().await?;
+            let speaker = journal.session.bot.as_str();
+            journal.announce(answered.entry, EntryKind::Answer, speaker);
+            Ok(())
+        };
+        Ok((answered.notify, committed))
     }
 }
 

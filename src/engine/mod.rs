@@ -43,5 +43,5 @@ pub(crate) use turn::{Heard, History, Recall, TurnEnd, TurnFailure, TurnPlan};
 pub(crate) use typing::{
     left_up as typing_left_up, sweep as sweep_typing, take_down as take_down_typing,
 };
-pub(crate) use waiters::{Finished, Listening, Waited};
+pub(crate) use waiters::{Finished, Handing, Listening, Waited};
 pub use waiters::{RunResult, Waiters};

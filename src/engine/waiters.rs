@@ -13,7 +13,9 @@
 //! A run in this process that made nothing but text hands its settled outcome to a sender
 //! waiting here ([`Waiters::expect`], [`Handing`]): the row holds nothing more, so reading it
 //! back only made every round trip between bots wait for a read (BENCHMARKS.md, issue 23). It
-//! is handed only once its settle has committed with nobody given up, so it is what the row says.
+//! is handed once its settle has run with nobody given up, so it is what the row says, as soon
+//! as the writer ran it: whatever the sender does with it is written after the settle, and
+//! nothing the sender posts reaches a chat before a later commit (a post's begun send).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -98,7 +100,8 @@ pub(crate) struct Handing<'a> {
 }
 
 impl Handing<'_> {
-    /// The run settled with nobody given up, having made nothing: `finished` is its row's word.
+    /// The run's settle ran with nobody given up, having made nothing: `finished` is its row's
+    /// word.
     pub(crate) fn hand(self, finished: Finished) {
         if let Some(sender) = self.waiters.take(self.run_id) {
             // A sender gone already (its turn ended) has nothing left to hear.

@@ -10,8 +10,8 @@ use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::engine::RunResult;
 use crate::engine::{
-    Attached, Caller, Finished, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd,
-    TurnFailure, TurnPlan,
+    Attached, Caller, Finished, Handing, Heard, History, Recall, Seat, Services, SessionTurn,
+    TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::mirror::now_ms;
@@ -54,23 +54,39 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
             let queued = turn.journal().answered(&spoken.text, meta, change).await;
             // Queued: whatever the session's next turn records comes after it.
             drop(turn);
-            match queued {
-                Ok(committed) => committed.await,
+            let ran = match queued {
+                Ok(queued) => queued.ran().await,
+                Err(err) => Err(err),
+            };
+            match ran {
+                // Run, not yet committed: whatever the sender does with it is written after
+                // it, and nothing it posts goes out before a later commit.
+                Ok((notify, committed)) => {
+                    offer(handing, notify, handed_report, &answer.result);
+                    committed.await.map(|()| notify)
+                }
                 Err(err) => Err(err),
             }
         }
         None => {
             let settled = shared.store().delivery_settle(change).await;
             drop(turn);
+            if let Ok(notify) = settled {
+                offer(handing, notify, handed_report, &answer.result);
+            }
             settled
         }
     };
-    // Settled, and nobody gave up: the row says what the run does.
-    if let (Ok(Some(Notify::None)), Some(report)) = (&recorded, handed_report) {
-        let result = answer.result.clone();
+    hand_on(&shared, d, answer.result, recorded).await;
+}
+
+/// Hand the outcome to a sender waiting here when the settle moved the row with nobody given
+/// up (`Some(Notify::None)`) and the run made nothing its row would add (`report` kept).
+fn offer(handing: Handing<'_>, notify: Option<Notify>, report: Option<Value>, result: &RunResult) {
+    if let (Some(Notify::None), Some(report)) = (notify, report) {
+        let result = result.clone();
         handing.hand(Finished { result, report });
     }
-    hand_on(&shared, d, answer.result, recorded).await;
 }
 
 /// One turn's answer to a delivery. What it said is not on record yet: the last answer is kept

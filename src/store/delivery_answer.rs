@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::deliveries::settle_in;
 use super::notices::Topic;
 use super::transcript::{insert_entry, meta_json};
-use super::{DeliveryChange, NewEntry, Notify, Queued, Store, StoreError};
+use super::{DeliveryChange, NewEntry, Notify, QueuedEarly, Store, StoreError};
 
 /// What [`Store::delivery_answered`] recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,17 +30,19 @@ impl Store {
     ///
     /// Returns once the job is queued: the target's session can be let go then, since the
     /// writer runs whatever its next turn records after this job. Its turns, taken one at a
-    /// time, then wait for one commit each, not two.
+    /// time, then wait for one commit each, not two. What it recorded comes once the job has
+    /// run, before its commit (see `Writer::enqueue_early`): a sender handed the answer then
+    /// writes whatever it does with it after this job.
     pub async fn delivery_answered(
         &self,
         change: DeliveryChange,
         answer: NewEntry,
-    ) -> Result<Queued<Answered>, StoreError> {
+    ) -> Result<QueuedEarly<Answered>, StoreError> {
         let meta = meta_json(&answer)?;
         let result = change.result.as_ref().map(Value::to_string);
         let run_id = change.run_id.clone();
         let tails = self.tails();
-        self.queue_announcing(Topic::Delivery, &run_id, move |db| {
+        self.queue_early_announcing(Topic::Delivery, &run_id, move |db| {
             let entry = insert_entry(db, &answer, &meta, tails.as_deref())?;
             let notify = settle_in(db, &change, result.as_deref())?;
             Ok(Answered { entry, notify })
@@ -54,6 +56,13 @@ mod tests {
     use super::*;
     use crate::store::deliveries::tests::send;
     use crate::store::{DeliveryState, EntryKind, Origin, TranscriptQuery, testing};
+
+    /// What the job recorded, once committed.
+    async fn committed(queued: QueuedEarly<Answered>) -> Answered {
+        let (answered, commit) = queued.ran().await.unwrap();
+        commit.answer().await.unwrap();
+        answered
+    }
 
     fn answer(run: &str, text: &str) -> NewEntry {
         NewEntry {
@@ -87,13 +96,8 @@ mod tests {
                 result: Some(serde_json::json!({"tool_calls": 2})),
                 ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
             };
-            let answered = store
-                .delivery_answered(done, answer("r1", "pong"))
-                .await
-                .unwrap()
-                .answer()
-                .await
-                .unwrap();
+            let queued = store.delivery_answered(done, answer("r1", "pong")).await;
+            let answered = committed(queued.unwrap()).await;
             assert_eq!(store.jobs() - before, 1, "{engine}: one job");
             assert_eq!(answered.notify, Some(Notify::None), "{engine}");
             let row = store.delivery("r1").await.unwrap().unwrap();
@@ -108,13 +112,8 @@ mod tests {
                 "{engine}"
             );
             let late = DeliveryChange::to("r1", DeliveryState::Failed, 10);
-            let again = store
-                .delivery_answered(late, answer("r1", "late"))
-                .await
-                .unwrap()
-                .answer()
-                .await
-                .unwrap();
+            let queued = store.delivery_answered(late, answer("r1", "late")).await;
+            let again = committed(queued.unwrap()).await;
             assert_eq!(again.notify, None, "{engine}: settled stays settled");
             let session = "bot:caid:local:caid:a2a:snark".parse().unwrap();
             let entries = store
@@ -163,7 +162,7 @@ mod tests {
                 .unwrap();
             let tail: Vec<_> = started.tail.iter().map(|e| e.text.as_str()).collect();
             assert_eq!(tail, ["pong"], "{engine}");
-            let answered = queued.answer().await.unwrap();
+            let answered = committed(queued).await;
             assert_eq!(answered.notify, Some(Notify::None), "{engine}");
         }
     }

@@ -250,7 +250,7 @@ impl Store {
         // lookup and the insert are one step for this sender and target there too.
         let lock = format!("deliveries:{}:{}", row.new.sender, row.target_session);
         let (earlier, committed) = self
-            .run_early_announcing(Topic::Delivery, &run_id, move |db| {
+            .queue_early_announcing(Topic::Delivery, &run_id, move |db| {
                 db.exclusive(&lock)?;
                 if let Some(earlier) = same_request(db, &row, since_ms)? {
                     return Ok(Some(settled_with_lineage(db, earlier)?));
@@ -258,6 +258,8 @@ impl Store {
                 insert(db, &row, DeliveryState::Queued, None, runner.as_deref())?;
                 Ok(None)
             })
+            .await?
+            .ran()
             .await?;
         let begun = match earlier {
             Some(earlier) => Begun::Existing(earlier),

@@ -123,7 +123,7 @@ pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
-pub use writer::Queued;
+pub use writer::{Queued, QueuedEarly};
 
 use chat_settings::SettingsCache;
 use checkpoint::{Checkpointer, OneCheckpoint, ReadGate, WalBound};
@@ -534,7 +534,8 @@ mod tests {
             let early = store
                 .inner
                 .writer
-                .run_early(|db| db.execute("INSERT INTO t VALUES (1)", &[]), None);
+                .enqueue_early(|db| db.execute("INSERT INTO t VALUES (1)", &[]), None);
+            let early = early.await.unwrap().ran();
             let mut early = std::pin::pin!(early);
             assert!(futures::poll!(&mut early).is_pending(), "{engine}");
             let (release_after, after) = hold(&store).await;

@@ -22,7 +22,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use tokio::sync::broadcast;
 
 use super::sql::{Db, DbError, Engine, PgUrl, args};
-use super::writer::{AfterCommit, Committed, Queued};
+use super::writer::{AfterCommit, Committed, Queued, QueuedEarly};
 use super::{Store, StoreError};
 
 /// The PostgreSQL channel every instance listens on.
@@ -282,22 +282,22 @@ impl Store {
         self.inner.writer.enqueue(job, sent).await
     }
 
-    /// [`Store::write_announcing`], returning once the job has run, with what its commit
-    /// answers (see [`Writer::run_early`]).
+    /// [`Store::queue_announcing`], answered early: its result once it has run, then its
+    /// commit's (see [`Writer::enqueue_early`]).
     ///
-    /// [`Writer::run_early`]: super::writer::Writer::run_early
-    pub(crate) async fn run_early_announcing<T, F>(
+    /// [`Writer::enqueue_early`]: super::writer::Writer::enqueue_early
+    pub(crate) async fn queue_early_announcing<T, F>(
         &self,
         topic: Topic,
         key: &str,
         work: F,
-    ) -> Result<(T, Queued<()>), StoreError>
+    ) -> Result<QueuedEarly<T>, StoreError>
     where
         T: Send + 'static,
         F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         let (job, sent) = self.announcing(topic, key, work);
-        self.inner.writer.run_early(job, sent).await
+        self.inner.writer.enqueue_early(job, sent).await
     }
 
     /// `work` announcing `topic`/`key` when it commits: on PostgreSQL from inside the job (the

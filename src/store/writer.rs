@@ -240,6 +240,28 @@ impl<T> Queued<T> {
     }
 }
 
+/// A job answered early in the writer's queue: its result to come once it has run, then its
+/// commit's.
+#[must_use = "the job's result says whether it ran"]
+pub struct QueuedEarly<T> {
+    value: oneshot::Receiver<T>,
+    committed: Queued<()>,
+}
+
+impl<T> QueuedEarly<T> {
+    /// The job's result once it has run, and what its commit will answer. An error here is the
+    /// job's or its batch's.
+    pub async fn ran(self) -> Result<(T, Queued<()>), StoreError> {
+        match self.value.await {
+            Ok(value) => Ok((value, self.committed)),
+            // Given no result: the job failed, or its batch did; the commit's answer says why.
+            Err(_) => Err(self.committed.answer().await.err().unwrap_or_else(|| {
+                StoreError::Internal("a store job ended without its result".into())
+            })),
+        }
+    }
+}
+
 /// The sending side, held by every [`super::Store`] clone.
 pub(crate) struct Writer {
     jobs: mpsc::Sender<Message>,
@@ -318,14 +340,14 @@ impl Writer {
         Ok(Queued(answer))
     }
 
-    /// Runs `work` in the writer: returns its result once it has run, and what its commit
-    /// answers (see [`Early`]); `after_commit` runs on the writer thread after the commit. An
-    /// error before the result is the job's or its batch's.
-    pub(crate) async fn run_early<T, F>(
+    /// Queues `work`, answered early (see [`Early`]); `after_commit` runs on the writer thread
+    /// after the commit. Returns once the job has its place in the queue, as
+    /// [`Writer::enqueue`] does.
+    pub(crate) async fn enqueue_early<T, F>(
         &self,
         work: F,
         after_commit: Option<Committed>,
-    ) -> Result<(T, Queued<()>), StoreError>
+    ) -> Result<QueuedEarly<T>, StoreError>
     where
         T: Send + 'static,
         F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
@@ -343,14 +365,10 @@ impl Writer {
             .send(Message::Job(Box::new(job)))
             .await
             .map_err(|_| StoreError::Closed)?;
-        let committed = Queued(answer);
-        match value.await {
-            Ok(value) => Ok((value, committed)),
-            // Given no result: the job failed, or its batch did; the commit's answer says why.
-            Err(_) => Err(committed.answer().await.err().unwrap_or_else(|| {
-                StoreError::Internal("a store job ended without its result".into())
-            })),
-        }
+        Ok(QueuedEarly {
+            value,
+            committed: Queued(answer),
+        })
     }
 
     /// Asks the thread to commit what is queued and stop, then waits for it.
