@@ -76,7 +76,7 @@ impl Journal {
         }
     }
 
-    /// The same journal for the run of a platform event that `arrival` says how came: what a
+    /// The same journal for the run of a platform event, which came as `arrival` says: what a
     /// replayed run's first attempt already wrote of the inbound message is not written again.
     pub fn replaying(mut self, arrival: Arrival) -> Self {
         self.arrival = Some(arrival);

@@ -55,7 +55,7 @@ pub struct Sent {
 }
 
 /// What a settled run left its sender beside its outcome.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunReport {
     /// The artifacts it made, then those it attached to its reply.
     pub artifacts: Vec<Artifact>,
@@ -68,15 +68,6 @@ impl From<Delivery> for RunReport {
         RunReport {
             artifacts: d.artifacts_out,
             report: d.result,
-        }
-    }
-}
-
-impl From<Finished> for RunReport {
-    fn from(finished: Finished) -> Self {
-        RunReport {
-            artifacts: Vec::new(),
-            report: Some(finished.report),
         }
     }
 }
@@ -386,9 +377,13 @@ async fn wait(
         .await
     {
         Ok(Waited::Got(row)) => (stored(&row, started), Some(RunReport::from(*row))),
-        Ok(Waited::Handed(finished)) => {
-            let outcome = answered(d, finished.result.clone(), started);
-            (outcome, Some(finished.into()))
+        Ok(Waited::Handed(Finished { result, report })) => {
+            // A run that made nothing: no artifacts.
+            let report = RunReport {
+                artifacts: Vec::new(),
+                report: Some(report),
+            };
+            (answered(d, result, started), Some(report))
         }
         Ok(Waited::GaveUp) => (still_working(d), None),
         Err(err) => {
