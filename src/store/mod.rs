@@ -507,14 +507,23 @@ mod tests {
         assert!(matches!(err, StoreError::Closed), "{err}");
     }
 
-    /// A job that holds the writer until released.
-    async fn hold(store: &Store) -> (std::sync::mpsc::Sender<()>, Queued<()>) {
+    /// A job that holds the writer until released, queued; and a signal that it is running
+    /// (the writer took its batch: a job queued from then on goes into a later one).
+    async fn hold(
+        store: &Store,
+    ) -> (
+        std::sync::mpsc::Sender<()>,
+        Queued<()>,
+        std::sync::mpsc::Receiver<()>,
+    ) {
         let (release, held) = std::sync::mpsc::channel::<()>();
+        let (running, runs) = std::sync::mpsc::channel::<()>();
         let job = store.queue(move |_| {
+            let _ = running.send(());
             let _ = held.recv();
             Ok(())
         });
-        (release, job.await.unwrap())
+        (release, job.await.unwrap(), runs)
     }
 
     /// A job answered early gives its result once it has run, while its batch is still open
@@ -528,9 +537,11 @@ mod tests {
                 .write(|db| db.execute_batch("CREATE TABLE t (x BIGINT NOT NULL)"))
                 .await
                 .unwrap();
-            // Held, so that the early job and the one after it share a batch (the held one's,
-            // or the next).
-            let (release_first, first) = hold(&store).await;
+            // Held, so that the early job and the one after it share the next batch.
+            let (release_first, first, runs) = hold(&store).await;
+            tokio::task::spawn_blocking(move || runs.recv().unwrap())
+                .await
+                .unwrap();
             let early = store
                 .inner
                 .writer
@@ -538,7 +549,7 @@ mod tests {
             let early = early.await.unwrap().ran();
             let mut early = std::pin::pin!(early);
             assert!(futures::poll!(&mut early).is_pending(), "{engine}");
-            let (release_after, after) = hold(&store).await;
+            let (release_after, after, _) = hold(&store).await;
             release_first.send(()).unwrap();
             let count =
                 || store.read(|db| db.query_row("SELECT count(*) FROM t", &[], |row| row.get(0)));
