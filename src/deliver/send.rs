@@ -376,23 +376,7 @@ mod tests {
     async fn a_chunk_is_recorded_without_waiting_for_its_commit() {
         let journal = journal().await;
         let store = journal.store().clone();
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (holding, started) = std::sync::mpsc::channel();
-        let blocker = tokio::spawn({
-            let store = store.clone();
-            async move {
-                store
-                    .write(move |_| {
-                        let _ = holding.send(());
-                        let _ = held.recv();
-                        Ok(())
-                    })
-                    .await
-            }
-        });
-        tokio::task::spawn_blocking(move || started.recv().unwrap())
-            .await
-            .unwrap();
+        let held = crate::store::testing::hold(&store).await.running().await;
         let filed = tokio::time::timeout(
             Duration::from_secs(10),
             journal.delivered("posted", "m9", "run1#0", Vec::new()),
@@ -400,8 +384,8 @@ mod tests {
         .await
         .expect("the record waited for the held writer");
         assert!(filed.is_empty());
-        release.send(()).unwrap();
-        blocker.await.unwrap().unwrap();
+        held.let_go();
+        held.committed().await;
         store.write(|_| Ok(())).await.unwrap();
         let entries = store
             .transcript(TranscriptQuery::session(crate::session::test_key("s")))

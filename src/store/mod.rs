@@ -507,25 +507,6 @@ mod tests {
         assert!(matches!(err, StoreError::Closed), "{err}");
     }
 
-    /// A job that holds the writer until released, queued; and a signal that it is running
-    /// (the writer took its batch: a job queued from then on goes into a later one).
-    async fn hold(
-        store: &Store,
-    ) -> (
-        std::sync::mpsc::Sender<()>,
-        Queued<()>,
-        std::sync::mpsc::Receiver<()>,
-    ) {
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (running, runs) = std::sync::mpsc::channel::<()>();
-        let job = store.queue(move |_| {
-            let _ = running.send(());
-            let _ = held.recv();
-            Ok(())
-        });
-        (release, job.await.unwrap(), runs)
-    }
-
     /// A job answered early gives its result once it has run, while its batch is still open
     /// (a reader does not see its row yet), and its commit after. On PostgreSQL, where a
     /// collided batch runs again on a state that may have changed, it is given at the commit.
@@ -538,10 +519,7 @@ mod tests {
                 .await
                 .unwrap();
             // Held, so that the early job and the one after it share the next batch.
-            let (release_first, first, runs) = hold(&store).await;
-            tokio::task::spawn_blocking(move || runs.recv().unwrap())
-                .await
-                .unwrap();
+            let first = testing::hold(&store).await.running().await;
             let early = store
                 .inner
                 .writer
@@ -549,8 +527,8 @@ mod tests {
             let early = early.await.unwrap().ran();
             let mut early = std::pin::pin!(early);
             assert!(futures::poll!(&mut early).is_pending(), "{engine}");
-            let (release_after, after, _) = hold(&store).await;
-            release_first.send(()).unwrap();
+            let after = testing::hold(&store).await;
+            first.let_go();
             let count =
                 || store.read(|db| db.query_row("SELECT count(*) FROM t", &[], |row| row.get(0)));
             let committed = if engine == "sqlite" {
@@ -560,15 +538,15 @@ mod tests {
                 assert_eq!(inserted, 1);
                 let seen: i64 = count().await.unwrap();
                 assert_eq!(seen, 0, "given before its batch committed");
-                release_after.send(()).unwrap();
+                after.let_go();
                 committed
             } else {
-                release_after.send(()).unwrap();
+                after.let_go();
                 early.await.unwrap().1
             };
             committed.answer().await.unwrap();
-            first.answer().await.unwrap();
-            after.answer().await.unwrap();
+            first.committed().await;
+            after.committed().await;
             let seen: i64 = count().await.unwrap();
             assert_eq!(seen, 1, "{engine}");
         }

@@ -89,6 +89,51 @@ impl TestDb {
     }
 }
 
+/// A job holding `store`'s writer until let go ([`Held::let_go`]), queued by [`hold`].
+pub(crate) struct Held {
+    release: std::sync::mpsc::Sender<()>,
+    running: std::sync::mpsc::Receiver<()>,
+    job: super::Queued<()>,
+}
+
+/// Queue a job that holds the writer until released: jobs queued meanwhile wait behind it.
+pub(crate) async fn hold(store: &Store) -> Held {
+    let (release, held) = std::sync::mpsc::channel();
+    let (started, running) = std::sync::mpsc::channel();
+    let job = store.queue(move |_| {
+        let _ = started.send(());
+        let _ = held.recv();
+        Ok(())
+    });
+    Held {
+        release,
+        running,
+        job: job.await.expect("the writer is running"),
+    }
+}
+
+impl Held {
+    /// Once the writer runs the held job: a job queued from then on goes into a later batch.
+    pub(crate) async fn running(self) -> Self {
+        tokio::task::spawn_blocking(move || {
+            self.running.recv().expect("the held job runs");
+            self
+        })
+        .await
+        .expect("waiting for the held job")
+    }
+
+    /// Let the writer go on.
+    pub(crate) fn let_go(&self) {
+        self.release.send(()).expect("the held job waits");
+    }
+
+    /// Once the held job (let go) has committed.
+    pub(crate) async fn committed(self) {
+        self.job.answer().await.expect("the held job commits");
+    }
+}
+
 /// A fresh database of each engine: SQLite, then PostgreSQL.
 pub(crate) async fn engines() -> [TestDb; 2] {
     [TestDb::sqlite(), TestDb::postgres().await]
