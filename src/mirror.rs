@@ -122,8 +122,9 @@ impl Journal {
     /// bot and reading the newest `tail` entries of the session in the same store job
     /// ([`Store::turn_start`]: one commit and no read on a mention's way to its reply, where
     /// there were three commits and a read), and marking the `delivery` the turn runs for
-    /// running. Returns what was taken and read; a store that cannot write is logged and the
-    /// turn goes on without either.
+    /// running. Returns what was taken and read: for a platform event's run as soon as the
+    /// job has run ([`Store::turn_start_early`]), for any other once it is committed. A store
+    /// that cannot write is logged and the turn goes on without either.
     pub async fn turn_started(
         &self,
         line: Said<'_>,
@@ -152,10 +153,31 @@ impl Journal {
             tail,
             delivery,
         };
-        match self.store.turn_start(start).await {
-            Ok(started) => {
+        // A platform event's run is run again from the inbox after any stop, however far it
+        // got: its model need not wait for its start's commit, and its posts wait for later
+        // ones. Any other run's start (a delivery marked running) is on record first.
+        let started = match self.arrival {
+            Some(_) => self
+                .store
+                .turn_start_early(start)
+                .await
+                .map(|(s, c)| (s, Some(c))),
+            None => self.store.turn_start(start).await.map(|s| (s, None)),
+        };
+        match started {
+            Ok((started, committed)) => {
                 if let Some(entry) = started.entry {
-                    self.announce(entry, EntryKind::Inbound, line.speaker);
+                    match committed {
+                        Some(committed) => {
+                            let journal = self.clone();
+                            let speaker = line.speaker.to_owned();
+                            tokio::spawn(async move {
+                                let written = committed.answer().await.map(|()| entry);
+                                journal.written(written, EntryKind::Inbound, &speaker);
+                            });
+                        }
+                        None => self.announce(entry, EntryKind::Inbound, line.speaker),
+                    }
                 }
                 started
             }
@@ -554,5 +576,58 @@ mod tests {
             .call(&call("reply_attach"))
             .await;
         assert_eq!(files(calling).await, 1, "it called reply_attach");
+    }
+
+    /// A platform event's turn is given its start (the tail read, the history taken) once the
+    /// writer has run the job, before its batch commits; any other run's turn (a delivery's,
+    /// a schedule's) only once it is committed. The next batch is held open on the writer so
+    /// the commit cannot come between.
+    #[tokio::test]
+    async fn only_a_platform_event_s_turn_starts_before_its_start_is_committed() {
+        let db = crate::store::testing::TestDb::sqlite();
+        let store = db.open().await;
+        let session = crate::session::test_key("s");
+        for (arrival, early) in [(Some(Arrival::Fresh), true), (None, false)] {
+            let mut journal = Journal::new(
+                store.clone(),
+                Events::default(),
+                session.clone(),
+                format!("{arrival:?}"),
+            );
+            if let Some(arrival) = arrival {
+                journal = journal.replaying(arrival);
+            }
+            let line = Said {
+                speaker: "U1",
+                origin: Origin::Human,
+                text: "hello",
+                message_id: None,
+                meta: Value::Null,
+            };
+            let first = crate::store::testing::hold(&store).await.running().await;
+            let started = journal.turn_started(line, None, Some(40), None);
+            let mut started = std::pin::pin!(started);
+            // Queued behind the held job, then held itself in the batch after it.
+            assert!(futures::poll!(&mut started).is_pending());
+            let after = crate::store::testing::hold(&store).await;
+            first.let_go();
+            let after = after.running().await;
+            let given = futures::poll!(&mut started);
+            assert_eq!(given.is_ready(), early, "{arrival:?}");
+            let recorded = || async {
+                let entries = store.run_entries(&session, journal.run_id()).await.unwrap();
+                entries.len()
+            };
+            if early {
+                assert_eq!(recorded().await, 0, "given before its batch committed");
+            }
+            after.let_go();
+            if given.is_pending() {
+                started.await;
+            }
+            first.committed().await;
+            after.committed().await;
+            assert_eq!(recorded().await, 1, "{arrival:?}");
+        }
     }
 }

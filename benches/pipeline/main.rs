@@ -81,6 +81,10 @@ const SOAK_RATE: u64 = 1000;
 /// One mention in five messages: see BENCHMARKS.md for why.
 const MENTION_EVERY: usize = 5;
 
+/// The allocator `baton` runs with (`src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [flag, url] = args.as_slice()

@@ -133,7 +133,7 @@ use notices::Bus;
 use readers::{Readers, Source};
 use sql::{Conn, Db, PgConn};
 use tail_cache::TailCache;
-use writer::Writer;
+use writer::{Committed, Writer};
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
 /// and reader pool. Dropping the last clone stops the writer after it commits what is queued;
@@ -371,6 +371,20 @@ impl Store {
         self.inner.writer.enqueue(work, None).await
     }
 
+    /// [`Store::queue`], answered early: the job's result once it has run, then its commit's
+    /// (see [`QueuedEarly`]); `after_commit` runs on the writer thread after the commit.
+    pub(crate) async fn queue_early<T, F>(
+        &self,
+        work: F,
+        after_commit: Option<Committed>,
+    ) -> Result<QueuedEarly<T>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        self.inner.writer.enqueue_early(work, after_commit).await
+    }
+
     /// Like [`Store::write`], then runs `after_commit` on the writer thread, in commit order.
     pub(crate) async fn write_then<T, F>(
         &self,
@@ -520,10 +534,7 @@ mod tests {
                 .unwrap();
             // Held, so that the early job and the one after it share the next batch.
             let first = testing::hold(&store).await.running().await;
-            let early = store
-                .inner
-                .writer
-                .enqueue_early(|db| db.execute("INSERT INTO t VALUES (1)", &[]), None);
+            let early = store.queue_early(|db| db.execute("INSERT INTO t VALUES (1)", &[]), None);
             let early = early.await.unwrap().ran();
             let mut early = std::pin::pin!(early);
             assert!(futures::poll!(&mut early).is_pending(), "{engine}");

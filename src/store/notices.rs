@@ -297,7 +297,7 @@ impl Store {
         F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         let (job, sent) = self.announcing(topic, key, work);
-        self.inner.writer.enqueue_early(job, sent).await
+        self.queue_early(job, sent).await
     }
 
     /// `work` announcing `topic`/`key` when it commits: on PostgreSQL from inside the job (the

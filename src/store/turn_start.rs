@@ -11,12 +11,15 @@
 //! (`tail_cache.rs`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::deliveries::move_in;
 use super::history::{OwnedTake, take_in};
 use super::sessions::touch_unless_fresh;
+use super::sql::Db;
 use super::tail_cache::data_version;
 use super::transcript::{insert_entry, tail_in, tail_since};
+use super::writer::Queued;
 use super::{
     DeliveryChange, DeliveryState, HistoryEntry, HistoryTake, NewEntry, Store, StoreError,
     TailEntry,
@@ -58,8 +61,22 @@ pub struct TurnStarted {
 
 impl Store {
     /// Touch the session, take the history, read the tail and append the inbound entry, in one
-    /// job.
+    /// job; returns once it is committed.
     pub async fn turn_start(&self, start: TurnStart<'_>) -> Result<TurnStarted, StoreError> {
+        let (started, committed) = self.turn_start_early(start).await?;
+        committed.answer().await?;
+        Ok(started)
+    }
+
+    /// [`Store::turn_start`], returning as soon as the writer has run it, with what its commit
+    /// answers. For a turn whose start being on record first protects nothing: a platform
+    /// event's, which is run again from the inbox after any stop however far it got, and
+    /// whose posts each wait for a later commit (BENCHMARKS.md, issue 23). A commit that fails
+    /// undoes the start; the caller learns it from the answer.
+    pub async fn turn_start_early(
+        &self,
+        start: TurnStart<'_>,
+    ) -> Result<(TurnStarted, Queued<()>), StoreError> {
         let session = start.session.clone();
         let take = start.history.map(OwnedTake::of);
         let (now_ms, mut heard, last) = (start.now_ms, start.heard, start.tail);
@@ -69,11 +86,14 @@ impl Store {
         let rendered = session.render();
         let tails = self.tails();
         let touched = Arc::clone(self.touched());
-        let note = (Arc::clone(&touched), rendered.clone());
-        let (started, _) = self
-            .write_then(
-                move |db| {
+        // Whether the job's touch wrote the row, for the note taken once it is committed.
+        let wrote = Arc::new(AtomicBool::new(false));
+        let note = (Arc::clone(&touched), rendered.clone(), Arc::clone(&wrote));
+        let (started, committed) = self
+            .queue_early(
+                move |db: Db<'_>| {
                     let ran = touch_unless_fresh(db, &touched, &session, &rendered, now_ms)?;
+                    wrote.store(ran, Ordering::Relaxed);
                     if let Some(running) = &running {
                         move_in(db, running, None)?;
                     }
@@ -108,18 +128,20 @@ impl Store {
                         entry,
                         tail,
                     };
-                    Ok((started, ran))
+                    Ok(started)
                 },
                 // A touch is noted only once its row is there.
-                move |(_, ran)| {
-                    let (touched, session) = &note;
-                    if *ran {
+                Some(Box::new(move || {
+                    let (touched, session, wrote) = &note;
+                    if wrote.load(Ordering::Relaxed) {
                         touched.note(session, now_ms);
                     }
-                },
+                })),
             )
+            .await?
+            .ran()
             .await?;
-        Ok(started)
+        Ok((started, committed))
     }
 }
 
