@@ -26,10 +26,19 @@ use crate::store::{AnswerCandidate, AnswerMatch, Origin};
 
 /// Take the event if it answers a pending question; `None` lets it go on down the pipeline.
 pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
-    let speaker = &inbound.speaker;
-    if speaker.origin != Origin::Human {
+    if inbound.speaker.origin != Origin::Human
+        || !shared.store().may_have_escalation(&inbound.settings_key)
+    {
         return None;
     }
+    // Boxed: routing an answer back is a future of kilobytes, which every event's task would
+    // otherwise carry (and copy) although nearly every message stops above.
+    Box::pin(answer_pending(shared, inbound)).await
+}
+
+/// [`intercept`] in a chat that has had a question.
+async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
+    let speaker = &inbound.speaker;
     let event = &inbound.event;
     let candidate = AnswerCandidate {
         chat: inbound.settings_key.clone(),

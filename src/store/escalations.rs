@@ -375,6 +375,13 @@ impl Store {
         .await
     }
 
+    /// Whether `chat` may have a question to answer, without touching the database: false for
+    /// a chat that never had an escalation. Every human message asks, so a caller can skip
+    /// building its [`AnswerCandidate`] (a copy of the message) where nothing can match.
+    pub fn may_have_escalation(&self, chat: &ChatKey) -> bool {
+        self.inner.escalation_chats.may_have(chat.as_str())
+    }
+
     /// Whether the human message `candidate` answers a pending question of its chat, and if so
     /// marks that question answered (atomically) and returns it.
     ///
@@ -395,11 +402,7 @@ impl Store {
         // Every human message in every chat comes through here, once per bot account. A chat
         // that never had an escalation has nothing to answer; in the others, ask a reader
         // first, so the writer is only bothered in chats with something to answer.
-        if !self
-            .inner
-            .escalation_chats
-            .may_have(candidate.chat.as_str())
-        {
+        if !self.may_have_escalation(&candidate.chat) {
             return Ok(None);
         }
         let probe = candidate.clone();
