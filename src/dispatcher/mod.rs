@@ -113,11 +113,7 @@ impl Dispatcher {
             if shared.tasks().is_closed() {
                 return;
             }
-            let this = Dispatcher::new(Arc::clone(&shared));
-            shared.tasks().spawn(async move {
-                let handled = this.run_filed(filed, event, Arrival::Fresh).await;
-                tracing::debug!(?handled, "sibling post handled");
-            });
+            Dispatcher::new(shared).spawn_run(filed, event);
         })
     }
 
@@ -164,6 +160,18 @@ impl Dispatcher {
         }
     }
 
+    /// Run a fresh filed event in the background, tracked so a shutdown waits for it.
+    ///
+    /// Boxed: the run's state is kilobytes, and a task holding it inline is copied whole when
+    /// spawned and again at each change of the task's stage (BENCHMARKS.md, issue 23).
+    fn spawn_run(self, filed: InboxId, event: InboundEvent) {
+        let tasks = self.shared.tasks().clone();
+        tasks.spawn(Box::pin(async move {
+            let handled = self.run_filed(filed, event, Arrival::Fresh).await;
+            tracing::debug!(?handled, "event handled");
+        }));
+    }
+
     /// Steps 3 to 13 for a filed event, which end by taking it out of the inbox.
     async fn run_filed(&self, filed: InboxId, event: InboundEvent, arrival: Arrival) -> Handled {
         self.process(event, arrival, Some(filed)).await
@@ -181,11 +189,7 @@ impl EventSink for Dispatcher {
         let Some(filed) = self.intake(&event).await? else {
             return Ok(());
         };
-        let this = self.clone();
-        self.shared.tasks().spawn(async move {
-            let handled = this.run_filed(filed, event, Arrival::Fresh).await;
-            tracing::debug!(?handled, "event handled");
-        });
+        self.clone().spawn_run(filed, event);
         Ok(())
     }
 }
