@@ -473,8 +473,10 @@ async fn store_with_a_left_over_event(db: &Path, attempts: u32) {
     let event = support::left_over::mention_of_snark("@snark left over");
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     let json = serde_json::to_string(&event).unwrap();
-    let keys = ["msg:m-left".to_owned()];
-    let filed = store.accept("local:snark", &keys, json, 1).await.unwrap();
+    let filed = store
+        .accept("local:snark", "msg:m-left", json, 1)
+        .await
+        .unwrap();
     let filed = filed.expect("a fresh event");
     for _ in 0..attempts {
         store.inbox_attempt(filed).await.unwrap();

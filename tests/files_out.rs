@@ -300,7 +300,7 @@ async fn store_after_a_kill_after_the_upload(db: &Path) {
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     let json = serde_json::to_string(&event).unwrap();
     let filed = store
-        .accept("local:snark", &["msg:m-left".to_owned()], json, 1)
+        .accept("local:snark", "msg:m-left", json, 1)
         .await
         .unwrap()
         .expect("a fresh event");

@@ -162,6 +162,22 @@ async fn a_duplicate_event_redelivered_after_a_restart_gets_no_second_reply() {
     gw.stop().await;
 }
 
+/// A post that carries only a delivery id, sent twice, is one message answered once: the
+/// redelivery is recognised by its message id, which the local channel takes from the event id.
+#[tokio::test]
+async fn an_event_id_sent_twice_without_a_message_id_gets_one_reply() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
+    let event = json!({"sender": "alice", "text": "@alpha deploy?", "event_id": "Ev-7"});
+    gw.post("room", event.clone()).await;
+    gw.post("room", event).await;
+    gw.settle().await;
+    assert_eq!(gw.said_by("room", "alpha").await.len(), 1);
+    assert_eq!(fake.requests_for("alpha").len(), 1, "the model ran twice");
+    gw.stop().await;
+}
+
 #[tokio::test]
 async fn a_bot_message_wakes_a_bot_only_when_allowed() {
     let fake = FakeOpenAi::start().await;

@@ -20,7 +20,7 @@ use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command
 use crate::config::AdminsConfig;
 use crate::engine::Services;
 use crate::mirror::now_ms;
-use crate::store::{Claim, NewAudit};
+use crate::store::{Claim, NewAudit, dedupe_key};
 
 /// Whether the sender is a configured admin (bots never are).
 pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
@@ -109,9 +109,11 @@ async fn claim_once_per_chat(shared: &Services, inbound: &Inbound<'_>) -> bool {
         return true;
     }
     let scope = format!("admin:{}", inbound.chat_key);
-    let keys = [format!("msg:{}", event.message_id)];
     !matches!(
-        shared.store().claim(&scope, &keys, now_ms()).await,
+        shared
+            .store()
+            .claim(&scope, &dedupe_key(event), now_ms())
+            .await,
         Ok(Claim::Duplicate)
     )
 }

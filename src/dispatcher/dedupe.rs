@@ -1,13 +1,12 @@
 //! Pipeline step 2: deduplicate, durably.
 //!
 //! Platforms redeliver: Slack retries after 3 s, Feishu after a missing ack, and a restart may
-//! replay. Each event is claimed in the store under every id it carries (the platform's delivery
-//! id and the message id), per account, and the claim is committed before the event is
-//! acknowledged. So Slack's `app_mention` + `message` pair (two event ids, one message id) is one
-//! event, and a redelivery a day later, after any number of restarts, is still a duplicate.
-//! The keys are the store's ([`crate::store::dedupe_keys`]): a sibling post handed over by
-//! delivery (`src/deliver/handover.rs`) is claimed under the same ones, so it and the platform's
-//! own copy of that message are one event.
+//! replay. Each event is claimed in the store under its message id, per account, and the claim
+//! is committed before the event is acknowledged. So Slack's `app_mention` + `message` pair (two
+//! event ids, one message id) is one event, and a redelivery a day later, after any number of
+//! restarts, is still a duplicate. The key is the store's ([`crate::store::dedupe_key`]): a
+//! sibling post handed over by delivery (`src/deliver/handover.rs`) is claimed under the same
+//! one, so it and the platform's own copy of that message are one event.
 
 pub(crate) use crate::store::dedupe_scope as scope_of;
 
@@ -18,11 +17,11 @@ mod tests {
     use baton_contract::InboundEvent;
 
     use super::*;
-    use crate::store::{Claim, Store, StoreError, dedupe_keys};
+    use crate::store::{Claim, Store, StoreError, dedupe_key};
 
     async fn claim(store: &Store, event: &InboundEvent, now_ms: i64) -> Result<Claim, StoreError> {
         let scope = scope_of(event.platform, &event.account);
-        store.claim(&scope, &dedupe_keys(event), now_ms).await
+        store.claim(&scope, &dedupe_key(event), now_ms).await
     }
 
     fn event(event_id: Option<&str>, message_id: &str) -> InboundEvent {
@@ -52,6 +51,29 @@ mod tests {
         let message = event(Some("Ev2"), "1700.000100");
         assert_eq!(claim(&store, &mention, 0).await.unwrap(), Claim::Fresh);
         assert_eq!(claim(&store, &message, 1).await.unwrap(), Claim::Duplicate);
+    }
+
+    #[tokio::test]
+    async fn a_retry_is_a_duplicate_and_the_next_message_is_not() {
+        let store = Store::open(":memory:").await.unwrap();
+        let first = event(Some("Ev1"), "1700.000100");
+        assert_eq!(claim(&store, &first, 0).await.unwrap(), Claim::Fresh);
+        assert_eq!(claim(&store, &first, 1).await.unwrap(), Claim::Duplicate);
+        let next = event(Some("Ev3"), "1700.000200");
+        assert_eq!(claim(&store, &next, 2).await.unwrap(), Claim::Fresh);
+    }
+
+    /// Records made when an event was claimed under its event id too keep their message key
+    /// as it was: a redelivery of such an event is still recognised.
+    #[tokio::test]
+    async fn a_record_made_before_still_recognises_its_message() {
+        let store = Store::open(":memory:").await.unwrap();
+        let old = event(Some("Ev1"), "1700.000100");
+        let scope = scope_of(old.platform, &old.account);
+        for key in ["evt:Ev1", "msg:1700.000100"] {
+            store.claim(&scope, key, 0).await.unwrap();
+        }
+        assert_eq!(claim(&store, &old, 1).await.unwrap(), Claim::Duplicate);
     }
 
     #[tokio::test]

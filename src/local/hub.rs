@@ -109,10 +109,12 @@ pub struct Post {
     pub sender: String,
     /// The text; `@name` mentions a bot or person.
     pub text: String,
-    /// Message id; a repeated id is a platform redelivery (generated when absent).
+    /// Message id; a repeated id is a platform redelivery (when absent, the delivery id,
+    /// else generated).
     #[serde(default)]
     pub message_id: Option<String>,
-    /// Delivery id, as Slack and Feishu send one.
+    /// Delivery id, as Slack and Feishu send one. A post that has one and no message id is
+    /// that message redelivered when the id repeats, as on those platforms.
     #[serde(default)]
     pub event_id: Option<String>,
     /// Post into this thread.
@@ -369,7 +371,8 @@ impl LocalHub {
     fn record(&self, room: &str, post: &Post) -> Result<RoomMessage, HubRefusal> {
         let mut rooms = self.rooms.lock().expect("hub poisoned");
         let room = rooms.open(room, self.limits.max_rooms)?;
-        if let Some(id) = &post.message_id
+        let given = post.message_id.as_ref().or(post.event_id.as_ref());
+        if let Some(id) = given
             && let Some(seen) = room.log.iter().find(|m| &m.id == id)
         {
             return Ok(seen.clone());
@@ -377,9 +380,8 @@ impl LocalHub {
         room.next_seq += 1;
         let message = RoomMessage {
             seq: room.next_seq,
-            id: post
-                .message_id
-                .clone()
+            id: given
+                .cloned()
                 .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()),
             author: post.sender.clone(),
             is_bot: post.is_bot,
@@ -575,6 +577,30 @@ mod tests {
         hub.post("room", p).unwrap();
         assert_eq!(hub.messages("room", None).len(), 1);
         assert!(a.try_recv().is_ok() && a.try_recv().is_ok());
+    }
+
+    /// A delivery id with no message id is a platform event redelivered: the same message, as
+    /// the pipeline's dedupe goes by the message id.
+    #[test]
+    fn a_redelivered_event_id_is_one_message() {
+        let hub = hub();
+        let mut a = hub.join("snark".into(), "snark".into());
+        let p = Post {
+            event_id: Some("Ev1".into()),
+            ..post("alice", "hi")
+        };
+        hub.post("room", p.clone()).unwrap();
+        hub.post("room", p).unwrap();
+        hub.post("room", post("alice", "hi")).unwrap();
+        let shown = hub.messages("room", None);
+        assert_eq!(
+            shown.len(),
+            2,
+            "the redelivery is shown once, a new post again"
+        );
+        let first = a.try_recv().unwrap().message_id;
+        let again = a.try_recv().unwrap().message_id;
+        assert_eq!((first.as_str(), again.as_str()), ("Ev1", "Ev1"));
     }
 
     #[test]

@@ -29,32 +29,25 @@ pub fn dedupe_scope(platform: Platform, account: &AccountId) -> String {
     [platform.as_str(), ":", account.as_str()].concat()
 }
 
-/// Every id `event` can be recognised by: the platform's delivery id and the message id.
-pub fn dedupe_keys(event: &InboundEvent) -> Vec<String> {
-    let mut keys = Vec::with_capacity(2);
-    if let Some(event_id) = &event.event_id {
-        keys.push(["evt:", event_id].concat());
-    }
-    keys.push(["msg:", event.message_id.as_str()].concat());
-    keys
+/// The id `event` is recognised by: its message id, which every platform repeats in a
+/// redelivery (Slack's retry and its `app_mention` + `message` pair share the message's `ts`, a
+/// Feishu retry its `message_id`, a slash command its trigger or interaction id). The delivery
+/// id (`event_id`) would recognise nothing more, and claiming it too cost a second row in a
+/// random place of the table for every event (BENCHMARKS.md, issue 23). The `msg:` prefix is
+/// the one the records have always had, so a redelivery of an event claimed before still finds
+/// its record.
+pub fn dedupe_key(event: &InboundEvent) -> String {
+    ["msg:", event.message_id.as_str()].concat()
 }
 
 impl Store {
-    /// Fresh when none of `keys` was claimed in `scope` within DEDUPE_TTL_MS of `now_ms` (then all are recorded); Duplicate otherwise (and any unseen keys are recorded too).
+    /// Fresh when `key` was not claimed in `scope` within DEDUPE_TTL_MS of `now_ms` (then it is recorded); Duplicate otherwise.
     ///
-    /// Several keys cover one event that arrives under several ids (Slack's `app_mention` and
-    /// `message` for one message share the message id, not the event id). An empty `keys` is
-    /// `Fresh`: there is nothing to recognise it by. A key seen exactly `DEDUPE_TTL_MS` ago or
-    /// earlier has expired and counts as unseen.
-    pub async fn claim(
-        &self,
-        scope: &str,
-        keys: &[String],
-        now_ms: i64,
-    ) -> Result<Claim, StoreError> {
+    /// A key seen exactly `DEDUPE_TTL_MS` ago or earlier has expired and counts as unseen.
+    pub async fn claim(&self, scope: &str, key: &str, now_ms: i64) -> Result<Claim, StoreError> {
         let scope = scope.to_owned();
-        let keys = keys.to_vec();
-        self.write(move |db| claim_keys(db, &scope, &keys, now_ms))
+        let key = key.to_owned();
+        self.write(move |db| claim_key(db, &scope, &key, now_ms))
             .await
     }
 
@@ -74,46 +67,30 @@ impl Store {
 /// The claim itself, inside a writer job: shared with [`Store::accept`], which also files the
 /// event in the inbox in the same transaction.
 ///
-/// One conditional upsert per key, the same text on both engines: it records a key that is new
-/// or expired and counts one row changed, and leaves a live key alone and counts none. So the
+/// One conditional upsert, the same text on both engines: it records a key that is new or
+/// expired and counts one row changed, and leaves a live key alone and counts none. So the
 /// look-up and the write are one statement (a count, not `RETURNING`, which SQLite runs through
 /// a temporary table of its own: half the claim's cost, BENCHMARKS.md), and on PostgreSQL,
 /// where several instances claim in one table, two claims of one key cannot both see it unseen
 /// (the upsert locks the row it conflicts with).
-pub(super) fn claim_keys(
-    db: Db<'_>,
-    scope: &str,
-    keys: &[String],
-    now_ms: i64,
-) -> Result<Claim, DbError> {
-    let expired = now_ms - DEDUPE_TTL_MS;
-    let mut claim = Claim::Fresh;
-    for (i, key) in keys.iter().enumerate() {
-        // A key listed twice is one key, not a duplicate of itself.
-        if keys[..i].contains(key) {
-            continue;
-        }
-        let recorded = db.execute(
-            "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms
-             WHERE dedupe.seen_ms <= ?4",
-            args![scope, key, now_ms, expired],
-        )?;
-        if recorded == 0 {
-            claim = Claim::Duplicate;
-        }
-    }
-    Ok(claim)
+pub(super) fn claim_key(db: Db<'_>, scope: &str, key: &str, now_ms: i64) -> Result<Claim, DbError> {
+    let recorded = db.execute(
+        "INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
+         ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms
+         WHERE dedupe.seen_ms <= ?4",
+        args![scope, key, now_ms, now_ms - DEDUPE_TTL_MS],
+    )?;
+    Ok(if recorded == 0 {
+        Claim::Duplicate
+    } else {
+        Claim::Fresh
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::testing;
-
-    fn keys(k: &[&str]) -> Vec<String> {
-        k.iter().map(|s| s.to_string()).collect()
-    }
 
     #[tokio::test]
     async fn survives_reopen_and_expires_after_the_ttl() {
@@ -122,7 +99,7 @@ mod tests {
             let t0 = 1_700_000_000_000;
             let store = db.open().await;
             assert_eq!(
-                store.claim("slack:a", &keys(&["ev1"]), t0).await.unwrap(),
+                store.claim("slack:a", "msg:1", t0).await.unwrap(),
                 Claim::Fresh,
                 "{engine}"
             );
@@ -132,50 +109,21 @@ mod tests {
             let store = db.open().await;
             let late = t0 + DEDUPE_TTL_MS - 1;
             assert_eq!(
-                store.claim("slack:a", &keys(&["ev1"]), late).await.unwrap(),
+                store.claim("slack:a", "msg:1", late).await.unwrap(),
                 Claim::Duplicate,
                 "{engine}"
             );
             // Another scope (account) is another namespace.
             assert_eq!(
-                store.claim("slack:b", &keys(&["ev1"]), late).await.unwrap(),
+                store.claim("slack:b", "msg:1", late).await.unwrap(),
                 Claim::Fresh,
                 "{engine}"
             );
             // Once the TTL has passed, the same key is fresh again.
             let expired = t0 + DEDUPE_TTL_MS;
-            let ev1 = keys(&["ev1"]);
-            let claim = |at| store.claim("slack:a", &ev1, at);
+            let claim = |at| store.claim("slack:a", "msg:1", at);
             assert_eq!(claim(expired).await.unwrap(), Claim::Fresh, "{engine}");
             assert_eq!(claim(expired).await.unwrap(), Claim::Duplicate, "{engine}");
-        }
-    }
-
-    #[tokio::test]
-    async fn any_seen_key_makes_a_duplicate_and_unseen_keys_are_recorded() {
-        for db in testing::engines().await {
-            let engine = db.engine();
-            let store = db.open().await;
-            let claim = |k: &[&str]| {
-                let (store, k) = (store.clone(), keys(k));
-                async move { store.claim("s", &k, 1_000).await }
-            };
-            assert_eq!(
-                claim(&["ev1", "msg1"]).await.unwrap(),
-                Claim::Fresh,
-                "{engine}"
-            );
-            // app_mention + message for one message: different event ids, same message id.
-            assert_eq!(
-                claim(&["ev2", "msg1"]).await.unwrap(),
-                Claim::Duplicate,
-                "{engine}"
-            );
-            assert_eq!(claim(&["ev2"]).await.unwrap(), Claim::Duplicate, "{engine}");
-            assert_eq!(claim(&[]).await.unwrap(), Claim::Fresh, "{engine}");
-            // Slack sends the event id and the message id; they may be equal.
-            assert_eq!(claim(&["x", "x"]).await.unwrap(), Claim::Fresh, "{engine}");
-            assert_eq!(claim(&["x"]).await.unwrap(), Claim::Duplicate, "{engine}");
         }
     }
 
@@ -184,12 +132,9 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             let tasks: Vec<_> = (0..64)
-                .map(|i| {
+                .map(|_| {
                     let store = store.clone();
-                    tokio::spawn(async move {
-                        let keys = vec![format!("ev-{i}"), "msg-shared".to_owned()];
-                        store.claim("s", &keys, 5).await.unwrap()
-                    })
+                    tokio::spawn(async move { store.claim("s", "msg:shared", 5).await.unwrap() })
                 })
                 .collect();
             let mut fresh = 0;
@@ -207,13 +152,13 @@ mod tests {
         for db in testing::engines().await {
             let engine = db.engine();
             let store = db.open().await;
-            store.claim("s", &keys(&["old"]), 0).await.unwrap();
-            store.claim("s", &keys(&["new"]), 10).await.unwrap();
+            store.claim("s", "old", 0).await.unwrap();
+            store.claim("s", "new", 10).await.unwrap();
             let later = DEDUPE_TTL_MS + 5;
             assert_eq!(store.purge_expired(later).await.unwrap(), 1, "{engine}");
             assert_eq!(store.purge_expired(later).await.unwrap(), 0, "{engine}");
             assert_eq!(
-                store.claim("s", &keys(&["new"]), later).await.unwrap(),
+                store.claim("s", "new", later).await.unwrap(),
                 Claim::Duplicate,
                 "{engine}"
             );

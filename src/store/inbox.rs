@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use baton_contract::{ChatKey, InboundEvent};
 
-use super::dedupe::{claim_keys, dedupe_keys, dedupe_scope};
+use super::dedupe::{claim_key, dedupe_key, dedupe_scope};
 use super::history;
 use super::leases::{now_ms, sql as pick, with_clock};
 use super::sql::{Db, DbError, args};
@@ -35,14 +35,14 @@ pub struct Unfinished {
     pub attempts: u32,
 }
 
-/// An event ready to be filed: its account's dedupe scope, the ids it is recognised by, and the
+/// An event ready to be filed: its account's dedupe scope, the id it is recognised by, and the
 /// event as JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filing {
     /// `<platform>:<account>`.
     pub scope: String,
-    /// Its platform event id and message id, as dedupe keys.
-    pub keys: Vec<String>,
+    /// Its message id, as its dedupe key.
+    pub key: String,
     /// The normalized event.
     pub event: String,
 }
@@ -54,7 +54,7 @@ impl Filing {
             .map_err(|e| StoreError::Internal(format!("cannot serialize an event: {e}")))?;
         Ok(Filing {
             scope: dedupe_scope(event.platform, &event.account),
-            keys: dedupe_keys(event),
+            key: dedupe_key(event),
             event: json,
         })
     }
@@ -62,7 +62,7 @@ impl Filing {
 
 /// Claim `filing` and file it as `owner`'s when fresh, inside a writer job.
 fn file(db: Db<'_>, filing: &Filing, owner: &str, now_ms: i64) -> Result<Option<InboxId>, DbError> {
-    if claim_keys(db, &filing.scope, &filing.keys, now_ms)? == Claim::Duplicate {
+    if claim_key(db, &filing.scope, &filing.key, now_ms)? == Claim::Duplicate {
         return Ok(None);
     }
     let id = db
@@ -91,18 +91,18 @@ fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
 }
 
 impl Store {
-    /// [`Store::claim`] the event's `keys` in `scope` and, when it is fresh, file `event` (JSON)
+    /// [`Store::claim`] the event's `key` in `scope` and, when it is fresh, file `event` (JSON)
     /// in the inbox, in one transaction. `None` is a duplicate.
     pub async fn accept(
         &self,
         scope: &str,
-        keys: &[String],
+        key: &str,
         event: String,
         now_ms: i64,
     ) -> Result<Option<InboxId>, StoreError> {
         let filing = Filing {
             scope: scope.to_owned(),
-            keys: keys.to_vec(),
+            key: key.to_owned(),
             event,
         };
         self.file(filing, now_ms).await
@@ -250,22 +250,16 @@ mod tests {
     use super::*;
     use crate::store::testing;
 
-    fn keys(k: &[&str]) -> Vec<String> {
-        k.iter().map(|s| s.to_string()).collect()
-    }
-
     #[tokio::test]
     async fn a_fresh_event_is_filed_and_a_duplicate_is_not() {
         for db in testing::engines().await {
             let store = db.open().await;
             let id = store
-                .accept("slack:a", &keys(&["m1"]), "{}".into(), 1)
+                .accept("slack:a", "m1", "{}".into(), 1)
                 .await
                 .unwrap()
                 .expect("fresh");
-            let again = store
-                .accept("slack:a", &keys(&["m1"]), "{}".into(), 2)
-                .await;
+            let again = store.accept("slack:a", "m1", "{}".into(), 2).await;
             assert_eq!(again.unwrap(), None);
             let left = store.inbox_left("slack:a").await.unwrap();
             assert_eq!(left.len(), 1, "the duplicate was not filed");
@@ -279,12 +273,7 @@ mod tests {
             let store = db.open().await;
             // Feishu delivered the post to `caid` already; `ada` has not seen it.
             store
-                .accept(
-                    "feishu:caid",
-                    &keys(&["evt:e1", "msg:om_1"]),
-                    "copy".into(),
-                    1,
-                )
+                .accept("feishu:caid", "msg:om_1", "copy".into(), 1)
                 .await
                 .unwrap()
                 .unwrap();
@@ -302,7 +291,7 @@ mod tests {
             };
             let to = |account: &str| Filing {
                 scope: format!("feishu:{account}"),
-                keys: keys(&["msg:om_1"]),
+                key: "msg:om_1".into(),
                 event: format!("for {account}"),
             };
             let (_, filed) = store
@@ -333,7 +322,7 @@ mod tests {
             let engine = db.engine();
             let store = db.open().await;
             let id = store
-                .accept("slack:a", &keys(&["m1"]), "{}".into(), 1)
+                .accept("slack:a", "m1", "{}".into(), 1)
                 .await
                 .unwrap()
                 .unwrap();
@@ -381,7 +370,7 @@ mod tests {
                 store.instance_register(id, "0.1", 60_000).await.unwrap();
             }
             for key in ["m1", "m2"] {
-                a.accept("slack:x", &keys(&[key]), key.into(), 1)
+                a.accept("slack:x", key, key.into(), 1)
                     .await
                     .unwrap()
                     .unwrap();
@@ -441,9 +430,7 @@ mod tests {
             }
             // A redelivery of a taken-over event, to any instance, is still a duplicate.
             for store in [&a, &b, &c] {
-                let again = store
-                    .accept("slack:x", &keys(&["m1"]), "m1".into(), 2)
-                    .await;
+                let again = store.accept("slack:x", "m1", "m1".into(), 2).await;
                 assert_eq!(again.unwrap(), None, "{engine}");
             }
             for (store, taken) in [(&b, by_b), (&c, by_c)] {
@@ -466,7 +453,7 @@ mod tests {
             let store = db.open().await;
             store.instance_register("a", "0.1", 60_000).await.unwrap();
             store
-                .accept("slack:x", &keys(&["m1"]), "m1".into(), 1)
+                .accept("slack:x", "m1", "m1".into(), 1)
                 .await
                 .unwrap()
                 .unwrap();
@@ -491,7 +478,7 @@ mod tests {
             );
             // Filed from now on: this process's own, under way.
             store
-                .accept("slack:x", &keys(&["m2"]), "m2".into(), 2)
+                .accept("slack:x", "m2", "m2".into(), 2)
                 .await
                 .unwrap()
                 .unwrap();
@@ -511,17 +498,17 @@ mod tests {
         for db in testing::engines().await {
             let store = db.open().await;
             let done = store
-                .accept("slack:a", &keys(&["m1"]), "1".into(), 1)
+                .accept("slack:a", "m1", "1".into(), 1)
                 .await
                 .unwrap()
                 .unwrap();
             store
-                .accept("slack:a", &keys(&["m2"]), "2".into(), 2)
+                .accept("slack:a", "m2", "2".into(), 2)
                 .await
                 .unwrap()
                 .unwrap();
             store
-                .accept("discord:b", &keys(&["m3"]), "3".into(), 3)
+                .accept("discord:b", "m3", "3".into(), 3)
                 .await
                 .unwrap()
                 .unwrap();

@@ -93,7 +93,7 @@ pub use chains::{
     ChainState, ChainStep, Handed, Handoff, Holder, NewChain, Posted, turn_run_id,
 };
 pub use chat_settings::{Activation, ChatSettings};
-pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_keys, dedupe_scope};
+pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
 pub use delivery_begin::{Begun, NewDelivery};

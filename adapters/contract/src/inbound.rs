@@ -63,8 +63,9 @@ pub struct InboundEvent {
     pub platform: Platform,
     /// Which account (bot login) received it; dedupe and sessions are per account.
     pub account: AccountId,
-    /// The platform's delivery id (Slack `event_id`, Feishu `event_id`), when it has one.
-    /// Redeliveries repeat it, so it is a dedupe key alongside [`InboundEvent::message_id`].
+    /// The platform's delivery id (Slack `event_id`, Feishu `event_id`), when it has one: kept
+    /// with the event as filed, to match a delivery in the platform's own logs. Dedupe goes by
+    /// [`InboundEvent::message_id`], which a redelivery repeats as well.
     pub event_id: Option<String>,
     /// The message's id; replies reference it.
     pub message_id: MessageId,
