@@ -8,6 +8,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::gateway::{DEADLINE, TestGateway, temp_db};
+use support::process::eventually;
 
 const PROTOCOL: &str = "2025-06-18";
 
@@ -304,12 +305,19 @@ async fn sessions_send_gets_the_targets_reply() {
             .any(|s| s["key"] == session),
         "{sessions}"
     );
-    let kinds: Vec<String> = gw
-        .transcript(session)
-        .await
-        .iter()
-        .map(|e| format!("{} {}", e["kind"].as_str().unwrap(), e["text"]))
-        .collect();
+    // The result is queued behind the answer (its commit is not waited for), so it may land
+    // a moment after the call returned.
+    let kinds: Vec<String> =
+        eventually(DEADLINE, "the call's result in its transcript", || async {
+            let kinds: Vec<String> = gw
+                .transcript(session)
+                .await
+                .iter()
+                .map(|e| format!("{} {}", e["kind"].as_str().unwrap(), e["text"]))
+                .collect();
+            (kinds.len() >= 2).then_some(kinds)
+        })
+        .await;
     assert!(
         kinds[0].starts_with("tool_call \"sessions_send ") && kinds[1].starts_with("tool_result"),
         "{kinds:#?}"
