@@ -63,9 +63,9 @@ pub struct InboundEvent {
     pub platform: Platform,
     /// Which account (bot login) received it; dedupe and sessions are per account.
     pub account: AccountId,
-    /// The platform's delivery id (Slack `event_id`, Feishu `event_id`), when it has one: kept
-    /// with the event as filed, to match a delivery in the platform's own logs. Dedupe goes by
-    /// [`InboundEvent::message_id`], which a redelivery repeats as well.
+    /// The platform's delivery id (Slack `event_id`, Feishu `event_id`), when it has one. Nothing
+    /// in the gateway reads it any more: dedupe goes by [`InboundEvent::message_id`], which a
+    /// redelivery repeats as well. It stays in the event (and so in its inbox row while it runs).
     pub event_id: Option<String>,
     /// The message's id; replies reference it.
     pub message_id: MessageId,

@@ -4,9 +4,9 @@
 //! unknown shape must be ignored, never fail the connection. The same function serves Socket Mode
 //! (the envelope's `payload`) and the Events API (the request body), which carry identical bodies.
 //!
-//! Two ids matter for dedupe: `event_id` (a redelivery repeats it) and the message id
-//! `<channel>:<ts>`, which the `app_mention` and `message` events for one message share, so the
-//! pipeline's durable dedupe sees the pair as one event.
+//! Dedupe goes by the message id `<channel>:<ts>`: a redelivery repeats it, and the `app_mention`
+//! and `message` events for one message share it, so the pipeline's durable dedupe sees the pair
+//! as one event. The `event_id` is kept in the event too, though nothing in the gateway reads it.
 
 use baton_contract::{
     AccountId, ChatId, ChatKind, CommandReply, FileRef, InboundEvent, InboundFile, InboundKind,
