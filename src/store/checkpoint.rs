@@ -322,7 +322,7 @@ mod tests {
 
     use super::super::connect::Location;
     use super::super::readers::{Readers, Source};
-    use super::super::sql::{Conn, Db};
+    use super::super::sql::{Conn, Db, Sqlite};
     use super::super::{EntryKind, NewEntry, Origin, Store, StoreOptions, TranscriptQuery};
     use super::{Copies, LOG_FRAMES, OneCheckpoint, RESTART_WAIT, ReadGate, WalBound};
 
@@ -394,7 +394,7 @@ mod tests {
                     .unwrap(),
                 Blocker::ForeignSnapshot => {
                     foreign.execute_batch("BEGIN").unwrap();
-                    let rows = count(Db::Sqlite(&foreign)).unwrap();
+                    let rows = Sqlite::with(&foreign, count).unwrap();
                     began.send(()).unwrap();
                     let _ = may_finish.recv_timeout(DEADLINE);
                     foreign.execute_batch("COMMIT").unwrap();

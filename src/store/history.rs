@@ -236,6 +236,7 @@ fn to_sql_limit(n: usize) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sql::Sqlite;
     use crate::store::testing;
 
     fn msg(id: &str, sender: &str) -> HistoryEntry {
@@ -283,7 +284,7 @@ mod tests {
                     "SELECT text FROM history WHERE chat_key = ?1 ORDER BY id DESC LIMIT ?2";
                 for n in 0..4 {
                     let entry = msg(&format!("m{n}"), "U1");
-                    push(Db::Sqlite(conn), C1.as_str(), &entry, Some(Trim(2)))?;
+                    Sqlite::with(conn, |db| push(db, C1.as_str(), &entry, Some(Trim(2))))?;
                     let mut control = conn.prepare_cached(replan)?;
                     control
                         .query_map((C1.as_str(), 5), |r| r.get::<_, String>(0))?

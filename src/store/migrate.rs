@@ -220,9 +220,11 @@ mod tests {
     /// Runs `test` on a bare connection (no migrations yet) to a fresh database of each engine.
     async fn on_each_engine(test: fn(Db<'_>, &str)) {
         for db in testing::engines().await {
-            tokio::task::spawn_blocking(move || test(db.connect().db(), db.engine()))
-                .await
-                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            tokio::task::spawn_blocking(move || {
+                db.connect().with_db(|conn| test(conn, db.engine()))
+            })
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         }
     }
 

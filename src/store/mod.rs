@@ -131,7 +131,7 @@ use connect::Location;
 use escalations::EscalationChats;
 use notices::Bus;
 use readers::{Readers, Source};
-use sql::{Conn, Db, PgConn};
+use sql::{Conn, Db, PgConn, Sqlite};
 use tail_cache::TailCache;
 use writer::{Committed, Writer};
 
@@ -214,9 +214,13 @@ impl Store {
 
     fn open_blocking(location: Location, options: StoreOptions) -> Result<Store, StoreError> {
         let conn = location.open_writer(options.wal_limit)?;
-        let migrated = migrate::run_migrations(Db::Sqlite(&conn))?;
-        let settings = Arc::new(SettingsCache::load(Db::Sqlite(&conn))?);
-        let escalation_chats = Arc::new(EscalationChats::load(Db::Sqlite(&conn))?);
+        let (migrated, settings, escalation_chats) =
+            Sqlite::with(&conn, |db| -> Result<_, StoreError> {
+                let migrated = migrate::run_migrations(db)?;
+                let settings = Arc::new(SettingsCache::load(db)?);
+                let escalation_chats = Arc::new(EscalationChats::load(db)?);
+                Ok((migrated, settings, escalation_chats))
+            })?;
         let gate = ReadGate::default();
         let (keeper, checkpointer, bound) = match &location {
             Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None, None),

@@ -72,7 +72,7 @@ impl Readers {
         };
         let result = {
             let _open = self.gate.read();
-            read(conn.db())
+            conn.with_db(read)
         };
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < IDLE_READERS && conn.is_usable() {

@@ -493,9 +493,9 @@ mod tests {
                 // Another process's write (`baton prune` beside a running gateway) is seen.
                 let other = db.connect();
                 let deleted = tokio::task::spawn_blocking(move || {
-                    other
-                        .db()
-                        .execute("DELETE FROM transcript WHERE text = 'read back'", &[])
+                    other.with_db(|db| {
+                        db.execute("DELETE FROM transcript WHERE text = 'read back'", &[])
+                    })
                 })
                 .await
                 .unwrap()

@@ -100,7 +100,7 @@ fn run_work<T>(
     work: &mut dyn FnMut(Db<'_>) -> Result<T, DbError>,
 ) -> (Ran, Result<T, StoreError>) {
     let savepoint = isolation == Isolation::Savepoint;
-    if savepoint && let Err(e) = db.execute_cached("SAVEPOINT job") {
+    if savepoint && let Err(e) = db.execute("SAVEPOINT job", &[]) {
         let ran = if e.is_contention() {
             Ran::Contended
         } else {
@@ -110,8 +110,8 @@ fn run_work<T>(
     }
     let mut ran = Ran::Failed;
     let outcome = match catch_unwind(AssertUnwindSafe(|| work(db))) {
-        Ok(Ok(value)) if savepoint => match db.execute_cached("RELEASE job") {
-            Ok(()) => Ok(value),
+        Ok(Ok(value)) if savepoint => match db.execute("RELEASE job", &[]) {
+            Ok(_) => Ok(value),
             Err(e) => Err(e.into()),
         },
         Ok(Ok(value)) => Ok(value),
@@ -411,37 +411,40 @@ fn writer_loop(
     // Only a SQLite writer looks before it sleeps: a PostgreSQL server on the same machine
     // needs the CPU its writer would spend looking.
     let mut busy = matches!(conn, Conn::Sqlite(_)).then_some(false);
-    loop {
-        let mut stop = false;
-        match next(&mut rx, &mut busy) {
-            Some(Message::Job(job)) => batch.push(job),
-            Some(Message::Stop) | None => stop = true,
-        }
-        while !stop && batch.len() <= MAX_BATCH {
-            match rx.try_recv() {
-                Ok(Message::Job(job)) => batch.push(job),
-                Ok(Message::Stop) => stop = true,
-                Err(_) => break,
+    // One handle for the writer's life: its statements stay prepared (`sql/sqlite.rs`).
+    conn.with_db(|db| {
+        loop {
+            let mut stop = false;
+            match next(&mut rx, &mut busy) {
+                Some(Message::Job(job)) => batch.push(job),
+                Some(Message::Stop) | None => stop = true,
+            }
+            while !stop && batch.len() <= MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(Message::Job(job)) => batch.push(job),
+                    Ok(Message::Stop) => stop = true,
+                    Err(_) => break,
+                }
+            }
+            if !batch.is_empty() {
+                run_batch(db, &mut batch, counts);
+                if let (Some(bound), Conn::Sqlite(conn)) = (&mut bound, &conn) {
+                    bound.keep(conn);
+                }
+            }
+            if stop {
+                // Only a store that wrote: a command that merely read must not wait on a
+                // gateway writing beside it.
+                if let (Some(bound), Conn::Sqlite(conn)) = (&bound, &conn)
+                    && counts.commits.load(Ordering::Relaxed) > 0
+                {
+                    bound.empty_at_stop(conn);
+                }
+                tracing::debug!("store writer stopped");
+                return;
             }
         }
-        if !batch.is_empty() {
-            run_batch(conn.db(), &mut batch, counts);
-            if let (Some(bound), Conn::Sqlite(conn)) = (&mut bound, &conn) {
-                bound.keep(conn);
-            }
-        }
-        if stop {
-            // Only a store that wrote: a command that merely read must not wait on a gateway
-            // writing beside it.
-            if let (Some(bound), Conn::Sqlite(conn)) = (&bound, &conn)
-                && counts.commits.load(Ordering::Relaxed) > 0
-            {
-                bound.empty_at_stop(conn);
-            }
-            tracing::debug!("store writer stopped");
-            return;
-        }
-    }
+    })
 }
 
 /// How long a busy writer looks for the next job before it sleeps until one comes.
@@ -529,7 +532,7 @@ fn try_batch(
         Engine::Sqlite => "BEGIN IMMEDIATE",
         Engine::Postgres => "BEGIN",
     };
-    db.execute_cached(begin)
+    db.execute(begin, &[])
         .map_err(|e| Failure::Lost(e.to_string()))?;
     for job in batch.iter_mut() {
         match job.run(db, isolation) {
@@ -550,7 +553,7 @@ fn try_batch(
             return Err(Failure::Lost(lost));
         }
     }
-    db.execute_cached("COMMIT").map_err(|e| {
+    db.execute("COMMIT", &[]).map(drop).map_err(|e| {
         if e.is_contention() {
             Failure::Contended(e.to_string())
         } else {

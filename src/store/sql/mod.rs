@@ -10,12 +10,14 @@
 //! path copies nothing; columns are read with [`Row::get`] into any [`Column`] type, converting
 //! between the engines' integer widths and booleans.
 //!
-//! Both engines keep a prepared statement per SQL text: rusqlite's statement cache for SQLite,
-//! a map of [`postgres::Statement`]s for PostgreSQL (`postgres.rs`).
+//! Both engines keep a prepared statement per SQL text: held by a [`Sqlite`] for as long as it
+//! borrows its connection (`sqlite.rs`), behind it rusqlite's statement cache; a map of
+//! [`postgres::Statement`]s for PostgreSQL (`postgres.rs`).
 
 mod error;
 mod postgres;
 mod row;
+mod sqlite;
 mod value;
 
 pub use error::DbError;
@@ -23,6 +25,8 @@ pub(crate) use error::OptionalRow;
 pub(crate) use postgres::PgConn;
 pub use postgres::PgUrl;
 pub(crate) use row::{Column, Row};
+use sqlite::Prepared;
+pub(crate) use sqlite::Sqlite;
 pub(crate) use value::Value;
 
 /// The engine a connection talks to.
@@ -52,11 +56,12 @@ impl Conn {
         }
     }
 
-    /// The handle jobs run their queries through.
-    pub(crate) fn db(&self) -> Db<'_> {
+    /// Runs `work` on the handle jobs run their queries through; a SQLite connection's
+    /// statements stay prepared until it returns ([`Sqlite`]).
+    pub(crate) fn with_db<T>(&self, work: impl FnOnce(Db<'_>) -> T) -> T {
         match self {
-            Conn::Sqlite(conn) => Db::Sqlite(conn),
-            Conn::Postgres(conn) => Db::Postgres(conn),
+            Conn::Sqlite(conn) => Sqlite::with(conn, work),
+            Conn::Postgres(conn) => work(Db::Postgres(conn)),
         }
     }
 }
@@ -64,8 +69,8 @@ impl Conn {
 /// A borrowed connection of either engine, inside the writer's open transaction or on a reader.
 #[derive(Clone, Copy)]
 pub(crate) enum Db<'c> {
-    /// SQLite.
-    Sqlite(&'c rusqlite::Connection),
+    /// SQLite ([`Sqlite`]).
+    Sqlite(&'c dyn Prepared),
     /// PostgreSQL.
     Postgres(&'c PgConn),
 }
@@ -91,7 +96,7 @@ impl<'c> Db<'c> {
     #[cfg(test)]
     pub(crate) fn sqlite(self) -> &'c rusqlite::Connection {
         match self {
-            Db::Sqlite(conn) => conn,
+            Db::Sqlite(sqlite) => sqlite.conn(),
             Db::Postgres(_) => panic!("a test of SQLite's pragmas ran on PostgreSQL"),
         }
     }
@@ -99,9 +104,14 @@ impl<'c> Db<'c> {
     /// Runs one statement; returns how many rows it changed.
     pub(crate) fn execute(self, sql: &str, args: &[Value<'_>]) -> Result<usize, DbError> {
         match self {
-            Db::Sqlite(conn) => Ok(conn
-                .prepare_cached(sql)?
-                .execute(rusqlite::params_from_iter(args))?),
+            Db::Sqlite(sqlite) => {
+                let mut changed = 0;
+                sqlite.with_statement(sql, &mut |statement| {
+                    changed = statement.execute(rusqlite::params_from_iter(args))?;
+                    Ok(())
+                })?;
+                Ok(changed)
+            }
             Db::Postgres(conn) => conn.execute(sql, args),
         }
     }
@@ -114,11 +124,9 @@ impl<'c> Db<'c> {
     /// update sets no new id.
     pub(crate) fn insert_id(self, sql: &str, args: &[Value<'_>]) -> Result<Option<i64>, DbError> {
         match self {
-            Db::Sqlite(conn) => {
-                let inserted = conn
-                    .prepare_cached(sql)?
-                    .execute(rusqlite::params_from_iter(args))?;
-                Ok((inserted > 0).then(|| conn.last_insert_rowid()))
+            Db::Sqlite(sqlite) => {
+                let inserted = self.execute(sql, args)?;
+                Ok((inserted > 0).then(|| sqlite.conn().last_insert_rowid()))
             }
             Db::Postgres(_) => self
                 .query_row(&format!("{sql} RETURNING id"), args, |row| row.get(0))
@@ -129,19 +137,8 @@ impl<'c> Db<'c> {
     /// Runs statements without parameters, as one text (migrations, transaction control).
     pub(crate) fn execute_batch(self, sql: &str) -> Result<(), DbError> {
         match self {
-            Db::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
+            Db::Sqlite(sqlite) => Ok(sqlite.conn().execute_batch(sql)?),
             Db::Postgres(conn) => conn.execute_batch(sql),
-        }
-    }
-
-    /// Runs one parameterless statement of transaction control (`BEGIN`, `COMMIT`, `SAVEPOINT
-    /// job`, ...), around every batch: prepared once per connection on both engines (SQLite's statement
-    /// cache, where parsing it each time cost more than many jobs, BENCHMARKS.md; PostgreSQL's
-    /// statements, so the server does not parse it for every job either).
-    pub(crate) fn execute_cached(self, sql: &str) -> Result<(), DbError> {
-        match self {
-            Db::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute([]).map(drop)?),
-            Db::Postgres(conn) => conn.execute(sql, &[]).map(drop),
         }
     }
 
@@ -168,7 +165,7 @@ impl<'c> Db<'c> {
     /// only lost with the connection.
     pub(crate) fn in_transaction(self) -> bool {
         match self {
-            Db::Sqlite(conn) => !conn.is_autocommit(),
+            Db::Sqlite(sqlite) => !sqlite.conn().is_autocommit(),
             Db::Postgres(conn) => !conn.is_closed(),
         }
     }
@@ -231,9 +228,8 @@ impl<'c> Db<'c> {
             return Ok(());
         }
         match self {
-            Db::Sqlite(conn) => {
-                let mut stmt = conn.prepare_cached(sql)?;
-                let mut rows = stmt.query(rusqlite::params_from_iter(args))?;
+            Db::Sqlite(sqlite) => sqlite.with_statement(sql, &mut |statement| {
+                let mut rows = statement.query(rusqlite::params_from_iter(args))?;
                 let mut seen = 0;
                 while let Some(row) = rows.next()? {
                     each(&Row::Sqlite(row))?;
@@ -243,7 +239,7 @@ impl<'c> Db<'c> {
                     }
                 }
                 Ok(())
-            }
+            }),
             Db::Postgres(conn) => {
                 conn.query_each(sql, args, limit, |row| each(&Row::Postgres(row)))
             }
