@@ -257,10 +257,12 @@ fn fresh(outcome: SendOutcome) -> Sent {
     }
 }
 
-/// Start the target's run here, in the background (claimed by this instance already).
+/// Start the target's run here, in the background (claimed by this instance already). The run
+/// holds a whole turn, over 9 KB: boxed, it is copied once, where tokio's spawn would move it
+/// by value through several calls (BENCHMARKS.md, issue 23).
 pub(super) fn start(shared: &Arc<Services>, delivery: &Delivery) {
     let task = run::run(Arc::clone(shared), delivery.clone());
-    shared.tasks().spawn(task);
+    shared.tasks().spawn(Box::pin(task));
 }
 
 /// Leave the run to the target's home `instance`: announced, it claims the delivery and runs
