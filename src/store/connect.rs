@@ -47,9 +47,10 @@ const READER_CACHE_KIB: i64 = 256;
 /// read in flight beyond the pooled ones) too.
 const SQLITE_SOFT_HEAP: i64 = 8 * 1024 * 1024;
 
-/// Prepared statements each connection keeps (rusqlite's default is 16). The writer runs more
-/// distinct statements than that on the hot path alone (dedupe, history, sessions, transcript,
-/// and the batch's transaction control); an evicted one is parsed again on its next use.
+/// Prepared statements rusqlite's cache keeps per connection (its default is 16) while no
+/// [`Sqlite`](super::sql::Sqlite) holds them: a reader's between two reads, which run more
+/// distinct statements than 16 (an evicted one is parsed again on its next use). The writer
+/// holds its own for its whole life.
 const STATEMENT_CACHE: usize = 64;
 
 /// Where the database lives.
