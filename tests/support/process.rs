@@ -176,7 +176,20 @@ impl Drop for Running {
 }
 
 /// Poll `probe` until it yields a value or `deadline` passes.
-pub async fn eventually<T, F, Fut>(deadline: Duration, what: &str, mut probe: F) -> T
+pub async fn eventually<T, F, Fut>(deadline: Duration, what: &str, probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    match within(deadline, probe).await {
+        Some(value) => value,
+        None => panic!("timed out after {deadline:?} waiting for {what}"),
+    }
+}
+
+/// Poll `probe` until it yields a value; `None` once `deadline` passes, for a test whose
+/// failure message says more than [`eventually`]'s (the instances' logs).
+pub async fn within<T, F, Fut>(deadline: Duration, mut probe: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -184,12 +197,11 @@ where
     let until = Instant::now() + deadline;
     loop {
         if let Some(value) = probe().await {
-            return value;
+            return Some(value);
         }
-        assert!(
-            Instant::now() < until,
-            "timed out after {deadline:?} waiting for {what}"
-        );
+        if Instant::now() >= until {
+            return None;
+        }
         tokio::time::sleep(POLL).await;
     }
 }
