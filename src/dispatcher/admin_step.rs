@@ -34,15 +34,8 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
 /// Answer the event if it is an admin command, which ends its way down the pipeline; `Ok` lets
 /// any other event go on.
 pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Step<()> {
-    let event = &inbound.event;
-    let line = match &event.kind {
-        InboundKind::Command { .. } => event.text.trim(),
-        InboundKind::Message => match text_command(&event.text) {
-            Some(line) => line,
-            // The brake: a human asking anywhere in a message to stop the chains here.
-            None if !event.sender.is_bot && asks_chain_stop(&event.text) => "chain stop",
-            None => return Ok(()),
-        },
+    let Some(line) = command_line(&inbound.event) else {
+        return Ok(());
     };
     // Boxed: every event passes through here, few are commands, and the commands' state
     // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
@@ -50,6 +43,20 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
 }
 
 /// Run the admin command `line` (or refuse it) and answer it.
+/// The command `event` asks for, if it is one: a slash command, a `/baton` line, or a human's
+/// `/baton chain stop` anywhere in a message.
+pub(crate) fn command_line(event: &InboundEvent) -> Option<&str> {
+    match &event.kind {
+        InboundKind::Command { .. } => Some(event.text.trim()),
+        InboundKind::Message => match text_command(&event.text) {
+            Some(line) => Some(line),
+            // The brake: a human asking anywhere in a message to stop the chains here.
+            None if !event.sender.is_bot && asks_chain_stop(&event.text) => Some("chain stop"),
+            None => None,
+        },
+    }
+}
+
 async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Stop {
     let event = &inbound.event;
     if !claim_once_per_chat(shared, inbound).await {

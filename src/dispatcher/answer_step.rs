@@ -26,9 +26,7 @@ use crate::store::{AnswerCandidate, AnswerMatch, Origin};
 
 /// Take the event if it answers a pending question; `None` lets it go on down the pipeline.
 pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
-    if inbound.speaker.origin != Origin::Human
-        || !shared.store().may_have_escalation(&inbound.settings_key)
-    {
+    if !may_answer(shared, inbound) {
         return None;
     }
     // Boxed: routing an answer back is a future of kilobytes, which every event's task would
@@ -37,6 +35,13 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
 }
 
 /// [`intercept`] in a chat that has had a question.
+/// Whether `inbound` may answer a pending question: a human's message in a chat that may have
+/// one (known without a read).
+pub(crate) fn may_answer(shared: &Services, inbound: &Inbound<'_>) -> bool {
+    inbound.speaker.origin == Origin::Human
+        && shared.store().may_have_escalation(&inbound.settings_key)
+}
+
 async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
     let speaker = &inbound.speaker;
     let event = &inbound.event;

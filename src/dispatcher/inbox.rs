@@ -1,7 +1,8 @@
 //! Step 2, continued: the inbox, so an event accepted before a kill -9 is still answered.
 //!
-//! Every fresh event is filed in the store together with its dedupe claim, before the platform
-//! is acknowledged, and taken out when its run ends. What a stopped process left (this
+//! Every fresh event but chatter (`chatter.rs`, kept as history in its claim's write, with nothing
+//! left to run) is filed in the store together with its dedupe claim, before the platform is
+//! acknowledged, and taken out when its run ends. What a stopped process left (this
 //! instance's previous one, or another instance that died: issue 22) is taken over by the
 //! instance serving the account, once it is connected (so it knows its own identity again), and
 //! run again.

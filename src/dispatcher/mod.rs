@@ -6,6 +6,7 @@
 //!
 //! ```text
 //!  adapter ──accept──▶ 2 dedupe (durable) ──ack──▶ platform
+//!                           │ chatter (asked steps 3 to 6): kept as history in the same write
 //!                           │ spawn
 //!                           ▼
 //!  account ▶ 3 own message ▶ 3 gateway line ▶ size ▶ 4 admin ▶ 5 policy ▶ 5½ answer
@@ -17,8 +18,8 @@
 //! The pipeline stands on top of the flows it calls (admin, escalation); the turn itself is the
 //! engine's ([`crate::engine`]), shared with every other flow that takes turns.
 //!
-//! This file is the pipeline's entry: the handle every adapter feeds, the durable intake (step 2)
-//! and the drain at shutdown. Each step lives in a file of its own, named for it: 3 in
+//! This file is the pipeline's entry: the handle every adapter feeds, the durable intake (step 2,
+//! chatter's in `chatter.rs`) and the drain at shutdown. Each step lives in a file of its own, named for it: 3 in
 //! `self_drop.rs`, the size in `pipeline.rs`, 4 `admin_step.rs`, 5 `policy_step.rs`, 5½
 //! `answer_step.rs`, 6 `activation_step.rs`, 7 and 8 `guard_steps.rs`, 9 to 13 `turn_step.rs`.
 
@@ -27,6 +28,7 @@ mod activation_step;
 mod admin_step;
 mod answer_step;
 mod busy;
+mod chatter;
 mod dedupe;
 mod files_in;
 mod guard_steps;
@@ -57,7 +59,21 @@ use crate::deliver::RunHandedOver;
 use crate::engine::Services;
 use crate::metrics;
 use crate::mirror::{Arrival, now_ms};
-use crate::store::InboxId;
+use crate::store::{InboxId, StoreError};
+
+/// What step 2 made of an event.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned once per event and matched at once: a box would allocate for every filed event to save one move"
+)]
+enum Intake {
+    /// Filed in the inbox, to be run.
+    Filed(InboxId, InboundEvent),
+    /// Chatter, kept as history: nothing is left to run (`chatter.rs`).
+    Kept,
+    /// Claimed before.
+    Duplicate,
+}
 
 /// The pipeline. Cheap to clone; every adapter feeds the same one.
 #[derive(Clone)]
@@ -86,9 +102,12 @@ impl Dispatcher {
         self.shared
             .tasks()
             .track_future(async {
-                match self.intake(&event).await {
-                    Ok(Some(filed)) => self.run_filed(filed, event, Arrival::Fresh).await,
-                    Ok(None) => Handled::Duplicate,
+                match self.intake(event).await {
+                    Ok(Intake::Filed(filed, event)) => {
+                        self.run_filed(filed, event, Arrival::Fresh).await
+                    }
+                    Ok(Intake::Kept) => Handled::Buffered,
+                    Ok(Intake::Duplicate) => Handled::Duplicate,
                     Err(_) => Handled::Dropped(DropReason::StoreFailing),
                 }
             })
@@ -131,25 +150,47 @@ impl Dispatcher {
             .is_ok()
     }
 
-    /// Step 2: claim the event and file it in the inbox, durably, before it is acknowledged.
-    /// `None` is a duplicate. A store that cannot record it refuses it, loudly: answering
-    /// without a transcript is worse than the platform's redelivery a little later.
-    async fn intake(&self, event: &InboundEvent) -> Result<Option<InboxId>, NotTaken> {
+    /// Step 2: claim the event and file it in the inbox, durably, before it is acknowledged;
+    /// chatter is claimed and kept as history instead, with nothing left to run (`chatter.rs`).
+    /// A store that cannot record it refuses it, loudly: answering without a transcript is
+    /// worse than the platform's redelivery a little later.
+    async fn intake(&self, mut event: InboundEvent) -> Result<Intake, NotTaken> {
+        let shared = &*self.shared;
+        if let Some(account) = shared.roster().account(event.platform, &event.account) {
+            let inbound = self.inbound(event, account, Arrival::Fresh, None);
+            if self.is_chatter(&inbound).await {
+                return self.keep_chatter(&inbound).await;
+            }
+            event = inbound.event;
+        }
+        let filed = inbox::file(shared.store(), &event, now_ms()).await;
+        Ok(match self.counted(&event, filed)? {
+            Some(filed) => Intake::Filed(filed, event),
+            None => Intake::Duplicate,
+        })
+    }
+
+    /// Counts what step 2 made of `event`: fresh (`Some`), a duplicate (`None`), or refused
+    /// because the store could not record it.
+    fn counted<T>(
+        &self,
+        event: &InboundEvent,
+        taken: Result<Option<T>, StoreError>,
+    ) -> Result<Option<T>, NotTaken> {
         let platform = event.platform.as_str();
-        match inbox::file(self.shared.store(), event, now_ms()).await {
-            Ok(Some(filed)) => {
-                self.shared.metrics().add(&metrics::EVENTS_IN, platform);
-                Ok(Some(filed))
+        let metrics = self.shared.metrics();
+        match taken {
+            Ok(Some(fresh)) => {
+                metrics.add(&metrics::EVENTS_IN, platform);
+                Ok(Some(fresh))
             }
             Ok(None) => {
-                self.shared.metrics().add(&metrics::DUPLICATES, platform);
+                metrics.add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
                 Ok(None)
             }
             Err(err) => {
-                self.shared
-                    .metrics()
-                    .add(&metrics::EVENTS_REFUSED, platform);
+                metrics.add(&metrics::EVENTS_REFUSED, platform);
                 tracing::error!(
                     %err, platform, account = %event.account, message = %event.message_id,
                     "event refused: the store cannot record it; readiness is false until the \
@@ -186,10 +227,9 @@ impl EventSink for Dispatcher {
         if self.shared.tasks().is_closed() {
             return Err(NotTaken::ShuttingDown);
         }
-        let Some(filed) = self.intake(&event).await? else {
-            return Ok(());
-        };
-        self.clone().spawn_run(filed, event);
+        if let Intake::Filed(filed, event) = self.intake(event).await? {
+            self.clone().spawn_run(filed, event);
+        }
         Ok(())
     }
 }

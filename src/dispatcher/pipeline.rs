@@ -58,7 +58,7 @@ impl Dispatcher {
     }
 
     /// Over [`MAX_TEXT_BYTES`]: refused with a notice.
-    fn within_size(&self, inbound: &Inbound<'_>) -> Step<()> {
+    pub(super) fn within_size(&self, inbound: &Inbound<'_>) -> Step<()> {
         if inbound.event.text.len() > MAX_TEXT_BYTES {
             let text = "That message is over 100 kB, too long for me to read; please send less.";
             return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
@@ -187,22 +187,19 @@ mod tests {
         );
     }
 
-    /// Chatter costs two writes: its filing (with the dedupe claim), and the history push that
-    /// also takes it out of the inbox when its run ends. A mention costs five: the turn's start
+    /// Chatter costs one write: its dedupe claim and its history push together, with no inbox
+    /// row, and a redelivery of it keeps nothing more. A mention costs five: the turn's start
     /// is one job, and an adapter that shows no typing indicator writes no typing rows.
     #[tokio::test]
-    async fn chatter_is_kept_and_taken_out_of_the_inbox_in_one_write() {
+    async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
         let (d, store) = (&gw.dispatcher, gw.services.store());
         let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
         let before = store.jobs();
-        assert_eq!(d.handle(chatter).await, Handled::Buffered);
-        assert_eq!(
-            store.jobs() - before,
-            2,
-            "filed, then kept and done together"
-        );
+        assert_eq!(d.handle(chatter.clone()).await, Handled::Buffered);
+        assert_eq!(store.jobs() - before, 1, "claimed and kept together");
+        assert_eq!(d.handle(chatter).await, Handled::Duplicate);
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
         let kept = store
             .history_take(crate::store::HistoryTake {
@@ -214,7 +211,7 @@ mod tests {
             })
             .await
             .unwrap();
-        assert_eq!(kept.len(), 1);
+        assert_eq!(kept.len(), 1, "kept once: {kept:?}");
 
         let mention = to_alpha(2, "room", "bob", "@alpha hi");
         let before = store.jobs();
@@ -226,6 +223,51 @@ mod tests {
              (the local channel shows no typing, so no typing rows)"
         );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
+    }
+
+    /// Chatter is exactly what the pipeline would keep as history without acting: asked for
+    /// each kind of message the steps before the turn tell apart, [`Dispatcher::is_chatter`]
+    /// agrees with the pipeline's outcome.
+    #[tokio::test]
+    async fn chatter_is_what_the_pipeline_keeps_without_acting() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let unaddressed = |n, chat, from, text: &str| {
+            let mut event = to_alpha(n, chat, from, text);
+            event.mentions.clear();
+            event
+        };
+        let mut dm = unaddressed(9, "ann-dm", "ann", "hello there");
+        dm.chat_kind = baton_contract::ChatKind::Dm;
+        let cases = [
+            (unaddressed(1, "room", "ann", "the deploy is at five"), true),
+            (unaddressed(2, "room", "beta", "a bot's aside"), true),
+            (to_alpha(3, "room", "bob", "@alpha hi"), false),
+            (unaddressed(4, "room", "alpha", "my own line"), false),
+            (
+                unaddressed(5, "room", "ann", &"x".repeat(MAX_TEXT_BYTES + 1)),
+                false,
+            ),
+            (unaddressed(6, "room", "ann", "/baton help"), false),
+            (
+                unaddressed(7, "room", "ann", "ok, /baton chain stop"),
+                false,
+            ),
+            (
+                unaddressed(8, "elsewhere", "ann", "in a chat not listed"),
+                false,
+            ),
+            (dm, false),
+        ];
+        for (event, chatter) in cases {
+            let text = event.text.chars().take(40).collect::<String>();
+            let account = gw.services.roster().account(event.platform, &event.account);
+            let inbound = d.inbound(event, account.unwrap(), Arrival::Fresh, None);
+            assert_eq!(d.is_chatter(&inbound).await, chatter, "asked: {text}");
+            let kept = Err(Stop::handled(Handled::Buffered).keep_as_history());
+            let outcome = d.pipeline(&inbound).await;
+            assert_eq!(outcome == kept, chatter, "{text}: {outcome:?}");
+        }
     }
 
     /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),

@@ -8,18 +8,23 @@ use crate::mirror::now_ms;
 use crate::store::Pairing;
 
 impl Dispatcher {
+    /// Step 5's verdict, before it acts on it (a refusal's notice, a pairing code).
+    pub(super) fn policy_decision(&self, inbound: &Inbound<'_>) -> PolicyDecision {
+        let config = self.shared.config();
+        let is_admin = admin_step::is_admin(&config.admins, &inbound.event);
+        policy::decide(
+            &inbound.event,
+            &inbound.policy,
+            &config.chats_default,
+            is_admin,
+        )
+    }
+
     /// Step 5.
     pub(super) async fn policy(&self, inbound: &Inbound<'_>) -> Step<()> {
         let shared = &*self.shared;
         let event = &inbound.event;
-        let is_admin = admin_step::is_admin(&shared.config().admins, event);
-        let decision = policy::decide(
-            event,
-            &inbound.policy,
-            &shared.config().chats_default,
-            is_admin,
-        );
-        match decision {
+        match self.policy_decision(inbound) {
             PolicyDecision::Allow => Ok(()),
             PolicyDecision::Refuse(refusal) => {
                 tracing::info!(sender = %event.sender.id, chat = %event.chat, reason = refusal.as_str(), "policy refused the sender");

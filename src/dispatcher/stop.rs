@@ -146,13 +146,7 @@ impl Dispatcher {
         if limit == 0 {
             return self.finish(inbound.filed).await;
         }
-        let entry = HistoryEntry {
-            message_id: inbound.event.message_id.to_string(),
-            sender_id: inbound.event.sender.id.to_string(),
-            speaker: inbound.speaker.name.clone(),
-            text: inbound.event.text.clone(),
-            ts_ms: inbound.event.timestamp_ms,
-        };
+        let entry = history_entry(inbound);
         let store = self.shared.store();
         let kept = match inbound.filed {
             Some(id) => {
@@ -165,5 +159,15 @@ impl Dispatcher {
         if let Err(err) = kept {
             tracing::error!(%err, "could not keep the message in the history buffer");
         }
+    }
+}
+/// `inbound`'s message as its chat's history buffer keeps it.
+pub(super) fn history_entry(inbound: &Inbound<'_>) -> HistoryEntry {
+    HistoryEntry {
+        message_id: inbound.event.message_id.to_string(),
+        sender_id: inbound.event.sender.id.to_string(),
+        speaker: inbound.speaker.name.clone(),
+        text: inbound.event.text.clone(),
+        ts_ms: inbound.event.timestamp_ms,
     }
 }

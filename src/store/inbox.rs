@@ -145,8 +145,8 @@ impl Store {
     }
 
     /// The event's run ended with its message kept as context: [`Store::history_push`] and
-    /// [`Store::inbox_done`] in one job. Chatter (most events) then costs two writes, its filing
-    /// and this, and a stop between them leaves the event filed, to be kept again (the push is
+    /// [`Store::inbox_done`] in one job (chatter is never filed: [`Store::claim_as_history`]).
+    /// A stop between the filing and this leaves the event filed, to be kept again (the push is
     /// idempotent per message).
     pub async fn inbox_done_as_history(
         &self,
@@ -160,6 +160,32 @@ impl Store {
         self.write(move |db| {
             history::push(db, &chat_key, &entry, trim)?;
             done(db, id)
+        })
+        .await
+    }
+
+    /// [`Store::claim`] a message that needs no run (it wakes no bot and asks nothing of one)
+    /// and, when it is fresh, keep it in its chat's history buffer when `limit` is not 0, in one
+    /// transaction. It is never filed: once this commits there is nothing left to run, so a
+    /// crash after it has nothing to run again. A duplicate keeps nothing.
+    pub async fn claim_as_history(
+        &self,
+        scope: &str,
+        key: &str,
+        chat_key: &ChatKey,
+        entry: HistoryEntry,
+        limit: usize,
+        now_ms: i64,
+    ) -> Result<Claim, StoreError> {
+        let trim = self.trim_due(chat_key, limit);
+        let (scope, key) = (scope.to_owned(), key.to_owned());
+        let chat_key = chat_key.as_str().to_owned();
+        self.write(move |db| {
+            let claim = claim_key(db, &scope, &key, now_ms)?;
+            if claim == Claim::Fresh && limit > 0 {
+                history::push(db, &chat_key, &entry, trim)?;
+            }
+            Ok(claim)
         })
         .await
     }
@@ -338,6 +364,59 @@ mod tests {
                 .inbox_done_as_history(id, &chat, entry, 50)
                 .await
                 .unwrap();
+            store.close().await.unwrap();
+
+            let store = db.open().await;
+            assert!(
+                store.inbox_left("slack:a").await.unwrap().is_empty(),
+                "{engine}"
+            );
+            let kept = store
+                .history_take(crate::store::HistoryTake {
+                    chat_key: &chat,
+                    bot: &"snark".parse().unwrap(),
+                    skip_sender: None,
+                    skip_message: None,
+                    limit: 10,
+                })
+                .await
+                .unwrap();
+            let texts: Vec<&str> = kept.iter().map(|h| h.text.as_str()).collect();
+            assert_eq!(texts, ["the deploy is at five"], "{engine}");
+        }
+    }
+
+    /// Chatter claimed as history: kept once, durably, never filed; a redelivery keeps nothing
+    /// more; a chat that keeps no history only claims it.
+    #[tokio::test]
+    async fn chatter_claimed_as_history_is_kept_once_and_never_filed() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
+            let line = |id: &str, text: &str| HistoryEntry {
+                message_id: id.into(),
+                sender_id: "U1".into(),
+                speaker: "ann".into(),
+                text: text.into(),
+                ts_ms: 1,
+            };
+            let keep = |id: &'static str, text: &'static str, limit| {
+                let (store, chat) = (&store, &chat);
+                async move {
+                    store
+                        .claim_as_history("slack:a", id, chat, line(id, text), limit, 1)
+                        .await
+                        .unwrap()
+                }
+            };
+            assert_eq!(keep("m1", "the deploy is at five", 50).await, Claim::Fresh);
+            assert_eq!(
+                keep("m1", "the deploy is at five", 50).await,
+                Claim::Duplicate
+            );
+            assert_eq!(keep("m2", "not kept here", 0).await, Claim::Fresh);
+            assert_eq!(keep("m2", "not kept here", 50).await, Claim::Duplicate);
             store.close().await.unwrap();
 
             let store = db.open().await;

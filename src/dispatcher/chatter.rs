@@ -1,0 +1,64 @@
+//! Step 2 for chatter: a message that wakes no bot and asks nothing of one (most of a busy
+//! chat's messages) is claimed and kept in its chat's history buffer in one write, at intake. It
+//! is never filed in the inbox and never run: once that write commits, nothing is left to do,
+//! so a crash after it has nothing to run again, and the platform is acknowledged after it as
+//! after any filing.
+//!
+//! What counts as chatter is decided by the pipeline's own steps 3 to 6
+//! ([`Dispatcher::pipeline`]), asked in the same order before the claim: each passes the message
+//! on without acting, and activation stops it to be kept as history. A message any of them
+//! would act on (its own post, a line of ours, one too long, a command, a refusal, a DM that
+//! needs pairing, a possible answer to a pending question, a wake, a paused bot's) is filed and
+//! run as every other event.
+
+use baton_contract::NotTaken;
+
+use super::policy::PolicyDecision;
+use super::stop::{Stop, history_entry};
+use super::{Dispatcher, Handled, Inbound, Intake, admin_step, answer_step, dedupe};
+use crate::events::Received;
+use crate::mirror::now_ms;
+use crate::store::{Claim, dedupe_key};
+
+impl Dispatcher {
+    /// Whether the pipeline's steps 3 to 6 would pass `inbound` on without acting and then keep
+    /// it as history, waking nobody. Only activation may read the store (the chat's settings,
+    /// cached).
+    pub(super) async fn is_chatter(&self, inbound: &Inbound<'_>) -> bool {
+        let passed_on = self.not_own(inbound).is_ok()
+            && self.not_a_gateway_line(inbound).is_ok()
+            && self.within_size(inbound).is_ok()
+            && admin_step::command_line(&inbound.event).is_none()
+            && self.policy_decision(inbound) == PolicyDecision::Allow
+            && !answer_step::may_answer(&self.shared, inbound);
+        passed_on
+            && self.activation(inbound).await
+                == Err(Stop::handled(Handled::Buffered).keep_as_history())
+    }
+
+    /// Claims `inbound` and keeps it as history in one write, then does what the pipeline does
+    /// for a message it keeps: the bot guards hear that a human spoke, and the dashboard that
+    /// the message was buffered.
+    pub(super) async fn keep_chatter(&self, inbound: &Inbound<'_>) -> Result<Intake, NotTaken> {
+        let event = &inbound.event;
+        let claimed = self
+            .shared
+            .store()
+            .claim_as_history(
+                &dedupe::scope_of(event.platform, &event.account),
+                &dedupe_key(event),
+                &inbound.chat_key,
+                history_entry(inbound),
+                inbound.policy.history_limit,
+                now_ms(),
+            )
+            .await
+            .map(|claim| (claim == Claim::Fresh).then_some(()));
+        if self.counted(event, claimed)?.is_none() {
+            return Ok(Intake::Duplicate);
+        }
+        self.human_spoke(inbound);
+        self.received(inbound, Received::Buffered, None);
+        Ok(Intake::Kept)
+    }
+}
