@@ -342,6 +342,33 @@ mod tests {
         }
     }
 
+    /// A line by `ann` as the history buffer keeps it.
+    fn line(id: &str, text: &str) -> HistoryEntry {
+        HistoryEntry {
+            message_id: id.into(),
+            sender_id: "U1".into(),
+            speaker: "ann".into(),
+            text: text.into(),
+            ts_ms: 1,
+        }
+    }
+
+    /// `slack:a` has nothing left in the inbox, and `chat`'s buffer holds the one line.
+    async fn assert_only_kept(store: &Store, chat: &ChatKey, engine: &str) {
+        let left = store.inbox_left("slack:a").await.unwrap();
+        assert!(left.is_empty(), "{engine}: {left:?}");
+        let take = crate::store::HistoryTake {
+            chat_key: chat,
+            bot: &"snark".parse().unwrap(),
+            skip_sender: None,
+            skip_message: None,
+            limit: 10,
+        };
+        let kept = store.history_take(take).await.unwrap();
+        let texts: Vec<&str> = kept.iter().map(|h| h.text.as_str()).collect();
+        assert_eq!(texts, ["the deploy is at five"], "{engine}");
+    }
+
     #[tokio::test]
     async fn chatter_done_as_history_leaves_the_inbox_and_is_in_the_buffer() {
         for db in testing::engines().await {
@@ -353,36 +380,13 @@ mod tests {
                 .unwrap()
                 .unwrap();
             let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
-            let entry = HistoryEntry {
-                message_id: "m1".into(),
-                sender_id: "U1".into(),
-                speaker: "ann".into(),
-                text: "the deploy is at five".into(),
-                ts_ms: 1,
-            };
             store
-                .inbox_done_as_history(id, &chat, entry, 50)
+                .inbox_done_as_history(id, &chat, line("m1", "the deploy is at five"), 50)
                 .await
                 .unwrap();
             store.close().await.unwrap();
-
             let store = db.open().await;
-            assert!(
-                store.inbox_left("slack:a").await.unwrap().is_empty(),
-                "{engine}"
-            );
-            let kept = store
-                .history_take(crate::store::HistoryTake {
-                    chat_key: &chat,
-                    bot: &"snark".parse().unwrap(),
-                    skip_sender: None,
-                    skip_message: None,
-                    limit: 10,
-                })
-                .await
-                .unwrap();
-            let texts: Vec<&str> = kept.iter().map(|h| h.text.as_str()).collect();
-            assert_eq!(texts, ["the deploy is at five"], "{engine}");
+            assert_only_kept(&store, &chat, engine).await;
         }
     }
 
@@ -394,13 +398,6 @@ mod tests {
             let engine = db.engine();
             let store = db.open().await;
             let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
-            let line = |id: &str, text: &str| HistoryEntry {
-                message_id: id.into(),
-                sender_id: "U1".into(),
-                speaker: "ann".into(),
-                text: text.into(),
-                ts_ms: 1,
-            };
             let keep = |id: &'static str, text: &'static str, limit| {
                 let (store, chat) = (&store, &chat);
                 async move {
@@ -418,24 +415,8 @@ mod tests {
             assert_eq!(keep("m2", "not kept here", 0).await, Claim::Fresh);
             assert_eq!(keep("m2", "not kept here", 50).await, Claim::Duplicate);
             store.close().await.unwrap();
-
             let store = db.open().await;
-            assert!(
-                store.inbox_left("slack:a").await.unwrap().is_empty(),
-                "{engine}"
-            );
-            let kept = store
-                .history_take(crate::store::HistoryTake {
-                    chat_key: &chat,
-                    bot: &"snark".parse().unwrap(),
-                    skip_sender: None,
-                    skip_message: None,
-                    limit: 10,
-                })
-                .await
-                .unwrap();
-            let texts: Vec<&str> = kept.iter().map(|h| h.text.as_str()).collect();
-            assert_eq!(texts, ["the deploy is at five"], "{engine}");
+            assert_only_kept(&store, &chat, engine).await;
         }
     }
 
