@@ -42,7 +42,6 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
     Err(Box::pin(run_command(shared, inbound, line)).await)
 }
 
-/// Run the admin command `line` (or refuse it) and answer it.
 /// The command `event` asks for, if it is one: a slash command, a `/baton` line, or a human's
 /// `/baton chain stop` anywhere in a message.
 pub(crate) fn command_line(event: &InboundEvent) -> Option<&str> {
@@ -57,6 +56,7 @@ pub(crate) fn command_line(event: &InboundEvent) -> Option<&str> {
     }
 }
 
+/// Run the admin command `line` (or refuse it) and answer it.
 async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Stop {
     let event = &inbound.event;
     if !claim_once_per_chat(shared, inbound).await {

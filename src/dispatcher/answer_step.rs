@@ -34,7 +34,6 @@ pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> 
     Box::pin(answer_pending(shared, inbound)).await
 }
 
-/// [`intercept`] in a chat that has had a question.
 /// Whether `inbound` may answer a pending question: a human's message in a chat that may have
 /// one (known without a read).
 pub(crate) fn may_answer(shared: &Services, inbound: &Inbound<'_>) -> bool {
@@ -42,6 +41,7 @@ pub(crate) fn may_answer(shared: &Services, inbound: &Inbound<'_>) -> bool {
         && shared.store().may_have_escalation(&inbound.settings_key)
 }
 
+/// [`intercept`] in a chat that has had a question.
 async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
     let speaker = &inbound.speaker;
     let event = &inbound.event;

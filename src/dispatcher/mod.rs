@@ -18,10 +18,11 @@
 //! The pipeline stands on top of the flows it calls (admin, escalation); the turn itself is the
 //! engine's ([`crate::engine`]), shared with every other flow that takes turns.
 //!
-//! This file is the pipeline's entry: the handle every adapter feeds, the durable intake (step 2,
-//! chatter's in `chatter.rs`) and the drain at shutdown. Each step lives in a file of its own, named for it: 3 in
-//! `self_drop.rs`, the size in `pipeline.rs`, 4 `admin_step.rs`, 5 `policy_step.rs`, 5½
-//! `answer_step.rs`, 6 `activation_step.rs`, 7 and 8 `guard_steps.rs`, 9 to 13 `turn_step.rs`.
+//! This file is the pipeline's entry: the handle every adapter feeds, the durable intake (step 2;
+//! chatter's in `chatter.rs`) and the drain at shutdown. Each step lives in a file of its own,
+//! named for it: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4 `admin_step.rs`, 5
+//! `policy_step.rs`, 5½ `answer_step.rs`, 6 `activation_step.rs`, 7 and 8 `guard_steps.rs`, 9 to
+//! 13 `turn_step.rs`.
 
 mod activation;
 mod activation_step;
@@ -178,19 +179,19 @@ impl Dispatcher {
         taken: Result<Option<T>, StoreError>,
     ) -> Result<Option<T>, NotTaken> {
         let platform = event.platform.as_str();
-        let metrics = self.shared.metrics();
+        let counters = self.shared.metrics();
         match taken {
             Ok(Some(fresh)) => {
-                metrics.add(&metrics::EVENTS_IN, platform);
+                counters.add(&metrics::EVENTS_IN, platform);
                 Ok(Some(fresh))
             }
             Ok(None) => {
-                metrics.add(&metrics::DUPLICATES, platform);
+                counters.add(&metrics::DUPLICATES, platform);
                 tracing::debug!(message = %event.message_id, "duplicate event ignored");
                 Ok(None)
             }
             Err(err) => {
-                metrics.add(&metrics::EVENTS_REFUSED, platform);
+                counters.add(&metrics::EVENTS_REFUSED, platform);
                 tracing::error!(
                     %err, platform, account = %event.account, message = %event.message_id,
                     "event refused: the store cannot record it; readiness is false until the \

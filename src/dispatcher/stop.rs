@@ -161,6 +161,7 @@ impl Dispatcher {
         }
     }
 }
+
 /// `inbound`'s message as its chat's history buffer keeps it.
 pub(super) fn history_entry(inbound: &Inbound<'_>) -> HistoryEntry {
     HistoryEntry {
