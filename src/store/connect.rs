@@ -2,6 +2,8 @@
 //!
 //! A file database runs in WAL mode with `synchronous=NORMAL`: readers never block the writer
 //! and a commit costs no fsync (a power cut may lose the last commits, never corrupt the file).
+//! Its connections open through `baton_wal_gather`'s VFS, which writes each commit's log
+//! frames in one system call instead of two a page, and changes nothing else.
 //!
 //! `":memory:"` becomes a uniquely named shared-cache memory database, so that the reader
 //! connections see what the writer committed and two stores in one process stay apart. In shared
@@ -86,12 +88,17 @@ impl Location {
     fn open_raw(&self) -> rusqlite::Result<Connection> {
         match self {
             // No URI flag for files, so a path is always a path, whatever characters it has.
-            Location::File(path) => Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_WRITE
+            Location::File(path) => {
+                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
                     | OpenFlags::SQLITE_OPEN_CREATE
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            ),
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+                // Each commit's log frames in one write (the crate's docs); if SQLite refused
+                // the VFS, the default one does the same, a call a frame.
+                match baton_wal_gather::register() {
+                    Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs),
+                    None => Connection::open_with_flags(path, flags),
+                }
+            }
             Location::Memory(uri) => Connection::open_with_flags(
                 uri,
                 OpenFlags::SQLITE_OPEN_READ_WRITE
