@@ -1,4 +1,6 @@
 //! A database written through the gathering VFS, and the ways to look at it from outside.
+//! Each test binary compiles this module and uses only part of it, hence the allowances.
+#![allow(dead_code, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 
