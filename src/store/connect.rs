@@ -225,4 +225,22 @@ mod tests {
         assert_eq!(page_size(&writer), 4096);
         writer.execute_batch("INSERT INTO t VALUES (1)").unwrap();
     }
+
+    /// A file database's log is written through the gathering VFS. Only the store opens
+    /// connections through it in this test process, so its counts stay at zero if it does not.
+    #[test]
+    fn a_file_database_writes_its_log_through_the_gathering_vfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = Location::parse(dir.path().join("gathered.db").to_str().unwrap());
+        let writer = location.open_writer(1 << 20).unwrap();
+        writer
+            .execute_batch(
+                "CREATE TABLE t (x); BEGIN; INSERT INTO t VALUES (1); INSERT INTO t VALUES (2); \
+                 COMMIT;",
+            )
+            .unwrap();
+        let writes = baton_wal_gather::writes();
+        assert!(writes.written > 0, "{writes:?}");
+        assert!(writes.asked > writes.written, "{writes:?}");
+    }
 }
