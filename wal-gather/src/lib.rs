@@ -12,9 +12,10 @@
 //! Only appends are gathered. Whatever else touches the log first writes out what is gathered:
 //! a read (SQLite reading back a page it spilled mid-transaction), a sync, a truncation, a size
 //! query, a file control, a close, and any write that does not continue the gathered bytes
-//! (checksums rewritten in place, the log starting over from its header). A log whose device
-//! lacks `SQLITE_IOCAP_POWERSAFE_OVERWRITE` (where SQLite pads a commit to the sector and may
-//! split a frame around a sync) is not gathered at all. Database files, journals and the
+//! (checksums rewritten in place, the log starting over from its header). The log of a database
+//! that is not power-safe (its `psow=0` URI parameter, or a device without
+//! `SQLITE_IOCAP_POWERSAFE_OVERWRITE`), where SQLite pads a commit to the sector and may split a
+//! frame around a sync, is not gathered at all. Database files, journals and the
 //! shared-memory index are opened by the default VFS untouched.
 //!
 //! [`register`] once, then open connections with the VFS name it returns.
@@ -161,7 +162,7 @@ macro_rules! real_call {
 }
 
 /// Opens through the default VFS; a write-ahead log gets [`METHODS`], and is gathered if its
-/// device is power-safe.
+/// database is power-safe.
 unsafe extern "C" fn open(
     _vfs: *mut ffi::sqlite3_vfs,
     name: *const c_char,
@@ -184,7 +185,13 @@ unsafe extern "C" fn open(
     // SAFETY: `real` has the default VFS's `szOsFile` bytes to itself.
     let rc = unsafe { default_open(default, name, real, flags, out_flags) };
     let opened = rc == ffi::SQLITE_OK;
+    // The database's `psow` URI parameter decides whether SQLite pads commits, but the
+    // default VFS does not apply it to the log it opens: asked here, on the log's name, which
+    // carries the database's parameters.
+    // SAFETY: `name` is the filename SQLite passed to open the log.
+    let psow = unsafe { ffi::sqlite3_uri_boolean(name, c"psow".as_ptr(), 1) } != 0;
     let power_safe = opened
+        && psow
         && real_call!(real, xDeviceCharacteristics()).unwrap_or(0)
             & ffi::SQLITE_IOCAP_POWERSAFE_OVERWRITE
             != 0;
