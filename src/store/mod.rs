@@ -81,6 +81,7 @@ mod transcript;
 mod turn_start;
 mod typing;
 mod writer;
+mod writer_conn;
 
 use std::sync::{Arc, Mutex};
 
@@ -131,9 +132,9 @@ use connect::Location;
 use escalations::EscalationChats;
 use notices::Bus;
 use readers::{Readers, Source};
-use sql::{Conn, Db, PgConn, Sqlite};
+use sql::{Conn, Db, Sqlite};
 use tail_cache::TailCache;
-use writer::{Committed, Writer};
+use writer::{Committed, Upkeep, Writer};
 
 /// A handle to baton's database. Clone it freely: every clone talks to the same writer thread
 /// and reader pool. Dropping the last clone stops the writer after it commits what is queued;
@@ -222,8 +223,12 @@ impl Store {
                 Ok((migrated, settings, escalation_chats))
             })?;
         let gate = ReadGate::default();
-        let (keeper, checkpointer, bound) = match &location {
-            Location::Memory(_) => (Some(Mutex::new(location.open_reader()?)), None, None),
+        let (keeper, checkpointer, upkeep) = match &location {
+            Location::Memory(_) => (
+                Some(Mutex::new(location.open_reader()?)),
+                None,
+                Upkeep::Nothing,
+            ),
             Location::File(path) => {
                 let conn = location.open_checkpointer()?;
                 let one = OneCheckpoint::default();
@@ -233,10 +238,10 @@ impl Store {
                     })?;
                 let file = format!("{path}-wal").into();
                 let bound = WalBound::new(file, options.wal_limit, one, copies, Arc::clone(&gate));
-                (None, Some(checkpointer), Some(bound))
+                (None, Some(checkpointer), Upkeep::Wal(bound))
             }
         };
-        let writer = Writer::spawn(Conn::Sqlite(conn), bound).map_err(|e| {
+        let writer = Writer::spawn(Conn::Sqlite(conn), upkeep).map_err(|e| {
             StoreError::Internal(format!("cannot start the store writer thread: {e}"))
         })?;
         let first_reader = Conn::Sqlite(location.open_reader()?);
@@ -269,13 +274,14 @@ impl Store {
     }
 
     fn open_postgres_blocking(url: PgUrl) -> Result<Store, StoreError> {
-        let conn = PgConn::connect(&url)?;
+        let conn = writer_conn::connect(&url)?;
         let migrated = migrate::run_migrations(Db::Postgres(&conn))?;
         let settings = Arc::new(SettingsCache::load(Db::Postgres(&conn))?);
         let escalation_chats = Arc::new(EscalationChats::load(Db::Postgres(&conn))?);
-        let writer = Writer::spawn(Conn::Postgres(conn), None).map_err(|e| {
-            StoreError::Internal(format!("cannot start the store writer thread: {e}"))
-        })?;
+        let writer =
+            Writer::spawn(Conn::Postgres(conn), Upkeep::Reconnect(url.clone())).map_err(|e| {
+                StoreError::Internal(format!("cannot start the store writer thread: {e}"))
+            })?;
         tracing::debug!(database = %url.display(), "store opened");
         let bus = Bus::listening(url.clone())?;
         let source = Source::Postgres(url);

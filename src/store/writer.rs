@@ -32,7 +32,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::StoreError;
 use super::checkpoint::WalBound;
 use super::contention::Attempts;
-use super::sql::{Conn, Db, DbError, Engine};
+use super::sql::{Conn, Db, DbError, Engine, PgUrl};
+use super::writer_conn;
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
 pub(crate) const MAX_BATCH: usize = 256;
@@ -284,15 +285,14 @@ pub(crate) struct Counts {
 }
 
 impl Writer {
-    /// Starts the writer thread on `conn`; after each commit it keeps the WAL under `bound`
-    /// (a file database).
-    pub(crate) fn spawn(conn: Conn, bound: Option<WalBound>) -> std::io::Result<Self> {
+    /// Starts the writer thread on `conn`, looking after `upkeep` between batches.
+    pub(crate) fn spawn(conn: Conn, upkeep: Upkeep) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let counts = Arc::new(Counts::default());
         let counter = Arc::clone(&counts);
         let thread = std::thread::Builder::new()
             .name("baton-store-writer".into())
-            .spawn(move || writer_loop(conn, rx, &counter, bound))?;
+            .spawn(move || writer_loop(conn, rx, &counter, upkeep))?;
         Ok(Writer {
             jobs,
             thread: std::sync::Mutex::new(Some(thread)),
@@ -401,50 +401,110 @@ impl Writer {
     }
 }
 
+/// What the writer looks after between batches, besides running them.
+pub(crate) enum Upkeep {
+    /// Nothing (a memory database).
+    Nothing,
+    /// Keeping a file database's WAL under its bound after each commit.
+    Wal(WalBound),
+    /// Connecting again to this PostgreSQL server when it closed the connection
+    /// (`writer_conn.rs`).
+    Reconnect(PgUrl),
+}
+
+/// How [`serve`] ended.
+enum Served {
+    /// Asked to stop, or every sender is gone.
+    Stopped,
+    /// The connection is closed: connect again before the next batch.
+    Lost,
+}
+
 fn writer_loop(
-    conn: Conn,
+    mut conn: Conn,
     mut rx: mpsc::Receiver<Message>,
     counts: &Counts,
-    mut bound: Option<WalBound>,
+    mut upkeep: Upkeep,
 ) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH + 1);
     // Only a SQLite writer looks before it sleeps: a PostgreSQL server on the same machine
     // needs the CPU its writer would spend looking.
     let mut busy = matches!(conn, Conn::Sqlite(_)).then_some(false);
-    // One handle for the writer's life: its statements stay prepared (`sql/sqlite.rs`).
-    conn.with_db(|db| {
-        loop {
-            let mut stop = false;
-            match next(&mut rx, &mut busy) {
-                Some(Message::Job(job)) => batch.push(job),
-                Some(Message::Stop) | None => stop = true,
+    loop {
+        // One handle for the connection's life: its statements stay prepared (`sql/sqlite.rs`).
+        let served = conn.with_db(|db| {
+            serve(
+                db,
+                &conn,
+                &mut rx,
+                &mut batch,
+                &mut busy,
+                counts,
+                &mut upkeep,
+            )
+        });
+        if let Served::Stopped = served {
+            tracing::debug!("store writer stopped");
+            return;
+        }
+        let Upkeep::Reconnect(url) = &upkeep else {
+            tracing::error!("the store writer's connection was closed; it stops");
+            return;
+        };
+        match writer_conn::connect(url) {
+            Ok(new) => {
+                tracing::warn!("the store writer's connection was closed; connected again");
+                conn = Conn::Postgres(new);
             }
-            while !stop && batch.len() <= MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(Message::Job(job)) => batch.push(job),
-                    Ok(Message::Stop) => stop = true,
-                    Err(_) => break,
-                }
-            }
-            if !batch.is_empty() {
-                run_batch(db, &mut batch, counts);
-                if let (Some(bound), Conn::Sqlite(conn)) = (&mut bound, &conn) {
-                    bound.keep(conn);
-                }
-            }
-            if stop {
-                // Only a store that wrote: a command that merely read must not wait on a
-                // gateway writing beside it.
-                if let (Some(bound), Conn::Sqlite(conn)) = (&bound, &conn)
-                    && counts.commits.load(Ordering::Relaxed) > 0
-                {
-                    bound.empty_at_stop(conn);
-                }
-                tracing::debug!("store writer stopped");
-                return;
+            // The next batch fails on the closed connection, and the writer tries again.
+            Err(e) => tracing::error!(error = %e, "the store writer cannot connect again"),
+        }
+    }
+}
+
+/// Runs batches on `db` (`conn`'s) until the writer is to stop, or the connection is closed.
+fn serve(
+    db: Db<'_>,
+    conn: &Conn,
+    rx: &mut mpsc::Receiver<Message>,
+    batch: &mut Vec<Box<dyn Job>>,
+    busy: &mut Option<bool>,
+    counts: &Counts,
+    upkeep: &mut Upkeep,
+) -> Served {
+    loop {
+        let mut stop = false;
+        match next(rx, busy) {
+            Some(Message::Job(job)) => batch.push(job),
+            Some(Message::Stop) | None => stop = true,
+        }
+        while !stop && batch.len() <= MAX_BATCH {
+            match rx.try_recv() {
+                Ok(Message::Job(job)) => batch.push(job),
+                Ok(Message::Stop) => stop = true,
+                Err(_) => break,
             }
         }
-    })
+        if !batch.is_empty() {
+            run_batch(db, batch, counts);
+            if let (Upkeep::Wal(bound), Conn::Sqlite(conn)) = (&mut *upkeep, conn) {
+                bound.keep(conn);
+            }
+        }
+        if stop {
+            // Only a store that wrote: a command that merely read must not wait on a
+            // gateway writing beside it.
+            if let (Upkeep::Wal(bound), Conn::Sqlite(conn)) = (&*upkeep, conn)
+                && counts.commits.load(Ordering::Relaxed) > 0
+            {
+                bound.empty_at_stop(conn);
+            }
+            return Served::Stopped;
+        }
+        if !conn.is_usable() {
+            return Served::Lost;
+        }
+    }
 }
 
 /// How long a busy writer looks for the next job before it sleeps until one comes.
