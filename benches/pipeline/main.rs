@@ -230,11 +230,12 @@ fn main() {
     if wanted("b2b") {
         let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes));
         println!(
-            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats, {:.1} writes/round trip)",
+            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats, {:.1} writes and {:.2} commits/round trip)",
             trips.rate(),
             trips.count,
             trips.elapsed.as_secs_f64(),
             trips.jobs as f64 / trips.count as f64,
+            trips.commits as f64 / trips.count as f64,
         );
     }
     if wanted("sessions") {

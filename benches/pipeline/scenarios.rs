@@ -98,7 +98,7 @@ pub(crate) async fn throughput(
     let watchers = Watchers::attach(&base, watchers).await;
     let injector = rig.injector(BOT).clone();
     let commits = rig.gateway.store().commits();
-    let jobs = rig.gateway.store().jobs();
+    let (jobs, commits) = (rig.gateway.store().jobs(), rig.gateway.store().commits());
     let started = Instant::now();
     for event in batch {
         injector.inject(event);
@@ -207,6 +207,8 @@ pub(crate) struct RoundTrips {
     pub(crate) elapsed: Duration,
     /// Writer jobs committed meanwhile.
     pub(crate) jobs: u64,
+    /// The batches they were committed in.
+    pub(crate) commits: u64,
 }
 
 impl RoundTrips {
@@ -236,7 +238,7 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
             event
         })
         .collect();
-    let jobs = rig.gateway.store().jobs();
+    let (jobs, commits) = (rig.gateway.store().jobs(), rig.gateway.store().commits());
     let started = Instant::now();
     for event in batch {
         injector.inject(event);
@@ -247,6 +249,7 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
     );
     let elapsed = started.elapsed();
     let jobs = rig.gateway.store().jobs() - jobs;
+    let commits = rig.gateway.store().commits() - commits;
     // Each reply must be caid's answer, not a refusal.
     let deliveries = rig
         .gateway
@@ -268,6 +271,7 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
         count,
         elapsed,
         jobs,
+        commits,
     }
 }
 
