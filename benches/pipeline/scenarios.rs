@@ -98,7 +98,7 @@ pub(crate) async fn throughput(
     let watchers = Watchers::attach(&base, watchers).await;
     let injector = rig.injector(BOT).clone();
     let commits = rig.gateway.store().commits();
-    let (jobs, commits) = (rig.gateway.store().jobs(), rig.gateway.store().commits());
+    let jobs = rig.gateway.store().jobs();
     let started = Instant::now();
     for event in batch {
         injector.inject(event);
