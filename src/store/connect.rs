@@ -44,9 +44,9 @@ const WRITER_CACHE_KIB: i64 = 2048;
 const READER_CACHE_KIB: i64 = 256;
 
 /// What SQLite may hold in all, in bytes, across every connection of the process
-/// (`soft_heap_limit`): past it, SQLite reuses cache pages instead of allocating more. Normally
-/// the caches above stay below it; it bounds a burst of extra reader connections (one per
-/// read in flight beyond the pooled ones) too.
+/// (`soft_heap_limit`): past it, each connection reuses its own cache pages instead of
+/// allocating more. Normally the caches above stay below it; it bounds a burst of extra reader
+/// connections (one per read in flight beyond the pooled ones) too.
 const SQLITE_SOFT_HEAP: i64 = 8 * 1024 * 1024;
 
 /// Prepared statements rusqlite's cache keeps per connection (its default is 16) while no
@@ -203,6 +203,25 @@ mod tests {
     fn sqlite_is_compiled_to_sync_with_fdatasync() {
         let flags = option_env!("LIBSQLITE3_FLAGS").unwrap_or_default();
         assert!(flags.contains("-DHAVE_FDATASYNC=1"), "{flags:?}");
+    }
+
+    /// And without SQLite's shared page-cache list (`.cargo/config.toml`), whose one mutex every
+    /// connection took at every page it fetched.
+    #[test]
+    fn sqlite_is_compiled_with_a_page_cache_of_its_own_per_connection() {
+        let conn = Connection::open_in_memory().unwrap();
+        let options: Vec<String> = conn
+            .prepare("PRAGMA compile_options")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(options.iter().any(|o| o == "THREADSAFE=1"), "{options:?}");
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
     }
 
     #[test]
