@@ -17,10 +17,11 @@
 //!
 //! It is a std thread, not a tokio task, because both drivers block (rusqlite, and the
 //! synchronous `postgres` client): running it on a tokio worker would stall every other task on
-//! that worker. On PostgreSQL it is the same loop on one server connection: one transaction per
-//! batch, savepoints only once a job failed. There the writers of several instances run side by side, and a
-//! batch that collided with another instance's (a deadlock, a serialization failure) is rolled
-//! back whole and run again (`contention.rs`). Both are why a job is `FnMut`.
+//! that worker. On PostgreSQL it is the same loop on one server connection (opened again if the
+//! server closed it, `writer_conn.rs`): one transaction per batch, savepoints only once a job
+//! failed. There the writers of several instances run side by side, and a batch that collided
+//! with another instance's (a deadlock, a serialization failure) is rolled back whole and run
+//! again (`contention.rs`). Both are why a job is `FnMut`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
