@@ -206,7 +206,7 @@ mod tests {
     }
 
     /// And without SQLite's shared page-cache list (`.cargo/config.toml`), whose one mutex every
-    /// connection took at every page it fetched.
+    /// connection took at every page it fetched; each cache allocates its pages as it needs them.
     #[test]
     fn sqlite_is_compiled_with_a_page_cache_of_its_own_per_connection() {
         let conn = Connection::open_in_memory().unwrap();
@@ -220,6 +220,10 @@ mod tests {
         assert!(options.iter().any(|o| o == "THREADSAFE=1"), "{options:?}");
         assert!(
             !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_PCACHE_INITSZ=0"),
             "{options:?}"
         );
     }
