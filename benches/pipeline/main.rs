@@ -126,8 +126,8 @@ fn main() {
     }
     let soak_rate = env_number("BATON_BENCH_SOAK_RATE").map_or(SOAK_RATE, |r| r as u64);
 
-    // The same runtime `baton run` uses: multi-threaded, one worker per core.
-    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    // The same runtime `baton run` uses: multi-threaded, a worker per core but the writer's.
+    let runtime = baton::gateway::runtime().expect("tokio runtime");
     if wanted("sizes") {
         let size = runtime.block_on(scenarios::pipeline_future_size());
         println!("## the future of one pipeline run (Dispatcher::handle): {size} bytes");

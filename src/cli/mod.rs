@@ -88,7 +88,7 @@ pub fn main() -> ExitCode {
         "info"
     };
     init_logging(cli.log_format, default_level);
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match crate::gateway::runtime() {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -8,10 +8,12 @@ mod build;
 mod connections;
 mod database;
 mod retention;
+mod runtime;
 
 pub use build::AdapterOverride;
 pub use database::Database;
 pub use retention::RetentionError;
+pub use runtime::runtime;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
