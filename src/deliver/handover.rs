@@ -152,12 +152,9 @@ impl Handover {
     pub(super) fn filings(events: Vec<InboundEvent>) -> (Vec<InboundEvent>, Vec<Filing>) {
         events
             .into_iter()
-            .filter_map(|event| match Filing::of(&event) {
-                Ok(filing) => Some((event, filing)),
-                Err(err) => {
-                    tracing::error!(%err, account = %event.account, "a sibling post cannot be handed over");
-                    None
-                }
+            .map(|event| {
+                let filing = Filing::of(&event);
+                (event, filing)
             })
             .unzip()
     }

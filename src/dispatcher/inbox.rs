@@ -36,7 +36,7 @@ pub(super) async fn file(
     event: &InboundEvent,
     now_ms: i64,
 ) -> Result<Option<InboxId>, StoreError> {
-    store.file(Filing::of(event)?, now_ms).await
+    store.file(Filing::of(event), now_ms).await
 }
 
 impl Dispatcher {
@@ -98,7 +98,7 @@ impl Dispatcher {
     }
 
     async fn rerun(&self, account: &Account, row: Unfinished) {
-        let event = match serde_json::from_str::<InboundEvent>(&row.event) {
+        let event = match row.event() {
             Ok(event) => event,
             Err(err) => {
                 tracing::error!(%err, id = row.id.0, "an unfinished event cannot be read; dropped");

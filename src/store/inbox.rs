@@ -15,6 +15,7 @@ use baton_contract::{ChatKey, InboundEvent};
 
 use super::dedupe::{claim_key, dedupe_key, dedupe_scope};
 use super::history;
+use super::inbox_row::{self, InboxRowError, Stored};
 use super::leases::{now_ms, sql as pick, with_clock};
 use super::sql::{Db, DbError, args};
 use super::transcript::{insert_entry, meta_json};
@@ -29,34 +30,39 @@ pub struct InboxId(pub i64);
 pub struct Unfinished {
     /// Its row.
     pub id: InboxId,
-    /// The normalized event, as JSON.
-    pub event: String,
+    /// The normalized event as filed: [`Unfinished::event`] reads it.
+    pub row: Vec<u8>,
     /// How many times a start has run it again already.
     pub attempts: u32,
 }
 
+impl Unfinished {
+    /// The event, read back from its row.
+    pub fn event(&self) -> Result<InboundEvent, InboxRowError> {
+        inbox_row::decode(&self.row)
+    }
+}
+
 /// An event ready to be filed: its account's dedupe scope, the id it is recognised by, and the
-/// event as JSON.
+/// event in its row's form (`inbox_row.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filing {
     /// `<platform>:<account>`.
     pub scope: String,
     /// Its message id, as its dedupe key.
     pub key: String,
-    /// The normalized event.
-    pub event: String,
+    /// The normalized event, as its row holds it.
+    pub event: Vec<u8>,
 }
 
 impl Filing {
     /// `event`, filed under the account that receives it.
-    pub fn of(event: &InboundEvent) -> Result<Filing, StoreError> {
-        let json = serde_json::to_string(event)
-            .map_err(|e| StoreError::Internal(format!("cannot serialize an event: {e}")))?;
-        Ok(Filing {
+    pub fn of(event: &InboundEvent) -> Filing {
+        Filing {
             scope: dedupe_scope(event.platform, &event.account),
             key: dedupe_key(event),
-            event: json,
-        })
+            event: inbox_row::encode(event),
+        }
     }
 }
 
@@ -68,7 +74,7 @@ fn file(db: Db<'_>, filing: &Filing, owner: &str, now_ms: i64) -> Result<Option<
     let id = db
         .insert_id(
             "INSERT INTO inbox (account, event, accepted_ms, owner) VALUES (?1, ?2, ?3, ?4)",
-            args![&filing.scope, &filing.event, now_ms, owner],
+            args![&filing.scope, filing.event.as_slice(), now_ms, owner],
         )?
         .ok_or(DbError::NoRows)?;
     Ok(Some(InboxId(id)))
@@ -91,13 +97,13 @@ fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
 }
 
 impl Store {
-    /// [`Store::claim`] the event's `key` in `scope` and, when it is fresh, file `event` (JSON)
-    /// in the inbox, in one transaction. `None` is a duplicate.
+    /// [`Store::claim`] the event's `key` in `scope` and, when it is fresh, file `event` (its
+    /// row, as [`Filing::of`] makes it) in the inbox, in one transaction. `None` is a duplicate.
     pub async fn accept(
         &self,
         scope: &str,
         key: &str,
-        event: String,
+        event: Vec<u8>,
         now_ms: i64,
     ) -> Result<Option<InboxId>, StoreError> {
         let filing = Filing {
@@ -201,7 +207,7 @@ impl Store {
                 |row| {
                     Ok(Unfinished {
                         id: InboxId(row.get(0)?),
-                        event: row.get(1)?,
+                        row: row.get::<Stored>(1)?.0,
                         attempts: row.get(2)?,
                     })
                 },
@@ -245,7 +251,7 @@ impl Store {
                     |row| {
                         Ok(Unfinished {
                             id: InboxId(*id),
-                            event: row.get(0)?,
+                            row: row.get::<Stored>(0)?.0,
                             attempts: row.get(1)?,
                         })
                     },
@@ -318,7 +324,7 @@ mod tests {
             let to = |account: &str| Filing {
                 scope: format!("feishu:{account}"),
                 key: "msg:om_1".into(),
-                event: format!("for {account}"),
+                event: format!("for {account}").into(),
             };
             let (_, filed) = store
                 .append_handing_over(post, vec![to("caid"), to("ada")], 3)
@@ -336,7 +342,7 @@ mod tests {
             );
             let left = store.inbox_left("feishu:ada").await.unwrap();
             assert_eq!(left.len(), 1);
-            assert_eq!(left[0].event, "for ada");
+            assert_eq!(left[0].row, b"for ada");
             let caid = store.inbox_left("feishu:caid").await.unwrap();
             assert_eq!(caid.len(), 1, "only Feishu's own copy");
         }
@@ -466,12 +472,11 @@ mod tests {
                 );
                 tokio::task::yield_now().await;
             };
-            let mut events: Vec<&str> =
-                by_b.iter().chain(&by_c).map(|u| u.event.as_str()).collect();
+            let mut events: Vec<&[u8]> = by_b.iter().chain(&by_c).map(|u| &u.row[..]).collect();
             events.sort_unstable();
             assert_eq!(
                 events,
-                ["m1", "m2"],
+                [b"m1", b"m2"],
                 "{engine}: each taken once: {by_b:?} {by_c:?}"
             );
             for taken in [&by_b, &by_c] {
@@ -526,8 +531,8 @@ mod tests {
                 crate::store::Registered::Yes
             );
             let taken = store.inbox_adopt("slack:x", 60_000).await.unwrap();
-            let events: Vec<&str> = taken.iter().map(|u| u.event.as_str()).collect();
-            assert_eq!(events, ["m1"], "{engine}");
+            let events: Vec<&[u8]> = taken.iter().map(|u| &u.row[..]).collect();
+            assert_eq!(events, [b"m1"], "{engine}");
             assert!(
                 store
                     .inbox_adopt("slack:x", 60_000)
@@ -578,7 +583,7 @@ mod tests {
             let store = db.open().await;
             let left = store.inbox_left("slack:a").await.unwrap();
             assert_eq!(left.len(), 1);
-            assert_eq!(left[0].event, "2");
+            assert_eq!(left[0].row, b"2");
             assert_eq!(store.inbox_attempt(left[0].id).await.unwrap(), 1);
             store.close().await.unwrap();
 

@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 21] = [
+const STEPS: [(&str, &str); 22] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -98,6 +98,10 @@ const STEPS: [(&str, &str); 21] = [
     (
         include_str!("migrations/021_transcript_run_in_session_index.sql"),
         include_str!("migrations/postgres/021_transcript_run_in_session_index.sql"),
+    ),
+    (
+        include_str!("migrations/022_inbox_rows_binary.sql"),
+        include_str!("migrations/postgres/022_inbox_rows_binary.sql"),
     ),
 ];
 
@@ -260,6 +264,57 @@ mod tests {
                 count_tables(db, "reply_files"),
                 1,
                 "{engine}: the last step ran"
+            );
+        })
+        .await;
+    }
+
+    /// Version 22 files events in a binary form; a row filed as JSON by a gateway stopped
+    /// before the upgrade must still be run after it.
+    #[tokio::test]
+    async fn an_event_filed_as_json_before_the_binary_rows_is_read_after_the_upgrade() {
+        on_each_engine(|db, engine| {
+            user_version(db).unwrap();
+            for (version, (sqlite, postgres)) in (1..22).zip(STEPS) {
+                let sql = match db.engine() {
+                    Engine::Sqlite => sqlite,
+                    Engine::Postgres => postgres,
+                };
+                step(db, version, sql).unwrap();
+            }
+            let mut event = baton_contract::InboundEvent::text_message(
+                baton_contract::Platform::Slack,
+                "snark".into(),
+                "C1".into(),
+                baton_contract::ChatKind::Group,
+                baton_contract::Sender {
+                    id: "U1".into(),
+                    name: "Ada".into(),
+                    is_bot: false,
+                    is_self: false,
+                },
+                "1700000000.000100".into(),
+                "@snark are you there?",
+            );
+            event.timestamp_ms = 1_700_000_000_000;
+            let json = serde_json::to_string(&event).unwrap();
+            db.execute(
+                "INSERT INTO inbox (account, event, accepted_ms, owner) VALUES ('slack:snark', ?1, 1, '')",
+                args![&json],
+            )
+            .unwrap();
+
+            run_migrations(db).unwrap();
+            let stored = db
+                .query_row("SELECT event FROM inbox", &[], |row| {
+                    row.get::<crate::store::inbox_row::Stored>(0)
+                })
+                .unwrap();
+            let read = crate::store::inbox_row::decode(&stored.0).unwrap();
+            assert_eq!(
+                serde_json::to_string(&read).unwrap(),
+                json,
+                "{engine}: the event as it was filed"
             );
         })
         .await;

@@ -56,6 +56,7 @@ mod escalations;
 mod health;
 mod history;
 mod inbox;
+mod inbox_row;
 #[macro_use]
 mod leases;
 mod lock;
@@ -105,6 +106,7 @@ pub use escalations::{
 };
 pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
+pub use inbox_row::InboxRowError;
 pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, LeaseRound, Registered};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
