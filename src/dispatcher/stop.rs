@@ -120,11 +120,11 @@ impl Dispatcher {
     ) {
         let event = &inbound.event;
         self.shared.events().emit(Event::EventReceived {
-            platform: event.platform.as_str().to_owned(),
-            account: inbound.account.id.to_string(),
+            platform: event.platform,
+            account: inbound.account.id.clone(),
             bot: inbound.bot().clone(),
             chat: inbound.chat_key.clone(),
-            message_id: event.message_id.to_string(),
+            message_id: event.message_id.clone(),
             sender: inbound.speaker.label.clone(),
             outcome,
             reason,
@@ -165,8 +165,8 @@ impl Dispatcher {
 /// `inbound`'s message as its chat's history buffer keeps it.
 pub(super) fn history_entry(inbound: &Inbound<'_>) -> HistoryEntry {
     HistoryEntry {
-        message_id: inbound.event.message_id.to_string(),
-        sender_id: inbound.event.sender.id.to_string(),
+        message_id: inbound.event.message_id.as_str().to_owned(),
+        sender_id: inbound.event.sender.id.as_str().to_owned(),
         speaker: inbound.speaker.name.clone(),
         text: inbound.event.text.clone(),
         ts_ms: inbound.event.timestamp_ms,

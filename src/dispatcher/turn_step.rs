@@ -146,8 +146,11 @@ async fn gateway_says(
 /// event reuses the same idempotency keys and cannot post twice.
 pub(super) fn run_id(inbound: &Inbound<'_>, kind: &str) -> String {
     let event = &inbound.event;
-    format!(
-        "{kind}:{}:{}:{}",
-        event.platform, inbound.account.id, event.message_id
-    )
+    [
+        kind,
+        event.platform.as_str(),
+        inbound.account.id.as_str(),
+        event.message_id.as_str(),
+    ]
+    .join(":")
 }

@@ -1,7 +1,7 @@
 //! The kinds of event the stream carries. Each serialises to one JSON object with `type` (the
 //! variant in snake case) and the ids it concerns; the bus adds `id` and `ts_ms`.
 
-use baton_contract::ChatKey;
+use baton_contract::{AccountId, ChatKey, MessageId, Platform};
 use serde::Serialize;
 
 use crate::bot_id::BotId;
@@ -13,15 +13,15 @@ pub enum Event {
     /// A chat event reached a bot's pipeline: whether it woke the bot, and if not, why.
     EventReceived {
         /// `slack`, `discord`, `feishu`, `lark`, `local`.
-        platform: String,
+        platform: Platform,
         /// The account that received it.
-        account: String,
+        account: AccountId,
         /// The bot behind the account.
         bot: BotId,
         /// The chat.
         chat: ChatKey,
         /// The platform's message id.
-        message_id: String,
+        message_id: MessageId,
         /// Who sent it (`bot:<id>` for a bot).
         sender: String,
         /// What became of it.

@@ -48,7 +48,7 @@ mod tests {
                 state: "open".into(),
             },
             Event::EventReceived {
-                platform: "local".into(),
+                platform: baton_contract::Platform::Local,
                 account: "a".into(),
                 bot: "caid".parse().unwrap(),
                 chat: baton_contract::ChatKey::new(
