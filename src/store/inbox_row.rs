@@ -3,9 +3,9 @@
 //!
 //! Every event that is not chatter is filed before it is acknowledged, on the accepting task.
 //! As JSON its row cost ~7k instructions to write (serde's keys, escapes and number formatting),
-//! the largest single part of taking in a mention (BENCHMARKS.md, issue 23), and ~500 bytes of
-//! log per filing. Here each field is its bytes behind a length, in a fixed order: about a tenth
-//! of the instructions and half the bytes. Reading back happens once in a rerun, so it checks
+//! the largest single part of taking in a mention (BENCHMARKS.md, issue 23), and every field's
+//! name went into the log with every filing. Here each field is its bytes behind a length, in a
+//! fixed order: about a tenth of the instructions, and under half the bytes (a test holds it). Reading back happens once in a rerun, so it checks
 //! everything (lengths, UTF-8, tags, no trailing bytes) and says what it found wrong.
 //!
 //! Rows filed before this form are JSON; a row starting with `{` is read as JSON, so an upgrade
