@@ -61,6 +61,9 @@ pub enum InboxRowError {
         /// The byte found.
         tag: u8,
     },
+    /// A length that does not fit in a number: the row is damaged.
+    #[error("the row's {0} has a length too large to be one")]
+    BadLength(&'static str),
     /// A platform this version does not know.
     #[error("the row names platform `{0}`, which this version of baton does not know")]
     UnknownPlatform(String),
@@ -325,14 +328,16 @@ impl Fields<'_> {
         let mut n: usize = 0;
         for shift in (0..usize::BITS).step_by(7) {
             let b = self.byte(field)?;
-            n |= usize::from(b & 0x7f)
-                .checked_shl(shift)
-                .ok_or(InboxRowError::BadTag { field, tag: b })?;
+            let bits = usize::from(b & 0x7f);
+            if bits << shift >> shift != bits {
+                return Err(InboxRowError::BadLength(field));
+            }
+            n |= bits << shift;
             if b & 0x80 == 0 {
                 return Ok(n);
             }
         }
-        Err(InboxRowError::Truncated(field))
+        Err(InboxRowError::BadLength(field))
     }
 
     fn string(&mut self, field: &'static str) -> Result<String, InboxRowError> {
@@ -470,6 +475,11 @@ mod tests {
         longer.push(0);
         assert!(matches!(decode(&longer), Err(InboxRowError::Trailing(1))));
         assert!(matches!(decode(&[2]), Err(InboxRowError::UnknownForm(2))));
+        let overlong = [[VERSION].as_slice(), &[0xff; 10], &[0x01]].concat();
+        assert!(matches!(
+            decode(&overlong),
+            Err(InboxRowError::BadLength("platform"))
+        ));
         assert!(matches!(decode(&[]), Err(InboxRowError::Truncated(_))));
         assert!(matches!(
             decode(b"{\"not\": \"an event\"}"),
