@@ -1,5 +1,5 @@
 //! The `baton` command line: `run`, `check`, `chat`, `transcript`, `sessions`, `chains`,
-//! `deliveries`, `artifacts`, `pairing`, `prune`, `migrate`, `cluster`. Each subcommand lives in its own file; this one parses
+//! `deliveries`, `artifacts`, `pairing`, `prune`, `migrate`, `cluster`, `setup`, `doctor`. Each subcommand lives in its own file; this one parses
 //! arguments, sets up logging and maps outcomes to exit codes (0 ok, 1 a problem the user must
 //! fix).
 
@@ -8,9 +8,11 @@ mod chains;
 mod chat;
 mod check;
 mod cluster;
+mod doctor;
 mod migrate;
 mod prune;
 mod run;
+mod setup;
 mod suggest;
 mod views;
 
@@ -76,6 +78,11 @@ enum Command {
     /// Several instances on one database: `baton cluster status` lists each, its last lease
     /// renewal and the accounts it holds.
     Cluster(cluster::ClusterArgs),
+    /// Print what a platform needs for one bot's account: a Slack app manifest, a Discord
+    /// install URL, Feishu/Lark's scopes.
+    Setup(setup::SetupArgs),
+    /// Check every account and backend live: logins, scopes, models. Exits 1 on a `fail`.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parse the command line and run it.
@@ -109,6 +116,8 @@ pub fn main() -> ExitCode {
             Command::Prune(args) => prune::prune(&cli.config, args).await,
             Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
             Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
+            Command::Setup(args) => setup::setup(&cli.config, args),
+            Command::Doctor(args) => doctor::doctor(&cli.config, args).await,
         }
     });
     match result {

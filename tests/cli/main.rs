@@ -1,11 +1,14 @@
 //! The real `baton` binary, end to end, on loopback and in temporary directories:
 //! `check` (good and broken configs), `run` (HTTP, a local room, SIGTERM), `transcript`,
-//! `sessions`, `chat`, and what a missing config file gets.
+//! `sessions`, `chat`, `setup`, `doctor`, and what a missing config file gets.
 //!
 //! Nothing here sleeps to synchronise: every wait polls for the awaited state with a deadline.
 
 mod check;
+mod docs;
+mod doctor;
 mod run;
+mod setup;
 mod store_commands;
 #[path = "../support/mod.rs"]
 mod support;

@@ -68,6 +68,8 @@ struct Inner {
     update_limits: u32,
     /// `assistant.threads.setStatus` answers `missing_scope`.
     no_status_scope: bool,
+    /// Scopes `auth.test` says the bot token lacks (`x-oauth-scopes` leaves them out).
+    withheld_scopes: Vec<String>,
     next_ts: u64,
     seen: Timeline,
     // Files to chats: uploads waiting for completion (file id -> name, bytes), the files shared,
@@ -178,6 +180,16 @@ impl FakeSlack {
     /// `assistant:write`.
     pub fn without_status_scope(&self) {
         self.inner.lock().unwrap().no_status_scope = true;
+    }
+
+    /// Leave `scope` out of the scopes `auth.test` reports (`x-oauth-scopes`), as for an app
+    /// installed without it.
+    pub fn withhold_scope(&self, scope: &str) {
+        self.inner
+            .lock()
+            .unwrap()
+            .withheld_scopes
+            .push(scope.to_owned());
     }
 
     /// The next `n` `files.getUploadURLExternal` calls get 429 with `Retry-After: 1`.
@@ -438,17 +450,39 @@ fn bearer(headers: &HeaderMap) -> String {
         .to_owned()
 }
 
-async fn auth_test(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap) -> Json<Value> {
+/// The bot scopes an app gets unless the test withholds some: what `baton setup slack` asks for.
+const SCOPES: [&str; 10] = [
+    "app_mentions:read",
+    "channels:history",
+    "groups:history",
+    "im:history",
+    "mpim:history",
+    "chat:write",
+    "files:read",
+    "files:write",
+    "commands",
+    "assistant:write",
+];
+
+async fn auth_test(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap) -> Response {
     let token = bearer(&headers);
     let inner = inner.lock().unwrap();
     let app = token.strip_prefix("xoxb-").unwrap_or("");
-    Json(match inner.apps.get(app) {
-        Some((user, bot)) => json!({
-            "ok": true, "url": "https://fake.slack.com/", "team": "Fake", "user": app,
-            "team_id": "T1", "user_id": user, "bot_id": bot,
-        }),
-        None => json!({ "ok": false, "error": "invalid_auth" }),
-    })
+    let scopes: Vec<&str> = SCOPES
+        .into_iter()
+        .filter(|s| !inner.withheld_scopes.iter().any(|w| w == s))
+        .collect();
+    match inner.apps.get(app) {
+        Some((user, bot)) => (
+            [("x-oauth-scopes", scopes.join(","))],
+            Json(json!({
+                "ok": true, "url": "https://fake.slack.com/", "team": "Fake", "user": app,
+                "team_id": "T1", "user_id": user, "bot_id": bot,
+            })),
+        )
+            .into_response(),
+        None => Json(json!({ "ok": false, "error": "invalid_auth" })).into_response(),
+    }
 }
 
 async fn connections_open(

@@ -11,11 +11,14 @@ pub struct GatewayConfig {
     /// SQLite file; `:memory:` for throwaway runs.
     pub database: String,
     /// Env var holding a `postgres://` URL: when set, the store is that PostgreSQL database
-    /// instead of the SQLite file (in progress: see README "PostgreSQL (in progress)").
+    /// instead of the SQLite file.
     pub database_url_env: Option<String>,
     /// Env var holding the bearer token for every route but the webhooks and health checks;
     /// unset means this machine only.
     pub api_token_env: Option<String>,
+    /// The address platforms and peers reach baton at (behind a reverse proxy), such as
+    /// `https://baton.example.com`; `baton setup` writes webhook URLs under it.
+    pub public_url: Option<String>,
     /// A reply equal to this (trimmed) is a silent turn.
     pub silent_token: String,
     /// What the user sees when a backend fails; empty means say nothing.
@@ -50,6 +53,7 @@ impl Default for GatewayConfig {
             database: "baton.db".into(),
             database_url_env: None,
             api_token_env: None,
+            public_url: None,
             silent_token: "NO_REPLY".into(),
             error_reply: "Sorry, I could not answer that just now (my model backend failed). \
                           Please try again in a moment."

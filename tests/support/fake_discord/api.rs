@@ -35,6 +35,35 @@ pub(super) async fn gateway_url(State(inner): State<Arc<Mutex<Inner>>>) -> Json<
     Json(json!({ "url": format!("{ws}/gateway") }))
 }
 
+/// `GET /gateway/bot`: the URL and the session-start budget, for a known bot token only.
+pub(super) async fn gateway_bot(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+) -> Response {
+    let inner = inner.lock().unwrap();
+    if !bot_token(&headers).is_some_and(|t| inner.bots.contains_key(&t)) {
+        return unauthorized();
+    }
+    let ws = inner.base.replacen("http://", "ws://", 1);
+    Json(
+        json!({ "url": format!("{ws}/gateway"), "shards": 1, "session_start_limit":
+        { "total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1 } }),
+    )
+    .into_response()
+}
+
+/// `GET /users/@me`: the bot user a token belongs to.
+pub(super) async fn current_user(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+) -> Response {
+    let inner = inner.lock().unwrap();
+    match bot_token(&headers).and_then(|t| inner.bots.get(&t)) {
+        Some(bot) => Json(user(&bot.user_id, &bot.name, true)).into_response(),
+        None => unauthorized(),
+    }
+}
+
 pub(super) async fn get_channel(
     State(inner): State<Arc<Mutex<Inner>>>,
     Path(channel): Path<String>,

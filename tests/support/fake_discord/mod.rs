@@ -33,9 +33,9 @@ mod api;
 mod socket;
 
 use self::api::{
-    attachment_download, create_message_or_upload, delete_message, edit_message, edit_original,
-    followup, gateway_url, get_channel, interaction_callback, register_global, register_guild,
-    trigger_typing,
+    attachment_download, create_message_or_upload, current_user, delete_message, edit_message,
+    edit_original, followup, gateway_bot, gateway_url, get_channel, interaction_callback,
+    register_global, register_guild, trigger_typing,
 };
 use self::socket::socket;
 
@@ -228,6 +228,8 @@ impl FakeDiscord {
         }));
         let app = Router::new()
             .route("/api/v10/gateway", get(gateway_url))
+            .route("/api/v10/gateway/bot", get(gateway_bot))
+            .route("/api/v10/users/@me", get(current_user))
             .route("/gateway", get(socket))
             .route("/api/v10/channels/{channel}", get(get_channel))
             .route(
