@@ -80,7 +80,7 @@ pub(crate) fn roster(
         .map(|bot| build_bot(config, bot, env).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let mut accounts = Vec::with_capacity(config.accounts.len() + bots.len());
-    // Feishu/Lark accounts of one platform learn each other's bot names (README: Connect Feishu).
+    // Feishu/Lark accounts of one platform learn each other's bot names (docs/platforms/feishu.md).
     #[cfg(feature = "feishu")]
     let feishu_siblings = [baton_feishu::Siblings::new(), baton_feishu::Siblings::new()];
     for account in &config.accounts {
