@@ -2,7 +2,16 @@
 # Debian image holding only the binary and the CA certificates (for the platforms' HTTPS APIs).
 #
 #   docker build -t baton .
-#   docker run --rm -v $PWD/baton.toml:/etc/baton/baton.toml:ro -p 8642:8642 baton
+#   docker volume create baton-data
+#   export BATON_API_TOKEN=$(openssl rand -hex 32)
+#   docker run -d -v $PWD/baton.toml:/etc/baton/baton.toml:ro -v baton-data:/var/lib/baton \
+#       -e BATON_API_TOKEN -p 8642:8642 baton
+#
+# The database lives in /var/lib/baton (the working directory): keep it on a volume, or it goes
+# with the container. Clients reach a container through a forwarded port, never from loopback,
+# so the config must name the token (`[gateway] api_token_env = "BATON_API_TOKEN"`); without it
+# every request but /healthz, /readyz and /hooks is refused with 403. Pass the platform and
+# model secrets the config's *_env keys name with -e too. docs/operations.md, "Container".
 #
 # Several instances on one PostgreSQL database: deploy/compose.yaml.
 

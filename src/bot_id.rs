@@ -64,7 +64,7 @@ impl FromStr for BotId {
 
 impl fmt::Display for BotId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 

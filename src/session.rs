@@ -188,7 +188,7 @@ const SCHEDULE_PREFIX: &str = "schedule:";
 
 impl fmt::Display for SessionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.render())
+        f.pad(&self.render())
     }
 }
 

@@ -184,7 +184,7 @@ async fn status_bots_limits_transcript_and_chain_commands_answer_admins_only() {
     let status = run(&gw, "admin", "/baton status").await;
     for part in [
         "Accounts:",
-        "local/alpha (bot alpha): Connected",
+        "local/alpha (bot alpha): connected",
         "Lanes:",
         "- main: 0 running",
     ] {

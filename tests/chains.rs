@@ -666,3 +666,42 @@ async fn a_turns_artifacts_in_and_out_show_under_it_in_the_api_and_the_cli() {
         assert!(shown.contains(&line), "{line}\n{shown}");
     }
 }
+
+#[tokio::test]
+async fn the_demos_echo_bots_answer_a_chain_turn_with_its_topic() {
+    let (_dir, db) = temp_db();
+    let demo =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config/demo.toml")).unwrap();
+    let gw = TestGateway::start(&demo, &db).await;
+    gw.say(
+        "lobby",
+        "admin",
+        "/baton chain start @caid @sec review the plan",
+    )
+    .await;
+    gw.settle().await;
+    let (chain, messages) = the_chain(&gw).await;
+    assert_eq!(chain["state"], "completed", "{chain:#}");
+    let posts: Vec<(&str, &str)> = messages
+        .iter()
+        .filter(|m| m["kind"] == "message")
+        .map(|m| {
+            (
+                m["sender"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        posts,
+        [("caid", "review the plan"), ("sec", "review the plan")],
+        "the topic, not baton's turn instructions"
+    );
+    let room = gw.messages("lobby").await;
+    assert!(
+        room.iter()
+            .all(|m| !m["text"].as_str().unwrap().contains("It is your turn")),
+        "{room:#?}"
+    );
+    gw.stop().await;
+}

@@ -173,6 +173,14 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
             "return [...document.querySelectorAll('table.deliveries tr .d-state')].some(e => e.textContent === 'delivered');",
         )
         .await;
+    let stray = browser
+        .js("return [...document.getElementById('main').childNodes].filter(n => n.nodeType === 3).map(n => n.textContent);")
+        .await;
+    assert_eq!(
+        stray,
+        json!([]),
+        "no stray text (a literal `null`) in the deliveries view"
+    );
     browser.screenshot("dashboard-deliveries").await;
 
     // A chain: turns in order, each speaker's post under its turn bar.

@@ -14,14 +14,21 @@ use crate::store::{ChainQuery, Entry, EntryKind, TranscriptQuery};
 pub(super) async fn status(shared: &Services) -> String {
     let mut out = String::from("baton status\nAccounts:");
     for account in shared.roster().accounts() {
+        let state = account.adapter.connection_state();
         let _ = write!(
             out,
-            "\n- {}/{} (bot {}): {:?}",
+            "\n- {}/{} (bot {}): {}",
             account.platform,
             account.id,
             account.bot.id(),
-            account.adapter.connection_state()
+            state.as_str()
         );
+        if let Some(attempt) = state.attempt() {
+            let _ = write!(out, " (attempt {attempt})");
+        }
+        if let Some(trouble) = account.adapter.connection().trouble() {
+            let _ = write!(out, ": {trouble}");
+        }
     }
     out.push_str("\nLanes:");
     for load in shared.lanes().load() {

@@ -39,9 +39,8 @@ pub(crate) fn turn_text(
     silent_token: &str,
 ) -> String {
     let mut text = format!(
-        "[chain {} \"{}\"] coordinator: {}; participants: {}.\n",
-        chain.id,
-        chain.name,
+        "{} coordinator: {}; participants: {}.\n",
+        crate::turn::chain_header(&chain.id, &chain.name),
         chain.coordinator_name(),
         if chain.participants.is_empty() {
             "none yet".to_owned()

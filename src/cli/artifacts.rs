@@ -1,6 +1,7 @@
 //! `baton artifacts [--session KEY | --run ID]`: the artifacts in the store, oldest first, with
 //! who made each and from what. Read-only, next to a running gateway.
 
+use super::out::say;
 use std::path::Path;
 
 use clap::Args;
@@ -32,10 +33,15 @@ pub(super) async fn artifacts(config: &Path, args: ArtifactsArgs) -> anyhow::Res
         (None, Some(run)) => ArtifactQuery::Run(run),
         (None, None) => ArtifactQuery::All,
     };
-    println!(
+    say!(
         "{:<28} {:<24} {:<20} {:>10} {:<10} {:>7}  RUN (FROM)",
-        "ARTIFACT", "NAME", "TYPE", "BYTES", "BOT", "AGE"
-    );
+        "ARTIFACT",
+        "NAME",
+        "TYPE",
+        "BYTES",
+        "BOT",
+        "AGE"
+    )?;
     for a in store.artifacts(query, args.limit).await? {
         let age = (now_ms() - a.created_ms).max(0) / 1000;
         let from = if a.inputs.is_empty() {
@@ -43,7 +49,7 @@ pub(super) async fn artifacts(config: &Path, args: ArtifactsArgs) -> anyhow::Res
         } else {
             format!(" (from {})", a.inputs.join(", "))
         };
-        println!(
+        say!(
             "{:<28} {:<24} {:<20} {:>10} {:<10} {:>6}s  {}{from}",
             a.id,
             one_line(&a.name, 24),
@@ -52,7 +58,7 @@ pub(super) async fn artifacts(config: &Path, args: ArtifactsArgs) -> anyhow::Res
             a.bot,
             age,
             a.run_id.as_deref().unwrap_or("-"),
-        );
+        )?;
     }
     store.close().await?;
     Ok(())

@@ -2,6 +2,7 @@
 //! over in it, and the artifacts each turn took in and made. Read-only, next to a running gateway
 //! (SQLite's WAL lets it read while it writes).
 
+use super::out::say;
 use std::path::Path;
 
 use clap::Args;
@@ -26,17 +27,22 @@ pub(super) struct ChainsArgs {
 pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()> {
     let store = open(config, &args.store).await?;
     let Some(id) = args.id else {
-        println!(
+        say!(
             "{:<10} {:<10} {:<10} {:<10} {:>4} {:>7}  NAME (PARTICIPANTS)",
-            "CHAIN", "STATE", "COORD", "HOLDER", "TURN", "AGE"
-        );
+            "CHAIN",
+            "STATE",
+            "COORD",
+            "HOLDER",
+            "TURN",
+            "AGE"
+        )?;
         let query = ChainQuery {
             open_in: None,
             limit: Some(args.limit),
         };
         for c in store.chains(query).await? {
             let age = (now_ms() - c.created_ms).max(0) / 1000;
-            println!(
+            say!(
                 "{:<10} {:<10} {:<10} {:<10} {:>4} {:>6}s  {} ({})",
                 c.id,
                 c.state.as_str(),
@@ -46,7 +52,7 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
                 age,
                 one_line(&c.name, 40),
                 names(&c.participants)
-            );
+            )?;
         }
         store.close().await?;
         return Ok(());
@@ -54,15 +60,15 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
     let Some(chain) = store.chain(&id).await? else {
         anyhow::bail!("no chain `{id}`; `baton chains` lists them");
     };
-    println!("chain {} \"{}\"", chain.id, chain.name);
-    println!(
+    say!("chain {} \"{}\"", chain.id, chain.name)?;
+    say!(
         "state {}, turn {}, round {}; {} holds the turn",
         chain.state,
         chain.turn,
         chain.round,
         chain.holder_name()
-    );
-    println!(
+    )?;
+    say!(
         "coordinator {}; participants {}; started by {} in {}:{}{}",
         chain.coordinator_name(),
         names(&chain.participants),
@@ -75,34 +81,40 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
             .as_deref()
             .map(|t| format!(" (thread {t})"))
             .unwrap_or_default()
-    );
+    )?;
     if let Some(reason) = &chain.closed_reason {
-        println!("ended: {reason}");
+        say!("ended: {reason}")?;
     }
-    println!();
+    say!("")?;
     for e in store.chain_entries(&chain.id).await? {
         let who = match (e.kind, &e.recipient) {
             (ChainEntryKind::Handoff, Some(to)) => format!("{} → {to}", e.sender),
             _ => e.sender.clone(),
         };
-        println!(
+        say!(
             "turn {:>3} {:<8} {who}: {}",
             e.turn,
             e.kind.as_str(),
             e.content
-        );
+        )?;
     }
     let steps = store.chain_steps(&chain.id).await?;
     if !steps.is_empty() {
-        println!();
-        println!("artifacts by turn:");
+        say!("")?;
+        say!("artifacts by turn:")?;
     }
     for step in steps {
         for a in &step.artifacts_in {
-            println!(
+            say!(
                 "turn {:>3} {} took {} `{}` ({}, {} bytes, made by {})",
-                step.turn, step.bot, a.id, a.name, a.media_type, a.bytes, a.bot
-            );
+                step.turn,
+                step.bot,
+                a.id,
+                a.name,
+                a.media_type,
+                a.bytes,
+                a.bot
+            )?;
         }
         for a in &step.artifacts_out {
             let from = if a.inputs.is_empty() {
@@ -110,10 +122,15 @@ pub(super) async fn chains(config: &Path, args: ChainsArgs) -> anyhow::Result<()
             } else {
                 format!(" from {}", a.inputs.join(", "))
             };
-            println!(
+            say!(
                 "turn {:>3} {} made {} `{}` ({}, {} bytes){from}",
-                step.turn, a.bot, a.id, a.name, a.media_type, a.bytes
-            );
+                step.turn,
+                a.bot,
+                a.id,
+                a.name,
+                a.media_type,
+                a.bytes
+            )?;
         }
     }
     store.close().await?;

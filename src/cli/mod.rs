@@ -10,6 +10,7 @@ mod check;
 mod cluster;
 mod doctor;
 mod migrate;
+mod out;
 mod prune;
 mod run;
 mod setup;
@@ -122,6 +123,7 @@ pub fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.is::<out::StdoutClosed>() => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", said_once(&err));
             ExitCode::FAILURE

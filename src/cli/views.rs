@@ -3,6 +3,7 @@
 //! They open the database named by the config (or `--database`) next to a running gateway;
 //! SQLite's WAL lets them read while it writes.
 
+use super::out::say;
 use std::path::Path;
 use std::time::Duration;
 
@@ -150,7 +151,7 @@ pub(super) async fn transcript(config: &Path, args: TranscriptArgs) -> anyhow::R
             }
         };
         for entry in entries {
-            println!("{}", render(&entry, args.format)?);
+            say!("{}", render(&entry, args.format)?)?;
             after = Some(entry.id);
         }
         if more {
@@ -193,10 +194,10 @@ fn render(entry: &Entry, format: Format) -> serde_json::Result<String> {
 
 pub(super) async fn sessions(config: &Path, args: StoreArgs) -> anyhow::Result<()> {
     let store = open(config, &args).await?;
-    println!("{:<56} {:>8}  last activity", "SESSION", "ENTRIES");
+    say!("{:<56} {:>8}  last activity", "SESSION", "ENTRIES")?;
     for s in store.sessions().await? {
         let ago = (now_ms() - s.updated_ms).max(0) / 1000;
-        println!("{:<56} {:>8}  {ago} s ago", s.key.render(), s.entries);
+        say!("{:<56} {:>8}  {ago} s ago", s.key.render(), s.entries)?;
     }
     Ok(())
 }
@@ -228,14 +229,19 @@ pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::R
         open_only: args.open,
         limit: args.limit,
     };
-    println!(
+    say!(
         "{:<36} {:<10} {:<10} {:<10} {:>5} {:>7}  OUTCOME",
-        "RUN", "FROM", "TO", "STATE", "DEPTH", "AGE"
-    );
+        "RUN",
+        "FROM",
+        "TO",
+        "STATE",
+        "DEPTH",
+        "AGE"
+    )?;
     for d in store.deliveries(query).await? {
         let age = (now_ms() - d.created_ms).max(0) / 1000;
         let outcome = d.reason.as_deref().or(d.reply.as_deref()).unwrap_or("");
-        println!(
+        say!(
             "{:<36} {:<10} {:<10} {:<10} {:>5} {:>6}s  {}",
             d.run_id,
             d.sender,
@@ -244,7 +250,7 @@ pub(super) async fn deliveries(config: &Path, args: DeliveriesArgs) -> anyhow::R
             d.depth,
             age,
             one_line(outcome, 60)
-        );
+        )?;
     }
     store.close().await?;
     Ok(())
@@ -267,20 +273,23 @@ pub(super) async fn pairing(config: &Path, args: PairingArgs) -> anyhow::Result<
     match args.action {
         PairingAction::List => {
             let now = now_ms();
-            println!(
+            say!(
                 "{:<10} {:<12} {:<24} {:<8} STATE",
-                "PLATFORM", "ACCOUNT", "USER", "CODE"
-            );
+                "PLATFORM",
+                "ACCOUNT",
+                "USER",
+                "CODE"
+            )?;
             for p in store.pairings().await? {
                 let account = p.account.as_deref().unwrap_or("-");
-                println!(
+                say!(
                     "{:<10} {:<12} {:<24} {:<8} {}",
                     p.platform,
                     account,
                     p.user,
                     p.code,
                     p.state(now)
-                );
+                )?;
             }
         }
         PairingAction::Approve { code } => {
@@ -304,7 +313,7 @@ pub(super) async fn pairing(config: &Path, args: PairingArgs) -> anyhow::Result<
             store.close().await?;
             return match answer {
                 Ok(text) => {
-                    println!("{text}");
+                    say!("{text}")?;
                     Ok(())
                 }
                 Err(text) => Err(anyhow::anyhow!(text)),

@@ -1,5 +1,6 @@
 //! `GET /healthz` (the process answers) and `GET /readyz` (the store can commit a write, and
-//! every account is connected or reconnecting with backoff). A store that cannot commit (full
+//! every account is connected or reconnecting with backoff; each one that is not is listed with
+//! its state and why: invalid token, missing scope, unreachable). A store that cannot commit (full
 //! disk, read-only file) makes the gateway refuse events, so it must not look ready either.
 
 use axum::Json;
@@ -22,12 +23,27 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<V
         tracing::error!(%err, "not ready: the store cannot commit; new events are refused");
     }
     let store_ok = probe.is_ok();
-    let waiting: Vec<String> = shared
+    let not_ready: Vec<_> = shared
         .roster()
         .accounts()
         .iter()
         .filter(|a| !a.adapter.connection_state().is_ready())
+        .collect();
+    let waiting: Vec<String> = not_ready
+        .iter()
         .map(|a| format!("{}/{}", a.platform, a.id))
+        .collect();
+    // Each account that is not ready, with its state and why (when the platform said).
+    let accounts: Vec<Value> = not_ready
+        .iter()
+        .map(|a| {
+            let cell = a.adapter.connection();
+            json!({
+                "account": format!("{}/{}", a.platform, a.id),
+                "state": cell.get().as_str(),
+                "reason": cell.trouble().map(|t| t.as_str()),
+            })
+        })
         .collect();
     let ready = store_ok && waiting.is_empty();
     let status = if ready {
@@ -35,6 +51,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<V
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = json!({"ready": ready, "store": store_ok, "accounts_not_ready": waiting});
+    let body = json!({"ready": ready, "store": store_ok, "accounts_not_ready": waiting,
+                      "accounts": accounts});
     (status, Json(body))
 }

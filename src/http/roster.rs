@@ -29,8 +29,10 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
                 .filter(|a| a.bot.id() == bot.id())
                 .map(|a| {
                     let state = a.adapter.connection_state();
+                    let reason = a.adapter.connection().trouble().map(|t| t.as_str());
                     json!({"platform": a.platform.as_str(), "account": a.id.as_str(),
-                           "state": state.as_str(), "attempt": state.attempt()})
+                           "state": state.as_str(), "attempt": state.attempt(),
+                           "ready": state.is_ready(), "reason": reason})
                 })
                 .collect();
             let mine: Vec<_> = running.iter().filter(|t| &t.bot == bot.id()).collect();

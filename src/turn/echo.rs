@@ -2,7 +2,8 @@
 //!
 //! It says back what it was sent, minus the mentions that woke it and the
 //! `Message from bot '<x>': ` prefix a `sessions_send` adds, so two echo bots can be chained in a
-//! demo and a test can predict every word. Two directives exercise the tool path:
+//! demo and a test can predict every word. A turn in a chain is answered with the chain's topic,
+//! not the instructions baton wraps around it. Two directives exercise the tool path:
 //! - `ask @<bot>: <text>` calls `sessions_send` and answers with the target's reply;
 //! - `tell @<bot>: <text>` calls it fire-and-forget (`timeout_seconds = 0`) and answers that the
 //!   message was accepted; the target's reply arrives in the session later.
@@ -33,7 +34,8 @@ impl Backend for EchoBackend {
         request: &TurnRequest,
         tools: &dyn ToolExecutor,
     ) -> Result<BackendReply, BackendError> {
-        let text = strip_addressing(request.last_user_text());
+        let given = request.last_user_text();
+        let text = super::chain_topic(given).unwrap_or_else(|| strip_addressing(given));
         let reply = match parse_directive(text) {
             Some(Directive {
                 wait,

@@ -5,6 +5,7 @@
 //! Tool calls go through a [`ToolExecutor`] that the gateway supplies per turn, so the same
 //! loop serves every tool set the later features add.
 
+mod chain_turn;
 mod command;
 mod echo;
 mod http;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use chain_turn::{chain_header, chain_topic};
 pub use command::CommandBackend;
 pub use echo::EchoBackend;
 pub use http::HttpBackend;

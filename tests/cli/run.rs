@@ -193,6 +193,16 @@ async fn run_serves_a_room_stops_on_sigterm_and_leaves_a_transcript() {
         .split_whitespace()
         .collect();
     assert_eq!(&row[1..4], ["snark", "caid", "delivered"], "{text}");
+    // The columns line up: each value starts under its heading (ids honour the width).
+    let header = text.lines().next().unwrap();
+    let line = text.lines().find(|l| l.starts_with("run_")).unwrap();
+    for (heading, value) in [("FROM", "snark"), ("TO", "caid"), ("STATE", "delivered")] {
+        assert_eq!(
+            header.find(&format!(" {heading} ")).map(|at| at + 1),
+            line.find(&format!(" {value} ")).map(|at| at + 1),
+            "{heading} column:\n{text}"
+        );
+    }
     assert!(text.contains("lint the diff"), "{text}");
 
     // The session list.

@@ -315,3 +315,48 @@ async fn an_unknown_session_is_an_error_offering_the_nearest_keys() {
         );
     }
 }
+
+#[tokio::test]
+async fn transcript_into_a_reader_that_stops_early_ends_quietly() {
+    use baton::store::{EntryKind, NewEntry, Origin, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("baton.db");
+    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    // Far more than a pipe holds, so the writes after `head` has gone fail.
+    for n in 0..3_000 {
+        let entry = NewEntry {
+            session: "bot:snark:local:snark:room".parse().unwrap(),
+            ts_ms: 1_700_000_000_000 + n,
+            kind: EntryKind::Inbound,
+            speaker: "alice".into(),
+            origin: Origin::Human,
+            text: format!("message {n}: {}", "words ".repeat(20)),
+            platform_message_id: None,
+            run_id: None,
+            idempotency_key: None,
+            meta: serde_json::json!({}),
+        };
+        store.append(entry).await.unwrap();
+    }
+    store.close().await.unwrap();
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.current_dir(dir.path())
+        .arg("-c")
+        .arg(format!(
+            "{} transcript --all --database {} | head -n 2; echo \"baton exited ${{PIPESTATUS[0]}}\"",
+            support::process::BATON,
+            db.display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = output(cmd).await;
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 3, "{}", show(&out));
+    assert!(text.ends_with("baton exited 0\n"), "{}", show(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !said.contains("panicked") && !said.contains("error"),
+        "{}",
+        show(&out)
+    );
+}

@@ -5,6 +5,7 @@
 mod chains;
 mod messages;
 mod pairing;
+mod readiness;
 #[path = "../support/mod.rs"]
 mod support;
 mod transports;

@@ -495,6 +495,15 @@ async fn connections_open(
     if !inner.apps.contains_key(app) {
         return Json(json!({ "ok": false, "error": "invalid_auth" }));
     }
+    if inner
+        .withheld_scopes
+        .iter()
+        .any(|s| s == "connections:write")
+    {
+        return Json(
+            json!({ "ok": false, "error": "missing_scope", "needed": "connections:write" }),
+        );
+    }
     let ws = inner.base.replacen("http://", "ws://", 1);
     Json(json!({ "ok": true, "url": format!("{ws}/ws/{app}") }))
 }

@@ -61,6 +61,10 @@ pub enum AdapterError {
     /// The platform rejected our credentials; fix the token named by the account's `*_env` key.
     #[error("authentication failed: {0}")]
     Auth(String),
+    /// The credentials work but lack a scope or intent the account needs; add it on the
+    /// platform (`baton setup` prints what the account needs).
+    #[error("missing permission: {0}")]
+    Permission(String),
     /// Any other fatal problem, described for the operator.
     #[error("{0}")]
     Fatal(String),

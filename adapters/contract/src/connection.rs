@@ -54,15 +54,59 @@ impl ConnectionState {
         }
     }
 
-    /// Ready means the account can receive: connected, on its way back with backoff, or
-    /// connected by another instance (standby).
+    /// Ready means the account can receive: connected, on its way back with backoff after a
+    /// few attempts at most, or connected by another instance (standby). An account still
+    /// failing after [`Self::READY_RETRIES`] attempts is not ready: it is not coming back by
+    /// itself.
     pub fn is_ready(self) -> bool {
-        matches!(
-            self,
-            ConnectionState::Connected
-                | ConnectionState::Retrying { .. }
-                | ConnectionState::Standby
-        )
+        match self {
+            ConnectionState::Connected | ConnectionState::Standby => true,
+            ConnectionState::Retrying { attempt } => attempt <= Self::READY_RETRIES,
+            ConnectionState::Connecting | ConnectionState::Stopped => false,
+        }
+    }
+
+    /// Reconnect attempts an account may make and still count as ready (a blip, a platform's
+    /// restart); with the contract's backoff that is about the first 7 seconds.
+    pub const READY_RETRIES: u32 = 3;
+}
+
+/// Why an account is not connected, as far as the platform said: what `/readyz`, the dashboard
+/// and `/baton status` show beside its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// The platform refused the credentials (a wrong, revoked or expired token or secret).
+    InvalidToken,
+    /// The credentials work but lack a scope or intent the account needs.
+    MissingScope,
+    /// The platform did not answer, or the connection failed on the way.
+    Unreachable,
+}
+
+impl Trouble {
+    /// How it is shown: `invalid token`, `missing scope`, `unreachable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trouble::InvalidToken => "invalid token",
+            Trouble::MissingScope => "missing scope",
+            Trouble::Unreachable => "unreachable",
+        }
+    }
+
+    /// The trouble a fatal error is: refused credentials or a missing permission; `None` for
+    /// the other fatal errors (a setting the adapter cannot use).
+    pub fn of(err: &AdapterError) -> Option<Trouble> {
+        match err {
+            AdapterError::Auth(_) => Some(Trouble::InvalidToken),
+            AdapterError::Permission(_) => Some(Trouble::MissingScope),
+            AdapterError::Fatal(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Trouble {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
 
@@ -71,7 +115,11 @@ impl ConnectionState {
 /// reads it, and each change is announced on the gateway's event stream as it happens (a watch
 /// channel, so nobody polls).
 #[derive(Debug)]
-pub struct ConnectionCell(watch::Sender<ConnectionState>);
+pub struct ConnectionCell {
+    state: watch::Sender<ConnectionState>,
+    /// Why the last attempt failed, until the account connects again.
+    trouble: std::sync::Mutex<Option<Trouble>>,
+}
 
 impl Default for ConnectionCell {
     /// [`ConnectionState::Connecting`].
@@ -83,12 +131,19 @@ impl Default for ConnectionCell {
 impl ConnectionCell {
     /// A cell holding `state`.
     pub fn new(state: ConnectionState) -> Self {
-        Self(watch::channel(state).0)
+        Self {
+            state: watch::channel(state).0,
+            trouble: std::sync::Mutex::new(None),
+        }
     }
 
-    /// Move to `state`; watchers are woken when it differs from the last one.
+    /// Move to `state`; watchers are woken when it differs from the last one. Connected (here
+    /// or by another instance) clears the trouble.
     pub fn set(&self, state: ConnectionState) {
-        self.0.send_if_modified(|now| {
+        if matches!(state, ConnectionState::Connected | ConnectionState::Standby) {
+            *self.trouble_slot() = None;
+        }
+        self.state.send_if_modified(|now| {
             let changed = *now != state;
             *now = state;
             changed
@@ -97,12 +152,27 @@ impl ConnectionCell {
 
     /// The state now.
     pub fn get(&self) -> ConnectionState {
-        *self.0.borrow()
+        *self.state.borrow()
     }
 
     /// A receiver woken on every change.
     pub fn watch(&self) -> watch::Receiver<ConnectionState> {
-        self.0.subscribe()
+        self.state.subscribe()
+    }
+
+    /// Say why the last attempt to connect failed.
+    pub fn set_trouble(&self, trouble: Trouble) {
+        *self.trouble_slot() = Some(trouble);
+    }
+
+    /// Why the account is not connected, when the last attempt said.
+    pub fn trouble(&self) -> Option<Trouble> {
+        *self.trouble_slot()
+    }
+
+    fn trouble_slot(&self) -> std::sync::MutexGuard<'_, Option<Trouble>> {
+        // A panic while holding it cannot leave the value half-written: it is one word.
+        self.trouble.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -211,8 +281,9 @@ impl Run<'_> {
         loop {
             match link.identify().await {
                 Ok(()) => return Ok(true),
-                Err(LinkError::Fatal(fatal)) => return Err(fatal),
+                Err(LinkError::Fatal(fatal)) => return Err(self.fatal(fatal)),
                 Err(LinkError::Transient(why)) => {
+                    self.adapter.connection().set_trouble(Trouble::Unreachable);
                     let (platform, account) = (self.adapter.platform(), self.adapter.account());
                     tracing::warn!(%platform, %account, %why, "could not learn the bot's identity; retrying");
                     if !self.wait(&mut backoff).await {
@@ -237,8 +308,9 @@ impl Run<'_> {
                 Ok(SessionEnd::Reconnect(reason)) => {
                     tracing::info!(%platform, %account, %reason, "connection closed; reconnecting");
                 }
-                Err(LinkError::Fatal(fatal)) => return Err(fatal),
+                Err(LinkError::Fatal(fatal)) => return Err(self.fatal(fatal)),
                 Err(LinkError::Transient(why)) => {
+                    self.adapter.connection().set_trouble(Trouble::Unreachable);
                     tracing::warn!(%platform, %account, %why, "connection failed; reconnecting");
                 }
             }
@@ -246,6 +318,14 @@ impl Run<'_> {
                 return Ok(());
             }
         }
+    }
+
+    /// A fatal error, its trouble recorded for `/readyz` first.
+    fn fatal(&self, err: AdapterError) -> AdapterError {
+        if let Some(trouble) = Trouble::of(&err) {
+            self.adapter.connection().set_trouble(trouble);
+        }
+        err
     }
 
     /// Say we are retrying, then wait out the backoff; `false` when shut down first.

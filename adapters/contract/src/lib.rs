@@ -24,7 +24,7 @@ pub use adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
 pub use backoff::Backoff;
 pub use chat_key::ChatKey;
 pub use connection::{
-    ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, run_connection,
+    ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, Trouble, run_connection,
 };
 pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 pub use files::{DownloadError, Downloaded, FileRef, InboundFile, fetch};

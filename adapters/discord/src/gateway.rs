@@ -159,7 +159,7 @@ async fn session(
                     }
                     Err(serenity::Error::Gateway(
                         GatewayError::InvalidGatewayIntents | GatewayError::DisallowedGatewayIntents,
-                    )) => Err(LinkError::Fatal(AdapterError::Fatal(format!(
+                    )) => Err(LinkError::Fatal(AdapterError::Permission(format!(
                         "Discord refused the gateway intents of account `{}`: enable the Message \
                          Content privileged intent on the application's Bot page",
                         settings.account

@@ -44,6 +44,13 @@ impl Link for SocketMode<'_> {
                      app_token_env (xapp-..., with the connections:write scope)",
                     adapter.settings.account
                 ))),
+                ApiError::Slack(code) if code == "missing_scope" => {
+                    LinkError::Fatal(AdapterError::Permission(format!(
+                        "Slack refused to open a socket for account `{}` (missing_scope); give \
+                         its app-level token the connections:write scope",
+                        adapter.settings.account
+                    )))
+                }
                 err => LinkError::Transient(format!("Slack socket failed: {err}")),
             })
     }

@@ -39,7 +39,7 @@ pub(super) enum Verdict {
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             Verdict::Ok => "ok",
             Verdict::Warn => "warn",
             Verdict::Fail => "fail",
@@ -75,10 +75,7 @@ impl fmt::Display for Finding {
         write!(
             f,
             "{:<4}  {:<22} {}: {}",
-            self.verdict.to_string(),
-            self.subject,
-            self.check,
-            self.detail
+            self.verdict, self.subject, self.check, self.detail
         )
     }
 }

@@ -80,7 +80,7 @@ async function drawRoster() {
     const accounts = bot.accounts.map((a) =>
       el("li", { class: "account state-" + a.state },
         el("span", "dot"), a.platform + "/" + a.account + " ",
-        el("span", "state", a.state + (a.attempt ? " #" + a.attempt : ""))));
+        el("span", "state", a.state + (a.attempt ? " #" + a.attempt : "") + (a.reason ? ": " + a.reason : ""))));
     let doing;
     if (bot.running.length) {
       doing = bot.running.map((t) =>
@@ -406,8 +406,10 @@ async function drawDeliveries() {
     return t;
   };
   const refusals = Object.entries(data.refusals).filter(([, n]) => n > 0);
+  // append() would write a null as the text "null": only an opened delivery adds its detail.
+  const detail = route.tab === "delivery" ? [await deliveryDetail(route.id)] : [];
   main.append(
-    route.tab === "delivery" ? await deliveryDetail(route.id) : null,
+    ...detail,
     el("h2", null, "In flight"), table(open),
     el("h2", null, "Guard refusals (live)"), feedList((e) => e.type === "guard_refused"),
     el("div", "hint", "sessions_send refusals since start: " +
