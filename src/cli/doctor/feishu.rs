@@ -17,11 +17,7 @@ pub(super) async fn check(
         Platform::Lark => "https://open.larksuite.com",
         _ => "https://open.feishu.cn",
     };
-    let api = account
-        .api_url
-        .as_deref()
-        .unwrap_or(default)
-        .trim_end_matches('/');
+    let api = super::api_url(account, default);
     let fail = |check, detail: String| vec![Finding::new(Verdict::Fail, subject, check, detail)];
     let (Some(app_id), Some(app_secret)) = (
         account.app_id.as_deref(),

@@ -164,6 +164,15 @@ async fn bounded(
     }
 }
 
+/// The account's API base: its `api_url`, or the platform's host, without a trailing slash.
+fn api_url<'a>(account: &'a AccountConfig, default: &'a str) -> &'a str {
+    account
+        .api_url
+        .as_deref()
+        .unwrap_or(default)
+        .trim_end_matches('/')
+}
+
 /// A secret an account names, looked up in the environment.
 type SecretOf<'a> = dyn Fn(Option<&str>) -> Option<Secret> + 'a;
 

@@ -17,11 +17,7 @@ pub(super) async fn check(
     client: &reqwest::Client,
     secret: &SecretOf<'_>,
 ) -> Checked {
-    let api = account
-        .api_url
-        .as_deref()
-        .unwrap_or(DEFAULT_API_URL)
-        .trim_end_matches('/');
+    let api = super::api_url(account, DEFAULT_API_URL);
     let mut found = Vec::new();
     let Some(bot_token) = secret(account.bot_token_env.as_deref()) else {
         return vec![Finding::new(
