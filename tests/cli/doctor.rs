@@ -270,3 +270,27 @@ async fn a_config_that_does_not_validate_gets_checks_problems_and_exit_1() {
         "{said}"
     );
 }
+
+#[tokio::test]
+async fn a_discord_token_of_another_application_is_a_warning() {
+    let fakes = fakes().await;
+    fakes.discord.bot("other-app-token", "901", "someone-else");
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path(), &fakes, &fakes.slack.api_url, "fake-model");
+    let secrets = [SLACK_BOT, SLACK_APP, "other-app-token", FEISHU_SECRET];
+    let out = doctor(dir.path(), &config, secrets, &[]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning is no failure: {}",
+        show(&out)
+    );
+    let text = stdout(&out);
+    let login = line(&text, "discord/snark", "login");
+    assert!(
+        login.starts_with("warn")
+            && login.contains("901")
+            && login.contains("application_id is 900"),
+        "{text}"
+    );
+}

@@ -1,5 +1,6 @@
-//! Discord: the bot token logs in (`GET /users/@me`) and may connect to the gateway
-//! (`GET /gateway/bot`, which only hands out the URL and the session-start budget).
+//! Discord: the bot token logs in (`GET /users/@me`) as the configured application's bot user,
+//! and may connect to the gateway (`GET /gateway/bot`, which only hands out the URL and the
+//! session-start budget).
 
 use serde_json::Value;
 
@@ -52,11 +53,25 @@ pub(super) async fn check(
             return found;
         }
         let body: Value = response.json().await.unwrap_or(Value::Null);
+        let user = body["id"].as_str().unwrap_or("?");
+        let configured = account.application_id.as_deref();
+        if check == "login" && configured.is_some_and(|app| app != user) {
+            found.push(Finding::new(
+                Verdict::Warn,
+                subject,
+                check,
+                format!(
+                    "the token is bot user {user}'s, and application_id is {}: check that both \
+                     are from the same application",
+                    configured.unwrap_or_default()
+                ),
+            ));
+            continue;
+        }
         let detail = if check == "login" {
             format!(
-                "bot user {} ({})",
+                "bot user {} ({user})",
                 body["username"].as_str().unwrap_or("?"),
-                body["id"].as_str().unwrap_or("?")
             )
         } else {
             format!(
