@@ -30,6 +30,21 @@ pub fn split(text: &str, limit: usize) -> Vec<String> {
     pieces(text, limit).iter().map(Piece::render).collect()
 }
 
+/// Where the first `posts` chunks of [`split`]`(text, limit)` end in `text` (a byte offset),
+/// when it makes more than `posts`; `None` when it makes no more. `text[..end]` splits into
+/// those same chunks, so a reply can be cut to a number of posts.
+pub fn posts_end(text: &str, limit: usize, posts: usize) -> Option<usize> {
+    let pieces = pieces(text, limit);
+    if pieces.len() <= posts {
+        return None;
+    }
+    Some(
+        posts
+            .checked_sub(1)
+            .map_or(0, |last| pieces[last].start + pieces[last].body.len()),
+    )
+}
+
 /// An open fenced code block: its opening line and its marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fence<'a> {
@@ -599,6 +614,16 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_end_of_the_first_posts_splits_into_those_posts() {
+        let text = "one two three four five six seven eight nine ten";
+        assert_eq!(posts_end(text, 10, 6), None);
+        let end = posts_end(text, 10, 2).unwrap();
+        assert_eq!(&text[..end], "one two three four");
+        assert_eq!(split(&text[..end], 10), &split(text, 10)[..2]);
+        assert_eq!(posts_end(text, 10, 0), Some(0));
     }
 
     /// A small deterministic generator: no extra dependency, same texts on every run.
