@@ -55,9 +55,23 @@ pub(super) async fn post_room_message(
             "the message is over 100 kB; send less text",
         );
     }
-    match state.hub.post(&room, post) {
+    let accepted = match state.hub.post(&room, post) {
+        Ok(accepted) => accepted,
+        Err(refusal) => return bad(refused_status(&refusal), &refusal.to_string()),
+    };
+    // 202 means recorded: answered once every bot account's pipeline has the message.
+    match accepted.recorded().await {
         Ok(message) => (StatusCode::ACCEPTED, Json(message)).into_response(),
-        Err(refusal) => bad(refused_status(&refusal), &refusal.to_string()),
+        Err(not) => {
+            tracing::error!(%room, %not, "a room post was not recorded; refused with 503");
+            let body = Json(json!({"error": not.to_string()}));
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(axum::http::header::RETRY_AFTER, "5")],
+                body,
+            )
+                .into_response()
+        }
     }
 }
 

@@ -22,6 +22,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<V
         tracing::error!(%err, "not ready: the store cannot commit; new events are refused");
     }
     let store_ok = probe.is_ok();
+    let store_error = probe.err().map(|err| err.to_string());
     let waiting: Vec<String> = shared
         .roster()
         .accounts()
@@ -35,6 +36,11 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<V
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = json!({"ready": ready, "store": store_ok, "accounts_not_ready": waiting});
+    let body = json!({
+        "ready": ready,
+        "store": store_ok,
+        "store_error": store_error,
+        "accounts_not_ready": waiting,
+    });
     (status, Json(body))
 }

@@ -13,18 +13,25 @@
 //! last `room_log_messages` messages of each (older ones roll off; the transcripts keep every
 //! word), and posts of at most `max_message_bytes`. The bot replies' idempotency keys are kept
 //! for the last [`POSTED_KEYS`] posts.
+//!
+//! A person's post is answered only once every bot account's pipeline has recorded it
+//! ([`Accepted::recorded`]): the room API's 202 means recorded, as a webhook's 2xx does. When
+//! the store cannot record it, the post is refused, for the client to send again (with the
+//! same `message_id`, it is then one message).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use baton_contract::{
-    AccountId, ChatId, ChatKind, InboundEvent, InboundKind, MessageId, Platform, Sender, ThreadId,
-    UserId,
+    AccountId, ChatId, ChatKind, InboundEvent, InboundKind, MessageId, NotTaken, Platform, Sender,
+    ThreadId, UserId,
 };
 use hashlink::LinkedHashMap;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::LocalConfig;
 use crate::display_name::is_spoofing;
@@ -36,6 +43,63 @@ pub const POSTED_KEYS: usize = 4096;
 
 /// Longest sender name a room takes, in characters.
 pub const MAX_SENDER_CHARS: usize = 64;
+
+/// How long a post waits for the bot accounts to record it before it is refused.
+const RECORD_WAIT: Duration = Duration::from_secs(10);
+
+/// An event handed to a bot account, and where to say whether the gateway recorded it.
+pub struct Handed {
+    /// The event.
+    pub event: InboundEvent,
+    /// Told what the account's pipeline made of it; `None` when nobody waits (a bot's post).
+    pub recorded: Option<oneshot::Sender<Result<(), NotTaken>>>,
+}
+
+/// A person's post, shown in its room, on its way to the bot accounts.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The message as the room shows it.
+    pub message: RoomMessage,
+    recorded: Vec<oneshot::Receiver<Result<(), NotTaken>>>,
+}
+
+impl Accepted {
+    /// The message, once every bot account has recorded it; else why not.
+    pub async fn recorded(self) -> Result<RoomMessage, NotRecorded> {
+        let all = async {
+            for recorded in self.recorded {
+                match recorded.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(not)) => return Err(NotRecorded::Refused(not)),
+                    Err(_) => return Err(NotRecorded::Stopped),
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(RECORD_WAIT, all).await {
+            Ok(Ok(())) => Ok(self.message),
+            Ok(Err(not)) => Err(not),
+            Err(_) => Err(NotRecorded::TimedOut),
+        }
+    }
+}
+
+/// Why a post was not recorded; each means: send it again later.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRecorded {
+    /// The gateway refused it (its store cannot write, or it is stopping).
+    #[error("{0}; the message was not recorded, send it again shortly (same message_id)")]
+    Refused(NotTaken),
+    /// A bot account stopped before it took the message.
+    #[error("a bot account stopped before it took the message; send it again shortly")]
+    Stopped,
+    /// The accounts did not record it in time.
+    #[error(
+        "the message was not recorded within {}s; send it again shortly (same message_id)",
+        RECORD_WAIT.as_secs()
+    )]
+    TimedOut,
+}
 
 /// Why the hub did not take a post. Each says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -200,7 +264,7 @@ fn is_dm(room: &str) -> bool {
 struct Member {
     account: AccountId,
     bot: String,
-    inbox: mpsc::UnboundedSender<InboundEvent>,
+    inbox: mpsc::UnboundedSender<Handed>,
 }
 
 /// Every local room and the local bot accounts that listen to them.
@@ -227,7 +291,7 @@ impl LocalHub {
     }
 
     /// Add a bot account to every room; returns its inbox.
-    pub fn join(&self, account: AccountId, bot: String) -> mpsc::UnboundedReceiver<InboundEvent> {
+    pub fn join(&self, account: AccountId, bot: String) -> mpsc::UnboundedReceiver<Handed> {
         let (inbox, rx) = mpsc::unbounded_channel();
         let mut members = self.members.lock().expect("hub poisoned");
         members.push(Member {
@@ -246,25 +310,42 @@ impl LocalHub {
 
     /// A person posts to a room; the message is handed to every member account. A repeated
     /// `message_id` is shown once but handed out again, as a platform redelivery would be.
-    /// Refused over `[local]`'s bounds, or from a name that could forge a line.
-    pub fn post(&self, room: &str, post: Post) -> Result<RoomMessage, HubRefusal> {
+    /// Refused over `[local]`'s bounds, or from a name that could forge a line. The post is
+    /// recorded once [`Accepted::recorded`] says so.
+    pub fn post(&self, room: &str, post: Post) -> Result<Accepted, HubRefusal> {
         check_sender(&post.sender)?;
         self.check_length(&post.text)?;
-        self.deliver(room, post)
+        let (message, recorded) = self.deliver(room, post, true)?;
+        Ok(Accepted { message, recorded })
     }
 
-    /// Record `post` and hand it to every member account.
-    fn deliver(&self, room: &str, post: Post) -> Result<RoomMessage, HubRefusal> {
+    /// Record `post` in the room and hand it to every member account; with `wait`, each
+    /// account says when its pipeline recorded it, through the receivers returned.
+    fn deliver(
+        &self,
+        room: &str,
+        post: Post,
+        wait: bool,
+    ) -> Result<(RoomMessage, Vec<oneshot::Receiver<Result<(), NotTaken>>>), HubRefusal> {
         let message = self.record(room, &post)?;
         let members = self.members.lock().expect("hub poisoned");
+        let mut waits = Vec::new();
         for member in members.iter() {
             let event = self.event(room, &post, &message, member);
+            let (tell, told) = oneshot::channel();
+            let handed = Handed {
+                event,
+                recorded: wait.then_some(tell),
+            };
             // A closed inbox means that account stopped; the others still get the message.
-            if member.inbox.send(event).is_ok() {
+            if member.inbox.send(handed).is_ok() {
                 self.pending.fetch_add(1, Ordering::SeqCst);
+                if wait {
+                    waits.push(told);
+                }
             }
         }
-        Ok(message)
+        Ok((message, waits))
     }
 
     fn check_length(&self, text: &str) -> Result<(), HubRefusal> {
@@ -296,7 +377,7 @@ impl LocalHub {
         let message = if is_dm(room) {
             self.record(room, &post)?
         } else {
-            self.deliver(room, post)?
+            self.deliver(room, post, false)?.0
         };
         self.posted
             .lock()
@@ -539,8 +620,11 @@ mod tests {
         let hub = hub();
         let mut a = hub.join("snark".into(), "snark".into());
         let mut b = hub.join("caid".into(), "caid".into());
-        let human = hub.post("room", post("alice", "@snark hi")).unwrap();
-        let ev = a.try_recv().unwrap();
+        let human = hub
+            .post("room", post("alice", "@snark hi"))
+            .unwrap()
+            .message;
+        let ev = a.try_recv().unwrap().event;
         assert_eq!(ev.message_id.as_str(), human.id);
         assert!(!ev.sender.is_self && !ev.sender.is_bot);
         b.try_recv().unwrap();
@@ -555,8 +639,8 @@ mod tests {
                 },
             )
             .unwrap();
-        assert!(a.try_recv().unwrap().sender.is_self);
-        let seen_by_caid = b.try_recv().unwrap();
+        assert!(a.try_recv().unwrap().event.sender.is_self);
+        let seen_by_caid = b.try_recv().unwrap().event;
         assert!(seen_by_caid.sender.is_bot && !seen_by_caid.sender.is_self);
         assert_eq!(seen_by_caid.reply_to_author, Some(UserId::from("alice")));
         let again = hub.bot_post("room", "snark", "k1", post("", "hello"));
@@ -586,7 +670,7 @@ mod tests {
             hub.post("room", post("alice", "hi")).unwrap();
             assert_eq!(hub.messages("room", None).len(), 2, "{id}");
             for _ in 0..2 {
-                assert_eq!(a.try_recv().unwrap().message_id.as_str(), id);
+                assert_eq!(a.try_recv().unwrap().event.message_id.as_str(), id);
             }
         }
     }
@@ -597,8 +681,8 @@ mod tests {
         hub.post("one", post("alice", "a")).unwrap();
         hub.post("two", post("alice", "b")).unwrap();
         assert_eq!(
-            hub.post("three", post("alice", "c")),
-            Err(HubRefusal::TooManyRooms { max: 2 })
+            hub.post("three", post("alice", "c")).unwrap_err(),
+            HubRefusal::TooManyRooms { max: 2 }
         );
         assert!(hub.messages("three", None).is_empty());
         for text in ["1", "2", "3", "4", "5"] {
@@ -611,8 +695,8 @@ mod tests {
             .collect();
         assert_eq!(shown, ["3", "4", "5"], "older messages roll off");
         assert_eq!(
-            hub.post("one", post("alice", "123456789")),
-            Err(HubRefusal::TooLong { len: 9, max: 8 })
+            hub.post("one", post("alice", "123456789")).unwrap_err(),
+            HubRefusal::TooLong { len: 9, max: 8 }
         );
     }
 
@@ -646,8 +730,8 @@ mod tests {
             &"x".repeat(65),
         ] {
             assert_eq!(
-                hub.post("room", post(name, "hi")),
-                Err(HubRefusal::BadSender),
+                hub.post("room", post(name, "hi")).unwrap_err(),
+                HubRefusal::BadSender,
                 "{name:?}"
             );
             let account = AccountId::from("snark");

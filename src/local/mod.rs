@@ -6,5 +6,6 @@ mod hub;
 
 pub use adapter::{LOCAL_MAX_MESSAGE_CHARS, LocalAdapter};
 pub use hub::{
-    HubRefusal, LocalHub, MAX_SENDER_CHARS, POSTED_KEYS, Post, RoomMessage, check_sender,
+    Accepted, Handed, HubRefusal, LocalHub, MAX_SENDER_CHARS, NotRecorded, POSTED_KEYS, Post,
+    RoomMessage, check_sender,
 };
