@@ -140,6 +140,14 @@ async fn local_rooms_logs_and_posts_are_capped_with_a_reason() {
             .contains("max_message_bytes"),
         "{body}"
     );
+    // Every field is bounded, not only the text.
+    let id = "i".repeat(257);
+    for field in ["message_id", "event_id", "thread", "reply_to"] {
+        let body = json!({"sender": "alice", "text": "hi", field: id});
+        let (status, body) = post_status(&gw, "one", body).await;
+        assert_eq!(status, 413, "{field}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(field), "{body}");
+    }
     for n in 0..5 {
         gw.say("one", "alice", &format!("m{n}")).await;
     }
@@ -159,8 +167,23 @@ async fn sender_names_that_could_forge_a_line_are_refused_at_the_local_edge() {
     let fake = FakeOpenAi::start().await;
     fake.script("snark", Step::reply("hi"));
     let (_dir, db) = temp_db();
+    // The test config makes `admin` a local admin.
     let gw = TestGateway::start(&config_text(&fake.base_url, &["snark"], ""), &db).await;
-    for name in ["admin\u{0}", "bob\u{1b}[2J", "eve\u{202e}nimda", "a\nadmin"] {
+    for name in [
+        "admin\u{0}",
+        "bob\u{1b}[2J",
+        "eve\u{202e}nimda",
+        "a\nadmin",
+        // Impersonation: invisible characters, edge spaces, look-alikes, reserved names.
+        "ad\u{200b}min",
+        "admin\u{a0}",
+        " admin",
+        "\u{430}dmin",
+        "ADMIN",
+        "baton",
+        "bot:snark",
+        "SNARK",
+    ] {
         let (status, body) =
             post_status(&gw, "ops", json!({"sender": name, "text": "@snark hi"})).await;
         assert_eq!(status, 400, "{name:?}: {body}");

@@ -6,7 +6,7 @@ use baton_contract::{AccountId, Adapter, Platform};
 
 use super::StartError;
 use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
-use crate::local::{LocalAdapter, LocalHub};
+use crate::local::{LocalAdapter, LocalHub, NameRules};
 use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 use crate::turn::{
     Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
@@ -300,6 +300,16 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
             Arc::new(CommandBackend::new(bot.command.clone()).with_max_read(max_read(config)))
         }
     })
+}
+
+/// The names no local sender may take: every bot's id and display name, and look-alikes of the
+/// local admins' names.
+pub(crate) fn sender_names(config: &Config) -> NameRules {
+    let bots = config
+        .bots
+        .iter()
+        .flat_map(|bot| [bot.id.as_str(), bot.display_name()]);
+    NameRules::new(bots, config.admins.local.iter().map(String::as_str))
 }
 
 /// The most of one answer the `http` and `command` backends read: a reply of `[limits]

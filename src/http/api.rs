@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
-use crate::local::{HubRefusal, Post, check_sender};
+use crate::local::{HubRefusal, Post};
 use crate::session::SessionKey;
 use crate::store::{ChainQuery, DeliveryQuery, StoreError, TranscriptQuery};
 
@@ -34,14 +34,8 @@ pub(super) async fn post_room_message(
     if post.sender.trim().is_empty() {
         return bad(StatusCode::BAD_REQUEST, "`sender` is required");
     }
-    if let Err(refusal) = check_sender(&post.sender) {
+    if let Err(refusal) = state.hub.check_sender(&post.sender) {
         return bad(StatusCode::BAD_REQUEST, &refusal.to_string());
-    }
-    if state.hub.is_bot(&post.sender) {
-        return bad(
-            StatusCode::BAD_REQUEST,
-            "that sender name belongs to a bot; pick another",
-        );
     }
     if room.starts_with("dm:") {
         return bad(
@@ -79,8 +73,10 @@ pub(super) async fn post_room_message(
 pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
     match refusal {
         HubRefusal::TooManyRooms { .. } => StatusCode::CONFLICT,
-        HubRefusal::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        HubRefusal::BadSender => StatusCode::BAD_REQUEST,
+        HubRefusal::TooLong { .. } | HubRefusal::FieldTooLong { .. } => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
+        HubRefusal::BadSender(_) => StatusCode::BAD_REQUEST,
         HubRefusal::NotRunning => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

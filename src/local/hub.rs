@@ -33,16 +33,17 @@ use hashlink::LinkedHashMap;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use super::sender_name::{NameRefused, NameRules};
 use crate::config::LocalConfig;
-use crate::display_name::is_spoofing;
 use crate::mirror::now_ms;
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
 /// seconds; thousands of posts later nobody retries it.
 pub const POSTED_KEYS: usize = 4096;
 
-/// Longest sender name a room takes, in characters.
-pub const MAX_SENDER_CHARS: usize = 64;
+/// Longest room name, message id, delivery id, thread or reply-to a post may carry, in bytes:
+/// each is kept in the room's log and the store, so none may be larger than an id needs.
+pub const MAX_ID_BYTES: usize = 256;
 
 /// How long a post waits for the bot accounts to record it before it is refused.
 const RECORD_WAIT: Duration = Duration::from_secs(10);
@@ -124,24 +125,29 @@ pub enum HubRefusal {
         /// `[local] max_message_bytes`.
         max: usize,
     },
-    /// The sender name is empty, too long, or holds characters that could forge a line.
+    /// The sender name could pass for someone else's, or forge a line (`sender_name.rs`).
+    #[error(transparent)]
+    BadSender(#[from] NameRefused),
+    /// An id-like field (room, message id, delivery id, thread, reply-to) over
+    /// [`MAX_ID_BYTES`].
     #[error(
-        "the sender name must be 1 to {MAX_SENDER_CHARS} characters with no control or \
-         text-direction characters; pick a plain name"
+        "`{field}` is {len} bytes, over the {MAX_ID_BYTES} bytes an id may have; send a shorter one"
     )]
-    BadSender,
+    FieldTooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
     /// No running local account for that bot.
     #[error("the bot's local account is not running")]
     NotRunning,
 }
 
-/// Whether `name` may speak in a room: see [`HubRefusal::BadSender`].
+/// Whether `name` may speak in a room, whatever bots and admins there are (the hub also
+/// checks against its own: [`LocalHub::check_sender`]).
 pub fn check_sender(name: &str) -> Result<(), HubRefusal> {
-    let chars = name.chars().count();
-    if name.trim().is_empty() || chars > MAX_SENDER_CHARS || name.chars().any(is_spoofing) {
-        return Err(HubRefusal::BadSender);
-    }
-    Ok(())
+    Ok(NameRules::default().check(name)?)
 }
 
 /// One message as the room shows it.
@@ -270,6 +276,7 @@ struct Member {
 /// Every local room and the local bot accounts that listen to them.
 pub struct LocalHub {
     limits: LocalConfig,
+    names: NameRules,
     rooms: Mutex<Rooms>,
     members: Mutex<Vec<Member>>,
     /// Idempotency keys already posted, with the message id they produced.
@@ -281,8 +288,14 @@ pub struct LocalHub {
 impl LocalHub {
     /// An empty hub bounded by `limits`.
     pub fn new(limits: &LocalConfig) -> Arc<LocalHub> {
+        LocalHub::with_names(limits, NameRules::default())
+    }
+
+    /// An empty hub bounded by `limits`, refusing sender names by `names`.
+    pub fn with_names(limits: &LocalConfig, names: NameRules) -> Arc<LocalHub> {
         Arc::new(LocalHub {
             limits: limits.clone(),
+            names,
             rooms: Mutex::default(),
             members: Mutex::default(),
             posted: Mutex::default(),
@@ -302,10 +315,15 @@ impl LocalHub {
         rx
     }
 
-    /// Whether `name` is a local bot's id (humans may not post under it).
-    pub fn is_bot(&self, name: &str) -> bool {
+    /// Whether `name` may speak in a room: see `sender_name.rs`; a local bot's id is refused
+    /// too.
+    pub fn check_sender(&self, name: &str) -> Result<(), HubRefusal> {
+        self.names.check(name)?;
         let members = self.members.lock().expect("hub poisoned");
-        members.iter().any(|m| m.bot == name)
+        if members.iter().any(|m| m.bot.eq_ignore_ascii_case(name)) {
+            return Err(NameRefused::Reserved(name.to_owned()).into());
+        }
+        Ok(())
     }
 
     /// A person posts to a room; the message is handed to every member account. A repeated
@@ -313,8 +331,9 @@ impl LocalHub {
     /// Refused over `[local]`'s bounds, or from a name that could forge a line. The post is
     /// recorded once [`Accepted::recorded`] says so.
     pub fn post(&self, room: &str, post: Post) -> Result<Accepted, HubRefusal> {
-        check_sender(&post.sender)?;
+        self.check_sender(&post.sender)?;
         self.check_length(&post.text)?;
+        check_ids(room, &post)?;
         let (message, recorded) = self.deliver(room, post, true)?;
         Ok(Accepted { message, recorded })
     }
@@ -395,7 +414,7 @@ impl LocalHub {
         user: &str,
         text: &str,
     ) -> Result<InboundEvent, HubRefusal> {
-        check_sender(user)?;
+        self.check_sender(user)?;
         let room = format!("dm:{user}");
         let post = Post {
             sender: user.to_owned(),
@@ -524,6 +543,23 @@ impl LocalHub {
             raw: serde_json::Value::Null,
         }
     }
+}
+
+/// Every id-like field of a post into `room` fits [`MAX_ID_BYTES`].
+fn check_ids(room: &str, post: &Post) -> Result<(), HubRefusal> {
+    let fields = [
+        ("room", Some(room)),
+        ("message_id", post.message_id.as_deref()),
+        ("event_id", post.event_id.as_deref()),
+        ("thread", post.thread.as_deref()),
+        ("reply_to", post.reply_to.as_deref()),
+    ];
+    for (field, value) in fields {
+        if let Some(len) = value.map(str::len).filter(|&len| len > MAX_ID_BYTES) {
+            return Err(HubRefusal::FieldTooLong { field, len });
+        }
+    }
+    Ok(())
 }
 
 /// What a log keeps of `text`: at most `max` bytes, cut at a character boundary and marked.
@@ -701,6 +737,63 @@ mod tests {
     }
 
     #[test]
+    fn every_id_a_post_carries_is_bounded() {
+        let hub = hub();
+        let long = "i".repeat(MAX_ID_BYTES + 1);
+        let posts = [
+            (
+                "message_id",
+                Post {
+                    message_id: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+            (
+                "event_id",
+                Post {
+                    event_id: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+            (
+                "thread",
+                Post {
+                    thread: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+            (
+                "reply_to",
+                Post {
+                    reply_to: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+        ];
+        for (field, p) in posts {
+            assert_eq!(
+                hub.post("room", p).unwrap_err(),
+                HubRefusal::FieldTooLong {
+                    field,
+                    len: MAX_ID_BYTES + 1
+                }
+            );
+        }
+        assert!(matches!(
+            hub.post(&long, post("alice", "hi")).unwrap_err(),
+            HubRefusal::FieldTooLong { field: "room", .. }
+        ));
+        assert!(hub.messages("room", None).is_empty());
+        let fits = "i".repeat(MAX_ID_BYTES);
+        let p = Post {
+            message_id: Some(fits.clone()),
+            thread: Some(fits),
+            ..post("alice", "hi")
+        };
+        assert!(hub.post("room", p).is_ok());
+    }
+
+    #[test]
     fn direct_logs_past_the_cap_drop_the_least_recently_active() {
         let hub = small_hub();
         let account = AccountId::from("snark");
@@ -729,9 +822,11 @@ mod tests {
             "eve\u{202e}nimda",
             &"x".repeat(65),
         ] {
-            assert_eq!(
-                hub.post("room", post(name, "hi")).unwrap_err(),
-                HubRefusal::BadSender,
+            assert!(
+                matches!(
+                    hub.post("room", post(name, "hi")).unwrap_err(),
+                    HubRefusal::BadSender(_)
+                ),
                 "{name:?}"
             );
             let account = AccountId::from("snark");
