@@ -1,9 +1,11 @@
 //! `GET /api/events`: the event stream as server-sent events.
 //!
-//! Each event's SSE `id` is its bus id and its data one JSON object (`type`, `ts_ms`, the ids
-//! it concerns). A client that reconnects sends `Last-Event-ID` (browsers do it by themselves;
-//! `?after=ID` does the same for a first connection) and is first given what it missed from the
-//! replay ring; when some of that is gone, an event named `gap` says to read the state afresh.
+//! Each event's SSE `id` is `<run>.<n>`, the gateway run's token and the bus id, and its data
+//! one JSON object (`type`, `ts_ms`, the ids it concerns). A client that reconnects sends
+//! `Last-Event-ID` (browsers do it by themselves; `?after=ID` does the same for a first
+//! connection; a bare `n` means this run's) and is first given what it missed from the replay
+//! ring; when some of that is gone, or the id is from an earlier run of the gateway, an event
+//! named `gap` says to read the state afresh.
 //! A client that falls behind is dropped: an event named `dropped` says so and the stream ends;
 //! it reconnects and catches up the same way.
 
@@ -62,16 +64,17 @@ pub(super) async fn stream(
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("?").to_owned())
         .or(resume.after);
-    let after = match given.as_deref().map(str::parse::<u64>) {
-        None => None,
-        Some(Ok(id)) => Some(id),
-        Some(Err(_)) => {
-            let message = "Last-Event-ID (or ?after=) must be an event id: the number in the \
-                           `id:` line of the last event received";
+    let events = state.dispatcher.shared().events();
+    let subscription = match given.as_deref().map(|id| resume_at(id, events.run())) {
+        None => events.subscribe(None),
+        Some(Some(ResumeAt::After(id))) => events.subscribe(Some(id)),
+        Some(Some(ResumeAt::EarlierRun)) => events.subscribe_after_restart(),
+        Some(None) => {
+            let message = "Last-Event-ID (or ?after=) must be an event id: what the `id:` line \
+                           of the last event received says";
             return (StatusCode::BAD_REQUEST, message).into_response();
         }
     };
-    let subscription = state.dispatcher.shared().events().subscribe(after);
     let gap = subscription.gap.then(|| {
         named(
             "gap",
@@ -117,6 +120,27 @@ pub(super) async fn stream(
         Body::from_stream(kept_alive(frames, KEEP_ALIVE).map(Ok::<_, Infallible>)),
     )
         .into_response()
+}
+
+/// Where a client resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResumeAt {
+    /// After this run's event `n`.
+    After(u64),
+    /// From an earlier run of the gateway: what it sent last is gone.
+    EarlierRun,
+}
+
+/// Where `id` (`<run>.<n>`, or a bare `n` for this run) resumes, given this run's token;
+/// `None` when it is not an event id.
+fn resume_at(id: &str, run: &str) -> Option<ResumeAt> {
+    let (from, n) = id.split_once('.').unwrap_or((run, id));
+    let n = n.parse::<u64>().ok()?;
+    Some(if from == run {
+        ResumeAt::After(n)
+    } else {
+        ResumeAt::EarlierRun
+    })
 }
 
 /// A named event (`gap`, `dropped`) with a one-line `data`.
@@ -176,7 +200,12 @@ mod tests {
     use crate::gateway::testing::{echo_config, parts};
     use crate::http::{AppState, serve};
 
-    use super::kept_alive;
+    use super::{ResumeAt, kept_alive, resume_at};
+
+    /// The `id:` line of this run's event `n`.
+    fn id_line(events: &Events, n: u64) -> String {
+        format!("id: {}.{n}\n", events.run())
+    }
 
     /// How long a stream has to show what a test waits for.
     const DEADLINE: Duration = Duration::from_secs(10);
@@ -281,7 +310,7 @@ mod tests {
             self.text
                 .lines()
                 .filter_map(|line| line.strip_prefix("id: "))
-                .map(|id| id.parse().unwrap())
+                .map(|id| id.rsplit('.').next().unwrap().parse().unwrap())
                 .collect()
         }
 
@@ -302,29 +331,30 @@ mod tests {
         emit(&gateway.events, 5);
 
         let mut header = Stream::open(&url, Some(base + 3)).await;
-        header.until(&format!("id: {}\n", base + 5)).await;
+        header.until(&id_line(&gateway.events, base + 5)).await;
         assert_eq!(header.ids(), [base + 4, base + 5], "{}", header.text);
         emit(&gateway.events, 1);
-        header.until(&format!("id: {}\n", base + 6)).await;
+        header.until(&id_line(&gateway.events, base + 6)).await;
         assert_eq!(header.ids(), [base + 4, base + 5, base + 6]);
         assert!(header.named().is_empty(), "{}", header.text);
         assert!(header.text.contains(r#""type":"guard_refused""#));
         assert!(header.text.contains(r#""reason":"r0""#));
 
         let mut query = Stream::open(&format!("{url}?after={}", base + 4), None).await;
-        query.until(&format!("id: {}\n", base + 6)).await;
+        query.until(&id_line(&gateway.events, base + 6)).await;
         assert_eq!(query.ids(), [base + 5, base + 6], "{}", query.text);
 
         // No id: only what happens from now on.
         let mut fresh = Stream::open(&url, None).await;
         emit(&gateway.events, 1);
-        fresh.until(&format!("id: {}\n", base + 7)).await;
+        fresh.until(&id_line(&gateway.events, base + 7)).await;
         assert_eq!(fresh.ids(), [base + 7], "{}", fresh.text);
         // Byte for byte: the opening, then the event's id and its JSON on one `data:` line.
         let seventh = gateway.events.subscribe(Some(base + 6)).backlog;
         let json = serde_json::to_string(&*seventh[0]).unwrap();
         let expected = format!(
-            "retry: 1000\n: baton events\n\nid: {}\ndata: {json}\n\n",
+            "retry: 1000\n: baton events\n\nid: {}.{}\ndata: {json}\n\n",
+            gateway.events.run(),
             base + 7
         );
         assert_eq!(fresh.text, expected);
@@ -348,7 +378,7 @@ mod tests {
         let last = base + (REPLAY + 10) as u64;
 
         let mut behind = Stream::open(&format!("{url}?after={}", base + 2), None).await;
-        behind.until(&format!("id: {last}\n")).await;
+        behind.until(&id_line(&gateway.events, last)).await;
         assert_eq!(behind.named(), ["gap"], "a gap event first");
         let gap_at = behind.text.find("event: gap").unwrap();
         let first_id_at = behind.text.find("id: ").unwrap();
@@ -363,8 +393,44 @@ mod tests {
 
         // Still in the ring: no gap.
         let mut close = Stream::open(&format!("{url}?after={}", last - 1), None).await;
-        close.until(&format!("id: {last}\n")).await;
+        close.until(&id_line(&gateway.events, last)).await;
         assert!(close.named().is_empty(), "{}", close.text);
+    }
+
+    #[test]
+    fn an_event_id_names_its_run() {
+        assert_eq!(resume_at("ab12.7", "ab12"), Some(ResumeAt::After(7)));
+        assert_eq!(resume_at("7", "ab12"), Some(ResumeAt::After(7)));
+        assert_eq!(resume_at("ff00.7", "ab12"), Some(ResumeAt::EarlierRun));
+        assert_eq!(resume_at("ab12.x", "ab12"), None);
+        assert_eq!(resume_at("yesterday", "ab12"), None);
+    }
+
+    #[tokio::test]
+    async fn an_id_from_an_earlier_run_starts_with_a_gap_event() {
+        let gateway = served().await;
+        let url = format!("{}/api/events", gateway.base);
+        emit(&gateway.events, 3);
+        let last = gateway.events.last_id();
+        let client = reqwest::Client::new();
+        let response = client
+            .get(&url)
+            .header("last-event-id", "0earlier.1")
+            .send()
+            .await
+            .unwrap();
+        let mut earlier = Stream {
+            response,
+            text: String::new(),
+        };
+        earlier.until(&id_line(&gateway.events, last)).await;
+        assert_eq!(earlier.named(), ["gap"], "{}", earlier.text);
+        assert_eq!(
+            earlier.ids().first(),
+            Some(&1),
+            "all this run kept: {}",
+            earlier.text
+        );
     }
 
     #[tokio::test]
@@ -390,7 +456,7 @@ mod tests {
         // The bus went on, and a reconnect with the last id catches up from the ring.
         let last = gateway.events.last_id();
         let mut again = Stream::open(&url, Some(last - 5)).await;
-        again.until(&format!("id: {last}\n")).await;
+        again.until(&id_line(&gateway.events, last)).await;
         assert_eq!(again.ids().len(), 5);
     }
 
