@@ -264,8 +264,12 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
     assert_eq!(ran, serde_json::json!([true, 0]));
 
     // Control, invisible and text-direction characters are shown escaped, never acted on.
-    gw.say("lobby", "mallory", "@snark evil\u{202e}txt.exe\u{0}\u{1b}[2J\u{200b}end")
-        .await;
+    gw.say(
+        "lobby",
+        "mallory",
+        "@snark evil\u{202e}txt.exe\u{0}\u{1b}[2J\u{200b}end",
+    )
+    .await;
     let shown = browser
         .until(
             "the hidden characters escaped",

@@ -334,18 +334,12 @@ impl LocalHub {
         self.check_sender(&post.sender)?;
         self.check_length(&post.text)?;
         check_ids(room, &post)?;
-        let (message, recorded) = self.deliver(room, post, true)?;
-        Ok(Accepted { message, recorded })
+        self.deliver(room, post, true)
     }
 
     /// Record `post` in the room and hand it to every member account; with `wait`, each
-    /// account says when its pipeline recorded it, through the receivers returned.
-    fn deliver(
-        &self,
-        room: &str,
-        post: Post,
-        wait: bool,
-    ) -> Result<(RoomMessage, Vec<oneshot::Receiver<Result<(), NotTaken>>>), HubRefusal> {
+    /// account says when its pipeline recorded it ([`Accepted::recorded`]).
+    fn deliver(&self, room: &str, post: Post, wait: bool) -> Result<Accepted, HubRefusal> {
         let message = self.record(room, &post)?;
         let members = self.members.lock().expect("hub poisoned");
         let mut waits = Vec::new();
@@ -364,7 +358,10 @@ impl LocalHub {
                 }
             }
         }
-        Ok((message, waits))
+        Ok(Accepted {
+            message,
+            recorded: waits,
+        })
     }
 
     fn check_length(&self, text: &str) -> Result<(), HubRefusal> {
@@ -396,7 +393,7 @@ impl LocalHub {
         let message = if is_dm(room) {
             self.record(room, &post)?
         } else {
-            self.deliver(room, post, false)?.0
+            self.deliver(room, post, false)?.message
         };
         self.posted
             .lock()

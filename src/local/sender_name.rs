@@ -79,10 +79,7 @@ impl NameRules {
             return Err(NameRefused::EdgeSpaces);
         }
         let folded = fold(name);
-        if folded == "baton"
-            || folded.starts_with("bot:")
-            || self.reserved.iter().any(|r| *r == folded)
-        {
+        if folded == "baton" || folded.starts_with("bot:") || self.reserved.contains(&folded) {
             return Err(NameRefused::Reserved(name.to_owned()));
         }
         let shape = skeleton(name);
