@@ -8,11 +8,20 @@
 //! named `gap` says to read the state afresh.
 //! A client that falls behind is dropped: an event named `dropped` says so and the stream ends;
 //! it reconnects and catches up the same way.
+//!
+//! Readers are capped ([`max_readers`], a quarter of `gateway.max_connections`), so streams
+//! can never take every connection from webhooks and the rest: over the cap a reader gets 503
+//! with `Retry-After`. Each reader's frames wait in a small buffer ([`SEND_BUFFER`] writes); a
+//! reader that takes none of them for [`STALL`] (it stopped reading, its socket is full) is
+//! sent a `gap` marker if the buffer has room and its connection is closed, so an unread
+//! stream holds no memory and no connection.
 
 use std::convert::Infallible;
 use std::future::ready;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -20,12 +29,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::time::Instant;
-use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_stream::wrappers::{BroadcastStream, ReceiverStream};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::server::CloseConnection;
 use crate::events::LAG;
 
 /// A comment this often keeps proxies and browsers from closing a quiet stream.
@@ -43,6 +54,16 @@ const BATCH: usize = 256;
 /// they gather, so gathering never makes it fall behind.
 const GATHER: Duration = Duration::from_millis(20);
 
+/// Writes waiting for one reader at most.
+const SEND_BUFFER: usize = 16;
+/// How long a reader may take none of its writes before it is dropped.
+const STALL: Duration = Duration::from_secs(5);
+
+/// The event-stream readers `gateway.max_connections` allows: a quarter of them, at least one.
+pub(super) fn max_readers(max_connections: usize) -> usize {
+    (max_connections / 4).max(1)
+}
+
 /// `?after=ID`: resume after this event id (what `Last-Event-ID` says on a reconnect).
 #[derive(Debug, Deserialize)]
 pub(super) struct Resume {
@@ -56,10 +77,21 @@ pub(super) struct Resume {
 /// event (`Stamped::frame`), and the frames of a short window go in one write.
 pub(super) async fn stream(
     State(state): State<AppState>,
+    close: Option<Extension<CloseConnection>>,
     headers: HeaderMap,
     Query(resume): Query<Resume>,
     stop: CancellationToken,
 ) -> Response {
+    let Ok(reader) = Arc::clone(&state.event_readers).try_acquire_owned() else {
+        let message = "as many /api/events readers are connected as the gateway allows (a \
+                       quarter of gateway.max_connections); retry shortly";
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "5")],
+            message,
+        )
+            .into_response();
+    };
     let given = headers
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("?").to_owned())
@@ -112,14 +144,70 @@ pub(super) async fn stream(
     let frames = tokio_stream::StreamExt::chunks_timeout(frames, BATCH, GATHER)
         .map(joined)
         .take_until(stop.cancelled_owned());
+    let (send, sent) = mpsc::channel(SEND_BUFFER);
+    tokio::spawn(forward(
+        kept_alive(frames, KEEP_ALIVE),
+        send,
+        close.map(|Extension(close)| close),
+        reader,
+    ));
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Body::from_stream(kept_alive(frames, KEEP_ALIVE).map(Ok::<_, Infallible>)),
+        Body::from_stream(ReceiverStream::new(sent).map(Ok::<_, Infallible>)),
     )
         .into_response()
+}
+
+/// Hand `frames` to the reader's body through `send`, holding its place (`reader`) until the
+/// stream ends and the reader has taken what was left, or the reader goes. A reader that takes
+/// nothing for [`STALL`] is told of the gap if there is room, and its connection closed.
+async fn forward(
+    frames: impl Stream<Item = Bytes>,
+    send: mpsc::Sender<Bytes>,
+    close: Option<CloseConnection>,
+    reader: OwnedSemaphorePermit,
+) {
+    let _reader = reader;
+    let mut frames = std::pin::pin!(frames);
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            // The reader is gone.
+            () = send.closed() => return,
+        };
+        let last = frame.is_none();
+        // `Ok(false)`: the reader is gone.
+        let taken = match frame {
+            Some(frame) => tokio::time::timeout(STALL, send.send(frame))
+                .await
+                .map(|sent| sent.is_ok()),
+            // The end (the gateway stops, or the reader fell behind): once the reader has
+            // taken every frame left, the stream ends and its connection is free again.
+            None => tokio::time::timeout(STALL, send.reserve_many(SEND_BUFFER))
+                .await
+                .map(|room| room.is_ok()),
+        };
+        let Ok(taken) = taken else {
+            tracing::info!(
+                "an /api/events reader took nothing for {STALL:?} and is dropped; it resumes \
+                 with Last-Event-ID"
+            );
+            let _ = send.try_send(named(
+                "gap",
+                "this reader fell behind and is dropped; reconnect with Last-Event-ID",
+            ));
+            if let Some(close) = &close {
+                close.close();
+            }
+            return;
+        };
+        if last || !taken {
+            return;
+        }
+    }
 }
 
 /// Where a client resumes.
@@ -214,6 +302,8 @@ mod tests {
     struct Served {
         base: String,
         events: Events,
+        /// The readers' places: all free when no stream is open.
+        readers: std::sync::Arc<tokio::sync::Semaphore>,
         stop: CancellationToken,
     }
 
@@ -224,14 +314,26 @@ mod tests {
     }
 
     async fn served() -> Served {
+        served_with_readers(64).await
+    }
+
+    /// [`served`], with room for `readers` event streams.
+    async fn served_with_readers(readers: usize) -> Served {
         let parts = parts(&echo_config(&["a"], "")).await;
         let events = parts.dispatcher.shared().events().clone();
-        let state = AppState::new(parts.dispatcher, parts.hub, None);
+        let mut state = AppState::new(parts.dispatcher, parts.hub, None);
+        let readers = std::sync::Arc::new(tokio::sync::Semaphore::new(readers));
+        state.event_readers = std::sync::Arc::clone(&readers);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();
         tokio::spawn(serve(listener, state, stop.clone()));
-        Served { base, events, stop }
+        Served {
+            base,
+            events,
+            readers,
+            stop,
+        }
     }
 
     fn emit(events: &Events, count: usize) {
@@ -458,6 +560,76 @@ mod tests {
         let mut again = Stream::open(&url, Some(last - 5)).await;
         again.until(&id_line(&gateway.events, last)).await;
         assert_eq!(again.ids().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn readers_past_their_cap_get_503_with_retry_after() {
+        let gateway = served_with_readers(2).await;
+        let url = format!("{}/api/events", gateway.base);
+        let first = Stream::open(&url, None).await;
+        let _second = Stream::open(&url, None).await;
+        let over = reqwest::get(&url).await.unwrap();
+        assert_eq!(over.status(), 503);
+        assert!(over.headers().contains_key("retry-after"));
+        assert!(over.text().await.unwrap().contains("max_connections"));
+        drop(first);
+        let deadline = Instant::now() + DEADLINE;
+        while gateway.readers.available_permits() == 0 {
+            assert!(Instant::now() < deadline, "a closed stream kept its place");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Stream::open(&url, None).await;
+    }
+
+    /// A reader that never reads falls behind: its stream ends (closed outright when its
+    /// socket is full for `STALL`), its place is freed, and what it finally reads says why.
+    #[tokio::test]
+    async fn a_reader_that_stops_reading_is_dropped_and_frees_its_place() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let gateway = served_with_readers(4).await;
+        let addr = gateway.base.trim_start_matches("http://");
+        let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        socket
+            .write_all(b"GET /api/events HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let deadline = Instant::now() + DEADLINE + super::STALL;
+        while gateway.readers.available_permits() == 4 {
+            assert!(Instant::now() < deadline, "the stream never opened");
+            tokio::task::yield_now().await;
+        }
+        // Far more than the socket's buffers hold, a batch at a time so the stream writes.
+        for _ in 0..200 {
+            emit(&gateway.events, 500);
+            tokio::task::yield_now().await;
+        }
+        while gateway.readers.available_permits() < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "a reader that never reads kept its place"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Ended: what was buffered drains, then the stream ends, saying why.
+        let mut sink = vec![0; 64 * 1024];
+        let mut tail = Vec::new();
+        loop {
+            let read = tokio::time::timeout_at(deadline, socket.read(&mut sink)).await;
+            match read.expect("the stream did not end") {
+                Ok(0) | Err(_) => break,
+                Ok(n) => tail.extend_from_slice(&sink[..n]),
+            }
+            if tail.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+            let keep = tail.len().saturating_sub(4096);
+            tail.drain(..keep);
+        }
+        let tail = String::from_utf8_lossy(&tail);
+        assert!(
+            tail.contains("event: dropped") || tail.contains("event: gap"),
+            "{tail}"
+        );
     }
 
     #[tokio::test]
