@@ -117,6 +117,22 @@ async fn http_unreachable() {
     assert!(matches!(err, BackendError::Unreachable(_)), "{err:?}");
 }
 
+#[tokio::test]
+async fn http_answer_past_the_read_bound_fails_the_turn_unread() {
+    let app = Router::new().route(
+        "/big",
+        post(|| async { axum::Json(json!({"reply": "y".repeat(200_000)})) }),
+    );
+    let url = serve(app).await;
+    let err = HttpBackend::new(format!("{url}/big"))
+        .unwrap()
+        .with_max_read(10_000)
+        .run(&turn("", "hi"), &NoTools)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BackendError::TooLong(10_000)), "{err:?}");
+}
+
 // ---- command -----------------------------------------------------------------------------------
 
 fn sh(script: &str) -> CommandBackend {
@@ -175,6 +191,18 @@ exit 3"#;
     assert!(text.contains("fatal: model file missing"), "{text}");
     assert!(text.contains("noise 7"), "{text}");
     assert!(!text.contains("noise 1"), "{text}");
+}
+
+#[tokio::test]
+async fn command_output_past_the_read_bound_fails_the_turn_and_kills_it() {
+    let started = Instant::now();
+    let err = sh("yes")
+        .with_max_read(10_000)
+        .run(&turn("", "hi"), &NoTools)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, BackendError::TooLong(10_000)), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test]

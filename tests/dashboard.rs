@@ -271,6 +271,25 @@ async fn message_text_is_shown_as_text_and_the_chat_panel_reaches_a_bot() {
         .await;
     assert_eq!(ran, serde_json::json!([true, 0]));
 
+    // Control, invisible and text-direction characters are shown escaped, never acted on.
+    gw.say(
+        "lobby",
+        "mallory",
+        "@snark evil\u{202e}txt.exe\u{0}\u{1b}[2J\u{200b}end",
+    )
+    .await;
+    let shown = browser
+        .until(
+            "the hidden characters escaped",
+            "const e = [...document.querySelectorAll('.entries .kind-inbound .entry-text')] \
+               .find(e => e.textContent.includes('evil')); return e ? e.textContent : null;",
+        )
+        .await;
+    assert_eq!(
+        shown,
+        "@snark evil<U+202E>txt.exe<U+0000><U+001B>[2J<U+200B>end"
+    );
+
     // The chat panel: a direct message to caid, answered through the pipeline.
     browser
         .client

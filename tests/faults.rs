@@ -380,6 +380,24 @@ async fn a_store_that_cannot_write_refuses_work_loudly_and_answers_nothing_unrec
     let (status, body) = readyz(&http, &base).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["store"], false, "{body}");
+    assert!(
+        body["store_error"].as_str().is_some_and(|e| !e.is_empty()),
+        "not ready without the reason: {body}"
+    );
+    // A room post is not 202 either: that would mean recorded.
+    let post = http
+        .post(format!("{base}/api/local/rooms/ops/messages"))
+        .json(&json!({"sender": "alice", "text": "@snark while full", "message_id": "full-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), 503, "a room post took while full");
+    assert!(post.headers().contains_key("retry-after"));
+    let body: Value = post.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("not recorded"),
+        "{body}"
+    );
     let logs = gateway.logs();
     assert!(logs.contains("event refused"), "no error logged:\n{logs}");
     assert!(logs.contains("ERROR"), "not logged as an error:\n{logs}");

@@ -140,6 +140,14 @@ async fn local_rooms_logs_and_posts_are_capped_with_a_reason() {
             .contains("max_message_bytes"),
         "{body}"
     );
+    // Every field is bounded, not only the text.
+    let id = "i".repeat(257);
+    for field in ["message_id", "event_id", "thread", "reply_to"] {
+        let body = json!({"sender": "alice", "text": "hi", field: id});
+        let (status, body) = post_status(&gw, "one", body).await;
+        assert_eq!(status, 413, "{field}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(field), "{body}");
+    }
     for n in 0..5 {
         gw.say("one", "alice", &format!("m{n}")).await;
     }
@@ -159,8 +167,23 @@ async fn sender_names_that_could_forge_a_line_are_refused_at_the_local_edge() {
     let fake = FakeOpenAi::start().await;
     fake.script("snark", Step::reply("hi"));
     let (_dir, db) = temp_db();
+    // The test config makes `admin` a local admin.
     let gw = TestGateway::start(&config_text(&fake.base_url, &["snark"], ""), &db).await;
-    for name in ["admin\u{0}", "bob\u{1b}[2J", "eve\u{202e}nimda", "a\nadmin"] {
+    for name in [
+        "admin\u{0}",
+        "bob\u{1b}[2J",
+        "eve\u{202e}nimda",
+        "a\nadmin",
+        // Impersonation: invisible characters, edge spaces, look-alikes, reserved names.
+        "ad\u{200b}min",
+        "admin\u{a0}",
+        " admin",
+        "\u{430}dmin",
+        "ADMIN",
+        "baton",
+        "bot:snark",
+        "SNARK",
+    ] {
         let (status, body) =
             post_status(&gw, "ops", json!({"sender": name, "text": "@snark hi"})).await;
         assert_eq!(status, 400, "{name:?}: {body}");
@@ -214,5 +237,84 @@ async fn a_non_admins_commands_go_through_the_inbound_rate_limit() {
     gw.settle().await;
     let audit = gw.gateway.store().audit_log(100).await.unwrap();
     assert_eq!(audit.len(), 8);
+    gw.stop().await;
+}
+
+/// The artifact id a line names (`art-` and 24 hex digits).
+fn artifact_named(text: &str) -> String {
+    let at = text
+        .find("art-")
+        .unwrap_or_else(|| panic!("no artifact in {text:?}"));
+    text[at..at + 28].to_owned()
+}
+
+#[tokio::test]
+async fn a_reply_over_its_bounds_posts_its_start_and_a_note_and_is_kept_whole() {
+    let fake = FakeOpenAi::start().await;
+    let words: Vec<String> = (0..3000).map(|i| format!("word{i}")).collect();
+    let reply = words.join(" ");
+    fake.script("snark", Step::reply(reply.clone()));
+    let (_dir, db) = temp_db();
+    let extra = "[limits]\nmax_reply_bytes = 10000\nmax_posts_per_reply = 2\n";
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["snark"], extra), &db).await;
+    gw.say("ops", "alice", "@snark talk at length").await;
+    eventually(DEADLINE, "the cut reply and its file", || async {
+        let said = gw.said_by("ops", "snark").await;
+        (said.len() == 3).then_some(())
+    })
+    .await;
+    gw.settle().await;
+    let said = gw.said_by("ops", "snark").await;
+    assert_eq!(said.len(), 3, "two posts and the file: {said:?}");
+    let first = said[0]["text"].as_str().unwrap();
+    assert!(reply.starts_with(first), "{said:?}");
+    let note = said[1]["text"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("all {} bytes", reply.len())),
+        "{note:?}"
+    );
+    let file = said[2]["text"].as_str().unwrap();
+    assert!(file.starts_with("[file] reply.md"), "{file:?}");
+    let id = artifact_named(note);
+    let content = reqwest::get(format!("http://{}/api/artifacts/{id}/content", gw.addr()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(content, reply, "the whole reply is kept");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_16_mib_reply_never_holds_up_healthz() {
+    let fake = FakeOpenAi::start().await;
+    let reply = "x".repeat(16 << 20);
+    fake.script("snark", Step::reply(reply));
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["snark"], ""), &db).await;
+    let health = format!("http://{}/healthz", gw.addr());
+    let client = reqwest::Client::new();
+    gw.say("ops", "alice", "@snark everything").await;
+    let mut slowest = std::time::Duration::ZERO;
+    let deadline = tokio::time::Instant::now() + DEADLINE * 3;
+    while gw.said_by("ops", "snark").await.len() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "no reply posted");
+        let asked = std::time::Instant::now();
+        let status = client.get(&health).send().await.unwrap().status();
+        assert_eq!(status, 200);
+        slowest = slowest.max(asked.elapsed());
+    }
+    assert!(
+        slowest < std::time::Duration::from_secs(1),
+        "/healthz took {slowest:?} while the reply was processed"
+    );
+    let said = gw.said_by("ops", "snark").await;
+    assert!(
+        said.len() <= 21,
+        "one reply makes at most 20 posts and a file: {}",
+        said.len()
+    );
+    gw.settle().await;
     gw.stop().await;
 }

@@ -10,7 +10,7 @@ mod handover;
 mod send;
 mod stream;
 
-pub use chunk::split;
+pub use chunk::{posts_end, split};
 pub use draft::Draft;
 pub use handover::{Handover, RunHandedOver};
 pub use send::{DeliveryFailed, Target, Undelivered, deliver};

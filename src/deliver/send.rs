@@ -91,11 +91,7 @@ pub async fn deliver(
     text: &str,
     journal: &Journal,
 ) -> Result<Vec<MessageId>, DeliveryFailed> {
-    let chunks = if text.is_empty() {
-        Vec::new()
-    } else {
-        split(text, adapter.capabilities().max_message_chars)
-    };
+    let chunks = chunks(text, adapter.capabilities().max_message_chars).await;
     let total = chunks.len();
     let mut ids = Vec::with_capacity(total);
     for (n, chunk) in chunks.into_iter().enumerate() {
@@ -111,6 +107,24 @@ pub async fn deliver(
     }
     ids.extend(post_files(adapter, target, journal, total).await?);
     Ok(ids)
+}
+
+/// `text` split to `limit` chars, on a blocking thread when it is long enough for the work to
+/// matter: chunking never holds up the reactor, so no reply delays another request.
+async fn chunks(text: &str, limit: usize) -> Vec<String> {
+    /// Below this, splitting takes microseconds: not worth a thread hop.
+    const INLINE: usize = 64 * 1024;
+    if text.is_empty() {
+        return Vec::new();
+    }
+    if text.len() <= INLINE {
+        return split(text, limit);
+    }
+    let text = text.to_owned();
+    match tokio::task::spawn_blocking(move || split(&text, limit)).await {
+        Ok(chunks) => chunks,
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
+    }
 }
 
 /// How chunk `n` of a run came to be in the chat.

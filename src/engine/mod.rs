@@ -18,6 +18,7 @@ mod caller;
 mod context;
 mod feedback;
 mod own_notices;
+mod reply_bound;
 mod reply_files;
 mod reply_gate;
 mod say;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::context::{self, Attached, Current, SESSION_TAIL};
+use super::reply_bound;
 use super::reply_files::attach_backend_files;
 use super::{Caller, Services};
 use crate::deliver::DeliveryFailed;
@@ -253,7 +254,7 @@ async fn run_turn(
         Outcome::Reply(text) => {
             shared.metrics().add(&metrics::TURNS, "reply");
             TurnEnd::Reply {
-                text,
+                text: reply_bound::bound(shared, journal, text).await,
                 model: reply.model,
                 usage: reply.usage,
             }

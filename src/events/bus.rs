@@ -26,6 +26,9 @@ pub struct Stamped {
     /// What happened.
     #[serde(flatten)]
     pub event: Event,
+    /// The gateway run that stamped it (see [`Events::run`]).
+    #[serde(skip)]
+    run: Arc<str>,
     /// This, as `/api/events` sends it ([`Stamped::frame`]).
     #[serde(skip)]
     frame: OnceLock<Bytes>,
@@ -36,7 +39,7 @@ impl Stamped {
     /// shared by every reader.
     pub fn frame(&self) -> &Bytes {
         self.frame
-            .get_or_init(|| frame(&self.event, self.id, self.ts_ms))
+            .get_or_init(|| frame(&self.event, &self.run, self.id, self.ts_ms))
     }
 }
 
@@ -52,6 +55,8 @@ struct Inner {
     ring: Mutex<Ring>,
     live: broadcast::Sender<Arc<Stamped>>,
     activity: Activity,
+    /// This run of the gateway: a random token, part of every event id sent.
+    run: Arc<str>,
 }
 
 #[derive(Default)]
@@ -78,6 +83,7 @@ impl Default for Events {
                 ring: Mutex::new(Ring::default()),
                 live: broadcast::channel(LAG).0,
                 activity: Activity::default(),
+                run: uuid::Uuid::new_v4().simple().to_string()[..8].into(),
             }),
         }
     }
@@ -94,6 +100,7 @@ impl Events {
             id: ring.last,
             ts_ms,
             event,
+            run: Arc::clone(&self.inner.run),
             frame: OnceLock::new(),
         });
         self.inner.activity.fold(&stamped);
@@ -126,6 +133,21 @@ impl Events {
             gap: oldest > after + 1,
             live,
         }
+    }
+
+    /// Subscribe for a client whose last event came from an earlier run of the gateway: all
+    /// that is kept is news to it, after a gap (what the earlier run sent last is gone).
+    pub fn subscribe_after_restart(&self) -> Subscription {
+        Subscription {
+            gap: true,
+            ..self.subscribe(Some(0))
+        }
+    }
+
+    /// This run of the gateway, as the event ids `/api/events` sends carry it (`<run>.<n>`),
+    /// so a client resuming with an id from an earlier run is told of the gap.
+    pub fn run(&self) -> &str {
+        &self.inner.run
     }
 
     /// The id of the last event emitted (0 before the first): a client that reads the state

@@ -12,9 +12,10 @@ use bytes::{Bytes, BytesMut};
 
 use super::Event;
 
-/// The server-sent-event frame of `event` stamped `id` at `ts_ms`: an `id:` line, one `data:`
-/// line with the stamped event's JSON, and the blank line that ends an event.
-pub(super) fn frame(event: &Event, id: u64, ts_ms: i64) -> Bytes {
+/// The server-sent-event frame of `event` stamped `id` at `ts_ms` by gateway run `run`: an `id:`
+/// line (`<run>.<id>`), one `data:` line with the stamped event's JSON, and the blank line that
+/// ends an event.
+pub(super) fn frame(event: &Event, run: &str, id: u64, ts_ms: i64) -> Bytes {
     let json = serde_json::to_string(event).expect("events serialise");
     // The event is an object, `{"type":...}`; stamped it reads `{"id":N,"ts_ms":T,"type":...}`,
     // exactly what serialising `Stamped` (its stamp, then the event flattened) writes.
@@ -23,7 +24,7 @@ pub(super) fn frame(event: &Event, id: u64, ts_ms: i64) -> Bytes {
     let mut frame = BytesMut::with_capacity(json.len() + 64);
     write!(
         frame,
-        "id: {id}\ndata: {{\"id\":{id},\"ts_ms\":{ts_ms},{fields}\n\n"
+        "id: {run}.{id}\ndata: {{\"id\":{id},\"ts_ms\":{ts_ms},{fields}\n\n"
     )
     .expect("writing to memory");
     frame.freeze()
@@ -69,7 +70,7 @@ mod tests {
         assert_eq!(backlog.len(), 2);
         for stamped in backlog {
             let json = serde_json::to_string(&*stamped).unwrap();
-            let expected = format!("id: {}\ndata: {json}\n\n", stamped.id);
+            let expected = format!("id: {}.{}\ndata: {json}\n\n", events.run(), stamped.id);
             assert_eq!(std::str::from_utf8(stamped.frame()).unwrap(), expected);
         }
     }

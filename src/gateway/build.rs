@@ -6,7 +6,7 @@ use baton_contract::{AccountId, Adapter, Platform};
 
 use super::StartError;
 use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
-use crate::local::{LocalAdapter, LocalHub};
+use crate::local::{LocalAdapter, LocalHub, NameRules};
 use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 use crate::turn::{
     Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
@@ -291,11 +291,38 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
                 .with_api_key(resolve_secret(key_env, env));
             Arc::new(OpenAiBackend::new(settings).map_err(bad)?)
         }
-        BackendKind::Http => {
-            Arc::new(HttpBackend::new(bot.url.clone().unwrap_or_default()).map_err(bad)?)
+        BackendKind::Http => Arc::new(
+            HttpBackend::new(bot.url.clone().unwrap_or_default())
+                .map_err(bad)?
+                .with_max_read(max_read(config)),
+        ),
+        BackendKind::Command => {
+            Arc::new(CommandBackend::new(bot.command.clone()).with_max_read(max_read(config)))
         }
-        BackendKind::Command => Arc::new(CommandBackend::new(bot.command.clone())),
     })
+}
+
+/// The names no local sender may take: every bot's id and display name, and look-alikes of the
+/// local admins' names.
+pub(crate) fn sender_names(config: &Config) -> NameRules {
+    let bots = config
+        .bots
+        .iter()
+        .flat_map(|bot| [bot.id.as_str(), bot.display_name()]);
+    NameRules::new(bots, config.admins.local.iter().map(String::as_str))
+}
+
+/// The most of one answer the `http` and `command` backends read: a reply of `[limits]
+/// max_reply_bytes` even if every character is JSON-escaped, inline files of `[artifacts]
+/// max_bytes` in base64, and a margin for the rest of the envelope. Past it the turn fails.
+fn max_read(config: &Config) -> usize {
+    let files = usize::try_from(config.artifacts.max_bytes / 3 * 4).unwrap_or(usize::MAX);
+    config
+        .limits
+        .max_reply_bytes
+        .saturating_mul(2)
+        .saturating_add(files)
+        .saturating_add(64 * 1024)
 }
 
 /// An account key naming an environment variable that is not set.

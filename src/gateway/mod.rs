@@ -226,7 +226,7 @@ impl Gateway {
         if sole_instance {
             store.instances_forget_others(&instance).await?;
         }
-        let hub = LocalHub::new(&config.local);
+        let hub = LocalHub::with_names(&config.local, build::sender_names(&config));
         let roster = build::roster(&config, &hub, env, adapters)?;
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
-use crate::local::{HubRefusal, Post, check_sender};
+use crate::local::{HubRefusal, Post};
 use crate::session::SessionKey;
 use crate::store::{ChainQuery, DeliveryQuery, StoreError, TranscriptQuery};
 
@@ -34,14 +34,8 @@ pub(super) async fn post_room_message(
     if post.sender.trim().is_empty() {
         return bad(StatusCode::BAD_REQUEST, "`sender` is required");
     }
-    if let Err(refusal) = check_sender(&post.sender) {
+    if let Err(refusal) = state.hub.check_sender(&post.sender) {
         return bad(StatusCode::BAD_REQUEST, &refusal.to_string());
-    }
-    if state.hub.is_bot(&post.sender) {
-        return bad(
-            StatusCode::BAD_REQUEST,
-            "that sender name belongs to a bot; pick another",
-        );
     }
     if room.starts_with("dm:") {
         return bad(
@@ -55,9 +49,23 @@ pub(super) async fn post_room_message(
             "the message is over 100 kB; send less text",
         );
     }
-    match state.hub.post(&room, post) {
+    let accepted = match state.hub.post(&room, post) {
+        Ok(accepted) => accepted,
+        Err(refusal) => return bad(refused_status(&refusal), &refusal.to_string()),
+    };
+    // 202 means recorded: answered once every bot account's pipeline has the message.
+    match accepted.recorded().await {
         Ok(message) => (StatusCode::ACCEPTED, Json(message)).into_response(),
-        Err(refusal) => bad(refused_status(&refusal), &refusal.to_string()),
+        Err(not) => {
+            tracing::error!(%room, %not, "a room post was not recorded; refused with 503");
+            let body = Json(json!({"error": not.to_string()}));
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                [(axum::http::header::RETRY_AFTER, "5")],
+                body,
+            )
+                .into_response()
+        }
     }
 }
 
@@ -65,8 +73,10 @@ pub(super) async fn post_room_message(
 pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
     match refusal {
         HubRefusal::TooManyRooms { .. } => StatusCode::CONFLICT,
-        HubRefusal::TooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        HubRefusal::BadSender => StatusCode::BAD_REQUEST,
+        HubRefusal::TooLong { .. } | HubRefusal::FieldTooLong { .. } => {
+            StatusCode::PAYLOAD_TOO_LARGE
+        }
+        HubRefusal::BadSender(_) => StatusCode::BAD_REQUEST,
         HubRefusal::NotRunning => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

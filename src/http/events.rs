@@ -1,16 +1,27 @@
 //! `GET /api/events`: the event stream as server-sent events.
 //!
-//! Each event's SSE `id` is its bus id and its data one JSON object (`type`, `ts_ms`, the ids
-//! it concerns). A client that reconnects sends `Last-Event-ID` (browsers do it by themselves;
-//! `?after=ID` does the same for a first connection) and is first given what it missed from the
-//! replay ring; when some of that is gone, an event named `gap` says to read the state afresh.
+//! Each event's SSE `id` is `<run>.<n>`, the gateway run's token and the bus id, and its data
+//! one JSON object (`type`, `ts_ms`, the ids it concerns). A client that reconnects sends
+//! `Last-Event-ID` (browsers do it by themselves; `?after=ID` does the same for a first
+//! connection; a bare `n` means this run's) and is first given what it missed from the replay
+//! ring; when some of that is gone, or the id is from an earlier run of the gateway, an event
+//! named `gap` says to read the state afresh.
 //! A client that falls behind is dropped: an event named `dropped` says so and the stream ends;
 //! it reconnects and catches up the same way.
+//!
+//! Readers are capped ([`max_readers`], a quarter of `gateway.max_connections`), so streams
+//! can never take every connection from webhooks and the rest: over the cap a reader gets 503
+//! with `Retry-After`. Each reader's frames wait in a small buffer ([`SEND_BUFFER`] writes); a
+//! reader that takes none of them for [`STALL`] (it stopped reading, its socket is full) is
+//! sent a `gap` marker if the buffer has room and its connection is closed, so an unread
+//! stream holds no memory and no connection.
 
 use std::convert::Infallible;
 use std::future::ready;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -18,12 +29,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::time::Instant;
-use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_stream::wrappers::{BroadcastStream, ReceiverStream};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::server::CloseConnection;
 use crate::events::LAG;
 
 /// A comment this often keeps proxies and browsers from closing a quiet stream.
@@ -41,6 +54,16 @@ const BATCH: usize = 256;
 /// they gather, so gathering never makes it fall behind.
 const GATHER: Duration = Duration::from_millis(20);
 
+/// Writes waiting for one reader at most.
+const SEND_BUFFER: usize = 16;
+/// How long a reader may take none of its writes before it is dropped.
+const STALL: Duration = Duration::from_secs(5);
+
+/// The event-stream readers `gateway.max_connections` allows: a quarter of them, at least one.
+pub(super) fn max_readers(max_connections: usize) -> usize {
+    (max_connections / 4).max(1)
+}
+
 /// `?after=ID`: resume after this event id (what `Last-Event-ID` says on a reconnect).
 #[derive(Debug, Deserialize)]
 pub(super) struct Resume {
@@ -54,24 +77,36 @@ pub(super) struct Resume {
 /// event (`Stamped::frame`), and the frames of a short window go in one write.
 pub(super) async fn stream(
     State(state): State<AppState>,
+    close: Option<Extension<CloseConnection>>,
     headers: HeaderMap,
     Query(resume): Query<Resume>,
     stop: CancellationToken,
 ) -> Response {
+    let Ok(reader) = Arc::clone(&state.event_readers).try_acquire_owned() else {
+        let message = "as many /api/events readers are connected as the gateway allows (a \
+                       quarter of gateway.max_connections); retry shortly";
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "5")],
+            message,
+        )
+            .into_response();
+    };
     let given = headers
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("?").to_owned())
         .or(resume.after);
-    let after = match given.as_deref().map(str::parse::<u64>) {
-        None => None,
-        Some(Ok(id)) => Some(id),
-        Some(Err(_)) => {
-            let message = "Last-Event-ID (or ?after=) must be an event id: the number in the \
-                           `id:` line of the last event received";
+    let events = state.dispatcher.shared().events();
+    let subscription = match given.as_deref().map(|id| resume_at(id, events.run())) {
+        None => events.subscribe(None),
+        Some(Some(ResumeAt::After(id))) => events.subscribe(Some(id)),
+        Some(Some(ResumeAt::EarlierRun)) => events.subscribe_after_restart(),
+        Some(None) => {
+            let message = "Last-Event-ID (or ?after=) must be an event id: what the `id:` line \
+                           of the last event received says";
             return (StatusCode::BAD_REQUEST, message).into_response();
         }
     };
-    let subscription = state.dispatcher.shared().events().subscribe(after);
     let gap = subscription.gap.then(|| {
         named(
             "gap",
@@ -109,14 +144,91 @@ pub(super) async fn stream(
     let frames = tokio_stream::StreamExt::chunks_timeout(frames, BATCH, GATHER)
         .map(joined)
         .take_until(stop.cancelled_owned());
+    let (send, sent) = mpsc::channel(SEND_BUFFER);
+    tokio::spawn(forward(
+        kept_alive(frames, KEEP_ALIVE),
+        send,
+        close.map(|Extension(close)| close),
+        reader,
+    ));
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Body::from_stream(kept_alive(frames, KEEP_ALIVE).map(Ok::<_, Infallible>)),
+        Body::from_stream(ReceiverStream::new(sent).map(Ok::<_, Infallible>)),
     )
         .into_response()
+}
+
+/// Hand `frames` to the reader's body through `send`, holding its place (`reader`) until the
+/// stream ends and the reader has taken what was left, or the reader goes. A reader that takes
+/// nothing for [`STALL`] is told of the gap if there is room, and its connection closed.
+async fn forward(
+    frames: impl Stream<Item = Bytes>,
+    send: mpsc::Sender<Bytes>,
+    close: Option<CloseConnection>,
+    reader: OwnedSemaphorePermit,
+) {
+    let _reader = reader;
+    let mut frames = std::pin::pin!(frames);
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            // The reader is gone.
+            () = send.closed() => return,
+        };
+        let last = frame.is_none();
+        // `Ok(false)`: the reader is gone.
+        let taken = match frame {
+            Some(frame) => tokio::time::timeout(STALL, send.send(frame))
+                .await
+                .map(|sent| sent.is_ok()),
+            // The end (the gateway stops, or the reader fell behind): once the reader has
+            // taken every frame left, the stream ends and its connection is free again.
+            None => tokio::time::timeout(STALL, send.reserve_many(SEND_BUFFER))
+                .await
+                .map(|room| room.is_ok()),
+        };
+        let Ok(taken) = taken else {
+            tracing::info!(
+                "an /api/events reader took nothing for {STALL:?} and is dropped; it resumes \
+                 with Last-Event-ID"
+            );
+            let _ = send.try_send(named(
+                "gap",
+                "this reader fell behind and is dropped; reconnect with Last-Event-ID",
+            ));
+            if let Some(close) = &close {
+                close.close();
+            }
+            return;
+        };
+        if last || !taken {
+            return;
+        }
+    }
+}
+
+/// Where a client resumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ResumeAt {
+    /// After this run's event `n`.
+    After(u64),
+    /// From an earlier run of the gateway: what it sent last is gone.
+    EarlierRun,
+}
+
+/// Where `id` (`<run>.<n>`, or a bare `n` for this run) resumes, given this run's token;
+/// `None` when it is not an event id.
+fn resume_at(id: &str, run: &str) -> Option<ResumeAt> {
+    let (from, n) = id.split_once('.').unwrap_or((run, id));
+    let n = n.parse::<u64>().ok()?;
+    Some(if from == run {
+        ResumeAt::After(n)
+    } else {
+        ResumeAt::EarlierRun
+    })
 }
 
 /// A named event (`gap`, `dropped`) with a one-line `data`.
@@ -176,7 +288,12 @@ mod tests {
     use crate::gateway::testing::{echo_config, parts};
     use crate::http::{AppState, serve};
 
-    use super::kept_alive;
+    use super::{ResumeAt, kept_alive, resume_at};
+
+    /// The `id:` line of this run's event `n`.
+    fn id_line(events: &Events, n: u64) -> String {
+        format!("id: {}.{n}\n", events.run())
+    }
 
     /// How long a stream has to show what a test waits for.
     const DEADLINE: Duration = Duration::from_secs(10);
@@ -185,6 +302,8 @@ mod tests {
     struct Served {
         base: String,
         events: Events,
+        /// The readers' places: all free when no stream is open.
+        readers: std::sync::Arc<tokio::sync::Semaphore>,
         stop: CancellationToken,
     }
 
@@ -195,14 +314,26 @@ mod tests {
     }
 
     async fn served() -> Served {
+        served_with_readers(64).await
+    }
+
+    /// [`served`], with room for `readers` event streams.
+    async fn served_with_readers(readers: usize) -> Served {
         let parts = parts(&echo_config(&["a"], "")).await;
         let events = parts.dispatcher.shared().events().clone();
-        let state = AppState::new(parts.dispatcher, parts.hub, None);
+        let mut state = AppState::new(parts.dispatcher, parts.hub, None);
+        let readers = std::sync::Arc::new(tokio::sync::Semaphore::new(readers));
+        state.event_readers = std::sync::Arc::clone(&readers);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();
         tokio::spawn(serve(listener, state, stop.clone()));
-        Served { base, events, stop }
+        Served {
+            base,
+            events,
+            readers,
+            stop,
+        }
     }
 
     fn emit(events: &Events, count: usize) {
@@ -281,7 +412,7 @@ mod tests {
             self.text
                 .lines()
                 .filter_map(|line| line.strip_prefix("id: "))
-                .map(|id| id.parse().unwrap())
+                .map(|id| id.rsplit('.').next().unwrap().parse().unwrap())
                 .collect()
         }
 
@@ -302,29 +433,30 @@ mod tests {
         emit(&gateway.events, 5);
 
         let mut header = Stream::open(&url, Some(base + 3)).await;
-        header.until(&format!("id: {}\n", base + 5)).await;
+        header.until(&id_line(&gateway.events, base + 5)).await;
         assert_eq!(header.ids(), [base + 4, base + 5], "{}", header.text);
         emit(&gateway.events, 1);
-        header.until(&format!("id: {}\n", base + 6)).await;
+        header.until(&id_line(&gateway.events, base + 6)).await;
         assert_eq!(header.ids(), [base + 4, base + 5, base + 6]);
         assert!(header.named().is_empty(), "{}", header.text);
         assert!(header.text.contains(r#""type":"guard_refused""#));
         assert!(header.text.contains(r#""reason":"r0""#));
 
         let mut query = Stream::open(&format!("{url}?after={}", base + 4), None).await;
-        query.until(&format!("id: {}\n", base + 6)).await;
+        query.until(&id_line(&gateway.events, base + 6)).await;
         assert_eq!(query.ids(), [base + 5, base + 6], "{}", query.text);
 
         // No id: only what happens from now on.
         let mut fresh = Stream::open(&url, None).await;
         emit(&gateway.events, 1);
-        fresh.until(&format!("id: {}\n", base + 7)).await;
+        fresh.until(&id_line(&gateway.events, base + 7)).await;
         assert_eq!(fresh.ids(), [base + 7], "{}", fresh.text);
         // Byte for byte: the opening, then the event's id and its JSON on one `data:` line.
         let seventh = gateway.events.subscribe(Some(base + 6)).backlog;
         let json = serde_json::to_string(&*seventh[0]).unwrap();
         let expected = format!(
-            "retry: 1000\n: baton events\n\nid: {}\ndata: {json}\n\n",
+            "retry: 1000\n: baton events\n\nid: {}.{}\ndata: {json}\n\n",
+            gateway.events.run(),
             base + 7
         );
         assert_eq!(fresh.text, expected);
@@ -348,7 +480,7 @@ mod tests {
         let last = base + (REPLAY + 10) as u64;
 
         let mut behind = Stream::open(&format!("{url}?after={}", base + 2), None).await;
-        behind.until(&format!("id: {last}\n")).await;
+        behind.until(&id_line(&gateway.events, last)).await;
         assert_eq!(behind.named(), ["gap"], "a gap event first");
         let gap_at = behind.text.find("event: gap").unwrap();
         let first_id_at = behind.text.find("id: ").unwrap();
@@ -363,8 +495,44 @@ mod tests {
 
         // Still in the ring: no gap.
         let mut close = Stream::open(&format!("{url}?after={}", last - 1), None).await;
-        close.until(&format!("id: {last}\n")).await;
+        close.until(&id_line(&gateway.events, last)).await;
         assert!(close.named().is_empty(), "{}", close.text);
+    }
+
+    #[test]
+    fn an_event_id_names_its_run() {
+        assert_eq!(resume_at("ab12.7", "ab12"), Some(ResumeAt::After(7)));
+        assert_eq!(resume_at("7", "ab12"), Some(ResumeAt::After(7)));
+        assert_eq!(resume_at("ff00.7", "ab12"), Some(ResumeAt::EarlierRun));
+        assert_eq!(resume_at("ab12.x", "ab12"), None);
+        assert_eq!(resume_at("yesterday", "ab12"), None);
+    }
+
+    #[tokio::test]
+    async fn an_id_from_an_earlier_run_starts_with_a_gap_event() {
+        let gateway = served().await;
+        let url = format!("{}/api/events", gateway.base);
+        emit(&gateway.events, 3);
+        let last = gateway.events.last_id();
+        let client = reqwest::Client::new();
+        let response = client
+            .get(&url)
+            .header("last-event-id", "0earlier.1")
+            .send()
+            .await
+            .unwrap();
+        let mut earlier = Stream {
+            response,
+            text: String::new(),
+        };
+        earlier.until(&id_line(&gateway.events, last)).await;
+        assert_eq!(earlier.named(), ["gap"], "{}", earlier.text);
+        assert_eq!(
+            earlier.ids().first(),
+            Some(&1),
+            "all this run kept: {}",
+            earlier.text
+        );
     }
 
     #[tokio::test]
@@ -390,8 +558,78 @@ mod tests {
         // The bus went on, and a reconnect with the last id catches up from the ring.
         let last = gateway.events.last_id();
         let mut again = Stream::open(&url, Some(last - 5)).await;
-        again.until(&format!("id: {last}\n")).await;
+        again.until(&id_line(&gateway.events, last)).await;
         assert_eq!(again.ids().len(), 5);
+    }
+
+    #[tokio::test]
+    async fn readers_past_their_cap_get_503_with_retry_after() {
+        let gateway = served_with_readers(2).await;
+        let url = format!("{}/api/events", gateway.base);
+        let first = Stream::open(&url, None).await;
+        let _second = Stream::open(&url, None).await;
+        let over = reqwest::get(&url).await.unwrap();
+        assert_eq!(over.status(), 503);
+        assert!(over.headers().contains_key("retry-after"));
+        assert!(over.text().await.unwrap().contains("max_connections"));
+        drop(first);
+        let deadline = Instant::now() + DEADLINE;
+        while gateway.readers.available_permits() == 0 {
+            assert!(Instant::now() < deadline, "a closed stream kept its place");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Stream::open(&url, None).await;
+    }
+
+    /// A reader that never reads falls behind: its stream ends (closed outright when its
+    /// socket is full for `STALL`), its place is freed, and what it finally reads says why.
+    #[tokio::test]
+    async fn a_reader_that_stops_reading_is_dropped_and_frees_its_place() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let gateway = served_with_readers(4).await;
+        let addr = gateway.base.trim_start_matches("http://");
+        let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        socket
+            .write_all(b"GET /api/events HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let deadline = Instant::now() + DEADLINE + super::STALL;
+        while gateway.readers.available_permits() == 4 {
+            assert!(Instant::now() < deadline, "the stream never opened");
+            tokio::task::yield_now().await;
+        }
+        // Far more than the socket's buffers hold, a batch at a time so the stream writes.
+        for _ in 0..200 {
+            emit(&gateway.events, 500);
+            tokio::task::yield_now().await;
+        }
+        while gateway.readers.available_permits() < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "a reader that never reads kept its place"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Ended: what was buffered drains, then the stream ends, saying why.
+        let mut sink = vec![0; 64 * 1024];
+        let mut tail = Vec::new();
+        loop {
+            let read = tokio::time::timeout_at(deadline, socket.read(&mut sink)).await;
+            match read.expect("the stream did not end") {
+                Ok(0) | Err(_) => break,
+                Ok(n) => tail.extend_from_slice(&sink[..n]),
+            }
+            if tail.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+            let keep = tail.len().saturating_sub(4096);
+            tail.drain(..keep);
+        }
+        let tail = String::from_utf8_lossy(&tail);
+        assert!(
+            tail.contains("event: dropped") || tail.contains("event: gap"),
+            "{tail}"
+        );
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<V
         tracing::error!(%err, "not ready: the store cannot commit; new events are refused");
     }
     let store_ok = probe.is_ok();
+    let store_error = probe.err().map(|err| err.to_string());
     let not_ready: Vec<_> = shared
         .roster()
         .accounts()
@@ -51,7 +52,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<V
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = json!({"ready": ready, "store": store_ok, "accounts_not_ready": waiting,
-                      "accounts": accounts});
+    let body = json!({
+        "ready": ready,
+        "store": store_ok,
+        "store_error": store_error,
+        "accounts_not_ready": waiting,
+        "accounts": accounts,
+    });
     (status, Json(body))
 }

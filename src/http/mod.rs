@@ -52,19 +52,26 @@ pub struct AppState {
     connections: Arc<server::OpenConnections>,
     /// rmcp's session table behind `/mcp`, counted by its admission and by `/metrics`.
     mcp_sessions: Arc<LocalSessionManager>,
+    /// Open `/api/events` streams, capped below the connection cap (`events.rs`).
+    event_readers: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     /// State over the pipeline and the local hub; `api_token`, when set, is required on every
     /// route but the webhooks and the health checks.
     pub fn new(dispatcher: Dispatcher, hub: Arc<LocalHub>, api_token: Option<Secret>) -> Self {
-        let mcp_sessions = mcp::session_table(&dispatcher.shared().config().gateway);
+        let gateway = &dispatcher.shared().config().gateway;
+        let mcp_sessions = mcp::session_table(gateway);
+        let event_readers = Arc::new(tokio::sync::Semaphore::new(events::max_readers(
+            gateway.max_connections,
+        )));
         Self {
             dispatcher,
             hub,
             token: api_token.as_ref().map(auth::Token::new),
             connections: Arc::default(),
             mcp_sessions,
+            event_readers,
         }
     }
 }
@@ -87,8 +94,8 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/assets/dashboard.css", get(dashboard::style))
         .route(
             "/api/events",
-            get(move |state, headers, query| {
-                events::stream(state, headers, query, events_stop.clone())
+            get(move |state, close, headers, query| {
+                events::stream(state, close, headers, query, events_stop.clone())
             }),
         )
         .route("/api/roster", get(roster::roster))

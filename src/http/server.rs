@@ -22,6 +22,10 @@
 //! Every connection, served fully or from the spare pool, counts in [`OpenConnections`] for
 //! as long as its task runs (`baton_http_connections_open` in `/metrics`).
 //!
+//! A route may close its own connection at once ([`CloseConnection`], in each request's
+//! extensions): `/api/events` does, for a reader that stopped reading, whose connection would
+//! otherwise stay open for as long as its unread bytes wait in the socket.
+//!
 //! Stopping: the loop stops accepting when `stop` fires; each connection then finishes the
 //! request in progress and closes. Connections run in a [`JoinSet`] owned by the loop, so
 //! aborting the server task (the gateway does, after its drain period) ends them all.
@@ -88,6 +92,17 @@ struct Counted(Arc<OpenConnections>);
 impl Drop for Counted {
     fn drop(&mut self) {
         self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Closes the connection a request came on, at once, whatever it was writing.
+#[derive(Debug, Clone)]
+pub(super) struct CloseConnection(CancellationToken);
+
+impl CloseConnection {
+    /// Close it.
+    pub(super) fn close(&self) {
+        self.0.cancel();
     }
 }
 
@@ -185,12 +200,15 @@ async fn serve(
 ) {
     let _ = stream.set_nodelay(true);
     let first = Arc::new(Notify::new());
+    let close = CancellationToken::new();
     let service = {
         let first = Arc::clone(&first);
+        let close = CloseConnection(close.clone());
         let app = slot.app;
         hyper::service::service_fn(move |mut request: Request<Incoming>| {
             first.notify_one();
             request.extensions_mut().insert(ConnectInfo(peer));
+            request.extensions_mut().insert(close.clone());
             let mut app = app.clone();
             async move { Ok::<_, Infallible>(app.call(request).await.unwrap_or_else(|e| match e {})) }
         })
@@ -217,6 +235,10 @@ async fn serve(
             () = first.notified(), if waiting_first => waiting_first = false,
             () = &mut first_deadline, if waiting_first => {
                 tracing::debug!(%peer, "no request headers in time; closing the connection");
+                return;
+            }
+            () = close.cancelled() => {
+                tracing::debug!(%peer, "connection closed by its route");
                 return;
             }
             () = stop.cancelled(), if !stopping => {

@@ -9,13 +9,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, ConnectionState,
-    EventSink, InboundEvent, Link, LinkError, MessageId, NotTaken, OutboundFile, OutboundMessage,
-    Platform, Receive, SendError, SentMessage, SessionEnd, UserId, run_connection,
+    EventSink, Link, LinkError, MessageId, NotTaken, OutboundFile, OutboundMessage, Platform,
+    Receive, SendError, SentMessage, SessionEnd, UserId, run_connection,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::hub::{LocalHub, Post};
+use super::hub::{Handed, LocalHub, Post};
 use crate::store::content_path;
 
 /// The local channel's message limit: Slack's, so long replies are chunked as they would be.
@@ -26,7 +26,7 @@ pub struct LocalAdapter {
     account: AccountId,
     bot: String,
     hub: Arc<LocalHub>,
-    inbox: Mutex<Option<mpsc::UnboundedReceiver<InboundEvent>>>,
+    inbox: Mutex<Option<mpsc::UnboundedReceiver<Handed>>>,
     state: ConnectionCell,
 }
 
@@ -64,7 +64,7 @@ impl LocalAdapter {
 /// fail in a way worth retrying, so the skeleton never waits out a backoff.
 struct Drain<'a> {
     adapter: &'a LocalAdapter,
-    inbox: mpsc::UnboundedReceiver<InboundEvent>,
+    inbox: mpsc::UnboundedReceiver<Handed>,
 }
 
 #[async_trait]
@@ -82,9 +82,15 @@ impl Link for Drain<'_> {
                 _ = shutdown.cancelled() => break,
                 event = self.inbox.recv() => event,
             };
-            let Some(event) = event else { break };
+            let Some(Handed { event, recorded }) = event else {
+                break;
+            };
             let accepted = sink.accept(event).await;
             adapter.hub.taken();
+            if let Some(recorded) = recorded {
+                // The poster may have given up waiting; the record stands either way.
+                let _ = recorded.send(accepted);
+            }
             // A store failure refuses this message (logged by the gateway; it stays in the
             // room's log unanswered); the account keeps listening for the next one.
             if accepted == Err(NotTaken::ShuttingDown) {

@@ -13,29 +13,94 @@
 //! last `room_log_messages` messages of each (older ones roll off; the transcripts keep every
 //! word), and posts of at most `max_message_bytes`. The bot replies' idempotency keys are kept
 //! for the last [`POSTED_KEYS`] posts.
+//!
+//! A person's post is answered only once every bot account's pipeline has recorded it
+//! ([`Accepted::recorded`]): the room API's 202 means recorded, as a webhook's 2xx does. When
+//! the store cannot record it, the post is refused, for the client to send again (with the
+//! same `message_id`, it is then one message).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use baton_contract::{
-    AccountId, ChatId, ChatKind, InboundEvent, InboundKind, MessageId, Platform, Sender, ThreadId,
-    UserId,
+    AccountId, ChatId, ChatKind, InboundEvent, InboundKind, MessageId, NotTaken, Platform, Sender,
+    ThreadId, UserId,
 };
 use hashlink::LinkedHashMap;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
+use super::sender_name::{NameRefused, NameRules};
 use crate::config::LocalConfig;
-use crate::display_name::is_spoofing;
 use crate::mirror::now_ms;
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
 /// seconds; thousands of posts later nobody retries it.
 pub const POSTED_KEYS: usize = 4096;
 
-/// Longest sender name a room takes, in characters.
-pub const MAX_SENDER_CHARS: usize = 64;
+/// Longest room name, message id, delivery id, thread or reply-to a post may carry, in bytes:
+/// each is kept in the room's log and the store, so none may be larger than an id needs.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// How long a post waits for the bot accounts to record it before it is refused.
+const RECORD_WAIT: Duration = Duration::from_secs(10);
+
+/// An event handed to a bot account, and where to say whether the gateway recorded it.
+pub struct Handed {
+    /// The event.
+    pub event: InboundEvent,
+    /// Told what the account's pipeline made of it; `None` when nobody waits (a bot's post).
+    pub recorded: Option<oneshot::Sender<Result<(), NotTaken>>>,
+}
+
+/// A person's post, shown in its room, on its way to the bot accounts.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The message as the room shows it.
+    pub message: RoomMessage,
+    recorded: Vec<oneshot::Receiver<Result<(), NotTaken>>>,
+}
+
+impl Accepted {
+    /// The message, once every bot account has recorded it; else why not.
+    pub async fn recorded(self) -> Result<RoomMessage, NotRecorded> {
+        let all = async {
+            for recorded in self.recorded {
+                match recorded.await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(not)) => return Err(NotRecorded::Refused(not)),
+                    Err(_) => return Err(NotRecorded::Stopped),
+                }
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(RECORD_WAIT, all).await {
+            Ok(Ok(())) => Ok(self.message),
+            Ok(Err(not)) => Err(not),
+            Err(_) => Err(NotRecorded::TimedOut),
+        }
+    }
+}
+
+/// Why a post was not recorded; each means: send it again later.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRecorded {
+    /// The gateway refused it (its store cannot write, or it is stopping).
+    #[error("{0}; the message was not recorded, send it again shortly (same message_id)")]
+    Refused(NotTaken),
+    /// A bot account stopped before it took the message.
+    #[error("a bot account stopped before it took the message; send it again shortly")]
+    Stopped,
+    /// The accounts did not record it in time.
+    #[error(
+        "the message was not recorded within {}s; send it again shortly (same message_id)",
+        RECORD_WAIT.as_secs()
+    )]
+    TimedOut,
+}
 
 /// Why the hub did not take a post. Each says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,24 +125,29 @@ pub enum HubRefusal {
         /// `[local] max_message_bytes`.
         max: usize,
     },
-    /// The sender name is empty, too long, or holds characters that could forge a line.
+    /// The sender name could pass for someone else's, or forge a line (`sender_name.rs`).
+    #[error(transparent)]
+    BadSender(#[from] NameRefused),
+    /// An id-like field (room, message id, delivery id, thread, reply-to) over
+    /// [`MAX_ID_BYTES`].
     #[error(
-        "the sender name must be 1 to {MAX_SENDER_CHARS} characters with no control or \
-         text-direction characters; pick a plain name"
+        "`{field}` is {len} bytes, over the {MAX_ID_BYTES} bytes an id may have; send a shorter one"
     )]
-    BadSender,
+    FieldTooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length in bytes.
+        len: usize,
+    },
     /// No running local account for that bot.
     #[error("the bot's local account is not running")]
     NotRunning,
 }
 
-/// Whether `name` may speak in a room: see [`HubRefusal::BadSender`].
+/// Whether `name` may speak in a room, whatever bots and admins there are (the hub also
+/// checks against its own: [`LocalHub::check_sender`]).
 pub fn check_sender(name: &str) -> Result<(), HubRefusal> {
-    let chars = name.chars().count();
-    if name.trim().is_empty() || chars > MAX_SENDER_CHARS || name.chars().any(is_spoofing) {
-        return Err(HubRefusal::BadSender);
-    }
-    Ok(())
+    Ok(NameRules::default().check(name)?)
 }
 
 /// One message as the room shows it.
@@ -200,12 +270,13 @@ fn is_dm(room: &str) -> bool {
 struct Member {
     account: AccountId,
     bot: String,
-    inbox: mpsc::UnboundedSender<InboundEvent>,
+    inbox: mpsc::UnboundedSender<Handed>,
 }
 
 /// Every local room and the local bot accounts that listen to them.
 pub struct LocalHub {
     limits: LocalConfig,
+    names: NameRules,
     rooms: Mutex<Rooms>,
     members: Mutex<Vec<Member>>,
     /// Idempotency keys already posted, with the message id they produced.
@@ -217,8 +288,14 @@ pub struct LocalHub {
 impl LocalHub {
     /// An empty hub bounded by `limits`.
     pub fn new(limits: &LocalConfig) -> Arc<LocalHub> {
+        LocalHub::with_names(limits, NameRules::default())
+    }
+
+    /// An empty hub bounded by `limits`, refusing sender names by `names`.
+    pub fn with_names(limits: &LocalConfig, names: NameRules) -> Arc<LocalHub> {
         Arc::new(LocalHub {
             limits: limits.clone(),
+            names,
             rooms: Mutex::default(),
             members: Mutex::default(),
             posted: Mutex::default(),
@@ -227,7 +304,7 @@ impl LocalHub {
     }
 
     /// Add a bot account to every room; returns its inbox.
-    pub fn join(&self, account: AccountId, bot: String) -> mpsc::UnboundedReceiver<InboundEvent> {
+    pub fn join(&self, account: AccountId, bot: String) -> mpsc::UnboundedReceiver<Handed> {
         let (inbox, rx) = mpsc::unbounded_channel();
         let mut members = self.members.lock().expect("hub poisoned");
         members.push(Member {
@@ -238,33 +315,53 @@ impl LocalHub {
         rx
     }
 
-    /// Whether `name` is a local bot's id (humans may not post under it).
-    pub fn is_bot(&self, name: &str) -> bool {
+    /// Whether `name` may speak in a room: see `sender_name.rs`; a local bot's id is refused
+    /// too.
+    pub fn check_sender(&self, name: &str) -> Result<(), HubRefusal> {
+        self.names.check(name)?;
         let members = self.members.lock().expect("hub poisoned");
-        members.iter().any(|m| m.bot == name)
+        if members.iter().any(|m| m.bot.eq_ignore_ascii_case(name)) {
+            return Err(NameRefused::Reserved(name.to_owned()).into());
+        }
+        Ok(())
     }
 
     /// A person posts to a room; the message is handed to every member account. A repeated
     /// `message_id` is shown once but handed out again, as a platform redelivery would be.
-    /// Refused over `[local]`'s bounds, or from a name that could forge a line.
-    pub fn post(&self, room: &str, post: Post) -> Result<RoomMessage, HubRefusal> {
-        check_sender(&post.sender)?;
+    /// Refused over `[local]`'s bounds, or from a name that could forge a line. The post is
+    /// recorded once [`Accepted::recorded`] says so.
+    pub fn post(&self, room: &str, post: Post) -> Result<Accepted, HubRefusal> {
+        self.check_sender(&post.sender)?;
         self.check_length(&post.text)?;
-        self.deliver(room, post)
+        check_ids(room, &post)?;
+        self.deliver(room, post, true)
     }
 
-    /// Record `post` and hand it to every member account.
-    fn deliver(&self, room: &str, post: Post) -> Result<RoomMessage, HubRefusal> {
+    /// Record `post` in the room and hand it to every member account; with `wait`, each
+    /// account says when its pipeline recorded it ([`Accepted::recorded`]).
+    fn deliver(&self, room: &str, post: Post, wait: bool) -> Result<Accepted, HubRefusal> {
         let message = self.record(room, &post)?;
         let members = self.members.lock().expect("hub poisoned");
+        let mut waits = Vec::new();
         for member in members.iter() {
             let event = self.event(room, &post, &message, member);
+            let (tell, told) = oneshot::channel();
+            let handed = Handed {
+                event,
+                recorded: wait.then_some(tell),
+            };
             // A closed inbox means that account stopped; the others still get the message.
-            if member.inbox.send(event).is_ok() {
+            if member.inbox.send(handed).is_ok() {
                 self.pending.fetch_add(1, Ordering::SeqCst);
+                if wait {
+                    waits.push(told);
+                }
             }
         }
-        Ok(message)
+        Ok(Accepted {
+            message,
+            recorded: waits,
+        })
     }
 
     fn check_length(&self, text: &str) -> Result<(), HubRefusal> {
@@ -296,7 +393,7 @@ impl LocalHub {
         let message = if is_dm(room) {
             self.record(room, &post)?
         } else {
-            self.deliver(room, post)?
+            self.deliver(room, post, false)?.message
         };
         self.posted
             .lock()
@@ -314,7 +411,7 @@ impl LocalHub {
         user: &str,
         text: &str,
     ) -> Result<InboundEvent, HubRefusal> {
-        check_sender(user)?;
+        self.check_sender(user)?;
         let room = format!("dm:{user}");
         let post = Post {
             sender: user.to_owned(),
@@ -445,6 +542,23 @@ impl LocalHub {
     }
 }
 
+/// Every id-like field of a post into `room` fits [`MAX_ID_BYTES`].
+fn check_ids(room: &str, post: &Post) -> Result<(), HubRefusal> {
+    let fields = [
+        ("room", Some(room)),
+        ("message_id", post.message_id.as_deref()),
+        ("event_id", post.event_id.as_deref()),
+        ("thread", post.thread.as_deref()),
+        ("reply_to", post.reply_to.as_deref()),
+    ];
+    for (field, value) in fields {
+        if let Some(len) = value.map(str::len).filter(|&len| len > MAX_ID_BYTES) {
+            return Err(HubRefusal::FieldTooLong { field, len });
+        }
+    }
+    Ok(())
+}
+
 /// What a log keeps of `text`: at most `max` bytes, cut at a character boundary and marked.
 fn shown(text: &str, max: usize) -> String {
     if text.len() <= max {
@@ -539,8 +653,11 @@ mod tests {
         let hub = hub();
         let mut a = hub.join("snark".into(), "snark".into());
         let mut b = hub.join("caid".into(), "caid".into());
-        let human = hub.post("room", post("alice", "@snark hi")).unwrap();
-        let ev = a.try_recv().unwrap();
+        let human = hub
+            .post("room", post("alice", "@snark hi"))
+            .unwrap()
+            .message;
+        let ev = a.try_recv().unwrap().event;
         assert_eq!(ev.message_id.as_str(), human.id);
         assert!(!ev.sender.is_self && !ev.sender.is_bot);
         b.try_recv().unwrap();
@@ -555,8 +672,8 @@ mod tests {
                 },
             )
             .unwrap();
-        assert!(a.try_recv().unwrap().sender.is_self);
-        let seen_by_caid = b.try_recv().unwrap();
+        assert!(a.try_recv().unwrap().event.sender.is_self);
+        let seen_by_caid = b.try_recv().unwrap().event;
         assert!(seen_by_caid.sender.is_bot && !seen_by_caid.sender.is_self);
         assert_eq!(seen_by_caid.reply_to_author, Some(UserId::from("alice")));
         let again = hub.bot_post("room", "snark", "k1", post("", "hello"));
@@ -586,7 +703,7 @@ mod tests {
             hub.post("room", post("alice", "hi")).unwrap();
             assert_eq!(hub.messages("room", None).len(), 2, "{id}");
             for _ in 0..2 {
-                assert_eq!(a.try_recv().unwrap().message_id.as_str(), id);
+                assert_eq!(a.try_recv().unwrap().event.message_id.as_str(), id);
             }
         }
     }
@@ -597,8 +714,8 @@ mod tests {
         hub.post("one", post("alice", "a")).unwrap();
         hub.post("two", post("alice", "b")).unwrap();
         assert_eq!(
-            hub.post("three", post("alice", "c")),
-            Err(HubRefusal::TooManyRooms { max: 2 })
+            hub.post("three", post("alice", "c")).unwrap_err(),
+            HubRefusal::TooManyRooms { max: 2 }
         );
         assert!(hub.messages("three", None).is_empty());
         for text in ["1", "2", "3", "4", "5"] {
@@ -611,9 +728,66 @@ mod tests {
             .collect();
         assert_eq!(shown, ["3", "4", "5"], "older messages roll off");
         assert_eq!(
-            hub.post("one", post("alice", "123456789")),
-            Err(HubRefusal::TooLong { len: 9, max: 8 })
+            hub.post("one", post("alice", "123456789")).unwrap_err(),
+            HubRefusal::TooLong { len: 9, max: 8 }
         );
+    }
+
+    #[test]
+    fn every_id_a_post_carries_is_bounded() {
+        let hub = hub();
+        let long = "i".repeat(MAX_ID_BYTES + 1);
+        let posts = [
+            (
+                "message_id",
+                Post {
+                    message_id: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+            (
+                "event_id",
+                Post {
+                    event_id: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+            (
+                "thread",
+                Post {
+                    thread: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+            (
+                "reply_to",
+                Post {
+                    reply_to: Some(long.clone()),
+                    ..post("alice", "hi")
+                },
+            ),
+        ];
+        for (field, p) in posts {
+            assert_eq!(
+                hub.post("room", p).unwrap_err(),
+                HubRefusal::FieldTooLong {
+                    field,
+                    len: MAX_ID_BYTES + 1
+                }
+            );
+        }
+        assert!(matches!(
+            hub.post(&long, post("alice", "hi")).unwrap_err(),
+            HubRefusal::FieldTooLong { field: "room", .. }
+        ));
+        assert!(hub.messages("room", None).is_empty());
+        let fits = "i".repeat(MAX_ID_BYTES);
+        let p = Post {
+            message_id: Some(fits.clone()),
+            thread: Some(fits),
+            ..post("alice", "hi")
+        };
+        assert!(hub.post("room", p).is_ok());
     }
 
     #[test]
@@ -645,9 +819,11 @@ mod tests {
             "eve\u{202e}nimda",
             &"x".repeat(65),
         ] {
-            assert_eq!(
-                hub.post("room", post(name, "hi")),
-                Err(HubRefusal::BadSender),
+            assert!(
+                matches!(
+                    hub.post("room", post(name, "hi")).unwrap_err(),
+                    HubRefusal::BadSender(_)
+                ),
                 "{name:?}"
             );
             let account = AccountId::from("snark");

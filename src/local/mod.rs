@@ -3,8 +3,11 @@
 
 mod adapter;
 mod hub;
+mod sender_name;
 
 pub use adapter::{LOCAL_MAX_MESSAGE_CHARS, LocalAdapter};
 pub use hub::{
-    HubRefusal, LocalHub, MAX_SENDER_CHARS, POSTED_KEYS, Post, RoomMessage, check_sender,
+    Accepted, Handed, HubRefusal, LocalHub, MAX_ID_BYTES, NotRecorded, POSTED_KEYS, Post,
+    RoomMessage, check_sender,
 };
+pub use sender_name::{MAX_SENDER_CHARS, NameRefused, NameRules};

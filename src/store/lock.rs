@@ -9,10 +9,14 @@
 //! process lock a fresh file while the second still holds the old one). Commands that only read
 //! the store do not take it and keep working beside a running gateway. A memory database belongs
 //! to its process alone and needs no lock.
+//!
+//! The lock is per file, not per spelling of its path: the lock file sits beside the
+//! database's canonical path (symlinks and `.`/`..` resolved), so a symlink to the database, or
+//! the same file reached another way, finds the same lock.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why the database could not be locked.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +63,9 @@ impl DatabaseLock {
         if database == ":memory:" {
             return Ok(None);
         }
-        let lock_file = PathBuf::from(format!("{database}.lock"));
+        let mut lock_file = canonical(Path::new(database)).into_os_string();
+        lock_file.push(".lock");
+        let lock_file = PathBuf::from(lock_file);
         let io = |source| LockError::Io {
             lock_file: lock_file.clone(),
             source,
@@ -90,8 +96,24 @@ impl DatabaseLock {
     }
 }
 
+/// The one path of the file `database` names: resolved when it exists, else its directory
+/// resolved (the file is about to be made there), else as given (the open reports why not).
+fn canonical(database: &Path) -> PathBuf {
+    if let Ok(path) = std::fs::canonicalize(database) {
+        return path;
+    }
+    let parent = match database.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(parent), database.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => database.to_owned(),
+    }
+}
+
 /// Who holds the lock, from the pid its holder wrote into the file.
-fn holder(lock_file: &std::path::Path) -> String {
+fn holder(lock_file: &Path) -> String {
     match std::fs::read_to_string(lock_file) {
         Ok(text) => match text.trim().parse::<u32>() {
             Ok(pid) => format!("pid {pid}"),
@@ -130,6 +152,29 @@ mod tests {
         );
         drop(first);
         assert!(DatabaseLock::acquire(db).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_symlink_or_another_spelling_of_the_path_finds_the_same_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("baton.db");
+        let _held = DatabaseLock::acquire(db.to_str().unwrap())
+            .unwrap()
+            .expect("a file is locked");
+        std::fs::write(&db, b"").unwrap();
+        let link = dir.path().join("link.db");
+        std::os::unix::fs::symlink(&db, &link).unwrap();
+        let other_dir = dir.path().join("sub");
+        std::fs::create_dir(&other_dir).unwrap();
+        let spelled = other_dir.join("../baton.db");
+        for path in [&link, &spelled] {
+            let err = DatabaseLock::acquire(path.to_str().unwrap()).unwrap_err();
+            assert!(
+                matches!(err, LockError::Held { .. }),
+                "{}: {err}",
+                path.display()
+            );
+        }
     }
 
     #[test]

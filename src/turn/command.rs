@@ -9,20 +9,28 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use super::http::agent_reply;
-use super::{Backend, BackendError, BackendReply, REQUEST_TIMEOUT, ToolExecutor, TurnRequest};
+use super::{
+    Backend, BackendError, BackendReply, DEFAULT_MAX_READ, REQUEST_TIMEOUT, ToolExecutor,
+    TurnRequest,
+};
 
 /// How many trailing stderr lines a failure quotes: enough for a traceback's last frame and
 /// message, short enough for a log line.
 const STDERR_TAIL_LINES: usize = 5;
+/// Bytes of stderr kept (the last ones) for that tail; the rest is read and dropped, so a chatty
+/// program never blocks on a full pipe nor fills memory.
+const STDERR_KEPT: usize = 16 * 1024;
 
 /// Runs a program per turn. Tools are the program's own business: the executor is unused.
 pub struct CommandBackend {
     argv: Vec<String>,
     timeout: Duration,
+    /// Bytes of stdout read at most; past them the program is killed and the turn fails.
+    max_read: usize,
 }
 
 impl CommandBackend {
@@ -32,7 +40,14 @@ impl CommandBackend {
         Self {
             argv,
             timeout: REQUEST_TIMEOUT,
+            max_read: DEFAULT_MAX_READ,
         }
+    }
+
+    /// The most of stdout read before the program is killed and the turn fails, builder style.
+    pub fn with_max_read(mut self, bytes: usize) -> Self {
+        self.max_read = bytes;
+        self
     }
 
     /// How long one run may take before it is killed, builder style.
@@ -76,11 +91,28 @@ impl Backend for CommandBackend {
             let _ = stdin.write_all(&input).await;
             let _ = stdin.shutdown().await;
         });
-        let output = tokio::time::timeout(self.timeout, child.wait_with_output()).await;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let max_read = self.max_read;
+        let failed =
+            |e: std::io::Error| BackendError::Command(format!("`{program}` failed to run: {e}"));
+        let run = async {
+            let (stdout, stderr) = tokio::join!(read_at_most(stdout, max_read), read_tail(stderr));
+            // Over the bound: dropping the child kills it (`kill_on_drop`).
+            let stdout = stdout
+                .map_err(failed)?
+                .ok_or(BackendError::TooLong(max_read))?;
+            let status = child.wait().await.map_err(failed)?;
+            Ok::<_, BackendError>(Output {
+                status,
+                stdout,
+                stderr: stderr.map_err(failed)?,
+            })
+        };
+        let output = tokio::time::timeout(self.timeout, run).await;
         writer.abort();
         let output = match output {
-            Ok(result) => result
-                .map_err(|e| BackendError::Command(format!("`{program}` failed to run: {e}")))?,
+            Ok(result) => result?,
             Err(_) => {
                 return Err(BackendError::Command(format!(
                     "`{program}` gave no answer within {}s and was killed",
@@ -113,6 +145,39 @@ impl Backend for CommandBackend {
             usage: None,
             attachments: Vec::new(),
         })
+    }
+}
+
+/// What a finished program left.
+struct Output {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// All of `pipe`, or `None` once it runs past `max` bytes (the rest is left unread).
+async fn read_at_most(
+    pipe: impl AsyncRead + Unpin,
+    max: usize,
+) -> Result<Option<Vec<u8>>, std::io::Error> {
+    let mut out = Vec::new();
+    pipe.take(max as u64 + 1).read_to_end(&mut out).await?;
+    Ok((out.len() <= max).then_some(out))
+}
+
+/// The last [`STDERR_KEPT`] bytes of `pipe`, read to its end.
+async fn read_tail(mut pipe: impl AsyncRead + Unpin) -> Result<Vec<u8>, std::io::Error> {
+    let mut kept = Vec::new();
+    let mut buf = vec![0; 8 * 1024];
+    loop {
+        let n = pipe.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(kept);
+        }
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > STDERR_KEPT {
+            kept.drain(..kept.len() - STDERR_KEPT);
+        }
     }
 }
 

@@ -13,14 +13,17 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 
 use super::{
-    Backend, BackendError, BackendReply, REQUEST_TIMEOUT, ReplyFile, ToolExecutor, TurnRequest,
-    describe_transport_error, error_message, http_client, quote, redacted_url,
+    Backend, BackendError, BackendReply, DEFAULT_MAX_READ, REQUEST_TIMEOUT, ReplyFile,
+    ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
+    redacted_url,
 };
 
 /// Posts each turn to an agent's URL. Tools are the agent's own business: the executor is unused.
 pub struct HttpBackend {
     url: String,
     timeout: Duration,
+    /// Bytes of an answer read at most; past them the turn fails.
+    max_read: usize,
     client: reqwest::Client,
 }
 
@@ -31,8 +34,15 @@ impl HttpBackend {
         Ok(Self {
             url: url.into(),
             timeout: REQUEST_TIMEOUT,
+            max_read: DEFAULT_MAX_READ,
             client: http_client()?,
         })
+    }
+
+    /// The most of an answer read before the turn fails, builder style.
+    pub fn with_max_read(mut self, bytes: usize) -> Self {
+        self.max_read = bytes;
+        self
     }
 
     /// How long the agent may take for one turn, builder style.
@@ -61,7 +71,15 @@ impl Backend for HttpBackend {
             .await
             .map_err(transport)?;
         let status = response.status();
-        let text = response.text().await.map_err(transport)?;
+        let mut response = response;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            if body.len() + chunk.len() > self.max_read {
+                return Err(BackendError::TooLong(self.max_read));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             return Err(BackendError::Status {
                 status: status.as_u16(),

@@ -258,7 +258,17 @@ pub enum BackendError {
     /// The `command` backend's program failed.
     #[error("command backend failed: {0}")]
     Command(String),
+    /// The `http` or `command` backend answered more than it may; the rest was not read.
+    #[error(
+        "the backend's answer ran past {0} bytes and was not read further; make the agent answer \
+         shorter, or raise [limits] max_reply_bytes"
+    )]
+    TooLong(usize),
 }
+
+/// Bytes the `http` and `command` backends read of one answer by default, before failing the
+/// turn ([`BackendError::TooLong`]); the gateway sets it from `[limits]` (`with_max_read`).
+pub const DEFAULT_MAX_READ: usize = 64 * 1024 * 1024;
 
 /// A bot's backend.
 #[async_trait]

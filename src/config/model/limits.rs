@@ -1,5 +1,5 @@
-//! `[lanes]`, `[limits]` and `[local]`: how much runs at once, guard budgets, and the local rooms'
-//! bounds.
+//! `[lanes]`, `[limits]` and `[local]`: how much runs at once, guard budgets and reply bounds,
+//! and the local rooms' bounds.
 
 use serde::Deserialize;
 
@@ -34,7 +34,7 @@ impl Default for LanesConfig {
     }
 }
 
-/// `[limits]`: guard budgets.
+/// `[limits]`: guard budgets and how big a reply may be.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]
 pub struct LimitsConfig {
@@ -58,6 +58,11 @@ pub struct LimitsConfig {
     pub max_depth: u32,
     /// Extra alternating A<->B exchanges after a send (0..=5).
     pub max_ping_pong_turns: u32,
+    /// Largest reply a bot's backend may give, in bytes; a longer one is kept whole as an
+    /// artifact and the chat gets its start and a note (`engine/reply_bound.rs`).
+    pub max_reply_bytes: usize,
+    /// Posts one reply may make; the rest goes as a file, or is cut with a note.
+    pub max_posts_per_reply: usize,
 }
 
 impl Default for LimitsConfig {
@@ -73,6 +78,8 @@ impl Default for LimitsConfig {
             fan_out_window_seconds: 5,
             max_depth: 3,
             max_ping_pong_turns: 0,
+            max_reply_bytes: 1024 * 1024,
+            max_posts_per_reply: 20,
         }
     }
 }

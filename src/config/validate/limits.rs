@@ -204,6 +204,16 @@ impl Checker<'_> {
             u64::from(limits.max_depth),
             " (to turn bot-to-bot messages off, set [agent_to_agent] enabled = false)",
         );
+        for (name, value) in [
+            ("max_reply_bytes", limits.max_reply_bytes),
+            ("max_posts_per_reply", limits.max_posts_per_reply),
+        ] {
+            self.at_least_one(
+                &format!("limits.{name}"),
+                value as u64,
+                " (a reply must be able to say something)",
+            );
+        }
         if limits.max_ping_pong_turns > 5 {
             self.report(
                 "limits.max_ping_pong_turns",

@@ -2,7 +2,9 @@
 //
 // It reads the state from /api/... and follows /api/events: an event tells which part of the
 // page is out of date, and that part is read again (debounced). Everything shown from a chat is
-// untrusted text: the DOM is built with textContent only, never innerHTML.
+// untrusted text: the DOM is built with textContent only, never innerHTML, and control,
+// invisible and text-direction characters are shown escaped (`visible`), so none can hide or
+// reorder what a line says.
 "use strict";
 
 // ---------- DOM helpers: text only ----------
@@ -22,9 +24,18 @@ function el(tag, attrs, ...children) {
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(String(child))));
   }
   return node;
+}
+
+/** Characters shown escaped: C0 controls but tab and newline, DEL and C1, zero-width and
+ *  format characters, and the bidi marks, embeddings, overrides and isolates. */
+const HIDDEN = /[\u0000-\u0008\u000B-\u001F\u007F-\u009F\u00AD\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u206F\uFEFF]/g;
+
+/** `text` with every hidden character as a visible `<U+XXXX>`. */
+function visible(text) {
+  return text.replace(HIDDEN, (c) => "<U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + ">");
 }
 
 function clear(node) {
