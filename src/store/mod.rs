@@ -81,6 +81,7 @@ pub(crate) mod testing;
 mod transcript;
 mod turn_start;
 mod typing;
+mod usage;
 mod writer;
 mod writer_conn;
 
@@ -117,6 +118,7 @@ pub use pairing::{
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
+pub use usage::{LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow};
 pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;
