@@ -256,6 +256,7 @@ fn caller_of(d: &Delivery) -> Caller {
         passive_to: Some(d.sender.clone()),
         origin: d.origin.clone(),
         run_id: None,
+        trigger: d.trigger.clone(),
     }
 }
 
@@ -365,6 +366,7 @@ pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResul
         passive_to: None,
         origin: d.origin.clone(),
         run_id: None,
+        trigger: d.trigger.clone(),
     };
     post_to_session(
         shared,

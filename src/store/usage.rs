@@ -211,10 +211,17 @@ impl Store {
         .await
     }
 
-    /// What each query's rows spent, in the queries' order, on one reader.
-    pub async fn usage_spent(&self, queries: Vec<SpendQuery>) -> Result<Vec<Spent>, StoreError> {
-        self.read(move |db| queries.iter().map(|q| spent(db, q)).collect())
-            .await
+    /// What each query's rows spent, in the queries' order, and the limits admins set, on one
+    /// reader: what a budget check reads.
+    pub async fn usage_window(
+        &self,
+        queries: Vec<SpendQuery>,
+    ) -> Result<(Vec<Spent>, HashMap<String, LimitOverride>), StoreError> {
+        self.read(move |db| {
+            let spent = queries.iter().map(|q| spent(db, q)).collect::<Result<_, _>>()?;
+            Ok((spent, limits(db)?))
+        })
+        .await
     }
 
     /// Usage since `query.since_ms` matching its filters, summed per `group`, largest spend
@@ -296,26 +303,24 @@ impl Store {
         .await
     }
 
-    /// The limits admins set, by budget name.
-    pub async fn budget_limits(&self) -> Result<HashMap<String, LimitOverride>, StoreError> {
-        self.read(|db| {
-            let rows = db.query_map(
-                "SELECT name, tokens, cost_usd FROM budget_limits",
-                args![],
-                |r| {
-                    Ok((
-                        r.get::<String>(0)?,
-                        LimitOverride {
-                            tokens: r.get(1)?,
-                            cost_usd: r.get(2)?,
-                        },
-                    ))
+}
+
+/// The limits admins set, by budget name.
+fn limits(db: Db<'_>) -> Result<HashMap<String, LimitOverride>, DbError> {
+    let rows = db.query_map(
+        "SELECT name, tokens, cost_usd FROM budget_limits",
+        args![],
+        |r| {
+            Ok((
+                r.get::<String>(0)?,
+                LimitOverride {
+                    tokens: r.get(1)?,
+                    cost_usd: r.get(2)?,
                 },
-            )?;
-            Ok(rows.into_iter().collect())
-        })
-        .await
-    }
+            ))
+        },
+    )?;
+    Ok(rows.into_iter().collect())
 }
 
 #[cfg(test)]
@@ -362,8 +367,8 @@ mod tests {
                     trigger_id: trigger.map(Into::into),
                 }
             };
-            let spent = store
-                .usage_spent(vec![
+            let (spent, _) = store
+                .usage_window(vec![
                     q(0, Some("caid"), None, None),
                     q(150, Some("caid"), None, None),
                     q(0, None, Some("C1"), None),
@@ -416,7 +421,7 @@ mod tests {
             let set = |tokens, cost_usd| LimitOverride { tokens, cost_usd };
             store.budget_limit_set("b", set(Some(5), None), 1).await.unwrap();
             store.budget_limit_set("b", set(None, Some(2.5)), 2).await.unwrap();
-            let limits = store.budget_limits().await.unwrap();
+            let (_, limits) = store.usage_window(Vec::new()).await.unwrap();
             assert_eq!(limits["b"], set(Some(5), Some(2.5)));
         }
     }
