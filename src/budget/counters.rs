@@ -47,7 +47,10 @@ impl Counters {
             "counter",
         );
         for (bot, (prompt, completion, _)) in &kept.bots {
-            let _ = writeln!(out, "baton_tokens_total{{bot=\"{bot}\",kind=\"prompt\"}} {prompt}");
+            let _ = writeln!(
+                out,
+                "baton_tokens_total{{bot=\"{bot}\",kind=\"prompt\"}} {prompt}"
+            );
             let _ = writeln!(
                 out,
                 "baton_tokens_total{{bot=\"{bot}\",kind=\"completion\"}} {completion}"
@@ -69,7 +72,10 @@ impl Counters {
             "counter",
         );
         for (budget, n) in &kept.refusals {
-            let _ = writeln!(out, "baton_budget_refusals_total{{budget=\"{budget}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "baton_budget_refusals_total{{budget=\"{budget}\"}} {n}"
+            );
         }
     }
 }

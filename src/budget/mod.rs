@@ -223,7 +223,10 @@ impl Budgets {
         let key = rule.scope_key(bill);
         let since = rule.since_ms(now);
         let store = &self.inner.store;
-        match store.budget_notice_claim(&rule.name, &key, kind, now, since).await {
+        match store
+            .budget_notice_claim(&rule.name, &key, kind, now, since)
+            .await
+        {
             Ok(claimed) => claimed,
             Err(err) => {
                 tracing::error!(%err, budget = %rule.name, "could not record the budget's notice; not sent");
@@ -260,14 +263,26 @@ impl Budgets {
     }
 
     /// Sets budget `name`'s limit over the config's, for every instance.
-    pub async fn set_limit(&self, name: &str, kind: LimitKind, value: &str) -> Result<(), SetError> {
+    pub async fn set_limit(
+        &self,
+        name: &str,
+        kind: LimitKind,
+        value: &str,
+    ) -> Result<(), SetError> {
         if !self.inner.rules.iter().any(|r| r.name == name) {
             return Err(SetError::Unknown(name.to_owned()));
         }
         let bad = || SetError::BadValue(value.to_owned());
         let limit = match kind {
             LimitKind::Tokens => LimitOverride {
-                tokens: Some(value.replace(['_', ','], "").parse().ok().filter(|v: &i64| *v > 0).ok_or_else(bad)?),
+                tokens: Some(
+                    value
+                        .replace(['_', ','], "")
+                        .parse()
+                        .ok()
+                        .filter(|v: &i64| *v > 0)
+                        .ok_or_else(bad)?,
+                ),
                 cost_usd: None,
             },
             LimitKind::CostUsd => LimitOverride {
@@ -282,7 +297,11 @@ impl Budgets {
                 ),
             },
         };
-        Ok(self.inner.store.budget_limit_set(name, limit, now_ms()).await?)
+        Ok(self
+            .inner
+            .store
+            .budget_limit_set(name, limit, now_ms())
+            .await?)
     }
 
     /// The budgets that count calls of `bots` in `chat`, with their spend: `/baton budget`.
@@ -295,7 +314,12 @@ impl Budgets {
     ) -> Result<Vec<Standing>, StoreError> {
         let now = now_ms();
         let mut picked: Vec<(&Rule, Bill<'_>)> = Vec::new();
-        for rule in self.inner.rules.iter().filter(|r| r.scope != BudgetScope::Trigger) {
+        for rule in self
+            .inner
+            .rules
+            .iter()
+            .filter(|r| r.scope != BudgetScope::Trigger)
+        {
             let bill = |bot| Bill {
                 bot,
                 platform,
@@ -320,7 +344,9 @@ impl Budgets {
             .map(|((rule, bill), spent)| {
                 let limits = rule.limits(set.get(&rule.name));
                 let name = match rule.scope {
-                    BudgetScope::Bot if rule.bot.is_none() => format!("{} ({})", rule.name, bill.bot),
+                    BudgetScope::Bot if rule.bot.is_none() => {
+                        format!("{} ({})", rule.name, bill.bot)
+                    }
                     _ => rule.name.clone(),
                 };
                 Standing {
@@ -351,6 +377,18 @@ pub struct Call<'a> {
     /// Whether they are an estimate.
     pub estimated: bool,
 }
+
+/// The reason a delivery refused for a used-up budget keeps: `budget:<name>`.
+pub fn refusal_reason(budget: &str) -> String {
+    format!("{REFUSAL_PREFIX}{budget}")
+}
+
+/// The budget a delivery's reason names, when it was refused for one.
+pub fn refused_budget(reason: &str) -> Option<&str> {
+    reason.strip_prefix(REFUSAL_PREFIX)
+}
+
+const REFUSAL_PREFIX: &str = "budget:";
 
 /// A limit as people read it: `200,000 tokens`, `$5.00`.
 pub fn limit_text(limits: LimitOverride) -> String {
@@ -387,7 +425,13 @@ fn notice_text(bot: &BotId, rule: &Rule, limits: LimitOverride) -> String {
     )
 }
 
-fn warning_text(bot: &BotId, rule: &Rule, percent: u8, tokens: i64, limits: LimitOverride) -> String {
+fn warning_text(
+    bot: &BotId,
+    rule: &Rule,
+    percent: u8,
+    tokens: i64,
+    limits: LimitOverride,
+) -> String {
     format!(
         "Budget `{}` ({bot}) is at {percent}% of {} ({} tokens used). It only warns; \
          `/baton budget set {} tokens|cost_usd VALUE` changes it.",

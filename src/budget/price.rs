@@ -17,7 +17,11 @@ pub(crate) fn cost(prices: &PricesConfig, model: &str, usage: Usage) -> Option<f
 /// Tokens guessed from characters (4 a token, rounded up) for a backend that reports none: the
 /// request's lines read, the reply written.
 pub fn estimate(request: &TurnRequest, reply: &str) -> Usage {
-    let read: usize = request.messages.iter().map(|l| l.content.chars().count()).sum();
+    let read: usize = request
+        .messages
+        .iter()
+        .map(|l| l.content.chars().count())
+        .sum();
     let tokens = |chars: usize| u64::try_from(chars.div_ceil(4)).unwrap_or(u64::MAX);
     Usage {
         prompt_tokens: tokens(read),
@@ -33,7 +37,13 @@ mod tests {
     #[test]
     fn cost_is_tokens_times_price_per_million() {
         let mut prices = PricesConfig::new();
-        prices.insert("m".into(), PriceConfig { prompt: 0.15, completion: 0.6 });
+        prices.insert(
+            "m".into(),
+            PriceConfig {
+                prompt: 0.15,
+                completion: 0.6,
+            },
+        );
         let usage = Usage {
             prompt_tokens: 1_000_000,
             completion_tokens: 500_000,

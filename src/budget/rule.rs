@@ -31,7 +31,11 @@ impl Rule {
             name: config.name.clone(),
             scope: config.scope,
             bot: config.matches.bot.as_deref().and_then(|b| b.parse().ok()),
-            platform: config.matches.platform.as_deref().and_then(|p| p.parse().ok()),
+            platform: config
+                .matches
+                .platform
+                .as_deref()
+                .and_then(|p| p.parse().ok()),
             chat: config.matches.chat.clone(),
             tokens: config.tokens,
             cost_usd: config.cost_usd,
@@ -88,7 +92,9 @@ impl Rule {
 
 /// How much of its limits `spent` used: the larger share of the two, 1.0 = used up.
 pub(crate) fn share(spent: Spent, limits: LimitOverride) -> f64 {
-    let tokens = limits.tokens.map_or(0.0, |l| spent.tokens as f64 / l as f64);
+    let tokens = limits
+        .tokens
+        .map_or(0.0, |l| spent.tokens as f64 / l as f64);
     let cost = limits.cost_usd.map_or(0.0, |l| spent.cost_usd / l);
     tokens.max(cost)
 }

@@ -233,6 +233,14 @@ async fn answer(
             None,
             None,
         ),
+        TurnEnd::Failed(TurnFailure::Budget(budget)) => (
+            RunResult::Failed {
+                state: DeliveryState::Refused,
+                reason: crate::budget::refusal_reason(&budget),
+            },
+            None,
+            None,
+        ),
         TurnEnd::Failed(err) => (failed(err.to_string()), None, None),
     };
     Answer {

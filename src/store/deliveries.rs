@@ -617,7 +617,11 @@ pub(super) mod tests {
                 (r1.state, r1.reply.as_deref(), r1.started_ms, r1.finished_ms),
                 (DeliveryState::Delivered, Some("ok"), Some(5), Some(9))
             );
-            assert_eq!(r1.trigger.as_deref(), Some("trigger_of_r1"), "the trigger travels");
+            assert_eq!(
+                r1.trigger.as_deref(),
+                Some("trigger_of_r1"),
+                "the trigger travels"
+            );
             store.delivery_notify("r1", Notify::Pending).await.unwrap();
             let open: Vec<String> = store
                 .deliveries_unsettled("me", true, 60_000)

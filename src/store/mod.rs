@@ -118,7 +118,6 @@ pub use pairing::{
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
-pub use usage::{LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow};
 pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;
@@ -128,6 +127,7 @@ pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
+pub use usage::{LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow};
 pub use writer::{Queued, QueuedEarly};
 
 use chat_settings::SettingsCache;

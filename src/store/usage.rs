@@ -218,7 +218,10 @@ impl Store {
         queries: Vec<SpendQuery>,
     ) -> Result<(Vec<Spent>, HashMap<String, LimitOverride>), StoreError> {
         self.read(move |db| {
-            let spent = queries.iter().map(|q| spent(db, q)).collect::<Result<_, _>>()?;
+            let spent = queries
+                .iter()
+                .map(|q| spent(db, q))
+                .collect::<Result<_, _>>()?;
             Ok((spent, limits(db)?))
         })
         .await
@@ -302,7 +305,6 @@ impl Store {
         })
         .await
     }
-
 }
 
 /// The limits admins set, by budget name.
@@ -389,7 +391,11 @@ mod tests {
                 .unwrap();
             assert_eq!(by_bot.len(), 2);
             assert_eq!(
-                (by_bot[0].key.as_str(), by_bot[0].prompt_tokens, by_bot[0].total_tokens),
+                (
+                    by_bot[0].key.as_str(),
+                    by_bot[0].prompt_tokens,
+                    by_bot[0].total_tokens
+                ),
                 ("caid", 40, 47)
             );
             assert_eq!(by_bot[0].cost_usd, Some(20.0));
@@ -419,8 +425,14 @@ mod tests {
             );
 
             let set = |tokens, cost_usd| LimitOverride { tokens, cost_usd };
-            store.budget_limit_set("b", set(Some(5), None), 1).await.unwrap();
-            store.budget_limit_set("b", set(None, Some(2.5)), 2).await.unwrap();
+            store
+                .budget_limit_set("b", set(Some(5), None), 1)
+                .await
+                .unwrap();
+            store
+                .budget_limit_set("b", set(None, Some(2.5)), 2)
+                .await
+                .unwrap();
             let (_, limits) = store.usage_window(Vec::new()).await.unwrap();
             assert_eq!(limits["b"], set(Some(5), Some(2.5)));
         }

@@ -43,7 +43,12 @@ impl Checker<'_> {
                     format!("name one of: {known}")
                 });
             }
-            if let Some(Err(unknown)) = budget.matches.platform.as_deref().map(str::parse::<Platform>) {
+            if let Some(Err(unknown)) = budget
+                .matches
+                .platform
+                .as_deref()
+                .map(str::parse::<Platform>)
+            {
                 self.report(key("match.platform"), unknown.to_string());
             }
             match (budget.scope, budget.window()) {
