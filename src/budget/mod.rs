@@ -20,6 +20,7 @@
 
 mod counters;
 mod price;
+pub mod report;
 mod rule;
 
 use std::sync::Arc;
