@@ -7,7 +7,9 @@
 //! The chat a call is charged to is the one the trigger happened in (the caller's origin),
 //! whichever session the turn runs in; a thread counts toward its channel.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
 
 use serde_json::json;
 
@@ -20,7 +22,7 @@ use crate::mirror::{Journal, now_ms};
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, NewAudit};
-use crate::turn::{BackendReply, TurnRequest};
+use crate::turn::{BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
 
 /// Who the turn's calls are charged to.
 pub(super) fn bill<'a>(bot: &'a Bot, caller: &'a Caller, journal: &'a Journal) -> Bill<'a> {
@@ -58,33 +60,67 @@ pub(super) async fn admit(
     }
 }
 
-/// Charges the turn's calls: the backend's usage, else an estimate from the characters.
-pub(super) async fn charge(
-    shared: &Services,
-    journal: &Journal,
-    bot: &Bot,
-    caller: &Caller,
-    request: &TurnRequest,
-    reply: &BackendReply,
-) {
-    let (usage, estimated) = match reply.usage {
-        Some(usage) => (usage, false),
-        None => (
-            estimate(request, reply.text.as_deref().unwrap_or_default()),
-            true,
-        ),
-    };
-    let call = Call {
-        session: &journal.session().render(),
-        run_id: journal.run_id(),
-        model: &reply.model,
-        usage,
-        estimated,
-    };
-    shared
-        .budgets()
-        .charge(&bill(bot, caller, journal), call)
-        .await;
+/// The turn's tools, charging each model call that asks for tools as it answers (before the
+/// tools run: a `sessions_send` target is checked against what its sender spent so far), then
+/// the rest of the turn once it ends ([`Metered::settle`]).
+pub(super) struct Metered<'a> {
+    pub inner: &'a dyn ToolExecutor,
+    pub shared: &'a Services,
+    pub journal: &'a Journal,
+    pub bot: &'a Bot,
+    pub caller: &'a Caller,
+    pub request: &'a TurnRequest,
+    /// What was charged so far, as the calls answered.
+    pub charged: Mutex<Option<Usage>>,
+}
+
+impl Metered<'_> {
+    async fn charge(&self, model: &str, usage: Usage, estimated: bool) {
+        let call = Call {
+            session: &self.journal.session().render(),
+            run_id: self.journal.run_id(),
+            model,
+            usage,
+            estimated,
+        };
+        let bill = bill(self.bot, self.caller, self.journal);
+        self.shared.budgets().charge(&bill, call).await;
+    }
+
+    /// Charges what the turn spent and was not charged yet: the backend's total less the calls
+    /// charged as they answered, else an estimate from the characters.
+    pub(super) async fn settle(&self, reply: &BackendReply) {
+        let charged = *self.charged.lock().expect("charged usage poisoned");
+        match (reply.usage, charged) {
+            (Some(total), Some(charged)) => {
+                let rest = total.minus(charged);
+                if rest != Usage::default() {
+                    self.charge(&reply.model, rest, false).await;
+                }
+            }
+            (Some(total), None) => self.charge(&reply.model, total, false).await,
+            (None, _) => {
+                let text = reply.text.as_deref().unwrap_or_default();
+                self.charge(&reply.model, estimate(self.request, text), true)
+                    .await;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ToolExecutor for Metered<'_> {
+    async fn call(&self, call: &ToolCall) -> serde_json::Value {
+        self.inner.call(call).await
+    }
+
+    async fn spent(&self, usage: Usage) {
+        {
+            let mut charged = self.charged.lock().expect("charged usage poisoned");
+            *charged = Some(charged.unwrap_or_default().plus(usage));
+        }
+        self.charge(&self.request.model, usage, false).await;
+    }
 }
 
 async fn refuse(

@@ -210,7 +210,16 @@ async fn run_turn(
         return refused;
     }
     let agent_tools = shared.tools_for(caller.clone());
-    let tools = RecordingTools::new(&*agent_tools, journal);
+    let recording = RecordingTools::new(&*agent_tools, journal);
+    let tools = budget_step::Metered {
+        inner: &recording,
+        shared,
+        journal,
+        bot,
+        caller: &caller,
+        request: &request,
+        charged: std::sync::Mutex::new(None),
+    };
     let started = std::time::Instant::now();
     let run = async {
         match sink {
@@ -222,7 +231,7 @@ async fn run_turn(
     shared.metrics().turn_took(started.elapsed());
     let mut reply = match ran {
         Ok(Ok(reply)) => {
-            budget_step::charge(shared, journal, bot, &caller, &request, &reply).await;
+            tools.settle(&reply).await;
             reply
         }
         Ok(Err(err)) => {
