@@ -261,3 +261,54 @@ async fn usage_sums_are_exact_and_cost_is_tokens_times_price_streamed_or_not() {
     );
     gw.stop().await;
 }
+
+/// `/baton budget` shows the chat's budgets, `/baton budget set` raises one (audited), and the
+/// bot is served again at once.
+#[tokio::test]
+async fn an_admin_sees_the_budget_and_raises_it() {
+    let fake = FakeOpenAi::start().await;
+    fake.report_usage(40, 20);
+    let extra = budget(
+        "a-daily",
+        "match = { bot = \"a\" }\ntokens = 50\nwindow = \"1d\"",
+    );
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["a"], &extra), &db).await;
+    ask(&gw, "room", "a", "one").await;
+    ask(&gw, "room", "a", "two").await;
+    assert_eq!(fake.requests().len(), 1);
+
+    gw.say("room", "admin", "/baton budget").await;
+    gw.settle().await;
+    let last = |said: Vec<Value>| said.last().unwrap()["text"].as_str().unwrap().to_owned();
+    let shown = last(gw.said_by("room", "a").await);
+    assert!(
+        shown.contains(
+            "a-daily (bot): 60 tokens of 50 tokens (120%), rolling 1d, frees up in 23h 59m"
+        ),
+        "{shown}"
+    );
+
+    gw.say("room", "admin", "/baton budget set a-daily tokens 1000")
+        .await;
+    gw.settle().await;
+    assert_eq!(
+        last(gw.said_by("room", "a").await),
+        "Budget `a-daily`: tokens limit is now 1000."
+    );
+    gw.say("room", "admin", "/baton budget set nope tokens 1")
+        .await;
+    gw.settle().await;
+    assert!(last(gw.said_by("room", "a").await).contains("no budget is named `nope`"));
+    let audit = gw.gateway.store().audit_log(10).await.unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.command == "/baton budget set a-daily tokens 1000" && a.outcome == "ok"),
+        "{audit:#?}"
+    );
+
+    ask(&gw, "room", "a", "three").await;
+    assert_eq!(fake.requests().len(), 2, "the raised limit serves again");
+    gw.stop().await;
+}

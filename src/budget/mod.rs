@@ -101,6 +101,8 @@ pub struct Standing {
     pub window: Option<std::time::Duration>,
     /// How much of it is used, 1.0 = all.
     pub share: f64,
+    /// When its oldest counted call leaves the window, freeing what it spent.
+    pub resets_in: Option<std::time::Duration>,
 }
 
 /// Which limit `/baton budget set` changes.
@@ -358,6 +360,12 @@ impl Budgets {
                     limits,
                     window: rule.window,
                     share: share(spent, limits),
+                    resets_in: rule.window.and(spent.oldest_ms).and_then(|oldest| {
+                        let left = oldest.checked_sub(rule.since_ms(now))?;
+                        u64::try_from(left)
+                            .ok()
+                            .map(std::time::Duration::from_millis)
+                    }),
                 }
             })
             .collect())

@@ -67,6 +67,8 @@ pub struct Spent {
     pub tokens: i64,
     /// USD, over the calls whose model has a price.
     pub cost_usd: f64,
+    /// When the oldest of the rows was written (`None`: no rows).
+    pub oldest_ms: Option<i64>,
 }
 
 /// What `group_by` a usage report sums per.
@@ -169,13 +171,14 @@ fn spent(db: Db<'_>, query: &SpendQuery) -> Result<Spent, DbError> {
     let (filter, params) = query.filter();
     let sql = format!(
         "SELECT CAST(COALESCE(SUM(prompt_tokens + completion_tokens), 0) AS BIGINT),
-                CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION)
+                CAST(COALESCE(SUM(cost_usd), 0) AS DOUBLE PRECISION), MIN(ts_ms)
          FROM usage WHERE {filter}"
     );
     db.query_row(&sql, &params, |r| {
         Ok(Spent {
             tokens: r.get(0)?,
             cost_usd: r.get(1)?,
+            oldest_ms: r.get(2)?,
         })
     })
 }
@@ -384,6 +387,7 @@ mod tests {
             assert_eq!(tokens, [47, 32, 36, 36, 68, 0]);
             assert_eq!(spent[0].cost_usd, 20.0);
             assert_eq!(spent[3].cost_usd, 5.0);
+            assert_eq!((spent[1].oldest_ms, spent[5].oldest_ms), (Some(300), None));
 
             let by_bot = store
                 .usage_report(q(0, None, None, None), UsageGroup::Bot)
