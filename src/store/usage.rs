@@ -414,6 +414,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn retention_prunes_old_usage_rows_only() {
+        const DAY: i64 = 86_400_000;
+        let now = 100 * DAY;
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store
+                .usage_record(vec![
+                    row("caid", "C1", "t1", now - 40 * DAY, (1, 1)),
+                    row("caid", "C1", "t2", now - DAY / 2, (2, 2)),
+                ])
+                .await
+                .unwrap();
+            let gone = store
+                .prune(crate::store::PruneTable::Usage, now - 30 * DAY, now)
+                .await
+                .unwrap();
+            assert_eq!(gone, 1);
+            let all = SpendQuery {
+                since_ms: i64::MIN,
+                ..SpendQuery::default()
+            };
+            let (spent, _) = store.usage_window(vec![all]).await.unwrap();
+            assert_eq!(spent[0].tokens, 4);
+        }
+    }
+
+    #[tokio::test]
     async fn a_notice_goes_once_per_window_and_limits_overlay() {
         for db in testing::engines().await {
             let store = db.open().await;
