@@ -454,6 +454,81 @@ fn warning_text(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{SpendQuery, testing};
+
+    /// Instances (two store handles with their own writers on PostgreSQL, as two processes
+    /// have; one shared handle on SQLite) charging one budget at once: once it is used up every
+    /// call is refused, and spend passed the limit by at most the calls that were in flight
+    /// (one per worker).
+    #[tokio::test]
+    async fn instances_charging_one_budget_overspend_by_at_most_the_calls_in_flight() {
+        const LIMIT: i64 = 100;
+        const PER_CALL: u64 = 10;
+        const WORKERS: usize = 4;
+        let config: Config = toml::from_str(
+            "[[budgets]]\nname = \"all\"\nscope = \"gateway\"\ntokens = 100\nwindow = \"1h\"\n",
+        )
+        .unwrap();
+        for db in testing::engines().await {
+            let stores = if db.engine() == "postgres" {
+                vec![db.open().await, db.open().await]
+            } else {
+                let store = db.open().await;
+                vec![store.clone(), store]
+            };
+            let mut workers = Vec::new();
+            for (i, store) in stores.iter().enumerate() {
+                let budgets = Budgets::new(&config, store.clone(), &format!("i{i}"));
+                for w in 0..WORKERS {
+                    let budgets = budgets.clone();
+                    workers.push(tokio::spawn(async move {
+                        let bot: BotId = format!("bot{w}").parse().unwrap();
+                        let bill = Bill {
+                            bot: &bot,
+                            platform: Platform::Local,
+                            chat: "room",
+                            trigger: "t",
+                        };
+                        let mut made = 0;
+                        while let Verdict::Go { .. } = budgets.check(&bill).await {
+                            let usage = Usage {
+                                prompt_tokens: PER_CALL / 2,
+                                completion_tokens: PER_CALL / 2,
+                            };
+                            let call = Call {
+                                session: "s",
+                                run_id: "r",
+                                model: "m",
+                                usage,
+                                estimated: false,
+                            };
+                            budgets.charge(&bill, call).await;
+                            made += 1;
+                        }
+                        made
+                    }));
+                }
+            }
+            let mut calls = 0;
+            for worker in workers {
+                calls += worker.await.unwrap();
+            }
+            let all = SpendQuery {
+                since_ms: i64::MIN,
+                ..SpendQuery::default()
+            };
+            let (spent, _) = stores[0].usage_window(vec![all]).await.unwrap();
+            let engine = db.engine();
+            assert_eq!(spent[0].tokens, calls * PER_CALL as i64, "{engine}");
+            let in_flight = (2 * WORKERS) as i64 * PER_CALL as i64;
+            assert!(spent[0].tokens >= LIMIT, "{engine}: {}", spent[0].tokens);
+            assert!(
+                spent[0].tokens < LIMIT + in_flight,
+                "{engine}: {} tokens spent of {LIMIT}",
+                spent[0].tokens
+            );
+        }
+    }
 
     #[test]
     fn limits_read_as_people_write_them() {
