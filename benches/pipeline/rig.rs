@@ -145,7 +145,11 @@ fn budgets(n: usize) -> String {
     (0..n)
         .map(|i| {
             let scope = scopes[i % scopes.len()];
-            let window = if scope == "trigger" { "" } else { "window = \"1d\"\n" };
+            let window = if scope == "trigger" {
+                ""
+            } else {
+                "window = \"1d\"\n"
+            };
             format!(
                 "\n[[budgets]]\nname = \"bench-{i}\"\nscope = \"{scope}\"\n\
                  tokens = 1000000000000\n{window}"
