@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod bot_id;
+pub mod budget;
 pub(crate) mod chains;
 pub mod cli;
 pub mod cluster;

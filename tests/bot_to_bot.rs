@@ -523,6 +523,7 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         idempotency_key: None,
         depth: 2,
         origin: Some(A_ROOM.parse().unwrap()),
+        trigger: None,
         mode: baton::store::SendMode::Wait,
         artifacts_in: Vec::new(),
         expect: None,

@@ -234,6 +234,29 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
             "return document.getElementById('chat-send') !== null;",
         )
         .await;
+
+    // Spend: what the turns above spent, per bot (echo bots: estimated) and per chat.
+    browser
+        .client
+        .goto(&format!("{}/#/spend", gw.base))
+        .await
+        .unwrap();
+    let spend = browser
+        .until(
+            "the spend tables",
+            "const keys = q => [...document.querySelectorAll(q + ' tr[data-key]')].map(r => r.dataset.key); \
+             const bots = keys('#spend-bot'), chats = keys('#spend-chat'); \
+             return bots.length && chats.length ? {bots, chats} : null;",
+        )
+        .await;
+    assert!(
+        strings(&spend["bots"]).contains(&"snark".to_owned()),
+        "{spend}"
+    );
+    assert!(
+        strings(&spend["chats"]).contains(&"local:lobby".to_owned()),
+        "{spend}"
+    );
     browser.close().await;
     gw.stop().await;
 }

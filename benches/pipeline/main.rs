@@ -22,6 +22,7 @@
 //! `BATON_BENCH_ROUND_TRIPS=N` the number of `b2b` round trips (for profiles),
 //! `BATON_BENCH_LATENCY_EVENTS=N` the events of the `latency` run (10,000 by default: 2,000
 //! replies, so its p99 is the 20th slowest; a longer run steadies it),
+//! `BATON_BENCH_BUDGETS=N` adds N `[[budgets]]` that count every call,
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! `BATON_BENCH_READERS=N` one `events` run with N readers instead of the rounds, and
 //! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.

@@ -129,7 +129,33 @@ app_token_env = "BENCH_SLACK_APP_TOKEN"
         ));
     }
     text.push_str(setup.extra_toml);
+    text.push_str(&budgets(
+        std::env::var("BATON_BENCH_BUDGETS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0),
+    ));
     text
+}
+
+/// `n` `[[budgets]]` of every scope that count every call and are never used up, so each turn
+/// runs the whole check (`BATON_BENCH_BUDGETS=N`, docs/budgets.md).
+fn budgets(n: usize) -> String {
+    let scopes = ["bot", "chat", "trigger", "gateway"];
+    (0..n)
+        .map(|i| {
+            let scope = scopes[i % scopes.len()];
+            let window = if scope == "trigger" {
+                ""
+            } else {
+                "window = \"1d\"\n"
+            };
+            format!(
+                "\n[[budgets]]\nname = \"bench-{i}\"\nscope = \"{scope}\"\n\
+                 tokens = 1000000000000\n{window}"
+            )
+        })
+        .collect()
 }
 
 /// A running gateway, its accounts' injectors and what they recorded.

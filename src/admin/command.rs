@@ -1,6 +1,7 @@
 //! The `/baton ...` command language: one parser for text commands in any chat and for native
 //! slash commands (which arrive with the text after `/baton`).
 
+use crate::budget::LimitKind;
 use crate::config::Activation;
 
 /// One admin command.
@@ -38,6 +39,17 @@ pub enum AdminCommand {
     },
     /// Guard state for this chat: budgets, the bot reply chain, recent refusals.
     Limits,
+    /// The spending budgets of this chat and its bots (SPEC 12).
+    Budget,
+    /// Set a spending budget's limit.
+    BudgetSet {
+        /// The budget's name.
+        name: String,
+        /// Which limit.
+        kind: LimitKind,
+        /// The new value, as typed.
+        value: String,
+    },
     /// The last lines of this chat's transcript: one bot's session, or everyone's.
     Transcript {
         /// Only this bot's session.
@@ -88,10 +100,38 @@ pub const HELP: &str = "\
 /baton approve ID [note] — approve a bot's approval request
 /baton deny ID [note] — deny a bot's approval request
 /baton limits — guard budgets and recent refusals in this chat
+/baton budget — spending budgets of this chat and its bots: used, limit, window
+/baton budget set NAME tokens|cost_usd VALUE — change a spending budget's limit
 /baton transcript [@bot] [n] — the last n lines of this chat's transcript (default 20)
 /baton chain start @bot [@bot ...] <topic> — bots take turns on a topic, one at a time
 /baton chain status [ID] — the open chains here (or one chain)
 /baton chain stop [ID] — end the chains here (or one) at once; alias close";
+
+/// `budget` alone, or `budget set NAME tokens|cost_usd VALUE`.
+fn budget<'a>(mut words: impl Iterator<Item = &'a str>) -> Result<AdminCommand, ParseError> {
+    const USAGE: &str = "/baton budget [set NAME tokens|cost_usd VALUE]";
+    match words.next() {
+        None => Ok(AdminCommand::Budget),
+        Some("set") => {
+            let (Some(name), Some(kind), Some(value), None) =
+                (words.next(), words.next(), words.next(), words.next())
+            else {
+                return Err(ParseError::Usage(USAGE));
+            };
+            let kind = match kind {
+                "tokens" => LimitKind::Tokens,
+                "cost_usd" => LimitKind::CostUsd,
+                _ => return Err(ParseError::Usage(USAGE)),
+            };
+            Ok(AdminCommand::BudgetSet {
+                name: name.to_owned(),
+                kind,
+                value: value.to_owned(),
+            })
+        }
+        Some(_) => Err(ParseError::Usage(USAGE)),
+    }
+}
 
 /// If `text` is a text command (`/baton ...`, possibly after leading @mentions), the part after
 /// `/baton`.
@@ -140,6 +180,7 @@ impl AdminCommand {
                 AdminCommand::Deny { id, note }
             }
             "limits" => AdminCommand::Limits,
+            "budget" => budget(words)?,
             "transcript" => transcript(words)?,
             "chain" => chain(words)?,
             other => return Err(ParseError::Unknown(other.to_owned())),
@@ -301,6 +342,19 @@ mod tests {
     #[test]
     fn parses_limits_transcript_and_chain_commands() {
         assert_eq!(AdminCommand::parse("limits"), Ok(AdminCommand::Limits));
+        assert_eq!(AdminCommand::parse("budget"), Ok(AdminCommand::Budget));
+        assert_eq!(
+            AdminCommand::parse("budget set caid-daily tokens 300000"),
+            Ok(AdminCommand::BudgetSet {
+                name: "caid-daily".into(),
+                kind: LimitKind::Tokens,
+                value: "300000".into(),
+            })
+        );
+        assert!(matches!(
+            AdminCommand::parse("budget set caid-daily dollars 3"),
+            Err(ParseError::Usage(_))
+        ));
         assert_eq!(
             AdminCommand::parse("transcript"),
             Ok(AdminCommand::Transcript {

@@ -11,6 +11,9 @@ pub(crate) enum AdminError {
     /// The store failed; nothing was changed.
     #[error("the store failed: {0}")]
     Store(#[from] StoreError),
+    /// `/baton budget set` was refused (an unknown budget, a value that is not a limit).
+    #[error("{0}")]
+    Budget(String),
     /// No bot by that id, name or platform user id.
     #[error("No bot named `{0}`; `/baton bots` lists them.")]
     UnknownBot(String),

@@ -1,10 +1,11 @@
 //! Admin commands: `/baton help`, `status`, `bots`, `activation`, `pause`,
-//! `resume`, `reset`, `limits`, `transcript`, `chain start|status|close`, `pairing approve`,
+//! `resume`, `reset`, `limits`, `budget [set]`, `transcript`, `chain start|status|close`, `pairing approve`,
 //! `approve`, `deny`. One parser ([`AdminCommand::parse`]) and one handler set serve text
 //! commands in any chat and native slash commands alike; authorization and auditing happen in
 //! the pipeline's admin step. The chain commands are in `chain.rs`, the reports (`status`,
 //! `limits`, `transcript`, `bots`) in `report.rs`.
 
+mod budget;
 mod chain;
 mod command;
 mod error;
@@ -94,6 +95,10 @@ pub(crate) async fn execute(
         AdminCommand::Status => Ok(report::status(shared).await),
         AdminCommand::Bots => Ok(report::bots(shared)),
         AdminCommand::Limits => Ok(report::limits(shared, inbound).await),
+        AdminCommand::Budget => budget::show(shared, inbound).await,
+        AdminCommand::BudgetSet { name, kind, value } => {
+            budget::set(shared, name, *kind, value).await
+        }
         AdminCommand::Transcript { bot, lines } => {
             report::transcript(shared, inbound, bot.as_deref(), *lines).await
         }

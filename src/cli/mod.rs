@@ -15,6 +15,7 @@ mod prune;
 mod run;
 mod setup;
 mod suggest;
+mod usage;
 mod views;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,9 @@ enum Command {
     Pairing(views::PairingArgs),
     /// Delete old rows (export first with `baton transcript --all --format jsonl`).
     Prune(prune::PruneArgs),
+    /// What the model calls spent: the last 24 h by bot, or `--since`, `--bot`, `--chat`,
+    /// `--group-by bot|chat|trigger|model`.
+    Usage(usage::UsageArgs),
     /// Bring the configured database's schema up to date; says from which version to which.
     Migrate(migrate::MigrateArgs),
     /// Several instances on one database: `baton cluster status` lists each, its last lease
@@ -115,6 +119,7 @@ pub fn main() -> ExitCode {
             Command::Artifacts(args) => artifacts::artifacts(&cli.config, args).await,
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
             Command::Prune(args) => prune::prune(&cli.config, args).await,
+            Command::Usage(args) => usage::usage(&cli.config, args).await,
             Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
             Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
             Command::Setup(args) => setup::setup(&cli.config, args),

@@ -48,6 +48,8 @@ enum Table {
     Escalations,
     /// Sessions idle since before the date, with their transcripts.
     Sessions,
+    /// What model calls spent (usage rows), by when the call was made.
+    Usage,
 }
 
 impl From<Table> for PruneTable {
@@ -62,6 +64,7 @@ impl From<Table> for PruneTable {
             Table::Artifacts => PruneTable::Artifacts,
             Table::Escalations => PruneTable::Escalations,
             Table::Sessions => PruneTable::Sessions,
+            Table::Usage => PruneTable::Usage,
         }
     }
 }

@@ -25,6 +25,11 @@ pub struct Caller {
     /// The run the calls are made in, set when the turn starts: what an artifact put in it was
     /// made by. `None` outside any turn (an MCP client).
     pub run_id: Option<String>,
+    /// The trigger the turn's model calls are charged to (SPEC 12): the run id of the turn a
+    /// human, a schedule or an API request started, carried across every hop. `None` until the
+    /// first turn of a trigger starts, which takes its own run id.
+    #[serde(default)]
+    pub trigger: Option<String>,
 }
 
 impl Caller {
@@ -37,6 +42,7 @@ impl Caller {
             passive_to: None,
             origin: Some(session.clone()),
             run_id: None,
+            trigger: None,
         }
     }
 
@@ -51,6 +57,7 @@ impl Caller {
             passive_to: None,
             origin: None,
             run_id: None,
+            trigger: None,
         }
     }
 }

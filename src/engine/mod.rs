@@ -14,6 +14,7 @@
 //! tool that runs a turn of its own) goes through [`BindTools`], which the gateway hands it.
 
 mod artifact_lines;
+mod budget_step;
 mod caller;
 mod context;
 mod feedback;

@@ -14,6 +14,7 @@ use super::own_notices::OwnNotices;
 use super::taps::Taps;
 use super::waiters::Waiters;
 use crate::bot_id::BotId;
+use crate::budget::Budgets;
 use crate::config::Config;
 use crate::deliver::{Handover, RunHandedOver};
 use crate::events::{Event, Events};
@@ -36,6 +37,7 @@ pub struct Services {
     roster: Roster,
     chat_rules: ChatRules,
     store: Store,
+    budgets: Budgets,
     guards: Guards,
     lanes: Arc<Lanes>,
     /// Policy refusal notices: at most one per sender per account every 10 minutes.
@@ -71,7 +73,10 @@ impl Services {
     ) -> Result<Services, globset::Error> {
         let clock = governor::clock::DefaultClock::default();
         let a2a_allow = glob_set(&config.agent_to_agent.allow)?;
+        let instance = config.cluster.instance_id.as_deref().unwrap_or("local");
+        let budgets = Budgets::new(&config, store.clone(), instance);
         Ok(Services {
+            budgets,
             guards: Guards::new(
                 &config.limits,
                 &config.agent_to_agent,
@@ -117,6 +122,11 @@ impl Services {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The budgets every model call is checked against and charged to.
+    pub fn budgets(&self) -> &Budgets {
+        &self.budgets
     }
 
     /// Inbound and send guards.

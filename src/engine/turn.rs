@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::budget_step;
 use super::context::{self, Attached, Current, SESSION_TAIL};
 use super::reply_bound;
 use super::reply_files::attach_backend_files;
@@ -111,6 +112,9 @@ pub(crate) enum TurnFailure {
     /// The backend answered with an error.
     #[error("{0}")]
     Backend(String),
+    /// A `stop` budget is used up (its name): no model call was made.
+    #[error("budget `{0}` is used up: the model call was not made")]
+    Budget(String),
     /// The backend was still working at the time limit and was stopped.
     #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
     TimedOut(Duration),
@@ -196,10 +200,27 @@ async fn run_turn(
     let request = context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
+        // The first turn of a trigger names it.
+        trigger: plan
+            .caller
+            .trigger
+            .or_else(|| Some(journal.run_id().to_owned())),
         ..plan.caller
     };
-    let agent_tools = shared.tools_for(caller);
-    let tools = RecordingTools::new(&*agent_tools, journal);
+    if let Err(refused) = budget_step::admit(shared, journal, bot, &caller).await {
+        return refused;
+    }
+    let agent_tools = shared.tools_for(caller.clone());
+    let recording = RecordingTools::new(&*agent_tools, journal);
+    let tools = budget_step::Metered {
+        inner: &recording,
+        shared,
+        journal,
+        bot,
+        caller: &caller,
+        request: &request,
+        charged: std::sync::Mutex::new(None),
+    };
     let started = std::time::Instant::now();
     let run = async {
         match sink {
@@ -210,7 +231,10 @@ async fn run_turn(
     let ran = tokio::time::timeout(plan.limit, run).await;
     shared.metrics().turn_took(started.elapsed());
     let mut reply = match ran {
-        Ok(Ok(reply)) => reply,
+        Ok(Ok(reply)) => {
+            tools.settle(&reply).await;
+            reply
+        }
         Ok(Err(err)) => {
             return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
         }

@@ -223,6 +223,7 @@ mod tests {
             idempotency_key: None,
             depth: 2,
             origin: None,
+            trigger: None,
             mode: SendMode::Wait,
             artifacts_in: Vec::new(),
             expect: None,

@@ -26,6 +26,7 @@ pub(crate) fn route_back(
         passive_to: None,
         origin: Some(escalation.origin.clone()),
         run_id: None,
+        trigger: None,
     };
     post_to_session(
         shared,

@@ -32,6 +32,7 @@ impl Retention {
             (PruneTable::Artifacts, "artifacts", &config.artifacts),
             (PruneTable::Escalations, "escalations", &config.escalations),
             (PruneTable::Sessions, "sessions", &config.sessions),
+            (PruneTable::Usage, "usage", &config.usage),
         ];
         let mut rules = Vec::new();
         for (table, key, value) in tables {

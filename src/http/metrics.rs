@@ -35,6 +35,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         env!("CARGO_PKG_VERSION")
     );
     shared.metrics().render(&mut out);
+    shared.budgets().counters().render(&mut out);
 
     describe(
         &mut out,

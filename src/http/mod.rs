@@ -23,6 +23,7 @@ mod metrics;
 mod openai;
 mod roster;
 mod server;
+mod usage;
 
 pub use listen::{bind, raise_open_file_limit};
 pub use server::SPARE_CONNECTIONS;
@@ -113,6 +114,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/cluster", get(api::cluster))
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
+        .route("/api/usage", get(usage::usage))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))
         .route("/api/artifacts", get(artifacts::list))

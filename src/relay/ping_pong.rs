@@ -78,6 +78,7 @@ async fn turn(
             passive_to: Some(other.clone()),
             origin: d.origin.clone(),
             run_id: None,
+            trigger: d.trigger.clone(),
         },
         history: History::NONE,
         heard: Heard {

@@ -233,6 +233,14 @@ async fn answer(
             None,
             None,
         ),
+        TurnEnd::Failed(TurnFailure::Budget(budget)) => (
+            RunResult::Failed {
+                state: DeliveryState::Refused,
+                reason: crate::budget::refusal_reason(&budget),
+            },
+            None,
+            None,
+        ),
         TurnEnd::Failed(err) => (failed(err.to_string()), None, None),
     };
     Answer {
@@ -256,6 +264,7 @@ fn caller_of(d: &Delivery) -> Caller {
         passive_to: Some(d.sender.clone()),
         origin: d.origin.clone(),
         run_id: None,
+        trigger: d.trigger.clone(),
     }
 }
 
@@ -365,6 +374,7 @@ pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResul
         passive_to: None,
         origin: d.origin.clone(),
         run_id: None,
+        trigger: d.trigger.clone(),
     };
     post_to_session(
         shared,

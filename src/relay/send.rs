@@ -168,6 +168,7 @@ pub async fn send(
         idempotency_key: request.idempotency_key,
         depth: caller.depth + 1,
         origin: caller.origin.clone(),
+        trigger: caller.trigger.clone(),
         mode: if request.timeout.is_zero() {
             SendMode::Fire
         } else {

@@ -94,6 +94,8 @@ pub struct Delivery {
     pub depth: u32,
     /// The human-facing session the chain started from.
     pub origin: Option<SessionKey>,
+    /// The trigger the target's model calls are charged to.
+    pub trigger: Option<String>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// Where it is.
@@ -143,7 +145,7 @@ pub struct DeliveryQuery {
 pub(super) const SELECT: &str =
     "SELECT run_id, sender, sender_session, target, target_session, message,
         idempotency_key, depth, origin, mode, state, reason, reply, model, notify, created_ms,
-        started_ms, finished_ms, artifacts_in, expect, result, runner
+        started_ms, finished_ms, artifacts_in, expect, result, runner, trigger_id
     FROM deliveries";
 
 pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
@@ -172,6 +174,7 @@ pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
         progress: Vec::new(),
         artifacts_out: Vec::new(),
         runner: row.get(21)?,
+        trigger: row.get(22)?,
     })
 }
 
@@ -502,6 +505,7 @@ pub(super) mod tests {
             idempotency_key: key.map(str::to_owned),
             depth: 2,
             origin: None,
+            trigger: Some(format!("trigger_of_{run}")),
             mode: SendMode::Wait,
             artifacts_in: Vec::new(),
             expect: None,
@@ -612,6 +616,11 @@ pub(super) mod tests {
             assert_eq!(
                 (r1.state, r1.reply.as_deref(), r1.started_ms, r1.finished_ms),
                 (DeliveryState::Delivered, Some("ok"), Some(5), Some(9))
+            );
+            assert_eq!(
+                r1.trigger.as_deref(),
+                Some("trigger_of_r1"),
+                "the trigger travels"
             );
             store.delivery_notify("r1", Notify::Pending).await.unwrap();
             let open: Vec<String> = store

@@ -40,6 +40,8 @@ pub struct NewDelivery {
     pub depth: u32,
     /// The human-facing session the chain started from.
     pub origin: Option<SessionKey>,
+    /// The trigger the target's model calls are charged to (the sender's).
+    pub trigger: Option<String>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// The artifacts the sender handed over with the message.
@@ -110,6 +112,7 @@ impl NewRow {
             idempotency_key: new.idempotency_key,
             depth: new.depth,
             origin: new.origin,
+            trigger: new.trigger,
             mode: new.mode,
             state: DeliveryState::Queued,
             reason: None,
@@ -140,8 +143,9 @@ fn insert(
     db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
-            expect, runner, message_hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+            expect, runner, message_hash, trigger_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+            ?19)",
         args![
             &new.run_id,
             &new.sender,
@@ -161,6 +165,7 @@ fn insert(
             &row.expect,
             runner,
             row.message_hash,
+            &new.trigger,
         ],
     )?;
     Ok(())

@@ -81,6 +81,7 @@ pub(crate) mod testing;
 mod transcript;
 mod turn_start;
 mod typing;
+mod usage;
 mod writer;
 mod writer_conn;
 
@@ -126,6 +127,7 @@ pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
+pub use usage::{LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow};
 pub use writer::{Queued, QueuedEarly};
 
 use chat_settings::SettingsCache;

@@ -8,6 +8,7 @@
 //! - deliveries still queued or running, or whose outcome is still to be pushed to the sender
 //!   (`notify = pending`), stay;
 //! - open chains stay, and a closed chain goes with its messages, by when it closed;
+//! - usage rows (what model calls spent) go by when the call was made;
 //! - pairing: only requests never approved go (an approval is a standing grant, not a log);
 //! - history: a chat's buffer and its bots' cursors go together, once its newest message is
 //!   older than the date (a chat quiet that long);
@@ -58,11 +59,14 @@ pub enum PruneTable {
     Escalations,
     /// Sessions idle since before the date, with their transcripts.
     Sessions,
+    /// Model calls' usage rows, by when the call was made (a budget's window older than the
+    /// date then counts less).
+    Usage,
 }
 
 impl PruneTable {
     /// Every table, in the order they are pruned.
-    pub const ALL: [PruneTable; 9] = [
+    pub const ALL: [PruneTable; 10] = [
         PruneTable::Transcripts,
         PruneTable::Audit,
         PruneTable::Deliveries,
@@ -72,6 +76,7 @@ impl PruneTable {
         PruneTable::Artifacts,
         PruneTable::Escalations,
         PruneTable::Sessions,
+        PruneTable::Usage,
     ];
 
     /// The name used in config keys, on the command line and in logs.
@@ -86,6 +91,7 @@ impl PruneTable {
             PruneTable::Artifacts => "artifacts",
             PruneTable::Escalations => "escalations",
             PruneTable::Sessions => "sessions",
+            PruneTable::Usage => "usage",
         }
     }
 
@@ -121,6 +127,10 @@ impl PruneTable {
                     (SELECT id FROM escalations
                      WHERE state <> 'pending' AND coalesce(resolved_ms, created_ms) < ?1
                      LIMIT ?2)"
+            }
+            PruneTable::Usage => {
+                "DELETE FROM usage WHERE id IN
+                    (SELECT id FROM usage WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)"
             }
             PruneTable::Chains => return delete_closed_chains(db, before),
             PruneTable::History => return delete_idle_history(db, before),

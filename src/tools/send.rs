@@ -3,6 +3,7 @@
 //! what the run made and spent (its artifacts, `output`, `usage`, `tool_calls`) read back from
 //! the store: so a retry answered from an earlier run shows the same.
 
+use crate::budget::refused_budget;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -135,6 +136,23 @@ fn render(sent: Sent) -> Value {
             }
             value
         }
+        SendOutcome::Ended {
+            bot,
+            run_id,
+            reason,
+            ..
+        }
+        | SendOutcome::RefusedEarlier {
+            bot,
+            run_id,
+            reason: Some(reason),
+        } if refused_budget(&reason).is_some() => json!({
+            "status": "refused",
+            "reason": "budget",
+            "budget": refused_budget(&reason),
+            "bot": bot,
+            "run_id": run_id,
+        }),
         SendOutcome::Ended {
             bot,
             run_id,

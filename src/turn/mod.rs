@@ -188,6 +188,16 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// `self` less `other`, never below zero: what is left to count of a turn's total.
+    pub fn minus(self, other: Usage) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens.saturating_sub(other.prompt_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_sub(other.completion_tokens),
+        }
+    }
+
     /// `self` plus `other`, for a turn of several model calls.
     pub fn plus(self, other: Usage) -> Usage {
         Usage {
@@ -221,6 +231,13 @@ impl TextSink for NoSink {
 pub trait ToolExecutor: Send + Sync {
     /// Run one tool call and return its JSON result (errors are results too, never panics).
     async fn call(&self, call: &ToolCall) -> serde_json::Value;
+
+    /// A model call of the turn answered with tools to run, reporting `usage`: told before the
+    /// tools run, so what the turn spent so far is charged before a tool starts work that is
+    /// checked against the same budgets (a `sessions_send`). Nothing by default.
+    async fn spent(&self, usage: Usage) {
+        let _ = usage;
+    }
 }
 
 /// A tool executor that has no tools: every call gets an error result.

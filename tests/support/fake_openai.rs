@@ -140,6 +140,17 @@ struct Inner {
     api_key: Option<String>,
     /// How long an unscripted answer takes ([`FakeOpenAi::answer_after`]).
     echo_delay: Option<Duration>,
+    /// The `usage` every answer reports ([`FakeOpenAi::report_usage`]).
+    usage: Option<Usage>,
+}
+
+/// The tokens an answer reports: `(prompt, completion)`.
+type Usage = (u64, u64);
+
+/// The `usage` object of an answer: the configured one, else 19 prompt tokens and `words`.
+fn usage_json(usage: Option<Usage>, words: usize) -> Value {
+    let (prompt, completion) = usage.unwrap_or((19, words as u64));
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
 }
 
 struct Recorded {
@@ -192,6 +203,12 @@ impl FakeOpenAi {
             .entry(model.to_owned())
             .or_default()
             .push_back(step);
+    }
+
+    /// Every answer from now on reports this `usage` (prompt, completion tokens), streamed
+    /// (when the request asks for it with `stream_options.include_usage`) or not.
+    pub fn report_usage(&self, prompt: u64, completion: u64) {
+        self.shared.lock().usage = Some((prompt, completion));
     }
 
     /// Every request body received, in arrival order.
@@ -377,7 +394,7 @@ async fn chat_completions(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let model = body["model"].as_str().unwrap_or_default().to_owned();
-    let (step, key_ok, index) = {
+    let (step, key_ok, index, usage) = {
         let mut inner = shared.lock();
         let key_ok = inner
             .api_key
@@ -394,7 +411,7 @@ async fn chat_completions(
                 .echo_delay
                 .map(|wait| Step::Delay(wait, Box::new(echo)))
         });
-        (step, key_ok, inner.requests.len())
+        (step, key_ok, inner.requests.len(), inner.usage)
     };
     shared.received.send_modify(|count| *count += 1);
 
@@ -424,7 +441,7 @@ async fn chat_completions(
                 retry_after,
             } => return error_response(status, retry_after, default_error_message(status)),
             Step::Slow { pieces, gap, then } => {
-                return slow(&shared, &body, index, pieces, gap, then).await;
+                return slow(&shared, &body, (index, usage), pieces, gap, then).await;
             }
             Step::Reply(text) => {
                 let message = json!({
@@ -433,7 +450,7 @@ async fn chat_completions(
                     "refusal": null,
                     "annotations": [],
                 });
-                return completion(&body, index, message, "stop");
+                return completion(&body, (index, usage), message, "stop");
             }
             Step::ToolCalls(calls) => {
                 let calls: Vec<Value> = calls
@@ -448,23 +465,32 @@ async fn chat_completions(
                     })
                     .collect();
                 let message = json!({ "role": "assistant", "content": null, "tool_calls": calls });
-                return completion(&body, index, message, "tool_calls");
+                return completion(&body, (index, usage), message, "tool_calls");
             }
         }
     }
 }
 
 /// A `chat.completion` (or, for `"stream": true`, its SSE form) around `message`.
-fn completion(request: &Value, index: usize, message: Value, finish_reason: &str) -> Response {
+/// `at` is the answer's index and the usage it reports.
+fn completion(
+    request: &Value,
+    at: (usize, Option<Usage>),
+    message: Value,
+    finish_reason: &str,
+) -> Response {
+    let (index, usage) = at;
     let id = format!("chatcmpl-fake{index}");
     let model = request["model"].clone();
     let created = 1_741_569_952 + index as u64;
-    if request["stream"] == true {
-        return stream(&id, &model, created, message, finish_reason);
-    }
     let content_len = message["content"]
         .as_str()
         .map_or(0, |c| c.split_whitespace().count());
+    let usage = usage_json(usage, content_len);
+    if request["stream"] == true {
+        let usage = (request["stream_options"]["include_usage"] == true).then_some(usage);
+        return stream(&id, &model, created, message, finish_reason, usage);
+    }
     axum::Json(json!({
         "id": id,
         "object": "chat.completion",
@@ -476,18 +502,21 @@ fn completion(request: &Value, index: usize, message: Value, finish_reason: &str
             "logprobs": null,
             "finish_reason": finish_reason,
         }],
-        "usage": {
-            "prompt_tokens": 19,
-            "completion_tokens": content_len,
-            "total_tokens": 19 + content_len,
-        },
+        "usage": usage,
         "service_tier": "default",
     }))
     .into_response()
 }
 
 /// The same answer as server-sent `chat.completion.chunk`s, as in `chat_stream_*.sse`.
-fn stream(id: &str, model: &Value, created: u64, message: Value, finish_reason: &str) -> Response {
+fn stream(
+    id: &str,
+    model: &Value,
+    created: u64,
+    message: Value,
+    finish_reason: &str,
+    usage: Option<Value>,
+) -> Response {
     let chunk = |delta: Value, finish: Value| {
         json!({
             "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -515,6 +544,12 @@ fn stream(id: &str, model: &Value, created: u64, message: Value, finish_reason: 
         chunks.push(chunk(json!({ "tool_calls": calls }), Value::Null));
     }
     chunks.push(chunk(json!({}), finish_reason.into()));
+    if let Some(usage) = usage {
+        let mut last = chunk(Value::Null, Value::Null);
+        last["choices"] = json!([]);
+        last["usage"] = usage;
+        chunks.push(last);
+    }
     let mut text = String::new();
     for chunk in chunks {
         text.push_str(&format!("data: {chunk}\n\n"));
@@ -530,11 +565,12 @@ fn stream(id: &str, model: &Value, created: u64, message: Value, finish_reason: 
 async fn slow(
     shared: &Arc<Shared>,
     request: &Value,
-    index: usize,
+    at: (usize, Option<Usage>),
     pieces: Vec<String>,
     gap: Duration,
     then: Vec<(String, Value)>,
 ) -> Response {
+    let index = at.0;
     let calls: Vec<Value> = then
         .into_iter()
         .enumerate()
@@ -569,7 +605,7 @@ async fn slow(
         if !calls.is_empty() {
             message["tool_calls"] = calls.into();
         }
-        return completion(request, index, message, finish);
+        return completion(request, at, message, finish);
     }
     let id = format!("chatcmpl-fake{index}");
     let model = request["model"].clone();
@@ -604,7 +640,7 @@ async fn slow(
                 .await;
         }
         let _ = tx.send(chunk(json!({}), finish.into())).await;
-        let usage = json!({"choices": [], "usage": {"prompt_tokens": 19, "completion_tokens": 5, "total_tokens": 24}});
+        let usage = json!({"choices": [], "usage": usage_json(at.1, 5)});
         let _ = tx
             .send(Ok(Bytes::from(format!(
                 "data: {usage}\n\ndata: [DONE]\n\n"

@@ -4,6 +4,7 @@
 mod accounts;
 mod bot_to_bot;
 mod bots;
+mod budgets;
 mod chats;
 mod gateway;
 mod limits;
@@ -16,6 +17,7 @@ use serde::Deserialize;
 pub use accounts::*;
 pub use bot_to_bot::*;
 pub use bots::*;
+pub use budgets::*;
 pub use chats::*;
 pub use gateway::*;
 pub use limits::*;
@@ -59,6 +61,10 @@ pub struct Config {
     pub artifacts: ArtifactsConfig,
     /// `[cluster]`: several instances on one database.
     pub cluster: ClusterConfig,
+    /// `[prices."<model>"]`: USD per million tokens, per model.
+    pub prices: PricesConfig,
+    /// `[[budgets]]`: spending limits per bot, chat, trigger or gateway.
+    pub budgets: Vec<BudgetConfig>,
     /// Directory of the config file; relative paths in it are resolved from here.
     #[serde(skip)]
     pub base_dir: PathBuf,

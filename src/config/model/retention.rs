@@ -25,6 +25,9 @@ pub struct RetentionConfig {
     pub escalations: String,
     /// Sessions idle this long, with their transcripts (never one something waits on).
     pub sessions: String,
+    /// What each model call spent (`/api/usage`, budgets), by when the call was made. Keep it
+    /// at least as long as the longest budget window.
+    pub usage: String,
 }
 
 impl Default for RetentionConfig {
@@ -39,13 +42,14 @@ impl Default for RetentionConfig {
             artifacts: "keep".into(),
             escalations: "keep".into(),
             sessions: "keep".into(),
+            usage: "keep".into(),
         }
     }
 }
 
 impl RetentionConfig {
     /// Every key with its value, for validation and for building the prune plan.
-    pub fn keys(&self) -> [(&'static str, &str); 9] {
+    pub fn keys(&self) -> [(&'static str, &str); 10] {
         [
             ("transcripts", &self.transcripts),
             ("audit", &self.audit),
@@ -56,6 +60,7 @@ impl RetentionConfig {
             ("artifacts", &self.artifacts),
             ("escalations", &self.escalations),
             ("sessions", &self.sessions),
+            ("usage", &self.usage),
         ]
     }
 }

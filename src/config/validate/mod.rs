@@ -21,6 +21,7 @@ mod account_keys;
 mod accounts;
 mod artifacts;
 mod bots;
+mod budgets;
 mod chats;
 mod cluster;
 mod feedback;
@@ -64,6 +65,8 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.retention(config);
     check.artifacts(config);
     check.cluster(config);
+    check.prices(config);
+    check.budgets(config);
     check.problems
 }
 

@@ -542,6 +542,33 @@ async function fillChatLog() {
 
 // ---------- routing and the event stream ----------
 
+// ---------- spend (docs/budgets.md) ----------
+
+/** What the model calls spent in the last 24 h, per bot and per chat (`/api/usage`). */
+async function drawSpend() {
+  const [bots, chats] = await Promise.all([
+    api("/api/usage?group_by=bot&since=24h"),
+    api("/api/usage?group_by=chat&since=24h"),
+  ]);
+  const table = (title, key, data) => {
+    const rows = data.rows.map((r) => el("tr", { "data-key": r[key] },
+      el("td", null, r[key]),
+      el("td", "num", String(r.prompt_tokens)),
+      el("td", "num", String(r.completion_tokens)),
+      el("td", "num", String(r.total_tokens) + (r.estimated ? " (est.)" : "")),
+      el("td", "num", r.cost_usd === null ? "-" : "$" + r.cost_usd.toFixed(4))));
+    if (!rows.length) rows.push(el("tr", null, el("td", "empty", "no model calls in the last 24 h")));
+    return el("section", { class: "spend", id: "spend-" + key },
+      el("h2", null, title),
+      el("table", null,
+        el("tr", null, ...[key, "prompt", "completion", "total", "cost"].map((h) => el("th", null, h))),
+        ...rows));
+  };
+  clear(document.getElementById("main")).append(
+    table("Spend per bot, last 24 h", "bot", bots),
+    table("Spend per chat, last 24 h", "chat", chats));
+}
+
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/");
   const tab = parts[0] || "sessions";
@@ -555,6 +582,7 @@ async function redraw() {
     sessions: drawSessions, session: drawSessions,
     chains: drawChains, chain: drawChains,
     deliveries: drawDeliveries, delivery: drawDeliveries,
+    spend: drawSpend,
     chat: drawChat,
   };
   const view = views[route.tab] || drawSessions;

@@ -286,6 +286,9 @@ impl OpenAiBackend {
             }
             // Text said before calling tools is not the reply.
             sink.retract();
+            if let Some(used) = answer.usage {
+                tools.spent(used).await;
+            }
             if round == MAX_TOOL_ROUNDS {
                 // Calls whose results no model would read are not run: they may have effects.
                 break;

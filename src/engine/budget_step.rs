@@ -1,0 +1,222 @@
+//! The budgets around a turn's model calls (SPEC 12): checked before the backend runs, charged
+//! once it answered. A used-up `stop` budget ends the turn before any call, records why in the
+//! transcript, announces the refusal on the event stream, and posts the budget's notice in the
+//! chat the trigger came from (once per budget and window, claimed in the store). Crossing a
+//! `warn` budget's 80 % or 100 % tells each admin of that platform by direct message, audited.
+//!
+//! The chat a call is charged to is the one the trigger happened in (the caller's origin),
+//! whichever session the turn runs in; a thread counts toward its channel.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use serde_json::json;
+
+use super::say::{Line, say};
+use super::turn::{TurnEnd, TurnFailure};
+use super::{Caller, Services};
+use crate::budget::{Bill, Call, Stopped, Verdict, Warning, estimate};
+use crate::deliver::Target;
+use crate::mirror::{Journal, now_ms};
+use crate::roster::Bot;
+use crate::session::SessionKey;
+use crate::store::{EntryKind, NewAudit};
+use crate::turn::{BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
+
+/// Who the turn's calls are charged to.
+pub(super) fn bill<'a>(bot: &'a Bot, caller: &'a Caller, journal: &'a Journal) -> Bill<'a> {
+    let at = charged_to(caller, journal);
+    Bill {
+        bot: bot.id(),
+        platform: at.platform,
+        chat: at.chat.as_str(),
+        trigger: caller.trigger.as_deref().unwrap_or(journal.run_id()),
+    }
+}
+
+/// The session whose chat the calls are charged to: the trigger's, else the turn's own.
+fn charged_to<'a>(caller: &'a Caller, journal: &'a Journal) -> &'a SessionKey {
+    caller.origin.as_ref().unwrap_or(journal.session())
+}
+
+/// Checks the budgets before the turn's model calls: `Err` with how the turn ends when one
+/// stops it.
+pub(super) async fn admit(
+    shared: &Arc<Services>,
+    journal: &Journal,
+    bot: &Bot,
+    caller: &Caller,
+) -> Result<(), TurnEnd> {
+    let bill = bill(bot, caller, journal);
+    match shared.budgets().check(&bill).await {
+        Verdict::Go { warnings } => {
+            for warning in warnings {
+                warn_admins(shared, bot, charged_to(caller, journal), &warning).await;
+            }
+            Ok(())
+        }
+        Verdict::Stop(stopped) => Err(refuse(shared, journal, bot, caller, stopped).await),
+    }
+}
+
+/// The turn's tools, charging each model call that asks for tools as it answers (before the
+/// tools run: a `sessions_send` target is checked against what its sender spent so far), then
+/// the rest of the turn once it ends ([`Metered::settle`]).
+pub(super) struct Metered<'a> {
+    pub inner: &'a dyn ToolExecutor,
+    pub shared: &'a Services,
+    pub journal: &'a Journal,
+    pub bot: &'a Bot,
+    pub caller: &'a Caller,
+    pub request: &'a TurnRequest,
+    /// What was charged so far, as the calls answered.
+    pub charged: Mutex<Option<Usage>>,
+}
+
+impl Metered<'_> {
+    async fn charge(&self, model: &str, usage: Usage, estimated: bool) {
+        let call = Call {
+            session: &self.journal.session().render(),
+            run_id: self.journal.run_id(),
+            model,
+            usage,
+            estimated,
+        };
+        let bill = bill(self.bot, self.caller, self.journal);
+        self.shared.budgets().charge(&bill, call).await;
+    }
+
+    /// Charges what the turn spent and was not charged yet: the backend's total less the calls
+    /// charged as they answered, else an estimate from the characters.
+    pub(super) async fn settle(&self, reply: &BackendReply) {
+        let charged = *self.charged.lock().expect("charged usage poisoned");
+        match (reply.usage, charged) {
+            (Some(total), Some(charged)) => {
+                let rest = total.minus(charged);
+                if rest != Usage::default() {
+                    self.charge(&reply.model, rest, false).await;
+                }
+            }
+            (Some(total), None) => self.charge(&reply.model, total, false).await,
+            (None, _) => {
+                let text = reply.text.as_deref().unwrap_or_default();
+                self.charge(&reply.model, estimate(self.request, text), true)
+                    .await;
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ToolExecutor for Metered<'_> {
+    async fn call(&self, call: &ToolCall) -> serde_json::Value {
+        self.inner.call(call).await
+    }
+
+    async fn spent(&self, usage: Usage) {
+        {
+            let mut charged = self.charged.lock().expect("charged usage poisoned");
+            *charged = Some(charged.unwrap_or_default().plus(usage));
+        }
+        self.charge(&self.request.model, usage, false).await;
+    }
+}
+
+async fn refuse(
+    shared: &Services,
+    journal: &Journal,
+    bot: &Bot,
+    caller: &Caller,
+    stopped: Stopped,
+) -> TurnEnd {
+    let failure = TurnFailure::Budget(stopped.budget.clone());
+    tracing::info!(session = %journal.session(), bot = %bot.id(), budget = %stopped.budget, "a budget is used up: the model call is not made");
+    let at = charged_to(caller, journal);
+    shared.refused("budget", "budget", Some(at.chat_key()), bot.id());
+    journal
+        .bot_did(
+            EntryKind::Failure,
+            &failure.to_string(),
+            json!({"stage": "budget", "budget": stopped.budget}),
+        )
+        .await;
+    if let (Some(text), Some(origin)) = (&stopped.notice, &caller.origin) {
+        let run_id = format!("budget:{}:{}", stopped.budget, journal.run_id());
+        post(shared, bot, origin, None, run_id, text).await;
+    }
+    TurnEnd::Failed(failure)
+}
+
+/// Tells each admin of the platform the trigger came from, by direct message, and audits it.
+async fn warn_admins(shared: &Services, bot: &Bot, at: &SessionKey, warning: &Warning) {
+    let admins = shared.config().admins.for_platform(at.platform).to_vec();
+    for admin in &admins {
+        let run_id = format!(
+            "budget-warn:{}:{}:{}",
+            warning.budget,
+            warning.percent,
+            now_ms()
+        );
+        post(shared, bot, at, Some(admin), run_id, &warning.text).await;
+    }
+    let audit = NewAudit {
+        ts_ms: now_ms(),
+        platform: at.platform.to_string(),
+        chat: at.chat.as_str().to_owned(),
+        user: "baton".to_owned(),
+        command: format!("budget warn {} {}%", warning.budget, warning.percent),
+        outcome: format!("told {} admin(s): {}", admins.len(), warning.text),
+    };
+    if let Err(err) = shared.store().audit(audit).await {
+        tracing::error!(%err, budget = %warning.budget, "could not audit a budget warning");
+    }
+}
+
+/// Posts `text` as `bot` in `at`'s chat, or to `dm` (a user id) directly.
+async fn post(
+    shared: &Services,
+    bot: &Bot,
+    at: &SessionKey,
+    dm: Option<&String>,
+    run_id: String,
+    text: &str,
+) {
+    let roster = shared.roster();
+    let account = roster
+        .account_of_bot(at.platform, bot.id())
+        .or_else(|| roster.account(at.platform, &at.account));
+    let Some(account) = account else {
+        tracing::warn!(bot = %bot.id(), platform = %at.platform, "no account to post a budget notice through");
+        return;
+    };
+    let chat = dm.map_or_else(|| at.chat.clone(), |user| user.as_str().into());
+    let thread = if dm.is_some() {
+        None
+    } else {
+        at.thread.clone()
+    };
+    let session = SessionKey {
+        bot: account.bot.id().clone(),
+        platform: at.platform,
+        account: account.id.clone(),
+        chat: chat.clone(),
+        thread: thread.clone(),
+    };
+    let line = Line {
+        account,
+        session: &session,
+        run_id,
+        quiet_in: session.chat_key(),
+        target: Target {
+            chat,
+            thread,
+            reply_to: None,
+            ephemeral: None,
+        },
+        stage: "budget",
+        text,
+    };
+    // A failure is logged and recorded by `say`.
+    let _ = say(shared, line).await;
+}
