@@ -12,9 +12,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use baton::turn::{
-    Backend, BackendError, ChatLine, CommandBackend, EchoBackend, HttpBackend, NoTools, Role,
+    Backend, BackendError, ChatLine, CommandBackend, EchoBackend, HttpBackend, KILL_AFTER, NoTools,
+    Reaper, Role, TextSink,
 };
 use serde_json::{Value, json};
+use support::process::eventually;
 use support::turns::{RecordingTools, closed_port_url, serve, turn};
 
 // ---- http --------------------------------------------------------------------------------------
@@ -120,14 +122,20 @@ async fn http_unreachable() {
 // ---- command -----------------------------------------------------------------------------------
 
 fn sh(script: &str) -> CommandBackend {
-    CommandBackend::new(vec!["sh".into(), "-c".into(), script.into()])
+    command(&["sh", "-c", script])
+}
+
+/// A command backend with baton's own `PATH` and `HOME` (and nothing else) passed.
+fn command(argv: &[&str]) -> CommandBackend {
+    let argv = argv.iter().map(|a| (*a).to_owned()).collect();
+    CommandBackend::new(argv, Reaper::default(), |name| std::env::var(name).ok())
 }
 
 #[tokio::test]
 async fn command_reads_the_turn_on_stdin() {
     let script = r#"input=$(cat)
 case "$input" in
-  *'"content":"hello command"'*'"session":"bot:snark:local:snark:c1"'*) echo "  $BATON_BOT saw the turn  " ;;
+  *'"content":"hello command"'*'"session":"bot:snark:local:snark:c1"'*) echo "  snark saw the turn  " ;;
   *) echo "wrong input: $input" ;;
 esac"#;
     let reply = sh(script)
@@ -177,26 +185,196 @@ exit 3"#;
     assert!(!text.contains("noise 1"), "{text}");
 }
 
+/// The pids a script wrote to `file`, one a line, once it has written `count` of them.
+async fn pids(file: &std::path::Path, count: usize) -> Vec<u32> {
+    eventually(Duration::from_secs(10), "the agent's pids", || async {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        (pids.len() >= count).then_some(pids)
+    })
+    .await
+}
+
+/// Whether `pid` is still a live process (a zombie waiting for its parent counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}
+
 #[tokio::test]
-async fn command_timeout_kills_the_program() {
+async fn a_dropped_turn_ends_every_process_of_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    // The agent and a child of its own: both must go when the turn is dropped (time limit,
+    // cancel, shutdown all drop it).
+    let script = format!(
+        "echo $$ >> {f}; sleep 300 & echo $! >> {f}; wait",
+        f = file.display()
+    );
+    let backend = sh(&script);
+    let request = turn("", "x");
     let started = Instant::now();
-    let err = sh("sleep 30")
-        .with_timeout(Duration::from_millis(200))
+    let run = backend.run(&request, &NoTools);
+    tokio::pin!(run);
+    let found = tokio::select! {
+        _ = &mut run => panic!("the agent answered"),
+        pids = pids(&file, 2) => pids,
+    };
+    assert!(
+        found.iter().all(|p| alive(*p)),
+        "{found:?} run while the turn does"
+    );
+    drop(run);
+    eventually(Duration::from_secs(4), "the group gone", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "SIGTERM was enough"
+    );
+}
+
+#[tokio::test]
+async fn a_group_that_ignores_sigterm_is_killed_after_five_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "trap '' TERM; echo $$ >> {f}; sleep 300 & echo $! >> {f}; wait",
+        f = file.display()
+    );
+    let reaper = Reaper::default();
+    let argv = ["sh", "-c", &script].map(str::to_owned).to_vec();
+    let backend = CommandBackend::new(argv, reaper.clone(), |name| std::env::var(name).ok());
+    let request = turn("", "x");
+    let run = backend.run(&request, &NoTools);
+    tokio::pin!(run);
+    let found = tokio::select! {
+        _ = &mut run => panic!("the agent answered"),
+        pids = pids(&file, 2) => pids,
+    };
+    drop(run);
+    let dropped = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(found.iter().all(|p| alive(*p)), "SIGTERM is ignored");
+    tokio::time::timeout(Duration::from_secs(10), reaper.settled())
+        .await
+        .unwrap();
+    let waited = dropped.elapsed();
+    assert!(
+        waited >= KILL_AFTER && waited < KILL_AFTER + Duration::from_secs(3),
+        "{waited:?}"
+    );
+    eventually(Duration::from_secs(2), "the group killed", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_agent_gets_only_the_allowed_environment_in_its_workdir() {
+    let dir = tempfile::tempdir().unwrap();
+    let vars = |name: &str| match name {
+        "PATH" => std::env::var("PATH").ok(),
+        "HOME" => Some("/home/agent".into()),
+        "AGENT_KEY" => Some("k-123".into()),
+        "BATON_SECRET" => Some("never".into()),
+        _ => None,
+    };
+    let backend = CommandBackend::new(vec!["env".into()], Reaper::default(), vars)
+        .with_env(&["AGENT_KEY".into(), "UNSET_ONE".into()], vars)
+        .with_workdir(dir.path().to_owned());
+    let reply = backend.run(&turn("", "x"), &NoTools).await.unwrap();
+    let text = reply.text.unwrap();
+    let mut names: Vec<&str> = text.lines().filter_map(|l| l.split('=').next()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["AGENT_KEY", "HOME", "PATH"], "{text}");
+
+    let reply = CommandBackend::new(vec!["pwd".into()], Reaper::default(), vars)
+        .with_workdir(dir.path().to_owned())
         .run(&turn("", "x"), &NoTools)
         .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, BackendError::Command(text) if text.contains("killed")),
-        "{err:?}"
+        .unwrap();
+    let shown = std::fs::canonicalize(reply.text.unwrap()).unwrap();
+    assert_eq!(shown, std::fs::canonicalize(dir.path()).unwrap());
+}
+
+/// A sink that keeps what it heard.
+#[derive(Default)]
+struct Heard(Mutex<String>);
+
+impl TextSink for Heard {
+    fn text(&self, delta: &str) {
+        self.0.lock().unwrap().push_str(delta);
+    }
+    fn retract(&self) {}
+}
+
+#[tokio::test]
+async fn json_lines_stream_while_the_agent_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    // The second half is printed only once the test has seen the first one: the text is
+    // read as it comes, not when the program exits.
+    let script = format!(
+        r#"cat >/dev/null
+echo '{{"type":"text","delta":"Half "}}'
+while [ ! -e {go} ]; do sleep 0.05; done
+echo '{{"type":"usage","prompt_tokens":12,"completion_tokens":3}}'
+echo '{{"type":"text","delta":"and whole."}}'
+echo '{{"type":"reply","text":"Half and whole.","model":"agent-1"}}'"#,
+        go = go.display()
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
+    let heard = Heard::default();
+    let backend = sh(&script);
+    let request = turn("", "x");
+    let run = backend.run_streaming(&request, &NoTools, &heard);
+    tokio::pin!(run);
+    tokio::select! {
+        _ = &mut run => panic!("answered before the test let it"),
+        () = eventually(Duration::from_secs(10), "the first delta", || async {
+            (*heard.0.lock().unwrap() == "Half ").then_some(())
+        }) => {}
+    }
+    std::fs::write(&go, "").unwrap();
+    let reply = run.await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Half and whole."));
+    assert_eq!(reply.model, "agent-1");
+    assert_eq!(reply.usage.unwrap().completion_tokens, 3);
+    assert_eq!(*heard.0.lock().unwrap(), "Half and whole.");
+}
+
+#[tokio::test]
+async fn a_malformed_event_fails_the_turn_quoting_stderr() {
+    let script = r#"cat >/dev/null
+echo "loading model" >&2
+echo '{"type":"text","delta":"a"}'
+echo 'not an event'
+sleep 300"#;
+    let started = Instant::now();
+    let err = sh(script).run(&turn("", "x"), &NoTools).await.unwrap_err();
+    let BackendError::Command(text) = &err else {
+        panic!("expected Command, got {err:?}");
+    };
+    assert!(
+        text.contains("event 2 is not a baton agent event"),
+        "{text}"
+    );
+    assert!(text.contains("loading model"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the agent was not waited for"
+    );
 }
 
 #[tokio::test]
 async fn command_that_ignores_stdin_still_replies() {
     let reply = sh("echo hi").run(&turn("", "x"), &NoTools).await.unwrap();
     assert_eq!(reply.text.as_deref(), Some("hi"));
-    let err = CommandBackend::new(Vec::new())
+    let err = command(&[])
         .run(&turn("", "x"), &NoTools)
         .await
         .unwrap_err();

@@ -34,7 +34,7 @@ fn sessions_send_spec() -> ToolSpec {
 fn settings(base_url: &str) -> OpenAiSettings {
     let mut settings = OpenAiSettings::new(base_url, "default-model");
     settings.retry_base_delay = Duration::from_millis(5);
-    settings.timeout = Duration::from_secs(10);
+    settings.idle_timeout = Duration::from_secs(10);
     settings
 }
 
@@ -389,7 +389,7 @@ async fn openai_timeout_is_unreachable() {
         Step::Delay(Duration::from_secs(5), Box::new(Step::reply("too late"))),
     );
     let mut settings = settings(&fake.base_url);
-    settings.timeout = Duration::from_millis(200);
+    settings.idle_timeout = Duration::from_millis(200);
     settings.max_attempts = 1;
     let started = Instant::now();
     let err = OpenAiBackend::new(settings)
@@ -398,7 +398,7 @@ async fn openai_timeout_is_unreachable() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, BackendError::Unreachable(text) if text.contains("no answer")),
+        matches!(&err, BackendError::Unreachable(text) if text.contains("was silent")),
         "{err:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(4));

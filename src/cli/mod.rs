@@ -11,6 +11,7 @@ mod cluster;
 mod migrate;
 mod prune;
 mod run;
+mod schema;
 mod suggest;
 mod views;
 
@@ -76,6 +77,8 @@ enum Command {
     /// Several instances on one database: `baton cluster status` lists each, its last lease
     /// renewal and the accounts it holds.
     Cluster(cluster::ClusterArgs),
+    /// Print a published JSON Schema: `baton schema turn`, the turn an agent bot gets.
+    Schema(schema::SchemaArgs),
 }
 
 /// Parse the command line and run it.
@@ -109,6 +112,7 @@ pub fn main() -> ExitCode {
             Command::Prune(args) => prune::prune(&cli.config, args).await,
             Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
             Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
+            Command::Schema(args) => schema::schema(&args),
         }
     });
     match result {

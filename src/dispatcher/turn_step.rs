@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{Handled, Inbound, Wake, files_in};
 use crate::engine::{
     Answered, Attached, Caller, ChatReply, Heard, History, Line, Recall, Refused, Seat, Services,
-    SessionTurn, TurnEnd, TurnPlan, say,
+    SessionTurn, TurnEnd, TurnFailure, TurnPlan, say,
 };
 use crate::lanes::Lane;
 use crate::store::HistoryTake;
@@ -79,7 +79,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         caller: Caller::from_chat(&session),
         history,
         heard,
-        limit: shared.turn_limit(),
+        deadline: None,
         recall: Recall::SessionTail,
         delivery: None,
     };
@@ -97,6 +97,8 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         (TurnEnd::Reply { .. }, Err(err)) => Handled::Failed(err),
         // The reply had begun to stream: its posts end with the error reply already.
         (TurnEnd::Failed(err), Ok(shown)) if !shown.is_empty() => Handled::Failed(err.to_string()),
+        // A stopped turn posts nothing, not even the error reply.
+        (TurnEnd::Failed(err @ TurnFailure::Stopped(_)), _) => Handled::Failed(err.to_string()),
         (TurnEnd::Failed(err), _) => fail(shared, inbound, err.to_string()).await,
         (TurnEnd::Silent { .. }, _) => Handled::Silent,
     }

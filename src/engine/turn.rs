@@ -10,6 +10,7 @@ use serde_json::json;
 use super::context::{self, Attached, Current, SESSION_TAIL};
 use super::reply_files::attach_backend_files;
 use super::{Caller, Services};
+use crate::config::BackendKind;
 use crate::deliver::DeliveryFailed;
 use crate::events::{Event, TurnOutcome};
 use crate::metrics;
@@ -17,7 +18,7 @@ use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TurnStarted};
-use crate::turn::{BackendReply, TextSink, Usage};
+use crate::turn::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -47,8 +48,9 @@ pub(crate) struct TurnPlan<'a> {
     pub history: History<'a>,
     /// The message.
     pub heard: Heard<'a>,
-    /// Longest the backend may take.
-    pub limit: Duration,
+    /// When a flow's own limit ends the turn (a chain's `turn_timeout_seconds`); `None`: the
+    /// bot's turn limit ([`Services::turn_limit`]) applies.
+    pub deadline: Option<std::time::Instant>,
     /// How much of the session the bot is given back.
     pub recall: Recall,
     /// The delivery (its run id) the turn runs for, marked running when the turn starts, in
@@ -113,6 +115,9 @@ pub(crate) enum TurnFailure {
     /// The backend was still working at the time limit and was stopped.
     #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
     TimedOut(Duration),
+    /// Stopped before it ended (`/baton stop`, a shutdown): nothing of it is posted.
+    #[error("{0}")]
+    Stopped(super::Stop),
 }
 
 /// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools
@@ -191,12 +196,26 @@ async fn run_turn(
         name: heard.name,
         text: heard.text,
         attached: heard.attached,
+        trigger: Trigger {
+            origin: match heard.origin {
+                Origin::Human => TriggerOrigin::Human,
+                Origin::Bot => TriggerOrigin::Bot,
+                Origin::Gateway => TriggerOrigin::Gateway,
+            },
+            from: heard.speaker.to_owned(),
+            message_id: heard.message_id.map(str::to_owned),
+        },
     };
-    let request = context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
+    let mut request =
+        context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
         ..plan.caller
     };
+    // An agent calls baton's tools over MCP with its own token; a model through the executor.
+    let agent = matches!(bot.config.backend, BackendKind::Command | BackendKind::Http);
+    let (running, access) = shared.running().start(&caller, agent);
+    request.access = access;
     let agent_tools = shared.tools_for(caller);
     let tools = RecordingTools::new(&*agent_tools, journal);
     let started = std::time::Instant::now();
@@ -206,14 +225,24 @@ async fn run_turn(
             None => bot.backend.run(&request, &tools).await,
         }
     };
-    let ran = tokio::time::timeout(plan.limit, run).await;
+    let limit = plan.deadline.map_or_else(
+        || shared.turn_limit(bot),
+        |at| at.saturating_duration_since(std::time::Instant::now()),
+    );
+    let ran = tokio::select! {
+        ran = tokio::time::timeout(limit, run) => ran,
+        why = running.stopped() => {
+            return failed(shared, journal, TurnFailure::Stopped(why)).await;
+        }
+    };
+    drop(running);
     shared.metrics().turn_took(started.elapsed());
     let mut reply = match ran {
         Ok(Ok(reply)) => reply,
         Ok(Err(err)) => {
             return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
         }
-        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
+        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(limit)).await,
     };
     if let Some(usage) = reply.usage {
         tracing::debug!(

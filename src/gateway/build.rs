@@ -9,7 +9,7 @@ use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secre
 use crate::local::{LocalAdapter, LocalHub};
 use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 use crate::turn::{
-    Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
+    Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings, Reaper,
 };
 
 /// Environment lookup, injectable for tests.
@@ -73,11 +73,12 @@ pub(crate) fn roster(
     hub: &Arc<LocalHub>,
     env: Env<'_>,
     adapters: &AdapterOverride,
+    reaper: &Reaper,
 ) -> Result<Roster, StartError> {
     let bots = config
         .bots
         .iter()
-        .map(|bot| build_bot(config, bot, env).map(Arc::new))
+        .map(|bot| build_bot(config, bot, env, reaper).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let mut accounts = Vec::with_capacity(config.accounts.len() + bots.len());
     // Feishu/Lark accounts of one platform learn each other's bot names (README: Connect Feishu).
@@ -251,7 +252,12 @@ fn discord_account(
     })
 }
 
-fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, StartError> {
+fn build_bot(
+    config: &Config,
+    bot: &BotConfig,
+    env: Env<'_>,
+    reaper: &Reaper,
+) -> Result<Bot, StartError> {
     let system_prompt = match (&bot.system_prompt, &bot.system_prompt_file) {
         (Some(text), _) => text.clone(),
         (None, Some(file)) => {
@@ -269,12 +275,17 @@ fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, Star
         id: bot.id.parse()?,
         tools: ToolSet::from_globs(&patterns),
         system_prompt,
-        backend: backend(config, bot, env)?,
+        backend: backend(config, bot, env, reaper)?,
         config: bot.clone(),
     })
 }
 
-fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Backend>, StartError> {
+fn backend(
+    config: &Config,
+    bot: &BotConfig,
+    env: Env<'_>,
+    reaper: &Reaper,
+) -> Result<Arc<dyn Backend>, StartError> {
     let bad = |e: crate::turn::BackendError| StartError::Backend {
         bot: bot.id.clone(),
         message: e.to_string(),
@@ -294,7 +305,14 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
         BackendKind::Http => {
             Arc::new(HttpBackend::new(bot.url.clone().unwrap_or_default()).map_err(bad)?)
         }
-        BackendKind::Command => Arc::new(CommandBackend::new(bot.command.clone())),
+        BackendKind::Command => {
+            let mut command = CommandBackend::new(bot.command.clone(), reaper.clone(), env)
+                .with_env(&bot.env, env);
+            if let Some(dir) = &bot.workdir {
+                command = command.with_workdir(config.base_dir.join(dir));
+            }
+            Arc::new(command)
+        }
     })
 }
 

@@ -5,40 +5,31 @@
 //! Unlike the `openai` backend it never retries: the agent behind the URL may already have acted
 //! (sent mail, opened a ticket) before failing, and a second POST would act twice.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 
 use super::{
-    Backend, BackendError, BackendReply, REQUEST_TIMEOUT, ReplyFile, ToolExecutor, TurnRequest,
+    Backend, BackendError, BackendReply, ReplyFile, ToolExecutor, TurnRequest,
     describe_transport_error, error_message, http_client, quote, redacted_url,
 };
 
-/// Posts each turn to an agent's URL. Tools are the agent's own business: the executor is unused.
+/// Posts each turn to an agent's URL. baton's tools reach the agent over MCP (the turn's
+/// `tools`), not through the executor.
 pub struct HttpBackend {
     url: String,
-    timeout: Duration,
     client: reqwest::Client,
 }
 
 impl HttpBackend {
-    /// A backend posting to `url`, with the default [`REQUEST_TIMEOUT`]. Fails only if the TLS
-    /// stack cannot be set up.
+    /// A backend posting to `url`. The agent may take as long as the turn's limit allows.
+    /// Fails only if the TLS stack cannot be set up.
     pub fn new(url: impl Into<String>) -> Result<Self, BackendError> {
         Ok(Self {
             url: url.into(),
-            timeout: REQUEST_TIMEOUT,
-            client: http_client()?,
+            client: http_client(None)?,
         })
-    }
-
-    /// How long the agent may take for one turn, builder style.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
     }
 }
 
@@ -50,12 +41,11 @@ impl Backend for HttpBackend {
         _tools: &dyn ToolExecutor,
     ) -> Result<BackendReply, BackendError> {
         let transport = |e: reqwest::Error| {
-            BackendError::Unreachable(describe_transport_error(&e, &self.url, self.timeout))
+            BackendError::Unreachable(describe_transport_error(&e, &self.url, None))
         };
         let response = self
             .client
             .post(&self.url)
-            .timeout(self.timeout)
             .json(request)
             .send()
             .await

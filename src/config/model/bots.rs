@@ -67,6 +67,18 @@ pub struct BotConfig {
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,
+    /// `command` backend: the agent's working directory (relative to the config file); unset:
+    /// baton's own.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    /// `command` backend: the environment variables passed through to the agent. Nothing else
+    /// of baton's environment is, besides `PATH` and `HOME`.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The longest one of its turns may run, in seconds (up to a day); unset:
+    /// `[gateway] turn_timeout_seconds`.
+    #[serde(default)]
+    pub turn_timeout_seconds: Option<u64>,
     /// A periodic check-in turn.
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,

@@ -64,6 +64,23 @@ impl Checker<'_> {
                 }
             }
             self.globs(&key("tools"), &bot.tools);
+            if let Some(seconds) = bot.turn_timeout_seconds {
+                self.turn_timeout(&key("turn_timeout_seconds"), seconds);
+            }
+            if let Some(dir) = &bot.workdir {
+                let path = config.base_dir.join(dir);
+                if !path.is_dir() {
+                    self.report(
+                        key("workdir"),
+                        format!(
+                            "`{}` is not a directory; create it, or point `workdir` at the \
+                             agent's checkout (relative paths are resolved from the config \
+                             file's directory)",
+                            path.display()
+                        ),
+                    );
+                }
+            }
         }
     }
 
@@ -105,6 +122,13 @@ impl Checker<'_> {
                          arguments, e.g. command = [\"my-agent\", \"--json\"]",
                     );
                 }
+                for (n, name) in bot.env.iter().enumerate() {
+                    self.env_name(
+                        &key(&format!("env[{n}]")),
+                        name,
+                        "a variable the agent needs",
+                    );
+                }
             }
             BackendKind::Echo => {}
         }
@@ -118,6 +142,8 @@ impl Checker<'_> {
             ),
             ("url", BackendKind::Http, bot.url.is_some()),
             ("command", BackendKind::Command, !bot.command.is_empty()),
+            ("workdir", BackendKind::Command, bot.workdir.is_some()),
+            ("env", BackendKind::Command, !bot.env.is_empty()),
             ("vision", BackendKind::Openai, bot.vision),
         ] {
             if set && bot.backend != owner {
