@@ -217,8 +217,7 @@ async fn a_dropped_turn_ends_every_process_of_its_group() {
     let backend = sh(&script);
     let request = turn("", "x");
     let started = Instant::now();
-    let run = backend.run(&request, &NoTools);
-    tokio::pin!(run);
+    let mut run = Box::pin(backend.run(&request, &NoTools));
     let found = tokio::select! {
         _ = &mut run => panic!("the agent answered"),
         pids = pids(&file, 2) => pids,
@@ -250,8 +249,7 @@ async fn a_group_that_ignores_sigterm_is_killed_after_five_seconds() {
     let argv = ["sh", "-c", &script].map(str::to_owned).to_vec();
     let backend = CommandBackend::new(argv, reaper.clone(), |name| std::env::var(name).ok());
     let request = turn("", "x");
-    let run = backend.run(&request, &NoTools);
-    tokio::pin!(run);
+    let mut run = Box::pin(backend.run(&request, &NoTools));
     let found = tokio::select! {
         _ = &mut run => panic!("the agent answered"),
         pids = pids(&file, 2) => pids,
@@ -331,8 +329,7 @@ echo '{{"type":"reply","text":"Half and whole.","model":"agent-1"}}'"#,
     let heard = Heard::default();
     let backend = sh(&script);
     let request = turn("", "x");
-    let run = backend.run_streaming(&request, &NoTools, &heard);
-    tokio::pin!(run);
+    let mut run = Box::pin(backend.run_streaming(&request, &NoTools, &heard));
     tokio::select! {
         _ = &mut run => panic!("answered before the test let it"),
         () = eventually(Duration::from_secs(10), "the first delta", || async {

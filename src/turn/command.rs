@@ -127,7 +127,7 @@ impl Backend for CommandBackend {
             .spawn()
             .map_err(|e| BackendError::Command(format!("could not start `{program}`: {e}")))?;
         // From here on, however the turn ends, every process of it ends with it.
-        let _group = child.id().and_then(|pid| self.reaper.guard(pid));
+        let group = child.id().and_then(|pid| self.reaper.guard(pid));
 
         // Written from its own task so a program that prints before it reads cannot deadlock us.
         let mut stdin = child.stdin.take().expect("stdin is piped");
@@ -152,7 +152,9 @@ impl Backend for CommandBackend {
         let read = match read {
             Ok(read) => read,
             Err(err) => {
-                stderr.abort();
+                // Ended now, so its last words on stderr are in before they are quoted.
+                drop(group);
+                let _ = tokio::time::timeout(STDERR_GRACE, stderr).await;
                 return Err(failed(err));
             }
         };
@@ -165,6 +167,7 @@ impl Backend for CommandBackend {
         if !status.success() {
             return Err(failed(describe_status(status)));
         }
+        drop(group);
         let default_model = if request.model.is_empty() {
             "command"
         } else {
