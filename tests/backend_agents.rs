@@ -16,6 +16,7 @@ use baton::turn::{
     Reaper, Role, TextSink,
 };
 use serde_json::{Value, json};
+use support::gateway::{TestGateway, temp_db};
 use support::process::eventually;
 use support::turns::{RecordingTools, closed_port_url, serve, turn};
 
@@ -435,5 +436,105 @@ async fn echo_ask_directive_calls_sessions_send() {
     assert_eq!(
         reply.text.as_deref(),
         Some("sessions_send to caid: refused (max_depth)")
+    );
+}
+
+// ---- an agent's turn in the gateway: stop and shutdown -----------------------------------------
+
+/// A gateway with one `command` bot, caid, whose agent records its pids in `pids` and works
+/// for five minutes; `admin` is a baton admin.
+async fn slow_agent_gateway(
+    db: &std::path::Path,
+    pids: &std::path::Path,
+    drain_seconds: u64,
+) -> TestGateway {
+    let script = format!(
+        "cat >/dev/null; echo $$ >> {f}; sleep 300 & echo $! >> {f}; wait; echo done",
+        f = pids.display()
+    );
+    let config = format!(
+        r#"
+[gateway]
+drain_seconds = {drain_seconds}
+error_reply = "Sorry, my backend failed."
+
+[admins]
+local = ["admin"]
+
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["sh", "-c", "{script}"]
+
+[chats_default]
+group_policy = "open"
+"#
+    );
+    let env = |name: &str| std::env::var(name).ok().filter(|_| name == "PATH");
+    TestGateway::start_with_env(&config, db, &env).await
+}
+
+#[tokio::test]
+async fn baton_stop_cancels_the_bots_turn_and_posts_nothing_of_it() {
+    let (dir, db) = temp_db();
+    let file = dir.path().join("pids");
+    let gw = slow_agent_gateway(&db, &file, 5).await;
+    gw.say("room", "alice", "@caid refactor everything").await;
+    let found = pids(&file, 2).await;
+    gw.say("room", "admin", "/baton stop @caid").await;
+    eventually(Duration::from_secs(4), "the agent's group gone", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+    gw.settle().await;
+    let said: Vec<Value> = gw.said_by("room", "caid").await;
+    let texts: Vec<&str> = said.iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(
+        texts,
+        ["Stopped 1 running turn(s) of caid in this chat."],
+        "no error reply, nothing of the stopped turn"
+    );
+    let transcript = gw.transcript("bot:caid:local:caid:room").await;
+    assert!(
+        transcript
+            .iter()
+            .any(|e| e["kind"] == "failure" && e["text"] == "stopped by /baton stop"),
+        "{transcript:#?}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_interrupts_a_turn_past_the_drain_and_ends_its_processes() {
+    let (dir, db) = temp_db();
+    let file = dir.path().join("pids");
+    let gw = slow_agent_gateway(&db, &file, 1).await;
+    gw.say("room", "alice", "@caid refactor everything").await;
+    let found = pids(&file, 2).await;
+    let started = Instant::now();
+    gw.stop().await;
+    assert!(
+        found.iter().all(|p| !alive(*p)),
+        "{found:?} outlived the gateway"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    // The turn is on record as interrupted, for whoever reads the transcript next.
+    let store = baton::store::Store::open(&db.to_string_lossy())
+        .await
+        .unwrap();
+    let session = "bot:caid:local:caid:room".parse().unwrap();
+    let entries = store
+        .transcript(baton::store::TranscriptQuery::session(session))
+        .await
+        .unwrap();
+    assert!(
+        entries.iter().any(
+            |e| e.kind == baton::store::EntryKind::Failure && e.text.starts_with("interrupted")
+        ),
+        "{entries:#?}"
     );
 }
