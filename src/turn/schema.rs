@@ -8,9 +8,13 @@ use super::TurnRequest;
 /// The version of the turn's shape, in its `version` field and the schema's `$id`.
 pub const TURN_SCHEMA_VERSION: u32 = 1;
 
-/// The JSON Schema (draft 2020-12) of the turn.
+/// The JSON Schema (draft 2020-12) of the turn, as baton writes it: a field left out when
+/// empty is optional.
 pub fn turn_schema() -> serde_json::Value {
-    serde_json::to_value(schemars::schema_for!(TurnRequest)).unwrap_or_default()
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator();
+    serde_json::to_value(generator.into_root_schema_for::<TurnRequest>()).unwrap_or_default()
 }
 
 /// The stable id of the session rendered as `session`, shaped as a UUID (version 8, the
