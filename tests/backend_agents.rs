@@ -538,3 +538,37 @@ async fn shutdown_interrupts_a_turn_past_the_drain_and_ends_its_processes() {
         "{entries:#?}"
     );
 }
+
+/// SLOW (about 135 s, kept in the suite on purpose): a turn longer than any request timeout
+/// (baton once cut every agent turn at 120 s) is answered, because the bot's
+/// `turn_timeout_seconds` is the only limit.
+#[tokio::test]
+async fn slow_a_135_second_agent_turn_is_answered() {
+    let (_dir, db) = temp_db();
+    let config = r#"
+[gateway]
+drain_seconds = 5
+turn_timeout_seconds = 60
+
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["sh", "-c", "cat >/dev/null; sleep 135; echo 'done, after a long think'"]
+turn_timeout_seconds = 200
+
+[chats_default]
+group_policy = "open"
+"#;
+    let env = |name: &str| std::env::var(name).ok().filter(|_| name == "PATH");
+    let gw = TestGateway::start_with_env(config, &db, &env).await;
+    let asked = Instant::now();
+    gw.say("room", "alice", "@caid take your time").await;
+    let said = eventually(Duration::from_secs(170), "caid's answer", || async {
+        let said = gw.said_by("room", "caid").await;
+        (!said.is_empty()).then_some(said)
+    })
+    .await;
+    assert_eq!(said[0]["text"], "done, after a long think");
+    assert!(asked.elapsed() >= Duration::from_secs(135));
+    gw.stop().await;
+}
