@@ -120,6 +120,51 @@ async fn http_unreachable() {
     assert!(matches!(err, BackendError::Unreachable(_)), "{err:?}");
 }
 
+#[tokio::test]
+async fn http_agents_may_answer_with_events_over_sse_or_ndjson() {
+    let events = [
+        json!({"type": "text", "delta": "Hello "}),
+        json!({"type": "usage", "prompt_tokens": 5, "completion_tokens": 2}),
+        json!({"type": "text", "delta": "there."}),
+    ];
+    let sse: String = events
+        .iter()
+        .map(|e| format!("event: message\ndata: {e}\n\n"))
+        .collect();
+    let ndjson: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let answer = |content_type: &'static str, body: String| {
+        post(move || async move { ([(axum::http::header::CONTENT_TYPE, content_type)], body) })
+    };
+    let app = Router::new()
+        .route("/sse", answer("text/event-stream", sse))
+        .route("/ndjson", answer("application/x-ndjson", ndjson))
+        .route(
+            "/bad",
+            answer("application/x-ndjson", "{\"type\":\"nope\"}\n".into()),
+        );
+    let url = serve(app).await;
+    for path in ["sse", "ndjson"] {
+        let heard = Heard::default();
+        let reply = HttpBackend::new(format!("{url}/{path}"))
+            .unwrap()
+            .run_streaming(&turn("", "hi"), &NoTools, &heard)
+            .await
+            .unwrap();
+        assert_eq!(reply.text.as_deref(), Some("Hello there."), "{path}");
+        assert_eq!(*heard.0.lock().unwrap(), "Hello there.", "{path}");
+        assert_eq!(reply.usage.unwrap().prompt_tokens, 5, "{path}");
+    }
+    let err = HttpBackend::new(format!("{url}/bad"))
+        .unwrap()
+        .run(&turn("", "hi"), &NoTools)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BackendError::BadResponse(text) if text.contains("not a baton agent event")),
+        "{err:?}"
+    );
+}
+
 // ---- command -----------------------------------------------------------------------------------
 
 fn sh(script: &str) -> CommandBackend {

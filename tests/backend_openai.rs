@@ -300,9 +300,16 @@ async fn openai_client_errors_are_not_retried() {
         .run(&turn("gpt-missing", "hi"), &NoTools)
         .await
         .unwrap_err();
+    // A permanent error: named with its model and what to fix, and not retried.
     assert!(
-        matches!(&err, BackendError::Status { status: 404, attempts: 1, message } if message.contains("does not exist")),
+        matches!(&err, BackendError::Refused { model, status: 404, message, .. } if model == "gpt-missing" && message.contains("does not exist")),
         "{err:?}"
+    );
+    assert!(err.is_permanent());
+    let text = err.to_string();
+    assert!(
+        text.contains("`gpt-missing`") && text.contains("check the bot's `model`"),
+        "{text}"
     );
     assert_eq!(fake.requests().len(), 1);
 }

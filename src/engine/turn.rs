@@ -112,6 +112,10 @@ pub(crate) enum TurnFailure {
     /// The backend answered with an error.
     #[error("{0}")]
     Backend(String),
+    /// The backend refused the turn for a reason the config must fix (an unknown model, a bad
+    /// key): reported to the chat as such, not as "try again".
+    #[error("{0}")]
+    Misconfigured(String),
     /// The backend was still working at the time limit and was stopped.
     #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
     TimedOut(Duration),
@@ -240,7 +244,12 @@ async fn run_turn(
     let mut reply = match ran {
         Ok(Ok(reply)) => reply,
         Ok(Err(err)) => {
-            return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
+            let failure = if err.is_permanent() {
+                TurnFailure::Misconfigured(err.to_string())
+            } else {
+                TurnFailure::Backend(err.to_string())
+            };
+            return failed(shared, journal, failure).await;
         }
         Err(_) => return failed(shared, journal, TurnFailure::TimedOut(limit)).await,
     };

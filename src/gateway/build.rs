@@ -9,7 +9,8 @@ use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secre
 use crate::local::{LocalAdapter, LocalHub};
 use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 use crate::turn::{
-    Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings, Reaper,
+    Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend, OpenAiSettings,
+    Reaper,
 };
 
 /// Environment lookup, injectable for tests.
@@ -298,8 +299,15 @@ fn backend(
             let base_url =
                 OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
             let key_env = bot.api_key_env.as_deref().or(shared.api_key_env.as_deref());
-            let settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
+            let mut settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
                 .with_api_key(resolve_secret(key_env, env));
+            settings.options = ModelOptions {
+                temperature: bot.temperature,
+                max_tokens: bot.max_tokens,
+                top_p: bot.top_p,
+                reasoning_effort: bot.reasoning_effort.clone(),
+                extra_body: bot.extra_body.clone().unwrap_or_default(),
+            };
             Arc::new(OpenAiBackend::new(settings).map_err(bad)?)
         }
         BackendKind::Http => {

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use command::CommandBackend;
 pub use echo::EchoBackend;
 pub use http::HttpBackend;
-pub use openai::{OpenAiBackend, OpenAiSettings};
+pub use openai::{ModelOptions, OpenAiBackend, OpenAiSettings};
 pub use process_group::{KILL_AFTER, Reaper};
 pub use schema::{TURN_SCHEMA_VERSION, session_id, turn_schema};
 
@@ -330,6 +330,56 @@ pub enum BackendError {
     /// The `command` backend's program failed.
     #[error("command backend failed: {0}")]
     Command(String),
+    /// The model server refused the request for a reason that asking again will not change
+    /// (an unknown model, a bad key, a request it cannot take): the config needs fixing.
+    #[error("the model server refused model `{model}` (HTTP {status}: {message}); {fix}")]
+    Refused {
+        /// The model asked for.
+        model: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's message (never contains our API key).
+        message: String,
+        /// What to change.
+        fix: &'static str,
+    },
+}
+
+impl BackendError {
+    /// Whether the error is the config's to fix, not a passing failure: it is reported to the
+    /// chat as such instead of the generic "try again" reply.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, BackendError::Refused { .. })
+    }
+
+    /// This error, for a request to `model`, as [`BackendError::Refused`] when the status says
+    /// asking again will not help (a 4xx other than 408 and 429).
+    pub(crate) fn refused_for(self, model: &str) -> BackendError {
+        let BackendError::Status {
+            status, message, ..
+        } = &self
+        else {
+            return self;
+        };
+        let fix = match status {
+            401 | 403 => {
+                "check the bot's api_key_env (or [backends.openai] api_key_env): the key is missing, wrong or not allowed this model"
+            }
+            404 => "check the bot's `model` and `base_url`: the server does not know this model",
+            400 | 413 | 422 => {
+                "check the bot's model settings (max_tokens, temperature, top_p, reasoning_effort, extra_body) and that the model supports tools"
+            }
+            408 | 429 => return self,
+            400..=499 => "check the bot's `model`, `base_url` and key",
+            _ => return self,
+        };
+        BackendError::Refused {
+            model: model.to_owned(),
+            status: *status,
+            message: message.clone(),
+            fix,
+        }
+    }
 }
 
 /// A bot's backend.

@@ -56,7 +56,10 @@ async fn a_json_lines_agent_streams_its_reply_by_editing_its_post() {
     assert!(seen.edits() >= 2, "not edited in: {:?}", seen.all());
     let texts = seen.texts();
     for pair in texts.windows(2) {
-        assert!(pair[1].starts_with(&pair[0]), "an edit took text back: {pair:?}");
+        assert!(
+            pair[1].starts_with(&pair[0]),
+            "an edit took text back: {pair:?}"
+        );
     }
     w.gateway.stop().await;
 }

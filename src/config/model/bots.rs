@@ -61,6 +61,21 @@ pub struct BotConfig {
     /// Per-bot env var with the API key.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// `openai` backend: sampling temperature (0 to 2).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// `openai` backend: the most tokens one answer may have.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// `openai` backend: nucleus sampling (0 to 1).
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// `openai` backend: how hard a reasoning model thinks (`low`, `medium`, `high`...).
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    /// `openai` backend: more keys for each request body, passed through.
+    #[serde(default)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// `http` backend: where to POST turns.
     #[serde(default)]
     pub url: Option<String>,

@@ -23,6 +23,7 @@ mod wire;
 
 use retry::{Attempt, Failure, FinalError, is_retryable, retry_after};
 use stream::Assembler;
+pub use wire::ModelOptions;
 use wire::{Completion, Delivery, parse_completion, request_body};
 
 /// How to reach one OpenAI-compatible server. Built once per bot at startup from the config
@@ -42,6 +43,8 @@ pub struct OpenAiSettings {
     pub max_attempts: u32,
     /// First backoff delay; doubled per attempt, unless the server says `Retry-After`.
     pub retry_base_delay: Duration,
+    /// The bot's model settings (temperature and the like), sent with every request.
+    pub options: ModelOptions,
 }
 
 impl OpenAiSettings {
@@ -65,6 +68,7 @@ impl OpenAiSettings {
             idle_timeout: IDLE_TIMEOUT,
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             retry_base_delay: Self::DEFAULT_RETRY_BASE_DELAY,
+            options: ModelOptions::default(),
         }
     }
 
@@ -272,8 +276,17 @@ impl OpenAiBackend {
         let mut lines = request.messages.clone();
         let mut usage: Option<Usage> = None;
         for round in 1..=MAX_TOOL_ROUNDS {
-            let body = request_body(model, &lines, &request.tools, delivery);
-            let answer = self.complete(&body, delivery, sink).await?;
+            let body = request_body(
+                model,
+                &lines,
+                &request.tools,
+                delivery,
+                &self.settings.options,
+            );
+            let answer = self
+                .complete(&body, delivery, sink)
+                .await
+                .map_err(|err| err.refused_for(model))?;
             if let Some(used) = answer.usage {
                 usage = Some(usage.unwrap_or_default().plus(used));
             }
