@@ -351,7 +351,7 @@ async fn openai_sends_api_key_as_bearer_and_never_shows_it() {
         .unwrap_err();
     let shown = format!("{err} {err:?}");
     assert!(
-        matches!(err, BackendError::Status { status: 401, .. }),
+        matches!(err, BackendError::Refused { status: 401, .. }),
         "{shown}"
     );
     assert!(!shown.contains(SECRET_KEY), "{shown}");
