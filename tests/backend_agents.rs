@@ -617,3 +617,122 @@ group_policy = "open"
     assert!(asked.elapsed() >= Duration::from_secs(135));
     gw.stop().await;
 }
+
+// ---- examples/agents: the wrappers against recorded CLI output --------------------------------
+
+/// Runs the example wrapper `name` with a fake CLI `cli` on its `PATH` that prints `fixture`
+/// and notes its arguments in `$HOME/args`; returns the reply, what streamed, and the args.
+async fn wrapper(
+    name: &str,
+    cli: &str,
+    fixture: &str,
+    home: &std::path::Path,
+) -> (baton::turn::BackendReply, String, String) {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents");
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join(cli);
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$HOME/args\"\ncat {examples}/fixtures/{fixture}\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let home = home.to_owned();
+    let vars = move |var: &str| match var {
+        "PATH" => Some(path.clone()),
+        "HOME" => Some(home.to_string_lossy().into_owned()),
+        _ => None,
+    };
+    let heard = Heard::default();
+    let backend = CommandBackend::new(vec![format!("{examples}/{name}")], Reaper::default(), &vars);
+    let reply = backend
+        .run_streaming(&turn("", "is the cache still used?"), &NoTools, &heard)
+        .await
+        .unwrap();
+    let args =
+        std::fs::read_to_string(std::path::Path::new(&vars("HOME").unwrap()).join("args")).unwrap();
+    let streamed = heard.0.lock().unwrap().clone();
+    (reply, streamed, args)
+}
+
+#[tokio::test]
+async fn the_claude_code_wrapper_reads_recorded_stream_json() {
+    let home = tempfile::tempdir().unwrap();
+    let (reply, streamed, args) = wrapper(
+        "claude-code",
+        "claude",
+        "claude-stream-json.jsonl",
+        home.path(),
+    )
+    .await;
+    let said = "Let me look for the cache first. Yes: `BuildCache` is still used by \
+                `src/build/mod.rs` for incremental builds.";
+    assert_eq!(reply.text.as_deref(), Some(said));
+    assert_eq!(streamed, said, "streamed as it was written");
+    let usage = reply.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (15, 118));
+    let session_id = turn("", "").session_id;
+    assert!(
+        args.contains(&format!("--session-id\n{session_id}")),
+        "{args}"
+    );
+    assert!(args.contains("stream-json"), "{args}");
+    // The next turn of the session resumes Claude Code's session.
+    let (_, _, args) = wrapper(
+        "claude-code",
+        "claude",
+        "claude-stream-json.jsonl",
+        home.path(),
+    )
+    .await;
+    assert!(args.contains(&format!("--resume\n{session_id}")), "{args}");
+}
+
+#[tokio::test]
+async fn the_codex_wrapper_reads_recorded_exec_json() {
+    let home = tempfile::tempdir().unwrap();
+    let (reply, streamed, args) =
+        wrapper("codex", "codex", "codex-exec-json.jsonl", home.path()).await;
+    let said = "Yes, `BuildCache` is still used by `src/build/mod.rs`.";
+    assert_eq!(reply.text.as_deref(), Some(said));
+    assert_eq!(streamed, said);
+    let usage = reply.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (24763, 122));
+    assert!(args.starts_with("exec\n--json\n"), "{args}");
+}
+
+#[tokio::test]
+async fn the_python_http_agent_streams_ndjson() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents/http_agent.py");
+    let mut agent = tokio::process::Command::new("python3")
+        .args([script, "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = agent.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.trim_start_matches("listening on ");
+    let heard = Heard::default();
+    let reply = HttpBackend::new(format!("http://127.0.0.1:{port}/turn"))
+        .unwrap()
+        .run_streaming(&turn("", "hello agent"), &NoTools, &heard)
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.text.as_deref(),
+        Some("snark heard someone: hello agent")
+    );
+    assert_eq!(*heard.0.lock().unwrap(), "snark heard someone: hello agent");
+    agent.kill().await.unwrap();
+}

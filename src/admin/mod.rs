@@ -121,7 +121,7 @@ pub(crate) async fn execute(
             Ok(format!("Resumed {whom} in this chat."))
         }
         AdminCommand::Stop(bot) => {
-            let bot = resolve_bot(shared, inbound, &bot)?;
+            let bot = resolve_bot(shared, inbound, bot)?;
             let event = &inbound.event;
             let n = shared.running().stop(&bot, event.platform, &event.chat);
             Ok(match n {
