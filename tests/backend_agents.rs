@@ -736,3 +736,55 @@ async fn the_python_http_agent_streams_ndjson() {
     assert_eq!(*heard.0.lock().unwrap(), "snark heard someone: hello agent");
     agent.kill().await.unwrap();
 }
+
+/// The overhead of a `command` turn: from the turn's start to its agent's first byte (a JSON
+/// Lines text event), and to the whole reply of a program that prints one line, over 200 turns
+/// each. A measurement for BENCHMARKS.md, never asserted:
+///
+/// ```sh
+/// cargo test --release --test backend_agents -- --ignored --nocapture overhead
+/// ```
+#[tokio::test]
+#[ignore = "a measurement for BENCHMARKS.md: run it with --ignored"]
+async fn command_turn_overhead() {
+    const RUNS: usize = 200;
+    let request = turn("", "hi");
+    let percentiles = |mut took: Vec<Duration>| {
+        took.sort_unstable();
+        let at = |q: usize| took[(took.len() - 1) * q / 100].as_micros();
+        format!("p50 {} µs, p90 {} µs, p99 {} µs", at(50), at(90), at(99))
+    };
+    let first_byte = command(&["/bin/sh", "-c", r#"printf '{"type":"text","delta":"x"}\n'"#]);
+    let mut took = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let heard = FirstHeard::default();
+        let started = Instant::now();
+        first_byte
+            .run_streaming(&request, &NoTools, &heard)
+            .await
+            .unwrap();
+        took.push(heard.at.get().unwrap().duration_since(started));
+    }
+    println!("## command turn, spawn to first text event (sh printf): {}", percentiles(took));
+    let whole = command(&["/bin/echo", "hi"]);
+    let mut took = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        whole.run(&request, &NoTools).await.unwrap();
+        took.push(started.elapsed());
+    }
+    println!("## command turn, spawn to whole reply (/bin/echo): {}", percentiles(took));
+}
+
+/// A sink that notes when it heard the first text.
+#[derive(Default)]
+struct FirstHeard {
+    at: std::sync::OnceLock<Instant>,
+}
+
+impl TextSink for FirstHeard {
+    fn text(&self, _delta: &str) {
+        let _ = self.at.set(Instant::now());
+    }
+    fn retract(&self) {}
+}
