@@ -765,7 +765,10 @@ async fn command_turn_overhead() {
             .unwrap();
         took.push(heard.at.get().unwrap().duration_since(started));
     }
-    println!("## command turn, spawn to first text event (sh printf): {}", percentiles(took));
+    println!(
+        "## command turn, spawn to first text event (sh printf): {}",
+        percentiles(took)
+    );
     let whole = command(&["/bin/echo", "hi"]);
     let mut took = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
@@ -773,7 +776,10 @@ async fn command_turn_overhead() {
         whole.run(&request, &NoTools).await.unwrap();
         took.push(started.elapsed());
     }
-    println!("## command turn, spawn to whole reply (/bin/echo): {}", percentiles(took));
+    println!(
+        "## command turn, spawn to whole reply (/bin/echo): {}",
+        percentiles(took)
+    );
 }
 
 /// A sink that notes when it heard the first text.

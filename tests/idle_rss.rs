@@ -232,7 +232,10 @@ async fn rss_with_fifty_long_agent_turns_in_flight() {
     // Not a synchronisation: the turns have settled into waiting on their agents.
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!("## {TURNS} agent turns: idle {idle}");
-    println!("## {TURNS} agent turns: in flight {} ({bin})", memory_of(gateway.pid));
+    println!(
+        "## {TURNS} agent turns: in flight {} ({bin})",
+        memory_of(gateway.pid)
+    );
     gateway.terminate();
     let status = gateway.wait(EXIT_DEADLINE).await;
     assert!(status.success(), "{status}\n{}", gateway.logs());
