@@ -88,10 +88,10 @@ pub(super) enum Refusal {
          needs an API token: set gateway.api_token_env and send `Authorization: Bearer <token>`"
     )]
     Forwarded(&'static str),
-    /// A bearer token on `/mcp` that is no running turn's (any more) nor the API token.
+    /// A bearer token on `/mcp` that is no running turn's (any more), where no API token is set.
     #[error(
-        "this MCP token is unknown or its turn has ended; an agent's token (`$BATON_MCP_TOKEN`) \
-         works only while the turn that got it runs"
+        "this MCP bearer token is unknown or its turn has ended; an agent's token \
+         (`$BATON_MCP_TOKEN`) works only while the turn that got it runs"
     )]
     TurnToken,
     /// A state-changing request from a web page of another origin.
@@ -151,7 +151,8 @@ pub(super) async fn require(
             request.extensions_mut().insert(AgentTurn(caller));
             return next.run(request).await;
         }
-        if !state.token.as_ref().is_some_and(|t| t.matches(&presented)) {
+        // With an API token set, the gate below refuses any other token as it always does.
+        if state.token.is_none() {
             return Refusal::TurnToken.into_response();
         }
     }
