@@ -17,11 +17,15 @@ enum Schema {
     Turn,
 }
 
-/// Print the schema, pretty.
+/// Print the schema, pretty. A reader that stops early (`| head`) is no error.
 pub(super) fn schema(args: &SchemaArgs) -> anyhow::Result<()> {
+    use std::io::Write as _;
     let schema = match args.what {
         Schema::Turn => crate::turn::turn_schema(),
     };
-    println!("{}", serde_json::to_string_pretty(&schema)?);
-    Ok(())
+    let text = serde_json::to_string_pretty(&schema)?;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+        _ => Ok(()),
+    }
 }
