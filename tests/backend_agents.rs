@@ -12,9 +12,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
 use baton::turn::{
-    Backend, BackendError, ChatLine, CommandBackend, EchoBackend, HttpBackend, NoTools, Role,
+    Backend, BackendError, ChatLine, CommandBackend, EchoBackend, HttpBackend, KILL_AFTER, NoTools,
+    Reaper, Role, TextSink,
 };
 use serde_json::{Value, json};
+use support::gateway::{TestGateway, temp_db};
+use support::process::eventually;
 use support::turns::{RecordingTools, closed_port_url, serve, turn};
 
 // ---- http --------------------------------------------------------------------------------------
@@ -133,17 +136,68 @@ async fn http_answer_past_the_read_bound_fails_the_turn_unread() {
     assert!(matches!(err, BackendError::TooLong(10_000)), "{err:?}");
 }
 
+#[tokio::test]
+async fn http_agents_may_answer_with_events_over_sse_or_ndjson() {
+    let events = [
+        json!({"type": "text", "delta": "Hello "}),
+        json!({"type": "usage", "prompt_tokens": 5, "completion_tokens": 2}),
+        json!({"type": "text", "delta": "there."}),
+    ];
+    let sse: String = events
+        .iter()
+        .map(|e| format!("event: message\ndata: {e}\n\n"))
+        .collect();
+    let ndjson: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let answer = |content_type: &'static str, body: String| {
+        post(move || async move { ([(axum::http::header::CONTENT_TYPE, content_type)], body) })
+    };
+    let app = Router::new()
+        .route("/sse", answer("text/event-stream", sse))
+        .route("/ndjson", answer("application/x-ndjson", ndjson))
+        .route(
+            "/bad",
+            answer("application/x-ndjson", "{\"type\":\"nope\"}\n".into()),
+        );
+    let url = serve(app).await;
+    for path in ["sse", "ndjson"] {
+        let heard = Heard::default();
+        let reply = HttpBackend::new(format!("{url}/{path}"))
+            .unwrap()
+            .run_streaming(&turn("", "hi"), &NoTools, &heard)
+            .await
+            .unwrap();
+        assert_eq!(reply.text.as_deref(), Some("Hello there."), "{path}");
+        assert_eq!(*heard.0.lock().unwrap(), "Hello there.", "{path}");
+        assert_eq!(reply.usage.unwrap().prompt_tokens, 5, "{path}");
+    }
+    let err = HttpBackend::new(format!("{url}/bad"))
+        .unwrap()
+        .run(&turn("", "hi"), &NoTools)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, BackendError::BadResponse(text) if text.contains("not a baton agent event")),
+        "{err:?}"
+    );
+}
+
 // ---- command -----------------------------------------------------------------------------------
 
 fn sh(script: &str) -> CommandBackend {
-    CommandBackend::new(vec!["sh".into(), "-c".into(), script.into()])
+    command(&["sh", "-c", script])
+}
+
+/// A command backend with baton's own `PATH` and `HOME` (and nothing else) passed.
+fn command(argv: &[&str]) -> CommandBackend {
+    let argv = argv.iter().map(|a| (*a).to_owned()).collect();
+    CommandBackend::new(argv, Reaper::default(), |name| std::env::var(name).ok())
 }
 
 #[tokio::test]
 async fn command_reads_the_turn_on_stdin() {
     let script = r#"input=$(cat)
 case "$input" in
-  *'"content":"hello command"'*'"session":"bot:snark:local:snark:c1"'*) echo "  $BATON_BOT saw the turn  " ;;
+  *'"content":"hello command"'*'"session":"bot:snark:local:snark:c1"'*) echo "  snark saw the turn  " ;;
   *) echo "wrong input: $input" ;;
 esac"#;
     let reply = sh(script)
@@ -193,6 +247,25 @@ exit 3"#;
     assert!(!text.contains("noise 1"), "{text}");
 }
 
+/// The pids a script wrote to `file`, one a line, once it has written `count` of them.
+async fn pids(file: &std::path::Path, count: usize) -> Vec<u32> {
+    eventually(Duration::from_secs(10), "the agent's pids", || async {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        (pids.len() >= count).then_some(pids)
+    })
+    .await
+}
+
+/// Whether `pid` is still a live process (a zombie waiting for its parent counts as gone).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+    })
+}
+
 #[tokio::test]
 async fn command_output_past_the_read_bound_fails_the_turn_and_kills_it() {
     let started = Instant::now();
@@ -206,25 +279,173 @@ async fn command_output_past_the_read_bound_fails_the_turn_and_kills_it() {
 }
 
 #[tokio::test]
-async fn command_timeout_kills_the_program() {
+async fn a_dropped_turn_ends_every_process_of_its_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    // The agent and a child of its own: both must go when the turn is dropped (time limit,
+    // cancel, shutdown all drop it).
+    let script = format!(
+        "echo $$ >> {f}; sleep 300 & echo $! >> {f}; wait",
+        f = file.display()
+    );
+    let backend = sh(&script);
+    let request = turn("", "x");
     let started = Instant::now();
-    let err = sh("sleep 30")
-        .with_timeout(Duration::from_millis(200))
+    let mut run = Box::pin(backend.run(&request, &NoTools));
+    let found = tokio::select! {
+        _ = &mut run => panic!("the agent answered"),
+        pids = pids(&file, 2) => pids,
+    };
+    assert!(
+        found.iter().all(|p| alive(*p)),
+        "{found:?} run while the turn does"
+    );
+    drop(run);
+    eventually(Duration::from_secs(4), "the group gone", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "SIGTERM was enough"
+    );
+}
+
+#[tokio::test]
+async fn a_group_that_ignores_sigterm_is_killed_after_five_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pids");
+    let script = format!(
+        "trap '' TERM; echo $$ >> {f}; sleep 300 & echo $! >> {f}; wait",
+        f = file.display()
+    );
+    let reaper = Reaper::default();
+    let argv = ["sh", "-c", &script].map(str::to_owned).to_vec();
+    let backend = CommandBackend::new(argv, reaper.clone(), |name| std::env::var(name).ok());
+    let request = turn("", "x");
+    let mut run = Box::pin(backend.run(&request, &NoTools));
+    let found = tokio::select! {
+        _ = &mut run => panic!("the agent answered"),
+        pids = pids(&file, 2) => pids,
+    };
+    drop(run);
+    let dropped = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(found.iter().all(|p| alive(*p)), "SIGTERM is ignored");
+    tokio::time::timeout(Duration::from_secs(10), reaper.settled())
+        .await
+        .unwrap();
+    let waited = dropped.elapsed();
+    assert!(
+        waited >= KILL_AFTER && waited < KILL_AFTER + Duration::from_secs(3),
+        "{waited:?}"
+    );
+    eventually(Duration::from_secs(2), "the group killed", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_agent_gets_only_the_allowed_environment_in_its_workdir() {
+    let dir = tempfile::tempdir().unwrap();
+    let vars = |name: &str| match name {
+        "PATH" => std::env::var("PATH").ok(),
+        "HOME" => Some("/home/agent".into()),
+        "AGENT_KEY" => Some("k-123".into()),
+        "BATON_SECRET" => Some("never".into()),
+        _ => None,
+    };
+    let backend = CommandBackend::new(vec!["env".into()], Reaper::default(), vars)
+        .with_env(&["AGENT_KEY".into(), "UNSET_ONE".into()], vars)
+        .with_workdir(dir.path().to_owned());
+    let reply = backend.run(&turn("", "x"), &NoTools).await.unwrap();
+    let text = reply.text.unwrap();
+    let mut names: Vec<&str> = text.lines().filter_map(|l| l.split('=').next()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["AGENT_KEY", "HOME", "PATH"], "{text}");
+
+    let reply = CommandBackend::new(vec!["pwd".into()], Reaper::default(), vars)
+        .with_workdir(dir.path().to_owned())
         .run(&turn("", "x"), &NoTools)
         .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, BackendError::Command(text) if text.contains("killed")),
-        "{err:?}"
+        .unwrap();
+    let shown = std::fs::canonicalize(reply.text.unwrap()).unwrap();
+    assert_eq!(shown, std::fs::canonicalize(dir.path()).unwrap());
+}
+
+/// A sink that keeps what it heard.
+#[derive(Default)]
+struct Heard(Mutex<String>);
+
+impl TextSink for Heard {
+    fn text(&self, delta: &str) {
+        self.0.lock().unwrap().push_str(delta);
+    }
+    fn retract(&self) {}
+}
+
+#[tokio::test]
+async fn json_lines_stream_while_the_agent_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    // The second half is printed only once the test has seen the first one: the text is
+    // read as it comes, not when the program exits.
+    let script = format!(
+        r#"cat >/dev/null
+echo '{{"type":"text","delta":"Half "}}'
+while [ ! -e {go} ]; do sleep 0.05; done
+echo '{{"type":"usage","prompt_tokens":12,"completion_tokens":3}}'
+echo '{{"type":"text","delta":"and whole."}}'
+echo '{{"type":"reply","text":"Half and whole.","model":"agent-1"}}'"#,
+        go = go.display()
     );
-    assert!(started.elapsed() < Duration::from_secs(10));
+    let heard = Heard::default();
+    let backend = sh(&script);
+    let request = turn("", "x");
+    let mut run = Box::pin(backend.run_streaming(&request, &NoTools, &heard));
+    tokio::select! {
+        _ = &mut run => panic!("answered before the test let it"),
+        () = eventually(Duration::from_secs(10), "the first delta", || async {
+            (*heard.0.lock().unwrap() == "Half ").then_some(())
+        }) => {}
+    }
+    std::fs::write(&go, "").unwrap();
+    let reply = run.await.unwrap();
+    assert_eq!(reply.text.as_deref(), Some("Half and whole."));
+    assert_eq!(reply.model, "agent-1");
+    assert_eq!(reply.usage.unwrap().completion_tokens, 3);
+    assert_eq!(*heard.0.lock().unwrap(), "Half and whole.");
+}
+
+#[tokio::test]
+async fn a_malformed_event_fails_the_turn_quoting_stderr() {
+    let script = r#"cat >/dev/null
+echo "loading model" >&2
+echo '{"type":"text","delta":"a"}'
+echo 'not an event'
+sleep 300"#;
+    let started = Instant::now();
+    let err = sh(script).run(&turn("", "x"), &NoTools).await.unwrap_err();
+    let BackendError::Command(text) = &err else {
+        panic!("expected Command, got {err:?}");
+    };
+    assert!(
+        text.contains("event 2 is not a baton agent event"),
+        "{text}"
+    );
+    assert!(text.contains("loading model"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the agent was not waited for"
+    );
 }
 
 #[tokio::test]
 async fn command_that_ignores_stdin_still_replies() {
     let reply = sh("echo hi").run(&turn("", "x"), &NoTools).await.unwrap();
     assert_eq!(reply.text.as_deref(), Some("hi"));
-    let err = CommandBackend::new(Vec::new())
+    let err = command(&[])
         .run(&turn("", "x"), &NoTools)
         .await
         .unwrap_err();
@@ -289,4 +510,315 @@ async fn echo_ask_directive_calls_sessions_send() {
         reply.text.as_deref(),
         Some("sessions_send to caid: refused (max_depth)")
     );
+}
+
+// ---- an agent's turn in the gateway: stop and shutdown -----------------------------------------
+
+/// A gateway with one `command` bot, caid, whose agent records its pids in `pids` and works
+/// for five minutes; `admin` is a baton admin.
+async fn slow_agent_gateway(
+    db: &std::path::Path,
+    pids: &std::path::Path,
+    drain_seconds: u64,
+) -> TestGateway {
+    let script = format!(
+        "cat >/dev/null; echo $$ >> {f}; sleep 300 & echo $! >> {f}; wait; echo done",
+        f = pids.display()
+    );
+    let config = format!(
+        r#"
+[gateway]
+drain_seconds = {drain_seconds}
+error_reply = "Sorry, my backend failed."
+
+[admins]
+local = ["admin"]
+
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["sh", "-c", "{script}"]
+
+[chats_default]
+group_policy = "open"
+"#
+    );
+    let env = |name: &str| std::env::var(name).ok().filter(|_| name == "PATH");
+    TestGateway::start_with_env(&config, db, &env).await
+}
+
+#[tokio::test]
+async fn baton_stop_cancels_the_bots_turn_and_posts_nothing_of_it() {
+    let (dir, db) = temp_db();
+    let file = dir.path().join("pids");
+    let gw = slow_agent_gateway(&db, &file, 5).await;
+    gw.say("room", "alice", "@caid refactor everything").await;
+    let found = pids(&file, 2).await;
+    gw.say("room", "admin", "/baton stop @caid").await;
+    eventually(Duration::from_secs(4), "the agent's group gone", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+    gw.settle().await;
+    let said: Vec<Value> = gw.said_by("room", "caid").await;
+    let texts: Vec<&str> = said.iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(
+        texts,
+        ["Stopped 1 running turn(s) of caid in this chat."],
+        "no error reply, nothing of the stopped turn"
+    );
+    let transcript = gw.transcript("bot:caid:local:caid:room").await;
+    assert!(
+        transcript
+            .iter()
+            .any(|e| e["kind"] == "failure" && e["text"] == "stopped by /baton stop"),
+        "{transcript:#?}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_interrupts_a_turn_past_the_drain_and_ends_its_processes() {
+    let (dir, db) = temp_db();
+    let file = dir.path().join("pids");
+    let gw = slow_agent_gateway(&db, &file, 1).await;
+    gw.say("room", "alice", "@caid refactor everything").await;
+    let found = pids(&file, 2).await;
+    let started = Instant::now();
+    gw.stop().await;
+    assert!(
+        found.iter().all(|p| !alive(*p)),
+        "{found:?} outlived the gateway"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    // The turn is on record as interrupted, for whoever reads the transcript next.
+    let store = baton::store::Store::open(&db.to_string_lossy())
+        .await
+        .unwrap();
+    let session = "bot:caid:local:caid:room".parse().unwrap();
+    let entries = store
+        .transcript(baton::store::TranscriptQuery::session(session))
+        .await
+        .unwrap();
+    assert!(
+        entries.iter().any(
+            |e| e.kind == baton::store::EntryKind::Failure && e.text.starts_with("interrupted")
+        ),
+        "{entries:#?}"
+    );
+}
+
+/// SLOW (about 135 s, kept in the suite on purpose): a turn longer than any request timeout
+/// (baton once cut every agent turn at 120 s) is answered, because the bot's
+/// `turn_timeout_seconds` is the only limit.
+#[tokio::test]
+async fn slow_a_135_second_agent_turn_is_answered() {
+    let (_dir, db) = temp_db();
+    let config = r#"
+[gateway]
+drain_seconds = 5
+turn_timeout_seconds = 60
+
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["sh", "-c", "cat >/dev/null; sleep 135; echo 'done, after a long think'"]
+turn_timeout_seconds = 200
+
+[chats_default]
+group_policy = "open"
+"#;
+    let env = |name: &str| std::env::var(name).ok().filter(|_| name == "PATH");
+    let gw = TestGateway::start_with_env(config, &db, &env).await;
+    let asked = Instant::now();
+    gw.say("room", "alice", "@caid take your time").await;
+    let said = eventually(Duration::from_secs(170), "caid's answer", || async {
+        let said = gw.said_by("room", "caid").await;
+        (!said.is_empty()).then_some(said)
+    })
+    .await;
+    assert_eq!(said[0]["text"], "done, after a long think");
+    assert!(asked.elapsed() >= Duration::from_secs(135));
+    gw.stop().await;
+}
+
+// ---- examples/agents: the wrappers against recorded CLI output --------------------------------
+
+/// Runs the example wrapper `name` with a fake CLI `cli` on its `PATH` that prints `fixture`
+/// and notes its arguments in `$HOME/args`; returns the reply, what streamed, and the args.
+async fn wrapper(
+    name: &str,
+    cli: &str,
+    fixture: &str,
+    home: &std::path::Path,
+) -> (baton::turn::BackendReply, String, String) {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents");
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join(cli);
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$HOME/args\"\ncat {examples}/fixtures/{fixture}\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let home = home.to_owned();
+    let vars = move |var: &str| match var {
+        "PATH" => Some(path.clone()),
+        "HOME" => Some(home.to_string_lossy().into_owned()),
+        _ => None,
+    };
+    let heard = Heard::default();
+    let backend = CommandBackend::new(vec![format!("{examples}/{name}")], Reaper::default(), &vars);
+    let reply = backend
+        .run_streaming(&turn("", "is the cache still used?"), &NoTools, &heard)
+        .await
+        .unwrap();
+    let args =
+        std::fs::read_to_string(std::path::Path::new(&vars("HOME").unwrap()).join("args")).unwrap();
+    let streamed = heard.0.lock().unwrap().clone();
+    (reply, streamed, args)
+}
+
+#[tokio::test]
+async fn the_claude_code_wrapper_reads_recorded_stream_json() {
+    let home = tempfile::tempdir().unwrap();
+    let (reply, streamed, args) = wrapper(
+        "claude-code",
+        "claude",
+        "claude-stream-json.jsonl",
+        home.path(),
+    )
+    .await;
+    let said = "Let me look for the cache first. Yes: `BuildCache` is still used by \
+                `src/build/mod.rs` for incremental builds.";
+    assert_eq!(reply.text.as_deref(), Some(said));
+    assert_eq!(streamed, said, "streamed as it was written");
+    let usage = reply.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (15, 118));
+    let session_id = turn("", "").session_id;
+    assert!(
+        args.contains(&format!("--session-id\n{session_id}")),
+        "{args}"
+    );
+    assert!(args.contains("stream-json"), "{args}");
+    // The next turn of the session resumes Claude Code's session.
+    let (_, _, args) = wrapper(
+        "claude-code",
+        "claude",
+        "claude-stream-json.jsonl",
+        home.path(),
+    )
+    .await;
+    assert!(args.contains(&format!("--resume\n{session_id}")), "{args}");
+}
+
+#[tokio::test]
+async fn the_codex_wrapper_reads_recorded_exec_json() {
+    let home = tempfile::tempdir().unwrap();
+    let (reply, streamed, args) =
+        wrapper("codex", "codex", "codex-exec-json.jsonl", home.path()).await;
+    let said = "Yes, `BuildCache` is still used by `src/build/mod.rs`.";
+    assert_eq!(reply.text.as_deref(), Some(said));
+    assert_eq!(streamed, said);
+    let usage = reply.usage.unwrap();
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (24763, 122));
+    assert!(args.starts_with("exec\n--json\n"), "{args}");
+}
+
+#[tokio::test]
+async fn the_python_http_agent_streams_ndjson() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents/http_agent.py");
+    let mut agent = tokio::process::Command::new("python3")
+        .args([script, "0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = agent.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let first = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let port = first.trim_start_matches("listening on ");
+    let heard = Heard::default();
+    let reply = HttpBackend::new(format!("http://127.0.0.1:{port}/turn"))
+        .unwrap()
+        .run_streaming(&turn("", "hello agent"), &NoTools, &heard)
+        .await
+        .unwrap();
+    assert_eq!(
+        reply.text.as_deref(),
+        Some("snark heard someone: hello agent")
+    );
+    assert_eq!(*heard.0.lock().unwrap(), "snark heard someone: hello agent");
+    agent.kill().await.unwrap();
+}
+
+/// The overhead of a `command` turn: from the turn's start to its agent's first byte (a JSON
+/// Lines text event), and to the whole reply of a program that prints one line, over 200 turns
+/// each. A measurement for BENCHMARKS.md, never asserted:
+///
+/// ```sh
+/// cargo test --release --test backend_agents -- --ignored --nocapture overhead
+/// ```
+#[tokio::test]
+#[ignore = "a measurement for BENCHMARKS.md: run it with --ignored"]
+async fn command_turn_overhead() {
+    const RUNS: usize = 200;
+    let request = turn("", "hi");
+    let percentiles = |mut took: Vec<Duration>| {
+        took.sort_unstable();
+        let at = |q: usize| took[(took.len() - 1) * q / 100].as_micros();
+        format!("p50 {} µs, p90 {} µs, p99 {} µs", at(50), at(90), at(99))
+    };
+    let first_byte = command(&["/bin/sh", "-c", r#"printf '{"type":"text","delta":"x"}\n'"#]);
+    let mut took = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let heard = FirstHeard::default();
+        let started = Instant::now();
+        first_byte
+            .run_streaming(&request, &NoTools, &heard)
+            .await
+            .unwrap();
+        took.push(heard.at.get().unwrap().duration_since(started));
+    }
+    println!(
+        "## command turn, spawn to first text event (sh printf): {}",
+        percentiles(took)
+    );
+    let whole = command(&["/bin/echo", "hi"]);
+    let mut took = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        whole.run(&request, &NoTools).await.unwrap();
+        took.push(started.elapsed());
+    }
+    println!(
+        "## command turn, spawn to whole reply (/bin/echo): {}",
+        percentiles(took)
+    );
+}
+
+/// A sink that notes when it heard the first text.
+#[derive(Default)]
+struct FirstHeard {
+    at: std::sync::OnceLock<Instant>,
+}
+
+impl TextSink for FirstHeard {
+    fn text(&self, _delta: &str) {
+        let _ = self.at.set(Instant::now());
+    }
+    fn retract(&self) {}
 }

@@ -34,7 +34,7 @@ fn sessions_send_spec() -> ToolSpec {
 fn settings(base_url: &str) -> OpenAiSettings {
     let mut settings = OpenAiSettings::new(base_url, "default-model");
     settings.retry_base_delay = Duration::from_millis(5);
-    settings.timeout = Duration::from_secs(10);
+    settings.idle_timeout = Duration::from_secs(10);
     settings
 }
 
@@ -300,9 +300,16 @@ async fn openai_client_errors_are_not_retried() {
         .run(&turn("gpt-missing", "hi"), &NoTools)
         .await
         .unwrap_err();
+    // A permanent error: named with its model and what to fix, and not retried.
     assert!(
-        matches!(&err, BackendError::Status { status: 404, attempts: 1, message } if message.contains("does not exist")),
+        matches!(&err, BackendError::Refused { model, status: 404, message, .. } if model == "gpt-missing" && message.contains("does not exist")),
         "{err:?}"
+    );
+    assert!(err.is_permanent());
+    let text = err.to_string();
+    assert!(
+        text.contains("`gpt-missing`") && text.contains("check the bot's `model`"),
+        "{text}"
     );
     assert_eq!(fake.requests().len(), 1);
 }
@@ -344,7 +351,7 @@ async fn openai_sends_api_key_as_bearer_and_never_shows_it() {
         .unwrap_err();
     let shown = format!("{err} {err:?}");
     assert!(
-        matches!(err, BackendError::Status { status: 401, .. }),
+        matches!(err, BackendError::Refused { status: 401, .. }),
         "{shown}"
     );
     assert!(!shown.contains(SECRET_KEY), "{shown}");
@@ -389,7 +396,7 @@ async fn openai_timeout_is_unreachable() {
         Step::Delay(Duration::from_secs(5), Box::new(Step::reply("too late"))),
     );
     let mut settings = settings(&fake.base_url);
-    settings.timeout = Duration::from_millis(200);
+    settings.idle_timeout = Duration::from_millis(200);
     settings.max_attempts = 1;
     let started = Instant::now();
     let err = OpenAiBackend::new(settings)
@@ -398,7 +405,7 @@ async fn openai_timeout_is_unreachable() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, BackendError::Unreachable(text) if text.contains("no answer")),
+        matches!(&err, BackendError::Unreachable(text) if text.contains("was silent")),
         "{err:?}"
     );
     assert!(started.elapsed() < Duration::from_secs(4));

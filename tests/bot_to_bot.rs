@@ -477,12 +477,9 @@ async fn a_restart_fails_an_interrupted_run_and_resumes_a_queued_one_on_the_reco
     let by_run = |id: &str| rows.iter().find(|d| d["run_id"] == id).unwrap().clone();
     let interrupted = by_run(&run_id);
     assert_eq!(interrupted["state"], "failed");
-    assert!(
-        interrupted["reason"]
-            .as_str()
-            .unwrap()
-            .contains("restarted")
-    );
+    // The stop past the drain interrupted b's turn and put that on record at once.
+    let reason = interrupted["reason"].as_str().unwrap();
+    assert!(reason.contains("interrupted"), "{reason}");
     assert_eq!(interrupted["notify"], "done");
     assert!(fake.requests_for("b").is_empty(), "b was not run again");
     let resumed = by_run("run_queued");

@@ -689,3 +689,40 @@ async fn a_refused_token_stops_only_that_account() {
     gateway.stop().await;
     drop((model, dir));
 }
+
+/// SPEC 6.2 on Discord: "@snark ask @caid: ..." is for snark alone; a message opening with a
+/// word is for every bot it mentions; `mentions = "all"` wakes every mentioned bot.
+#[tokio::test]
+async fn a_message_is_for_the_bots_mentioned_before_its_first_word() {
+    async fn answered_by(mode: &str, text: &str) -> Vec<String> {
+        let w = world(&format!(
+            "\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\nmentions = \"{mode}\"\n"
+        ))
+        .await;
+        w.model.script("snark", Step::reply("snark here"));
+        w.model.script("caid", Step::reply("caid here"));
+        let before = w.events();
+        w.discord.say(HUMAN, CHANNEL, text, None);
+        w.settle_after(before, 2).await;
+        let mut by: Vec<String> = w
+            .discord
+            .posts()
+            .iter()
+            .map(|p| p.body["content"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        by.sort();
+        w.stop().await;
+        by
+    }
+    let router = format!("<@{SNARK}> ask <@{CAID}>: write a haiku");
+    assert_eq!(answered_by("leading", &router).await, ["snark here"]);
+    let both = format!("can <@{SNARK}> or <@{CAID}> help?");
+    assert_eq!(
+        answered_by("leading", &both).await,
+        ["caid here", "snark here"]
+    );
+    assert_eq!(
+        answered_by("all", &router).await,
+        ["caid here", "snark here"]
+    );
+}

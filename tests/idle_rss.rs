@@ -170,3 +170,78 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
     let status = gateway.wait(EXIT_DEADLINE).await;
     assert!(status.success(), "{status}\n{}", gateway.logs());
 }
+
+/// The gateway's memory while 50 agent turns run at once: 50 rooms each wake caid, a `command`
+/// bot whose agent works for five minutes (`sleep`). The figure is the gateway's own process
+/// (the agents are processes of their own), idle first, then with the 50 turns in flight; then
+/// a clean stop, which must end every agent. A measurement for BENCHMARKS.md:
+///
+/// ```sh
+/// BATON_RSS_BIN=$PWD/target/release/baton cargo test --test idle_rss -- --ignored --nocapture fifty
+/// ```
+#[tokio::test]
+#[ignore = "a measurement for BENCHMARKS.md: run it with --ignored"]
+async fn rss_with_fifty_long_agent_turns_in_flight() {
+    const TURNS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let config_path = dir.path().join("baton.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "[gateway]\ndrain_seconds = 1\n\n[lanes]\nmain = 64\n\n\
+             [chats_default]\ngroup_policy = \"open\"\n\n\
+             [[bots]]\nid = \"caid\"\nbackend = \"command\"\nturn_timeout_seconds = 3600\n\
+             command = [\"sh\", \"-c\", \"cat >/dev/null; echo $$ >> {}; exec sleep 300\"]\n",
+            pids.display()
+        ),
+    )
+    .unwrap();
+    let bin = std::env::var("BATON_RSS_BIN").unwrap_or_else(|_| support::process::BATON.into());
+    let mut cmd = Command::new(&bin);
+    cmd.current_dir(dir.path())
+        .env_remove("BATON_CONFIG")
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "warn")
+        .args(["run", "--config"])
+        .arg(&config_path)
+        .args(["--listen", "127.0.0.1:0", "--database"])
+        .arg(dir.path().join("baton.db"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let (mut gateway, out) = Running::spawn(cmd);
+    let base = gateway.base_url(out).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = memory_of(gateway.pid);
+    let http = reqwest::Client::new();
+    for n in 0..TURNS {
+        let url = format!("{base}/api/local/rooms/room{n}/messages");
+        let sender = format!("user{n}");
+        let body = serde_json::json!({"sender": sender, "text": "@caid take an hour"});
+        let answer = http.post(url).json(&body).send().await.unwrap();
+        assert_eq!(answer.status(), 202);
+    }
+    let running: Vec<u32> = eventually(START_DEADLINE, "every agent running", || async {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        let found: Vec<u32> = text.lines().filter_map(|l| l.parse().ok()).collect();
+        (found.len() >= TURNS).then_some(found)
+    })
+    .await;
+    // Not a synchronisation: the turns have settled into waiting on their agents.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!("## {TURNS} agent turns: idle {idle}");
+    println!(
+        "## {TURNS} agent turns: in flight {} ({bin})",
+        memory_of(gateway.pid)
+    );
+    gateway.terminate();
+    let status = gateway.wait(EXIT_DEADLINE).await;
+    assert!(status.success(), "{status}\n{}", gateway.logs());
+    let left: Vec<&u32> = running
+        .iter()
+        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+        .collect();
+    assert!(left.is_empty(), "agents left after the stop: {left:?}");
+}

@@ -522,3 +522,88 @@ async fn stopping_the_gateway_ends_open_mcp_streams() {
     .await;
     assert!(ended.is_ok(), "the MCP stream stayed open after shutdown");
 }
+
+/// An agent bot's turn: a real process that calls `sessions_send` over `/mcp` with the token
+/// its turn carries, and answers with the reply. The token acts as caid whatever the call
+/// claims, is refused once the turn is over, and the turn it got matches `baton schema turn`.
+#[tokio::test]
+async fn an_agent_calls_baton_tools_with_its_turn_token() {
+    let (dir, db) = temp_db();
+    let dump = dir.path().join("turn.json");
+    let agent = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/ask_over_mcp.py");
+    let config = format!(
+        r#"
+[gateway]
+drain_seconds = 5
+
+[[bots]]
+id = "snark"
+backend = "echo"
+
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["python3", "{agent}"]
+env = ["TURN_DUMP"]
+tools = ["sessions_send"]
+
+[[bots]]
+id = "sec"
+backend = "echo"
+tools = []
+
+[agent_to_agent]
+enabled = true
+allow = ["*"]
+
+[chats_default]
+group_policy = "open"
+dm_policy = "open"
+"#
+    );
+    let dump_path = dump.to_string_lossy().into_owned();
+    let env = move |name: &str| match name {
+        "TURN_DUMP" => Some(dump_path.clone()),
+        "PATH" | "HOME" => std::env::var(name).ok(),
+        _ => None,
+    };
+    let gw = TestGateway::start_with_env(&config, &db, &env).await;
+    gw.say("lab", "alice", "@caid ask snark something").await;
+    let said = eventually(DEADLINE, "caid's answer", || async {
+        let said = gw.said_by("lab", "caid").await;
+        (!said.is_empty()).then_some(said)
+    })
+    .await;
+    assert_eq!(said[0]["text"], "snark said: hi there", "{said:?}");
+
+    // The send went out as caid (not the `sec` the call claimed): snark's session with caid.
+    let sessions = gw.get("/api/deliveries").await.to_string();
+    assert!(sessions.contains("caid"), "{sessions}");
+
+    let turn: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    let schema = baton::turn::turn_schema();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    if let Err(err) = validator.validate(&turn) {
+        panic!("the turn does not match its schema: {err}\n{turn:#}");
+    }
+    assert_eq!(turn["bot"], "caid");
+    assert_eq!(turn["version"], 1);
+    assert_eq!(turn["trigger"]["origin"], "human");
+    assert_eq!(turn["session_id"].as_str().map(str::len), Some(36));
+
+    // The turn is over: its token is refused, even from this machine.
+    let token = turn["tools"]["token"].as_str().unwrap();
+    let late = Mcp {
+        gw: &gw,
+        bot: None,
+        token: Some(token),
+        session: None,
+        next_id: 1,
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": PROTOCOL, "capabilities": {},
+        "clientInfo": {"name": "late", "version": "0"}}});
+    let response = late.post(&init).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    gw.stop().await;
+}

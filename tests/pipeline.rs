@@ -287,6 +287,23 @@ async fn a_backend_failure_gives_a_short_error_reply_and_a_recorded_failure() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
+    // A passing failure (the server is down through every retry): "try again".
+    for _attempt in 0..4 {
+        fake.script(
+            "alpha",
+            Step::Error {
+                status: 503,
+                retry_after: Some(0),
+            },
+        );
+    }
+    gw.say("room", "alice", "@alpha are you there?").await;
+    gw.settle().await;
+    assert_eq!(
+        texts(&gw.said_by("room", "alpha").await),
+        ["Sorry, my model backend failed."]
+    );
+    // A permanent one (the server refuses the request): what to fix, naming the model.
     fake.script(
         "alpha",
         Step::Error {
@@ -296,18 +313,21 @@ async fn a_backend_failure_gives_a_short_error_reply_and_a_recorded_failure() {
     );
     gw.say("room", "alice", "@alpha hello?").await;
     gw.settle().await;
-    assert_eq!(
-        texts(&gw.said_by("room", "alpha").await),
-        ["Sorry, my model backend failed."]
+    let said = texts(&gw.said_by("room", "alpha").await);
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said[1].contains("model `alpha`") && said[1].contains("check the bot's model settings"),
+        "{said:?}"
     );
     let entries = gw.transcript("bot:alpha:local:alpha:room").await;
-    let failure = entries
+    let failures: Vec<&str> = entries
         .iter()
-        .find(|e| e["kind"] == "failure")
-        .expect("failure recorded");
+        .filter(|e| e["kind"] == "failure")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
     assert!(
-        failure["text"].as_str().unwrap().contains("400"),
-        "{failure}"
+        failures.len() == 2 && failures[0].contains("503") && failures[1].contains("HTTP 400"),
+        "{failures:?}"
     );
     gw.stop().await;
 }

@@ -21,6 +21,8 @@ pub enum AdminCommand {
     Resume(Option<String>),
     /// Start a new session for one bot (or every bot) in this chat.
     Reset(Option<String>),
+    /// Cancel a bot's running turns in this chat and its threads; nothing of them is posted.
+    Stop(String),
     /// Let a DM sender in (`dm_policy = "pairing"`).
     PairingApprove(String),
     /// Approve a bot's pending approval request, with an optional note for the bot.
@@ -96,6 +98,7 @@ pub const HELP: &str = "\
 /baton pause [@bot] — silence a bot (or all) in this chat
 /baton resume [@bot] — undo pause
 /baton reset [@bot] — start a new conversation
+/baton stop @bot — cancel the bot's running turns in this chat (nothing of them is posted)
 /baton pairing approve CODE — let a DM sender in
 /baton approve ID [note] — approve a bot's approval request
 /baton deny ID [note] — deny a bot's approval request
@@ -163,6 +166,10 @@ impl AdminCommand {
             "pause" => AdminCommand::Pause(bot_arg(words.next(), "/baton pause [@bot]")?),
             "resume" => AdminCommand::Resume(bot_arg(words.next(), "/baton resume [@bot]")?),
             "reset" => AdminCommand::Reset(bot_arg(words.next(), "/baton reset [@bot]")?),
+            "stop" => match bot_arg(words.next(), "/baton stop @bot")? {
+                Some(bot) => AdminCommand::Stop(bot),
+                None => return Err(ParseError::Usage("/baton stop @bot")),
+            },
             "pairing" => match (words.next(), words.next()) {
                 (Some("approve"), Some(code)) => AdminCommand::PairingApprove(code.to_owned()),
                 _ => return Err(ParseError::Usage("/baton pairing approve CODE")),
@@ -305,6 +312,14 @@ mod tests {
         assert_eq!(
             AdminCommand::parse("pause @caid"),
             Ok(AdminCommand::Pause(Some("caid".into())))
+        );
+        assert_eq!(
+            AdminCommand::parse("stop @caid"),
+            Ok(AdminCommand::Stop("caid".into()))
+        );
+        assert_eq!(
+            AdminCommand::parse("stop"),
+            Err(ParseError::Usage("/baton stop @bot"))
         );
         assert_eq!(AdminCommand::parse("reset"), Ok(AdminCommand::Reset(None)));
         assert_eq!(

@@ -125,6 +125,15 @@ pub(crate) async fn execute(
             }
             Ok(format!("Resumed {whom} in this chat."))
         }
+        AdminCommand::Stop(bot) => {
+            let bot = resolve_bot(shared, inbound, bot)?;
+            let event = &inbound.event;
+            let n = shared.running().stop(&bot, event.platform, &event.chat);
+            Ok(match n {
+                0 => format!("{bot} has no turn running in this chat."),
+                n => format!("Stopped {n} running turn(s) of {bot} in this chat."),
+            })
+        }
         AdminCommand::Reset(bot) => {
             let whom = whom(shared, inbound, bot.as_deref())?;
             let only = match &whom {

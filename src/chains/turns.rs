@@ -109,7 +109,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
             message_id: None,
             meta: json!({"name": BATON, "chain": chain.id, "turn": chain.turn, "role": job.role.as_str()}),
         },
-        limit: deadline.saturating_duration_since(Instant::now()),
+        deadline: Some(deadline.into_std()),
         recall: Recall::MessageOnly,
         delivery: None,
     };

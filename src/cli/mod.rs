@@ -13,6 +13,7 @@ mod migrate;
 mod out;
 mod prune;
 mod run;
+mod schema;
 mod setup;
 mod suggest;
 mod usage;
@@ -88,6 +89,8 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Check every account and backend live: logins, scopes, models. Exits 1 on a `fail`.
     Doctor(doctor::DoctorArgs),
+    /// Print a published JSON Schema: `baton schema turn`, the turn an agent bot gets.
+    Schema(schema::SchemaArgs),
 }
 
 /// Parse the command line and run it.
@@ -124,6 +127,7 @@ pub fn main() -> ExitCode {
             Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
             Command::Setup(args) => setup::setup(&cli.config, args),
             Command::Doctor(args) => doctor::doctor(&cli.config, args).await,
+            Command::Schema(args) => schema::schema(&args),
         }
     });
     match result {

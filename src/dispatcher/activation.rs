@@ -12,7 +12,7 @@
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
-use crate::config::Activation;
+use crate::config::{Activation, MentionMode};
 use crate::roster::ChatPolicy;
 
 /// Why a bot woke.
@@ -43,7 +43,7 @@ pub(crate) fn decide(
     if event.chat_kind == ChatKind::Dm {
         return Some(Wake::DirectMessage);
     }
-    let addressees = addressees(event);
+    let addressees = addressees(event, chat.mentions);
     if let Some(me) = me {
         if addressees.contains(me) {
             return Some(Wake::Mentioned);
@@ -65,11 +65,11 @@ pub(crate) fn decide(
 }
 
 /// The mentions the message is addressed to: those that open it, or all of them when it opens
-/// with a word.
-fn addressees(event: &InboundEvent) -> &[UserId] {
-    match event.leading_mentions {
-        0 => &event.mentions,
-        n => &event.mentions[..n.min(event.mentions.len())],
+/// with a word (or the chat says `mentions = "all"`).
+fn addressees(event: &InboundEvent, mode: MentionMode) -> &[UserId] {
+    match (mode, event.leading_mentions) {
+        (MentionMode::All, _) | (_, 0) => &event.mentions,
+        (MentionMode::Leading, n) => &event.mentions[..n.min(event.mentions.len())],
     }
 }
 
@@ -88,6 +88,7 @@ mod tests {
             allow_bots: Arc::new(globset::GlobSet::empty()),
             history_limit: 10,
             ignore_other_mentions: true,
+            mentions: crate::config::MentionMode::Leading,
             respond_to_at_all: false,
         }
     }
@@ -151,6 +152,13 @@ mod tests {
         let mut both = ask.clone();
         both.leading_mentions = 2;
         assert_eq!(d(&both, Activation::Mention), Some(Wake::Mentioned));
+        let mut every = chat();
+        every.mentions = MentionMode::All;
+        assert_eq!(
+            decide(&ask, Some(&caid), Activation::Mention, &every, bots),
+            Some(Wake::Mentioned),
+            "mentions = \"all\" wakes every mentioned bot"
+        );
         let mut in_passing = ask;
         in_passing.leading_mentions = 0;
         assert_eq!(

@@ -103,6 +103,7 @@ mod tests {
             allow_bots: Arc::new(globset::GlobSet::empty()),
             history_limit: 10,
             ignore_other_mentions: true,
+            mentions: crate::config::MentionMode::Leading,
             respond_to_at_all: false,
         }
     }

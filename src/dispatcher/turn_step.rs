@@ -79,7 +79,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         caller: Caller::from_chat(&session),
         history,
         heard,
-        limit: shared.turn_limit(),
+        deadline: None,
         recall: Recall::SessionTail,
         delivery: None,
     };
@@ -99,19 +99,28 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         (TurnEnd::Failed(err), Ok(shown)) if !shown.is_empty() => Handled::Failed(err.to_string()),
         // A used-up budget posted its notice (once per window) instead of an error reply.
         (TurnEnd::Failed(err @ TurnFailure::Budget(_)), _) => Handled::Failed(err.to_string()),
-        (TurnEnd::Failed(err), _) => fail(shared, inbound, err.to_string()).await,
+        // A stopped turn posts nothing, not even the error reply.
+        (TurnEnd::Failed(err @ TurnFailure::Stopped(_)), _) => Handled::Failed(err.to_string()),
+        (TurnEnd::Failed(err), _) => fail(shared, inbound, err).await,
         (TurnEnd::Silent { .. }, _) => Handled::Silent,
     }
 }
 
-/// The backend failed (already recorded): tell the user briefly, unless `error_reply` is empty.
-async fn fail(shared: &Services, inbound: &Inbound<'_>, err: String) -> Handled {
-    let text = &shared.config().gateway.error_reply;
+/// The backend failed (already recorded): tell the user briefly, unless `error_reply` is empty;
+/// a failure the config must fix is said as it is, for the chat's admins to act on.
+async fn fail(shared: &Services, inbound: &Inbound<'_>, err: TurnFailure) -> Handled {
+    let text = match &err {
+        TurnFailure::Misconfigured(why) => format!(
+            "{} cannot answer until its config is fixed (for the baton admins): {why}",
+            inbound.account.bot.id()
+        ),
+        _ => shared.config().gateway.error_reply.clone(),
+    };
     if !text.trim().is_empty() {
         // The turn's own run: it posted nothing, so its idempotency keys are free.
-        gateway_says(shared, inbound, run_id(inbound, "in"), "error-reply", text).await;
+        gateway_says(shared, inbound, run_id(inbound, "in"), "error-reply", &text).await;
     }
-    Handled::Failed(err)
+    Handled::Failed(err.to_string())
 }
 
 /// A short answer from the gateway itself (rate-limit and policy notices, admin replies),

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, TailEntry};
-use crate::turn::{ChatLine, Image, PostedFile, Role, ToolSpec, TurnRequest};
+use crate::turn::{
+    ChatLine, Image, PostedFile, Role, TURN_SCHEMA_VERSION, ToolSpec, Trigger, TurnChat,
+    TurnRequest, session_id,
+};
 
 /// How many transcript entries of the session are replayed to the model.
 pub(crate) const SESSION_TAIL: usize = 40;
@@ -19,6 +22,8 @@ pub(crate) struct Current<'a> {
     pub text: &'a str,
     /// The files posted with it.
     pub attached: Attached<'a>,
+    /// Who said it, for an agent.
+    pub trigger: Trigger,
 }
 
 /// The files that came with a message: listed for the backend ([`TurnRequest::files`]), and the
@@ -60,12 +65,23 @@ pub(crate) fn turn_request(
     line.name = Some(current.name.to_owned());
     line.images = current.attached.images.to_vec();
     messages.push(line);
+    let rendered = session.render();
     TurnRequest {
+        version: TURN_SCHEMA_VERSION,
         bot: bot.id().to_owned(),
         model: bot.config.model.clone().unwrap_or_default(),
         messages,
         tools,
-        session: session.render(),
+        session_id: session_id(&rendered),
+        session: rendered,
+        chat: TurnChat {
+            platform: session.platform.as_str().to_owned(),
+            account: session.account.as_str().to_owned(),
+            id: session.chat.as_str().to_owned(),
+            thread: session.thread.as_ref().map(|t| t.as_str().to_owned()),
+        },
+        trigger: current.trigger,
+        access: None,
         files: current.attached.files.to_vec(),
     }
 }

@@ -57,6 +57,7 @@ pub struct Services {
     /// gateway once its dispatcher exists: the pipeline stands above the engine).
     run_handed_over: OnceLock<RunHandedOver>,
     chain_turn_limit: Duration,
+    running: super::Running,
 }
 
 impl Services {
@@ -97,6 +98,7 @@ impl Services {
             run_handed_over: OnceLock::new(),
             turn_limit: Duration::from_secs(config.gateway.turn_timeout_seconds),
             chain_turn_limit: Duration::from_secs(config.chains.turn_timeout_seconds),
+            running: super::Running::default(),
             config,
             roster,
             chat_rules,
@@ -117,6 +119,11 @@ impl Services {
     /// Per-chat policy.
     pub fn chat_rules(&self) -> &ChatRules {
         &self.chat_rules
+    }
+
+    /// The turns running here: `/baton stop`, a shutdown's cancel, the agents' MCP tokens.
+    pub fn running(&self) -> &super::Running {
+        &self.running
     }
 
     /// The store.
@@ -218,9 +225,12 @@ impl Services {
         &self.tasks
     }
 
-    /// The longest a turn's backend may take (`gateway.turn_timeout_seconds`).
-    pub fn turn_limit(&self) -> Duration {
-        self.turn_limit
+    /// The longest `bot`'s backend may take for a turn: its own `turn_timeout_seconds`, else
+    /// `gateway.turn_timeout_seconds`.
+    pub fn turn_limit(&self, bot: &crate::roster::Bot) -> Duration {
+        bot.config
+            .turn_timeout_seconds
+            .map_or(self.turn_limit, Duration::from_secs)
     }
 
     /// Wire how handed-over sibling posts reach the pipeline (once; later calls are ignored).

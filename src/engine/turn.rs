@@ -12,6 +12,7 @@ use super::context::{self, Attached, Current, SESSION_TAIL};
 use super::reply_bound;
 use super::reply_files::attach_backend_files;
 use super::{Caller, Services};
+use crate::config::BackendKind;
 use crate::deliver::DeliveryFailed;
 use crate::events::{Event, TurnOutcome};
 use crate::metrics;
@@ -19,7 +20,7 @@ use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TurnStarted};
-use crate::turn::{BackendReply, TextSink, Usage};
+use crate::turn::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -49,8 +50,9 @@ pub(crate) struct TurnPlan<'a> {
     pub history: History<'a>,
     /// The message.
     pub heard: Heard<'a>,
-    /// Longest the backend may take.
-    pub limit: Duration,
+    /// When a flow's own limit ends the turn (a chain's `turn_timeout_seconds`); `None`: the
+    /// bot's turn limit ([`Services::turn_limit`]) applies.
+    pub deadline: Option<std::time::Instant>,
     /// How much of the session the bot is given back.
     pub recall: Recall,
     /// The delivery (its run id) the turn runs for, marked running when the turn starts, in
@@ -115,9 +117,16 @@ pub(crate) enum TurnFailure {
     /// A `stop` budget is used up (its name): no model call was made.
     #[error("budget `{0}` is used up: the model call was not made")]
     Budget(String),
+    /// The backend refused the turn for a reason the config must fix (an unknown model, a bad
+    /// key): reported to the chat as such, not as "try again".
+    #[error("{0}")]
+    Misconfigured(String),
     /// The backend was still working at the time limit and was stopped.
     #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
     TimedOut(Duration),
+    /// Stopped before it ended (`/baton stop`, a shutdown): nothing of it is posted.
+    #[error("{0}")]
+    Stopped(super::Stop),
 }
 
 /// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools
@@ -196,8 +205,18 @@ async fn run_turn(
         name: heard.name,
         text: heard.text,
         attached: heard.attached,
+        trigger: Trigger {
+            origin: match heard.origin {
+                Origin::Human => TriggerOrigin::Human,
+                Origin::Bot => TriggerOrigin::Bot,
+                Origin::Gateway => TriggerOrigin::Gateway,
+            },
+            from: heard.speaker.to_owned(),
+            message_id: heard.message_id.map(str::to_owned),
+        },
     };
-    let request = context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
+    let mut request =
+        context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
         // The first turn of a trigger names it.
@@ -210,6 +229,10 @@ async fn run_turn(
     if let Err(refused) = budget_step::admit(shared, journal, bot, &caller).await {
         return refused;
     }
+    // An agent calls baton's tools over MCP with its own token; a model through the executor.
+    let agent = matches!(bot.config.backend, BackendKind::Command | BackendKind::Http);
+    let (running, access) = shared.running().start(&caller, agent);
+    request.access = access;
     let agent_tools = shared.tools_for(caller.clone());
     let recording = RecordingTools::new(&*agent_tools, journal);
     let tools = budget_step::Metered {
@@ -228,7 +251,17 @@ async fn run_turn(
             None => bot.backend.run(&request, &tools).await,
         }
     };
-    let ran = tokio::time::timeout(plan.limit, run).await;
+    let limit = plan.deadline.map_or_else(
+        || shared.turn_limit(bot),
+        |at| at.saturating_duration_since(std::time::Instant::now()),
+    );
+    let ran = tokio::select! {
+        ran = tokio::time::timeout(limit, run) => ran,
+        why = running.stopped() => {
+            return failed(shared, journal, TurnFailure::Stopped(why)).await;
+        }
+    };
+    drop(running);
     shared.metrics().turn_took(started.elapsed());
     let mut reply = match ran {
         Ok(Ok(reply)) => {
@@ -236,9 +269,14 @@ async fn run_turn(
             reply
         }
         Ok(Err(err)) => {
-            return failed(shared, journal, TurnFailure::Backend(err.to_string())).await;
+            let failure = if err.is_permanent() {
+                TurnFailure::Misconfigured(err.to_string())
+            } else {
+                TurnFailure::Backend(err.to_string())
+            };
+            return failed(shared, journal, failure).await;
         }
-        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(plan.limit)).await,
+        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(limit)).await,
     };
     if let Some(usage) = reply.usage {
         tracing::debug!(

@@ -9,7 +9,8 @@ use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secre
 use crate::local::{LocalAdapter, LocalHub, NameRules};
 use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 use crate::turn::{
-    Backend, CommandBackend, EchoBackend, HttpBackend, OpenAiBackend, OpenAiSettings,
+    Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend, OpenAiSettings,
+    Reaper,
 };
 
 /// Environment lookup, injectable for tests.
@@ -73,11 +74,12 @@ pub(crate) fn roster(
     hub: &Arc<LocalHub>,
     env: Env<'_>,
     adapters: &AdapterOverride,
+    reaper: &Reaper,
 ) -> Result<Roster, StartError> {
     let bots = config
         .bots
         .iter()
-        .map(|bot| build_bot(config, bot, env).map(Arc::new))
+        .map(|bot| build_bot(config, bot, env, reaper).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let mut accounts = Vec::with_capacity(config.accounts.len() + bots.len());
     // Feishu/Lark accounts of one platform learn each other's bot names (docs/platforms/feishu.md).
@@ -251,7 +253,12 @@ fn discord_account(
     })
 }
 
-fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, StartError> {
+fn build_bot(
+    config: &Config,
+    bot: &BotConfig,
+    env: Env<'_>,
+    reaper: &Reaper,
+) -> Result<Bot, StartError> {
     let system_prompt = match (&bot.system_prompt, &bot.system_prompt_file) {
         (Some(text), _) => text.clone(),
         (None, Some(file)) => {
@@ -269,12 +276,17 @@ fn build_bot(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Bot, Star
         id: bot.id.parse()?,
         tools: ToolSet::from_globs(&patterns),
         system_prompt,
-        backend: backend(config, bot, env)?,
+        backend: backend(config, bot, env, reaper)?,
         config: bot.clone(),
     })
 }
 
-fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Backend>, StartError> {
+fn backend(
+    config: &Config,
+    bot: &BotConfig,
+    env: Env<'_>,
+    reaper: &Reaper,
+) -> Result<Arc<dyn Backend>, StartError> {
     let bad = |e: crate::turn::BackendError| StartError::Backend {
         bot: bot.id.clone(),
         message: e.to_string(),
@@ -287,8 +299,15 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
             let base_url =
                 OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
             let key_env = bot.api_key_env.as_deref().or(shared.api_key_env.as_deref());
-            let settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
+            let mut settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
                 .with_api_key(resolve_secret(key_env, env));
+            settings.options = ModelOptions {
+                temperature: bot.temperature,
+                max_tokens: bot.max_tokens,
+                top_p: bot.top_p,
+                reasoning_effort: bot.reasoning_effort.clone(),
+                extra_body: bot.extra_body.clone().unwrap_or_default(),
+            };
             Arc::new(OpenAiBackend::new(settings).map_err(bad)?)
         }
         BackendKind::Http => Arc::new(
@@ -297,7 +316,13 @@ fn backend(config: &Config, bot: &BotConfig, env: Env<'_>) -> Result<Arc<dyn Bac
                 .with_max_read(max_read(config)),
         ),
         BackendKind::Command => {
-            Arc::new(CommandBackend::new(bot.command.clone()).with_max_read(max_read(config)))
+            let mut command = CommandBackend::new(bot.command.clone(), reaper.clone(), env)
+                .with_env(&bot.env, env)
+                .with_max_read(max_read(config));
+            if let Some(dir) = &bot.workdir {
+                command = command.with_workdir(config.base_dir.join(dir));
+            }
+            Arc::new(command)
         }
     })
 }

@@ -36,6 +36,7 @@ use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Registered, Store, StoreError, StoreOptions};
 use crate::timing::Zone;
 use crate::tools::AgentTools;
+use crate::turn::{KILL_AFTER, Reaper};
 
 use retention::Retention;
 
@@ -159,6 +160,8 @@ pub struct Gateway {
     addr: Option<SocketAddr>,
     /// `gateway.drain_seconds`: how long a shutdown lets in-flight turns finish.
     drain: Duration,
+    /// Ends the process groups of `command` turns; a shutdown waits for it.
+    reaper: Reaper,
 }
 
 impl Gateway {
@@ -227,7 +230,8 @@ impl Gateway {
             store.instances_forget_others(&instance).await?;
         }
         let hub = LocalHub::with_names(&config.local, build::sender_names(&config));
-        let roster = build::roster(&config, &hub, env, adapters)?;
+        let reaper = Reaper::default();
+        let roster = build::roster(&config, &hub, env, adapters, &reaper)?;
         let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
         let config = Arc::new(config);
@@ -329,6 +333,9 @@ impl Gateway {
                         source,
                     })?;
             let addr = listener.local_addr().ok();
+            if let Some(addr) = addr {
+                shared.running().set_mcp_url(mcp_url(addr));
+            }
             let state = http::AppState::new(dispatcher.clone(), Arc::clone(&hub), api_token);
             tasks.spawn(http::serve(listener, state, shutdown.clone()));
             addr
@@ -346,6 +353,7 @@ impl Gateway {
             leases,
             addr,
             drain,
+            reaper,
         })
     }
 
@@ -400,11 +408,18 @@ impl Gateway {
         };
         let (drained, ()) = tokio::join!(self.dispatcher.drain(grace), release);
         if !drained {
+            // Stopped turns record themselves as interrupted, and their agents' processes get
+            // SIGTERM, then SIGKILL after 5 s.
+            let running = self.dispatcher.shared().running().interrupt_all();
             tracing::warn!(
                 ?grace,
-                "turns still running after the drain period; stopping anyway"
+                running,
+                "turns still running after the drain period; interrupting them"
             );
+            let recorded = KILL_AFTER + Duration::from_secs(1);
+            let _ = tokio::time::timeout(recorded, self.dispatcher.shared().tasks().wait()).await;
         }
+        self.reaper.settled().await;
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         // Only now, its turns drained: from here on another instance takes over what is left.
@@ -419,6 +434,18 @@ impl Gateway {
         }
         drained
     }
+}
+
+/// Where an agent on this machine reaches `/mcp` on `addr`: a wildcard address is reached on
+/// loopback.
+fn mcp_url(addr: SocketAddr) -> String {
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+        ip if ip.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    format!("http://{host}:{}/mcp", addr.port())
 }
 
 /// Raise the open-file limit as far as it goes, log it, and warn when it cannot hold the

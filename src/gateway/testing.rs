@@ -32,7 +32,14 @@ pub(crate) async fn parts(toml: &str) -> Parts {
         .unwrap_or_else(|problems| panic!("test config is invalid: {problems:?}"));
     let store = Store::open(":memory:").await.expect("in-memory store");
     let hub = LocalHub::with_names(&config.local, build::sender_names(&config));
-    let roster = build::roster(&config, &hub, &env, &AdapterOverride::none()).expect("roster");
+    let roster = build::roster(
+        &config,
+        &hub,
+        &env,
+        &AdapterOverride::none(),
+        &crate::turn::Reaper::default(),
+    )
+    .expect("roster");
     let chat_rules = ChatRules::new(&config).expect("chat rules");
     let zone = Zone::parse(&config.gateway.timezone).expect("zone");
     let services = Services::new(

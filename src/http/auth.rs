@@ -88,6 +88,12 @@ pub(super) enum Refusal {
          needs an API token: set gateway.api_token_env and send `Authorization: Bearer <token>`"
     )]
     Forwarded(&'static str),
+    /// A bearer token on `/mcp` that is no running turn's (any more), where no API token is set.
+    #[error(
+        "this MCP bearer token is unknown or its turn has ended; an agent's token \
+         (`$BATON_MCP_TOKEN`) works only while the turn that got it runs"
+    )]
+    TurnToken,
     /// A state-changing request from a web page of another origin.
     #[error(
         "cross-origin request refused: a web page at another origin may not change anything \
@@ -100,7 +106,7 @@ pub(super) enum Refusal {
 impl Refusal {
     fn status(&self) -> StatusCode {
         match self {
-            Refusal::Token => StatusCode::UNAUTHORIZED,
+            Refusal::Token | Refusal::TurnToken => StatusCode::UNAUTHORIZED,
             _ => StatusCode::FORBIDDEN,
         }
     }
@@ -131,11 +137,24 @@ pub(super) fn is_open(path: &str) -> bool {
 pub(super) async fn require(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     if is_open(request.uri().path()) {
         return next.run(request).await;
+    }
+    if request.uri().path().starts_with("/mcp")
+        && let Some(presented) = presented(request.headers())
+    {
+        let running = state.dispatcher.shared().running();
+        if let Some(caller) = running.caller_for_token(&presented) {
+            request.extensions_mut().insert(AgentTurn(caller));
+            return next.run(request).await;
+        }
+        // With an API token set, the gate below refuses any other token as it always does.
+        if state.token.is_none() {
+            return Refusal::TurnToken.into_response();
+        }
     }
     match check(
         state.token.as_ref(),
@@ -158,11 +177,7 @@ pub(super) fn check(
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     match token {
         Some(token) => {
-            let presented = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| bearer(v).map(str::to_owned).or_else(|| basic_password(v)));
-            if !presented.is_some_and(|p| token.matches(&p)) {
+            if !presented(headers).is_some_and(|p| token.matches(&p)) {
                 return Err(Refusal::Token);
             }
         }
@@ -197,6 +212,18 @@ pub(super) fn check(
     }
     Ok(())
 }
+
+/// The token a request presents: its bearer token or Basic password.
+fn presented(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| bearer(v).map(str::to_owned).or_else(|| basic_password(v)))
+}
+
+/// An `/mcp` request made with a running turn's token: it acts as that turn's caller.
+#[derive(Debug, Clone)]
+pub(super) struct AgentTurn(pub(super) crate::engine::Caller);
 
 /// The credentials of `Bearer <credentials>`, the scheme matched in any case.
 fn bearer(value: &str) -> Option<&str> {

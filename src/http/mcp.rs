@@ -18,6 +18,13 @@
 //! broken server. A call naming nobody gets a tool error saying to set the header. An unknown
 //! bot id is an error naming the known bots.
 //!
+//! # An agent's turn
+//!
+//! An agent bot (`command`, `http`) gets a bearer token with each turn (SPEC 6.1). A request
+//! with it ([`super::auth::AgentTurn`]) acts as that turn's caller: that bot, in that session
+//! and run, at that depth, whatever header or `bot` argument it sends, so every guard applies
+//! as to the turn's own tool calls. The token dies with the turn.
+//!
 //! # Where the calls land
 //!
 //! Calls run as [`Caller::external`] on the session
@@ -57,6 +64,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::auth::AgentTurn;
 use super::mcp_admission::{self, Admission};
 use crate::bot_id::BotId;
 use crate::config::GatewayConfig;
@@ -333,6 +341,11 @@ impl ServerHandler for BatonMcp {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if let Some(AgentTurn(caller)) = agent_turn(&context) {
+            let tools = AgentTools::new(Arc::clone(&self.shared), caller);
+            let tools = tools.specs().iter().cloned().map(tool).collect();
+            return Ok(ListToolsResult::with_all_items(tools));
+        }
         let tools = match self.header_bot(&context) {
             Ok(Some(bot)) => {
                 let caller = Caller::external(&self.session(&bot).ok_or_else(|| {
@@ -357,6 +370,13 @@ impl ServerHandler for BatonMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let mut args = request.arguments.unwrap_or_default();
+        if let Some(AgentTurn(caller)) = agent_turn(&context) {
+            // The token says who calls; a `bot` argument claims nothing.
+            args.remove("bot");
+            return Ok(self
+                .call_as(caller, request.name.into_owned(), args, &context)
+                .await);
+        }
         let bot = match self.speaker(&context, &mut args) {
             Ok(bot) => bot,
             Err(err) => return Ok(error_result(err).into()),
@@ -365,19 +385,45 @@ impl ServerHandler for BatonMcp {
             // The roster gives every bot a local account; this is a bug if it happens.
             return Ok(error_result(format!("bot `{bot}` has no local account")).into());
         };
-        let tools = AgentTools::new(Arc::clone(&self.shared), Caller::external(&session));
+        let caller = Caller::external(&session);
+        Ok(self
+            .call_as(caller, request.name.into_owned(), args, &context)
+            .await)
+    }
+}
+
+impl BatonMcp {
+    /// Run one tool call as `caller`, recorded in its session like a bot's own tool calls (so
+    /// `baton sessions` lists it and the transcript shows what the client did), in its run
+    /// when it has one.
+    async fn call_as(
+        &self,
+        caller: Caller,
+        name: String,
+        args: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
         let call = ToolCall {
             id: format!("mcp-{}", context.id),
-            name: request.name.into_owned(),
+            name,
             arguments: Value::Object(args).to_string(),
         };
-        tracing::debug!(%bot, tool = %call.name, "MCP tool call");
-        // Recorded on the caller's side like a bot's own tool calls, so `baton sessions` lists
-        // the session and its transcript shows what the client did.
-        let journal = journal(&self.shared, &session, call.id.clone()).await;
+        tracing::debug!(bot = %caller.bot, tool = %call.name, "MCP tool call");
+        let run_id = caller.run_id.clone().unwrap_or_else(|| call.id.clone());
+        let journal = journal(&self.shared, &caller.session, run_id).await;
+        let tools = AgentTools::new(Arc::clone(&self.shared), caller);
         let result = RecordingTools::new(&tools, &journal).call(&call).await;
-        Ok(tool_result(&result).into())
+        tool_result(&result).into()
     }
+}
+
+/// The running turn whose token the request carries, if any.
+fn agent_turn(context: &RequestContext<RoleServer>) -> Option<AgentTurn> {
+    context
+        .extensions
+        .get::<Parts>()
+        .and_then(|parts| parts.extensions.get::<AgentTurn>())
+        .cloned()
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ async fn turn(
             message_id: None,
             meta: json!({"name": speaker, "run_id": d.run_id, "ping_pong": n}),
         },
-        limit: shared.turn_limit(),
+        deadline: None,
         recall: Recall::SessionTail,
         delivery: None,
     };

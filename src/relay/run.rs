@@ -2,7 +2,6 @@
 //! handing it to whoever is responsible for it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -20,10 +19,6 @@ use crate::store::{
     Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, StoreError,
 };
 use crate::turn::Usage;
-
-/// The longest a delivery's run may take (fire-and-forget runs up to 30 minutes;
-/// a sender that stops waiting does not shorten it).
-pub(super) const RUN_LIMIT: Duration = Duration::from_secs(30 * 60);
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
@@ -204,7 +199,8 @@ async fn answer(
         caller: caller_of(d),
         history: History::NONE,
         heard,
-        limit: RUN_LIMIT,
+        // The target bot's own turn limit: a sender that stops waiting does not shorten it.
+        deadline: None,
         recall: Recall::SessionTail,
         delivery,
     };

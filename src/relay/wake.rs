@@ -108,7 +108,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         caller: message.caller,
         history: History::NONE,
         heard,
-        limit: shared.turn_limit(),
+        deadline: None,
         recall: Recall::SessionTail,
         delivery: None,
     };

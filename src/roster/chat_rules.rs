@@ -8,7 +8,7 @@ use std::sync::Arc;
 use baton_contract::Platform;
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
-use crate::config::{Activation, ChatConfig, Config};
+use crate::config::{Activation, ChatConfig, Config, MentionMode};
 
 /// The effective policy of one chat.
 #[derive(Debug, Clone)]
@@ -25,6 +25,8 @@ pub struct ChatPolicy {
     pub ignore_other_mentions: bool,
     /// `@everyone`-style mentions wake bots.
     pub respond_to_at_all: bool,
+    /// Which mentioned bots a message wakes (`[chats_default] mentions`).
+    pub mentions: MentionMode,
 }
 
 struct Entry {
@@ -51,6 +53,7 @@ impl ChatRules {
             history_limit: defaults.history_limit,
             ignore_other_mentions: defaults.ignore_other_mentions,
             respond_to_at_all: defaults.respond_to_at_all,
+            mentions: defaults.mentions,
         };
         let entries = config
             .chats
@@ -99,6 +102,7 @@ impl ChatRules {
                 .config
                 .respond_to_at_all
                 .unwrap_or(d.respond_to_at_all),
+            mentions: d.mentions,
         }
     }
 }

@@ -217,7 +217,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         caller,
         history: History::NONE,
         heard,
-        limit: shared.turn_limit(),
+        deadline: None,
         recall: Recall::SessionTail,
         delivery: None,
     };

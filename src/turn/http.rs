@@ -5,49 +5,41 @@
 //! Unlike the `openai` backend it never retries: the agent behind the URL may already have acted
 //! (sent mail, opened a ticket) before failing, and a second POST would act twice.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 
+use super::agent_events::AgentOutput;
 use super::{
-    Backend, BackendError, BackendReply, DEFAULT_MAX_READ, REQUEST_TIMEOUT, ReplyFile,
+    Backend, BackendError, BackendReply, DEFAULT_MAX_READ, NoSink, ReplyFile, TextSink,
     ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
     redacted_url,
 };
 
-/// Posts each turn to an agent's URL. Tools are the agent's own business: the executor is unused.
+/// Posts each turn to an agent's URL. baton's tools reach the agent over MCP (the turn's
+/// `tools`), not through the executor.
 pub struct HttpBackend {
     url: String,
-    timeout: Duration,
+    client: reqwest::Client,
     /// Bytes of an answer read at most; past them the turn fails.
     max_read: usize,
-    client: reqwest::Client,
 }
 
 impl HttpBackend {
-    /// A backend posting to `url`, with the default [`REQUEST_TIMEOUT`]. Fails only if the TLS
-    /// stack cannot be set up.
+    /// A backend posting to `url`. The agent may take as long as the turn's limit allows.
+    /// Fails only if the TLS stack cannot be set up.
     pub fn new(url: impl Into<String>) -> Result<Self, BackendError> {
         Ok(Self {
             url: url.into(),
-            timeout: REQUEST_TIMEOUT,
+            client: http_client(None)?,
             max_read: DEFAULT_MAX_READ,
-            client: http_client()?,
         })
     }
 
     /// The most of an answer read before the turn fails, builder style.
     pub fn with_max_read(mut self, bytes: usize) -> Self {
         self.max_read = bytes;
-        self
-    }
-
-    /// How long the agent may take for one turn, builder style.
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
         self
     }
 }
@@ -57,21 +49,60 @@ impl Backend for HttpBackend {
     async fn run(
         &self,
         request: &TurnRequest,
-        _tools: &dyn ToolExecutor,
+        tools: &dyn ToolExecutor,
+    ) -> Result<BackendReply, BackendError> {
+        self.run_streaming(request, tools, &NoSink).await
+    }
+
+    async fn run_streaming(
+        &self,
+        request: &TurnRequest,
+        tools: &dyn ToolExecutor,
+        sink: &dyn TextSink,
     ) -> Result<BackendReply, BackendError> {
         let transport = |e: reqwest::Error| {
-            BackendError::Unreachable(describe_transport_error(&e, &self.url, self.timeout))
+            BackendError::Unreachable(describe_transport_error(&e, &self.url, None))
         };
-        let response = self
+        let mut response = self
             .client
             .post(&self.url)
-            .timeout(self.timeout)
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream, application/x-ndjson",
+            )
             .json(request)
             .send()
             .await
             .map_err(transport)?;
         let status = response.status();
-        let mut response = response;
+        let default_model = if request.model.is_empty() {
+            "http"
+        } else {
+            &request.model
+        };
+        let framing = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Framing::of);
+        if let Some(framing) = framing.filter(|_| status.is_success()) {
+            let mut output = AgentOutput::new(sink, tools);
+            let mut lines = Lines::default();
+            let mut read = 0;
+            while let Some(chunk) = response.chunk().await.map_err(transport)? {
+                read += chunk.len();
+                if read > self.max_read {
+                    return Err(BackendError::TooLong(self.max_read));
+                }
+                for line in lines.push(&chunk) {
+                    self.event(&mut output, framing, &line).await?;
+                }
+            }
+            if let Some(line) = lines.rest() {
+                self.event(&mut output, framing, &line).await?;
+            }
+            return Ok(output.finish(default_model));
+        }
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(transport)? {
             if body.len() + chunk.len() > self.max_read {
@@ -94,11 +125,6 @@ impl Backend for HttpBackend {
                 quote(&text)
             ))
         })?;
-        let default_model = if request.model.is_empty() {
-            "http"
-        } else {
-            &request.model
-        };
         agent_reply(&value, default_model).unwrap_or_else(|| {
             Err(BackendError::BadResponse(format!(
                 "{} answered neither {{\"reply\": \"...\"}} nor {{\"silent\": true}}: {}",
@@ -106,6 +132,74 @@ impl Backend for HttpBackend {
                 quote(&text)
             )))
         })
+    }
+}
+
+impl HttpBackend {
+    /// One line of an event stream: an NDJSON line, or an SSE `data:` line (other SSE fields,
+    /// comments and blank lines carry no event).
+    async fn event(
+        &self,
+        output: &mut AgentOutput<'_>,
+        framing: Framing,
+        line: &str,
+    ) -> Result<(), BackendError> {
+        let event = match framing {
+            Framing::Ndjson => line,
+            Framing::Sse => match line.strip_prefix("data:") {
+                Some(data) => data,
+                None => return Ok(()),
+            },
+        };
+        output.event(event).await.map_err(|e| {
+            BackendError::BadResponse(format!("{} answered: {e}", redacted_url(&self.url)))
+        })
+    }
+}
+
+/// How an agent's answer carries events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// `text/event-stream`: one event per `data:` line.
+    Sse,
+    /// `application/x-ndjson` (or `jsonl`): one event per line.
+    Ndjson,
+}
+
+impl Framing {
+    /// The framing a `Content-Type` names; `None` for a whole JSON (or other) body.
+    fn of(content_type: &str) -> Option<Framing> {
+        let media = content_type.split(';').next()?.trim();
+        match media {
+            "text/event-stream" => Some(Framing::Sse),
+            "application/x-ndjson" | "application/jsonl" | "application/jsonlines" => {
+                Some(Framing::Ndjson)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Splits a byte stream into lines as it arrives (a line may span chunks).
+#[derive(Default)]
+struct Lines(Vec<u8>);
+
+impl Lines {
+    /// The lines completed by `chunk`, without their line ends.
+    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.0.extend_from_slice(chunk);
+        let mut lines = Vec::new();
+        while let Some(end) = self.0.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.0.drain(..=end).collect();
+            lines.push(String::from_utf8_lossy(&line).trim_end().to_owned());
+        }
+        lines
+    }
+
+    /// What is left after the last line end.
+    fn rest(self) -> Option<String> {
+        let rest = String::from_utf8_lossy(&self.0).trim().to_owned();
+        (!rest.is_empty()).then_some(rest)
     }
 }
 
@@ -277,6 +371,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn lines_span_chunks_and_framing_follows_the_content_type() {
+        let mut lines = Lines::default();
+        assert!(lines.push(b"data: {\"type\":").is_empty());
+        assert_eq!(
+            lines.push(b"\"silent\"}\r\n\nda"),
+            ["data: {\"type\":\"silent\"}", ""]
+        );
+        assert_eq!(lines.rest().as_deref(), Some("da"));
+        assert_eq!(
+            Framing::of("text/event-stream; charset=utf-8"),
+            Some(Framing::Sse)
+        );
+        assert_eq!(Framing::of("application/x-ndjson"), Some(Framing::Ndjson));
+        assert_eq!(Framing::of("application/json"), None);
     }
 
     #[test]

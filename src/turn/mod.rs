@@ -5,25 +5,31 @@
 //! Tool calls go through a [`ToolExecutor`] that the gateway supplies per turn, so the same
 //! loop serves every tool set the later features add.
 
+mod agent_events;
 mod chain_turn;
 mod command;
 mod echo;
 mod http;
 mod openai;
+mod process_group;
+mod schema;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub(crate) use chain_turn::{chain_header, chain_topic};
 pub use command::CommandBackend;
 pub use echo::EchoBackend;
 pub use http::HttpBackend;
-pub use openai::{OpenAiBackend, OpenAiSettings};
+pub use openai::{ModelOptions, OpenAiBackend, OpenAiSettings};
+pub use process_group::{KILL_AFTER, Reaper};
+pub use schema::{TURN_SCHEMA_VERSION, session_id, turn_schema};
 
 /// Who said a line of the conversation given to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// The bot's instructions.
@@ -37,7 +43,7 @@ pub enum Role {
 }
 
 /// A tool call the model asked for. `arguments` is the JSON text the model produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolCall {
     /// Correlates the call with its result.
     pub id: String,
@@ -48,7 +54,7 @@ pub struct ToolCall {
 }
 
 /// One line of the conversation handed to a backend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChatLine {
     /// Who said it.
     pub role: Role,
@@ -91,7 +97,7 @@ pub struct Image {
 }
 
 /// A file posted with the message a turn answers: kept as an artifact, or not read, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PostedFile {
     /// Its file name.
     pub name: String,
@@ -117,23 +123,91 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// Everything a backend needs for one turn.
-#[derive(Debug, Clone, Serialize)]
+/// Everything a backend needs for one turn. Serialized, it is the turn an agent gets (on
+/// stdin for `command`, as the body for `http`), described by `baton schema turn`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(title = "baton turn", extend("$id" = "https://baton.dev/schema/turn-v1.json"))]
 pub struct TurnRequest {
+    /// The version of this shape: [`TURN_SCHEMA_VERSION`]. A change that could break an agent
+    /// reading it raises the version.
+    pub version: u32,
     /// The bot taking the turn.
+    #[schemars(with = "String")]
     pub bot: crate::bot_id::BotId,
     /// The model name configured for the bot (may be empty for non-model backends).
     pub model: String,
     /// System prompt, then history-buffer context, then the session tail, then the message.
     pub messages: Vec<ChatLine>,
-    /// Tools this bot may call on this turn (shared: the bot's set, made once).
+    /// Tools this bot may call on this turn (shared: the bot's set, made once). A model gets
+    /// them as functions; an agent calls them over MCP with [`TurnRequest::access`].
+    #[serde(skip)]
     pub tools: std::sync::Arc<[ToolSpec]>,
     /// The session this turn belongs to (`bot:<bot>:<platform>:<account>:<chat>...`).
     pub session: String,
+    /// A stable id of the session, shaped as a UUID, for an agent that keeps its own memory
+    /// per conversation (Claude Code's `--session-id`/`--resume`, Codex sessions).
+    pub session_id: String,
+    /// The chat of the session: where a reply goes.
+    pub chat: TurnChat,
+    /// What woke the bot.
+    pub trigger: Trigger,
+    /// baton's agent tools for this turn: the MCP endpoint and a bearer token that acts as
+    /// this bot in this session, until the turn ends (also `$BATON_MCP_URL` and
+    /// `$BATON_MCP_TOKEN` for a `command` agent). Absent when the gateway serves no HTTP.
+    #[serde(rename = "tools", skip_serializing_if = "Option::is_none")]
+    pub access: Option<AgentAccess>,
     /// The files posted with the message being answered (the `http` and `command` backends get
     /// them as this field; the last user line names them for every backend).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<PostedFile>,
+}
+
+/// The chat of a turn's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TurnChat {
+    /// `slack`, `discord`, `feishu`, `telegram` or `local`.
+    pub platform: String,
+    /// The bot's account on it.
+    pub account: String,
+    /// The platform's chat id.
+    pub id: String,
+    /// The thread, where the platform has threads and the message was in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
+}
+
+/// What woke the bot for this turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Trigger {
+    /// Who spoke: a person, another bot (its `sessions_send`, or its post in the chat), or
+    /// baton itself (a schedule, a chain).
+    pub origin: TriggerOrigin,
+    /// The speaker as the transcript names them: a person's id, `bot:<id>`, or `baton`.
+    pub from: String,
+    /// The platform message id, for a message from a chat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// Who woke the bot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TriggerOrigin {
+    /// A person in a chat.
+    Human,
+    /// Another bot.
+    Bot,
+    /// baton: a heartbeat, a cron entry, a chain's turn.
+    Gateway,
+}
+
+/// How an agent reaches baton's tools during its turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct AgentAccess {
+    /// baton's MCP endpoint (`http://127.0.0.1:8787/mcp`).
+    pub mcp_url: String,
+    /// The bearer token for it (`Authorization: Bearer <token>`), valid until the turn ends.
+    pub token: String,
 }
 
 impl TurnRequest {
@@ -281,6 +355,56 @@ pub enum BackendError {
          shorter, or raise [limits] max_reply_bytes"
     )]
     TooLong(usize),
+    /// The model server refused the request for a reason that asking again will not change
+    /// (an unknown model, a bad key, a request it cannot take): the config needs fixing.
+    #[error("the model server refused model `{model}` (HTTP {status}: {message}); {fix}")]
+    Refused {
+        /// The model asked for.
+        model: String,
+        /// The HTTP status.
+        status: u16,
+        /// The server's message (never contains our API key).
+        message: String,
+        /// What to change.
+        fix: &'static str,
+    },
+}
+
+impl BackendError {
+    /// Whether the error is the config's to fix, not a passing failure: it is reported to the
+    /// chat as such instead of the generic "try again" reply.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, BackendError::Refused { .. })
+    }
+
+    /// This error, for a request to `model`, as [`BackendError::Refused`] when the status says
+    /// asking again will not help (a 4xx other than 408 and 429).
+    pub(crate) fn refused_for(self, model: &str) -> BackendError {
+        let BackendError::Status {
+            status, message, ..
+        } = &self
+        else {
+            return self;
+        };
+        let fix = match status {
+            401 | 403 => {
+                "check the bot's api_key_env (or [backends.openai] api_key_env): the key is missing, wrong or not allowed this model"
+            }
+            404 => "check the bot's `model` and `base_url`: the server does not know this model",
+            400 | 413 | 422 => {
+                "check the bot's model settings (max_tokens, temperature, top_p, reasoning_effort, extra_body) and that the model supports tools"
+            }
+            408 | 429 => return self,
+            400..=499 => "check the bot's `model`, `base_url` and key",
+            _ => return self,
+        };
+        BackendError::Refused {
+            model: model.to_owned(),
+            status: *status,
+            message: message.clone(),
+            fix,
+        }
+    }
 }
 
 /// Bytes the `http` and `command` backends read of one answer by default, before failing the
@@ -313,23 +437,30 @@ pub trait Backend: Send + Sync {
 /// How many model rounds one turn may take (each round may call tools) before it is stopped.
 pub const MAX_TOOL_ROUNDS: u32 = 8;
 
-/// Default per-request timeout for network backends.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a model server may stay silent in the middle of a request (waiting for the
+/// answer's first byte, or between two chunks of it) before the attempt counts as failed. An
+/// idle limit, not a cap: a model that keeps streaming may take the whole turn.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(180);
 
 // ---- Shared by the network backends (`openai`, `http`) ----------------------------------------
 
-/// How long a TCP/TLS connect may take before the attempt counts as unreachable. Shorter than
-/// [`REQUEST_TIMEOUT`] so a dead host is reported quickly while a slow model may still think.
+/// How long a TCP/TLS connect may take before the attempt counts as unreachable: a dead host
+/// is reported quickly, while the turn's own limit is what bounds a slow agent.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest piece of a foreign body quoted in an error, so an HTML error page stays readable.
 const QUOTE_LIMIT: usize = 300;
 
-/// The HTTP client the network backends share. Timeouts are set per request, so one client can
-/// serve backends with different settings.
-fn http_client() -> Result<reqwest::Client, BackendError> {
-    reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
+/// An HTTP client for a network backend: a short connect timeout, and `idle` as the longest
+/// silence in a response (`None`: the turn's limit is the only one, for an agent that may think
+/// for an hour before it answers).
+fn http_client(idle: Option<Duration>) -> Result<reqwest::Client, BackendError> {
+    let builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT);
+    let builder = match idle {
+        Some(idle) => builder.read_timeout(idle),
+        None => builder,
+    };
+    builder
         .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| BackendError::Unreachable(format!("could not set up the HTTP client: {e}")))
@@ -350,13 +481,21 @@ fn redacted_url(url: &str) -> String {
 
 /// A transport failure (connect, timeout, reading the body) as one line, with the cause chain,
 /// because reqwest's own text ("error sending request") does not say what went wrong.
-fn describe_transport_error(err: &reqwest::Error, url: &str, timeout: Duration) -> String {
+fn describe_transport_error(err: &reqwest::Error, url: &str, idle: Option<Duration>) -> String {
     if err.is_timeout() {
-        return format!(
-            "no answer from {} within {}s",
-            redacted_url(url),
-            timeout.as_secs_f32()
-        );
+        return match idle {
+            Some(idle) => format!(
+                "{} was silent for {}s (connect limit {}s)",
+                redacted_url(url),
+                idle.as_secs_f32(),
+                CONNECT_TIMEOUT.as_secs()
+            ),
+            None => format!(
+                "could not connect to {} within {}s",
+                redacted_url(url),
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        };
     }
     let mut text = err.to_string();
     let mut source = std::error::Error::source(err);
@@ -442,6 +581,20 @@ mod tests {
             ],
             tools: Vec::new().into(),
             session: "s".into(),
+            session_id: session_id("s"),
+            version: TURN_SCHEMA_VERSION,
+            chat: TurnChat {
+                platform: "local".into(),
+                account: "b".into(),
+                id: "c".into(),
+                thread: None,
+            },
+            trigger: Trigger {
+                origin: TriggerOrigin::Human,
+                from: "u".into(),
+                message_id: None,
+            },
+            access: None,
             files: Vec::new(),
         };
         assert_eq!(request.last_user_text(), "second");

@@ -81,6 +81,16 @@ async fn world(on: On, extra: &str) -> World {
 
 /// [`world`], with `gateway` lines added to its `[gateway]` table.
 async fn world_with(on: On, gateway: &str, extra: &str) -> World {
+    world_of(on, gateway, None, extra).await
+}
+
+/// [`world`] whose bot runs on `backend` (its `[[bots]]` keys after the id) instead of the
+/// fake model.
+async fn world_of_agent(on: On, backend: &str, extra: &str) -> World {
+    world_of(on, "", Some(backend), extra).await
+}
+
+async fn world_of(on: On, gateway: &str, backend: Option<&str>, extra: &str) -> World {
     let model = FakeOpenAi::start().await;
     let (fake, account, chat) = match on {
         On::Slack => {
@@ -122,12 +132,20 @@ async fn world_with(on: On, gateway: &str, extra: &str) -> World {
     let extra = extra
         .replace("{platform}", platform)
         .replace("{chat}", chat);
+    let backend = backend.map_or_else(
+        || {
+            format!(
+                "backend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"",
+                model.base_url
+            )
+        },
+        str::to_owned,
+    );
     let text = format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n{gateway}\n\
          [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
-         [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
-         [[accounts]]\nbot = \"snark\"\n{account}\n{extra}",
-        model.base_url
+         [[bots]]\nid = \"snark\"\n{backend}\n\n\
+         [[accounts]]\nbot = \"snark\"\n{account}\n{extra}"
     );
     let (dir, db) = support::gateway::temp_db();
     let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;

@@ -37,6 +37,33 @@ pub(super) async fn streams_a_slow_reply(on: On) {
     w.gateway.stop().await;
 }
 
+/// An agent bot printing JSON Lines: its text deltas are edited into one post while it
+/// writes, and the post ends as the whole reply, shown once.
+#[tokio::test]
+async fn a_json_lines_agent_streams_its_reply_by_editing_its_post() {
+    let mut script = String::from("cat >/dev/null\n");
+    for piece in REPLY.as_bytes().chunks(24) {
+        let piece = std::str::from_utf8(piece).unwrap();
+        let event = serde_json::json!({"type": "text", "delta": piece}).to_string();
+        script.push_str(&format!("echo '{event}'\nsleep 0.1\n"));
+    }
+    let command = serde_json::to_string(&["/bin/sh", "-c", &script]).unwrap();
+    let backend = format!("backend = \"command\"\ncommand = {command}");
+    let w = world_of_agent(On::Slack, &backend, FEEDBACK).await;
+    w.ask("why did the build break?").await;
+    let seen = w.seen();
+    assert_eq!(seen.shown(), [REPLY], "what the chat shows");
+    assert!(seen.edits() >= 2, "not edited in: {:?}", seen.all());
+    let texts = seen.texts();
+    for pair in texts.windows(2) {
+        assert!(
+            pair[1].starts_with(&pair[0]),
+            "an edit took text back: {pair:?}"
+        );
+    }
+    w.gateway.stop().await;
+}
+
 #[tokio::test]
 async fn slack_streams_a_slow_reply_by_editing_its_post() {
     streams_a_slow_reply(On::Slack).await;

@@ -46,10 +46,10 @@ fn config(
     snark_mode: &str,
     extra: &str,
 ) -> String {
-    let mut text = String::from(
-        "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
-         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n",
-    );
+    let mut text = String::from("[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n");
+    if !extra.contains("[chats_default]") {
+        text.push_str("[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n");
+    }
     for bot in ["snark", "caid"] {
         let upper = bot.to_uppercase();
         let mode = if bot == "snark" {

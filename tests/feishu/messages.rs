@@ -102,6 +102,49 @@ async fn at_bot_a_at_bot_b_wakes_both_once_each() {
     w.gateway.stop().await;
 }
 
+/// SPEC 6.2 on Feishu: "@snark ask @caid: ..." is for snark alone; a message opening with a
+/// word is for every bot it mentions; `mentions = "all"` wakes every mentioned bot.
+#[tokio::test]
+async fn a_message_is_for_the_bots_mentioned_before_its_first_word() {
+    async fn answered_by(mode: &str, text: &str) -> Vec<String> {
+        let extra = format!(
+            "\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\nmentions = \"{mode}\"\n"
+        );
+        let w = world("websocket", &extra).await;
+        w.model.script("snark", Step::reply("snark here"));
+        w.model.script("caid", Step::reply("caid here"));
+        let for_snark = message_event(
+            "snark",
+            "ev-6s",
+            "om_6",
+            GROUP,
+            HUMAN_IN_SNARK,
+            text,
+            &[(SNARK, "Snark"), (CAID_IN_SNARK, "Caid")],
+        );
+        let for_caid = message_event(
+            "caid",
+            "ev-6c",
+            "om_6",
+            GROUP,
+            HUMAN_IN_CAID,
+            text,
+            &[(SNARK_IN_CAID, "Snark"), (CAID, "Caid")],
+        );
+        w.deliver("snark", &for_snark).await;
+        w.deliver("caid", &for_caid).await;
+        let mut apps: Vec<String> = w.feishu.posts().into_iter().map(|p| p.app).collect();
+        apps.sort();
+        w.gateway.stop().await;
+        apps
+    }
+    let router = "@_user_1 ask @_user_2: write a haiku";
+    assert_eq!(answered_by("leading", router).await, ["snark"]);
+    let both = "can @_user_1 or @_user_2 help?";
+    assert_eq!(answered_by("leading", both).await, ["caid", "snark"]);
+    assert_eq!(answered_by("all", router).await, ["caid", "snark"]);
+}
+
 #[tokio::test]
 async fn at_all_wakes_no_bot_by_default_and_every_bot_where_the_chat_allows_it() {
     let extra = "\n[[chats]]\nplatform = \"feishu\"\nid = \"oc_keen\"\nrespond_to_at_all = true\n";

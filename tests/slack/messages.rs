@@ -151,3 +151,43 @@ async fn another_bots_message_wakes_a_bot_only_where_allow_bots_names_it() {
     assert_eq!(posts[0].channel, "C_ALLOW");
     w.gateway.stop().await;
 }
+
+/// SPEC 6.2 on Slack: "@snark ask @caid: ..." is for snark alone; a message opening with a word
+/// is for every bot it mentions; `mentions = "all"` wakes every mentioned bot.
+#[tokio::test]
+async fn a_message_is_for_the_bots_mentioned_before_its_first_word() {
+    async fn answered_by(mode: &str, text: &str) -> Vec<String> {
+        let extra = format!(
+            "\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\nmentions = \"{mode}\"\n"
+        );
+        let w = world("socket", &extra).await;
+        w.model.script("snark", Step::reply("snark here"));
+        w.model.script("caid", Step::reply("caid here"));
+        let ts = "1700000000.000300";
+        for (n, app) in ["snark", "caid"].into_iter().enumerate() {
+            let event = event_body(
+                &format!("A_{app}"),
+                &format!("Ev{n}"),
+                "app_mention",
+                said(HUMAN, "C1", ts, text),
+            );
+            w.deliver(app, events_envelope(&format!("env-{n}"), 0, event))
+                .await;
+        }
+        let mut by: Vec<String> = w.slack.posts().iter().map(|p| p.text.clone()).collect();
+        by.sort();
+        w.gateway.stop().await;
+        by
+    }
+    let router = format!("<@{SNARK}> ask <@{CAID}>: write a haiku");
+    assert_eq!(answered_by("leading", &router).await, ["snark here"]);
+    let both = format!("can <@{SNARK}> or <@{CAID}> help?");
+    assert_eq!(
+        answered_by("leading", &both).await,
+        ["caid here", "snark here"]
+    );
+    assert_eq!(
+        answered_by("all", &router).await,
+        ["caid here", "snark here"]
+    );
+}

@@ -5,7 +5,10 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use axum::Router;
-use baton::turn::{ChatLine, Role, ToolCall, ToolExecutor, TurnRequest};
+use baton::turn::{
+    ChatLine, Role, TURN_SCHEMA_VERSION, ToolCall, ToolExecutor, Trigger, TriggerOrigin, TurnChat,
+    TurnRequest, session_id,
+};
 use serde_json::Value;
 
 /// A tool executor that records every call and answers with a fixed result.
@@ -36,7 +39,9 @@ impl ToolExecutor for RecordingTools {
 }
 
 pub fn turn(model: &str, text: &str) -> TurnRequest {
+    let session = "bot:snark:local:snark:c1";
     TurnRequest {
+        version: TURN_SCHEMA_VERSION,
         bot: "snark".parse().unwrap(),
         model: model.into(),
         messages: vec![
@@ -44,7 +49,20 @@ pub fn turn(model: &str, text: &str) -> TurnRequest {
             ChatLine::new(Role::User, text),
         ],
         tools: Vec::new().into(),
-        session: "bot:snark:local:snark:c1".into(),
+        session: session.into(),
+        session_id: session_id(session),
+        chat: TurnChat {
+            platform: "local".into(),
+            account: "snark".into(),
+            id: "c1".into(),
+            thread: None,
+        },
+        trigger: Trigger {
+            origin: TriggerOrigin::Human,
+            from: "alice".into(),
+            message_id: Some("m1".into()),
+        },
+        access: None,
         files: Vec::new(),
     }
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use baton_contract::{
     AccountId, ChatId, ChatKind, CommandReply, FileRef, InboundEvent, InboundFile, InboundKind,
-    MessageId, Platform, Sender, ThreadId, UserId,
+    MessageId, Platform, Sender, ThreadId, UserId, leading_mentions,
 };
 use serenity::model::application::{CommandDataOption, CommandDataOptionValue, CommandInteraction};
 use serenity::model::channel::{ChannelType, GuildChannel, Message, MessageType};
@@ -146,6 +146,7 @@ pub fn message(
         text,
     );
     out.thread = thread;
+    out.leading_mentions = leading_mentions(&msg.content, user_mention);
     out.mentions = mentions;
     out.mentions_everyone = msg.mention_everyone;
     if msg.kind == MessageType::InlineReply
@@ -306,6 +307,17 @@ fn place(
     }
 }
 
+/// A user mention `<@id>` / `<@!id>` at the start of `text`: the user id and the token's
+/// length. A role mention is not counted (its bot is listed after the users, out of order),
+/// so a message opening with one is for everyone it mentions.
+fn user_mention(text: &str) -> Option<(String, usize)> {
+    let inner = text.strip_prefix("<@")?;
+    let end = inner.find('>')?;
+    let token = &inner[..end];
+    let id = token.strip_prefix('!').unwrap_or(token);
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then(|| (id.to_owned(), end + 3))
+}
+
 /// Rewrite `<@id>` / `<@!id>` to `@name` (the user's name from `mentions`, or the id) and the
 /// bot's own role `<@&id>` to `@<bot name>`, collecting mentioned user ids in order. Other markup
 /// (channels, other roles, emoji) is left as it is.
@@ -403,6 +415,16 @@ pub fn image_hashes_are_ascii(value: &serde_json::Value) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn leading_mentions_are_the_addressees() {
+        use super::*;
+        let count = |text| leading_mentions(text, user_mention);
+        assert_eq!(count("<@80351110224678912> ask <@123>: write a haiku"), 1);
+        assert_eq!(count("<@!1> <@2>, hi"), 2);
+        assert_eq!(count("can <@1> help?"), 0);
+        assert_eq!(count("<@&55> ask <@1>"), 0);
+    }
+
     use serde_json::{Value, json};
 
     use super::*;

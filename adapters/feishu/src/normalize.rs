@@ -28,10 +28,11 @@
 //! `@Name`; `@_all` sets [`InboundEvent::mentions_everyone`], which wakes a bot only where the
 //! chat sets `respond_to_at_all`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use baton_contract::{
     AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, ThreadId, UserId,
+    leading_mentions,
 };
 use serde_json::Value;
 
@@ -157,6 +158,12 @@ pub fn message_receive(me: &Me<'_>, body: &Value) -> Result<InboundEvent, Skip> 
     out.reply_to_author = str_of("parent_id")
         .filter(|parent| (me.posted)(parent))
         .map(|_| UserId::from(me.open_id));
+    // Only a text message says what comes first; a `post` is for everyone it mentions.
+    if message_type == "text" {
+        let text: Value = serde_json::from_str(content).unwrap_or_default();
+        let text = text.get("text").and_then(Value::as_str).unwrap_or("");
+        out.leading_mentions = mentions.leading(text);
+    }
     out.mentions = mentions.ids;
     out.mentions_everyone = everyone;
     out.timestamp_ms = str_of("create_time")
@@ -216,6 +223,8 @@ struct Mentions {
     ids: Vec<UserId>,
     /// A mention entry for `@_all`.
     all: bool,
+    /// The placeholder keys (`@_user_N`) that stand for someone with an `open_id`.
+    people: HashSet<String>,
 }
 
 impl Mentions {
@@ -224,6 +233,7 @@ impl Mentions {
             names: HashMap::new(),
             ids: Vec::new(),
             all: false,
+            people: HashSet::new(),
         };
         let entries = message.get("mentions").and_then(Value::as_array);
         for entry in entries.into_iter().flatten() {
@@ -243,6 +253,9 @@ impl Mentions {
                 out.names.insert(key.to_owned(), shown.to_owned());
             }
             if let Some(id) = open_id.filter(|id| !id.is_empty()) {
+                if !key.is_empty() {
+                    out.people.insert(key.to_owned());
+                }
                 out.names.insert(id.to_owned(), shown.to_owned());
                 let sibling = (id != me.open_id)
                     .then(|| me.siblings.open_id_of(name))
@@ -257,6 +270,18 @@ impl Mentions {
             }
         }
         out
+    }
+
+    /// How many people the placeholders opening a text message's `text` name: its addressees.
+    fn leading(&self, text: &str) -> usize {
+        leading_mentions(text, |rest| {
+            let name = rest.strip_prefix('@')?;
+            let len = name
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(name.len());
+            let key = &rest[..len + 1];
+            self.people.contains(key).then(|| (key.to_owned(), len + 1))
+        })
     }
 
     /// `text` with every `@_user_N` placeholder rewritten to `@Name`, and `@_all` to `@all`.
@@ -430,6 +455,10 @@ mod tests {
         let body = fixture("event_im_message_receive_v1_group_reply_two_mentions");
         let e = normalize(BOT, &body).unwrap();
         assert_eq!(e.text, "@EchoBot ask @Alice please");
+        assert_eq!(
+            e.leading_mentions, 1,
+            "for EchoBot; Alice is named, not addressed"
+        );
         assert_eq!(
             e.mentions,
             vec![

@@ -10,7 +10,7 @@
 
 use baton_contract::{
     AccountId, ChatId, ChatKind, CommandReply, FileRef, InboundEvent, InboundFile, InboundKind,
-    MessageId, Platform, Sender, ThreadId, UserId,
+    MessageId, Platform, Sender, ThreadId, UserId, leading_mentions,
 };
 use serde_json::Value;
 
@@ -133,6 +133,7 @@ pub fn event_callback(
         .map(UserId::from);
     out.thread = thread;
     out.mentions = mentions;
+    out.leading_mentions = leading_mentions(raw_text, user_mention);
     out.mentions_everyone = mentions_everyone;
     out.timestamp_ms = ts_millis(ts);
     out.files = files(event);
@@ -218,6 +219,14 @@ fn chat_kind(channel_type: Option<&str>, channel: &str) -> ChatKind {
         None if channel.starts_with('D') => ChatKind::Dm,
         None => ChatKind::Group,
     }
+}
+
+/// A `<@U…>` / `<@U…|name>` mention at the start of `text`: the user id and the token's length.
+fn user_mention(text: &str) -> Option<(String, usize)> {
+    let inner = text.strip_prefix("<@")?;
+    let end = inner.find('>')?;
+    let id = inner[..end].split('|').next()?;
+    (!id.is_empty()).then(|| (id.to_owned(), end + 3))
 }
 
 /// Pull `<@U…>` / `<@U…|name>` mentions out of `text`, rewriting each to `@U…`, and note
@@ -388,6 +397,15 @@ mod tests {
             }
             InboundKind::Message => panic!("expected a command"),
         }
+    }
+
+    #[test]
+    fn leading_mentions_are_the_addressees() {
+        let count = |text| leading_mentions(text, user_mention);
+        assert_eq!(count("<@U1> ask <@U2>: write a haiku"), 1);
+        assert_eq!(count("<@U1|snark> <@U2> hi"), 2);
+        assert_eq!(count("ask <@U1> and <@U2>"), 0);
+        assert_eq!(count("<!here> <@U1> hi"), 0);
     }
 
     #[test]

@@ -61,12 +61,39 @@ pub struct BotConfig {
     /// Per-bot env var with the API key.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// `openai` backend: sampling temperature (0 to 2).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// `openai` backend: the most tokens one answer may have.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// `openai` backend: nucleus sampling (0 to 1).
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// `openai` backend: how hard a reasoning model thinks (`low`, `medium`, `high`...).
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    /// `openai` backend: more keys for each request body, passed through.
+    #[serde(default)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
     /// `http` backend: where to POST turns.
     #[serde(default)]
     pub url: Option<String>,
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,
+    /// `command` backend: the agent's working directory (relative to the config file); unset:
+    /// baton's own.
+    #[serde(default)]
+    pub workdir: Option<PathBuf>,
+    /// `command` backend: the environment variables passed through to the agent. Nothing else
+    /// of baton's environment is, besides `PATH` and `HOME`.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The longest one of its turns may run, in seconds (up to a day); unset:
+    /// `[gateway] turn_timeout_seconds`.
+    #[serde(default)]
+    pub turn_timeout_seconds: Option<u64>,
     /// A periodic check-in turn.
     #[serde(default)]
     pub heartbeat: Option<HeartbeatConfig>,

@@ -53,6 +53,18 @@ impl DmPolicy {
     }
 }
 
+/// Which of the bots a message mentions it is for (SPEC 6.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MentionMode {
+    /// The bots mentioned before its first word; every mentioned bot when it opens with a
+    /// word. `@snark ask @caid: ...` is for snark.
+    #[default]
+    Leading,
+    /// Every bot it mentions.
+    All,
+}
+
 /// When a bot takes a turn in a group: defined beside the chat settings that store a chat's
 /// override of it, so the value is parsed once, here or when the store loads.
 pub use crate::store::Activation;
@@ -103,6 +115,8 @@ pub struct ChatsDefault {
     pub ignore_other_mentions: bool,
     /// `@_all` / `@everyone` wakes bots.
     pub respond_to_at_all: bool,
+    /// Which mentioned bots a message wakes: `leading` or `all`.
+    pub mentions: MentionMode,
 }
 
 impl Default for ChatsDefault {
@@ -116,6 +130,7 @@ impl Default for ChatsDefault {
             history_limit: 50,
             ignore_other_mentions: true,
             respond_to_at_all: false,
+            mentions: MentionMode::Leading,
         }
     }
 }

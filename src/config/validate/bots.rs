@@ -64,6 +64,37 @@ impl Checker<'_> {
                 }
             }
             self.globs(&key("tools"), &bot.tools);
+            for (name, value, max) in [
+                ("temperature", bot.temperature, 2.0),
+                ("top_p", bot.top_p, 1.0),
+            ] {
+                if value.is_some_and(|v| !(0.0..=max).contains(&v)) {
+                    self.report(key(name), format!("must be between 0 and {max}"));
+                }
+            }
+            if bot.max_tokens == Some(0) {
+                self.report(
+                    key("max_tokens"),
+                    "must be at least 1 (or left out: the server's default)",
+                );
+            }
+            if let Some(seconds) = bot.turn_timeout_seconds {
+                self.turn_timeout(&key("turn_timeout_seconds"), seconds);
+            }
+            if let Some(dir) = &bot.workdir {
+                let path = config.base_dir.join(dir);
+                if !path.is_dir() {
+                    self.report(
+                        key("workdir"),
+                        format!(
+                            "`{}` is not a directory; create it, or point `workdir` at the \
+                             agent's checkout (relative paths are resolved from the config \
+                             file's directory)",
+                            path.display()
+                        ),
+                    );
+                }
+            }
         }
     }
 
@@ -105,6 +136,13 @@ impl Checker<'_> {
                          arguments, e.g. command = [\"my-agent\", \"--json\"]",
                     );
                 }
+                for (n, name) in bot.env.iter().enumerate() {
+                    self.env_name(
+                        &key(&format!("env[{n}]")),
+                        name,
+                        "a variable the agent needs",
+                    );
+                }
             }
             BackendKind::Echo => {}
         }
@@ -118,7 +156,22 @@ impl Checker<'_> {
             ),
             ("url", BackendKind::Http, bot.url.is_some()),
             ("command", BackendKind::Command, !bot.command.is_empty()),
+            ("workdir", BackendKind::Command, bot.workdir.is_some()),
+            ("env", BackendKind::Command, !bot.env.is_empty()),
             ("vision", BackendKind::Openai, bot.vision),
+            (
+                "temperature",
+                BackendKind::Openai,
+                bot.temperature.is_some(),
+            ),
+            ("max_tokens", BackendKind::Openai, bot.max_tokens.is_some()),
+            ("top_p", BackendKind::Openai, bot.top_p.is_some()),
+            (
+                "reasoning_effort",
+                BackendKind::Openai,
+                bot.reasoning_effort.is_some(),
+            ),
+            ("extra_body", BackendKind::Openai, bot.extra_body.is_some()),
         ] {
             if set && bot.backend != owner {
                 let owner = owner.as_str();

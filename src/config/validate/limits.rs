@@ -71,11 +71,7 @@ impl Checker<'_> {
                  before they are compared with it)",
             );
         }
-        self.at_least_one(
-            "gateway.turn_timeout_seconds",
-            gateway.turn_timeout_seconds,
-            " (seconds a turn may run)",
-        );
+        self.turn_timeout("gateway.turn_timeout_seconds", gateway.turn_timeout_seconds);
         for (key, value, hint) in [
             (
                 "gateway.header_timeout_seconds",

@@ -151,6 +151,18 @@ impl Checker<'_> {
         }
     }
 
+    /// A turn's time limit: at least a second, at most a day.
+    fn turn_timeout(&mut self, key: &str, seconds: u64) {
+        const DAY: u64 = 24 * 60 * 60;
+        self.at_least_one(key, seconds, " (seconds a turn may run)");
+        if seconds > DAY {
+            self.report(
+                key,
+                format!("is {seconds}; a turn may run at most a day ({DAY} seconds)"),
+            );
+        }
+    }
+
     fn at_least_one(&mut self, key: &str, value: u64, hint: &str) {
         if value == 0 {
             self.report(key, format!("must be at least 1{hint}"));

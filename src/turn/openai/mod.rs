@@ -12,7 +12,7 @@ use baton_contract::Secret;
 use serde_json::Value;
 
 use super::{
-    Backend, BackendError, BackendReply, ChatLine, MAX_TOOL_ROUNDS, NoSink, REQUEST_TIMEOUT, Role,
+    Backend, BackendError, BackendReply, ChatLine, IDLE_TIMEOUT, MAX_TOOL_ROUNDS, NoSink, Role,
     TextSink, ToolExecutor, TurnRequest, Usage, describe_transport_error, error_message,
     http_client, quote,
 };
@@ -23,6 +23,7 @@ mod wire;
 
 use retry::{Attempt, Failure, FinalError, is_retryable, retry_after};
 use stream::Assembler;
+pub use wire::ModelOptions;
 use wire::{Completion, Delivery, parse_completion, request_body};
 
 /// How to reach one OpenAI-compatible server. Built once per bot at startup from the config
@@ -35,12 +36,15 @@ pub struct OpenAiSettings {
     pub api_key: Option<Secret>,
     /// Model used when the turn does not name one.
     pub model: String,
-    /// How long one HTTP attempt may take, body included.
-    pub timeout: Duration,
+    /// How long the server may stay silent during an attempt (before the first byte, or
+    /// between chunks) before the attempt fails; not a cap on the whole answer.
+    pub idle_timeout: Duration,
     /// Attempts per model call, the first one included (429, 5xx and transport failures only).
     pub max_attempts: u32,
     /// First backoff delay; doubled per attempt, unless the server says `Retry-After`.
     pub retry_base_delay: Duration,
+    /// The bot's model settings (temperature and the like), sent with every request.
+    pub options: ModelOptions,
 }
 
 impl OpenAiSettings {
@@ -61,9 +65,10 @@ impl OpenAiSettings {
             base_url: base_url.into(),
             api_key: None,
             model: model.into(),
-            timeout: REQUEST_TIMEOUT,
+            idle_timeout: IDLE_TIMEOUT,
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             retry_base_delay: Self::DEFAULT_RETRY_BASE_DELAY,
+            options: ModelOptions::default(),
         }
     }
 
@@ -120,8 +125,8 @@ impl OpenAiBackend {
     /// A backend for these settings. Fails only if the TLS stack cannot be set up.
     pub fn new(settings: OpenAiSettings) -> Result<Self, BackendError> {
         Ok(Self {
+            client: http_client(Some(settings.idle_timeout))?,
             settings,
-            client: http_client()?,
         })
     }
 
@@ -174,16 +179,12 @@ impl OpenAiBackend {
         delivery: Delivery,
         sink: &dyn TextSink,
     ) -> Result<Completion, Attempt> {
-        let mut request = self
-            .client
-            .post(url)
-            .timeout(self.settings.timeout)
-            .json(body);
+        let mut request = self.client.post(url).json(body);
         if let Some(key) = &self.settings.api_key {
             request = request.bearer_auth(key.expose());
         }
         let transport =
-            |e: reqwest::Error| describe_transport_error(&e, url, self.settings.timeout);
+            |e: reqwest::Error| describe_transport_error(&e, url, Some(self.settings.idle_timeout));
         let response = request
             .send()
             .await
@@ -220,7 +221,11 @@ impl OpenAiBackend {
         sink: &dyn TextSink,
     ) -> Result<Completion, Attempt> {
         let transport = |e: reqwest::Error| {
-            self.redact(describe_transport_error(&e, url, self.settings.timeout))
+            self.redact(describe_transport_error(
+                &e,
+                url,
+                Some(self.settings.idle_timeout),
+            ))
         };
         let bad = |e: String| Attempt::Final(FinalError::Bad(self.redact(e)));
         // A server may answer a streamed request whole (some proxies do): read what it sent.
@@ -271,8 +276,17 @@ impl OpenAiBackend {
         let mut lines = request.messages.clone();
         let mut usage: Option<Usage> = None;
         for round in 1..=MAX_TOOL_ROUNDS {
-            let body = request_body(model, &lines, &request.tools, delivery);
-            let answer = self.complete(&body, delivery, sink).await?;
+            let body = request_body(
+                model,
+                &lines,
+                &request.tools,
+                delivery,
+                &self.settings.options,
+            );
+            let answer = self
+                .complete(&body, delivery, sink)
+                .await
+                .map_err(|err| err.refused_for(model))?;
             if let Some(used) = answer.usage {
                 usage = Some(usage.unwrap_or_default().plus(used));
             }

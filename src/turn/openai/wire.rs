@@ -14,23 +14,58 @@ pub(super) enum Delivery {
     Streamed,
 }
 
+/// A bot's model settings, sent with each of its requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOptions {
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// The most tokens an answer may have.
+    pub max_tokens: Option<u32>,
+    /// Nucleus sampling.
+    pub top_p: Option<f64>,
+    /// How hard a reasoning model thinks (`low`, `medium`, `high`...).
+    pub reasoning_effort: Option<String>,
+    /// More keys for the request body, passed through as they are (a server's own options).
+    /// baton's own keys (`model`, `messages`, `tools`, `stream`...) are never overridden.
+    pub extra_body: serde_json::Map<String, Value>,
+}
+
 /// The JSON body of one `/chat/completions` request.
 pub(super) fn request_body(
     model: &str,
     lines: &[ChatLine],
     tools: &[ToolSpec],
     delivery: Delivery,
+    options: &ModelOptions,
 ) -> Value {
     let mut body = json!({
         "model": model,
         "messages": lines.iter().map(wire_message).collect::<Vec<_>>(),
     });
+    for (key, value) in [
+        ("temperature", options.temperature.map(Value::from)),
+        ("max_tokens", options.max_tokens.map(Value::from)),
+        ("top_p", options.top_p.map(Value::from)),
+        (
+            "reasoning_effort",
+            options.reasoning_effort.clone().map(Value::from),
+        ),
+    ] {
+        if let Some(value) = value {
+            body[key] = value;
+        }
+    }
     if delivery == Delivery::Streamed {
         body["stream"] = true.into();
         body["stream_options"] = json!({ "include_usage": true });
     }
     if !tools.is_empty() {
         body["tools"] = tools.iter().map(wire_tool).collect();
+    }
+    if let Value::Object(fields) = &mut body {
+        for (key, value) in &options.extra_body {
+            fields.entry(key.clone()).or_insert_with(|| value.clone());
+        }
     }
     body
 }
@@ -213,7 +248,7 @@ mod tests {
             media_type: "image/png".into(),
             data: b"\x89PNG".to_vec(),
         });
-        let body = request_body("m", &[line], &[], Delivery::Whole);
+        let body = request_body("m", &[line], &[], Delivery::Whole, &ModelOptions::default());
         let content = &body["messages"][0]["content"];
         assert_eq!(content[0], json!({"type": "text", "text": "what is this?"}));
         assert_eq!(content[1]["type"], "image_url");
@@ -226,8 +261,31 @@ mod tests {
             &[ChatLine::new(Role::User, "hi")],
             &[],
             Delivery::Whole,
+            &ModelOptions::default(),
         );
         assert_eq!(plain["messages"][0]["content"], "hi");
+    }
+
+    #[test]
+    fn model_options_are_sent_and_extra_body_never_overrides_batons_keys() {
+        let mut extra = serde_json::Map::new();
+        extra.insert("model".into(), json!("other"));
+        extra.insert("seed".into(), json!(7));
+        let options = ModelOptions {
+            temperature: Some(0.2),
+            max_tokens: Some(500),
+            top_p: None,
+            reasoning_effort: Some("high".into()),
+            extra_body: extra,
+        };
+        let line = ChatLine::new(Role::User, "hi");
+        let body = request_body("m", &[line], &[], Delivery::Whole, &options);
+        assert_eq!(body["temperature"], 0.2);
+        assert_eq!(body["max_tokens"], 500);
+        assert_eq!(body["reasoning_effort"], "high");
+        assert_eq!(body["seed"], 7);
+        assert_eq!(body["model"], "m");
+        assert!(body.get("top_p").is_none());
     }
 
     /// `chat_response_basic.json` from the shared fixtures (openai/openai-openapi, verbatim).
@@ -392,7 +450,7 @@ mod tests {
     fn tools_are_sent_only_when_there_are_some() {
         let lines = [ChatLine::new(Role::User, "x")];
         assert!(
-            request_body("m", &lines, &[], Delivery::Whole)
+            request_body("m", &lines, &[], Delivery::Whole, &ModelOptions::default())
                 .get("tools")
                 .is_none()
         );
@@ -402,7 +460,13 @@ mod tests {
             parameters: json!({"type":"object","properties":{}}),
         };
         assert_eq!(
-            request_body("m", &lines, &[tool], Delivery::Whole)["tools"],
+            request_body(
+                "m",
+                &lines,
+                &[tool],
+                Delivery::Whole,
+                &ModelOptions::default()
+            )["tools"],
             json!([{"type":"function","function":{
                 "name":"bots_list","description":"roster","parameters":{"type":"object","properties":{}}
             }}])
