@@ -132,6 +132,8 @@ pub struct AdminsConfig {
     pub feishu: Vec<String>,
     /// Lark open_ids.
     pub lark: Vec<String>,
+    /// Telegram user ids (numbers).
+    pub telegram: Vec<String>,
     /// Local channel user names.
     pub local: Vec<String>,
 }
@@ -144,6 +146,7 @@ impl AdminsConfig {
             Platform::Discord => &self.discord,
             Platform::Feishu => &self.feishu,
             Platform::Lark => &self.lark,
+            Platform::Telegram => &self.telegram,
             Platform::Local => &self.local,
         }
     }

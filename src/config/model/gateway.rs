@@ -41,6 +41,9 @@ pub struct GatewayConfig {
     pub mcp_max_init_bytes: usize,
     /// Seconds an MCP session may go unused before it expires and its memory is freed.
     pub mcp_session_idle_seconds: u64,
+    /// The address platforms reach baton at (behind a reverse proxy), e.g.
+    /// `https://baton.example.com`: Telegram webhooks are registered under it.
+    pub public_url: Option<String>,
 }
 
 impl Default for GatewayConfig {
@@ -64,6 +67,7 @@ impl Default for GatewayConfig {
             mcp_max_sessions: 64,
             mcp_max_init_bytes: 16 * 1024,
             mcp_session_idle_seconds: 300,
+            public_url: None,
         }
     }
 }
