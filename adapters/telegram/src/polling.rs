@@ -57,6 +57,8 @@ impl Link for Polling<'_> {
         backoff: &mut Backoff,
     ) -> Result<SessionEnd, LinkError> {
         let adapter = self.0;
+        // getMe has answered: the token works, and updates are there to be asked for.
+        adapter.connection.set(ConnectionState::Connected);
         loop {
             let offset = *adapter.offset.lock().expect("offset lock poisoned");
             let mut body = json!({
@@ -82,7 +84,6 @@ impl Link for Polling<'_> {
                 }
                 Err(err) => return Err(fatal_or_transient(adapter, err)),
             };
-            adapter.connection.set(ConnectionState::Connected);
             backoff.reset();
             for update in updates {
                 let Some(id) = update.get("update_id").and_then(Value::as_i64) else {

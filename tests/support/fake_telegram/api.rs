@@ -125,13 +125,8 @@ pub(super) async fn method(
     let Some(name) = name else {
         return error(401, "Unauthorized");
     };
-    let body: Value = if body.is_empty() {
-        json!({})
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(body) => body,
-            Err(_) => return error(400, "Bad Request: the fake reads JSON bodies only"),
-        }
+    let Some(body) = parameters(&body) else {
+        return error(400, "Bad Request: the fake reads JSON and form bodies only");
     };
     match method.as_str() {
         "getMe" => get_me(&state, &name),
@@ -180,6 +175,27 @@ pub(super) async fn method(
         }
         _ => error(404, "Not Found: method not found"),
     }
+}
+
+/// A method's parameters, sent as JSON (baton) or as a form (python-telegram-bot), where
+/// Telegram takes nested values JSON-encoded.
+fn parameters(body: &[u8]) -> Option<Value> {
+    if body.is_empty() {
+        return Some(json!({}));
+    }
+    if body.first() == Some(&b'{') {
+        return serde_json::from_slice(body).ok();
+    }
+    let form = std::str::from_utf8(body).ok()?;
+    let url = reqwest::Url::parse(&format!("http://form/?{form}")).ok()?;
+    let fields = url
+        .query_pairs()
+        .map(|(k, v)| {
+            let value = serde_json::from_str(&v).unwrap_or(Value::String(v.into_owned()));
+            (k.into_owned(), value)
+        })
+        .collect();
+    Some(Value::Object(fields))
 }
 
 fn bot_mut(state: &State, name: &str, f: impl FnOnce(&mut super::Bot)) {
