@@ -89,6 +89,7 @@ mod tests {
             history_limit: 10,
             ignore_other_mentions: true,
             respond_to_at_all: false,
+            personas: Arc::default(),
         }
     }
 

@@ -192,7 +192,21 @@ async fn run_turn(
         text: heard.text,
         attached: heard.attached,
     };
-    let request = context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
+    let persona = shared
+        .chat_rules()
+        .resolve(session.platform, session.chat.as_str())
+        .personas
+        .of(bot.id().as_str());
+    let request = context::turn_request(
+        bot,
+        &persona,
+        session,
+        history,
+        &tail,
+        current,
+        bot.tools.specs(),
+    );
+    journal.using_model(&request.model);
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
         ..plan.caller
@@ -252,6 +266,7 @@ async fn run_turn(
         }
         Outcome::Reply(text) => {
             shared.metrics().add(&metrics::TURNS, "reply");
+            journal.using_model(&reply.model);
             TurnEnd::Reply {
                 text,
                 model: reply.model,

@@ -63,7 +63,10 @@ async fn python_telegram_bot_reads_the_fakes_answers() {
     assert_eq!(read["retry_after"], 3);
     assert_eq!(read["too_long"], "Message is too long");
     assert!(
-        read["not_modified"].as_str().unwrap().starts_with("Message is not modified"),
+        read["not_modified"]
+            .as_str()
+            .unwrap()
+            .starts_with("Message is not modified"),
         "{read}"
     );
     assert!(read["invalid"].is_string(), "{read}");

@@ -101,7 +101,12 @@ async fn a_kill_mid_post_never_posts_twice() {
         failures[0].to_string().contains("cut off mid-post"),
         "{failures:?}"
     );
-    assert_eq!(telegram.all_posts().len(), 1, "posted twice: {:?}", telegram.all_posts());
+    assert_eq!(
+        telegram.all_posts().len(),
+        1,
+        "posted twice: {:?}",
+        telegram.all_posts()
+    );
     second.terminate();
     second.wait(EXIT_DEADLINE).await;
 }

@@ -7,6 +7,7 @@ mod bots;
 mod client_library;
 mod kills;
 mod messages;
+mod personas;
 #[path = "../support/mod.rs"]
 mod support;
 mod webhook;
@@ -36,7 +37,11 @@ fn config(model: &FakeOpenAi, telegram: &FakeTelegram, snark_mode: &str, extra: 
     );
     for bot in ["snark", "caid"] {
         let upper = bot.to_uppercase();
-        let mode = if bot == "snark" { snark_mode } else { "polling" };
+        let mode = if bot == "snark" {
+            snark_mode
+        } else {
+            "polling"
+        };
         text.push_str(&format!(
             "\n[[bots]]\nid = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{}\"\n\n\
              [[accounts]]\nbot = \"{bot}\"\nplatform = \"telegram\"\nmode = \"{mode}\"\n\
@@ -127,7 +132,10 @@ impl World {
             let polling = ["snark", "caid"]
                 .into_iter()
                 .filter(|bot| self.telegram.webhook(bot).is_none());
-            if polling.clone().all(|bot| self.telegram.pending(bot).is_empty()) {
+            if polling
+                .clone()
+                .all(|bot| self.telegram.pending(bot).is_empty())
+            {
                 return;
             }
         }

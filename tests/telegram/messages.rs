@@ -17,13 +17,22 @@ async fn a_mention_gets_one_reply_quoting_it() {
     assert_eq!(posts.len(), 1, "caid was not mentioned: {posts:?}");
     assert_eq!(posts[0].bot, "snark");
     assert_eq!(posts[0].chat, GROUP);
-    assert_eq!(posts[0].text, "Hello, Ada.", "plain text, exactly the reply");
+    assert_eq!(
+        posts[0].text, "Hello, Ada.",
+        "plain text, exactly the reply"
+    );
     assert_eq!(posts[0].quotes, Some(asked), "the reply quotes the mention");
     // The model saw the text with the mention readable.
     let request = &w.model.requests_for("snark")[0];
-    assert!(request.to_string().contains("@snark_bot hi there"), "{request}");
+    assert!(
+        request.to_string().contains("@snark_bot hi there"),
+        "{request}"
+    );
     // `/baton` is in the bot's command menu.
-    let commands = w.telegram.commands("snark").expect("setMyCommands was called");
+    let commands = w
+        .telegram
+        .commands("snark")
+        .expect("setMyCommands was called");
     assert_eq!(commands[0]["command"], "baton");
 }
 
@@ -42,9 +51,16 @@ async fn a_reply_to_the_bots_own_message_wakes_it() {
     w.settle().await;
     let posts = w.telegram.posts();
     assert_eq!(posts.len(), 2, "{posts:?}");
-    assert_eq!((posts[1].bot.as_str(), posts[1].text.as_str()), ("snark", "Second answer."));
+    assert_eq!(
+        (posts[1].bot.as_str(), posts[1].text.as_str()),
+        ("snark", "Second answer.")
+    );
     assert_eq!(posts[1].quotes, Some(follow_up));
-    assert_eq!(w.model.requests_for("caid").len(), 0, "caid was not addressed");
+    assert_eq!(
+        w.model.requests_for("caid").len(),
+        0,
+        "caid was not addressed"
+    );
 }
 
 #[tokio::test]
@@ -88,7 +104,10 @@ async fn a_long_reply_is_split_at_4096_on_paragraphs() {
     w.telegram.wait_for(|t| t.posts().len() == 3).await;
     w.settle().await;
     let calls = w.telegram.all_posts();
-    assert!(calls.iter().all(|c| c.refused.is_none()), "none too long: {calls:?}");
+    assert!(
+        calls.iter().all(|c| c.refused.is_none()),
+        "none too long: {calls:?}"
+    );
     assert_eq!(calls.len(), 3);
     for post in &calls {
         assert!(post.text.chars().count() <= 4096);
@@ -104,14 +123,22 @@ async fn typing_shows_while_the_turn_runs_and_not_after() {
     // About 1.2 s of writing: the indicator goes up at once, before the reply.
     w.model.script(
         "snark",
-        Step::slow("Thinking it through, the answer is 42.", 4, Duration::from_millis(120)),
+        Step::slow(
+            "Thinking it through, the answer is 42.",
+            4,
+            Duration::from_millis(120),
+        ),
     );
     w.say(Some(SNARK.1), "what is the answer?", None);
     w.telegram.wait_for(|t| t.posts().len() == 1).await;
     w.settle().await;
     let actions = w.telegram.actions();
     assert!(!actions.is_empty(), "typing was shown");
-    assert!(actions.iter().all(|a| a.bot == "snark" && a.chat == GROUP && a.action == "typing"));
+    assert!(
+        actions
+            .iter()
+            .all(|a| a.bot == "snark" && a.chat == GROUP && a.action == "typing")
+    );
     let posted = w.telegram.seen().first_post_at().unwrap();
     assert!(
         actions.iter().all(|a| a.at <= posted),

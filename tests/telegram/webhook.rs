@@ -10,7 +10,11 @@ async fn the_webhook_is_registered_and_its_secret_checked() {
     let (url, secret) = w.telegram.webhook("snark").expect("setWebhook was called");
     assert_eq!(url, "https://baton.example.com/hooks/telegram/snark");
     assert_eq!(secret, SECRET);
-    assert_eq!(w.telegram.polls("snark"), 0, "a webhook account does not poll");
+    assert_eq!(
+        w.telegram.polls("snark"),
+        0,
+        "a webhook account does not poll"
+    );
     w.model.script("snark", Step::reply("Hooked."));
 
     // Wrong, then missing secret: 401, no turn, nothing on record.
@@ -43,7 +47,10 @@ async fn the_webhook_is_registered_and_its_secret_checked() {
         None,
         Some("snark"),
     );
-    let statuses = w.telegram.push_webhook(&w.gateway.base, "snark", None).await;
+    let statuses = w
+        .telegram
+        .push_webhook(&w.gateway.base, "snark", None)
+        .await;
     assert_eq!(statuses, [200]);
     w.telegram.wait_for(|t| t.posts().len() == 1).await;
     let post = &w.telegram.posts()[0];

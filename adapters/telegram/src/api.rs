@@ -175,7 +175,9 @@ impl Api {
 
     /// `getMe`.
     pub async fn get_me(&self) -> Result<Me, ApiError> {
-        let result = self.call("getMe", &Value::Object(Default::default())).await?;
+        let result = self
+            .call("getMe", &Value::Object(Default::default()))
+            .await?;
         serde_json::from_value(result).map_err(|e| ApiError::Transport {
             method: "getMe",
             why: format!("unreadable answer: {e}"),
@@ -248,10 +250,7 @@ fn refusal(method: &'static str, status: u16, answer: Answer) -> ApiError {
         ),
         500.. => ApiError::Transport {
             method,
-            why: format!(
-                "{code} {}",
-                answer.description.unwrap_or_default()
-            ),
+            why: format!("{code} {}", answer.description.unwrap_or_default()),
         },
         _ => ApiError::Refused {
             method,
@@ -298,6 +297,9 @@ mod tests {
         let SendError::Rejected { code, message } = SendError::from(long) else {
             panic!("a 400 is a refusal");
         };
-        assert_eq!((code.as_str(), message.as_str()), ("400", "Bad Request: message is too long"));
+        assert_eq!(
+            (code.as_str(), message.as_str()),
+            ("400", "Bad Request: message is too long")
+        );
     }
 }

@@ -264,7 +264,8 @@ impl Adapter for TelegramAdapter {
         let Some(me) = self.identity() else {
             return SiblingPost::plain(&post.text);
         };
-        let mut read = sibling_post::read(&post.text, (me.id, &me.username), &self.settings.directory);
+        let mut read =
+            sibling_post::read(&post.text, (me.id, &me.username), &self.settings.directory);
         let posted = self.posted.lock().expect("posted lock poisoned");
         read.reply_to_author = post
             .reply_to

@@ -13,8 +13,8 @@
 //!   redelivered update and the same message seen again are one event.
 
 use baton_contract::{
-    AccountId, ChatId, ChatKind, FileRef, InboundEvent, InboundFile, InboundKind, Platform,
-    Sender, ThreadId, UserId,
+    AccountId, ChatId, ChatKind, FileRef, InboundEvent, InboundFile, InboundKind, Platform, Sender,
+    ThreadId, UserId,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -373,7 +373,10 @@ mod tests {
             json!([{"type": "bot_command", "offset": 0, "length": 13}]),
         ));
         assert_eq!(other.mentions, [UserId::from("1002")]);
-        assert_eq!(other.text, "/ask@caid_bot hi", "only this bot's own name is taken off");
+        assert_eq!(
+            other.text, "/ask@caid_bot hi",
+            "only this bot's own name is taken off"
+        );
     }
 
     #[test]

@@ -77,7 +77,8 @@ pub(crate) async fn send(api: &Api, message: &OutboundMessage) -> Result<SentMes
 /// `editMessageText`, once. Telegram's "message is not modified" means the text is already
 /// the one asked for: that is success.
 pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError> {
-    let (chat_id, message) = split_message_id(&edit.message_id).ok_or_else(|| bad_chat(&edit.chat))?;
+    let (chat_id, message) =
+        split_message_id(&edit.message_id).ok_or_else(|| bad_chat(&edit.chat))?;
     let body = json!({ "chat_id": chat_id, "message_id": message, "text": edit.text });
     match api.call("editMessageText", &body).await {
         Ok(_) => Ok(()),
@@ -90,8 +91,11 @@ pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError>
 pub(crate) async fn delete(api: &Api, message: &DeleteMessage) -> Result<(), SendError> {
     let (chat_id, id) =
         split_message_id(&message.message_id).ok_or_else(|| bad_chat(&message.chat))?;
-    api.call("deleteMessage", &json!({ "chat_id": chat_id, "message_id": id }))
-        .await?;
+    api.call(
+        "deleteMessage",
+        &json!({ "chat_id": chat_id, "message_id": id }),
+    )
+    .await?;
     Ok(())
 }
 

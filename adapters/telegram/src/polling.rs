@@ -26,7 +26,11 @@ impl Link for Polling<'_> {
     async fn identify(&mut self) -> Result<(), LinkError> {
         let adapter = self.0;
         let settings = &adapter.settings;
-        let me = adapter.api.get_me().await.map_err(|err| fatal_or_transient(adapter, err))?;
+        let me = adapter
+            .api
+            .get_me()
+            .await
+            .map_err(|err| fatal_or_transient(adapter, err))?;
         tracing::info!(account = %settings.account, id = me.id, username = %me.username, "Telegram bot identified");
         if !me.can_read_all_group_messages {
             tracing::warn!(account = %settings.account, username = %me.username, "Group Privacy is on: in groups this bot only sees commands, mentions and replies to it; turn it off with @BotFather /setprivacy");
@@ -76,7 +80,11 @@ impl Link for Polling<'_> {
             let updates = match polled {
                 Ok(Value::Array(updates)) => updates,
                 Ok(_) => Vec::new(),
-                Err(ApiError::Refused { code: 409, description, .. }) => {
+                Err(ApiError::Refused {
+                    code: 409,
+                    description,
+                    ..
+                }) => {
                     return Err(LinkError::Transient(format!(
                         "Telegram answered 409 ({description}): another process polls with this \
                          bot's token, or a webhook is set; run one baton per token"

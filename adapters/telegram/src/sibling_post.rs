@@ -34,7 +34,11 @@ mod tests {
     fn usernames_of_baton_bots_are_mentions() {
         let directory = Directory::new();
         directory.add("caid_bot", 2);
-        let post = read("@Snark_bot, ask @caid_bot. @stranger?", (1, "snark_bot"), &directory);
+        let post = read(
+            "@Snark_bot, ask @caid_bot. @stranger?",
+            (1, "snark_bot"),
+            &directory,
+        );
         assert_eq!(post.mentions, [UserId::from("1"), UserId::from("2")]);
     }
 }

@@ -34,10 +34,7 @@ pub(crate) async fn handle(
     let given = request.header(SECRET_HEADER).unwrap_or_default();
     if !bool::from(given.as_bytes().ct_eq(secret.expose().as_bytes())) {
         tracing::warn!(%account, "Telegram webhook refused: missing or wrong secret token");
-        return WebhookResponse::error(
-            401,
-            "missing or wrong X-Telegram-Bot-Api-Secret-Token",
-        );
+        return WebhookResponse::error(401, "missing or wrong X-Telegram-Bot-Api-Secret-Token");
     }
     let update: Value = match serde_json::from_slice(&request.body) {
         Ok(update) => update,

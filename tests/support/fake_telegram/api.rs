@@ -3,11 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State as Extract};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -29,7 +29,10 @@ fn ok(result: Value) -> Response {
 
 fn error(code: u16, description: &str) -> Response {
     let status = StatusCode::from_u16(code).unwrap();
-    (status, Json(json!({"ok": false, "error_code": code, "description": description})))
+    (
+        status,
+        Json(json!({"ok": false, "error_code": code, "description": description})),
+    )
         .into_response()
 }
 
@@ -142,7 +145,9 @@ pub(super) async fn method(
             ok(json!(true))
         }
         "setMyCommands" => {
-            bot_mut(&state, &name, |b| b.commands = Some(body["commands"].clone()));
+            bot_mut(&state, &name, |b| {
+                b.commands = Some(body["commands"].clone())
+            });
             ok(json!(true))
         }
         "sendMessage" => send_message(&state, &name, &body).await,
@@ -155,7 +160,9 @@ pub(super) async fn method(
         "sendChatAction" => {
             let mut inner = state.inner.lock().unwrap();
             let chat = body["chat_id"].as_i64().unwrap_or_default();
-            inner.seen.push(Seen::TypingOn { at: chat.to_string() });
+            inner.seen.push(Seen::TypingOn {
+                at: chat.to_string(),
+            });
             inner.actions.push(ChatAction {
                 bot: name,
                 chat,
@@ -206,9 +213,11 @@ fn bot_mut(state: &State, name: &str, f: impl FnOnce(&mut super::Bot)) {
 fn get_me(state: &State, name: &str) -> Response {
     let inner = state.inner.lock().unwrap();
     let b = inner.bots.iter().find(|b| b.name == name).unwrap();
-    ok(json!({"id": b.id, "is_bot": true, "first_name": b.name, "username": b.username,
+    ok(
+        json!({"id": b.id, "is_bot": true, "first_name": b.name, "username": b.username,
         "can_join_groups": true, "can_read_all_group_messages": true,
-        "supports_inline_queries": false}))
+        "supports_inline_queries": false}),
+    )
 }
 
 /// Long polling: drop what `offset` confirms, answer what is left, or wait for it.
@@ -272,13 +281,17 @@ async fn send_message(state: &State, name: &str, body: &Value) -> Response {
             return error(400, "Bad Request: message text is empty");
         }
         let me = inner.bots.iter().find(|b| b.name == name).unwrap();
-        let author = json!({"id": me.id, "is_bot": true, "first_name": me.name, "username": me.username});
+        let author =
+            json!({"id": me.id, "is_bot": true, "first_name": me.name, "username": me.username});
         let entities = mentions_in(&text);
         let message = new_message(&mut inner, chat, author, &text, entities, post.quotes);
         let id = message["message_id"].as_i64().unwrap();
         post.message_id = Some(id);
         inner.posts.push(post);
-        inner.seen.push(Seen::Post { id: format!("{chat}:{id}"), text: text.clone() });
+        inner.seen.push(Seen::Post {
+            id: format!("{chat}:{id}"),
+            text: text.clone(),
+        });
         if inner.bot_to_bot && chat < 0 {
             let others: Vec<String> = inner
                 .bots
@@ -316,7 +329,10 @@ fn edit(state: &State, body: &Value) -> Response {
         Some(_) => {
             inner.texts.insert((chat, id), text.clone());
             inner.edits.push((chat, id, text.clone()));
-            inner.seen.push(Seen::Edit { id: format!("{chat}:{id}"), text: text.clone() });
+            inner.seen.push(Seen::Edit {
+                id: format!("{chat}:{id}"),
+                text: text.clone(),
+            });
             ok(json!({"message_id": id, "chat": {"id": chat}, "text": text}))
         }
     }

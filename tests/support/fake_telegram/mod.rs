@@ -148,7 +148,9 @@ impl FakeTelegram {
     /// The next `n` posts get 429 with `retry_after` seconds.
     pub fn rate_limit_posts(&self, n: usize, retry_after: u64) {
         let mut inner = self.inner.lock().unwrap();
-        inner.rate_limits.extend(std::iter::repeat_n(retry_after, n));
+        inner
+            .rate_limits
+            .extend(std::iter::repeat_n(retry_after, n));
     }
 
     /// From now on posts are recorded as made and never answered.
@@ -173,7 +175,15 @@ impl FakeTelegram {
     /// positive: the private chat with that person), with `entities`, optionally replying to
     /// message `reply_to` of the chat. Every bot gets it (in a private chat: only `to`).
     /// Returns the message id.
-    pub fn say(&self, chat: i64, from: (i64, &str), text: &str, entities: Value, reply_to: Option<i64>, to: Option<&str>) -> i64 {
+    pub fn say(
+        &self,
+        chat: i64,
+        from: (i64, &str),
+        text: &str,
+        entities: Value,
+        reply_to: Option<i64>,
+        to: Option<&str>,
+    ) -> i64 {
         let mut inner = self.inner.lock().unwrap();
         let author = json!({"id": from.0, "is_bot": false, "first_name": from.1});
         let message = api::new_message(&mut inner, chat, author, text, entities, reply_to);
@@ -250,19 +260,31 @@ impl FakeTelegram {
     /// How many times `bot` called `getUpdates`.
     pub fn polls(&self, bot: &str) -> usize {
         let inner = self.inner.lock().unwrap();
-        inner.bots.iter().find(|b| b.name == bot).map_or(0, |b| b.get_updates)
+        inner
+            .bots
+            .iter()
+            .find(|b| b.name == bot)
+            .map_or(0, |b| b.get_updates)
     }
 
     /// The webhook `bot` registered: (url, secret).
     pub fn webhook(&self, bot: &str) -> Option<(String, String)> {
         let inner = self.inner.lock().unwrap();
-        inner.bots.iter().find(|b| b.name == bot).and_then(|b| b.webhook.clone())
+        inner
+            .bots
+            .iter()
+            .find(|b| b.name == bot)
+            .and_then(|b| b.webhook.clone())
     }
 
     /// The commands `bot` registered with `setMyCommands`.
     pub fn commands(&self, bot: &str) -> Option<Value> {
         let inner = self.inner.lock().unwrap();
-        inner.bots.iter().find(|b| b.name == bot).and_then(|b| b.commands.clone())
+        inner
+            .bots
+            .iter()
+            .find(|b| b.name == bot)
+            .and_then(|b| b.commands.clone())
     }
 
     /// The HTTP statuses baton's webhook answered the fake's posts with.
@@ -310,7 +332,8 @@ impl FakeTelegram {
 
     /// Wait until `bot` has confirmed every update delivered to it (polled past them).
     pub async fn wait_confirmed(&self, bot: &str) {
-        self.wait_for(|f| f.pending(bot).is_empty() && f.polls(bot) > 0).await;
+        self.wait_for(|f| f.pending(bot).is_empty() && f.polls(bot) > 0)
+            .await;
     }
 }
 
