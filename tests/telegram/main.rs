@@ -8,6 +8,7 @@ mod client_library;
 mod kills;
 mod messages;
 mod personas;
+mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
 mod webhook;

@@ -27,10 +27,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
     DownloadError, Downloaded, EditMessage, EventSink, FileRef, LinkError, NotTaken, OutboundFile,
-    OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, SiblingPost, Typing,
-    TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    OutboundMessage, Platform, Preview, Receive, Secret, SendError, SentMessage, SiblingPost,
+    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -285,6 +285,16 @@ impl Adapter for TelegramAdapter {
 
     async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
         outbound::delete(&self.api, message).await
+    }
+
+    /// Drafts (`sendMessageDraft`) exist in private chats only, whose id is the person's
+    /// (positive); groups and supergroups have negative ids and stream by edits.
+    fn previews_in(&self, chat: &ChatId) -> bool {
+        chat.as_str().parse::<i64>().is_ok_and(|id| id > 0)
+    }
+
+    async fn preview(&self, preview: &Preview) -> Result<(), SendError> {
+        outbound::draft(&self.api, preview).await
     }
 
     fn shows_typing(&self) -> bool {

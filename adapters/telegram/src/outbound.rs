@@ -9,8 +9,8 @@
 use std::time::Duration;
 
 use baton_contract::{
-    ChatId, DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, SendError,
-    SentMessage, ThreadId, Typing, TypingTarget,
+    ChatId, DeleteMessage, EditMessage, MessageId, OutboundFile, OutboundMessage, Preview,
+    SendError, SentMessage, ThreadId, Typing, TypingTarget,
 };
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
@@ -85,6 +85,15 @@ pub(crate) async fn edit(api: &Api, edit: &EditMessage) -> Result<(), SendError>
         Err(err) if err.is_not_modified() => Ok(()),
         Err(err) => Err(err.into()),
     }
+}
+
+/// `sendMessageDraft`, once: the reply so far, as a draft in a private chat.
+pub(crate) async fn draft(api: &Api, preview: &Preview) -> Result<(), SendError> {
+    let (_, mut body) = place(&preview.chat, preview.thread.as_ref(), None)?;
+    body["draft_id"] = json!(preview.draft_id);
+    body["text"] = json!(preview.text);
+    api.call("sendMessageDraft", &body).await?;
+    Ok(())
 }
 
 /// `deleteMessage`, once.

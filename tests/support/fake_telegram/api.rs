@@ -152,6 +152,19 @@ pub(super) async fn method(
         }
         "sendMessage" => send_message(&state, &name, &body).await,
         "editMessageText" => edit(&state, &body),
+        "sendMessageDraft" => {
+            let chat = body["chat_id"].as_i64().unwrap_or_default();
+            if chat <= 0 {
+                return error(400, "Bad Request: TEXTDRAFT_PEER_INVALID");
+            }
+            let mut inner = state.inner.lock().unwrap();
+            inner.drafts.push(super::Draft {
+                chat,
+                draft_id: body["draft_id"].as_i64().unwrap_or_default(),
+                text: body["text"].as_str().unwrap_or_default().to_owned(),
+            });
+            ok(json!(true))
+        }
         "deleteMessage" => {
             let id = format!("{}:{}", body["chat_id"], body["message_id"]);
             state.inner.lock().unwrap().seen.push(Seen::Delete { id });

@@ -1,6 +1,6 @@
 //! A fake Telegram Bot API on 127.0.0.1: `getMe`, `getUpdates` long polling (updates confirmed
 //! by a higher offset, as Telegram does), `setWebhook` (then updates are POSTed to the webhook
-//! with the secret header), `sendMessage`, `editMessageText`, `deleteMessage`,
+//! with the secret header), `sendMessage`, `sendMessageDraft` (private chats only), `editMessageText`, `deleteMessage`,
 //! `sendChatAction`, `setMyCommands`, `deleteWebhook`, `getFile` and file downloads, answering
 //! with Telegram's own error shapes: 401 `Unauthorized` for an unknown token, 429 with
 //! `parameters.retry_after`, 400 "message is too long" over 4096 characters and 400 "message is
@@ -57,6 +57,17 @@ pub struct ChatAction {
     pub at: tokio::time::Instant,
 }
 
+/// One `sendMessageDraft`.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    /// `chat_id`.
+    pub chat: i64,
+    /// `draft_id`.
+    pub draft_id: i64,
+    /// `text`.
+    pub text: String,
+}
+
 struct Bot {
     name: String,
     id: i64,
@@ -80,6 +91,7 @@ struct Inner {
     texts: HashMap<(i64, i64), String>,
     posts: Vec<Post>,
     edits: Vec<(i64, i64, String)>,
+    drafts: Vec<Draft>,
     actions: Vec<ChatAction>,
     /// Answer the next posts 429 with this `retry_after`.
     rate_limits: VecDeque<u64>,
@@ -245,6 +257,11 @@ impl FakeTelegram {
     /// The posts `bot` made.
     pub fn posts_by(&self, bot: &str) -> Vec<Post> {
         self.posts().into_iter().filter(|p| p.bot == bot).collect()
+    }
+
+    /// `sendMessageDraft` calls, in order.
+    pub fn drafts(&self) -> Vec<Draft> {
+        self.inner.lock().unwrap().drafts.clone()
     }
 
     /// `sendChatAction` calls, in order.
