@@ -67,7 +67,41 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixture::assert_broken_reports;
+    use std::path::Path;
+
+    use super::super::fixture::{assert_broken_reports, keys};
+    use crate::config::Config;
+
+    #[test]
+    fn chat_personas_name_known_bots_readable_files_and_models_only_for_openai() {
+        let toml = r#"
+[[bots]]
+id = "snark"
+backend = "openai"
+model = "m"
+
+[[bots]]
+id = "parrot"
+backend = "echo"
+
+[[chats]]
+platform = "telegram"
+id = "-1001"
+model = "big"
+system_prompt_file = "no/such/prompt.md"
+bots = { ghost = { model = "x" }, parrot = { model = "y" }, snark = { model = "bigger" } }
+"#;
+        let problems = Config::from_toml(toml, Path::new("."), &|_| None).unwrap_err();
+        assert_eq!(
+            keys(&problems),
+            [
+                "chats[0].system_prompt_file",
+                "chats[0].bots.ghost",
+                "chats[0].bots.parrot.model",
+            ],
+            "{problems:#?}"
+        );
+    }
 
     #[test]
     fn chats_report_each_problem_by_key() {
