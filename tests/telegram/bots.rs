@@ -32,3 +32,51 @@ async fn two_bots_in_bot_to_bot_mode_stay_bounded_by_max_bot_reply_chain() {
     let posts = w.telegram.posts();
     assert_eq!(posts[1].quotes, posts[0].message_id);
 }
+
+/// Without bot-to-bot mode, baton hands its bots' posts over itself: `always` caid hears
+/// snark's answer in the group. A bot not in a group, and a private chat, hear nothing.
+#[tokio::test]
+async fn posts_are_handed_over_where_telegram_does_not_deliver_them() {
+    let extra = format!(
+        "\n[[chats]]\nplatform = \"telegram\"\nid = \"{GROUP}\"\nactivation = \"always\"\n\
+         allow_bots = [\"snark\", \"caid\"]\n\n\
+         [[chats]]\nplatform = \"telegram\"\nid = \"-1009\"\nactivation = \"always\"\n\
+         allow_bots = [\"snark\", \"caid\"]\n"
+    );
+    let w = world(&extra).await;
+    w.telegram.not_in("caid", -1009);
+    w.model.script("snark", Step::reply("Snark here."));
+    w.model.script("caid", Step::reply("NO_REPLY"));
+    w.model.script("snark", Step::reply("Snark alone here."));
+    w.model.script("snark", Step::reply("Snark in private."));
+    w.say(Some(SNARK.1), "hello", None);
+    w.telegram.wait_for(|t| t.posts().len() == 1).await;
+    w.settle().await;
+    // caid heard the human (mentioning snark only: not woken) and snark's post (woken).
+    let caid = w.model.requests_for("caid");
+    assert_eq!(caid.len(), 1, "{caid:?}");
+    assert!(caid[0].to_string().contains("Snark here."), "{}", caid[0]);
+    w.telegram.say(
+        -1009,
+        HUMAN,
+        "@snark_bot hi",
+        Value::Array(vec![mention(0, SNARK.1)]),
+        None,
+        None,
+    );
+    w.telegram.say(
+        HUMAN.0,
+        HUMAN,
+        "hi",
+        Value::Array(vec![]),
+        None,
+        Some("snark"),
+    );
+    w.telegram.wait_for(|t| t.posts().len() == 3).await;
+    w.settle().await;
+    assert_eq!(
+        w.model.requests_for("caid").len(),
+        1,
+        "caid heard nothing more"
+    );
+}

@@ -260,6 +260,23 @@ impl Adapter for TelegramAdapter {
         Ok(sent)
     }
 
+    /// A private chat (a positive id, the person's) is that person's conversation with one
+    /// bot: never another bot's. In a group, `getChatMember` says whether this bot is in it.
+    async fn in_chat(&self, chat: &ChatId) -> Result<bool, SendError> {
+        let Some(me) = self.identity() else {
+            return Ok(false);
+        };
+        match chat.as_str().parse::<i64>() {
+            Ok(id) if id < 0 => {
+                let body = json!({ "chat_id": id, "user_id": me.id });
+                let member = self.api.call("getChatMember", &body).await?;
+                let status = member.get("status").and_then(Value::as_str);
+                Ok(!matches!(status, Some("left" | "kicked") | None))
+            }
+            _ => Ok(false),
+        }
+    }
+
     fn read_sibling_post(&self, post: &OutboundMessage) -> SiblingPost {
         let Some(me) = self.identity() else {
             return SiblingPost::plain(&post.text);

@@ -349,7 +349,7 @@ mod tests {
         let event = read(&group_message(
             text,
             json!([{"type": "mention", "offset": 0, "length": 10},
-                   {"type": "mention", "offset": 17, "length": 9}]),
+                   {"type": "mention", "offset": 18, "length": 9}]),
         ));
         assert_eq!(event.mentions, [UserId::from("1001"), UserId::from("1002")]);
         assert_eq!(event.leading_mentions, 1, "caid is named in the body");

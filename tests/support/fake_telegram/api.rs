@@ -144,6 +144,17 @@ pub(super) async fn method(
             bot_mut(&state, &name, |b| b.webhook = Some((url, secret)));
             ok(json!(true))
         }
+        "getChatMember" => {
+            let inner = state.inner.lock().unwrap();
+            let chat = body["chat_id"].as_i64().unwrap_or_default();
+            let user = body["user_id"].as_i64().unwrap_or_default();
+            let status = if inner.outside.contains(&(chat, user)) {
+                "left"
+            } else {
+                "member"
+            };
+            ok(json!({"status": status, "user": {"id": user, "is_bot": true, "first_name": "bot"}}))
+        }
         "setMyCommands" => {
             bot_mut(&state, &name, |b| {
                 b.commands = Some(body["commands"].clone())
@@ -309,7 +320,7 @@ async fn send_message(state: &State, name: &str, body: &Value) -> Response {
             let others: Vec<String> = inner
                 .bots
                 .iter()
-                .filter(|b| b.name != name)
+                .filter(|b| b.name != name && !inner.outside.contains(&(chat, b.id)))
                 .map(|b| b.name.clone())
                 .collect();
             for other in others {

@@ -92,6 +92,8 @@ struct Inner {
     posts: Vec<Post>,
     edits: Vec<(i64, i64, String)>,
     drafts: Vec<Draft>,
+    /// `(chat, user)` pairs where the user is not a member.
+    outside: std::collections::HashSet<(i64, i64)>,
     actions: Vec<ChatAction>,
     /// Answer the next posts 429 with this `retry_after`.
     rate_limits: VecDeque<u64>,
@@ -152,6 +154,13 @@ impl FakeTelegram {
         });
     }
 
+    /// Bot `name` is not in group `chat` (it gets none of its messages).
+    pub fn not_in(&self, name: &str, chat: i64) {
+        let mut inner = self.inner.lock().unwrap();
+        let id = inner.bots.iter().find(|b| b.name == name).unwrap().id;
+        inner.outside.insert((chat, id));
+    }
+
     /// Bot-to-bot mode: from now on a bot's group posts reach the other bots as updates.
     pub fn bot_to_bot(&self) {
         self.inner.lock().unwrap().bot_to_bot = true;
@@ -204,6 +213,7 @@ impl FakeTelegram {
             .bots
             .iter()
             .filter(|b| to.is_none_or(|to| to == b.name))
+            .filter(|b| !inner.outside.contains(&(chat, b.id)))
             .map(|b| b.name.clone())
             .collect();
         for bot in receivers {
