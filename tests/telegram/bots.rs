@@ -41,7 +41,9 @@ async fn posts_are_handed_over_where_telegram_does_not_deliver_them() {
         "\n[[chats]]\nplatform = \"telegram\"\nid = \"{GROUP}\"\nactivation = \"always\"\n\
          allow_bots = [\"snark\", \"caid\"]\n\n\
          [[chats]]\nplatform = \"telegram\"\nid = \"-1009\"\nactivation = \"always\"\n\
-         allow_bots = [\"snark\", \"caid\"]\n"
+         allow_bots = [\"snark\", \"caid\"]\n\n\
+         [[chats]]\nplatform = \"telegram\"\nid = \"{}\"\nactivation = \"always\"\nallow_bots = [\"snark\"]\n",
+        HUMAN.0
     );
     let w = world(&extra).await;
     w.telegram.not_in("caid", -1009);
