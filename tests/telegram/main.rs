@@ -8,6 +8,7 @@ mod client_library;
 mod kills;
 mod messages;
 mod personas;
+mod setup;
 mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
