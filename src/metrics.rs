@@ -31,7 +31,7 @@ pub struct Counter {
 }
 
 /// Platform names, for the counters split by platform.
-const PLATFORMS: &[&str] = &["discord", "feishu", "local", "slack"];
+const PLATFORMS: &[&str] = &["discord", "feishu", "local", "slack", "telegram"];
 
 /// Every counter, in the order `/metrics` shows them.
 const ALL: [&Counter; 10] = [

@@ -60,6 +60,9 @@ pub struct Journal {
     tool_calls: Arc<AtomicUsize>,
     /// Whether the run attached files to its reply (a `reply_attach` call, or its backend).
     attaching: Arc<AtomicBool>,
+    /// The model the run's turn asked (then the one that answered), written with each post of
+    /// its reply: a chat may give a bot another model than its own.
+    model: Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl Journal {
@@ -73,6 +76,23 @@ impl Journal {
             arrival: None,
             tool_calls: Arc::default(),
             attaching: Arc::default(),
+            model: Arc::default(),
+        }
+    }
+
+    /// The run's turn uses (or used) `model`: its posts are recorded with it. An empty name
+    /// (a backend without models) is not recorded.
+    pub fn using_model(&self, model: &str) {
+        if !model.is_empty() {
+            *self.model.lock() = Some(model.to_owned());
+        }
+    }
+
+    /// What a post of the reply is recorded with: the model, when known.
+    fn reply_meta(&self) -> Value {
+        match &*self.model.lock() {
+            Some(model) => serde_json::json!({ "model": model }),
+            None => Value::Null,
         }
     }
 
@@ -289,7 +309,7 @@ impl Journal {
             text,
             Some(message_id),
             Some(idempotency_key),
-            Value::Null,
+            self.reply_meta(),
         );
         if handovers.is_empty() {
             tokio::spawn(self.queue(entry).await);

@@ -1,5 +1,5 @@
-//! Idle memory of the `baton` binary with one Slack (Socket Mode), one Discord and one Feishu
-//! (websocket) account, each connected to its fake on 127.0.0.1: the process is started, every
+//! Idle memory of the `baton` binary with one Slack (Socket Mode), one Discord, one Feishu
+//! (websocket) and one Telegram (long polling) account, each connected to its fake on 127.0.0.1: the process is started, every
 //! account is waited for until `/api/roster` says `connected`, it sits idle, and its
 //! `/proc/<pid>/status` is printed, with the resident KiB of each mapping (the binary's code,
 //! its relocated data, the libraries, the heap). A measurement for BENCHMARKS.md, never asserted
@@ -25,26 +25,35 @@ use serde_json::Value;
 use support::fake_discord::FakeDiscord;
 use support::fake_feishu::FakeFeishu;
 use support::fake_slack::FakeSlack;
+use support::fake_telegram::FakeTelegram;
 use support::process::{EXIT_DEADLINE, Running, START_DEADLINE, eventually};
 use tokio::process::Command;
 
 const CAID: &str = "100000000000000002";
 
-/// The three accounts, on the fakes, each with an echo bot of its own.
-fn config(slack: &FakeSlack, discord: &FakeDiscord, feishu: &FakeFeishu) -> String {
+/// The four accounts, on the fakes, each with an echo bot of its own.
+fn config(
+    slack: &FakeSlack,
+    discord: &FakeDiscord,
+    feishu: &FakeFeishu,
+    telegram: &FakeTelegram,
+) -> String {
     format!(
         "[gateway]\ndrain_seconds = 1\n\n\
          [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
          [[bots]]\nid = \"snark\"\nbackend = \"echo\"\n\n\
          [[bots]]\nid = \"caid\"\nbackend = \"echo\"\n\n\
          [[bots]]\nid = \"lark\"\nbackend = \"echo\"\n\n\
+         [[bots]]\nid = \"tg\"\nbackend = \"echo\"\n\n\
          [[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"socket\"\n\
          app_token_env = \"APP\"\nbot_token_env = \"BOT\"\napi_url = \"{}\"\n\n\
          [[accounts]]\nbot = \"caid\"\nplatform = \"discord\"\nbot_token_env = \"DISCORD\"\n\
          application_id = \"{CAID}\"\napi_url = \"{}\"\n\n\
          [[accounts]]\nbot = \"lark\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
-         app_id = \"cli_lark\"\napp_secret_env = \"SECRET\"\napi_url = \"{}\"\n",
-        slack.api_url, discord.api_url, feishu.api_url
+         app_id = \"cli_lark\"\napp_secret_env = \"SECRET\"\napi_url = \"{}\"\n\n\
+         [[accounts]]\nbot = \"tg\"\nplatform = \"telegram\"\nbot_token_env = \"TELEGRAM\"\n\
+         api_url = \"{}\"\n",
+        slack.api_url, discord.api_url, feishu.api_url, telegram.api_url
     )
 }
 
@@ -98,16 +107,18 @@ fn mappings_of(pid: u32) -> String {
 
 #[tokio::test]
 #[ignore = "a measurement for BENCHMARKS.md: run it with --ignored on a release binary"]
-async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
+async fn idle_rss_with_an_account_on_each_of_four_platforms_connected() {
     let slack = FakeSlack::start().await;
     slack.app("snark", "U_SNARK");
     let discord = FakeDiscord::start().await;
     discord.bot("token-caid", CAID, "caid");
     let feishu = FakeFeishu::start().await;
     feishu.app("lark", "ou_lark_self");
+    let telegram = FakeTelegram::start().await;
+    telegram.bot("tg", 7009, "tg_bot");
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("baton.toml");
-    std::fs::write(&config_path, config(&slack, &discord, &feishu)).unwrap();
+    std::fs::write(&config_path, config(&slack, &discord, &feishu, &telegram)).unwrap();
 
     let bin = std::env::var("BATON_RSS_BIN").unwrap_or_else(|_| support::process::BATON.into());
     let mut cmd = Command::new(&bin);
@@ -119,6 +130,7 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
         .env("BOT", "xoxb-snark")
         .env("DISCORD", "token-caid")
         .env("SECRET", "secret-lark")
+        .env("TELEGRAM", "tok-tg")
         .arg("run")
         .arg("--config")
         .arg(&config_path)
@@ -143,7 +155,7 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
             .flat_map(|b| b["accounts"].as_array().cloned().unwrap_or_default())
             .map(|a| a["state"].as_str().unwrap_or_default().to_owned())
             .collect();
-        (states.len() >= 3 && states.iter().all(|s| s == "connected")).then_some(())
+        (states.len() >= 4 && states.iter().all(|s| s == "connected")).then_some(())
     })
     .await;
     let idle: u64 = std::env::var("BATON_RSS_IDLE_SECONDS")
@@ -153,7 +165,7 @@ async fn idle_rss_with_a_slack_a_discord_and_a_feishu_account_connected() {
     // Not a synchronisation: the measurement is of a gateway that has sat idle this long.
     tokio::time::sleep(Duration::from_secs(idle)).await;
     println!(
-        "## idle, Slack + Discord + Feishu accounts connected to the fakes, {idle}s: {} ({bin})",
+        "## idle, Slack + Discord + Feishu + Telegram accounts connected to the fakes, {idle}s: {} ({bin})",
         memory_of(gateway.pid)
     );
     println!("{}", mappings_of(gateway.pid));

@@ -12,6 +12,9 @@ pub enum StreamMode {
     /// The reply appears while it is written: one post, edited in place.
     #[default]
     Edit,
+    /// The platform's own way where it has one (Telegram's drafts in private chats: the reply
+    /// shown as a draft, then posted whole); `edit` elsewhere.
+    Native,
 }
 
 /// `[feedback]`: the settings every bot has unless it says otherwise.

@@ -20,7 +20,7 @@
 //! as are all of them when the turn ends silent or its flow refuses the reply
 //! ([`Streamer::withdraw`]).
 
-use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId};
+use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId, Preview};
 
 use super::files::post_files;
 use super::handover::Handover;
@@ -50,6 +50,10 @@ pub struct Streamer<'a> {
     posts: Vec<Post>,
     /// Told each post's text before it is made (a chain's posts must wake no bot).
     before_post: Option<&'a (dyn Fn(&str) + Sync)>,
+    /// The reply is shown as a preview that is no post (`stream = "native"` where the platform
+    /// has one): its draft id, and whether it has been shown. Nothing is posted before
+    /// [`Streamer::finish`], which posts the reply as a whole reply is posted.
+    preview: Option<(u32, bool)>,
 }
 
 impl<'a> Streamer<'a> {
@@ -69,7 +73,15 @@ impl<'a> Streamer<'a> {
             limit: adapter.capabilities().max_message_chars,
             posts: Vec::new(),
             before_post: None,
+            preview: None,
         }
+    }
+
+    /// Show the reply as a preview (the adapter's [`Adapter::preview`]) rather than in posts
+    /// edited in place; one draft id per run, the same after a restart.
+    pub fn previewing(mut self) -> Self {
+        self.preview = Some((draft_id(self.journal.run_id()), false));
+        self
     }
 
     /// Tell `before_post` each post's text before the post is made.
@@ -80,7 +92,7 @@ impl<'a> Streamer<'a> {
 
     /// Whether anything has been posted yet.
     pub fn has_posted(&self) -> bool {
-        !self.posts.is_empty()
+        !self.posts.is_empty() || matches!(self.preview, Some((_, true)))
     }
 
     /// Make the chat show `text` (the certain part of the reply so far). A post or edit that
@@ -91,6 +103,22 @@ impl<'a> Streamer<'a> {
             return Ok(());
         }
         let chunks = split(text, self.limit);
+        if let Some((draft_id, shown)) = &mut self.preview {
+            // A preview shows the reply's first post; the rest arrives with the finished reply.
+            let preview = Preview {
+                chat: self.target.chat.clone(),
+                thread: self.target.thread.clone(),
+                draft_id: *draft_id,
+                text: chunks.into_iter().next().unwrap_or_default(),
+            };
+            match with_retry(|| self.adapter.preview(&preview)).await {
+                Ok(()) => *shown = true,
+                Err(err) => {
+                    tracing::warn!(session = %self.journal.session(), %err, "a preview of the reply failed; the finished reply is posted anyway")
+                }
+            }
+            return Ok(());
+        }
         let total = chunks.len();
         for (n, chunk) in chunks.into_iter().enumerate() {
             let closing = n + 1 < total;
@@ -248,6 +276,14 @@ impl<'a> Streamer<'a> {
         post.edits += 1;
         Ok(())
     }
+}
+
+/// A non-zero draft id from a run id (FNV-1a): the same for every attempt of the run.
+fn draft_id(run_id: &str) -> u32 {
+    let hash = run_id.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    hash.max(1)
 }
 
 /// Which pass a post or edit belongs to.

@@ -90,6 +90,7 @@ mod tests {
             ignore_other_mentions: true,
             mentions: crate::config::MentionMode::Leading,
             respond_to_at_all: false,
+            personas: Arc::default(),
         }
     }
 

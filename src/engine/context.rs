@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::roster::Bot;
+use crate::roster::{Bot, Persona};
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, TailEntry};
 use crate::turn::{
@@ -44,9 +44,11 @@ impl Attached<'static> {
     };
 }
 
-/// Assemble the turn.
+/// Assemble the turn, as `bot` is in its chat (`persona`: the chat's model and system prompt
+/// for it, over its own).
 pub(crate) fn turn_request(
     bot: &Bot,
+    persona: &Persona,
     session: &SessionKey,
     history: &[HistoryEntry],
     tail: &[Arc<TailEntry>],
@@ -54,8 +56,12 @@ pub(crate) fn turn_request(
     tools: Arc<[ToolSpec]>,
 ) -> TurnRequest {
     let mut messages = Vec::with_capacity(tail.len() + 3);
-    if !bot.system_prompt.is_empty() {
-        messages.push(ChatLine::new(Role::System, bot.system_prompt.as_str()));
+    let system_prompt = persona
+        .system_prompt
+        .as_deref()
+        .unwrap_or(bot.system_prompt.as_str());
+    if !system_prompt.is_empty() {
+        messages.push(ChatLine::new(Role::System, system_prompt));
     }
     if !history.is_empty() {
         messages.push(ChatLine::new(Role::User, history_text(history)));
@@ -69,7 +75,11 @@ pub(crate) fn turn_request(
     TurnRequest {
         version: TURN_SCHEMA_VERSION,
         bot: bot.id().to_owned(),
-        model: bot.config.model.clone().unwrap_or_default(),
+        model: persona
+            .model
+            .clone()
+            .or_else(|| bot.config.model.clone())
+            .unwrap_or_default(),
         messages,
         tools,
         session_id: session_id(&rendered),

@@ -97,14 +97,20 @@ impl SessionTurn<'_> {
         });
         let before_post = quiet.as_ref().map(|q| q as &(dyn Fn(&str) + Sync));
         // An ephemeral answer cannot be edited: it is posted whole.
-        let stream_chat = settings.stream == StreamMode::Edit
-            && adapter.can_edit()
+        let preview =
+            settings.stream == StreamMode::Native && adapter.previews_in(&reply.target.chat);
+        let stream_chat = (preview || settings.stream != StreamMode::Off && adapter.can_edit())
             && reply.target.ephemeral.is_none();
         let (end, streamer, followed) = if stream_chat || tap.is_some() {
             let mut streamer = stream_chat.then(|| {
                 let handover = services.handover(reply.account);
-                Streamer::new(&**adapter, handover, &reply.target, self.journal())
-                    .before_post(before_post)
+                let streamer = Streamer::new(&**adapter, handover, &reply.target, self.journal())
+                    .before_post(before_post);
+                if preview {
+                    streamer.previewing()
+                } else {
+                    streamer
+                }
             });
             let (tx, rx) = mpsc::unbounded_channel();
             let take = async {

@@ -215,8 +215,21 @@ async fn run_turn(
             message_id: heard.message_id.map(str::to_owned),
         },
     };
-    let mut request =
-        context::turn_request(bot, session, history, &tail, current, bot.tools.specs());
+    let persona = shared
+        .chat_rules()
+        .resolve(session.platform, session.chat.as_str())
+        .personas
+        .of(bot.id().as_str());
+    let mut request = context::turn_request(
+        bot,
+        &persona,
+        session,
+        history,
+        &tail,
+        current,
+        bot.tools.specs(),
+    );
+    journal.using_model(&request.model);
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
         // The first turn of a trigger names it.
@@ -315,6 +328,7 @@ async fn run_turn(
         }
         Outcome::Reply(text) => {
             shared.metrics().add(&metrics::TURNS, "reply");
+            journal.using_model(&reply.model);
             TurnEnd::Reply {
                 text: reply_bound::bound(shared, journal, text).await,
                 model: reply.model,

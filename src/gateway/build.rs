@@ -85,6 +85,9 @@ pub(crate) fn roster(
     // Feishu/Lark accounts of one platform learn each other's bot names (docs/platforms/feishu.md).
     #[cfg(feature = "feishu")]
     let feishu_siblings = [baton_feishu::Siblings::new(), baton_feishu::Siblings::new()];
+    // Telegram accounts learn each other's @usernames (mentions name bots by username).
+    #[cfg(feature = "telegram")]
+    let telegram_directory = baton_telegram::Directory::new();
     for account in &config.accounts {
         let bot = bots
             .iter()
@@ -110,8 +113,18 @@ pub(crate) fn roster(
             }
             #[cfg(feature = "discord")]
             Platform::Discord => discord_account(account, bot, env)?,
+            #[cfg(feature = "telegram")]
+            Platform::Telegram => {
+                let public_url = config.gateway.public_url.as_deref();
+                telegram_account(account, bot, &telegram_directory, public_url, env)?
+            }
             // Only reachable in a build without one of the adapters' features.
-            #[cfg(not(all(feature = "slack", feature = "discord", feature = "feishu")))]
+            #[cfg(not(all(
+                feature = "slack",
+                feature = "discord",
+                feature = "feishu",
+                feature = "telegram"
+            )))]
             platform => {
                 return Err(StartError::AdapterUnavailable {
                     platform,
@@ -253,6 +266,41 @@ fn discord_account(
     })
 }
 
+/// A Telegram account: its token (and webhook secret) from the environment, its mode, its host.
+#[cfg(feature = "telegram")]
+fn telegram_account(
+    account: &crate::config::AccountConfig,
+    bot: &Arc<Bot>,
+    directory: &baton_telegram::Directory,
+    public_url: Option<&str>,
+    env: Env<'_>,
+) -> Result<Account, StartError> {
+    use baton_telegram::{Mode, TelegramAdapter, TelegramSettings};
+    let id = AccountId::from(account.account_id());
+    let mode = match account.mode.as_deref() {
+        Some("webhook") => Mode::Webhook,
+        _ => Mode::Polling,
+    };
+    let bot_token = resolve_secret(account.bot_token_env.as_deref(), env)
+        .ok_or_else(|| missing_env(&id, "bot_token_env"))?;
+    let mut settings = TelegramSettings::new(id.clone(), mode, bot_token);
+    settings.secret_token = resolve_secret(account.secret_token_env.as_deref(), env);
+    if mode == Mode::Webhook && settings.secret_token.is_none() {
+        return Err(missing_env(&id, "secret_token_env"));
+    }
+    settings.public_url = public_url.map(str::to_owned);
+    if let Some(url) = &account.api_url {
+        settings.api_url = url.clone();
+    }
+    settings.directory = directory.clone();
+    Ok(Account {
+        platform: Platform::Telegram,
+        id,
+        bot: Arc::clone(bot),
+        adapter: Arc::new(TelegramAdapter::new(settings)),
+    })
+}
+
 fn build_bot(
     config: &Config,
     bot: &BotConfig,
@@ -351,7 +399,12 @@ fn max_read(config: &Config) -> usize {
 }
 
 /// An account key naming an environment variable that is not set.
-#[cfg(any(feature = "slack", feature = "feishu", feature = "discord"))]
+#[cfg(any(
+    feature = "slack",
+    feature = "feishu",
+    feature = "discord",
+    feature = "telegram"
+))]
 fn missing_env(account: &AccountId, key: &str) -> StartError {
     StartError::AccountSetup {
         account: account.to_string(),

@@ -125,6 +125,9 @@ pub enum StartError {
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),
+    /// The `[[chats]]` entries could not be built.
+    #[error(transparent)]
+    ChatRules(#[from] crate::roster::ChatRulesError),
     /// Another live instance already runs under this instance's id.
     #[error(
         "another running instance uses cluster.instance_id `{id}` (it renewed its leases \

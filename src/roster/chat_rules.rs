@@ -2,7 +2,12 @@
 //!
 //! Resolved once at start-up into glob matchers ([`ChatRules`]), then looked up per event. A
 //! durable admin override (`/baton activation ...`) is applied on top by the dispatcher.
+//!
+//! An entry may also give the bots in its chat another model or system prompt ([`Persona`]):
+//! the prompt files are read here, at start, so a turn never touches the disk for them.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use baton_contract::Platform;
@@ -27,6 +32,65 @@ pub struct ChatPolicy {
     pub respond_to_at_all: bool,
     /// Which mentioned bots a message wakes (`[chats_default] mentions`).
     pub mentions: MentionMode,
+    /// The models and system prompts the chat's entry gives its bots.
+    pub personas: Arc<Personas>,
+}
+
+/// A model and a system prompt that replace a bot's own in one chat (either may be unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Persona {
+    /// The model, over the bot's `model`.
+    pub model: Option<String>,
+    /// The system prompt's text, over the bot's.
+    pub system_prompt: Option<Arc<str>>,
+}
+
+impl Persona {
+    /// `self`, with what `over` sets laid over it.
+    fn under(&self, over: &Persona) -> Persona {
+        Persona {
+            model: over.model.clone().or_else(|| self.model.clone()),
+            system_prompt: over
+                .system_prompt
+                .clone()
+                .or_else(|| self.system_prompt.clone()),
+        }
+    }
+}
+
+/// The personas of one `[[chats]]` entry: the chat's, and each bot's of `bots = { ... }`.
+#[derive(Debug, Default)]
+pub struct Personas {
+    chat: Persona,
+    bots: HashMap<String, Persona>,
+}
+
+impl Personas {
+    /// What bot `bot` is here: its own entry over the chat's (nothing set: the bot as it is).
+    pub fn of(&self, bot: &str) -> Persona {
+        match self.bots.get(bot) {
+            Some(own) => self.chat.under(own),
+            None => self.chat.clone(),
+        }
+    }
+}
+
+/// Why the chat rules could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatRulesError {
+    /// A `[[chats]]` glob did not compile.
+    #[error("bad glob in [[chats]]: {0}")]
+    Glob(#[from] globset::Error),
+    /// A `[[chats]]` system prompt file is unreadable.
+    #[error("[[chats]] id `{chat}`: cannot read system_prompt_file {}: {source}; fix the path (relative to the config file)", .path.display())]
+    PromptFile {
+        /// The entry's chat id.
+        chat: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 struct Entry {
@@ -34,6 +98,7 @@ struct Entry {
     id: GlobMatcher,
     config: ChatConfig,
     allow_bots: Option<Arc<GlobSet>>,
+    personas: Arc<Personas>,
 }
 
 /// Every `[[chats]]` entry, compiled.
@@ -44,7 +109,7 @@ pub struct ChatRules {
 
 impl ChatRules {
     /// Compile the chat entries. Validation has already checked every glob.
-    pub fn new(config: &Config) -> Result<ChatRules, globset::Error> {
+    pub fn new(config: &Config) -> Result<ChatRules, ChatRulesError> {
         let defaults = &config.chats_default;
         let default = ChatPolicy {
             listed: false,
@@ -54,6 +119,7 @@ impl ChatRules {
             ignore_other_mentions: defaults.ignore_other_mentions,
             respond_to_at_all: defaults.respond_to_at_all,
             mentions: defaults.mentions,
+            personas: Arc::default(),
         };
         let entries = config
             .chats
@@ -68,10 +134,11 @@ impl ChatRules {
                         .map(glob_set)
                         .transpose()?
                         .map(Arc::new),
+                    personas: Arc::new(personas(config, chat)?),
                     config: chat.clone(),
                 })
             })
-            .collect::<Result<_, globset::Error>>()?;
+            .collect::<Result<_, ChatRulesError>>()?;
         Ok(ChatRules { entries, default })
     }
 
@@ -103,8 +170,42 @@ impl ChatRules {
                 .respond_to_at_all
                 .unwrap_or(d.respond_to_at_all),
             mentions: d.mentions,
+            personas: Arc::clone(&entry.personas),
         }
     }
+}
+
+/// The personas of entry `chat`, with their prompt files read.
+fn personas(config: &Config, chat: &ChatConfig) -> Result<Personas, ChatRulesError> {
+    let persona = |model: &Option<String>, file: &Option<PathBuf>| {
+        let system_prompt = match file {
+            Some(file) => {
+                let path = config.base_dir.join(file);
+                let text = std::fs::read_to_string(&path).map_err(|source| {
+                    ChatRulesError::PromptFile {
+                        chat: chat.id.clone(),
+                        path,
+                        source,
+                    }
+                })?;
+                Some(Arc::from(text))
+            }
+            None => None,
+        };
+        Ok::<_, ChatRulesError>(Persona {
+            model: model.clone(),
+            system_prompt,
+        })
+    };
+    let bots = chat
+        .bots
+        .iter()
+        .map(|(bot, own)| Ok((bot.clone(), persona(&own.model, &own.system_prompt_file)?)))
+        .collect::<Result<_, ChatRulesError>>()?;
+    Ok(Personas {
+        chat: persona(&chat.model, &chat.system_prompt_file)?,
+        bots,
+    })
 }
 
 /// Compile a list of ids or globs into one set.

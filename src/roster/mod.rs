@@ -13,7 +13,7 @@ use std::sync::Arc;
 use baton_contract::{AccountId, Adapter, Platform, UserId};
 
 pub(crate) use chat_rules::glob_set;
-pub use chat_rules::{ChatPolicy, ChatRules};
+pub use chat_rules::{ChatPolicy, ChatRules, ChatRulesError, Persona, Personas};
 pub use tool_set::{ToolName, ToolSet};
 
 use crate::bot_id::BotId;

@@ -8,6 +8,7 @@ pub mod fake_discord;
 pub mod fake_feishu;
 pub mod fake_openai;
 pub mod fake_slack;
+pub mod fake_telegram;
 pub mod gateway;
 pub mod instances;
 pub mod left_over;

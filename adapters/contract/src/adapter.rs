@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::connection::{ConnectionCell, ConnectionState, Receive};
-use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
+use crate::feedback::{DeleteMessage, EditMessage, Preview, Typing, TypingTarget};
 use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
@@ -160,6 +160,24 @@ pub trait Adapter: Send + Sync + 'static {
         Err(SendError::Rejected {
             code: "delete_unsupported".into(),
             message: "this platform's adapter cannot delete messages".into(),
+        })
+    }
+
+    /// Whether a reply to `chat` can be previewed while it is written without posting it
+    /// ([`Adapter::preview`]): `stream = "native"` then shows it there and posts it whole at
+    /// the end. The default: no.
+    fn previews_in(&self, chat: &ChatId) -> bool {
+        let _ = chat;
+        false
+    }
+
+    /// Show the reply so far as a preview, with exactly one request (a 429 is
+    /// [`SendError::RateLimited`]). The default refuses.
+    async fn preview(&self, preview: &Preview) -> Result<(), SendError> {
+        let _ = preview;
+        Err(SendError::Rejected {
+            code: "preview_unsupported".into(),
+            message: "this platform's adapter cannot preview replies".into(),
         })
     }
 

@@ -35,6 +35,21 @@ pub struct DeleteMessage {
     pub message_id: MessageId,
 }
 
+/// The reply shown while it is written in a place that is not a message (Telegram's drafts in
+/// private chats): nothing to edit or delete afterwards, and the finished reply is then posted
+/// as usual.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preview {
+    /// The chat.
+    pub chat: ChatId,
+    /// The thread the reply goes to, if any.
+    pub thread: Option<ThreadId>,
+    /// One id per reply, the same for every update of it (Telegram's `draft_id`, non-zero).
+    pub draft_id: u32,
+    /// The text so far (within the platform's limit).
+    pub text: String,
+}
+
 /// Where a typing indicator shows: the chat and thread the reply goes to, and the message that
 /// woke the bot (Feishu/Lark put a reaction on it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,17 +17,20 @@ pub enum Platform {
     Feishu,
     /// Lark (international host); same protocol as Feishu.
     Lark,
+    /// Telegram, through the Bot API (long polling or a webhook).
+    Telegram,
     /// The built-in local channel: terminal chat, HTTP rooms, `/v1/chat/completions`.
     Local,
 }
 
 impl Platform {
     /// Every platform, in the order they are listed to users.
-    pub const ALL: [Platform; 5] = [
+    pub const ALL: [Platform; 6] = [
         Platform::Slack,
         Platform::Discord,
         Platform::Feishu,
         Platform::Lark,
+        Platform::Telegram,
         Platform::Local,
     ];
 
@@ -38,6 +41,7 @@ impl Platform {
             Platform::Discord => "discord",
             Platform::Feishu => "feishu",
             Platform::Lark => "lark",
+            Platform::Telegram => "telegram",
             Platform::Local => "local",
         }
     }
@@ -51,7 +55,7 @@ impl fmt::Display for Platform {
 
 /// A platform name that baton does not know.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("unknown platform `{0}`: use one of slack, discord, feishu, lark, local")]
+#[error("unknown platform `{0}`: use one of slack, discord, feishu, lark, telegram, local")]
 pub struct UnknownPlatform(pub String);
 
 impl FromStr for Platform {

@@ -27,7 +27,7 @@ pub use chat_key::ChatKey;
 pub use connection::{
     ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, Trouble, run_connection,
 };
-pub use feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
+pub use feedback::{DeleteMessage, EditMessage, Preview, Typing, TypingTarget};
 pub use files::{DownloadError, Downloaded, FileRef, InboundFile, fetch};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
 pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};

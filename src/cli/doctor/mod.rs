@@ -3,12 +3,15 @@
 //! `--timeout-seconds` (10 s at most); one line each, `ok`, `warn` or `fail`, naming the
 //! account or bot and what to do. It only asks: it opens no platform connection (asking for a
 //! connection URL is fine), posts nothing, serves nothing and opens no database. One file per
-//! platform, each turning one account into its findings.
+//! platform, each turning one account into its findings (Telegram's with the adapter's own
+//! identity check).
 
 mod backend;
 mod discord;
 mod feishu;
 mod slack;
+#[cfg(feature = "telegram")]
+mod telegram;
 
 use std::fmt;
 use std::path::Path;
@@ -138,6 +141,10 @@ async fn account_check(
         Platform::Feishu | Platform::Lark => {
             feishu::check(account, &subject, client, &secret).await
         }
+        #[cfg(feature = "telegram")]
+        Platform::Telegram => telegram::check(account, &subject, &secret).await,
+        #[cfg(not(feature = "telegram"))]
+        Platform::Telegram => Vec::new(),
         Platform::Local => Vec::new(),
     }
 }

@@ -1,5 +1,6 @@
 //! `baton setup PLATFORM BOT`: what a platform needs for one bot's account, ready to paste (a
-//! Slack app manifest, a Discord install URL, Feishu/Lark's scopes). The manifest or URL goes to
+//! Slack app manifest, a Discord install URL, Feishu/Lark's scopes, Telegram's @BotFather
+//! settings). The manifest or URL goes to
 //! stdout, the guidance around it to stderr, so `baton setup slack snark > manifest.yaml` keeps
 //! only what the platform reads. One file per platform; each also says what its account needs,
 //! which `baton doctor` checks against what the platform granted.
@@ -7,6 +8,8 @@
 pub(super) mod discord;
 pub(super) mod feishu;
 pub(super) mod slack;
+#[cfg(feature = "telegram")]
+mod telegram;
 mod yaml;
 
 use std::path::Path;
@@ -38,6 +41,8 @@ enum SetupPlatform {
     Discord,
     Feishu,
     Lark,
+    #[cfg(feature = "telegram")]
+    Telegram,
 }
 
 impl SetupPlatform {
@@ -47,6 +52,8 @@ impl SetupPlatform {
             SetupPlatform::Discord => Platform::Discord,
             SetupPlatform::Feishu => Platform::Feishu,
             SetupPlatform::Lark => Platform::Lark,
+            #[cfg(feature = "telegram")]
+            SetupPlatform::Telegram => Platform::Telegram,
         }
     }
 }
@@ -87,6 +94,8 @@ pub(super) fn setup(path: &Path, args: SetupArgs) -> anyhow::Result<()> {
     let printout = match platform {
         Platform::Slack => slack::printout(&config, bot, account),
         Platform::Discord => discord::printout(bot, account)?,
+        #[cfg(feature = "telegram")]
+        Platform::Telegram => telegram::printout(&config, bot, account),
         _ => feishu::printout(&config, bot, account),
     };
     for line in &printout.guidance {

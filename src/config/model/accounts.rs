@@ -13,13 +13,14 @@ pub struct AccountConfig {
     /// Name in webhook paths and session keys; default: the bot's id.
     #[serde(default)]
     pub id: Option<String>,
-    /// slack: `socket` | `events`; feishu/lark: `websocket` | `webhook`.
+    /// slack: `socket` | `events`; feishu/lark: `websocket` | `webhook`; telegram: `polling` |
+    /// `webhook`.
     #[serde(default)]
     pub mode: Option<String>,
     /// slack: app-level token (Socket Mode).
     #[serde(default)]
     pub app_token_env: Option<String>,
-    /// slack, discord: bot token.
+    /// slack, discord, telegram: bot token.
     #[serde(default)]
     pub bot_token_env: Option<String>,
     /// slack: signing secret (Events API).
@@ -46,6 +47,9 @@ pub struct AccountConfig {
     /// feishu/lark: encrypt key (webhook).
     #[serde(default)]
     pub encrypt_key_env: Option<String>,
+    /// telegram: the webhook's secret (`X-Telegram-Bot-Api-Secret-Token`), webhook mode.
+    #[serde(default)]
+    pub secret_token_env: Option<String>,
     /// Base URL of the platform API (proxies, Lark vs Feishu, tests).
     #[serde(default)]
     pub api_url: Option<String>,

@@ -93,6 +93,26 @@ pub struct ChatConfig {
     /// `@_all` / `@everyone` wakes bots here.
     #[serde(default)]
     pub respond_to_at_all: Option<bool>,
+    /// The model every bot uses here, over its own `model`.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The system prompt every bot uses here, over its own (a file, relative to the config).
+    #[serde(default)]
+    pub system_prompt_file: Option<std::path::PathBuf>,
+    /// Per bot (by id): its model and system prompt here, over the chat's and its own.
+    #[serde(default)]
+    pub bots: std::collections::BTreeMap<String, ChatBotConfig>,
+}
+
+/// `[[chats]] bots = { caid = { model = "..." } }`: one bot's model and persona in one chat.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChatBotConfig {
+    /// The model this bot uses here.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The system prompt this bot uses here (a file, relative to the config).
+    #[serde(default)]
+    pub system_prompt_file: Option<std::path::PathBuf>,
 }
 
 /// `[chats_default]`.
@@ -147,6 +167,8 @@ pub struct AdminsConfig {
     pub feishu: Vec<String>,
     /// Lark open_ids.
     pub lark: Vec<String>,
+    /// Telegram user ids (numbers).
+    pub telegram: Vec<String>,
     /// Local channel user names.
     pub local: Vec<String>,
 }
@@ -159,6 +181,7 @@ impl AdminsConfig {
             Platform::Discord => &self.discord,
             Platform::Feishu => &self.feishu,
             Platform::Lark => &self.lark,
+            Platform::Telegram => &self.telegram,
             Platform::Local => &self.local,
         }
     }

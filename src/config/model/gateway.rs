@@ -17,7 +17,8 @@ pub struct GatewayConfig {
     /// unset means this machine only.
     pub api_token_env: Option<String>,
     /// The address platforms and peers reach baton at (behind a reverse proxy), such as
-    /// `https://baton.example.com`; `baton setup` writes webhook URLs under it.
+    /// `https://baton.example.com`; `baton setup` writes webhook URLs under it, and Telegram
+    /// webhooks are registered under it.
     pub public_url: Option<String>,
     /// A reply equal to this (trimmed) is a silent turn.
     pub silent_token: String,

@@ -18,6 +18,7 @@ pub(super) enum Mode {
     Events,
     Websocket,
     Webhook,
+    Polling,
 }
 
 impl Mode {
@@ -26,6 +27,7 @@ impl Mode {
         match platform {
             Platform::Slack => &[Mode::Socket, Mode::Events],
             Platform::Feishu | Platform::Lark => &[Mode::Websocket, Mode::Webhook],
+            Platform::Telegram => &[Mode::Polling, Mode::Webhook],
             Platform::Discord | Platform::Local => &[],
         }
     }
@@ -36,6 +38,7 @@ impl Mode {
             Mode::Events => "events",
             Mode::Websocket => "websocket",
             Mode::Webhook => "webhook",
+            Mode::Polling => "polling",
         }
     }
 }
@@ -124,10 +127,10 @@ pub(super) const KEYS: &[KeySpec] = &[
     },
     KeySpec {
         name: "bot_token_env",
-        holds: "the bot token (Slack: xoxb-...; Discord: from the Bot page)",
+        holds: "the bot token (Slack: xoxb-...; Discord: from the Bot page; Telegram: from @BotFather)",
         need: |p, _| {
             when(
-                matches!(p, Platform::Slack | Platform::Discord),
+                matches!(p, Platform::Slack | Platform::Discord | Platform::Telegram),
                 Need::Required,
             )
         },
@@ -189,6 +192,17 @@ pub(super) const KEYS: &[KeySpec] = &[
         holds: "the Feishu/Lark event encrypt key",
         need: |p, m| when(feishu(p) && m == Some(Mode::Webhook), Need::Optional),
         value: |a| env(&a.encrypt_key_env),
+    },
+    KeySpec {
+        name: "secret_token_env",
+        holds: "the Telegram webhook secret, which Telegram sends back in X-Telegram-Bot-Api-Secret-Token",
+        need: |p, m| {
+            when(
+                p == Platform::Telegram && m == Some(Mode::Webhook),
+                Need::Required,
+            )
+        },
+        value: |a| env(&a.secret_token_env),
     },
     KeySpec {
         name: "api_url",

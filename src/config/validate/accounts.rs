@@ -49,6 +49,20 @@ impl Checker<'_> {
                 );
             }
             self.platform_keys(i, account);
+            if account.platform == Platform::Telegram
+                && account.mode.as_deref() == Some("webhook")
+                && config.gateway.public_url.is_none()
+            {
+                self.report(
+                    key("mode"),
+                    "a Telegram webhook is registered under `[gateway] public_url`, which is \
+                     not set; set it to the https address Telegram reaches baton at, or use \
+                     mode = \"polling\"",
+                );
+            }
+        }
+        if let Some(url) = &config.gateway.public_url {
+            self.url("gateway.public_url".into(), url);
         }
     }
 

@@ -48,20 +48,7 @@ impl Checker<'_> {
                 );
             }
             if let Some(file) = &bot.system_prompt_file {
-                let path = config.base_dir.join(file);
-                let readable = std::fs::File::open(&path)
-                    .and_then(|f| f.metadata())
-                    .is_ok_and(|m| m.is_file());
-                if !readable {
-                    self.report(
-                        key("system_prompt_file"),
-                        format!(
-                            "cannot read `{}`; relative paths are resolved from the config \
-                             file's directory",
-                            path.display()
-                        ),
-                    );
-                }
+                self.prompt_file(key("system_prompt_file"), config, file);
             }
             self.globs(&key("tools"), &bot.tools);
             for (name, value, max) in [
@@ -95,6 +82,24 @@ impl Checker<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// A system prompt file (a bot's, or a chat's for its bots) is a readable file.
+    pub(super) fn prompt_file(&mut self, key: String, config: &Config, file: &std::path::Path) {
+        let path = config.base_dir.join(file);
+        let readable = std::fs::File::open(&path)
+            .and_then(|f| f.metadata())
+            .is_ok_and(|m| m.is_file());
+        if !readable {
+            self.report(
+                key,
+                format!(
+                    "cannot read `{}`; relative paths are resolved from the config \
+                     file's directory",
+                    path.display()
+                ),
+            );
         }
     }
 
