@@ -8,6 +8,7 @@ use support::fake_discord::FakeDiscord;
 use support::fake_feishu::FakeFeishu;
 use support::fake_openai::FakeOpenAi;
 use support::fake_slack::FakeSlack;
+use support::fake_telegram::FakeTelegram;
 
 /// The secrets the configs name, so the test can look for them in the output.
 const SLACK_BOT: &str = "xoxb-snark";
@@ -292,5 +293,69 @@ async fn a_discord_token_of_another_application_is_a_warning() {
             && login.contains("901")
             && login.contains("application_id is 900"),
         "{text}"
+    );
+}
+
+/// Telegram: a good token is the bot `getMe` names; a wrong one is a fail saying where to get
+/// the right one, and never printed.
+#[tokio::test]
+async fn telegram_logs_in_with_get_me_and_a_wrong_token_is_a_fail() {
+    let telegram = FakeTelegram::start().await;
+    telegram.bot("snark", 4242, "snark_bot");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[gateway]
+database = "doctor.db"
+
+[[bots]]
+id = "snark"
+backend = "echo"
+
+[[accounts]]
+bot = "snark"
+platform = "telegram"
+bot_token_env = "DOCTOR_TELEGRAM"
+api_url = "{api}"
+"#,
+            api = telegram.api_url
+        ),
+    )
+    .unwrap();
+    let run = |token: &'static str| {
+        let mut cmd = baton(dir.path());
+        cmd.arg("doctor")
+            .arg("--config")
+            .arg(&config)
+            .env("DOCTOR_TELEGRAM", token);
+        output(cmd)
+    };
+    let out = run("tok-snark").await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let text = stdout(&out);
+    let login = line(&text, "telegram/snark", "login");
+    assert!(
+        login.starts_with("ok ") && login.contains("@snark_bot (4242)"),
+        "{text}"
+    );
+    assert!(
+        line(&text, "telegram/snark", "privacy").starts_with("ok "),
+        "{text}"
+    );
+    assert!(!all_output(&out).contains("tok-snark"));
+    let out = run("tok-nobody").await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = stdout(&out);
+    let login = line(&text, "telegram/snark", "login");
+    assert!(
+        login.starts_with("fail") && login.contains("@BotFather"),
+        "{text}"
+    );
+    assert!(!all_output(&out).contains("tok-nobody"));
+    assert!(
+        !dir.path().join("doctor.db").exists(),
+        "no database created"
     );
 }

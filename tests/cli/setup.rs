@@ -4,7 +4,8 @@
 
 use super::*;
 
-/// Two bots: `snark` on Slack (socket mode), Discord and Feishu; `caid` on Slack (events mode).
+/// Two bots: `snark` on Slack (socket mode), Discord, Feishu and Telegram (webhook mode); `caid`
+/// on Slack (events mode).
 fn setup_config(dir: &Path) -> PathBuf {
     let path = dir.join("baton.toml");
     std::fs::write(
@@ -40,6 +41,13 @@ bot = "snark"
 platform = "feishu"
 app_id = "cli_snark"
 app_secret_env = "SETUP_TEST_BOT"
+
+[[accounts]]
+bot = "snark"
+platform = "telegram"
+mode = "webhook"
+bot_token_env = "SETUP_TEST_BOT"
+secret_token_env = "SETUP_TEST_APP"
 
 [[accounts]]
 bot = "caid"
@@ -211,6 +219,26 @@ async fn feishu_gets_its_scopes_as_the_bulk_import_json() {
     assert!(
         guidance.contains("persistent"),
         "long connection: {guidance}"
+    );
+}
+
+#[tokio::test]
+async fn telegram_gets_its_botfather_settings_the_command_menu_and_the_webhook_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = setup(dir.path(), &["telegram", "snark"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let settings: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(settings["group_privacy"], "disabled", "{settings}");
+    assert_eq!(settings["bot_to_bot"], "enabled", "{settings}");
+    assert_eq!(settings["commands"][0]["command"], "baton", "{settings}");
+    assert_eq!(
+        settings["webhook_url"], "https://baton.example.com/hooks/telegram/snark",
+        "{settings}"
+    );
+    let guidance = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        guidance.contains("@BotFather") && guidance.contains("/setprivacy"),
+        "{guidance}"
     );
 }
 
