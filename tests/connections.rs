@@ -1,6 +1,6 @@
 //! Connections that could pin the gateway: slow headers, idle keep-alive, a trickling body, more
-//! connections than the cap, and the gauge that shows how many are open; and the dual-stack
-//! listener. Real sockets against a real gateway.
+//! connections than the cap (a webhook still answered then), and the gauge that shows how many
+//! are open; and the dual-stack listener. Real sockets against a real gateway.
 
 mod support;
 
@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use baton::config::Config;
 use baton::gateway::{Gateway, ScheduleClock, StartOptions};
+use serde_json::json;
+use support::fake_slack::{FakeSlack, event_body, signed_headers, unix_now};
 use support::gateway::{DEADLINE, TestGateway, echo_config, temp_db};
 use support::process::eventually;
 use support::raw_http::{read_response, request};
@@ -148,6 +150,18 @@ async fn at_the_connection_cap_healthz_answers_and_other_routes_are_refused_with
     let ready = request(gw.addr(), "GET", "/readyz", &[("Host", &host)], None).await;
     assert_eq!(ready.status, 200, "{ready:?}");
 
+    // The spare pool full too: a new connection is still told why before it is closed.
+    let mut spares = Vec::new();
+    for _ in 0..baton::http::SPARE_CONNECTIONS {
+        spares.push(TcpStream::connect(gw.addr()).await.unwrap());
+    }
+    let mut past = TcpStream::connect(gw.addr()).await.unwrap();
+    let full = read_response(&mut past).await;
+    assert_eq!(full.status, 503, "{full:?}");
+    assert_eq!(full.header("retry-after"), Some("5"), "{full:?}");
+    assert!(full.body.contains("gateway.max_connections"), "{full:?}");
+    drop(spares);
+
     // The idle ones go away; the full service is back.
     drop(idle);
     eventually(
@@ -214,4 +228,72 @@ async fn a_dual_stack_listener_serves_ipv4_loopback_clients() {
         assert_eq!(models.status(), 200, "{base}");
     }
     gateway.shutdown().await;
+}
+
+/// Streams and idle clients fill every general slot: a platform's webhook still gets its 2xx,
+/// from the spare pool, and the message it carried is answered.
+#[tokio::test]
+async fn with_every_slot_taken_by_streams_and_idle_clients_a_slack_webhook_is_still_answered() {
+    const SECRET: &str = "reserved-room-secret";
+    let slack = FakeSlack::start().await;
+    slack.app("snark", "U_SNARK");
+    let (_dir, db) = temp_db();
+    // Four slots: one is the event-stream readers' (a quarter), three go to idle clients.
+    let config = format!(
+        "{}\n[[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"events\"\n\
+         bot_token_env = \"SNARK_SLACK_BOT_TOKEN\"\nsigning_secret_env = \"SNARK_SLACK_SIGNING_SECRET\"\n\
+         api_url = \"{}\"\n",
+        echo_config("max_connections = 4\nheader_timeout_seconds = 60"),
+        slack.api_url
+    );
+    let env = |key: &str| match key {
+        "SNARK_SLACK_BOT_TOKEN" => Some("xoxb-snark".to_owned()),
+        "SNARK_SLACK_SIGNING_SECRET" => Some(SECRET.to_owned()),
+        _ => None,
+    };
+    let gw = TestGateway::start_with_env(&config, &db, &env).await;
+    let host = gw.addr().to_string();
+    eventually(DEADLINE, "the Slack account ready", || async {
+        let response = request(gw.addr(), "GET", "/readyz", &[("Host", &host)], None).await;
+        (response.status == 200).then_some(())
+    })
+    .await;
+    let mut stream = TcpStream::connect(gw.addr()).await.unwrap();
+    let ask = format!("GET /api/events HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    stream.write_all(ask.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the event stream opened");
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(gw.addr()).await.unwrap());
+    }
+    eventually(DEADLINE, "the general slots are full", || async {
+        let response = request(gw.addr(), "GET", "/v1/models", &[("Host", &host)], None).await;
+        (response.status == 503).then_some(())
+    })
+    .await;
+
+    let event = json!({
+        "user": "U_ALICE", "text": "<@U_SNARK> still there?", "ts": "1700000000.000001",
+        "channel": "C1", "event_ts": "1700000000.000001", "channel_type": "channel",
+    });
+    let body = event_body("A_snark", "EvReserved", "app_mention", event).to_string();
+    let signed = signed_headers(SECRET, unix_now(), &body);
+    let mut headers: Vec<(&str, &str)> = vec![("Host", &host)];
+    headers.extend(signed.iter().map(|(k, v)| (*k, v.as_str())));
+    let hook = request(
+        gw.addr(),
+        "POST",
+        "/hooks/slack/snark",
+        &headers,
+        Some(&body),
+    )
+    .await;
+    assert_eq!(hook.status, 200, "{hook:?}");
+    slack
+        .wait_for(|s| s.posts().iter().any(|p| p.text.contains("still there?")))
+        .await;
+    drop((stream, idle));
+    gw.stop().await;
 }

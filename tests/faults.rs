@@ -5,7 +5,9 @@
 //!   answered exactly once or recorded as failed; none is answered twice or lost.
 //! - A store that cannot write (a file size limit, which fails writes the way a full disk
 //!   does) makes the gateway refuse new work loudly: readiness false, an error in the log, a
-//!   503 to the caller, and no answer without a transcript. Writes coming back heal it.
+//!   503 to the caller, and no answer without a transcript. Writes coming back heal it. The
+//!   same for a database that cannot grow (the readiness probe's rewrite still fits), and for
+//!   PostgreSQL gone.
 //! - Deterministically: an event left in the inbox by a stop is answered at the next start; one
 //!   that was being run each of the last three times the gateway died is given up on, with a
 //!   failure in the bot's transcript.
@@ -307,6 +309,26 @@ async fn readyz(http: &reqwest::Client, base: &str) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+/// Post a room message of 8 KiB with `message_id`: the status.
+async fn post_room(http: &reqwest::Client, base: &str, message_id: String) -> u16 {
+    let text = format!("@snark {message_id} {}", "x".repeat(8 * 1024));
+    let body = json!({"sender": "alice", "text": text, "message_id": &message_id});
+    let response = http
+        .post(format!("{base}/api/local/rooms/ops/messages"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    if status == 503 {
+        assert!(
+            response.headers().contains_key("retry-after"),
+            "503 without Retry-After"
+        );
+    }
+    status
+}
+
 /// Set the child's file size limit (`None`: unlimited). Writes past it fail with EFBIG, which
 /// SQLite reports as an I/O error, as it does ENOSPC on a full disk.
 fn limit_file_size(pid: u32, bytes: Option<u64>) {
@@ -355,6 +377,29 @@ async fn a_store_that_cannot_write_refuses_work_loudly_and_answers_nothing_unrec
     assert_eq!(
         ask(&http, &base, "before").await,
         (200, "before".to_owned())
+    );
+
+    // Room to grow by a little only: the readiness probe's one-row rewrite and a lone post
+    // still fit, a burst of posts committed together does not. A refused post means not ready.
+    let size = |path: &Path| std::fs::metadata(path).map_or(0, |m| m.len());
+    let wal = dir.path().join("baton.db-wal");
+    limit_file_size(gateway.pid, Some(size(&db).max(size(&wal)) + 256 * 1024));
+    let deadline = std::time::Instant::now() + STEP_DEADLINE;
+    for round in 0.. {
+        let burst = (0..64).map(|i| post_room(&http, &base, format!("grow-{round}-{i}")));
+        if futures::future::join_all(burst).await.contains(&503) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "every burst taken by a database that cannot grow"
+        );
+    }
+    let (status, body) = readyz(&http, &base).await;
+    assert_eq!(status, 503, "ready while posts are refused: {body}");
+    assert!(
+        body["store_error"].as_str().is_some_and(|e| !e.is_empty()),
+        "not ready without the reason: {body}"
     );
 
     // Writes now fail as on a full disk.
@@ -429,6 +474,105 @@ async fn a_store_that_cannot_write_refuses_work_loudly_and_answers_nothing_unrec
     assert!(
         !replies.contains(&refused),
         "a refused message was answered"
+    );
+}
+
+/// Runs `sql` on the test cluster as its superuser (`url` names a database of it).
+async fn as_superuser(url: &str, sql: String) {
+    let admin = url
+        .split(' ')
+        .map(|kv| {
+            if kv.starts_with("dbname=") {
+                "dbname=postgres"
+            } else {
+                kv
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    tokio::task::spawn_blocking(move || {
+        let mut client = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        client.batch_execute(&sql).unwrap();
+    })
+    .await
+    .unwrap();
+}
+
+/// PostgreSQL going away (its database takes no connection and the gateway's are cut, as when
+/// the server stops) refuses room posts with 503 and makes `/readyz` say why; its coming back
+/// heals both.
+#[tokio::test]
+async fn with_postgresql_gone_room_posts_are_refused_and_not_ready_until_it_is_back() {
+    use support::postgres::{URL_ENV, database};
+    let url = database().await;
+    let name = url
+        .split(' ')
+        .find_map(|kv| kv.strip_prefix("dbname="))
+        .unwrap()
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    let text = ECHO_CONFIG.replacen(
+        "[gateway]\n",
+        &format!("[gateway]\ndatabase_url_env = \"{URL_ENV}\"\n"),
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.env(URL_ENV, &url)
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--listen")
+        .arg("127.0.0.1:0");
+    let (mut gateway, out) = Running::spawn(cmd);
+    let base = gateway.base_url(out).await;
+    let http = http();
+    eventually(START_DEADLINE, "ready", || async {
+        (readyz(&http, &base).await.0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(post_room(&http, &base, "up-1".into()).await, 202);
+
+    as_superuser(
+        &url,
+        format!(
+            "ALTER DATABASE {name} ALLOW_CONNECTIONS false;
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+        ),
+    )
+    .await;
+    let mut n = 0;
+    eventually(STEP_DEADLINE, "a room post refused", || {
+        n += 1;
+        let id = format!("down-{n}");
+        let (http, base) = (&http, &base);
+        async move { (post_room(http, base, id).await == 503).then_some(()) }
+    })
+    .await;
+    let (status, body) = readyz(&http, &base).await;
+    assert_eq!(status, 503, "ready with PostgreSQL gone: {body}");
+    assert_eq!(body["store"], false, "{body}");
+    assert!(
+        body["store_error"].as_str().is_some_and(|e| !e.is_empty()),
+        "not ready without the reason: {body}"
+    );
+
+    as_superuser(
+        &url,
+        format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"),
+    )
+    .await;
+    eventually(STEP_DEADLINE, "ready again", || async {
+        (readyz(&http, &base).await.0 == 200).then_some(())
+    })
+    .await;
+    assert_eq!(post_room(&http, &base, "back-1".into()).await, 202);
+    gateway.terminate();
+    assert!(
+        gateway.wait(EXIT_DEADLINE).await.success(),
+        "{}",
+        gateway.logs()
     );
 }
 

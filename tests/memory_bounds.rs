@@ -4,6 +4,7 @@
 //! - A turn that finds its session's or its lane's waiting room full is refused, not queued:
 //!   one "busy" notice per chat, a failure in the transcript, a metric.
 //! - Local rooms, their logs and their posts are capped, each refusal a 4xx that says why.
+//! - SIGTERM while a 16 MiB reply is processed ends the process within its drain time.
 //! - A sender name that could forge a line is refused at the local channel's edge.
 //! - A non-admin's `/baton` goes through the inbound rate limit: a flood gets one "slow down",
 //!   not a refusal and an audit row each.
@@ -13,7 +14,7 @@ mod support;
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
 use support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
-use support::process::eventually;
+use support::process::{Running, baton, eventually};
 
 const BUSY: &str = "I'm busy with earlier messages";
 
@@ -284,6 +285,50 @@ async fn a_reply_over_its_bounds_posts_its_start_and_a_note_and_is_kept_whole() 
         .unwrap();
     assert_eq!(content, reply, "the whole reply is kept");
     gw.stop().await;
+}
+
+/// SIGTERM while a 16 MiB reply is being processed: the process exits within its drain time
+/// (`drain_seconds = 5` in the test config), plus a margin for the process's own teardown.
+#[tokio::test]
+async fn sigterm_while_a_16_mib_reply_is_processed_exits_within_the_drain_time() {
+    const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+    let margin = DRAIN + std::time::Duration::from_secs(3);
+    let fake = FakeOpenAi::start().await;
+    fake.script("snark", Step::reply("x".repeat(16 << 20)));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    std::fs::write(&config, config_text(&fake.base_url, &["snark"], "")).unwrap();
+    let mut cmd = baton(dir.path());
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--database")
+        .arg(dir.path().join("baton.db"));
+    let (mut gateway, out) = Running::spawn(cmd);
+    let base = gateway.base_url(out).await;
+    let posted = reqwest::Client::new()
+        .post(format!("{base}/api/local/rooms/ops/messages"))
+        .json(&json!({"sender": "alice", "text": "@snark everything"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    eventually(DEADLINE, "the model asked", || async {
+        (!fake.requests_for("snark").is_empty()).then_some(())
+    })
+    .await;
+
+    gateway.terminate();
+    let asked = std::time::Instant::now();
+    let status = gateway.wait(margin).await;
+    assert!(
+        asked.elapsed() < margin && status.success(),
+        "exited after {:?} ({status})\n{}",
+        asked.elapsed(),
+        gateway.logs()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

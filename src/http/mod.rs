@@ -80,14 +80,7 @@ impl AppState {
 /// Every route. `stop` ends the long-lived MCP streams, which graceful shutdown would otherwise
 /// wait on.
 pub fn router(state: AppState, stop: CancellationToken) -> Router {
-    let body_timeout = Duration::from_secs(
-        state
-            .dispatcher
-            .shared()
-            .config()
-            .gateway
-            .body_timeout_seconds,
-    );
+    let body_timeout = body_timeout(&state);
     let events_stop = stop.clone();
     Router::new()
         .route("/", get(dashboard::page))
@@ -133,13 +126,31 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .with_state(state)
 }
 
-/// What a connection over `gateway.max_connections` is served: the health checks, and a 503
-/// saying why for everything else.
+/// `gateway.body_timeout_seconds`.
+fn body_timeout(state: &AppState) -> Duration {
+    let gateway = &state.dispatcher.shared().config().gateway;
+    Duration::from_secs(gateway.body_timeout_seconds)
+}
+
+/// What a connection over `gateway.max_connections` is served: the health checks and the
+/// platforms' webhooks (their retries must never meet a gateway that streams and idle clients
+/// filled), and a 503 saying why for everything else.
 fn spare_router(state: AppState) -> Router {
+    let body_timeout = body_timeout(&state);
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/hooks/{platform}/{account}", post(hooks::hook))
+        // The gate's host and proxy checks, as on the full service; the refusal below needs none.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require,
+        ))
         .fallback(server::busy)
+        .layer(axum::middleware::from_fn_with_state(
+            body_timeout,
+            body_deadline::limit,
+        ))
         .with_state(state)
 }
 

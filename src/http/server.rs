@@ -10,10 +10,13 @@
 //!   connection turns idle), so an idle keep-alive connection closes then;
 //! - a request body gets `gateway.body_timeout_seconds` in all ([`super::body_deadline`]);
 //! - at most `gateway.max_connections` connections get the full service. Over the cap, a
-//!   connection is still accepted, from a small spare pool, and served only `/healthz` and
-//!   `/readyz` (everything else: 503 with `Retry-After`), one request with a short header
-//!   deadline, then closed: a health check keeps answering while the gateway is saturated.
-//!   When the spare pool is full too, new connections are closed at once.
+//!   connection is still accepted, from a spare pool kept for this, and served only
+//!   `/healthz`, `/readyz` and the platforms' webhooks (`/hooks/...`; everything else: 503
+//!   with `Retry-After`), one request with a short header deadline, then closed: however many
+//!   event streams and idle clients fill the cap, a health check keeps answering and a
+//!   platform's webhook (and its retry) is taken. An idle client in the spare pool holds its
+//!   place for that short deadline only. When the spare pool is full too, a new connection is
+//!   sent a 503 with `Retry-After` without its request being read, then closed.
 //!
 //! HTTP/1.1 only: the clients are platforms' webhooks, reverse proxies, scripts and MCP
 //! clients, and no route upgrades a connection, so neither HTTP/2 (which bypasses the header
@@ -49,8 +52,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
-/// Connections over the cap that may still ask `/healthz` or `/readyz` at the same time.
+/// Connections over the cap that may still ask `/healthz`, `/readyz` or a webhook at the same
+/// time.
 pub const SPARE_CONNECTIONS: usize = 32;
+/// What a connection gets when the spare pool is full too: written at once, without reading
+/// the request (a new socket's send buffer always takes it), then the connection is closed.
+const FULL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 62\r\nConnection: close\r\n\r\n\
+    the gateway is at its connection cap (gateway.max_connections)";
 /// How long a connection over the cap has to send its request's headers.
 const SPARE_HEADER_DEADLINE: Duration = Duration::from_secs(2);
 /// After a failed `accept` (out of file descriptors, say), a pause before the next one, so the
@@ -156,7 +165,7 @@ pub(super) async fn run(
                 tracing::warn!(
                     max = limits.max_connections,
                     "connection cap reached (gateway.max_connections): new connections get \
-                     only /healthz and /readyz until some close"
+                     only /healthz, /readyz and webhooks until some close"
                 );
             }
             match Arc::clone(&spares).try_acquire_owned() {
@@ -167,7 +176,11 @@ pub(super) async fn run(
                     _permit: permit,
                     _counted: open.count(),
                 },
-                Err(_) => continue, // dropping the stream closes it
+                Err(_) => {
+                    // A client whose request is already in flight may see a reset instead.
+                    let _ = stream.try_write(FULL);
+                    continue; // dropping the stream closes it
+                }
             }
         };
         connections.spawn(serve(stream, peer, slot, limits.idle, stop.clone()));
@@ -176,11 +189,11 @@ pub(super) async fn run(
     while connections.join_next().await.is_some() {}
 }
 
-/// Everything but the health checks, over the cap.
+/// Everything but the health checks and webhooks, over the cap.
 pub(super) async fn busy() -> Response {
     let message = "the gateway is serving as many connections as it may \
-                   (gateway.max_connections); only /healthz and /readyz are answered until some \
-                   close; retry shortly";
+                   (gateway.max_connections); only /healthz, /readyz and webhooks are answered \
+                   until some close; retry shortly";
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(header::RETRY_AFTER, "5")],

@@ -1,13 +1,18 @@
 //! Can the store still commit? Asked by `/readyz`.
 //!
 //! An empty transaction commits even on a full disk or a read-only file, because it writes no
-//! page. So the probe rewrites one row: it fails exactly when a user's message would.
+//! page. So the probe rewrites one row. That still fits in a database that cannot grow, where
+//! a user's message would not: so a batch the writer lost lately fails the probe too
+//! (`write_health.rs`).
 
 use super::sql::args;
 use super::{Store, StoreError};
 
 impl Store {
-    /// Commit one small write; an error says why the store cannot take writes now.
+    /// Commit one small write; an error says why the store cannot take writes now (this
+    /// write's failure, or the latest lost batch's within [`write_health::HOLD`]).
+    ///
+    /// [`write_health::HOLD`]: super::write_health::HOLD
     pub async fn probe(&self, now_ms: i64) -> Result<(), StoreError> {
         self.write(move |db| {
             db.execute(
@@ -17,13 +22,18 @@ impl Store {
             )
             .map(drop)
         })
-        .await
+        .await?;
+        match self.inner.writer.failing() {
+            Some(reason) => Err(StoreError::Commit(reason)),
+            None => Ok(()),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::store::testing;
+    use crate::store::StoreError;
+    use crate::store::testing::{self, TestDb};
 
     #[tokio::test]
     async fn the_probe_rewrites_its_one_row() {
@@ -41,5 +51,20 @@ mod tests {
                 .unwrap();
             assert_eq!(rows, [(1, 2)]);
         }
+    }
+
+    /// A batch lost (here: its transaction ended under it, as SQLite ends one on an I/O error)
+    /// fails the probe after it, though the probe's own one-row write commits.
+    #[tokio::test]
+    async fn a_batch_lost_lately_fails_the_probe_though_its_own_write_fits() {
+        let store = TestDb::sqlite().open().await;
+        store.probe(1).await.unwrap();
+        let lost = store.write(|db| db.execute_batch("ROLLBACK")).await;
+        assert!(lost.is_err(), "{lost:?}");
+        let probe = store.probe(2).await;
+        assert!(
+            matches!(&probe, Err(StoreError::Commit(why)) if why.contains("rolled back")),
+            "{probe:?}"
+        );
     }
 }

@@ -21,7 +21,7 @@
 //! ([`Store::chat_settings`]), `audit.rs` ([`Store::audit`]), `pairing.rs` ([`Store::pairing`]),
 //! `chains.rs` ([`Store::chain_post`]), `schedule.rs` ([`Store::schedule_jobs`]), `inbox.rs`
 //! ([`Store::accept`]: events not yet fully handled), `sends.rs` ([`Store::send_begin`]: posts
-//! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?),
+//! begun, so a replay never posts twice), `health.rs` ([`Store::probe`]: can it still commit?, with `write_health.rs`),
 //! `prune.rs` ([`Store::prune`]: retention), `typing.rs` ([`Store::typing_opened`]: typing
 //! indicators that are up, so a crash cannot leave one up), `artifacts.rs`
 //! ([`Store::artifact_put`]: blobs bots hand each other), `progress.rs` ([`Store::progress_add`]:
@@ -82,6 +82,7 @@ mod transcript;
 mod turn_start;
 mod typing;
 mod usage;
+mod write_health;
 mod writer;
 mod writer_conn;
 

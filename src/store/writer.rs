@@ -34,6 +34,7 @@ use super::StoreError;
 use super::checkpoint::WalBound;
 use super::contention::Attempts;
 use super::sql::{Conn, Db, DbError, Engine, PgUrl};
+use super::write_health::WriteHealth;
 use super::writer_conn;
 
 /// Most jobs committed in one transaction (the first one plus those already waiting).
@@ -283,6 +284,8 @@ pub(crate) struct Counts {
     /// rolled back to its savepoint. Moved before any later job runs, so a cache the jobs keep
     /// as they write (`tail_cache.rs`) can tell that what it holds may not be in the database.
     undone: Arc<AtomicU64>,
+    /// The latest batch lost, for `/readyz` (`write_health.rs`).
+    health: WriteHealth,
 }
 
 impl Writer {
@@ -394,6 +397,11 @@ impl Writer {
     /// How many jobs those batches held.
     pub(crate) fn jobs(&self) -> u64 {
         self.counts.jobs.load(Ordering::Relaxed)
+    }
+
+    /// Why writes are failing now, if a batch was lost lately (`write_health.rs`).
+    pub(crate) fn failing(&self) -> Option<String> {
+        self.counts.health.failing()
     }
 
     /// The count of times written work was undone (see [`Counts`]), as it moves.
@@ -551,7 +559,11 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
             Failure::Job => isolation = Isolation::Savepoint,
             Failure::Contended(msg) if !attempts.again(batch.len()) => break Err(msg),
             Failure::Contended(_) => {}
-            Failure::Lost(msg) => break Err(msg),
+            Failure::Lost(msg) => {
+                // Not a collision, which runs again: this store cannot take writes now.
+                counts.health.lost(&msg);
+                break Err(msg);
+            }
         }
     };
     if committed.is_ok() {

@@ -37,7 +37,7 @@ pub struct GatewayConfig {
     pub idle_timeout_seconds: u64,
     /// Seconds a request body may take to arrive in full, counted from its headers.
     pub body_timeout_seconds: u64,
-    /// Connections served at once; the ones over it get only `/healthz` and `/readyz`.
+    /// Connections served at once; the ones over it get only `/healthz`, `/readyz` and webhooks.
     pub max_connections: usize,
     /// MCP sessions open at once; an `initialize` over it is refused.
     pub mcp_max_sessions: usize,
