@@ -578,6 +578,105 @@ async fn baton_stop_cancels_the_bots_turn_and_posts_nothing_of_it() {
 }
 
 #[tokio::test]
+async fn closing_a_chain_stops_its_running_agent_turn_and_posts_nothing_of_it() {
+    let (dir, db) = temp_db();
+    let file = dir.path().join("pids");
+    let gw = slow_agent_gateway(&db, &file, 5).await;
+    gw.say(
+        "room",
+        "admin",
+        "/baton chain start @caid refactor everything",
+    )
+    .await;
+    let found = pids(&file, 2).await;
+    gw.say("room", "admin", "/baton chain stop").await;
+    eventually(Duration::from_secs(4), "the agent's group gone", || async {
+        found.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
+    gw.settle().await;
+    let messages = gw.messages("room").await;
+    let texts: Vec<&str> = messages.iter().filter_map(|m| m["text"].as_str()).collect();
+    assert_eq!(
+        texts.len(),
+        4,
+        "start, its answer, stop, its answer: {texts:#?}"
+    );
+    assert!(
+        texts[3].starts_with("Stopped chain ch-"),
+        "nothing of the stopped turn, no note after the stop: {texts:#?}"
+    );
+    let transcript = gw.transcript("bot:caid:local:caid:room").await;
+    assert!(
+        transcript
+            .iter()
+            .any(|e| e["kind"] == "failure" && e["text"] == "stopped: its chain was closed"),
+        "{transcript:#?}"
+    );
+    gw.stop().await;
+}
+
+/// The `session_id` of every turn caid's agent was given, once it has been given `count`.
+async fn session_ids(file: &std::path::Path, count: usize) -> Vec<String> {
+    eventually(
+        Duration::from_secs(10),
+        "the turns' session ids",
+        || async {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let ids: Vec<String> = text.lines().map(str::to_owned).collect();
+            (ids.len() >= count).then_some(ids)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_reset_gives_the_agent_a_new_session_id() {
+    let (dir, db) = temp_db();
+    let ids = dir.path().join("ids");
+    let script = dir.path().join("agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "grep -o '\"session_id\":\"[^\"]*\"' >> {}\necho ok\n",
+            ids.display()
+        ),
+    )
+    .unwrap();
+    let config = format!(
+        r#"
+[admins]
+local = ["admin"]
+
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["sh", "{}"]
+
+[chats_default]
+group_policy = "open"
+"#,
+        script.display()
+    );
+    let env = |name: &str| std::env::var(name).ok().filter(|_| name == "PATH");
+    let gw = TestGateway::start_with_env(&config, &db, &env).await;
+    gw.say("room", "alice", "@caid one").await;
+    session_ids(&ids, 1).await;
+    gw.say("room", "alice", "@caid two").await;
+    let before = session_ids(&ids, 2).await;
+    assert_eq!(before[0], before[1], "stable from turn to turn");
+    gw.say("room", "admin", "/baton reset @caid").await;
+    gw.settle().await;
+    gw.say("room", "alice", "@caid three").await;
+    let after = session_ids(&ids, 3).await;
+    assert_ne!(
+        after[2], after[1],
+        "a reset is a new conversation: {after:?}"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn shutdown_interrupts_a_turn_past_the_drain_and_ends_its_processes() {
     let (dir, db) = temp_db();
     let file = dir.path().join("pids");

@@ -130,13 +130,13 @@ pub(super) async fn close(
         }
         let ids: Vec<&str> = stopped.iter().map(|c| c.id.as_str()).collect();
         return Ok(format!(
-            "Stopped chain {}. A turn already running may finish; nothing more is posted.",
+            "Stopped chain {}. Its running turns are stopped; nothing more is posted.",
             ids.join(", ")
         ));
     };
     match chains::close(shared, id, chains::stop_by(&by)).await {
         Ok(Some(chain)) => Ok(format!(
-            "Stopped chain {}. A turn already running may finish; nothing more is posted.",
+            "Stopped chain {}. Its running turns are stopped; nothing more is posted.",
             chain.id
         )),
         Ok(None) => {

@@ -69,7 +69,7 @@ pub enum AdminCommand {
     /// A chain's state; without an id, the open chains of this chat.
     ChainStatus(Option<String>),
     /// End a chain at once (`close`, alias `stop`); without an id, every open chain of this
-    /// chat. A turn already running may finish; nothing new starts.
+    /// chat. Their running turns are stopped; nothing new starts.
     ChainClose(Option<String>),
 }
 

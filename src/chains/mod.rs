@@ -41,7 +41,8 @@ use crate::engine::Services;
 use crate::events::Event;
 use crate::mirror::now_ms;
 use crate::store::{
-    Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain, Posted,
+    BATON, Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain,
+    Posted, turn_runs,
 };
 
 /// A chain to start.
@@ -299,17 +300,26 @@ async fn returned(shared: &Arc<Services>, posted: &Posted, sender: &BotId) {
     }
 }
 
-/// Close an open chain; `Ok(None)` if it was closed already. A chain a human stopped is not
-/// announced again (their command's answer says it); any other ending is told in the chat.
+/// Close an open chain; `Ok(None)` if it was closed already. When a human or the coordinator
+/// closes it, its turns still running are stopped like `/baton stop` stops them (an agent's
+/// process group is ended, nothing of them is posted), save the closing coordinator's own. baton
+/// closes a chain itself only as a turn of it ends or posts (round-robin done, a stall): that
+/// turn is the chain's last and ends on its own. A chain a human stopped is not announced again
+/// (their command's answer says it); any other ending is told in the chat.
 pub(crate) async fn close(
     shared: &Arc<Services>,
     chain: &str,
     close: ChainClose,
 ) -> Result<Option<Chain>, ChainFailure> {
-    let state = close.state;
+    let (state, by) = (close.state, close.by.clone());
     let closed_chain = shared.store().chain_close(chain, close, now_ms()).await?;
     if let Some(chain) = &closed_chain {
-        tracing::info!(chain = %chain.id, state = %chain.state, "chain closed");
+        let stopped = if by == BATON {
+            0
+        } else {
+            shared.running().stop_runs(&turn_runs(&chain.id), &by)
+        };
+        tracing::info!(chain = %chain.id, state = %chain.state, stopped, "chain closed");
         moved(shared, chain, "closed", None);
         if state != ChainState::Stopped {
             closed(shared, chain).await;
@@ -318,8 +328,8 @@ pub(crate) async fn close(
     Ok(closed_chain)
 }
 
-/// Stop every open chain started in `platform`'s chat `chat` (a human's `/baton chain stop`).
-/// Turns already running may finish; nothing new starts and nothing more is posted.
+/// Stop every open chain started in `platform`'s chat `chat` (a human's `/baton chain stop`):
+/// their running turns are stopped, nothing new starts and nothing more is posted.
 pub(crate) async fn stop_in_chat(
     shared: &Arc<Services>,
     platform: &str,

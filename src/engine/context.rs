@@ -45,11 +45,13 @@ impl Attached<'static> {
 }
 
 /// Assemble the turn, as `bot` is in its chat (`persona`: the chat's model and system prompt
-/// for it, over its own).
+/// for it, over its own), in conversation `conversation` of its session (its reset point).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn turn_request(
     bot: &Bot,
     persona: &Persona,
     session: &SessionKey,
+    conversation: i64,
     history: &[HistoryEntry],
     tail: &[Arc<TailEntry>],
     current: Current<'_>,
@@ -82,7 +84,7 @@ pub(crate) fn turn_request(
             .unwrap_or_default(),
         messages,
         tools,
-        session_id: session_id(&rendered),
+        session_id: session_id(&rendered, conversation),
         session: rendered,
         chat: TurnChat {
             platform: session.platform.as_str().to_owned(),

@@ -24,6 +24,8 @@ use crate::turn::AgentAccess;
 pub enum Stop {
     /// `/baton stop @bot` in its chat.
     Stopped,
+    /// The chain the turn was taken in was closed.
+    ChainClosed,
     /// The gateway shut down and the turn outlasted the drain.
     Interrupted,
 }
@@ -32,6 +34,7 @@ impl std::fmt::Display for Stop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Stop::Stopped => "stopped by /baton stop",
+            Stop::ChainClosed => "stopped: its chain was closed",
             Stop::Interrupted => "interrupted: baton shut down before the turn ended",
         })
     }
@@ -41,6 +44,7 @@ struct Entry {
     bot: BotId,
     platform: Platform,
     chat: ChatId,
+    run: Option<String>,
     cancel: CancellationToken,
     why: Arc<OnceLock<Stop>>,
 }
@@ -74,6 +78,7 @@ impl Running {
             bot: caller.bot.clone(),
             platform: caller.session.platform,
             chat: caller.session.chat.clone(),
+            run: caller.run_id.clone(),
             cancel: cancel.clone(),
             why: Arc::clone(&why),
         };
@@ -114,6 +119,14 @@ impl Running {
     pub fn stop(&self, bot: &BotId, platform: Platform, chat: &ChatId) -> usize {
         self.cancel(Stop::Stopped, |e| {
             &e.bot == bot && e.platform == platform && &e.chat == chat
+        })
+    }
+
+    /// Stop the turns whose run id starts with `runs` (a closed chain's), except `spare`'s: the
+    /// bot closing its chain from inside its own turn ends that turn itself. Returns how many.
+    pub fn stop_runs(&self, runs: &str, spare: &str) -> usize {
+        self.cancel(Stop::ChainClosed, |e| {
+            e.bot.as_str() != spare && e.run.as_deref().is_some_and(|r| r.starts_with(runs))
         })
     }
 
@@ -220,5 +233,23 @@ mod tests {
         assert!(!other_chat.cancel.is_cancelled() && !snark.cancel.is_cancelled());
         assert_eq!(running.interrupt_all(), 3);
         assert_eq!(snark.stopped().await, Stop::Interrupted);
+    }
+
+    #[tokio::test]
+    async fn closing_a_chain_stops_its_turns_save_the_closers() {
+        let running = Running::default();
+        let in_chain = |bot, run: &str| Caller {
+            run_id: Some(run.to_owned()),
+            ..caller(bot, "c1")
+        };
+        let (sec, _) = running.start(&in_chain("sec", "chain:ch-1:t2"), false);
+        let (closer, _) = running.start(&in_chain("snark", "chain:ch-1:t3"), false);
+        let (other, _) = running.start(&in_chain("sec", "chain:ch-10:t1"), false);
+        let (outside, _) = running.start(&caller("sec", "c1"), false);
+        assert_eq!(running.stop_runs("chain:ch-1:t", "snark"), 1);
+        assert_eq!(sec.stopped().await, Stop::ChainClosed);
+        for turn in [&closer, &other, &outside] {
+            assert!(!turn.cancel.is_cancelled());
+        }
     }
 }

@@ -191,6 +191,7 @@ async fn run_turn(
     let TurnStarted {
         history: taken,
         mut tail,
+        conversation,
         ..
     } = journal
         .turn_started(line, take, recall, plan.delivery)
@@ -224,6 +225,7 @@ async fn run_turn(
         bot,
         &persona,
         session,
+        conversation,
         history,
         &tail,
         current,

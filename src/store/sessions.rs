@@ -243,6 +243,16 @@ impl Store {
     }
 }
 
+/// Session `session`'s reset point: the transcript id its current conversation starts after
+/// (0 before its first reset).
+pub(super) fn reset_point(db: Db<'_>, session: &str) -> Result<i64, DbError> {
+    db.query_row(
+        "SELECT coalesce((SELECT reset_after FROM sessions WHERE key = ?1), 0)",
+        args![session],
+        |row| row.get(0),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::deliveries::move_in;
 use super::history::{OwnedTake, take_in};
-use super::sessions::touch_unless_fresh;
+use super::sessions::{reset_point, touch_unless_fresh};
 use super::sql::Db;
 use super::tail_cache::data_version;
 use super::transcript::{insert_entry, tail_in, tail_since};
@@ -57,6 +57,9 @@ pub struct TurnStarted {
     /// The session's tail, oldest first, without `heard` (empty when none was asked for);
     /// shared with the copy the writer keeps of it.
     pub tail: Vec<Arc<TailEntry>>,
+    /// The session's reset point (0 before its first reset): which conversation of the session
+    /// the turn is in, so that a reset gives the turn a new `session_id`.
+    pub conversation: i64,
 }
 
 impl Store {
@@ -97,16 +100,19 @@ impl Store {
                     if let Some(running) = &running {
                         move_in(db, running, None)?;
                     }
-                    let tail = match (last, &tails) {
+                    let (tail, conversation) = match (last, &tails) {
                         (Some(last), Some(tails)) => {
                             let kept = tails.get(&rendered, data_version(db)?);
                             let read = tail_since(db, &rendered, last, kept)?;
                             let tail = read.newest_entries(last);
+                            let conversation = read.reset_after;
                             tails.keep(&rendered, read);
-                            tail
+                            (tail, conversation)
                         }
-                        (Some(last), None) => tail_in(db, &rendered, last)?,
-                        (None, _) => Vec::new(),
+                        (Some(last), None) => {
+                            (tail_in(db, &rendered, last)?, reset_point(db, &rendered)?)
+                        }
+                        (None, _) => (Vec::new(), reset_point(db, &rendered)?),
                     };
                     let history = match &take {
                         Some(take) => take_in(db, take)?,
@@ -127,6 +133,7 @@ impl Store {
                         history,
                         entry,
                         tail,
+                        conversation,
                     };
                     Ok(started)
                 },

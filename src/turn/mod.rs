@@ -581,7 +581,7 @@ mod tests {
             ],
             tools: Vec::new().into(),
             session: "s".into(),
-            session_id: session_id("s"),
+            session_id: session_id("s", 0),
             version: TURN_SCHEMA_VERSION,
             chat: TurnChat {
                 platform: "local".into(),

@@ -17,10 +17,16 @@ pub fn turn_schema() -> serde_json::Value {
     serde_json::to_value(generator.into_root_schema_for::<TurnRequest>()).unwrap_or_default()
 }
 
-/// The stable id of the session rendered as `session`, shaped as a UUID (version 8, the
-/// vendor-defined one): agents that key their memory by UUID take it as it is.
-pub fn session_id(session: &str) -> String {
-    let mut bytes: [u8; 16] = Sha256::digest(session.as_bytes())[..16]
+/// The stable id of conversation `conversation` (its reset point, 0 before any reset) of the
+/// session rendered as `session`, shaped as a UUID (version 8, the vendor-defined one): agents
+/// that key their memory by UUID take it as it is. It is the same for every turn until an admin
+/// resets the session (`/baton reset`), then a new one: a reset starts a new conversation.
+pub fn session_id(session: &str, conversation: i64) -> String {
+    let key = match conversation {
+        0 => session.to_owned(),
+        n => format!("{session}#{n}"),
+    };
+    let mut bytes: [u8; 16] = Sha256::digest(key.as_bytes())[..16]
         .try_into()
         .expect("a SHA-256 digest has 32 bytes");
     bytes[6] = (bytes[6] & 0x0f) | 0x80;
@@ -42,9 +48,14 @@ mod tests {
 
     #[test]
     fn a_session_id_is_a_stable_uuid() {
-        let id = session_id("bot:snark:local:snark:c1");
-        assert_eq!(id, session_id("bot:snark:local:snark:c1"));
-        assert_ne!(id, session_id("bot:snark:local:snark:c2"));
+        let id = session_id("bot:snark:local:snark:c1", 0);
+        assert_eq!(id, session_id("bot:snark:local:snark:c1", 0));
+        assert_ne!(id, session_id("bot:snark:local:snark:c2", 0));
+        assert_ne!(
+            id,
+            session_id("bot:snark:local:snark:c1", 7),
+            "after a reset"
+        );
         let parts: Vec<usize> = id.split('-').map(str::len).collect();
         assert_eq!(parts, [8, 4, 4, 4, 12]);
         assert_eq!(&id[14..15], "8", "version 8");

@@ -50,7 +50,7 @@ pub fn turn(model: &str, text: &str) -> TurnRequest {
         ],
         tools: Vec::new().into(),
         session: session.into(),
-        session_id: session_id(session),
+        session_id: session_id(session, 0),
         chat: TurnChat {
             platform: "local".into(),
             account: "snark".into(),

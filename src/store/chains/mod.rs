@@ -29,7 +29,7 @@ use serde::{Serialize, Serializer};
 use crate::bot_id::BotId;
 
 pub use read::ChainQuery;
-pub use steps::{ChainStep, turn_run_id};
+pub use steps::{ChainStep, turn_run_id, turn_runs};
 pub use turns::{ChainClose, ChainError, Handed, Handoff, Posted};
 
 /// The name baton goes by in a chain it coordinates itself, and in its own log entries.

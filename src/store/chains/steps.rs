@@ -20,7 +20,7 @@ pub fn turn_run_id(chain: &str, turn: i64) -> String {
 }
 
 /// What the run ids of chain `chain`'s turns start with.
-fn turn_runs(chain: &str) -> String {
+pub fn turn_runs(chain: &str) -> String {
     format!("chain:{chain}:t")
 }
 
