@@ -124,7 +124,8 @@ async fn spend_and_the_notice_survive_a_restart() {
 }
 
 /// A trigger budget follows a delegation: the target's call is refused, the sender's tool
-/// result says `budget`, and a new human message (a new trigger) is served.
+/// result says `budget`, the sender's own next model call (after its tools ran) is checked and
+/// not made either, and a new human message (a new trigger) is served.
 #[tokio::test]
 async fn a_trigger_budget_refuses_the_delegated_call_and_a_new_message_is_served() {
     let fake = FakeOpenAi::start().await;
@@ -136,17 +137,32 @@ async fn a_trigger_budget_refuses_the_delegated_call_and_a_new_message_is_served
             json!({"target": "b", "message": "review it"}),
         ),
     );
-    fake.script("a", Step::reply("b could not answer"));
     let extra = budget("per-message", "scope = \"trigger\"\ntokens = 100");
     let gw = World::agents(&fake, &["a", "b"], &extra).await;
 
     ask(&gw, "room", "a", "get this reviewed").await;
     assert!(fake.requests_for("b").is_empty(), "b's call was not made");
-    let results = fake.tool_results("a");
+    assert_eq!(
+        fake.requests_for("a").len(),
+        1,
+        "a's call after its tool ran was refused too"
+    );
+    let transcript = gw.transcript("bot:a:local:a:room").await;
+    let results: Vec<Value> = transcript
+        .iter()
+        .filter(|e| e["kind"] == "tool_result")
+        .map(|e| serde_json::from_str(e["text"].as_str().unwrap()).unwrap())
+        .collect();
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["status"], "refused");
     assert_eq!(results[0]["reason"], "budget");
     assert_eq!(results[0]["budget"], "per-message");
+    assert!(
+        transcript
+            .iter()
+            .any(|e| e["kind"] == "failure" && e["meta"]["budget"] == "per-message"),
+        "{transcript:#?}"
+    );
     assert_eq!(
         notices(&gw, "room", "b").await.len(),
         1,

@@ -9,19 +9,22 @@
 //! - `rule.rs`: a budget resolved from the config, and which usage rows it sums for a call;
 //! - `price.rs`: what a call cost, and the estimate for a backend that reports no usage;
 //! - `counters.rs`: the `/metrics` series;
+//! - `tally.rs`: the windows' spend kept in memory, brought up to date from the store;
 //! - here: the check ([`Budgets::check`]), the charge ([`Budgets::charge`]), the limits admins
 //!   set, and what `/baton budget` shows.
 //!
-//! The check reads the windows' sums, the charge adds a row once the call is done. A call that
-//! starts while others are in flight does not see their spend yet: that is the "at most the
-//! calls already in flight" a limit may be passed by (SPEC 12), and it holds across instances
-//! because every check reads the committed rows. A budget's notice and its warnings are claimed
+//! The check reads the rows committed since the last check (every instance's) into the windows'
+//! sums, the charge adds a row once the call is done. A call that starts while others are in
+//! flight does not see their spend yet: that is the "at most the calls already in flight" a
+//! limit may be passed by (SPEC 12), and it holds across instances because every check reads
+//! the committed rows. A budget's notice and its warnings are claimed
 //! by one conditional upsert, so they go out once per window even with instances racing.
 
 mod counters;
 mod price;
 pub mod report;
 mod rule;
+mod tally;
 
 use std::sync::Arc;
 
@@ -30,11 +33,12 @@ use baton_contract::Platform;
 pub use counters::Counters;
 pub use price::estimate;
 use rule::{Rule, share};
+use tally::Tally;
 
 use crate::bot_id::BotId;
 use crate::config::{BudgetScope, Config, OnExceed, PricesConfig};
 use crate::mirror::now_ms;
-use crate::store::{LimitOverride, NewUsage, Store, StoreError};
+use crate::store::{LimitOverride, NewUsage, SpendQuery, Spent, Store, StoreError};
 use crate::turn::Usage;
 
 /// Who a model call is charged to.
@@ -140,6 +144,8 @@ struct Inner {
     store: Store,
     instance: String,
     counters: Counters,
+    /// Held across a check's read, so checks count the rows in order.
+    tally: tokio::sync::Mutex<Tally>,
 }
 
 impl Budgets {
@@ -152,6 +158,7 @@ impl Budgets {
                 store,
                 instance: instance.to_owned(),
                 counters: Counters::default(),
+                tally: tokio::sync::Mutex::default(),
             }),
         }
     }
@@ -168,25 +175,55 @@ impl Budgets {
         let go = Verdict::Go {
             warnings: Vec::new(),
         };
-        let matching: Vec<&Rule> = self
-            .inner
-            .rules
-            .iter()
-            .filter(|r| r.matches(bill))
+        let rules = &self.inner.rules;
+        let matching: Vec<usize> = (0..rules.len())
+            .filter(|&i| rules[i].matches(bill))
             .collect();
         if matching.is_empty() {
             return go;
         }
         let now = now_ms();
-        let queries = matching.iter().map(|r| r.query(bill, now)).collect();
-        let store = &self.inner.store;
-        let (spent, set) = match store.usage_window(queries).await {
-            Ok(found) => found,
-            Err(err) => {
-                tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
-                return go;
+        let keys: Vec<tally::Key> = matching
+            .iter()
+            .map(|&i| {
+                (
+                    i,
+                    SpendQuery {
+                        since_ms: 0,
+                        ..rules[i].query(bill, now)
+                    },
+                )
+            })
+            .collect();
+        let mut tally = self.inner.tally.lock().await;
+        let set = loop {
+            let (after, missing) = tally.wants(&keys, now);
+            let windows = missing
+                .iter()
+                .map(|(i, q)| SpendQuery {
+                    since_ms: rules[*i].since_ms(now),
+                    ..q.clone()
+                })
+                .collect();
+            match self.inner.store.usage_tally(after, windows).await {
+                Ok(read) => {
+                    let limits = read.limits.clone();
+                    if tally.absorb(rules, missing, read) {
+                        break limits;
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
+                    return go;
+                }
             }
         };
+        let spent: Vec<Spent> = keys
+            .iter()
+            .map(|key| tally.spent(key, rules[key.0].since_ms(now), now))
+            .collect();
+        drop(tally);
+        let matching = matching.into_iter().map(|i| &rules[i]);
         let mut warnings = Vec::new();
         for (rule, spent) in matching.into_iter().zip(spent) {
             let limits = rule.limits(set.get(&rule.name));
@@ -454,7 +491,7 @@ fn warning_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{SpendQuery, testing};
+    use crate::store::testing;
 
     /// Instances (two store handles with their own writers on PostgreSQL, as two processes
     /// have; one shared handle on SQLite) charging one budget at once: once it is used up every
@@ -527,6 +564,71 @@ mod tests {
                 "{engine}: {} tokens spent of {LIMIT}",
                 spent[0].tokens
             );
+        }
+    }
+
+    /// The check keeps its windows' sums in memory: rows another instance records are
+    /// counted at the next check, rows that leave the window stop counting, and ids that
+    /// restart after every row was deleted (SQLite) make it read everything again.
+    #[tokio::test]
+    async fn the_kept_sums_follow_other_instances_and_the_window() {
+        const HOUR: i64 = 3_600_000;
+        let config: Config = toml::from_str(
+            "[[budgets]]\nname = \"hourly\"\nscope = \"bot\"\ntokens = 100\nwindow = \"1h\"\n",
+        )
+        .unwrap();
+        let bot: BotId = "caid".parse().unwrap();
+        let bill = Bill {
+            bot: &bot,
+            platform: Platform::Local,
+            chat: "room",
+            trigger: "t",
+        };
+        let row = |ts_ms, tokens| NewUsage {
+            ts_ms,
+            bot: "caid".into(),
+            platform: "local".into(),
+            chat: "room".into(),
+            session: "s".into(),
+            run_id: "r".into(),
+            trigger_id: "t".into(),
+            instance: "other".into(),
+            model: "m".into(),
+            prompt_tokens: tokens,
+            completion_tokens: 0,
+            cost_usd: None,
+            estimated: false,
+        };
+        let stopped = |verdict| matches!(verdict, Verdict::Stop(_));
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let budgets = Budgets::new(&config, store.clone(), "i1");
+            let now = now_ms();
+            store
+                .usage_record(vec![row(now - 2 * HOUR, 500)])
+                .await
+                .unwrap();
+            assert!(
+                !stopped(budgets.check(&bill).await),
+                "{engine}: outside the window"
+            );
+            store.usage_record(vec![row(now, 60)]).await.unwrap();
+            assert!(!stopped(budgets.check(&bill).await), "{engine}: 60 of 100");
+            store.usage_record(vec![row(now, 50)]).await.unwrap();
+            assert!(stopped(budgets.check(&bill).await), "{engine}: 110 of 100");
+            if engine == "sqlite" {
+                // Every row deleted, whatever the minimum age of a prune.
+                store
+                    .prune(crate::store::PruneTable::Usage, now + 1, i64::MAX)
+                    .await
+                    .unwrap();
+                store.usage_record(vec![row(now, 10)]).await.unwrap();
+                assert!(
+                    !stopped(budgets.check(&bill).await),
+                    "{engine}: ids restarted"
+                );
+            }
         }
     }
 

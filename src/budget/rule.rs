@@ -70,14 +70,34 @@ impl Rule {
 
     /// The rows it sums for `bill`: its scope's key and its match, within its window.
     pub(crate) fn query(&self, bill: &Bill<'_>, now_ms: i64) -> SpendQuery {
-        let scoped = |scope| self.scope == scope;
-        let chat = scoped(BudgetScope::Chat) || self.chat.is_some();
         SpendQuery {
             since_ms: self.since_ms(now_ms),
-            bot: (scoped(BudgetScope::Bot) || self.bot.is_some()).then(|| bill.bot.to_string()),
-            platform: (chat || self.platform.is_some()).then(|| bill.platform.to_string()),
-            chat: chat.then(|| bill.chat.to_owned()),
-            trigger_id: scoped(BudgetScope::Trigger).then(|| bill.trigger.to_owned()),
+            ..self.filter(
+                &bill.bot.to_string(),
+                &bill.platform.to_string(),
+                bill.chat,
+                bill.trigger,
+            )
+        }
+    }
+
+    /// The rows it sums with a call of `bot` charged to `platform`'s `chat` and `trigger`,
+    /// whatever their time: the call's scope's key and its match.
+    pub(crate) fn filter(
+        &self,
+        bot: &str,
+        platform: &str,
+        chat: &str,
+        trigger: &str,
+    ) -> SpendQuery {
+        let scoped = |scope| self.scope == scope;
+        let by_chat = scoped(BudgetScope::Chat) || self.chat.is_some();
+        SpendQuery {
+            since_ms: 0,
+            bot: (scoped(BudgetScope::Bot) || self.bot.is_some()).then(|| bot.to_owned()),
+            platform: (by_chat || self.platform.is_some()).then(|| platform.to_owned()),
+            chat: by_chat.then(|| chat.to_owned()),
+            trigger_id: scoped(BudgetScope::Trigger).then(|| trigger.to_owned()),
         }
     }
 

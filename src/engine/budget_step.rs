@@ -22,7 +22,7 @@ use crate::mirror::{Journal, now_ms};
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, NewAudit};
-use crate::turn::{BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
+use crate::turn::{BackendError, BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
 
 /// Who the turn's calls are charged to.
 pub(super) fn bill<'a>(bot: &'a Bot, caller: &'a Caller, journal: &'a Journal) -> Bill<'a> {
@@ -48,6 +48,20 @@ pub(super) async fn admit(
     bot: &Bot,
     caller: &Caller,
 ) -> Result<(), TurnEnd> {
+    match checked(shared, journal, bot, caller).await {
+        Ok(()) => Ok(()),
+        Err(stopped) => Err(refuse(shared, journal, bot, caller, stopped).await),
+    }
+}
+
+/// Checks the budgets before one model call, warning the admins as they are crossed: `Err`
+/// with the `stop` budget that is used up.
+async fn checked(
+    shared: &Services,
+    journal: &Journal,
+    bot: &Bot,
+    caller: &Caller,
+) -> Result<(), Stopped> {
     let bill = bill(bot, caller, journal);
     match shared.budgets().check(&bill).await {
         Verdict::Go { warnings } => {
@@ -56,13 +70,14 @@ pub(super) async fn admit(
             }
             Ok(())
         }
-        Verdict::Stop(stopped) => Err(refuse(shared, journal, bot, caller, stopped).await),
+        Verdict::Stop(stopped) => Err(stopped),
     }
 }
 
 /// The turn's tools, charging each model call that asks for tools as it answers (before the
 /// tools run: a `sessions_send` target is checked against what its sender spent so far), then
-/// the rest of the turn once it ends ([`Metered::settle`]).
+/// the rest of the turn once it ends ([`Metered::settle`]); and checking the budgets again
+/// before each further model call ([`Metered::refused`] ends a turn one stopped).
 pub(super) struct Metered<'a> {
     pub inner: &'a dyn ToolExecutor,
     pub shared: &'a Services,
@@ -72,9 +87,22 @@ pub(super) struct Metered<'a> {
     pub request: &'a TurnRequest,
     /// What was charged so far, as the calls answered.
     pub charged: Mutex<Option<Usage>>,
+    /// The `stop` budget that refused a further model call.
+    pub stopped: Mutex<Option<Stopped>>,
 }
 
 impl Metered<'_> {
+    /// How the turn ends when a budget refused one of its further model calls: refused as one
+    /// refused before its first call is.
+    pub(super) async fn refused(&self) -> Option<TurnEnd> {
+        let stopped = self
+            .stopped
+            .lock()
+            .expect("stopped budget poisoned")
+            .take()?;
+        Some(refuse(self.shared, self.journal, self.bot, self.caller, stopped).await)
+    }
+
     async fn charge(&self, model: &str, usage: Usage, estimated: bool) {
         let call = Call {
             session: &self.journal.session().render(),
@@ -120,6 +148,15 @@ impl ToolExecutor for Metered<'_> {
             *charged = Some(charged.unwrap_or_default().plus(usage));
         }
         self.charge(&self.request.model, usage, false).await;
+    }
+
+    async fn may_call(&self) -> Result<(), BackendError> {
+        let stopped = checked(self.shared, self.journal, self.bot, self.caller).await;
+        stopped.map_err(|stopped| {
+            let budget = stopped.budget.clone();
+            *self.stopped.lock().expect("stopped budget poisoned") = Some(stopped);
+            BackendError::Budget(budget)
+        })
     }
 }
 

@@ -258,6 +258,7 @@ async fn run_turn(
         caller: &caller,
         request: &request,
         charged: std::sync::Mutex::new(None),
+        stopped: std::sync::Mutex::new(None),
     };
     let started = std::time::Instant::now();
     let run = async {
@@ -284,6 +285,9 @@ async fn run_turn(
             reply
         }
         Ok(Err(err)) => {
+            if let Some(refused) = tools.refused().await {
+                return refused;
+            }
             let failure = if err.is_permanent() {
                 TurnFailure::Misconfigured(err.to_string())
             } else {

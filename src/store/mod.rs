@@ -128,7 +128,9 @@ pub use sql::{DbError, PgUrl};
 pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
-pub use usage::{LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow};
+pub use usage::{
+    Charged, LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow, UsageTally,
+};
 pub use writer::{Queued, QueuedEarly};
 
 use chat_settings::SettingsCache;

@@ -1,7 +1,10 @@
 //! Usage: one row per model call, charged to a bot, to the chat its trigger happened in and to
-//! the trigger (SPEC section 12). Budgets read their window's sum here, each from the index on
-//! its scope's key and the time (`usage_bot`, `usage_chat`, `usage_trigger`, `usage_ts`), so a
-//! check costs the rows in its window, never a scan of the table.
+//! the trigger (SPEC section 12). A budget check reads only the rows written since its last
+//! read ([`Store::usage_tally`], by id), plus once a window's rows when it first counts it, each
+//! from the index on its scope's key and the time (`usage_bot`, `usage_chat`, `usage_trigger`,
+//! `usage_ts`). That needs ids that become visible in their order: SQLite has one writer, and
+//! on PostgreSQL each insert first takes the same transaction lock, so ids are drawn in commit
+//! order there too.
 //!
 //! Beside the rows: when a budget's notice or warning last went out (`budget_notices`, claimed
 //! by one conditional upsert, so once per window even with several instances racing), and the
@@ -46,7 +49,7 @@ pub struct NewUsage {
 }
 
 /// Which rows a sum counts: those since `since_ms` with each set column equal to its value.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct SpendQuery {
     /// The window's start, ms since the epoch (`i64::MIN`: no window).
     pub since_ms: i64,
@@ -69,6 +72,43 @@ pub struct Spent {
     pub cost_usd: f64,
     /// When the oldest of the rows was written (`None`: no rows).
     pub oldest_ms: Option<i64>,
+}
+
+/// A usage row as a budget tally counts it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Charged {
+    /// Its id: rows become visible in id order.
+    pub id: i64,
+    /// When the call ended.
+    pub ts_ms: i64,
+    /// The bot that made it.
+    pub bot: String,
+    /// The platform of the chat it is charged to.
+    pub platform: String,
+    /// That chat.
+    pub chat: String,
+    /// The trigger it is charged to.
+    pub trigger_id: String,
+    /// Prompt plus completion tokens.
+    pub tokens: i64,
+    /// USD (0 for a model without a price).
+    pub cost_usd: f64,
+}
+
+/// What a budget check reads: the rows written since the last read, the windows it counts for
+/// the first time, and the limits admins set.
+#[derive(Debug, Clone, Default)]
+pub struct UsageTally {
+    /// Rows with an id above the one asked for, in id order.
+    pub fresh: Vec<Charged>,
+    /// The largest id in the table: below the one asked for when rows were deleted down to
+    /// below it and ids restarted (SQLite reuses the largest id once it is gone).
+    pub top_id: i64,
+    /// Per window asked for, its rows up to the last of `fresh` (or the id asked for), oldest
+    /// first, with only their time, tokens and cost set.
+    pub windows: Vec<Vec<Charged>>,
+    /// The limits admins set, by budget name.
+    pub limits: HashMap<String, LimitOverride>,
 }
 
 /// What `group_by` a usage report sums per.
@@ -187,6 +227,8 @@ impl Store {
     /// Records model calls' usage, once committed.
     pub async fn usage_record(&self, rows: Vec<NewUsage>) -> Result<(), StoreError> {
         self.write(move |db| {
+            // Ids drawn in commit order across instances (see the module doc).
+            db.exclusive("usage")?;
             for u in &rows {
                 db.execute(
                     "INSERT INTO usage (ts_ms, bot, platform, chat, session, run_id, trigger_id,
@@ -226,6 +268,74 @@ impl Store {
                 .map(|q| spent(db, q))
                 .collect::<Result<_, _>>()?;
             Ok((spent, limits(db)?))
+        })
+        .await
+    }
+
+    /// The rows written after `after_id`, and the rows of each of `windows` with an id up to the
+    /// last of those (so they add up with the fresh ones without counting a row twice), and the
+    /// limits admins set, on one reader: what a budget check reads.
+    pub async fn usage_tally(
+        &self,
+        after_id: i64,
+        windows: Vec<SpendQuery>,
+    ) -> Result<UsageTally, StoreError> {
+        self.read(move |db| {
+            let top_id = db.query_row(
+                "SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM usage",
+                args![],
+                |r| r.get(0),
+            )?;
+            let fresh = db.query_map(
+                "SELECT id, ts_ms, bot, platform, chat, trigger_id,
+                    prompt_tokens + completion_tokens, CAST(COALESCE(cost_usd, 0) AS DOUBLE PRECISION)
+                 FROM usage WHERE id > ?1 ORDER BY id",
+                args![after_id],
+                |r| {
+                    Ok(Charged {
+                        id: r.get(0)?,
+                        ts_ms: r.get(1)?,
+                        bot: r.get(2)?,
+                        platform: r.get(3)?,
+                        chat: r.get(4)?,
+                        trigger_id: r.get(5)?,
+                        tokens: r.get(6)?,
+                        cost_usd: r.get(7)?,
+                    })
+                },
+            )?;
+            let upto = fresh.last().map_or(after_id, |c: &Charged| c.id);
+            let windows = windows
+                .iter()
+                .map(|query| {
+                    let (filter, mut params) = query.filter();
+                    params.push(Value::from(upto));
+                    let sql = format!(
+                        "SELECT ts_ms, prompt_tokens + completion_tokens,
+                            CAST(COALESCE(cost_usd, 0) AS DOUBLE PRECISION)
+                         FROM usage WHERE {filter} AND id <= ?{} ORDER BY ts_ms",
+                        params.len()
+                    );
+                    db.query_map(&sql, &params, |r| {
+                        Ok(Charged {
+                            ts_ms: r.get(0)?,
+                            tokens: r.get(1)?,
+                            cost_usd: r.get(2)?,
+                            id: 0,
+                            bot: String::new(),
+                            platform: String::new(),
+                            chat: String::new(),
+                            trigger_id: String::new(),
+                        })
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(UsageTally {
+                fresh,
+                top_id,
+                windows,
+                limits: limits(db)?,
+            })
         })
         .await
     }

@@ -312,6 +312,12 @@ pub trait ToolExecutor: Send + Sync {
     async fn spent(&self, usage: Usage) {
         let _ = usage;
     }
+
+    /// Asked before each further model call of the turn (once its tools ran): `Err` ends the
+    /// turn with that error instead of making the call. Every call may go by default.
+    async fn may_call(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 /// A tool executor that has no tools: every call gets an error result.
@@ -343,6 +349,9 @@ pub enum BackendError {
     /// The backend answered something baton cannot read.
     #[error("backend answered an unreadable response: {0}")]
     BadResponse(String),
+    /// A budget is used up: the turn's next model call was not made.
+    #[error("budget `{0}` is used up; the model call was not made")]
+    Budget(String),
     /// The model kept calling tools past the configured bound.
     #[error("the model called tools {0} rounds in a row without answering; stopped")]
     ToolLoop(u32),

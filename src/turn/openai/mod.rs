@@ -276,6 +276,10 @@ impl OpenAiBackend {
         let mut lines = request.messages.clone();
         let mut usage: Option<Usage> = None;
         for round in 1..=MAX_TOOL_ROUNDS {
+            if round > 1 {
+                // The turn's first call was checked before the backend ran.
+                tools.may_call().await?;
+            }
             let body = request_body(
                 model,
                 &lines,
