@@ -4,7 +4,7 @@
 //! (`Silent` included) and each delivered chunk with its platform message id all go through it,
 //! attributed to their speaker. A failed transcript write is logged, not raised. A store that
 //! cannot write still answers nothing: the event is refused at intake (`src/dispatcher/inbox.rs`)
-//! and a post whose start cannot be recorded is not made (`src/deliver/send.rs`).
+//! and a post whose start cannot be recorded is not made (`src/post/send.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use crate::backend::{ToolCall, ToolExecutor};
 use crate::events::{Event, Events};
 use crate::roster::ToolName;
 use crate::session::SessionKey;
@@ -19,7 +20,7 @@ use crate::store::{
     Answered, Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify,
     Origin, QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
 };
-use crate::turn::{ToolCall, ToolExecutor};
+use crate::timing::now_ms;
 
 /// Whether a run is the first for its event, or a replay of one a stopped process left
 /// unfinished (which may have written some of its entries already).
@@ -534,18 +535,11 @@ impl ToolExecutor for RecordingTools<'_> {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::NoTools;
     use crate::store::{NewArtifact, Put};
-    use crate::turn::NoTools;
 
     /// Only the first run of a fresh event that attached nothing skips reading its reply files:
     /// files attached to its run id behind its back are not seen, while any other run (not an

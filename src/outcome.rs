@@ -8,7 +8,7 @@
 //! Heartbeats have a token of their own, [`HEARTBEAT_OK`], matched by the same
 //! rule in [`heartbeat_reply`]: the model's way of saying "nothing needs attention".
 
-use crate::turn::BackendReply;
+use crate::backend::BackendReply;
 
 /// The typed result of a turn. Nothing of a `Silent` turn reaches the platform.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
-use baton::turn::{
+use baton::backend::{
     Backend, BackendError, ChatLine, CommandBackend, EchoBackend, HttpBackend, KILL_AFTER, NoTools,
     Reaper, Role, TextSink,
 };
@@ -754,7 +754,7 @@ async fn wrapper(
     cli: &str,
     fixture: &str,
     home: &std::path::Path,
-) -> (baton::turn::BackendReply, String, String) {
+) -> (baton::backend::BackendReply, String, String) {
     let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/agents");
     let bin = home.join("bin");
     std::fs::create_dir_all(&bin).unwrap();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use baton::turn::{
+use baton::backend::{
     Backend, BackendError, ChatLine, MAX_TOOL_ROUNDS, NoTools, OpenAiBackend, OpenAiSettings, Role,
     ToolSpec,
 };

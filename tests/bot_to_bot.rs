@@ -524,7 +524,7 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         mode: baton::store::SendMode::Wait,
         artifacts_in: Vec::new(),
         expect: None,
-        created_ms: baton::mirror::now_ms(),
+        created_ms: baton::timing::now_ms(),
     };
     store.delivery_begin(new, 0, None).await.unwrap();
     store.close().await.unwrap();

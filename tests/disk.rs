@@ -126,7 +126,7 @@ async fn prune_deletes_old_rows_keeps_newer_ones_and_the_export_has_every_field(
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("old.db");
     let db = db.to_str().unwrap();
-    let now = baton::mirror::now_ms();
+    let now = baton::timing::now_ms();
     let store = Store::open(db).await.unwrap();
     for (session, age_ms, text) in [
         ("bot:snark:local:snark:a", 100 * DAY_MS, "ancient"),
@@ -234,7 +234,7 @@ async fn run_applies_retention_at_start_and_keeps_what_is_set_to_keep() {
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("kept.db");
-    let now = baton::mirror::now_ms();
+    let now = baton::timing::now_ms();
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     store.audit(audit(now - 90 * DAY_MS, "old")).await.unwrap();
     store.audit(audit(now, "new")).await.unwrap();

@@ -7,12 +7,12 @@ mod support;
 
 use std::time::Duration;
 
+use baton::backend::{ToolCall, ToolExecutor};
 use baton::dispatcher::Handled;
 use baton::engine::Caller;
 use baton::session::SessionKey;
 use baton::store::{Escalation, EscalationKind, EscalationQuery, EscalationState, Store};
 use baton::tools::AgentTools;
-use baton::turn::{ToolCall, ToolExecutor};
 use baton_contract::{ChatKind, InboundEvent, MessageId, Platform, Sender};
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
@@ -124,7 +124,7 @@ fn human_message(account: &str, id: &str, text: &str, reply_to: Option<&str>) ->
         text,
     );
     event.reply_to = reply_to.map(MessageId::from);
-    event.timestamp_ms = baton::mirror::now_ms();
+    event.timestamp_ms = baton::timing::now_ms();
     event
 }
 

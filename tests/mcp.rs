@@ -581,7 +581,7 @@ dm_policy = "open"
     assert!(sessions.contains("caid"), "{sessions}");
 
     let turn: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
-    let schema = baton::turn::turn_schema();
+    let schema = baton::backend::turn_schema();
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     if let Err(err) = validator.validate(&turn) {
         panic!("the turn does not match its schema: {err}\n{turn:#}");

@@ -331,7 +331,7 @@ pub(crate) fn group_message(
     );
     event.event_id = Some(format!("Ev{n}"));
     event.mentions = mentions;
-    event.timestamp_ms = baton::mirror::now_ms();
+    event.timestamp_ms = baton::timing::now_ms();
     event
 }
 

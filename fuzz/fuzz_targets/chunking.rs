@@ -1,8 +1,8 @@
-//! Replies split to a platform's message limit (`baton::deliver::split`). The text is a model's
+//! Replies split to a platform's message limit (`baton::post::split`). The text is a model's
 //! reply, which is outside input as much as a chat message is. The first byte of the input is
 //! the limit in characters (0 to 255; `split` treats 0 as 1), the rest the reply.
 //!
-//! Checked, as `src/deliver/chunk.rs` promises: every chunk is non-blank and within the limit;
+//! Checked, as `src/post/chunk.rs` promises: every chunk is non-blank and within the limit;
 //! the chunks keep every non-whitespace character of the reply in order (only whitespace at a
 //! split point is dropped; a fenced code block split across chunks is closed and reopened,
 //! which adds fence lines and may replace a fence's own closing line); and a reply that fits is
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let limit = usize::from(limit);
-    let chunks = baton::deliver::split(text, limit);
+    let chunks = baton::post::split(text, limit);
 
     for chunk in &chunks {
         let chars = chunk.chars().count();

@@ -26,9 +26,9 @@ use crate::bot_id::BotId;
 use crate::config::Activation;
 use crate::engine::Services;
 use crate::escalation::{Decision, Resolver, decide_approval};
-use crate::mirror::now_ms;
 use crate::roster::Account;
 use crate::store::{Chain, PairingApproval};
+use crate::timing::now_ms;
 
 /// Where, how and by whom a command was given: what the commands read of the event that
 /// carried it, and of the chat it came from.

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
+use crate::backend::Usage;
 use crate::bot_id::BotId;
 use crate::metrics::header;
-use crate::turn::Usage;
 
 /// Tokens, cost and refusals since start.
 #[derive(Default)]

@@ -35,11 +35,11 @@ pub use price::estimate;
 use rule::{Rule, share};
 use tally::Tally;
 
+use crate::backend::Usage;
 use crate::bot_id::BotId;
 use crate::config::{BudgetScope, Config, OnExceed, PricesConfig};
-use crate::mirror::now_ms;
 use crate::store::{LimitOverride, NewUsage, SpendQuery, Spent, Store, StoreError};
-use crate::turn::Usage;
+use crate::timing::now_ms;
 
 /// Who a model call is charged to.
 #[derive(Debug, Clone, Copy)]

@@ -1,8 +1,8 @@
 //! What a model call cost (`[prices."<model>"]`, USD per million tokens), and the estimate for a
 //! backend that reports no usage: characters / 4, marked estimated.
 
+use crate::backend::{TurnRequest, Usage};
 use crate::config::PricesConfig;
-use crate::turn::{TurnRequest, Usage};
 
 /// The call's cost in USD, `None` when its model has no price.
 pub(crate) fn cost(prices: &PricesConfig, model: &str, usage: Usage) -> Option<f64> {

@@ -40,7 +40,7 @@ pub(crate) fn turn_text(
 ) -> String {
     let mut text = format!(
         "{} coordinator: {}; participants: {}.\n",
-        crate::turn::chain_header(&chain.id, &chain.name),
+        crate::backend::chain_header(&chain.id, &chain.name),
         chain.coordinator_name(),
         if chain.participants.is_empty() {
             "none yet".to_owned()

@@ -39,11 +39,11 @@ use self::turns::TurnJob;
 use crate::bot_id::{BotId, names};
 use crate::engine::Services;
 use crate::events::Event;
-use crate::mirror::now_ms;
 use crate::store::{
     BATON, Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain,
     Posted, turn_runs,
 };
+use crate::timing::now_ms;
 
 /// A chain to start.
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@
 use baton_contract::{AccountId, ChatId, MessageId, Platform, ThreadId};
 
 use crate::bot_id::BotId;
-use crate::deliver::Target;
 use crate::engine::Services;
+use crate::post::Target;
 use crate::roster::Account;
 use crate::session::SessionKey;
 use crate::store::{Chain, ChainOrigin};

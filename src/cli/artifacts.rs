@@ -7,8 +7,8 @@ use std::path::Path;
 use clap::Args;
 
 use super::views::{StoreArgs, one_line, open};
-use crate::mirror::now_ms;
 use crate::store::ArtifactQuery;
+use crate::timing::now_ms;
 
 /// Which artifacts to show.
 #[derive(Debug, Args)]

@@ -9,8 +9,8 @@ use clap::Args;
 
 use super::views::{StoreArgs, one_line, open};
 use crate::bot_id::names;
-use crate::mirror::now_ms;
 use crate::store::{ChainEntryKind, ChainQuery};
+use crate::timing::now_ms;
 
 /// Which chains to show.
 #[derive(Debug, Args)]

@@ -10,8 +10,8 @@ use clap::{Args, ValueEnum};
 
 use super::views::{StoreArgs, open};
 use crate::config::parse_age;
-use crate::mirror::now_ms;
 use crate::store::{MIN_AGE_MS, PruneTable};
+use crate::timing::now_ms;
 
 /// What to prune.
 #[derive(Debug, Args)]

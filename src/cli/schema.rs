@@ -21,7 +21,7 @@ enum Schema {
 pub(super) fn schema(args: &SchemaArgs) -> anyhow::Result<()> {
     use std::io::Write as _;
     let schema = match args.what {
-        Schema::Turn => crate::turn::turn_schema(),
+        Schema::Turn => crate::backend::turn_schema(),
     };
     let text = serde_json::to_string_pretty(&schema)?;
     match writeln!(std::io::stdout().lock(), "{text}") {

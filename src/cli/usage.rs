@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use super::views::{StoreArgs, open};
 use crate::budget::report::{self, UsageParams};
-use crate::mirror::now_ms;
+use crate::timing::now_ms;
 
 /// What to report.
 #[derive(Debug, Args)]

@@ -11,9 +11,9 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::suggest::nearest;
-use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{DeliveryQuery, Entry, NewAudit, Store, TranscriptQuery};
+use crate::timing::now_ms;
 
 /// Which database to read.
 #[derive(Debug, Args)]

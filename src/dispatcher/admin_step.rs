@@ -19,8 +19,8 @@ use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
 use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
 use crate::engine::Services;
-use crate::mirror::now_ms;
 use crate::store::{Claim, NewAudit, dedupe_key};
+use crate::timing::now_ms;
 
 /// Whether the sender is a configured admin (bots never are).
 pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {

@@ -21,8 +21,8 @@ use super::stop::{Step, Stop};
 use super::{Dispatcher, Handled, Inbound};
 use crate::engine::{Services, journal};
 use crate::escalation::route_back;
-use crate::mirror::now_ms;
 use crate::store::{AnswerCandidate, AnswerMatch, Origin};
+use crate::timing::now_ms;
 
 /// Take the event if it answers a pending question; `None` lets it go on down the pipeline.
 pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {

@@ -17,8 +17,8 @@ use super::policy::PolicyDecision;
 use super::stop::{Stop, history_entry};
 use super::{Dispatcher, Handled, Inbound, Intake, admin_step, answer_step, dedupe};
 use crate::events::Received;
-use crate::mirror::now_ms;
 use crate::store::{Claim, dedupe_key};
+use crate::timing::now_ms;
 
 impl Dispatcher {
     /// Whether the pipeline's steps 3 to 6 would pass `inbound` on without acting and then keep

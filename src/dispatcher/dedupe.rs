@@ -5,7 +5,7 @@
 //! is committed before the event is acknowledged. So Slack's `app_mention` + `message` pair (two
 //! event ids, one message id) is one event, and a redelivery a day later, after any number of
 //! restarts, is still a duplicate. The key is the store's ([`crate::store::dedupe_key`]): a
-//! sibling post handed over by delivery (`src/deliver/handover.rs`) is claimed under the same
+//! sibling post handed over by delivery (`src/post/handover.rs`) is claimed under the same
 //! one, so it and the platform's own copy of that message are one event.
 
 pub(crate) use crate::store::dedupe_scope as scope_of;

@@ -20,11 +20,11 @@ use std::collections::HashMap;
 use baton_contract::{DownloadError, InboundFile};
 
 use super::Inbound;
+use crate::backend::{Image, PostedFile};
 use crate::engine::{InlineBudget, Services, artifact_line, artifact_reference};
 use crate::media_type;
-use crate::mirror::now_ms;
 use crate::store::{Artifact, ArtifactQuery, NewArtifact, Put};
-use crate::turn::{Image, PostedFile};
+use crate::timing::now_ms;
 
 /// The image types a vision model is given as image parts (what OpenAI-compatible servers
 /// read); any other image goes by reference.

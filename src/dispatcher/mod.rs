@@ -56,11 +56,12 @@ pub use pipeline::MAX_TEXT_BYTES;
 pub use policy::Refusal;
 
 pub(crate) use self::inbound::Inbound;
-use crate::deliver::RunHandedOver;
 use crate::engine::Services;
 use crate::metrics;
-use crate::mirror::{Arrival, now_ms};
+use crate::mirror::Arrival;
+use crate::post::RunHandedOver;
 use crate::store::{InboxId, StoreError};
+use crate::timing::now_ms;
 
 /// What step 2 made of an event.
 #[expect(
@@ -115,7 +116,7 @@ impl Dispatcher {
             .await
     }
 
-    /// How a sibling post handed over by delivery (`src/deliver/handover.rs`) is run: counted
+    /// How a sibling post handed over by delivery (`src/post/handover.rs`) is run: counted
     /// and run in the background, like an accepted event. It is already filed in its account's
     /// inbox; one that arrives while the gateway drains stays there, and the next start runs it.
     pub fn handover_runner(&self) -> RunHandedOver {

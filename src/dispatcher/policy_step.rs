@@ -4,8 +4,8 @@
 use super::policy::{self, PolicyDecision};
 use super::stop::{Notice, Step, Stop};
 use super::{Dispatcher, DropReason, Inbound, admin_step};
-use crate::mirror::now_ms;
 use crate::store::Pairing;
+use crate::timing::now_ms;
 
 impl Dispatcher {
     /// Step 5's verdict, before it acts on it (a refusal's notice, a pairing code).

@@ -16,13 +16,14 @@ use serde_json::json;
 use super::say::{Line, say};
 use super::turn::{TurnEnd, TurnFailure};
 use super::{Caller, Services};
+use crate::backend::{BackendError, BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
 use crate::budget::{Bill, Call, Stopped, Verdict, Warning, estimate};
-use crate::deliver::Target;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
+use crate::post::Target;
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, NewAudit};
-use crate::turn::{BackendError, BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
+use crate::timing::now_ms;
 
 /// Who the turn's calls are charged to.
 pub(super) fn bill<'a>(bot: &'a Bot, caller: &'a Caller, journal: &'a Journal) -> Bill<'a> {

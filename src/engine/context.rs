@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::roster::{Bot, Persona};
-use crate::session::SessionKey;
-use crate::store::{EntryKind, HistoryEntry, TailEntry};
-use crate::turn::{
+use crate::backend::{
     ChatLine, Image, PostedFile, Role, TURN_SCHEMA_VERSION, ToolSpec, Trigger, TurnChat,
     TurnRequest, session_id,
 };
+use crate::roster::{Bot, Persona};
+use crate::session::SessionKey;
+use crate::store::{EntryKind, HistoryEntry, TailEntry};
 
 /// How many transcript entries of the session are replayed to the model.
 pub(crate) const SESSION_TAIL: usize = 40;

@@ -22,10 +22,10 @@ use super::reply_gate::{NotAdmitted, ReplyGate};
 use super::session_turn::SessionTurn;
 use super::turn::{TurnEnd, TurnPlan, undelivered};
 use super::typing::Typing;
+use crate::backend::TextSink;
 use crate::config::{FeedbackConfig, StreamMode};
-use crate::deliver::{DeliveryFailed, Draft, Streamer, Target};
+use crate::post::{DeliveryFailed, Draft, Streamer, Target};
 use crate::roster::Account;
-use crate::turn::TextSink;
 
 /// Where a turn's reply goes, and who is waiting for it.
 pub(crate) struct ChatReply<'a> {

@@ -10,9 +10,10 @@
 
 use super::Services;
 use super::reply_files::attach;
-use crate::deliver::posts_end;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
+use crate::post::posts_end;
 use crate::store::{NewArtifact, Put, StoreError, content_path};
+use crate::timing::now_ms;
 
 /// Name and media type of the artifact a cut reply is kept as.
 const KEPT_NAME: &str = "reply.md";

@@ -6,11 +6,12 @@
 //! [`Store::reply_attach`]: crate::store::Store::reply_attach
 
 use super::Services;
+use crate::backend::ReplyFile;
 use crate::media_type;
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
 use crate::session::SessionKey;
 use crate::store::{Artifact, Attached, NewArtifact, Put, StoreError};
-use crate::turn::ReplyFile;
+use crate::timing::now_ms;
 
 /// Why files were not attached (none of them is: a reply gets all it asked for or none).
 #[derive(Debug, thiserror::Error)]

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use super::Caller;
+use crate::backend::AgentAccess;
 use crate::bot_id::BotId;
-use crate::turn::AgentAccess;
 
 /// Why a running turn was stopped before it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::Services;
 use super::session_turn::journal;
-use crate::deliver::{DeliveryFailed, Target, deliver};
+use crate::post::{DeliveryFailed, Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;
 use crate::store::EntryKind;

@@ -13,18 +13,18 @@ use super::Caller;
 use super::own_notices::OwnNotices;
 use super::taps::Taps;
 use super::waiters::Waiters;
+use crate::backend::ToolExecutor;
 use crate::bot_id::BotId;
 use crate::budget::Budgets;
 use crate::config::Config;
-use crate::deliver::{Handover, RunHandedOver};
 use crate::events::{Event, Events};
 use crate::guards::{Guards, KeyedLimiter};
 use crate::lanes::Lanes;
 use crate::metrics::Metrics;
+use crate::post::{Handover, RunHandedOver};
 use crate::roster::{Account, ChatRules, Roster, glob_set};
 use crate::store::Store;
 use crate::timing::{Board, Zone};
-use crate::turn::ToolExecutor;
 
 /// Gives a turn its agent tools, bound to the turn's caller. The one place a turn reaches up:
 /// a tool may run turns of its own (`sessions_send`, chains), so the tools stand above the
@@ -239,7 +239,7 @@ impl Services {
     }
 
     /// Who must be handed `account`'s posts, where its platform does not deliver them to the
-    /// other bots (`src/deliver/handover.rs`).
+    /// other bots (`src/post/handover.rs`).
     pub(crate) fn handover(&self, account: &Account) -> Handover {
         let Some(run) = self.run_handed_over.get() else {
             return Handover::none();

@@ -16,12 +16,13 @@ use tokio::time::Instant;
 use super::Services;
 use super::session_lock::{SessionHold, hold, hold_until};
 use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
-use crate::deliver::{Target, deliver};
+use crate::backend::TextSink;
 use crate::lanes::{Lane, LaneGuard, QueueFull};
-use crate::mirror::{Arrival, Journal, now_ms};
+use crate::mirror::{Arrival, Journal};
+use crate::post::{Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;
-use crate::turn::TextSink;
+use crate::timing::now_ms;
 
 /// Where a run takes its turn and how long it may wait for the session.
 pub(crate) struct Seat<'a> {

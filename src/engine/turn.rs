@@ -12,15 +12,15 @@ use super::context::{self, Attached, Current, SESSION_TAIL};
 use super::reply_bound;
 use super::reply_files::attach_backend_files;
 use super::{Caller, Services};
+use crate::backend::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
 use crate::config::BackendKind;
-use crate::deliver::DeliveryFailed;
 use crate::events::{Event, TurnOutcome};
 use crate::metrics;
 use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
+use crate::post::DeliveryFailed;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TurnStarted};
-use crate::turn::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {

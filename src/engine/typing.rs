@@ -24,8 +24,8 @@ use baton_contract::{Adapter, Platform, Typing as Shown, TypingTarget};
 use tokio_util::sync::CancellationToken;
 
 use super::Services;
-use crate::mirror::now_ms;
 use crate::store::{OpenTyping, Store, StoreError};
+use crate::timing::now_ms;
 
 /// The owner of one turn's typing indicator.
 pub(crate) struct Typing {

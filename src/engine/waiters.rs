@@ -209,8 +209,8 @@ impl Waiters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::now_ms;
     use crate::store::{Begun, DeliveryChange, NewDelivery, Notify, SendMode};
+    use crate::timing::now_ms;
 
     async fn begun(store: &Store, run: &str) {
         let new = NewDelivery {

@@ -9,8 +9,8 @@ use serde_json::json;
 use super::route_back::route_back;
 use crate::bot_id::BotId;
 use crate::engine::Services;
-use crate::mirror::now_ms;
 use crate::store::{Escalation, EscalationKind, EscalationState, Origin, StoreError};
+use crate::timing::now_ms;
 
 /// An approval decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 
 use super::frame::frame;
 use super::{Activity, Event};
+use crate::timing::now_ms;
 
 /// Events kept for clients that reconnect (`Last-Event-ID`): the most recent this many.
 pub const REPLAY: usize = 4096;
@@ -160,12 +161,6 @@ impl Events {
     pub fn activity(&self) -> &Activity {
         &self.inner.activity
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

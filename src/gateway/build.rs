@@ -5,13 +5,13 @@ use std::sync::Arc;
 use baton_contract::{AccountId, Adapter, Platform};
 
 use super::StartError;
-use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
-use crate::local::{LocalAdapter, LocalHub, NameRules};
-use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
-use crate::turn::{
+use crate::backend::{
     Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend, OpenAiSettings,
     Reaper,
 };
+use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
+use crate::local::{LocalAdapter, LocalHub, NameRules};
+use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
 
 /// Environment lookup, injectable for tests.
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -335,7 +335,7 @@ fn backend(
     env: Env<'_>,
     reaper: &Reaper,
 ) -> Result<Arc<dyn Backend>, StartError> {
-    let bad = |e: crate::turn::BackendError| StartError::Backend {
+    let bad = |e: crate::backend::BackendError| StartError::Backend {
         bot: bot.id.clone(),
         message: e.to_string(),
     };

@@ -24,19 +24,19 @@ use baton_contract::{EventSink, Platform};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::{KILL_AFTER, Reaper};
 use crate::cluster::{Leases, connect_while_held};
 use crate::config::{Config, resolve_secret};
 use crate::dispatcher::Dispatcher;
 use crate::engine::Services;
 use crate::http;
 use crate::local::LocalHub;
-use crate::mirror::now_ms;
 use crate::roster::ChatRules;
 use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Registered, Store, StoreError, StoreOptions};
 use crate::timing::Zone;
+use crate::timing::now_ms;
 use crate::tools::AgentTools;
-use crate::turn::{KILL_AFTER, Reaper};
 
 use retention::Retention;
 

@@ -37,7 +37,7 @@ pub(crate) async fn parts(toml: &str) -> Parts {
         &hub,
         &env,
         &AdapterOverride::none(),
-        &crate::turn::Reaper::default(),
+        &crate::backend::Reaper::default(),
     )
     .expect("roster");
     let chat_rules = ChatRules::new(&config).expect("chat rules");

@@ -18,7 +18,7 @@ pub(super) async fn healthz() -> &'static str {
 /// Readiness, with the accounts that are not ready.
 pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let shared = state.dispatcher.shared();
-    let probe = shared.store().probe(crate::mirror::now_ms()).await;
+    let probe = shared.store().probe(crate::timing::now_ms()).await;
     if let Err(err) = &probe {
         tracing::error!(%err, "not ready: the store cannot commit; new events are refused");
     }

@@ -66,13 +66,13 @@ use tokio_util::sync::CancellationToken;
 use super::AppState;
 use super::auth::AgentTurn;
 use super::mcp_admission::{self, Admission};
+use crate::backend::{ToolCall, ToolExecutor, ToolSpec};
 use crate::bot_id::BotId;
 use crate::config::GatewayConfig;
 use crate::engine::{Caller, Services, journal};
 use crate::mirror::RecordingTools;
 use crate::session::SessionKey;
 use crate::tools::AgentTools;
-use crate::turn::{ToolCall, ToolExecutor, ToolSpec};
 
 /// The header naming the bot an MCP client speaks as.
 const BOT_HEADER: &str = "x-baton-bot";

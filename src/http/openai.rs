@@ -122,7 +122,7 @@ pub(super) async fn chat_completions(
         Err((status, message)) => return error(status, &message),
     };
     let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
-    let created = crate::mirror::now_ms() / 1000;
+    let created = crate::timing::now_ms() / 1000;
     Json(json!({
         "id": id,
         "object": "chat.completion",
@@ -172,7 +172,7 @@ fn answer(handled: Handled) -> Result<String, (StatusCode, String)> {
 /// the stream began is sent as an `error` event, which the OpenAI clients raise.
 fn stream_response(bot: String, mut tap: Tap, turn: tokio::task::JoinHandle<Handled>) -> Response {
     let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
-    let created = crate::mirror::now_ms() / 1000;
+    let created = crate::timing::now_ms() / 1000;
     let chunk = move |delta: Value, finish: Value| {
         let body = json!({
             "id": id,

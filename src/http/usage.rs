@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use super::AppState;
 use super::api::bad;
 use crate::budget::report::{self, UsageParams};
-use crate::mirror::now_ms;
+use crate::timing::now_ms;
 
 /// The report as JSON; a parameter that does not parse is a 400 saying what to write.
 pub(super) async fn usage(

@@ -35,7 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sender_name::{NameRefused, NameRules};
 use crate::config::LocalConfig;
-use crate::mirror::now_ms;
+use crate::timing::now_ms;
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
 /// seconds; thousands of posts later nobody retries it.

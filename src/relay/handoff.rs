@@ -8,9 +8,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::backend::Usage;
 use crate::engine::{InlineBudget, Services, artifact_line};
 use crate::store::Delivery;
-use crate::turn::Usage;
 
 /// An `expect` that is not a JSON Schema baton can check against.
 #[derive(Debug, thiserror::Error)]

@@ -7,18 +7,18 @@ use serde_json::{Value, json};
 
 use super::handoff::{self, Report};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
+use crate::backend::Usage;
 use crate::engine::RunResult;
 use crate::engine::{
     Attached, Caller, Finished, Handing, Heard, History, Recall, Seat, Services, SessionTurn,
     TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
-use crate::mirror::now_ms;
 use crate::roster::Bot;
 use crate::store::{
     Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, StoreError,
 };
-use crate::turn::Usage;
+use crate::timing::now_ms;
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.

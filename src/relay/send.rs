@@ -12,12 +12,12 @@ use super::{moved, run};
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Finished, Listening, RunResult, Services, Waited};
 use crate::guards::{SendAttempt, SendRefusal};
-use crate::mirror::now_ms;
 use crate::session::SessionKey;
 use crate::store::{
     Artifact, Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError,
     Topic,
 };
+use crate::timing::now_ms;
 
 /// Without an idempotency key, the same text to the same target within this window is the same
 /// request.

@@ -14,12 +14,12 @@ use serde_json::json;
 
 use super::SessionMessage;
 use super::home::{Home, home_of};
-use crate::deliver::Target;
 use crate::engine::{
     Attached, ChatReply, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
     journal,
 };
 use crate::lanes::Lane;
+use crate::post::Target;
 use crate::store::{EntryKind, Notify};
 
 /// Wake the session here if this instance is its bot's home, else hand the message to the home.
@@ -33,7 +33,7 @@ pub(super) async fn on_home(shared: &Arc<Services>, message: SessionMessage) {
     let handed = match serde_json::to_string(&message) {
         Ok(json) => shared
             .store()
-            .wake_hand(&id, bot.as_str(), json, crate::mirror::now_ms())
+            .wake_hand(&id, bot.as_str(), json, crate::timing::now_ms())
             .await
             .map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),

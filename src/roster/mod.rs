@@ -16,9 +16,9 @@ pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules, ChatRulesError, Persona, Personas};
 pub use tool_set::{ToolName, ToolSet};
 
+use crate::backend::Backend;
 use crate::bot_id::BotId;
 use crate::config::BotConfig;
-use crate::turn::Backend;
 
 /// One bot, ready to take turns.
 pub struct Bot {

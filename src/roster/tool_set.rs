@@ -11,7 +11,7 @@ use std::sync::Arc;
 use globset::GlobSet;
 use serde_json::{Value, json};
 
-use crate::turn::ToolSpec;
+use crate::backend::ToolSpec;
 
 /// Every agent tool baton runs itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

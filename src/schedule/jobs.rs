@@ -180,8 +180,8 @@ mod tests {
     }
 
     fn job(what: What) -> Job {
+        use crate::backend::EchoBackend;
         use crate::roster::ToolSet;
-        use crate::turn::EchoBackend;
         let config: crate::config::BotConfig =
             toml::from_str("id = \"snark\"\nbackend = \"echo\"").unwrap();
         Job {

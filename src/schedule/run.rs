@@ -17,7 +17,6 @@ use serde_json::json;
 use super::SkipReason;
 use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
-use crate::deliver::Target;
 use crate::engine::{
     Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
     journal,
@@ -25,6 +24,7 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::metrics;
 use crate::outcome::{Outcome, heartbeat_reply};
+use crate::post::Target;
 use crate::roster::Account;
 use crate::session::SessionKey;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, LastDelivered, Origin};

@@ -6,6 +6,7 @@
 //! scheduler (`crate::schedule`) only reads them.
 
 mod board;
+mod clock;
 mod cron;
 mod every;
 mod quiet_hours;
@@ -14,6 +15,7 @@ mod target;
 mod zone;
 
 pub use board::{Board, NextDue};
+pub use clock::now_ms;
 pub use cron::Schedule;
 pub use every::parse_every;
 pub use quiet_hours::QuietHours;

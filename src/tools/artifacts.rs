@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error, sessions};
 use crate::media_type;
-use crate::mirror::now_ms;
 use crate::store::{Artifact, ArtifactQuery, NewArtifact, Put, content_path};
+use crate::timing::now_ms;
 
 /// The most content `artifact_get` puts in a tool result; a larger artifact comes as a URL.
 /// A model's context is the limit here, not the store's cap.

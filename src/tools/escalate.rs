@@ -11,13 +11,13 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
-use crate::deliver::{DeliveryFailed, Target};
 use crate::engine::{Line, say};
 use crate::escalation::{DecideError, Decision, Resolver, decide_approval};
-use crate::mirror::now_ms;
+use crate::post::{DeliveryFailed, Target};
 use crate::roster::Account;
 use crate::session::SessionKey;
 use crate::store::{EscalationKind, EscalationState, NewEscalation};
+use crate::timing::now_ms;
 
 #[derive(Deserialize)]
 struct EscalateArgs {

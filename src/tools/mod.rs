@@ -21,9 +21,9 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::backend::{ToolCall, ToolExecutor};
 use crate::engine::{Caller, Services};
 use crate::roster::ToolName;
-use crate::turn::{ToolCall, ToolExecutor};
 
 /// The tools one turn may call, bound to its caller.
 pub struct AgentTools {
@@ -50,7 +50,7 @@ impl AgentTools {
     }
 
     /// The tools the caller may use, as shown to a model (or listed over MCP).
-    pub fn specs(&self) -> Arc<[crate::turn::ToolSpec]> {
+    pub fn specs(&self) -> Arc<[crate::backend::ToolSpec]> {
         self.shared
             .roster()
             .bot(&self.caller.bot)

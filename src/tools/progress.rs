@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
 use crate::events::Event;
-use crate::mirror::now_ms;
 use crate::store::ProgressLine;
+use crate::timing::now_ms;
 
 /// The longest progress line kept, in characters: a status, not a report.
 const MAX_CHARS: usize = 500;

@@ -162,7 +162,7 @@ async fn pairing_approve_on_the_command_line_is_audited_and_an_expired_code_fail
     let db = dir.path().join("baton.db");
     let db = db.to_str().unwrap();
     let store = Store::open(db).await.unwrap();
-    let now = baton::mirror::now_ms();
+    let now = baton::timing::now_ms();
     let code = |p: Pairing| match p {
         Pairing::Pending { code, .. } => code,
         other => panic!("{other:?}"),

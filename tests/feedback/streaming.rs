@@ -249,7 +249,7 @@ async fn a_reply_longer_than_discords_limit_streams_into_several_posts_at_bounda
     w.model
         .script("snark", Step::slow(&long, 120, Duration::from_millis(40)));
     w.ask("tell me everything").await;
-    let expected = baton::deliver::split(&long, 2000);
+    let expected = baton::post::split(&long, 2000);
     assert_eq!(expected.len(), 2);
     assert_eq!(
         w.seen().shown(),

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use axum::Router;
-use baton::turn::{
+use baton::backend::{
     ChatLine, Role, TURN_SCHEMA_VERSION, ToolCall, ToolExecutor, Trigger, TriggerOrigin, TurnChat,
     TurnRequest, session_id,
 };

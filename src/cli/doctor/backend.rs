@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::{Checked, Finding, Verdict, unreachable};
+use crate::backend::OpenAiSettings;
 use crate::config::{BackendKind, BotConfig, Config, resolve_secret};
-use crate::turn::OpenAiSettings;
 
 /// The check of `bot`'s backend, when it has one to ask.
 pub(super) fn check<'a>(

@@ -37,7 +37,7 @@ impl Draft {
     /// The part of the reply that is certain, as it may be shown now (see the module doc).
     ///
     /// ```
-    /// use baton::deliver::Draft;
+    /// use baton::post::Draft;
     /// let mut draft = Draft::new("NO_REPLY");
     /// draft.push("Here is the plan. NO_RE");
     /// assert_eq!(draft.certain(), "Here is the pl");

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
 use super::OpenAiSettings;
-use crate::turn::BackendError;
+use crate::backend::BackendError;
 
 /// Why one attempt did not produce a usable answer.
 pub(super) enum Attempt {

@@ -28,8 +28,8 @@ use baton_contract::{
 use serde_json::json;
 
 use crate::bot_id::BotId;
-use crate::mirror::now_ms;
 use crate::store::{Filing, InboxId};
+use crate::timing::now_ms;
 
 /// Runs a filed hand-over through the pipeline (`None`: a duplicate, the account had the message
 /// already). The pipeline stands above delivery, so the gateway wires this in.

@@ -23,7 +23,7 @@
 /// treated as 1.
 ///
 /// ```
-/// let chunks = baton::deliver::split("first paragraph\n\nsecond paragraph", 20);
+/// let chunks = baton::post::split("first paragraph\n\nsecond paragraph", 20);
 /// assert_eq!(chunks, ["first paragraph", "second paragraph"]);
 /// ```
 pub fn split(text: &str, limit: usize) -> Vec<String> {

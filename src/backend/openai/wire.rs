@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::turn::{ChatLine, Role, ToolCall, ToolSpec, Usage, quote};
+use crate::backend::{ChatLine, Role, ToolCall, ToolSpec, Usage, quote};
 
 /// Whether the answer is asked for whole or as a stream of chunks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn a_user_line_with_images_is_sent_as_content_parts() {
         let mut line = ChatLine::new(Role::User, "what is this?");
-        line.images.push(crate::turn::Image {
+        line.images.push(crate::backend::Image {
             media_type: "image/png".into(),
             data: b"\x89PNG".to_vec(),
         });

@@ -14,8 +14,9 @@ use bytes::Bytes;
 
 use super::send::with_retry;
 use super::{DeliveryFailed, Target, Undelivered};
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
 use crate::store::{Artifact, SendStart, StoreError};
+use crate::timing::now_ms;
 
 /// Upload every file attached to the journal's run, in the order attached, to `target`.
 /// `posted` is how many text posts came before (for the error's count). Returns the platform

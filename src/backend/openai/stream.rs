@@ -13,7 +13,7 @@
 use serde_json::{Map, Value, json};
 
 use super::wire::{Completion, parse_completion};
-use crate::turn::TextSink;
+use crate::backend::TextSink;
 
 /// The completion being assembled from a stream's chunks.
 #[derive(Default)]
@@ -61,7 +61,7 @@ impl Assembler {
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             format!(
                 "a stream event is not JSON ({e}): {}",
-                crate::turn::quote(data)
+                crate::backend::quote(data)
             )
         })?;
         if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
@@ -167,7 +167,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::turn::ToolCall;
+    use crate::backend::ToolCall;
 
     #[derive(Default)]
     struct Heard(Mutex<Vec<String>>);

@@ -181,7 +181,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::turn::NoTools;
+    use crate::backend::NoTools;
 
     #[derive(Default)]
     struct Heard(Mutex<String>);

@@ -16,8 +16,9 @@ use baton_contract::{
 
 use super::files::post_files;
 use super::{Handover, split};
-use crate::mirror::{Journal, now_ms};
+use crate::mirror::Journal;
 use crate::store::{SendStart, StoreError};
+use crate::timing::now_ms;
 
 /// How many times one chunk is retried after a 429.
 const RATE_LIMIT_RETRIES: u32 = 5;
