@@ -346,7 +346,7 @@ async fn wait_ready(gateway: &TestGateway) {
         let known = gateway
             .gateway
             .dispatcher()
-            .shared()
+            .engine()
             .roster()
             .accounts()
             .iter()

@@ -7,15 +7,13 @@
 //! - the coordinator held it: the coordinating bot is woken to move it, or baton takes its next
 //!   round-robin step.
 
-use std::sync::Arc;
-
 use super::{coordinator_move, hand_back};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{ChainQuery, ChainState, StoreError};
 
 /// Pick up every open chain; returns how many.
-pub(crate) async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError> {
-    let open: Vec<_> = shared
+pub(crate) async fn recover(engine: &Engine) -> Result<usize, StoreError> {
+    let open: Vec<_> = engine
         .store()
         .chains(ChainQuery::default())
         .await?
@@ -26,14 +24,14 @@ pub(crate) async fn recover(shared: &Arc<Services>) -> Result<usize, StoreError>
         tracing::info!(chain = %chain.id, holder = chain.holder_name(), "picking up an open chain");
         if chain.coordinator_holds() {
             let news = "baton restarted; the turn is yours.".to_owned();
-            coordinator_move(shared, chain.clone(), news).await;
+            coordinator_move(engine, chain.clone(), news).await;
         } else {
             let reason = format!(
                 "baton restarted during {}'s turn; the turn goes back to {}",
                 chain.holder_name(),
                 chain.coordinator_name()
             );
-            hand_back(shared, chain, chain.turn, reason).await;
+            hand_back(engine, chain, chain.turn, reason).await;
         }
     }
     Ok(open.len())

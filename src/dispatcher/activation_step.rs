@@ -11,14 +11,14 @@ impl Dispatcher {
     /// configured one), and whether the bot is paused here. A message that does not wake it is
     /// kept as history.
     pub(super) async fn activation(&self, inbound: &Inbound<'_>) -> Step<Wake> {
-        let shared = &*self.shared;
-        let settings = shared
+        let engine = &self.engine;
+        let settings = engine
             .store()
             .chat_settings(&inbound.settings_key)
             .await
             .unwrap_or_default();
         let activation = settings.activation.unwrap_or(inbound.policy.activation);
-        let roster = shared.roster();
+        let roster = engine.roster();
         let me = inbound.account.adapter.self_id();
         let woke = activation::decide(
             &inbound.event,

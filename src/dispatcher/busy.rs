@@ -2,12 +2,14 @@
 //! (`[lanes] max_queued`, `max_queued_per_session`). Waiting turns hold memory, so past that
 //! point a message is refused rather than queued, and never silently: the refusal is counted,
 //! written to the bot's transcript as a failure (with the words, so nothing is lost), and the
-//! chat is told once a minute at most, so a flood does not turn into a flood of notices.
+//! chat is told once a minute at most, so a flood does not turn into a flood of notices. The
+//! refusal is a [`Stop`] like the others': its notice is posted where every stop's is.
 
 use serde_json::json;
 
-use super::{DropReason, Handled, Inbound, turn_step};
-use crate::engine::Services;
+use super::stop::{Notice, Stop};
+use super::{DropReason, Inbound};
+use crate::engine::Engine;
 use crate::lanes::QueueFull;
 use crate::metrics;
 use crate::mirror::Journal;
@@ -17,17 +19,17 @@ use crate::store::EntryKind;
 pub(crate) const BUSY_NOTICE: &str =
     "I'm busy with earlier messages and can't take this one now; please try again in a minute.";
 
-/// Refuse the turn for `inbound`: count it, record it, tell the chat (rate-limited).
+/// Refuse the turn for `inbound`: count it, record it; the stop tells the chat (rate-limited).
 pub(super) async fn refuse(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Inbound<'_>,
     journal: &Journal,
     full: QueueFull,
-) -> Handled {
+) -> Stop {
     let reason = full.as_str();
-    shared.metrics().add(&metrics::QUEUE_REFUSALS, reason);
+    engine.metrics().add(&metrics::QUEUE_REFUSALS, reason);
     let chat = Some(inbound.settings_key.clone());
-    shared.refused("lanes", reason, chat, inbound.bot());
+    engine.refused("lanes", reason, chat, inbound.bot());
     let event = &inbound.event;
     tracing::warn!(
         bot = %inbound.bot(), chat = %event.chat, message = %event.message_id, %full,
@@ -44,10 +46,7 @@ pub(super) async fn refuse(
         "text": event.text,
     });
     journal.bot_did(EntryKind::Failure, &text, meta).await;
-    if shared.busy_notices().check(&inbound.settings_key).is_ok() {
-        turn_step::notice(shared, inbound, BUSY_NOTICE).await;
-    }
-    Handled::Dropped(DropReason::Busy(full))
+    Stop::dropped(DropReason::Busy(full)).with_notice(Notice::OncePerChat(BUSY_NOTICE.into()))
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ impl Dispatcher {
             && self.within_size(inbound).is_ok()
             && admin_step::command_line(&inbound.event).is_none()
             && self.policy_decision(inbound) == PolicyDecision::Allow
-            && !answer_step::may_answer(&self.shared, inbound);
+            && !answer_step::may_answer(&self.engine, inbound);
         passed_on
             && self.activation(inbound).await
                 == Err(Stop::handled(Handled::Buffered).keep_as_history())
@@ -42,7 +42,7 @@ impl Dispatcher {
     pub(super) async fn keep_chatter(&self, inbound: &Inbound<'_>) -> Result<Intake, NotTaken> {
         let event = &inbound.event;
         let claimed = self
-            .shared
+            .engine
             .store()
             .claim_as_history(
                 &dedupe::scope_of(event.platform, &event.account),

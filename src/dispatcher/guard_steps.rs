@@ -4,18 +4,14 @@
 
 use super::stop::{Notice, Step, Stop};
 use super::{Dispatcher, DropReason, Inbound};
-use crate::engine::Services;
-use crate::guards::{BotAuthor, BotMessage, RateVerdict};
+use crate::guards::{BotAuthor, BotMessage, Guards, RateVerdict};
 use crate::store::Origin;
 
 impl Dispatcher {
     /// A human who passed the policy speaks: the chat's bot-to-bot chain starts over.
     pub(super) fn human_spoke(&self, inbound: &Inbound<'_>) {
         if inbound.speaker.origin == Origin::Human {
-            self.shared
-                .guards()
-                .bot_messages
-                .human_spoke(&inbound.chat_key);
+            self.own.guards.bot_messages.human_spoke(&inbound.chat_key);
         }
     }
 
@@ -29,7 +25,7 @@ impl Dispatcher {
             || BotAuthor::Foreign(inbound.event.sender.id.clone()),
             BotAuthor::Ours,
         );
-        let checked = self.shared.guards().bot_messages.check(BotMessage {
+        let checked = self.own.guards.bot_messages.check(BotMessage {
             chat: &inbound.chat_key,
             message_id: inbound.event.message_id.as_str(),
             author: &author,
@@ -42,11 +38,8 @@ impl Dispatcher {
 
 /// Step 8: the sender's budget with this bot. Over it, one notice, then silence for the window.
 /// A non-admin's `/baton` command passes it too (`admin_step.rs`).
-pub(super) fn rate_limit(shared: &Services, inbound: &Inbound<'_>) -> Step<()> {
-    let verdict = shared
-        .guards()
-        .inbound
-        .check(inbound.bot(), &inbound.speaker.label);
+pub(super) fn rate_limit(guards: &Guards, inbound: &Inbound<'_>) -> Step<()> {
+    let verdict = guards.inbound.check(inbound.bot(), &inbound.speaker.label);
     let limited = Stop::dropped(DropReason::RateLimited);
     match verdict {
         RateVerdict::Allowed => Ok(()),

@@ -24,8 +24,8 @@ impl Dispatcher {
         arrival: Arrival,
         filed: Option<InboxId>,
     ) -> Handled {
-        let shared = &*self.shared;
-        let Some(account) = shared.roster().account(event.platform, &event.account) else {
+        let engine = &self.engine;
+        let Some(account) = engine.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
             self.finish(filed).await;
             return Handled::Dropped(DropReason::UnknownAccount);
@@ -52,9 +52,9 @@ impl Dispatcher {
         self.answer(inbound).await?; // 5½
         let wake = self.activation(inbound).await?; // 6
         self.bot_message(inbound)?; // 7
-        guard_steps::rate_limit(&self.shared, inbound)?; // 8
+        guard_steps::rate_limit(&self.own.guards, inbound)?; // 8
         self.received(inbound, crate::events::Received::Wake, None);
-        Ok(turn_step::run(&self.shared, inbound, wake).await) // 9 to 13
+        turn_step::run(&self.engine, inbound, wake).await // 9 to 13
     }
 
     /// Over [`MAX_TEXT_BYTES`]: refused with a notice.
@@ -121,9 +121,9 @@ mod tests {
         // A sender over the rate limit, to show that every earlier step runs before it.
         let alpha: BotId = "alpha".parse().unwrap();
         for sender in ["ann", "beta"] {
-            gw.services.guards().inbound.check(&alpha, sender);
+            gw.dispatcher.guards().inbound.check(&alpha, sender);
             let label = if sender == "beta" { "bot:beta" } else { sender };
-            gw.services.guards().inbound.check(&alpha, label);
+            gw.dispatcher.guards().inbound.check(&alpha, label);
         }
 
         let own = to_alpha(1, "elsewhere", "alpha", &huge);
@@ -132,7 +132,7 @@ mod tests {
             Handled::Dropped(DropReason::OwnMessage)
         );
 
-        gw.services.own_notices().remember(
+        gw.engine.own_notices().remember(
             &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
             &"beta".parse().unwrap(),
             &huge,
@@ -193,7 +193,7 @@ mod tests {
     #[tokio::test]
     async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
-        let (d, store) = (&gw.dispatcher, gw.services.store());
+        let (d, store) = (&gw.dispatcher, gw.engine.store());
         let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
         let before = store.jobs();
@@ -261,7 +261,7 @@ mod tests {
         ];
         for (event, chatter) in cases {
             let text = event.text.chars().take(40).collect::<String>();
-            let account = gw.services.roster().account(event.platform, &event.account);
+            let account = gw.engine.roster().account(event.platform, &event.account);
             let inbound = d.inbound(event, account.unwrap(), Arrival::Fresh, None);
             assert_eq!(d.is_chatter(&inbound).await, chatter, "asked: {text}");
             let kept = Err(Stop::handled(Handled::Buffered).keep_as_history());
@@ -283,7 +283,7 @@ mod tests {
             Handled::Buffered
         );
         let history = gw
-            .services
+            .engine
             .store()
             .history_take(crate::store::HistoryTake {
                 chat_key: &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),

@@ -10,7 +10,7 @@ use crate::timing::now_ms;
 impl Dispatcher {
     /// Step 5's verdict, before it acts on it (a refusal's notice, a pairing code).
     pub(super) fn policy_decision(&self, inbound: &Inbound<'_>) -> PolicyDecision {
-        let config = self.shared.config();
+        let config = self.engine.config();
         let is_admin = admin_step::is_admin(&config.admins, &inbound.event);
         policy::decide(
             &inbound.event,
@@ -22,7 +22,7 @@ impl Dispatcher {
 
     /// Step 5.
     pub(super) async fn policy(&self, inbound: &Inbound<'_>) -> Step<()> {
-        let shared = &*self.shared;
+        let engine = &self.engine;
         let event = &inbound.event;
         match self.policy_decision(inbound) {
             PolicyDecision::Allow => Ok(()),
@@ -36,7 +36,7 @@ impl Dispatcher {
                 Err(stop)
             }
             PolicyDecision::NeedsPairing => {
-                let pairing = shared
+                let pairing = engine
                     .store()
                     .pairing(
                         event.platform.as_str(),

@@ -31,7 +31,7 @@ impl Dispatcher {
         };
         // Lines remembered for the whole chat (a chain's, posted as replies that the platform
         // may put in a thread of its own) match in any of its threads.
-        let notices = self.shared.own_notices();
+        let notices = self.engine.own_notices();
         let text = &inbound.event.text;
         if notices.is_notice(&inbound.chat_key, author, text)
             || notices.is_notice(&inbound.settings_key, author, text)

@@ -38,6 +38,8 @@ pub(crate) enum Notice {
     Now(String),
     /// Posted at most once per sender per account every 10 minutes (policy refusals, pairing).
     OncePerSender(String),
+    /// Posted at most once per chat a minute (the turn's queue is full: `busy.rs`).
+    OncePerChat(String),
 }
 
 impl Stop {
@@ -76,7 +78,7 @@ impl Dispatcher {
     /// Perform what `stop` owes (its counters, the notice, the history buffer) and return what
     /// became of the event.
     pub(super) async fn stopped(&self, inbound: &Inbound<'_>, stop: Stop) -> Handled {
-        let shared = &*self.shared;
+        let engine = &self.engine;
         let chat = || Some(inbound.settings_key.clone());
         let (outcome, reason) = match &stop.handled {
             Handled::Buffered => (Received::Buffered, None),
@@ -85,23 +87,31 @@ impl Dispatcher {
             Handled::Dropped(reason) => (Received::Dropped, Some(reason.as_str())),
             other => (Received::Dropped, Some(format!("{other:?}"))),
         };
-        self.received(inbound, outcome, reason);
+        // A busy refusal comes after the pipeline announced the wake: one announcement per event.
+        if !matches!(stop.handled, Handled::Dropped(DropReason::Busy(_))) {
+            self.received(inbound, outcome, reason);
+        }
         match &stop.handled {
             Handled::Dropped(DropReason::BotGuard(refusal)) => {
                 let reason = refusal.as_str();
-                shared.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
-                shared.refused("bot_messages", reason, chat(), inbound.bot());
+                engine.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
+                engine.refused("bot_messages", reason, chat(), inbound.bot());
                 tracing::info!(bot = %inbound.bot(), reason, "bot message refused");
             }
             Handled::Dropped(DropReason::RateLimited) => {
-                shared.refused("inbound_rate", "per-sender", chat(), inbound.bot());
+                engine.refused("inbound_rate", "per-sender", chat(), inbound.bot());
             }
             _ => {}
         }
         match &stop.notice {
-            Some(Notice::Now(text)) => turn_step::notice(shared, inbound, text).await,
+            Some(Notice::Now(text)) => turn_step::notice(engine, inbound, text).await,
             Some(Notice::OncePerSender(text)) => self.notify_once(inbound, text).await,
-            None => {}
+            Some(Notice::OncePerChat(text))
+                if self.own.busy_notices.check(&inbound.settings_key).is_ok() =>
+            {
+                turn_step::notice(engine, inbound, text).await;
+            }
+            Some(Notice::OncePerChat(_)) | None => {}
         }
         match stop.keep {
             Keep::AsHistory => self.buffer(inbound).await,
@@ -119,7 +129,7 @@ impl Dispatcher {
         reason: Option<String>,
     ) {
         let event = &inbound.event;
-        self.shared.events().emit(Event::EventReceived {
+        self.engine.events().emit(Event::EventReceived {
             platform: event.platform,
             account: inbound.account.id.clone(),
             bot: inbound.bot().clone(),
@@ -134,8 +144,8 @@ impl Dispatcher {
     /// A policy notice, at most once per sender per account every 10 minutes.
     async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
         let key = (inbound.account.id.clone(), inbound.event.sender.id.clone());
-        if self.shared.notices().check(&key).is_ok() {
-            turn_step::notice(&self.shared, inbound, text).await;
+        if self.own.notices.check(&key).is_ok() {
+            turn_step::notice(&self.engine, inbound, text).await;
         }
     }
 
@@ -147,7 +157,7 @@ impl Dispatcher {
             return self.finish(inbound.filed).await;
         }
         let entry = history_entry(inbound);
-        let store = self.shared.store();
+        let store = self.engine.store();
         let kept = match inbound.filed {
             Some(id) => {
                 store

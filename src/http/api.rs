@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::{AppState, MAX_TEXT_BYTES};
 use crate::local::{HubRefusal, Post};
+use crate::relay::Relay;
 use crate::session::SessionKey;
 use crate::store::{ChainQuery, DeliveryQuery, StoreError, TranscriptQuery};
 
@@ -92,7 +93,7 @@ pub(super) async fn room_messages(
 
 /// Every session the store knows.
 pub(super) async fn sessions(State(state): State<AppState>) -> Response {
-    match state.dispatcher.shared().store().sessions().await {
+    match state.dispatcher.engine().store().sessions().await {
         Ok(sessions) => Json(sessions).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -101,10 +102,10 @@ pub(super) async fn sessions(State(state): State<AppState>) -> Response {
 /// The instances sharing the database (`baton cluster status` as JSON): each with its last
 /// renewal and the accounts it holds; `instance` says which one answered.
 pub(super) async fn cluster(State(state): State<AppState>) -> Response {
-    let shared = state.dispatcher.shared();
-    match shared.store().cluster_status().await {
+    let engine = state.dispatcher.engine();
+    match engine.store().cluster_status().await {
         Ok(status) => Json(json!({
-            "instance": shared.config().cluster.instance_id,
+            "instance": engine.config().cluster.instance_id,
             "now_ms": status.now_ms,
             "instances": status.instances,
         }))
@@ -125,10 +126,10 @@ pub(super) struct DeliveryParams {
 
 /// Bot-to-bot deliveries, newest first, with the guards' refusal counts since start.
 pub(super) async fn deliveries(
-    State(state): State<AppState>,
+    State(relay): State<Relay>,
     Query(params): Query<DeliveryParams>,
 ) -> Response {
-    let shared = state.dispatcher.shared();
+    let engine = relay.engine();
     let session = match params
         .session
         .as_deref()
@@ -143,17 +144,16 @@ pub(super) async fn deliveries(
         open_only: params.open,
         limit: params.limit,
     };
-    let refusals: serde_json::Map<String, serde_json::Value> = shared
-        .guards()
-        .sends
+    let refusals: serde_json::Map<String, serde_json::Value> = relay
+        .sends()
         .refusals()
         .into_iter()
         .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
         .collect();
-    match shared.store().deliveries(query).await {
+    match engine.store().deliveries(query).await {
         Ok(deliveries) => Json(json!({
             "deliveries": deliveries,
-            "in_flight": shared.waiters().in_flight(),
+            "in_flight": relay.waiters().in_flight(),
             "refusals": refusals,
         }))
         .into_response(),
@@ -175,7 +175,7 @@ pub(super) async fn transcript(
     State(state): State<AppState>,
     Query(params): Query<TranscriptParams>,
 ) -> Response {
-    let store = state.dispatcher.shared().store();
+    let store = state.dispatcher.engine().store();
     let session = match params.session.parse::<SessionKey>() {
         Ok(session) => session,
         Err(err) => return bad(StatusCode::BAD_REQUEST, &err.to_string()),
@@ -213,7 +213,7 @@ pub(super) async fn chains(
         open_in: None,
         limit: params.limit,
     };
-    match state.dispatcher.shared().store().chains(query).await {
+    match state.dispatcher.engine().store().chains(query).await {
         Ok(chains) => Json(json!({"chains": chains})).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -222,7 +222,7 @@ pub(super) async fn chains(
 /// One chain, its messages (handoffs and system notes included), oldest first, and its steps:
 /// the artifacts each turn took in and made.
 pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let store = state.dispatcher.shared().store();
+    let store = state.dispatcher.engine().store();
     let chain = match store.chain(&id).await {
         Ok(Some(chain)) => chain,
         Ok(None) => {

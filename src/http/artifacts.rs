@@ -42,7 +42,7 @@ pub(super) async fn list(
         (None, Some(run)) => ArtifactQuery::Run(run),
         (None, None) => ArtifactQuery::All,
     };
-    let store = state.dispatcher.shared().store();
+    let store = state.dispatcher.engine().store();
     match store.artifacts(query, params.limit.unwrap_or(200)).await {
         Ok(found) => {
             let found: Vec<_> = found.iter().map(with_url).collect();
@@ -54,7 +54,7 @@ pub(super) async fn list(
 
 /// One artifact's record.
 pub(super) async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match state.dispatcher.shared().store().artifact(&id).await {
+    match state.dispatcher.engine().store().artifact(&id).await {
         Ok(Some(artifact)) => Json(with_url(&artifact)).into_response(),
         Ok(None) => not_found(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
@@ -65,7 +65,7 @@ pub(super) async fn one(State(state): State<AppState>, Path(id): Path<String>) -
 pub(super) async fn content(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let (artifact, bytes) = match state
         .dispatcher
-        .shared()
+        .engine()
         .store()
         .artifact_content(&id)
         .await

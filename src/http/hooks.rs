@@ -22,7 +22,7 @@ pub(super) async fn hook(
     let Ok(platform) = platform.parse::<Platform>() else {
         return (StatusCode::NOT_FOUND, "no such platform").into_response();
     };
-    let roster = state.dispatcher.shared().roster();
+    let roster = state.dispatcher.engine().roster();
     let Some(account) = roster.account(platform, &AccountId::from(account.as_str())) else {
         return (
             StatusCode::NOT_FOUND,

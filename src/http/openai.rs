@@ -49,7 +49,7 @@ struct RequestMessage {
 pub(super) async fn models(State(state): State<AppState>) -> Json<Value> {
     let data: Vec<Value> = state
         .dispatcher
-        .shared()
+        .engine()
         .roster()
         .bots()
         .iter()
@@ -83,11 +83,11 @@ pub(super) async fn chat_completions(
             "set `model` to a bot id (see GET /v1/models)",
         );
     };
-    let shared = state.dispatcher.shared();
+    let engine = state.dispatcher.engine();
     let known = bot.parse().ok();
     let Some(account) = known
         .as_ref()
-        .and_then(|bot: &BotId| shared.roster().account_of_bot(Platform::Local, bot))
+        .and_then(|bot: &BotId| engine.roster().account_of_bot(Platform::Local, bot))
     else {
         return error(
             StatusCode::NOT_FOUND,
@@ -112,7 +112,7 @@ pub(super) async fn chat_completions(
         Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };
     if request.stream {
-        let tap = shared.taps().open(&account.id, &event.message_id);
+        let tap = engine.taps().open(&account.id, &event.message_id);
         let dispatcher = state.dispatcher.clone();
         let turn = tokio::spawn(async move { dispatcher.handle(event).await });
         return stream_response(bot.to_owned(), tap, turn);

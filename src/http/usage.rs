@@ -16,7 +16,7 @@ pub(super) async fn usage(
     State(state): State<AppState>,
     Query(params): Query<UsageParams>,
 ) -> Response {
-    let store = state.dispatcher.shared().store();
+    let store = state.dispatcher.engine().store();
     match report::usage(store, &params, now_ms()).await {
         Ok(Ok((group, rows))) => Json(report::to_json(group, &rows)).into_response(),
         Ok(Err(why)) => bad(StatusCode::BAD_REQUEST, &why.to_string()),

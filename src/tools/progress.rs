@@ -55,12 +55,12 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
         step: a.step,
         of: a.of,
     };
-    match tools.shared.store().progress_add(run_id, line).await {
+    match tools.engine.store().progress_add(run_id, line).await {
         Ok(true) => {}
         Ok(false) => return not_a_delivery(),
         Err(err) => return error(format!("could not record the progress: {err}")),
     }
-    tools.shared.events().emit(Event::Progress {
+    tools.engine.events().emit(Event::Progress {
         run_id: run_id.clone(),
         bot: caller.bot.clone(),
         session: caller.session.render(),
