@@ -12,8 +12,8 @@
 
 use baton_contract::{InboundEvent, InboundKind};
 
-use super::stop::{Step, Stop};
-use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
+use super::stop::{Mode, Step, Stop};
+use super::{DropReason, Handled, Inbound, gateway_line};
 use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
 use crate::engine::Engine;
@@ -30,12 +30,20 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
             .any(|id| id == event.sender.id.as_str())
 }
 
-/// Answer the event if it is an admin command, which ends its way down the pipeline; `Ok` lets
-/// any other event go on.
-pub(crate) async fn intercept(engine: &Engine, guards: &Guards, inbound: &Inbound<'_>) -> Step<()> {
+/// Step 4: answer the event if it is an admin command, which ends its way down the pipeline;
+/// `Ok` lets any other event go on. Asked, a command stops unanswered.
+pub(crate) async fn intercept(
+    engine: &Engine,
+    guards: &Guards,
+    inbound: &Inbound<'_>,
+    mode: Mode,
+) -> Step<()> {
     let Some(line) = command_line(&inbound.event) else {
         return Ok(());
     };
+    if mode == Mode::Ask {
+        return Err(Stop::handled(Handled::Admin(line.to_owned())));
+    }
     // Boxed: every event passes through here, few are commands, and the commands' state
     // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
     Err(Box::pin(run_command(engine, guards, inbound, line)).await)
@@ -100,7 +108,7 @@ async fn run_command(engine: &Engine, guards: &Guards, inbound: &Inbound<'_>, li
     };
     audit(engine, inbound, line, &outcome).await;
     if let Some(text) = &reply {
-        turn_step::notice(engine, inbound, text).await;
+        gateway_line::notice(engine, inbound, text).await;
     }
     if let Some(then) = then {
         admin::after(engine, then).await;
@@ -136,12 +144,5 @@ async fn audit(engine: &Engine, inbound: &Inbound<'_>, line: &str, outcome: &str
     };
     if let Err(err) = engine.store().audit(record).await {
         tracing::error!(%err, "could not write the audit record");
-    }
-}
-
-impl Dispatcher {
-    /// Step 4: an admin command is answered (by the admin step) and goes no further.
-    pub(super) async fn admin(&self, inbound: &Inbound<'_>) -> Step<()> {
-        intercept(&self.engine, &self.own.guards, inbound).await
     }
 }

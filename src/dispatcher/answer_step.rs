@@ -15,8 +15,8 @@
 
 use serde_json::json;
 
-use super::stop::{Step, Stop};
-use super::{Dispatcher, Handled, Inbound};
+use super::stop::{Mode, Step, Stop};
+use super::{Handled, Inbound};
 use crate::engine::{Engine, journal};
 use crate::escalation::route_back;
 use crate::store::{AnswerCandidate, AnswerMatch, Origin};
@@ -96,12 +96,18 @@ async fn answer_pending(engine: &Engine, inbound: &Inbound<'_>) -> Option<Handle
     Some(Handled::Answered(escalation.id))
 }
 
-impl Dispatcher {
-    /// Step 5½: a human's answer to a bot's question goes back to that bot, and no further.
-    pub(super) async fn answer(&self, inbound: &Inbound<'_>) -> Step<()> {
-        match intercept(&self.engine, inbound).await {
-            Some(answered) => Err(Stop::handled(answered)),
-            None => Ok(()),
-        }
+/// Step 5½: a human's answer to a bot's question goes back to that bot, and no further.
+/// Asked, a message that may answer one stops without looking (which question, only acting
+/// finds out).
+pub(super) async fn answer(engine: &Engine, inbound: &Inbound<'_>, mode: Mode) -> Step<()> {
+    if mode == Mode::Ask {
+        return match may_answer(engine, inbound) {
+            true => Err(Stop::handled(Handled::Answered(String::new()))),
+            false => Ok(()),
+        };
+    }
+    match intercept(engine, inbound).await {
+        Some(answered) => Err(Stop::handled(answered)),
+        None => Ok(()),
     }
 }

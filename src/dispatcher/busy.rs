@@ -51,8 +51,56 @@ pub(super) async fn refuse(
 
 #[cfg(test)]
 mod tests {
+    use baton_contract::{
+        AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, UserId,
+    };
+
     use super::*;
+    use crate::dispatcher::Handled;
+    use crate::gateway::testing::{echo_config, parts};
     use crate::lanes::Lane;
+    use crate::mirror::Arrival;
+
+    /// A full queue's refusal is a stop like the others: performed where every stop is, its
+    /// notice is posted at most once per chat a minute however many messages are refused.
+    #[tokio::test]
+    async fn a_busy_stop_tells_the_chat_once_a_minute() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let d = &gw.dispatcher;
+        let account = &gw.engine.roster().accounts()[0];
+        for n in 0..3 {
+            let sender = Sender {
+                id: UserId::from("ann"),
+                name: "ann".into(),
+                is_bot: false,
+                is_self: false,
+            };
+            let event = InboundEvent::text_message(
+                Platform::Local,
+                AccountId::from("alpha"),
+                ChatId::from("room"),
+                ChatKind::Group,
+                sender,
+                MessageId::from(format!("m{n}")),
+                "@alpha hi",
+            );
+            let inbound = d.inbound(event, account, Arrival::Fresh, None);
+            let full = QueueFull::Session { max: 1 };
+            let stop = Stop::dropped(DropReason::Busy(full))
+                .with_notice(Notice::OncePerChat(BUSY_NOTICE.into()));
+            assert_eq!(
+                d.stopped(&inbound, stop).await,
+                Handled::Dropped(DropReason::Busy(full))
+            );
+        }
+        let posted: Vec<String> = gw
+            .hub
+            .messages("room", None)
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(posted, [BUSY_NOTICE], "told once");
+    }
 
     /// `/metrics` shows a zero series for every reason from the start only if the counter knows
     /// each reason this step counts.

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::{Dispatcher, dedupe, turn_step};
+use super::{Dispatcher, dedupe, gateway_line};
 use crate::cluster::Holding;
 use crate::engine::journal;
 use crate::metrics;
@@ -135,7 +135,7 @@ impl Dispatcher {
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
         let inbound = self.inbound(event, account, Arrival::Replayed, None);
-        let run_id = turn_step::run_id(&inbound, "in");
+        let run_id = gateway_line::run_id(&inbound, "in");
         journal(&self.engine, &inbound.session(), run_id)
             .await
             .bot_did(EntryKind::Failure, &text, json!({"stage": "recover"}))

@@ -19,26 +19,25 @@
 //! engine's ([`crate::engine`]), shared with every other flow that takes turns.
 //!
 //! This file is the pipeline's entry: the handle every adapter feeds, the durable intake (step 2;
-//! chatter's in `chatter.rs`) and the drain at shutdown. Each step lives in a file of its own,
-//! named for it: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4 `admin_step.rs`, 5
-//! `policy_step.rs`, 5½ `answer_step.rs`, 6 `activation_step.rs`, 7 and 8 `guard_steps.rs`, 9 to
-//! 13 `turn_step.rs`.
+//! chatter's in `chatter.rs`) and the drain at shutdown. Each step is a free function taking
+//! only what it uses, in the file of its rule: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4
+//! `admin_step.rs`, 5 `policy.rs`, 5½ `answer_step.rs`, 6 `activation.rs`, 7 and 8
+//! `guard_steps.rs`, 9 to 13 `turn_step.rs`.
 
 mod activation;
-mod activation_step;
 mod admin_step;
 mod answer_step;
 mod busy;
 mod chatter;
 mod dedupe;
 mod files_in;
+mod gateway_line;
 mod guard_steps;
 mod handled;
 mod inbound;
 mod inbox;
 mod pipeline;
 mod policy;
-mod policy_step;
 mod self_drop;
 mod speaker;
 mod stop;

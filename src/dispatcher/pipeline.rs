@@ -4,8 +4,11 @@
 
 use baton_contract::InboundEvent;
 
-use super::stop::{Notice, Step, Stop};
-use super::{Dispatcher, DropReason, Handled, Inbound, guard_steps, turn_step};
+use super::stop::{Mode, Notice, Step, Stop};
+use super::{
+    Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
+    guard_steps, policy, self_drop, turn_step,
+};
 use crate::mirror::Arrival;
 use crate::store::InboxId;
 
@@ -40,31 +43,42 @@ impl Dispatcher {
         }
     }
 
-    /// The steps, in order. Each returns a [`Step`]: the value the next steps need, or the
-    /// [`Stop`] that ends the event here.
+    /// The steps, in order. Each is a free function given only what it uses, and returns a
+    /// [`Step`]: the value the next steps need, or the [`Stop`] that ends the event here.
     pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
-        self.not_own(inbound)?; // 3
-        self.not_a_gateway_line(inbound)?; // 3
-        self.within_size(inbound)?; // refused, never truncated
-        self.admin(inbound).await?; // 4
-        self.policy(inbound).await?; // 5
-        self.human_spoke(inbound);
-        self.answer(inbound).await?; // 5½
-        let wake = self.activation(inbound).await?; // 6
-        self.bot_message(inbound)?; // 7
-        guard_steps::rate_limit(&self.own.guards, inbound)?; // 8
-        self.received(inbound, crate::events::Received::Wake, None);
-        turn_step::run(&self.engine, inbound, wake).await // 9 to 13
+        let (engine, guards) = (&self.engine, &self.own.guards);
+        let wake = self.before_turn(inbound, Mode::Act).await?; // 3 to 6
+        guard_steps::bot_message(guards, inbound)?; // 7
+        guard_steps::rate_limit(guards, inbound)?; // 8
+        turn_step::run(engine, inbound, wake).await // 9 to 13
     }
 
-    /// Over [`MAX_TEXT_BYTES`]: refused with a notice.
-    pub(super) fn within_size(&self, inbound: &Inbound<'_>) -> Step<()> {
-        if inbound.event.text.len() > MAX_TEXT_BYTES {
-            let text = "That message is over 100 kB, too long for me to read; please send less.";
-            return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
+    /// Steps 3 to 6, which decide whether the event wakes its bot. The pipeline runs them
+    /// acting; chatter's question at intake ([`Dispatcher::is_chatter`]) runs the same list
+    /// asking, so the two cannot drift apart.
+    pub(super) async fn before_turn(&self, inbound: &Inbound<'_>, mode: Mode) -> Step<Wake> {
+        let (engine, guards) = (&self.engine, &self.own.guards);
+        let (config, store) = (engine.config(), engine.store());
+        self_drop::not_own(inbound)?; // 3
+        self_drop::not_a_gateway_line(engine.own_notices(), inbound)?; // 3
+        within_size(inbound)?; // refused, never truncated
+        admin_step::intercept(engine, guards, inbound, mode).await?; // 4
+        policy::check(config, store, inbound, mode).await?; // 5
+        if mode == Mode::Act {
+            guard_steps::human_spoke(guards, inbound); // heard, never stops
         }
-        Ok(())
+        answer_step::answer(engine, inbound, mode).await?; // 5½
+        activation::wakes(store, engine.roster(), inbound).await // 6
     }
+}
+
+/// Over [`MAX_TEXT_BYTES`]: refused with a notice.
+pub(super) fn within_size(inbound: &Inbound<'_>) -> Step<()> {
+    if inbound.event.text.len() > MAX_TEXT_BYTES {
+        let text = "That message is over 100 kB, too long for me to read; please send less.";
+        return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,15 +1,17 @@
 //! Steps 9 to 13 for one woken bot: the session turn (lane, turn, outcome), then the reply
-//! delivered to the event's chat. Also the gateway's own short answers (notices, admin replies,
-//! the error reply), which are posted as gateway lines and never run a model.
+//! delivered to the event's chat; a failed turn's error reply goes out as a gateway line
+//! (`gateway_line.rs`).
 
 use serde_json::json;
 
-use super::stop::Step;
+use super::gateway_line::{gateway_says, run_id};
+use super::stop::{Step, announce};
 use super::{Handled, Inbound, Wake, files_in};
 use crate::engine::{
-    Answered, Attached, Caller, ChatReply, Engine, Heard, History, Line, Recall, Refused, Seat,
-    SessionTurn, TurnEnd, TurnFailure, TurnPlan, say,
+    Answered, Attached, Caller, ChatReply, Engine, Heard, History, Recall, Refused, Seat,
+    SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
+use crate::events::Received;
 use crate::lanes::Lane;
 use crate::store::HistoryTake;
 
@@ -18,8 +20,10 @@ use crate::store::HistoryTake;
 /// The turn's state (context, backend call, delivery) is boxed: only an event that wakes a bot
 /// pays for it, while an inline state machine would make every event's pipeline future as big
 /// as the largest turn, copied each time the runtime moves the task (BENCHMARKS.md).
-/// A full queue stops the event ([`super::busy`]).
+/// The wake is announced on the event stream first; a full queue stops the event
+/// ([`super::busy`]).
 pub(crate) async fn run(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Handled> {
+    announce(engine.events(), inbound, Received::Wake, None);
     Box::pin(run_turn(engine, inbound, wake)).await
 }
 
@@ -121,47 +125,4 @@ async fn fail(engine: &Engine, inbound: &Inbound<'_>, err: TurnFailure) -> Handl
         gateway_says(engine, inbound, run_id(inbound, "in"), "error-reply", &text).await;
     }
     Handled::Failed(err.to_string())
-}
-
-/// A short answer from the gateway itself (rate-limit and policy notices, admin replies),
-/// delivered to the sender's chat and recorded in the bot's transcript. Boxed like [`run`]:
-/// rare, and its delivery state would otherwise sit in every event's future.
-pub(crate) async fn notice(engine: &Engine, inbound: &Inbound<'_>, text: &str) {
-    let line = gateway_says(engine, inbound, run_id(inbound, "notice"), "notice", text);
-    Box::pin(line).await;
-}
-
-/// Post a line on the gateway's behalf through the bot's account, in answer to `inbound`.
-async fn gateway_says(
-    engine: &Engine,
-    inbound: &Inbound<'_>,
-    run_id: String,
-    stage: &'static str,
-    text: &str,
-) {
-    let session = inbound.session();
-    let line = Line {
-        account: inbound.account,
-        session: &session,
-        run_id,
-        quiet_in: inbound.chat_key.clone(),
-        target: inbound.reply_target(),
-        stage,
-        text,
-    };
-    // A failure is logged and recorded by `say`; the event's outcome stands either way.
-    let _ = say(engine, line).await;
-}
-
-/// The run id of a run answering `inbound`. It derives from the event, so a replay of the same
-/// event reuses the same idempotency keys and cannot post twice.
-pub(super) fn run_id(inbound: &Inbound<'_>, kind: &str) -> String {
-    let event = &inbound.event;
-    [
-        kind,
-        event.platform.as_str(),
-        inbound.account.id.as_str(),
-        event.message_id.as_str(),
-    ]
-    .join(":")
 }

@@ -243,3 +243,33 @@ impl Engine {
         (self.kernel.bind_tools)(self.clone(), caller)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// A bot's own `turn_timeout_seconds` wins over `[gateway] turn_timeout_seconds`.
+    #[tokio::test]
+    async fn a_bot_s_own_turn_limit_wins_over_the_gateway_s() {
+        let gw = parts(&echo_config(
+            &["alpha", "beta"],
+            "turn_timeout_seconds = 5\n",
+        ))
+        .await;
+        let roster = gw.engine.roster();
+        let (alpha, beta) = (&roster.bots()[0], &roster.bots()[1]);
+        let gateway = gw.engine.config().gateway.turn_timeout_seconds;
+        assert_eq!(gw.engine.turn_limit(alpha).as_secs(), gateway);
+        assert_eq!(gw.engine.turn_limit(beta).as_secs(), 5);
+    }
+
+    /// Every clone is the same engine: a drain begun through one is seen by all.
+    #[tokio::test]
+    async fn clones_are_one_engine() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let clone = gw.engine.clone();
+        assert!(!gw.engine.tasks().is_closed());
+        clone.tasks().close();
+        assert!(gw.engine.tasks().is_closed());
+    }
+}

@@ -36,6 +36,7 @@ pub use caller::Caller;
 pub(crate) use context::Attached;
 pub(crate) use feedback::{Answered, ChatReply};
 pub use handle::{BindTools, Engine, WeakEngine};
+pub(crate) use own_notices::OwnNotices;
 pub(crate) use reply_files::{AttachRefused, attach};
 pub(crate) use reply_gate::{NotAdmitted, ReplyGate};
 pub use running::{Running, Stop};

@@ -58,3 +58,32 @@ impl Relay {
         &self.own.sends
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// Every handle on one relay state is the same relay: a run counted through a turn's tools'
+    /// handle is in flight for the gateway's and the HTTP API's.
+    #[tokio::test]
+    async fn handles_on_one_state_share_the_waiters() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let tools = Relay::new(gw.engine.clone(), Arc::clone(&gw.relay.own));
+        assert_eq!(gw.relay.waiters().in_flight(), 0);
+        let counted = tools.waiters().running();
+        assert_eq!(gw.relay.waiters().in_flight(), 1);
+        drop(counted);
+        assert_eq!(gw.relay.waiters().in_flight(), 0);
+    }
+
+    /// An `[agent_to_agent] allow` glob that does not compile is refused when the relay is
+    /// built, not at the first send.
+    #[tokio::test]
+    async fn a_bad_allow_glob_is_refused_at_build() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let mut config = (**gw.engine.config()).clone();
+        config.agent_to_agent.allow = vec!["[unclosed".into()];
+        assert!(RelayState::new(&config).is_err());
+    }
+}
