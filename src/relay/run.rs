@@ -307,7 +307,7 @@ fn change(d: &Delivery, result: &RunResult, report: Option<Value>) -> DeliveryCh
 /// Once the outcome is `recorded`: if the sender stopped waiting (or never did), push it to
 /// the sender's session, else start the ping-pong exchange when one is configured. Which of
 /// the two is the row's to say, not this process's: the sender may be waiting on another
-/// instance (`engine/waiters.rs`).
+/// instance (`waiters.rs`).
 async fn hand_on(
     engine: &Engine,
     d: &Delivery,
