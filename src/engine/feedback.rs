@@ -103,10 +103,9 @@ impl SessionTurn<'_> {
         let native_mode = settings.stream == StreamMode::Native;
         let native = native_mode && adapter.streams_in(&reply.target.chat);
         let preview = native_mode && !native && adapter.previews_in(&reply.target.chat);
-        let stream_chat = (preview
-            || native
-            || settings.stream != StreamMode::Off && adapter.can_edit())
-            && reply.target.ephemeral.is_none();
+        let stream_chat =
+            (preview || native || settings.stream != StreamMode::Off && adapter.can_edit())
+                && reply.target.ephemeral.is_none();
         let (end, streamer, followed) = if stream_chat || tap.is_some() {
             let mut streamer = stream_chat.then(|| {
                 let handover = services.handover(reply.account);

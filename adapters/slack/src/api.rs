@@ -144,7 +144,12 @@ impl Api {
     }
 
     /// `chat.appendStream`: add `text` to the stream `ts`.
-    pub async fn append_stream(&self, channel: &str, ts: &str, text: &str) -> Result<(), SendError> {
+    pub async fn append_stream(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+    ) -> Result<(), SendError> {
         let request = SlackApiChatAppendStreamRequest::new(
             SlackChannelId(channel.to_owned()),
             SlackTs(ts.to_owned()),

@@ -29,11 +29,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell,
-    DeleteMessage, DownloadError, Downloaded, EditMessage, EventSink, FileRef, LinkError,
-    OutboundFile, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, StreamFor,
-    StreamStart, StreamText, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse,
-    run_connection,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
+    DownloadError, Downloaded, EditMessage, EventSink, FileRef, LinkError, OutboundFile,
+    OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, StreamFor, StreamStart,
+    StreamText, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use tokio_util::sync::CancellationToken;
 
