@@ -66,6 +66,10 @@ pub struct Streamer<'a> {
     preview: Option<(u32, bool)>,
     /// Each post is a live stream of the platform's own, for this person.
     native: Option<StreamFor>,
+    /// The reply's bounds (`[limits] max_reply_bytes`, `max_posts_per_reply`): while it is
+    /// written, no more is shown than the bounded reply can keep.
+    max_bytes: usize,
+    max_posts: usize,
 }
 
 impl<'a> Streamer<'a> {
@@ -87,7 +91,18 @@ impl<'a> Streamer<'a> {
             before_post: None,
             preview: None,
             native: None,
+            max_bytes: usize::MAX,
+            max_posts: usize::MAX,
         }
+    }
+
+    /// Show no more while the reply is written than a reply within `max_bytes` and
+    /// `max_posts` posts keeps: its first `max_bytes`, in at most `max_posts - 1` posts (a cut
+    /// reply's note takes the last post; `engine/reply_bound.rs`).
+    pub fn bounded(mut self, max_bytes: usize, max_posts: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self.max_posts = max_posts;
+        self
     }
 
     /// Start each post as a live stream for `to` where the platform streams replies itself
@@ -119,10 +134,20 @@ impl<'a> Streamer<'a> {
     /// fails is logged and left to the last pass; only a post that must not be retried (an
     /// earlier attempt was cut off mid-post) stops the stream.
     pub async fn show(&mut self, text: &str) -> Result<(), DeliveryFailed> {
+        // Past the bounds nothing more is shown: the finished reply is cut there anyway.
+        let mut end = text.len().min(self.max_bytes);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
         if text.is_empty() {
             return Ok(());
         }
-        let chunks = split(text, self.limit);
+        let mut chunks = split(text, self.limit);
+        chunks.truncate(self.max_posts.saturating_sub(1));
+        if chunks.is_empty() {
+            return Ok(());
+        }
         if let Some((draft_id, shown)) = &mut self.preview {
             // A preview shows the reply's first post; the rest arrives with the finished reply.
             let preview = Preview {
@@ -141,6 +166,8 @@ impl<'a> Streamer<'a> {
         }
         let total = chunks.len();
         for (n, chunk) in chunks.into_iter().enumerate() {
+            // The last post shown is not final yet: the reply's growing end, or where its bounds
+            // stop it (the last pass puts the cut reply's end and note there).
             let closing = n + 1 < total;
             if let Err(cause) = self.put(n, chunk, Pass::Streaming { closing }).await {
                 if matches!(cause, Undelivered::Interrupted) {
@@ -300,9 +327,7 @@ impl<'a> Streamer<'a> {
         post.edits += 1;
         Ok(())
     }
-}
 
-impl Streamer<'_> {
     /// Update live stream `n` with what `text` adds, or end it showing `text` once the post
     /// is final.
     async fn put_live(&mut self, n: usize, text: String, pass: Pass) -> Result<(), Undelivered> {

@@ -2,6 +2,7 @@
 //! sits on a fake platform, with a fake model that writes its reply slowly. Every assertion is
 //! on what the fake platform saw (posts, edits, the typing indicator), in the order it saw them.
 
+mod bounds;
 mod kills;
 mod native;
 mod streaming;

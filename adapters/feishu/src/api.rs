@@ -271,7 +271,7 @@ impl Api {
                 Some(&body),
             )
             .await?;
-        answer["card_id"]
+        answer["data"]["card_id"]
             .as_str()
             .filter(|id| !id.is_empty())
             .map(str::to_owned)
