@@ -93,7 +93,7 @@ async fn feishu_streams_a_reply_in_a_card_past_the_edit_cap() {
         unreachable!()
     };
     let seen = w.seen();
-    assert_eq!(seen.shown(), [long.clone()], "{:?}", seen.all());
+    assert_eq!(seen.shown(), [long.as_str()], "{:?}", seen.all());
     assert_eq!(seen.posts(), 1);
     assert!(
         feishu.card_updates() > 20,

@@ -79,21 +79,21 @@ pub(super) async fn create_card(
     Json(json!({ "code": 0, "msg": "success", "data": { "card_id": id } })).into_response()
 }
 
-/// Take one update of card `id` with `sequence`: the card, or Feishu's refusal.
+/// Take one update of card `id` with `sequence`: the card, or Feishu's refusal (code, msg).
 fn sequenced<'a>(
     inner: &'a mut Inner,
     id: &str,
     sequence: Option<u64>,
-) -> Result<&'a mut Card, Response> {
+) -> Result<&'a mut Card, (i64, &'static str)> {
     let Some(card) = inner.cards.get_mut(id) else {
-        return Err(error(300301, "card not found"));
+        return Err((300301, "card not found"));
     };
     match sequence {
         Some(n) if n > card.sequence => {
             card.sequence = n;
             Ok(card)
         }
-        _ => Err(error(300317, "sequence number compare failed")),
+        _ => Err((300317, "sequence number compare failed")),
     }
 }
 
@@ -111,7 +111,7 @@ pub(super) async fn card_text(
     }
     let card = match sequenced(inner, &id, body["sequence"].as_u64()) {
         Ok(card) => card,
-        Err(refused) => return refused,
+        Err((code, msg)) => return error(code, msg),
     };
     if !card.streaming {
         return error(300309, "streaming mode is closed");
@@ -143,7 +143,7 @@ pub(super) async fn card_settings(
         serde_json::from_str(body["settings"].as_str().unwrap_or("")).unwrap_or(Value::Null);
     let card = match sequenced(&mut inner, &id, body["sequence"].as_u64()) {
         Ok(card) => card,
-        Err(refused) => return refused,
+        Err((code, msg)) => return error(code, msg),
     };
     if let Some(streaming) = settings["config"]["streaming_mode"].as_bool() {
         card.streaming = streaming;
