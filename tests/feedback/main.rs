@@ -2,7 +2,9 @@
 //! sits on a fake platform, with a fake model that writes its reply slowly. Every assertion is
 //! on what the fake platform saw (posts, edits, the typing indicator), in the order it saw them.
 
+mod bounds;
 mod kills;
+mod native;
 mod streaming;
 #[path = "../support/mod.rs"]
 mod support;
@@ -27,6 +29,10 @@ const REPLY: &str = "Here is what I found. The build broke because the lock file
 
 /// Short intervals so a test streams within a second or two.
 const FEEDBACK: &str = "\n[feedback]\nedit_interval_ms = 150\nstream_min_chars = 40\n";
+
+/// [`FEEDBACK`] with the platform's own streaming.
+const NATIVE: &str =
+    "\n[feedback]\nstream = \"native\"\nedit_interval_ms = 150\nstream_min_chars = 40\n";
 
 /// The model writes `text` 8 characters every 40 ms (about 1.2 s for [`REPLY`]).
 fn slowly(text: &str) -> Step {
