@@ -43,7 +43,7 @@ pub const POSTED_KEYS: usize = 4096;
 
 /// Longest room name, message id, delivery id, thread or reply-to a post may carry, in bytes:
 /// each is kept in the room's log and the store, so none may be larger than an id needs.
-pub const MAX_ID_BYTES: usize = 256;
+pub use crate::field_bound::MAX_ID_BYTES;
 
 /// How long a post waits for the bot accounts to record it before it is refused.
 const RECORD_WAIT: Duration = Duration::from_secs(10);
