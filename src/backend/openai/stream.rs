@@ -43,6 +43,8 @@ impl Assembler {
             // CRLF framing is normalised as it comes, so event ends are always "\n\n".
             if byte == b'\n' && self.pending.last() == Some(&b'\r') {
                 self.pending.pop();
+                // The byte before the `\r` may be the first half of an event end.
+                self.scanned = self.scanned.min(self.pending.len().saturating_sub(1));
             }
             self.pending.push(byte);
         }
