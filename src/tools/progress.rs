@@ -76,7 +76,7 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
         json!({
             "status": "ok",
             "note": "shown while this turn runs (on the chat's typing status where the platform \
-                     has one, and on the dashboard); not kept, as this turn works on no delivery",
+                     has one, and on /api/events); not kept, as this turn works on no delivery",
         })
     }
 }
