@@ -88,7 +88,7 @@ impl SessionTurn<'_> {
                 thread: reply.target.thread.clone(),
                 message: message.clone(),
             };
-            Typing::start(services, adapter.clone(), at)
+            Typing::start(services, adapter.clone(), at, self.journal().run_id())
         });
         let tap = reply
             .answering

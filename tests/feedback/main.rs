@@ -90,8 +90,8 @@ async fn world_with(on: On, gateway: &str, extra: &str) -> World {
     world_of(on, gateway, None, extra).await
 }
 
-/// [`world`] whose bot runs on `backend` (its `[[bots]]` keys after the id) instead of the
-/// fake model.
+/// [`world`] whose bot has `backend` as its `[[bots]]` keys after the id, instead of the fake
+/// model's (`{model_url}` in them is the fake model's base URL).
 async fn world_of_agent(on: On, backend: &str, extra: &str) -> World {
     world_of(on, "", Some(backend), extra).await
 }
@@ -145,7 +145,7 @@ async fn world_of(on: On, gateway: &str, backend: Option<&str>, extra: &str) -> 
                 model.base_url
             )
         },
-        str::to_owned,
+        |keys| keys.replace("{model_url}", &model.base_url),
     );
     let text = format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n{gateway}\n\

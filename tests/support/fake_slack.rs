@@ -83,6 +83,8 @@ struct Inner {
     update_limits: u32,
     /// `assistant.threads.setStatus` answers `missing_scope`.
     no_status_scope: bool,
+    /// Every thread status set, in order: (thread ts, status; empty clears it).
+    statuses: Vec<(String, String)>,
     /// Scopes `auth.test` says the bot token lacks (`x-oauth-scopes` leaves them out).
     withheld_scopes: Vec<String>,
     next_ts: u64,
@@ -239,6 +241,12 @@ impl FakeSlack {
     /// How many `files.getUploadURLExternal` calls came, 429s included.
     pub fn upload_calls(&self) -> usize {
         self.inner.lock().unwrap().upload_calls
+    }
+
+    /// Every `assistant.threads.setStatus` accepted, in order: (thread ts, status), an empty
+    /// status clearing it.
+    pub fn statuses(&self) -> Vec<(String, String)> {
+        self.inner.lock().unwrap().statuses.clone()
     }
 
     /// Posts, edits and the thread status, in order (ids are `ts`).
@@ -734,17 +742,26 @@ async fn set_status(
     State(inner): State<Arc<Mutex<Inner>>>,
     Json(body): Json<Value>,
 ) -> Json<Value> {
-    let inner = inner.lock().unwrap();
+    let mut inner = inner.lock().unwrap();
     if inner.no_status_scope {
         return Json(json!({ "ok": false, "error": "missing_scope", "needed": "assistant:write" }));
     }
     let at = body["thread_ts"].as_str().unwrap_or("").to_owned();
-    inner
-        .seen
-        .push(match body["status"].as_str().unwrap_or("") {
-            "" => Seen::TypingOff { at },
-            _ => Seen::TypingOn { at },
-        });
+    let status = body["status"].as_str().unwrap_or("").to_owned();
+    // A new status on a thread whose status shows already changes its words, not whether
+    // the bot is seen working.
+    let showing = inner
+        .statuses
+        .iter()
+        .rev()
+        .find(|(thread, _)| *thread == at)
+        .is_some_and(|(_, status)| !status.is_empty());
+    inner.statuses.push((at.clone(), status.clone()));
+    match (status.is_empty(), showing) {
+        (true, _) => inner.seen.push(Seen::TypingOff { at }),
+        (false, false) => inner.seen.push(Seen::TypingOn { at }),
+        (false, true) => {}
+    }
     Json(json!({ "ok": true }))
 }
 

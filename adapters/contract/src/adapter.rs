@@ -242,6 +242,24 @@ pub trait Adapter: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Whether the indicator can carry a line of text ([`Adapter::typing_says`] is overridden):
+    /// then the gateway shows the bot's latest `progress` line on it while the turn runs.
+    fn typing_shows_text(&self) -> bool {
+        false
+    }
+
+    /// Make the indicator `typing_start` showed say `line` (the bot's latest progress), with
+    /// exactly one request. The default shows nothing: a plain indicator stays as it is.
+    async fn typing_says(
+        &self,
+        at: &TypingTarget,
+        typing: &Typing,
+        line: &str,
+    ) -> Result<(), SendError> {
+        let _ = (at, typing, line);
+        Ok(())
+    }
+
     /// The largest file [`Adapter::upload`] can post here, in bytes; `None`: this adapter
     /// posts no files (the default). The gateway refuses a bigger attachment when the bot
     /// attaches it, with the limit in the tool's result, rather than fail at delivery.

@@ -293,6 +293,19 @@ impl Adapter for SlackAdapter {
         self.status.stop(&self.api, at).await
     }
 
+    fn typing_shows_text(&self) -> bool {
+        true
+    }
+
+    async fn typing_says(
+        &self,
+        at: &TypingTarget,
+        _typing: &Typing,
+        line: &str,
+    ) -> Result<(), SendError> {
+        self.status.say(&self.api, at, line).await
+    }
+
     async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {
         self.files.download(file, limit).await
     }
