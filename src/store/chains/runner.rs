@@ -105,7 +105,7 @@ mod tests {
             );
             assert_eq!(
                 store.chains_left(true, LEASE_MS).await.unwrap(),
-                [left.clone()],
+                std::slice::from_ref(&left),
                 "{engine}"
             );
             // b starts while a renews: a's chain is not b's to take.
@@ -118,7 +118,7 @@ mod tests {
             // a stops renewing (a lease of 0: nobody renewed within it): b takes it, once.
             assert_eq!(
                 store.chains_left(false, 0).await.unwrap(),
-                [left.clone()],
+                std::slice::from_ref(&left),
                 "{engine}"
             );
             assert!(store.chain_claim(&left).await.unwrap(), "{engine}");
