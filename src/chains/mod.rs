@@ -32,7 +32,7 @@ mod turns;
 use std::sync::Arc;
 
 pub(crate) use place::Place;
-pub(crate) use recover::recover;
+pub(crate) use recover::{recover, serve};
 
 use self::context::Role;
 use self::turns::TurnJob;
