@@ -34,12 +34,12 @@ use baton_contract::Platform;
 pub use counters::Counters;
 pub use price::estimate;
 use rule::{Rule, share};
-use tally::Tally;
+use tally::{Keys, Tally};
 
 use crate::backend::Usage;
 use crate::bot_id::BotId;
 use crate::config::{BudgetScope, Config, OnExceed, PricesConfig};
-use crate::store::{Charged, LimitOverride, NewUsage, SpendQuery, Spent, Store, StoreError};
+use crate::store::{Charged, LimitOverride, NewUsage, Spent, Store, StoreError};
 use crate::timing::now_ms;
 
 /// Who a model call is charged to.
@@ -159,7 +159,7 @@ impl Budgets {
                 store,
                 instance: instance.to_owned(),
                 counters: Counters::default(),
-                tally: tokio::sync::Mutex::default(),
+                tally: tokio::sync::Mutex::new(Tally::new(config.budgets.len())),
             }),
         }
     }
@@ -184,26 +184,24 @@ impl Budgets {
             return go;
         }
         let now = now_ms();
+        let scoped = Keys::new(
+            bill.bot.as_str(),
+            bill.platform.as_str(),
+            bill.chat,
+            bill.trigger,
+        );
         let keys: Vec<tally::Key> = matching
             .iter()
-            .map(|&i| {
-                (
-                    i,
-                    SpendQuery {
-                        since_ms: 0,
-                        ..rules[i].query(bill, now)
-                    },
-                )
-            })
+            .map(|&i| (i, scoped.of(rules[i].scope)))
             .collect();
         let mut tally = self.inner.tally.lock().await;
-        if let Err(err) = self.bring_up_to_date(&mut *tally, &keys, now).await {
+        if let Err(err) = self.bring_up_to_date(&mut tally, bill, &keys, now).await {
             tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
             return go;
         }
         let spent: Vec<(Spent, LimitOverride)> = keys
             .iter()
-            .map(|key| {
+            .map(|&key| {
                 let rule = &rules[key.0];
                 let limits = rule.limits(tally.limits.get(&rule.name));
                 (tally.spent(key, rule.since_ms(now), now), limits)
@@ -251,7 +249,8 @@ impl Budgets {
     async fn bring_up_to_date(
         &self,
         tally: &mut Tally,
-        keys: &[tally::Key],
+        bill: &Bill<'_>,
+        keys: &[tally::Key<'_>],
         now: i64,
     ) -> Result<(), StoreError> {
         let store = &self.inner.store;
@@ -259,21 +258,18 @@ impl Budgets {
         if !shared && !tally.knows() {
             tally.know(store.usage_seen().await?);
         }
-        let missing = tally.wants(keys, now);
+        let rules = &self.inner.rules;
+        let missing = tally.wants(rules, keys, now);
         if !shared && missing.is_empty() {
             return Ok(());
         }
-        let rules = &self.inner.rules;
         let windows = missing
             .iter()
-            .map(|(i, q)| SpendQuery {
-                since_ms: rules[*i].since_ms(now),
-                ..q.clone()
-            })
+            .map(|&(i, _)| rules[i].query(bill, now))
             .collect();
         let after = shared.then(|| tally.last_id());
         let read = store.usage_tally(after, windows).await?;
-        tally.absorb(rules, missing, read);
+        tally.absorb(rules, &missing, read);
         Ok(())
     }
 
@@ -329,8 +325,8 @@ impl Budgets {
         // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
         let local = !self.inner.store.usage_shared();
         if local {
-            let mut tally = self.inner.tally.lock().await;
-            tally.saw(&row.bot, &row.platform, &row.chat, &row.trigger_id);
+            let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
+            self.inner.tally.lock().await.saw(&keys);
         }
         match self.inner.store.usage_record(vec![row]).await {
             Ok(ids) if local => {
@@ -541,7 +537,7 @@ fn warning_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing;
+    use crate::store::{SpendQuery, testing};
 
     /// Instances (two store handles with their own writers on PostgreSQL, as two processes
     /// have; on SQLite, which one instance writes, one) charging one budget at once: once it is used up every
@@ -713,7 +709,11 @@ mod tests {
                 .prune(crate::store::PruneTable::Usage, now + 1, i64::MAX)
                 .await
                 .unwrap();
-            assert_eq!(top(store.clone()).await, before, "{engine}: the newest row stays");
+            assert_eq!(
+                top(store.clone()).await,
+                before,
+                "{engine}: the newest row stays"
+            );
             let ids = store.usage_record(vec![row(now, 1)]).await.unwrap();
             assert!(ids[0] > before, "{engine}: ids go on after a prune");
         }

@@ -2,7 +2,8 @@
 //! than every call in its windows: each window a check counts is read from the store once, up
 //! to a row id, and then only rows with a larger id are added to it; its rows that leave the
 //! window are let go. A window no check counted for [`IDLE_MS`] is dropped, and read again when
-//! needed.
+//! needed. A budget's windows are kept by its scope's key ([`Keys`]): its match is the same for
+//! every row it counts, so the key alone tells its windows apart.
 //!
 //! Where the rows with a larger id come from depends on who writes them:
 //! - on PostgreSQL, several instances: each check reads the rows committed since the last one
@@ -17,18 +18,18 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
 
 use super::rule::Rule;
-use crate::store::{Charged, LimitOverride, SpendQuery, Spent, UsageSeen, UsageTally};
+use crate::config::BudgetScope;
+use crate::store::{Charged, LimitOverride, Spent, UsageSeen, UsageTally};
 
 /// How long a window nobody checked is kept.
 const IDLE_MS: i64 = 10 * 60 * 1000;
 
-/// The windows being counted, by budget (its index) and the rows it sums (its query without
-/// the window's start).
+/// The windows being counted, per budget (by its index in the rules) and scope key.
 #[derive(Default)]
 pub(super) struct Tally {
     /// The last row read (PostgreSQL).
     last_id: i64,
-    windows: HashMap<Key, Window>,
+    windows: Vec<HashMap<String, Window>>,
     swept_ms: i64,
     /// What the rows name (SQLite): what charges begun noted, and once `known`, what the
     /// table held.
@@ -36,6 +37,33 @@ pub(super) struct Tally {
     known: bool,
     /// The limits admins set, by budget name, as last read.
     pub(super) limits: HashMap<String, LimitOverride>,
+}
+
+/// A call's (or a row's) key in each scope: its bot, `<platform>:<chat>`, its trigger.
+pub(super) struct Keys<'a> {
+    bot: &'a str,
+    chat: String,
+    trigger: &'a str,
+}
+
+impl<'a> Keys<'a> {
+    pub(super) fn new(bot: &'a str, platform: &str, chat: &str, trigger: &'a str) -> Keys<'a> {
+        Keys {
+            bot,
+            chat: format!("{platform}:{chat}"),
+            trigger,
+        }
+    }
+
+    /// The key in `scope` (`*` for the gateway's one window).
+    pub(super) fn of(&self, scope: BudgetScope) -> &str {
+        match scope {
+            BudgetScope::Bot => self.bot,
+            BudgetScope::Chat => &self.chat,
+            BudgetScope::Trigger => self.trigger,
+            BudgetScope::Gateway => "*",
+        }
+    }
 }
 
 /// The bots, chats and triggers some usage row names (hashed: a collision only costs a read):
@@ -48,34 +76,28 @@ struct Seen {
     triggers: HashSet<u64>,
 }
 
-fn hashed(parts: &[&str]) -> u64 {
+fn hashed(key: &str) -> u64 {
     let mut hasher = DefaultHasher::new();
-    parts.hash(&mut hasher);
+    key.hash(&mut hasher);
     hasher.finish()
 }
 
 impl Seen {
-    fn saw(&mut self, bot: &str, platform: &str, chat: &str, trigger: &str) {
-        self.bots.insert(hashed(&[bot]));
-        self.chats.insert(hashed(&[platform, chat]));
-        self.triggers.insert(hashed(&[trigger]));
+    fn saw(&mut self, keys: &Keys<'_>) {
+        self.bots.insert(hashed(keys.bot));
+        self.chats.insert(hashed(&keys.chat));
+        self.triggers.insert(hashed(keys.trigger));
     }
 
-    /// Whether no row `query` sums can exist: it names a bot, chat or trigger no row names.
-    fn empty(&self, query: &SpendQuery) -> bool {
-        let unseen = |set: &HashSet<u64>, parts: &[&str]| !set.contains(&hashed(parts));
-        query
-            .bot
-            .as_deref()
-            .is_some_and(|b| unseen(&self.bots, &[b]))
-            || query
-                .trigger_id
-                .as_deref()
-                .is_some_and(|t| unseen(&self.triggers, &[t]))
-            || match (&query.platform, &query.chat) {
-                (Some(p), Some(c)) => unseen(&self.chats, &[p, c]),
-                _ => false,
-            }
+    /// Whether no row a window of `scope` keyed `key` sums can exist: no row names its key.
+    fn empty(&self, scope: BudgetScope, key: &str) -> bool {
+        let set = match scope {
+            BudgetScope::Bot => &self.bots,
+            BudgetScope::Chat => &self.chats,
+            BudgetScope::Trigger => &self.triggers,
+            BudgetScope::Gateway => return false,
+        };
+        !set.contains(&hashed(key))
     }
 }
 
@@ -119,10 +141,18 @@ impl Window {
     }
 }
 
-/// A window a check needs: which budget, and the rows it sums.
-pub(super) type Key = (usize, SpendQuery);
+/// A window a check needs: which budget (its index), and its scope key.
+pub(super) type Key<'k> = (usize, &'k str);
 
 impl Tally {
+    /// A tally for `rules` budgets.
+    pub(super) fn new(rules: usize) -> Tally {
+        Tally {
+            windows: (0..rules).map(|_| HashMap::new()).collect(),
+            ..Tally::default()
+        }
+    }
+
     /// The id the next read of fresh rows starts after (PostgreSQL).
     pub(super) fn last_id(&self) -> i64 {
         self.last_id
@@ -139,39 +169,42 @@ impl Tally {
         self.known = true;
         self.limits = read.limits;
         let seen = &mut self.seen;
-        for bot in &read.bots {
-            seen.bots.insert(hashed(&[bot]));
-        }
-        for (platform, chat) in &read.chats {
-            seen.chats.insert(hashed(&[platform, chat]));
-        }
-        for trigger in &read.triggers {
-            seen.triggers.insert(hashed(&[trigger]));
-        }
+        seen.bots.extend(read.bots.iter().map(|b| hashed(b)));
+        seen.chats
+            .extend(read.chats.iter().map(|(p, c)| hashed(&format!("{p}:{c}"))));
+        seen.triggers
+            .extend(read.triggers.iter().map(|t| hashed(t)));
     }
 
-    /// Notes, before its row is written (SQLite), that a charge names `bot`, `platform`'s
-    /// `chat` and `trigger`: from then on their windows are read.
-    pub(super) fn saw(&mut self, bot: &str, platform: &str, chat: &str, trigger: &str) {
-        self.seen.saw(bot, platform, chat, trigger);
+    /// Notes, before its row is written (SQLite), that a charge names these keys: from then on
+    /// their windows are read.
+    pub(super) fn saw(&mut self, keys: &Keys<'_>) {
+        self.seen.saw(keys);
     }
 
-    /// Which of `keys` are not counted yet and must be read; a window nobody checked lately is
-    /// let go first, and one that can have no rows (SQLite) starts empty.
-    pub(super) fn wants(&mut self, keys: &[Key], now_ms: i64) -> Vec<Key> {
+    /// Which of `wanted` are not counted yet and must be read; a window nobody checked lately
+    /// is let go first, and one that can have no rows (SQLite) starts empty.
+    pub(super) fn wants<'k>(
+        &mut self,
+        rules: &[Rule],
+        wanted: &[Key<'k>],
+        now_ms: i64,
+    ) -> Vec<Key<'k>> {
         if now_ms - self.swept_ms > IDLE_MS / 10 {
             self.swept_ms = now_ms;
-            self.windows.retain(|_, w| now_ms - w.used_ms < IDLE_MS);
+            for windows in &mut self.windows {
+                windows.retain(|_, w| now_ms - w.used_ms < IDLE_MS);
+            }
         }
         let mut missing = Vec::new();
-        for key in keys {
-            if self.windows.contains_key(key) {
+        for &(i, key) in wanted {
+            if self.windows[i].contains_key(key) {
                 continue;
             }
-            if self.known && self.seen.empty(&key.1) {
-                self.windows.insert(key.clone(), Window::default());
+            if self.known && self.seen.empty(rules[i].scope, key) {
+                self.windows[i].insert(key.to_owned(), Window::default());
             } else {
-                missing.push(key.clone());
+                missing.push((i, key));
             }
         }
         missing
@@ -179,13 +212,13 @@ impl Tally {
 
     /// Counts what the store read for the `missing` windows of [`Tally::wants`], and the fresh
     /// rows it read with them.
-    pub(super) fn absorb(&mut self, rules: &[Rule], missing: Vec<Key>, read: UsageTally) {
+    pub(super) fn absorb(&mut self, rules: &[Rule], missing: &[Key<'_>], read: UsageTally) {
         for row in &read.fresh {
             self.count(rules, row);
         }
         self.last_id = read.fresh.last().map_or(self.last_id, |row| row.id);
         self.limits = read.limits;
-        for (key, rows) in missing.into_iter().zip(read.windows) {
+        for (&(i, key), rows) in missing.iter().zip(read.windows) {
             let mut window = Window {
                 upto: read.upto,
                 ..Window::default()
@@ -193,18 +226,18 @@ impl Tally {
             for row in rows {
                 window.add(row.ts_ms, row.tokens, row.cost_usd);
             }
-            self.windows.insert(key, window);
+            self.windows[i].insert(key.to_owned(), window);
         }
     }
 
     /// Adds `row` to every window counted that sums it and did not read it.
     pub(super) fn count(&mut self, rules: &[Rule], row: &Charged) {
-        for (i, rule) in rules.iter().enumerate() {
-            let key = (
-                i,
-                rule.filter(&row.bot, &row.platform, &row.chat, &row.trigger_id),
-            );
-            if let Some(window) = self.windows.get_mut(&key)
+        let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
+        for (rule, windows) in rules.iter().zip(&mut self.windows) {
+            if !rule.counts(&row.bot, &row.platform, &row.chat) {
+                continue;
+            }
+            if let Some(window) = windows.get_mut(keys.of(rule.scope))
                 && row.id > window.upto
             {
                 window.add(row.ts_ms, row.tokens, row.cost_usd);
@@ -213,8 +246,12 @@ impl Tally {
     }
 
     /// What `key`'s window spent since `since_ms` (it was read: [`Tally::absorb`]).
-    pub(super) fn spent(&mut self, key: &Key, since_ms: i64, now_ms: i64) -> Spent {
-        let window = self.windows.entry(key.clone()).or_default();
+    pub(super) fn spent(&mut self, (i, key): Key<'_>, since_ms: i64, now_ms: i64) -> Spent {
+        let windows = &mut self.windows[i];
+        let window = match windows.get_mut(key) {
+            Some(window) => window,
+            None => windows.entry(key.to_owned()).or_default(),
+        };
         window.used_ms = now_ms;
         window.spent(since_ms)
     }

@@ -287,11 +287,9 @@ impl Store {
             let column = |sql| db.query_map(sql, args![], |r| r.get::<String>(0));
             Ok(UsageSeen {
                 bots: column("SELECT DISTINCT bot FROM usage")?,
-                chats: db.query_map(
-                    "SELECT DISTINCT platform, chat FROM usage",
-                    args![],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?,
+                chats: db.query_map("SELECT DISTINCT platform, chat FROM usage", args![], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?,
                 triggers: column("SELECT DISTINCT trigger_id FROM usage")?,
                 limits: limits(db)?,
             })
