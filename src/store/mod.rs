@@ -130,7 +130,8 @@ pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQu
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
 pub use usage::{
-    Charged, LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow, UsageTally,
+    Charged, LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow, UsageSeen,
+    UsageTally,
 };
 pub use writer::{Queued, QueuedEarly};
 
