@@ -30,7 +30,7 @@ mod round_robin;
 mod turns;
 
 pub(crate) use place::Place;
-pub(crate) use recover::recover;
+pub(crate) use recover::{recover, serve};
 
 use self::context::Role;
 use self::turns::TurnJob;

@@ -125,6 +125,7 @@ async fn take(engine: &Engine, job: TurnJob) {
         answering: None,
         typing_at: place.anchor.as_ref(),
         gate: Some(&gate),
+        asker: None,
     };
     // A failure to post the reply is recorded by the post; the chain has the post either way.
     let end = turn.answer(plan, reply).await.end;

@@ -249,7 +249,7 @@ impl Gateway {
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
-        let chains = crate::chains::recover(&engine).await?;
+        let chains = crate::chains::recover(&engine, true).await?;
         if chains > 0 {
             tracing::info!(chains, "picked up chains left open by the last run");
         }
@@ -265,6 +265,11 @@ impl Gateway {
         tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
         tasks.spawn(crate::relay::serve(
             relay.clone(),
+            leases.live(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(crate::chains::serve(
+            engine.clone(),
             leases.live(),
             shutdown.clone(),
         ));

@@ -23,6 +23,7 @@ use super::MAX_TEXT_BYTES;
 use crate::bot_id::BotId;
 use crate::dispatcher::{Dispatcher, DropReason, Handled};
 use crate::engine::{Engine, Tap};
+use crate::field_bound::{self, Cap};
 use crate::local::LocalHub;
 
 /// The request fields baton reads; the rest of OpenAI's request is accepted and ignored.
@@ -78,6 +79,11 @@ pub(super) async fn chat_completions(
         Ok(request) => request,
         Err(rejection) => return error(rejection.status(), &rejection.body_text()),
     };
+    for (field, value) in [("model", &request.model), ("bot_id", &request.bot_id)] {
+        if let Err(err) = field_bound::check_str(field, value.as_deref(), Cap::Id) {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, &err.to_string());
+        }
+    }
     let Some(bot) = request.bot_id.as_deref().or(request.model.as_deref()) else {
         return error(
             StatusCode::BAD_REQUEST,

@@ -126,6 +126,7 @@ pub(super) async fn run(engine: &Engine, message: SessionMessage) {
                 answering: None,
                 typing_at: None,
                 gate: None,
+                asker: None,
             };
             // A failure to post is recorded by the post.
             let _ = turn.answer(plan, reply).await;

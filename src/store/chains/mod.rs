@@ -19,6 +19,7 @@
 
 mod read;
 mod rows;
+mod runner;
 mod start;
 mod steps;
 mod turns;
@@ -29,6 +30,7 @@ use serde::{Serialize, Serializer};
 use crate::bot_id::BotId;
 
 pub use read::ChainQuery;
+pub use runner::LeftChain;
 pub use steps::{ChainStep, turn_run_id, turn_runs};
 pub use turns::{ChainClose, ChainError, Handed, Handoff, Posted};
 
