@@ -284,6 +284,33 @@ mod tests {
         }
     }
 
+    /// Asked (chatter's question at intake), the steps act on nothing: an admin's command
+    /// stops the list unanswered and unaudited; acting, the same list answers and audits it.
+    #[tokio::test]
+    async fn asked_the_steps_act_on_nothing() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let store = gw.engine.store();
+        let account = gw
+            .engine
+            .roster()
+            .account(Platform::Local, &AccountId::from("alpha"))
+            .unwrap();
+        let command = || to_alpha(1, "room", "root", "/baton help");
+        let asked = d.inbound(command(), account, Arrival::Fresh, None);
+        assert!(matches!(
+            d.before_turn(&asked, Mode::Ask).await,
+            Err(Stop {
+                handled: Handled::Admin(_),
+                ..
+            })
+        ));
+        assert!(store.audit_log(10).await.unwrap().is_empty(), "not run");
+        let acted = d.inbound(command(), account, Arrival::Fresh, None);
+        assert!(d.before_turn(&acted, Mode::Act).await.is_err());
+        assert_eq!(store.audit_log(10).await.unwrap().len(), 1, "run once");
+    }
+
     /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),
     /// and a message kept as history is in the chat's buffer for the next turn.
     #[tokio::test]
