@@ -45,6 +45,13 @@ group_policy = "open"
 dm_policy = "open"
 activation = "mention"
 
+[[budgets]]
+name = "snark-daily"
+scope = "bot"
+match = { bot = "snark" }
+tokens = 1000000
+window = "1d"
+
 [admins]
 local = ["admin"]
 "#;
@@ -256,6 +263,30 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     assert!(
         strings(&spend["chats"]).contains(&"local:lobby".to_owned()),
         "{spend}"
+    );
+    // The budgets closest to their limit: used, limit, share, and when the oldest call frees.
+    let fullest = browser
+        .until(
+            "the budgets closest to their limit",
+            "const r = document.querySelector('#spend-budgets tr[data-key=\"snark-daily\"]'); \
+             return r ? [...r.querySelectorAll('td')].map(td => td.textContent) : null;",
+        )
+        .await;
+    let cells = strings(&fullest);
+    assert_eq!(cells[0], "snark-daily", "{cells:?}");
+    assert!(
+        cells[1].ends_with(" tokens") && cells[1] != "0 tokens",
+        "{cells:?}"
+    );
+    assert_eq!(cells[2], "1,000,000 tokens", "{cells:?}");
+    assert_eq!(cells[3], "0%", "{cells:?}");
+    assert!(
+        cells[4].ends_with('m') || cells[4].ends_with('s'),
+        "{cells:?}"
+    );
+    assert!(
+        cells[4].starts_with("23h") || cells[4].starts_with("24h"),
+        "{cells:?}"
     );
     browser.close().await;
     gw.stop().await;

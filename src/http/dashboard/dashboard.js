@@ -546,9 +546,10 @@ async function fillChatLog() {
 
 /** What the model calls spent in the last 24 h, per bot and per chat (`/api/usage`). */
 async function drawSpend() {
-  const [bots, chats] = await Promise.all([
+  const [bots, chats, budgets] = await Promise.all([
     api("/api/usage?group_by=bot&since=24h"),
     api("/api/usage?group_by=chat&since=24h"),
+    api("/api/budgets"),
   ]);
   const table = (title, key, data) => {
     const rows = data.rows.map((r) => el("tr", { "data-key": r[key] },
@@ -564,7 +565,21 @@ async function drawSpend() {
         el("tr", null, ...[key, "prompt", "completion", "total", "cost"].map((h) => el("th", null, h))),
         ...rows));
   };
+  const span = (s) => s >= 3600 ? Math.floor(s / 3600) + "h " + Math.floor(s / 60) % 60 + "m"
+    : s >= 60 ? Math.floor(s / 60) + "m " + s % 60 + "s" : Math.max(s, 1) + "s";
+  const fullest = budgets.budgets.map((b) => el("tr", { "data-key": b.budget },
+    el("td", null, b.budget),
+    el("td", "num", b.tokens + " tokens" + (b.cost_usd ? ", $" + b.cost_usd.toFixed(2) : "")),
+    el("td", "num", b.limit),
+    el("td", "num", Math.round(b.share * 100) + "%"),
+    el("td", "num", b.resets_in_s === null ? "-" : span(b.resets_in_s))));
+  if (!fullest.length) fullest.push(el("tr", null, el("td", "empty", "no budget has counted a call")));
   clear(document.getElementById("main")).append(
+    el("section", { class: "spend", id: "spend-budgets" },
+      el("h2", null, "Budgets closest to their limit"),
+      el("table", null,
+        el("tr", null, ...["budget", "used", "limit", "share", "resets in"].map((h) => el("th", null, h))),
+        ...fullest)),
     table("Spend per bot, last 24 h", "bot", bots),
     table("Spend per chat, last 24 h", "chat", chats));
 }
