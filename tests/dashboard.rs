@@ -167,6 +167,24 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
         ]
     );
     browser.screenshot("dashboard-call").await;
+    // Each human message shows what its trigger cost in all: echo bots' tokens are estimated,
+    // and their model has no price.
+    let costs = browser
+        .until(
+            "the triggers' costs on their messages",
+            "const c = [...document.querySelectorAll('.entries[data-session] > .run > .kind-inbound')] \
+               .map(e => [e.querySelector('.entry-text').textContent, \
+                          (e.querySelector('.trigger-cost') || {}).textContent]); \
+             return c.length === 2 && c.every(([, cost]) => cost) ? c : null;",
+        )
+        .await;
+    for pair in costs.as_array().unwrap() {
+        let cost = pair[1].as_str().unwrap();
+        assert!(cost.ends_with(" tokens (est.)"), "{costs}");
+        let tokens: String = cost.chars().take_while(char::is_ascii_digit).collect();
+        assert!(tokens.parse::<u64>().unwrap() > 0, "{costs}");
+    }
+    assert_eq!(costs[0][0], "@snark hello there", "{costs}");
 
     // The roster tells who is here; the deliveries view lists the call.
     browser
