@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fake_openai::{FakeOpenAi, Step};
-use support::gateway::{TestGateway, config_text, temp_db};
+use support::gateway::{TestGateway, config_text, config_with, temp_db};
 use support::world::World;
 
 /// `[[budgets]]` text for one budget.
@@ -174,6 +174,33 @@ async fn a_trigger_budget_refuses_the_delegated_call_and_a_new_message_is_served
     ask(&gw, "room", "a", "hi").await;
     let said: Vec<Value> = gw.said_by("room", "a").await;
     assert_eq!(said.last().unwrap()["text"], "hello again");
+    gw.stop().await;
+}
+
+/// A chain set going by one message is one trigger: its first turn uses the trigger budget up,
+/// and the next participant's turn makes no model call.
+#[tokio::test]
+async fn a_trigger_budget_stops_a_chains_later_turn() {
+    let fake = FakeOpenAi::start().await;
+    fake.report_usage(80, 20);
+    fake.script("a", Step::reply("first thoughts"));
+    fake.script("b", Step::reply("second thoughts"));
+    let extra = format!(
+        "\n[chains]\nrounds = 1\n{}",
+        budget("per-message", "scope = \"trigger\"\ntokens = 100")
+    );
+    let bots = [("a", ""), ("b", "")];
+    let gw = World::start(&config_with(&fake.base_url, &bots, &extra)).await;
+
+    gw.say("room", "admin", "/baton chain start @a @b weigh the plan")
+        .await;
+    gw.settle().await;
+    assert_eq!(fake.requests_for("a").len(), 1, "a's turn was served");
+    assert!(
+        fake.requests_for("b").is_empty(),
+        "b's turn is charged to the same trigger, used up"
+    );
+    assert_eq!(notices(&gw, "room", "b").await.len(), 1);
     gw.stop().await;
 }
 

@@ -323,7 +323,8 @@ impl Budgets {
             cost_usd: cost.unwrap_or(0.0),
         };
         // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
-        let local = !self.inner.store.usage_shared();
+        // With no budget configured there is nothing to count them for.
+        let local = !self.inner.store.usage_shared() && !self.inner.rules.is_empty();
         if local {
             let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
             self.inner.tally.lock().await.saw(&keys);

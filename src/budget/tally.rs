@@ -13,9 +13,10 @@
 //!   names yet (every new chat and every new trigger) starts empty without a read: the tally
 //!   knows which ones the table names ([`Seen`], read once, then added to as charges begin).
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use super::rule::Rule;
 use crate::config::BudgetScope;
@@ -29,7 +30,7 @@ const IDLE_MS: i64 = 10 * 60 * 1000;
 pub(super) struct Tally {
     /// The last row read (PostgreSQL).
     last_id: i64,
-    windows: Vec<HashMap<String, Window>>,
+    windows: Vec<FxHashMap<String, Window>>,
     swept_ms: i64,
     /// What the rows name (SQLite): what charges begun noted, and once `known`, what the
     /// table held.
@@ -71,13 +72,13 @@ impl<'a> Keys<'a> {
 /// without asking the store.
 #[derive(Default)]
 struct Seen {
-    bots: HashSet<u64>,
-    chats: HashSet<u64>,
-    triggers: HashSet<u64>,
+    bots: FxHashSet<u64>,
+    chats: FxHashSet<u64>,
+    triggers: FxHashSet<u64>,
 }
 
 fn hashed(key: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
+    let mut hasher = FxHasher::default();
     key.hash(&mut hasher);
     hasher.finish()
 }
@@ -148,7 +149,7 @@ impl Tally {
     /// A tally for `rules` budgets.
     pub(super) fn new(rules: usize) -> Tally {
         Tally {
-            windows: (0..rules).map(|_| HashMap::new()).collect(),
+            windows: (0..rules).map(|_| FxHashMap::default()).collect(),
             ..Tally::default()
         }
     }

@@ -56,6 +56,9 @@ pub(crate) struct Start {
     pub place: Place,
     /// Who started it (a bot id, or a human's id).
     pub started_by: String,
+    /// The trigger of the turn that started it, which its turns are charged to; `None` when an
+    /// admin's command started it.
+    pub trigger: Option<String>,
     /// How the chat learns it started.
     pub opening: Opening,
 }
@@ -151,6 +154,7 @@ pub(crate) async fn start(engine: &Engine, start: Start) -> Result<Chain, ChainF
         participants,
         origin: place.origin(),
         started_by: start.started_by.clone(),
+        trigger: start.trigger.clone(),
     };
     let chain = engine
         .store()
@@ -509,6 +513,7 @@ mod tests {
                 account: AccountId::from("lead"),
             },
             started_by: "ann".into(),
+            trigger: None,
             opening: Opening::CommandAnswer,
         }
     }

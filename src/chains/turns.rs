@@ -98,7 +98,10 @@ async fn take(engine: &Engine, job: TurnJob) {
     let text = context::turn_text(chain, &log, job.bot.as_str(), job.role, &job.prompt, silent);
     let plan = TurnPlan {
         bot: &account.bot,
-        caller: Caller::from_chat(&session),
+        caller: Caller {
+            trigger: chain.trigger.clone(),
+            ..Caller::from_chat(&session)
+        },
         history: History::NONE,
         heard: Heard {
             attached: Attached::NONE,

@@ -21,6 +21,7 @@ pub(super) async fn store_with_a_chain(dir: &Path) -> (PathBuf, String) {
             account: "snark".into(),
         },
         started_by: "alice".into(),
+        trigger: None,
     };
     let chain = store.create_chain(new, 1).await.unwrap();
     let handoff = Handoff {

@@ -94,6 +94,9 @@ pub struct NewChain {
     pub origin: ChainOrigin,
     /// Who started it: a bot id, or a human's id.
     pub started_by: String,
+    /// The trigger the turn that started it is charged to (SPEC 12); `None` when no turn did
+    /// (an admin's command), and the chain becomes a trigger of its own, named by its id.
+    pub trigger: Option<String>,
 }
 
 /// A stored chain.
@@ -125,6 +128,9 @@ pub struct Chain {
     pub created_ms: i64,
     /// When it closed.
     pub closed_ms: Option<i64>,
+    /// The trigger its turns are charged to (SPEC 12); `None` for a chain from before triggers
+    /// were recorded, whose turns are each their own.
+    pub trigger: Option<String>,
 }
 
 impl Chain {

@@ -21,8 +21,9 @@ impl Store {
                 let inserted = db.execute(
                     "INSERT INTO chains (id, name, coordinator, holder, participants, state,
                         origin_platform, origin_chat, origin_thread, origin_anchor,
-                        origin_account, started_by, created_ms, runner)
-                     VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                        origin_account, started_by, created_ms, runner, trigger_id)
+                     VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                        COALESCE(?13, ?1))
                      ON CONFLICT (id) DO NOTHING",
                     args![
                         &id,
@@ -37,6 +38,7 @@ impl Store {
                         &new.started_by,
                         now_ms,
                         &*me,
+                        &new.trigger,
                     ],
                 )?;
                 if inserted == 1 {

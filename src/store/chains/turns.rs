@@ -375,6 +375,7 @@ pub(super) mod tests {
                 account: "snark".into(),
             },
             started_by: "admin".into(),
+            trigger: None,
         }
     }
 
@@ -582,6 +583,28 @@ pub(super) mod tests {
                 matches!(unknown, Err(ChainError::Unknown(_))),
                 "{unknown:?}"
             );
+        }
+    }
+
+    /// A chain keeps the trigger of the turn that started it; one an admin's command started is
+    /// a trigger of its own, named by its id.
+    #[tokio::test]
+    async fn a_chain_keeps_the_trigger_that_started_it() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let mut from_turn = new_chain(Some("snark"), &["doc"]);
+            from_turn.trigger = Some("run-1".into());
+            let chain = store.create_chain(from_turn, 1).await.unwrap();
+            assert_eq!(chain.trigger.as_deref(), Some("run-1"));
+            let chain = given(store.chain_hand(hand(&chain, "doc", 10), 2).await.unwrap());
+            assert_eq!(chain.trigger.as_deref(), Some("run-1"));
+            let by_command = store
+                .create_chain(new_chain(None, &["doc"]), 3)
+                .await
+                .unwrap();
+            assert_eq!(by_command.trigger.as_deref(), Some(by_command.id.as_str()));
+            let read = store.chain(&by_command.id).await.unwrap().expect("stored");
+            assert_eq!(read.trigger, by_command.trigger);
         }
     }
 
