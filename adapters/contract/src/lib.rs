@@ -18,6 +18,7 @@ mod leading;
 mod outbound;
 mod secret;
 mod sibling_post;
+mod stub;
 mod upload;
 mod webhook;
 
@@ -35,5 +36,6 @@ pub use leading::leading_mentions;
 pub use outbound::{OutboundMessage, SendError, SentMessage};
 pub use secret::Secret;
 pub use sibling_post::SiblingPost;
+pub use stub::{Call, StubAdapter};
 pub use upload::OutboundFile;
 pub use webhook::{WebhookRequest, WebhookResponse};
