@@ -19,6 +19,7 @@ pub mod display_name;
 pub mod engine;
 pub(crate) mod escalation;
 pub mod events;
+pub mod field_bound;
 pub mod gateway;
 pub mod guards;
 pub mod http;

@@ -58,6 +58,7 @@ pub(super) async fn start(
             account: voice,
         },
         started_by: event.sender.id.to_string(),
+        trigger: None,
         opening,
     };
     let chain = chains::start(shared, start)

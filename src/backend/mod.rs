@@ -358,7 +358,7 @@ pub enum BackendError {
     /// The `command` backend's program failed.
     #[error("command backend failed: {0}")]
     Command(String),
-    /// The `http` or `command` backend answered more than it may; the rest was not read.
+    /// The backend answered more than it may; the rest was not read.
     #[error(
         "the backend's answer ran past {0} bytes and was not read further; make the agent answer \
          shorter, or raise [limits] max_reply_bytes"
@@ -416,8 +416,8 @@ impl BackendError {
     }
 }
 
-/// Bytes the `http` and `command` backends read of one answer by default, before failing the
-/// turn ([`BackendError::TooLong`]); the gateway sets it from `[limits]` (`with_max_read`).
+/// Bytes a backend reads of one answer by default (for `openai`, of one model call), before
+/// failing the turn ([`BackendError::TooLong`]); the gateway sets it from `[limits]`.
 pub const DEFAULT_MAX_READ: usize = 64 * 1024 * 1024;
 
 /// A bot's backend.

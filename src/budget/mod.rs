@@ -13,11 +13,12 @@
 //! - here: the check ([`Budgets::check`]), the charge ([`Budgets::charge`]), the limits admins
 //!   set, and what `/baton budget` shows.
 //!
-//! The check reads the rows committed since the last check (every instance's) into the windows'
-//! sums, the charge adds a row once the call is done. A call that starts while others are in
-//! flight does not see their spend yet: that is the "at most the calls already in flight" a
-//! limit may be passed by (SPEC 12), and it holds across instances because every check reads
-//! the committed rows. A budget's notice and its warnings are claimed
+//! The check counts the rows committed before it (every instance's: on PostgreSQL it reads the
+//! rows committed since the last check; on SQLite, which one instance writes, the charges add
+//! their rows as they commit, and a check reads nothing), the charge adds a row once the call
+//! is done. A call that starts while others are in flight does not see their spend yet: that
+//! is the "at most the calls already in flight" a limit may be passed by (SPEC 12), and it
+//! holds across instances because every check on PostgreSQL reads the committed rows. A budget's notice and its warnings are claimed
 //! by one conditional upsert, so they go out once per window even with instances racing.
 
 mod counters;
@@ -33,12 +34,12 @@ use baton_contract::Platform;
 pub use counters::Counters;
 pub use price::estimate;
 use rule::{Rule, share};
-use tally::Tally;
+use tally::{Keys, Tally};
 
 use crate::backend::Usage;
 use crate::bot_id::BotId;
 use crate::config::{BudgetScope, Config, OnExceed, PricesConfig};
-use crate::store::{LimitOverride, NewUsage, SpendQuery, Spent, Store, StoreError};
+use crate::store::{Charged, LimitOverride, NewUsage, Spent, Store, StoreError};
 use crate::timing::now_ms;
 
 /// Who a model call is charged to.
@@ -158,7 +159,7 @@ impl Budgets {
                 store,
                 instance: instance.to_owned(),
                 counters: Counters::default(),
-                tally: tokio::sync::Mutex::default(),
+                tally: tokio::sync::Mutex::new(Tally::new(config.budgets.len())),
             }),
         }
     }
@@ -183,50 +184,33 @@ impl Budgets {
             return go;
         }
         let now = now_ms();
+        let scoped = Keys::new(
+            bill.bot.as_str(),
+            bill.platform.as_str(),
+            bill.chat,
+            bill.trigger,
+        );
         let keys: Vec<tally::Key> = matching
             .iter()
-            .map(|&i| {
-                (
-                    i,
-                    SpendQuery {
-                        since_ms: 0,
-                        ..rules[i].query(bill, now)
-                    },
-                )
-            })
+            .map(|&i| (i, scoped.of(rules[i].scope)))
             .collect();
         let mut tally = self.inner.tally.lock().await;
-        let set = loop {
-            let (after, missing) = tally.wants(&keys, now);
-            let windows = missing
-                .iter()
-                .map(|(i, q)| SpendQuery {
-                    since_ms: rules[*i].since_ms(now),
-                    ..q.clone()
-                })
-                .collect();
-            match self.inner.store.usage_tally(after, windows).await {
-                Ok(read) => {
-                    let limits = read.limits.clone();
-                    if tally.absorb(rules, missing, read) {
-                        break limits;
-                    }
-                }
-                Err(err) => {
-                    tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
-                    return go;
-                }
-            }
-        };
-        let spent: Vec<Spent> = keys
+        if let Err(err) = self.bring_up_to_date(&mut tally, bill, &keys, now).await {
+            tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
+            return go;
+        }
+        let spent: Vec<(Spent, LimitOverride)> = keys
             .iter()
-            .map(|key| tally.spent(key, rules[key.0].since_ms(now), now))
+            .map(|&key| {
+                let rule = &rules[key.0];
+                let limits = rule.limits(tally.limits.get(&rule.name));
+                (tally.spent(key, rule.since_ms(now), now), limits)
+            })
             .collect();
         drop(tally);
         let matching = matching.into_iter().map(|i| &rules[i]);
         let mut warnings = Vec::new();
-        for (rule, spent) in matching.into_iter().zip(spent) {
-            let limits = rule.limits(set.get(&rule.name));
+        for (rule, (spent, limits)) in matching.into_iter().zip(spent) {
             let used = share(spent, limits);
             match rule.on_exceed {
                 OnExceed::Stop if used >= 1.0 => {
@@ -256,6 +240,37 @@ impl Budgets {
             }
         }
         Verdict::Go { warnings }
+    }
+
+    /// Brings `tally`'s windows for `keys` up to date (`tally.rs`): on PostgreSQL with the rows
+    /// every instance committed since the last read; on SQLite, whose rows this instance
+    /// counts as it charges them, only by reading the windows it never counted that can have
+    /// rows.
+    async fn bring_up_to_date(
+        &self,
+        tally: &mut Tally,
+        bill: &Bill<'_>,
+        keys: &[tally::Key<'_>],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let store = &self.inner.store;
+        let shared = store.usage_shared();
+        if !shared && !tally.knows() {
+            tally.know(store.usage_seen().await?);
+        }
+        let rules = &self.inner.rules;
+        let missing = tally.wants(rules, keys, now);
+        if !shared && missing.is_empty() {
+            return Ok(());
+        }
+        let windows = missing
+            .iter()
+            .map(|&(i, _)| rules[i].query(bill, now))
+            .collect();
+        let after = shared.then(|| tally.last_id());
+        let read = store.usage_tally(after, windows).await?;
+        tally.absorb(rules, &missing, read);
+        Ok(())
     }
 
     /// Claims a notice of `kind` for `rule` once per window; a store error claims nothing.
@@ -297,8 +312,35 @@ impl Budgets {
             cost_usd: cost,
             estimated: call.estimated,
         };
-        if let Err(err) = self.inner.store.usage_record(vec![row]).await {
-            tracing::error!(%err, bot = %bill.bot, "could not record a model call's usage");
+        let mut counted = Charged {
+            id: 0,
+            ts_ms: row.ts_ms,
+            bot: row.bot.clone(),
+            platform: row.platform.clone(),
+            chat: row.chat.clone(),
+            trigger_id: row.trigger_id.clone(),
+            tokens: row.prompt_tokens.saturating_add(row.completion_tokens),
+            cost_usd: cost.unwrap_or(0.0),
+        };
+        // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
+        // With no budget configured there is nothing to count them for.
+        let local = !self.inner.store.usage_shared() && !self.inner.rules.is_empty();
+        if local {
+            let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
+            self.inner.tally.lock().await.saw(&keys);
+        }
+        match self.inner.store.usage_record(vec![row]).await {
+            Ok(ids) if local => {
+                let mut tally = self.inner.tally.lock().await;
+                for id in ids {
+                    counted.id = id;
+                    tally.count(&self.inner.rules, &counted);
+                }
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::error!(%err, bot = %bill.bot, "could not record a model call's usage");
+            }
         }
     }
 
@@ -337,11 +379,16 @@ impl Budgets {
                 ),
             },
         };
-        Ok(self
-            .inner
-            .store
-            .budget_limit_set(name, limit, now_ms())
-            .await?)
+        let store = &self.inner.store;
+        store.budget_limit_set(name, limit, now_ms()).await?;
+        if !store.usage_shared() {
+            // Read once on SQLite (`tally.rs`), so kept here as the store keeps it.
+            let mut tally = self.inner.tally.lock().await;
+            let kept = tally.limits.entry(name.to_owned()).or_default();
+            kept.tokens = limit.tokens.or(kept.tokens);
+            kept.cost_usd = limit.cost_usd.or(kept.cost_usd);
+        }
+        Ok(())
     }
 
     /// The budgets that count calls of `bots` in `chat`, with their spend: `/baton budget`.
@@ -491,10 +538,10 @@ fn warning_text(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::testing;
+    use crate::store::{SpendQuery, testing};
 
     /// Instances (two store handles with their own writers on PostgreSQL, as two processes
-    /// have; one shared handle on SQLite) charging one budget at once: once it is used up every
+    /// have; on SQLite, which one instance writes, one) charging one budget at once: once it is used up every
     /// call is refused, and spend passed the limit by at most the calls that were in flight
     /// (one per worker).
     #[tokio::test]
@@ -510,12 +557,16 @@ mod tests {
             let stores = if db.engine() == "postgres" {
                 vec![db.open().await, db.open().await]
             } else {
-                let store = db.open().await;
-                vec![store.clone(), store]
+                vec![db.open().await]
             };
+            let instances: Vec<Budgets> = stores
+                .iter()
+                .enumerate()
+                .map(|(i, store)| Budgets::new(&config, store.clone(), &format!("i{i}")))
+                .collect();
             let mut workers = Vec::new();
-            for (i, store) in stores.iter().enumerate() {
-                let budgets = Budgets::new(&config, store.clone(), &format!("i{i}"));
+            // Twice as many workers as instances on PostgreSQL: as many calls in flight.
+            for budgets in instances.iter().cycle().take(2) {
                 for w in 0..WORKERS {
                     let budgets = budgets.clone();
                     workers.push(tokio::spawn(async move {
@@ -567,22 +618,24 @@ mod tests {
         }
     }
 
-    /// The check keeps its windows' sums in memory: rows another instance records are
-    /// counted at the next check, rows that leave the window stop counting, and ids that
-    /// restart after every row was deleted (SQLite) make it read everything again.
+    /// The check keeps its windows' sums in memory: rows charged (on PostgreSQL, by another
+    /// instance too) are counted at the next check, rows that leave the window stop counting,
+    /// a chat and a trigger no row names start empty, and pruning never lets ids start again.
     #[tokio::test]
-    async fn the_kept_sums_follow_other_instances_and_the_window() {
+    async fn the_kept_sums_follow_the_charges_and_the_window() {
         const HOUR: i64 = 3_600_000;
         let config: Config = toml::from_str(
-            "[[budgets]]\nname = \"hourly\"\nscope = \"bot\"\ntokens = 100\nwindow = \"1h\"\n",
+            "[[budgets]]\nname = \"hourly\"\nscope = \"bot\"\ntokens = 100\nwindow = \"1h\"\n\
+             [[budgets]]\nname = \"per-chat\"\nscope = \"chat\"\ntokens = 100\nwindow = \"1h\"\n\
+             [[budgets]]\nname = \"per-trigger\"\nscope = \"trigger\"\ntokens = 100\n",
         )
         .unwrap();
         let bot: BotId = "caid".parse().unwrap();
-        let bill = Bill {
+        let bill = |chat, trigger| Bill {
             bot: &bot,
             platform: Platform::Local,
-            chat: "room",
-            trigger: "t",
+            chat,
+            trigger,
         };
         let row = |ts_ms, tokens| NewUsage {
             ts_ms,
@@ -605,30 +658,65 @@ mod tests {
             let store = db.open().await;
             let budgets = Budgets::new(&config, store.clone(), "i1");
             let now = now_ms();
+            // Written before the instance started.
             store
                 .usage_record(vec![row(now - 2 * HOUR, 500)])
                 .await
                 .unwrap();
             assert!(
-                !stopped(budgets.check(&bill).await),
+                !stopped(budgets.check(&bill("room", "t2")).await),
                 "{engine}: outside the window"
             );
-            store.usage_record(vec![row(now, 60)]).await.unwrap();
-            assert!(!stopped(budgets.check(&bill).await), "{engine}: 60 of 100");
-            store.usage_record(vec![row(now, 50)]).await.unwrap();
-            assert!(stopped(budgets.check(&bill).await), "{engine}: 110 of 100");
-            if engine == "sqlite" {
-                // Every row deleted, whatever the minimum age of a prune.
-                store
-                    .prune(crate::store::PruneTable::Usage, now + 1, i64::MAX)
-                    .await
-                    .unwrap();
-                store.usage_record(vec![row(now, 10)]).await.unwrap();
-                assert!(
-                    !stopped(budgets.check(&bill).await),
-                    "{engine}: ids restarted"
-                );
-            }
+            assert!(
+                stopped(budgets.check(&bill("room", "t")).await),
+                "{engine}: the trigger's 500 of 100, counted before the instance started"
+            );
+            let (store_ref, budgets_ref, bill_ref) = (&store, &budgets, &bill);
+            let charge = |tokens: i64| async move {
+                let (store, budgets, bill) = (store_ref, budgets_ref, bill_ref);
+                if engine == "postgres" {
+                    store.usage_record(vec![row(now, tokens)]).await.unwrap();
+                } else {
+                    let usage = Usage {
+                        prompt_tokens: tokens as u64,
+                        completion_tokens: 0,
+                    };
+                    let call = Call {
+                        session: "s",
+                        run_id: "r",
+                        model: "m",
+                        usage,
+                        estimated: false,
+                    };
+                    budgets.charge(&bill("room", "t2"), call).await;
+                }
+            };
+            charge(60).await;
+            assert!(
+                !stopped(budgets.check(&bill("room", "t3")).await),
+                "{engine}: 60 of 100"
+            );
+            charge(50).await;
+            assert!(
+                stopped(budgets.check(&bill("other-room", "t4")).await),
+                "{engine}: 110 of 100"
+            );
+            // Every row old enough to go, whatever the minimum age of a prune.
+            let top = |store: Store| async move {
+                store.usage_tally(None, Vec::new()).await.unwrap().upto
+            };
+            let before = top(store.clone()).await;
+            store
+                .prune(crate::store::PruneTable::Usage, now + 1, i64::MAX)
+                .await
+                .unwrap();
+            assert_eq!(
+                top(store.clone()).await,
+                before,
+                "{engine}: the newest row stays"
+            );
+            let ids = store.usage_record(vec![row(now, 1)]).await.unwrap();
+            assert!(ids[0] > before, "{engine}: ids go on after a prune");
         }
     }
 

@@ -51,6 +51,13 @@ impl Rule {
             && self.chat.as_deref().is_none_or(|c| c == bill.chat)
     }
 
+    /// Whether the budget counts a row of `bot` charged to `platform`'s `chat`.
+    pub(crate) fn counts(&self, bot: &str, platform: &str, chat: &str) -> bool {
+        self.bot.as_ref().is_none_or(|b| b.as_str() == bot)
+            && self.platform.is_none_or(|p| p.as_str() == platform)
+            && self.chat.as_deref().is_none_or(|c| c == chat)
+    }
+
     /// What its spend for `bill` is counted per: the notices' key.
     pub(crate) fn scope_key(&self, bill: &Bill<'_>) -> String {
         match self.scope {
@@ -83,13 +90,7 @@ impl Rule {
 
     /// The rows it sums with a call of `bot` charged to `platform`'s `chat` and `trigger`,
     /// whatever their time: the call's scope's key and its match.
-    pub(crate) fn filter(
-        &self,
-        bot: &str,
-        platform: &str,
-        chat: &str,
-        trigger: &str,
-    ) -> SpendQuery {
+    fn filter(&self, bot: &str, platform: &str, chat: &str, trigger: &str) -> SpendQuery {
         let scoped = |scope| self.scope == scope;
         let by_chat = scoped(BudgetScope::Chat) || self.chat.is_some();
         SpendQuery {

@@ -137,6 +137,7 @@ mod tests {
             closed_reason: None,
             created_ms: 0,
             closed_ms: None,
+            trigger: None,
         }
     }
 

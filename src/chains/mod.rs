@@ -32,7 +32,7 @@ mod turns;
 use std::sync::Arc;
 
 pub(crate) use place::Place;
-pub(crate) use recover::recover;
+pub(crate) use recover::{recover, serve};
 
 use self::context::Role;
 use self::turns::TurnJob;
@@ -58,6 +58,9 @@ pub(crate) struct Start {
     pub place: Place,
     /// Who started it (a bot id, or a human's id).
     pub started_by: String,
+    /// The trigger of the turn that started it, which its turns are charged to; `None` when an
+    /// admin's command started it.
+    pub trigger: Option<String>,
     /// How the chat learns it started.
     pub opening: Opening,
 }
@@ -153,6 +156,7 @@ pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain,
         participants,
         origin: place.origin(),
         started_by: start.started_by.clone(),
+        trigger: start.trigger.clone(),
     };
     let chain = shared
         .store()
@@ -511,6 +515,7 @@ mod tests {
                 account: AccountId::from("lead"),
             },
             started_by: "ann".into(),
+            trigger: None,
             opening: Opening::CommandAnswer,
         }
     }

@@ -98,7 +98,10 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
     let text = context::turn_text(chain, &log, job.bot.as_str(), job.role, &job.prompt, silent);
     let plan = TurnPlan {
         bot: &account.bot,
-        caller: Caller::from_chat(&session),
+        caller: Caller {
+            trigger: chain.trigger.clone(),
+            ..Caller::from_chat(&session)
+        },
         history: History::NONE,
         heard: Heard {
             attached: Attached::NONE,
@@ -125,6 +128,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         answering: None,
         typing_at: place.anchor.as_ref(),
         gate: Some(&gate),
+        asker: None,
     };
     // A failure to post the reply is recorded by the post; the chain has the post either way.
     let end = turn.answer(plan, reply).await.end;

@@ -79,6 +79,13 @@ fn summary(config: &Config) -> String {
             chat.allow_bots.as_deref().unwrap_or(&d.allow_bots)
         );
     }
+    for model in crate::config::unused_prices(config) {
+        let _ = writeln!(
+            out,
+            "warning: [prices.\"{model}\"] names a model no bot uses, so it never counts; \
+             check its spelling against the bots' `model`, or remove it"
+        );
+    }
     out
 }
 
@@ -102,5 +109,18 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("cron-0 \"0 9 * * *\" -> none"), "{out}");
+    }
+
+    #[test]
+    fn a_price_no_bot_uses_is_a_warning() {
+        let text = "[[bots]]\nid = \"a\"\nbackend = \"echo\"\nmodel = \"m\"\n\n\
+                    [prices.\"m\"]\nprompt = 1\n\n[prices.\"mm\"]\nprompt = 1\n";
+        let config = Config::from_toml(text, Path::new("."), &|_| None).unwrap();
+        let out = summary(&config);
+        assert!(
+            out.contains("warning: [prices.\"mm\"] names a model no bot uses"),
+            "{out}"
+        );
+        assert!(!out.contains("[prices.\"m\"]"), "{out}");
     }
 }

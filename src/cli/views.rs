@@ -1,7 +1,8 @@
 //! Read-only views of the store: `baton transcript`, `baton sessions`, `baton deliveries`,
 //! `baton pairing` (whose `approve` writes, and is audited). `baton chains` is in `chains.rs`.
-//! They open the database named by the config (or `--database`) next to a running gateway;
-//! SQLite's WAL lets them read while it writes.
+//! They open the database named by the config (or `--database`) next to a running gateway:
+//! SQLite's WAL lets them read while it writes, and on PostgreSQL any machine that reaches the
+//! database reads what every instance wrote.
 
 use super::out::say;
 use std::path::Path;
@@ -11,14 +12,16 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::suggest::nearest;
+use crate::gateway::Database;
 use crate::session::SessionKey;
-use crate::store::{DeliveryQuery, Entry, NewAudit, Store, TranscriptQuery};
+use crate::store::{DeliveryQuery, Entry, NewAudit, Store, StoreOptions, TranscriptQuery};
 use crate::timing::now_ms;
 
 /// Which database to read.
 #[derive(Debug, Args)]
 pub(super) struct StoreArgs {
-    /// Read this SQLite file instead of `gateway.database`.
+    /// Read this SQLite file instead of the configured database (`gateway.database`, or the
+    /// PostgreSQL database of `gateway.database_url_env`).
     #[arg(long, global = true)]
     database: Option<String>,
 }
@@ -81,28 +84,34 @@ enum PairingAction {
     },
 }
 
-/// The store named by `--database`, or by the config. It must exist: these commands only read
-/// (or approve a code that can only be in an existing store), and opening a missing file would
-/// create an empty database and print an empty answer.
+/// The store named by `--database`, or by the config: its PostgreSQL database when
+/// `gateway.database_url_env` is set, else its SQLite file. A SQLite file must exist: these
+/// commands only read (or approve a code that can only be in an existing store), and opening a
+/// missing file would create an empty database and print an empty answer.
 pub(super) async fn open(config: &Path, args: &StoreArgs) -> anyhow::Result<Store> {
     let (database, named_by) = match &args.database {
-        Some(db) => (db.clone(), "--database".to_owned()),
+        Some(db) => (Database::Sqlite(db.clone()), "--database".to_owned()),
         None => (
-            super::load(config)?.gateway.database,
+            Database::configured(&super::load(config)?, &|name| std::env::var(name).ok())?,
             format!("`gateway.database` in {}", config.display()),
         ),
     };
-    if database != ":memory:" && !Path::new(&database).exists() {
-        let shown = std::path::absolute(&database).unwrap_or_else(|_| database.clone().into());
+    if let Database::Sqlite(path) = &database
+        && path != ":memory:"
+        && !Path::new(path).exists()
+    {
+        let shown = std::path::absolute(path).unwrap_or_else(|_| path.clone().into());
         anyhow::bail!(
             "no database at {} (named by {named_by}); run this where `baton run` writes it, \
              or pass --database PATH",
             shown.display()
         );
     }
-    Store::open(&database)
+    let shown = database.display();
+    database
+        .open(StoreOptions::default())
         .await
-        .with_context(|| format!("opening {database}"))
+        .with_context(|| format!("opening {shown}"))
 }
 
 /// The session `key` names if the store has it, else an error offering the nearest keys.

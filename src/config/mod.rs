@@ -21,7 +21,7 @@ pub use crate::timing::{parse_age, parse_span};
 pub use baton_contract::Secret;
 pub use feedback::{FeedbackConfig, FeedbackOverride, StreamMode};
 pub use model::*;
-pub use validate::validate;
+pub use validate::{unused_prices, validate};
 
 use locate::{line_at, locate};
 use serde_path_to_error::Segment;

@@ -11,7 +11,7 @@ use crate::store::InboxId;
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
-pub const MAX_TEXT_BYTES: usize = 100 * 1024;
+pub const MAX_TEXT_BYTES: usize = crate::field_bound::MAX_TEXT_BYTES;
 
 impl Dispatcher {
     /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the

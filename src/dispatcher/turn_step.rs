@@ -90,6 +90,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         // An `always` bot that was not addressed shows nothing until it has text.
         typing_at: (wake != Wake::Always).then_some(&event.message_id),
         gate: None,
+        asker: Some(&event.sender.id),
     };
     let Answered { end, posted } = turn.answer(plan, reply).await;
     match (end, posted) {

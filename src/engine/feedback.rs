@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use baton_contract::{MessageId, TypingTarget};
+use baton_contract::{MessageId, StreamFor, TypingTarget, UserId};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -40,6 +40,9 @@ pub(crate) struct ChatReply<'a> {
     pub typing_at: Option<&'a MessageId>,
     /// The flow that must still take the reply when the turn ends (a chain), if any.
     pub gate: Option<&'a dyn ReplyGate>,
+    /// The person the reply answers, if a person asked (a platform's own stream is shown to
+    /// them: Slack's `recipient_user_id`).
+    pub asker: Option<&'a UserId>,
 }
 
 /// How a turn that answers into a chat ended.
@@ -85,7 +88,7 @@ impl SessionTurn<'_> {
                 thread: reply.target.thread.clone(),
                 message: message.clone(),
             };
-            Typing::start(services, adapter.clone(), at)
+            Typing::start(services, adapter.clone(), at, self.journal().run_id())
         });
         let tap = reply
             .answering
@@ -97,17 +100,25 @@ impl SessionTurn<'_> {
         });
         let before_post = quiet.as_ref().map(|q| q as &(dyn Fn(&str) + Sync));
         // An ephemeral answer cannot be edited: it is posted whole.
-        let preview =
-            settings.stream == StreamMode::Native && adapter.previews_in(&reply.target.chat);
-        let stream_chat = (preview || settings.stream != StreamMode::Off && adapter.can_edit())
-            && reply.target.ephemeral.is_none();
+        let native_mode = settings.stream == StreamMode::Native;
+        let native = native_mode && adapter.streams_in(&reply.target.chat);
+        let preview = native_mode && !native && adapter.previews_in(&reply.target.chat);
+        let stream_chat =
+            (preview || native || settings.stream != StreamMode::Off && adapter.can_edit())
+                && reply.target.ephemeral.is_none();
         let (end, streamer, followed) = if stream_chat || tap.is_some() {
             let mut streamer = stream_chat.then(|| {
                 let handover = services.handover(reply.account);
+                let limits = &services.config().limits;
                 let streamer = Streamer::new(&**adapter, handover, &reply.target, self.journal())
-                    .before_post(before_post);
+                    .before_post(before_post)
+                    .bounded(limits.max_reply_bytes, limits.max_posts_per_reply);
                 if preview {
                     streamer.previewing()
+                } else if native {
+                    streamer.streaming_for(StreamFor {
+                        user: reply.asker.cloned(),
+                    })
                 } else {
                     streamer
                 }

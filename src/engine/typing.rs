@@ -7,6 +7,11 @@
 //! the owner, and the drop tells the task to take the indicator away on its own. The task is
 //! on the gateway's task tracker, so a shutdown waits for it.
 //!
+//! Where the indicator can carry text (Slack's thread status), it says the bot's latest
+//! `progress` line while the turn runs: the task follows the event stream for the turn's run's
+//! progress events. Elsewhere (Discord's and Telegram's chat actions, Feishu's reaction) the
+//! indicator stays as it is.
+//!
 //! A kill -9 ends no indicator, and a Feishu/Lark reaction stays on its message until it is
 //! removed (Discord's typing fades after 10 s, Slack clears the thread status when the bot
 //! posts or after a while). So every indicator is on record in the store from before it is put
@@ -24,6 +29,7 @@ use baton_contract::{Adapter, Platform, Typing as Shown, TypingTarget};
 use tokio_util::sync::CancellationToken;
 
 use super::Services;
+use crate::events::{Event, Events};
 use crate::store::{OpenTyping, Store, StoreError};
 use crate::timing::now_ms;
 
@@ -34,14 +40,24 @@ pub(crate) struct Typing {
 }
 
 impl Typing {
-    /// Show that the bot is working on an answer to `at`, until [`Typing::end`] (or a drop).
-    pub(crate) fn start(services: &Services, adapter: Arc<dyn Adapter>, at: TypingTarget) -> Self {
+    /// Show that the bot is working on an answer to `at` in run `run`, until [`Typing::end`]
+    /// (or a drop).
+    pub(crate) fn start(
+        services: &Services,
+        adapter: Arc<dyn Adapter>,
+        at: TypingTarget,
+        run: &str,
+    ) -> Self {
         let stop = CancellationToken::new();
         let store = services.store().clone();
         let owner = instance(services);
+        // Subscribed now, before the turn runs, so no progress line of it is missed.
+        let progress = adapter
+            .typing_shows_text()
+            .then(|| Progress::follow(services.events(), run));
         let task = services
             .tasks()
-            .spawn(show(store, owner, adapter, at, stop.clone()));
+            .spawn(show(store, owner, adapter, at, progress, stop.clone()));
         Self {
             stop,
             task: Some(task),
@@ -72,6 +88,7 @@ async fn show(
     owner: String,
     adapter: Arc<dyn Adapter>,
     at: TypingTarget,
+    mut progress: Option<Progress>,
     stop: CancellationToken,
 ) {
     let record = OpenTyping {
@@ -105,25 +122,90 @@ async fn show(
     {
         tracing::warn!(%err, "could not record the typing indicator's handle");
     }
-    if let Some(every) = typing.renew_every {
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                () = tokio::time::sleep(every) => {
-                    if let Err(err) = adapter.typing_start(&at).await {
-                        tracing::debug!(%err, "could not renew the typing indicator");
-                    }
+    let mut renew_at = typing
+        .renew_every
+        .map(|every| tokio::time::Instant::now() + every);
+    loop {
+        let renew = async {
+            match renew_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let said = async {
+            match progress.as_mut() {
+                Some(progress) => progress.next().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = renew => {
+                renew_at = typing.renew_every.map(|every| tokio::time::Instant::now() + every);
+                if let Err(err) = adapter.typing_start(&at).await {
+                    tracing::debug!(%err, "could not renew the typing indicator");
                 }
             }
+            line = said => match line {
+                Some(line) => {
+                    if let Err(err) = adapter.typing_says(&at, &typing, &line).await {
+                        tracing::debug!(%err, "could not show a progress line on the typing indicator");
+                    }
+                }
+                // The bus is gone (a shutdown): the indicator stays as it is until the end.
+                None => progress = None,
+            },
         }
-    } else {
-        stop.cancelled().await;
     }
     match adapter.typing_stop(&at, &typing).await {
         Ok(()) => closed(&store, row).await,
         // Left on record: the next start tries again.
         Err(err) => {
             tracing::warn!(platform = %adapter.platform(), %err, "could not take the typing indicator away")
+        }
+    }
+}
+
+/// The progress lines of one run, as the event stream announces them.
+struct Progress {
+    live: tokio::sync::broadcast::Receiver<Arc<crate::events::Stamped>>,
+    run: String,
+}
+
+impl Progress {
+    fn follow(events: &Events, run: &str) -> Self {
+        Self {
+            live: events.subscribe(None).live,
+            run: run.to_owned(),
+        }
+    }
+
+    /// The run's next progress line, as the indicator says it (`2/5 · message`); `None` once
+    /// the bus is closed. Lines missed while this reader lagged are skipped: only the latest
+    /// matters.
+    async fn next(&mut self) -> Option<String> {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            let stamped = match self.live.recv().await {
+                Ok(stamped) => stamped,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return None,
+            };
+            if let Event::Progress {
+                run_id,
+                message,
+                step,
+                of,
+                ..
+            } = &stamped.event
+                && *run_id == self.run
+            {
+                return Some(match (step, of) {
+                    (Some(step), Some(of)) => format!("{step}/{of} · {message}"),
+                    (Some(step), None) => format!("{step} · {message}"),
+                    _ => message.clone(),
+                });
+            }
         }
     }
 }

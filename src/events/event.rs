@@ -119,9 +119,9 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         model: Option<String>,
     },
-    /// A bot working on a delivery reported how far it has got (`progress`).
+    /// A bot reported how far its turn has got (`progress`), on a delivery or not.
     Progress {
-        /// The delivery's run id.
+        /// The turn's run id (the delivery's, for a delivery).
         run_id: String,
         /// The bot working on it.
         bot: BotId,

@@ -356,6 +356,7 @@ fn backend(
                 reasoning_effort: bot.reasoning_effort.clone(),
                 extra_body: bot.extra_body.clone().unwrap_or_default(),
             };
+            settings.max_read = max_read(config);
             Arc::new(OpenAiBackend::new(settings).map_err(bad)?)
         }
         BackendKind::Http => Arc::new(
@@ -385,9 +386,10 @@ pub(crate) fn sender_names(config: &Config) -> NameRules {
     NameRules::new(bots, config.admins.local.iter().map(String::as_str))
 }
 
-/// The most of one answer the `http` and `command` backends read: a reply of `[limits]
-/// max_reply_bytes` even if every character is JSON-escaped, inline files of `[artifacts]
-/// max_bytes` in base64, and a margin for the rest of the envelope. Past it the turn fails.
+/// The most of one answer a backend reads: a reply of `[limits] max_reply_bytes` even if every
+/// character is JSON-escaped, inline files (or an `openai` model's tool arguments) of
+/// `[artifacts] max_bytes` in base64, and a margin for the rest of the envelope. Past it the
+/// turn fails.
 fn max_read(config: &Config) -> usize {
     let files = usize::try_from(config.artifacts.max_bytes / 3 * 4).unwrap_or(usize::MAX);
     config

@@ -84,7 +84,10 @@ mod tests {
         assert!(!bad.contains("pw-s3cret"), "{bad}");
         let good = |_: &str| Some("postgres://baton:pw-s3cret@db:5433/baton".to_owned());
         let good = Database::configured(&config, &good).unwrap();
-        assert_eq!(good.display(), "postgres://baton@db:5433/baton");
+        assert_eq!(
+            good.display(),
+            "postgres://baton@db:5433/baton?sslmode=prefer"
+        );
     }
 
     #[tokio::test]

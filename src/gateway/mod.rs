@@ -257,7 +257,7 @@ impl Gateway {
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
-        let chains = crate::chains::recover(&shared).await?;
+        let chains = crate::chains::recover(&shared, true).await?;
         if chains > 0 {
             tracing::info!(chains, "picked up chains left open by the last run");
         }
@@ -272,6 +272,11 @@ impl Gateway {
         ));
         tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
         tasks.spawn(crate::relay::serve(
+            Arc::clone(&shared),
+            leases.live(),
+            shutdown.clone(),
+        ));
+        tasks.spawn(crate::chains::serve(
             Arc::clone(&shared),
             leases.live(),
             shutdown.clone(),

@@ -73,9 +73,7 @@ pub(super) async fn post_room_message(
 pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
     match refusal {
         HubRefusal::TooManyRooms { .. } => StatusCode::CONFLICT,
-        HubRefusal::TooLong { .. } | HubRefusal::FieldTooLong { .. } => {
-            StatusCode::PAYLOAD_TOO_LARGE
-        }
+        HubRefusal::TooLong { .. } | HubRefusal::FieldTooLong(_) => StatusCode::PAYLOAD_TOO_LARGE,
         HubRefusal::BadSender(_) => StatusCode::BAD_REQUEST,
         HubRefusal::NotRunning => StatusCode::INTERNAL_SERVER_ERROR,
     }

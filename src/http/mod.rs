@@ -12,6 +12,7 @@ mod api;
 mod artifacts;
 mod auth;
 mod body_deadline;
+mod budgets;
 mod dashboard;
 mod events;
 mod health;
@@ -108,6 +109,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/usage", get(usage::usage))
+        .route("/api/budgets", get(budgets::budgets))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))
         .route("/api/artifacts", get(artifacts::list))

@@ -22,6 +22,7 @@ use super::{AppState, MAX_TEXT_BYTES};
 use crate::bot_id::BotId;
 use crate::dispatcher::{DropReason, Handled};
 use crate::engine::Tap;
+use crate::field_bound::{self, Cap};
 
 /// The request fields baton reads; the rest of OpenAI's request is accepted and ignored.
 #[derive(Debug, Deserialize)]
@@ -77,6 +78,11 @@ pub(super) async fn chat_completions(
         Ok(request) => request,
         Err(rejection) => return error(rejection.status(), &rejection.body_text()),
     };
+    for (field, value) in [("model", &request.model), ("bot_id", &request.bot_id)] {
+        if let Err(err) = field_bound::check_str(field, value.as_deref(), Cap::Id) {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, &err.to_string());
+        }
+    }
     let Some(bot) = request.bot_id.as_deref().or(request.model.as_deref()) else {
         return error(
             StatusCode::BAD_REQUEST,

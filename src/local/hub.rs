@@ -35,6 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sender_name::{NameRefused, NameRules};
 use crate::config::LocalConfig;
+use crate::field_bound::{self, Cap, FieldTooLong};
 use crate::timing::now_ms;
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
@@ -43,7 +44,7 @@ pub const POSTED_KEYS: usize = 4096;
 
 /// Longest room name, message id, delivery id, thread or reply-to a post may carry, in bytes:
 /// each is kept in the room's log and the store, so none may be larger than an id needs.
-pub const MAX_ID_BYTES: usize = 256;
+pub use crate::field_bound::MAX_ID_BYTES;
 
 /// How long a post waits for the bot accounts to record it before it is refused.
 const RECORD_WAIT: Duration = Duration::from_secs(10);
@@ -130,15 +131,8 @@ pub enum HubRefusal {
     BadSender(#[from] NameRefused),
     /// An id-like field (room, message id, delivery id, thread, reply-to) over
     /// [`MAX_ID_BYTES`].
-    #[error(
-        "`{field}` is {len} bytes, over the {MAX_ID_BYTES} bytes an id may have; send a shorter one"
-    )]
-    FieldTooLong {
-        /// The field.
-        field: &'static str,
-        /// Its length in bytes.
-        len: usize,
-    },
+    #[error(transparent)]
+    FieldTooLong(#[from] FieldTooLong),
     /// No running local account for that bot.
     #[error("the bot's local account is not running")]
     NotRunning,
@@ -552,9 +546,7 @@ fn check_ids(room: &str, post: &Post) -> Result<(), HubRefusal> {
         ("reply_to", post.reply_to.as_deref()),
     ];
     for (field, value) in fields {
-        if let Some(len) = value.map(str::len).filter(|&len| len > MAX_ID_BYTES) {
-            return Err(HubRefusal::FieldTooLong { field, len });
-        }
+        field_bound::check_str(field, value, Cap::Id)?;
     }
     Ok(())
 }
@@ -768,17 +760,17 @@ mod tests {
             ),
         ];
         for (field, p) in posts {
+            let HubRefusal::FieldTooLong(refused) = hub.post("room", p).unwrap_err() else {
+                panic!("{field} not refused as too long");
+            };
             assert_eq!(
-                hub.post("room", p).unwrap_err(),
-                HubRefusal::FieldTooLong {
-                    field,
-                    len: MAX_ID_BYTES + 1
-                }
+                (refused.field.as_str(), refused.len),
+                (field, MAX_ID_BYTES + 1)
             );
         }
         assert!(matches!(
             hub.post(&long, post("alice", "hi")).unwrap_err(),
-            HubRefusal::FieldTooLong { field: "room", .. }
+            HubRefusal::FieldTooLong(refused) if refused.field == "room"
         ));
         assert!(hub.messages("room", None).is_empty());
         let fits = "i".repeat(MAX_ID_BYTES);

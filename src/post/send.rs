@@ -11,7 +11,8 @@
 use std::time::Duration;
 
 use baton_contract::{
-    Adapter, ChatId, CommandReply, MessageId, OutboundMessage, SendError, ThreadId, UserId,
+    Adapter, ChatId, CommandReply, MessageId, OutboundMessage, SendError, StreamFor, StreamStart,
+    ThreadId, UserId,
 };
 
 use super::files::post_files;
@@ -96,7 +97,7 @@ pub async fn deliver(
     let total = chunks.len();
     let mut ids = Vec::with_capacity(total);
     for (n, chunk) in chunks.into_iter().enumerate() {
-        let posted = post_chunk(adapter, handover, target, journal, n, chunk)
+        let posted = post_chunk(adapter, handover, target, journal, n, chunk, Via::Post)
             .await
             .map_err(|cause| DeliveryFailed {
                 chunk: n,
@@ -133,6 +134,8 @@ async fn chunks(text: &str, limit: usize) -> Vec<String> {
 pub(super) enum Posted {
     /// Posted now, with this text.
     Now(MessageId),
+    /// Posted now as a live stream ([`Via::Stream`]), showing this text.
+    Live(MessageId),
     /// Posted by an earlier attempt of the same run (a replay); its text is not known here.
     Before(MessageId),
 }
@@ -140,9 +143,19 @@ pub(super) enum Posted {
 impl Posted {
     pub(super) fn id(self) -> MessageId {
         match self {
-            Posted::Now(id) | Posted::Before(id) => id,
+            Posted::Now(id) | Posted::Live(id) | Posted::Before(id) => id,
         }
     }
+}
+
+/// How a chunk's post is made.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Via<'a> {
+    /// An ordinary post.
+    Post,
+    /// The start of a live stream for this person (`stream = "native"`), where the platform
+    /// takes one.
+    Stream(&'a StreamFor),
 }
 
 /// Post chunk `n` of the journal's run once: its idempotency key `<run id>#<n>` is recorded as
@@ -155,6 +168,7 @@ pub(super) async fn post_chunk(
     journal: &Journal,
     n: usize,
     text: String,
+    via: Via<'_>,
 ) -> Result<Posted, Undelivered> {
     let key = format!("{}#{n}", journal.run_id());
     match journal.store().send_begin(&key, now_ms()).await? {
@@ -170,7 +184,13 @@ pub(super) async fn post_chunk(
         idempotency_key: key,
         ephemeral: target.ephemeral.clone(),
     };
-    let sent = with_retry(|| adapter.send(&message)).await?;
+    let (sent, live) = match via {
+        Via::Post => (with_retry(|| adapter.send(&message)).await?, false),
+        Via::Stream(to) => match with_retry(|| adapter.stream_start(&message, to)).await? {
+            StreamStart::Live(sent) => (sent, true),
+            StreamStart::Posted(sent) => (sent, false),
+        },
+    };
     let members = if handover.is_empty() {
         Vec::new()
     } else {
@@ -187,7 +207,11 @@ pub(super) async fn post_chunk(
         )
         .await;
     handover.run(events, filed);
-    Ok(Posted::Now(sent.message_id))
+    Ok(if live {
+        Posted::Live(sent.message_id)
+    } else {
+        Posted::Now(sent.message_id)
+    })
 }
 
 /// Run a platform call, and again after each 429's `Retry-After` (nothing was done, so it is

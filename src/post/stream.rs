@@ -15,16 +15,24 @@
 //! often a message may be edited (Feishu: 20), the stream stops editing a post one edit short
 //! of the cap, keeping the last edit for the finished text.
 //!
+//! With `stream = "native"` where the platform streams itself ([`Streamer::streaming_for`]),
+//! each post is started as a live stream: while it is the growing end of the reply it is
+//! updated with what it adds (no edit cap), and it is ended once with its final text, when it
+//! is full or the reply is finished. Text that does not only add (a draft taken back) waits
+//! for that end. A platform that refuses the stream gets an ordinary post, edited as above.
+//!
 //! Text shown before the model called tools is a draft, not the reply: the last pass edits the
 //! posts to the reply, and posts the reply does not need (the draft was longer) are deleted,
 //! as are all of them when the turn ends silent or its flow refuses the reply
 //! ([`Streamer::withdraw`]).
 
-use baton_contract::{Adapter, DeleteMessage, EditMessage, MessageId, Preview};
+use baton_contract::{
+    Adapter, DeleteMessage, EditMessage, MessageId, Preview, StreamFor, StreamText,
+};
 
 use super::files::post_files;
 use super::handover::Handover;
-use super::send::{Posted, post_chunk, with_retry};
+use super::send::{Posted, Via, post_chunk, with_retry};
 use super::{DeliveryFailed, Target, Undelivered, split};
 use crate::mirror::Journal;
 
@@ -37,6 +45,8 @@ struct Post {
     edits: u32,
     /// Its transcript entry may hold a draft until the last pass.
     recorded_draft: bool,
+    /// A live stream of the platform's own, to be updated and ended with the stream calls.
+    live: bool,
 }
 
 /// The posts of one streamed reply.
@@ -54,6 +64,12 @@ pub struct Streamer<'a> {
     /// has one): its draft id, and whether it has been shown. Nothing is posted before
     /// [`Streamer::finish`], which posts the reply as a whole reply is posted.
     preview: Option<(u32, bool)>,
+    /// Each post is a live stream of the platform's own, for this person.
+    native: Option<StreamFor>,
+    /// The reply's bounds (`[limits] max_reply_bytes`, `max_posts_per_reply`): while it is
+    /// written, no more is shown than the bounded reply can keep.
+    max_bytes: usize,
+    max_posts: usize,
 }
 
 impl<'a> Streamer<'a> {
@@ -74,7 +90,26 @@ impl<'a> Streamer<'a> {
             posts: Vec::new(),
             before_post: None,
             preview: None,
+            native: None,
+            max_bytes: usize::MAX,
+            max_posts: usize::MAX,
         }
+    }
+
+    /// Show no more while the reply is written than a reply within `max_bytes` and
+    /// `max_posts` posts keeps: its first `max_bytes`, in at most `max_posts - 1` posts (a cut
+    /// reply's note takes the last post; `engine/reply_bound.rs`).
+    pub fn bounded(mut self, max_bytes: usize, max_posts: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self.max_posts = max_posts;
+        self
+    }
+
+    /// Start each post as a live stream for `to` where the platform streams replies itself
+    /// (`stream = "native"`, [`Adapter::streams_in`]).
+    pub fn streaming_for(mut self, to: StreamFor) -> Self {
+        self.native = Some(to);
+        self
     }
 
     /// Show the reply as a preview (the adapter's [`Adapter::preview`]) rather than in posts
@@ -99,10 +134,20 @@ impl<'a> Streamer<'a> {
     /// fails is logged and left to the last pass; only a post that must not be retried (an
     /// earlier attempt was cut off mid-post) stops the stream.
     pub async fn show(&mut self, text: &str) -> Result<(), DeliveryFailed> {
+        // Past the bounds nothing more is shown: the finished reply is cut there anyway.
+        let mut end = text.len().min(self.max_bytes);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &text[..end];
         if text.is_empty() {
             return Ok(());
         }
-        let chunks = split(text, self.limit);
+        let mut chunks = split(text, self.limit);
+        chunks.truncate(self.max_posts.saturating_sub(1));
+        if chunks.is_empty() {
+            return Ok(());
+        }
         if let Some((draft_id, shown)) = &mut self.preview {
             // A preview shows the reply's first post; the rest arrives with the finished reply.
             let preview = Preview {
@@ -121,6 +166,8 @@ impl<'a> Streamer<'a> {
         }
         let total = chunks.len();
         for (n, chunk) in chunks.into_iter().enumerate() {
+            // The last post shown is not final yet: the reply's growing end, or where its bounds
+            // stop it (the last pass puts the cut reply's end and note there).
             let closing = n + 1 < total;
             if let Err(cause) = self.put(n, chunk, Pass::Streaming { closing }).await {
                 if matches!(cause, Undelivered::Interrupted) {
@@ -217,6 +264,7 @@ impl<'a> Streamer<'a> {
             if let Some(before_post) = self.before_post {
                 before_post(&text);
             }
+            let via = self.native.as_ref().map_or(Via::Post, Via::Stream);
             let posted = post_chunk(
                 self.adapter,
                 &self.handover,
@@ -224,25 +272,28 @@ impl<'a> Streamer<'a> {
                 self.journal,
                 n,
                 text.clone(),
+                via,
             );
-            let post = match posted.await? {
-                Posted::Now(id) => Post {
-                    id,
-                    shown: Some(text),
-                    edits: 0,
-                    recorded_draft: true,
-                },
-                // Made and recorded by an attempt a crash cut off: its entry gets the final text.
-                Posted::Before(id) => Post {
-                    id,
-                    shown: None,
-                    edits: 0,
-                    recorded_draft: true,
-                },
+            let (id, shown, live) = match posted.await? {
+                Posted::Now(id) => (id, Some(text), false),
+                Posted::Live(id) => (id, Some(text), true),
+                // Made and recorded by an attempt a crash cut off: its entry gets the final
+                // text (a stream it started is ended, or edited where it ended already).
+                Posted::Before(id) => (id, None, self.native.is_some()),
+            };
+            let post = Post {
+                id,
+                shown,
+                edits: 0,
+                recorded_draft: true,
+                live,
             };
             self.posts.push(post);
             return Ok(());
         };
+        if post.live && !post.id.as_str().is_empty() {
+            return self.put_live(n, text, pass).await;
+        }
         if post.shown.as_deref() == Some(text.as_str()) || post.id.as_str().is_empty() {
             return Ok(());
         }
@@ -274,6 +325,34 @@ impl<'a> Streamer<'a> {
         let post = &mut self.posts[n];
         post.shown = Some(edit.text);
         post.edits += 1;
+        Ok(())
+    }
+
+    /// Update live stream `n` with what `text` adds, or end it showing `text` once the post
+    /// is final.
+    async fn put_live(&mut self, n: usize, text: String, pass: Pass) -> Result<(), Undelivered> {
+        let post = &self.posts[n];
+        let stream = StreamText {
+            chat: self.target.chat.clone(),
+            thread: self.target.thread.clone(),
+            message_id: post.id.clone(),
+            shown: post.shown.clone(),
+            text,
+        };
+        match pass {
+            Pass::Streaming { closing: false } => {
+                // Text that does not only add waits for the stream's end.
+                if stream.added().is_none_or(str::is_empty) {
+                    return Ok(());
+                }
+                with_retry(|| self.adapter.stream_update(&stream)).await?;
+            }
+            Pass::Streaming { closing: true } | Pass::Last => {
+                with_retry(|| self.adapter.stream_end(&stream)).await?;
+                self.posts[n].live = false;
+            }
+        }
+        self.posts[n].shown = Some(stream.text);
         Ok(())
     }
 }

@@ -128,6 +128,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
                 answering: None,
                 typing_at: None,
                 gate: None,
+                asker: None,
             };
             // A failure to post is recorded by the post.
             let _ = turn.answer(plan, reply).await;

@@ -48,7 +48,7 @@ pub enum ToolName {
     ArtifactGet,
     /// `artifacts_list`: the artifacts of a session or a run.
     ArtifactsList,
-    /// `progress`: report how far the delivery being worked on has got.
+    /// `progress`: report how far the turn (the delivery being worked on) has got.
     Progress,
     /// `reply_attach`: post artifacts as files with this turn's reply.
     ReplyAttach,
@@ -192,9 +192,10 @@ impl ToolName {
                  run_id). Without arguments, the ones made in your session."
             }
             ToolName::Progress => {
-                "While you work on a task another bot sent you (sessions_send), tell it how far \
-                 you have got: a short line, optionally step N of M. The sender sees the latest \
-                 in session_status."
+                "Say how far you have got on a long task: a short line, optionally step N of M. \
+                 On a task another bot sent you (sessions_send), the sender sees the latest in \
+                 session_status; in a chat, it shows as your typing status where the platform \
+                 has one."
             }
             ToolName::ReplyAttach => {
                 "Attach artifacts (by id) to your reply in this turn: each is posted as a file \

@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 23] = [
+const STEPS: [(&str, &str); 25] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -106,6 +106,14 @@ const STEPS: [(&str, &str); 23] = [
     (
         include_str!("migrations/025_usage.sql"),
         include_str!("migrations/postgres/025_usage.sql"),
+    ),
+    (
+        include_str!("migrations/026_chain_runner.sql"),
+        include_str!("migrations/postgres/026_chain_runner.sql"),
+    ),
+    (
+        include_str!("migrations/027_chain_trigger.sql"),
+        include_str!("migrations/postgres/027_chain_trigger.sql"),
     ),
 ];
 

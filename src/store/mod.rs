@@ -94,7 +94,8 @@ pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, content_path, sha
 pub use audit::{AuditRecord, NewAudit};
 pub use chains::{
     BATON, Chain, ChainClose, ChainEntry, ChainEntryKind, ChainError, ChainOrigin, ChainQuery,
-    ChainState, ChainStep, Handed, Handoff, Holder, NewChain, Posted, turn_run_id, turn_runs,
+    ChainState, ChainStep, Handed, Handoff, Holder, LeftChain, NewChain, Posted, turn_run_id,
+    turn_runs,
 };
 pub use chat_settings::{Activation, ChatSettings};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
@@ -129,7 +130,8 @@ pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQu
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
 pub use usage::{
-    Charged, LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow, UsageTally,
+    Charged, LimitOverride, NewUsage, SpendQuery, Spent, UsageGroup, UsageRow, UsageSeen,
+    UsageTally,
 };
 pub use writer::{Queued, QueuedEarly};
 

@@ -60,7 +60,7 @@ pub enum PruneTable {
     /// Sessions idle since before the date, with their transcripts.
     Sessions,
     /// Model calls' usage rows, by when the call was made (a budget's window older than the
-    /// date then counts less).
+    /// date then counts less), but for the newest row.
     Usage,
 }
 
@@ -129,8 +129,11 @@ impl PruneTable {
                      LIMIT ?2)"
             }
             PruneTable::Usage => {
+                // The newest row stays, so ids never start again from 1 (SQLite reuses the
+                // largest id once it is gone): budget tallies count rows by id.
                 "DELETE FROM usage WHERE id IN
-                    (SELECT id FROM usage WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)"
+                    (SELECT id FROM usage WHERE ts_ms < ?1 AND id < (SELECT MAX(id) FROM usage)
+                     ORDER BY id LIMIT ?2)"
             }
             PruneTable::Chains => return delete_closed_chains(db, before),
             PruneTable::History => return delete_idle_history(db, before),

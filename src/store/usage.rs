@@ -1,10 +1,13 @@
 //! Usage: one row per model call, charged to a bot, to the chat its trigger happened in and to
-//! the trigger (SPEC section 12). A budget check reads only the rows written since its last
-//! read ([`Store::usage_tally`], by id), plus once a window's rows when it first counts it, each
-//! from the index on its scope's key and the time (`usage_bot`, `usage_chat`, `usage_trigger`,
-//! `usage_ts`). That needs ids that become visible in their order: SQLite has one writer, and
-//! on PostgreSQL each insert first takes the same transaction lock, so ids are drawn in commit
-//! order there too.
+//! the trigger (SPEC section 12). A budget tally reads a window's rows once, when it first
+//! counts it, from the index on its scope's key and the time (`usage_bot`, `usage_chat`,
+//! `usage_trigger`, `usage_ts`), and then only rows with a larger id: on PostgreSQL, the rows
+//! every instance wrote since its last read ([`Store::usage_tally`]); on SQLite, which one
+//! instance writes, the ids [`Store::usage_record`] hands back. That needs ids that become
+//! visible in their order and never start again: SQLite has one writer and pruning keeps the
+//! newest row; on PostgreSQL each insert first takes the same transaction lock (a sequence
+//! alone hands out ids in the order inserts begin, not the order they commit, and a reader
+//! that counted id 11 would never count a 10 committed after it).
 //!
 //! Beside the rows: when a budget's notice or warning last went out (`budget_notices`, claimed
 //! by one conditional upsert, so once per window even with several instances racing), and the
@@ -14,7 +17,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::sql::{Db, DbError, Value, args};
+use super::sql::{Db, DbError, Engine, Value, args};
 use super::{Store, StoreError};
 
 /// One model call's usage, to record.
@@ -101,12 +104,25 @@ pub struct Charged {
 pub struct UsageTally {
     /// Rows with an id above the one asked for, in id order.
     pub fresh: Vec<Charged>,
-    /// The largest id in the table: below the one asked for when rows were deleted down to
-    /// below it and ids restarted (SQLite reuses the largest id once it is gone).
-    pub top_id: i64,
-    /// Per window asked for, its rows up to the last of `fresh` (or the id asked for), oldest
-    /// first, with only their time, tokens and cost set.
+    /// The id the windows' rows go up to: the last of `fresh`, else the id asked for, else
+    /// (no rows asked for) the largest in the table.
+    pub upto: i64,
+    /// Per window asked for, its rows up to `upto`, oldest first, with only their time, tokens
+    /// and cost set.
     pub windows: Vec<Vec<Charged>>,
+    /// The limits admins set, by budget name.
+    pub limits: HashMap<String, LimitOverride>,
+}
+
+/// What SQLite's usage rows name, for a tally that then counts only its own instance's rows.
+#[derive(Debug, Clone, Default)]
+pub struct UsageSeen {
+    /// Every bot.
+    pub bots: Vec<String>,
+    /// Every chat, as (platform, chat).
+    pub chats: Vec<(String, String)>,
+    /// Every trigger.
+    pub triggers: Vec<String>,
     /// The limits admins set, by budget name.
     pub limits: HashMap<String, LimitOverride>,
 }
@@ -224,13 +240,20 @@ fn spent(db: Db<'_>, query: &SpendQuery) -> Result<Spent, DbError> {
 }
 
 impl Store {
-    /// Records model calls' usage, once committed.
-    pub async fn usage_record(&self, rows: Vec<NewUsage>) -> Result<(), StoreError> {
+    /// Whether other instances may write usage rows too (PostgreSQL); on SQLite this one alone
+    /// does.
+    pub fn usage_shared(&self) -> bool {
+        self.engine() == Engine::Postgres
+    }
+
+    /// Records model calls' usage, once committed; their ids, in order.
+    pub async fn usage_record(&self, rows: Vec<NewUsage>) -> Result<Vec<i64>, StoreError> {
         self.write(move |db| {
             // Ids drawn in commit order across instances (see the module doc).
             db.exclusive("usage")?;
+            let mut ids = Vec::with_capacity(rows.len());
             for u in &rows {
-                db.execute(
+                let id = db.insert_id(
                     "INSERT INTO usage (ts_ms, bot, platform, chat, session, run_id, trigger_id,
                         instance, model, prompt_tokens, completion_tokens, cost_usd, estimated)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -250,8 +273,26 @@ impl Store {
                         u.estimated,
                     ],
                 )?;
+                ids.extend(id);
             }
-            Ok(())
+            Ok(ids)
+        })
+        .await
+    }
+
+    /// What a tally of the one instance writing SQLite starts from: the bots, chats
+    /// (`platform`, `chat`) and triggers some row names, and the limits admins set.
+    pub async fn usage_seen(&self) -> Result<UsageSeen, StoreError> {
+        self.read(move |db| {
+            let column = |sql| db.query_map(sql, args![], |r| r.get::<String>(0));
+            Ok(UsageSeen {
+                bots: column("SELECT DISTINCT bot FROM usage")?,
+                chats: db.query_map("SELECT DISTINCT platform, chat FROM usage", args![], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?,
+                triggers: column("SELECT DISTINCT trigger_id FROM usage")?,
+                limits: limits(db)?,
+            })
         })
         .await
     }
@@ -272,20 +313,29 @@ impl Store {
         .await
     }
 
-    /// The rows written after `after_id`, and the rows of each of `windows` with an id up to the
-    /// last of those (so they add up with the fresh ones without counting a row twice), and the
-    /// limits admins set, on one reader: what a budget check reads.
+    /// The rows written after `after_id` (none asked for: `None`), and the rows of each of
+    /// `windows` with an id up to the last of those (so they add up with the fresh ones without
+    /// counting a row twice), and the limits admins set, on one reader: what a budget check
+    /// reads.
     pub async fn usage_tally(
         &self,
-        after_id: i64,
+        after_id: Option<i64>,
         windows: Vec<SpendQuery>,
     ) -> Result<UsageTally, StoreError> {
         self.read(move |db| {
-            let top_id = db.query_row(
-                "SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM usage",
-                args![],
-                |r| r.get(0),
-            )?;
+            let Some(after_id) = after_id else {
+                let upto = db.query_row(
+                    "SELECT CAST(COALESCE(MAX(id), 0) AS BIGINT) FROM usage",
+                    args![],
+                    |r| r.get(0),
+                )?;
+                return Ok(UsageTally {
+                    fresh: Vec::new(),
+                    upto,
+                    windows: window_rows(db, &windows, upto)?,
+                    limits: limits(db)?,
+                });
+            };
             let fresh = db.query_map(
                 "SELECT id, ts_ms, bot, platform, chat, trigger_id,
                     prompt_tokens + completion_tokens, CAST(COALESCE(cost_usd, 0) AS DOUBLE PRECISION)
@@ -305,35 +355,10 @@ impl Store {
                 },
             )?;
             let upto = fresh.last().map_or(after_id, |c: &Charged| c.id);
-            let windows = windows
-                .iter()
-                .map(|query| {
-                    let (filter, mut params) = query.filter();
-                    params.push(Value::from(upto));
-                    let sql = format!(
-                        "SELECT ts_ms, prompt_tokens + completion_tokens,
-                            CAST(COALESCE(cost_usd, 0) AS DOUBLE PRECISION)
-                         FROM usage WHERE {filter} AND id <= ?{} ORDER BY ts_ms",
-                        params.len()
-                    );
-                    db.query_map(&sql, &params, |r| {
-                        Ok(Charged {
-                            ts_ms: r.get(0)?,
-                            tokens: r.get(1)?,
-                            cost_usd: r.get(2)?,
-                            id: 0,
-                            bot: String::new(),
-                            platform: String::new(),
-                            chat: String::new(),
-                            trigger_id: String::new(),
-                        })
-                    })
-                })
-                .collect::<Result<_, _>>()?;
             Ok(UsageTally {
+                windows: window_rows(db, &windows, upto)?,
                 fresh,
-                top_id,
-                windows,
+                upto,
                 limits: limits(db)?,
             })
         })
@@ -418,6 +443,39 @@ impl Store {
         })
         .await
     }
+}
+
+/// Each window's rows with an id up to `upto`, oldest first (time, tokens and cost).
+fn window_rows(
+    db: Db<'_>,
+    windows: &[SpendQuery],
+    upto: i64,
+) -> Result<Vec<Vec<Charged>>, DbError> {
+    windows
+        .iter()
+        .map(|query| {
+            let (filter, mut params) = query.filter();
+            params.push(Value::from(upto));
+            let sql = format!(
+                "SELECT ts_ms, prompt_tokens + completion_tokens,
+                    CAST(COALESCE(cost_usd, 0) AS DOUBLE PRECISION)
+                 FROM usage WHERE {filter} AND id <= ?{} ORDER BY ts_ms",
+                params.len()
+            );
+            db.query_map(&sql, &params, |r| {
+                Ok(Charged {
+                    ts_ms: r.get(0)?,
+                    tokens: r.get(1)?,
+                    cost_usd: r.get(2)?,
+                    id: 0,
+                    bot: String::new(),
+                    platform: String::new(),
+                    chat: String::new(),
+                    trigger_id: String::new(),
+                })
+            })
+        })
+        .collect()
 }
 
 /// The limits admins set, by budget name.

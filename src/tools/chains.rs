@@ -87,6 +87,7 @@ pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
             account: voice,
         },
         started_by: caller.bot.to_string(),
+        trigger: caller.trigger.clone(),
         opening: Opening::Announce,
     };
     match chains::start(shared, start).await {

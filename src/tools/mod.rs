@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use crate::backend::{ToolCall, ToolExecutor};
 use crate::engine::{Caller, Services};
+use crate::field_bound::{self, Cap};
 use crate::roster::ToolName;
 
 /// The tools one turn may call, bound to its caller.
@@ -110,7 +111,27 @@ pub(crate) fn error(message: impl Into<String>) -> Value {
     json!({"status": "error", "error": message.into()})
 }
 
-/// The arguments of a call as `T`, or an error result naming what is wrong.
+/// The arguments of a call as `T`, or an error result naming what is wrong: a field that will
+/// not parse, or one over its cap ([`cap_of`]).
 pub(crate) fn args<T: DeserializeOwned>(tool: ToolName, args: Value) -> Result<T, Value> {
-    serde_json::from_value(args).map_err(|err| error(format!("bad arguments for {tool}: {err}")))
+    let bad = |err: &dyn std::fmt::Display| error(format!("bad arguments for {tool}: {err}"));
+    if let Value::Object(fields) = &args {
+        for (field, value) in fields {
+            field_bound::check(field, value, cap_of(field)).map_err(|err| bad(&err))?;
+        }
+    }
+    serde_json::from_value(args).map_err(|err| bad(&err))
+}
+
+/// The cap of a tool argument, by its name: a name means the same in every tool. What is not
+/// text, content, a list or free JSON is an id or a name.
+fn cap_of(field: &str) -> Cap {
+    match field {
+        "message" | "prompt" | "content" | "summary" | "note" => Cap::Text,
+        // An artifact's content: `[artifacts] max_bytes`, checked by `artifact_put`.
+        "text" | "base64" => Cap::Elsewhere,
+        "expect" => Cap::Json,
+        "participants" | "artifacts" | "inputs" | "ids" => Cap::List(&Cap::Id),
+        _ => Cap::Id,
+    }
 }

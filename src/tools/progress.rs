@@ -1,6 +1,7 @@
-//! `progress(message, step?, of?)`: a bot working on another bot's `sessions_send` says how far
-//! it has got. The line is kept on the delivery (the sender's `session_status` shows the latest,
-//! `/api/deliveries` all of them) and announced on the event stream.
+//! `progress(message, step?, of?)`: a bot says how far its turn has got. Working on another
+//! bot's `sessions_send`, the line is kept on the delivery (the sender's `session_status` shows
+//! the latest, `/api/deliveries` all of them). In any turn it is announced on the event stream,
+//! and the chat's typing indicator says it where the platform's can carry text (Slack).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,14 +41,11 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
         ));
     }
     let caller = &tools.caller;
-    let not_a_delivery = || {
-        error(
-            "progress is for a turn working on another bot's sessions_send, and this turn is \
-             not one; just answer",
-        )
-    };
-    let (Some(run_id), Some(_)) = (&caller.run_id, &caller.passive_to) else {
-        return not_a_delivery();
+    let Some(run_id) = &caller.run_id else {
+        return error(
+            "progress is for a bot's turn (a chat's, or one working on another bot's \
+             sessions_send), and this call is from none; just answer",
+        );
     };
     let line = ProgressLine {
         ts_ms: now_ms(),
@@ -55,11 +53,15 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
         step: a.step,
         of: a.of,
     };
-    match tools.shared.store().progress_add(run_id, line).await {
-        Ok(true) => {}
-        Ok(false) => return not_a_delivery(),
-        Err(err) => return error(format!("could not record the progress: {err}")),
-    }
+    // On a delivery the line is kept (the sender's `session_status`, `/api/deliveries`);
+    // in any turn it is announced, and the chat's typing status says it where it can.
+    let kept = match &caller.passive_to {
+        Some(_) => match tools.shared.store().progress_add(run_id, line).await {
+            Ok(kept) => kept,
+            Err(err) => return error(format!("could not record the progress: {err}")),
+        },
+        None => false,
+    };
     tools.shared.events().emit(Event::Progress {
         run_id: run_id.clone(),
         bot: caller.bot.clone(),
@@ -68,5 +70,13 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
         step: a.step,
         of: a.of,
     });
-    json!({"status": "ok"})
+    if kept {
+        json!({"status": "ok"})
+    } else {
+        json!({
+            "status": "ok",
+            "note": "shown while this turn runs (on the chat's typing status where the platform \
+                     has one, and on /api/events); not kept, as this turn works on no delivery",
+        })
+    }
 }

@@ -9,8 +9,8 @@ use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use baton::backend::{
-    Backend, BackendError, ChatLine, MAX_TOOL_ROUNDS, NoTools, OpenAiBackend, OpenAiSettings, Role,
-    ToolSpec,
+    Backend, BackendError, ChatLine, MAX_TOOL_ROUNDS, NoSink, NoTools, OpenAiBackend,
+    OpenAiSettings, Role, ToolSpec,
 };
 use baton_contract::Secret;
 use serde_json::{Value, json};
@@ -50,6 +50,43 @@ fn roles(request: &Value) -> Vec<&str> {
 }
 
 // ---- openai ------------------------------------------------------------------------------------
+
+/// A model that never stops answering, whole or streamed: the read stops at the cap, the call
+/// fails at once (not retried) with the cap in its reason, and the next call is served.
+#[tokio::test]
+async fn openai_answer_past_the_read_cap_fails_the_call_unread() {
+    let fake = FakeOpenAi::start().await;
+    let mut settings = settings(&fake.base_url);
+    settings.max_read = 1 << 20;
+    let backend = OpenAiBackend::new(settings).unwrap();
+    for streamed in [false, true] {
+        fake.script("gpt-test", Step::Endless);
+        let asked = Instant::now();
+        let request = turn("gpt-test", "say everything");
+        let err = if streamed {
+            backend.run_streaming(&request, &NoTools, &NoSink).await
+        } else {
+            backend.run(&request, &NoTools).await
+        }
+        .unwrap_err();
+        assert!(
+            matches!(err, BackendError::TooLong(max) if max == 1 << 20),
+            "streamed {streamed}: {err:?}"
+        );
+        assert!(err.to_string().contains("max_reply_bytes"), "{err}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            asked.elapsed()
+        );
+    }
+    assert_eq!(fake.requests_for("gpt-test").len(), 2, "never retried");
+    let reply = backend
+        .run(&turn("gpt-test", "hi"), &NoTools)
+        .await
+        .unwrap();
+    assert_eq!(reply.text.as_deref(), Some("echo: hi"));
+}
 
 #[tokio::test]
 async fn openai_plain_reply() {

@@ -3,12 +3,13 @@
 //! the fake received (was the call made?), what the room shows (one notice), the transcript and
 //! `GET /api/usage`.
 
+
 use std::time::Duration;
 
-use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::gateway::{TestGateway, config_text, temp_db};
-use crate::support::world::World;
 use serde_json::{Value, json};
+use crate::support::fake_openai::{FakeOpenAi, Step};
+use crate::support::gateway::{TestGateway, config_text, config_with, temp_db};
+use crate::support::world::World;
 
 /// `[[budgets]]` text for one budget.
 fn budget(name: &str, keys: &str) -> String {
@@ -172,6 +173,33 @@ async fn a_trigger_budget_refuses_the_delegated_call_and_a_new_message_is_served
     ask(&gw, "room", "a", "hi").await;
     let said: Vec<Value> = gw.said_by("room", "a").await;
     assert_eq!(said.last().unwrap()["text"], "hello again");
+    gw.stop().await;
+}
+
+/// A chain set going by one message is one trigger: its first turn uses the trigger budget up,
+/// and the next participant's turn makes no model call.
+#[tokio::test]
+async fn a_trigger_budget_stops_a_chains_later_turn() {
+    let fake = FakeOpenAi::start().await;
+    fake.report_usage(80, 20);
+    fake.script("a", Step::reply("first thoughts"));
+    fake.script("b", Step::reply("second thoughts"));
+    let extra = format!(
+        "\n[chains]\nrounds = 1\n{}",
+        budget("per-message", "scope = \"trigger\"\ntokens = 100")
+    );
+    let bots = [("a", ""), ("b", "")];
+    let gw = World::start(&config_with(&fake.base_url, &bots, &extra)).await;
+
+    gw.say("room", "admin", "/baton chain start @a @b weigh the plan")
+        .await;
+    gw.settle().await;
+    assert_eq!(fake.requests_for("a").len(), 1, "a's turn was served");
+    assert!(
+        fake.requests_for("b").is_empty(),
+        "b's turn is charged to the same trigger, used up"
+    );
+    assert_eq!(notices(&gw, "room", "b").await.len(), 1);
     gw.stop().await;
 }
 

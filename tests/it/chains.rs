@@ -519,6 +519,7 @@ async fn a_chain_interrupted_by_a_restart_goes_on_from_where_its_turn_stood() {
             account: "snark".into(),
         },
         started_by: "admin".into(),
+        trigger: None,
     };
     let chain = store.create_chain(new, 1).await.unwrap();
     let handoff = Handoff {

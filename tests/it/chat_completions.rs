@@ -153,6 +153,47 @@ async fn bad_requests_get_clear_errors() {
     gw.stop().await;
 }
 
+/// Every field `/v1/chat/completions` reads is bounded, and the refusal names it.
+#[tokio::test]
+async fn each_field_over_its_cap_is_refused_naming_it() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], ""), &db).await;
+    let hello = json!([{"role": "user", "content": "hello"}]);
+    let long_id = "a".repeat(257);
+    let cases = [
+        (
+            json!({"model": long_id, "messages": hello}),
+            413,
+            "`model` is 257 bytes, over the 256",
+        ),
+        (
+            json!({"model": "alpha", "bot_id": long_id, "messages": hello}),
+            413,
+            "`bot_id` is 257 bytes, over the 256",
+        ),
+        (
+            json!({"model": "alpha", "user": "u".repeat(65), "messages": hello}),
+            400,
+            "1 to 64 characters",
+        ),
+        (
+            json!({"model": "alpha", "messages": [{"role": "user", "content": "x".repeat(100 * 1024 + 1)}]}),
+            413,
+            "over 100 kB",
+        ),
+    ];
+    for (body, status, says) in cases {
+        let answer = completion(&gw, body).await;
+        assert_eq!(answer.status(), status, "{says}");
+        let answer: Value = answer.json().await.unwrap();
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message}");
+    }
+    assert!(fake.requests_for("alpha").is_empty());
+    gw.stop().await;
+}
+
 /// What the official `openai` Python client does with a stream: prints each content delta as a
 /// JSON line the moment it arrives.
 const PYTHON_STREAM: &str = r#"

@@ -41,6 +41,13 @@ group_policy = "open"
 dm_policy = "open"
 activation = "mention"
 
+[[budgets]]
+name = "snark-daily"
+scope = "bot"
+match = { bot = "snark" }
+tokens = 1000000
+window = "1d"
+
 [admins]
 local = ["admin"]
 "#;
@@ -156,6 +163,24 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
         ]
     );
     browser.screenshot("dashboard-call").await;
+    // Each human message shows what its trigger cost in all: echo bots' tokens are estimated,
+    // and their model has no price.
+    let costs = browser
+        .until(
+            "the triggers' costs on their messages",
+            "const c = [...document.querySelectorAll('.entries[data-session] > .run > .kind-inbound')] \
+               .map(e => [e.querySelector('.entry-text').textContent, \
+                          (e.querySelector('.trigger-cost') || {}).textContent]); \
+             return c.length === 2 && c.every(([, cost]) => cost) ? c : null;",
+        )
+        .await;
+    for pair in costs.as_array().unwrap() {
+        let cost = pair[1].as_str().unwrap();
+        assert!(cost.ends_with(" tokens (est.)"), "{costs}");
+        let tokens: String = cost.chars().take_while(char::is_ascii_digit).collect();
+        assert!(tokens.parse::<u64>().unwrap() > 0, "{costs}");
+    }
+    assert_eq!(costs[0][0], "@snark hello there", "{costs}");
 
     // The roster tells who is here; the deliveries view lists the call.
     browser.goto(&format!("{}/#/deliveries", gw.base)).await;
@@ -236,6 +261,30 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     assert!(
         strings(&spend["chats"]).contains(&"local:lobby".to_owned()),
         "{spend}"
+    );
+    // The budgets closest to their limit: used, limit, share, and when the oldest call frees.
+    let fullest = browser
+        .until(
+            "the budgets closest to their limit",
+            "const r = document.querySelector('#spend-budgets tr[data-key=\"snark-daily\"]'); \
+             return r ? [...r.querySelectorAll('td')].map(td => td.textContent) : null;",
+        )
+        .await;
+    let cells = strings(&fullest);
+    assert_eq!(cells[0], "snark-daily", "{cells:?}");
+    assert!(
+        cells[1].ends_with(" tokens") && cells[1] != "0 tokens",
+        "{cells:?}"
+    );
+    assert_eq!(cells[2], "1,000,000 tokens", "{cells:?}");
+    assert_eq!(cells[3], "0%", "{cells:?}");
+    assert!(
+        cells[4].ends_with('m') || cells[4].ends_with('s'),
+        "{cells:?}"
+    );
+    assert!(
+        cells[4].starts_with("23h") || cells[4].starts_with("24h"),
+        "{cells:?}"
     );
     browser.close().await;
     gw.stop().await;

@@ -605,3 +605,139 @@ dm_policy = "open"
     assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
     gw.stop().await;
 }
+
+/// Every tool argument is bounded, each refusal naming the argument and its cap (ids 256
+/// bytes, texts 100 kB, lists 64 items, `expect` 16 KiB of JSON).
+#[tokio::test]
+async fn each_tool_argument_over_its_cap_is_refused_naming_it() {
+    let config = format!(
+        "{}\n[[bots]]\nid = \"any\"\nbackend = \"echo\"\ntools = [\"*\"]\n",
+        config("")
+    );
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config, &db).await;
+    let mut any = Mcp::connect(&gw, Some("any")).await;
+    let id = "i".repeat(257);
+    let text = "t".repeat(100 * 1024 + 1);
+    let many: Vec<String> = (0..65).map(|i| format!("art-{i}")).collect();
+    let expect = json!({"description": "d".repeat(16 * 1024)});
+    let cases = [
+        (
+            "sessions_send",
+            json!({"target": id, "message": "hi"}),
+            "`target` is 257 bytes, over the 256",
+        ),
+        (
+            "sessions_send",
+            json!({"target": "snark", "message": text}),
+            "`message` is 102401 bytes, over the 102400",
+        ),
+        (
+            "sessions_send",
+            json!({"target": "snark", "message": "hi", "idempotency_key": id}),
+            "`idempotency_key` is 257 bytes",
+        ),
+        (
+            "sessions_send",
+            json!({"target": "snark", "message": "hi", "artifacts": many}),
+            "`artifacts` is 65 items, over the 64",
+        ),
+        (
+            "sessions_send",
+            json!({"target": "snark", "message": "hi", "expect": expect}),
+            "`expect` is",
+        ),
+        ("sessions_list", json!({"bot": id}), "`bot` is 257 bytes"),
+        (
+            "sessions_history",
+            json!({"session": id}),
+            "`session` is 257 bytes",
+        ),
+        (
+            "session_status",
+            json!({"session": id}),
+            "`session` is 257 bytes",
+        ),
+        ("chain_create", json!({"name": id}), "`name` is 257 bytes"),
+        (
+            "chain_create",
+            json!({"name": "c", "participants": [id]}),
+            "`participants[]` is 257 bytes",
+        ),
+        (
+            "chain_add",
+            json!({"chain": id, "bot": "snark"}),
+            "`chain` is 257 bytes",
+        ),
+        (
+            "chain_pass",
+            json!({"chain": "ch", "bot": id}),
+            "`bot` is 257 bytes",
+        ),
+        (
+            "chain_pass",
+            json!({"chain": "ch", "bot": "snark", "prompt": text}),
+            "`prompt` is 102401 bytes",
+        ),
+        (
+            "chain_message",
+            json!({"chain": "ch", "content": text}),
+            "`content` is 102401 bytes",
+        ),
+        (
+            "chain_close",
+            json!({"chain": "ch", "summary": text}),
+            "`summary` is 102401 bytes",
+        ),
+        ("chain_status", json!({"chain": id}), "`chain` is 257 bytes"),
+        (
+            "artifact_put",
+            json!({"name": id, "text": "x"}),
+            "`name` is 257 bytes",
+        ),
+        (
+            "artifact_put",
+            json!({"name": "a.md", "text": "x", "media_type": id}),
+            "`media_type` is 257 bytes",
+        ),
+        (
+            "artifact_put",
+            json!({"name": "a.md", "text": "x", "inputs": many}),
+            "`inputs` is 65 items",
+        ),
+        ("artifact_get", json!({"id": id}), "`id` is 257 bytes"),
+        (
+            "artifacts_list",
+            json!({"run_id": id}),
+            "`run_id` is 257 bytes",
+        ),
+        (
+            "progress",
+            json!({"message": text}),
+            "`message` is 102401 bytes",
+        ),
+        (
+            "escalate_to_user",
+            json!({"message": text}),
+            "`message` is 102401 bytes",
+        ),
+        (
+            "resolve_agent_approval",
+            json!({"approval_id": id, "decision": "approve"}),
+            "`approval_id` is 257 bytes",
+        ),
+        (
+            "resolve_agent_approval",
+            json!({"approval_id": "a", "decision": "approve", "note": text}),
+            "`note` is 102401 bytes",
+        ),
+        ("reply_attach", json!({"ids": [id]}), "`ids[]` is 257 bytes"),
+    ];
+    for (tool, arguments, says) in cases {
+        let (result, is_error) = any.call(tool, arguments).await;
+        assert!(is_error, "{tool}: {result}");
+        let error = result["error"].as_str().unwrap_or_default();
+        assert!(error.contains(says), "{tool}: {error:.300}");
+    }
+    gw.stop().await;
+}

@@ -285,6 +285,35 @@ async fn a_reply_over_its_bounds_posts_its_start_and_a_note_and_is_kept_whole() 
     gw.stop().await;
 }
 
+/// A model that never stops answering: the gateway reads it up to its cap (from `[limits]
+/// max_reply_bytes` and `[artifacts] max_bytes`), fails the turn with that reason in the
+/// transcript, and tells the chat the usual error reply.
+#[tokio::test]
+async fn an_endless_model_answer_fails_the_turn_at_the_read_cap() {
+    let fake = FakeOpenAi::start().await;
+    fake.script("snark", Step::Endless);
+    let (_dir, db) = temp_db();
+    let extra = "[limits]\nmax_reply_bytes = 10000\n[artifacts]\nmax_bytes = 30000\n";
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["snark"], extra), &db).await;
+    gw.say("ops", "alice", "@snark never stop").await;
+    let failure = eventually(DEADLINE, "the turn's failure", || async {
+        let transcript = gw.transcript("bot:snark:local:snark:ops").await;
+        transcript.into_iter().find(|e| e["kind"] == "failure")
+    })
+    .await;
+    let text = failure.to_string();
+    assert!(
+        text.contains("ran past 125536 bytes") && text.contains("max_reply_bytes"),
+        "{failure:#}"
+    );
+    eventually(DEADLINE, "the error reply", || async {
+        let said = gw.said_by("ops", "snark").await;
+        (count(&said, "Sorry, my model backend failed.") == 1).then_some(())
+    })
+    .await;
+    gw.stop().await;
+}
+
 /// SIGTERM while a 16 MiB reply is being processed: the process exits within its drain time
 /// (`drain_seconds = 5` in the test config), plus a margin for the process's own teardown.
 #[tokio::test]

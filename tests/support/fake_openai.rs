@@ -52,6 +52,10 @@ pub enum Step {
         /// Tool calls the answer ends with: the text before them was a draft, not the reply.
         then: Vec<(String, Value)>,
     },
+    /// An answer that never ends, for the read caps: to a `stream: true` request, content
+    /// deltas forever; to a whole one, a JSON body whose content string never closes. It stops
+    /// when the client hangs up.
+    Endless,
 }
 
 /// Computes a tool call's arguments from the request body.
@@ -443,6 +447,7 @@ async fn chat_completions(
             Step::Slow { pieces, gap, then } => {
                 return slow(&shared, &body, (index, usage), pieces, gap, then).await;
             }
+            Step::Endless => return endless(&body),
             Step::Reply(text) => {
                 let message = json!({
                     "role": "assistant",
@@ -650,6 +655,48 @@ async fn slow(
     });
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        ))
+        .expect("valid response")
+}
+
+/// A [`Step::Endless`] answer: 64 KiB pieces of `x` until the client hangs up.
+fn endless(request: &Value) -> Response {
+    let streamed = request["stream"] == true;
+    let (start, piece, content_type) = if streamed {
+        let delta = |text: &str| {
+            let chunk = json!({
+                "id": "chatcmpl-endless", "object": "chat.completion.chunk",
+                "created": 1_741_569_952, "model": request["model"],
+                "choices": [{ "index": 0, "delta": { "content": text }, "finish_reason": null }],
+            });
+            format!("data: {chunk}\n\n")
+        };
+        (delta(""), delta(&"x".repeat(64 << 10)), "text/event-stream")
+    } else {
+        let start = json!({"id": "chatcmpl-endless", "object": "chat.completion", "model": request["model"]})
+            .to_string();
+        let start = format!(
+            "{},\"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"",
+            start.trim_end_matches('}')
+        );
+        (start, "x".repeat(64 << 10), "application/json")
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::spawn(async move {
+        if tx
+            .send(Ok::<_, std::convert::Infallible>(Bytes::from(start)))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let piece = Bytes::from(piece);
+        while tx.send(Ok(piece.clone())).await.is_ok() {}
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, content_type)
         .body(Body::from_stream(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         ))

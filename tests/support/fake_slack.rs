@@ -44,6 +44,21 @@ pub struct Post {
     pub rate_limited: bool,
 }
 
+/// One call of Slack's streaming methods as received.
+#[derive(Debug, Clone)]
+pub struct StreamCall {
+    /// `chat.startStream`, `chat.appendStream` or `chat.stopStream`.
+    pub method: &'static str,
+    /// The stream message's `ts` (for a start: the one it got).
+    pub ts: String,
+    /// The text it carried (`markdown_text`, or its `markdown_text` chunks).
+    pub text: String,
+    /// A start's `thread_ts`, `recipient_user_id` and `recipient_team_id`.
+    pub thread_ts: Option<String>,
+    pub recipient_user_id: Option<String>,
+    pub recipient_team_id: Option<String>,
+}
+
 #[derive(Default)]
 struct Inner {
     base: String,
@@ -68,6 +83,8 @@ struct Inner {
     update_limits: u32,
     /// `assistant.threads.setStatus` answers `missing_scope`.
     no_status_scope: bool,
+    /// Every thread status set, in order: (thread ts, status; empty clears it).
+    statuses: Vec<(String, String)>,
     /// Scopes `auth.test` says the bot token lacks (`x-oauth-scopes` leaves them out).
     withheld_scopes: Vec<String>,
     next_ts: u64,
@@ -80,6 +97,12 @@ struct Inner {
     upload_calls: usize,
     /// Files served at `/files-pri/...` to a known bot token.
     files: Shelf,
+    /// Every streaming call answered, in order.
+    stream_calls: Vec<StreamCall>,
+    /// Each stream's text so far, and whether it is still live, by `ts`.
+    streams: HashMap<String, (String, bool)>,
+    /// `chat.startStream` answers `unknown_method` (a workspace without the methods).
+    no_streams: bool,
 }
 
 /// One open websocket: its id in `spans`, and its outgoing frames.
@@ -136,6 +159,9 @@ impl FakeSlack {
             .route("/api/chat.postMessage", post(post_message))
             .route("/api/chat.update", post(update_message))
             .route("/api/chat.delete", post(delete_message))
+            .route("/api/chat.startStream", post(start_stream))
+            .route("/api/chat.appendStream", post(append_stream))
+            .route("/api/chat.stopStream", post(stop_stream))
             .route("/api/assistant.threads.setStatus", post(set_status))
             .route(
                 "/api/files.getUploadURLExternal",
@@ -169,6 +195,16 @@ impl FakeSlack {
     /// The next `n` `chat.postMessage` calls get 429 with `Retry-After: 1`.
     pub fn rate_limit_next(&self, n: u32) {
         self.inner.lock().unwrap().rate_limits = n;
+    }
+
+    /// `chat.startStream` answers `unknown_method`, as where the workspace has no streaming.
+    pub fn without_streams(&self) {
+        self.inner.lock().unwrap().no_streams = true;
+    }
+
+    /// Every call of the streaming methods answered `ok`, in order.
+    pub fn stream_calls(&self) -> Vec<StreamCall> {
+        self.inner.lock().unwrap().stream_calls.clone()
     }
 
     /// The next `n` `chat.update` calls get 429 with `Retry-After: 1`.
@@ -205,6 +241,12 @@ impl FakeSlack {
     /// How many `files.getUploadURLExternal` calls came, 429s included.
     pub fn upload_calls(&self) -> usize {
         self.inner.lock().unwrap().upload_calls
+    }
+
+    /// Every `assistant.threads.setStatus` accepted, in order: (thread ts, status), an empty
+    /// status clearing it.
+    pub fn statuses(&self) -> Vec<(String, String)> {
+        self.inner.lock().unwrap().statuses.clone()
     }
 
     /// Posts, edits and the thread status, in order (ids are `ts`).
@@ -573,6 +615,116 @@ async fn update_message(
     .into_response()
 }
 
+/// The next message `ts`.
+fn next_ts(inner: &mut Inner) -> String {
+    inner.next_ts += 1;
+    let n = inner.next_ts;
+    format!("{}.{:06}", n / 1_000_000, n % 1_000_000)
+}
+
+fn slack_error(error: &str) -> Response {
+    Json(json!({ "ok": false, "error": error })).into_response()
+}
+
+/// The text a streaming call adds: its `markdown_text`, then its `markdown_text` chunks.
+fn streamed_text(body: &Value) -> String {
+    let mut text = body["markdown_text"].as_str().unwrap_or("").to_owned();
+    for chunk in body["chunks"].as_array().into_iter().flatten() {
+        if chunk["type"] == "markdown_text" {
+            text.push_str(chunk["text"].as_str().unwrap_or(""));
+        }
+    }
+    text
+}
+
+fn opt(body: &Value, key: &str) -> Option<String> {
+    body[key].as_str().map(str::to_owned)
+}
+
+/// `chat.startStream`: a streamed reply, which must be in a thread and, in a channel, name
+/// its recipient.
+async fn start_stream(State(inner): State<Arc<Mutex<Inner>>>, Json(body): Json<Value>) -> Response {
+    let mut inner = inner.lock().unwrap();
+    if inner.no_streams {
+        return slack_error("unknown_method");
+    }
+    let channel = body["channel"].as_str().unwrap_or("").to_owned();
+    if body["thread_ts"].as_str().is_none() {
+        return slack_error("invalid_arguments");
+    }
+    if channel.starts_with('C') {
+        if body["recipient_user_id"].as_str().is_none() {
+            return slack_error("missing_recipient_user_id");
+        }
+        if body["recipient_team_id"].as_str().is_none() {
+            return slack_error("missing_recipient_team_id");
+        }
+    }
+    let ts = next_ts(&mut inner);
+    let text = streamed_text(&body);
+    inner.streams.insert(ts.clone(), (text.clone(), true));
+    inner.seen.push(Seen::Post {
+        id: ts.clone(),
+        text: text.clone(),
+    });
+    inner.stream_calls.push(StreamCall {
+        method: "chat.startStream",
+        ts: ts.clone(),
+        text,
+        thread_ts: opt(&body, "thread_ts"),
+        recipient_user_id: opt(&body, "recipient_user_id"),
+        recipient_team_id: opt(&body, "recipient_team_id"),
+    });
+    Json(json!({ "ok": true, "channel": channel, "ts": ts })).into_response()
+}
+
+/// `chat.appendStream` and `chat.stopStream`: add to a live stream (and end it).
+fn grow_stream(inner: &Mutex<Inner>, body: &Value, method: &'static str) -> Response {
+    let mut inner = inner.lock().unwrap();
+    let ts = body["ts"].as_str().unwrap_or("").to_owned();
+    let added = streamed_text(body);
+    let Some((text, live)) = inner.streams.get_mut(&ts) else {
+        return slack_error("message_not_found");
+    };
+    if !*live {
+        return slack_error("message_not_in_streaming_state");
+    }
+    text.push_str(&added);
+    let now = text.clone();
+    *live = method == "chat.appendStream";
+    if !added.is_empty() {
+        inner.seen.push(Seen::Edit {
+            id: ts.clone(),
+            text: now.clone(),
+        });
+    }
+    inner.stream_calls.push(StreamCall {
+        method,
+        ts: ts.clone(),
+        text: added,
+        thread_ts: None,
+        recipient_user_id: None,
+        recipient_team_id: None,
+    });
+    let mut answer = json!({ "ok": true, "channel": body["channel"], "ts": ts });
+    if method == "chat.stopStream" {
+        answer["message"] =
+            json!({ "type": "message", "text": now, "user": "U_BOT", "ts": ts, "bot_id": "B_BOT" });
+    }
+    Json(answer).into_response()
+}
+
+async fn append_stream(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    Json(body): Json<Value>,
+) -> Response {
+    grow_stream(&inner, &body, "chat.appendStream")
+}
+
+async fn stop_stream(State(inner): State<Arc<Mutex<Inner>>>, Json(body): Json<Value>) -> Response {
+    grow_stream(&inner, &body, "chat.stopStream")
+}
+
 async fn delete_message(
     State(inner): State<Arc<Mutex<Inner>>>,
     Json(body): Json<Value>,
@@ -590,17 +742,26 @@ async fn set_status(
     State(inner): State<Arc<Mutex<Inner>>>,
     Json(body): Json<Value>,
 ) -> Json<Value> {
-    let inner = inner.lock().unwrap();
+    let mut inner = inner.lock().unwrap();
     if inner.no_status_scope {
         return Json(json!({ "ok": false, "error": "missing_scope", "needed": "assistant:write" }));
     }
     let at = body["thread_ts"].as_str().unwrap_or("").to_owned();
-    inner
-        .seen
-        .push(match body["status"].as_str().unwrap_or("") {
-            "" => Seen::TypingOff { at },
-            _ => Seen::TypingOn { at },
-        });
+    let status = body["status"].as_str().unwrap_or("").to_owned();
+    // A new status on a thread whose status shows already changes its words, not whether
+    // the bot is seen working.
+    let showing = inner
+        .statuses
+        .iter()
+        .rev()
+        .find(|(thread, _)| *thread == at)
+        .is_some_and(|(_, status)| !status.is_empty());
+    inner.statuses.push((at.clone(), status.clone()));
+    match (status.is_empty(), showing) {
+        (true, _) => inner.seen.push(Seen::TypingOff { at }),
+        (false, false) => inner.seen.push(Seen::TypingOn { at }),
+        (false, true) => {}
+    }
     Json(json!({ "ok": true }))
 }
 

@@ -8,6 +8,7 @@ use crate::feedback::{DeleteMessage, EditMessage, Preview, Typing, TypingTarget}
 use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
 use crate::inbound::InboundEvent;
+use crate::native_stream::{StreamFor, StreamStart, StreamText};
 use crate::outbound::{OutboundMessage, SendError, SentMessage};
 use crate::sibling_post::SiblingPost;
 use crate::upload::OutboundFile;
@@ -181,6 +182,45 @@ pub trait Adapter: Send + Sync + 'static {
         })
     }
 
+    /// Whether a reply to `chat` can stream by the platform's own streaming
+    /// ([`Adapter::stream_start`]): `stream = "native"` then uses it. The default: no.
+    fn streams_in(&self, chat: &ChatId) -> bool {
+        let _ = chat;
+        false
+    }
+
+    /// Post `message` as the start of a live stream for `to`, with exactly one attempt
+    /// (a 429 is [`SendError::RateLimited`], nothing posted); where the platform refuses the
+    /// stream, post it as an ordinary message instead ([`StreamStart::Posted`]). The default
+    /// posts it.
+    async fn stream_start(
+        &self,
+        message: &OutboundMessage,
+        to: &StreamFor,
+    ) -> Result<StreamStart, SendError> {
+        let _ = to;
+        self.send(message).await.map(StreamStart::Posted)
+    }
+
+    /// Make a live stream show `update.text`, which extends what it shows, with one request.
+    async fn stream_update(&self, update: &StreamText) -> Result<(), SendError> {
+        let _ = update;
+        Err(SendError::Rejected {
+            code: "stream_unsupported".into(),
+            message: "this platform's adapter cannot stream replies".into(),
+        })
+    }
+
+    /// End a live stream showing exactly `end.text` (which need not extend what it shows).
+    /// A stream that ended already (a restart) is edited to the text where the platform can.
+    async fn stream_end(&self, end: &StreamText) -> Result<(), SendError> {
+        let _ = end;
+        Err(SendError::Rejected {
+            code: "stream_unsupported".into(),
+            message: "this platform's adapter cannot stream replies".into(),
+        })
+    }
+
     /// Whether [`Adapter::typing_start`] can show anything here (it is overridden). The gateway
     /// records every indicator before it is put up, so a crash cannot leave one up; an adapter
     /// that shows none is spared those two store writes per turn.
@@ -199,6 +239,24 @@ pub trait Adapter: Send + Sync + 'static {
     /// Take the indicator `typing_start` showed away again.
     async fn typing_stop(&self, at: &TypingTarget, typing: &Typing) -> Result<(), SendError> {
         let _ = (at, typing);
+        Ok(())
+    }
+
+    /// Whether the indicator can carry a line of text ([`Adapter::typing_says`] is overridden):
+    /// then the gateway shows the bot's latest `progress` line on it while the turn runs.
+    fn typing_shows_text(&self) -> bool {
+        false
+    }
+
+    /// Make the indicator `typing_start` showed say `line` (the bot's latest progress), with
+    /// exactly one request. The default shows nothing: a plain indicator stays as it is.
+    async fn typing_says(
+        &self,
+        at: &TypingTarget,
+        typing: &Typing,
+        line: &str,
+    ) -> Result<(), SendError> {
+        let _ = (at, typing, line);
         Ok(())
     }
 

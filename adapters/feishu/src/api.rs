@@ -221,18 +221,6 @@ impl Api {
         })
     }
 
-    /// `POST /open-apis/im/v1/messages/<id>/reply` with a text message; returns the new id.
-    pub async fn reply(
-        &self,
-        message_id: &str,
-        text: &str,
-        in_thread: bool,
-        uuid: &str,
-    ) -> Result<String, ApiError> {
-        let content = Content::text(text);
-        self.reply_with(message_id, &content, in_thread, uuid).await
-    }
-
     /// `POST /open-apis/im/v1/messages/<id>/reply` with `content`; returns the new id.
     pub async fn reply_with(
         &self,
@@ -255,11 +243,6 @@ impl Api {
         Ok(sent_id(&answer))
     }
 
-    /// `POST /open-apis/im/v1/messages?receive_id_type=chat_id` with a text message.
-    pub async fn create(&self, chat_id: &str, text: &str, uuid: &str) -> Result<String, ApiError> {
-        self.create_with(chat_id, &Content::text(text), uuid).await
-    }
-
     /// `POST /open-apis/im/v1/messages?receive_id_type=chat_id` with `content`.
     pub async fn create_with(
         &self,
@@ -276,6 +259,63 @@ impl Api {
         let path = "/open-apis/im/v1/messages?receive_id_type=chat_id";
         let answer = self.call(reqwest::Method::POST, path, Some(&body)).await?;
         Ok(sent_id(&answer))
+    }
+
+    /// `POST /open-apis/cardkit/v1/cards`: a card entity from Card JSON 2.0; returns its id.
+    pub async fn create_card(&self, card: &Value) -> Result<String, ApiError> {
+        let body = json!({ "type": "card_json", "data": card.to_string() });
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                "/open-apis/cardkit/v1/cards",
+                Some(&body),
+            )
+            .await?;
+        answer["data"]["card_id"]
+            .as_str()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::Transport("cardkit answered without a card_id".into()))
+    }
+
+    /// `PUT /open-apis/cardkit/v1/cards/<card>/elements/<element>/content`: the element's
+    /// whole text (a streaming card types out what it adds).
+    pub async fn card_text(
+        &self,
+        card_id: &str,
+        element_id: &str,
+        text: &str,
+        sequence: u64,
+        uuid: &str,
+    ) -> Result<(), ApiError> {
+        let body = json!({ "content": text, "sequence": sequence, "uuid": uuid });
+        let path = format!(
+            "/open-apis/cardkit/v1/cards/{}/elements/{}/content",
+            path_segment(card_id),
+            path_segment(element_id)
+        );
+        self.call(reqwest::Method::PUT, &path, Some(&body)).await?;
+        Ok(())
+    }
+
+    /// `PATCH /open-apis/cardkit/v1/cards/<card>/settings`: the card's `config` (ending its
+    /// streaming mode).
+    pub async fn card_settings(
+        &self,
+        card_id: &str,
+        config: &Value,
+        sequence: u64,
+        uuid: &str,
+    ) -> Result<(), ApiError> {
+        let settings = json!({ "config": config }).to_string();
+        let body = json!({ "settings": settings, "sequence": sequence, "uuid": uuid });
+        let path = format!(
+            "/open-apis/cardkit/v1/cards/{}/settings",
+            path_segment(card_id)
+        );
+        self.call(reqwest::Method::PATCH, &path, Some(&body))
+            .await?;
+        Ok(())
     }
 
     /// Upload `content` for a message: an image (`POST /open-apis/im/v1/images`,
@@ -484,7 +524,16 @@ pub struct Content {
 }
 
 impl Content {
-    fn text(text: &str) -> Content {
+    /// A card entity (CardKit), shown by its id.
+    pub fn card(card_id: &str) -> Content {
+        Content {
+            msg_type: "interactive",
+            body: json!({ "type": "card", "data": { "card_id": card_id } }),
+        }
+    }
+
+    /// A text message.
+    pub fn text(text: &str) -> Content {
         Content {
             msg_type: "text",
             body: json!({ "text": text }),

@@ -22,6 +22,7 @@
 //!   over: Feishu does not deliver bot posts to bots).
 
 pub mod api;
+mod card_stream;
 pub mod crypto;
 pub mod fragments;
 pub mod frame;
@@ -43,7 +44,8 @@ use baton_contract::{
     AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
     DownloadError, Downloaded, EditMessage, EventSink, FileRef, InboundEvent, LinkError,
     OutboundFile, OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, SiblingPost,
-    Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
+    StreamFor, StreamStart, StreamText, Typing, TypingTarget, UserId, WebhookRequest,
+    WebhookResponse, run_connection,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -248,6 +250,7 @@ pub struct FeishuAdapter {
     state: ConnectionCell,
     posted: Posted,
     membership: Membership,
+    cards: card_stream::CardStreams,
 }
 
 impl FeishuAdapter {
@@ -265,6 +268,17 @@ impl FeishuAdapter {
             state: ConnectionCell::default(),
             posted: Posted::default(),
             membership: Membership::default(),
+            cards: card_stream::CardStreams::default(),
+        }
+    }
+
+    /// Remember `sent` as this bot's post, so it is known as such when Feishu delivers it to a
+    /// sibling too.
+    fn known_as_mine(&self, sent: &SentMessage) {
+        if let Some(me) = self.identity() {
+            self.settings
+                .siblings
+                .posted(sent.message_id.as_str(), &me.open_id);
         }
     }
 
@@ -407,13 +421,31 @@ impl Adapter for FeishuAdapter {
 
     async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
         let sent = outbound::send(&self.api, &self.posted, message).await?;
-        if let Some(me) = self.identity() {
-            // Known as this bot's post when Feishu delivers it to a sibling too.
-            self.settings
-                .siblings
-                .posted(sent.message_id.as_str(), &me.open_id);
-        }
+        self.known_as_mine(&sent);
         Ok(sent)
+    }
+
+    fn streams_in(&self, _chat: &ChatId) -> bool {
+        self.cards.available()
+    }
+
+    async fn stream_start(
+        &self,
+        message: &OutboundMessage,
+        _to: &StreamFor,
+    ) -> Result<StreamStart, SendError> {
+        let started = self.cards.start(&self.api, &self.posted, message).await?;
+        let (StreamStart::Live(sent) | StreamStart::Posted(sent)) = &started;
+        self.known_as_mine(sent);
+        Ok(started)
+    }
+
+    async fn stream_update(&self, update: &StreamText) -> Result<(), SendError> {
+        self.cards.update(&self.api, update).await
+    }
+
+    async fn stream_end(&self, end: &StreamText) -> Result<(), SendError> {
+        self.cards.end(&self.api, end).await
     }
 
     fn max_upload_bytes(&self) -> Option<u64> {

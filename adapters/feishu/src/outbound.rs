@@ -16,7 +16,7 @@ use baton_contract::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::api::{Api, ApiError};
+use crate::api::{Api, ApiError, Content};
 
 /// How many posted message ids are remembered.
 const REMEMBERED: usize = 2048;
@@ -26,6 +26,16 @@ pub(crate) async fn send(
     api: &Api,
     posted: &Posted,
     message: &OutboundMessage,
+) -> Result<SentMessage, SendError> {
+    send_as(api, posted, message, &Content::text(&message.text)).await
+}
+
+/// Post `message` once, shown as `content`.
+pub(crate) async fn send_as(
+    api: &Api,
+    posted: &Posted,
+    message: &OutboundMessage,
+    content: &Content,
 ) -> Result<SentMessage, SendError> {
     let uuid = uuid_for(&message.idempotency_key);
     let thread = message.thread.as_ref().map(|t| t.as_str());
@@ -38,11 +48,8 @@ pub(crate) async fn send(
         .map(|m| m.as_str())
         .or(thread.filter(|t| t.starts_with("om_")));
     let sent = match target {
-        Some(id) => api.reply(id, &message.text, in_topic, &uuid).await,
-        None => {
-            api.create(message.chat.as_str(), &message.text, &uuid)
-                .await
-        }
+        Some(id) => api.reply_with(id, content, in_topic, &uuid).await,
+        None => api.create_with(message.chat.as_str(), content, &uuid).await,
     }
     .map_err(send_error)?;
     posted.remember(&sent);

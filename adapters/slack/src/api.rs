@@ -64,6 +64,7 @@ impl Api {
         Ok(Identity {
             user_id: me.user_id.to_string(),
             bot_id: me.bot_id.map(|b| b.to_string()),
+            team_id: me.team_id.to_string(),
         })
     }
 
@@ -117,6 +118,69 @@ impl Api {
         );
         let session = self.client.open_session(&self.bot_token);
         session.chat_update(&request).await.map_err(send_error)?;
+        Ok(())
+    }
+
+    /// `chat.startStream`: a streamed reply in the thread `thread_ts`, shown to `recipient`
+    /// (user and team ids), starting with `text`. Returns the stream message's `ts`.
+    pub async fn start_stream(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        recipient: Option<(&str, &str)>,
+        text: &str,
+    ) -> Result<String, SendError> {
+        let request = SlackApiChatStartStreamRequest::new(SlackChannelId(channel.to_owned()))
+            .with_thread_ts(SlackTs(thread_ts.to_owned()))
+            .opt_recipient_user_id(recipient.map(|(user, _)| SlackUserId(user.to_owned())))
+            .opt_recipient_team_id(recipient.map(|(_, team)| SlackTeamId(team.to_owned())))
+            .with_markdown_text(text.to_owned());
+        let session = self.client.open_session(&self.bot_token);
+        let started = session
+            .chat_start_stream(&request)
+            .await
+            .map_err(send_error)?;
+        Ok(started.ts.to_string())
+    }
+
+    /// `chat.appendStream`: add `text` to the stream `ts`.
+    pub async fn append_stream(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+    ) -> Result<(), SendError> {
+        let request = SlackApiChatAppendStreamRequest::new(
+            SlackChannelId(channel.to_owned()),
+            SlackTs(ts.to_owned()),
+        )
+        .with_markdown_text(text.to_owned());
+        let session = self.client.open_session(&self.bot_token);
+        session
+            .chat_append_stream(&request)
+            .await
+            .map_err(send_error)?;
+        Ok(())
+    }
+
+    /// `chat.stopStream`: end the stream `ts`, adding `text` (a markdown chunk) first.
+    pub async fn stop_stream(&self, channel: &str, ts: &str, text: &str) -> Result<(), SendError> {
+        let chunks = (!text.is_empty()).then(|| {
+            vec![SlackStreamChunk::MarkdownText {
+                text: text.to_owned(),
+            }]
+        });
+        let request = SlackApiChatStopStreamRequest::new(
+            SlackChannelId(channel.to_owned()),
+            SlackTs(ts.to_owned()),
+            SlackMessageContent::new(),
+        )
+        .opt_chunks(chunks);
+        let session = self.client.open_session(&self.bot_token);
+        session
+            .chat_stop_stream(&request)
+            .await
+            .map_err(send_error)?;
         Ok(())
     }
 

@@ -22,16 +22,17 @@ mod outbound;
 pub mod signature;
 mod socket;
 mod status;
+mod stream;
 
 use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_contract::{
-    AccountId, Adapter, AdapterError, Backoff, Capabilities, ConnectionCell, DeleteMessage,
+    AccountId, Adapter, AdapterError, Backoff, Capabilities, ChatId, ConnectionCell, DeleteMessage,
     DownloadError, Downloaded, EditMessage, EventSink, FileRef, LinkError, OutboundFile,
-    OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, Typing, TypingTarget,
-    UserId, WebhookRequest, WebhookResponse, run_connection,
+    OutboundMessage, Platform, Receive, Secret, SendError, SentMessage, StreamFor, StreamStart,
+    StreamText, Typing, TypingTarget, UserId, WebhookRequest, WebhookResponse, run_connection,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -99,6 +100,7 @@ pub struct SlackAdapter {
     app_id: Mutex<Option<String>>,
     state: ConnectionCell,
     status: status::Status,
+    streams: stream::Streams,
     files: download::Files,
 }
 
@@ -119,6 +121,7 @@ impl SlackAdapter {
             identity: RwLock::new(None),
             state: ConnectionCell::default(),
             status: status::Status::default(),
+            streams: stream::Streams::default(),
         }
     }
 
@@ -259,12 +262,48 @@ impl Adapter for SlackAdapter {
         outbound::delete(&self.api, message).await
     }
 
+    fn streams_in(&self, _chat: &ChatId) -> bool {
+        self.streams.available()
+    }
+
+    async fn stream_start(
+        &self,
+        message: &OutboundMessage,
+        to: &StreamFor,
+    ) -> Result<StreamStart, SendError> {
+        let team = self.identity().map(|me| me.team_id);
+        self.streams
+            .start(&self.api, team.as_deref(), message, to)
+            .await
+    }
+
+    async fn stream_update(&self, update: &StreamText) -> Result<(), SendError> {
+        self.streams.update(&self.api, update).await
+    }
+
+    async fn stream_end(&self, end: &StreamText) -> Result<(), SendError> {
+        self.streams.end(&self.api, end).await
+    }
+
     async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
         self.status.start(&self.api, at).await
     }
 
     async fn typing_stop(&self, at: &TypingTarget, _typing: &Typing) -> Result<(), SendError> {
         self.status.stop(&self.api, at).await
+    }
+
+    fn typing_shows_text(&self) -> bool {
+        true
+    }
+
+    async fn typing_says(
+        &self,
+        at: &TypingTarget,
+        _typing: &Typing,
+        line: &str,
+    ) -> Result<(), SendError> {
+        self.status.say(&self.api, at, line).await
     }
 
     async fn download(&self, file: &FileRef, limit: u64) -> Result<Downloaded, DownloadError> {

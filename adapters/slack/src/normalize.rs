@@ -21,6 +21,8 @@ pub struct Identity {
     pub user_id: String,
     /// The bot's id (`B…`): set on everything the app posts.
     pub bot_id: Option<String>,
+    /// The workspace's id (`T…`): a stream to a channel names the asker's team.
+    pub team_id: String,
 }
 
 /// Why a payload produced no event. Each is normal traffic, logged at debug level only.
@@ -292,6 +294,7 @@ mod tests {
         Identity {
             user_id: "W111".into(),
             bot_id: Some("B111".into()),
+            team_id: "T111".into(),
         }
     }
 
@@ -350,6 +353,7 @@ mod tests {
         let mine = Identity {
             user_id: "UB111".into(),
             bot_id: Some("B999".into()),
+            team_id: "T111".into(),
         };
         assert!(
             event_callback(&account(), &mine, &modern)

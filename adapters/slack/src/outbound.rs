@@ -71,7 +71,7 @@ pub(crate) async fn delete(api: &Api, message: &DeleteMessage) -> Result<(), Sen
 }
 
 /// The `ts` of a message the gateway knows by its id.
-fn message_ts(id: &MessageId) -> Result<&str, SendError> {
+pub(crate) fn message_ts(id: &MessageId) -> Result<&str, SendError> {
     ts_of(id).ok_or_else(|| SendError::Rejected {
         code: "bad_message_id".into(),
         message: format!("`{id}` is not a Slack message id"),

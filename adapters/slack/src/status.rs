@@ -1,6 +1,7 @@
 //! The typing indicator on Slack: the assistant thread status ("is working on it…") under the
 //! thread the reply goes to, set with `assistant.threads.setStatus` and cleared with an empty
-//! status when the turn ends.
+//! status when the turn ends. While the turn runs, the status says the bot's latest progress
+//! line instead, when it reports one.
 //!
 //! The method needs the `assistant:write` scope. An app without it (or a workspace where the
 //! method is refused) shows nothing: the first refusal is remembered and no further calls are
@@ -15,6 +16,9 @@ use crate::normalize::ts_of;
 
 /// What the status line says while the bot works.
 const WORKING: &str = "is working on it…";
+
+/// The longest progress line the status shows, in characters: it is one line under the thread.
+const MAX_STATUS_CHARS: usize = 150;
 
 /// Whether this app may set the status (unknown until the first call).
 #[derive(Default)]
@@ -51,6 +55,26 @@ impl Status {
             }
             Err(other) => Err(other),
         }
+    }
+
+    /// Make the status say `line` (cut to [`MAX_STATUS_CHARS`], the cut marked `…`).
+    pub(crate) async fn say(
+        &self,
+        api: &Api,
+        at: &TypingTarget,
+        line: &str,
+    ) -> Result<(), SendError> {
+        let Some(thread_ts) = thread_ts(at).filter(|_| !self.refused.load(Ordering::Relaxed))
+        else {
+            return Ok(());
+        };
+        let line = line.trim();
+        let status = match line.char_indices().nth(MAX_STATUS_CHARS - 1) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None if line.is_empty() => WORKING.to_owned(),
+            None => line.to_owned(),
+        };
+        api.set_status(at.chat.as_str(), thread_ts, &status).await
     }
 
     /// Clear the status again.

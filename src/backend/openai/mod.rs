@@ -12,9 +12,9 @@ use baton_contract::Secret;
 use serde_json::Value;
 
 use super::{
-    Backend, BackendError, BackendReply, ChatLine, IDLE_TIMEOUT, MAX_TOOL_ROUNDS, NoSink, Role,
-    TextSink, ToolExecutor, TurnRequest, Usage, describe_transport_error, error_message,
-    http_client, quote,
+    Backend, BackendError, BackendReply, ChatLine, DEFAULT_MAX_READ, IDLE_TIMEOUT, MAX_TOOL_ROUNDS,
+    NoSink, Role, TextSink, ToolExecutor, TurnRequest, Usage, describe_transport_error,
+    error_message, http_client, quote,
 };
 
 mod retry;
@@ -45,6 +45,9 @@ pub struct OpenAiSettings {
     pub retry_base_delay: Duration,
     /// The bot's model settings (temperature and the like), sent with every request.
     pub options: ModelOptions,
+    /// The most bytes read of one answer (a body, or a stream's text, tool calls and pending
+    /// event); past it the turn fails with [`BackendError::TooLong`] and the rest is not read.
+    pub max_read: usize,
 }
 
 impl OpenAiSettings {
@@ -69,6 +72,7 @@ impl OpenAiSettings {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             retry_base_delay: Self::DEFAULT_RETRY_BASE_DELAY,
             options: ModelOptions::default(),
+            max_read: DEFAULT_MAX_READ,
         }
     }
 
@@ -111,6 +115,24 @@ impl OpenAiSettings {
             .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
             .min(Self::MAX_BACKOFF);
         doubled.mul_f64(1.0 + rand::random::<f64>() * 0.25)
+    }
+}
+
+/// Why a whole body could not be read.
+enum BodyError {
+    /// The connection failed while reading.
+    Transport(reqwest::Error),
+    /// The body ran past this many bytes.
+    TooLong(usize),
+}
+
+impl BodyError {
+    /// As an attempt's failure: too long is final, a transport error is retried as `failure`.
+    fn or_else(self, failure: impl FnOnce(reqwest::Error) -> Failure) -> Attempt {
+        match self {
+            Self::TooLong(max) => Attempt::Final(FinalError::TooLong(max)),
+            Self::Transport(e) => Attempt::Retryable(failure(e)),
+        }
     }
 }
 
@@ -194,10 +216,10 @@ impl OpenAiBackend {
             return self.read(response, url, delivery, sink).await;
         }
         let retry_after = retry_after(response.headers());
-        let text = response
-            .text()
+        let text = self
+            .body(response)
             .await
-            .map_err(|e| Attempt::Retryable(Failure::Unreachable(self.redact(transport(e)))))?;
+            .map_err(|e| e.or_else(|e| Failure::Unreachable(self.redact(transport(e)))))?;
         let message = self.redact(error_message(status, &text));
         let failure = Failure::Status {
             status: status.as_u16(),
@@ -244,13 +266,18 @@ impl OpenAiBackend {
                         return Err(bad(format!("the stream was cut off: {}", transport(e))));
                     }
                 }
+                // Counted in what is kept, not in bytes read: a stream's envelope per token
+                // can outweigh the token many times over.
+                if assembler.held() > self.settings.max_read {
+                    return Err(Attempt::Final(FinalError::TooLong(self.settings.max_read)));
+                }
             }
             return assembler.finish().map_err(bad);
         }
-        let text = response
-            .text()
+        let text = self
+            .body(response)
             .await
-            .map_err(|e| Attempt::Retryable(Failure::Unreachable(transport(e))))?;
+            .map_err(|e| e.or_else(|e| Failure::Unreachable(transport(e))))?;
         let value: Value = serde_json::from_str(&text)
             .map_err(|e| bad(format!("not JSON ({e}): {}", quote(&text))))?;
         let completion = parse_completion(&value).map_err(bad)?;
@@ -258,6 +285,21 @@ impl OpenAiBackend {
             sink.text(content);
         }
         Ok(completion)
+    }
+
+    /// A whole body, read up to [`OpenAiSettings::max_read`] bytes: past that the call fails
+    /// ([`FinalError::TooLong`]) and the rest is not read; a transport error is left to the
+    /// caller to describe.
+    async fn body(&self, mut response: reqwest::Response) -> Result<String, BodyError> {
+        let max = self.settings.max_read;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(BodyError::Transport)? {
+            if body.len() + chunk.len() > max {
+                return Err(BodyError::TooLong(max));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
     }
 
     /// The tool loop, shared by the whole and the streamed turn.

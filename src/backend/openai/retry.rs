@@ -23,6 +23,8 @@ pub(super) enum FinalError {
     Failure(Failure),
     /// A 2xx answer that is not JSON.
     Bad(String),
+    /// An answer longer than the backend reads (this many bytes); the rest was not read.
+    TooLong(usize),
 }
 
 impl FinalError {
@@ -30,6 +32,7 @@ impl FinalError {
         match self {
             Self::Failure(failure) => failure.into_error(attempts),
             Self::Bad(text) => BackendError::BadResponse(text),
+            Self::TooLong(max) => BackendError::TooLong(max),
         }
     }
 }

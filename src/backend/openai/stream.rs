@@ -19,8 +19,12 @@ use crate::backend::TextSink;
 #[derive(Default)]
 pub(super) struct Assembler {
     /// Bytes of an event not yet complete.
-    pending: String,
+    pending: Vec<u8>,
+    /// How far `pending` is known to hold no event end, so each byte is searched once.
+    scanned: usize,
     content: String,
+    /// Bytes of tool call names and arguments received so far.
+    call_bytes: usize,
     /// Tool calls by their `index`: `id`, `name`, `arguments` as they grow.
     calls: Vec<Map<String, Value>>,
     model: Option<String>,
@@ -31,15 +35,28 @@ pub(super) struct Assembler {
 
 impl Assembler {
     /// Feed the next bytes of the body; text deltas found go to `sink`. An error names the
-    /// event that could not be read.
+    /// event that could not be read. Bytes are kept as bytes until an event is whole, so a
+    /// character split between two chunks is read whole, and each byte is looked at once.
     pub(super) fn feed(&mut self, bytes: &[u8], sink: &dyn TextSink) -> Result<(), String> {
-        self.pending.push_str(&String::from_utf8_lossy(bytes));
-        // Normalise CRLF framing once, so event ends are always "\n\n".
-        if self.pending.contains('\r') {
-            self.pending = self.pending.replace("\r\n", "\n");
+        self.pending.reserve(bytes.len());
+        for &byte in bytes {
+            // CRLF framing is normalised as it comes, so event ends are always "\n\n".
+            if byte == b'\n' && self.pending.last() == Some(&b'\r') {
+                self.pending.pop();
+                // The byte before the `\r` may be the first half of an event end.
+                self.scanned = self.scanned.min(self.pending.len().saturating_sub(1));
+            }
+            self.pending.push(byte);
         }
-        while let Some(end) = self.pending.find("\n\n") {
-            let event: String = self.pending.drain(..end + 2).collect();
+        let mut taken = 0;
+        while let Some(at) = self.pending[self.scanned..]
+            .windows(2)
+            .position(|pair| pair == b"\n\n")
+        {
+            let end = self.scanned + at;
+            let event = String::from_utf8_lossy(&self.pending[taken..end]).into_owned();
+            taken = end + 2;
+            self.scanned = taken;
             let data: Vec<&str> = event
                 .lines()
                 .filter_map(|line| line.strip_prefix("data:"))
@@ -50,7 +67,16 @@ impl Assembler {
             }
             self.event(&data.join("\n"), sink)?;
         }
+        self.pending.drain(..taken);
+        // The last byte may be the first half of an event end.
+        self.scanned = self.pending.len().saturating_sub(1);
         Ok(())
+    }
+
+    /// Bytes held so far: the text, the tool calls and the event not yet complete. The reader
+    /// caps this, so a stream cannot make the gateway hold more than its cap.
+    pub(super) fn held(&self) -> usize {
+        self.content.len() + self.call_bytes + self.pending.len()
     }
 
     fn event(&mut self, data: &str, sink: &dyn TextSink) -> Result<(), String> {
@@ -117,11 +143,19 @@ impl Assembler {
         for field in ["name", "arguments"] {
             let grown = match piece.pointer(&format!("/function/{field}")) {
                 Some(Value::String(part)) => {
-                    let before = call.get(field).and_then(Value::as_str).unwrap_or("");
-                    Value::String(format!("{before}{part}"))
+                    self.call_bytes += part.len();
+                    // Grown in place: arguments come a few characters at a time.
+                    if let Some(Value::String(before)) = call.get_mut(field) {
+                        before.push_str(part);
+                        continue;
+                    }
+                    Value::String(part.clone())
                 }
                 // Some servers send arguments as an object, whole.
-                Some(other) if !other.is_null() => other.clone(),
+                Some(other) if !other.is_null() => {
+                    self.call_bytes += other.to_string().len();
+                    other.clone()
+                }
                 _ => continue,
             };
             call.insert(field.into(), grown);
@@ -239,6 +273,27 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn crlf_framing_split_anywhere_and_what_is_held() {
+        let body = sse(&[
+            json!({"choices":[{"delta":{"content":"héllo "}}]}),
+            json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}),
+            json!({"choices":[{"delta":{"content":"wörld"},"finish_reason":"stop"}]}),
+        ])
+        .replace("\n", "\r\n");
+        let heard = Heard::default();
+        let mut assembler = Assembler::default();
+        for byte in body.as_bytes() {
+            assembler.feed(std::slice::from_ref(byte), &heard).unwrap();
+        }
+        assert_eq!(assembler.held(), "héllo wörld".len() + "f{}".len());
+        assembler.feed(b"data: {\"unfinished", &heard).unwrap();
+        assert_eq!(assembler.held(), "héllo wörld".len() + 3 + 18);
+        let done = Assembler::default();
+        assert_eq!(done.held(), 0);
+        assert_eq!(*heard.0.lock().unwrap(), ["héllo ", "wörld"]);
     }
 
     #[test]

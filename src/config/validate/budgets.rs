@@ -1,13 +1,36 @@
 //! `[prices]` and `[[budgets]]`: a budget names a bot that exists and a platform baton knows,
 //! has a window that parses (none for a trigger budget, which lasts as long as its trigger),
-//! and at least one limit above zero; a price is not negative.
+//! and at least one limit above zero; a price is not negative. A price for a model no bot uses
+//! is only a warning ([`unused_prices`]): it costs nothing, but is often a misspelt model.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use baton_contract::Platform;
 
 use super::super::{BudgetScope, Config};
 use super::{Checker, earlier};
+
+/// The models `[prices."<model>"]` names that no bot uses, neither as its own `model` nor as a
+/// chat's (`[[chats]] model`, `[[chats]] bots.<id>.model`): `baton check` warns about each.
+pub fn unused_prices(config: &Config) -> Vec<String> {
+    let used: HashSet<&str> = config
+        .bots
+        .iter()
+        .filter_map(|b| b.model.as_deref())
+        .chain(config.chats.iter().flat_map(|c| {
+            c.model
+                .as_deref()
+                .into_iter()
+                .chain(c.bots.values().filter_map(|b| b.model.as_deref()))
+        }))
+        .collect();
+    config
+        .prices
+        .keys()
+        .filter(|model| !used.contains(model.as_str()))
+        .cloned()
+        .collect()
+}
 
 impl Checker<'_> {
     pub(super) fn prices(&mut self, config: &Config) {
@@ -91,6 +114,18 @@ mod tests {
                     tokens = 100\ncost_usd = 1.5\nwindow = \"1d\"\non_exceed = \"warn\"\n\n\
                     [[budgets]]\nname = \"t\"\nscope = \"trigger\"\ntokens = 10\n";
         assert_eq!(problems(good), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_price_no_bot_uses_is_named() {
+        let text = "[[bots]]\nid = \"caid\"\nbackend = \"echo\"\nmodel = \"m\"\n\n\
+                    [[bots]]\nid = \"snark\"\nbackend = \"echo\"\n\n\
+                    [[chats]]\nplatform = \"slack\"\nid = \"C1\"\n\
+                    bots = { snark = { model = \"here\" } }\n\n\
+                    [prices.\"m\"]\nprompt = 1\n\n[prices.\"here\"]\nprompt = 1\n\n\
+                    [prices.\"gpt-4o-mnii\"]\nprompt = 1\n";
+        let config: crate::config::Config = toml::from_str(text).unwrap();
+        assert_eq!(super::unused_prices(&config), ["gpt-4o-mnii"]);
     }
 
     #[test]

@@ -39,6 +39,8 @@ use globset::Glob;
 
 use super::{Config, Problem};
 
+pub use budgets::unused_prices;
+
 /// Every problem in a parsed config. Empty means the config can be used.
 ///
 /// `env` looks up environment variables (secrets named by `_env` keys); tests pass a closure

@@ -200,20 +200,23 @@ function deliveryOf(entry, deliveries, used) {
 }
 
 async function drawTranscript(pane, key) {
-  const [entries, deliveries] = await Promise.all([
+  const [entries, deliveries, triggers] = await Promise.all([
     api("/api/transcript?session=" + encodeURIComponent(key)),
     api("/api/deliveries?session=" + encodeURIComponent(key) + "&limit=500"),
+    api("/api/usage?group_by=trigger&since=7d"),
   ]);
+  // What each trigger cost in all, shown on the message that started it.
+  const costs = new Map(triggers.rows.map((r) => [r.trigger, r]));
   clear(pane);
   pane.append(el("h2", null, "Session ", el("code", null, key)));
   const body = el("div", { class: "entries", "data-session": key });
-  await renderEntries(body, entries, deliveries.deliveries, key);
+  await renderEntries(body, entries, deliveries.deliveries, key, costs);
   if (!entries.length) body.append(el("p", "hint", "nothing recorded yet"));
   pane.append(body);
 }
 
 /** Entries grouped by run: each run's lines together, bot-to-bot calls as nested cards. */
-async function renderEntries(into, entries, deliveries, session) {
+async function renderEntries(into, entries, deliveries, session, costs = new Map()) {
   const used = new Set();
   const results = new Map(); // call_id -> tool result entry
   for (const e of entries) {
@@ -235,17 +238,26 @@ async function renderEntries(into, entries, deliveries, session) {
       group.append(callCard(e, d, result, session));
       continue;
     }
-    group.append(entryLine(e));
+    const cost = e.kind === "inbound" ? costs.get(e.run_id) : undefined;
+    if (cost) costs.delete(e.run_id);
+    group.append(entryLine(e, cost));
   }
 }
 
-function entryLine(e) {
+/** A trigger's total as its message shows it: `$0.0120 · 3,750 tokens`. */
+function triggerCost(r) {
+  const tokens = r.total_tokens.toLocaleString("en-US") + " tokens" + (r.estimated ? " (est.)" : "");
+  return r.cost_usd === null ? tokens : "$" + r.cost_usd.toFixed(4) + " · " + tokens;
+}
+
+function entryLine(e, cost) {
   const tool = e.kind === "tool_call" || e.kind === "tool_result";
   return el("div", { class: "entry kind-" + e.kind + " origin-" + e.origin, "data-entry": e.id },
     el("div", "entry-head",
       el("span", "speaker", e.speaker), " ",
       el("span", "kind", e.kind.replace("_", " ")), " ",
-      el("span", "time", clock(e.ts_ms))),
+      el("span", "time", clock(e.ts_ms)),
+      cost ? el("span", { class: "trigger-cost", title: "what this message's work cost in all" }, triggerCost(cost)) : null),
     el(tool ? "pre" : "div", "entry-text", e.text || (e.kind === "silent" ? "(chose silence)" : "")));
 }
 
@@ -546,9 +558,10 @@ async function fillChatLog() {
 
 /** What the model calls spent in the last 24 h, per bot and per chat (`/api/usage`). */
 async function drawSpend() {
-  const [bots, chats] = await Promise.all([
+  const [bots, chats, budgets] = await Promise.all([
     api("/api/usage?group_by=bot&since=24h"),
     api("/api/usage?group_by=chat&since=24h"),
+    api("/api/budgets"),
   ]);
   const table = (title, key, data) => {
     const rows = data.rows.map((r) => el("tr", { "data-key": r[key] },
@@ -564,7 +577,21 @@ async function drawSpend() {
         el("tr", null, ...[key, "prompt", "completion", "total", "cost"].map((h) => el("th", null, h))),
         ...rows));
   };
+  const span = (s) => s >= 3600 ? Math.floor(s / 3600) + "h " + Math.floor(s / 60) % 60 + "m"
+    : s >= 60 ? Math.floor(s / 60) + "m " + s % 60 + "s" : Math.max(s, 1) + "s";
+  const fullest = budgets.budgets.map((b) => el("tr", { "data-key": b.budget },
+    el("td", null, b.budget),
+    el("td", "num", b.tokens + " tokens" + (b.cost_usd ? ", $" + b.cost_usd.toFixed(2) : "")),
+    el("td", "num", b.limit),
+    el("td", "num", Math.round(b.share * 100) + "%"),
+    el("td", "num", b.resets_in_s === null ? "-" : span(b.resets_in_s))));
+  if (!fullest.length) fullest.push(el("tr", null, el("td", "empty", "no budget has counted a call")));
   clear(document.getElementById("main")).append(
+    el("section", { class: "spend", id: "spend-budgets" },
+      el("h2", null, "Budgets closest to their limit"),
+      el("table", null,
+        el("tr", null, ...["budget", "used", "limit", "share", "resets in"].map((h) => el("th", null, h))),
+        ...fullest)),
     table("Spend per bot, last 24 h", "bot", bots),
     table("Spend per chat, last 24 h", "chat", chats));
 }

@@ -19,6 +19,7 @@
 
 mod read;
 mod rows;
+mod runner;
 mod start;
 mod steps;
 mod turns;
@@ -29,6 +30,7 @@ use serde::{Serialize, Serializer};
 use crate::bot_id::BotId;
 
 pub use read::ChainQuery;
+pub use runner::LeftChain;
 pub use steps::{ChainStep, turn_run_id, turn_runs};
 pub use turns::{ChainClose, ChainError, Handed, Handoff, Posted};
 
@@ -92,6 +94,9 @@ pub struct NewChain {
     pub origin: ChainOrigin,
     /// Who started it: a bot id, or a human's id.
     pub started_by: String,
+    /// The trigger the turn that started it is charged to (SPEC 12); `None` when no turn did
+    /// (an admin's command), and the chain becomes a trigger of its own, named by its id.
+    pub trigger: Option<String>,
 }
 
 /// A stored chain.
@@ -123,6 +128,9 @@ pub struct Chain {
     pub created_ms: i64,
     /// When it closed.
     pub closed_ms: Option<i64>,
+    /// The trigger its turns are charged to (SPEC 12); `None` for a chain from before triggers
+    /// were recorded, whose turns are each their own.
+    pub trigger: Option<String>,
 }
 
 impl Chain {

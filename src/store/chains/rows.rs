@@ -17,7 +17,7 @@ const ID_LEN: usize = 6;
 pub(super) const SELECT: &str =
     "SELECT id, name, coordinator, holder, participants, state, turn, round,
         origin_platform, origin_chat, origin_thread, origin_anchor, origin_account, started_by,
-        closed_reason, created_ms, closed_ms
+        closed_reason, created_ms, closed_ms, trigger_id
      FROM chains";
 
 pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
@@ -50,6 +50,7 @@ pub(super) fn chain_from_row(row: &Row<'_>) -> Result<Chain, DbError> {
         closed_reason: row.get(14)?,
         created_ms: row.get(15)?,
         closed_ms: row.get(16)?,
+        trigger: row.get(17)?,
     })
 }
 

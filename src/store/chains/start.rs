@@ -7,10 +7,11 @@ use crate::store::sql::args;
 use crate::store::{Store, StoreError};
 
 impl Store {
-    /// Records a new open chain with a fresh id, its coordinator holding the turn, and an
-    /// opening note. Returns it once committed.
+    /// Records a new open chain with a fresh id, its coordinator holding the turn on this
+    /// instance, and an opening note. Returns it once committed.
     pub async fn create_chain(&self, new: NewChain, now_ms: i64) -> Result<Chain, StoreError> {
         let participants = serde_json::json!(new.participants).to_string();
+        let me = self.instance();
         self.write(move |db| {
             let o = &new.origin;
             // A taken id is drawn again; the insert itself decides, so two instances sharing
@@ -20,8 +21,9 @@ impl Store {
                 let inserted = db.execute(
                     "INSERT INTO chains (id, name, coordinator, holder, participants, state,
                         origin_platform, origin_chat, origin_thread, origin_anchor,
-                        origin_account, started_by, created_ms)
-                     VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                        origin_account, started_by, created_ms, runner, trigger_id)
+                     VALUES (?1, ?2, ?3, ?3, ?4, 'open', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+                        COALESCE(?13, ?1))
                      ON CONFLICT (id) DO NOTHING",
                     args![
                         &id,
@@ -35,6 +37,8 @@ impl Store {
                         &o.account,
                         &new.started_by,
                         now_ms,
+                        &*me,
+                        &new.trigger,
                     ],
                 )?;
                 if inserted == 1 {

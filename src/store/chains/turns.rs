@@ -5,6 +5,7 @@
 //! (`rows::lock`), so the check and the move stay one step there too.
 
 use super::rows::{Note, by_id, lock, normalize, note, written};
+use super::runner::ran_here;
 use super::{BATON, Chain, ChainEntryKind, ChainState};
 use crate::bot_id::BotId;
 use crate::store::sql::{Db, DbError, args};
@@ -161,6 +162,7 @@ impl Store {
     /// that would start a round past `max_rounds` closes the chain (`capped`) instead.
     pub async fn chain_hand(&self, handoff: Handoff, now_ms: i64) -> Result<Handed, ChainError> {
         let id = normalize(&handoff.chain);
+        let me = self.instance();
         decided(
             self.write(move |db| {
                 let mut chain = match open_chain(db, &id)? {
@@ -216,6 +218,7 @@ impl Store {
                     recipient: Some(handoff.to.as_str()),
                 };
                 note(db, &chain.id, entry, now_ms)?;
+                ran_here(db, &chain.id, &me)?;
                 Ok(Ok(Handed::Given(written(db, &chain.id)?)))
             })
             .await,
@@ -232,6 +235,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Posted, ChainError> {
         let (id, sender, content) = (normalize(chain), sender.clone(), content.to_owned());
+        let me = self.instance();
         decided(
             self.write(move |db| {
                 let chain = match open_chain(db, &id)? {
@@ -257,6 +261,7 @@ impl Store {
                 if returned {
                     hand_back(db, &chain.id)?;
                 }
+                ran_here(db, &chain.id, &me)?;
                 let chain = written(db, &chain.id)?;
                 Ok(Ok(Posted {
                     chain,
@@ -279,6 +284,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Chain>, StoreError> {
         let (id, reason) = (normalize(chain), reason.to_owned());
+        let me = self.instance();
         self.write(move |db| {
             let Ok(chain) = open_chain(db, &id)? else {
                 return Ok(None);
@@ -295,6 +301,7 @@ impl Store {
             };
             note(db, &chain.id, entry, now_ms)?;
             hand_back(db, &chain.id)?;
+            ran_here(db, &chain.id, &me)?;
             by_id(db, &chain.id)
         })
         .await
@@ -343,7 +350,7 @@ pub struct ChainClose {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::{ChainOrigin, ChainQuery, Holder, NewChain};
     use super::*;
     use crate::store::testing;
@@ -352,7 +359,10 @@ mod tests {
         name.parse().unwrap()
     }
 
-    fn new_chain(coordinator: Option<&str>, participants: &[&str]) -> NewChain {
+    pub(in crate::store::chains) fn new_chain(
+        coordinator: Option<&str>,
+        participants: &[&str],
+    ) -> NewChain {
         NewChain {
             name: "launch review".into(),
             coordinator: coordinator.map(bot),
@@ -365,6 +375,7 @@ mod tests {
                 account: "snark".into(),
             },
             started_by: "admin".into(),
+            trigger: None,
         }
     }
 
@@ -572,6 +583,28 @@ mod tests {
                 matches!(unknown, Err(ChainError::Unknown(_))),
                 "{unknown:?}"
             );
+        }
+    }
+
+    /// A chain keeps the trigger of the turn that started it; one an admin's command started is
+    /// a trigger of its own, named by its id.
+    #[tokio::test]
+    async fn a_chain_keeps_the_trigger_that_started_it() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let mut from_turn = new_chain(Some("snark"), &["doc"]);
+            from_turn.trigger = Some("run-1".into());
+            let chain = store.create_chain(from_turn, 1).await.unwrap();
+            assert_eq!(chain.trigger.as_deref(), Some("run-1"));
+            let chain = given(store.chain_hand(hand(&chain, "doc", 10), 2).await.unwrap());
+            assert_eq!(chain.trigger.as_deref(), Some("run-1"));
+            let by_command = store
+                .create_chain(new_chain(None, &["doc"]), 3)
+                .await
+                .unwrap();
+            assert_eq!(by_command.trigger.as_deref(), Some(by_command.id.as_str()));
+            let read = store.chain(&by_command.id).await.unwrap().expect("stored");
+            assert_eq!(read.trigger, by_command.trigger);
         }
     }
 

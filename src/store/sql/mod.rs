@@ -18,6 +18,7 @@ mod error;
 mod postgres;
 mod row;
 mod sqlite;
+mod tls;
 mod value;
 
 pub use error::DbError;

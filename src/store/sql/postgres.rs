@@ -13,17 +13,20 @@ use std::fmt;
 
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
-use postgres::{Client, NoTls, Statement};
+use postgres::{Client, Statement};
 
+use super::tls::SslSettings;
 use super::{DbError, Value};
 use crate::store::StoreError;
 
-/// A PostgreSQL connection URL (`postgres://user:password@host/db`, or the key=value form).
-/// Debug and [`PgUrl::display`] leave the password out.
+/// A PostgreSQL connection URL (`postgres://user:password@host/db`, or the key=value form),
+/// with its TLS settings (`sslmode`, `sslrootcert`: `tls.rs`). Debug and [`PgUrl::display`]
+/// leave the password out.
 #[derive(Clone)]
 pub struct PgUrl {
     config: Box<postgres::Config>,
     password: Option<String>,
+    ssl: SslSettings,
 }
 
 impl fmt::Debug for PgUrl {
@@ -35,19 +38,26 @@ impl fmt::Debug for PgUrl {
 impl PgUrl {
     /// Parses `url`; the error never repeats the URL (it may hold a password).
     pub fn parse(url: &str) -> Result<PgUrl, String> {
-        let config = url.parse::<postgres::Config>().map(Box::new).map_err(|e| {
+        let (ssl, url) = SslSettings::take_from(url)?;
+        let mut config = url.parse::<postgres::Config>().map(Box::new).map_err(|e| {
             format!(
                 "is not a PostgreSQL URL ({}); write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE",
                 scrub(&e.to_string(), None)
             )
         })?;
+        config.ssl_mode(ssl.driver_mode());
         let password = config
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned());
-        Ok(PgUrl { config, password })
+        Ok(PgUrl {
+            config,
+            password,
+            ssl,
+        })
     }
 
-    /// Where it points, for messages: `user@host:port/db`, with no password.
+    /// Where it points, for messages: `postgres://user@host:port/db?sslmode=...`, with no
+    /// password (the port is the default 5432 when the URL names none).
     pub fn display(&self) -> String {
         let user = self.config.get_user().unwrap_or("?");
         let hosts: Vec<String> = self
@@ -59,22 +69,24 @@ impl PgUrl {
                 postgres::config::Host::Unix(path) => path.display().to_string(),
             })
             .collect();
-        let port = self
-            .config
-            .get_ports()
-            .first()
-            .map_or(String::new(), |p| format!(":{p}"));
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
         let db = self.config.get_dbname().unwrap_or(user);
-        format!("postgres://{user}@{}{port}/{db}", hosts.join(","))
+        format!(
+            "postgres://{user}@{}:{port}/{db}?sslmode={}",
+            hosts.join(","),
+            self.ssl.mode().as_str()
+        )
     }
 
     /// A bare client connected to the server (the listening connection of `notices.rs`, and
     /// every [`PgConn`]). Blocking: call it off the async workers.
     pub(crate) fn client(&self) -> Result<Client, StoreError> {
-        self.config.connect(NoTls).map_err(|e| StoreError::Connect {
-            target: self.display(),
-            reason: self.scrub(&DbError::from(e).to_string()),
-        })
+        self.config
+            .connect(self.ssl.connector())
+            .map_err(|e| StoreError::Connect {
+                target: self.display(),
+                reason: self.scrub(&DbError::from(e).to_string()),
+            })
     }
 
     /// `message` with this URL's password replaced, should a driver message ever echo it.
@@ -216,7 +228,10 @@ mod tests {
     #[test]
     fn a_url_shows_no_password() {
         let url = PgUrl::parse("postgres://baton:s3cret-pw@db.example:5433/baton").unwrap();
-        assert_eq!(url.display(), "postgres://baton@db.example:5433/baton");
+        assert_eq!(
+            url.display(),
+            "postgres://baton@db.example:5433/baton?sslmode=prefer"
+        );
         assert!(!format!("{url:?}").contains("s3cret-pw"));
         assert_eq!(
             url.scrub("auth failed for s3cret-pw"),

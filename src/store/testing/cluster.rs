@@ -7,6 +7,10 @@
 //! removes the directory once this process is gone, however it ended; a directory left by a
 //! process whose watchdog was killed too is cleaned up by the next run.
 //!
+//! A second cluster, started on first use of [`tls_cluster`], serves TLS on a loopback TCP port
+//! with a certificate for `localhost` signed by a CA made for it (`openssl`), for the tests of
+//! `sslmode`: the CA, and another CA that signed nothing of it, are files beside it.
+//!
 //! initdb refuses to run as root, as tests do here and in CI: then the server runs as the
 //! `postgres` system user that Debian's package creates (`runuser`). Without the binaries the
 //! tests fail, saying how to install them: CI always has them, and a skipped test proves nothing.
@@ -22,6 +26,18 @@ const INSTALL: &str = "PostgreSQL not installed: run scripts/test-deps (it insta
 /// The running cluster.
 pub(crate) struct Cluster {
     dir: PathBuf,
+    /// The TCP port it also listens on, over TLS, on 127.0.0.1 (`None`: Unix socket only).
+    port: Option<u16>,
+}
+
+/// The TLS cluster: its certificates are [`Cluster::ca`] and [`Cluster::other_ca`].
+#[allow(dead_code)] // Some test binaries that include this file test no TLS.
+pub(crate) fn tls_cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    match CLUSTER.get_or_init(|| Cluster::start_with(true)) {
+        Ok(cluster) => cluster,
+        Err(why) => panic!("{why}"),
+    }
 }
 
 /// The cluster of this process, started on first use; panics with the reason it cannot start.
@@ -35,14 +51,28 @@ pub(crate) fn cluster() -> &'static Cluster {
 
 impl Cluster {
     fn start() -> Result<Cluster, String> {
+        Cluster::start_with(false)
+    }
+
+    fn start_with(tls: bool) -> Result<Cluster, String> {
         let bin = server_binaries().ok_or_else(|| INSTALL.to_owned())?;
         let root = std::env::temp_dir();
         remove_stale(&root, &bin);
-        let dir = root.join(format!("baton-pg-{}", std::process::id()));
+        let suffix = if tls { "-tls" } else { "" };
+        let dir = root.join(format!("baton-pg-{}{suffix}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let port = if tls {
+            certificates(&dir)?;
+            Some(free_port()?)
+        } else {
+            None
+        };
         if as_root() {
-            run(Command::new("chown").arg("postgres:").arg(&dir), "chown")?;
+            run(
+                Command::new("chown").arg("-R").arg("postgres:").arg(&dir),
+                "chown",
+            )?;
         }
         let data = dir.join("data");
         run(
@@ -53,8 +83,16 @@ impl Cluster {
                 .arg("--locale=C"),
             "initdb",
         )?;
+        let listen = match port {
+            None => "-c listen_addresses=''".to_owned(),
+            Some(port) => format!(
+                "-c listen_addresses=127.0.0.1 -p {port} -c ssl=on -c ssl_cert_file={0}/server.crt \
+                 -c ssl_key_file={0}/server.key",
+                dir.display()
+            ),
+        };
         let options = format!(
-            "-c listen_addresses='' -k {} -c fsync=off -c synchronous_commit=off \
+            "{listen} -k {} -c fsync=off -c synchronous_commit=off \
              -c full_page_writes=off -c shared_buffers=16MB -c max_connections=300",
             dir.display()
         );
@@ -68,12 +106,34 @@ impl Cluster {
             "pg_ctl start",
         )?;
         watchdog(&bin, &dir)?;
-        Ok(Cluster { dir })
+        Ok(Cluster { dir, port })
     }
 
-    /// libpq-style connection settings for database `name` on this cluster.
+    /// libpq-style connection settings for database `name` on this cluster (its Unix socket).
     pub(crate) fn url(&self, name: &str) -> String {
-        format!("host={} user=postgres dbname={name}", self.dir.display())
+        let port = self.port.map_or(String::new(), |p| format!(" port={p}"));
+        format!(
+            "host={}{port} user=postgres dbname={name}",
+            self.dir.display()
+        )
+    }
+
+    /// The TCP port it serves TLS on (the TLS cluster only).
+    #[allow(dead_code)] // Some test binaries that include this file test no TLS.
+    pub(crate) fn tls_port(&self) -> u16 {
+        self.port.expect("the TLS cluster listens on TCP")
+    }
+
+    /// The PEM file of the CA that signed the TLS cluster's certificate.
+    #[allow(dead_code)] // Some test binaries that include this file test no TLS.
+    pub(crate) fn ca(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+
+    /// The PEM file of a CA that signed nothing the cluster serves.
+    #[allow(dead_code)] // Some test binaries that include this file test no TLS.
+    pub(crate) fn other_ca(&self) -> PathBuf {
+        self.dir.join("other-ca.pem")
     }
 
     /// Creates a new, empty database and returns its name. Blocking: call it off the async
@@ -87,6 +147,83 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("creating a test database: {e}"));
         name
     }
+}
+
+/// A CA (`ca.pem`), a server certificate for `localhost` it signed (`server.crt`, `server.key`)
+/// and a second CA (`other-ca.pem`), in `dir`.
+fn certificates(dir: &Path) -> Result<(), String> {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    for ca in ["ca", "other-ca"] {
+        run(
+            Command::new("openssl")
+                .current_dir(dir)
+                .args(["req", "-x509", "-days", "3", "-subj"])
+                .arg(format!("/CN=baton test {ca}"))
+                .args(ec)
+                .args([
+                    "-keyout",
+                    &format!("{ca}.key"),
+                    "-out",
+                    &format!("{ca}.pem"),
+                ])
+                .args(["-addext", "basicConstraints=critical,CA:TRUE"])
+                .args(["-addext", "keyUsage=critical,keyCertSign,cRLSign"]),
+            "openssl req (a test CA)",
+        )?;
+    }
+    run(
+        Command::new("openssl")
+            .current_dir(dir)
+            .args(["req", "-subj", "/CN=localhost"])
+            .args(ec)
+            .args(["-keyout", "server.key", "-out", "server.csr"]),
+        "openssl req (the server's key)",
+    )?;
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         extendedKeyUsage=serverAuth\n",
+    )
+    .map_err(|e| format!("writing server.ext: {e}"))?;
+    run(
+        Command::new("openssl").current_dir(dir).args([
+            "x509",
+            "-req",
+            "-days",
+            "3",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ]),
+        "openssl x509 (the server's certificate)",
+    )?;
+    std::fs::set_permissions(
+        dir.join("server.key"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .map_err(|e| format!("restricting server.key: {e}"))
+}
+
+/// A TCP port on 127.0.0.1 nothing listens on now.
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("finding a free port: {e}"))
 }
 
 /// The newest installed server's `bin` directory (Debian: `/usr/lib/postgresql/<major>/bin`).
@@ -178,7 +315,7 @@ fn remove_stale(root: &Path, bin: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("baton-pg-"))
-            .and_then(|p| p.parse::<u32>().ok())
+            .and_then(|p| p.trim_end_matches("-tls").parse::<u32>().ok())
         else {
             continue;
         };

@@ -7,6 +7,8 @@
 
 mod cluster;
 
+pub(crate) use cluster::tls_cluster;
+
 use super::sql::{Conn, PgConn};
 use super::{PgUrl, Store};
 

@@ -1,10 +1,12 @@
 //! The real `baton` binary, end to end, on loopback and in temporary directories:
 //! `check` (good and broken configs), `run` (HTTP, a local room, SIGTERM), `transcript`,
-//! `sessions`, `chat`, `setup`, `doctor`, and what a missing config file gets.
+//! `sessions`, `chat`, `setup`, `doctor`, what a missing config file gets, and the deployment
+//! files of deploy/.
 //!
 //! Nothing here sleeps to synchronise: every wait polls for the awaited state with a deadline.
 
 mod check;
+mod deploy;
 mod docs;
 mod doctor;
 mod run;

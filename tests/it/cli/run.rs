@@ -356,3 +356,27 @@ async fn start_errors_are_said_once_with_the_right_advice() {
     assert_eq!(text.matches("os error").count(), 1, "{text}");
     assert!(text.contains(&format!("cannot listen on {addr}")), "{text}");
 }
+
+#[tokio::test]
+async fn an_unreachable_postgres_stops_the_start_naming_host_port_and_sslmode_never_the_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = super::store_commands::postgres_config(dir.path());
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut cmd = baton(dir.path());
+    cmd.args(["run", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env(
+            crate::support::postgres::URL_ENV,
+            format!("postgres://baton:pw-s3cret@127.0.0.1:{port}/baton?sslmode=require"),
+        );
+    let out = output(cmd).await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let text = all_output(&out);
+    assert!(
+        text.contains(&format!("127.0.0.1:{port}/baton?sslmode=require")),
+        "{text}"
+    );
+    assert!(!text.contains("pw-s3cret"), "{text}");
+}

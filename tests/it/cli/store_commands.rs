@@ -21,6 +21,7 @@ pub(super) async fn store_with_a_chain(dir: &Path) -> (PathBuf, String) {
             account: "snark".into(),
         },
         started_by: "alice".into(),
+        trigger: None,
     };
     let chain = store.create_chain(new, 1).await.unwrap();
     let handoff = Handoff {
@@ -359,4 +360,81 @@ async fn transcript_into_a_reader_that_stops_early_ends_quietly() {
         "{}",
         show(&out)
     );
+}
+
+/// The demo config on the PostgreSQL database named by [`crate::support::postgres::URL_ENV`], written
+/// in `dir`.
+pub(super) fn postgres_config(dir: &Path) -> PathBuf {
+    let demo = std::fs::read_to_string(demo_config()).unwrap();
+    let config = demo.replace(
+        "[gateway]\n",
+        &format!(
+            "[gateway]\ndatabase_url_env = \"{}\"\n",
+            crate::support::postgres::URL_ENV
+        ),
+    );
+    assert_ne!(config, demo, "the demo config has a [gateway] section");
+    let path = dir.join("baton.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn the_read_commands_read_the_configured_postgres_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = postgres_config(dir.path());
+    let url = crate::support::postgres::database().await;
+    let command = |args: &[&str]| {
+        let mut cmd = baton(dir.path());
+        cmd.args(args)
+            .arg("--config")
+            .arg(&config)
+            .env(crate::support::postgres::URL_ENV, &url);
+        cmd
+    };
+
+    // A gateway on the database: snark delegates to caid in a local room.
+    let (mut gateway, out) = Running::spawn(command(&["run", "--listen", "127.0.0.1:0"]));
+    let base = gateway.base_url(out).await;
+    let http = reqwest::Client::new();
+    let posted = http
+        .post(format!("{base}/api/local/rooms/pg-room/messages"))
+        .json(&json!({"sender": "alice", "text": "@snark ask caid: lint the diff"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    eventually(STEP_DEADLINE, "snark relays caid's answer", || async {
+        super::run::room(&http, &base, "pg-room")
+            .await
+            .into_iter()
+            .find(|m| m["author"] == "snark" && m["text"] == "lint the diff")
+    })
+    .await;
+    gateway.terminate();
+    assert_eq!(gateway.wait(EXIT_DEADLINE).await.code(), Some(0));
+
+    // No SQLite file was written; every read command finds the run in PostgreSQL.
+    assert!(!dir.path().join("baton-demo.db").exists());
+    let session = "bot:snark:local:snark:pg-room";
+    let expected = [
+        (vec!["sessions"], session),
+        (
+            vec!["transcript", "--session", session],
+            "@snark ask caid: lint the diff",
+        ),
+        (vec!["deliveries"], "delivered"),
+    ];
+    for (args, shows) in expected {
+        let out = output(command(&args)).await;
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+        let text = stdout(&out);
+        assert!(text.contains(shows), "{args:?} shows no `{shows}`:\n{text}");
+    }
+    // With nothing of theirs to show they still succeed: on the SQLite file, missing, they
+    // would fail.
+    for args in [["chains"].as_slice(), &["usage", "--since", "1h"]] {
+        let out = output(command(args)).await;
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+    }
 }

@@ -8,6 +8,17 @@ use super::*;
 /// posting it a second time; the transcript holds the post once, with its final text.
 #[tokio::test]
 async fn a_kill_mid_stream_never_posts_the_reply_twice() {
+    killed_mid_stream(FEEDBACK).await;
+}
+
+/// The same with `stream = "native"`: the replay ends the stream the killed attempt started
+/// (with the whole reply), and posts nothing a second time.
+#[tokio::test]
+async fn a_kill_mid_native_stream_never_posts_the_reply_twice() {
+    killed_mid_stream(NATIVE).await;
+}
+
+async fn killed_mid_stream(feedback: &str) {
     use crate::support::fake_slack::{signed_headers, unix_now};
     use crate::support::process::{EXIT_DEADLINE, Running, baton, eventually};
 
@@ -25,7 +36,7 @@ async fn a_kill_mid_stream_never_posts_the_reply_twice() {
         &config,
         format!(
             "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
-             [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n{FEEDBACK}\n\
+             [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n{feedback}\n\
              [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
              [[accounts]]\nbot = \"snark\"\nplatform = \"slack\"\nmode = \"events\"\n\
              bot_token_env = \"SNARK_SLACK_BOT_TOKEN\"\nsigning_secret_env = \"SNARK_SLACK_SIGNING_SECRET\"\n\

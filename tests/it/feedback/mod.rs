@@ -2,7 +2,9 @@
 //! sits on a fake platform, with a fake model that writes its reply slowly. Every assertion is
 //! on what the fake platform saw (posts, edits, the typing indicator), in the order it saw them.
 
+mod bounds;
 mod kills;
+mod native;
 mod streaming;
 mod typing;
 
@@ -25,6 +27,10 @@ const REPLY: &str = "Here is what I found. The build broke because the lock file
 
 /// Short intervals so a test streams within a second or two.
 const FEEDBACK: &str = "\n[feedback]\nedit_interval_ms = 150\nstream_min_chars = 40\n";
+
+/// [`FEEDBACK`] with the platform's own streaming.
+const NATIVE: &str =
+    "\n[feedback]\nstream = \"native\"\nedit_interval_ms = 150\nstream_min_chars = 40\n";
 
 /// The model writes `text` 8 characters every 40 ms (about 1.2 s for [`REPLY`]).
 fn slowly(text: &str) -> Step {
@@ -82,8 +88,8 @@ async fn world_with(on: On, gateway: &str, extra: &str) -> World {
     world_of(on, gateway, None, extra).await
 }
 
-/// [`world`] whose bot runs on `backend` (its `[[bots]]` keys after the id) instead of the
-/// fake model.
+/// [`world`] whose bot has `backend` as its `[[bots]]` keys after the id, instead of the fake
+/// model's (`{model_url}` in them is the fake model's base URL).
 async fn world_of_agent(on: On, backend: &str, extra: &str) -> World {
     world_of(on, "", Some(backend), extra).await
 }
@@ -137,7 +143,7 @@ async fn world_of(on: On, gateway: &str, backend: Option<&str>, extra: &str) -> 
                 model.base_url
             )
         },
-        str::to_owned,
+        |keys| keys.replace("{model_url}", &model.base_url),
     );
     let text = format!(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n{gateway}\n\

@@ -65,3 +65,67 @@ async fn a_slack_app_without_the_status_scope_streams_without_typing() {
     assert_streamed(&w, REPLY);
     w.gateway.stop().await;
 }
+
+/// On Slack the thread status says the bot's latest `progress` line while the turn runs, and
+/// is cleared when it ends.
+#[tokio::test]
+async fn slack_typing_says_the_latest_progress_while_the_turn_runs() {
+    let bot = "backend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{model_url}\"\n\
+               tools = [\"progress\"]";
+    let w = world_of_agent(On::Slack, bot, FEEDBACK).await;
+    let Fake::Slack(slack) = &w.fake else {
+        unreachable!()
+    };
+    let progress = serde_json::json!({"message": "reading the logs", "step": 1, "of": 2});
+    w.model
+        .script("snark", Step::tool_call("progress", progress));
+    w.model
+        .script("snark", Step::reply("The cache is still used."));
+    w.model.hold();
+    w.say("is the cache still used?", true).await;
+    w.model.wait_for_requests(1, DEADLINE).await;
+    // The answer after the tool call is held, so the turn is still running when it is seen.
+    w.model.release();
+    w.model.hold();
+    let said = |(_, status): &(String, String)| status == "1/2 · reading the logs";
+    crate::support::process::eventually(DEADLINE, "the progress line as the status", || async {
+        slack.statuses().iter().any(said).then_some(())
+    })
+    .await;
+    assert!(
+        !slack.statuses().iter().any(|(_, s)| s.is_empty()),
+        "cleared before the turn ended: {:?}",
+        slack.statuses()
+    );
+    assert_eq!(
+        w.model.requests_for("snark").len(),
+        2,
+        "the turn still runs"
+    );
+    assert!(
+        w.seen()
+            .all()
+            .iter()
+            .all(|s| !matches!(s, Seen::Post { .. }))
+    );
+    w.model.release();
+    w.gateway.settle().await;
+    let statuses = slack.statuses();
+    let thread = &statuses[0].0;
+    assert!(
+        statuses.iter().all(|(t, _)| t == thread),
+        "one thread: {statuses:?}"
+    );
+    assert_eq!(
+        statuses.last().map(|(_, s)| s.as_str()),
+        Some(""),
+        "cleared after the turn: {statuses:?}"
+    );
+    assert_typing_ended(&w);
+    assert!(
+        w.model.tool_results("snark")[0]["status"] == "ok",
+        "{:?}",
+        w.model.tool_results("snark")
+    );
+    w.gateway.stop().await;
+}

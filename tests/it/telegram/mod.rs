@@ -5,6 +5,7 @@
 
 mod bots;
 mod client_library;
+mod files;
 mod kills;
 mod messages;
 mod personas;
@@ -14,10 +15,10 @@ mod webhook;
 
 use std::path::Path;
 
+use serde_json::Value;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_telegram::{FakeTelegram, mention};
 use crate::support::gateway::TestGateway;
-use serde_json::Value;
 
 /// Each bot's Telegram user id and @username.
 const SNARK: (i64, &str) = (7001, "snark_bot");
@@ -28,8 +29,14 @@ const GROUP: i64 = -1001234567890;
 /// The secret the webhook tests give `setWebhook`.
 const SECRET: &str = "s3cr3t-token_for-the-hook";
 
-/// Both bots; snark in `snark_mode`, caid polling.
-fn config(model: &FakeOpenAi, telegram: &FakeTelegram, snark_mode: &str, extra: &str) -> String {
+/// Both bots, each with `bot_keys`; snark in `snark_mode`, caid polling.
+fn config(
+    model: &FakeOpenAi,
+    telegram: &FakeTelegram,
+    snark_mode: &str,
+    bot_keys: &str,
+    extra: &str,
+) -> String {
     let mut text = String::from(
         "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\
          public_url = \"https://baton.example.com\"\n\n\
@@ -43,7 +50,7 @@ fn config(model: &FakeOpenAi, telegram: &FakeTelegram, snark_mode: &str, extra: 
             "polling"
         };
         text.push_str(&format!(
-            "\n[[bots]]\nid = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{}\"\n\n\
+            "\n[[bots]]\nid = \"{bot}\"\nbackend = \"openai\"\nmodel = \"{bot}\"\nbase_url = \"{}\"\n{bot_keys}\n\
              [[accounts]]\nbot = \"{bot}\"\nplatform = \"telegram\"\nmode = \"{mode}\"\n\
              bot_token_env = \"{upper}_TELEGRAM_BOT_TOKEN\"\n\
              secret_token_env = \"{upper}_TELEGRAM_SECRET\"\napi_url = \"{}\"\n",
@@ -70,13 +77,13 @@ struct World {
     _db: tempfile::TempDir,
 }
 
-async fn world_in(snark_mode: &str, extra: &str) -> World {
+async fn world_in(snark_mode: &str, bot_keys: &str, extra: &str) -> World {
     let model = FakeOpenAi::start().await;
     let telegram = FakeTelegram::start().await;
     telegram.bot("snark", SNARK.0, SNARK.1);
     telegram.bot("caid", CAID.0, CAID.1);
     let (dir, db) = crate::support::gateway::temp_db();
-    let text = config(&model, &telegram, snark_mode, extra);
+    let text = config(&model, &telegram, snark_mode, bot_keys, extra);
     let gateway = TestGateway::start_with_env(&text, Path::new(&db), &env).await;
     let w = World {
         model,
@@ -89,7 +96,7 @@ async fn world_in(snark_mode: &str, extra: &str) -> World {
 }
 
 async fn world(extra: &str) -> World {
-    world_in("polling", extra).await
+    world_in("polling", "", extra).await
 }
 
 impl World {
@@ -97,14 +104,10 @@ impl World {
     async fn wait_ready(&self) {
         let url = format!("{}/readyz", self.gateway.base);
         let http = self.gateway.http.clone();
-        crate::support::process::eventually(
-            crate::support::gateway::DEADLINE,
-            "the gateway ready",
-            || {
-                let request = http.get(&url).send();
-                async move { (request.await.ok()?.status() == 200).then_some(()) }
-            },
-        )
+        crate::support::process::eventually(crate::support::gateway::DEADLINE, "the gateway ready", || {
+            let request = http.get(&url).send();
+            async move { (request.await.ok()?.status() == 200).then_some(()) }
+        })
         .await;
         self.telegram.wait_for(|t| t.polls("caid") > 0).await;
     }

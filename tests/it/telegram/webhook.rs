@@ -6,7 +6,7 @@ use super::*;
 
 #[tokio::test]
 async fn the_webhook_is_registered_and_its_secret_checked() {
-    let w = world_in("webhook", "").await;
+    let w = world_in("webhook", "", "").await;
     let (url, secret) = w.telegram.webhook("snark").expect("setWebhook was called");
     assert_eq!(url, "https://baton.example.com/hooks/telegram/snark");
     assert_eq!(secret, SECRET);

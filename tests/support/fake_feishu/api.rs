@@ -175,6 +175,7 @@ pub(super) fn post_message(
 ) -> (Response, Vec<(String, String)>) {
     let content: Value =
         serde_json::from_str(body["content"].as_str().unwrap_or("{}")).unwrap_or(Value::Null);
+    let card = cards::shown_card(inner, &content);
     let mut post = Post {
         app: String::new(),
         target,
@@ -222,6 +223,9 @@ pub(super) fn post_message(
             let id = format!("om_sent_{}", inner.next);
             inner.uuids.insert(post.uuid.clone(), id.clone());
             post.outcome = Outcome::Sent(id.clone());
+            if let Some(card) = &card {
+                post.text = cards::posted_card(inner, card, &id);
+            }
             inner.seen.push(Seen::Post {
                 id: id.clone(),
                 text: post.text.clone(),

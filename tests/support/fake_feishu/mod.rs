@@ -36,6 +36,7 @@ use super::shelf::Shelf;
 use super::uploads::Upload;
 
 mod api;
+mod cards;
 mod events;
 mod socket;
 
@@ -169,6 +170,11 @@ struct Inner {
     upload_calls: usize,
     /// Message resources, at `<message_id>/<key>?type=<image|file>`, for a valid tenant token.
     files: Shelf,
+    /// CardKit card entities by id, and how many times a posted one's text changed.
+    cards: HashMap<String, cards::Card>,
+    card_updates: usize,
+    /// Creating a card is refused (no CardKit scope).
+    no_cards: bool,
 }
 
 /// A running fake Feishu.
@@ -222,6 +228,15 @@ impl FakeFeishu {
                 get(resource_download),
             )
             .route("/open-apis/im/v1/messages", post(create))
+            .route("/open-apis/cardkit/v1/cards", post(cards::create_card))
+            .route(
+                "/open-apis/cardkit/v1/cards/{card}/elements/{element}/content",
+                put(cards::card_text),
+            )
+            .route(
+                "/open-apis/cardkit/v1/cards/{card}/settings",
+                axum::routing::patch(cards::card_settings),
+            )
             .route("/open-apis/im/v1/images", post(upload_image))
             .route("/open-apis/im/v1/files", post(upload_file))
             .route("/open-apis/im/v1/messages/{id}", get(get_message))

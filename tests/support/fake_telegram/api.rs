@@ -6,12 +6,14 @@ use std::time::Duration;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State as Extract};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
+use super::super::multipart::{self, Part};
 use super::super::seen::Seen;
+use super::super::uploads::Upload;
 use super::{ChatAction, Inner, Post};
 
 /// Telegram's limit on a message's text.
@@ -112,6 +114,7 @@ fn mentions_in(text: &str) -> Value {
 pub(super) async fn method(
     Extract(state): Extract<State>,
     Path((bot, method)): Path<(String, String)>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let Some(token) = bot.strip_prefix("bot") else {
@@ -128,8 +131,11 @@ pub(super) async fn method(
     let Some(name) = name else {
         return error(401, "Unauthorized");
     };
-    let Some(body) = parameters(&body) else {
-        return error(400, "Bad Request: the fake reads JSON and form bodies only");
+    let Some((body, files)) = parameters(&headers, &body) else {
+        return error(
+            400,
+            "Bad Request: the fake reads JSON, form and multipart bodies only",
+        );
     };
     match method.as_str() {
         "getMe" => get_me(&state, &name),
@@ -162,6 +168,8 @@ pub(super) async fn method(
             ok(json!(true))
         }
         "sendMessage" => send_message(&state, &name, &body).await,
+        "sendDocument" => send_file(&state, &name, &body, files, "document"),
+        "sendPhoto" => send_file(&state, &name, &body, files, "photo"),
         "editMessageText" => edit(&state, &body),
         "sendMessageDraft" => {
             let chat = body["chat_id"].as_i64().unwrap_or_default();
@@ -208,25 +216,32 @@ pub(super) async fn method(
     }
 }
 
-/// A method's parameters, sent as JSON (baton) or as a form (python-telegram-bot), where
-/// Telegram takes nested values JSON-encoded.
-fn parameters(body: &[u8]) -> Option<Value> {
+/// A method's parameters, sent as JSON (baton), as a form (python-telegram-bot) or as
+/// `multipart/form-data` (a file upload), where Telegram takes nested values JSON-encoded; and
+/// the multipart body's file parts.
+fn parameters(headers: &HeaderMap, body: &[u8]) -> Option<(Value, Vec<Part>)> {
+    if let Some(parts) = multipart::parts(headers, body) {
+        let (files, fields): (Vec<Part>, Vec<Part>) =
+            parts.into_iter().partition(|p| p.filename.is_some());
+        let fields = fields.iter().map(|p| field(p.name.clone(), &p.text()));
+        return Some((Value::Object(fields.collect()), files));
+    }
     if body.is_empty() {
-        return Some(json!({}));
+        return Some((json!({}), Vec::new()));
     }
     if body.first() == Some(&b'{') {
-        return serde_json::from_slice(body).ok();
+        return Some((serde_json::from_slice(body).ok()?, Vec::new()));
     }
     let form = std::str::from_utf8(body).ok()?;
     let url = reqwest::Url::parse(&format!("http://form/?{form}")).ok()?;
-    let fields = url
-        .query_pairs()
-        .map(|(k, v)| {
-            let value = serde_json::from_str(&v).unwrap_or(Value::String(v.into_owned()));
-            (k.into_owned(), value)
-        })
-        .collect();
-    Some(Value::Object(fields))
+    let fields = url.query_pairs().map(|(k, v)| field(k.into_owned(), &v));
+    Some((Value::Object(fields.collect()), Vec::new()))
+}
+
+/// A form field: its JSON value where it is JSON (a nested object, a number), else its text.
+fn field(name: String, text: &str) -> (String, Value) {
+    let value = serde_json::from_str(text).unwrap_or(Value::String(text.to_owned()));
+    (name, value)
 }
 
 fn bot_mut(state: &State, name: &str, f: impl FnOnce(&mut super::Bot)) {
@@ -316,17 +331,7 @@ async fn send_message(state: &State, name: &str, body: &Value) -> Response {
             id: format!("{chat}:{id}"),
             text: text.clone(),
         });
-        if inner.bot_to_bot && chat < 0 {
-            let others: Vec<String> = inner
-                .bots
-                .iter()
-                .filter(|b| b.name != name && !inner.outside.contains(&(chat, b.id)))
-                .map(|b| b.name.clone())
-                .collect();
-            for other in others {
-                deliver(&mut inner, &other, &message);
-            }
-        }
+        hand_to_other_bots(&mut inner, name, chat, &message);
         (ok(message), inner.hold_posts)
     };
     state.arrived.notify_waiters();
@@ -334,6 +339,79 @@ async fn send_message(state: &State, name: &str, body: &Value) -> Response {
         std::future::pending::<()>().await;
     }
     answer
+}
+
+/// In bot-to-bot mode, `name`'s post in group `chat` is an update for every other bot there.
+fn hand_to_other_bots(inner: &mut Inner, name: &str, chat: i64, message: &Value) {
+    if !inner.bot_to_bot || chat >= 0 {
+        return;
+    }
+    let others: Vec<String> = inner
+        .bots
+        .iter()
+        .filter(|b| b.name != name && !inner.outside.contains(&(chat, b.id)))
+        .map(|b| b.name.clone())
+        .collect();
+    for other in others {
+        deliver(inner, &other, message);
+    }
+}
+
+/// `sendDocument` / `sendPhoto`: the file part `field` becomes a message carrying it (a
+/// document, or a photo in one size), recorded as an [`Upload`] of that kind; its `caption`
+/// is the message's text. 429 while posts are rate limited.
+fn send_file(state: &State, name: &str, body: &Value, files: Vec<Part>, field: &str) -> Response {
+    let Some(file) = files.into_iter().find(|p| p.name == field) else {
+        return error(
+            400,
+            &format!("Bad Request: there is no {field} in the request"),
+        );
+    };
+    let chat = body["chat_id"].as_i64().unwrap_or_default();
+    let quotes = body["reply_parameters"]["message_id"].as_i64();
+    let mut inner = state.inner.lock().unwrap();
+    inner.upload_calls += 1;
+    if let Some(retry_after) = inner.rate_limits.pop_front() {
+        return too_many(retry_after);
+    }
+    let file_id = format!("sent-{}", inner.uploads.len() + 1);
+    let file_name = file.filename.clone().unwrap_or_default();
+    inner.files.insert(
+        file_id.clone(),
+        (format!("{field}s/{file_name}"), file.data.clone()),
+    );
+    inner.uploads.push(Upload {
+        channel: chat.to_string(),
+        thread: quotes
+            .or(body["message_thread_id"].as_i64())
+            .map(|id| id.to_string()),
+        name: file_name.clone(),
+        bytes: file.data.clone(),
+        kind: field.to_owned(),
+    });
+    let me = inner.bots.iter().find(|b| b.name == name).unwrap();
+    let author =
+        json!({"id": me.id, "is_bot": true, "first_name": me.name, "username": me.username});
+    let caption = body["caption"].as_str().unwrap_or_default();
+    let mut message = new_message(&mut inner, chat, author, "", json!([]), quotes);
+    let object = message.as_object_mut().unwrap();
+    object.remove("text");
+    object.remove("entities");
+    if !caption.is_empty() {
+        object.insert("caption".into(), json!(caption));
+    }
+    let size = file.data.len();
+    let media = if field == "photo" {
+        json!([{"file_id": file_id, "file_unique_id": file_id, "width": 1, "height": 1, "file_size": size}])
+    } else {
+        json!({"file_id": file_id, "file_unique_id": file_id, "file_name": file_name,
+            "mime_type": file.content_type, "file_size": size})
+    };
+    object.insert(field.into(), media);
+    hand_to_other_bots(&mut inner, name, chat, &message);
+    drop(inner);
+    state.arrived.notify_waiters();
+    ok(message)
 }
 
 fn edit(state: &State, body: &Value) -> Response {

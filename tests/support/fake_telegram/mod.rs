@@ -1,7 +1,8 @@
 //! A fake Telegram Bot API on 127.0.0.1: `getMe`, `getUpdates` long polling (updates confirmed
 //! by a higher offset, as Telegram does), `setWebhook` (then updates are POSTed to the webhook
 //! with the secret header), `sendMessage`, `sendMessageDraft` (private chats only), `editMessageText`, `deleteMessage`,
-//! `sendChatAction`, `setMyCommands`, `deleteWebhook`, `getFile` and file downloads, answering
+//! `sendChatAction`, `setMyCommands`, `deleteWebhook`, `getFile` and file downloads,
+//! `sendDocument` and `sendPhoto` (multipart uploads, recorded as [`Upload`]s), answering
 //! with Telegram's own error shapes: 401 `Unauthorized` for an unknown token, 429 with
 //! `parameters.retry_after`, 400 "message is too long" over 4096 characters and 400 "message is
 //! not modified" for an edit that changes nothing.
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 
 use super::gateway::DEADLINE;
 use super::seen::Timeline;
+use super::uploads::Upload;
 
 mod api;
 
@@ -102,6 +104,10 @@ struct Inner {
     bot_to_bot: bool,
     /// Files by file_id: (file_path, bytes).
     files: HashMap<String, (String, Vec<u8>)>,
+    /// Files the bots sent, in order.
+    uploads: Vec<Upload>,
+    /// `sendDocument` and `sendPhoto` calls, refused ones included.
+    upload_calls: usize,
     seen: Timeline,
     /// Every update delivered, to which bot, in order.
     delivered: Vec<(String, Value)>,
@@ -208,6 +214,47 @@ impl FakeTelegram {
         let mut inner = self.inner.lock().unwrap();
         let author = json!({"id": from.0, "is_bot": false, "first_name": from.1});
         let message = api::new_message(&mut inner, chat, author, text, entities, reply_to);
+        drop(inner);
+        self.hand_out(chat, message, to)
+    }
+
+    /// A human (`from`) posts file `name` (`mime_type`, `bytes`) as a document in `chat`, with
+    /// `caption` and its `entities`; every bot gets it. The file is served for `getFile` under
+    /// file id `doc-<message id>`. Returns the message id.
+    pub fn say_document(
+        &self,
+        chat: i64,
+        from: (i64, &str),
+        caption: &str,
+        entities: Value,
+        (name, mime_type, bytes): (&str, &str, &[u8]),
+    ) -> i64 {
+        let mut inner = self.inner.lock().unwrap();
+        let author = json!({"id": from.0, "is_bot": false, "first_name": from.1});
+        let mut message = api::new_message(&mut inner, chat, author, "", json!([]), None);
+        let file_id = format!("doc-{}", message["message_id"]);
+        inner.files.insert(
+            file_id.clone(),
+            (format!("documents/{name}"), bytes.to_vec()),
+        );
+        let object = message.as_object_mut().unwrap();
+        object.remove("text");
+        object.remove("entities");
+        object.insert("caption".into(), json!(caption));
+        object.insert("caption_entities".into(), entities);
+        object.insert(
+            "document".into(),
+            json!({"file_id": file_id, "file_unique_id": file_id, "file_name": name,
+                "mime_type": mime_type, "file_size": bytes.len()}),
+        );
+        drop(inner);
+        self.hand_out(chat, message, None)
+    }
+
+    /// Deliver a person's `message` in `chat` to every bot there (in a private chat: only
+    /// `to`); returns its id.
+    fn hand_out(&self, chat: i64, message: Value, to: Option<&str>) -> i64 {
+        let mut inner = self.inner.lock().unwrap();
         let id = message["message_id"].as_i64().unwrap();
         let receivers: Vec<String> = inner
             .bots
@@ -267,6 +314,16 @@ impl FakeTelegram {
     /// The posts `bot` made.
     pub fn posts_by(&self, bot: &str) -> Vec<Post> {
         self.posts().into_iter().filter(|p| p.bot == bot).collect()
+    }
+
+    /// The files bots sent (`sendDocument`: kind `document`; `sendPhoto`: `photo`), in order.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.inner.lock().unwrap().uploads.clone()
+    }
+
+    /// How many `sendDocument` and `sendPhoto` calls came, refused ones included.
+    pub fn upload_calls(&self) -> usize {
+        self.inner.lock().unwrap().upload_calls
     }
 
     /// `sendMessageDraft` calls, in order.
