@@ -3,10 +3,11 @@
 //! cap, initialize size, malformed bodies). Requests go over real HTTP to a real gateway, some
 //! written by hand for what a client library will not send.
 
+use serde_json::{Value, json};
+
 use crate::support::gateway::{DEADLINE, TestGateway, echo_config, temp_db};
 use crate::support::process::eventually;
 use crate::support::raw_http::{RawResponse, request};
-use serde_json::{Value, json};
 
 const PROTOCOL: &str = "2025-06-18";
 

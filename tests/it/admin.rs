@@ -1,9 +1,10 @@
 //! Admin commands in a local room: admins run them, a non-admin is refused, a bot is ignored,
 //! exactly one bot answers, and every call is in the audit table.
 
+use serde_json::Value;
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, config_text, temp_db};
-use serde_json::Value;
 
 fn texts(messages: &[Value]) -> Vec<String> {
     messages

@@ -2,10 +2,11 @@
 //! reads and lists artifacts with its tools in a real gateway (store file, HTTP on loopback);
 //! the HTTP API serves what it made, and the size cap refuses with its reason.
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::config_with;
 use crate::support::world::World;
-use serde_json::{Value, json};
 
 const SCOUT_ROOM: &str = "bot:scout:local:scout:room";
 const TABLE: &str = r#"[{"name":"acme","price":10}]"#;

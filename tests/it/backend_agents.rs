@@ -5,9 +5,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::gateway::{TestGateway, temp_db};
-use crate::support::process::eventually;
-use crate::support::turns::{RecordingTools, closed_port_url, serve, turn};
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -17,6 +14,10 @@ use baton::backend::{
     Reaper, Role, TextSink,
 };
 use serde_json::{Value, json};
+
+use crate::support::gateway::{TestGateway, temp_db};
+use crate::support::process::eventually;
+use crate::support::turns::{RecordingTools, closed_port_url, serve, turn};
 
 // ---- http --------------------------------------------------------------------------------------
 

@@ -3,8 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::turns::{RecordingTools, closed_port_url, serve, turn};
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
@@ -14,6 +12,9 @@ use baton::backend::{
 };
 use baton_contract::Secret;
 use serde_json::{Value, json};
+
+use crate::support::fake_openai::{FakeOpenAi, Step};
+use crate::support::turns::{RecordingTools, closed_port_url, serve, turn};
 
 const SECRET_KEY: &str = "sk-test-0123456789-very-secret";
 

@@ -6,10 +6,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{DEADLINE, TestGateway, temp_db};
 use crate::support::world::{World, agents_config};
-use serde_json::{Value, json};
 
 fn send(target: &str, message: &str) -> Step {
     Step::tool_call(

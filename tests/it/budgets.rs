@@ -3,10 +3,10 @@
 //! the fake received (was the call made?), what the room shows (one notice), the transcript and
 //! `GET /api/usage`.
 
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, config_text, config_with, temp_db};
 use crate::support::world::World;

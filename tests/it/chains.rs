@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
+use serde_json::{Value, json};
+
 use crate::support::chain_steps::on_chain;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{DEADLINE, TestGateway, config_with, temp_db};
-use serde_json::{Value, json};
 
 /// The coordinator may steer chains; the others may post with `chain_message`.
 fn bots() -> Vec<(&'static str, &'static str)> {

@@ -1,9 +1,10 @@
 //! `/v1/chat/completions` and `/v1/models` with the official OpenAI request shapes, plain and
 //! streaming (SSE), through the full pipeline as a local DM session.
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, config_text, temp_db};
-use serde_json::{Value, json};
 
 async fn completion(gw: &TestGateway, body: Value) -> reqwest::Response {
     gw.http

@@ -14,12 +14,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use baton::store::{EntryKind, Store};
+use rand::Rng;
+
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::fake_slack::FakeSlack;
 use crate::support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
 use crate::support::process::{eventually, fault_rng};
-use baton::store::{EntryKind, Store};
-use rand::Rng;
 
 /// The accounts, one bot each.
 const APPS: [&str; 2] = ["snark", "caid"];

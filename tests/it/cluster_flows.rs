@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_slack::FakeSlack;
 use crate::support::gateway::{TestGateway, temp_db};
 use crate::support::instances::{held, until};
 use crate::support::postgres::{URL_ENV, database};
-use serde_json::{Value, json};
 
 const ASKER_ROOM: &str = "bot:asker:local:asker:room";
 

@@ -5,15 +5,16 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::fake_slack::{FakeSlack, event_body, signed_headers, unix_now};
-use crate::support::gateway::{DEADLINE, TestGateway, echo_config, temp_db};
-use crate::support::process::eventually;
-use crate::support::raw_http::{read_response, request};
 use baton::config::Config;
 use baton::gateway::{Gateway, ScheduleClock, StartOptions};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::support::fake_slack::{FakeSlack, event_body, signed_headers, unix_now};
+use crate::support::gateway::{DEADLINE, TestGateway, echo_config, temp_db};
+use crate::support::process::eventually;
+use crate::support::raw_http::{read_response, request};
 
 /// Wait until the server closes `stream` (a read returns end-of-file or a reset); how long it
 /// took. Anything the server sends first is read and ignored.

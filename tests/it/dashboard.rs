@@ -5,10 +5,11 @@
 //! `BATON_SCREENSHOTS=1 cargo test --test it dashboard::` also saves the README's pictures under
 //! `docs/`.
 
+use serde_json::{Value, json};
+
 use crate::support::browser::Browser;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, temp_db};
-use serde_json::{Value, json};
 
 /// The demo's three echo bots on the local channel, open rooms, `admin` may start chains.
 const CONFIG: &str = r#"

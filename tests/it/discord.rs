@@ -6,11 +6,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use baton::metrics::{DUPLICATES, EVENTS_IN};
+use serde_json::{Value, json};
+
 use crate::support::fake_discord::FakeDiscord;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{DEADLINE, TestGateway};
-use baton::metrics::{DUPLICATES, EVENTS_IN};
-use serde_json::{Value, json};
 
 const SNARK: &str = "100000000000000001";
 const CAID: &str = "100000000000000002";

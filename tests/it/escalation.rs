@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
 use baton::backend::{ToolCall, ToolExecutor};
 use baton::dispatcher::Handled;
 use baton::engine::Caller;
@@ -15,6 +13,9 @@ use baton::store::{Escalation, EscalationKind, EscalationQuery, EscalationState,
 use baton::tools::AgentTools;
 use baton_contract::{ChatKind, InboundEvent, MessageId, Platform, Sender};
 use serde_json::{Value, json};
+
+use crate::support::fake_openai::{FakeOpenAi, Step};
+use crate::support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
 
 const ALPHA_ROOM: &str = "bot:alpha:local:alpha:room";
 

@@ -22,14 +22,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rand::Rng;
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_slack::{FakeSlack, event_body, signed_headers, unix_now};
 use crate::support::gateway::{TestGateway, config_text, temp_db};
 use crate::support::process::{
     EXIT_DEADLINE, Running, START_DEADLINE, STEP_DEADLINE, baton, eventually, fault_rng,
 };
-use rand::Rng;
-use serde_json::{Value, json};
 
 const SECRET: &str = "fault-signing-secret";
 /// How many times the gateway is killed.

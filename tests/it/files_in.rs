@@ -8,13 +8,14 @@
 use std::path::Path;
 use std::time::Duration;
 
+use base64::Engine as _;
+use serde_json::{Value, json};
+
 use crate::support::fake_discord::FakeDiscord;
 use crate::support::fake_feishu::{FakeFeishu, file_event};
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::fake_slack::{FakeSlack, event_body, events_envelope};
 use crate::support::gateway::{DEADLINE, TestGateway};
-use base64::Engine as _;
-use serde_json::{Value, json};
 
 /// A 1×1 PNG.
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";

@@ -6,13 +6,14 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde_json::{Value, json};
+
 use crate::support::fake_discord::FakeDiscord;
 use crate::support::fake_feishu::{FakeFeishu, message_event};
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_slack::{FakeSlack, event_body, events_envelope};
 use crate::support::gateway::{DEADLINE, TestGateway, config_text, config_with, temp_db};
 use crate::support::uploads::Upload;
-use serde_json::{Value, json};
 
 const CSV: &str = "name,price\nacme,10\n";
 /// A 1x1 PNG.

@@ -4,10 +4,11 @@
 //! result says (`output`, `artifacts`, `usage`, `tool_calls`), the one retry on a bad answer,
 //! and what `/api/deliveries` keeps.
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::TestGateway;
 use crate::support::world::World;
-use serde_json::{Value, json};
 
 const TABLE: &str = r#"[{"vendor":"acme","price":10},{"vendor":"globex","price":12}]"#;
 

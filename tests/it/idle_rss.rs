@@ -19,13 +19,14 @@
 
 use std::time::Duration;
 
+use serde_json::Value;
+use tokio::process::Command;
+
 use crate::support::fake_discord::FakeDiscord;
 use crate::support::fake_feishu::FakeFeishu;
 use crate::support::fake_slack::FakeSlack;
 use crate::support::fake_telegram::FakeTelegram;
 use crate::support::process::{EXIT_DEADLINE, Running, START_DEADLINE, eventually};
-use serde_json::Value;
-use tokio::process::Command;
 
 const CAID: &str = "100000000000000002";
 

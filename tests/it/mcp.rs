@@ -2,11 +2,12 @@
 //! (initialize, `notifications/initialized`, `tools/list`, `tools/call`), against a real gateway
 //! with echo bots.
 
-use crate::support::gateway::{DEADLINE, TestGateway, temp_db};
-use crate::support::process::eventually;
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+
+use crate::support::gateway::{DEADLINE, TestGateway, temp_db};
+use crate::support::process::eventually;
 
 const PROTOCOL: &str = "2025-06-18";
 

@@ -9,10 +9,11 @@
 //! - A non-admin's `/baton` goes through the inbound rate limit: a flood gets one "slow down",
 //!   not a refusal and an audit row each.
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
 use crate::support::process::{Running, baton, eventually};
-use serde_json::{Value, json};
 
 const BUSY: &str = "I'm busy with earlier messages";
 

@@ -3,9 +3,10 @@
 //! fake model server. Every assertion is on what the room, the transcript, the audit table or
 //! the fake model received.
 
+use serde_json::{Value, json};
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, config_text, temp_db};
-use serde_json::{Value, json};
 
 fn texts(messages: &[Value]) -> Vec<String> {
     messages

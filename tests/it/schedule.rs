@@ -2,11 +2,12 @@
 //! with the fake model, and the scheduler's clock driven by the test (`tick` at chosen times),
 //! so nothing waits for real time to pass.
 
-use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
 use baton::schedule::{SkipReason, TickOutcome, Ticked};
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use serde_json::Value;
+
+use crate::support::fake_openai::{FakeOpenAi, Step};
+use crate::support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
 
 /// Monday 2025-03-03, `h:m` UTC (the test gateway's clock is UTC).
 fn monday(h: u32, m: u32) -> DateTime<Utc> {

@@ -11,14 +11,15 @@ mod typing;
 use std::path::Path;
 use std::time::Duration;
 
+use baton::metrics::EVENTS_IN;
+use serde_json::Value;
+
 use crate::support::fake_discord::FakeDiscord;
 use crate::support::fake_feishu::{FakeFeishu, message_event};
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_slack::{FakeSlack, event_body, events_envelope};
 use crate::support::gateway::{DEADLINE, TestGateway};
 use crate::support::seen::{Seen, Timeline};
-use baton::metrics::EVENTS_IN;
-use serde_json::Value;
 
 /// A reply long enough to stream: about 240 characters.
 const REPLY: &str = "Here is what I found. The build broke because the lock file pins an old \

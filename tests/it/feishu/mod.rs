@@ -13,15 +13,16 @@ mod webhook;
 use std::path::Path;
 use std::time::Duration;
 
+use baton_contract::{Platform, Secret};
+use baton_feishu::api::Api;
+use baton_feishu::{FeishuSettings, LARK_API_URL, Mode};
+use serde_json::{Value, json};
+
 use crate::support::fake_feishu::{
     FakeFeishu, Outcome, RateLimit, Target, message_event, signed_headers, webhook_body,
 };
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::TestGateway;
-use baton_contract::{Platform, Secret};
-use baton_feishu::api::Api;
-use baton_feishu::{FeishuSettings, LARK_API_URL, Mode};
-use serde_json::{Value, json};
 
 const ENCRYPT_KEY: &str = "test_encrypt_key_123";
 const TOKEN: &str = "verification-token";

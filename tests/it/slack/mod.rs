@@ -10,13 +10,14 @@ mod transports;
 
 use std::path::Path;
 
+use serde_json::{Value, json};
+
 use crate::support::chain_steps::on_chain;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_slack::{
     FakeSlack, event_body, events_envelope, signed_headers, unix_now,
 };
 use crate::support::gateway::TestGateway;
-use serde_json::{Value, json};
 
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const SNARK: &str = "U_SNARK";

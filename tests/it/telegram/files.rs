@@ -5,6 +5,7 @@
 
 use base64::Engine as _;
 use serde_json::json;
+
 use crate::support::fake_telegram::mention;
 use crate::support::uploads::Upload;
 

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::*;
+
 use crate::support::process::{EXIT_DEADLINE, Running, baton, eventually};
 
 #[tokio::test]

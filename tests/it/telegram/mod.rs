@@ -16,6 +16,7 @@ mod webhook;
 use std::path::Path;
 
 use serde_json::Value;
+
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::fake_telegram::{FakeTelegram, mention};
 use crate::support::gateway::TestGateway;
@@ -104,10 +105,14 @@ impl World {
     async fn wait_ready(&self) {
         let url = format!("{}/readyz", self.gateway.base);
         let http = self.gateway.http.clone();
-        crate::support::process::eventually(crate::support::gateway::DEADLINE, "the gateway ready", || {
-            let request = http.get(&url).send();
-            async move { (request.await.ok()?.status() == 200).then_some(()) }
-        })
+        crate::support::process::eventually(
+            crate::support::gateway::DEADLINE,
+            "the gateway ready",
+            || {
+                let request = http.get(&url).send();
+                async move { (request.await.ok()?.status() == 200).then_some(()) }
+            },
+        )
         .await;
         self.telegram.wait_for(|t| t.polls("caid") > 0).await;
     }
