@@ -106,93 +106,18 @@ impl EventSink for Fenced<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use baton_contract::{
-        AccountId, AdapterError, Capabilities, ChatKind, ConnectionCell, OutboundMessage, Platform,
-        SendError, Sender, SentMessage, UserId,
-    };
+    use baton_contract::{ChatKind, Platform, Sender, StubAdapter};
     use tokio::time::Instant;
 
     use super::*;
 
-    /// A socket account: `run` counts its sessions and keeps one open until its token fires;
-    /// an event posted through `offer` is handed to the sink whatever the token says (as one
-    /// already read from the socket would be), and what the sink answered is kept.
-    struct Socket {
-        id: AccountId,
-        cell: ConnectionCell,
-        runs: AtomicUsize,
-        open: AtomicUsize,
-        offer: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
-        answered: Mutex<Vec<Result<(), NotTaken>>>,
-    }
-
-    impl Socket {
-        fn new() -> Socket {
-            Socket {
-                id: "snark".into(),
-                cell: ConnectionCell::default(),
-                runs: AtomicUsize::new(0),
-                open: AtomicUsize::new(0),
-                offer: Mutex::new(None),
-                answered: Mutex::new(Vec::new()),
-            }
-        }
-    }
-
-    #[async_trait]
-    impl Adapter for Socket {
-        fn platform(&self) -> Platform {
-            Platform::Slack
-        }
-
-        fn account(&self) -> &AccountId {
-            &self.id
-        }
-
-        fn capabilities(&self) -> Capabilities {
-            Capabilities {
-                max_message_chars: 100,
-                threads: false,
-                ephemeral_replies: false,
-                bot_posts_reach_bots: true,
-            }
-        }
-
-        fn self_id(&self) -> Option<UserId> {
-            None
-        }
-
-        fn connection(&self) -> &ConnectionCell {
-            &self.cell
-        }
-
-        async fn run(
-            &self,
-            sink: &dyn EventSink,
-            shutdown: CancellationToken,
-        ) -> Result<(), AdapterError> {
-            self.runs.fetch_add(1, Ordering::SeqCst);
-            self.open.store(1, Ordering::SeqCst);
-            self.cell.set(ConnectionState::Connected);
-            let offer = self.offer.lock().unwrap().take();
-            if let Some(offer) = offer {
-                let _ = offer.await;
-                let answer = sink.accept(event()).await;
-                self.answered.lock().unwrap().push(answer);
-            }
-            shutdown.cancelled().await;
-            self.open.store(0, Ordering::SeqCst);
-            self.cell.set(ConnectionState::Stopped);
-            Ok(())
-        }
-
-        async fn send(&self, _: &OutboundMessage) -> Result<SentMessage, SendError> {
-            Err(SendError::Transport("the tests send nothing".into()))
-        }
+    /// A socket account: `run` counts its sessions and keeps one open until its token fires.
+    fn socket() -> StubAdapter {
+        StubAdapter::new(Platform::Slack, "snark")
     }
 
     /// The gateway's intake: counts what reaches it.
@@ -235,7 +160,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_socket_is_up_only_while_the_lease_is_held() {
-        let socket = Arc::new(Socket::new());
+        let socket = Arc::new(socket());
         let intake = Arc::new(Intake::default());
         let (cell, holding) = watch::channel(Holding::Unknown);
         let stop = CancellationToken::new();
@@ -244,24 +169,23 @@ mod tests {
             async move { connect_while_held(socket.as_ref(), intake.as_ref(), holding, stop).await }
         });
         cell.send_replace(Holding::No);
-        until("standby", || socket.cell.get() == ConnectionState::Standby).await;
-        assert_eq!(
-            socket.runs.load(Ordering::SeqCst),
-            0,
-            "not held: never dialed"
-        );
+        until("standby", || {
+            socket.connection_state() == ConnectionState::Standby
+        })
+        .await;
+        assert_eq!(socket.runs(), 0, "not held: never dialed");
 
         // Held, then never renewed: the socket closes once the deadline passes.
         let taken = Instant::now();
         cell.send_replace(Holding::Until(taken + Duration::from_millis(200)));
-        until("connected", || socket.open.load(Ordering::SeqCst) == 1).await;
-        until("dropped", || socket.open.load(Ordering::SeqCst) == 0).await;
+        until("connected", || socket.running()).await;
+        until("dropped", || !socket.running()).await;
         assert!(
             taken.elapsed() >= Duration::from_millis(200),
             "dropped early"
         );
         until("standby again", || {
-            socket.cell.get() == ConnectionState::Standby
+            socket.connection_state() == ConnectionState::Standby
         })
         .await;
 
@@ -270,26 +194,26 @@ mod tests {
         let again = Instant::now();
         let first = again + Duration::from_secs(1);
         cell.send_replace(Holding::Until(first));
-        until("reconnected", || socket.runs.load(Ordering::SeqCst) == 2).await;
+        until("reconnected", || socket.runs() == 2).await;
         cell.send_replace(Holding::Until(again + Duration::from_secs(60)));
         assert!(
             Instant::now() < first,
             "reconnecting took longer than the first deadline"
         );
         tokio::time::sleep_until(first + Duration::from_millis(200)).await;
-        assert_eq!(socket.open.load(Ordering::SeqCst), 1, "renewed, still up");
+        assert!(socket.running(), "renewed, still up");
 
         stop.cancel();
         task.await.unwrap();
-        assert_eq!(socket.open.load(Ordering::SeqCst), 0);
-        assert_eq!(socket.runs.load(Ordering::SeqCst), 2);
+        assert!(!socket.running());
+        assert_eq!(socket.runs(), 2);
     }
 
     #[tokio::test]
     async fn an_event_read_after_the_deadline_is_refused_unacknowledged() {
-        let socket = Arc::new(Socket::new());
-        let (offer, offered) = tokio::sync::oneshot::channel();
-        *socket.offer.lock().unwrap() = Some(offered);
+        let socket = Arc::new(socket());
+        // An event the socket reads whatever its token says (as one already read would be).
+        let offer = socket.next_read();
         let intake = Arc::new(Intake::default());
         let deadline = Instant::now() + Duration::from_millis(100);
         let (_cell, holding) = watch::channel(Holding::Until(deadline));
@@ -298,14 +222,14 @@ mod tests {
             let (socket, intake, stop) = (socket.clone(), intake.clone(), stop.clone());
             async move { connect_while_held(socket.as_ref(), intake.as_ref(), holding, stop).await }
         });
-        until("connected", || socket.open.load(Ordering::SeqCst) == 1).await;
+        until("connected", || socket.running()).await;
         // As a process paused past its deadline and just woken: an event read before the
         // fence had a chance to close the socket.
         tokio::time::sleep_until(deadline).await;
-        offer.send(()).unwrap();
-        until("answered", || !socket.answered.lock().unwrap().is_empty()).await;
+        offer.send(event()).unwrap();
+        until("answered", || !socket.taken().is_empty()).await;
         assert_eq!(
-            *socket.answered.lock().unwrap(),
+            socket.taken(),
             [Err(NotTaken::ShuttingDown)],
             "refused, so the adapter does not acknowledge it"
         );

@@ -221,15 +221,11 @@ fn size_text(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use async_trait::async_trait;
     use baton_contract::{
-        AccountId, Adapter, AdapterError, Capabilities, ChatId, ChatKey, ChatKind, ConnectionCell,
-        Downloaded, EventSink, FileRef, InboundEvent, MessageId, OutboundMessage, Platform,
-        SendError, Sender, SentMessage, UserId,
+        AccountId, ChatId, ChatKey, ChatKind, Downloaded, FileRef, InboundEvent, MessageId,
+        Platform, Sender, StubAdapter, UserId,
     };
-    use tokio_util::sync::CancellationToken;
 
     use super::super::speaker::Speaker;
     use super::*;
@@ -237,69 +233,19 @@ mod tests {
     use crate::mirror::Arrival;
     use crate::roster::Account;
 
-    /// An account that serves every file as `notes.txt`'s bytes and counts its downloads.
-    struct Counting {
-        account: AccountId,
-        cell: ConnectionCell,
-        downloads: AtomicUsize,
-    }
-
-    #[async_trait]
-    impl Adapter for Counting {
-        fn platform(&self) -> Platform {
-            Platform::Local
-        }
-        fn account(&self) -> &AccountId {
-            &self.account
-        }
-        fn capabilities(&self) -> Capabilities {
-            Capabilities {
-                max_message_chars: 4000,
-                threads: false,
-                ephemeral_replies: false,
-                bot_posts_reach_bots: true,
-            }
-        }
-        fn self_id(&self) -> Option<UserId> {
-            None
-        }
-        fn connection(&self) -> &ConnectionCell {
-            &self.cell
-        }
-        async fn run(
-            &self,
-            _sink: &dyn EventSink,
-            _shutdown: CancellationToken,
-        ) -> Result<(), AdapterError> {
-            Ok(())
-        }
-        async fn send(&self, _message: &OutboundMessage) -> Result<SentMessage, SendError> {
-            Err(SendError::Transport("not in this test".into()))
-        }
-        async fn download(
-            &self,
-            _file: &FileRef,
-            _limit: u64,
-        ) -> Result<Downloaded, DownloadError> {
-            self.downloads.fetch_add(1, Ordering::SeqCst);
-            Ok(Downloaded {
-                bytes: b"deploy at five".to_vec(),
-                media_type: Some("text/plain".into()),
-            })
-        }
-    }
-
     /// The same event taken in twice in one run (a replay after a restart) downloads its file
     /// once and keeps one artifact, which the second intake gives the turn again.
     #[tokio::test]
     async fn a_replay_finds_what_the_first_run_kept_and_downloads_nothing() {
         let gw = parts(&echo_config(&["alpha"], "")).await;
         let roster = gw.engine.roster();
-        let adapter = Arc::new(Counting {
-            account: AccountId::from("alpha"),
-            cell: ConnectionCell::default(),
-            downloads: AtomicUsize::new(0),
-        });
+        // An account that serves every file as `notes.txt`'s bytes and counts its downloads.
+        let adapter = Arc::new(
+            StubAdapter::new(Platform::Local, "alpha").serving(Downloaded {
+                bytes: b"deploy at five".to_vec(),
+                media_type: Some("text/plain".into()),
+            }),
+        );
         let account = Account {
             platform: Platform::Local,
             id: AccountId::from("alpha"),
@@ -334,7 +280,7 @@ mod tests {
         };
         let first = take_in(&gw.engine, &inbound, "in:local:alpha:m1").await;
         let again = take_in(&gw.engine, &inbound, "in:local:alpha:m1").await;
-        assert_eq!(adapter.downloads.load(Ordering::SeqCst), 1);
+        assert_eq!(adapter.downloads(), 1);
         assert_eq!(first.files, again.files);
         assert_eq!(first.text, again.text);
         assert!(

@@ -151,72 +151,20 @@ pub(super) async fn post_chunk(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
     use std::time::Duration;
 
-    use async_trait::async_trait;
-    use baton_contract::{
-        AccountId, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
-        Platform, SendError, SentMessage, UserId,
-    };
-    use tokio_util::sync::CancellationToken;
+    use baton_contract::{ConnectionState, Platform, SendError, SentMessage, StubAdapter};
 
     use super::*;
     use crate::store::{Store, TranscriptQuery};
 
-    /// Answers each send with the next scripted result and records what it was asked to post.
-    struct Scripted {
-        account: AccountId,
-        results: Mutex<Vec<Result<SentMessage, SendError>>>,
-        sent: Mutex<Vec<OutboundMessage>>,
-        connection: ConnectionCell,
-    }
-
-    impl Scripted {
-        fn new(mut results: Vec<Result<SentMessage, SendError>>) -> Self {
-            results.reverse();
-            Self {
-                account: "a".into(),
-                results: Mutex::new(results),
-                sent: Mutex::new(Vec::new()),
-                connection: ConnectionCell::new(ConnectionState::Connected),
-            }
-        }
-    }
-
-    #[async_trait]
-    impl Adapter for Scripted {
-        fn platform(&self) -> Platform {
-            Platform::Local
-        }
-        fn account(&self) -> &AccountId {
-            &self.account
-        }
-        fn capabilities(&self) -> Capabilities {
-            Capabilities {
-                max_message_chars: 10,
-                threads: true,
-                ephemeral_replies: false,
-                bot_posts_reach_bots: true,
-            }
-        }
-        fn self_id(&self) -> Option<UserId> {
-            None
-        }
-        fn connection(&self) -> &ConnectionCell {
-            &self.connection
-        }
-        async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
-            Ok(())
-        }
-        async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
-            self.sent.lock().unwrap().push(message.clone());
-            self.results
-                .lock()
-                .unwrap()
-                .pop()
-                .expect("an unexpected send")
-        }
+    /// Answers each send with the next of `results` and records what it was asked to post.
+    fn scripted(results: Vec<Result<SentMessage, SendError>>) -> StubAdapter {
+        StubAdapter::new(Platform::Local, "a")
+            .max_message_chars(10)
+            .threads()
+            .in_state(ConnectionState::Connected)
+            .answering(results)
     }
 
     fn ok(id: &str) -> Result<SentMessage, SendError> {
@@ -243,7 +191,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_429_is_retried_after_retry_after_and_chunks_keep_their_keys() {
-        let adapter = Scripted::new(vec![
+        let adapter = scripted(vec![
             Err(SendError::RateLimited {
                 retry_after: Duration::from_millis(5),
             }),
@@ -261,7 +209,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
-        let sent = adapter.sent.lock().unwrap().clone();
+        let sent = adapter.sent();
         let keys: Vec<_> = sent.iter().map(|m| m.idempotency_key.as_str()).collect();
         assert_eq!(
             keys,
@@ -288,7 +236,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_transport_failure_is_not_retried_and_a_replay_posts_nothing_twice() {
-        let adapter = Scripted::new(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
+        let adapter = scripted(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
         let journal = journal().await;
         let err = deliver(
             &adapter,
@@ -300,15 +248,11 @@ mod tests {
         .await
         .unwrap_err();
         assert_eq!((err.chunk, err.total), (1, 2));
-        assert_eq!(
-            adapter.sent.lock().unwrap().len(),
-            2,
-            "retried an unknown fate"
-        );
+        assert_eq!(adapter.sent().len(), 2, "retried an unknown fate");
 
         // The transport failure's fate is unknown: a replay posts neither the delivered chunk
         // nor the one that may have gone out.
-        let replay = Scripted::new(vec![ok("m2")]);
+        let replay = scripted(vec![ok("m2")]);
         let err = deliver(
             &replay,
             &Handover::none(),
@@ -320,7 +264,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err.cause, Undelivered::Interrupted), "{err}");
         assert_eq!(err.chunk, 1);
-        assert!(replay.sent.lock().unwrap().is_empty(), "posted again");
+        assert!(replay.sent().is_empty(), "posted again");
     }
 
     /// A chunk no other bot is handed is recorded behind the post: the caller goes on (and lets

@@ -377,85 +377,19 @@ enum Pass {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
-    use async_trait::async_trait;
-    use baton_contract::{
-        AccountId, AdapterError, Capabilities, ConnectionCell, ConnectionState, EventSink,
-        OutboundMessage, Platform, SendError, SentMessage, UserId,
-    };
-    use tokio_util::sync::CancellationToken;
+    use baton_contract::{ConnectionState, Platform, StubAdapter};
 
     use super::*;
     use crate::store::{Store, TranscriptQuery};
 
-    /// A platform that allows `max_edits` edits per message and records posts and edits.
-    struct Capped {
-        account: AccountId,
-        connection: ConnectionCell,
-        max_edits: u32,
-        log: Mutex<Vec<(String, String)>>,
-    }
-
-    #[async_trait]
-    impl Adapter for Capped {
-        fn platform(&self) -> Platform {
-            Platform::Local
-        }
-        fn account(&self) -> &AccountId {
-            &self.account
-        }
-        fn capabilities(&self) -> Capabilities {
-            Capabilities {
-                max_message_chars: 30,
-                threads: true,
-                ephemeral_replies: false,
-                bot_posts_reach_bots: true,
-            }
-        }
-        fn self_id(&self) -> Option<UserId> {
-            None
-        }
-        fn connection(&self) -> &ConnectionCell {
-            &self.connection
-        }
-        async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
-            Ok(())
-        }
-        async fn send(&self, message: &OutboundMessage) -> Result<SentMessage, SendError> {
-            let mut log = self.log.lock().unwrap();
-            let id = format!("m{}", log.iter().filter(|(k, _)| k == "post").count());
-            log.push(("post".into(), message.text.clone()));
-            Ok(SentMessage {
-                message_id: MessageId(id),
-            })
-        }
-        fn can_edit(&self) -> bool {
-            true
-        }
-        fn max_edits(&self) -> Option<u32> {
-            Some(self.max_edits)
-        }
-        async fn edit(&self, edit: &EditMessage) -> Result<(), SendError> {
-            let mut log = self.log.lock().unwrap();
-            let edits = log
-                .iter()
-                .filter(|(k, _)| k == edit.message_id.as_str())
-                .count();
-            assert!(edits < self.max_edits as usize, "edited past the cap");
-            log.push((edit.message_id.to_string(), edit.text.clone()));
-            Ok(())
-        }
-    }
-
     #[tokio::test]
     async fn posts_split_at_the_limit_keep_an_edit_for_the_final_text_and_record_it() {
-        let adapter = Capped {
-            account: "a".into(),
-            connection: ConnectionCell::new(ConnectionState::Connected),
-            max_edits: 3,
-            log: Mutex::default(),
-        };
+        // A platform that allows 3 edits per message.
+        let adapter = StubAdapter::new(Platform::Local, "a")
+            .max_message_chars(30)
+            .threads()
+            .editable(3)
+            .in_state(ConnectionState::Connected);
         let store = Store::open(":memory:").await.unwrap();
         let journal = Journal::new(
             store,
@@ -476,20 +410,8 @@ mod tests {
         }
         let ids = streamer.finish(reply).await.unwrap();
         assert_eq!(ids.len(), split(reply, 30).len());
-        let log = adapter.log.lock().unwrap().clone();
-        let mut shown = std::collections::BTreeMap::new();
-        let mut n = 0;
-        for (kind, text) in &log {
-            let id = if kind == "post" {
-                n += 1;
-                format!("m{}", n - 1)
-            } else {
-                kind.clone()
-            };
-            shown.insert(id, text.clone());
-        }
-        let shown: Vec<String> = shown.into_values().collect();
-        assert_eq!(shown, split(reply, 30), "{log:?}");
+        let shown: Vec<String> = adapter.shown().into_iter().map(|(_, text)| text).collect();
+        assert_eq!(shown, split(reply, 30), "{:?}", adapter.calls());
         let entries = journal
             .store()
             .transcript(TranscriptQuery::session(crate::session::test_key("s")))

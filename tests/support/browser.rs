@@ -1,5 +1,8 @@
 //! A real browser for the dashboard tests: Debian's headless Chromium, driven over WebDriver
-//! (`/usr/bin/chromedriver`, spawned here on a free loopback port) with `fantoccini`.
+//! (`/usr/bin/chromedriver`, spawned here on a free loopback port). The few WebDriver commands
+//! the tests send (a session, a page, a script, a screenshot) are plain JSON over HTTP, written
+//! here with reqwest: a WebDriver client crate would bring its own dependency tree, and features
+//! of shared crates the gateway's build does not have, so `cargo test` would rebuild them.
 //!
 //! Where the browser is missing the test fails, naming the packages and the script that
 //! installs them: a browser test that skips itself silently would let the dashboard break
@@ -9,8 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder};
-use hyper_util::client::legacy::connect::HttpConnector;
+use base64::Engine as _;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
@@ -23,7 +25,9 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// A browser session and the driver process behind it (killed on drop).
 pub(crate) struct Browser {
-    pub(crate) client: Client,
+    http: reqwest::Client,
+    /// The session on the driver: `http://127.0.0.1:<port>/session/<id>`.
+    session: String,
     _driver: Child,
     _profile: tempfile::TempDir,
 }
@@ -64,27 +68,36 @@ impl Browser {
             "--window-size=1360,900".to_owned(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            json!({"binary": CHROMIUM, "args": args}),
-        );
-        let client = ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps)
-            .connect(&url)
+        let http = reqwest::Client::new();
+        let capabilities = json!({"capabilities": {"alwaysMatch": {
+            "goog:chromeOptions": {"binary": CHROMIUM, "args": args},
+        }}});
+        let created = command(http.post(format!("{url}/session")).json(&capabilities))
             .await
-            .expect("chromedriver starts a Chromium session");
+            .unwrap_or_else(|e| panic!("chromedriver starts no Chromium session: {e}"));
+        let id = created["sessionId"]
+            .as_str()
+            .expect("a new session has an id");
         Browser {
-            client,
+            session: format!("{url}/session/{id}"),
+            http,
             _driver: driver,
             _profile: profile,
         }
     }
 
+    /// Open `url` in the page and wait for it to load.
+    pub(crate) async fn goto(&self, url: &str) {
+        let request = self.http.post(format!("{}/url", self.session));
+        command(request.json(&json!({"url": url})))
+            .await
+            .unwrap_or_else(|e| panic!("opening {url}: {e}"));
+    }
+
     /// Run `script` (a function body that `return`s) in the page.
     pub(crate) async fn js(&self, script: &str) -> Value {
-        self.client
-            .execute(script, Vec::new())
+        let request = self.http.post(format!("{}/execute/sync", self.session));
+        command(request.json(&json!({"script": script, "args": []})))
             .await
             .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
     }
@@ -115,12 +128,16 @@ impl Browser {
     }
 
     /// Save a PNG of the page to `docs/<name>.png` when `BATON_SCREENSHOTS` is set (the
-    /// README's pictures are made this way: `BATON_SCREENSHOTS=1 cargo test --test dashboard`).
+    /// README's pictures are made this way: `BATON_SCREENSHOTS=1 cargo test --test it dashboard::`).
     pub(crate) async fn screenshot(&self, name: &str) {
         if std::env::var_os("BATON_SCREENSHOTS").is_none() {
             return;
         }
-        let png = self.client.screenshot().await.expect("screenshot");
+        let request = self.http.get(format!("{}/screenshot", self.session));
+        let encoded = command(request).await.expect("screenshot");
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(encoded.as_str().expect("a screenshot is base64 text"))
+            .expect("a screenshot is base64");
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("docs")
             .join(format!("{name}.png"));
@@ -129,7 +146,19 @@ impl Browser {
 
     /// End the browser session.
     pub(crate) async fn close(self) {
-        let _ = self.client.close().await;
+        let _ = command(self.http.delete(&self.session)).await;
+    }
+}
+
+/// Send one WebDriver command; its result (the reply's `value`), or the driver's error.
+async fn command(request: reqwest::RequestBuilder) -> Result<Value, String> {
+    let response = request.send().await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body: Value = response.json().await.map_err(|e| e.to_string())?;
+    if status.is_success() {
+        Ok(body["value"].clone())
+    } else {
+        Err(format!("{status}: {}", body["value"]))
     }
 }
 

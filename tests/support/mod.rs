@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: fakes of the services baton talks to, on loopback.
 //!
-//! Each test binary compiles this module and uses only part of it, hence the allowances.
+//! Compiled once, into the one integration-test binary (`tests/it/`). Some helpers serve only the
+//! platform modules, which a build without their feature leaves out, hence `dead_code`.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod browser;
 pub mod chain_steps;
 pub mod fake_discord;
 pub mod fake_feishu;

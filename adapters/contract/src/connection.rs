@@ -344,10 +344,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::adapter::{Capabilities, NotTaken};
-    use crate::ids::{AccountId, Platform, UserId};
+    use crate::adapter::NotTaken;
+    use crate::ids::Platform;
     use crate::inbound::InboundEvent;
-    use crate::outbound::{OutboundMessage, SendError, SentMessage};
+    use crate::stub::StubAdapter;
 
     struct Nowhere;
 
@@ -358,51 +358,9 @@ mod tests {
         }
     }
 
-    /// An account whose connection the tests drive through [`run_connection`] themselves.
-    struct Account {
-        id: AccountId,
-        cell: ConnectionCell,
-    }
-
-    #[async_trait]
-    impl Adapter for Account {
-        fn platform(&self) -> Platform {
-            Platform::Local
-        }
-
-        fn account(&self) -> &AccountId {
-            &self.id
-        }
-
-        fn capabilities(&self) -> Capabilities {
-            Capabilities {
-                max_message_chars: 100,
-                threads: false,
-                ephemeral_replies: false,
-                bot_posts_reach_bots: true,
-            }
-        }
-
-        fn self_id(&self) -> Option<UserId> {
-            None
-        }
-
-        fn connection(&self) -> &ConnectionCell {
-            &self.cell
-        }
-
-        async fn run(&self, _: &dyn EventSink, _: CancellationToken) -> Result<(), AdapterError> {
-            Err(AdapterError::Fatal("the tests call run_connection".into()))
-        }
-
-        async fn send(&self, _: &OutboundMessage) -> Result<SentMessage, SendError> {
-            Err(SendError::Transport("the tests send nothing".into()))
-        }
-    }
-
     /// A link that answers from scripts and records the state it saw at each call.
     struct Scripted {
-        account: Arc<Account>,
+        account: Arc<StubAdapter>,
         identities: VecDeque<Result<(), LinkError>>,
         sessions: VecDeque<Result<SessionEnd, LinkError>>,
         seen: Vec<ConnectionState>,
@@ -411,7 +369,7 @@ mod tests {
     #[async_trait]
     impl Link for Scripted {
         async fn identify(&mut self) -> Result<(), LinkError> {
-            self.seen.push(self.account.cell.get());
+            self.seen.push(self.account.connection().get());
             self.identities.pop_front().unwrap_or(Ok(()))
         }
 
@@ -421,8 +379,8 @@ mod tests {
             _: &CancellationToken,
             _: &mut Backoff,
         ) -> Result<SessionEnd, LinkError> {
-            self.seen.push(self.account.cell.get());
-            self.account.cell.set(ConnectionState::Connected);
+            self.seen.push(self.account.connection().get());
+            self.account.connection().set(ConnectionState::Connected);
             self.sessions
                 .pop_front()
                 .unwrap_or(Ok(SessionEnd::Shutdown))
@@ -434,10 +392,7 @@ mod tests {
         sessions: Vec<Result<SessionEnd, LinkError>>,
     ) -> Scripted {
         Scripted {
-            account: Arc::new(Account {
-                id: "a".into(),
-                cell: ConnectionCell::default(),
-            }),
+            account: Arc::new(StubAdapter::new(Platform::Local, "a")),
             identities: identities.into(),
             sessions: sessions.into(),
             seen: Vec::new(),
@@ -476,7 +431,7 @@ mod tests {
                 Ok(SessionEnd::Shutdown),
             ],
         );
-        let mut changes = link.account.cell.watch();
+        let mut changes = link.account.connection().watch();
         let shutdown = CancellationToken::new();
         run(&mut link, Receive::Socket, quick(), &shutdown)
             .await
@@ -494,7 +449,7 @@ mod tests {
                 Retrying { attempt: 2 },
             ]
         );
-        assert_eq!(link.account.cell.get(), Stopped);
+        assert_eq!(link.account.connection().get(), Stopped);
         assert!(changes.has_changed().unwrap(), "watchers are woken");
         assert_eq!(*changes.borrow_and_update(), Stopped);
     }
@@ -507,7 +462,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.to_string(), "authentication failed: bad token");
-        assert_eq!(link.account.cell.get(), ConnectionState::Stopped);
+        assert_eq!(link.account.connection().get(), ConnectionState::Stopped);
         assert_eq!(
             link.sessions.len(),
             0,
@@ -520,13 +475,13 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("intents"), "{err}");
         assert_eq!(link.sessions.len(), 1, "no reconnect after a fatal session");
-        assert_eq!(link.account.cell.get(), ConnectionState::Stopped);
+        assert_eq!(link.account.connection().get(), ConnectionState::Stopped);
     }
 
     #[tokio::test]
     async fn webhooks_are_ready_until_shutdown_and_open_no_session() {
         let mut link = scripted(vec![], vec![transient()]);
-        let mut changes = link.account.cell.watch();
+        let mut changes = link.account.connection().watch();
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         let stopper = tokio::spawn(async move {
@@ -547,7 +502,7 @@ mod tests {
             .unwrap();
         assert_eq!(link.seen, [ConnectionState::Connecting], "identified only");
         assert_eq!(link.sessions.len(), 1, "no session was opened");
-        assert_eq!(link.account.cell.get(), ConnectionState::Stopped);
+        assert_eq!(link.account.connection().get(), ConnectionState::Stopped);
     }
 
     #[tokio::test]
@@ -562,7 +517,7 @@ mod tests {
             .expect("the backoff's wait gives way to the shutdown")
             .unwrap();
         assert_eq!(link.seen, [ConnectionState::Connecting]);
-        assert_eq!(link.account.cell.get(), ConnectionState::Stopped);
+        assert_eq!(link.account.connection().get(), ConnectionState::Stopped);
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod native_stream;
 mod outbound;
 mod secret;
 mod sibling_post;
+mod stub;
 mod upload;
 mod webhook;
 
@@ -37,5 +38,6 @@ pub use native_stream::{StreamFor, StreamStart, StreamText};
 pub use outbound::{OutboundMessage, SendError, SentMessage};
 pub use secret::Secret;
 pub use sibling_post::SiblingPost;
+pub use stub::{Call, StubAdapter};
 pub use upload::OutboundFile;
 pub use webhook::{WebhookRequest, WebhookResponse};
