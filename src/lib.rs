@@ -5,35 +5,53 @@
 //! [`guards`], the [`lanes`] and a [`backend`]; the [`outcome`] decides reply or silence;
 //! [`post`] posts it; [`mirror`] records it all in the [`store`]. Chains (ordered turn-taking
 //! among bots) live in `chains`.
+//!
+//! The modules are listed by layer, top down, as `docs/design.md` ("Layers") draws them:
+//! arrows point down only.
 
-pub mod admin;
-pub mod backend;
-pub mod bot_id;
-pub mod budget;
-pub(crate) mod chains;
+// The composition root and its front doors: `baton`, the gateway that builds every component
+// once, HTTP (routes, dashboard, webhooks, MCP).
 pub mod cli;
+pub mod gateway;
+pub mod http;
+
+// The inbound pipeline: one list of typed steps.
+pub mod dispatcher;
+
+// Commands, and what a turn may call: `/baton` commands, agent tools, escalations.
+pub mod admin;
+pub(crate) mod escalation;
+pub mod tools;
+
+// The flows that take turns: `sessions_send`, chains, heartbeats and cron.
+pub(crate) mod chains;
+pub mod relay;
+pub mod schedule;
+
+// The turn kernel: the one session turn, `say`, the `Engine` handle.
+pub mod engine;
+
+// Below the engine: backends, posting, the transcript, budgets, guards, lanes, the local
+// channel, the roster, time, the store, the config, counters and the live event stream.
+pub mod backend;
+pub mod budget;
 pub mod cluster;
 pub mod config;
-pub mod dispatcher;
-pub mod display_name;
-pub mod engine;
-pub(crate) mod escalation;
 pub mod events;
 pub mod field_bound;
-pub mod gateway;
 pub mod guards;
-pub mod http;
 pub mod lanes;
 pub mod local;
-pub mod media_type;
 pub mod metrics;
 pub mod mirror;
 pub mod outcome;
 pub mod post;
-pub mod relay;
 pub mod roster;
-pub mod schedule;
-pub mod session;
 pub mod store;
 pub mod timing;
-pub mod tools;
+
+// Values every layer shares.
+pub mod bot_id;
+pub mod display_name;
+pub mod media_type;
+pub mod session;

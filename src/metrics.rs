@@ -140,7 +140,7 @@ pub static SCHEDULED_SUPPRESSED: Counter = Counter {
 /// Counts by (metric name, label value), each with its counter's description.
 type Counts = BTreeMap<(&'static str, &'static str), (&'static Counter, u64)>;
 
-/// The gateway's counters. One per gateway, in the engine's `Services`.
+/// The gateway's counters. One per gateway, in the engine's `Engine`.
 #[derive(Default)]
 pub struct Metrics {
     counts: Mutex<Counts>,

@@ -234,7 +234,7 @@ impl Rig {
 
     async fn wait_connected(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        let roster = &self.gateway.dispatcher().shared().roster();
+        let roster = &self.gateway.engine().roster();
         while !roster
             .accounts()
             .iter()

@@ -6,22 +6,19 @@ use super::Invocation;
 use super::error::AdminError;
 use crate::bot_id::BotId;
 use crate::budget::{LimitKind, grouped, limit_text};
-use crate::engine::Services;
+use crate::engine::Engine;
 
 /// The budgets of this chat and its bots.
-pub(super) async fn show(
-    shared: &Services,
-    inbound: &Invocation<'_>,
-) -> Result<String, AdminError> {
+pub(super) async fn show(engine: &Engine, inbound: &Invocation<'_>) -> Result<String, AdminError> {
     let platform = inbound.event.platform;
-    let bots: Vec<BotId> = shared
+    let bots: Vec<BotId> = engine
         .roster()
         .accounts()
         .iter()
         .filter(|a| a.platform == platform)
         .map(|a| a.bot.id().clone())
         .collect();
-    let standing = shared
+    let standing = engine
         .budgets()
         .standing(platform, inbound.event.chat.as_str(), &bots)
         .await?;
@@ -54,12 +51,12 @@ pub(super) async fn show(
 
 /// Sets a budget's limit.
 pub(super) async fn set(
-    shared: &Services,
+    engine: &Engine,
     name: &str,
     kind: LimitKind,
     value: &str,
 ) -> Result<String, AdminError> {
-    shared
+    engine
         .budgets()
         .set_limit(name, kind, value)
         .await

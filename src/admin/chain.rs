@@ -7,14 +7,13 @@
 //! admins, because stopping bots is never the dangerous direction.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use baton_contract::InboundKind;
 
 use super::{AdminCommand, AdminError, AfterAnswer, Answer, Invocation, resolve_bot};
 use crate::bot_id::{BotId, names};
 use crate::chains::{self, Opening, Place, Start};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{Chain, ChainEntry, ChainQuery, ChainState};
 
 /// How many log entries `chain status ID` shows.
@@ -22,17 +21,17 @@ const STATUS_TAIL: usize = 10;
 
 /// Start a chain of `participants` on `topic` in this chat.
 pub(super) async fn start(
-    shared: &Arc<Services>,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     participants: &[String],
     topic: &str,
 ) -> Result<Answer, AdminError> {
     let event = &inbound.event;
     // `baton check` made sure a configured coordinator may use chain_pass and chain_close.
-    let coordinator = shared.config().chains.coordinator.clone();
+    let coordinator = engine.config().chains.coordinator.clone();
     let mut bots = Vec::with_capacity(participants.len());
     for name in participants {
-        bots.push(resolve_bot(shared, inbound, name)?.to_string());
+        bots.push(resolve_bot(engine, inbound, name)?.to_string());
     }
     // A typed command is answered in the chat, under itself: that answer is the announcement,
     // and the chain's posts follow it. A native command is answered privately, so baton
@@ -44,7 +43,7 @@ pub(super) async fn start(
     let voice = coordinator
         .as_deref()
         .and_then(|c| c.parse().ok())
-        .and_then(|c: BotId| shared.roster().account_of_bot(event.platform, &c))
+        .and_then(|c: BotId| engine.roster().account_of_bot(event.platform, &c))
         .map_or_else(|| inbound.account.id.clone(), |a| a.id.clone());
     let start = Start {
         name: topic.to_owned(),
@@ -61,7 +60,7 @@ pub(super) async fn start(
         trigger: None,
         opening,
     };
-    let chain = chains::start(shared, start)
+    let chain = chains::start(engine, start)
         .await
         .map_err(AdminError::ChainNotStarted)?;
     let who = &inbound.speaker_name;
@@ -84,11 +83,11 @@ pub(super) async fn start(
 
 /// One chain's state and its latest entries, or the open chains of this chat.
 pub(super) async fn status(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     id: Option<&str>,
 ) -> Result<String, AdminError> {
-    let store = shared.store();
+    let store = engine.store();
     let Some(id) = id else {
         let open = store.chains(open_here(inbound)).await?;
         if open.is_empty() {
@@ -115,7 +114,7 @@ pub(super) async fn status(
 
 /// Stop one chain, or every open chain of this chat.
 pub(super) async fn close(
-    shared: &Arc<Services>,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     id: Option<&str>,
 ) -> Result<String, AdminError> {
@@ -123,7 +122,7 @@ pub(super) async fn close(
     let Some(id) = id else {
         let event = &inbound.event;
         let stopped =
-            chains::stop_in_chat(shared, event.platform.as_str(), event.chat.as_str(), &by)
+            chains::stop_in_chat(engine, event.platform.as_str(), event.chat.as_str(), &by)
                 .await
                 .map_err(AdminError::Chain)?;
         if stopped.is_empty() {
@@ -135,13 +134,13 @@ pub(super) async fn close(
             ids.join(", ")
         ));
     };
-    match chains::close(shared, id, chains::stop_by(&by)).await {
+    match chains::close(engine, id, chains::stop_by(&by)).await {
         Ok(Some(chain)) => Ok(format!(
             "Stopped chain {}. Its running turns are stopped; nothing more is posted.",
             chain.id
         )),
         Ok(None) => {
-            let state = shared
+            let state = engine
                 .store()
                 .chain(id)
                 .await
@@ -160,14 +159,14 @@ pub(super) async fn close(
 /// Whether a human who is not an admin may run `command` here: only `chain stop`, and only for
 /// chains that post in this chat. A person reading a chain can always stop it.
 pub(crate) async fn may_stop(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     command: &AdminCommand,
 ) -> bool {
     let AdminCommand::ChainClose(id) = command else {
         return false;
     };
-    let open = shared
+    let open = engine
         .store()
         .chains(open_here(inbound))
         .await

@@ -11,8 +11,6 @@ mod command;
 mod error;
 mod report;
 
-use std::sync::Arc;
-
 use baton_contract::{ChatKey, InboundEvent};
 
 pub(crate) use chain::may_stop;
@@ -24,7 +22,7 @@ pub(crate) use error::AdminError;
 
 use crate::bot_id::BotId;
 use crate::config::Activation;
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::escalation::{Decision, Resolver, decide_approval};
 use crate::roster::Account;
 use crate::store::{Chain, PairingApproval};
@@ -39,12 +37,12 @@ pub(crate) struct Invocation<'a> {
     pub account: &'a Account,
     /// The sender's display name.
     pub speaker_name: &'a str,
-    /// `<platform>:<chat>[:thread:<id>]`: the history buffer and bot chains.
-    pub chat_key: &'a ChatKey,
     /// `<platform>:<chat>`: durable chat settings.
     pub settings_key: &'a ChatKey,
     /// The chat's configured activation (before `/baton activation`).
     pub activation: Activation,
+    /// How many bot messages in a row the chat has now (the pipeline's bot guard).
+    pub bot_chain: u32,
 }
 
 /// What a command answers, and what happens once the answer is posted.
@@ -70,37 +68,37 @@ impl From<String> for Answer {
 }
 
 /// Do what an answer left to do.
-pub(crate) async fn after(shared: &Arc<Services>, then: AfterAnswer) {
+pub(crate) async fn after(engine: &Engine, then: AfterAnswer) {
     match then {
-        AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(shared, chain, prompt).await,
+        AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(engine, chain, prompt).await,
     }
 }
 
 /// Run an authorized command in the chat `inbound` came from. The error's text is the answer.
 pub(crate) async fn execute(
-    shared: &Arc<Services>,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     command: &AdminCommand,
 ) -> Result<Answer, AdminError> {
-    let store = shared.store();
+    let store = engine.store();
     let chat = inbound.settings_key;
     let answer = match command {
         AdminCommand::ChainStart {
             participants,
             topic,
-        } => return chain::start(shared, inbound, participants, topic).await,
-        AdminCommand::ChainStatus(id) => chain::status(shared, inbound, id.as_deref()).await,
-        AdminCommand::ChainClose(id) => chain::close(shared, inbound, id.as_deref()).await,
+        } => return chain::start(engine, inbound, participants, topic).await,
+        AdminCommand::ChainStatus(id) => chain::status(engine, inbound, id.as_deref()).await,
+        AdminCommand::ChainClose(id) => chain::close(engine, inbound, id.as_deref()).await,
         AdminCommand::Help => Ok(HELP.to_owned()),
-        AdminCommand::Status => Ok(report::status(shared).await),
-        AdminCommand::Bots => Ok(report::bots(shared)),
-        AdminCommand::Limits => Ok(report::limits(shared, inbound).await),
-        AdminCommand::Budget => budget::show(shared, inbound).await,
+        AdminCommand::Status => Ok(report::status(engine).await),
+        AdminCommand::Bots => Ok(report::bots(engine)),
+        AdminCommand::Limits => Ok(report::limits(engine, inbound).await),
+        AdminCommand::Budget => budget::show(engine, inbound).await,
         AdminCommand::BudgetSet { name, kind, value } => {
-            budget::set(shared, name, *kind, value).await
+            budget::set(engine, name, *kind, value).await
         }
         AdminCommand::Transcript { bot, lines } => {
-            report::transcript(shared, inbound, bot.as_deref(), *lines).await
+            report::transcript(engine, inbound, bot.as_deref(), *lines).await
         }
         AdminCommand::Activation(activation) => {
             store.set_activation(chat, Some(*activation)).await?;
@@ -110,12 +108,12 @@ pub(crate) async fn execute(
             ))
         }
         AdminCommand::Pause(bot) => {
-            let whom = whom(shared, inbound, bot.as_deref())?;
+            let whom = whom(engine, inbound, bot.as_deref())?;
             store.set_paused(chat, whom.stored(), true).await?;
             Ok(format!("Paused {whom} in this chat."))
         }
         AdminCommand::Resume(bot) => {
-            let whom = whom(shared, inbound, bot.as_deref())?;
+            let whom = whom(engine, inbound, bot.as_deref())?;
             let paused = store.chat_settings(chat).await?.paused;
             let resumed = paused
                 .iter()
@@ -126,16 +124,16 @@ pub(crate) async fn execute(
             Ok(format!("Resumed {whom} in this chat."))
         }
         AdminCommand::Stop(bot) => {
-            let bot = resolve_bot(shared, inbound, bot)?;
+            let bot = resolve_bot(engine, inbound, bot)?;
             let event = &inbound.event;
-            let n = shared.running().stop(&bot, event.platform, &event.chat);
+            let n = engine.running().stop(&bot, event.platform, &event.chat);
             Ok(match n {
                 0 => format!("{bot} has no turn running in this chat."),
                 n => format!("Stopped {n} running turn(s) of {bot} in this chat."),
             })
         }
         AdminCommand::Reset(bot) => {
-            let whom = whom(shared, inbound, bot.as_deref())?;
+            let whom = whom(engine, inbound, bot.as_deref())?;
             let only = match &whom {
                 Whom::Bot(bot) => Some(bot),
                 Whom::Every => None,
@@ -153,10 +151,10 @@ pub(crate) async fn execute(
             pairing_answer(code, approved)
         }
         AdminCommand::Approve { id, note } => {
-            decide(shared, inbound, id, Decision::Approve, note.as_deref()).await
+            decide(engine, inbound, id, Decision::Approve, note.as_deref()).await
         }
         AdminCommand::Deny { id, note } => {
-            decide(shared, inbound, id, Decision::Deny, note.as_deref()).await
+            decide(engine, inbound, id, Decision::Deny, note.as_deref()).await
         }
     };
     answer.map(Answer::from)
@@ -180,7 +178,7 @@ pub(crate) fn pairing_answer(code: &str, approved: PairingApproval) -> Result<St
 
 /// `approve` / `deny`: decide a bot's approval request as the admin who ran the command.
 async fn decide(
-    shared: &Arc<Services>,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     id: &str,
     decision: Decision,
@@ -190,7 +188,7 @@ async fn decide(
         id: inbound.event.sender.id.as_str(),
         name: inbound.speaker_name,
     };
-    let decided = decide_approval(shared, id, decision, by, note)
+    let decided = decide_approval(engine, id, decision, by, note)
         .await
         .map_err(|err| AdminError::of_decision(id, err))?;
     Ok(match decision {
@@ -227,13 +225,9 @@ impl std::fmt::Display for Whom {
 }
 
 /// The bot `name` resolves to ([`resolve_bot`]), or every bot without a name.
-fn whom(
-    shared: &Services,
-    inbound: &Invocation<'_>,
-    name: Option<&str>,
-) -> Result<Whom, AdminError> {
+fn whom(engine: &Engine, inbound: &Invocation<'_>, name: Option<&str>) -> Result<Whom, AdminError> {
     Ok(match name {
-        Some(name) => Whom::Bot(resolve_bot(shared, inbound, name)?),
+        Some(name) => Whom::Bot(resolve_bot(engine, inbound, name)?),
         None => Whom::Every,
     })
 }
@@ -241,12 +235,12 @@ fn whom(
 /// A bot named by id, display name, or its account's user id on this platform (`@` optional,
 /// as a mention arrives).
 pub(crate) fn resolve_bot(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     name: &str,
 ) -> Result<BotId, AdminError> {
     let name = name.trim_start_matches('@');
-    let roster = shared.roster();
+    let roster = engine.roster();
     roster
         .bots()
         .iter()

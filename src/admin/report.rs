@@ -4,16 +4,16 @@
 use std::fmt::Write as _;
 
 use super::{AdminError, Invocation, resolve_bot};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::metrics::RefusalCount;
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{ChainQuery, Entry, EntryKind, TranscriptQuery};
 
 /// Accounts and their connections, lanes and their queues, guard refusals in the last hour.
-pub(super) async fn status(shared: &Services) -> String {
+pub(super) async fn status(engine: &Engine) -> String {
     let mut out = String::from("baton status\nAccounts:");
-    for account in shared.roster().accounts() {
+    for account in engine.roster().accounts() {
         let state = account.adapter.connection_state();
         let _ = write!(
             out,
@@ -31,7 +31,7 @@ pub(super) async fn status(shared: &Services) -> String {
         }
     }
     out.push_str("\nLanes:");
-    for load in shared.lanes().load() {
+    for load in engine.lanes().load() {
         let _ = write!(
             out,
             "\n- {}: {} running, {} queued, capacity {}",
@@ -41,9 +41,9 @@ pub(super) async fn status(shared: &Services) -> String {
     let _ = write!(
         out,
         "\nGuard refusals in the last hour: {}",
-        refusals(&shared.metrics().recent.last_hour(None))
+        refusals(&engine.metrics().recent.last_hour(None))
     );
-    let open = shared
+    let open = engine
         .store()
         .chains(ChainQuery::default())
         .await
@@ -52,7 +52,7 @@ pub(super) async fn status(shared: &Services) -> String {
         .filter(|c| c.state == crate::store::ChainState::Open)
         .count();
     let _ = write!(out, "\nOpen chains: {open}");
-    let due = shared.board().next_due();
+    let due = engine.board().next_due();
     if !due.is_empty() {
         out.push_str("\nScheduled:");
         for next in due {
@@ -69,9 +69,9 @@ pub(super) async fn status(shared: &Services) -> String {
 }
 
 /// The roster, one bot a line.
-pub(super) fn bots(shared: &Services) -> String {
+pub(super) fn bots(engine: &Engine) -> String {
     let mut out = String::from("Bots:");
-    for bot in shared.roster().bots() {
+    for bot in engine.roster().bots() {
         let _ = write!(out, "\n- {}", bot_line(bot));
     }
     out
@@ -97,10 +97,10 @@ fn bot_line(bot: &Bot) -> String {
 
 /// The guards as they stand in this chat: its settings, the budgets, the bot reply chain so far,
 /// its chains, and what was refused here in the last hour.
-pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> String {
-    let config = shared.config();
+pub(super) async fn limits(engine: &Engine, inbound: &Invocation<'_>) -> String {
+    let config = engine.config();
     let l = &config.limits;
-    let settings = shared
+    let settings = engine
         .store()
         .chat_settings(inbound.settings_key)
         .await
@@ -111,13 +111,13 @@ pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> Strin
     } else {
         settings.paused.join(", ")
     };
-    let chain_now = shared.guards().bot_messages.chain_length(inbound.chat_key);
+    let chain_now = inbound.bot_chain;
     let chains = &config.chains;
     let coordinator = match &chains.coordinator {
         Some(bot) => format!("{bot} coordinates"),
         None => format!("baton coordinates round-robin, {} round(s)", chains.rounds),
     };
-    let open_here = shared
+    let open_here = engine
         .store()
         .chains(ChainQuery {
             open_in: Some((
@@ -134,7 +134,7 @@ pub(super) async fn limits(shared: &Services, inbound: &Invocation<'_>) -> Strin
         let ids: Vec<&str> = open_here.iter().map(|c| c.id.as_str()).collect();
         ids.join(", ")
     };
-    let here = shared
+    let here = engine
         .metrics()
         .recent
         .last_hour(Some(inbound.settings_key));
@@ -182,17 +182,17 @@ fn refusals(counts: &[RefusalCount]) -> String {
 /// everything it recorded, or — without a bot — what was said here, merged from every bot's
 /// session, each message once.
 pub(super) async fn transcript(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Invocation<'_>,
     bot: Option<&str>,
     lines: usize,
 ) -> Result<String, AdminError> {
     let event = &inbound.event;
-    let store = shared.store();
+    let store = engine.store();
     let entries = match bot {
         Some(name) => {
-            let bot = resolve_bot(shared, inbound, name)?;
-            let Some(account) = shared.roster().account_of_bot(event.platform, &bot) else {
+            let bot = resolve_bot(engine, inbound, name)?;
+            let Some(account) = engine.roster().account_of_bot(event.platform, &bot) else {
                 return Err(AdminError::NoAccountHere {
                     bot,
                     platform: event.platform.to_string(),

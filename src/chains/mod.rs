@@ -29,15 +29,13 @@ mod recover;
 mod round_robin;
 mod turns;
 
-use std::sync::Arc;
-
 pub(crate) use place::Place;
 pub(crate) use recover::{recover, serve};
 
 use self::context::Role;
 use self::turns::TurnJob;
 use crate::bot_id::{BotId, names};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::events::Event;
 use crate::store::{
     BATON, Chain, ChainClose, ChainEntryKind, ChainError, ChainState, Handed, Handoff, NewChain,
@@ -126,12 +124,12 @@ impl ChainFailure {
 
 /// Start a chain: check everyone can speak in its chat, record it (the coordinator holds the
 /// turn) and tell the chat. Nobody is given a turn yet: see [`kick_off`].
-pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain, ChainFailure> {
+pub(crate) async fn start(engine: &Engine, start: Start) -> Result<Chain, ChainFailure> {
     let place = &start.place;
     let coordinator = match &start.coordinator {
         Some(name) => {
             let coordinator = place
-                .speaker(shared, name)
+                .speaker(engine, name)
                 .map_err(|why| ChainFailure::Invalid(format!("the coordinator: {why}")))?;
             if start.participants.contains(name) {
                 return Err(ChainFailure::Invalid(format!(
@@ -145,7 +143,7 @@ pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain,
     };
     let mut participants: Vec<BotId> = Vec::with_capacity(start.participants.len());
     for name in &start.participants {
-        let bot = place.speaker(shared, name).map_err(ChainFailure::Invalid)?;
+        let bot = place.speaker(engine, name).map_err(ChainFailure::Invalid)?;
         if !participants.contains(&bot) {
             participants.push(bot);
         }
@@ -158,29 +156,29 @@ pub(crate) async fn start(shared: &Arc<Services>, start: Start) -> Result<Chain,
         started_by: start.started_by.clone(),
         trigger: start.trigger.clone(),
     };
-    let chain = shared
+    let chain = engine
         .store()
         .create_chain(new, now_ms())
         .await
         .map_err(ChainError::from)?;
     tracing::info!(chain = %chain.id, coordinator = chain.coordinator_name(), "chain started");
-    moved(shared, &chain, "created", None);
+    moved(engine, &chain, "created", None);
     if start.opening == Opening::Announce {
-        return Ok(announce(shared, chain, place).await);
+        return Ok(announce(engine, chain, place).await);
     }
     Ok(chain)
 }
 
 /// Set a started chain going: its coordinating bot takes a turn with `prompt`, or baton gives
 /// the first participant the turn.
-pub(crate) async fn kick_off(shared: &Arc<Services>, chain: Chain, prompt: String) {
-    coordinator_move(shared, chain, prompt).await;
+pub(crate) async fn kick_off(engine: &Engine, chain: Chain, prompt: String) {
+    coordinator_move(engine, chain, prompt).await;
 }
 
 /// Give the turn to `pass.to` (adding it to the chain first when it `joins`). Its turn starts
 /// in the background; the result is the chain after the move.
-pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
-    let chain = load(shared, pass.chain).await?;
+pub(crate) async fn hand(engine: &Engine, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
+    let chain = load(engine, pass.chain).await?;
     if pass.by != chain.coordinator_name() {
         return Err(ChainFailure::NotCoordinator {
             coordinator: chain.coordinator_name().to_owned(),
@@ -190,7 +188,7 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
     }
     let place = Place::of(&chain);
     let to = place
-        .speaker(shared, pass.to)
+        .speaker(engine, pass.to)
         .map_err(ChainFailure::Invalid)?;
     if chain.coordinator.as_ref() == Some(&to) {
         return Err(ChainFailure::Invalid(
@@ -213,14 +211,14 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
         to: to.clone(),
         prompt: pass.prompt.trim().to_owned(),
         add: pass.joins,
-        max_rounds: shared.config().chains.max_rounds,
+        max_rounds: engine.config().chains.max_rounds,
     };
-    let handed = shared.store().chain_hand(handoff, now_ms()).await?;
+    let handed = engine.store().chain_hand(handoff, now_ms()).await?;
     match &handed {
         Handed::Given(chain) => {
-            moved(shared, chain, "turn_given", Some(pass.to));
+            moved(engine, chain, "turn_given", Some(pass.to));
             turns::spawn(
-                shared,
+                engine,
                 TurnJob {
                     chain: chain.clone(),
                     bot: to,
@@ -230,8 +228,8 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
             );
         }
         Handed::Capped(chain) => {
-            moved(shared, chain, "closed", None);
-            closed(shared, chain).await;
+            moved(engine, chain, "closed", None);
+            closed(engine, chain).await;
         }
     }
     Ok(handed)
@@ -240,29 +238,29 @@ pub(crate) async fn hand(shared: &Arc<Services>, pass: Pass<'_>) -> Result<Hande
 /// Post `content` as `sender`, who must hold the turn: recorded, shown in the chat under the
 /// sender's own account, and the turn goes back to the coordinator.
 pub(crate) async fn post(
-    shared: &Arc<Services>,
+    engine: &Engine,
     chain: &str,
     sender: &BotId,
     content: &str,
 ) -> Result<Posted, ChainFailure> {
-    let posted = record(shared, chain, sender, content).await?;
+    let posted = record(engine, chain, sender, content).await?;
     let chain = &posted.chain;
     let place = Place::of(chain);
-    match place.account_of(shared, sender) {
+    match place.account_of(engine, sender) {
         Some(account) => {
             let run_id = format!("chain:{}:m{}", chain.id, posted.entry);
-            post::say(shared, &place, account, run_id, content).await;
+            post::say(engine, &place, account, run_id, content).await;
         }
         None => tracing::error!(chain = %chain.id, %sender, "the poster has no account here"),
     }
-    returned(shared, &posted, sender).await;
+    returned(engine, &posted, sender).await;
     Ok(posted)
 }
 
 /// Record `content` as `sender`'s post, who must hold the turn; showing it in the chat is the
 /// caller's (a tool's post is said at once, a turn's reply has been streaming in).
 async fn record(
-    shared: &Arc<Services>,
+    engine: &Engine,
     chain: &str,
     sender: &BotId,
     content: &str,
@@ -273,7 +271,7 @@ async fn record(
             "`content` is empty; write what you want to say in the chain".to_owned(),
         ));
     }
-    let posted = match shared
+    let posted = match engine
         .store()
         .chain_post(chain, sender, content, now_ms())
         .await
@@ -282,25 +280,25 @@ async fn record(
         Err(err) => {
             let err = ChainFailure::from(err);
             if let Some(reason) = err.refusal() {
-                let place = shared.store().chain(chain).await.ok().flatten();
+                let place = engine.store().chain(chain).await.ok().flatten();
                 let chat = place.map(|c| {
                     let chat = c.origin.chat.as_str().into();
                     baton_contract::ChatKey::new(c.origin.platform, &chat, None)
                 });
-                shared.refused("chain", reason, chat, sender);
+                engine.refused("chain", reason, chat, sender);
                 tracing::info!(chain, %sender, reason, "chain post refused");
             }
             return Err(err);
         }
     };
-    moved(shared, &posted.chain, "posted", Some(sender.as_str()));
+    moved(engine, &posted.chain, "posted", Some(sender.as_str()));
     Ok(posted)
 }
 
 /// After `sender`'s post: a turn that went back to the coordinator is moved on from there.
-async fn returned(shared: &Arc<Services>, posted: &Posted, sender: &BotId) {
+async fn returned(engine: &Engine, posted: &Posted, sender: &BotId) {
     if posted.returned {
-        coordinator_move(shared, posted.chain.clone(), format!("{sender} posted.")).await;
+        coordinator_move(engine, posted.chain.clone(), format!("{sender} posted.")).await;
     }
 }
 
@@ -311,22 +309,22 @@ async fn returned(shared: &Arc<Services>, posted: &Posted, sender: &BotId) {
 /// turn is the chain's last and ends on its own. A chain a human stopped is not announced again
 /// (their command's answer says it); any other ending is told in the chat.
 pub(crate) async fn close(
-    shared: &Arc<Services>,
+    engine: &Engine,
     chain: &str,
     close: ChainClose,
 ) -> Result<Option<Chain>, ChainFailure> {
     let (state, by) = (close.state, close.by.clone());
-    let closed_chain = shared.store().chain_close(chain, close, now_ms()).await?;
+    let closed_chain = engine.store().chain_close(chain, close, now_ms()).await?;
     if let Some(chain) = &closed_chain {
         let stopped = if by == BATON {
             0
         } else {
-            shared.running().stop_runs(&turn_runs(&chain.id), &by)
+            engine.running().stop_runs(&turn_runs(&chain.id), &by)
         };
         tracing::info!(chain = %chain.id, state = %chain.state, stopped, "chain closed");
-        moved(shared, chain, "closed", None);
+        moved(engine, chain, "closed", None);
         if state != ChainState::Stopped {
-            closed(shared, chain).await;
+            closed(engine, chain).await;
         }
     }
     Ok(closed_chain)
@@ -335,7 +333,7 @@ pub(crate) async fn close(
 /// Stop every open chain started in `platform`'s chat `chat` (a human's `/baton chain stop`):
 /// their running turns are stopped, nothing new starts and nothing more is posted.
 pub(crate) async fn stop_in_chat(
-    shared: &Arc<Services>,
+    engine: &Engine,
     platform: &str,
     chat: &str,
     by: &str,
@@ -344,7 +342,7 @@ pub(crate) async fn stop_in_chat(
         open_in: Some((platform.to_owned(), chat.to_owned())),
         limit: None,
     };
-    let open = shared
+    let open = engine
         .store()
         .chains(query)
         .await
@@ -352,7 +350,7 @@ pub(crate) async fn stop_in_chat(
     let mut stopped = Vec::with_capacity(open.len());
     for chain in open {
         let stop = stop_by(by);
-        if let Some(chain) = close(shared, &chain.id, stop).await? {
+        if let Some(chain) = close(engine, &chain.id, stop).await? {
             stopped.push(chain);
         }
     }
@@ -371,8 +369,8 @@ pub(crate) fn stop_by(by: &str) -> ChainClose {
 
 /// The chain made a move (`created`, `turn_given`, `posted`, `returned`, `closed`), concerning
 /// `bot` when one is named: announced on the event stream.
-fn moved(shared: &Services, chain: &Chain, step: &str, bot: Option<&str>) {
-    shared.events().emit(Event::Chain {
+fn moved(engine: &Engine, chain: &Chain, step: &str, bot: Option<&str>) {
+    engine.events().emit(Event::Chain {
         chain: chain.id.clone(),
         step: step.to_owned(),
         bot: bot.map(str::to_owned),
@@ -382,8 +380,8 @@ fn moved(shared: &Services, chain: &Chain, step: &str, bot: Option<&str>) {
 }
 
 /// Whether `bot` posted in `chain` during `turn` (with `chain_message`, inside its turn).
-async fn posted_in_turn(shared: &Services, chain: &str, bot: &str, turn: i64) -> bool {
-    shared
+async fn posted_in_turn(engine: &Engine, chain: &str, bot: &str, turn: i64) -> bool {
+    engine
         .store()
         .chain_entries(chain)
         .await
@@ -394,17 +392,17 @@ async fn posted_in_turn(shared: &Services, chain: &str, bot: &str, turn: i64) ->
 
 /// A participant's turn ended without a post: the turn goes back to the coordinator with a
 /// system note, unless it moved on already (then nothing happens).
-async fn hand_back(shared: &Arc<Services>, chain: &Chain, turn: i64, reason: String) {
-    match shared
+async fn hand_back(engine: &Engine, chain: &Chain, turn: i64, reason: String) {
+    match engine
         .store()
         .chain_return(&chain.id, turn, &reason, now_ms())
         .await
     {
         Ok(Some(back)) => {
-            moved(shared, &back, "returned", None);
+            moved(engine, &back, "returned", None);
             let run_id = format!("chain:{}:r{turn}", back.id);
-            post::baton_says(shared, &Place::of(&back), run_id, &reason).await;
-            coordinator_move(shared, back, reason).await;
+            post::baton_says(engine, &Place::of(&back), run_id, &reason).await;
+            coordinator_move(engine, back, reason).await;
         }
         Ok(None) => {}
         Err(err) => tracing::error!(chain = %chain.id, %err, "could not hand the turn back"),
@@ -412,14 +410,14 @@ async fn hand_back(shared: &Arc<Services>, chain: &Chain, turn: i64, reason: Str
 }
 
 /// The turn is with the coordinator: wake the coordinating bot, or let baton move it.
-async fn coordinator_move(shared: &Arc<Services>, chain: Chain, news: String) {
+async fn coordinator_move(engine: &Engine, chain: Chain, news: String) {
     if chain.state != ChainState::Open {
         return;
     }
     match chain.coordinator.clone() {
-        None => round_robin::next(shared, chain).await,
+        None => round_robin::next(engine, chain).await,
         Some(bot) => turns::spawn(
-            shared,
+            engine,
             TurnJob {
                 chain,
                 bot,
@@ -432,7 +430,7 @@ async fn coordinator_move(shared: &Arc<Services>, chain: Chain, news: String) {
 
 /// Tell the chat a chain started; its announcement becomes the anchor when it has none, so the
 /// posts that follow sit under it.
-async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
+async fn announce(engine: &Engine, chain: Chain, place: &Place) -> Chain {
     let participants = if chain.participants.is_empty() {
         "none yet".to_owned()
     } else {
@@ -447,11 +445,11 @@ async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
         chain.coordinator_name()
     );
     let run_id = format!("chain:{}:open", chain.id);
-    let posted = post::baton_says(shared, place, run_id, &text).await;
+    let posted = post::baton_says(engine, place, run_id, &text).await;
     let (Some(anchor), None, None) = (posted, &place.anchor, &place.thread) else {
         return chain;
     };
-    if let Err(err) = shared
+    if let Err(err) = engine
         .store()
         .chain_anchor(&chain.id, anchor.as_str())
         .await
@@ -459,7 +457,7 @@ async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
         tracing::error!(chain = %chain.id, %err, "could not remember the announcement");
         return chain;
     }
-    shared
+    engine
         .store()
         .chain(&chain.id)
         .await
@@ -469,7 +467,7 @@ async fn announce(shared: &Services, chain: Chain, place: &Place) -> Chain {
 }
 
 /// Tell the chat how a chain ended.
-async fn closed(shared: &Services, chain: &Chain) {
+async fn closed(engine: &Engine, chain: &Chain) {
     let place = Place::of(chain);
     let text = format!(
         "Chain {} \"{}\" {}: {}",
@@ -478,11 +476,11 @@ async fn closed(shared: &Services, chain: &Chain) {
         chain.state,
         chain.closed_reason.as_deref().unwrap_or("closed")
     );
-    post::baton_says(shared, &place, format!("chain:{}:close", chain.id), &text).await;
+    post::baton_says(engine, &place, format!("chain:{}:close", chain.id), &text).await;
 }
 
-async fn load(shared: &Services, id: &str) -> Result<Chain, ChainFailure> {
-    match shared.store().chain(id).await.map_err(ChainError::from)? {
+async fn load(engine: &Engine, id: &str) -> Result<Chain, ChainFailure> {
+    match engine.store().chain(id).await.map_err(ChainError::from)? {
         Some(chain) => Ok(chain),
         None => Err(ChainError::Unknown(id.trim().to_owned()).into()),
     }
@@ -535,7 +533,7 @@ mod tests {
     #[tokio::test]
     async fn only_the_holder_posts_and_only_the_coordinator_moves_the_turn() {
         let gw = parts(&echo_config(&["lead", "alpha", "beta", "gamma"], "")).await;
-        let s = &gw.services;
+        let s = &gw.engine;
         let chain = start(s, start_in_room(Some("lead"), &["alpha", "beta"]))
             .await
             .unwrap();
@@ -564,7 +562,7 @@ mod tests {
     #[tokio::test]
     async fn a_round_robin_gives_each_participant_the_turn_in_order_then_closes() {
         let gw = parts(&echo_config(&["lead", "alpha", "beta"], "")).await;
-        let s = &gw.services;
+        let s = &gw.engine;
         let chain = start(s, start_in_room(None, &["alpha", "beta"]))
             .await
             .unwrap();

@@ -8,7 +8,7 @@
 use baton_contract::{AccountId, ChatId, MessageId, Platform, ThreadId};
 
 use crate::bot_id::BotId;
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::post::Target;
 use crate::roster::Account;
 use crate::session::SessionKey;
@@ -70,13 +70,13 @@ impl Place {
     }
 
     /// `bot`'s account on this platform: a bot speaks in the chain only under its own identity.
-    pub(crate) fn account_of<'a>(&self, shared: &'a Services, bot: &BotId) -> Option<&'a Account> {
-        shared.roster().account_of_bot(self.platform, bot)
+    pub(crate) fn account_of<'a>(&self, engine: &'a Engine, bot: &BotId) -> Option<&'a Account> {
+        engine.roster().account_of_bot(self.platform, bot)
     }
 
     /// The account baton's own lines go through.
-    pub(crate) fn voice<'a>(&self, shared: &'a Services) -> Option<&'a Account> {
-        shared.roster().account(self.platform, &self.account)
+    pub(crate) fn voice<'a>(&self, engine: &'a Engine) -> Option<&'a Account> {
+        engine.roster().account(self.platform, &self.account)
     }
 
     /// `account`'s session in this chat (and thread): where its chain turns and posts are
@@ -93,9 +93,9 @@ impl Place {
 
     /// The bot named `name`, if it can take part here: it must exist and have an account on
     /// this platform. Otherwise why not, saying what to do.
-    pub(crate) fn speaker(&self, shared: &Services, name: &str) -> Result<BotId, String> {
-        let Some(bot) = shared.roster().bots().iter().find(|b| b.id() == name) else {
-            let known: Vec<&str> = shared
+    pub(crate) fn speaker(&self, engine: &Engine, name: &str) -> Result<BotId, String> {
+        let Some(bot) = engine.roster().bots().iter().find(|b| b.id() == name) else {
+            let known: Vec<&str> = engine
                 .roster()
                 .bots()
                 .iter()
@@ -103,7 +103,7 @@ impl Place {
                 .collect();
             return Err(format!("no bot `{name}`; known bots: {}", known.join(", ")));
         };
-        if self.account_of(shared, bot.id()).is_none() {
+        if self.account_of(engine, bot.id()).is_none() {
             return Err(format!(
                 "bot `{name}` has no account on {}, so it cannot speak in this chat; add an \
                  [[accounts]] entry for it on {} or pick another bot",

@@ -9,14 +9,14 @@
 use baton_contract::MessageId;
 
 use super::place::Place;
-use crate::engine::{self, Line, Services};
+use crate::engine::{self, Engine, Line};
 use crate::roster::Account;
 
 /// Post `text` in `place` through `account`, recorded in that account's session there under
 /// `run_id` (which makes a replay post nothing twice). Returns the first posted message's id; a
 /// failure is recorded in the transcript and logged, never silently lost.
 pub(super) async fn say(
-    shared: &Services,
+    engine: &Engine,
     place: &Place,
     account: &Account,
     run_id: String,
@@ -32,20 +32,20 @@ pub(super) async fn say(
         stage: "chain",
         text,
     };
-    let posted = engine::say(shared, line).await.ok()?;
+    let posted = engine::say(engine, line).await.ok()?;
     posted.into_iter().next()
 }
 
 /// baton's own line about a chain, through the chain's voice account.
 pub(super) async fn baton_says(
-    shared: &Services,
+    engine: &Engine,
     place: &Place,
     run_id: String,
     text: &str,
 ) -> Option<MessageId> {
-    let Some(account) = place.voice(shared) else {
+    let Some(account) = place.voice(engine) else {
         tracing::warn!(account = %place.account, "the chain's account is gone; line not posted");
         return None;
     };
-    say(shared, place, account, run_id, text).await
+    say(engine, place, account, run_id, text).await
 }

@@ -9,20 +9,18 @@
 //! - the coordinator held it: the coordinating bot is woken to move it, or baton takes its next
 //!   round-robin step.
 
-use std::sync::Arc;
-
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{coordinator_move, hand_back};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{ChainState, StoreError};
 
 /// Pick up the open chains nobody live runs (at start, `startup`: also this instance's own);
 /// returns how many this instance took.
-pub(crate) async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, StoreError> {
-    let store = shared.store();
-    let lease_ms = i64::try_from(shared.lease().as_millis()).unwrap_or(i64::MAX);
+pub(crate) async fn recover(engine: &Engine, startup: bool) -> Result<usize, StoreError> {
+    let store = engine.store();
+    let lease_ms = i64::try_from(engine.lease().as_millis()).unwrap_or(i64::MAX);
     let mut taken = 0;
     for left in store.chains_left(startup, lease_ms).await? {
         if !store.chain_claim(&left).await? {
@@ -40,14 +38,14 @@ pub(crate) async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usi
         tracing::info!(chain = %chain.id, holder = chain.holder_name(), runner, "picking up an open chain");
         if chain.coordinator_holds() {
             let news = "baton restarted; the turn is yours.".to_owned();
-            coordinator_move(shared, chain.clone(), news).await;
+            coordinator_move(engine, chain.clone(), news).await;
         } else {
             let reason = format!(
                 "baton restarted during {}'s turn; the turn goes back to {}",
                 chain.holder_name(),
                 chain.coordinator_name()
             );
-            hand_back(shared, &chain, chain.turn, reason).await;
+            hand_back(engine, &chain, chain.turn, reason).await;
         }
     }
     Ok(taken)
@@ -56,7 +54,7 @@ pub(crate) async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usi
 /// Until `stop`: whenever the number of `live` instances drops (one stopped renewing), pick up
 /// the chains it was running.
 pub(crate) async fn serve(
-    shared: Arc<Services>,
+    engine: Engine,
     mut live: watch::Receiver<usize>,
     stop: CancellationToken,
 ) {
@@ -70,7 +68,7 @@ pub(crate) async fn serve(
         if std::mem::replace(&mut was, now) <= now {
             continue;
         }
-        match recover(&shared, false).await {
+        match recover(&engine, false).await {
             Ok(0) => {}
             Ok(taken) => tracing::info!(taken, "picked up chains another instance left"),
             Err(err) => tracing::error!(%err, "could not look for chains left by another instance"),

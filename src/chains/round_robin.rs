@@ -5,25 +5,23 @@
 //! it stays right whatever order posts, silences and timeouts arrive in: only one of them can
 //! hand the turn back (the store sees to that), and only that one asks for the next turn.
 
-use std::sync::Arc;
-
 use super::{ChainFailure, Pass};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{BATON, Chain, ChainClose, ChainEntryKind, ChainState};
 
 /// The turn is back with baton: give it to the next participant, or close the chain.
-pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
-    let log = match shared.store().chain_entries(&chain.id).await {
+pub(super) async fn next(engine: &Engine, chain: Chain) {
+    let log = match engine.store().chain_entries(&chain.id).await {
         Ok(log) => log,
         Err(err) => {
-            return stall(shared, &chain, format!("its log could not be read: {err}")).await;
+            return stall(engine, &chain, format!("its log could not be read: {err}")).await;
         }
     };
     let given = log
         .iter()
         .filter(|e| e.kind == ChainEntryKind::Handoff)
         .count();
-    let config = &shared.config().chains;
+    let config = &engine.config().chains;
     let rounds = config.rounds.clamp(1, config.max_rounds.max(1)) as usize;
     let Some(to) = next_turn(chain.participants.len(), rounds, given) else {
         let close = ChainClose {
@@ -35,7 +33,7 @@ pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
             ),
             at_turn: Some(chain.turn),
         };
-        if let Err(err) = super::close(shared, &chain.id, close).await {
+        if let Err(err) = super::close(engine, &chain.id, close).await {
             tracing::error!(chain = %chain.id, %err, "could not close a finished chain");
         }
         return;
@@ -49,9 +47,9 @@ pub(super) async fn next(shared: &Arc<Services>, chain: Chain) {
         prompt: &prompt,
         joins: false,
     };
-    if let Err(err) = super::hand(shared, pass).await {
+    if let Err(err) = super::hand(engine, pass).await {
         stall(
-            shared,
+            engine,
             &chain,
             format!("the turn could not be given: {err}"),
         )
@@ -65,7 +63,7 @@ fn next_turn(n: usize, rounds: usize, given: usize) -> Option<usize> {
     (n > 0 && given < n * rounds).then(|| given % n)
 }
 
-async fn stall(shared: &Arc<Services>, chain: &Chain, reason: String) {
+async fn stall(engine: &Engine, chain: &Chain, reason: String) {
     tracing::error!(chain = %chain.id, %reason, "round-robin cannot go on");
     let close = ChainClose {
         state: ChainState::Stalled,
@@ -73,7 +71,7 @@ async fn stall(shared: &Arc<Services>, chain: &Chain, reason: String) {
         reason,
         at_turn: Some(chain.turn),
     };
-    if let Err(err) = super::close(shared, &chain.id, close).await {
+    if let Err(err) = super::close(engine, &chain.id, close).await {
         let err: ChainFailure = err;
         tracing::error!(chain = %chain.id, %err, "could not close a stalled chain");
     }

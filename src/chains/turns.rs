@@ -12,7 +12,7 @@
 //! chain waits all the same. Past it the turn is handed back with a system note; the store makes
 //! sure a post racing the timeout and the timeout itself cannot both win.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use baton_contract::ChatKey;
@@ -24,7 +24,7 @@ use super::context::{self, Role};
 use super::place::Place;
 use crate::bot_id::BotId;
 use crate::engine::{
-    Attached, Caller, ChatReply, Heard, History, NotAdmitted, Recall, ReplyGate, Seat, Services,
+    Attached, Caller, ChatReply, Engine, Heard, History, NotAdmitted, Recall, ReplyGate, Seat,
     SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
@@ -45,14 +45,14 @@ pub(super) struct TurnJob {
 }
 
 /// Take `job` in the background (tracked, so a shutdown drains it).
-pub(super) fn spawn(shared: &Arc<Services>, job: TurnJob) {
-    shared.tasks().spawn(run(Arc::clone(shared), job));
+pub(super) fn spawn(engine: &Engine, job: TurnJob) {
+    engine.tasks().spawn(run(engine.clone(), job));
 }
 
 /// Boxed rather than `async fn`: a turn posts, a post may give the next turn, and giving a turn
 /// spawns this again. The named type breaks that cycle for the compiler.
-fn run(shared: Arc<Services>, job: TurnJob) -> BoxFuture<'static, ()> {
-    Box::pin(async move { take(&shared, job).await })
+fn run(engine: Engine, job: TurnJob) -> BoxFuture<'static, ()> {
+    Box::pin(async move { take(&engine, job).await })
 }
 
 /// How a turn ended, for the chain.
@@ -69,12 +69,12 @@ enum Ended {
     Failed(String),
 }
 
-async fn take(shared: &Arc<Services>, job: TurnJob) {
-    let deadline = Instant::now() + shared.chain_turn_limit();
+async fn take(engine: &Engine, job: TurnJob) {
+    let deadline = Instant::now() + engine.chain_turn_limit();
     let place = Place::of(&job.chain);
-    let Some(account) = place.account_of(shared, &job.bot) else {
+    let Some(account) = place.account_of(engine, &job.bot) else {
         let why = format!("{} has no account on {} any more", job.bot, place.platform);
-        return finish(shared, &job, None, Ended::Failed(why)).await;
+        return finish(engine, &job, None, Ended::Failed(why)).await;
     };
     let session = place.session(account);
     let chain = &job.chain;
@@ -83,10 +83,10 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         run_id: turn_run_id(&chain.id, chain.turn),
         lane: Lane::Nested,
     };
-    let Ok(turn) = SessionTurn::enter_until(shared, seat, deadline).await else {
-        return finish(shared, &job, None, Ended::TimedOut).await;
+    let Ok(turn) = SessionTurn::enter_until(engine, seat, deadline).await else {
+        return finish(engine, &job, None, Ended::TimedOut).await;
     };
-    let log = shared
+    let log = engine
         .store()
         .chain_entries(&chain.id)
         .await
@@ -94,7 +94,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
             tracing::error!(chain = %chain.id, %err, "could not read the chain; giving the turn without it");
             Vec::new()
         });
-    let silent = &shared.config().gateway.silent_token;
+    let silent = &engine.config().gateway.silent_token;
     let text = context::turn_text(chain, &log, job.bot.as_str(), job.role, &job.prompt, silent);
     let plan = TurnPlan {
         bot: &account.bot,
@@ -117,7 +117,7 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         delivery: None,
     };
     let gate = TurnGate {
-        shared,
+        engine,
         job: &job,
         quiet_in: place.chat_key(),
         taken: Mutex::new(None),
@@ -141,15 +141,15 @@ async fn take(shared: &Arc<Services>, job: TurnJob) {
         TurnEnd::Failed(TurnFailure::TimedOut(_)) => Ended::TimedOut,
         TurnEnd::Failed(err) => Ended::Failed(err.to_string()),
     };
-    finish(shared, &job, Some(turn.journal()), ended).await;
+    finish(engine, &job, Some(turn.journal()), ended).await;
 }
 
 /// What the chain does with how the turn ended.
-async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
+async fn finish(engine: &Engine, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
     let (chain, bot, turn) = (&job.chain, &job.bot, job.chain.turn);
-    let seconds = shared.chain_turn_limit().as_secs();
+    let seconds = engine.chain_turn_limit().as_secs();
     match &ended {
-        Ended::Posted(posted) => super::returned(shared, posted, bot).await,
+        Ended::Posted(posted) => super::returned(engine, posted, bot).await,
         Ended::NotPosted(text, model, why) => {
             if let Some(journal) = journal {
                 let meta = json!({"model": model, "posted": false, "chain": chain.id, "why": why.to_string()});
@@ -166,7 +166,7 @@ async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>
                 Ended::TimedOut => format!("{bot}'s turn timed out after {seconds} s"),
                 Ended::Failed(err) => format!("{bot}'s turn failed: {err}"),
             };
-            super::hand_back(shared, chain, turn, reason).await;
+            super::hand_back(engine, chain, turn, reason).await;
         }
         Role::Coordinator => {
             // The coordinator was woken to move the turn. If the turn is still where it was,
@@ -185,7 +185,7 @@ async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>
                 reason,
                 at_turn: Some(turn),
             };
-            if let Err(err) = super::close(shared, &chain.id, stall).await {
+            if let Err(err) = super::close(engine, &chain.id, stall).await {
                 tracing::error!(chain = %chain.id, %err, "could not close a stalled chain");
             }
         }
@@ -195,7 +195,7 @@ async fn finish(shared: &Arc<Services>, job: &TurnJob, journal: Option<&Journal>
 /// The chain as the gate of a turn's reply: the reply is the bot's post only while the turn is
 /// still its own, and only if it has not posted with `chain_message` in this turn already.
 struct TurnGate<'a> {
-    shared: &'a Arc<Services>,
+    engine: &'a Engine,
     job: &'a TurnJob,
     quiet_in: ChatKey,
     /// What became of the finished reply, once it was asked.
@@ -215,14 +215,14 @@ impl TurnGate<'_> {
     /// Why the bot may not post in the chain now, if it may not.
     async fn why_not(&self) -> Option<NotAdmitted> {
         let (chain, bot) = (&self.job.chain, self.job.bot.as_str());
-        let shared = self.shared;
-        let why = match shared.store().chain(&chain.id).await.ok().flatten() {
+        let engine = self.engine;
+        let why = match engine.store().chain(&chain.id).await.ok().flatten() {
             None => "the chain could not be read".to_owned(),
             Some(now) if now.state != ChainState::Open => format!("the chain is {}", now.state),
             Some(now) if !now.held_by(&self.job.bot) => {
                 format!("the turn had moved on to {}", now.holder_name())
             }
-            Some(_) if super::posted_in_turn(shared, &chain.id, bot, chain.turn).await => {
+            Some(_) if super::posted_in_turn(engine, &chain.id, bot, chain.turn).await => {
                 "already posted with chain_message in this turn".to_owned()
             }
             Some(_) => return None,
@@ -244,7 +244,7 @@ impl ReplyGate for TurnGate<'_> {
     async fn admit(&self, text: &str) -> Result<(), NotAdmitted> {
         let taken = match self.why_not().await {
             Some(why) => Err(why),
-            None => super::record(self.shared, &self.job.chain.id, &self.job.bot, text)
+            None => super::record(self.engine, &self.job.chain.id, &self.job.bot, text)
                 .await
                 .map_err(|refused| NotAdmitted(refused.to_string())),
         };

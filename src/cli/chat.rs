@@ -45,7 +45,7 @@ async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
     crate::local::check_sender(&args.user).with_context(|| "--user (or $USER)")?;
     let account = gateway
         .dispatcher()
-        .shared()
+        .engine()
         .roster()
         .account_of_bot(Platform::Local, &args.bot)
         .map(|a| a.id.clone())

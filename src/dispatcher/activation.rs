@@ -9,11 +9,17 @@
 //! A message that opens with mentions is addressed to those: a bot mentioned only later in it
 //! is being talked about, not to. `@snark ask @caid: ...` wakes snark alone (snark then asks
 //! caid itself); `can @caid help?` opens with a word, so every mention in it wakes.
+//!
+//! [`decide`] is the rule, pure; [`wakes`] is the step: the chat's `/baton activation` over the
+//! configured one, and a paused bot is not woken. Either way the message is kept as history.
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
+use super::stop::{Step, Stop};
+use super::{DropReason, Handled, Inbound};
 use crate::config::{Activation, MentionMode};
-use crate::roster::ChatPolicy;
+use crate::roster::{ChatPolicy, Roster};
+use crate::store::Store;
 
 /// Why a bot woke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +77,32 @@ fn addressees(event: &InboundEvent, mode: MentionMode) -> &[UserId] {
         (MentionMode::All, _) | (_, 0) => &event.mentions,
         (MentionMode::Leading, n) => &event.mentions[..n.min(event.mentions.len())],
     }
+}
+
+/// Step 6: whether the message wakes the bot (the chat's `/baton activation`, from `store`,
+/// over its configured one), and whether the bot is paused here. A message that does not wake
+/// it is kept as history.
+pub(super) async fn wakes(store: &Store, roster: &Roster, inbound: &Inbound<'_>) -> Step<Wake> {
+    let settings = store
+        .chat_settings(&inbound.settings_key)
+        .await
+        .unwrap_or_default();
+    let activation = settings.activation.unwrap_or(inbound.policy.activation);
+    let me = inbound.account.adapter.self_id();
+    let woke = decide(
+        &inbound.event,
+        me.as_ref(),
+        activation,
+        &inbound.policy,
+        |u| roster.bot_of_user(inbound.event.platform, u).is_some(),
+    );
+    let Some(wake) = woke else {
+        return Err(Stop::handled(Handled::Buffered).keep_as_history());
+    };
+    if settings.is_paused(inbound.bot()) {
+        return Err(Stop::dropped(DropReason::Paused).keep_as_history());
+    }
+    Ok(wake)
 }
 
 #[cfg(test)]

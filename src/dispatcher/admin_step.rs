@@ -10,15 +10,14 @@
 //! One exception to "admins only": `/baton chain stop` in a chat where a chain is posting, said
 //! by any human, anywhere in a message. It is the brake on bots talking, and pulling it is safe.
 
-use std::sync::Arc;
-
 use baton_contract::{InboundEvent, InboundKind};
 
-use super::stop::{Step, Stop};
-use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
+use super::stop::{Mode, Step, Stop};
+use super::{DropReason, Handled, Inbound, gateway_line};
 use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
-use crate::engine::Services;
+use crate::engine::Engine;
+use crate::guards::Guards;
 use crate::store::{Claim, NewAudit, dedupe_key};
 use crate::timing::now_ms;
 
@@ -31,15 +30,23 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
             .any(|id| id == event.sender.id.as_str())
 }
 
-/// Answer the event if it is an admin command, which ends its way down the pipeline; `Ok` lets
-/// any other event go on.
-pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Step<()> {
+/// Step 4: answer the event if it is an admin command, which ends its way down the pipeline;
+/// `Ok` lets any other event go on. Asked, a command stops unanswered.
+pub(crate) async fn intercept(
+    engine: &Engine,
+    guards: &Guards,
+    inbound: &Inbound<'_>,
+    mode: Mode,
+) -> Step<()> {
     let Some(line) = command_line(&inbound.event) else {
         return Ok(());
     };
+    if mode == Mode::Ask {
+        return Err(Stop::handled(Handled::Admin(line.to_owned())));
+    }
     // Boxed: every event passes through here, few are commands, and the commands' state
     // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
-    Err(Box::pin(run_command(shared, inbound, line)).await)
+    Err(Box::pin(run_command(engine, guards, inbound, line)).await)
 }
 
 /// The command `event` asks for, if it is one: a slash command, a `/baton` line, or a human's
@@ -57,9 +64,9 @@ pub(crate) fn command_line(event: &InboundEvent) -> Option<&str> {
 }
 
 /// Run the admin command `line` (or refuse it) and answer it.
-async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) -> Stop {
+async fn run_command(engine: &Engine, guards: &Guards, inbound: &Inbound<'_>, line: &str) -> Stop {
     let event = &inbound.event;
-    if !claim_once_per_chat(shared, inbound).await {
+    if !claim_once_per_chat(engine, inbound).await {
         return Stop::dropped(DropReason::AdminHandledElsewhere);
     }
     let mut then = None;
@@ -67,20 +74,20 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
         event,
         account: inbound.account,
         speaker_name: &inbound.speaker.name,
-        chat_key: &inbound.chat_key,
         settings_key: &inbound.settings_key,
         activation: inbound.policy.activation,
+        bot_chain: guards.bot_messages.chain_length(&inbound.chat_key),
     };
     let (outcome, reply) = if event.sender.is_bot {
         ("refused: bots may not run admin commands".to_owned(), None)
     } else {
         let parsed = AdminCommand::parse(line);
-        let allowed = is_admin(&shared.config().admins, event)
+        let allowed = is_admin(&engine.config().admins, event)
             || match &parsed {
-                Ok(command) => admin::may_stop(shared, &invocation, command).await,
+                Ok(command) => admin::may_stop(engine, &invocation, command).await,
                 Err(_) => false,
             };
-        if !allowed && let Err(limited) = super::guard_steps::rate_limit(shared, inbound) {
+        if !allowed && let Err(limited) = super::guard_steps::rate_limit(guards, inbound) {
             // Over the sender's budget: no public refusal and no audit row each time.
             return limited;
         }
@@ -89,7 +96,7 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
                 let text = "Only baton admins can run /baton commands.".to_owned();
                 ("refused: not an admin".to_owned(), Some(text))
             }
-            Ok(command) => match admin::execute(shared, &invocation, &command).await {
+            Ok(command) => match admin::execute(engine, &invocation, &command).await {
                 Ok(answer) => {
                     then = answer.then;
                     ("ok".to_owned(), Some(answer.text))
@@ -99,25 +106,25 @@ async fn run_command(shared: &Arc<Services>, inbound: &Inbound<'_>, line: &str) 
             Err(err) => (format!("error: {err}"), Some(err.to_string())),
         }
     };
-    audit(shared, inbound, line, &outcome).await;
+    audit(engine, inbound, line, &outcome).await;
     if let Some(text) = &reply {
-        turn_step::notice(shared, inbound, text).await;
+        gateway_line::notice(engine, inbound, text).await;
     }
     if let Some(then) = then {
-        admin::after(shared, then).await;
+        admin::after(engine, then).await;
     }
     Stop::handled(Handled::Admin(reply.unwrap_or(outcome)))
 }
 
 /// True for the first account to see this command in this chat.
-async fn claim_once_per_chat(shared: &Services, inbound: &Inbound<'_>) -> bool {
+async fn claim_once_per_chat(engine: &Engine, inbound: &Inbound<'_>) -> bool {
     let event = &inbound.event;
     if matches!(event.kind, InboundKind::Command { .. }) {
         return true;
     }
     let scope = format!("admin:{}", inbound.chat_key);
     !matches!(
-        shared
+        engine
             .store()
             .claim(&scope, &dedupe_key(event), now_ms())
             .await,
@@ -125,7 +132,7 @@ async fn claim_once_per_chat(shared: &Services, inbound: &Inbound<'_>) -> bool {
     )
 }
 
-async fn audit(shared: &Services, inbound: &Inbound<'_>, line: &str, outcome: &str) {
+async fn audit(engine: &Engine, inbound: &Inbound<'_>, line: &str, outcome: &str) {
     let event = &inbound.event;
     let record = NewAudit {
         ts_ms: now_ms(),
@@ -135,14 +142,7 @@ async fn audit(shared: &Services, inbound: &Inbound<'_>, line: &str, outcome: &s
         command: format!("/baton {line}").trim_end().to_owned(),
         outcome: outcome.to_owned(),
     };
-    if let Err(err) = shared.store().audit(record).await {
+    if let Err(err) = engine.store().audit(record).await {
         tracing::error!(%err, "could not write the audit record");
-    }
-}
-
-impl Dispatcher {
-    /// Step 4: an admin command is answered (by the admin step) and goes no further.
-    pub(super) async fn admin(&self, inbound: &Inbound<'_>) -> Step<()> {
-        intercept(&self.shared, inbound).await
     }
 }

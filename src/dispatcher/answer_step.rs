@@ -13,36 +13,34 @@
 //! Approval decisions (`/baton approve|deny`, `resolve_agent_approval`) are routed back the
 //! same way, through [`crate::escalation::decide_approval`].
 
-use std::sync::Arc;
-
 use serde_json::json;
 
-use super::stop::{Step, Stop};
-use super::{Dispatcher, Handled, Inbound};
-use crate::engine::{Services, journal};
+use super::stop::{Mode, Step, Stop};
+use super::{Handled, Inbound};
+use crate::engine::{Engine, journal};
 use crate::escalation::route_back;
 use crate::store::{AnswerCandidate, AnswerMatch, Origin};
 use crate::timing::now_ms;
 
 /// Take the event if it answers a pending question; `None` lets it go on down the pipeline.
-pub(crate) async fn intercept(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
-    if !may_answer(shared, inbound) {
+pub(crate) async fn intercept(engine: &Engine, inbound: &Inbound<'_>) -> Option<Handled> {
+    if !may_answer(engine, inbound) {
         return None;
     }
     // Boxed: routing an answer back is a future of kilobytes, which every event's task would
     // otherwise carry (and copy) although nearly every message stops above.
-    Box::pin(answer_pending(shared, inbound)).await
+    Box::pin(answer_pending(engine, inbound)).await
 }
 
 /// Whether `inbound` may answer a pending question: a human's message in a chat that may have
 /// one (known without a read).
-pub(crate) fn may_answer(shared: &Services, inbound: &Inbound<'_>) -> bool {
+pub(crate) fn may_answer(engine: &Engine, inbound: &Inbound<'_>) -> bool {
     inbound.speaker.origin == Origin::Human
-        && shared.store().may_have_escalation(&inbound.settings_key)
+        && engine.store().may_have_escalation(&inbound.settings_key)
 }
 
 /// [`intercept`] in a chat that has had a question.
-async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option<Handled> {
+async fn answer_pending(engine: &Engine, inbound: &Inbound<'_>) -> Option<Handled> {
     let speaker = &inbound.speaker;
     let event = &inbound.event;
     let candidate = AnswerCandidate {
@@ -54,7 +52,7 @@ async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option
         by: speaker.label.clone(),
         text: event.text.clone(),
     };
-    let escalation = match shared.store().answer_escalation(candidate, now_ms()).await {
+    let escalation = match engine.store().answer_escalation(candidate, now_ms()).await {
         Ok(None) => return None,
         Ok(Some(AnswerMatch::Copy(escalation))) => return Some(Handled::Answered(escalation.id)),
         Ok(Some(AnswerMatch::First(escalation))) => escalation,
@@ -71,7 +69,7 @@ async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option
         "a human answered a bot's question"
     );
     let meta = json!({"name": speaker.name, "answers": escalation.id, "raw": event.raw});
-    journal(shared, &escalation.origin, escalation.id.clone())
+    journal(engine, &escalation.origin, escalation.id.clone())
         .await
         .heard(
             &speaker.label,
@@ -88,7 +86,7 @@ async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option
     let meta =
         json!({"escalation": escalation.id, "message_id": event.message_id, "name": speaker.name});
     route_back(
-        shared,
+        engine,
         &escalation,
         &speaker.label,
         Origin::Human,
@@ -98,12 +96,18 @@ async fn answer_pending(shared: &Arc<Services>, inbound: &Inbound<'_>) -> Option
     Some(Handled::Answered(escalation.id))
 }
 
-impl Dispatcher {
-    /// Step 5½: a human's answer to a bot's question goes back to that bot, and no further.
-    pub(super) async fn answer(&self, inbound: &Inbound<'_>) -> Step<()> {
-        match intercept(&self.shared, inbound).await {
-            Some(answered) => Err(Stop::handled(answered)),
-            None => Ok(()),
-        }
+/// Step 5½: a human's answer to a bot's question goes back to that bot, and no further.
+/// Asked, a message that may answer one stops without looking (which question, only acting
+/// finds out).
+pub(super) async fn answer(engine: &Engine, inbound: &Inbound<'_>, mode: Mode) -> Step<()> {
+    if mode == Mode::Ask {
+        return match may_answer(engine, inbound) {
+            true => Err(Stop::handled(Handled::Answered(String::new()))),
+            false => Ok(()),
+        };
+    }
+    match intercept(engine, inbound).await {
+        Some(answered) => Err(Stop::handled(answered)),
+        None => Ok(()),
     }
 }

@@ -2,12 +2,14 @@
 //! (`[lanes] max_queued`, `max_queued_per_session`). Waiting turns hold memory, so past that
 //! point a message is refused rather than queued, and never silently: the refusal is counted,
 //! written to the bot's transcript as a failure (with the words, so nothing is lost), and the
-//! chat is told once a minute at most, so a flood does not turn into a flood of notices.
+//! chat is told once a minute at most, so a flood does not turn into a flood of notices. The
+//! refusal is a [`Stop`] like the others': its notice is posted where every stop's is.
 
 use serde_json::json;
 
-use super::{DropReason, Handled, Inbound, turn_step};
-use crate::engine::Services;
+use super::stop::{Notice, Stop};
+use super::{DropReason, Inbound};
+use crate::engine::Engine;
 use crate::lanes::QueueFull;
 use crate::metrics;
 use crate::mirror::Journal;
@@ -17,17 +19,17 @@ use crate::store::EntryKind;
 pub(crate) const BUSY_NOTICE: &str =
     "I'm busy with earlier messages and can't take this one now; please try again in a minute.";
 
-/// Refuse the turn for `inbound`: count it, record it, tell the chat (rate-limited).
+/// Refuse the turn for `inbound`: count it, record it; the stop tells the chat (rate-limited).
 pub(super) async fn refuse(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Inbound<'_>,
     journal: &Journal,
     full: QueueFull,
-) -> Handled {
+) -> Stop {
     let reason = full.as_str();
-    shared.metrics().add(&metrics::QUEUE_REFUSALS, reason);
+    engine.metrics().add(&metrics::QUEUE_REFUSALS, reason);
     let chat = Some(inbound.settings_key.clone());
-    shared.refused("lanes", reason, chat, inbound.bot());
+    engine.refused("lanes", reason, chat, inbound.bot());
     let event = &inbound.event;
     tracing::warn!(
         bot = %inbound.bot(), chat = %event.chat, message = %event.message_id, %full,
@@ -44,16 +46,61 @@ pub(super) async fn refuse(
         "text": event.text,
     });
     journal.bot_did(EntryKind::Failure, &text, meta).await;
-    if shared.busy_notices().check(&inbound.settings_key).is_ok() {
-        turn_step::notice(shared, inbound, BUSY_NOTICE).await;
-    }
-    Handled::Dropped(DropReason::Busy(full))
+    Stop::dropped(DropReason::Busy(full)).with_notice(Notice::OncePerChat(BUSY_NOTICE.into()))
 }
 
 #[cfg(test)]
 mod tests {
+    use baton_contract::{
+        AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, UserId,
+    };
+
     use super::*;
+    use crate::dispatcher::Handled;
+    use crate::gateway::testing::{echo_config, parts};
     use crate::lanes::Lane;
+    use crate::mirror::Arrival;
+
+    /// A full queue's refusal is a stop like the others: performed where every stop is, its
+    /// notice is posted at most once per chat a minute however many messages are refused.
+    #[tokio::test]
+    async fn a_busy_stop_tells_the_chat_once_a_minute() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let d = &gw.dispatcher;
+        let account = &gw.engine.roster().accounts()[0];
+        for n in 0..3 {
+            let sender = Sender {
+                id: UserId::from("ann"),
+                name: "ann".into(),
+                is_bot: false,
+                is_self: false,
+            };
+            let event = InboundEvent::text_message(
+                Platform::Local,
+                AccountId::from("alpha"),
+                ChatId::from("room"),
+                ChatKind::Group,
+                sender,
+                MessageId::from(format!("m{n}")),
+                "@alpha hi",
+            );
+            let inbound = d.inbound(event, account, Arrival::Fresh, None);
+            let full = QueueFull::Session { max: 1 };
+            let stop = Stop::dropped(DropReason::Busy(full))
+                .with_notice(Notice::OncePerChat(BUSY_NOTICE.into()));
+            assert_eq!(
+                d.stopped(&inbound, stop).await,
+                Handled::Dropped(DropReason::Busy(full))
+            );
+        }
+        let posted: Vec<String> = gw
+            .hub
+            .messages("room", None)
+            .into_iter()
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(posted, [BUSY_NOTICE], "told once");
+    }
 
     /// `/metrics` shows a zero series for every reason from the start only if the counter knows
     /// each reason this step counts.

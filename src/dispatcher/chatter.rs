@@ -5,35 +5,27 @@
 //! after any filing.
 //!
 //! What counts as chatter is decided by the pipeline's own steps 3 to 6
-//! ([`Dispatcher::pipeline`]), asked in the same order before the claim: each passes the message
-//! on without acting, and activation stops it to be kept as history. A message any of them
+//! ([`Dispatcher::before_turn`]), run asking before the claim: each passes the message on
+//! without acting, and activation stops it to be kept as history. A message any of them
 //! would act on (its own post, a line of ours, one too long, a command, a refusal, a DM that
 //! needs pairing, a possible answer to a pending question, a wake, a paused bot's) is filed and
 //! run as every other event.
 
 use baton_contract::NotTaken;
 
-use super::policy::PolicyDecision;
-use super::stop::{Stop, history_entry};
-use super::{Dispatcher, Handled, Inbound, Intake, admin_step, answer_step, dedupe};
+use super::stop::{Mode, Stop, announce, history_entry};
+use super::{Dispatcher, Handled, Inbound, Intake, dedupe, guard_steps};
 use crate::events::Received;
 use crate::store::{Claim, dedupe_key};
 use crate::timing::now_ms;
 
 impl Dispatcher {
-    /// Whether the pipeline's steps 3 to 6 would pass `inbound` on without acting and then keep
-    /// it as history, waking nobody. Only activation may read the store (the chat's settings,
+    /// Whether the pipeline's steps 3 to 6, asked, pass `inbound` on without acting and then
+    /// keep it as history, waking nobody. Only activation reads the store (the chat's settings,
     /// cached).
     pub(super) async fn is_chatter(&self, inbound: &Inbound<'_>) -> bool {
-        let passed_on = self.not_own(inbound).is_ok()
-            && self.not_a_gateway_line(inbound).is_ok()
-            && self.within_size(inbound).is_ok()
-            && admin_step::command_line(&inbound.event).is_none()
-            && self.policy_decision(inbound) == PolicyDecision::Allow
-            && !answer_step::may_answer(&self.shared, inbound);
-        passed_on
-            && self.activation(inbound).await
-                == Err(Stop::handled(Handled::Buffered).keep_as_history())
+        self.before_turn(inbound, Mode::Ask).await
+            == Err(Stop::handled(Handled::Buffered).keep_as_history())
     }
 
     /// Claims `inbound` and keeps it as history in one write, then does what the pipeline does
@@ -42,7 +34,7 @@ impl Dispatcher {
     pub(super) async fn keep_chatter(&self, inbound: &Inbound<'_>) -> Result<Intake, NotTaken> {
         let event = &inbound.event;
         let claimed = self
-            .shared
+            .engine
             .store()
             .claim_as_history(
                 &dedupe::scope_of(event.platform, &event.account),
@@ -57,8 +49,8 @@ impl Dispatcher {
         if self.counted(event, claimed)?.is_none() {
             return Ok(Intake::Duplicate);
         }
-        self.human_spoke(inbound);
-        self.received(inbound, Received::Buffered, None);
+        guard_steps::human_spoke(&self.own.guards, inbound);
+        announce(self.engine.events(), inbound, Received::Buffered, None);
         Ok(Intake::Kept)
     }
 }

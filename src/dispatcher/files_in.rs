@@ -21,7 +21,7 @@ use baton_contract::{DownloadError, InboundFile};
 
 use super::Inbound;
 use crate::backend::{Image, PostedFile};
-use crate::engine::{InlineBudget, Services, artifact_line, artifact_reference};
+use crate::engine::{Engine, InlineBudget, artifact_line, artifact_reference};
 use crate::media_type;
 use crate::store::{Artifact, ArtifactQuery, NewArtifact, Put};
 use crate::timing::now_ms;
@@ -43,13 +43,13 @@ pub(super) struct FilesIn {
 }
 
 /// Keep the files of `inbound` as artifacts of the session, made in run `run_id`.
-pub(super) async fn take_in(shared: &Services, inbound: &Inbound<'_>, run_id: &str) -> FilesIn {
+pub(super) async fn take_in(engine: &Engine, inbound: &Inbound<'_>, run_id: &str) -> FilesIn {
     let event = &inbound.event;
     let mut out = FilesIn::default();
     if event.files.is_empty() {
         return out;
     }
-    let store = shared.store();
+    let store = engine.store();
     let sender = inbound.speaker.label.as_str();
     let vision = inbound.account.bot.config.vision;
     // What a first run of this event already kept, by name: a replay takes these.
@@ -66,7 +66,7 @@ pub(super) async fn take_in(shared: &Services, inbound: &Inbound<'_>, run_id: &s
     for (file, name) in event.files.iter().zip(unique_names(&event.files)) {
         let found = match kept.get(&name) {
             Some(artifact) => Ok(artifact.clone()),
-            None => keep(shared, inbound, run_id, file, &name).await,
+            None => keep(engine, inbound, run_id, file, &name).await,
         };
         let artifact = match found {
             Ok(artifact) => artifact,
@@ -127,13 +127,13 @@ pub(super) async fn take_in(shared: &Services, inbound: &Inbound<'_>, run_id: &s
 
 /// Fetch `file` and keep it as the artifact `name`; the reason, when it is not kept.
 async fn keep(
-    shared: &Services,
+    engine: &Engine,
     inbound: &Inbound<'_>,
     run_id: &str,
     file: &InboundFile,
     name: &str,
 ) -> Result<Artifact, String> {
-    let limit = shared.config().artifacts.max_bytes;
+    let limit = engine.config().artifacts.max_bytes;
     if let Some(size) = file.size.filter(|size| *size > limit) {
         return Err(reason(&DownloadError::TooLarge {
             size: Some(size),
@@ -163,7 +163,7 @@ async fn keep(
         inputs: Vec::new(),
         created_ms: now_ms(),
     };
-    match shared.store().artifact_put(new).await {
+    match engine.store().artifact_put(new).await {
         Ok(Put::Stored(artifact)) => Ok(*artifact),
         Ok(Put::UnknownInputs(_)) => Err("it could not be kept".into()),
         Err(err) => Err(format!("it could not be kept ({err})")),
@@ -238,7 +238,7 @@ mod tests {
     #[tokio::test]
     async fn a_replay_finds_what_the_first_run_kept_and_downloads_nothing() {
         let gw = parts(&echo_config(&["alpha"], "")).await;
-        let roster = gw.services.roster();
+        let roster = gw.engine.roster();
         // An account that serves every file as `notes.txt`'s bytes and counts its downloads.
         let adapter = Arc::new(
             StubAdapter::new(Platform::Local, "alpha").serving(Downloaded {
@@ -270,7 +270,7 @@ mod tests {
         event.files = vec![file("notes.txt")];
         let inbound = Inbound {
             speaker: Speaker::of(&event, roster),
-            policy: gw.services.chat_rules().resolve(Platform::Local, "room"),
+            policy: gw.engine.chat_rules().resolve(Platform::Local, "room"),
             chat_key: ChatKey::new(Platform::Local, &event.chat, None),
             settings_key: ChatKey::new(Platform::Local, &event.chat, None),
             event,
@@ -278,8 +278,8 @@ mod tests {
             arrival: Arrival::Fresh,
             filed: None,
         };
-        let first = take_in(&gw.services, &inbound, "in:local:alpha:m1").await;
-        let again = take_in(&gw.services, &inbound, "in:local:alpha:m1").await;
+        let first = take_in(&gw.engine, &inbound, "in:local:alpha:m1").await;
+        let again = take_in(&gw.engine, &inbound, "in:local:alpha:m1").await;
         assert_eq!(adapter.downloads(), 1);
         assert_eq!(first.files, again.files);
         assert_eq!(first.text, again.text);
@@ -291,7 +291,7 @@ mod tests {
             first.text
         );
         let kept = gw
-            .services
+            .engine
             .store()
             .artifacts(ArtifactQuery::Run("in:local:alpha:m1".into()), 10)
             .await

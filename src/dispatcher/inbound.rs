@@ -70,9 +70,9 @@ impl Dispatcher {
         arrival: Arrival,
         filed: Option<InboxId>,
     ) -> Inbound<'a> {
-        let shared = &self.shared;
-        let speaker = Speaker::of(&event, shared.roster());
-        let policy = shared
+        let engine = &self.engine;
+        let speaker = Speaker::of(&event, engine.roster());
+        let policy = engine
             .chat_rules()
             .resolve(event.platform, event.chat.as_str());
         Inbound {

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::{Dispatcher, dedupe, turn_step};
+use super::{Dispatcher, dedupe, gateway_line};
 use crate::cluster::Holding;
 use crate::engine::journal;
 use crate::metrics;
@@ -55,9 +55,9 @@ impl Dispatcher {
         holding: Option<watch::Receiver<Holding>>,
         stop: CancellationToken,
     ) {
-        let account = &self.shared.roster().accounts()[index];
+        let account = &self.engine.roster().accounts()[index];
         let scope = dedupe::scope_of(account.platform, &account.id);
-        let lease = Duration::from_secs(self.shared.config().cluster.lease_seconds);
+        let lease = Duration::from_secs(self.engine.config().cluster.lease_seconds);
         let stale_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
         let mut tick = tokio::time::interval(lease / 3);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -76,7 +76,7 @@ impl Dispatcher {
             if !(connected && held) {
                 continue;
             }
-            let left = match self.shared.store().inbox_adopt(&scope, stale_ms).await {
+            let left = match self.engine.store().inbox_adopt(&scope, stale_ms).await {
                 Ok(left) => left,
                 Err(err) => {
                     tracing::warn!(%err, %scope, "could not look for events left unfinished; trying again");
@@ -89,7 +89,7 @@ impl Dispatcher {
             // One at a time, in the order they came: replies keep the chat's order, and a crash
             // counts against the one event that was running, not against all that were waiting.
             for row in left {
-                if self.shared.tasks().is_closed() || stop.is_cancelled() {
+                if self.engine.tasks().is_closed() || stop.is_cancelled() {
                     return;
                 }
                 self.rerun(account, row).await;
@@ -111,21 +111,21 @@ impl Dispatcher {
             self.finish(Some(row.id)).await;
             return;
         }
-        if let Err(err) = self.shared.store().inbox_attempt(row.id).await {
+        if let Err(err) = self.engine.store().inbox_attempt(row.id).await {
             tracing::error!(%err, "cannot count a rerun; leaving the event for the next start");
             return;
         }
-        self.shared
+        self.engine
             .metrics()
             .add(&metrics::EVENTS_RECOVERED, "rerun");
         let run = self.run_filed(row.id, event, Arrival::Replayed);
-        let handled = self.shared.tasks().track_future(run).await;
+        let handled = self.engine.tasks().track_future(run).await;
         tracing::debug!(?handled, "unfinished event handled");
     }
 
     /// Record in the bot's transcript that the event was never answered.
     async fn give_up(&self, account: &Account, event: InboundEvent, attempts: u32) {
-        self.shared
+        self.engine
             .metrics()
             .add(&metrics::EVENTS_RECOVERED, "given-up");
         let text = format!(
@@ -135,8 +135,8 @@ impl Dispatcher {
         );
         tracing::error!(message = %event.message_id, attempts, "{text}");
         let inbound = self.inbound(event, account, Arrival::Replayed, None);
-        let run_id = turn_step::run_id(&inbound, "in");
-        journal(&self.shared, &inbound.session(), run_id)
+        let run_id = gateway_line::run_id(&inbound, "in");
+        journal(&self.engine, &inbound.session(), run_id)
             .await
             .bot_did(EntryKind::Failure, &text, json!({"stage": "recover"}))
             .await;
@@ -147,7 +147,7 @@ impl Dispatcher {
         let Some(id) = filed else {
             return;
         };
-        if let Err(err) = self.shared.store().inbox_done(id).await {
+        if let Err(err) = self.engine.store().inbox_done(id).await {
             tracing::error!(%err, "could not take an event out of the inbox");
         }
     }

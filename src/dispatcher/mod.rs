@@ -19,26 +19,25 @@
 //! engine's ([`crate::engine`]), shared with every other flow that takes turns.
 //!
 //! This file is the pipeline's entry: the handle every adapter feeds, the durable intake (step 2;
-//! chatter's in `chatter.rs`) and the drain at shutdown. Each step lives in a file of its own,
-//! named for it: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4 `admin_step.rs`, 5
-//! `policy_step.rs`, 5½ `answer_step.rs`, 6 `activation_step.rs`, 7 and 8 `guard_steps.rs`, 9 to
-//! 13 `turn_step.rs`.
+//! chatter's in `chatter.rs`) and the drain at shutdown. Each step is a free function taking
+//! only what it uses, in the file of its rule: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4
+//! `admin_step.rs`, 5 `policy.rs`, 5½ `answer_step.rs`, 6 `activation.rs`, 7 and 8
+//! `guard_steps.rs`, 9 to 13 `turn_step.rs`.
 
 mod activation;
-mod activation_step;
 mod admin_step;
 mod answer_step;
 mod busy;
 mod chatter;
 mod dedupe;
 mod files_in;
+mod gateway_line;
 mod guard_steps;
 mod handled;
 mod inbound;
 mod inbox;
 mod pipeline;
 mod policy;
-mod policy_step;
 mod self_drop;
 mod speaker;
 mod stop;
@@ -48,7 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_contract::{EventSink, InboundEvent, NotTaken};
+use baton_contract::{AccountId, ChatKey, EventSink, InboundEvent, NotTaken, UserId};
 
 pub use activation::Wake;
 pub use handled::{DropReason, Handled};
@@ -56,7 +55,9 @@ pub use pipeline::MAX_TEXT_BYTES;
 pub use policy::Refusal;
 
 pub(crate) use self::inbound::Inbound;
-use crate::engine::Services;
+use crate::config::Config;
+use crate::engine::{Engine, WeakEngine};
+use crate::guards::{Guards, KeyedLimiter};
 use crate::metrics;
 use crate::mirror::Arrival;
 use crate::post::RunHandedOver;
@@ -80,28 +81,70 @@ enum Intake {
 /// The pipeline. Cheap to clone; every adapter feeds the same one.
 #[derive(Clone)]
 pub struct Dispatcher {
-    shared: Arc<Services>,
+    engine: Engine,
+    own: Arc<DispatcherState>,
+}
+
+/// What only the pipeline changes, built once by the gateway; [`Dispatcher::new`] puts it over
+/// an engine.
+pub struct DispatcherState {
+    /// Steps 7 and 8.
+    guards: Guards,
+    /// Policy refusal notices: at most one per sender per account every 10 minutes.
+    notices: KeyedLimiter<(AccountId, UserId)>,
+    /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
+    busy_notices: KeyedLimiter<ChatKey>,
+}
+
+impl DispatcherState {
+    /// The pipeline's guards (`[limits]`) and notice limits, on the real clock.
+    pub fn new(config: &Config) -> Arc<DispatcherState> {
+        let clock = governor::clock::DefaultClock::default();
+        Arc::new(DispatcherState {
+            guards: Guards::new(&config.limits, clock.clone()),
+            notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
+            busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
+        })
+    }
+
+    /// Forget guard and notice state for keys that are idle again.
+    pub fn retain_recent(&self) {
+        self.guards.retain_recent();
+        self.notices.retain_recent();
+        self.busy_notices.retain_recent();
+    }
 }
 
 impl Dispatcher {
-    /// A dispatcher over `shared`.
-    pub fn new(shared: Arc<Services>) -> Self {
-        Self { shared }
+    /// A dispatcher over `engine`, with `own` state.
+    pub fn new(engine: Engine, own: Arc<DispatcherState>) -> Self {
+        Self { engine, own }
     }
 
-    /// The shared state.
-    pub fn shared(&self) -> &Arc<Services> {
-        &self.shared
+    /// The turn kernel it runs events through.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Forget guard and notice state for keys that are idle again (the gateway's maintenance).
+    pub fn retain_recent(&self) {
+        self.own.retain_recent();
+    }
+
+    /// Steps 7 and 8's guards, for a test to spend a sender's budget.
+    #[cfg(test)]
+    pub(crate) fn guards(&self) -> &Guards {
+        &self.own.guards
     }
 
     /// Deduplicate and run the whole pipeline, waiting for the outcome. The local chat uses
     /// this; platform adapters go through [`EventSink::accept`], which does not wait.
     pub async fn handle(&self, event: InboundEvent) -> Handled {
-        if self.shared.tasks().is_closed() {
+        if self.engine.tasks().is_closed() {
             return Handled::Dropped(DropReason::ShuttingDown);
         }
         // Tracked like a spawned run, so a shutdown waits for it too.
-        self.shared
+        self.engine
             .tasks()
             .track_future(async {
                 match self.intake(event).await {
@@ -119,35 +162,36 @@ impl Dispatcher {
     /// How a sibling post handed over by delivery (`src/post/handover.rs`) is run: counted
     /// and run in the background, like an accepted event. It is already filed in its account's
     /// inbox; one that arrives while the gateway drains stays there, and the next start runs it.
-    pub fn handover_runner(&self) -> RunHandedOver {
-        let services = Arc::downgrade(&self.shared);
+    /// Built with the engine it runs over ([`Engine::new`]), so it holds it weakly; the runs
+    /// share the dispatcher's `own` state.
+    pub fn handover_runner(engine: WeakEngine, own: Arc<DispatcherState>) -> RunHandedOver {
         Arc::new(move |filed, event| {
-            let Some(shared) = services.upgrade() else {
+            let Some(engine) = engine.upgrade() else {
                 return;
             };
             let platform = event.platform.as_str();
             let Some(filed) = filed else {
-                shared.metrics().add(&metrics::DUPLICATES, platform);
+                engine.metrics().add(&metrics::DUPLICATES, platform);
                 return;
             };
-            shared.metrics().add(&metrics::EVENTS_IN, platform);
-            if shared.tasks().is_closed() {
+            engine.metrics().add(&metrics::EVENTS_IN, platform);
+            if engine.tasks().is_closed() {
                 return;
             }
-            Dispatcher::new(shared).spawn_run(filed, event);
+            Dispatcher::new(engine, Arc::clone(&own)).spawn_run(filed, event);
         })
     }
 
     /// Events accepted whose pipeline run has not finished.
     pub fn in_flight(&self) -> usize {
-        self.shared.tasks().len()
+        self.engine.tasks().len()
     }
 
     /// Stop taking events and wait (at most `grace`) for the turns in flight to finish.
     /// Returns whether everything finished.
     pub async fn drain(&self, grace: Duration) -> bool {
-        self.shared.tasks().close();
-        tokio::time::timeout(grace, self.shared.tasks().wait())
+        self.engine.tasks().close();
+        tokio::time::timeout(grace, self.engine.tasks().wait())
             .await
             .is_ok()
     }
@@ -157,15 +201,15 @@ impl Dispatcher {
     /// A store that cannot record it refuses it, loudly: answering without a transcript is
     /// worse than the platform's redelivery a little later.
     async fn intake(&self, mut event: InboundEvent) -> Result<Intake, NotTaken> {
-        let shared = &*self.shared;
-        if let Some(account) = shared.roster().account(event.platform, &event.account) {
+        let engine = &self.engine;
+        if let Some(account) = engine.roster().account(event.platform, &event.account) {
             let inbound = self.inbound(event, account, Arrival::Fresh, None);
             if self.is_chatter(&inbound).await {
                 return self.keep_chatter(&inbound).await;
             }
             event = inbound.event;
         }
-        let filed = inbox::file(shared.store(), &event, now_ms()).await;
+        let filed = inbox::file(engine.store(), &event, now_ms()).await;
         Ok(match self.counted(&event, filed)? {
             Some(filed) => Intake::Filed(filed, event),
             None => Intake::Duplicate,
@@ -180,7 +224,7 @@ impl Dispatcher {
         taken: Result<Option<T>, StoreError>,
     ) -> Result<Option<T>, NotTaken> {
         let platform = event.platform.as_str();
-        let counters = self.shared.metrics();
+        let counters = self.engine.metrics();
         match taken {
             Ok(Some(fresh)) => {
                 counters.add(&metrics::EVENTS_IN, platform);
@@ -208,7 +252,7 @@ impl Dispatcher {
     /// Boxed: the run's state is kilobytes, and a task holding it inline is copied whole when
     /// spawned and again at each change of the task's stage (BENCHMARKS.md, issue 23).
     fn spawn_run(self, filed: InboxId, event: InboundEvent) {
-        let tasks = self.shared.tasks().clone();
+        let tasks = self.engine.tasks().clone();
         tasks.spawn(Box::pin(async move {
             let handled = self.run_filed(filed, event, Arrival::Fresh).await;
             tracing::debug!(?handled, "event handled");
@@ -226,7 +270,7 @@ impl EventSink for Dispatcher {
     /// Claim and file the event durably, then run the rest of the pipeline in the background so
     /// the adapter can acknowledge the platform at once.
     async fn accept(&self, event: InboundEvent) -> Result<(), NotTaken> {
-        if self.shared.tasks().is_closed() {
+        if self.engine.tasks().is_closed() {
             return Err(NotTaken::ShuttingDown);
         }
         if let Intake::Filed(filed, event) = self.intake(event).await? {

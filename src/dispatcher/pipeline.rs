@@ -4,8 +4,11 @@
 
 use baton_contract::InboundEvent;
 
-use super::stop::{Notice, Step, Stop};
-use super::{Dispatcher, DropReason, Handled, Inbound, guard_steps, turn_step};
+use super::stop::{Mode, Notice, Step, Stop};
+use super::{
+    Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
+    guard_steps, policy, self_drop, turn_step,
+};
 use crate::mirror::Arrival;
 use crate::store::InboxId;
 
@@ -24,8 +27,8 @@ impl Dispatcher {
         arrival: Arrival,
         filed: Option<InboxId>,
     ) -> Handled {
-        let shared = &*self.shared;
-        let Some(account) = shared.roster().account(event.platform, &event.account) else {
+        let engine = &self.engine;
+        let Some(account) = engine.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
             self.finish(filed).await;
             return Handled::Dropped(DropReason::UnknownAccount);
@@ -40,31 +43,42 @@ impl Dispatcher {
         }
     }
 
-    /// The steps, in order. Each returns a [`Step`]: the value the next steps need, or the
-    /// [`Stop`] that ends the event here.
+    /// The steps, in order. Each is a free function given only what it uses, and returns a
+    /// [`Step`]: the value the next steps need, or the [`Stop`] that ends the event here.
     pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
-        self.not_own(inbound)?; // 3
-        self.not_a_gateway_line(inbound)?; // 3
-        self.within_size(inbound)?; // refused, never truncated
-        self.admin(inbound).await?; // 4
-        self.policy(inbound).await?; // 5
-        self.human_spoke(inbound);
-        self.answer(inbound).await?; // 5½
-        let wake = self.activation(inbound).await?; // 6
-        self.bot_message(inbound)?; // 7
-        guard_steps::rate_limit(&self.shared, inbound)?; // 8
-        self.received(inbound, crate::events::Received::Wake, None);
-        Ok(turn_step::run(&self.shared, inbound, wake).await) // 9 to 13
+        let (engine, guards) = (&self.engine, &self.own.guards);
+        let wake = self.before_turn(inbound, Mode::Act).await?; // 3 to 6
+        guard_steps::bot_message(guards, inbound)?; // 7
+        guard_steps::rate_limit(guards, inbound)?; // 8
+        turn_step::run(engine, inbound, wake).await // 9 to 13
     }
 
-    /// Over [`MAX_TEXT_BYTES`]: refused with a notice.
-    pub(super) fn within_size(&self, inbound: &Inbound<'_>) -> Step<()> {
-        if inbound.event.text.len() > MAX_TEXT_BYTES {
-            let text = "That message is over 100 kB, too long for me to read; please send less.";
-            return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
+    /// Steps 3 to 6, which decide whether the event wakes its bot. The pipeline runs them
+    /// acting; chatter's question at intake ([`Dispatcher::is_chatter`]) runs the same list
+    /// asking, so the two cannot drift apart.
+    pub(super) async fn before_turn(&self, inbound: &Inbound<'_>, mode: Mode) -> Step<Wake> {
+        let (engine, guards) = (&self.engine, &self.own.guards);
+        let (config, store) = (engine.config(), engine.store());
+        self_drop::not_own(inbound)?; // 3
+        self_drop::not_a_gateway_line(engine.own_notices(), inbound)?; // 3
+        within_size(inbound)?; // refused, never truncated
+        admin_step::intercept(engine, guards, inbound, mode).await?; // 4
+        policy::check(config, store, inbound, mode).await?; // 5
+        if mode == Mode::Act {
+            guard_steps::human_spoke(guards, inbound); // heard, never stops
         }
-        Ok(())
+        answer_step::answer(engine, inbound, mode).await?; // 5½
+        activation::wakes(store, engine.roster(), inbound).await // 6
     }
+}
+
+/// Over [`MAX_TEXT_BYTES`]: refused with a notice.
+pub(super) fn within_size(inbound: &Inbound<'_>) -> Step<()> {
+    if inbound.event.text.len() > MAX_TEXT_BYTES {
+        let text = "That message is over 100 kB, too long for me to read; please send less.";
+        return Err(Stop::dropped(DropReason::TooLong).with_notice(Notice::Now(text.into())));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -121,9 +135,9 @@ mod tests {
         // A sender over the rate limit, to show that every earlier step runs before it.
         let alpha: BotId = "alpha".parse().unwrap();
         for sender in ["ann", "beta"] {
-            gw.services.guards().inbound.check(&alpha, sender);
+            gw.dispatcher.guards().inbound.check(&alpha, sender);
             let label = if sender == "beta" { "bot:beta" } else { sender };
-            gw.services.guards().inbound.check(&alpha, label);
+            gw.dispatcher.guards().inbound.check(&alpha, label);
         }
 
         let own = to_alpha(1, "elsewhere", "alpha", &huge);
@@ -132,7 +146,7 @@ mod tests {
             Handled::Dropped(DropReason::OwnMessage)
         );
 
-        gw.services.own_notices().remember(
+        gw.engine.own_notices().remember(
             &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),
             &"beta".parse().unwrap(),
             &huge,
@@ -193,7 +207,7 @@ mod tests {
     #[tokio::test]
     async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
-        let (d, store) = (&gw.dispatcher, gw.services.store());
+        let (d, store) = (&gw.dispatcher, gw.engine.store());
         let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
         let before = store.jobs();
@@ -261,13 +275,40 @@ mod tests {
         ];
         for (event, chatter) in cases {
             let text = event.text.chars().take(40).collect::<String>();
-            let account = gw.services.roster().account(event.platform, &event.account);
+            let account = gw.engine.roster().account(event.platform, &event.account);
             let inbound = d.inbound(event, account.unwrap(), Arrival::Fresh, None);
             assert_eq!(d.is_chatter(&inbound).await, chatter, "asked: {text}");
             let kept = Err(Stop::handled(Handled::Buffered).keep_as_history());
             let outcome = d.pipeline(&inbound).await;
             assert_eq!(outcome == kept, chatter, "{text}: {outcome:?}");
         }
+    }
+
+    /// Asked (chatter's question at intake), the steps act on nothing: an admin's command
+    /// stops the list unanswered and unaudited; acting, the same list answers and audits it.
+    #[tokio::test]
+    async fn asked_the_steps_act_on_nothing() {
+        let gw = parts(&config()).await;
+        let d = &gw.dispatcher;
+        let store = gw.engine.store();
+        let account = gw
+            .engine
+            .roster()
+            .account(Platform::Local, &AccountId::from("alpha"))
+            .unwrap();
+        let command = || to_alpha(1, "room", "root", "/baton help");
+        let asked = d.inbound(command(), account, Arrival::Fresh, None);
+        assert!(matches!(
+            d.before_turn(&asked, Mode::Ask).await,
+            Err(Stop {
+                handled: Handled::Admin(_),
+                ..
+            })
+        ));
+        assert!(store.audit_log(10).await.unwrap().is_empty(), "not run");
+        let acted = d.inbound(command(), account, Arrival::Fresh, None);
+        assert!(d.before_turn(&acted, Mode::Act).await.is_err());
+        assert_eq!(store.audit_log(10).await.unwrap().len(), 1, "run once");
     }
 
     /// A stop's side effects happen in one place: the notice it owes is posted (and recorded),
@@ -283,7 +324,7 @@ mod tests {
             Handled::Buffered
         );
         let history = gw
-            .services
+            .engine
             .store()
             .history_take(crate::store::HistoryTake {
                 chat_key: &ChatKey::new(baton_contract::Platform::Local, &"room".into(), None),

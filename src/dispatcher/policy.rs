@@ -5,11 +5,18 @@
 //! `pairing` an unknown sender gets a one-time code an admin approves. Admins and `dm_allow`
 //! users are always let into DMs. Local DMs (terminal chat, `/v1/chat/completions`) are already
 //! gated by the HTTP API token or the loopback rule, so they are allowed here.
+//!
+//! [`decide`] is the rule, pure; [`check`] is the step: a refusal owes its notice, and a DM
+//! sender the policy wants paired gets a pairing code.
 
 use baton_contract::{ChatKind, InboundEvent, Platform};
 
-use crate::config::{ChatsDefault, DmPolicy, GroupPolicy};
+use super::stop::{Mode, Notice, Step, Stop};
+use super::{DropReason, Inbound, admin_step};
+use crate::config::{ChatsDefault, Config, DmPolicy, GroupPolicy};
 use crate::roster::ChatPolicy;
+use crate::store::{Pairing, Store};
+use crate::timing::now_ms;
 
 /// Why a sender was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +89,79 @@ pub(crate) fn decide(
                 DmPolicy::Allowlist => PolicyDecision::Refuse(Refusal::DmNotAllowed),
                 DmPolicy::Disabled => PolicyDecision::Refuse(Refusal::DmsDisabled),
                 DmPolicy::Pairing => PolicyDecision::NeedsPairing,
+            }
+        }
+    }
+}
+
+/// Step 5's verdict for `inbound` under `config`, before it acts on it (a refusal's notice, a
+/// pairing code).
+fn decision(config: &Config, inbound: &Inbound<'_>) -> PolicyDecision {
+    let is_admin = admin_step::is_admin(&config.admins, &inbound.event);
+    decide(
+        &inbound.event,
+        &inbound.policy,
+        &config.chats_default,
+        is_admin,
+    )
+}
+
+/// Step 5: a refusal owes its notice, and a DM sender the policy wants paired gets a pairing
+/// code (from `store`). Asked, a sender to pair stops without a code.
+pub(super) async fn check(
+    config: &Config,
+    store: &Store,
+    inbound: &Inbound<'_>,
+    mode: Mode,
+) -> Step<()> {
+    let event = &inbound.event;
+    match decision(config, inbound) {
+        PolicyDecision::Allow => Ok(()),
+        PolicyDecision::Refuse(refusal) => {
+            tracing::info!(sender = %event.sender.id, chat = %event.chat, reason = refusal.as_str(), "policy refused the sender");
+            let stop = Stop::dropped(DropReason::Policy(refusal));
+            if event.chat_kind == baton_contract::ChatKind::Dm {
+                let notice = Notice::OncePerSender(refusal.notice().to_owned());
+                return Err(stop.with_notice(notice));
+            }
+            Err(stop)
+        }
+        PolicyDecision::NeedsPairing if mode == Mode::Ask => {
+            Err(Stop::dropped(DropReason::PairingPending))
+        }
+        PolicyDecision::NeedsPairing => {
+            let pairing = store
+                .pairing(
+                    event.platform.as_str(),
+                    inbound.account.id.as_str(),
+                    event.sender.id.as_str(),
+                    now_ms(),
+                )
+                .await;
+            let pending = Stop::dropped(DropReason::PairingPending);
+            match pairing {
+                Ok(Pairing::Paired) => Ok(()),
+                Ok(Pairing::Pending { code, .. }) => {
+                    let text = format!(
+                        "Hi! I need an admin's approval before we can talk. Ask an admin to run \
+                         `/baton pairing approve {code}` (or `baton pairing approve {code}`). \
+                         The code is good for one hour."
+                    );
+                    tracing::info!(sender = %event.sender.id, "DM sender waiting for pairing");
+                    Err(pending.with_notice(Notice::OncePerSender(text)))
+                }
+                Ok(Pairing::Full) => {
+                    tracing::warn!(
+                        sender = %event.sender.id, account = %inbound.account.id,
+                        "DM sender not given a pairing code: the account holds its three \
+                         live codes; approve or let them expire"
+                    );
+                    Err(pending)
+                }
+                Err(err) => {
+                    tracing::error!(%err, "pairing store failed; refusing the DM");
+                    Err(pending)
+                }
             }
         }
     }

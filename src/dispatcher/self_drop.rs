@@ -7,39 +7,38 @@
 use baton_contract::{InboundEvent, UserId};
 
 use super::stop::{Step, Stop};
-use super::{Dispatcher, DropReason, Inbound};
+use super::{DropReason, Inbound};
+use crate::engine::OwnNotices;
 
 /// Whether `event` was written by the account that received it (`me`).
 pub(crate) fn is_own_message(event: &InboundEvent, me: Option<&UserId>) -> bool {
     event.sender.is_self || me == Some(&event.sender.id)
 }
 
-impl Dispatcher {
-    /// Step 3: the bot's own message.
-    pub(super) fn not_own(&self, inbound: &Inbound<'_>) -> Step<()> {
-        let me = inbound.account.adapter.self_id();
-        if is_own_message(&inbound.event, me.as_ref()) {
-            return Err(Stop::dropped(DropReason::OwnMessage));
-        }
-        Ok(())
+/// Step 3: the bot's own message.
+pub(super) fn not_own(inbound: &Inbound<'_>) -> Step<()> {
+    let me = inbound.account.adapter.self_id();
+    if is_own_message(&inbound.event, me.as_ref()) {
+        return Err(Stop::dropped(DropReason::OwnMessage));
     }
+    Ok(())
+}
 
-    /// Step 3, continued: the gateway's own lines, posted through another bot's account.
-    pub(super) fn not_a_gateway_line(&self, inbound: &Inbound<'_>) -> Step<()> {
-        let Some(author) = &inbound.speaker.bot else {
-            return Ok(());
-        };
-        // Lines remembered for the whole chat (a chain's, posted as replies that the platform
-        // may put in a thread of its own) match in any of its threads.
-        let notices = self.shared.own_notices();
-        let text = &inbound.event.text;
-        if notices.is_notice(&inbound.chat_key, author, text)
-            || notices.is_notice(&inbound.settings_key, author, text)
-        {
-            return Err(Stop::dropped(DropReason::GatewayNotice));
-        }
-        Ok(())
+/// Step 3, continued: the gateway's own lines (`notices`), posted through another bot's
+/// account.
+pub(super) fn not_a_gateway_line(notices: &OwnNotices, inbound: &Inbound<'_>) -> Step<()> {
+    let Some(author) = &inbound.speaker.bot else {
+        return Ok(());
+    };
+    // Lines remembered for the whole chat (a chain's, posted as replies that the platform
+    // may put in a thread of its own) match in any of its threads.
+    let text = &inbound.event.text;
+    if notices.is_notice(&inbound.chat_key, author, text)
+        || notices.is_notice(&inbound.settings_key, author, text)
+    {
+        return Err(Stop::dropped(DropReason::GatewayNotice));
     }
+    Ok(())
 }
 
 #[cfg(test)]

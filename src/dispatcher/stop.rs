@@ -3,8 +3,8 @@
 //! history. [`Dispatcher::stopped`] performs all of that in one place, with the counters and
 //! the log line, so no step carries a side effect of its own stopping.
 
-use super::{Dispatcher, DropReason, Handled, Inbound, turn_step};
-use crate::events::{Event, Received};
+use super::{Dispatcher, DropReason, Handled, Inbound, gateway_line};
+use crate::events::{Event, Events, Received};
 use crate::metrics;
 use crate::store::HistoryEntry;
 
@@ -20,6 +20,16 @@ pub(crate) struct Stop {
     pub notice: Option<Notice>,
     /// The message stays in the chat's history buffer as context for the chat's bots.
     pub keep: Keep,
+}
+
+/// Whether the steps act on what they find, or only say whether they would: chatter's
+/// question at intake (`chatter.rs`) runs the same steps as the pipeline, asking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Act: run a command, write a pairing code, route an answer back.
+    Act,
+    /// Only ask: a step that would act stops instead, doing nothing.
+    Ask,
 }
 
 /// Whether a stopped message is kept as history.
@@ -38,6 +48,8 @@ pub(crate) enum Notice {
     Now(String),
     /// Posted at most once per sender per account every 10 minutes (policy refusals, pairing).
     OncePerSender(String),
+    /// Posted at most once per chat a minute (the turn's queue is full: `busy.rs`).
+    OncePerChat(String),
 }
 
 impl Stop {
@@ -76,7 +88,7 @@ impl Dispatcher {
     /// Perform what `stop` owes (its counters, the notice, the history buffer) and return what
     /// became of the event.
     pub(super) async fn stopped(&self, inbound: &Inbound<'_>, stop: Stop) -> Handled {
-        let shared = &*self.shared;
+        let engine = &self.engine;
         let chat = || Some(inbound.settings_key.clone());
         let (outcome, reason) = match &stop.handled {
             Handled::Buffered => (Received::Buffered, None),
@@ -85,23 +97,32 @@ impl Dispatcher {
             Handled::Dropped(reason) => (Received::Dropped, Some(reason.as_str())),
             other => (Received::Dropped, Some(format!("{other:?}"))),
         };
-        self.received(inbound, outcome, reason);
+        // A busy refusal comes after the turn step announced the wake: one announcement per
+        // event.
+        if !matches!(stop.handled, Handled::Dropped(DropReason::Busy(_))) {
+            announce(engine.events(), inbound, outcome, reason);
+        }
         match &stop.handled {
             Handled::Dropped(DropReason::BotGuard(refusal)) => {
                 let reason = refusal.as_str();
-                shared.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
-                shared.refused("bot_messages", reason, chat(), inbound.bot());
+                engine.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
+                engine.refused("bot_messages", reason, chat(), inbound.bot());
                 tracing::info!(bot = %inbound.bot(), reason, "bot message refused");
             }
             Handled::Dropped(DropReason::RateLimited) => {
-                shared.refused("inbound_rate", "per-sender", chat(), inbound.bot());
+                engine.refused("inbound_rate", "per-sender", chat(), inbound.bot());
             }
             _ => {}
         }
         match &stop.notice {
-            Some(Notice::Now(text)) => turn_step::notice(shared, inbound, text).await,
+            Some(Notice::Now(text)) => gateway_line::notice(engine, inbound, text).await,
             Some(Notice::OncePerSender(text)) => self.notify_once(inbound, text).await,
-            None => {}
+            Some(Notice::OncePerChat(text))
+                if self.own.busy_notices.check(&inbound.settings_key).is_ok() =>
+            {
+                gateway_line::notice(engine, inbound, text).await;
+            }
+            Some(Notice::OncePerChat(_)) | None => {}
         }
         match stop.keep {
             Keep::AsHistory => self.buffer(inbound).await,
@@ -110,32 +131,11 @@ impl Dispatcher {
         stop.handled
     }
 
-    /// Announce what became of `inbound` on the event stream: it woke the bot (the pipeline
-    /// calls this before the turn), or it stopped here.
-    pub(super) fn received(
-        &self,
-        inbound: &Inbound<'_>,
-        outcome: Received,
-        reason: Option<String>,
-    ) {
-        let event = &inbound.event;
-        self.shared.events().emit(Event::EventReceived {
-            platform: event.platform,
-            account: inbound.account.id.clone(),
-            bot: inbound.bot().clone(),
-            chat: inbound.chat_key.clone(),
-            message_id: event.message_id.clone(),
-            sender: inbound.speaker.label.clone(),
-            outcome,
-            reason,
-        });
-    }
-
     /// A policy notice, at most once per sender per account every 10 minutes.
     async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
         let key = (inbound.account.id.clone(), inbound.event.sender.id.clone());
-        if self.shared.notices().check(&key).is_ok() {
-            turn_step::notice(&self.shared, inbound, text).await;
+        if self.own.notices.check(&key).is_ok() {
+            gateway_line::notice(&self.engine, inbound, text).await;
         }
     }
 
@@ -147,7 +147,7 @@ impl Dispatcher {
             return self.finish(inbound.filed).await;
         }
         let entry = history_entry(inbound);
-        let store = self.shared.store();
+        let store = self.engine.store();
         let kept = match inbound.filed {
             Some(id) => {
                 store
@@ -160,6 +160,27 @@ impl Dispatcher {
             tracing::error!(%err, "could not keep the message in the history buffer");
         }
     }
+}
+
+/// Announce what became of `inbound` on `events`: it woke the bot (the turn step announces
+/// that as it starts), or it stopped here.
+pub(super) fn announce(
+    events: &Events,
+    inbound: &Inbound<'_>,
+    outcome: Received,
+    reason: Option<String>,
+) {
+    let event = &inbound.event;
+    events.emit(Event::EventReceived {
+        platform: event.platform,
+        account: inbound.account.id.clone(),
+        bot: inbound.bot().clone(),
+        chat: inbound.chat_key.clone(),
+        message_id: event.message_id.clone(),
+        sender: inbound.speaker.label.clone(),
+        outcome,
+        reason,
+    });
 }
 
 /// `inbound`'s message as its chat's history buffer keeps it.

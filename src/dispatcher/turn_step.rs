@@ -1,16 +1,17 @@
 //! Steps 9 to 13 for one woken bot: the session turn (lane, turn, outcome), then the reply
-//! delivered to the event's chat. Also the gateway's own short answers (notices, admin replies,
-//! the error reply), which are posted as gateway lines and never run a model.
-
-use std::sync::Arc;
+//! delivered to the event's chat; a failed turn's error reply goes out as a gateway line
+//! (`gateway_line.rs`).
 
 use serde_json::json;
 
+use super::gateway_line::{gateway_says, run_id};
+use super::stop::{Step, announce};
 use super::{Handled, Inbound, Wake, files_in};
 use crate::engine::{
-    Answered, Attached, Caller, ChatReply, Heard, History, Line, Recall, Refused, Seat, Services,
-    SessionTurn, TurnEnd, TurnFailure, TurnPlan, say,
+    Answered, Attached, Caller, ChatReply, Engine, Heard, History, Recall, Refused, Seat,
+    SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
+use crate::events::Received;
 use crate::lanes::Lane;
 use crate::store::HistoryTake;
 
@@ -19,11 +20,14 @@ use crate::store::HistoryTake;
 /// The turn's state (context, backend call, delivery) is boxed: only an event that wakes a bot
 /// pays for it, while an inline state machine would make every event's pipeline future as big
 /// as the largest turn, copied each time the runtime moves the task (BENCHMARKS.md).
-pub(crate) async fn run(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
-    Box::pin(run_turn(shared, inbound, wake)).await
+/// The wake is announced on the event stream first; a full queue stops the event
+/// ([`super::busy`]).
+pub(crate) async fn run(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Handled> {
+    announce(engine.events(), inbound, Received::Wake, None);
+    Box::pin(run_turn(engine, inbound, wake)).await
 }
 
-async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> Handled {
+async fn run_turn(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Handled> {
     let session = inbound.session();
     let run = run_id(inbound, "in");
     let seat = Seat {
@@ -31,10 +35,10 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         run_id: run.clone(),
         lane: Lane::Main,
     };
-    let turn = match SessionTurn::enter_queued(shared, seat, inbound.arrival).await {
+    let turn = match SessionTurn::enter_queued(engine, seat, inbound.arrival).await {
         Ok(turn) => turn,
         Err(Refused { journal, full }) => {
-            return super::busy::refuse(shared, inbound, &journal, full).await;
+            return Err(super::busy::refuse(engine, inbound, &journal, full).await);
         }
     };
     let event = &inbound.event;
@@ -47,7 +51,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         skip_message: Some(event.message_id.as_str()),
         limit: inbound.policy.history_limit,
     });
-    let files = files_in::take_in(shared, inbound, &run).await;
+    let files = files_in::take_in(engine, inbound, &run).await;
     let text = if files.text.is_empty() {
         event.text.clone()
     } else {
@@ -93,7 +97,7 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         asker: Some(&event.sender.id),
     };
     let Answered { end, posted } = turn.answer(plan, reply).await;
-    match (end, posted) {
+    Ok(match (end, posted) {
         (TurnEnd::Reply { text, .. }, Ok(_)) => Handled::Replied(text),
         (TurnEnd::Reply { .. }, Err(err)) => Handled::Failed(err),
         // The reply had begun to stream: its posts end with the error reply already.
@@ -102,67 +106,24 @@ async fn run_turn(shared: &Arc<Services>, inbound: &Inbound<'_>, wake: Wake) -> 
         (TurnEnd::Failed(err @ TurnFailure::Budget(_)), _) => Handled::Failed(err.to_string()),
         // A stopped turn posts nothing, not even the error reply.
         (TurnEnd::Failed(err @ TurnFailure::Stopped(_)), _) => Handled::Failed(err.to_string()),
-        (TurnEnd::Failed(err), _) => fail(shared, inbound, err).await,
+        (TurnEnd::Failed(err), _) => fail(engine, inbound, err).await,
         (TurnEnd::Silent { .. }, _) => Handled::Silent,
-    }
+    })
 }
 
 /// The backend failed (already recorded): tell the user briefly, unless `error_reply` is empty;
 /// a failure the config must fix is said as it is, for the chat's admins to act on.
-async fn fail(shared: &Services, inbound: &Inbound<'_>, err: TurnFailure) -> Handled {
+async fn fail(engine: &Engine, inbound: &Inbound<'_>, err: TurnFailure) -> Handled {
     let text = match &err {
         TurnFailure::Misconfigured(why) => format!(
             "{} cannot answer until its config is fixed (for the baton admins): {why}",
             inbound.account.bot.id()
         ),
-        _ => shared.config().gateway.error_reply.clone(),
+        _ => engine.config().gateway.error_reply.clone(),
     };
     if !text.trim().is_empty() {
         // The turn's own run: it posted nothing, so its idempotency keys are free.
-        gateway_says(shared, inbound, run_id(inbound, "in"), "error-reply", &text).await;
+        gateway_says(engine, inbound, run_id(inbound, "in"), "error-reply", &text).await;
     }
     Handled::Failed(err.to_string())
-}
-
-/// A short answer from the gateway itself (rate-limit and policy notices, admin replies),
-/// delivered to the sender's chat and recorded in the bot's transcript. Boxed like [`run`]:
-/// rare, and its delivery state would otherwise sit in every event's future.
-pub(crate) async fn notice(shared: &Services, inbound: &Inbound<'_>, text: &str) {
-    let line = gateway_says(shared, inbound, run_id(inbound, "notice"), "notice", text);
-    Box::pin(line).await;
-}
-
-/// Post a line on the gateway's behalf through the bot's account, in answer to `inbound`.
-async fn gateway_says(
-    shared: &Services,
-    inbound: &Inbound<'_>,
-    run_id: String,
-    stage: &'static str,
-    text: &str,
-) {
-    let session = inbound.session();
-    let line = Line {
-        account: inbound.account,
-        session: &session,
-        run_id,
-        quiet_in: inbound.chat_key.clone(),
-        target: inbound.reply_target(),
-        stage,
-        text,
-    };
-    // A failure is logged and recorded by `say`; the event's outcome stands either way.
-    let _ = say(shared, line).await;
-}
-
-/// The run id of a run answering `inbound`. It derives from the event, so a replay of the same
-/// event reuses the same idempotency keys and cannot post twice.
-pub(super) fn run_id(inbound: &Inbound<'_>, kind: &str) -> String {
-    let event = &inbound.event;
-    [
-        kind,
-        event.platform.as_str(),
-        inbound.account.id.as_str(),
-        event.message_id.as_str(),
-    ]
-    .join(":")
 }

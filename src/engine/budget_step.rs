@@ -7,7 +7,7 @@
 //! The chat a call is charged to is the one the trigger happened in (the caller's origin),
 //! whichever session the turn runs in; a thread counts toward its channel.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 
@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::say::{Line, say};
 use super::turn::{TurnEnd, TurnFailure};
-use super::{Caller, Services};
+use super::{Caller, Engine};
 use crate::backend::{BackendError, BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
 use crate::budget::{Bill, Call, Stopped, Verdict, Warning, estimate};
 use crate::mirror::Journal;
@@ -44,30 +44,30 @@ fn charged_to<'a>(caller: &'a Caller, journal: &'a Journal) -> &'a SessionKey {
 /// Checks the budgets before the turn's model calls: `Err` with how the turn ends when one
 /// stops it.
 pub(super) async fn admit(
-    shared: &Arc<Services>,
+    engine: &Engine,
     journal: &Journal,
     bot: &Bot,
     caller: &Caller,
 ) -> Result<(), TurnEnd> {
-    match checked(shared, journal, bot, caller).await {
+    match checked(engine, journal, bot, caller).await {
         Ok(()) => Ok(()),
-        Err(stopped) => Err(refuse(shared, journal, bot, caller, stopped).await),
+        Err(stopped) => Err(refuse(engine, journal, bot, caller, stopped).await),
     }
 }
 
 /// Checks the budgets before one model call, warning the admins as they are crossed: `Err`
 /// with the `stop` budget that is used up.
 async fn checked(
-    shared: &Services,
+    engine: &Engine,
     journal: &Journal,
     bot: &Bot,
     caller: &Caller,
 ) -> Result<(), Stopped> {
     let bill = bill(bot, caller, journal);
-    match shared.budgets().check(&bill).await {
+    match engine.budgets().check(&bill).await {
         Verdict::Go { warnings } => {
             for warning in warnings {
-                warn_admins(shared, bot, charged_to(caller, journal), &warning).await;
+                warn_admins(engine, bot, charged_to(caller, journal), &warning).await;
             }
             Ok(())
         }
@@ -81,7 +81,7 @@ async fn checked(
 /// before each further model call ([`Metered::refused`] ends a turn one stopped).
 pub(super) struct Metered<'a> {
     pub inner: &'a dyn ToolExecutor,
-    pub shared: &'a Services,
+    pub engine: &'a Engine,
     pub journal: &'a Journal,
     pub bot: &'a Bot,
     pub caller: &'a Caller,
@@ -101,7 +101,7 @@ impl Metered<'_> {
             .lock()
             .expect("stopped budget poisoned")
             .take()?;
-        Some(refuse(self.shared, self.journal, self.bot, self.caller, stopped).await)
+        Some(refuse(self.engine, self.journal, self.bot, self.caller, stopped).await)
     }
 
     async fn charge(&self, model: &str, usage: Usage, estimated: bool) {
@@ -113,7 +113,7 @@ impl Metered<'_> {
             estimated,
         };
         let bill = bill(self.bot, self.caller, self.journal);
-        self.shared.budgets().charge(&bill, call).await;
+        self.engine.budgets().charge(&bill, call).await;
     }
 
     /// Charges what the turn spent and was not charged yet: the backend's total less the calls
@@ -152,7 +152,7 @@ impl ToolExecutor for Metered<'_> {
     }
 
     async fn may_call(&self) -> Result<(), BackendError> {
-        let stopped = checked(self.shared, self.journal, self.bot, self.caller).await;
+        let stopped = checked(self.engine, self.journal, self.bot, self.caller).await;
         stopped.map_err(|stopped| {
             let budget = stopped.budget.clone();
             *self.stopped.lock().expect("stopped budget poisoned") = Some(stopped);
@@ -162,7 +162,7 @@ impl ToolExecutor for Metered<'_> {
 }
 
 async fn refuse(
-    shared: &Services,
+    engine: &Engine,
     journal: &Journal,
     bot: &Bot,
     caller: &Caller,
@@ -171,7 +171,7 @@ async fn refuse(
     let failure = TurnFailure::Budget(stopped.budget.clone());
     tracing::info!(session = %journal.session(), bot = %bot.id(), budget = %stopped.budget, "a budget is used up: the model call is not made");
     let at = charged_to(caller, journal);
-    shared.refused("budget", "budget", Some(at.chat_key()), bot.id());
+    engine.refused("budget", "budget", Some(at.chat_key()), bot.id());
     journal
         .bot_did(
             EntryKind::Failure,
@@ -181,14 +181,14 @@ async fn refuse(
         .await;
     if let (Some(text), Some(origin)) = (&stopped.notice, &caller.origin) {
         let run_id = format!("budget:{}:{}", stopped.budget, journal.run_id());
-        post(shared, bot, origin, None, run_id, text).await;
+        post(engine, bot, origin, None, run_id, text).await;
     }
     TurnEnd::Failed(failure)
 }
 
 /// Tells each admin of the platform the trigger came from, by direct message, and audits it.
-async fn warn_admins(shared: &Services, bot: &Bot, at: &SessionKey, warning: &Warning) {
-    let admins = shared.config().admins.for_platform(at.platform).to_vec();
+async fn warn_admins(engine: &Engine, bot: &Bot, at: &SessionKey, warning: &Warning) {
+    let admins = engine.config().admins.for_platform(at.platform).to_vec();
     for admin in &admins {
         let run_id = format!(
             "budget-warn:{}:{}:{}",
@@ -196,7 +196,7 @@ async fn warn_admins(shared: &Services, bot: &Bot, at: &SessionKey, warning: &Wa
             warning.percent,
             now_ms()
         );
-        post(shared, bot, at, Some(admin), run_id, &warning.text).await;
+        post(engine, bot, at, Some(admin), run_id, &warning.text).await;
     }
     let audit = NewAudit {
         ts_ms: now_ms(),
@@ -206,21 +206,21 @@ async fn warn_admins(shared: &Services, bot: &Bot, at: &SessionKey, warning: &Wa
         command: format!("budget warn {} {}%", warning.budget, warning.percent),
         outcome: format!("told {} admin(s): {}", admins.len(), warning.text),
     };
-    if let Err(err) = shared.store().audit(audit).await {
+    if let Err(err) = engine.store().audit(audit).await {
         tracing::error!(%err, budget = %warning.budget, "could not audit a budget warning");
     }
 }
 
 /// Posts `text` as `bot` in `at`'s chat, or to `dm` (a user id) directly.
 async fn post(
-    shared: &Services,
+    engine: &Engine,
     bot: &Bot,
     at: &SessionKey,
     dm: Option<&String>,
     run_id: String,
     text: &str,
 ) {
-    let roster = shared.roster();
+    let roster = engine.roster();
     let account = roster
         .account_of_bot(at.platform, bot.id())
         .or_else(|| roster.account(at.platform, &at.account));
@@ -256,5 +256,5 @@ async fn post(
         text,
     };
     // A failure is logged and recorded by `say`.
-    let _ = say(shared, line).await;
+    let _ = say(engine, line).await;
 }

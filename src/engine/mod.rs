@@ -1,5 +1,5 @@
 //! The turn kernel, below every flow that takes turns (the pipeline, `sessions_send`, chains,
-//! schedules, escalations): the service handle they share ([`Services`]), one session turn
+//! schedules, escalations): the service handle they share ([`Engine`]), one session turn
 //! (`session_turn.rs`: record the session, open the run's journal, wait for the lane and for the
 //! session's lock across instances in `session_lock.rs`, take the turn, post what it says),
 //! one `say` for lines posted through a bot's account that are not its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`; the
@@ -18,34 +18,32 @@ mod budget_step;
 mod caller;
 mod context;
 mod feedback;
+mod handle;
 mod own_notices;
 mod reply_bound;
 mod reply_files;
 mod reply_gate;
 mod running;
 mod say;
-mod services;
 mod session_lock;
 mod session_turn;
 mod taps;
 mod turn;
 mod typing;
-mod waiters;
 
 pub(crate) use artifact_lines::{InlineBudget, artifact_line, reference as artifact_reference};
 pub use caller::Caller;
 pub(crate) use context::Attached;
 pub(crate) use feedback::{Answered, ChatReply};
+pub use handle::{BindTools, Engine, WeakEngine};
+pub(crate) use own_notices::OwnNotices;
 pub(crate) use reply_files::{AttachRefused, attach};
 pub(crate) use reply_gate::{NotAdmitted, ReplyGate};
 pub use running::{Running, Stop};
 pub(crate) use say::{Line, say};
-pub use services::{BindTools, Services};
 pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
 pub use taps::{Tap, Taps};
 pub(crate) use turn::{Heard, History, Recall, TurnEnd, TurnFailure, TurnPlan};
 pub(crate) use typing::{
     left_up as typing_left_up, sweep as sweep_typing, take_down as take_down_typing,
 };
-pub(crate) use waiters::{Finished, Handing, Listening, Waited};
-pub use waiters::{RunResult, Waiters};

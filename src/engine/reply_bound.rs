@@ -8,7 +8,7 @@
 //! takes one that big, else named with its link in the note. The chunking this takes runs on
 //! a blocking thread, never on the reactor, so no reply delays any request.
 
-use super::Services;
+use super::Engine;
 use super::reply_files::attach;
 use crate::mirror::Journal;
 use crate::post::posts_end;
@@ -21,11 +21,11 @@ const KEPT_TYPE: &str = "text/markdown";
 
 /// `text` as the chat may get it: itself when it is within bounds, else its start and a note
 /// saying where the whole of it is.
-pub(super) async fn bound(shared: &Services, journal: &Journal, text: String) -> String {
-    let limits = &shared.config().limits;
+pub(super) async fn bound(engine: &Engine, journal: &Journal, text: String) -> String {
+    let limits = &engine.config().limits;
     let (max_bytes, max_posts) = (limits.max_reply_bytes, limits.max_posts_per_reply);
     let session = journal.session();
-    let account = shared.roster().account(session.platform, &session.account);
+    let account = engine.roster().account(session.platform, &session.account);
     let chars = account.map(|a| a.adapter.capabilities().max_message_chars);
     // Bytes are never fewer than chars: a reply this short makes one post.
     if text.len() <= max_bytes && chars.is_none_or(|c| text.len() <= c) {
@@ -45,7 +45,7 @@ pub(super) async fn bound(shared: &Services, journal: &Journal, text: String) ->
     };
     let bytes = text.len();
     let start = text[..keep].trim_end().to_owned();
-    let note = match keep_whole(shared, journal, text).await {
+    let note = match keep_whole(engine, journal, text).await {
         Ok(Kept::Attached(id)) => format!(
             "… the reply goes on: all {bytes} bytes of it are attached as {KEPT_NAME} (artifact \
              {id}, {}).",
@@ -110,12 +110,8 @@ enum Kept {
 
 /// Keep `text` whole as an artifact of the journal's run, attached to its reply where the
 /// platform takes a file that big.
-async fn keep_whole(
-    shared: &Services,
-    journal: &Journal,
-    text: String,
-) -> Result<Kept, StoreError> {
-    let cap = shared.config().artifacts.max_bytes;
+async fn keep_whole(engine: &Engine, journal: &Journal, text: String) -> Result<Kept, StoreError> {
+    let cap = engine.config().artifacts.max_bytes;
     if text.len() as u64 > cap {
         return Ok(Kept::TooBig(cap));
     }
@@ -130,7 +126,7 @@ async fn keep_whole(
         inputs: Vec::new(),
         created_ms: now_ms(),
     };
-    let artifact = match shared.store().artifact_put(new).await? {
+    let artifact = match engine.store().artifact_put(new).await? {
         Put::Stored(artifact) => artifact,
         Put::UnknownInputs(unknown) => {
             return Err(StoreError::Internal(format!(
@@ -138,7 +134,7 @@ async fn keep_whole(
             )));
         }
     };
-    let takes_files = shared
+    let takes_files = engine
         .roster()
         .account(session.platform, &session.account)
         .and_then(|a| a.adapter.max_upload_bytes())
@@ -147,7 +143,7 @@ async fn keep_whole(
         return Ok(Kept::Linked(artifact.id));
     }
     journal.attaches_files();
-    match attach(shared, session, journal.run_id(), vec![artifact.id.clone()]).await {
+    match attach(engine, session, journal.run_id(), vec![artifact.id.clone()]).await {
         Ok(_) => Ok(Kept::Attached(artifact.id)),
         Err(refused) => {
             tracing::warn!(%refused, "a cut reply's artifact was not attached; its link is in the note");

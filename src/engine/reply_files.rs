@@ -5,7 +5,7 @@
 //!
 //! [`Store::reply_attach`]: crate::store::Store::reply_attach
 
-use super::Services;
+use super::Engine;
 use crate::backend::ReplyFile;
 use crate::media_type;
 use crate::mirror::Journal;
@@ -60,12 +60,12 @@ pub(crate) enum AttachRefused {
 /// Attach the artifacts `ids` to the reply of run `run_id` in `session`: each must exist and
 /// be no bigger than the session's platform takes. Returns the run's attachments so far.
 pub(crate) async fn attach(
-    shared: &Services,
+    engine: &Engine,
     session: &SessionKey,
     run_id: &str,
     ids: Vec<String>,
 ) -> Result<Vec<Artifact>, AttachRefused> {
-    let store = shared.store();
+    let store = engine.store();
     let mut found = Vec::with_capacity(ids.len());
     let mut unknown = Vec::new();
     for id in &ids {
@@ -77,7 +77,7 @@ pub(crate) async fn attach(
     if !unknown.is_empty() {
         return Err(AttachRefused::Unknown(unknown));
     }
-    let limit = shared
+    let limit = engine
         .roster()
         .account(session.platform, &session.account)
         .and_then(|account| account.adapter.max_upload_bytes());
@@ -102,12 +102,12 @@ pub(crate) async fn attach(
 /// Attach a backend's `files` to the journal's run: inline ones are kept as artifacts of the
 /// run first (under the `[artifacts] max_bytes` cap), then all are attached as by [`attach`].
 pub(super) async fn attach_backend_files(
-    shared: &Services,
+    engine: &Engine,
     journal: &Journal,
     files: Vec<ReplyFile>,
 ) -> Result<(), AttachRefused> {
     journal.attaches_files();
-    let cap = shared.config().artifacts.max_bytes;
+    let cap = engine.config().artifacts.max_bytes;
     let mut ids = Vec::with_capacity(files.len());
     for file in files {
         let (name, media_type, content) = match file {
@@ -142,11 +142,11 @@ pub(super) async fn attach_backend_files(
             inputs: Vec::new(),
             created_ms: now_ms(),
         };
-        match shared.store().artifact_put(new).await? {
+        match engine.store().artifact_put(new).await? {
             Put::Stored(artifact) => ids.push(artifact.id),
             Put::UnknownInputs(unknown) => return Err(AttachRefused::Unknown(unknown)),
         }
     }
-    attach(shared, journal.session(), journal.run_id(), ids).await?;
+    attach(engine, journal.session(), journal.run_id(), ids).await?;
     Ok(())
 }

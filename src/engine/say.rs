@@ -7,7 +7,7 @@
 use baton_contract::{ChatKey, MessageId};
 use serde_json::json;
 
-use super::Services;
+use super::Engine;
 use super::session_turn::journal;
 use crate::post::{DeliveryFailed, Target, deliver};
 use crate::roster::Account;
@@ -34,7 +34,7 @@ pub(crate) struct Line<'a> {
 
 /// Post `line`. A failure is logged and recorded in the session's transcript, and returned.
 pub(crate) async fn say(
-    services: &Services,
+    services: &Engine,
     line: Line<'_>,
 ) -> Result<Vec<MessageId>, DeliveryFailed> {
     let bot = line.account.bot.id();

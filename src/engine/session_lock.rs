@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Services;
+use super::Engine;
 use crate::session::SessionKey;
 use crate::store::{Locked, Store, Topic};
 
@@ -32,7 +32,7 @@ impl Drop for SessionHold {
 pub(crate) struct HeldElsewhere;
 
 /// Wait until this turn holds `session` across instances, however long that takes.
-pub(crate) async fn hold(services: &Services, session: &SessionKey) -> SessionHold {
+pub(crate) async fn hold(services: &Engine, session: &SessionKey) -> SessionHold {
     match hold_until(services, session, None).await {
         Ok(hold) => hold,
         Err(HeldElsewhere) => unreachable!("without a deadline the wait never gives up"),
@@ -42,7 +42,7 @@ pub(crate) async fn hold(services: &Services, session: &SessionKey) -> SessionHo
 /// Wait until this turn holds `session` across instances (or `until` passes). On SQLite there
 /// is one instance, whose lane already holds the session: nothing to wait for.
 pub(crate) async fn hold_until(
-    services: &Services,
+    services: &Engine,
     session: &SessionKey,
     until: Option<Instant>,
 ) -> Result<SessionHold, HeldElsewhere> {

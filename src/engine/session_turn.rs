@@ -8,12 +8,10 @@
 //! turn on. Everything they share happens here, once, so a change to how a turn is taken (its
 //! events, its streaming) is made in one place.
 
-use std::sync::Arc;
-
 use baton_contract::MessageId;
 use tokio::time::Instant;
 
-use super::Services;
+use super::Engine;
 use super::session_lock::{SessionHold, hold, hold_until};
 use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::backend::TextSink;
@@ -52,7 +50,7 @@ pub(crate) struct Refused {
 /// A run holding its session: recorded, with its journal and its lane slot (released when this
 /// is dropped).
 pub(crate) struct SessionTurn<'a> {
-    services: &'a Arc<Services>,
+    services: &'a Engine,
     journal: Journal,
     /// The session across instances (`session_lock.rs`), taken after the lane slot.
     _hold: SessionHold,
@@ -63,7 +61,7 @@ impl<'a> SessionTurn<'a> {
     /// Open the run's journal and wait for the session's lane, however long the session stays
     /// busy. The session is recorded when the turn starts ([`SessionTurn::take`]), in the job
     /// that records the line that woke the bot.
-    pub(crate) async fn enter(services: &'a Arc<Services>, seat: Seat<'_>) -> SessionTurn<'a> {
+    pub(crate) async fn enter(services: &'a Engine, seat: Seat<'_>) -> SessionTurn<'a> {
         let journal = pen(services, seat.session, seat.run_id);
         let lanes = services.lanes();
         let slot = lanes.enter(seat.lane, journal.session()).await;
@@ -80,7 +78,7 @@ impl<'a> SessionTurn<'a> {
     /// is full ([`Refused`]), and, for a message run again after a stop (`arrival`), recorded
     /// without writing the message a second time.
     pub(crate) async fn enter_queued(
-        services: &'a Arc<Services>,
+        services: &'a Engine,
         seat: Seat<'_>,
         arrival: Arrival,
     ) -> Result<SessionTurn<'a>, Refused> {
@@ -103,7 +101,7 @@ impl<'a> SessionTurn<'a> {
     /// [`SessionTurn::enter`], giving up at `until`: for a flow whose turn is worth nothing
     /// late (a chain turn's deadline counts the wait too).
     pub(crate) async fn enter_until(
-        services: &'a Arc<Services>,
+        services: &'a Engine,
         seat: Seat<'_>,
         until: Instant,
     ) -> Result<SessionTurn<'a>, SessionBusy> {
@@ -146,7 +144,7 @@ impl<'a> SessionTurn<'a> {
     }
 
     /// The services the turn runs on.
-    pub(super) fn services(&self) -> &Arc<Services> {
+    pub(super) fn services(&self) -> &Engine {
         self.services
     }
 
@@ -168,13 +166,13 @@ impl<'a> SessionTurn<'a> {
 
 /// The journal for run `run_id` in `session`, with the session recorded first. For records
 /// made outside a turn (a skipped schedule, an answer to an escalation) as much as for turns.
-pub(crate) async fn journal(services: &Services, session: &SessionKey, run_id: String) -> Journal {
+pub(crate) async fn journal(services: &Engine, session: &SessionKey, run_id: String) -> Journal {
     touch(services, session).await;
     pen(services, session, run_id)
 }
 
 /// The journal for run `run_id` in `session`.
-fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
+fn pen(services: &Engine, session: &SessionKey, run_id: String) -> Journal {
     Journal::new(
         services.store().clone(),
         services.events().clone(),
@@ -184,7 +182,7 @@ fn pen(services: &Services, session: &SessionKey, run_id: String) -> Journal {
 }
 
 /// Record that `session` is in use (created, or its last activity moved).
-async fn touch(services: &Services, session: &SessionKey) {
+async fn touch(services: &Engine, session: &SessionKey) {
     if let Err(err) = services.store().touch_session(session, now_ms()).await {
         tracing::error!(%err, "could not record the session");
     }

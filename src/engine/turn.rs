@@ -11,7 +11,7 @@ use super::budget_step;
 use super::context::{self, Attached, Current, SESSION_TAIL};
 use super::reply_bound;
 use super::reply_files::attach_backend_files;
-use super::{Caller, Services};
+use super::{Caller, Engine};
 use crate::backend::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
 use crate::config::BackendKind;
 use crate::events::{Event, TurnOutcome};
@@ -51,7 +51,7 @@ pub(crate) struct TurnPlan<'a> {
     /// The message.
     pub heard: Heard<'a>,
     /// When a flow's own limit ends the turn (a chain's `turn_timeout_seconds`); `None`: the
-    /// bot's turn limit ([`Services::turn_limit`]) applies.
+    /// bot's turn limit ([`Engine::turn_limit`]) applies.
     pub deadline: Option<std::time::Instant>,
     /// How much of the session the bot is given back.
     pub recall: Recall,
@@ -135,26 +135,26 @@ pub(crate) enum TurnFailure {
 /// The caller ([`super::SessionTurn`]) holds the session's lane slot. Its start and its end are
 /// announced on the event stream here, for every flow.
 pub(super) async fn take_turn(
-    shared: &Arc<Services>,
+    engine: &Engine,
     journal: &Journal,
     plan: TurnPlan<'_>,
     sink: Option<&dyn TextSink>,
 ) -> TurnEnd {
     let bot = plan.bot.id().to_owned();
     let (session, run_id) = (journal.session().render(), journal.run_id().to_owned());
-    shared.events().emit(Event::TurnStarted {
+    engine.events().emit(Event::TurnStarted {
         bot: bot.clone(),
         session: session.clone(),
         run_id: run_id.clone(),
     });
     let started = std::time::Instant::now();
-    let end = run_turn(shared, journal, plan, sink).await;
+    let end = run_turn(engine, journal, plan, sink).await;
     let (outcome, model) = match &end {
         TurnEnd::Reply { model, .. } => (TurnOutcome::Reply, model.clone()),
         TurnEnd::Silent { model, .. } => (TurnOutcome::Silent, model.clone()),
         TurnEnd::Failed(_) => (TurnOutcome::Failed, String::new()),
     };
-    shared.events().emit(Event::TurnEnded {
+    engine.events().emit(Event::TurnEnded {
         bot,
         session,
         run_id,
@@ -166,7 +166,7 @@ pub(super) async fn take_turn(
 }
 
 async fn run_turn(
-    shared: &Arc<Services>,
+    engine: &Engine,
     journal: &Journal,
     plan: TurnPlan<'_>,
     sink: Option<&dyn TextSink>,
@@ -216,7 +216,7 @@ async fn run_turn(
             message_id: heard.message_id.map(str::to_owned),
         },
     };
-    let persona = shared
+    let persona = engine
         .chat_rules()
         .resolve(session.platform, session.chat.as_str())
         .personas
@@ -241,18 +241,18 @@ async fn run_turn(
             .or_else(|| Some(journal.run_id().to_owned())),
         ..plan.caller
     };
-    if let Err(refused) = budget_step::admit(shared, journal, bot, &caller).await {
+    if let Err(refused) = budget_step::admit(engine, journal, bot, &caller).await {
         return refused;
     }
     // An agent calls baton's tools over MCP with its own token; a model through the executor.
     let agent = matches!(bot.config.backend, BackendKind::Command | BackendKind::Http);
-    let (running, access) = shared.running().start(&caller, agent);
+    let (running, access) = engine.running().start(&caller, agent);
     request.access = access;
-    let agent_tools = shared.tools_for(caller.clone());
+    let agent_tools = engine.tools_for(caller.clone());
     let recording = RecordingTools::new(&*agent_tools, journal);
     let tools = budget_step::Metered {
         inner: &recording,
-        shared,
+        engine,
         journal,
         bot,
         caller: &caller,
@@ -268,17 +268,17 @@ async fn run_turn(
         }
     };
     let limit = plan.deadline.map_or_else(
-        || shared.turn_limit(bot),
+        || engine.turn_limit(bot),
         |at| at.saturating_duration_since(std::time::Instant::now()),
     );
     let ran = tokio::select! {
         ran = tokio::time::timeout(limit, run) => ran,
         why = running.stopped() => {
-            return failed(shared, journal, TurnFailure::Stopped(why)).await;
+            return failed(engine, journal, TurnFailure::Stopped(why)).await;
         }
     };
     drop(running);
-    shared.metrics().turn_took(started.elapsed());
+    engine.metrics().turn_took(started.elapsed());
     let mut reply = match ran {
         Ok(Ok(reply)) => {
             tools.settle(&reply).await;
@@ -293,9 +293,9 @@ async fn run_turn(
             } else {
                 TurnFailure::Backend(err.to_string())
             };
-            return failed(shared, journal, failure).await;
+            return failed(engine, journal, failure).await;
         }
-        Err(_) => return failed(shared, journal, TurnFailure::TimedOut(limit)).await,
+        Err(_) => return failed(engine, journal, TurnFailure::TimedOut(limit)).await,
     };
     if let Some(usage) = reply.usage {
         tracing::debug!(
@@ -307,19 +307,19 @@ async fn run_turn(
     }
     if !reply.attachments.is_empty() {
         let files = std::mem::take(&mut reply.attachments);
-        if let Err(refused) = attach_backend_files(shared, journal, files).await {
+        if let Err(refused) = attach_backend_files(engine, journal, files).await {
             let err = format!("the backend's attachments: {refused}");
-            return failed(shared, journal, TurnFailure::Backend(err)).await;
+            return failed(engine, journal, TurnFailure::Backend(err)).await;
         }
     }
-    let outcome = match Outcome::from_backend(&reply, &shared.config().gateway.silent_token) {
+    let outcome = match Outcome::from_backend(&reply, &engine.config().gateway.silent_token) {
         // An empty reply with files attached posts the files alone.
         Outcome::Silent if empty_with_files(&reply, journal).await => Outcome::Reply(String::new()),
         outcome => outcome,
     };
     match outcome {
         Outcome::Silent => {
-            shared.metrics().add(&metrics::TURNS, "silent");
+            engine.metrics().add(&metrics::TURNS, "silent");
             journal
                 .bot_did(
                     EntryKind::Silent,
@@ -333,10 +333,10 @@ async fn run_turn(
             }
         }
         Outcome::Reply(text) => {
-            shared.metrics().add(&metrics::TURNS, "reply");
+            engine.metrics().add(&metrics::TURNS, "reply");
             journal.using_model(&reply.model);
             TurnEnd::Reply {
-                text: reply_bound::bound(shared, journal, text).await,
+                text: reply_bound::bound(engine, journal, text).await,
                 model: reply.model,
                 usage: reply.usage,
             }
@@ -359,8 +359,8 @@ async fn empty_with_files(reply: &BackendReply, journal: &Journal) -> bool {
     }
 }
 
-async fn failed(shared: &Services, journal: &Journal, err: TurnFailure) -> TurnEnd {
-    shared.metrics().add(&metrics::TURNS, "failed");
+async fn failed(engine: &Engine, journal: &Journal, err: TurnFailure) -> TurnEnd {
+    engine.metrics().add(&metrics::TURNS, "failed");
     tracing::error!(session = %journal.session(), %err, "turn failed");
     journal
         .bot_did(

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use baton_contract::{Adapter, Platform, Typing as Shown, TypingTarget};
 use tokio_util::sync::CancellationToken;
 
-use super::Services;
+use super::Engine;
 use crate::events::{Event, Events};
 use crate::store::{OpenTyping, Store, StoreError};
 use crate::timing::now_ms;
@@ -43,7 +43,7 @@ impl Typing {
     /// Show that the bot is working on an answer to `at` in run `run`, until [`Typing::end`]
     /// (or a drop).
     pub(crate) fn start(
-        services: &Services,
+        services: &Engine,
         adapter: Arc<dyn Adapter>,
         at: TypingTarget,
         run: &str,
@@ -218,7 +218,7 @@ async fn closed(store: &Store, row: i64) {
 }
 
 /// This instance's id, the owner of the indicators it puts up.
-fn instance(services: &Services) -> String {
+fn instance(services: &Engine) -> String {
     services
         .config()
         .cluster
@@ -230,13 +230,13 @@ fn instance(services: &Services) -> String {
 /// The typing indicators an earlier run left up (it was killed mid-turn), this instance's own
 /// and those of instances that are gone; they are this instance's now. Taken at start, before
 /// any turn can put one up.
-pub(crate) async fn left_up(services: &Services) -> Result<Vec<OpenTyping>, StoreError> {
+pub(crate) async fn left_up(services: &Engine) -> Result<Vec<OpenTyping>, StoreError> {
     take_over(services, true).await
 }
 
 /// Take away the indicators of instances that died since (once a minute, from the gateway's
 /// maintenance): a live instance's are left alone, its own included.
-pub(crate) async fn sweep(services: Arc<Services>) {
+pub(crate) async fn sweep(services: Engine) {
     match take_over(&services, false).await {
         Ok(left) if left.is_empty() => {}
         Ok(left) => take_down(services, left).await,
@@ -246,7 +246,7 @@ pub(crate) async fn sweep(services: Arc<Services>) {
     }
 }
 
-async fn take_over(services: &Services, start: bool) -> Result<Vec<OpenTyping>, StoreError> {
+async fn take_over(services: &Engine, start: bool) -> Result<Vec<OpenTyping>, StoreError> {
     let lease = services.config().cluster.lease_seconds.saturating_mul(1000);
     let lease_ms = i64::try_from(lease).unwrap_or(i64::MAX);
     services
@@ -258,7 +258,7 @@ async fn take_over(services: &Services, start: bool) -> Result<Vec<OpenTyping>, 
 /// Take away the indicators `left` up by an earlier run. One that cannot be taken away now
 /// (the platform is unreachable) stays on record for the next start; one whose account is gone
 /// from the config is forgotten.
-pub(crate) async fn take_down(services: Arc<Services>, left: Vec<OpenTyping>) {
+pub(crate) async fn take_down(services: Engine, left: Vec<OpenTyping>) {
     for row in left {
         let account = row.platform.parse::<Platform>().ok().and_then(|platform| {
             services

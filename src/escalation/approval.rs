@@ -1,14 +1,12 @@
 //! Approval decisions (`/baton approve|deny`, `resolve_agent_approval`): who may decide, the
 //! decision on record, and the requesting bot told.
 
-use std::sync::Arc;
-
 use serde::Deserialize;
 use serde_json::json;
 
 use super::route_back::route_back;
 use crate::bot_id::BotId;
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{Escalation, EscalationKind, EscalationState, Origin, StoreError};
 use crate::timing::now_ms;
 
@@ -94,13 +92,13 @@ pub(crate) enum DecideError {
 
 /// Approve or deny the pending approval request `id` and tell the requesting bot.
 pub(crate) async fn decide_approval(
-    shared: &Arc<Services>,
+    engine: &Engine,
     id: &str,
     decision: Decision,
     by: Resolver<'_>,
     note: Option<&str>,
 ) -> Result<Escalation, DecideError> {
-    let store = shared.store();
+    let store = engine.store();
     let Some(request) = store.escalation(id).await? else {
         return Err(DecideError::Unknown(id.trim().to_owned()));
     };
@@ -127,7 +125,7 @@ pub(crate) async fn decide_approval(
     );
     let text = decision_text(&decided, by.name(), note);
     let meta = json!({"escalation": decided.id, "decision": decided.state});
-    route_back(shared, &decided, &by.label(), by.origin(), text, meta);
+    route_back(engine, &decided, &by.label(), by.origin(), text, meta);
     Ok(decided)
 }
 

@@ -1,18 +1,16 @@
 //! Handing the asking bot what became of its escalation: a human's answer or a decision on its
 //! approval request wakes the asker's session, tied to the conversation it escalated to.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
-use crate::engine::{Caller, Services};
+use crate::engine::{Caller, Engine};
 use crate::relay::{SessionMessage, post_to_session};
 use crate::store::{Escalation, Origin};
 
 /// Wake the asking bot's session with `text`, as the asker, still tied to the conversation it
 /// escalated to (so it can ask again).
 pub(crate) fn route_back(
-    shared: &Arc<Services>,
+    engine: &Engine,
     escalation: &Escalation,
     speaker: &str,
     origin: Origin,
@@ -29,7 +27,7 @@ pub(crate) fn route_back(
         trigger: None,
     };
     post_to_session(
-        shared,
+        engine,
         SessionMessage {
             session: escalation.session.clone(),
             speaker: speaker.to_owned(),

@@ -342,11 +342,14 @@ fn backend(
     Ok(match bot.backend {
         BackendKind::Echo => Arc::new(EchoBackend::new()),
         BackendKind::Openai => {
-            let shared = &config.backends.openai;
-            let configured = bot.base_url.as_deref().or(shared.base_url.as_deref());
+            let defaults = &config.backends.openai;
+            let configured = bot.base_url.as_deref().or(defaults.base_url.as_deref());
             let base_url =
                 OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
-            let key_env = bot.api_key_env.as_deref().or(shared.api_key_env.as_deref());
+            let key_env = bot
+                .api_key_env
+                .as_deref()
+                .or(defaults.api_key_env.as_deref());
             let mut settings = OpenAiSettings::new(base_url, bot.model.clone().unwrap_or_default())
                 .with_api_key(resolve_secret(key_env, env));
             settings.options = ModelOptions {

@@ -4,6 +4,7 @@
 //! `baton run`, `baton chat` and the end-to-end tests all start a [`Gateway`]; tests get the
 //! same code path as production, on port 0 and a temporary database.
 
+mod assemble;
 mod build;
 mod connections;
 mod database;
@@ -28,16 +29,15 @@ use crate::backend::{KILL_AFTER, Reaper};
 use crate::cluster::{Leases, connect_while_held};
 use crate::config::{Config, resolve_secret};
 use crate::dispatcher::Dispatcher;
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::http;
 use crate::local::LocalHub;
-use crate::roster::ChatRules;
+use crate::relay::Relay;
 use crate::schedule::{ScheduleError, Scheduler};
 use crate::store::{Registered, Store, StoreError, StoreOptions};
-use crate::timing::Zone;
 use crate::timing::now_ms;
-use crate::tools::AgentTools;
 
+use assemble::Assembled;
 use retention::Retention;
 
 /// How the gateway starts, beyond the config file.
@@ -153,6 +153,7 @@ pub enum StartError {
 /// A started gateway.
 pub struct Gateway {
     dispatcher: Dispatcher,
+    relay: Relay,
     scheduler: Arc<Scheduler>,
     hub: Arc<LocalHub>,
     shutdown: CancellationToken,
@@ -232,32 +233,23 @@ impl Gateway {
         if sole_instance {
             store.instances_forget_others(&instance).await?;
         }
-        let hub = LocalHub::with_names(&config.local, build::sender_names(&config));
-        let reaper = Reaper::default();
-        let roster = build::roster(&config, &hub, env, adapters, &reaper)?;
-        let chat_rules = ChatRules::new(&config)?;
         let api_token = resolve_secret(config.gateway.api_token_env.as_deref(), env);
         let config = Arc::new(config);
-        let zone = Zone::parse(&config.gateway.timezone)
-            .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
-        let shared = Arc::new(Services::new(
-            Arc::clone(&config),
-            roster,
-            chat_rules,
-            store,
-            zone,
-            AgentTools::bind,
-        )?);
-        let dispatcher = Dispatcher::new(Arc::clone(&shared));
-        shared.wire_handover(dispatcher.handover_runner());
-        let scheduler = Arc::new(Scheduler::new(Arc::clone(&shared))?);
+        let Assembled {
+            engine,
+            dispatcher,
+            relay,
+            scheduler,
+            hub,
+            reaper,
+        } = assemble::assemble(Arc::clone(&config), store, env, adapters)?;
         // Read before anything below can start a turn (and put up an indicator of its own).
-        let typing_left = crate::engine::typing_left_up(&shared).await?;
-        let recovered = crate::relay::recover(&shared, true).await?;
+        let typing_left = crate::engine::typing_left_up(&engine).await?;
+        let recovered = crate::relay::recover(&relay, true).await?;
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
-        let chains = crate::chains::recover(&shared, true).await?;
+        let chains = crate::chains::recover(&engine, true).await?;
         if chains > 0 {
             tracing::info!(chains, "picked up chains left open by the last run");
         }
@@ -265,24 +257,24 @@ impl Gateway {
         let mut tasks = JoinSet::new();
         let mut accounts = JoinSet::new();
         let leases = Arc::new(Leases::new(
-            shared.store().clone(),
+            engine.store().clone(),
             instance,
             lease,
-            crate::cluster::socket_leases(shared.roster().accounts()),
+            crate::cluster::socket_leases(engine.roster().accounts()),
         ));
         tasks.spawn(Arc::clone(&leases).run(shutdown.clone()));
         tasks.spawn(crate::relay::serve(
-            Arc::clone(&shared),
+            relay.clone(),
             leases.live(),
             shutdown.clone(),
         ));
         tasks.spawn(crate::chains::serve(
-            Arc::clone(&shared),
+            engine.clone(),
             leases.live(),
             shutdown.clone(),
         ));
         tasks.spawn({
-            let (store, stop) = (shared.store().clone(), shutdown.clone());
+            let (store, stop) = (engine.store().clone(), shutdown.clone());
             async move {
                 tokio::select! {
                     () = store.follow_chat_settings() => {}
@@ -290,12 +282,9 @@ impl Gateway {
                 }
             }
         });
-        for (index, account) in shared.roster().accounts().iter().enumerate() {
-            let (events, watched, stop) = (
-                shared.events().clone(),
-                Arc::clone(&shared),
-                shutdown.clone(),
-            );
+        for (index, account) in engine.roster().accounts().iter().enumerate() {
+            let (events, watched, stop) =
+                (engine.events().clone(), engine.clone(), shutdown.clone());
             tasks.spawn(async move {
                 let account = &watched.roster().accounts()[index];
                 connections::announce(events, account, stop).await;
@@ -318,12 +307,10 @@ impl Gateway {
                 connect_while_held(adapter.as_ref(), &sink, holding, stop).await;
             });
         }
-        tasks.spawn(crate::engine::take_down_typing(
-            Arc::clone(&shared),
-            typing_left,
-        ));
+        tasks.spawn(crate::engine::take_down_typing(engine.clone(), typing_left));
         tasks.spawn(maintenance(
-            Arc::clone(&shared),
+            dispatcher.clone(),
+            relay.clone(),
             retention,
             shutdown.clone(),
         ));
@@ -342,9 +329,14 @@ impl Gateway {
                     })?;
             let addr = listener.local_addr().ok();
             if let Some(addr) = addr {
-                shared.running().set_mcp_url(mcp_url(addr));
+                engine.running().set_mcp_url(mcp_url(addr));
             }
-            let state = http::AppState::new(dispatcher.clone(), Arc::clone(&hub), api_token);
+            let state = http::AppState::new(
+                dispatcher.clone(),
+                relay.clone(),
+                Arc::clone(&hub),
+                api_token,
+            );
             tasks.spawn(http::serve(listener, state, shutdown.clone()));
             addr
         } else {
@@ -353,6 +345,7 @@ impl Gateway {
         let drain = Duration::from_secs(config.gateway.drain_seconds);
         Ok(Gateway {
             dispatcher,
+            relay,
             scheduler,
             hub,
             shutdown,
@@ -393,9 +386,19 @@ impl Gateway {
         self.hub.pending() == 0 && self.dispatcher.in_flight() == 0
     }
 
+    /// The turn kernel: store, roster, counters, lanes.
+    pub fn engine(&self) -> &Engine {
+        self.dispatcher.engine()
+    }
+
+    /// Bot-to-bot traffic: what agent tools send through.
+    pub fn relay(&self) -> &Relay {
+        &self.relay
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
-        self.dispatcher.shared().store()
+        self.dispatcher.engine().store()
     }
 
     /// Stop taking events, let in-flight turns finish (up to `gateway.drain_seconds`), stop the
@@ -418,22 +421,22 @@ impl Gateway {
         if !drained {
             // Stopped turns record themselves as interrupted, and their agents' processes get
             // SIGTERM, then SIGKILL after 5 s.
-            let running = self.dispatcher.shared().running().interrupt_all();
+            let running = self.dispatcher.engine().running().interrupt_all();
             tracing::warn!(
                 ?grace,
                 running,
                 "turns still running after the drain period; interrupting them"
             );
             let recorded = KILL_AFTER + Duration::from_secs(1);
-            let _ = tokio::time::timeout(recorded, self.dispatcher.shared().tasks().wait()).await;
+            let _ = tokio::time::timeout(recorded, self.dispatcher.engine().tasks().wait()).await;
         }
         self.reaper.settled().await;
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
         // Only now, its turns drained: from here on another instance takes over what is left.
-        let shared = self.dispatcher.shared();
-        if let Some(id) = &shared.config().cluster.instance_id
-            && let Err(err) = shared.store().instance_deregister(id).await
+        let engine = self.dispatcher.engine();
+        if let Some(id) = &engine.config().cluster.instance_id
+            && let Err(err) = engine.store().instance_deregister(id).await
         {
             tracing::warn!(%err, "could not remove this instance's row; the others take over what it left once it is a lease old");
         }
@@ -479,7 +482,13 @@ fn open_file_limit(max_connections: usize) {
 
 /// Forget idle guard state every minute; purge expired dedupe records and apply `[retention]`
 /// at start and every hour.
-async fn maintenance(shared: Arc<Services>, retention: Retention, stop: CancellationToken) {
+async fn maintenance(
+    dispatcher: Dispatcher,
+    relay: Relay,
+    retention: Retention,
+    stop: CancellationToken,
+) {
+    let engine = dispatcher.engine();
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     let mut ticks: u64 = 0;
     loop {
@@ -487,15 +496,14 @@ async fn maintenance(shared: Arc<Services>, retention: Retention, stop: Cancella
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        shared.guards().retain_recent();
-        shared.notices().retain_recent();
-        shared.busy_notices().retain_recent();
-        crate::engine::sweep_typing(Arc::clone(&shared)).await;
+        dispatcher.retain_recent();
+        relay.sends().retain_recent();
+        crate::engine::sweep_typing(engine.clone()).await;
         if ticks.is_multiple_of(60) {
-            if let Err(err) = shared.store().purge_expired(now_ms()).await {
+            if let Err(err) = engine.store().purge_expired(now_ms()).await {
                 tracing::warn!(%err, "could not purge expired dedupe records");
             }
-            retention.apply(shared.store(), now_ms()).await;
+            retention.apply(engine.store(), now_ms()).await;
         }
         ticks += 1;
     }

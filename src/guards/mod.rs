@@ -15,32 +15,23 @@ pub use inbound_rate::{InboundRateLimit, RateVerdict};
 pub use limiter::KeyedLimiter;
 pub use sends::{SendAttempt, SendGuard, SendRefusal};
 
-use globset::GlobSet;
+use crate::config::LimitsConfig;
 
-use crate::config::{AgentToAgentConfig, LimitsConfig};
-
-/// Every inbound guard, built from `[limits]`.
+/// The pipeline's guards, built from `[limits]`: steps 7 and 8. The `sessions_send` guard
+/// ([`SendGuard`]) is the relay's own.
 pub struct Guards<C: Clock = DefaultClock> {
     /// Step 7: bot-authored messages.
     pub bot_messages: BotMessageGuard<C>,
     /// Step 8: per-sender budget.
     pub inbound: InboundRateLimit<C>,
-    /// `sessions_send`: who may message whom, how often, how deep.
-    pub sends: SendGuard<C>,
 }
 
 impl<C: Clock + Clone> Guards<C> {
-    /// Guards with `limits` and `a2a` (whose `allow` list is `a2a_allow`, compiled), on `clock`.
-    pub fn new(
-        limits: &LimitsConfig,
-        a2a: &AgentToAgentConfig,
-        a2a_allow: GlobSet,
-        clock: C,
-    ) -> Self {
+    /// Guards with `limits`, on `clock`.
+    pub fn new(limits: &LimitsConfig, clock: C) -> Self {
         Self {
             bot_messages: BotMessageGuard::new(limits, clock.clone()),
-            inbound: InboundRateLimit::new(limits.inbound_per_sender_per_minute, clock.clone()),
-            sends: SendGuard::new(limits, a2a, a2a_allow, clock),
+            inbound: InboundRateLimit::new(limits.inbound_per_sender_per_minute, clock),
         }
     }
 
@@ -48,6 +39,5 @@ impl<C: Clock + Clone> Guards<C> {
     pub fn retain_recent(&self) {
         self.bot_messages.retain_recent();
         self.inbound.retain_recent();
-        self.sends.retain_recent();
     }
 }

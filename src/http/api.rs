@@ -9,10 +9,14 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{AppState, MAX_TEXT_BYTES};
-use crate::local::{HubRefusal, Post};
+use std::sync::Arc;
+
+use super::MAX_TEXT_BYTES;
+use crate::engine::Engine;
+use crate::local::{HubRefusal, LocalHub, Post};
+use crate::relay::Relay;
 use crate::session::SessionKey;
-use crate::store::{ChainQuery, DeliveryQuery, StoreError, TranscriptQuery};
+use crate::store::{ChainQuery, DeliveryQuery, Store, StoreError, TranscriptQuery};
 
 /// `?after=SEQ` for reading a room.
 #[derive(Debug, Deserialize)]
@@ -22,7 +26,7 @@ pub(super) struct After {
 
 /// Post into a local room as a human. The pipeline runs in the background, as for a platform.
 pub(super) async fn post_room_message(
-    State(state): State<AppState>,
+    State(hub): State<Arc<LocalHub>>,
     Path(room): Path<String>,
     post: Result<Json<Post>, JsonRejection>,
 ) -> Response {
@@ -34,7 +38,7 @@ pub(super) async fn post_room_message(
     if post.sender.trim().is_empty() {
         return bad(StatusCode::BAD_REQUEST, "`sender` is required");
     }
-    if let Err(refusal) = state.hub.check_sender(&post.sender) {
+    if let Err(refusal) = hub.check_sender(&post.sender) {
         return bad(StatusCode::BAD_REQUEST, &refusal.to_string());
     }
     if room.starts_with("dm:") {
@@ -49,7 +53,7 @@ pub(super) async fn post_room_message(
             "the message is over 100 kB; send less text",
         );
     }
-    let accepted = match state.hub.post(&room, post) {
+    let accepted = match hub.post(&room, post) {
         Ok(accepted) => accepted,
         Err(refusal) => return bad(refused_status(&refusal), &refusal.to_string()),
     };
@@ -81,16 +85,16 @@ pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
 
 /// A room's messages, oldest first.
 pub(super) async fn room_messages(
-    State(state): State<AppState>,
+    State(hub): State<Arc<LocalHub>>,
     Path(room): Path<String>,
     Query(after): Query<After>,
 ) -> Response {
-    Json(state.hub.messages(&room, after.after)).into_response()
+    Json(hub.messages(&room, after.after)).into_response()
 }
 
 /// Every session the store knows.
-pub(super) async fn sessions(State(state): State<AppState>) -> Response {
-    match state.dispatcher.shared().store().sessions().await {
+pub(super) async fn sessions(State(store): State<Store>) -> Response {
+    match store.sessions().await {
         Ok(sessions) => Json(sessions).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -98,11 +102,10 @@ pub(super) async fn sessions(State(state): State<AppState>) -> Response {
 
 /// The instances sharing the database (`baton cluster status` as JSON): each with its last
 /// renewal and the accounts it holds; `instance` says which one answered.
-pub(super) async fn cluster(State(state): State<AppState>) -> Response {
-    let shared = state.dispatcher.shared();
-    match shared.store().cluster_status().await {
+pub(super) async fn cluster(State(engine): State<Engine>) -> Response {
+    match engine.store().cluster_status().await {
         Ok(status) => Json(json!({
-            "instance": shared.config().cluster.instance_id,
+            "instance": engine.config().cluster.instance_id,
             "now_ms": status.now_ms,
             "instances": status.instances,
         }))
@@ -123,10 +126,10 @@ pub(super) struct DeliveryParams {
 
 /// Bot-to-bot deliveries, newest first, with the guards' refusal counts since start.
 pub(super) async fn deliveries(
-    State(state): State<AppState>,
+    State(relay): State<Relay>,
     Query(params): Query<DeliveryParams>,
 ) -> Response {
-    let shared = state.dispatcher.shared();
+    let engine = relay.engine();
     let session = match params
         .session
         .as_deref()
@@ -141,17 +144,16 @@ pub(super) async fn deliveries(
         open_only: params.open,
         limit: params.limit,
     };
-    let refusals: serde_json::Map<String, serde_json::Value> = shared
-        .guards()
-        .sends
+    let refusals: serde_json::Map<String, serde_json::Value> = relay
+        .sends()
         .refusals()
         .into_iter()
         .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
         .collect();
-    match shared.store().deliveries(query).await {
+    match engine.store().deliveries(query).await {
         Ok(deliveries) => Json(json!({
             "deliveries": deliveries,
-            "in_flight": shared.waiters().in_flight(),
+            "in_flight": relay.waiters().in_flight(),
             "refusals": refusals,
         }))
         .into_response(),
@@ -170,10 +172,9 @@ pub(super) struct TranscriptParams {
 /// One session's transcript, oldest first; with `run`, only that run's entries (a bot-to-bot
 /// call's tool calls and reply, for the dashboard's nested cards).
 pub(super) async fn transcript(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     Query(params): Query<TranscriptParams>,
 ) -> Response {
-    let store = state.dispatcher.shared().store();
     let session = match params.session.parse::<SessionKey>() {
         Ok(session) => session,
         Err(err) => return bad(StatusCode::BAD_REQUEST, &err.to_string()),
@@ -204,14 +205,14 @@ pub(super) struct ChainParams {
 
 /// Chains, newest first.
 pub(super) async fn chains(
-    State(state): State<AppState>,
+    State(store): State<Store>,
     Query(params): Query<ChainParams>,
 ) -> Response {
     let query = ChainQuery {
         open_in: None,
         limit: params.limit,
     };
-    match state.dispatcher.shared().store().chains(query).await {
+    match store.chains(query).await {
         Ok(chains) => Json(json!({"chains": chains})).into_response(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     }
@@ -219,8 +220,7 @@ pub(super) async fn chains(
 
 /// One chain, its messages (handoffs and system notes included), oldest first, and its steps:
 /// the artifacts each turn took in and made.
-pub(super) async fn chain(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let store = state.dispatcher.shared().store();
+pub(super) async fn chain(State(store): State<Store>, Path(id): Path<String>) -> Response {
     let chain = match store.chain(&id).await {
         Ok(Some(chain)) => chain,
         Ok(None) => {

@@ -13,10 +13,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::AppState;
 use super::api::bad;
 use crate::store::content_path;
-use crate::store::{Artifact, ArtifactQuery};
+use crate::store::{Artifact, ArtifactQuery, Store};
 
 /// `?session=KEY` or `?run=ID`, and `limit`.
 #[derive(Debug, Deserialize)]
@@ -27,10 +26,7 @@ pub(super) struct ListParams {
 }
 
 /// Artifacts, oldest first: a session's, a run's, or the newest of all.
-pub(super) async fn list(
-    State(state): State<AppState>,
-    Query(params): Query<ListParams>,
-) -> Response {
+pub(super) async fn list(State(store): State<Store>, Query(params): Query<ListParams>) -> Response {
     let query = match (params.session, params.run) {
         (Some(_), Some(_)) => {
             return bad(StatusCode::BAD_REQUEST, "give `session` or `run`, not both");
@@ -42,7 +38,6 @@ pub(super) async fn list(
         (None, Some(run)) => ArtifactQuery::Run(run),
         (None, None) => ArtifactQuery::All,
     };
-    let store = state.dispatcher.shared().store();
     match store.artifacts(query, params.limit.unwrap_or(200)).await {
         Ok(found) => {
             let found: Vec<_> = found.iter().map(with_url).collect();
@@ -53,8 +48,8 @@ pub(super) async fn list(
 }
 
 /// One artifact's record.
-pub(super) async fn one(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    match state.dispatcher.shared().store().artifact(&id).await {
+pub(super) async fn one(State(store): State<Store>, Path(id): Path<String>) -> Response {
+    match store.artifact(&id).await {
         Ok(Some(artifact)) => Json(with_url(&artifact)).into_response(),
         Ok(None) => not_found(),
         Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
@@ -62,14 +57,8 @@ pub(super) async fn one(State(state): State<AppState>, Path(id): Path<String>) -
 }
 
 /// One artifact's bytes, as a download of its media type.
-pub(super) async fn content(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let (artifact, bytes) = match state
-        .dispatcher
-        .shared()
-        .store()
-        .artifact_content(&id)
-        .await
-    {
+pub(super) async fn content(State(store): State<Store>, Path(id): Path<String>) -> Response {
+    let (artifact, bytes) = match store.artifact_content(&id).await {
         Ok(Some(found)) => found,
         Ok(None) => return not_found(),
         Err(err) => return bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),

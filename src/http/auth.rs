@@ -146,7 +146,7 @@ pub(super) async fn require(
     if request.uri().path().starts_with("/mcp")
         && let Some(presented) = presented(request.headers())
     {
-        let running = state.dispatcher.shared().running();
+        let running = state.dispatcher.engine().running();
         if let Some(caller) = running.caller_for_token(&presented) {
             request.extensions_mut().insert(AgentTurn(caller));
             return next.run(request).await;

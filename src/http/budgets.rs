@@ -8,10 +8,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::api::bad;
 use crate::bot_id::BotId;
 use crate::budget::{Standing, limit_text};
+use crate::engine::Engine;
 use crate::store::{SpendQuery, UsageGroup};
 use crate::timing::now_ms;
 
@@ -22,13 +22,12 @@ const SHOWN: usize = 5;
 const LOOKED_AT_MS: i64 = 7 * 86_400_000;
 
 /// The fullest budgets, fullest first.
-pub(super) async fn budgets(State(state): State<AppState>) -> Response {
-    let shared = state.dispatcher.shared();
+pub(super) async fn budgets(State(engine): State<Engine>) -> Response {
     let query = SpendQuery {
         since_ms: now_ms() - LOOKED_AT_MS,
         ..SpendQuery::default()
     };
-    let chats = match shared.store().usage_report(query, UsageGroup::Chat).await {
+    let chats = match engine.store().usage_report(query, UsageGroup::Chat).await {
         Ok(rows) => rows,
         Err(err) => return bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
     };
@@ -40,14 +39,14 @@ pub(super) async fn budgets(State(state): State<AppState>) -> Response {
         let Ok(platform) = platform.parse() else {
             continue;
         };
-        let bots: Vec<BotId> = shared
+        let bots: Vec<BotId> = engine
             .roster()
             .accounts()
             .iter()
             .filter(|a| a.platform == platform)
             .map(|a| a.bot.id().clone())
             .collect();
-        let standing = match shared.budgets().standing(platform, chat, &bots).await {
+        let standing = match engine.budgets().standing(platform, chat, &bots).await {
             Ok(standing) => standing,
             Err(err) => return bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
         };

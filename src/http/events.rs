@@ -96,7 +96,7 @@ pub(super) async fn stream(
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("?").to_owned())
         .or(resume.after);
-    let events = state.dispatcher.shared().events();
+    let events = state.dispatcher.engine().events();
     let subscription = match given.as_deref().map(|id| resume_at(id, events.run())) {
         None => events.subscribe(None),
         Some(Some(ResumeAt::After(id))) => events.subscribe(Some(id)),
@@ -320,8 +320,8 @@ mod tests {
     /// [`served`], with room for `readers` event streams.
     async fn served_with_readers(readers: usize) -> Served {
         let parts = parts(&echo_config(&["a"], "")).await;
-        let events = parts.dispatcher.shared().events().clone();
-        let mut state = AppState::new(parts.dispatcher, parts.hub, None);
+        let events = parts.dispatcher.engine().events().clone();
+        let mut state = AppState::new(parts.dispatcher, parts.relay, parts.hub, None);
         let readers = std::sync::Arc::new(tokio::sync::Semaphore::new(readers));
         state.event_readers = std::sync::Arc::clone(&readers);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::AppState;
+use crate::engine::Engine;
 
 /// Liveness.
 pub(super) async fn healthz() -> &'static str {
@@ -16,15 +16,14 @@ pub(super) async fn healthz() -> &'static str {
 }
 
 /// Readiness, with the accounts that are not ready.
-pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    let shared = state.dispatcher.shared();
-    let probe = shared.store().probe(crate::timing::now_ms()).await;
+pub(super) async fn readyz(State(engine): State<Engine>) -> (StatusCode, Json<Value>) {
+    let probe = engine.store().probe(crate::timing::now_ms()).await;
     if let Err(err) = &probe {
         tracing::error!(%err, "not ready: the store cannot commit; new events are refused");
     }
     let store_ok = probe.is_ok();
     let store_error = probe.err().map(|err| err.to_string());
-    let not_ready: Vec<_> = shared
+    let not_ready: Vec<_> = engine
         .roster()
         .accounts()
         .iter()

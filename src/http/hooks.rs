@@ -10,11 +10,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use baton_contract::{AccountId, EventSink, Platform, WebhookRequest};
 
-use super::AppState;
+use crate::dispatcher::Dispatcher;
 
 /// Find the account and let its adapter answer.
 pub(super) async fn hook(
-    State(state): State<AppState>,
+    State(dispatcher): State<Dispatcher>,
     Path((platform, account)): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
@@ -22,7 +22,7 @@ pub(super) async fn hook(
     let Ok(platform) = platform.parse::<Platform>() else {
         return (StatusCode::NOT_FOUND, "no such platform").into_response();
     };
-    let roster = state.dispatcher.shared().roster();
+    let roster = dispatcher.engine().roster();
     let Some(account) = roster.account(platform, &AccountId::from(account.as_str())) else {
         return (
             StatusCode::NOT_FOUND,
@@ -37,7 +37,7 @@ pub(super) async fn hook(
             .collect(),
         body,
     };
-    let sink: &dyn EventSink = &state.dispatcher;
+    let sink: &dyn EventSink = &dispatcher;
     let answer = account.adapter.webhook(request, sink).await;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (

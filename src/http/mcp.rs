@@ -69,8 +69,9 @@ use super::mcp_admission::{self, Admission};
 use crate::backend::{ToolCall, ToolExecutor, ToolSpec};
 use crate::bot_id::BotId;
 use crate::config::GatewayConfig;
-use crate::engine::{Caller, Services, journal};
+use crate::engine::{Caller, Engine, journal};
 use crate::mirror::RecordingTools;
+use crate::relay::Relay;
 use crate::session::SessionKey;
 use crate::tools::AgentTools;
 
@@ -89,7 +90,7 @@ pub(super) fn session_table(gateway: &GatewayConfig) -> Arc<LocalSessionManager>
 /// The service mounted at `/mcp`, behind its admission checks ([`super::mcp_admission`]); it
 /// ends its streams when `stop` fires.
 pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
-    let gateway = &state.dispatcher.shared().config().gateway;
+    let gateway = &state.dispatcher.engine().config().gateway;
     // The gate in front of every route checks `Host` (and `Origin`) already, for every client
     // and with the same rules; rmcp's own list would refuse loopback names the gate accepts.
     let config = StreamableHttpServerConfig::default()
@@ -102,11 +103,12 @@ pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
         gateway.mcp_max_sessions,
         gateway.mcp_max_init_bytes,
     ));
-    let shared = Arc::clone(state.dispatcher.shared());
+    let relay = state.relay.clone();
     let mcp = StreamableHttpService::new(
         move || {
             Ok(BatonMcp {
-                shared: Arc::clone(&shared),
+                engine: relay.engine().clone(),
+                relay: relay.clone(),
             })
         },
         sessions,
@@ -137,7 +139,9 @@ async fn session_ended(request: Request, next: Next) -> Response {
 /// The MCP handler: one per MCP session, all over the gateway's shared state.
 #[derive(Clone)]
 pub(super) struct BatonMcp {
-    shared: Arc<Services>,
+    engine: Engine,
+    /// What the tools send to other bots through.
+    relay: Relay,
 }
 
 /// Why a request names no usable bot. Each says what the client should change.
@@ -177,7 +181,7 @@ enum SpeakerError {
 impl BatonMcp {
     fn known(&self) -> String {
         let ids: Vec<&str> = self
-            .shared
+            .engine
             .roster()
             .bots()
             .iter()
@@ -202,7 +206,7 @@ impl BatonMcp {
             .to_str()
             .map_err(|_| SpeakerError::BadHeader {
                 example: self
-                    .shared
+                    .engine
                     .roster()
                     .bots()
                     .first()
@@ -216,7 +220,7 @@ impl BatonMcp {
     /// The bot `name` names, if the roster has it.
     fn checked(&self, name: &str) -> Result<BotId, SpeakerError> {
         let bot = name.parse().ok();
-        match bot.as_ref().and_then(|bot| self.shared.roster().bot(bot)) {
+        match bot.as_ref().and_then(|bot| self.engine.roster().bot(bot)) {
             Some(bot) => Ok(bot.id().clone()),
             None => Err(SpeakerError::Unknown {
                 bot: name.to_owned(),
@@ -247,14 +251,14 @@ impl BatonMcp {
 
     /// The session an MCP client's calls speak from (see [`SessionKey::mcp`]).
     fn session(&self, bot: &BotId) -> Option<SessionKey> {
-        let account = self.shared.roster().account_of_bot(Platform::Local, bot)?;
+        let account = self.engine.roster().account_of_bot(Platform::Local, bot)?;
         Some(SessionKey::mcp(bot, account.id.clone()))
     }
 
     /// Every tool some bot may use, each with a required `bot` parameter listing who may.
     fn tools_for_anyone(&self) -> Vec<Tool> {
         let mut merged: Vec<(ToolSpec, Vec<String>)> = Vec::new();
-        for bot in self.shared.roster().bots() {
+        for bot in self.engine.roster().bots() {
             for spec in bot.tools.specs().iter() {
                 match merged.iter_mut().find(|(s, _)| s.name == spec.name) {
                     Some((_, bots)) => bots.push(bot.id().to_string()),
@@ -342,7 +346,7 @@ impl ServerHandler for BatonMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         if let Some(AgentTurn(caller)) = agent_turn(&context) {
-            let tools = AgentTools::new(Arc::clone(&self.shared), caller);
+            let tools = AgentTools::new(self.relay.clone(), caller);
             let tools = tools.specs().iter().cloned().map(tool).collect();
             return Ok(ListToolsResult::with_all_items(tools));
         }
@@ -351,7 +355,7 @@ impl ServerHandler for BatonMcp {
                 let caller = Caller::external(&self.session(&bot).ok_or_else(|| {
                     ErrorData::internal_error(format!("bot `{bot}` has no local account"), None)
                 })?);
-                AgentTools::new(Arc::clone(&self.shared), caller)
+                AgentTools::new(self.relay.clone(), caller)
                     .specs()
                     .iter()
                     .cloned()
@@ -410,8 +414,8 @@ impl BatonMcp {
         };
         tracing::debug!(bot = %caller.bot, tool = %call.name, "MCP tool call");
         let run_id = caller.run_id.clone().unwrap_or_else(|| call.id.clone());
-        let journal = journal(&self.shared, &caller.session, run_id).await;
-        let tools = AgentTools::new(Arc::clone(&self.shared), caller);
+        let journal = journal(&self.engine, &caller.session, run_id).await;
+        let tools = AgentTools::new(self.relay.clone(), caller);
         let result = RecordingTools::new(&tools, &journal).call(&call).await;
         tool_result(&result).into()
     }

@@ -13,7 +13,7 @@ use crate::metrics::header as describe;
 
 /// Everything, as one text page.
 pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let shared = state.dispatcher.shared();
+    let engine = state.dispatcher.engine();
     let mut out = String::with_capacity(4096);
     // Which instance answered: a scrape of several behind one address tells them apart, and
     // the id joins these series to `baton cluster status`. Its alphabet needs no escaping.
@@ -26,7 +26,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
     let _ = writeln!(
         out,
         "baton_instance_info{{instance=\"{}\",version=\"{}\"}} 1",
-        shared
+        engine
             .config()
             .cluster
             .instance_id
@@ -34,8 +34,8 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
             .unwrap_or_default(),
         env!("CARGO_PKG_VERSION")
     );
-    shared.metrics().render(&mut out);
-    shared.budgets().counters().render(&mut out);
+    engine.metrics().render(&mut out);
+    engine.budgets().counters().render(&mut out);
 
     describe(
         &mut out,
@@ -43,14 +43,14 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         "sessions_send calls refused by a guard, by reason.",
         "counter",
     );
-    for (reason, n) in shared.guards().sends.refusals() {
+    for (reason, n) in state.relay.sends().refusals() {
         let _ = writeln!(
             out,
             "baton_send_refusals_total{{reason=\"{}\"}} {n}",
             reason.as_str()
         );
     }
-    let lanes = shared.lanes().load();
+    let lanes = engine.lanes().load();
     describe(
         &mut out,
         "baton_lane_queued",
@@ -77,12 +77,12 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         (
             "baton_deliveries_in_flight",
             "Bot-to-bot deliveries running in this process.",
-            shared.waiters().in_flight(),
+            state.relay.waiters().in_flight(),
         ),
         (
             "baton_pipeline_in_flight",
             "Events and background turns not finished.",
-            shared.tasks().len(),
+            engine.tasks().len(),
         ),
         (
             "baton_http_connections_open",

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::FromRef;
 use axum::routing::{get, post};
 use baton_contract::Secret;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -40,7 +41,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatcher::Dispatcher;
+use crate::engine::Engine;
 use crate::local::LocalHub;
+use crate::relay::Relay;
+use crate::store::Store;
 
 use crate::dispatcher::MAX_TEXT_BYTES;
 
@@ -48,6 +52,7 @@ use crate::dispatcher::MAX_TEXT_BYTES;
 #[derive(Clone)]
 pub struct AppState {
     dispatcher: Dispatcher,
+    relay: Relay,
     hub: Arc<LocalHub>,
     token: Option<auth::Token>,
     /// Counted by the accept loop, shown by `/metrics`.
@@ -59,22 +64,60 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over the pipeline and the local hub; `api_token`, when set, is required on every
+    /// State over the pipeline, the relay and the local hub; `api_token`, when set, is required on every
     /// route but the webhooks and the health checks.
-    pub fn new(dispatcher: Dispatcher, hub: Arc<LocalHub>, api_token: Option<Secret>) -> Self {
-        let gateway = &dispatcher.shared().config().gateway;
+    pub fn new(
+        dispatcher: Dispatcher,
+        relay: Relay,
+        hub: Arc<LocalHub>,
+        api_token: Option<Secret>,
+    ) -> Self {
+        let gateway = &dispatcher.engine().config().gateway;
         let mcp_sessions = mcp::session_table(gateway);
         let event_readers = Arc::new(tokio::sync::Semaphore::new(events::max_readers(
             gateway.max_connections,
         )));
         Self {
             dispatcher,
+            relay,
             hub,
             token: api_token.as_ref().map(auth::Token::new),
             connections: Arc::default(),
             mcp_sessions,
             event_readers,
         }
+    }
+}
+
+/// A handler takes the part of the state it reads (`State<Store>`, `State<Relay>`, ...), as
+/// axum's substates: its signature says what it touches.
+impl FromRef<AppState> for Dispatcher {
+    fn from_ref(state: &AppState) -> Dispatcher {
+        state.dispatcher.clone()
+    }
+}
+
+impl FromRef<AppState> for Relay {
+    fn from_ref(state: &AppState) -> Relay {
+        state.relay.clone()
+    }
+}
+
+impl FromRef<AppState> for Engine {
+    fn from_ref(state: &AppState) -> Engine {
+        state.dispatcher.engine().clone()
+    }
+}
+
+impl FromRef<AppState> for Store {
+    fn from_ref(state: &AppState) -> Store {
+        state.dispatcher.engine().store().clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<LocalHub> {
+    fn from_ref(state: &AppState) -> Arc<LocalHub> {
+        Arc::clone(&state.hub)
     }
 }
 
@@ -130,7 +173,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
 
 /// `gateway.body_timeout_seconds`.
 fn body_timeout(state: &AppState) -> Duration {
-    let gateway = &state.dispatcher.shared().config().gateway;
+    let gateway = &state.dispatcher.engine().config().gateway;
     Duration::from_secs(gateway.body_timeout_seconds)
 }
 
@@ -158,7 +201,7 @@ fn spare_router(state: AppState) -> Router {
 
 /// Serve until `stop` fires, then finish the requests in progress.
 pub async fn serve(listener: TcpListener, state: AppState, stop: CancellationToken) {
-    let gateway = &state.dispatcher.shared().config().gateway;
+    let gateway = &state.dispatcher.engine().config().gateway;
     let limits = server::Limits {
         header: Duration::from_secs(gateway.header_timeout_seconds),
         idle: Duration::from_secs(gateway.idle_timeout_seconds),

@@ -7,6 +7,7 @@
 //! server-sent events in OpenAI's chunk format, each piece of the reply as the turn writes it.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
@@ -18,11 +19,12 @@ use baton_contract::Platform;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AppState, MAX_TEXT_BYTES};
+use super::MAX_TEXT_BYTES;
 use crate::bot_id::BotId;
-use crate::dispatcher::{DropReason, Handled};
-use crate::engine::Tap;
+use crate::dispatcher::{Dispatcher, DropReason, Handled};
+use crate::engine::{Engine, Tap};
 use crate::field_bound::{self, Cap};
+use crate::local::LocalHub;
 
 /// The request fields baton reads; the rest of OpenAI's request is accepted and ignored.
 #[derive(Debug, Deserialize)]
@@ -47,10 +49,8 @@ struct RequestMessage {
 }
 
 /// The roster as OpenAI models.
-pub(super) async fn models(State(state): State<AppState>) -> Json<Value> {
-    let data: Vec<Value> = state
-        .dispatcher
-        .shared()
+pub(super) async fn models(State(engine): State<Engine>) -> Json<Value> {
+    let data: Vec<Value> = engine
         .roster()
         .bots()
         .iter()
@@ -70,7 +70,8 @@ pub(super) async fn models(State(state): State<AppState>) -> Json<Value> {
 
 /// Run one turn and answer as a chat completion.
 pub(super) async fn chat_completions(
-    State(state): State<AppState>,
+    State(dispatcher): State<Dispatcher>,
+    State(hub): State<Arc<LocalHub>>,
     request: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Response {
     // OpenAI clients parse errors in OpenAI's shape, a bad body included.
@@ -89,11 +90,11 @@ pub(super) async fn chat_completions(
             "set `model` to a bot id (see GET /v1/models)",
         );
     };
-    let shared = state.dispatcher.shared();
+    let engine = dispatcher.engine();
     let known = bot.parse().ok();
     let Some(account) = known
         .as_ref()
-        .and_then(|bot: &BotId| shared.roster().account_of_bot(Platform::Local, bot))
+        .and_then(|bot: &BotId| engine.roster().account_of_bot(Platform::Local, bot))
     else {
         return error(
             StatusCode::NOT_FOUND,
@@ -113,17 +114,17 @@ pub(super) async fn chat_completions(
         );
     }
     let user = request.user.as_deref().unwrap_or("local-user");
-    let event = match state.hub.direct(&account.id, user, &text) {
+    let event = match hub.direct(&account.id, user, &text) {
         Ok(event) => event,
         Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };
     if request.stream {
-        let tap = shared.taps().open(&account.id, &event.message_id);
-        let dispatcher = state.dispatcher.clone();
+        let tap = engine.taps().open(&account.id, &event.message_id);
+        let dispatcher = dispatcher.clone();
         let turn = tokio::spawn(async move { dispatcher.handle(event).await });
         return stream_response(bot.to_owned(), tap, turn);
     }
-    let content = match answer(state.dispatcher.handle(event).await) {
+    let content = match answer(dispatcher.handle(event).await) {
         Ok(content) => content,
         Err((status, message)) => return error(status, &message),
     };

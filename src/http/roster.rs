@@ -7,22 +7,22 @@ use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::AppState;
 use crate::metrics;
+use crate::relay::Relay;
 
 /// The roster, now.
-pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
-    let shared = state.dispatcher.shared();
+pub(super) async fn roster(State(relay): State<Relay>) -> Json<Value> {
+    let engine = relay.engine();
     // Read first: whatever happens while the rest is read is replayed to a client that
     // subscribes after it, so it misses nothing.
-    let last_event = shared.events().last_id();
-    let running = shared.events().activity().running();
-    let bots: Vec<Value> = shared
+    let last_event = engine.events().last_id();
+    let running = engine.events().activity().running();
+    let bots: Vec<Value> = engine
         .roster()
         .bots()
         .iter()
         .map(|bot| {
-            let accounts: Vec<Value> = shared
+            let accounts: Vec<Value> = engine
                 .roster()
                 .accounts()
                 .iter()
@@ -36,7 +36,7 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
                 })
                 .collect();
             let mine: Vec<_> = running.iter().filter(|t| &t.bot == bot.id()).collect();
-            let queued = shared
+            let queued = engine
                 .lanes()
                 .bot_turns(bot.id())
                 .saturating_sub(mine.len());
@@ -52,7 +52,7 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
             })
         })
         .collect();
-    let lanes: Vec<Value> = shared
+    let lanes: Vec<Value> = engine
         .lanes()
         .load()
         .into_iter()
@@ -61,7 +61,7 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
                    "running": l.running})
         })
         .collect();
-    let m = shared.metrics();
+    let m = engine.metrics();
     let refusals: usize = m.recent.last_hour(None).iter().map(|r| r.count).sum();
     Json(json!({
         "bots": bots,
@@ -71,7 +71,7 @@ pub(super) async fn roster(State(state): State<AppState>) -> Json<Value> {
             "turns_silent": m.get(&metrics::TURNS, "silent"),
             "turns_failed": m.get(&metrics::TURNS, "failed"),
             "refusals_last_hour": refusals,
-            "deliveries_in_flight": shared.waiters().in_flight(),
+            "deliveries_in_flight": relay.waiters().in_flight(),
         },
         "last_event": last_event,
     }))

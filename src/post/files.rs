@@ -12,8 +12,7 @@
 use baton_contract::{Adapter, MessageId, OutboundFile};
 use bytes::Bytes;
 
-use super::send::with_retry;
-use super::{DeliveryFailed, Target, Undelivered};
+use super::attempt::{DeliveryFailed, Target, Undelivered, with_retry};
 use crate::mirror::Journal;
 use crate::store::{Artifact, SendStart, StoreError};
 use crate::timing::now_ms;

@@ -3,6 +3,7 @@
 //! streamed (posted while it is written, then edited: `stream.rs`, `draft.rs`); the files a
 //! run attached follow its text (`files.rs`).
 
+mod attempt;
 mod chunk;
 mod draft;
 mod files;
@@ -10,8 +11,9 @@ mod handover;
 mod send;
 mod stream;
 
+pub use attempt::{DeliveryFailed, Target, Undelivered};
 pub use chunk::{posts_end, split};
 pub use draft::Draft;
 pub use handover::{Handover, RunHandedOver};
-pub use send::{DeliveryFailed, Target, Undelivered, deliver};
+pub use send::deliver;
 pub use stream::Streamer;

@@ -30,10 +30,11 @@ use baton_contract::{
     Adapter, DeleteMessage, EditMessage, MessageId, Preview, StreamFor, StreamText,
 };
 
+use super::attempt::{DeliveryFailed, Target, Undelivered, with_retry};
 use super::files::post_files;
 use super::handover::Handover;
-use super::send::{Posted, Via, post_chunk, with_retry};
-use super::{DeliveryFailed, Target, Undelivered, split};
+use super::send::{Posted, Via, post_chunk};
+use super::split;
 use crate::mirror::Journal;
 
 /// One post of the stream.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::Usage;
-use crate::engine::{InlineBudget, Services, artifact_line};
+use crate::engine::{Engine, InlineBudget, artifact_line};
 use crate::store::Delivery;
 
 /// An `expect` that is not a JSON Schema baton can check against.
@@ -45,14 +45,14 @@ pub(super) struct Report {
 
 /// The target's message: the sender's words, the artifacts it handed over and, with `expect`,
 /// what shape the answer must take.
-pub(super) async fn brief(shared: &Services, d: &Delivery) -> String {
+pub(super) async fn brief(engine: &Engine, d: &Delivery) -> String {
     let mut text = super::from_bot(&d.sender, &d.message);
     if !d.artifacts_in.is_empty() {
         text.push_str("\n\nArtifacts handed to you:");
         let mut budget = InlineBudget::new();
         for id in &d.artifacts_in {
             text.push('\n');
-            text.push_str(&artifact_line(shared.store(), id, &mut budget, None).await);
+            text.push_str(&artifact_line(engine.store(), id, &mut budget, None).await);
         }
     }
     if let Some(schema) = &d.expect {

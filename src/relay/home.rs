@@ -4,7 +4,7 @@
 //! instance), is run by the instance that wrote the delivery: the sender's.
 
 use crate::bot_id::BotId;
-use crate::engine::Services;
+use crate::engine::Engine;
 
 /// Where a bot's deliveries run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,11 +17,11 @@ pub(super) enum Home {
 
 /// The home of `bot`. A store that cannot answer counts as no live holder: the run stays here
 /// rather than nowhere.
-pub(super) async fn home_of(shared: &Services, bot: &BotId) -> Home {
-    if !shared.store().session_locks_shared() {
+pub(super) async fn home_of(engine: &Engine, bot: &BotId) -> Home {
+    if !engine.store().session_locks_shared() {
         return Home::Here;
     }
-    let accounts = shared
+    let accounts = engine
         .roster()
         .accounts()
         .iter()
@@ -30,15 +30,15 @@ pub(super) async fn home_of(shared: &Services, bot: &BotId) -> Home {
     if keys.is_empty() {
         return Home::Here;
     }
-    let lease_ms = i64::try_from(shared.lease().as_millis()).unwrap_or(i64::MAX);
-    let holders = match shared.store().lease_holders(keys, lease_ms).await {
+    let lease_ms = i64::try_from(engine.lease().as_millis()).unwrap_or(i64::MAX);
+    let holders = match engine.store().lease_holders(keys, lease_ms).await {
         Ok(holders) => holders,
         Err(err) => {
             tracing::warn!(%bot, %err, "cannot tell which instance holds the bot's accounts; running its delivery here");
             return Home::Here;
         }
     };
-    let me = shared.instance();
+    let me = engine.instance();
     if holders.iter().any(|holder| holder == me) {
         return Home::Here;
     }

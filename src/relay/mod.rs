@@ -21,24 +21,27 @@
 //! the sender's instance writes the row and hands it over with a notice; the home claims it and
 //! runs it; the sender's waiter, on its own instance, is woken by the settle's notice.
 
+mod handle;
 mod handoff;
 mod home;
 mod ping_pong;
 mod recover;
 mod run;
 mod send;
+mod waiters;
 mod wake;
-
-use std::sync::Arc;
 
 use serde_json::Value;
 
+pub use handle::{Relay, RelayState};
 pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};
 pub use send::{RunReport, SendError, SendOutcome, SendRequest, Sent, send};
+pub(crate) use waiters::{Finished, Handing, Listening, Waited};
+pub use waiters::{RunResult, Waiters};
 
 use crate::bot_id::BotId;
-use crate::engine::{Caller, Services};
+use crate::engine::{Caller, Engine};
 use crate::events::Event;
 use crate::session::SessionKey;
 use crate::store::{Delivery, DeliveryState, NewDelivery, Origin};
@@ -71,9 +74,9 @@ pub struct SessionMessage {
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown
 /// drains it), on the home instance of the session's bot (`home.rs`): here, or handed to it.
-pub fn post_to_session(shared: &Arc<Services>, message: SessionMessage) {
-    let task_shared = Arc::clone(shared);
-    shared
+pub fn post_to_session(engine: &Engine, message: SessionMessage) {
+    let task_shared = engine.clone();
+    engine
         .tasks()
         .spawn(async move { wake::on_home(&task_shared, message).await });
 }
@@ -119,14 +122,14 @@ impl<'a> From<&'a NewDelivery> for Route<'a> {
 /// A delivery moved to `state` (with the refusal or failure `reason`, the answering `model`):
 /// announced on the event stream, the one place every move of a delivery passes.
 fn moved<'a>(
-    shared: &Services,
+    engine: &Engine,
     route: impl Into<Route<'a>>,
     state: DeliveryState,
     reason: Option<&str>,
     model: Option<&str>,
 ) {
     let route = route.into();
-    shared.events().emit(Event::Delivery {
+    engine.events().emit(Event::Delivery {
         run_id: route.run_id.to_owned(),
         sender: route.sender.clone(),
         sender_session: route.sender_session.render(),

@@ -6,14 +6,12 @@
 //! answer between the bots, and both transcripts keep it. Neither side may `sessions_send` the
 //! other during it (the passive-reply rule), so it cannot grow past its bound.
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::from_bot;
 use crate::bot_id::BotId;
 use crate::engine::{
-    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, TurnEnd, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::outcome::is_reply_skip;
@@ -24,26 +22,26 @@ use crate::store::{Delivery, EntryKind, Origin};
 const MAX_TURNS: u32 = 5;
 
 /// Start the exchange after `d` was answered with `reply`, when the config asks for one.
-pub(super) fn start(shared: &Arc<Services>, d: &Delivery, reply: &str) {
-    let turns = shared.config().limits.max_ping_pong_turns.min(MAX_TURNS);
+pub(super) fn start(engine: &Engine, d: &Delivery, reply: &str) {
+    let turns = engine.config().limits.max_ping_pong_turns.min(MAX_TURNS);
     if turns == 0 || reply.trim().is_empty() || is_reply_skip(reply) {
         return;
     }
-    let task_shared = Arc::clone(shared);
+    let task_shared = engine.clone();
     let (d, reply) = (d.clone(), reply.to_owned());
-    shared
+    engine
         .tasks()
         .spawn(async move { exchange(&task_shared, &d, reply, turns).await });
 }
 
-async fn exchange(shared: &Arc<Services>, d: &Delivery, mut last: String, turns: u32) {
+async fn exchange(engine: &Engine, d: &Delivery, mut last: String, turns: u32) {
     for n in 1..=turns {
         let (bot, session, other) = if n % 2 == 1 {
             (&d.sender, &d.sender_session, &d.target)
         } else {
             (&d.target, &d.target_session, &d.sender)
         };
-        match turn(shared, d, n, bot, session, other, &last).await {
+        match turn(engine, d, n, bot, session, other, &last).await {
             Some(text) => last = text,
             None => return,
         }
@@ -52,7 +50,7 @@ async fn exchange(shared: &Arc<Services>, d: &Delivery, mut last: String, turns:
 
 /// One exchange: `bot` answers `other`'s last words. `None` ends the exchange.
 async fn turn(
-    shared: &Arc<Services>,
+    engine: &Engine,
     d: &Delivery,
     n: u32,
     bot: &BotId,
@@ -60,13 +58,13 @@ async fn turn(
     other: &BotId,
     last: &str,
 ) -> Option<String> {
-    let taker = shared.roster().bot(bot)?;
+    let taker = engine.roster().bot(bot)?;
     let seat = Seat {
         session,
         run_id: format!("{}:pp{n}", d.run_id),
         lane: Lane::Nested,
     };
-    let turn = SessionTurn::enter(shared, seat).await;
+    let turn = SessionTurn::enter(engine, seat).await;
     let speaker = format!("bot:{other}");
     let text = from_bot(other, last);
     let plan = TurnPlan {

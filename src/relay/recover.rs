@@ -10,25 +10,25 @@
 //! with a reason that says why it was not retried. A settled one whose outcome had not reached
 //! its sender is pushed, unless the sender's transcript shows it was.
 
-use std::sync::Arc;
-
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::Relay;
+use super::RunResult;
 use super::home::{Home, home_of};
 use super::run::{self, push_run_id};
 use super::send::start;
 use super::wake;
-use crate::engine::RunResult;
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{Delivery, DeliveryState, EntryKind, Notice, Notify, StoreError, Topic};
 
 /// Pick up what nobody else will: at start (`startup`), also what this instance's id left.
 /// Returns how many deliveries this instance claimed.
-pub async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, StoreError> {
-    let me = shared.instance();
-    let lease_ms = i64::try_from(shared.lease().as_millis()).unwrap_or(i64::MAX);
-    let open = shared
+pub async fn recover(relay: &Relay, startup: bool) -> Result<usize, StoreError> {
+    let engine = relay.engine();
+    let me = engine.instance();
+    let lease_ms = i64::try_from(engine.lease().as_millis()).unwrap_or(i64::MAX);
+    let open = engine
         .store()
         .deliveries_unsettled(me, startup, lease_ms)
         .await?;
@@ -37,11 +37,11 @@ pub async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, Sto
         // Handed to the target's live home: it takes it.
         if d.runner.is_none()
             && d.state == DeliveryState::Queued
-            && home_of(shared, &d.target).await != Home::Here
+            && home_of(engine, &d.target).await != Home::Here
         {
             continue;
         }
-        if !shared
+        if !engine
             .store()
             .delivery_claim(&d.run_id, d.runner.as_deref(), Some(me))
             .await?
@@ -49,64 +49,65 @@ pub async fn recover(shared: &Arc<Services>, startup: bool) -> Result<usize, Sto
             continue;
         }
         claimed += 1;
-        resume(shared, d, startup).await?;
+        resume(relay, d, startup).await?;
     }
-    Ok(claimed + wakes(shared, startup).await?)
+    Ok(claimed + wakes(engine, startup).await?)
 }
 
 /// The session wakes nobody is working on (see [`recover`]), run here when this instance is
 /// the home of their session's bot or their runner is gone. Returns how many it took.
-async fn wakes(shared: &Arc<Services>, startup: bool) -> Result<usize, StoreError> {
-    let lease_ms = i64::try_from(shared.lease().as_millis()).unwrap_or(i64::MAX);
-    let left = shared
+async fn wakes(engine: &Engine, startup: bool) -> Result<usize, StoreError> {
+    let lease_ms = i64::try_from(engine.lease().as_millis()).unwrap_or(i64::MAX);
+    let left = engine
         .store()
-        .wakes_left(shared.instance(), startup, lease_ms)
+        .wakes_left(engine.instance(), startup, lease_ms)
         .await?;
     let mut taken = 0;
     for wake in left {
         if wake.runner.is_none() {
             let here = match wake.bot.parse() {
-                Ok(bot) => home_of(shared, &bot).await == Home::Here,
+                Ok(bot) => home_of(engine, &bot).await == Home::Here,
                 Err(_) => true,
             };
             if !here {
                 continue;
             }
         }
-        wake::take_up(shared, &wake.id, wake.runner.as_deref()).await;
+        wake::take_up(engine, &wake.id, wake.runner.as_deref()).await;
         taken += 1;
     }
     Ok(taken)
 }
 
 /// Resume `d`, claimed by this instance.
-async fn resume(shared: &Arc<Services>, d: &Delivery, startup: bool) -> Result<(), StoreError> {
+async fn resume(relay: &Relay, d: &Delivery, startup: bool) -> Result<(), StoreError> {
+    let engine = relay.engine();
     match d.state {
         DeliveryState::Queued => {
             tracing::info!(run = %d.run_id, target = %d.target, "resuming a queued delivery");
             if startup {
                 // Its sender was this process's, which is gone: nobody waits any more.
-                shared
+                engine
                     .store()
                     .delivery_notify(&d.run_id, Notify::Pending)
                     .await?;
             }
-            start(shared, d);
+            start(relay, d);
         }
         DeliveryState::Running => {
-            let result = interrupted(shared, d).await?;
+            let result = interrupted(engine, d).await?;
             tracing::warn!(run = %d.run_id, target = %d.target, ?result, "settling a delivery whose run was interrupted (a restart, or its instance is gone)");
-            run::settle(shared, d, result, None).await;
+            run::settle(engine, d, result, None).await;
         }
         _ => {
-            let pushed = shared
+            let pushed = engine
                 .store()
                 .run_entries(&d.sender_session, &push_run_id(&d.run_id))
                 .await?;
             if pushed.is_empty() {
-                run::push(shared, d, &settled(d)).await;
+                run::push(engine, d, &settled(d)).await;
             } else {
-                shared
+                engine
                     .store()
                     .delivery_notify(&d.run_id, Notify::Done)
                     .await?;
@@ -119,23 +120,20 @@ async fn resume(shared: &Arc<Services>, d: &Delivery, startup: bool) -> Result<(
 /// Until `stop`: run the deliveries handed to this instance as their target's home, and pick up
 /// those of an instance that is gone (the number of `live` instances dropped) or whose notice
 /// may have been missed.
-pub async fn serve(
-    shared: Arc<Services>,
-    mut live: watch::Receiver<usize>,
-    stop: CancellationToken,
-) {
-    let mut notices = shared.store().subscribe();
+pub async fn serve(relay: Relay, mut live: watch::Receiver<usize>, stop: CancellationToken) {
+    let engine = relay.engine();
+    let mut notices = engine.store().subscribe();
     let mut was = *live.borrow_and_update();
     loop {
         let sweep = tokio::select! {
             () = stop.cancelled() => return,
             notice = notices.next() => match notice {
                 Notice::Changed { topic: Topic::Handed, key } => {
-                    take_up(&shared, &key).await;
+                    take_up(&relay, &key).await;
                     false
                 }
                 Notice::Changed { topic: Topic::Wake, .. } => {
-                    if let Err(err) = wakes(&shared, false).await {
+                    if let Err(err) = wakes(engine, false).await {
                         tracing::error!(%err, "could not look for session wakes handed to this instance");
                     }
                     false
@@ -152,7 +150,7 @@ pub async fn serve(
             }
         };
         if sweep {
-            match recover(&shared, false).await {
+            match recover(&relay, false).await {
                 Ok(0) => {}
                 Ok(claimed) => {
                     tracing::info!(claimed, "picked up deliveries another instance left")
@@ -166,8 +164,9 @@ pub async fn serve(
 }
 
 /// A delivery handed over: claimed and run here if this instance is its target's home.
-async fn take_up(shared: &Arc<Services>, run_id: &str) {
-    let d = match shared.store().delivery(run_id).await {
+async fn take_up(relay: &Relay, run_id: &str) {
+    let engine = relay.engine();
+    let d = match engine.store().delivery(run_id).await {
         Ok(Some(d)) if d.state == DeliveryState::Queued && d.runner.is_none() => d,
         Ok(_) => return,
         Err(err) => {
@@ -175,15 +174,15 @@ async fn take_up(shared: &Arc<Services>, run_id: &str) {
             return;
         }
     };
-    if home_of(shared, &d.target).await != Home::Here {
+    if home_of(engine, &d.target).await != Home::Here {
         return;
     }
-    match shared
+    match engine
         .store()
-        .delivery_claim(run_id, None, Some(shared.instance()))
+        .delivery_claim(run_id, None, Some(engine.instance()))
         .await
     {
-        Ok(true) => start(shared, &d),
+        Ok(true) => start(relay, &d),
         Ok(false) => {}
         Err(err) => {
             tracing::error!(run = run_id, %err, "could not claim a delivery handed to this instance")
@@ -192,8 +191,8 @@ async fn take_up(shared: &Arc<Services>, run_id: &str) {
 }
 
 /// What became of a run cut short, judged from the target's transcript.
-async fn interrupted(shared: &Services, d: &Delivery) -> Result<RunResult, StoreError> {
-    let entries = shared
+async fn interrupted(engine: &Engine, d: &Delivery) -> Result<RunResult, StoreError> {
+    let entries = engine
         .store()
         .run_entries(&d.target_session, &d.run_id)
         .await?;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::handoff::{self, Report};
+use super::{Finished, Handing, Relay, RunResult};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::backend::Usage;
-use crate::engine::RunResult;
 use crate::engine::{
-    Attached, Caller, Finished, Handing, Heard, History, Recall, Seat, Services, SessionTurn,
-    TurnEnd, TurnFailure, TurnPlan,
+    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, TurnEnd, TurnFailure,
+    TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::roster::Bot;
@@ -22,22 +22,23 @@ use crate::timing::now_ms;
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
-pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
-    let _counted = shared.waiters().running();
+pub(super) async fn run(relay: Relay, delivery: Delivery) {
+    let _counted = relay.waiters().running();
+    let engine = relay.engine();
     let d = &delivery;
     // Dropped unhanded on every other way out: a sender waiting here then reads the row.
-    let handing = shared.waiters().handing(&d.run_id);
-    let Some(bot) = shared.roster().bot(&d.target) else {
+    let handing = relay.waiters().handing(&d.run_id);
+    let Some(bot) = engine.roster().bot(&d.target) else {
         let gone = format!("bot `{}` is no longer configured", d.target);
-        return settle(&shared, d, failed(gone), None).await;
+        return settle(engine, d, failed(gone), None).await;
     };
     let seat = Seat {
         session: &d.target_session,
         run_id: d.run_id.clone(),
         lane: Lane::Nested,
     };
-    let turn = SessionTurn::enter(&shared, seat).await;
-    let (answer, report) = turns(&shared, &turn, bot, d).await;
+    let turn = SessionTurn::enter(engine, seat).await;
+    let (answer, report) = turns(engine, &turn, bot, d).await;
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
     // The outcome is recorded with the answer, queued while the session is still held: the
@@ -64,7 +65,7 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
             }
         }
         None => {
-            let settled = shared.store().delivery_settle(change).await;
+            let settled = engine.store().delivery_settle(change).await;
             drop(turn);
             if let Ok(notify) = settled {
                 offer(handing, notify, handed_report, &answer.result);
@@ -72,7 +73,7 @@ pub(super) async fn run(shared: Arc<Services>, delivery: Delivery) {
             settled
         }
     };
-    hand_on(&shared, d, answer.result, recorded).await;
+    hand_on(engine, d, answer.result, recorded).await;
 }
 
 /// Hand the outcome to a sender waiting here when the settle moved the row with nobody given
@@ -102,15 +103,15 @@ struct Spoken {
 /// The target's turns for `d` (a second one, told what was wrong, when its answer does not
 /// match the expected output): the last answer, and the run's report.
 async fn turns(
-    shared: &Services,
+    engine: &Engine,
     turn: &SessionTurn<'_>,
     bot: &Arc<Bot>,
     d: &Delivery,
 ) -> (Answer, Value) {
     // Marked running by the turn's start, in its store job.
-    moved(shared, d, DeliveryState::Running, None, None);
+    moved(engine, d, DeliveryState::Running, None, None);
     let speaker = format!("bot:{}", d.sender);
-    let text = handoff::brief(shared, d).await;
+    let text = handoff::brief(engine, d).await;
     let heard = Heard {
         attached: Attached::NONE,
         speaker: &speaker,
@@ -274,16 +275,16 @@ fn failed(reason: String) -> RunResult {
 /// Record the outcome, with the run's `report` when it got as far as one (in the same job),
 /// and hand it on ([`hand_on`]).
 pub(super) async fn settle(
-    shared: &Arc<Services>,
+    engine: &Engine,
     d: &Delivery,
     result: RunResult,
     report: Option<Value>,
 ) {
-    let recorded = shared
+    let recorded = engine
         .store()
         .delivery_settle(change(d, &result, report))
         .await;
-    hand_on(shared, d, result, recorded).await;
+    hand_on(engine, d, result, recorded).await;
 }
 
 /// The change that settles `d` with `result`, keeping the run's `report`.
@@ -306,9 +307,9 @@ fn change(d: &Delivery, result: &RunResult, report: Option<Value>) -> DeliveryCh
 /// Once the outcome is `recorded`: if the sender stopped waiting (or never did), push it to
 /// the sender's session, else start the ping-pong exchange when one is configured. Which of
 /// the two is the row's to say, not this process's: the sender may be waiting on another
-/// instance (`engine/waiters.rs`).
+/// instance (`waiters.rs`).
 async fn hand_on(
-    shared: &Arc<Services>,
+    engine: &Engine,
     d: &Delivery,
     result: RunResult,
     recorded: Result<Option<Notify>, StoreError>,
@@ -329,17 +330,17 @@ async fn hand_on(
         RunResult::Answered { model, .. } => (DeliveryState::Delivered, None, Some(model.as_str())),
         RunResult::Failed { state, reason } => (*state, Some(reason.as_str()), None),
     };
-    moved(shared, d, state, reason, model);
+    moved(engine, d, state, reason, model);
     if notify == Notify::Pending {
-        push(shared, d, &result).await;
+        push(engine, d, &result).await;
     } else if let RunResult::Answered { reply, .. } = &result {
-        ping_pong::start(shared, d, reply);
+        ping_pong::start(engine, d, reply);
     }
 }
 
 /// Tell the sender's session the outcome nobody waited for: it arrives as a message from the
 /// target (or from baton, for a failure) and wakes the sender.
-pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResult) {
+pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
     let (speaker, origin, text) = match result {
         RunResult::Answered { reply, .. } => {
             let reply = if reply.is_empty() {
@@ -373,7 +374,7 @@ pub(super) async fn push(shared: &Arc<Services>, d: &Delivery, result: &RunResul
         trigger: d.trigger.clone(),
     };
     post_to_session(
-        shared,
+        engine,
         SessionMessage {
             session: d.sender_session.clone(),
             speaker: speaker.clone(),

@@ -1,7 +1,6 @@
 //! `sessions_send` from the sender's side: resolve the target, ask the guards, find or write the
 //! delivery, start the target's run, and wait for it (or not).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -9,8 +8,9 @@ use serde_json::Value;
 use super::home::{Home, home_of};
 use super::{moved, run};
 
+use super::{Finished, Listening, Relay, RunResult, Waited};
 use crate::bot_id::BotId;
-use crate::engine::{Caller, Finished, Listening, RunResult, Services, Waited};
+use crate::engine::{Caller, Engine};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::session::SessionKey;
 use crate::store::{
@@ -151,13 +151,10 @@ pub enum SendError {
 }
 
 /// Send `request` as `caller` and say what became of it.
-pub async fn send(
-    shared: &Arc<Services>,
-    caller: &Caller,
-    request: SendRequest,
-) -> Result<Sent, SendError> {
+pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Result<Sent, SendError> {
+    let engine = relay.engine();
     let started = Instant::now();
-    let target = resolve(shared, caller, &request.target)?;
+    let target = resolve(engine, caller, &request.target)?;
     let new = NewDelivery {
         run_id: format!("run_{}", uuid::Uuid::new_v4().simple()),
         sender: caller.bot.clone(),
@@ -184,25 +181,25 @@ pub async fn send(
         depth: new.depth,
         passive_to: caller.passive_to.as_ref(),
     };
-    if let Err(refusal) = shared.guards().sends.check_rules(&attempt) {
-        return Ok(fresh(refuse_new(shared, new, refusal).await));
+    if let Err(refusal) = relay.sends().check_rules(&attempt) {
+        return Ok(fresh(refuse_new(engine, new, refusal).await));
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let home = home_of(shared, &target.bot).await;
-    let runner = (home == Home::Here).then(|| shared.instance());
+    let home = home_of(engine, &target.bot).await;
+    let runner = (home == Home::Here).then(|| engine.instance());
     // Taken as soon as the writer ran it: the run's start is queued after it (see
     // `Store::delivery_begin_early`).
-    let (begun, committed) = shared
+    let (begun, committed) = engine
         .store()
         .delivery_begin_early(new, since, runner)
         .await?;
     let delivery = match begun {
         Begun::New(delivery) => {
-            moved(shared, &delivery, DeliveryState::Queued, None, None);
+            moved(engine, &delivery, DeliveryState::Queued, None, None);
             delivery
         }
         Begun::Existing(earlier) => {
-            let (outcome, report) = follow(shared, earlier, request.timeout, started).await;
+            let (outcome, report) = follow(relay, earlier, request.timeout, started).await;
             return Ok(Sent {
                 outcome,
                 deduplicated: true,
@@ -210,17 +207,17 @@ pub async fn send(
             });
         }
     };
-    if let Err(refusal) = shared.guards().sends.charge(&caller.bot, &target.bot) {
-        count_refusal(shared, &delivery.sender, delivery.origin.as_ref(), refusal);
+    if let Err(refusal) = relay.sends().charge(&caller.bot, &target.bot) {
+        count_refusal(engine, &delivery.sender, delivery.origin.as_ref(), refusal);
         let change = DeliveryChange {
             reason: Some(refusal.as_str().to_owned()),
             ..DeliveryChange::to(&delivery.run_id, DeliveryState::Refused, now_ms())
         };
-        if let Err(err) = shared.store().delivery_settle(change).await {
+        if let Err(err) = engine.store().delivery_settle(change).await {
             tracing::error!(%err, "could not record a refused send");
         }
         let reason = Some(refusal.as_str());
-        moved(shared, &delivery, DeliveryState::Refused, reason, None);
+        moved(engine, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {
             bot: delivery.target,
             refusal,
@@ -229,18 +226,18 @@ pub async fn send(
     // Listening before the run can start: its settle cannot come unheard, so the wait does
     // not read the row it just wrote. A run here hands its outcome over too.
     let listening = (delivery.mode == SendMode::Wait).then(|| Listening::SinceStart {
-        notices: shared.store().subscribe(),
-        handed: (home == Home::Here).then(|| shared.waiters().expect(&delivery.run_id)),
+        notices: engine.store().subscribe(),
+        handed: (home == Home::Here).then(|| relay.waiters().expect(&delivery.run_id)),
     });
     match home {
-        Home::Here => start(shared, &delivery),
-        Home::There(instance) => hand_over(shared, &delivery, &instance).await,
+        Home::Here => start(relay, &delivery),
+        Home::There(instance) => hand_over(relay, &delivery, &instance).await,
     }
     // Committed before anything the run records; a commit that failed undid the row.
     committed.answer().await?;
     let (outcome, report) = match listening {
         None => (accepted(&delivery, false), None),
-        Some(listening) => wait(shared, &delivery, request.timeout, started, listening).await,
+        Some(listening) => wait(relay, &delivery, request.timeout, started, listening).await,
     };
     Ok(Sent {
         outcome,
@@ -261,27 +258,28 @@ fn fresh(outcome: SendOutcome) -> Sent {
 /// Start the target's run here, in the background (claimed by this instance already). The run
 /// holds a whole turn, over 9 KB: boxed, it is copied once, where tokio's spawn would move it
 /// by value through several calls (BENCHMARKS.md, issue 23).
-pub(super) fn start(shared: &Arc<Services>, delivery: &Delivery) {
-    let task = run::run(Arc::clone(shared), delivery.clone());
-    shared.tasks().spawn(Box::pin(task));
+pub(super) fn start(relay: &Relay, delivery: &Delivery) {
+    let task = run::run(relay.clone(), delivery.clone());
+    relay.engine().tasks().spawn(Box::pin(task));
 }
 
 /// Leave the run to the target's home `instance`: announced, it claims the delivery and runs
 /// it. Should the announcement fail, the run is claimed and started here instead, so it is
 /// never left to nobody.
-async fn hand_over(shared: &Arc<Services>, delivery: &Delivery, instance: &str) {
+async fn hand_over(relay: &Relay, delivery: &Delivery, instance: &str) {
+    let engine = relay.engine();
     let run_id = &delivery.run_id;
-    let Err(err) = shared.store().announce(Topic::Handed, run_id).await else {
+    let Err(err) = engine.store().announce(Topic::Handed, run_id).await else {
         tracing::debug!(run = %run_id, home = instance, "delivery handed to the target's home instance");
         return;
     };
     tracing::warn!(run = %run_id, home = instance, %err, "could not hand the delivery to the target's home instance; running it here");
-    match shared
+    match engine
         .store()
-        .delivery_claim(run_id, None, Some(shared.instance()))
+        .delivery_claim(run_id, None, Some(engine.instance()))
         .await
     {
-        Ok(true) => start(shared, delivery),
+        Ok(true) => start(relay, delivery),
         Ok(false) => {}
         Err(err) => {
             tracing::error!(run = %run_id, %err, "could not claim the delivery; the target's home runs it when it next reads the store");
@@ -291,8 +289,8 @@ async fn hand_over(shared: &Arc<Services>, delivery: &Delivery, instance: &str) 
 
 /// The target's session: a session key as given, or the target bot's backchannel for `caller`.
 /// The model's text is read here, once.
-fn resolve(shared: &Services, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
-    let roster = shared.roster();
+fn resolve(engine: &Engine, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
+    let roster = engine.roster();
     let key = match target.parse::<SessionKey>() {
         Ok(key) => key,
         Err(_) => {
@@ -301,21 +299,21 @@ fn resolve(shared: &Services, caller: &Caller, target: &str) -> Result<SessionKe
                 .as_ref()
                 .and_then(|bot| roster.account_of_bot(baton_contract::Platform::Local, bot))
             else {
-                return Err(unknown_bot(shared, target));
+                return Err(unknown_bot(engine, target));
             };
             SessionKey::backchannel(account.bot.id(), account.id.clone(), &caller.bot)
         }
     };
     if roster.bot(&key.bot).is_none() {
-        return Err(unknown_bot(shared, key.bot.as_str()));
+        return Err(unknown_bot(engine, key.bot.as_str()));
     }
     Ok(key)
 }
 
-fn unknown_bot(shared: &Services, name: &str) -> SendError {
+fn unknown_bot(engine: &Engine, name: &str) -> SendError {
     SendError::UnknownTarget {
         name: name.to_owned(),
-        known: shared
+        known: engine
             .roster()
             .bots()
             .iter()
@@ -325,13 +323,13 @@ fn unknown_bot(shared: &Services, name: &str) -> SendError {
 }
 
 /// A send the rules refused before anything ran: kept on record, answered with the reason.
-async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -> SendOutcome {
+async fn refuse_new(engine: &Engine, new: NewDelivery, refusal: SendRefusal) -> SendOutcome {
     tracing::info!(sender = %new.sender, target = %new.target, reason = refusal.as_str(), "sessions_send refused");
-    count_refusal(shared, &new.sender, new.origin.as_ref(), refusal);
+    count_refusal(engine, &new.sender, new.origin.as_ref(), refusal);
     let reason = Some(refusal.as_str());
-    moved(shared, &new, DeliveryState::Refused, reason, None);
+    moved(engine, &new, DeliveryState::Refused, reason, None);
     let bot = new.target.clone();
-    if let Err(err) = shared.store().delivery_refused(new, refusal.as_str()).await {
+    if let Err(err) = engine.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
     SendOutcome::Refused { bot, refusal }
@@ -339,44 +337,39 @@ async fn refuse_new(shared: &Services, new: NewDelivery, refusal: SendRefusal) -
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
 fn count_refusal(
-    shared: &Services,
+    engine: &Engine,
     sender: &BotId,
     origin: Option<&SessionKey>,
     refusal: SendRefusal,
 ) {
     let chat = origin.map(|o| baton_contract::ChatKey::new(o.platform, &o.chat, None));
-    shared.refused("sessions_send", refusal.as_str(), chat, sender);
+    engine.refused("sessions_send", refusal.as_str(), chat, sender);
 }
 
 /// An outcome, and what the settled run left beside it when it settled.
 type Learned = (SendOutcome, Option<RunReport>);
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.
-async fn follow(
-    shared: &Services,
-    earlier: Delivery,
-    timeout: Duration,
-    started: Instant,
-) -> Learned {
+async fn follow(relay: &Relay, earlier: Delivery, timeout: Duration, started: Instant) -> Learned {
     if earlier.state.is_settled() {
         (stored(&earlier, started), Some(earlier.into()))
     } else if timeout.is_zero() {
         (accepted(&earlier, true), None)
     } else {
-        wait(shared, &earlier, timeout, started, Listening::FromNow).await
+        wait(relay, &earlier, timeout, started, Listening::FromNow).await
     }
 }
 
 async fn wait(
-    shared: &Services,
+    relay: &Relay,
     d: &Delivery,
     timeout: Duration,
     started: Instant,
     listening: Listening,
 ) -> Learned {
-    match shared
+    match relay
         .waiters()
-        .wait(shared.store(), &d.run_id, timeout, listening)
+        .wait(relay.engine().store(), &d.run_id, timeout, listening)
         .await
     {
         Ok(Waited::Got(row)) => (stored(&row, started), Some(RunReport::from(*row))),
@@ -482,8 +475,8 @@ mod tests {
         }
     }
 
-    async fn refused_on_record(services: &Services) -> Vec<(String, Option<String>)> {
-        let rows = services
+    async fn refused_on_record(engine: &Engine) -> Vec<(String, Option<String>)> {
+        let rows = engine
             .store()
             .deliveries(DeliveryQuery::default())
             .await
@@ -497,10 +490,10 @@ mod tests {
     #[tokio::test]
     async fn an_answered_send_returns_the_reply_and_an_unknown_target_names_the_known_bots() {
         let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
-        let services = &gw.services;
+        let relay = &gw.relay;
         let wait = Duration::from_secs(10);
         let sent = send(
-            services,
+            relay,
             &caller("alpha", 1, None),
             request("beta", "ping", wait, None),
         )
@@ -515,7 +508,7 @@ mod tests {
         );
 
         let err = send(
-            services,
+            relay,
             &caller("alpha", 1, None),
             request("gamma", "hi", wait, None),
         )
@@ -532,7 +525,7 @@ mod tests {
     async fn the_guards_refuse_deep_passive_and_self_sends_on_record() {
         let config = echo_config(&["alpha", "beta"], "\n[limits]\nmax_depth = 2\n");
         let gw = parts(&config).await;
-        let services = &gw.services;
+        let relay = &gw.relay;
         let fire = Duration::ZERO;
         let cases = [
             (caller("alpha", 2, None), "beta", SendRefusal::TooDeep),
@@ -544,7 +537,7 @@ mod tests {
             (caller("alpha", 1, None), "alpha", SendRefusal::SelfSend),
         ];
         for (who, target, why) in cases {
-            let sent = send(services, &who, request(target, "hi", fire, None))
+            let sent = send(relay, &who, request(target, "hi", fire, None))
                 .await
                 .unwrap();
             assert_eq!(
@@ -556,7 +549,7 @@ mod tests {
                 "{why:?}"
             );
         }
-        let mut on_record = refused_on_record(services).await;
+        let mut on_record = refused_on_record(relay.engine()).await;
         on_record.sort();
         let reason = |r: SendRefusal| Some(r.as_str().to_owned());
         assert_eq!(
@@ -574,11 +567,11 @@ mod tests {
     #[tokio::test]
     async fn a_retry_is_deduplicated_and_runs_nothing_twice() {
         let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
-        let services = &gw.services;
+        let relay = &gw.relay;
         let wait = Duration::from_secs(10);
         let me = caller("alpha", 1, None);
         let ask = |text: &'static str, key: Option<&'static str>| {
-            send(services, &me, request("beta", text, wait, key))
+            send(relay, &me, request("beta", text, wait, key))
         };
         let keyed = ask("build it", Some("k1")).await.unwrap();
         let same_key = ask("other words", Some("k1")).await.unwrap();
@@ -593,7 +586,8 @@ mod tests {
         assert_eq!(run(&same_key), run(&keyed));
         assert_eq!(run(&same_text), run(&first));
         assert_ne!(run(&keyed).0, run(&first).0);
-        let rows = services
+        let rows = relay
+            .engine()
             .store()
             .deliveries(DeliveryQuery::default())
             .await

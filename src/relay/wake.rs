@@ -8,14 +8,12 @@
 //! socket, a late reply from a run on another instance) is kept in the store and handed over
 //! ([`on_home`]); the home claims it, wakes the session and deletes it ([`take_up`]).
 
-use std::sync::Arc;
-
 use serde_json::json;
 
 use super::SessionMessage;
 use super::home::{Home, home_of};
 use crate::engine::{
-    Attached, ChatReply, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
+    Attached, ChatReply, Engine, Heard, History, Recall, Seat, SessionTurn, TurnEnd, TurnPlan,
     journal,
 };
 use crate::lanes::Lane;
@@ -24,14 +22,14 @@ use crate::store::{EntryKind, Notify};
 
 /// Wake the session here if this instance is its bot's home, else hand the message to the home.
 /// Should handing it over fail, it is woken here: a reply from the wrong instance beats none.
-pub(super) async fn on_home(shared: &Arc<Services>, message: SessionMessage) {
+pub(super) async fn on_home(engine: &Engine, message: SessionMessage) {
     let bot = message.session.bot.clone();
-    let Home::There(home) = home_of(shared, &bot).await else {
-        return run(shared, message).await;
+    let Home::There(home) = home_of(engine, &bot).await else {
+        return run(engine, message).await;
     };
     let id = format!("wake_{}", uuid::Uuid::new_v4().simple());
     let handed = match serde_json::to_string(&message) {
-        Ok(json) => shared
+        Ok(json) => engine
             .store()
             .wake_hand(&id, bot.as_str(), json, crate::timing::now_ms())
             .await
@@ -44,16 +42,16 @@ pub(super) async fn on_home(shared: &Arc<Services>, message: SessionMessage) {
         }
         Err(err) => {
             tracing::warn!(session = %message.session, %home, %err, "could not hand the session's wake to its bot's home instance; waking it here");
-            run(shared, message).await;
+            run(engine, message).await;
         }
     }
 }
 
 /// Wake `id`, handed to this instance (or left by `from`, an instance that is gone): claimed,
 /// so exactly one instance runs it, then run and deleted.
-pub(super) async fn take_up(shared: &Arc<Services>, id: &str, from: Option<&str>) {
-    let store = shared.store();
-    let message = match store.wake_claim(id, from, shared.instance()).await {
+pub(super) async fn take_up(engine: &Engine, id: &str, from: Option<&str>) {
+    let store = engine.store();
+    let message = match store.wake_claim(id, from, engine.instance()).await {
         Ok(Some(json)) => json,
         Ok(None) => return,
         Err(err) => {
@@ -62,7 +60,7 @@ pub(super) async fn take_up(shared: &Arc<Services>, id: &str, from: Option<&str>
         }
     };
     match serde_json::from_str::<SessionMessage>(&message) {
-        Ok(message) => run(shared, message).await,
+        Ok(message) => run(engine, message).await,
         Err(err) => {
             tracing::error!(wake = id, %err, "a session wake on record is not a message this baton reads; dropped")
         }
@@ -73,9 +71,9 @@ pub(super) async fn take_up(shared: &Arc<Services>, id: &str, from: Option<&str>
 }
 
 /// Run the woken turn and deliver what it says.
-pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
+pub(super) async fn run(engine: &Engine, message: SessionMessage) {
     let key = &message.session;
-    let Some(bot) = shared.roster().bot(&key.bot) else {
+    let Some(bot) = engine.roster().bot(&key.bot) else {
         tracing::error!(session = %message.session, "cannot wake a session of an unknown bot");
         return;
     };
@@ -90,11 +88,11 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
     };
     let delivery = message.delivery.clone();
     if key.is_mcp() {
-        journal(shared, key, message.run_id.clone())
+        journal(engine, key, message.run_id.clone())
             .await
             .heard(heard.speaker, heard.origin, heard.text, None, heard.meta)
             .await;
-        notified(shared, delivery.as_deref()).await;
+        notified(engine, delivery.as_deref()).await;
         return;
     }
     let seat = Seat {
@@ -102,7 +100,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
         run_id: message.run_id.clone(),
         lane: Lane::Nested,
     };
-    let turn = SessionTurn::enter(shared, seat).await;
+    let turn = SessionTurn::enter(engine, seat).await;
     let plan = TurnPlan {
         bot,
         caller: message.caller,
@@ -114,7 +112,7 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
     };
     // A session with a chat gets the reply there, streamed like any chat reply (nobody there
     // addressed the bot with this message, so no typing); a backchannel keeps it on record.
-    let account = shared.roster().account(key.platform, &key.account);
+    let account = engine.roster().account(key.platform, &key.account);
     match account.filter(|_| !key.is_backchannel()) {
         Some(account) => {
             let reply = ChatReply {
@@ -132,11 +130,11 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
             };
             // A failure to post is recorded by the post.
             let _ = turn.answer(plan, reply).await;
-            notified(shared, delivery.as_deref()).await;
+            notified(engine, delivery.as_deref()).await;
         }
         None => {
             let end = turn.take(plan).await;
-            notified(shared, delivery.as_deref()).await;
+            notified(engine, delivery.as_deref()).await;
             if let TurnEnd::Reply { text, model, .. } = end {
                 let meta = json!({"model": model, "posted": false});
                 turn.journal().bot_did(EntryKind::Answer, &text, meta).await;
@@ -146,9 +144,9 @@ pub(super) async fn run(shared: &Arc<Services>, message: SessionMessage) {
 }
 
 /// The pushed outcome of `delivery` is on record in the sender's session.
-async fn notified(shared: &Services, delivery: Option<&str>) {
+async fn notified(engine: &Engine, delivery: Option<&str>) {
     let Some(run_id) = delivery else { return };
-    if let Err(err) = shared.store().delivery_notify(run_id, Notify::Done).await {
+    if let Err(err) = engine.store().delivery_notify(run_id, Notify::Done).await {
         tracing::error!(run = run_id, %err, "could not record that the reply was pushed");
     }
 }

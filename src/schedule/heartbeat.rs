@@ -39,19 +39,19 @@ impl Scheduler {
             if !self.advance(job, slot, due, Some(end)).await {
                 return TickOutcome::Elsewhere;
             }
-            record_skip(&self.shared, job, due, SkipReason::QuietHours, "").await;
+            record_skip(&self.engine, job, due, SkipReason::QuietHours, "").await;
             return TickOutcome::Skipped(SkipReason::QuietHours);
         }
         let busy = if slot.running.load(Ordering::Acquire) {
             Some(SkipReason::StillRunning)
-        } else if self.shared.lanes().bot_busy(Lane::Main, job.bot.id()) {
+        } else if self.engine.lanes().bot_busy(Lane::Main, job.bot.id()) {
             Some(SkipReason::RequestsInFlight)
         } else {
             None
         };
         if let Some(reason) = busy {
             if slot.noted != Some((due, reason)) {
-                record_skip(&self.shared, job, due, reason, "").await;
+                record_skip(&self.engine, job, due, reason, "").await;
                 slot.noted = Some((due, reason));
             }
             return TickOutcome::Waiting(reason);

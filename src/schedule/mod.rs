@@ -58,7 +58,7 @@ pub(crate) use timer::run_timer;
 
 use self::jobs::{Job, What};
 use self::run::{Occurrence, Running};
-use crate::engine::Services;
+use crate::engine::Engine;
 use crate::store::{Advanced, NEVER_DUE_MS, ScheduleRow};
 use crate::timing::{NextDue, Place, Zone};
 
@@ -142,7 +142,7 @@ struct State {
 
 /// Runs each bot's heartbeat and cron entries when they fall due. See the module docs.
 pub struct Scheduler {
-    shared: Arc<Services>,
+    engine: Engine,
     jobs: Vec<Arc<Job>>,
     zone: Zone,
     /// A tokio mutex: a tick awaits the store while holding it, and two ticks must not
@@ -151,11 +151,11 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// The jobs of every bot in `shared`'s config.
-    pub fn new(shared: Arc<Services>) -> Result<Scheduler, ScheduleError> {
-        let config = shared.config();
-        let zone = *shared.board().zone();
-        let jobs: Vec<Arc<Job>> = jobs::jobs(config, shared.roster())
+    /// The jobs of every bot in `engine`'s config.
+    pub fn new(engine: Engine) -> Result<Scheduler, ScheduleError> {
+        let config = engine.config();
+        let zone = *engine.board().zone();
+        let jobs: Vec<Arc<Job>> = jobs::jobs(config, engine.roster())
             .map_err(ScheduleError)?
             .into_iter()
             .map(Arc::new)
@@ -169,7 +169,7 @@ impl Scheduler {
             })
             .collect();
         Ok(Scheduler {
-            shared,
+            engine,
             jobs,
             zone,
             state: tokio::sync::Mutex::new(State {
@@ -186,7 +186,7 @@ impl Scheduler {
 
     /// Every job's next due time (empty until the first tick).
     pub fn next_due(&self) -> Vec<NextDue> {
-        self.shared.board().next_due()
+        self.engine.board().next_due()
     }
 
     /// Deal with every job due at `now`: start its turn (in the background, tracked like any
@@ -194,7 +194,7 @@ impl Scheduler {
     /// job. Does nothing once the gateway is shutting down.
     pub async fn tick(&self, now: DateTime<Utc>) -> Vec<Ticked> {
         let mut state = self.state.lock().await;
-        if self.shared.tasks().is_closed() {
+        if self.engine.tasks().is_closed() {
             return Vec::new();
         }
         if !state.armed {
@@ -246,7 +246,7 @@ impl Scheduler {
             return false;
         };
         let key = baton_contract::ChatKey::new(*platform, &chat.as_str().into(), None);
-        self.shared
+        self.engine
             .store()
             .chat_settings(&key)
             .await
@@ -269,14 +269,14 @@ impl Scheduler {
         {
             return TickOutcome::Elsewhere;
         }
-        run::record_skip(&self.shared, job, due, reason, detail).await;
+        run::record_skip(&self.engine, job, due, reason, detail).await;
         TickOutcome::Skipped(reason)
     }
 
     /// First tick: take the due times the store kept for jobs whose schedule is unchanged, and
     /// arm the others from `now`.
     async fn arm(&self, state: &mut State, now: DateTime<Utc>) {
-        let stored = self.shared.store().schedule_jobs().await.unwrap_or_else(|err| {
+        let stored = self.engine.store().schedule_jobs().await.unwrap_or_else(|err| {
             tracing::error!(%err, "could not read the stored schedule; arming every job afresh");
             Vec::new()
         });
@@ -300,7 +300,7 @@ impl Scheduler {
     async fn arm_afresh(&self, job: &Job, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let first = job.first_due(self.zone, now)?;
         match self
-            .shared
+            .engine
             .store()
             .schedule_arm(row(job, first.timestamp_millis()))
             .await
@@ -325,7 +325,7 @@ impl Scheduler {
     ) -> bool {
         let row = row(job, next.map_or(NEVER_DUE_MS, |t| t.timestamp_millis()));
         let advanced = self
-            .shared
+            .engine
             .store()
             .schedule_advance(row, due.timestamp_millis())
             .await;
@@ -351,7 +351,7 @@ impl Scheduler {
         slot.next_due = due;
         slot.noted = None;
         match due {
-            Some(due) => self.shared.board().set(job.bot.id(), &job.id, due),
+            Some(due) => self.engine.board().set(job.bot.id(), &job.id, due),
             None => {
                 tracing::warn!(bot = %job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
             }
@@ -382,8 +382,8 @@ impl Scheduler {
             prompt,
             running: Running(Arc::clone(&slot.running)),
         };
-        let shared = Arc::clone(&self.shared);
-        self.shared.tasks().spawn(run::run(shared, occurrence));
+        let engine = self.engine.clone();
+        self.engine.tasks().spawn(run::run(engine, occurrence));
         TickOutcome::Started
     }
 }
@@ -423,8 +423,8 @@ mod tests {
             "database = \":memory:\"\ntimezone = \"UTC\"",
         );
         let gw = parts(&config).await;
-        let s = &gw.services;
-        let scheduler = Scheduler::new(Arc::clone(s)).unwrap();
+        let s = &gw.engine;
+        let scheduler = Scheduler::new(s.clone()).unwrap();
         let ops =
             baton_contract::ChatKey::new(baton_contract::Platform::Local, &"ops".into(), None);
         let skipped = |reason| {
@@ -482,8 +482,8 @@ mod tests {
             "heartbeat = { every = \"30m\", target = \"none\" }\n",
         );
         let gw = parts(&config).await;
-        let s = &gw.services;
-        let scheduler = Scheduler::new(Arc::clone(s)).unwrap();
+        let s = &gw.engine;
+        let scheduler = Scheduler::new(s.clone()).unwrap();
         let outcome = |outcome| {
             vec![Ticked {
                 bot: "hb".parse().unwrap(),
@@ -526,8 +526,8 @@ mod tests {
             "heartbeat = { every = \"30m\", target = \"none\" }\n",
         );
         let gw = parts(&config).await;
-        let a = Scheduler::new(Arc::clone(&gw.services)).unwrap();
-        let b = Scheduler::new(Arc::clone(&gw.services)).unwrap();
+        let a = Scheduler::new(gw.engine.clone()).unwrap();
+        let b = Scheduler::new(gw.engine.clone()).unwrap();
         assert_eq!(a.tick(monday(9, 0)).await, vec![], "the first tick arms");
         assert_eq!(
             b.tick(monday(9, 10)).await,
@@ -584,7 +584,7 @@ mod tests {
             checklist.display().to_string()
         );
         let gw = parts(&echo_config(&["hb"], &heartbeat)).await;
-        let scheduler = Scheduler::new(Arc::clone(&gw.services)).unwrap();
+        let scheduler = Scheduler::new(gw.engine.clone()).unwrap();
         assert_eq!(
             scheduler.tick(monday(9, 0)).await,
             vec![],

@@ -18,8 +18,7 @@ use super::SkipReason;
 use super::jobs::{Job, What};
 use super::monitor::{aim, history_section};
 use crate::engine::{
-    Attached, Caller, Heard, History, Recall, Seat, Services, SessionTurn, TurnEnd, TurnPlan,
-    journal,
+    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, TurnEnd, TurnPlan, journal,
 };
 use crate::lanes::Lane;
 use crate::metrics;
@@ -65,13 +64,13 @@ pub(super) struct Spot<'a> {
 impl Spot<'_> {
     /// Where `job` runs, or `None` when the bot has no account on the target's platform
     /// (validation refuses such configs; logged if it happens anyway).
-    pub(super) fn of<'a>(shared: &'a Services, job: &Job) -> Option<Spot<'a>> {
+    pub(super) fn of<'a>(engine: &'a Engine, job: &Job) -> Option<Spot<'a>> {
         let bot = job.bot.id();
         let (platform, chat) = match &job.place {
             Place::Private => (baton_contract::Platform::Local, None),
             Place::Chat { platform, chat } => (*platform, Some(chat)),
         };
-        let Some(account) = shared.roster().account_of_bot(platform, bot) else {
+        let Some(account) = engine.roster().account_of_bot(platform, bot) else {
             tracing::error!(%bot, job = %job.id, %platform, "no account to run the scheduled job through");
             return None;
         };
@@ -103,17 +102,17 @@ fn run_id(job: &Job, due: DateTime<Utc>) -> String {
 /// Record that the occurrence of `job` due at `due` was skipped, in its session's transcript
 /// and in `/metrics`.
 pub(super) async fn record_skip(
-    shared: &Services,
+    engine: &Engine,
     job: &Job,
     due: DateTime<Utc>,
     reason: SkipReason,
     detail: &str,
 ) {
-    shared
+    engine
         .metrics()
         .add(&metrics::SCHEDULED_SKIPS, reason.as_str());
     tracing::info!(bot = %job.bot.id(), job = %job.id, reason = reason.as_str(), "scheduled turn skipped");
-    let Some(spot) = Spot::of(shared, job) else {
+    let Some(spot) = Spot::of(engine, job) else {
         return;
     };
     let text = if detail.is_empty() {
@@ -125,7 +124,7 @@ pub(super) async fn record_skip(
             reason.as_str()
         )
     };
-    journal(shared, &spot.key, run_id(job, due))
+    journal(engine, &spot.key, run_id(job, due))
         .await
         .bot_did(
             EntryKind::Notice,
@@ -164,7 +163,7 @@ pub(super) struct Occurrence {
 }
 
 /// Run one occurrence to the end: lane, turn, reply.
-pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
+pub(super) async fn run(engine: Engine, occurrence: Occurrence) {
     let Occurrence {
         job,
         due,
@@ -172,7 +171,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         prompt,
         running: _running,
     } = occurrence;
-    let Some(spot) = Spot::of(&shared, &job) else {
+    let Some(spot) = Spot::of(&engine, &job) else {
         return;
     };
     let seat = Seat {
@@ -180,11 +179,11 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         run_id: run_id(&job, due),
         lane: Lane::Cron,
     };
-    let turn = SessionTurn::enter(&shared, seat).await;
-    shared
+    let turn = SessionTurn::enter(&engine, seat).await;
+    engine
         .metrics()
         .add(&metrics::SCHEDULED_RUNS, job.what.kind());
-    let history = history(&shared, &job, &spot).await;
+    let history = history(&engine, &job, &spot).await;
     let mut text = prompt;
     if let Place::Chat { .. } = &job.place
         && !history.is_empty()
@@ -225,7 +224,7 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
         return;
     };
     let reply = Reply {
-        shared: &shared,
+        engine: &engine,
         job: &job,
         spot: &spot,
         turn: &turn,
@@ -237,14 +236,14 @@ pub(super) async fn run(shared: Arc<Services>, occurrence: Occurrence) {
 
 /// The chat's history buffer for a job in a chat (taken: cleared for the bot, as any turn
 /// takes it); nothing for a private job.
-async fn history(shared: &Services, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntry> {
+async fn history(engine: &Engine, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEntry> {
     let Place::Chat { platform, chat } = &job.place else {
         return Vec::new();
     };
     let chat_key = spot.key.chat_key();
     let me = spot.account.adapter.self_id();
-    let limit = shared.chat_rules().resolve(*platform, chat).history_limit;
-    shared
+    let limit = engine.chat_rules().resolve(*platform, chat).history_limit;
+    engine
         .store()
         .history_take(HistoryTake {
             chat_key: &chat_key,
@@ -262,7 +261,7 @@ async fn history(shared: &Services, job: &Job, spot: &Spot<'_>) -> Vec<HistoryEn
 
 /// A scheduled turn's reply on its way out.
 struct Reply<'a> {
-    shared: &'a Services,
+    engine: &'a Engine,
     job: &'a Job,
     spot: &'a Spot<'a>,
     turn: &'a SessionTurn<'a>,
@@ -324,7 +323,7 @@ impl Reply<'_> {
                 text,
                 at_ms: self.now.timestamp_millis(),
             };
-            let store = self.shared.store();
+            let store = self.engine.store();
             if let Err(err) = store
                 .schedule_delivered(self.job.bot.id(), &self.job.id, delivered)
                 .await
@@ -337,7 +336,7 @@ impl Reply<'_> {
     /// Whether `text` is what this heartbeat last delivered, less than 24 hours ago.
     async fn repeats_last(&self, text: &str) -> bool {
         let last = self
-            .shared
+            .engine
             .store()
             .schedule_last_delivered(self.job.bot.id(), &self.job.id)
             .await
@@ -352,7 +351,7 @@ impl Reply<'_> {
     }
 
     async fn suppress(&self, why: Suppressed, said: &str) {
-        self.shared
+        self.engine
             .metrics()
             .add(&metrics::SCHEDULED_SUPPRESSED, why.as_str());
         self.turn

@@ -350,7 +350,11 @@ pub(super) fn prune_artifacts(db: Db<'_>, before: i64, chunk: i64) -> Result<usi
          WHERE sha256 NOT IN (SELECT sha256 FROM artifacts)",
         &[],
     )?;
-    super::reply_files::prune_orphans(db)?;
+    // A reply's attachment of an artifact gone goes with it (`reply_files.rs`).
+    db.execute(
+        "DELETE FROM reply_files WHERE artifact_id NOT IN (SELECT id FROM artifacts)",
+        &[],
+    )?;
     Ok(rows)
 }
 

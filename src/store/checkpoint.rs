@@ -46,8 +46,12 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use rusqlite::hooks::Wal;
 
-use super::connect::BUSY_TIMEOUT;
 use super::log_ahead::LogAhead;
+
+/// How long a connection waits for a lock held by another one before giving up. Kept here,
+/// where a `RESTART` checkpoint sets a shorter wait and restores this one; `connect.rs` sets it
+/// on every connection it opens.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often the log is checkpointed. At the writer's top speed the log grows by about the
 /// default 1000-page threshold in this time.

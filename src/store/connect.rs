@@ -13,14 +13,10 @@
 //! run `read_uncommitted`, which takes no table locks at all. They may see a batch before its
 //! commit; in a throwaway database that is harmless.
 
-use std::time::Duration;
-
 use rusqlite::{Connection, OpenFlags};
 
 use super::StoreError;
-
-/// How long a connection waits for a lock held by another one before giving up.
-pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+use super::checkpoint::BUSY_TIMEOUT;
 
 /// The page size of a new database file (SQLite's default is 4096). Every commit writes each
 /// page it touched to the WAL whole, and baton's rows are small (a dedupe key, a history line,

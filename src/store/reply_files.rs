@@ -78,14 +78,6 @@ pub(super) fn attached_to<'c>(
     Ok(found)
 }
 
-/// Forget the attachments whose artifact is gone (pruned).
-pub(super) fn prune_orphans(db: Db<'_>) -> Result<usize, DbError> {
-    db.execute(
-        "DELETE FROM reply_files WHERE artifact_id NOT IN (SELECT id FROM artifacts)",
-        &[],
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,7 +72,7 @@ pub(super) async fn put(tools: &AgentTools, raw: Value) -> Value {
         (Some(_), Some(_)) => return error("give the content in `text` or in `base64`, not both"),
         (None, None) => return error("no content: give it in `text` (or `base64` for binary)"),
     };
-    let max = tools.shared.config().artifacts.max_bytes;
+    let max = tools.engine.config().artifacts.max_bytes;
     let size = content.len() as u64;
     if size > max {
         return json!({
@@ -100,7 +100,7 @@ pub(super) async fn put(tools: &AgentTools, raw: Value) -> Value {
         inputs: a.inputs,
         created_ms: now_ms(),
     };
-    match tools.shared.store().artifact_put(new).await {
+    match tools.engine.store().artifact_put(new).await {
         Ok(Put::Stored(artifact)) => {
             json!({"status": "ok", "id": artifact.id, "artifact": record(&artifact)})
         }
@@ -119,7 +119,7 @@ pub(super) async fn get(tools: &AgentTools, raw: Value) -> Value {
         Ok(a) => a,
         Err(result) => return result,
     };
-    let store = tools.shared.store();
+    let store = tools.engine.store();
     let id = a.id.trim();
     let artifact = match store.artifact(id).await {
         Ok(Some(artifact)) => artifact,
@@ -163,7 +163,7 @@ pub(super) async fn list(tools: &AgentTools, raw: Value) -> Value {
         },
         (None, None) => ArtifactQuery::Session(tools.caller.session.clone()),
     };
-    match tools.shared.store().artifacts(query, LIST_LIMIT).await {
+    match tools.engine.store().artifacts(query, LIST_LIMIT).await {
         Ok(found) => {
             let artifacts: Vec<Value> = found.iter().map(record).collect();
             json!({"status": "ok", "artifacts": artifacts})

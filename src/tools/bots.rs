@@ -2,16 +2,16 @@
 
 use serde_json::{Value, json};
 
-use crate::engine::Services;
+use crate::engine::Engine;
 
 /// Every bot: id, name, description, backend, model and the platforms it is on.
-pub(super) fn list(shared: &Services) -> Value {
-    let bots: Vec<Value> = shared
+pub(super) fn list(engine: &Engine) -> Value {
+    let bots: Vec<Value> = engine
         .roster()
         .bots()
         .iter()
         .map(|bot| {
-            let mut platforms: Vec<&str> = shared
+            let mut platforms: Vec<&str> = engine
                 .roster()
                 .accounts()
                 .iter()

@@ -70,8 +70,8 @@ pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
              an admin to run /baton chain start there",
         );
     };
-    let shared = &tools.shared;
-    let voice = shared
+    let engine = &tools.engine;
+    let voice = engine
         .roster()
         .account_of_bot(origin.platform, &caller.bot)
         .map_or_else(|| origin.account.clone(), |a| a.id.clone());
@@ -90,7 +90,7 @@ pub(super) async fn create(tools: &AgentTools, raw: Value) -> Value {
         trigger: caller.trigger.clone(),
         opening: Opening::Announce,
     };
-    match chains::start(shared, start).await {
+    match chains::start(engine, start).await {
         Ok(chain) => json!({
             "status": "ok",
             "chain": chain.id,
@@ -118,7 +118,7 @@ pub(super) async fn hand(tools: &AgentTools, tool: ToolName, raw: Value) -> Valu
         prompt: &a.prompt,
         joins: tool == ToolName::ChainAdd,
     };
-    match chains::hand(&tools.shared, pass).await {
+    match chains::hand(&tools.engine, pass).await {
         Ok(Handed::Given(chain)) => json!({
             "status": "ok",
             "chain": chain.id,
@@ -141,7 +141,7 @@ pub(super) async fn message(tools: &AgentTools, raw: Value) -> Value {
         Err(result) => return result,
     };
     let bot = &tools.caller.bot;
-    match chains::post(&tools.shared, &a.chain, bot, &a.content).await {
+    match chains::post(&tools.engine, &a.chain, bot, &a.content).await {
         Ok(posted) => {
             let chain = &posted.chain;
             let next = if posted.returned {
@@ -164,9 +164,9 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
         Ok(a) => a,
         Err(result) => return result,
     };
-    let shared = &tools.shared;
+    let engine = &tools.engine;
     let bot = &tools.caller.bot;
-    let chain = match shared.store().chain(&a.chain).await {
+    let chain = match engine.store().chain(&a.chain).await {
         Ok(Some(chain)) => chain,
         Ok(None) => return error(format!("no chain `{}`; chain_status lists yours", a.chain)),
         Err(err) => return error(format!("could not read the chain: {err}")),
@@ -188,7 +188,7 @@ pub(super) async fn close(tools: &AgentTools, raw: Value) -> Value {
             .unwrap_or_else(|| "closed by its coordinator".to_owned()),
         at_turn: None,
     };
-    match chains::close(shared, &chain.id, close).await {
+    match chains::close(engine, &chain.id, close).await {
         Ok(Some(chain)) => json!({"status": "ok", "chain": chain.id, "state": chain.state}),
         Ok(None) => json!({"status": "ok", "chain": chain.id, "state": chain.state,
                            "note": "it was already closed"}),
@@ -202,7 +202,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         Ok(a) => a,
         Err(result) => return result,
     };
-    let store = tools.shared.store();
+    let store = tools.engine.store();
     if let Some(id) = a.chain {
         let chain = match store.chain(&id).await {
             Ok(Some(chain)) => chain,

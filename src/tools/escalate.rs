@@ -53,8 +53,8 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
              for directly",
         );
     };
-    let shared = &tools.shared;
-    let Some(account) = shared.roster().account(origin.platform, &origin.account) else {
+    let engine = &tools.engine;
+    let Some(account) = engine.roster().account(origin.platform, &origin.account) else {
         return error(format!(
             "the account `{}` on {} that the conversation came through is no longer configured; \
              the question cannot be posted",
@@ -75,7 +75,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         chat_key: chat_key.clone(),
         text: message.to_owned(),
     };
-    let store = shared.store();
+    let store = engine.store();
     let escalation = match store.create_escalation(new, now_ms()).await {
         Ok(escalation) => escalation,
         Err(err) => {
@@ -84,7 +84,7 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
             ));
         }
     };
-    let asker = shared
+    let asker = engine
         .roster()
         .bot(&caller.bot)
         .map_or(caller.bot.as_str(), |bot| bot.config.display_name());
@@ -122,8 +122,8 @@ async fn post(
     id: &str,
     text: &str,
 ) -> Result<(), DeliveryFailed> {
-    let shared = &tools.shared;
-    let store = shared.store();
+    let engine = &tools.engine;
+    let store = engine.store();
     let line = Line {
         // Posted through another bot's account: that bot is not speaking, so other bots must
         // not take the line for its words.
@@ -143,7 +143,7 @@ async fn post(
         stage: "escalate",
         text,
     };
-    match say(shared, line).await {
+    match say(engine, line).await {
         Ok(posted) => {
             let Some(first) = posted.first() else {
                 return Ok(());
@@ -180,7 +180,7 @@ pub(super) async fn resolve(tools: &AgentTools, args_json: Value) -> Value {
     };
     let by = Resolver::Bot(&tools.caller.bot);
     let decided = decide_approval(
-        &tools.shared,
+        &tools.engine,
         &args.approval_id,
         args.decision,
         by,

@@ -22,27 +22,37 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::backend::{ToolCall, ToolExecutor};
-use crate::engine::{Caller, Services};
+use crate::engine::{BindTools, Caller, Engine};
 use crate::field_bound::{self, Cap};
+use crate::relay::{Relay, RelayState};
 use crate::roster::ToolName;
 
 /// The tools one turn may call, bound to its caller.
 pub struct AgentTools {
-    shared: Arc<Services>,
+    engine: Engine,
+    relay: Relay,
     caller: Caller,
 }
 
 impl AgentTools {
-    /// Tools for `caller`, on the gateway's shared state.
-    pub fn new(shared: Arc<Services>, caller: Caller) -> AgentTools {
-        AgentTools { shared, caller }
+    /// Tools for `caller`, sending to other bots through `relay`.
+    pub fn new(relay: Relay, caller: Caller) -> AgentTools {
+        AgentTools {
+            engine: relay.engine().clone(),
+            relay,
+            caller,
+        }
     }
 
-    /// The tools for a turn taken as `caller`, boxed for the engine (its [`BindTools`]).
+    /// How the engine gives a turn its tools ([`BindTools`]): each turn's tools send through
+    /// a relay over the turn's engine, with the relay's one `state`.
     ///
     /// [`BindTools`]: crate::engine::BindTools
-    pub fn bind(shared: Arc<Services>, caller: Caller) -> Box<dyn ToolExecutor> {
-        Box::new(AgentTools::new(shared, caller))
+    pub fn binder(state: Arc<RelayState>) -> BindTools {
+        Arc::new(move |engine, caller| {
+            let relay = Relay::new(engine, Arc::clone(&state));
+            Box::new(AgentTools::new(relay, caller))
+        })
     }
 
     /// Who is calling.
@@ -52,7 +62,7 @@ impl AgentTools {
 
     /// The tools the caller may use, as shown to a model (or listed over MCP).
     pub fn specs(&self) -> Arc<[crate::backend::ToolSpec]> {
-        self.shared
+        self.engine
             .roster()
             .bot(&self.caller.bot)
             .map_or_else(|| Arc::from([]), |bot| bot.tools.specs())
@@ -60,7 +70,7 @@ impl AgentTools {
 
     async fn run(&self, tool: ToolName, args: Value) -> Value {
         match tool {
-            ToolName::BotsList => bots::list(&self.shared),
+            ToolName::BotsList => bots::list(&self.engine),
             ToolName::SessionsList => sessions::list(self, args).await,
             ToolName::SessionsHistory => sessions::history(self, args).await,
             ToolName::SessionStatus => sessions::status(self, args).await,
@@ -84,7 +94,7 @@ impl AgentTools {
 #[async_trait]
 impl ToolExecutor for AgentTools {
     async fn call(&self, call: &ToolCall) -> Value {
-        let Some(bot) = self.shared.roster().bot(&self.caller.bot) else {
+        let Some(bot) = self.engine.roster().bot(&self.caller.bot) else {
             return error(format!("unknown bot `{}`", self.caller.bot));
         };
         let Some(tool) = bot.tools.allowed(&call.name) else {

@@ -56,13 +56,13 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
     // On a delivery the line is kept (the sender's `session_status`, `/api/deliveries`);
     // in any turn it is announced, and the chat's typing status says it where it can.
     let kept = match &caller.passive_to {
-        Some(_) => match tools.shared.store().progress_add(run_id, line).await {
+        Some(_) => match tools.engine.store().progress_add(run_id, line).await {
             Ok(kept) => kept,
             Err(err) => return error(format!("could not record the progress: {err}")),
         },
         None => false,
     };
-    tools.shared.events().emit(Event::Progress {
+    tools.engine.events().emit(Event::Progress {
         run_id: run_id.clone(),
         bot: caller.bot.clone(),
         session: caller.session.render(),

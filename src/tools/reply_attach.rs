@@ -37,7 +37,7 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
     if ids.is_empty() || ids.iter().any(String::is_empty) {
         return error("`ids` must name at least one artifact id (art-...), none of them empty");
     }
-    match attach(&tools.shared, &tools.caller.session, run_id, ids).await {
+    match attach(&tools.engine, &tools.caller.session, run_id, ids).await {
         Ok(attached) => {
             let files: Vec<Value> = attached.iter().map(record).collect();
             json!({

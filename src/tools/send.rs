@@ -51,7 +51,7 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
     {
         return error(err.to_string());
     }
-    let store = tools.shared.store();
+    let store = tools.engine.store();
     for id in &a.artifacts {
         match store.artifact(id).await {
             Ok(Some(_)) => {}
@@ -71,7 +71,7 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
         artifacts: a.artifacts,
         expect: a.expect,
     };
-    match relay::send(&tools.shared, &tools.caller, request).await {
+    match relay::send(&tools.relay, &tools.caller, request).await {
         Ok(mut sent) => {
             let report = sent.report.take();
             let mut value = render(sent);

@@ -33,7 +33,7 @@ pub(super) async fn list(tools: &AgentTools, raw: Value) -> Value {
         Ok(a) => a,
         Err(result) => return result,
     };
-    let mut sessions = match tools.shared.store().sessions().await {
+    let mut sessions = match tools.engine.store().sessions().await {
         Ok(sessions) => sessions,
         Err(err) => return error(format!("could not read the sessions: {err}")),
     };
@@ -70,7 +70,7 @@ pub(super) async fn history(tools: &AgentTools, raw: Value) -> Value {
         last: Some(a.limit.unwrap_or(20).clamp(1, 200)),
         ..TranscriptQuery::session(session.clone())
     };
-    let entries = match tools.shared.store().transcript(query).await {
+    let entries = match tools.engine.store().transcript(query).await {
         Ok(entries) => entries,
         Err(err) => return error(format!("could not read the transcript: {err}")),
     };
@@ -100,7 +100,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
     let Some(session) = resolve(tools, &a.session) else {
         return unknown(&a.session);
     };
-    let store = tools.shared.store();
+    let store = tools.engine.store();
     let record = match store.session(&session).await {
         Ok(record) => record,
         Err(err) => return error(format!("could not read the session: {err}")),
@@ -126,7 +126,7 @@ pub(super) async fn status(tools: &AgentTools, raw: Value) -> Value {
         "exists": record.is_some(),
         "updated_ms": record.as_ref().map(|r| r.updated_ms),
         "entries": record.as_ref().map_or(0, |r| r.entries),
-        "busy": tools.shared.lanes().session_busy(&session),
+        "busy": tools.engine.lanes().session_busy(&session),
         "deliveries_in_flight": open,
     })
 }
@@ -140,7 +140,7 @@ pub(super) fn resolve(tools: &AgentTools, session: &str) -> Option<SessionKey> {
     }
     let bot = session.parse().ok()?;
     let account = tools
-        .shared
+        .engine
         .roster()
         .account_of_bot(Platform::Local, &bot)?;
     Some(SessionKey::backchannel(

@@ -80,7 +80,7 @@ async fn world(extra: &str) -> World {
 impl World {
     /// Events the pipeline has taken from Discord so far (new or duplicate).
     fn events(&self) -> u64 {
-        let metrics = &self.gateway.gateway.dispatcher().shared().metrics();
+        let metrics = &self.gateway.gateway.engine().metrics();
         metrics.get(&EVENTS_IN, "discord") + metrics.get(&DUPLICATES, "discord")
     }
 
@@ -102,7 +102,7 @@ impl World {
     async fn wait_ready(&self) {
         let deadline = tokio::time::Instant::now() + DEADLINE;
         loop {
-            let roster = &self.gateway.gateway.dispatcher().shared().roster();
+            let roster = &self.gateway.gateway.engine().roster();
             let ready = ["snark", "caid"].iter().all(|a| {
                 roster
                     .account(baton_contract::Platform::Discord, &(*a).into())
@@ -666,7 +666,7 @@ async fn a_refused_token_stops_only_that_account() {
         gateway
             .gateway
             .dispatcher()
-            .shared()
+            .engine()
             .roster()
             .account(baton_contract::Platform::Discord, &account.into())
             .map(|a| a.adapter.connection_state())

@@ -439,8 +439,8 @@ async fn escalating_without_a_human_conversation_is_refused() {
         chat: "room".into(),
         thread: None,
     };
-    let shared = gw.gateway.dispatcher().shared().clone();
-    let tools = AgentTools::new(shared, Caller::external(&key));
+    let relay = gw.gateway.relay().clone();
+    let tools = AgentTools::new(relay, Caller::external(&key));
     let call = ToolCall {
         id: "c1".into(),
         name: "escalate_to_user".into(),

@@ -345,7 +345,7 @@ async fn wait_ready(gateway: &TestGateway) {
         let known = gateway
             .gateway
             .dispatcher()
-            .shared()
+            .engine()
             .roster()
             .accounts()
             .iter()

@@ -20,7 +20,7 @@ const BUSY: &str = "I'm busy with earlier messages";
 /// Wait until the main lane has `n` turns waiting.
 async fn main_lane_waiting(gw: &TestGateway, n: usize) {
     eventually(DEADLINE, &format!("{n} turns waiting"), || async {
-        let load = gw.gateway.dispatcher().shared().lanes().load();
+        let load = gw.gateway.engine().lanes().load();
         (load[0].queued == n).then_some(())
     })
     .await;

@@ -118,7 +118,7 @@ impl Step {
 pub struct FakeOpenAi {
     /// `http://127.0.0.1:PORT/v1`: what a backend's `base_url` should be.
     pub base_url: String,
-    shared: Arc<Shared>,
+    engine: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -172,7 +172,7 @@ impl Shared {
 impl FakeOpenAi {
     /// Starts the server on `127.0.0.1:0` in a background task.
     pub async fn start() -> FakeOpenAi {
-        let shared = Arc::new(Shared {
+        let engine = Arc::new(Shared {
             inner: Mutex::new(Inner::default()),
             released: watch::channel(0).0,
             received: watch::channel(0).0,
@@ -182,7 +182,7 @@ impl FakeOpenAi {
             .route("/v1/chat/completions", post(chat_completions))
             .route("/v1/models", get(models))
             .fallback(not_found)
-            .with_state(shared.clone());
+            .with_state(engine.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
@@ -194,14 +194,14 @@ impl FakeOpenAi {
         });
         FakeOpenAi {
             base_url: format!("http://{addr}/v1"),
-            shared,
+            engine,
             task,
         }
     }
 
     /// Queues `step` as the next answer to a request whose `model` is `model` (FIFO per model).
     pub fn script(&self, model: &str, step: Step) {
-        self.shared
+        self.engine
             .lock()
             .scripts
             .entry(model.to_owned())
@@ -212,12 +212,12 @@ impl FakeOpenAi {
     /// Every answer from now on reports this `usage` (prompt, completion tokens), streamed
     /// (when the request asks for it with `stream_options.include_usage`) or not.
     pub fn report_usage(&self, prompt: u64, completion: u64) {
-        self.shared.lock().usage = Some((prompt, completion));
+        self.engine.lock().usage = Some((prompt, completion));
     }
 
     /// Every request body received, in arrival order.
     pub fn requests(&self) -> Vec<Value> {
-        self.shared
+        self.engine
             .lock()
             .requests
             .iter()
@@ -265,7 +265,7 @@ impl FakeOpenAi {
 
     /// The `Authorization` header of every request, in arrival order.
     pub fn authorizations(&self) -> Vec<Option<String>> {
-        self.shared
+        self.engine
             .lock()
             .requests
             .iter()
@@ -276,41 +276,41 @@ impl FakeOpenAi {
     /// Let every unscripted (echo) answer take `wait`, as a real model takes a while: keeps
     /// turns in flight long enough for a fault test's kills to land in them.
     pub fn answer_after(&self, wait: Duration) {
-        self.shared.lock().echo_delay = Some(wait);
+        self.engine.lock().echo_delay = Some(wait);
     }
 
     /// Answer 401 (`invalid_api_key`) to any request not bearing `Bearer <key>`.
     pub fn require_api_key(&self, key: &str) {
-        self.shared.lock().api_key = Some(key.to_owned());
+        self.engine.lock().api_key = Some(key.to_owned());
     }
 
     /// Highest number of requests that were being answered at the same time.
     pub fn max_in_flight(&self) -> usize {
-        self.shared.lock().max_in_flight
+        self.engine.lock().max_in_flight
     }
 
     /// Hold each request until `n` requests are in flight at the same time (or 10 s pass), to
     /// prove parallelism without timing. Once `n` is reached every held request is released and
     /// later requests pass straight through; call again to re-arm.
     pub fn hold_until_in_flight(&self, n: usize) {
-        self.shared.lock().hold = Some(n);
+        self.engine.lock().hold = Some(n);
     }
 
     /// Hold every request until [`FakeOpenAi::release`] (or 10 s pass): keeps a turn running
     /// for exactly as long as a test needs it to.
     pub fn hold(&self) {
-        self.shared.lock().hold = Some(usize::MAX);
+        self.engine.lock().hold = Some(usize::MAX);
     }
 
     /// Let every held request go on; later requests pass straight through.
     pub fn release(&self) {
-        let mut inner = self.shared.lock();
-        release(&self.shared, &mut inner);
+        let mut inner = self.engine.lock();
+        release(&self.engine, &mut inner);
     }
 
     /// When each slow answer ([`Step::Slow`]) had sent its last piece, in order.
     pub fn finished(&self) -> Vec<tokio::time::Instant> {
-        self.shared
+        self.engine
             .finished
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -319,7 +319,7 @@ impl FakeOpenAi {
 
     /// Waits until at least `n` requests have arrived (or `timeout` passes) and returns them all.
     pub async fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<Value> {
-        let mut rx = self.shared.received.subscribe();
+        let mut rx = self.engine.received.subscribe();
         let _ = tokio::time::timeout(timeout, rx.wait_for(|&count| count >= n)).await;
         self.requests()
     }
@@ -336,19 +336,19 @@ struct InFlight(Arc<Shared>);
 
 impl InFlight {
     /// Enters, and returns the hold generation to wait past if this request must be held.
-    fn enter(shared: &Arc<Shared>) -> (InFlight, Option<u64>) {
-        let mut inner = shared.lock();
+    fn enter(engine: &Arc<Shared>) -> (InFlight, Option<u64>) {
+        let mut inner = engine.lock();
         inner.in_flight += 1;
         inner.max_in_flight = inner.max_in_flight.max(inner.in_flight);
         let wait = match inner.hold {
             Some(n) if inner.in_flight >= n => {
-                release(shared, &mut inner);
+                release(engine, &mut inner);
                 None
             }
             Some(_) => Some(inner.hold_generation),
             None => None,
         };
-        (InFlight(shared.clone()), wait)
+        (InFlight(engine.clone()), wait)
     }
 }
 
@@ -359,30 +359,30 @@ impl Drop for InFlight {
 }
 
 /// Ends the current hold: every request waiting on it goes on, later ones are not held.
-fn release(shared: &Shared, inner: &mut Inner) {
+fn release(engine: &Shared, inner: &mut Inner) {
     inner.hold = None;
     inner.hold_generation += 1;
-    shared.released.send_replace(inner.hold_generation);
+    engine.released.send_replace(inner.hold_generation);
 }
 
 /// Waits until the hold of `generation` is released, or [`HOLD_LIMIT`] passes (then releases it).
-async fn wait_for_release(shared: &Shared, generation: u64) {
-    let mut rx = shared.released.subscribe();
+async fn wait_for_release(engine: &Shared, generation: u64) {
+    let mut rx = engine.released.subscribe();
     let released = tokio::time::timeout(HOLD_LIMIT, rx.wait_for(|&g| g > generation)).await;
     if released.is_err() {
-        let mut inner = shared.lock();
+        let mut inner = engine.lock();
         if inner.hold_generation == generation {
-            release(shared, &mut inner);
+            release(engine, &mut inner);
         }
     }
 }
 
 async fn chat_completions(
-    State(shared): State<Arc<Shared>>,
+    State(engine): State<Arc<Shared>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (_in_flight, held) = InFlight::enter(&shared);
+    let (_in_flight, held) = InFlight::enter(&engine);
     let body: Value = match serde_json::from_slice(&body) {
         Ok(body) => body,
         Err(e) => {
@@ -399,7 +399,7 @@ async fn chat_completions(
         .map(str::to_owned);
     let model = body["model"].as_str().unwrap_or_default().to_owned();
     let (step, key_ok, index, usage) = {
-        let mut inner = shared.lock();
+        let mut inner = engine.lock();
         let key_ok = inner
             .api_key
             .as_ref()
@@ -417,10 +417,10 @@ async fn chat_completions(
         });
         (step, key_ok, inner.requests.len(), inner.usage)
     };
-    shared.received.send_modify(|count| *count += 1);
+    engine.received.send_modify(|count| *count += 1);
 
     if let Some(generation) = held {
-        wait_for_release(&shared, generation).await;
+        wait_for_release(&engine, generation).await;
     }
     if !key_ok {
         return error_response(
@@ -445,7 +445,7 @@ async fn chat_completions(
                 retry_after,
             } => return error_response(status, retry_after, default_error_message(status)),
             Step::Slow { pieces, gap, then } => {
-                return slow(&shared, &body, (index, usage), pieces, gap, then).await;
+                return slow(&engine, &body, (index, usage), pieces, gap, then).await;
             }
             Step::Endless => return endless(&body),
             Step::Reply(text) => {
@@ -568,7 +568,7 @@ fn stream(
 
 /// A [`Step::Slow`] answer: streamed piece by piece, or whole after the same time.
 async fn slow(
-    shared: &Arc<Shared>,
+    engine: &Arc<Shared>,
     request: &Value,
     at: (usize, Option<Usage>),
     pieces: Vec<String>,
@@ -594,9 +594,9 @@ async fn slow(
         "tool_calls"
     };
     let done = {
-        let shared = shared.clone();
+        let engine = engine.clone();
         move || {
-            shared
+            engine
                 .finished
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -704,8 +704,8 @@ fn endless(request: &Value) -> Response {
 }
 
 /// `GET /v1/models`: every model scripted or asked for so far, plus `fake-model`.
-async fn models(State(shared): State<Arc<Shared>>) -> Response {
-    let inner = shared.lock();
+async fn models(State(engine): State<Arc<Shared>>) -> Response {
+    let inner = engine.lock();
     let mut names: BTreeSet<String> = inner.scripts.keys().cloned().collect();
     names.extend(
         inner

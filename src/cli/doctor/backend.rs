@@ -24,11 +24,13 @@ async fn models(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Checked {
     let subject = format!("bot {}", bot.id);
-    let shared = &config.backends.openai;
-    let configured = bot.base_url.as_deref().or(shared.base_url.as_deref());
+    let defaults = &config.backends.openai;
+    let configured = bot.base_url.as_deref().or(defaults.base_url.as_deref());
     let base = OpenAiSettings::resolve_base_url(configured, env("OPENAI_BASE_URL").as_deref());
     let key = resolve_secret(
-        bot.api_key_env.as_deref().or(shared.api_key_env.as_deref()),
+        bot.api_key_env
+            .as_deref()
+            .or(defaults.api_key_env.as_deref()),
         env,
     );
     let url = format!("{base}/models");

@@ -212,7 +212,7 @@ impl World {
         self.gateway
             .gateway
             .dispatcher()
-            .shared()
+            .engine()
             .metrics()
             .get(&EVENTS_IN, platform)
     }

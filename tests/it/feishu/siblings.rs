@@ -83,7 +83,7 @@ pub(super) async fn human_mentions(w: &World, n: u32, bot: &str, text: &str) {
 
 /// Events the pipeline has taken from Feishu: (new, duplicates).
 pub(super) fn feishu_events(w: &World) -> (u64, u64) {
-    let metrics = w.gateway.gateway.dispatcher().shared().metrics();
+    let metrics = w.gateway.gateway.engine().metrics();
     (
         metrics.get(&baton::metrics::EVENTS_IN, "feishu"),
         metrics.get(&baton::metrics::DUPLICATES, "feishu"),

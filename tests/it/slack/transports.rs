@@ -114,7 +114,7 @@ async fn events_api_refuses_bad_signatures_answers_challenges_and_ignores_retrie
     }
     assert!(w.slack.all_posts().is_empty());
     assert_eq!(w.model.requests().len(), 0);
-    let metrics = w.gateway.gateway.dispatcher().shared().metrics();
+    let metrics = w.gateway.gateway.engine().metrics();
     assert_eq!(metrics.get(&baton::metrics::EVENTS_IN, "slack"), 0);
 
     let challenge = json!({"token": "t", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P", "type": "url_verification"}).to_string();

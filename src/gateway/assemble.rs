@@ -1,0 +1,76 @@
+//! The composition root: every component the gateway runs, built once from the config, the
+//! store and the roster. `Gateway::start` and the unit tests' `testing::parts` both call
+//! [`assemble`], so the tests run the wiring production runs.
+
+use std::sync::Arc;
+
+use super::StartError;
+use super::build::{self, AdapterOverride, Env};
+use crate::backend::Reaper;
+use crate::config::Config;
+use crate::dispatcher::{Dispatcher, DispatcherState};
+use crate::engine::Engine;
+use crate::local::LocalHub;
+use crate::relay::{Relay, RelayState};
+use crate::roster::ChatRules;
+use crate::schedule::{ScheduleError, Scheduler};
+use crate::store::Store;
+use crate::timing::Zone;
+use crate::tools::AgentTools;
+
+/// The gateway's components, built and wired, not started: no account connects and no task
+/// runs yet.
+pub(crate) struct Assembled {
+    /// The turn kernel every flow stands on.
+    pub engine: Engine,
+    /// The pipeline over it.
+    pub dispatcher: Dispatcher,
+    /// Bot-to-bot traffic over it.
+    pub relay: Relay,
+    /// Heartbeats and cron entries.
+    pub scheduler: Arc<Scheduler>,
+    /// The local channel every bot has an account on.
+    pub hub: Arc<LocalHub>,
+    /// Ends the process groups of `command` turns.
+    pub reaper: Reaper,
+}
+
+/// Build every component once: the local hub, the roster (bots with their backends, accounts
+/// with their adapters, `adapters` overriding), the chat rules, the flows' own state, the
+/// engine (each turn's tools sending through the relay, the handed-over sibling posts wired to
+/// the pipeline as it is made), then the dispatcher, the relay and the scheduler over it.
+pub(crate) fn assemble(
+    config: Arc<Config>,
+    store: Store,
+    env: Env<'_>,
+    adapters: &AdapterOverride,
+) -> Result<Assembled, StartError> {
+    let hub = LocalHub::with_names(&config.local, build::sender_names(&config));
+    let reaper = Reaper::default();
+    let roster = build::roster(&config, &hub, env, adapters, &reaper)?;
+    let chat_rules = ChatRules::new(&config)?;
+    let zone = Zone::parse(&config.gateway.timezone)
+        .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
+    let pipeline = DispatcherState::new(&config);
+    let traffic = RelayState::new(&config)?;
+    let engine = Engine::new(
+        config,
+        roster,
+        chat_rules,
+        store,
+        zone,
+        AgentTools::binder(Arc::clone(&traffic)),
+        |engine| Dispatcher::handover_runner(engine, Arc::clone(&pipeline)),
+    );
+    let dispatcher = Dispatcher::new(engine.clone(), pipeline);
+    let relay = Relay::new(engine.clone(), traffic);
+    let scheduler = Arc::new(Scheduler::new(engine.clone())?);
+    Ok(Assembled {
+        engine,
+        dispatcher,
+        relay,
+        scheduler,
+        hub,
+        reaper,
+    })
+}
