@@ -254,20 +254,20 @@ impl Budgets {
         now: i64,
     ) -> Result<(), StoreError> {
         let store = &self.inner.store;
-        let shared = store.usage_shared();
-        if !shared && !tally.knows() {
+        let written_elsewhere = store.usage_shared();
+        if !written_elsewhere && !tally.knows() {
             tally.know(store.usage_seen().await?);
         }
         let rules = &self.inner.rules;
         let missing = tally.wants(rules, keys, now);
-        if !shared && missing.is_empty() {
+        if !written_elsewhere && missing.is_empty() {
             return Ok(());
         }
         let windows = missing
             .iter()
             .map(|&(i, _)| rules[i].query(bill, now))
             .collect();
-        let after = shared.then(|| tally.last_id());
+        let after = written_elsewhere.then(|| tally.last_id());
         let read = store.usage_tally(after, windows).await?;
         tally.absorb(rules, &missing, read);
         Ok(())
