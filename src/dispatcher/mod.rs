@@ -29,6 +29,7 @@ mod admin_step;
 mod answer_step;
 mod busy;
 mod chatter;
+mod decision;
 mod dedupe;
 mod files_in;
 mod gateway_line;
@@ -202,14 +203,16 @@ impl Dispatcher {
     /// worse than the platform's redelivery a little later.
     async fn intake(&self, mut event: InboundEvent) -> Result<Intake, NotTaken> {
         let engine = &self.engine;
+        let mut duplicate = None;
         if let Some(account) = engine.roster().account(event.platform, &event.account) {
             let inbound = self.inbound(event, account, Arrival::Fresh, None);
-            if self.is_chatter(&inbound).await {
-                return self.keep_chatter(&inbound).await;
+            if let Some(stop) = self.is_chatter(&inbound).await {
+                return self.keep_chatter(&inbound, stop).await;
             }
+            duplicate = Some(decision::duplicate(&inbound));
             event = inbound.event;
         }
-        let filed = inbox::file(engine.store(), &event, now_ms()).await;
+        let filed = inbox::file(engine.store(), &event, now_ms(), duplicate).await;
         Ok(match self.counted(&event, filed)? {
             Some(filed) => Intake::Filed(filed, event),
             None => Intake::Duplicate,

@@ -47,6 +47,7 @@ mod chat_settings;
 mod checkpoint;
 mod connect;
 mod contention;
+mod decisions;
 mod dedupe;
 mod deliveries;
 mod delivery_answer;
@@ -98,6 +99,9 @@ pub use chains::{
     turn_runs,
 };
 pub use chat_settings::{Activation, ChatSettings};
+pub use decisions::{
+    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision,
+};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
