@@ -251,3 +251,100 @@ fn explain(db: Db<'_>, decision: Decision) -> Result<Explained, DbError> {
         deliveries,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{ChatKey, Platform};
+
+    use super::*;
+    use crate::store::{Claim, HistoryEntry, PruneTable, testing};
+
+    const DAY: i64 = 24 * 60 * 60 * 1000;
+
+    fn decided(message: &str, step: DecisionStep, ts_ms: i64) -> NewDecision {
+        NewDecision {
+            ts_ms,
+            platform: "slack".into(),
+            account: "a".into(),
+            bot: "snark".into(),
+            chat: "slack:C1".into(),
+            message_id: message.into(),
+            event_id: Some(format!("Ev{message}")),
+            sender: "U1".into(),
+            step,
+            outcome: DecisionOutcome::Buffered,
+            reason: "not mentioned".into(),
+            session: None,
+            run_id: None,
+            waited_ms: None,
+        }
+    }
+
+    fn line(id: &str) -> HistoryEntry {
+        HistoryEntry {
+            message_id: id.into(),
+            sender_id: "U1".into(),
+            speaker: "ann".into(),
+            text: "the deploy is at five".into(),
+            ts_ms: 1,
+        }
+    }
+
+    /// A decision rides on the write that ends the run or claims the event: the run's end, a
+    /// duplicate's claim, chatter's claim (fresh, then again as a duplicate). Read back by
+    /// message or by event id, in order; gone with the transcripts' retention.
+    #[tokio::test]
+    async fn decisions_ride_on_the_runs_writes_and_go_with_the_transcripts() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let now = 10 * DAY;
+            let filed = store
+                .accept("slack:a", "msg:m1", b"m1".to_vec(), now)
+                .await
+                .unwrap()
+                .unwrap();
+            let jobs = store.jobs();
+            let turn = decided("m1", DecisionStep::Turn, now);
+            store.inbox_done(filed, Some(turn.clone())).await.unwrap();
+            assert_eq!(store.jobs() - jobs, 1, "{engine}: no write of its own");
+            let again = store
+                .file(
+                    crate::store::Filing {
+                        scope: "slack:a".into(),
+                        key: "msg:m1".into(),
+                        event: b"m1".to_vec(),
+                    },
+                    now + 1,
+                    Some(turn.clone().duplicate(now + 1)),
+                )
+                .await
+                .unwrap();
+            assert!(again.is_none(), "{engine}");
+
+            let chat = ChatKey::new(Platform::Slack, &"C1".into(), None);
+            let chatter = decided("m2", DecisionStep::Activation, now);
+            for (at, claim) in [(now, Claim::Fresh), (now + 1, Claim::Duplicate)] {
+                let claimed = store
+                    .claim_as_history("slack:a", "msg:m2", &chat, line("m2"), 10, at, Some(chatter.clone()))
+                    .await
+                    .unwrap();
+                assert_eq!(claimed, claim, "{engine}");
+            }
+
+            let steps = |found: &[Explained]| -> Vec<DecisionStep> {
+                found.iter().map(|e| e.decision.decided.step).collect()
+            };
+            let m1 = store.decisions(DecisionQuery::Message("m1".into())).await.unwrap();
+            assert_eq!(steps(&m1), [DecisionStep::Turn, DecisionStep::Duplicate], "{engine}");
+            assert_eq!(m1[0].decision.decided, turn, "{engine}: kept as given");
+            let m2 = store.decisions(DecisionQuery::Event("Evm2".into())).await.unwrap();
+            assert_eq!(steps(&m2), [DecisionStep::Activation, DecisionStep::Duplicate], "{engine}");
+            assert_eq!(m2[0].decision.decided.reason, "not mentioned");
+
+            store.prune(PruneTable::Transcripts, now + DAY, now + 3 * DAY).await.unwrap();
+            let gone = store.decisions(DecisionQuery::Message("m1".into())).await.unwrap();
+            assert!(gone.is_empty(), "{engine}: pruned with the transcripts");
+        }
+    }
+}
