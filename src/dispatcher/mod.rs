@@ -22,7 +22,8 @@
 //! chatter's in `chatter.rs`) and the drain at shutdown. Each step is a free function taking
 //! only what it uses, in the file of its rule: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4
 //! `admin_step.rs`, 5 `policy.rs`, 5½ `answer_step.rs`, 6 `activation.rs`, 7 and 8
-//! `guard_steps.rs`, 9 to 13 `turn_step.rs`.
+//! `guard_steps.rs`, 9 to 13 `turn_step.rs`. What the steps made of the event, and why, is one
+//! typed record per event per bot (`decision.rs`), kept in the write that ends the run.
 
 mod activation;
 mod admin_step;

@@ -7,8 +7,6 @@
 //! ([`Store::file`] for a duplicate, [`Store::claim_as_history`] for chatter). Rows go with
 //! the transcripts they explain (`prune.rs`, `[retention] transcripts`).
 
-use serde::Serialize;
-
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
 use super::sessions::optional_session_column;
@@ -70,7 +68,7 @@ stored_name! {
 }
 
 /// What the pipeline made of one event for one bot, as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewDecision {
     /// When it was decided, ms since the epoch.
     pub ts_ms: i64,
@@ -119,12 +117,11 @@ impl NewDecision {
 }
 
 /// A stored decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     /// Increasing: the order they were decided in.
     pub id: i64,
     /// What was decided.
-    #[serde(flatten)]
     pub decided: NewDecision,
 }
 
@@ -188,10 +185,9 @@ pub enum DecisionQuery {
 
 /// One decision with what its turn left: the run's transcript entries (posts with their
 /// platform message ids, tool calls, failures) and the deliveries it began.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explained {
     /// The decision.
-    #[serde(flatten)]
     pub decision: Decision,
     /// The turn's transcript entries, oldest first (none without a turn).
     pub entries: Vec<Entry>,

@@ -524,6 +524,10 @@ async fn a_message_shows_why_nobody_answered() {
     let reply = gw.said_by("lobby", "snark").await;
     let posted = reply[0]["id"].as_str().unwrap();
     let snark = shown.iter().find(|l| l.starts_with("snark")).unwrap();
+    for other in ["caid", "sec"] {
+        let line = format!("{other} activation buffered: mentions only other bots");
+        assert!(shown.contains(&line), "{shown:?}");
+    }
     assert!(
         snark.starts_with("snark turn replied: mentioned · waited ")
             && snark.ends_with(&format!("posted {posted}")),

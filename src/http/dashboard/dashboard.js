@@ -298,8 +298,8 @@ async function fillWhy(box, messageId) {
       el("span", "why-outcome", d.outcome),
       d.reason ? [": ", el("span", "why-reason", d.reason)] : null,
       waited,
-      d.posts.map((p) => [" · posted ", el("code", null, p.message_id)]),
-      d.deliveries.map((x) => [" · asked ", x.target, " (", x.state, ")"])));
+      d.posts.flatMap((p) => [" · posted ", el("code", null, p.message_id)]),
+      d.deliveries.flatMap((x) => [" · asked ", x.target, " (", x.state, ")"])));
   }
 }
 
