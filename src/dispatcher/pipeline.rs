@@ -281,7 +281,11 @@ mod tests {
             let text = event.text.chars().take(40).collect::<String>();
             let account = gw.engine.roster().account(event.platform, &event.account);
             let inbound = d.inbound(event, account.unwrap(), Arrival::Fresh, None);
-            assert_eq!(d.is_chatter(&inbound).await.is_some(), chatter, "asked: {text}");
+            assert_eq!(
+                d.is_chatter(&inbound).await.is_some(),
+                chatter,
+                "asked: {text}"
+            );
             let outcome = d.pipeline(&inbound).await;
             let kept = matches!(&outcome, Err(stop) if stop.is_chatter());
             assert_eq!(kept, chatter, "{text}: {outcome:?}");

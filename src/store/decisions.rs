@@ -7,9 +7,9 @@
 //! ([`Store::file`] for a duplicate, [`Store::claim_as_history`] for chatter). Rows go with
 //! the transcripts they explain (`prune.rs`, `[retention] transcripts`).
 
+use super::sessions::optional_session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
-use super::sessions::optional_session_column;
 use super::{Delivery, Entry, Store, StoreError};
 use crate::session::SessionKey;
 
@@ -322,7 +322,15 @@ mod tests {
             let chatter = decided("m2", DecisionStep::Activation, now);
             for (at, claim) in [(now, Claim::Fresh), (now + 1, Claim::Duplicate)] {
                 let claimed = store
-                    .claim_as_history("slack:a", "msg:m2", &chat, line("m2"), 10, at, Some(chatter.clone()))
+                    .claim_as_history(
+                        "slack:a",
+                        "msg:m2",
+                        &chat,
+                        line("m2"),
+                        10,
+                        at,
+                        Some(chatter.clone()),
+                    )
                     .await
                     .unwrap();
                 assert_eq!(claimed, claim, "{engine}");
@@ -331,15 +339,35 @@ mod tests {
             let steps = |found: &[Explained]| -> Vec<DecisionStep> {
                 found.iter().map(|e| e.decision.decided.step).collect()
             };
-            let m1 = store.decisions(DecisionQuery::Message("m1".into())).await.unwrap();
-            assert_eq!(steps(&m1), [DecisionStep::Turn, DecisionStep::Duplicate], "{engine}");
+            let m1 = store
+                .decisions(DecisionQuery::Message("m1".into()))
+                .await
+                .unwrap();
+            assert_eq!(
+                steps(&m1),
+                [DecisionStep::Turn, DecisionStep::Duplicate],
+                "{engine}"
+            );
             assert_eq!(m1[0].decision.decided, turn, "{engine}: kept as given");
-            let m2 = store.decisions(DecisionQuery::Event("Evm2".into())).await.unwrap();
-            assert_eq!(steps(&m2), [DecisionStep::Activation, DecisionStep::Duplicate], "{engine}");
+            let m2 = store
+                .decisions(DecisionQuery::Event("Evm2".into()))
+                .await
+                .unwrap();
+            assert_eq!(
+                steps(&m2),
+                [DecisionStep::Activation, DecisionStep::Duplicate],
+                "{engine}"
+            );
             assert_eq!(m2[0].decision.decided.reason, "not mentioned");
 
-            store.prune(PruneTable::Transcripts, now + DAY, now + 3 * DAY).await.unwrap();
-            let gone = store.decisions(DecisionQuery::Message("m1".into())).await.unwrap();
+            store
+                .prune(PruneTable::Transcripts, now + DAY, now + 3 * DAY)
+                .await
+                .unwrap();
+            let gone = store
+                .decisions(DecisionQuery::Message("m1".into()))
+                .await
+                .unwrap();
             assert!(gone.is_empty(), "{engine}: pruned with the transcripts");
         }
     }

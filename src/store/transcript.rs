@@ -304,7 +304,11 @@ impl Store {
 }
 
 /// [`Store::run_entries`] inside a read: `session` as rendered.
-pub(super) fn run_entries_in(db: Db<'_>, session: &str, run_id: &str) -> Result<Vec<Entry>, DbError> {
+pub(super) fn run_entries_in(
+    db: Db<'_>,
+    session: &str,
+    run_id: &str,
+) -> Result<Vec<Entry>, DbError> {
     db.query_map(RUN_ENTRIES, args![session, run_id], entry_from_row)
 }
 

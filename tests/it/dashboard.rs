@@ -507,7 +507,10 @@ async fn a_message_shows_why_nobody_answered() {
     };
     let unasked_id = unasked["id"].as_str().unwrap();
     let shown = browser
-        .until("why, on the message nobody was asked in", &lines(unasked_id))
+        .until(
+            "why, on the message nobody was asked in",
+            &lines(unasked_id),
+        )
         .await;
     let mut shown = strings(&shown);
     shown.sort();
@@ -520,7 +523,11 @@ async fn a_message_shows_why_nobody_answered() {
         ]
     );
     let asked_id = asked["id"].as_str().unwrap();
-    let shown = strings(&browser.until("why, on the message to snark", &lines(asked_id)).await);
+    let shown = strings(
+        &browser
+            .until("why, on the message to snark", &lines(asked_id))
+            .await,
+    );
     let reply = gw.said_by("lobby", "snark").await;
     let posted = reply[0]["id"].as_str().unwrap();
     let snark = shown.iter().find(|l| l.starts_with("snark")).unwrap();

@@ -43,7 +43,11 @@ async fn why_tells_each_bots_decision_on_a_message() {
     }
 
     // Mentions only b: a stays quiet for that reason, b answers and names what it posted.
-    let to_b = say(&gw, json!({"sender": "alice", "text": "@b what is two and two?"})).await;
+    let to_b = say(
+        &gw,
+        json!({"sender": "alice", "text": "@b what is two and two?"}),
+    )
+    .await;
     let found = why(&gw, &to_b).await;
     let a = of(&found, "a");
     assert_eq!(a.len(), 1, "{found:#?}");
@@ -54,7 +58,11 @@ async fn why_tells_each_bots_decision_on_a_message() {
     assert_eq!(b[0]["step"], "turn");
     assert_eq!(b[0]["outcome"], "replied");
     assert_eq!(b[0]["reason"], "mentioned");
-    assert!(b[0]["run_id"].as_str().unwrap().contains(&to_b), "{:#}", b[0]);
+    assert!(
+        b[0]["run_id"].as_str().unwrap().contains(&to_b),
+        "{:#}",
+        b[0]
+    );
     let reply = gw.said_by("room", "b").await;
     assert_eq!(reply.len(), 1, "{reply:#?}");
     assert_eq!(b[0]["posts"][0]["message_id"], reply[0]["id"], "{:#}", b[0]);
