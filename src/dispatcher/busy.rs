@@ -88,8 +88,9 @@ mod tests {
             let full = QueueFull::Session { max: 1 };
             let stop = Stop::dropped(DropReason::Busy(full))
                 .with_notice(Notice::OncePerChat(BUSY_NOTICE.into()));
+            let decided = super::super::decision::of(&inbound, &Err(stop.clone()));
             assert_eq!(
-                d.stopped(&inbound, stop).await,
+                d.stopped(&inbound, stop, decided).await,
                 Handled::Dropped(DropReason::Busy(full))
             );
         }

@@ -25,18 +25,20 @@ use crate::engine::journal;
 use crate::metrics;
 use crate::mirror::Arrival;
 use crate::roster::Account;
-use crate::store::{EntryKind, Filing, InboxId, Store, StoreError, Unfinished};
+use crate::store::{EntryKind, Filing, InboxId, NewDecision, Store, StoreError, Unfinished};
 
 /// How many times a left-over event is run again before it is given up on.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
 
-/// Claim `event` and file it; `None` is a duplicate.
+/// Claim `event` and file it; `None` is a duplicate, which keeps `duplicate` (the decision
+/// on it) where there is one.
 pub(super) async fn file(
     store: &Store,
     event: &InboundEvent,
     now_ms: i64,
+    duplicate: Option<NewDecision>,
 ) -> Result<Option<InboxId>, StoreError> {
-    store.file(Filing::of(event), now_ms).await
+    store.file(Filing::of(event), now_ms, duplicate).await
 }
 
 impl Dispatcher {
@@ -102,13 +104,13 @@ impl Dispatcher {
             Ok(event) => event,
             Err(err) => {
                 tracing::error!(%err, id = row.id.0, "an unfinished event cannot be read; dropped");
-                self.finish(Some(row.id)).await;
+                self.finish(Some(row.id), None).await;
                 return;
             }
         };
         if row.attempts >= MAX_ATTEMPTS {
             self.give_up(account, event, row.attempts).await;
-            self.finish(Some(row.id)).await;
+            self.finish(Some(row.id), None).await;
             return;
         }
         if let Err(err) = self.engine.store().inbox_attempt(row.id).await {
@@ -142,12 +144,16 @@ impl Dispatcher {
             .await;
     }
 
-    /// The run of `filed` ended: take it out of the inbox.
-    pub(super) async fn finish(&self, filed: Option<InboxId>) {
-        let Some(id) = filed else {
-            return;
+    /// The run of `filed` ended: take it out of the inbox, keeping `decided` (what the
+    /// pipeline made of it) in the same write; a run that was never filed keeps it alone.
+    pub(super) async fn finish(&self, filed: Option<InboxId>, decided: Option<NewDecision>) {
+        let store = self.engine.store();
+        let done = match (filed, decided) {
+            (Some(id), decided) => store.inbox_done(id, decided).await,
+            (None, Some(decided)) => store.decision_put(decided).await,
+            (None, None) => return,
         };
-        if let Err(err) = self.engine.store().inbox_done(id).await {
+        if let Err(err) = done {
             tracing::error!(%err, "could not take an event out of the inbox");
         }
     }

@@ -4,6 +4,7 @@
 
 use baton_contract::InboundEvent;
 
+use super::decision::{self, Turned};
 use super::stop::{Mode, Notice, Step, Stop};
 use super::{
     Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
@@ -20,7 +21,8 @@ impl Dispatcher {
     /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the
     /// event has its side effects performed in one place ([`Dispatcher::stopped`]). The run
     /// ends by taking `filed` out of the inbox: in the stop's own write when it keeps the
-    /// message as history (one write instead of two for chatter), otherwise on its own.
+    /// message as history (one write instead of two for chatter), otherwise on its own. That
+    /// write keeps the decision on the event too (`decision.rs`), built once here.
     pub(crate) async fn process(
         &self,
         event: InboundEvent,
@@ -30,22 +32,24 @@ impl Dispatcher {
         let engine = &self.engine;
         let Some(account) = engine.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
-            self.finish(filed).await;
+            self.finish(filed, None).await;
             return Handled::Dropped(DropReason::UnknownAccount);
         };
         let inbound = self.inbound(event, account, arrival, filed);
-        match self.pipeline(&inbound).await {
-            Ok(handled) => {
-                self.finish(filed).await;
-                handled
+        let ran = self.pipeline(&inbound).await;
+        let decided = decision::of(&inbound, &ran);
+        match ran {
+            Ok(turned) => {
+                self.finish(filed, Some(decided)).await;
+                turned.handled
             }
-            Err(stop) => self.stopped(&inbound, stop).await,
+            Err(stop) => self.stopped(&inbound, stop, decided).await,
         }
     }
 
     /// The steps, in order. Each is a free function given only what it uses, and returns a
     /// [`Step`]: the value the next steps need, or the [`Stop`] that ends the event here.
-    pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
+    pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Turned> {
         let (engine, guards) = (&self.engine, &self.own.guards);
         let wake = self.before_turn(inbound, Mode::Act).await?; // 3 to 6
         guard_steps::bot_message(guards, inbound)?; // 7
@@ -277,10 +281,14 @@ mod tests {
             let text = event.text.chars().take(40).collect::<String>();
             let account = gw.engine.roster().account(event.platform, &event.account);
             let inbound = d.inbound(event, account.unwrap(), Arrival::Fresh, None);
-            assert_eq!(d.is_chatter(&inbound).await, chatter, "asked: {text}");
-            let kept = Err(Stop::handled(Handled::Buffered).keep_as_history());
+            assert_eq!(
+                d.is_chatter(&inbound).await.is_some(),
+                chatter,
+                "asked: {text}"
+            );
             let outcome = d.pipeline(&inbound).await;
-            assert_eq!(outcome == kept, chatter, "{text}: {outcome:?}");
+            let kept = matches!(&outcome, Err(stop) if stop.is_chatter());
+            assert_eq!(kept, chatter, "{text}: {outcome:?}");
         }
     }
 

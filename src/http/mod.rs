@@ -25,6 +25,7 @@ mod openai;
 mod roster;
 mod server;
 mod usage;
+mod why;
 
 pub use listen::{bind, raise_open_file_limit};
 pub use server::SPARE_CONNECTIONS;
@@ -152,6 +153,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/usage", get(usage::usage))
+        .route("/api/why", get(why::why))
         .route("/api/budgets", get(budgets::budgets))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))

@@ -19,7 +19,7 @@ use super::inbox_row::{self, InboxRowError, Stored};
 use super::leases::{now_ms, sql as pick, with_clock};
 use super::sql::{Db, DbError, args};
 use super::transcript::{insert_entry, meta_json};
-use super::{Claim, HistoryEntry, NewEntry, Store, StoreError};
+use super::{Claim, HistoryEntry, NewDecision, NewEntry, Store, StoreError, decisions};
 
 /// An event's row in the inbox, while its run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,9 +66,19 @@ impl Filing {
     }
 }
 
-/// Claim `filing` and file it as `owner`'s when fresh, inside a writer job.
-fn file(db: Db<'_>, filing: &Filing, owner: &str, now_ms: i64) -> Result<Option<InboxId>, DbError> {
+/// Claim `filing` and file it as `owner`'s when fresh, inside a writer job. A duplicate keeps
+/// `duplicate`, the decision on it, where there is one.
+fn file(
+    db: Db<'_>,
+    filing: &Filing,
+    owner: &str,
+    now_ms: i64,
+    duplicate: Option<&NewDecision>,
+) -> Result<Option<InboxId>, DbError> {
     if claim_key(db, &filing.scope, &filing.key, now_ms)? == Claim::Duplicate {
+        if let Some(decision) = duplicate {
+            decisions::insert(db, decision)?;
+        }
         return Ok(None);
     }
     let id = db
@@ -90,8 +100,11 @@ const ORPHANS: [&str; 2] = with_clock!(
     " - ?3) ORDER BY id"
 );
 
-/// Take `id` out of the inbox, inside a writer job.
-fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
+/// Take `id` out of the inbox and keep the decision on its event, inside a writer job.
+fn done(db: Db<'_>, id: InboxId, decision: Option<&NewDecision>) -> Result<(), DbError> {
+    if let Some(decision) = decision {
+        decisions::insert(db, decision)?;
+    }
     db.execute("DELETE FROM inbox WHERE id = ?1", args![id.0])
         .map(drop)
 }
@@ -111,13 +124,19 @@ impl Store {
             key: key.to_owned(),
             event,
         };
-        self.file(filing, now_ms).await
+        self.file(filing, now_ms, None).await
     }
 
-    /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again).
-    pub async fn file(&self, filing: Filing, now_ms: i64) -> Result<Option<InboxId>, StoreError> {
+    /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again). A
+    /// duplicate keeps `duplicate`, the decision on it, in the same job.
+    pub async fn file(
+        &self,
+        filing: Filing,
+        now_ms: i64,
+        duplicate: Option<NewDecision>,
+    ) -> Result<Option<InboxId>, StoreError> {
         let owner = self.instance();
-        self.write(move |db| file(db, &filing, &owner, now_ms))
+        self.write(move |db| file(db, &filing, &owner, now_ms, duplicate.as_ref()))
             .await
     }
 
@@ -138,16 +157,21 @@ impl Store {
             let entry = insert_entry(db, &post, &meta, tails.as_deref())?;
             let filed = handovers
                 .iter()
-                .map(|filing| file(db, filing, &owner, now_ms))
+                .map(|filing| file(db, filing, &owner, now_ms, None))
                 .collect::<Result<_, _>>()?;
             Ok((entry, filed))
         })
         .await
     }
 
-    /// The event's run ended (answered, refused, or its failure recorded).
-    pub async fn inbox_done(&self, id: InboxId) -> Result<(), StoreError> {
-        self.write(move |db| done(db, id)).await
+    /// The event's run ended (answered, refused, or its failure recorded); `decision` says
+    /// what became of it, kept in the same job.
+    pub async fn inbox_done(
+        &self,
+        id: InboxId,
+        decision: Option<NewDecision>,
+    ) -> Result<(), StoreError> {
+        self.write(move |db| done(db, id, decision.as_ref())).await
     }
 
     /// The event's run ended with its message kept as context: [`Store::history_push`] and
@@ -160,12 +184,13 @@ impl Store {
         chat_key: &ChatKey,
         entry: HistoryEntry,
         limit: usize,
+        decision: Option<NewDecision>,
     ) -> Result<(), StoreError> {
         let trim = self.trim_due(chat_key, limit);
         let chat_key = chat_key.as_str().to_owned();
         self.write(move |db| {
             history::push(db, &chat_key, &entry, trim)?;
-            done(db, id)
+            done(db, id, decision.as_ref())
         })
         .await
     }
@@ -173,7 +198,12 @@ impl Store {
     /// [`Store::claim`] a message that needs no run (it wakes no bot and asks nothing of one)
     /// and, when it is fresh, keep it in its chat's history buffer when `limit` is not 0, in one
     /// transaction. It is never filed: once this commits there is nothing left to run, so a
-    /// crash after it has nothing to run again. A duplicate keeps nothing.
+    /// crash after it has nothing to run again. A duplicate keeps nothing in the buffer.
+    /// `decision` is kept as it is when the message is fresh, and as a duplicate's otherwise.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one write's parts: the claim, the history entry and the decision"
+    )]
     pub async fn claim_as_history(
         &self,
         scope: &str,
@@ -182,6 +212,7 @@ impl Store {
         entry: HistoryEntry,
         limit: usize,
         now_ms: i64,
+        decision: Option<NewDecision>,
     ) -> Result<Claim, StoreError> {
         let trim = self.trim_due(chat_key, limit);
         let (scope, key) = (scope.to_owned(), key.to_owned());
@@ -190,6 +221,12 @@ impl Store {
             let claim = claim_key(db, &scope, &key, now_ms)?;
             if claim == Claim::Fresh && limit > 0 {
                 history::push(db, &chat_key, &entry, trim)?;
+            }
+            if let Some(decision) = &decision {
+                match claim {
+                    Claim::Fresh => decisions::insert(db, decision)?,
+                    Claim::Duplicate => decisions::insert(db, &decision.clone().duplicate(now_ms))?,
+                }
             }
             Ok(claim)
         })
@@ -387,7 +424,7 @@ mod tests {
                 .unwrap();
             let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
             store
-                .inbox_done_as_history(id, &chat, line("m1", "the deploy is at five"), 50)
+                .inbox_done_as_history(id, &chat, line("m1", "the deploy is at five"), 50, None)
                 .await
                 .unwrap();
             store.close().await.unwrap();
@@ -408,7 +445,7 @@ mod tests {
                 let (store, chat) = (&store, &chat);
                 async move {
                     store
-                        .claim_as_history("slack:a", id, chat, line(id, text), limit, 1)
+                        .claim_as_history("slack:a", id, chat, line(id, text), limit, 1, None)
                         .await
                         .unwrap()
                 }
@@ -496,7 +533,7 @@ mod tests {
             for (store, taken) in [(&b, by_b), (&c, by_c)] {
                 for row in taken {
                     assert_eq!(row.attempts, 0, "{engine}");
-                    store.inbox_done(row.id).await.unwrap();
+                    store.inbox_done(row.id, None).await.unwrap();
                 }
             }
             assert!(
@@ -572,7 +609,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            store.inbox_done(done).await.unwrap();
+            store.inbox_done(done, None).await.unwrap();
             store.close().await.unwrap();
 
             let store = db.open().await;

@@ -29,7 +29,8 @@
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
 //! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
 //! session across instances), `turn_start.rs` ([`Store::turn_start`]: what a turn records
-//! before its backend runs, in one job). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! before its backend runs, in one job), `decisions.rs` ([`Store::decisions`]: what the
+//! pipeline made of each event, for `baton why`). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound, and
 //! `log_ahead.rs` its next pages in memory.
 //!
@@ -47,6 +48,7 @@ mod chat_settings;
 mod checkpoint;
 mod connect;
 mod contention;
+mod decisions;
 mod dedupe;
 mod deliveries;
 mod delivery_answer;
@@ -98,6 +100,9 @@ pub use chains::{
     turn_runs,
 };
 pub use chat_settings::{Activation, ChatSettings};
+pub use decisions::{
+    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision,
+};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
