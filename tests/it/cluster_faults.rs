@@ -11,8 +11,8 @@
 //! The instance and the moment of each kill come from a seeded RNG; the seed is printed so a
 //! failure can be replayed (`BATON_FAULT_SEED`). Waits poll for a state with a deadline.
 //!
-//! A rolling restart (SIGTERM each instance in turn, start it again, let the accounts spread
-//! again) under the same traffic answers every message exactly once and leaves no account
+//! A rolling restart (SIGTERM each instance in turn, start a new one in its place, let the
+//! accounts spread again) under the same traffic answers every message exactly once and leaves no account
 //! without a socket for longer than `lease_seconds`.
 
 use std::time::Duration;
@@ -129,8 +129,8 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     );
 }
 
-/// SIGTERM each instance in turn while messages keep coming, start it again under its id, and
-/// wait for the accounts to spread over the three again before the next. Every message is
+/// SIGTERM each instance in turn while messages keep coming, start a new one (a new id) in its
+/// place, and wait for the accounts to spread over the three again before the next. Every message is
 /// answered exactly once or failed on record, and no account is without a socket for longer
 /// than a lease: from one socket's close to the next one's open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,14 +142,16 @@ async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
         store,
         mut running,
     } = Cluster::start().await;
-    one_account_each(&store).await;
+    one_account_each(&store, &INSTANCES).await;
     let feeder = feed(&slack);
-    for instance in &mut running {
-        println!("SIGTERM {}", instance.id);
-        instance.process.terminate();
-        instance.process.wait(EXIT_DEADLINE).await;
-        *instance = instances.start(&instance.id).await;
-        one_account_each(&store).await;
+    for at in 0..running.len() {
+        let old = &mut running[at];
+        println!("SIGTERM {}", old.id);
+        old.process.terminate();
+        old.process.wait(EXIT_DEADLINE).await;
+        // A new process under a new id, as a replaced pod or the default id (host and pid) has.
+        running[at] = instances.start(&format!("{}-2", running[at].id)).await;
+        one_account_each(&store, &running_ids(&running)).await;
     }
     feeder.await.unwrap();
 
@@ -178,12 +180,16 @@ async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
     println!("{MESSAGES} messages over a rolling restart, {answered} answered");
 }
 
-/// Wait until each of the [`INSTANCES`] holds one account.
-async fn one_account_each(store: &Store) {
+/// The ids of `running`.
+fn running_ids(running: &[Instance]) -> Vec<&str> {
+    running.iter().map(|i| i.id.as_str()).collect()
+}
+
+/// Wait until each of the instances `ids` holds one account.
+async fn one_account_each(store: &Store, ids: &[&str]) {
     eventually(WAIT, "each instance to hold one account", || async {
         let held = holders(store).await;
-        INSTANCES
-            .iter()
+        ids.iter()
             .all(|id| held.iter().filter(|(by, _)| by == id).count() == 1)
             .then_some(())
     })
