@@ -1,9 +1,10 @@
 //! The kill -9 fault test of `tests/it/faults.rs`, against three instances (README "Running
-//! several instances"): three `baton run` children on one PostgreSQL database, two Slack Socket
+//! several instances"): three `baton run` children on one PostgreSQL database, three Slack Socket
 //! Mode accounts on the fake Slack, which offers every event again until a socket acknowledges
 //! it, and a model that takes a while over each answer. While messages keep coming, each round
 //! kills a random instance with SIGKILL at a random moment and starts it again (under its id,
-//! once its registration has run out). At the end:
+//! once its registration has run out); the middle round restarts PostgreSQL instead
+//! (`pg_ctl restart -m fast`, on a server of the test's own). At the end:
 //! every message answered at most once, none lost without a record (answered, or a failure in
 //! the transcript), every account connected by exactly one instance, and never two sockets open
 //! for one account at any moment.
@@ -23,14 +24,16 @@ use rand::Rng;
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::fake_slack::FakeSlack;
 use crate::support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
+use crate::support::postgres::{OwnServer, database};
 use crate::support::process::{EXIT_DEADLINE, eventually, fault_rng};
 
 /// The accounts, one bot each: one per instance once they spread.
 const APPS: [&str; 3] = ["snark", "caid", "sec"];
 /// How many instances share the database.
 const INSTANCES: [&str; 3] = ["baton-a", "baton-b", "baton-c"];
-/// How many times an instance is killed.
-const ROUNDS: usize = 6;
+/// How many rounds: an instance is killed in each, but for the middle one, which restarts
+/// PostgreSQL.
+const ROUNDS: usize = 7;
 /// How many messages the fake Slack delivers over the run, alternating between the accounts,
 /// one every [`PACE`], so the kills land mid-stream.
 const MESSAGES: usize = 120;
@@ -97,17 +100,25 @@ async fn registration_ran_out(store: &Store, id: &str) {
 async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_once() {
     let (seed, mut rng) = fault_rng();
 
+    let (server, url) = OwnServer::start().await;
     let Cluster {
         slack,
         model,
         instances: cluster,
-        store,
+        mut store,
         mut running,
-    } = Cluster::start().await;
+    } = Cluster::start_on(url).await;
     let feeder = feed(&slack);
     for round in 0..ROUNDS {
         let after = Duration::from_millis(rng.random_range(0..2000));
         tokio::time::sleep(after).await; // the fault's timing, not a synchronisation
+        if round == ROUNDS / 2 {
+            println!("round {round}: pg_ctl restart -m fast after {after:?}");
+            server.restart().await;
+            // The test's own handle reads on fresh connections from here on.
+            store = cluster.store().await;
+            continue;
+        }
         let victim = rng.random_range(0..running.len());
         let id = running[victim].id.clone();
         println!("round {round}: kill -9 {id} after {after:?}");
@@ -121,8 +132,10 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     connected_once_each(&store, &slack, &running, seed).await;
     let sends: u32 = slack.sends().iter().map(|s| s.saturating_sub(1)).sum();
     println!(
-        "{MESSAGES} messages, {ROUNDS} kills of 3 instances, {sends} redeliveries, {} turns \
+        "{MESSAGES} messages, {} kills of 3 instances and a PostgreSQL restart, {sends} \
+         redeliveries, {} turns \
          begun, {} answered, {} recorded as failed",
+        ROUNDS - 1,
         model.requests().len(),
         answered,
         MESSAGES - answered
@@ -206,7 +219,13 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// On a fresh database of the shared server.
     async fn start() -> Cluster {
+        Cluster::start_on(database().await).await
+    }
+
+    /// On the database at `url`.
+    async fn start_on(url: String) -> Cluster {
         let slack = FakeSlack::start().await;
         for app in APPS {
             slack.app(app, &format!("U_{}", app.to_uppercase()));
@@ -219,7 +238,7 @@ impl Cluster {
         );
         // Every message goes to one chat per bot: no "busy" here.
         let lanes = format!("\n[lanes]\nmax_queued_per_session = {MESSAGES}\n");
-        let instances = Instances::new(&slack, &APPS, &backend, &lanes).await;
+        let instances = Instances::on(url, &slack, &APPS, &backend, &lanes);
         let store = instances.store().await;
         let mut running = Vec::new();
         for id in INSTANCES {
