@@ -12,8 +12,8 @@
 //! with the failure in the bot's transcript.
 //!
 //! A run that ends while the store cannot write (PostgreSQL restarting, or out of reach) cannot
-//! take its event out of the inbox, and may not have recorded its failure either. Its row is
-//! kept in memory and handed back (made nobody's) once the store writes again, so that the
+//! take its event out of the inbox, and may not have recorded its failure either; a rerun that
+//! cannot count its attempt does not start. Such a row is kept in memory and handed back (made nobody's) once the store writes again, so that the
 //! loop below runs it again like any left-over: the platform was acknowledged, nothing else
 //! would ever answer it while this instance lives.
 
@@ -119,7 +119,8 @@ impl Dispatcher {
             return;
         }
         if let Err(err) = self.engine.store().inbox_attempt(row.id).await {
-            tracing::error!(%err, "cannot count a rerun; leaving the event for the next start");
+            tracing::error!(%err, "cannot count a rerun; it is run again once the store writes");
+            self.unfinished().push(row.id);
             return;
         }
         self.engine
