@@ -180,6 +180,9 @@ impl Dispatcher {
             self.unfinished().extend(ids);
             return;
         }
-        tracing::info!(events = ids.len(), "events whose run ended without the store are run again");
+        tracing::info!(
+            events = ids.len(),
+            "events whose run ended without the store are run again"
+        );
     }
 }

@@ -535,7 +535,11 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert!(
-                store.inbox_adopt("slack:x", 60_000).await.unwrap().is_empty(),
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
                 "{engine}: under way here"
             );
             store.inbox_hand_back(vec![id]).await.unwrap();
@@ -546,7 +550,11 @@ mod tests {
             store.inbox_done(id).await.unwrap();
             store.inbox_hand_back(vec![id]).await.unwrap();
             assert!(
-                store.inbox_adopt("slack:x", 60_000).await.unwrap().is_empty(),
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
                 "{engine}"
             );
         }

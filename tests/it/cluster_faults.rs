@@ -284,7 +284,7 @@ async fn every_message_answered_once_or_failed(
         let failed = failed_runs(store).await;
         let acked = (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
         let open: Vec<usize> = (0..MESSAGES)
-            .filter(|&n| answers(&slack, n) == 0 && !failed.contains(&run_of(n)))
+            .filter(|&n| answers(slack, n) == 0 && !failed.contains(&run_of(n)))
             .collect();
         if (acked && open.is_empty()) || tokio::time::Instant::now() >= deadline {
             break open;
@@ -312,7 +312,7 @@ async fn every_message_answered_once_or_failed(
     let failed = failed_runs(store).await;
     let mut answered = 0;
     for n in 0..MESSAGES {
-        let times = answers(&slack, n);
+        let times = answers(slack, n);
         assert!(times <= 1, "seed {seed}: {} answered {times} times", job(n));
         if times == 1 {
             answered += 1;
