@@ -96,6 +96,8 @@ pub struct DispatcherState {
     notices: KeyedLimiter<(AccountId, UserId)>,
     /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
     busy_notices: KeyedLimiter<ChatKey>,
+    /// Inbox rows whose run ended while the store could not write (`inbox.rs`), to hand back.
+    unfinished: std::sync::Mutex<Vec<InboxId>>,
 }
 
 impl DispatcherState {
@@ -106,6 +108,7 @@ impl DispatcherState {
             guards: Guards::new(&config.limits, clock.clone()),
             notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
             busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
+            unfinished: std::sync::Mutex::default(),
         })
     }
 

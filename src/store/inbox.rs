@@ -174,6 +174,23 @@ impl Store {
         self.write(move |db| done(db, id, decision.as_ref())).await
     }
 
+    /// Make `ids` nobody's (their run ended while the store could not write), for
+    /// [`Store::inbox_adopt`] to give them to the instance serving their account; a row already
+    /// taken out or taken over is left alone.
+    pub async fn inbox_hand_back(&self, ids: Vec<InboxId>) -> Result<(), StoreError> {
+        let me = self.instance();
+        self.write(move |db| {
+            for id in &ids {
+                db.execute(
+                    "UPDATE inbox SET owner = '' WHERE id = ?1 AND owner = ?2",
+                    args![id.0, &*me],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     /// The event's run ended with its message kept as context: [`Store::history_push`] and
     /// [`Store::inbox_done`] in one job (chatter is never filed: [`Store::claim_as_history`]).
     /// A stop between the filing and this leaves the event filed, to be kept again (the push is
@@ -538,6 +555,43 @@ mod tests {
             }
             assert!(
                 a.inbox_left("slack:x").await.unwrap().is_empty(),
+                "{engine}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_row_handed_back_is_run_again_by_the_instance_serving_its_account() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store.instance_register("a", "0.1", 60_000).await.unwrap();
+            let id = store
+                .accept("slack:x", "m1", "m1".into(), 1)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
+                "{engine}: under way here"
+            );
+            store.inbox_hand_back(vec![id]).await.unwrap();
+            let taken = store.inbox_adopt("slack:x", 60_000).await.unwrap();
+            let events: Vec<&[u8]> = taken.iter().map(|u| &u.row[..]).collect();
+            assert_eq!(events, [b"m1"], "{engine}");
+            // A row taken out meanwhile stays out.
+            store.inbox_done(id).await.unwrap();
+            store.inbox_hand_back(vec![id]).await.unwrap();
+            assert!(
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
                 "{engine}"
             );
         }

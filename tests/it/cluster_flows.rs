@@ -23,7 +23,8 @@ fn config(id: &str, model: &FakeOpenAi, slack: &FakeSlack) -> String {
     let mut text = format!(
         "[gateway]\ndrain_seconds = 1\ndatabase_url_env = \"{URL_ENV}\"\nsilent_token = \"NO_REPLY\"\n\n\
          [cluster]\ninstance_id = \"{id}\"\nlease_seconds = 3\n\n\
-         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n"
+         [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n\n\
+         [admins]\nlocal = [\"admin\"]\n\n[chains]\nrounds = 1\n"
     );
     for bot in ["asker", "helper"] {
         let upper = bot.to_uppercase();
@@ -46,30 +47,42 @@ struct Pair {
     _dirs: [tempfile::TempDir; 2],
 }
 
+/// Instance `id` on the database at `url`, with its own (unused) SQLite path.
+async fn instance(
+    id: &str,
+    url: &str,
+    model: &FakeOpenAi,
+    slack: &FakeSlack,
+) -> (TestGateway, tempfile::TempDir) {
+    let url = url.to_owned();
+    let env = move |name: &str| -> Option<String> {
+        if name == URL_ENV {
+            return Some(url.clone());
+        }
+        let (bot, rest) = name.split_once("_SLACK_")?;
+        let bot = bot.to_lowercase();
+        match rest {
+            "APP_TOKEN" => Some(format!("xapp-{bot}")),
+            "BOT_TOKEN" => Some(format!("xoxb-{bot}")),
+            _ => None,
+        }
+    };
+    let (dir, db) = temp_db();
+    let gw = TestGateway::start_with_env(&config(id, model, slack), &db, &env).await;
+    (gw, dir)
+}
+
 impl Pair {
     async fn start(model: &FakeOpenAi, slack: &FakeSlack) -> Pair {
+        Pair::start_on(&database().await, model, slack).await
+    }
+
+    /// [`Pair::start`] on the database at `url`.
+    async fn start_on(url: &str, model: &FakeOpenAi, slack: &FakeSlack) -> Pair {
         slack.app("asker", "U_ASKER");
         slack.app("helper", "U_HELPER");
-        let url = database().await;
-        let env = move |name: &str| -> Option<String> {
-            if name == URL_ENV {
-                return Some(url.clone());
-            }
-            let (bot, rest) = name.split_once("_SLACK_")?;
-            let bot = bot.to_lowercase();
-            match rest {
-                "APP_TOKEN" => Some(format!("xapp-{bot}")),
-                "BOT_TOKEN" => Some(format!("xoxb-{bot}")),
-                _ => None,
-            }
-        };
-        let start = async |id: &str| {
-            let (dir, db) = temp_db();
-            let gw = TestGateway::start_with_env(&config(id, model, slack), &db, &env).await;
-            (gw, dir)
-        };
-        let (a, dir_a) = start("baton-a").await;
-        let (b, dir_b) = start("baton-b").await;
+        let (a, dir_a) = instance("baton-a", url, model, slack).await;
+        let (b, dir_b) = instance("baton-b", url, model, slack).await;
         until(
             "each instance holds one account (asker on a, helper on b)",
             async || {
@@ -278,4 +291,144 @@ async fn an_escalation_answer_received_on_b_wakes_the_asker() {
     assert_eq!(answered.len(), 1);
     assert_eq!(answered[0].state.as_str(), "answered", "{answered:?}");
     pair.stop().await;
+}
+
+/// A chain with no coordinator between helper and asker, posting in asker's local `room`.
+fn chain_in_room(name: &str) -> baton::store::NewChain {
+    baton::store::NewChain {
+        name: name.into(),
+        coordinator: None,
+        participants: vec!["helper".parse().unwrap(), "asker".parse().unwrap()],
+        origin: baton::store::ChainOrigin {
+            platform: baton_contract::Platform::Local,
+            chat: "room".into(),
+            thread: None,
+            anchor: None,
+            account: "asker".into(),
+        },
+        started_by: "admin".into(),
+        trigger: None,
+    }
+}
+
+/// `id`'s chain and its log, as `gw` shows them.
+async fn chain_of(gw: &TestGateway, id: &str) -> (Value, Vec<Value>) {
+    let one = gw.get(&format!("/api/chains/{id}")).await;
+    let messages = one["messages"].as_array().cloned().unwrap_or_default();
+    (one["chain"].clone(), messages)
+}
+
+/// How many times a log says its turn was given again after a restart.
+fn restarts(log: &[Value]) -> usize {
+    log.iter()
+        .filter(|m| {
+            m["kind"] == "system"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("baton restarted"))
+        })
+        .count()
+}
+
+/// The posts in a chain's log, as `(sender, content)`.
+fn posts(log: &[Value]) -> Vec<(String, String)> {
+    log.iter()
+        .filter(|m| m["kind"] == "message")
+        .map(|m| {
+            (
+                m["sender"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A starting instance gives a chain's turn again only when the instance running it is gone.
+/// `baton-gone` gave helper the turn and died (its registration is gone): a, starting, picks
+/// that chain up once, handing the turn on to asker without running helper's lost turn. Then a
+/// chain started in a's room has helper's turn running (held in the model) when c starts: c
+/// leaves it alone, and the turn ends as it would have without c.
+#[tokio::test]
+async fn a_starting_instance_gives_a_chains_turn_again_only_when_its_instance_is_gone() {
+    use baton::store::{Handoff, PgUrl, Store};
+    let model = FakeOpenAi::start().await;
+    let slack = FakeSlack::start().await;
+    let url = database().await;
+    let seed = Store::open_postgres(PgUrl::parse(&url).unwrap())
+        .await
+        .unwrap();
+    seed.instance_register("baton-gone", "test", 0)
+        .await
+        .unwrap();
+    let left = seed
+        .create_chain(chain_in_room("left behind"), 1)
+        .await
+        .unwrap();
+    let handoff = Handoff {
+        chain: left.id.clone(),
+        by: "baton".into(),
+        to: "helper".parse().unwrap(),
+        prompt: "go".into(),
+        add: false,
+        max_rounds: 1,
+    };
+    seed.chain_hand(handoff, 2).await.unwrap();
+    seed.instance_deregister("baton-gone").await.unwrap();
+    seed.close().await.unwrap();
+    model.script("asker", Step::reply("picking up"));
+
+    let pair = Pair::start_on(&url, &model, &slack).await;
+    until("the left chain goes on from asker's turn", async || {
+        chain_of(&pair.a, &left.id).await.0["state"] == "completed"
+    })
+    .await;
+    let (_, log) = chain_of(&pair.a, &left.id).await;
+    assert_eq!(restarts(&log), 1, "picked up once: {log:#?}");
+    assert_eq!(posts(&log), [("asker".into(), "picking up".into())]);
+    assert!(
+        model.requests_for("helper").is_empty(),
+        "helper's lost turn is not run again"
+    );
+
+    model.script("helper", Step::reply("h1"));
+    model.script("asker", Step::reply("a1"));
+    model.hold();
+    pair.a
+        .say("room", "admin", "/baton chain start @helper @asker name it")
+        .await;
+    until("helper's turn is running", async || {
+        model.requests_for("helper").len() == 1
+    })
+    .await;
+    let chains = pair.a.get("/api/chains").await;
+    let running = chains["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] != left.id.as_str())
+        .expect("the new chain")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // c's start looks for chains left by gone instances before it returns.
+    let (c, _dir_c) = instance("baton-c", &url, &model, &slack).await;
+    let (_, log) = chain_of(&c, &running).await;
+    assert_eq!(restarts(&log), 0, "a live instance's chain: {log:#?}");
+    model.release();
+    until("the running chain completes", async || {
+        chain_of(&c, &running).await.0["state"] == "completed"
+    })
+    .await;
+    let (_, log) = chain_of(&c, &running).await;
+    assert_eq!(restarts(&log), 0, "{log:#?}");
+    assert_eq!(
+        posts(&log),
+        [
+            ("helper".into(), "h1".into()),
+            ("asker".into(), "a1".into())
+        ],
+        "each turn ran once"
+    );
+    assert_eq!(model.requests_for("helper").len(), 1);
+    tokio::join!(c.stop(), pair.stop());
 }

@@ -38,7 +38,17 @@ impl Instances {
     /// `slack`) is a bot on the `echo` backend (or `backend`, TOML lines for `[[bots]]`) with a
     /// Socket Mode account; leases of [`LEASE_SECONDS`]; `extra` TOML appended.
     pub async fn new(slack: &FakeSlack, apps: &[&str], backend: &str, extra: &str) -> Instances {
-        let url = database().await;
+        Instances::on(database().await, slack, apps, backend, extra)
+    }
+
+    /// [`Instances::new`] on the database at `url`.
+    pub fn on(
+        url: String,
+        slack: &FakeSlack,
+        apps: &[&str],
+        backend: &str,
+        extra: &str,
+    ) -> Instances {
         let mut body = format!(
             "[gateway]\ndatabase_url_env = \"{URL_ENV}\"\nsilent_token = \"NO_REPLY\"\n\
              drain_seconds = 1\n\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n"

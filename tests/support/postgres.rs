@@ -19,3 +19,33 @@ pub async fn database() -> String {
     .await
     .expect("creating a test database")
 }
+
+/// A PostgreSQL server of the caller's own, which it may restart.
+pub struct OwnServer(cluster::Cluster);
+
+impl OwnServer {
+    /// Started, with one fresh database: the server and that database's connection settings.
+    pub async fn start() -> (OwnServer, String) {
+        tokio::task::spawn_blocking(|| {
+            let cluster = cluster::Cluster::own();
+            let url = cluster.url(&cluster.create_database());
+            (OwnServer(cluster), url)
+        })
+        .await
+        .expect("starting a PostgreSQL server")
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is dropped; back when this returns.
+    pub async fn restart(&self) {
+        let cluster = self.0.clone();
+        tokio::task::spawn_blocking(move || cluster.restart())
+            .await
+            .expect("restarting PostgreSQL");
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
+}

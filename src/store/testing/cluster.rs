@@ -7,6 +7,9 @@
 //! removes the directory once this process is gone, however it ended; a directory left by a
 //! process whose watchdog was killed too is cleaned up by the next run.
 //!
+//! A test that restarts the server starts a cluster of its own ([`Cluster::own`]), since the
+//! shared one serves other tests at the same moment.
+//!
 //! A second cluster, started on first use of [`tls_cluster`], serves TLS on a loopback TCP port
 //! with a certificate for `localhost` signed by a CA made for it (`openssl`), for the tests of
 //! `sslmode`: the CA, and another CA that signed nothing of it, are files beside it.
@@ -24,6 +27,7 @@ const INSTALL: &str = "PostgreSQL not installed: run scripts/test-deps (it insta
                        `postgresql` package; the store tests run on it as well as on SQLite)";
 
 /// The running cluster.
+#[derive(Clone)]
 pub(crate) struct Cluster {
     dir: PathBuf,
     /// The TCP port it also listens on, over TLS, on 127.0.0.1 (`None`: Unix socket only).
@@ -34,7 +38,7 @@ pub(crate) struct Cluster {
 #[allow(dead_code)] // Some test binaries that include this file test no TLS.
 pub(crate) fn tls_cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    match CLUSTER.get_or_init(|| Cluster::start_with(true)) {
+    match CLUSTER.get_or_init(|| Cluster::start_with(true, "")) {
         Ok(cluster) => cluster,
         Err(why) => panic!("{why}"),
     }
@@ -51,14 +55,48 @@ pub(crate) fn cluster() -> &'static Cluster {
 
 impl Cluster {
     fn start() -> Result<Cluster, String> {
-        Cluster::start_with(false)
+        Cluster::start_with(false, "")
     }
 
-    fn start_with(tls: bool) -> Result<Cluster, String> {
+    /// A cluster for this caller alone, to restart at will ([`Cluster::restart`]); panics with
+    /// the reason it cannot start. Blocking: call it off the async workers.
+    #[allow(dead_code)] // Some test binaries that include this file restart no server.
+    pub(crate) fn own() -> Cluster {
+        let name = format!("-own-{}", uuid::Uuid::new_v4().simple());
+        Cluster::start_with(false, &name).unwrap_or_else(|why| panic!("{why}"))
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is closed, the server is back when this
+    /// returns. Blocking.
+    #[allow(dead_code)] // Some test binaries that include this file restart no server.
+    pub(crate) fn restart(&self) {
+        let bin = server_binaries().expect(INSTALL);
+        run(
+            server_command(&bin, "pg_ctl")
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .arg("-l")
+                .arg(self.dir.join("server.log"))
+                .args(["-w", "-m", "fast", "restart"]),
+            "pg_ctl restart",
+        )
+        .unwrap_or_else(|why| panic!("{why}"));
+    }
+
+    /// Stop it at once and remove its directory (a cluster of one's own, done with). Blocking.
+    #[allow(dead_code)] // Some test binaries that include this file restart no server.
+    pub(crate) fn remove(&self) {
+        let bin = server_binaries().expect(INSTALL);
+        let _ = Command::new("sh")
+            .args(["-c", &stop_script(&bin, &self.dir)])
+            .status();
+    }
+
+    fn start_with(tls: bool, name: &str) -> Result<Cluster, String> {
         let bin = server_binaries().ok_or_else(|| INSTALL.to_owned())?;
         let root = std::env::temp_dir();
         remove_stale(&root, &bin);
-        let suffix = if tls { "-tls" } else { "" };
+        let suffix = if tls { "-tls" } else { name };
         let dir = root.join(format!("baton-pg-{}{suffix}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -315,7 +353,7 @@ fn remove_stale(root: &Path, bin: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("baton-pg-"))
-            .and_then(|p| p.trim_end_matches("-tls").parse::<u32>().ok())
+            .and_then(|p| p.split('-').next()?.parse::<u32>().ok())
         else {
             continue;
         };
