@@ -123,10 +123,10 @@ impl Checker<'_> {
                 self.env_var(&key("api_key_env"), name, API_KEY);
             }
         }
-        if kinds.contains(&BackendKind::Http) {
-            if let Some(url) = &bot.url {
-                self.url(key("url"), url);
-            }
+        if kinds.contains(&BackendKind::Http)
+            && let Some(url) = &bot.url
+        {
+            self.url(key("url"), url);
         }
         if kinds.contains(&BackendKind::Command) {
             for (n, name) in bot.env.iter().enumerate() {
