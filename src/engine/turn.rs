@@ -231,6 +231,15 @@ async fn run_turn(
         current,
         bot.tools.specs(),
     );
+    let Some((kind, backend)) = bot.backends.pick(persona.backend) else {
+        let kind = persona.backend.map_or("", BackendKind::as_str);
+        let why = format!(
+            "this chat gives the bot the {kind} backend, which was not built for it; run \
+             `baton check` and restart"
+        );
+        return failed(engine, journal, TurnFailure::Misconfigured(why)).await;
+    };
+    journal.using_backend(kind);
     journal.using_model(&request.model);
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
@@ -245,7 +254,7 @@ async fn run_turn(
         return refused;
     }
     // An agent calls baton's tools over MCP with its own token; a model through the executor.
-    let agent = matches!(bot.config.backend, BackendKind::Command | BackendKind::Http);
+    let agent = matches!(kind, BackendKind::Command | BackendKind::Http);
     let (running, access) = engine.running().start(&caller, agent);
     request.access = access;
     let agent_tools = engine.tools_for(caller.clone());
@@ -263,8 +272,8 @@ async fn run_turn(
     let started = std::time::Instant::now();
     let run = async {
         match sink {
-            Some(sink) => bot.backend.run_streaming(&request, &tools, sink).await,
-            None => bot.backend.run(&request, &tools).await,
+            Some(sink) => backend.run_streaming(&request, &tools, sink).await,
+            None => backend.run(&request, &tools).await,
         }
     };
     let limit = plan.deadline.map_or_else(
@@ -324,7 +333,7 @@ async fn run_turn(
                 .bot_did(
                     EntryKind::Silent,
                     "",
-                    json!({"model": reply.model, "usage": reply.usage}),
+                    json!({"backend": kind.as_str(), "model": reply.model, "usage": reply.usage}),
                 )
                 .await;
             TurnEnd::Silent {
