@@ -11,6 +11,7 @@ use super::{
 };
 use crate::mirror::Arrival;
 use crate::store::InboxId;
+use crate::trace::{Span, SpanKind, attr};
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -33,13 +34,38 @@ impl Dispatcher {
             self.finish(filed).await;
             return Handled::Dropped(DropReason::UnknownAccount);
         };
+        let span = Span::start("inbound", SpanKind::Consumer, || {
+            vec![
+                attr("baton.platform", event.platform.as_str()),
+                attr("baton.account", event.account.as_str().to_owned()),
+                attr("baton.chat", event.chat.as_str().to_owned()),
+                attr("baton.message_id", event.message_id.as_str().to_owned()),
+                attr("baton.bot", account.bot.id().as_str().to_owned()),
+            ]
+        });
         let inbound = self.inbound(event, account, arrival, filed);
-        match self.pipeline(&inbound).await {
+        span.run(self.decided(&inbound)).await
+    }
+
+    /// [`Dispatcher::pipeline`] under the span of its decision: what became of the event, and
+    /// the step that stopped it if one did.
+    async fn decided(&self, inbound: &Inbound<'_>) -> Handled {
+        let span = Span::start("pipeline", SpanKind::Internal, Vec::new);
+        match span.run(self.pipeline(inbound)).await {
             Ok(handled) => {
-                self.finish(filed).await;
+                span.set(|| vec![attr("baton.outcome", handled.name())]);
+                self.finish(inbound.filed).await;
                 handled
             }
-            Err(stop) => self.stopped(&inbound, stop).await,
+            Err(stop) => {
+                span.set(|| {
+                    vec![
+                        attr("baton.outcome", stop.handled.name()),
+                        attr("baton.stopped", true),
+                    ]
+                });
+                self.stopped(inbound, stop).await
+            }
         }
     }
 
