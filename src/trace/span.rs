@@ -43,6 +43,16 @@ impl Span {
         Self::open(Some(traceparent), name, kind, attributes)
     }
 
+    /// No span of its own: the span a stored `traceparent` names made current, so the spans
+    /// opened under [`Span::run`] are its children (the target's turn under the sender's
+    /// `sessions_send`). Nothing when there is none or tracing is off.
+    pub(crate) fn continued(traceparent: Option<&str>) -> Span {
+        if tracer().is_none() {
+            return Span(None);
+        }
+        Span(traceparent.and_then(parse).map(|remote| Context::new().with_remote_span_context(remote)))
+    }
+
     /// A span linked to the span `traceparent` names, under the current one: a late reply
     /// answers a request whose span has long ended.
     pub(crate) fn linked(
