@@ -34,7 +34,8 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
     let instance = (config.cluster.instance_id.clone())
         .unwrap_or_else(crate::cluster::default_instance_id);
     // Flushed when `run` returns, after the drain.
-    let _traces = crate::trace::start(None, &instance)?;
+    let configured = config.telemetry.otlp_endpoint.as_deref();
+    let _traces = crate::trace::start(configured, &instance)?;
     let gateway = Gateway::start(config, options).await?;
     if let Some(addr) = gateway.addr() {
         tracing::info!(%addr, "baton is listening");

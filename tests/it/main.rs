@@ -58,3 +58,4 @@ mod schedule;
 mod slack;
 #[cfg(feature = "telegram")]
 mod telegram;
+mod traces;

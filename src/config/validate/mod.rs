@@ -24,6 +24,7 @@ mod bots;
 mod budgets;
 mod chats;
 mod cluster;
+mod telemetry;
 mod feedback;
 #[cfg(test)]
 mod fixture;
@@ -67,6 +68,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.retention(config);
     check.artifacts(config);
     check.cluster(config);
+    check.telemetry(config);
     check.prices(config);
     check.budgets(config);
     check.problems
