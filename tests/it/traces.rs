@@ -238,7 +238,9 @@ async fn a_v1_request_carrying_traceparent_continues_the_callers_trace() {
                 .filter(|s| s.trace_id == caller_trace)
                 .cloned()
                 .collect();
-            trace.iter().any(|s| s.name == "chat helper").then_some(trace)
+            let has = |name: &str| trace.iter().any(|s| s.name == name);
+            // The server span ends last, once the answer is sent.
+            (has("chat helper") && has("POST /v1/chat/completions")).then_some(trace)
         })
         .await;
     let server = trace
@@ -271,17 +273,18 @@ async fn a_collector_that_is_down_fails_no_turn_and_its_spans_are_counted_as_dro
     })
     .await;
     assert_eq!(said, "helper says pong");
-    let dropped = eventually(WAIT, "dropped spans counted", || async {
+    // Both bots' inbound and pipeline spans, both turns, three model calls, the tool call, the
+    // send and the post: at least ten, in however many batches.
+    eventually(WAIT, "every span of the delegation counted as dropped", || async {
         let metrics = gw.metrics().await;
         let line = metrics
             .lines()
             .find(|l| l.starts_with("baton_trace_spans_dropped_total "))?
             .to_owned();
         let n: u64 = line.rsplit(' ').next()?.parse().ok()?;
-        (n > 0).then_some(n)
+        (n >= 10).then_some(n)
     })
     .await;
-    assert!(dropped >= 5, "the turns' spans were dropped: {dropped}");
 }
 
 /// `baton run` without an endpoint exports nothing and sends no `traceparent`.
