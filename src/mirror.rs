@@ -516,13 +516,17 @@ impl ToolExecutor for RecordingTools<'_> {
             tool: call.name.clone(),
             call_id: call.id.clone(),
         });
-        let span = Span::start(format!("execute_tool {}", call.name), SpanKind::Internal, || {
-            vec![
-                attr("gen_ai.operation.name", "execute_tool"),
-                attr("gen_ai.tool.name", call.name.clone()),
-                attr("gen_ai.tool.call.id", call.id.clone()),
-            ]
-        });
+        let span = Span::start(
+            format!("execute_tool {}", call.name),
+            SpanKind::Internal,
+            || {
+                vec![
+                    attr("gen_ai.operation.name", "execute_tool"),
+                    attr("gen_ai.tool.name", call.name.clone()),
+                    attr("gen_ai.tool.call.id", call.id.clone()),
+                ]
+            },
+        );
         let result = span.run(self.inner.call(call)).await;
         if let Some(status) = result["status"].as_str() {
             span.set(|| vec![attr("baton.tool.status", status.to_owned())]);

@@ -114,7 +114,10 @@ fn main() {
     // `OTEL_EXPORTER_OTLP_ENDPOINT` set: every gateway exports its traces there, as `baton run`
     // does (the traces' cost, BENCHMARKS.md). Flushed when the run ends.
     let traces = baton::trace::start(None, "bench").expect("the OTEL_* variables are valid");
-    println!("# traces: {}", if traces.is_some() { "exported" } else { "off" });
+    println!(
+        "# traces: {}",
+        if traces.is_some() { "exported" } else { "off" }
+    );
     let mut sizes = if bench { FULL } else { SMOKE };
     if let Some(events) = env_number("BATON_BENCH_EVENTS") {
         sizes.events = events;

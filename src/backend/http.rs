@@ -94,10 +94,7 @@ impl HttpBackend {
                 "application/json, text/event-stream, application/x-ndjson",
             )
             .json(request);
-        let mut response = crate::trace::traced(post)
-            .send()
-            .await
-            .map_err(transport)?;
+        let mut response = crate::trace::traced(post).send().await.map_err(transport)?;
         let status = response.status();
         let default_model = if request.model.is_empty() {
             "http"

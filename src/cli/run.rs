@@ -31,8 +31,8 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
     let mut stop = StopSignals::install()?;
     #[cfg(unix)]
     survive_file_size_limit();
-    let instance = (config.cluster.instance_id.clone())
-        .unwrap_or_else(crate::cluster::default_instance_id);
+    let instance =
+        (config.cluster.instance_id.clone()).unwrap_or_else(crate::cluster::default_instance_id);
     // Flushed when `run` returns, after the drain.
     let configured = config.telemetry.otlp_endpoint.as_deref();
     let _traces = crate::trace::start(configured, &instance)?;

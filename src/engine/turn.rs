@@ -162,7 +162,12 @@ pub(super) async fn take_turn(
         TurnEnd::Silent { model, .. } => (TurnOutcome::Silent, model.clone()),
         TurnEnd::Failed(_) => (TurnOutcome::Failed, String::new()),
     };
-    span.set(|| vec![attr("baton.turn.outcome", format!("{outcome:?}").to_lowercase())]);
+    span.set(|| {
+        vec![attr(
+            "baton.turn.outcome",
+            format!("{outcome:?}").to_lowercase(),
+        )]
+    });
     if let TurnEnd::Failed(err) = &end {
         span.failed(|| err.to_string());
     }

@@ -122,7 +122,9 @@ pub(super) async fn chat_completions(
         let tap = engine.taps().open(&account.id, &event.message_id);
         let dispatcher = dispatcher.clone();
         // Under the caller's `traceparent`, if it sent one (`trace::continue_request`).
-        let turn = tokio::spawn(crate::trace::carry(async move { dispatcher.handle(event).await }));
+        let turn = tokio::spawn(crate::trace::carry(async move {
+            dispatcher.handle(event).await
+        }));
         return stream_response(bot.to_owned(), tap, turn);
     }
     let content = match answer(dispatcher.handle(event).await) {

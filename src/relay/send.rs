@@ -168,12 +168,16 @@ pub enum SendError {
 /// Send `request` as `caller` and say what became of it, under a `sessions_send` span whose
 /// `traceparent` the delivery keeps: the target's turn is its child wherever it runs.
 pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Result<Sent, SendError> {
-    let span = Span::start(format!("sessions_send {}", request.target), SpanKind::Producer, || {
-        vec![
-            attr("baton.bot", caller.bot.as_str().to_owned()),
-            attr("baton.target", request.target.clone()),
-        ]
-    });
+    let span = Span::start(
+        format!("sessions_send {}", request.target),
+        SpanKind::Producer,
+        || {
+            vec![
+                attr("baton.bot", caller.bot.as_str().to_owned()),
+                attr("baton.target", request.target.clone()),
+            ]
+        },
+    );
     let sent = send_as(relay, caller, request, span.traceparent()).await;
     match &sent {
         Ok(sent) => span.set(|| {

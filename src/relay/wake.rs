@@ -74,12 +74,17 @@ pub(super) async fn take_up(engine: &Engine, id: &str, from: Option<&str>) {
 /// Run the woken turn and deliver what it says, under a span linked to the trace of what it
 /// answers (a late reply to a `sessions_send`).
 pub(super) async fn run(engine: &Engine, message: SessionMessage) {
-    let span = Span::linked(message.trace_parent.as_deref(), "wake", SpanKind::Consumer, || {
-        vec![
-            attr("baton.session", message.session.render()),
-            attr("baton.run_id", message.run_id.clone()),
-        ]
-    });
+    let span = Span::linked(
+        message.trace_parent.as_deref(),
+        "wake",
+        SpanKind::Consumer,
+        || {
+            vec![
+                attr("baton.session", message.session.render()),
+                attr("baton.run_id", message.run_id.clone()),
+            ]
+        },
+    );
     span.run(woken(engine, message)).await;
 }
 

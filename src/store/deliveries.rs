@@ -628,7 +628,9 @@ pub(super) mod tests {
                 "the trigger travels"
             );
             assert!(
-                r1.trace_parent.as_deref().is_some_and(|t| t.starts_with("00-")),
+                r1.trace_parent
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("00-")),
                 "the trace travels: {:?}",
                 r1.trace_parent
             );

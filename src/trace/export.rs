@@ -114,9 +114,12 @@ pub fn start(
 /// `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`; protobuf unless
 /// one says `http/json`.
 fn protocol(env: impl Fn(&'static str) -> Option<String>) -> Result<Protocol, TraceStartError> {
-    let named = ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"]
-        .into_iter()
-        .find_map(|variable| env(variable).map(|value| (variable, value)));
+    let named = [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ]
+    .into_iter()
+    .find_map(|variable| env(variable).map(|value| (variable, value)));
     match named {
         None => Ok(Protocol::HttpBinary),
         Some((_, value)) if value.trim() == "http/protobuf" => Ok(Protocol::HttpBinary),

@@ -89,9 +89,12 @@ pub async fn continue_request(request: Request, next: Next) -> Response {
         return next.run(request).await;
     };
     let method = request.method().to_string();
-    let span = Span::under(Some(caller), format!("{method} {path}"), SpanKind::Server, || {
-        vec![attr("http.request.method", method.clone())]
-    });
+    let span = Span::under(
+        Some(caller),
+        format!("{method} {path}"),
+        SpanKind::Server,
+        || vec![attr("http.request.method", method.clone())],
+    );
     span.run(next.run(request)).await
 }
 

@@ -4,9 +4,9 @@ use std::borrow::Cow;
 use std::future::Future;
 
 use opentelemetry::context::FutureExt as _;
+pub(crate) use opentelemetry::trace::SpanKind;
 use opentelemetry::trace::{SpanBuilder, Status, TraceContextExt as _, Tracer as _};
 use opentelemetry::{Context, KeyValue};
-pub(crate) use opentelemetry::trace::SpanKind;
 
 use super::export::tracer;
 use super::propagate::{parse, render};
@@ -50,7 +50,11 @@ impl Span {
         if tracer().is_none() {
             return Span(None);
         }
-        Span(traceparent.and_then(parse).map(|remote| Context::new().with_remote_span_context(remote)))
+        Span(
+            traceparent
+                .and_then(parse)
+                .map(|remote| Context::new().with_remote_span_context(remote)),
+        )
     }
 
     /// A span linked to the span `traceparent` names, under the current one: a late reply
@@ -71,7 +75,9 @@ impl Span {
             builder = builder.with_links(vec![opentelemetry::trace::Link::with_context(linked)]);
         }
         let parent = Context::current();
-        Span(Some(parent.with_span(tracer.build_with_context(builder, &parent))))
+        Span(Some(
+            parent.with_span(tracer.build_with_context(builder, &parent)),
+        ))
     }
 
     fn open(
@@ -90,7 +96,9 @@ impl Span {
         let builder = SpanBuilder::from_name(name)
             .with_kind(kind)
             .with_attributes(attributes());
-        Span(Some(parent.with_span(tracer.build_with_context(builder, &parent))))
+        Span(Some(
+            parent.with_span(tracer.build_with_context(builder, &parent)),
+        ))
     }
 
     /// Adds attributes (only computed when tracing is on).
@@ -118,7 +126,9 @@ impl Span {
 
     /// This span's W3C `traceparent`, to store with work another task or instance continues.
     pub(crate) fn traceparent(&self) -> Option<String> {
-        self.0.as_ref().and_then(|cx| render(cx.span().span_context()))
+        self.0
+            .as_ref()
+            .and_then(|cx| render(cx.span().span_context()))
     }
 }
 

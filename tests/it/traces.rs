@@ -88,7 +88,14 @@ impl Traced {
 
     async fn metrics(&self) -> String {
         let url = format!("{}/metrics", self.base);
-        self.http.get(url).send().await.unwrap().text().await.unwrap()
+        self.http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
     }
 }
 
@@ -131,10 +138,17 @@ pub(crate) fn check_delegation(trace: &[Span], model: &FakeOpenAi) -> HashMap<St
         .map(|s| (s.span_id.clone(), s.clone()))
         .collect();
     let names = || trace.iter().map(|s| s.name.as_str()).collect::<Vec<_>>();
-    let roots: Vec<&Span> = trace.iter().filter(|s| s.parent_span_id.is_empty()).collect();
+    let roots: Vec<&Span> = trace
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
     assert_eq!(roots.len(), 1, "one root: {:?}", names());
     assert_eq!(roots[0].name, "inbound", "{:?}", names());
-    assert!(!roots[0].text("baton.message_id").is_empty(), "{:?}", roots[0]);
+    assert!(
+        !roots[0].text("baton.message_id").is_empty(),
+        "{:?}",
+        roots[0]
+    );
     for span in trace.iter().filter(|s| !s.parent_span_id.is_empty()) {
         assert!(
             by_id.contains_key(&span.parent_span_id),
@@ -160,7 +174,10 @@ pub(crate) fn check_delegation(trace: &[Span], model: &FakeOpenAi) -> HashMap<St
         assert_eq!(span.attributes["gen_ai.usage.output_tokens"], 7, "{span:?}");
     }
     let post = trace.iter().find(|s| s.name == "post").unwrap();
-    assert!(!post.text("baton.platform_message_id").is_empty(), "{post:?}");
+    assert!(
+        !post.text("baton.platform_message_id").is_empty(),
+        "{post:?}"
+    );
     let pipeline = parent(&one("turn asker"));
     assert_eq!(pipeline.name, "pipeline");
     assert_eq!(pipeline.text("baton.outcome"), "replied", "{pipeline:?}");
@@ -179,7 +196,10 @@ pub(crate) fn check_delegation(trace: &[Span], model: &FakeOpenAi) -> HashMap<St
     }
     for span in trace {
         assert_eq!(span.resource["service.name"], "baton", "{span:?}");
-        assert!(span.resource.contains_key("service.instance.id"), "{span:?}");
+        assert!(
+            span.resource.contains_key("service.instance.id"),
+            "{span:?}"
+        );
     }
     by_id
 }
@@ -189,7 +209,11 @@ async fn a_delegation_is_one_trace_with_both_bots_turns_and_model_calls() {
     let collector = Collector::start().await;
     let model = FakeOpenAi::start().await;
     script_delegation(&model);
-    let gw = Traced::start(&model, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)]).await;
+    let gw = Traced::start(
+        &model,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)],
+    )
+    .await;
 
     gw.say("@asker ask helper").await;
     eventually(WAIT, "asker's reply", || async {
@@ -275,15 +299,19 @@ async fn a_collector_that_is_down_fails_no_turn_and_its_spans_are_counted_as_dro
     assert_eq!(said, "helper says pong");
     // Both bots' inbound and pipeline spans, both turns, three model calls, the tool call, the
     // send and the post: at least ten, in however many batches.
-    eventually(WAIT, "every span of the delegation counted as dropped", || async {
-        let metrics = gw.metrics().await;
-        let line = metrics
-            .lines()
-            .find(|l| l.starts_with("baton_trace_spans_dropped_total "))?
-            .to_owned();
-        let n: u64 = line.rsplit(' ').next()?.parse().ok()?;
-        (n >= 10).then_some(n)
-    })
+    eventually(
+        WAIT,
+        "every span of the delegation counted as dropped",
+        || async {
+            let metrics = gw.metrics().await;
+            let line = metrics
+                .lines()
+                .find(|l| l.starts_with("baton_trace_spans_dropped_total "))?
+                .to_owned();
+            let n: u64 = line.rsplit(' ').next()?.parse().ok()?;
+            (n >= 10).then_some(n)
+        },
+    )
     .await;
 }
 
@@ -294,13 +322,19 @@ async fn without_an_endpoint_nothing_is_traced() {
     let gw = Traced::start(&model, &[]).await;
     gw.say("@helper hi").await;
     eventually(WAIT, "helper's reply", || async {
-        gw.said_by("helper").await.first().map(|m| m["text"].clone())
+        gw.said_by("helper")
+            .await
+            .first()
+            .map(|m| m["text"].clone())
     })
     .await;
     assert_eq!(model.traceparents_for("helper"), vec![None]);
-    assert!(gw.metrics().await.contains("baton_trace_spans_dropped_total 0"));
+    assert!(
+        gw.metrics()
+            .await
+            .contains("baton_trace_spans_dropped_total 0")
+    );
 }
-
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delegation_across_two_instances_on_postgresql_is_one_trace() {
@@ -336,16 +370,26 @@ async fn a_delegation_across_two_instances_on_postgresql_is_one_trace() {
     slack.deliver("asker", "env-1", mention("asker", 1));
     eventually(WAIT, "asker's reply in Slack", || async {
         let posts = slack.posts();
-        posts.iter().any(|p| p.text == "helper says pong").then_some(())
+        posts
+            .iter()
+            .any(|p| p.text == "helper says pong")
+            .then_some(())
     })
     .await;
     let trace = delegation_trace(&collector).await;
     check_delegation(&trace, &model);
     let instance = |name: &str| {
         let span = trace.iter().find(|s| s.name == name).unwrap();
-        span.resource["service.instance.id"].as_str().unwrap().to_owned()
+        span.resource["service.instance.id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
     };
     assert_eq!(instance("turn asker"), asker_home);
-    assert_eq!(instance("turn helper"), helper_home, "helper's turn ran on its home");
+    assert_eq!(
+        instance("turn helper"),
+        helper_home,
+        "helper's turn ran on its home"
+    );
     drop((a, b));
 }

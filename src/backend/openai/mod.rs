@@ -406,7 +406,6 @@ impl Backend for OpenAiBackend {
     }
 }
 
-
 /// The span of one model call, with the GenAI semantic conventions' request attributes.
 fn model_call_span(model: &str) -> Span {
     Span::start(format!("chat {model}"), SpanKind::Client, || {
@@ -427,8 +426,14 @@ fn answered(answer: &Completion) -> Vec<opentelemetry::KeyValue> {
     }
     if let Some(usage) = answer.usage {
         let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        attributes.push(attr("gen_ai.usage.input_tokens", tokens(usage.prompt_tokens)));
-        attributes.push(attr("gen_ai.usage.output_tokens", tokens(usage.completion_tokens)));
+        attributes.push(attr(
+            "gen_ai.usage.input_tokens",
+            tokens(usage.prompt_tokens),
+        ));
+        attributes.push(attr(
+            "gen_ai.usage.output_tokens",
+            tokens(usage.completion_tokens),
+        ));
     }
     attributes
 }

@@ -24,13 +24,13 @@ mod bots;
 mod budgets;
 mod chats;
 mod cluster;
-mod telemetry;
 mod feedback;
 #[cfg(test)]
 mod fixture;
 mod limits;
 mod retention;
 mod schedule;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
