@@ -9,6 +9,7 @@
 //!
 //! - the same delegation across two `baton run` instances on PostgreSQL, asker's account on one
 //!   and helper's on the other: the context travels with the delivery.
+//!
 //! Every wait is on a condition with a deadline.
 
 use std::collections::HashMap;
