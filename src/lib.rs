@@ -49,6 +49,7 @@ pub mod post;
 pub mod roster;
 pub mod store;
 pub mod timing;
+pub mod trace;
 pub mod why;
 
 // Values every layer shares.

@@ -22,6 +22,7 @@ use crate::store::{
     Origin, QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::timing::now_ms;
+use crate::trace::{Span, SpanKind, attr};
 
 /// Whether a run is the first for its event, or a replay of one a stopped process left
 /// unfinished (which may have written some of its entries already).
@@ -538,7 +539,22 @@ impl ToolExecutor for RecordingTools<'_> {
             tool: call.name.clone(),
             call_id: call.id.clone(),
         });
-        let result = self.inner.call(call).await;
+        let span = Span::start(
+            format!("execute_tool {}", call.name),
+            SpanKind::Internal,
+            || {
+                vec![
+                    attr("gen_ai.operation.name", "execute_tool"),
+                    attr("gen_ai.tool.name", call.name.clone()),
+                    attr("gen_ai.tool.call.id", call.id.clone()),
+                ]
+            },
+        );
+        let result = span.run(self.inner.call(call)).await;
+        if let Some(status) = result["status"].as_str() {
+            span.set(|| vec![attr("baton.tool.status", status.to_owned())]);
+        }
+        drop(span);
         called.await;
         journal.events.emit(Event::ToolResult {
             bot: journal.session.bot.clone(),

@@ -25,7 +25,8 @@
 //! `BATON_BENCH_BUDGETS=N` adds N `[[budgets]]` that count every call,
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! `BATON_BENCH_READERS=N` one `events` run with N readers instead of the rounds, and
-//! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
+//! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load;
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` exports every run's traces to that collector.
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
 //!
 //! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
@@ -110,6 +111,13 @@ fn main() {
             && !(postgres && sqlite_only.contains(&name))
     };
     println!("# store: {}", rig::engine());
+    // `OTEL_EXPORTER_OTLP_ENDPOINT` set: every gateway exports its traces there, as `baton run`
+    // does (the traces' cost, BENCHMARKS.md). Flushed when the run ends.
+    let traces = baton::trace::start(None, "bench").expect("the OTEL_* variables are valid");
+    println!(
+        "# traces: {}",
+        if traces.is_some() { "exported" } else { "off" }
+    );
     let mut sizes = if bench { FULL } else { SMOKE };
     if let Some(events) = env_number("BATON_BENCH_EVENTS") {
         sizes.events = events;

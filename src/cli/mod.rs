@@ -185,6 +185,9 @@ fn init_logging(format: LogFormat, default_level: &str) {
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => builder
+            .json()
+            .map_event_format(crate::trace::WithTraceId)
+            .init(),
     }
 }

@@ -12,6 +12,7 @@ use super::{
 };
 use crate::mirror::Arrival;
 use crate::store::InboxId;
+use crate::trace::{Span, SpanKind, attr};
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -35,15 +36,39 @@ impl Dispatcher {
             self.finish(filed, None).await;
             return Handled::Dropped(DropReason::UnknownAccount);
         };
+        let span = Span::start("inbound", SpanKind::Consumer, || {
+            vec![
+                attr("baton.platform", event.platform.as_str()),
+                attr("baton.account", event.account.as_str().to_owned()),
+                attr("baton.chat", event.chat.as_str().to_owned()),
+                attr("baton.message_id", event.message_id.as_str().to_owned()),
+                attr("baton.bot", account.bot.id().as_str().to_owned()),
+            ]
+        });
         let inbound = self.inbound(event, account, arrival, filed);
-        let ran = self.pipeline(&inbound).await;
-        let decided = decision::of(&inbound, &ran);
+        span.run(self.decided(&inbound)).await
+    }
+
+    /// [`Dispatcher::pipeline`] under the span of its decision: the decision record
+    /// (`decision.rs`) is built once and feeds both the stored row and the span.
+    async fn decided(&self, inbound: &Inbound<'_>) -> Handled {
+        let span = Span::start("pipeline", SpanKind::Internal, Vec::new);
+        let ran = span.run(self.pipeline(inbound)).await;
+        let decided = decision::of(inbound, &ran);
+        span.set(|| {
+            vec![
+                attr("baton.outcome", decided.outcome.as_str()),
+                attr("baton.step", decided.step.as_str()),
+                attr("baton.reason", decided.reason.clone()),
+                attr("baton.stopped", ran.is_err()),
+            ]
+        });
         match ran {
             Ok(turned) => {
-                self.finish(filed, Some(decided)).await;
+                self.finish(inbound.filed, Some(decided)).await;
                 turned.handled
             }
-            Err(stop) => self.stopped(&inbound, stop, decided).await,
+            Err(stop) => self.stopped(inbound, stop, decided).await,
         }
     }
 

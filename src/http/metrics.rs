@@ -35,6 +35,17 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         env!("CARGO_PKG_VERSION")
     );
     engine.metrics().render(&mut out);
+    describe(
+        &mut out,
+        "baton_trace_spans_dropped_total",
+        "Trace spans dropped because the OTLP collector did not take them.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "baton_trace_spans_dropped_total {}",
+        crate::trace::dropped()
+    );
     engine.budgets().counters().render(&mut out);
 
     describe(

@@ -161,6 +161,8 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/artifacts/{id}", get(artifacts::one))
         .route("/api/artifacts/{id}/content", get(artifacts::content))
         .nest_service("/mcp", mcp::service(&state, stop))
+        // Inside the gate: only an authorized caller's trace is continued.
+        .layer(axum::middleware::from_fn(crate::trace::continue_request))
         // A layer, not a route layer: unknown paths meet the gate too.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -70,6 +70,10 @@ pub struct SessionMessage {
     /// The delivery whose outcome this message tells the sender about, if any: it is marked
     /// notified once the message is on record, so a restart neither loses nor repeats it.
     pub delivery: Option<String>,
+    /// The `traceparent` of what it answers (a delivery's `sessions_send`): the woken turn's
+    /// trace links to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown

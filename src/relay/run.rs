@@ -19,6 +19,7 @@ use crate::store::{
     Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, StoreError,
 };
 use crate::timing::now_ms;
+use crate::trace::Span;
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
@@ -38,7 +39,9 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
         lane: Lane::Nested,
     };
     let turn = SessionTurn::enter(engine, seat).await;
-    let (answer, report) = turns(engine, &turn, bot, d).await;
+    // The target's turn is a child of the sender's `sessions_send`, on whichever instance.
+    let traced = Span::continued(d.trace_parent.as_deref());
+    let (answer, report) = traced.run(turns(engine, &turn, bot, d)).await;
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
     // The outcome is recorded with the answer, queued while the session is still held: the
@@ -384,6 +387,7 @@ pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
             meta: json!({"name": speaker, "in_reply_to": d.run_id, "from": d.target}),
             caller,
             delivery: Some(d.run_id.clone()),
+            trace_parent: d.trace_parent.clone(),
         },
     );
 }

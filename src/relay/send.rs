@@ -18,6 +18,7 @@ use crate::store::{
     Topic,
 };
 use crate::timing::now_ms;
+use crate::trace::{Span, SpanKind, attr};
 
 /// Without an idempotency key, the same text to the same target within this window is the same
 /// request.
@@ -134,6 +135,20 @@ pub enum SendOutcome {
     },
 }
 
+impl SendOutcome {
+    /// The outcome in a word, as the `sessions_send` span tells it.
+    fn name(&self) -> &'static str {
+        match self {
+            SendOutcome::Answered { .. } => "answered",
+            SendOutcome::Ended { .. } => "ended",
+            SendOutcome::Refused { .. } => "refused",
+            SendOutcome::RefusedEarlier { .. } => "refused_earlier",
+            SendOutcome::StillWorking { .. } => "still_working",
+            SendOutcome::Accepted { .. } => "accepted",
+        }
+    }
+}
+
 /// Why a send could not be made at all.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -150,8 +165,38 @@ pub enum SendError {
     NotRecorded(#[from] StoreError),
 }
 
-/// Send `request` as `caller` and say what became of it.
+/// Send `request` as `caller` and say what became of it, under a `sessions_send` span whose
+/// `traceparent` the delivery keeps: the target's turn is its child wherever it runs.
 pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Result<Sent, SendError> {
+    let span = Span::start(
+        format!("sessions_send {}", request.target),
+        SpanKind::Producer,
+        || {
+            vec![
+                attr("baton.bot", caller.bot.as_str().to_owned()),
+                attr("baton.target", request.target.clone()),
+            ]
+        },
+    );
+    let sent = send_as(relay, caller, request, span.traceparent()).await;
+    match &sent {
+        Ok(sent) => span.set(|| {
+            vec![
+                attr("baton.send.outcome", sent.outcome.name()),
+                attr("baton.send.deduplicated", sent.deduplicated),
+            ]
+        }),
+        Err(err) => span.failed(|| err.to_string()),
+    }
+    sent
+}
+
+async fn send_as(
+    relay: &Relay,
+    caller: &Caller,
+    request: SendRequest,
+    trace_parent: Option<String>,
+) -> Result<Sent, SendError> {
     let engine = relay.engine();
     let started = Instant::now();
     let target = resolve(engine, caller, &request.target)?;
@@ -166,6 +211,7 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         depth: caller.depth + 1,
         origin: caller.origin.clone(),
         trigger: caller.trigger.clone(),
+        trace_parent,
         mode: if request.timeout.is_zero() {
             SendMode::Fire
         } else {

@@ -119,6 +119,10 @@ const STEPS: [(&str, &str); 26] = [
         include_str!("migrations/028_decisions.sql"),
         include_str!("migrations/postgres/028_decisions.sql"),
     ),
+    (
+        include_str!("migrations/029_delivery_trace.sql"),
+        include_str!("migrations/postgres/029_delivery_trace.sql"),
+    ),
 ];
 
 /// The advisory lock key instances take around migrating a PostgreSQL database ("baton" in

@@ -58,4 +58,5 @@ mod schedule;
 mod slack;
 #[cfg(feature = "telegram")]
 mod telegram;
+mod traces;
 mod why;

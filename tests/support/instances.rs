@@ -84,6 +84,11 @@ impl Instances {
 
     /// Start instance `id` and wait for its listener.
     pub async fn start(&self, id: &str) -> Instance {
+        self.start_with_env(id, &[]).await
+    }
+
+    /// [`Instances::start`] with more environment variables (`OTEL_*`).
+    pub async fn start_with_env(&self, id: &str, env: &[(&str, &str)]) -> Instance {
         let config = self.config(id);
         let mut cmd = baton(self.dir.path());
         cmd.arg("run")
@@ -97,6 +102,9 @@ impl Instances {
             let upper = app.to_uppercase();
             cmd.env(format!("{upper}_SLACK_APP_TOKEN"), format!("xapp-{app}"))
                 .env(format!("{upper}_SLACK_BOT_TOKEN"), format!("xoxb-{app}"));
+        }
+        for (name, value) in env {
+            cmd.env(name, value);
         }
         let (process, out) = Running::spawn(cmd);
         let base = process.base_url(out).await;

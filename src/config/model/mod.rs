@@ -61,6 +61,8 @@ pub struct Config {
     pub artifacts: ArtifactsConfig,
     /// `[cluster]`: several instances on one database.
     pub cluster: ClusterConfig,
+    /// `[telemetry]`: the trace collector.
+    pub telemetry: TelemetryConfig,
     /// `[prices."<model>"]`: USD per million tokens, per model.
     pub prices: PricesConfig,
     /// `[[budgets]]`: spending limits per bot, chat, trigger or gateway.

@@ -30,6 +30,7 @@ mod fixture;
 mod limits;
 mod retention;
 mod schedule;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -67,6 +68,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.retention(config);
     check.artifacts(config);
     check.cluster(config);
+    check.telemetry(config);
     check.prices(config);
     check.budgets(config);
     check.problems
