@@ -92,8 +92,7 @@ const ORPHANS: [&str; 2] = with_clock!(
 
 /// Take `id` out of the inbox, inside a writer job.
 fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
-    db.execute("DELETE FROM inbox WHERE id = ?1", args![id.0])
-        .map(drop)
+    db.execute_pipelined("DELETE FROM inbox WHERE id = ?1", args![id.0])
 }
 
 impl Store {
