@@ -545,7 +545,11 @@ fn reconnect(
                 return Some(new);
             }
             Err(e) => {
-                let reason = e.to_string();
+                let reason = match e {
+                    // The driver's words; the advice is the disconnected error's own.
+                    StoreError::Connect { reason, .. } => reason,
+                    other => other.to_string(),
+                };
                 tracing::error!(error = %reason, retry_in = ?pause, "the store writer cannot connect to PostgreSQL again");
                 counts.health.disconnected(&reason);
                 refuse_for(pause, rx, &Unsaved::Disconnected(reason))?;
@@ -713,8 +717,7 @@ fn try_batch(
         Engine::Postgres => "BEGIN",
     };
     // On PostgreSQL it goes out with the first job's first statement that waits.
-    db.execute_pipelined(begin, &[])
-        .map_err(|e| lost(db, &e))?;
+    db.execute_pipelined(begin, &[]).map_err(|e| lost(db, &e))?;
     for job in batch.iter_mut() {
         let ran = job.run(db, isolation);
         if let Some(reason) = db.lost() {

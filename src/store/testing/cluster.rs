@@ -62,7 +62,8 @@ pub(crate) fn durable_cluster() -> &'static Cluster {
 /// [`Cluster::stop`] and [`Cluster::start_again`]: no other test's database is on it.
 #[allow(dead_code)] // Only some test binaries stop a server.
 pub(crate) fn own_cluster(name: &str) -> Cluster {
-    Cluster::start_with(Flavour::Throwaway, &format!("-{name}")).unwrap_or_else(|why| panic!("{why}"))
+    Cluster::start_with(Flavour::Throwaway, &format!("-{name}"))
+        .unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// The TLS cluster: its certificates are [`Cluster::ca`] and [`Cluster::other_ca`].
