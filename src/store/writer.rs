@@ -191,6 +191,8 @@ where
 
     fn finish(mut self: Box<Self>, committed: Result<(), &Unsaved>) {
         let outcome = match (self.outcome.take(), committed) {
+            // Whatever the job met, it met it because the connection went.
+            (_, Err(lost @ Unsaved::Disconnected(_))) => Err(lost.error()),
             (Some(Ok(value)), Ok(())) => {
                 if let Some(after) = self.after_commit.take() {
                     after(&value);
@@ -244,6 +246,7 @@ where
 
     fn finish(mut self: Box<Self>, committed: Result<(), &Unsaved>) {
         let outcome = match (self.outcome.take(), committed) {
+            (_, Err(lost @ Unsaved::Disconnected(_))) => Err(lost.error()),
             (Some(Err(e)), _) => Err(e),
             (_, Err(unsaved)) => Err(unsaved.error()),
             (Some(Ok(value)), Ok(())) => {
