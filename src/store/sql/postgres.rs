@@ -319,7 +319,7 @@ impl PgConn {
         sql: &str,
         args: &[Value<'_>],
         limit: usize,
-        mut each: impl FnMut(&tokio_postgres::Row) -> Result<(), DbError>,
+        each: impl FnMut(&tokio_postgres::Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let stmt = self.statement(sql)?;
         let params = args.iter().map(|a| a as &(dyn ToSql + Sync));
@@ -334,7 +334,7 @@ impl PgConn {
             }
             Ok(taken)
         })?;
-        rows.iter().try_for_each(|row| each(row))
+        rows.iter().try_for_each(each)
     }
 }
 
