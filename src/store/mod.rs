@@ -471,6 +471,17 @@ impl Store {
     pub fn jobs(&self) -> u64 {
         self.inner.writer.jobs()
     }
+
+    /// Why the writer has no connection to PostgreSQL now (it is connecting again), if it
+    /// has none; always `None` on SQLite. For `/metrics` and `/readyz`.
+    pub fn disconnected(&self) -> Option<String> {
+        self.inner.writer.down()
+    }
+
+    /// How many times the writer connected to PostgreSQL again after losing its connection.
+    pub fn reconnects(&self) -> u64 {
+        self.inner.writer.reconnects()
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use rand::Rng;
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::fake_slack::FakeSlack;
 use crate::support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
-use crate::support::postgres::{OwnServer, database};
+use crate::support::postgres::{database, own_server};
 use crate::support::process::{EXIT_DEADLINE, eventually, fault_rng};
 
 /// The accounts, one bot each: one per instance once they spread.
@@ -100,7 +100,7 @@ async fn registration_ran_out(store: &Store, id: &str) {
 async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_once() {
     let (seed, mut rng) = fault_rng();
 
-    let (server, url) = OwnServer::start().await;
+    let (server, url) = own_server("chaos").await;
     let Cluster {
         slack,
         model,

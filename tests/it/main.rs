@@ -52,6 +52,7 @@ mod idle_rss;
 mod mcp;
 mod memory_bounds;
 mod pipeline;
+mod postgres_lost;
 mod readme;
 mod schedule;
 #[cfg(feature = "slack")]

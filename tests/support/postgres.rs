@@ -20,31 +20,43 @@ pub async fn database() -> String {
     .expect("creating a test database")
 }
 
-/// A PostgreSQL server of the caller's own, which it may restart.
-pub struct OwnServer(cluster::Cluster);
+/// A PostgreSQL server of the test's own, which it stops and starts again (a server that goes
+/// away mid-run), with one fresh database: the server, and the connection settings to put in
+/// [`URL_ENV`].
+pub async fn own_server(name: &'static str) -> (Server, String) {
+    tokio::task::spawn_blocking(move || {
+        let cluster = cluster::own_cluster(name);
+        let url = cluster.url(&cluster.create_database());
+        (Server(cluster), url)
+    })
+    .await
+    .expect("starting a PostgreSQL server of the test's own")
+}
 
-impl OwnServer {
-    /// Started, with one fresh database: the server and that database's connection settings.
-    pub async fn start() -> (OwnServer, String) {
-        tokio::task::spawn_blocking(|| {
-            let cluster = cluster::Cluster::own();
-            let url = cluster.url(&cluster.create_database());
-            (OwnServer(cluster), url)
-        })
-        .await
-        .expect("starting a PostgreSQL server")
+/// A server of a test's own ([`own_server`]).
+pub struct Server(cluster::Cluster);
+
+impl Server {
+    /// Stops it as an operator's restart does (`pg_ctl stop -m fast`: every connection ended).
+    pub async fn stop(&self) {
+        let cluster = &self.0;
+        tokio::task::block_in_place(|| cluster.stop());
+    }
+
+    /// Starts it again on the same data.
+    pub async fn start(&self) {
+        let cluster = &self.0;
+        tokio::task::block_in_place(|| cluster.start_again());
     }
 
     /// `pg_ctl restart -m fast`: every connection is dropped; back when this returns.
     pub async fn restart(&self) {
-        let cluster = self.0.clone();
-        tokio::task::spawn_blocking(move || cluster.restart())
-            .await
-            .expect("restarting PostgreSQL");
+        let cluster = &self.0;
+        tokio::task::block_in_place(|| cluster.restart());
     }
 }
 
-impl Drop for OwnServer {
+impl Drop for Server {
     fn drop(&mut self) {
         self.0.remove();
     }
