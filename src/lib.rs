@@ -49,6 +49,7 @@ pub mod post;
 pub mod roster;
 pub mod store;
 pub mod timing;
+pub mod export;
 pub mod why;
 
 // Values every layer shares.

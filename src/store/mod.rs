@@ -70,6 +70,7 @@ mod progress;
 mod prune;
 mod readers;
 mod reply_files;
+mod room_export;
 mod schedule;
 mod sends;
 mod session_locks;
@@ -101,8 +102,9 @@ pub use chains::{
 };
 pub use chat_settings::{Activation, ChatSettings};
 pub use decisions::{
-    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision,
+    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision, Said,
 };
+pub use room_export::{RoomCursor, RoomLine, RoomLineKind, RoomQuery};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
