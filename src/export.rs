@@ -79,7 +79,7 @@ impl ExportParams {
                 )));
             }
         };
-        let moment = |name: &str, text: &Option<String>| match text.as_deref().map(str::trim) {
+        let when = |name: &str, text: &Option<String>| match text.as_deref().map(str::trim) {
             None | Some("") => Ok(None),
             Some(text) => moment(text, now_ms)
                 .map(Some)
@@ -89,8 +89,8 @@ impl ExportParams {
             room: RoomQuery {
                 platform: platform.to_owned(),
                 chat: chat.to_owned(),
-                since_ms: moment("since", &self.since)?,
-                until_ms: moment("until", &self.until)?,
+                since_ms: when("since", &self.since)?,
+                until_ms: when("until", &self.until)?,
             },
             format,
         })

@@ -38,6 +38,7 @@ pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod events;
+pub mod export;
 pub mod field_bound;
 pub mod guards;
 pub mod lanes;
@@ -49,7 +50,6 @@ pub mod post;
 pub mod roster;
 pub mod store;
 pub mod timing;
-pub mod export;
 pub mod why;
 
 // Values every layer shares.

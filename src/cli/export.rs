@@ -43,10 +43,12 @@ enum Format {
 }
 
 pub(super) async fn export(config: &Path, args: ExportArgs) -> anyhow::Result<()> {
-    let (platform, chat) = args
-        .chat
-        .split_once(':')
-        .with_context(|| format!("--chat `{}`: write PLATFORM:CHAT, e.g. slack:C0123", args.chat))?;
+    let (platform, chat) = args.chat.split_once(':').with_context(|| {
+        format!(
+            "--chat `{}`: write PLATFORM:CHAT, e.g. slack:C0123",
+            args.chat
+        )
+    })?;
     let params = ExportParams {
         since: args.since,
         until: args.until,

@@ -32,5 +32,9 @@ pub(super) async fn export(
             Err(std::io::Error::other(err.to_string()))
         }
     });
-    ([(header::CONTENT_TYPE, content_type)], Body::from_stream(body)).into_response()
+    (
+        [(header::CONTENT_TYPE, content_type)],
+        Body::from_stream(body),
+    )
+        .into_response()
 }

@@ -155,10 +155,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/usage", get(usage::usage))
         .route("/api/why", get(why::why))
-        .route(
-            "/api/chats/{platform}/{chat}/export",
-            get(export::export),
-        )
+        .route("/api/chats/{platform}/{chat}/export", get(export::export))
         .route("/api/budgets", get(budgets::budgets))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))

@@ -67,10 +67,8 @@ async fn export_gives_the_whole_room_in_time_order_with_every_author() {
     fake.script("b", Step::reply("looks good to me"));
     fake.script("a", Step::reply("b says it looks good"));
     let keys = "api_key_env = \"EXPORT_TEST_KEY\"\n";
-    let config = agents_config(&fake, &["a", "b"], "").replace(
-        "tools = [\"*\"]\n",
-        &format!("tools = [\"*\"]\n{keys}"),
-    );
+    let config = agents_config(&fake, &["a", "b"], "")
+        .replace("tools = [\"*\"]\n", &format!("tools = [\"*\"]\n{keys}"));
     let (dir, db) = temp_db();
     let env = |name: &str| (name == "EXPORT_TEST_KEY").then(|| SECRET.to_owned());
     let gw = TestGateway::start_with_env(&config, &db, &env).await;
@@ -122,10 +120,19 @@ async fn export_gives_the_whole_room_in_time_order_with_every_author() {
     // since and until bound it.
     let (first, second) = (times[unanswered], times[mention]);
     let early = parsed(&api(&gw, &format!("?until={first}")).await);
-    assert!(early.iter().any(|l| l["text"] == "lunch at noon?"), "{early:#?}");
-    assert!(early.iter().all(|l| l["ts_ms"].as_i64() <= Some(first)), "{early:#?}");
+    assert!(
+        early.iter().any(|l| l["text"] == "lunch at noon?"),
+        "{early:#?}"
+    );
+    assert!(
+        early.iter().all(|l| l["ts_ms"].as_i64() <= Some(first)),
+        "{early:#?}"
+    );
     let late = parsed(&api(&gw, &format!("?since={second}")).await);
-    assert!(late.iter().all(|l| l["text"] != "lunch at noon?"), "{late:#?}");
+    assert!(
+        late.iter().all(|l| l["text"] != "lunch at noon?"),
+        "{late:#?}"
+    );
     assert_eq!(late.len(), lines.len() - mention, "{late:#?}");
 
     // The command line prints the same, on the same store.
@@ -150,7 +157,10 @@ async fn export_gives_the_whole_room_in_time_order_with_every_author() {
     // A parameter that does not parse is a 400 that says what to write.
     let bad = gw
         .http
-        .get(format!("{}/api/chats/local/room/export?since=soon", gw.base))
+        .get(format!(
+            "{}/api/chats/local/room/export?since=soon",
+            gw.base
+        ))
         .send()
         .await
         .unwrap();
