@@ -38,6 +38,7 @@ pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod events;
+pub mod export;
 pub mod field_bound;
 pub mod guards;
 pub mod lanes;

@@ -9,6 +9,7 @@ mod chat;
 mod check;
 mod cluster;
 mod doctor;
+mod export;
 mod migrate;
 mod out;
 mod prune;
@@ -83,6 +84,9 @@ enum Command {
     /// Why a message was or was not answered: each bot's decision on it (`--message ID` or
     /// `--event ID`), its turn, posts and deliveries.
     Why(why::WhyArgs),
+    /// A whole room in time order (`--chat PLATFORM:CHAT`, `--since`, `--until`, `--format
+    /// jsonl|markdown`): every message with its author, turns, deliveries, chains, artifacts.
+    Export(export::ExportArgs),
     /// Bring the configured database's schema up to date; says from which version to which.
     Migrate(migrate::MigrateArgs),
     /// Several instances on one database: `baton cluster status` lists each, its last lease
@@ -128,6 +132,7 @@ pub fn main() -> ExitCode {
             Command::Prune(args) => prune::prune(&cli.config, args).await,
             Command::Usage(args) => usage::usage(&cli.config, args).await,
             Command::Why(args) => why::why(&cli.config, args).await,
+            Command::Export(args) => export::export(&cli.config, args).await,
             Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
             Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
             Command::Setup(args) => setup::setup(&cli.config, args),

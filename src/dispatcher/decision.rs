@@ -7,7 +7,7 @@
 use super::gateway_line::run_id;
 use super::stop::{Step, Stop};
 use super::{DropReason, Handled, Inbound, Wake};
-use crate::store::{DecisionOutcome, DecisionStep, NewDecision};
+use crate::store::{DecisionOutcome, DecisionStep, NewDecision, Said};
 use crate::timing::now_ms;
 
 /// What a woken bot's turn came to (steps 9 to 13).
@@ -111,6 +111,13 @@ fn decided(
         session: None,
         run_id: None,
         waited_ms: None,
+        said: Said {
+            ts_ms: event.timestamp_ms,
+            room: inbound.settings_key.as_str().to_owned(),
+            author_name: inbound.speaker.name.clone(),
+            origin: inbound.speaker.origin,
+            text: event.text.clone(),
+        },
     }
 }
 

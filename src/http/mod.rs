@@ -15,6 +15,7 @@ mod body_deadline;
 mod budgets;
 mod dashboard;
 mod events;
+mod export;
 mod health;
 mod hooks;
 mod listen;
@@ -154,6 +155,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/usage", get(usage::usage))
         .route("/api/why", get(why::why))
+        .route("/api/chats/{platform}/{chat}/export", get(export::export))
         .route("/api/budgets", get(budgets::budgets))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))

@@ -10,7 +10,7 @@
 use super::sessions::optional_session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
-use super::{Delivery, Entry, Store, StoreError};
+use super::{Delivery, Entry, Origin, Store, StoreError};
 use crate::session::SessionKey;
 
 stored_name! {
@@ -98,6 +98,24 @@ pub struct NewDecision {
     pub run_id: Option<String>,
     /// How long the turn waited for its lane and session, in ms.
     pub waited_ms: Option<i64>,
+    /// The message itself, kept once per chat whichever bot's decision comes first.
+    pub said: Said,
+}
+
+/// An inbound message as the room saw it: `baton export` gives every one with its author,
+/// whether or not it woke a bot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    /// When it was sent, by the platform's clock, ms since the epoch.
+    pub ts_ms: i64,
+    /// `<platform>:<chat>`, its threads included.
+    pub room: String,
+    /// The author's readable name.
+    pub author_name: String,
+    /// A person or a bot.
+    pub origin: Origin,
+    /// What it said.
+    pub text: String,
 }
 
 impl NewDecision {
@@ -149,6 +167,24 @@ pub(super) fn insert(db: Db<'_>, decision: &NewDecision) -> Result<(), DbError> 
             decision.waited_ms,
         ],
     )
+    .map(drop)?;
+    let said = &decision.said;
+    db.execute(
+        "INSERT INTO room_messages (ts_ms, room, chat, message_id, author, author_name, origin,
+                text)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (chat, message_id) DO NOTHING",
+        args![
+            said.ts_ms,
+            &said.room,
+            &decision.chat,
+            &decision.message_id,
+            &decision.sender,
+            &said.author_name,
+            said.origin.as_str(),
+            &said.text,
+        ],
+    )
     .map(drop)
 }
 
@@ -170,6 +206,13 @@ fn from_row(row: &Row<'_>) -> Result<Decision, DbError> {
             session: optional_session_column(row, 12)?,
             run_id: row.get(13)?,
             waited_ms: row.get(14)?,
+            said: Said {
+                ts_ms: row.get(15)?,
+                room: row.get(16)?,
+                author_name: row.get(17)?,
+                origin: parse_column(row, 18)?,
+                text: row.get(19)?,
+            },
         },
     })
 }
@@ -195,8 +238,12 @@ pub struct Explained {
     pub deliveries: Vec<Delivery>,
 }
 
-const SELECT: &str = "SELECT id, ts_ms, platform, account, bot, chat, message_id, event_id,
-        sender, step, outcome, reason, session, run_id, waited_ms FROM decisions";
+const SELECT: &str = "SELECT d.id, d.ts_ms, platform, account, bot, d.chat, d.message_id,
+        event_id, sender, step, outcome, reason, session, run_id, waited_ms,
+        coalesce(m.ts_ms, 0), coalesce(m.room, ''), coalesce(m.author_name, ''),
+        coalesce(m.origin, 'human'), coalesce(m.text, '')
+    FROM decisions d
+    LEFT JOIN room_messages m ON m.chat = d.chat AND m.message_id = d.message_id";
 
 impl Store {
     /// Keep `decision` on its own, for a run that has no inbox row to take out.
@@ -209,14 +256,14 @@ impl Store {
         self.read(move |db| {
             let found = match &query {
                 DecisionQuery::Message(id) => db.query_map(
-                    &format!("{SELECT} WHERE message_id = ?1 ORDER BY id"),
+                    &format!("{SELECT} WHERE d.message_id = ?1 ORDER BY d.id"),
                     args![id],
                     from_row,
                 )?,
                 DecisionQuery::Event(id) => db.query_map(
                     &format!(
-                        "{SELECT} WHERE message_id IN \
-                         (SELECT message_id FROM decisions WHERE event_id = ?1) ORDER BY id"
+                        "{SELECT} WHERE d.message_id IN \
+                         (SELECT message_id FROM decisions WHERE event_id = ?1) ORDER BY d.id"
                     ),
                     args![id],
                     from_row,
@@ -273,6 +320,13 @@ mod tests {
             session: None,
             run_id: None,
             waited_ms: None,
+            said: Said {
+                ts_ms,
+                room: "slack:C1".into(),
+                author_name: "ann".into(),
+                origin: Origin::Human,
+                text: "the deploy is at five".into(),
+            },
         }
     }
 

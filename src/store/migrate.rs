@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 27] = [
+const STEPS: [(&str, &str); 28] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -122,6 +122,10 @@ const STEPS: [(&str, &str); 27] = [
     (
         include_str!("migrations/029_delivery_trace.sql"),
         include_str!("migrations/postgres/029_delivery_trace.sql"),
+    ),
+    (
+        include_str!("migrations/030_room_messages.sql"),
+        include_str!("migrations/postgres/030_room_messages.sql"),
     ),
 ];
 

@@ -70,6 +70,7 @@ mod progress;
 mod prune;
 mod readers;
 mod reply_files;
+mod room_export;
 mod schedule;
 mod sends;
 mod session_locks;
@@ -101,7 +102,7 @@ pub use chains::{
 };
 pub use chat_settings::{Activation, ChatSettings};
 pub use decisions::{
-    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision,
+    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision, Said,
 };
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
@@ -125,6 +126,7 @@ pub use pairing::{
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
+pub use room_export::{RoomCursor, RoomLine, RoomLineKind, RoomQuery};
 pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;

@@ -142,8 +142,8 @@ impl PruneTable {
     }
 }
 
-/// Transcript entries, then the pipeline's decisions (`decisions.rs`) they explain: kept as
-/// long as the transcript.
+/// Transcript entries, then the pipeline's decisions (`decisions.rs`) they explain and the
+/// room's messages: kept as long as the transcript.
 fn delete_entries_and_decisions(db: Db<'_>, before: i64) -> Result<usize, DbError> {
     let entries = db.execute(
         "DELETE FROM transcript WHERE id IN
@@ -153,9 +153,17 @@ fn delete_entries_and_decisions(db: Db<'_>, before: i64) -> Result<usize, DbErro
     if entries > 0 {
         return Ok(entries);
     }
-    db.execute(
+    let decisions = db.execute(
         "DELETE FROM decisions WHERE id IN
             (SELECT id FROM decisions WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
+        args![before, CHUNK],
+    )?;
+    if decisions > 0 {
+        return Ok(decisions);
+    }
+    db.execute(
+        "DELETE FROM room_messages WHERE id IN
+            (SELECT id FROM room_messages WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
         args![before, CHUNK],
     )
 }

@@ -40,6 +40,7 @@ mod dashboard;
 mod discord;
 mod disk;
 mod escalation;
+mod export;
 mod failover;
 mod faults;
 mod feedback;

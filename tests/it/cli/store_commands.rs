@@ -431,6 +431,14 @@ async fn the_read_commands_read_the_configured_postgres_database() {
             "from alice: turn replied: mentioned",
         ),
         (vec!["why", "--message", &asked], "caid"),
+        (
+            vec!["export", "--chat", "local:pg-room"],
+            r#""author":"alice","author_kind":"person""#,
+        ),
+        (
+            vec!["export", "--chat", "local:pg-room"],
+            r#""kind":"delivery""#,
+        ),
     ];
     for (args, shows) in expected {
         let out = output(command(&args)).await;
