@@ -53,7 +53,7 @@ pub(super) async fn post_room_message(
             "the message is over 100 kB; send less text",
         );
     }
-    let accepted = match hub.post(&room, post) {
+    let accepted = match hub.post(&room, post).await {
         Ok(accepted) => accepted,
         Err(refusal) => return bad(refused_status(&refusal), &refusal.to_string()),
     };
@@ -80,16 +80,20 @@ pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
         HubRefusal::TooLong { .. } | HubRefusal::FieldTooLong(_) => StatusCode::PAYLOAD_TOO_LARGE,
         HubRefusal::BadSender(_) => StatusCode::BAD_REQUEST,
         HubRefusal::NotRunning => StatusCode::INTERNAL_SERVER_ERROR,
+        HubRefusal::StoreFailing => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
-/// A room's messages, oldest first.
+/// A room's messages, oldest first, whichever instance they were posted through.
 pub(super) async fn room_messages(
     State(hub): State<Arc<LocalHub>>,
     Path(room): Path<String>,
     Query(after): Query<After>,
 ) -> Response {
-    Json(hub.messages(&room, after.after)).into_response()
+    match hub.messages(&room, after.after).await {
+        Ok(messages) => Json(messages).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
 }
 
 /// Every session the store knows.
