@@ -203,7 +203,8 @@ mod tests {
 
     /// Chatter costs one write: its dedupe claim and its history push together, with no inbox
     /// row, and a redelivery of it keeps nothing more. A mention costs seven: the turn's start
-    /// is one job, the local room keeping the reply is the post itself, and an adapter that shows no typing indicator writes no typing rows.
+    /// is one job, the local room keeping the reply is the post itself, and an adapter that
+    /// shows no typing indicator writes no typing rows.
     #[tokio::test]
     async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
