@@ -55,6 +55,7 @@ pub(super) async fn post_room_message(
     }
     let accepted = match hub.post(&room, post).await {
         Ok(accepted) => accepted,
+        Err(refusal @ HubRefusal::StoreFailing) => return unavailable(&refusal.to_string()),
         Err(refusal) => return bad(refused_status(&refusal), &refusal.to_string()),
     };
     // 202 means recorded: answered once every bot account's pipeline has the message.
@@ -62,15 +63,20 @@ pub(super) async fn post_room_message(
         Ok(message) => (StatusCode::ACCEPTED, Json(message)).into_response(),
         Err(not) => {
             tracing::error!(%room, %not, "a room post was not recorded; refused with 503");
-            let body = Json(json!({"error": not.to_string()}));
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(axum::http::header::RETRY_AFTER, "5")],
-                body,
-            )
-                .into_response()
+            unavailable(&not.to_string())
         }
     }
+}
+
+/// 503 with `Retry-After`: the post was not recorded, and sending it again shortly may be.
+fn unavailable(message: &str) -> Response {
+    let body = Json(json!({"error": message}));
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, "5")],
+        body,
+    )
+        .into_response()
 }
 
 /// The status for a post the hub refused.

@@ -143,8 +143,8 @@ pub enum HubRefusal {
     NotRunning,
     /// The store could not keep the message (logged with the reason).
     #[error(
-        "the gateway cannot record messages now (its store is failing); send it again shortly \
-         (same message_id)"
+        "the message was not recorded: the gateway's store is failing (see its log); send it \
+         again shortly (same message_id)"
     )]
     StoreFailing,
 }
