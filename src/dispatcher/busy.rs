@@ -97,6 +97,8 @@ mod tests {
         let posted: Vec<String> = gw
             .hub
             .messages("room", None)
+            .await
+            .unwrap()
             .into_iter()
             .map(|m| m.text)
             .collect();

@@ -231,8 +231,9 @@ mod tests {
     }
 
     /// Chatter costs one write: its dedupe claim and its history push together, with no inbox
-    /// row, and a redelivery of it keeps nothing more. A mention costs five: the turn's start
-    /// is one job, and an adapter that shows no typing indicator writes no typing rows.
+    /// row, and a redelivery of it keeps nothing more. A mention costs seven: the turn's start
+    /// is one job, the local room keeping the reply is the post itself, and an adapter that
+    /// shows no typing indicator writes no typing rows.
     #[tokio::test]
     async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
@@ -261,9 +262,10 @@ mod tests {
         assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
         assert_eq!(
             store.jobs() - before,
-            6,
+            7,
             "filed; session, history and inbound entry together; the turn's usage (budgets); \
-             post begun; reply; done (the local channel shows no typing, so no typing rows)"
+             post begun; the local room keeps the reply (the local channel's post itself); \
+             reply; done (the local channel shows no typing, so no typing rows)"
         );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
     }
@@ -384,6 +386,8 @@ mod tests {
         let posted: Vec<String> = gw
             .hub
             .messages("room", None)
+            .await
+            .unwrap()
             .into_iter()
             .map(|m| m.text)
             .collect();

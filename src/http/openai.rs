@@ -114,7 +114,7 @@ pub(super) async fn chat_completions(
         );
     }
     let user = request.user.as_deref().unwrap_or("local-user");
-    let event = match hub.direct(&account.id, user, &text) {
+    let event = match hub.direct(&account.id, user, &text).await {
         Ok(event) => event,
         Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };

@@ -61,6 +61,7 @@ mod inbox;
 mod inbox_row;
 #[macro_use]
 mod leases;
+mod local_rooms;
 mod lock;
 mod log_ahead;
 mod migrate;
@@ -117,6 +118,7 @@ pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
 pub use inbox_row::InboxRowError;
 pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, LeaseRound, Registered};
+pub use local_rooms::{NewRoomMessage, RoomBounds, RoomMessage, RoomWrite};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
 pub use notices::{Notice, Notices, Topic};

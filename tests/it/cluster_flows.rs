@@ -44,6 +44,8 @@ fn config(id: &str, model: &FakeOpenAi, slack: &FakeSlack) -> String {
 struct Pair {
     a: TestGateway,
     b: TestGateway,
+    /// The database's connection settings.
+    url: String,
     _dirs: [tempfile::TempDir; 2],
 }
 
@@ -97,6 +99,7 @@ impl Pair {
         Pair {
             a,
             b,
+            url: url.to_owned(),
             _dirs: [dir_a, dir_b],
         }
     }
@@ -104,6 +107,24 @@ impl Pair {
     async fn stop(self) {
         tokio::join!(self.a.stop(), self.b.stop());
     }
+}
+
+/// The instances `bot`'s model calls ran on, oldest first (each call's usage row names its
+/// instance).
+async fn ran_on(url: &str, bot: &str) -> Vec<String> {
+    let (url, bot) = (url.to_owned(), bot.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let rows = client
+            .query(
+                "SELECT instance FROM usage WHERE bot = $1 ORDER BY id",
+                &[&bot],
+            )
+            .unwrap();
+        rows.iter().map(|row| row.get(0)).collect()
+    })
+    .await
+    .unwrap()
 }
 
 fn send(args: Value) -> Step {
@@ -203,11 +224,47 @@ async fn a_late_reply_from_b_reaches_the_senders_session_on_a() {
         (Some("delivered"), Some("done"), Some("baton-b")),
         "ran on b, its late reply pushed to asker's session: {row}"
     );
+    let ran = ran_on(&pair.url, "asker").await;
     assert!(
-        pair.b.said_by("room", "asker").await.is_empty(),
-        "asker's woken turn ran on its home a, not on b"
+        !ran.is_empty() && ran.iter().all(|instance| instance == "baton-a"),
+        "asker's woken turn ran on its home a, not on b: {ran:?}"
     );
     pair.stop().await;
+}
+
+/// A local room is the database's: a person's post through b, answered by asker, is in the
+/// room read through either instance, each message once, and still there for an instance
+/// started after both stopped.
+#[tokio::test]
+async fn a_local_room_is_shared_by_every_instance_and_outlasts_them() {
+    let model = FakeOpenAi::start().await;
+    let slack = FakeSlack::start().await;
+    model.script("asker", Step::reply("hello from asker"));
+    let pair = Pair::start(&model, &slack).await;
+
+    let posted = pair.b.say("lobby", "alice", "@asker hi").await;
+    until("asker's reply shows through a", async || {
+        pair.a.said_by("lobby", "asker").await.len() == 1
+    })
+    .await;
+    let through_a = pair.a.messages("lobby").await;
+    assert_eq!(through_a, pair.b.messages("lobby").await, "one room");
+    let texts = |messages: &[Value]| -> Vec<String> {
+        let text = |m: &Value| m["text"].as_str().unwrap().to_owned();
+        messages.iter().map(text).collect()
+    };
+    assert_eq!(texts(&through_a), ["@asker hi", "hello from asker"]);
+    assert_eq!(through_a[0]["id"], posted["id"]);
+    assert_eq!(
+        (through_a[0]["seq"].as_u64(), through_a[1]["seq"].as_u64()),
+        (Some(1), Some(2))
+    );
+
+    let url = pair.url.clone();
+    pair.stop().await;
+    let (c, _dir) = instance("baton-c", &url, &model, &slack).await;
+    assert_eq!(c.messages("lobby").await, through_a, "kept across restarts");
+    c.stop().await;
 }
 
 /// One session's turns, started on both instances at once: the second reaches the model only
@@ -222,18 +279,15 @@ async fn two_turns_of_one_session_on_two_instances_never_overlap() {
     let pair = Pair::start(&model, &slack).await;
     model.hold_until_in_flight(2);
 
-    // The same session on both: local room `room` of asker (each instance has its own hub,
-    // the session and its transcript are the database's).
+    // The same session on both: local room `room` of asker (the room, the session and its
+    // transcript are the database's).
     let (one, two) = tokio::join!(
         pair.a.say("room", "alice", "@asker one"),
         pair.b.say("room", "bob", "@asker two"),
     );
     assert!(one["id"].is_string() && two["id"].is_string());
     until("both turns answered", async || {
-        model.requests_for("asker").len() == 2
-            && pair.a.said_by("room", "asker").await.len()
-                + pair.b.said_by("room", "asker").await.len()
-                == 2
+        model.requests_for("asker").len() == 2 && pair.a.said_by("room", "asker").await.len() == 2
     })
     .await;
     assert_eq!(
@@ -246,7 +300,7 @@ async fn two_turns_of_one_session_on_two_instances_never_overlap() {
 
 /// An answer to asker's question, received by b (a human answering in the chat through b's
 /// local room), wakes asker on its home a: the question is answered on record, asker's turn
-/// hears it and answers into a's room (each instance's local rooms are its own).
+/// hears it and answers into the room, where b shows it too (the rooms are the database's).
 #[tokio::test]
 async fn an_escalation_answer_received_on_b_wakes_the_asker() {
     let model = FakeOpenAi::start().await;
@@ -277,9 +331,15 @@ async fn an_escalation_answer_received_on_b_wakes_the_asker() {
             .any(|m| m["text"] == "deploying to eu-west")
     })
     .await;
-    assert!(
-        pair.b.said_by("room", "asker").await.is_empty(),
+    assert_eq!(
+        ran_on(&pair.url, "asker").await.last().map(String::as_str),
+        Some("baton-a"),
         "the woken turn ran on a, not on b, which received the answer"
+    );
+    assert_eq!(
+        pair.b.messages("room").await,
+        pair.a.messages("room").await,
+        "one room, read through either instance"
     );
     let answered = pair
         .a
