@@ -118,6 +118,9 @@ pub struct SendAttempt<'a> {
     pub depth: u32,
     /// The bot whose send caused the sender's current turn, if any.
     pub passive_to: Option<&'a BotId>,
+    /// An external A2A agent speaks to the target through the target's own sender session
+    /// (`sender` is the target): not a self-send.
+    pub from_outside: bool,
 }
 
 /// The guard. One per gateway, shared by every turn and MCP connection.
@@ -154,7 +157,7 @@ impl<C: Clock + Clone> SendGuard<C> {
     pub fn check_rules(&self, attempt: &SendAttempt<'_>) -> Result<(), SendRefusal> {
         let verdict = if !self.enabled {
             Err(SendRefusal::Disabled)
-        } else if attempt.sender == attempt.target {
+        } else if attempt.sender == attempt.target && !attempt.from_outside {
             Err(SendRefusal::SelfSend)
         } else if !(self.allow.is_match(attempt.sender.as_str())
             && self.allow.is_match(attempt.target.as_str()))
@@ -281,6 +284,7 @@ mod tests {
             target,
             depth: 2,
             passive_to: None,
+            from_outside: false,
         }
     }
 

@@ -81,9 +81,44 @@ pub fn post_to_session(engine: &Engine, message: SessionMessage) {
         .spawn(async move { wake::on_home(&task_shared, message).await });
 }
 
+/// `run_id`'s delivery once it has settled, or as it stands when `timeout` runs out (the run
+/// goes on). `None` when no such delivery is on record.
+pub async fn settled(
+    relay: &Relay,
+    run_id: &str,
+    timeout: std::time::Duration,
+) -> Result<Option<Delivery>, crate::store::StoreError> {
+    let store = relay.engine().store();
+    match relay
+        .waiters()
+        .wait(store, run_id, timeout, Listening::FromNow)
+        .await?
+    {
+        Waited::Got(d) => Ok(Some(*d)),
+        Waited::Handed(_) | Waited::GaveUp => store.delivery(run_id).await,
+    }
+}
+
 /// What a bot is given when another bot speaks to it.
 fn from_bot(sender: &BotId, text: &str) -> String {
     format!("Message from bot '{sender}': {text}")
+}
+
+/// Who speaks a delivery's message to its target, as the transcript names them: `bot:<id>`,
+/// or `a2a:<caller>` for an external A2A agent.
+fn speaker(d: &Delivery) -> String {
+    match d.sender_session.a2a_peer() {
+        Some(caller) => format!("a2a:{caller}"),
+        None => format!("bot:{}", d.sender),
+    }
+}
+
+/// What the target is given for a delivery's message.
+fn from_sender(d: &Delivery) -> String {
+    match d.sender_session.a2a_peer() {
+        Some(caller) => format!("Message from A2A agent '{caller}': {}", d.message),
+        None => from_bot(&d.sender, &d.message),
+    }
 }
 
 /// Who a delivery goes between, for its events.

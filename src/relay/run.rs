@@ -110,7 +110,7 @@ async fn turns(
 ) -> (Answer, Value) {
     // Marked running by the turn's start, in its store job.
     moved(engine, d, DeliveryState::Running, None, None);
-    let speaker = format!("bot:{}", d.sender);
+    let speaker = super::speaker(d);
     let text = handoff::brief(engine, d).await;
     let heard = Heard {
         attached: Attached::NONE,
@@ -341,6 +341,13 @@ async fn hand_on(
 /// Tell the sender's session the outcome nobody waited for: it arrives as a message from the
 /// target (or from baton, for a failure) and wakes the sender.
 pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
+    if d.sender_session.a2a_peer().is_some() {
+        // An external A2A agent reads its task; no session of its stands to be woken.
+        if let Err(err) = engine.store().delivery_notify(&d.run_id, Notify::Done).await {
+            tracing::error!(run = %d.run_id, %err, "could not record that the A2A task was settled");
+        }
+        return;
+    }
     let (speaker, origin, text) = match result {
         RunResult::Answered { reply, .. } => {
             let reply = if reply.is_empty() {

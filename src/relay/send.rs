@@ -103,6 +103,8 @@ pub enum SendOutcome {
     Refused {
         /// The target bot.
         bot: BotId,
+        /// The refused delivery's run id (on record, refused).
+        run_id: String,
         /// Which rule or budget.
         refusal: SendRefusal,
     },
@@ -132,6 +134,20 @@ pub enum SendOutcome {
         /// An earlier run of the same request is still working.
         in_flight: bool,
     },
+}
+
+impl SendOutcome {
+    /// The run the outcome is of.
+    pub fn run_id(&self) -> &str {
+        match self {
+            SendOutcome::Answered { run_id, .. }
+            | SendOutcome::Ended { run_id, .. }
+            | SendOutcome::Refused { run_id, .. }
+            | SendOutcome::RefusedEarlier { run_id, .. }
+            | SendOutcome::StillWorking { run_id, .. }
+            | SendOutcome::Accepted { run_id, .. } => run_id,
+        }
+    }
 }
 
 /// Why a send could not be made at all.
@@ -180,6 +196,7 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         target: &target.bot,
         depth: new.depth,
         passive_to: caller.passive_to.as_ref(),
+        from_outside: caller.session.a2a_peer().is_some(),
     };
     if let Err(refusal) = relay.sends().check_rules(&attempt) {
         return Ok(fresh(refuse_new(engine, new, refusal).await));
@@ -220,6 +237,7 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         moved(engine, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {
             bot: delivery.target,
+            run_id: delivery.run_id,
             refusal,
         }));
     }
@@ -329,10 +347,15 @@ async fn refuse_new(engine: &Engine, new: NewDelivery, refusal: SendRefusal) -> 
     let reason = Some(refusal.as_str());
     moved(engine, &new, DeliveryState::Refused, reason, None);
     let bot = new.target.clone();
+    let run_id = new.run_id.clone();
     if let Err(err) = engine.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
-    SendOutcome::Refused { bot, refusal }
+    SendOutcome::Refused {
+        bot,
+        run_id,
+        refusal,
+    }
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
@@ -540,14 +563,10 @@ mod tests {
             let sent = send(relay, &who, request(target, "hi", fire, None))
                 .await
                 .unwrap();
-            assert_eq!(
-                sent.outcome,
-                SendOutcome::Refused {
-                    bot: target.parse().unwrap(),
-                    refusal: why
-                },
-                "{why:?}"
-            );
+            let SendOutcome::Refused { bot, refusal, .. } = &sent.outcome else {
+                panic!("not refused: {sent:?}");
+            };
+            assert_eq!((bot.as_str(), *refusal), (target, why), "{why:?}");
         }
         let mut on_record = refused_on_record(relay.engine()).await;
         on_record.sort();

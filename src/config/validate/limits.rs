@@ -223,8 +223,13 @@ impl Checker<'_> {
     }
 
     pub(super) fn agent_to_agent(&mut self, config: &Config) {
-        for (i, pattern) in config.agent_to_agent.allow.iter().enumerate() {
-            let key = format!("agent_to_agent.allow[{i}]");
+        self.bot_globs(config, "agent_to_agent.allow", &config.agent_to_agent.allow);
+    }
+
+    /// A list of bot ids or globs at `key`: a plain id must name a bot, a glob must compile.
+    fn bot_globs(&mut self, config: &Config, key: &str, patterns: &[String]) {
+        for (i, pattern) in patterns.iter().enumerate() {
+            let key = format!("{key}[{i}]");
             let literal = !pattern.contains(['*', '?', '[', '{']);
             // A plain id must name a bot; a glob (or a known id) must compile.
             let known = !literal
@@ -235,6 +240,11 @@ impl Checker<'_> {
                 self.glob(key, pattern);
             }
         }
+    }
+
+    /// `[a2a] expose`: like `agent_to_agent.allow`, bot ids or globs.
+    pub(super) fn a2a(&mut self, config: &Config) {
+        self.bot_globs(config, "a2a.expose", &config.a2a.expose);
     }
 
     pub(super) fn chains(&mut self, config: &Config) {
