@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
-use crate::relay::{self, Relay, SendRequest};
+use crate::relay::{self, Relay, SendOutcome, SendRequest};
 use crate::roster::{Bot, glob_set};
 use crate::session::{A2aCaller, SessionKey};
 use crate::store::{Delivery, DeliveryQuery, DeliveryState};
@@ -35,6 +35,9 @@ const MAX_LISTED: usize = 100;
 /// How long a streamed send or a subscription follows a task before it ends the stream with
 /// the task as it stands.
 const FOLLOW_FOR: Duration = Duration::from_secs(30 * 60);
+
+/// How long an ended run's outcome may take to reach the record after it was handed over.
+const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 
 /// Whether `path` is an agent card (readable without the API token: SPEC 14).
 pub(super) fn is_card(path: &str) -> bool {
@@ -306,10 +309,8 @@ async fn accept(
         .ok_or_else(|| RpcError::internal("the bot has no local account"))?;
     let session = match message.get("contextId").and_then(Value::as_str) {
         Some(context) if !context.is_empty() => continued(bot.id(), &caller, context)?,
-        _ => {
-            let context = uuid::Uuid::new_v4().simple().to_string();
-            SessionKey::a2a(bot.id(), account.clone(), &caller, &context)
-        }
+        // Named after the message, so a resend of it without a context finds its task.
+        _ => SessionKey::a2a(bot.id(), account.clone(), &caller, &new_context(message_id)),
     };
     let from = Caller::external(&SessionKey::a2a_caller(bot.id(), account, &caller));
     let request = SendRequest {
@@ -323,12 +324,24 @@ async fn accept(
     let sent = relay::send(relay, &from, request)
         .await
         .map_err(RpcError::internal)?;
-    engine
-        .store()
-        .delivery(sent.outcome.run_id())
-        .await
+    let run_id = sent.outcome.run_id();
+    // A run hands its outcome over before its commit: an ended one is read once on record.
+    let found = match sent.outcome {
+        SendOutcome::StillWorking { .. } | SendOutcome::Accepted { .. } => {
+            engine.store().delivery(run_id).await
+        }
+        _ => relay::settled(relay, run_id, SETTLE_WITHIN).await,
+    };
+    found
         .map_err(RpcError::internal)?
         .ok_or_else(|| RpcError::internal("the task was not recorded; send it again"))
+}
+
+/// The context a message without one starts: named after its `messageId`.
+fn new_context(message_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(message_id.as_bytes());
+    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The session of an earlier task's `contextId`: only one of this bot's with this caller.
@@ -438,7 +451,9 @@ async fn list(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<
         .filter(|d| is_task_of(d, bot.id()))
         .map(|d| task(d, base))
         .collect();
-    Ok(json!({"tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len()}))
+    Ok(
+        json!({"tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len()}),
+    )
 }
 
 /// Stream a task over SSE: the task as it stands, `working` while it runs, then its reply as

@@ -343,7 +343,11 @@ async fn hand_on(
 pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
     if d.sender_session.a2a_peer().is_some() {
         // An external A2A agent reads its task; no session of its stands to be woken.
-        if let Err(err) = engine.store().delivery_notify(&d.run_id, Notify::Done).await {
+        if let Err(err) = engine
+            .store()
+            .delivery_notify(&d.run_id, Notify::Done)
+            .await
+        {
             tracing::error!(run = %d.run_id, %err, "could not record that the A2A task was settled");
         }
         return;
