@@ -248,20 +248,14 @@ pub(super) async fn rpc(
             Err(err) => reply(&id, Err(err)),
         },
         "ListTasks" => reply(&id, list(engine, &bot, &params, &base).await),
-        "CancelTask" => reply(
-            &id,
-            Err(RpcError {
-                code: -32002,
-                message: "baton does not cancel A2A tasks yet; the task runs to its end".into(),
-            }),
-        ),
+        "CancelTask" => reply(&id, cancel(&relay, &bot, &params, &base).await),
         other => reply(
             &id,
             Err(RpcError {
                 code: -32601,
                 message: format!(
                     "no method `{other}`; this agent serves SendMessage, SendStreamingMessage, \
-                     GetTask, SubscribeToTask and ListTasks"
+                     GetTask, SubscribeToTask, ListTasks and CancelTask"
                 ),
             }),
         ),
@@ -407,6 +401,23 @@ async fn get(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<V
     task_of(engine, bot, params).await.map(|d| task(&d, base))
 }
 
+/// `CancelTask`: the bot's turn is stopped and nothing of it is posted; a task already ended
+/// cannot be canceled.
+async fn cancel(relay: &Relay, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
+    let d = task_of(relay.engine(), bot, params).await?;
+    if d.state.is_settled() {
+        return Err(RpcError {
+            code: -32002,
+            message: format!("task `{}` already ended ({})", d.run_id, d.state.as_str()),
+        });
+    }
+    let canceled = relay::cancel(relay, &d.run_id)
+        .await
+        .map_err(RpcError::internal)?
+        .ok_or_else(|| RpcError::task_not_found(&d.run_id))?;
+    Ok(task(&canceled, base))
+}
+
 /// The delivery `params.id` names, if it is an A2A task of `bot`.
 async fn task_of(engine: &Engine, bot: &Bot, params: &Value) -> Result<Delivery, RpcError> {
     let id = params
@@ -539,6 +550,7 @@ fn status(d: &Delivery, state: DeliveryState) -> Value {
         DeliveryState::Running => "TASK_STATE_WORKING",
         DeliveryState::Delivered => "TASK_STATE_COMPLETED",
         DeliveryState::Refused => "TASK_STATE_REJECTED",
+        DeliveryState::Canceled => "TASK_STATE_CANCELED",
         DeliveryState::Failed | DeliveryState::TimedOut | DeliveryState::InvalidOutput => {
             "TASK_STATE_FAILED"
         }

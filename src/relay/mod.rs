@@ -21,6 +21,7 @@
 //! the sender's instance writes the row and hands it over with a notice; the home claims it and
 //! runs it; the sender's waiter, on its own instance, is woken by the settle's notice.
 
+mod cancel;
 mod handle;
 mod handoff;
 mod home;
@@ -33,6 +34,7 @@ mod wake;
 
 use serde_json::Value;
 
+pub use cancel::cancel;
 pub use handle::{Relay, RelayState};
 pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};

@@ -10,8 +10,8 @@ use super::{Finished, Handing, Relay, RunResult};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::backend::Usage;
 use crate::engine::{
-    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, TurnEnd, TurnFailure,
-    TurnPlan,
+    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, Stop, TurnEnd,
+    TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::roster::Bot;
@@ -234,6 +234,14 @@ async fn answer(
             RunResult::Failed {
                 state: DeliveryState::Refused,
                 reason: crate::budget::refusal_reason(&budget),
+            },
+            None,
+            None,
+        ),
+        TurnEnd::Failed(TurnFailure::Stopped(Stop::Canceled)) => (
+            RunResult::Failed {
+                state: DeliveryState::Canceled,
+                reason: Stop::Canceled.to_string(),
             },
             None,
             None,

@@ -1,7 +1,8 @@
 # Drives baton's A2A server with the official a2a-sdk client (scripts/test-deps-python).
 # Usage: client.py <base> <bot> <mode> <text> <message_id>; prints one JSON object.
 # Modes: send (blocking, then GetTask), stream (streaming send), twice (the same messageId
-# sent twice), immediately (returnImmediately).
+# sent twice), immediately (returnImmediately), cancel (CancelTask of the task id given as
+# <text>).
 import asyncio
 import json
 import sys
@@ -22,6 +23,11 @@ async def main(base, bot, mode, text, message_id):
         card = await A2ACardResolver(http, f"{base}/a2a/{bot}").get_agent_card()
         config = ClientConfig(httpx_client=http, streaming=(mode == "stream"))
         client = ClientFactory(config).create(card)
+
+        if mode == "cancel":
+            task = await client.cancel_task(pb.CancelTaskRequest(id=text))
+            print(json.dumps({"canceled": as_json(task)}), flush=True)
+            return
 
         async def send():
             request = pb.SendMessageRequest(

@@ -194,3 +194,35 @@ async fn a_task_accepted_before_a_restart_is_answered_by_get_task_after_it() {
     assert!(reason.contains("interrupted"), "{reason}");
     gw.stop().await;
 }
+
+#[tokio::test]
+async fn cancel_stops_the_turn_and_nothing_of_it_is_kept_as_the_answer() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
+    fake.hold();
+    fake.script("alpha", Step::reply("too late"));
+    let out = sdk(&gw, "immediately", "a long job", "m-cancel").await;
+    let id = out["events"][0]["task"]["id"].as_str().unwrap().to_owned();
+    fake.wait_for_requests(1, DEADLINE).await;
+
+    let canceled = sdk(&gw, "cancel", &id, "unused").await;
+    assert_eq!(
+        canceled["canceled"]["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    fake.release();
+    gw.settle().await;
+    let row = &gw.get("/api/deliveries").await["deliveries"][0];
+    assert_eq!(row["state"], "canceled");
+    assert!(row["reply"].is_null(), "{row}");
+    let context = row["target_session"].as_str().unwrap();
+    let said: Vec<Value> = gw
+        .transcript(context)
+        .await
+        .into_iter()
+        .filter(|e| e["text"] == "too late")
+        .collect();
+    assert!(said.is_empty(), "{said:?}");
+    gw.stop().await;
+}
