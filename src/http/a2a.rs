@@ -15,14 +15,16 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use baton_contract::Platform;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
+use crate::events::{Event, Stamped};
 use crate::relay::{self, Relay, SendOutcome, SendRequest};
 use crate::roster::{Bot, glob_set};
 use crate::session::{A2aCaller, SessionKey};
@@ -238,15 +240,21 @@ pub(super) async fn rpc(
     let params = request.params;
     match request.method.as_str() {
         "SendMessage" => reply(&id, send(&relay, &bot, &params, &base).await),
-        "SendStreamingMessage" => match accept(&relay, &bot, &params, Duration::ZERO).await {
-            Ok(d) => stream(relay.clone(), id, d, base),
-            Err(err) => reply(&id, Err(err)),
-        },
+        "SendStreamingMessage" => {
+            let live = engine.events().subscribe(None).live;
+            match accept(&relay, &bot, &params, Duration::ZERO).await {
+                Ok(d) => stream(relay.clone(), id, d, live, base),
+                Err(err) => reply(&id, Err(err)),
+            }
+        }
         "GetTask" => reply(&id, get(engine, &bot, &params, &base).await),
-        "SubscribeToTask" => match task_of(engine, &bot, &params).await {
-            Ok(d) => stream(relay.clone(), id, d, base),
-            Err(err) => reply(&id, Err(err)),
-        },
+        "SubscribeToTask" => {
+            let live = engine.events().subscribe(None).live;
+            match task_of(engine, &bot, &params).await {
+                Ok(d) => stream(relay.clone(), id, d, live, base),
+                Err(err) => reply(&id, Err(err)),
+            }
+        }
         "ListTasks" => reply(&id, list(engine, &bot, &params, &base).await),
         "CancelTask" => reply(&id, cancel(&relay, &bot, &params, &base).await),
         other => reply(
@@ -467,15 +475,25 @@ async fn list(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<
     )
 }
 
-/// Stream a task over SSE: the task as it stands, `working` while it runs, then its reply as
-/// an artifact and its final status. A client that goes away leaves the task running.
-fn stream(relay: Relay, id: Value, d: Delivery, base: String) -> Response {
+/// Stream a task over SSE: the task as it stands, `working` while it runs (again with each
+/// progress line the bot reports), then its reply as an artifact and its final status. A
+/// client that goes away leaves the task running. `live` was subscribed before `d` was read:
+/// no progress line falls between the two.
+fn stream(
+    relay: Relay,
+    id: Value,
+    d: Delivery,
+    mut live: broadcast::Receiver<Arc<Stamped>>,
+    base: String,
+) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
         let send = |result: Value| {
             let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
-            tx.send(Ok::<_, Infallible>(Event::default().data(body.to_string())))
-                .is_ok()
+            tx.send(Ok::<_, Infallible>(
+                SseEvent::default().data(body.to_string()),
+            ))
+            .is_ok()
         };
         if !send(json!({"task": task(&d, &base)})) {
             return;
@@ -487,7 +505,39 @@ fn stream(relay: Relay, id: Value, d: Delivery, base: String) -> Response {
             if !send(json!({"statusUpdate": update(&d, working)})) {
                 return;
             }
-            match relay::settled(&relay, &d.run_id, FOLLOW_FOR).await {
+            // Lines on the row may come live too: each is told once.
+            let mut told: Vec<String> = Vec::with_capacity(d.progress.len());
+            for line in &d.progress {
+                send(json!({"statusUpdate": update(&d, progress(&d, &line.message))}));
+                told.push(line.message.clone());
+            }
+            let run_id = d.run_id.clone();
+            let settle = relay::settled(&relay, &run_id, FOLLOW_FOR);
+            tokio::pin!(settle);
+            let settled = loop {
+                tokio::select! {
+                    settled = &mut settle => break settled,
+                    heard = live.recv() => match heard {
+                        Ok(stamped) => {
+                            let Event::Progress { run_id, message, .. } = &stamped.event else {
+                                continue;
+                            };
+                            if *run_id != d.run_id {
+                                continue;
+                            }
+                            if let Some(at) = told.iter().position(|t| t == message) {
+                                told.swap_remove(at);
+                            } else if !send(json!({"statusUpdate": update(&d, progress(&d, message))})) {
+                                return;
+                            }
+                        }
+                        // Lines missed by a slow reader are on the task's row.
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => break (&mut settle).await,
+                    },
+                }
+            };
+            match settled {
                 Ok(Some(settled)) => settled,
                 Ok(None) | Err(_) => d,
             }
@@ -501,6 +551,19 @@ fn stream(relay: Relay, id: Value, d: Delivery, base: String) -> Response {
     });
     let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
     Sse::new(events).into_response()
+}
+
+/// A `working` status carrying a progress line the bot reported.
+fn progress(d: &Delivery, line: &str) -> Value {
+    let mut working = status(d, DeliveryState::Running);
+    working["message"] = json!({
+        "messageId": format!("{}-progress-{}", d.run_id, uuid::Uuid::new_v4().simple()),
+        "taskId": d.run_id,
+        "contextId": d.target_session.render(),
+        "role": "ROLE_AGENT",
+        "parts": [{"text": line}],
+    });
+    working
 }
 
 fn update(d: &Delivery, status: Value) -> Value {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::gateway::{DEADLINE, TestGateway, config_text, temp_db};
+use crate::support::gateway::{
+    DEADLINE, TestGateway, config_text, config_with, echo_config, temp_db,
+};
 
 /// The SDK driver: `client.py <base> <bot> <mode> <text> <message_id>`.
 const CLIENT: &str = include_str!("client.py");
@@ -121,6 +123,29 @@ async fn a_streaming_send_reports_working_then_the_reply_then_completed() {
 }
 
 #[tokio::test]
+async fn progress_lines_stream_as_working_status_messages() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let bots = [("alpha", "tools = [\"progress\"]")];
+    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, A2A_ON), &db).await;
+    fake.script(
+        "alpha",
+        Step::tool_call("progress", json!({"message": "reading the prices"})),
+    );
+    fake.script("alpha", Step::reply("done"));
+    let out = sdk(&gw, "stream", "go", "m-progress").await;
+    let events = out["events"].as_array().unwrap();
+    let told: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.pointer("/statusUpdate/status/message/parts/0/text"))
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(told, ["reading the prices"], "{events:?}");
+    assert_eq!(final_state(events), "TASK_STATE_COMPLETED");
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn the_same_message_id_twice_is_one_task_and_one_turn() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
@@ -224,5 +249,44 @@ async fn cancel_stops_the_turn_and_nothing_of_it_is_kept_as_the_answer() {
         .filter(|e| e["text"] == "too late")
         .collect();
     assert!(said.is_empty(), "{said:?}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn with_an_api_token_cards_are_public_and_calls_need_the_token() {
+    let (_dir, db) = temp_db();
+    let env = |name: &str| (name == "BATON_TEST_TOKEN").then(|| "s3cret".to_owned());
+    let config = echo_config("api_token_env = \"BATON_TEST_TOKEN\"") + A2A_ON;
+    let gw = TestGateway::start_with_env(&config, &db, &env).await;
+    let card = gw
+        .http
+        .get(format!("{}/a2a/snark/.well-known/agent-card.json", gw.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(card.status(), 200);
+    let card: Value = card.json().await.unwrap();
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-auth", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    let call = |token: Option<&str>| {
+        let request = gw.http.post(format!("{}/a2a/snark", gw.base)).json(&body);
+        match token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+        .send()
+    };
+    assert_eq!(call(None).await.unwrap().status(), 401);
+    assert_eq!(call(Some("wrong")).await.unwrap().status(), 401);
+    let answered: Value = call(Some("s3cret")).await.unwrap().json().await.unwrap();
+    let task = &answered["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
     gw.stop().await;
 }
