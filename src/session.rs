@@ -317,4 +317,26 @@ mod tests {
         assert_eq!(private.render().parse(), Ok(private.clone()));
         assert!(private.is_backchannel());
     }
+
+    /// An external A2A caller named like a bot is kept apart from that bot's backchannel, and
+    /// its sessions are never posted.
+    #[test]
+    fn an_a2a_caller_named_like_a_bot_is_not_that_bot() {
+        let caid: BotId = "caid".parse().unwrap();
+        let snark = A2aCaller::parse("snark").unwrap();
+        let talk = SessionKey::a2a(&caid, "caid".into(), &snark, "c1");
+        let from = SessionKey::a2a_caller(&caid, "caid".into(), &snark);
+        let bot = SessionKey::backchannel(&caid, "caid".into(), &"snark".parse().unwrap());
+        assert_eq!(talk.render(), "bot:caid:local:caid:a2a-in:snark:c1");
+        assert_eq!(talk.render().parse(), Ok(talk.clone()));
+        assert_ne!(talk, bot);
+        assert_ne!(from, bot);
+        assert_eq!(
+            (talk.a2a_peer(), from.a2a_peer()),
+            (Some("snark"), Some("snark"))
+        );
+        assert_eq!(bot.a2a_peer(), None);
+        assert!(talk.is_backchannel() && from.is_backchannel());
+        assert!(A2aCaller::parse("Not A Name").is_none());
+    }
 }

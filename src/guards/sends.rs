@@ -328,6 +328,24 @@ mod tests {
         assert_eq!(counts[&SendRefusal::PairRate], 0);
     }
 
+    /// An external A2A agent's message reaches the bot through the bot's own sender session:
+    /// not a self-send, while every other rule still applies.
+    #[test]
+    fn a_message_from_outside_is_not_a_self_send() {
+        let (g, _) = guard(LimitsConfig::default(), &["snark"]);
+        let snark = bot("snark");
+        let outside = SendAttempt {
+            from_outside: true,
+            ..attempt(&snark, &snark)
+        };
+        assert_eq!(g.check_rules(&outside), Ok(()));
+        let deep = SendAttempt {
+            depth: 9,
+            ..outside
+        };
+        assert_eq!(g.check_rules(&deep), Err(SendRefusal::TooDeep));
+    }
+
     #[test]
     fn disabled_refuses_everything() {
         let clock = FakeRelativeClock::default();
