@@ -132,6 +132,25 @@ impl SessionKey {
         }
     }
 
+    /// The record of `sender`'s conversation with the A2A agent outside baton `peer`
+    /// (`sessions_send(target = "a2a:<peer>")`): the target session of those deliveries. No
+    /// bot's session: nothing runs in it here.
+    pub fn a2a_out(peer: &BotId, sender: &BotId) -> SessionKey {
+        SessionKey {
+            bot: peer.clone(),
+            platform: Platform::Local,
+            account: AccountId::from(peer.as_str()),
+            chat: ChatId::from(format!("{A2A_OUT_PREFIX}{sender}")),
+            thread: None,
+        }
+    }
+
+    /// The A2A agent outside baton this session is the record of a conversation with, if it is.
+    pub fn a2a_out_peer(&self) -> Option<&BotId> {
+        (self.platform == Platform::Local && self.chat.as_str().starts_with(A2A_OUT_PREFIX))
+            .then_some(&self.bot)
+    }
+
     /// The external A2A agent this session is with (or sends as), if it is one's.
     pub fn a2a_peer(&self) -> Option<&str> {
         if self.platform != Platform::Local {
@@ -217,6 +236,8 @@ impl<'de> Deserialize<'de> for SessionKey {
 const BACKCHANNEL_PREFIX: &str = "a2a:";
 /// Chat ids of sessions with external A2A agents start with this, then the caller's name.
 const A2A_PREFIX: &str = "a2a-in:";
+/// Chat ids of [`SessionKey::a2a_out`] records start with this, then the sender's id.
+const A2A_OUT_PREFIX: &str = "a2a-out:";
 /// Chat ids of sessions of MCP clients start with this.
 const MCP_PREFIX: &str = "mcp:";
 /// Chat ids of [`SessionKey::scheduled`] sessions start with this, then the job.

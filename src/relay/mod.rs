@@ -21,6 +21,7 @@
 //! the sender's instance writes the row and hands it over with a notice; the home claims it and
 //! runs it; the sender's waiter, on its own instance, is woken by the settle's notice.
 
+mod a2a_out;
 mod cancel;
 mod handle;
 mod handoff;
@@ -35,7 +36,7 @@ mod wake;
 use serde_json::Value;
 
 pub use cancel::cancel;
-pub use handle::{Relay, RelayState};
+pub use handle::{BuildError, Relay, RelayState};
 pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};
 pub use send::{RunReport, SendError, SendOutcome, SendRequest, Sent, send};

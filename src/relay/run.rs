@@ -28,6 +28,10 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let d = &delivery;
     // Dropped unhanded on every other way out: a sender waiting here then reads the row.
     let handing = relay.waiters().handing(&d.run_id);
+    if d.target_session.a2a_out_peer().is_some() {
+        let result = super::a2a_out::call(relay.peers(), engine.config(), d).await;
+        return settle(engine, d, result, None).await;
+    }
     let Some(bot) = engine.roster().bot(&d.target) else {
         let gone = format!("bot `{}` is no longer configured", d.target);
         return settle(engine, d, failed(gone), None).await;
@@ -341,7 +345,9 @@ async fn hand_on(
     moved(engine, d, state, reason, model);
     if notify == Notify::Pending {
         push(engine, d, &result).await;
-    } else if let RunResult::Answered { reply, .. } = &result {
+    } else if let (RunResult::Answered { reply, .. }, None) =
+        (&result, d.target_session.a2a_out_peer())
+    {
         ping_pong::start(engine, d, reply);
     }
 }
@@ -368,20 +374,33 @@ pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
                 reply
             };
             let text = format!("[reply to your sessions_send, run {}] {reply}", d.run_id);
+            match d.target_session.a2a_out_peer() {
+                Some(peer) => (
+                    format!("a2a:{peer}"),
+                    Origin::Bot,
+                    format!("Message from A2A agent '{peer}': {text}"),
+                ),
+                None => (
+                    format!("bot:{}", d.target),
+                    Origin::Bot,
+                    from_bot(&d.target, &text),
+                ),
+            }
+        }
+        RunResult::Failed { state, reason } => {
+            let to = match d.target_session.a2a_out_peer() {
+                Some(peer) => format!("A2A agent '{peer}'"),
+                None => format!("bot '{}'", d.target),
+            };
             (
-                format!("bot:{}", d.target),
-                Origin::Bot,
-                from_bot(&d.target, &text),
+                "baton".to_owned(),
+                Origin::Gateway,
+                format!(
+                    "Message from baton: your sessions_send to {to} (run {}) ended {state}: {reason}",
+                    d.run_id
+                ),
             )
         }
-        RunResult::Failed { state, reason } => (
-            "baton".to_owned(),
-            Origin::Gateway,
-            format!(
-                "Message from baton: your sessions_send to bot '{}' (run {}) ended {state}: {reason}",
-                d.target, d.run_id
-            ),
-        ),
     };
     let caller = Caller {
         bot: d.sender.clone(),

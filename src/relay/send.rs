@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::home::{Home, home_of};
-use super::{moved, run};
+use super::{a2a_out, moved, run};
 
 use super::{Finished, Listening, Relay, RunResult, Waited};
 use crate::bot_id::BotId;
@@ -161,6 +161,14 @@ pub enum SendError {
         /// The configured bots.
         known: Vec<String>,
     },
+    /// `a2a:<name>` names no `[[a2a.peers]]`.
+    #[error("no A2A peer `{name}`; known peers: {} (configured under [[a2a.peers]])", known.join(", "))]
+    UnknownPeer {
+        /// As given.
+        name: String,
+        /// The configured peers.
+        known: Vec<String>,
+    },
     /// The store could not record the delivery.
     #[error("the message could not be recorded, so it was not sent: {0}")]
     NotRecorded(#[from] StoreError),
@@ -202,7 +210,12 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         return Ok(fresh(refuse_new(engine, new, refusal).await));
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let home = home_of(engine, &target.bot).await;
+    // A peer outside baton has no home instance: its call is made here.
+    let home = if target.a2a_out_peer().is_some() {
+        Home::Here
+    } else {
+        home_of(engine, &target.bot).await
+    };
     let runner = (home == Home::Here).then(|| engine.instance());
     // Taken as soon as the writer ran it: the run's start is queued after it (see
     // `Store::delivery_begin_early`).
@@ -305,9 +318,21 @@ async fn hand_over(relay: &Relay, delivery: &Delivery, instance: &str) {
     }
 }
 
-/// The target's session: a session key as given, or the target bot's backchannel for `caller`.
-/// The model's text is read here, once.
+/// The target's session: a session key as given, the target bot's backchannel for `caller`, or
+/// for `a2a:<peer>` the record of `caller`'s conversation with that peer. The model's text is
+/// read here, once.
 fn resolve(engine: &Engine, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
+    if let Some(name) = target.strip_prefix("a2a:") {
+        let config = engine.config();
+        let peer = a2a_out::peer(config, name).and_then(|p| p.id.parse::<BotId>().ok());
+        return match peer {
+            Some(peer) => Ok(SessionKey::a2a_out(&peer, &caller.bot)),
+            None => Err(SendError::UnknownPeer {
+                name: name.to_owned(),
+                known: config.a2a.peers.iter().map(|p| p.id.clone()).collect(),
+            }),
+        };
+    }
     let roster = engine.roster();
     let key = match target.parse::<SessionKey>() {
         Ok(key) => key,

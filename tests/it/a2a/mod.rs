@@ -2,6 +2,8 @@
 //! (scripts/test-deps-python): the agent card, a blocking and a streaming send, a repeated
 //! `messageId`, a guard's refusal, and a task that outlives a restart.
 
+mod outbound;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
