@@ -6,13 +6,14 @@
 //! sender's session as a late reply. Only its run differs: one JSON-RPC `SendMessage` to the
 //! peer instead of a bot's turn, bounded by the peer's `timeout_seconds`, so a peer that is
 //! down, slow or answers garbage ends the delivery `failed` (or `timed_out`) with the reason.
-//! Every request to a peer is built by [`request`].
+//! Every request to a peer is built by [`crate::backend::a2a_request`].
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::RunResult;
+use crate::backend::{a2a_request, a2a_texts as texts};
 use crate::config::{A2aPeer, Config};
 use crate::store::{Delivery, DeliveryState};
 
@@ -41,23 +42,20 @@ pub(super) fn peer<'c>(config: &'c Config, id: &str) -> Option<&'c A2aPeer> {
     config.a2a.peers.iter().find(|p| p.id == id)
 }
 
-/// A request to `peer` carrying JSON-RPC `body`: its URL, the protocol version, its bearer
-/// token, its timeout. The one place an outbound A2A request is made.
+/// A request to `peer` carrying JSON-RPC `body`, with its token and timeout.
 fn request(peers: &Peers, peer: &A2aPeer, body: &Value) -> reqwest::RequestBuilder {
-    let mut request = peers
-        .client
-        .post(&peer.url)
-        .header("A2A-Version", "1.0")
-        .timeout(Duration::from_secs(peer.timeout_seconds))
-        .json(body);
-    if let Some(token) = peer
+    let token = peer
         .token_env
         .as_deref()
-        .and_then(|n| std::env::var(n).ok())
-    {
-        request = request.bearer_auth(token);
-    }
-    request
+        .and_then(|n| std::env::var(n).ok());
+    let timeout = Duration::from_secs(peer.timeout_seconds);
+    a2a_request(
+        &peers.client,
+        &peer.url,
+        token.as_deref(),
+        Some(timeout),
+        body,
+    )
 }
 
 /// Run delivery `d` to its peer: its message sent, the peer's answer as the run's result.
@@ -191,15 +189,6 @@ fn result_of(id: &str, answer: &Value) -> RunResult {
                 .to_lowercase()
         )),
     }
-}
-
-/// The text parts of `parts`, one per line.
-fn texts(parts: Option<&Value>) -> String {
-    let parts = parts.and_then(Value::as_array).into_iter().flatten();
-    let lines: Vec<&str> = parts
-        .filter_map(|p| p.get("text").and_then(Value::as_str))
-        .collect();
-    lines.join("\n")
 }
 
 fn answered(id: &str, reply: String) -> RunResult {

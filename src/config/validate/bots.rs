@@ -129,6 +129,18 @@ impl Checker<'_> {
                 ),
                 Some(url) => self.url(key("url"), url),
             },
+            BackendKind::A2a => {
+                match &bot.url {
+                    None => self.report(
+                        key("url"),
+                        "is missing; the a2a backend needs the agent's A2A JSON-RPC endpoint",
+                    ),
+                    Some(url) => self.url(key("url"), url),
+                }
+                if let Some(name) = &bot.token_env {
+                    self.env_var(&key("token_env"), name, "the agent's bearer token");
+                }
+            }
             BackendKind::Command => {
                 if bot
                     .command
@@ -159,7 +171,12 @@ impl Checker<'_> {
                 BackendKind::Openai,
                 bot.api_key_env.is_some(),
             ),
-            ("url", BackendKind::Http, bot.url.is_some()),
+            (
+                "url",
+                BackendKind::Http,
+                bot.url.is_some() && bot.backend != BackendKind::A2a,
+            ),
+            ("token_env", BackendKind::A2a, bot.token_env.is_some()),
             ("command", BackendKind::Command, !bot.command.is_empty()),
             ("workdir", BackendKind::Command, bot.workdir.is_some()),
             ("env", BackendKind::Command, !bot.env.is_empty()),

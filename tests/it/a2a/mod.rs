@@ -2,7 +2,7 @@
 //! (scripts/test-deps-python): the agent card, a blocking and a streaming send, a repeated
 //! `messageId`, a guard's refusal, and a task that outlives a restart.
 
-mod outbound;
+pub(crate) mod outbound;
 
 use std::time::Duration;
 

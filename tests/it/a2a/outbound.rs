@@ -17,8 +17,9 @@ const PEER: &str = include_str!("peer.py");
 const A_ROOM: &str = "bot:a:local:a:room";
 
 /// An a2a-sdk agent answering every message after a delay, and the messages it received.
-struct Peer {
-    url: String,
+pub(crate) struct Peer {
+    /// Its JSON-RPC endpoint.
+    pub(crate) url: String,
     log: std::path::PathBuf,
     _dir: tempfile::TempDir,
     _child: tokio::process::Child,
@@ -26,6 +27,15 @@ struct Peer {
 
 impl Peer {
     async fn start(delay: Duration) -> Peer {
+        Peer::spawn(delay, None).await
+    }
+
+    /// A peer streaming `reply` (then a file `notes.txt`) to every message.
+    pub(crate) async fn streaming(reply: &str) -> Peer {
+        Peer::spawn(Duration::ZERO, Some(reply)).await
+    }
+
+    async fn spawn(delay: Duration, reply: Option<&str>) -> Peer {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("received.jsonl");
         let mut child = tokio::process::Command::new("python3")
@@ -33,6 +43,7 @@ impl Peer {
             .arg(PEER)
             .arg(delay.as_secs_f64().to_string())
             .arg(&log)
+            .args(reply)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)

@@ -1,9 +1,10 @@
 """An A2A agent built with the official a2a-sdk server classes, for baton's outbound tests.
 
-Usage: peer.py <delay_seconds> <log_file>. Listens on a free loopback port and prints it on
-the first line of stdout. Each message is answered, after <delay_seconds>, by a completed task
-whose artifact is `peer heard: <text>`; each message received is appended to <log_file> as a
-JSON line (messageId, text, metadata).
+Usage: peer.py <delay_seconds> <log_file> [<reply>]. Listens on a free loopback port and
+prints it on the first line of stdout. Each message is answered, after <delay_seconds>, by a
+completed task whose artifact is `peer heard: <text>`, or with <reply>: <reply> streamed in
+8-character chunks 40 ms apart, then a file `notes.txt` (raw bytes). Each message received is
+appended to <log_file> as a JSON line (messageId, text, metadata).
 """
 
 import asyncio
@@ -15,7 +16,7 @@ import uvicorn
 from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
 
-from a2a.helpers import new_task_from_user_message, new_text_part
+from a2a.helpers import new_raw_part, new_task_from_user_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -26,6 +27,7 @@ from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
 
 DELAY = float(sys.argv[1])
 LOG = sys.argv[2]
+REPLY = sys.argv[3] if len(sys.argv) > 3 else None
 
 
 class Echo(AgentExecutor):
@@ -40,7 +42,15 @@ class Echo(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         await updater.start_work()
         await asyncio.sleep(DELAY)
-        await updater.add_artifact([new_text_part(f"peer heard: {text}")], name="reply")
+        if REPLY is None:
+            await updater.add_artifact([new_text_part(f"peer heard: {text}")], name="reply")
+        else:
+            for n, at in enumerate(range(0, len(REPLY), 8)):
+                await updater.add_artifact([new_text_part(REPLY[at:at + 8])],
+                                           artifact_id="reply", name="reply", append=n > 0)
+                await asyncio.sleep(0.04)
+            await updater.add_artifact([new_raw_part(b"the notes\n", "text/plain", "notes.txt")],
+                                       artifact_id="notes", name="notes")
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
