@@ -201,11 +201,11 @@ impl Framing {
 
 /// Splits a byte stream into lines as it arrives (a line may span chunks).
 #[derive(Default)]
-struct Lines(Vec<u8>);
+pub(super) struct Lines(Vec<u8>);
 
 impl Lines {
     /// The lines completed by `chunk`, without their line ends.
-    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+    pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<String> {
         self.0.extend_from_slice(chunk);
         let mut lines = Vec::new();
         while let Some(end) = self.0.iter().position(|b| *b == b'\n') {
@@ -216,7 +216,7 @@ impl Lines {
     }
 
     /// What is left after the last line end.
-    fn rest(self) -> Option<String> {
+    pub(super) fn rest(self) -> Option<String> {
         let rest = String::from_utf8_lossy(&self.0).trim().to_owned();
         (!rest.is_empty()).then_some(rest)
     }

@@ -6,8 +6,8 @@ use baton_contract::{AccountId, Adapter, Platform};
 
 use super::StartError;
 use crate::backend::{
-    Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend, OpenAiSettings,
-    Reaper,
+    A2aBackend, Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend,
+    OpenAiSettings, Reaper,
 };
 use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
 use crate::local::{LocalAdapter, LocalHub, NameRules};
@@ -382,6 +382,14 @@ fn backend(
             HttpBackend::new(bot.url.clone().unwrap_or_default())
                 .map_err(bad)?
                 .with_max_read(max_read(config)),
+        ),
+        BackendKind::A2a => Arc::new(
+            A2aBackend::new(
+                bot.url.clone().unwrap_or_default(),
+                resolve_secret(bot.token_env.as_deref(), env),
+            )
+            .map_err(bad)?
+            .with_max_read(max_read(config)),
         ),
         BackendKind::Command => {
             let mut command = CommandBackend::new(bot.command.clone(), reaper.clone(), env)

@@ -8,6 +8,7 @@
 //! Connections get deadlines and a cap ([`server`]), request bodies a deadline
 //! ([`body_deadline`]).
 
+mod a2a;
 mod api;
 mod artifacts;
 mod auth;
@@ -139,6 +140,9 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
             }),
         )
         .route("/api/roster", get(roster::roster))
+        .route("/.well-known/agent-card.json", get(a2a::cards))
+        .route("/a2a/{bot}/.well-known/agent-card.json", get(a2a::bot_card))
+        .route("/a2a/{bot}", post(a2a::rpc))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::home::{Home, home_of};
-use super::{moved, run};
+use super::{a2a_out, moved, run};
 
 use super::{Finished, Listening, Relay, RunResult, Waited};
 use crate::bot_id::BotId;
@@ -104,6 +104,8 @@ pub enum SendOutcome {
     Refused {
         /// The target bot.
         bot: BotId,
+        /// The refused delivery's run id (on record, refused).
+        run_id: String,
         /// Which rule or budget.
         refusal: SendRefusal,
     },
@@ -147,6 +149,18 @@ impl SendOutcome {
             SendOutcome::Accepted { .. } => "accepted",
         }
     }
+
+    /// The run the outcome is of.
+    pub fn run_id(&self) -> &str {
+        match self {
+            SendOutcome::Answered { run_id, .. }
+            | SendOutcome::Ended { run_id, .. }
+            | SendOutcome::Refused { run_id, .. }
+            | SendOutcome::RefusedEarlier { run_id, .. }
+            | SendOutcome::StillWorking { run_id, .. }
+            | SendOutcome::Accepted { run_id, .. } => run_id,
+        }
+    }
 }
 
 /// Why a send could not be made at all.
@@ -158,6 +172,14 @@ pub enum SendError {
         /// As given.
         name: String,
         /// The configured bots.
+        known: Vec<String>,
+    },
+    /// `a2a:<name>` names no `[[a2a.peers]]`.
+    #[error("no A2A peer `{name}`; known peers: {} (configured under [[a2a.peers]])", known.join(", "))]
+    UnknownPeer {
+        /// As given.
+        name: String,
+        /// The configured peers.
         known: Vec<String>,
     },
     /// The store could not record the delivery.
@@ -226,12 +248,18 @@ async fn send_as(
         target: &target.bot,
         depth: new.depth,
         passive_to: caller.passive_to.as_ref(),
+        from_outside: caller.session.a2a_peer().is_some(),
     };
     if let Err(refusal) = relay.sends().check_rules(&attempt) {
         return Ok(fresh(refuse_new(engine, new, refusal).await));
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let home = home_of(engine, &target.bot).await;
+    // A peer outside baton has no home instance: its call is made here.
+    let home = if target.a2a_out_peer().is_some() {
+        Home::Here
+    } else {
+        home_of(engine, &target.bot).await
+    };
     let runner = (home == Home::Here).then(|| engine.instance());
     // Taken as soon as the writer ran it: the run's start is queued after it (see
     // `Store::delivery_begin_early`).
@@ -266,6 +294,7 @@ async fn send_as(
         moved(engine, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {
             bot: delivery.target,
+            run_id: delivery.run_id,
             refusal,
         }));
     }
@@ -333,9 +362,21 @@ async fn hand_over(relay: &Relay, delivery: &Delivery, instance: &str) {
     }
 }
 
-/// The target's session: a session key as given, or the target bot's backchannel for `caller`.
-/// The model's text is read here, once.
+/// The target's session: a session key as given, the target bot's backchannel for `caller`, or
+/// for `a2a:<peer>` the record of `caller`'s conversation with that peer. The model's text is
+/// read here, once.
 fn resolve(engine: &Engine, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
+    if let Some(name) = target.strip_prefix("a2a:") {
+        let config = engine.config();
+        let peer = a2a_out::peer(config, name).and_then(|p| p.id.parse::<BotId>().ok());
+        return match peer {
+            Some(peer) => Ok(SessionKey::a2a_out(&peer, &caller.bot)),
+            None => Err(SendError::UnknownPeer {
+                name: name.to_owned(),
+                known: config.a2a.peers.iter().map(|p| p.id.clone()).collect(),
+            }),
+        };
+    }
     let roster = engine.roster();
     let key = match target.parse::<SessionKey>() {
         Ok(key) => key,
@@ -375,10 +416,15 @@ async fn refuse_new(engine: &Engine, new: NewDelivery, refusal: SendRefusal) -> 
     let reason = Some(refusal.as_str());
     moved(engine, &new, DeliveryState::Refused, reason, None);
     let bot = new.target.clone();
+    let run_id = new.run_id.clone();
     if let Err(err) = engine.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
-    SendOutcome::Refused { bot, refusal }
+    SendOutcome::Refused {
+        bot,
+        run_id,
+        refusal,
+    }
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
@@ -586,14 +632,10 @@ mod tests {
             let sent = send(relay, &who, request(target, "hi", fire, None))
                 .await
                 .unwrap();
-            assert_eq!(
-                sent.outcome,
-                SendOutcome::Refused {
-                    bot: target.parse().unwrap(),
-                    refusal: why
-                },
-                "{why:?}"
-            );
+            let SendOutcome::Refused { bot, refusal, .. } = &sent.outcome else {
+                panic!("not refused: {sent:?}");
+            };
+            assert_eq!((bot.as_str(), *refusal), (target, why), "{why:?}");
         }
         let mut on_record = refused_on_record(relay.engine()).await;
         on_record.sort();

@@ -41,6 +41,8 @@ stored_name! {
         InvalidOutput = "invalid_output",
         /// A guard refused the send; no turn ran.
         Refused = "refused",
+        /// Its sender (an A2A agent) canceled it: the turn was stopped, nothing of it posted.
+        Canceled = "canceled",
     }
 }
 

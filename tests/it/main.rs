@@ -21,6 +21,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod a2a;
 mod access;
 mod admin;
 mod artifacts;

@@ -123,10 +123,15 @@ impl Checker<'_> {
                 self.env_var(&key("api_key_env"), name, API_KEY);
             }
         }
-        if kinds.contains(&BackendKind::Http)
+        if (kinds.contains(&BackendKind::Http) || kinds.contains(&BackendKind::A2a))
             && let Some(url) = &bot.url
         {
             self.url(key("url"), url);
+        }
+        if kinds.contains(&BackendKind::A2a)
+            && let Some(name) = &bot.token_env
+        {
+            self.env_var(&key("token_env"), name, "the agent's bearer token");
         }
         if kinds.contains(&BackendKind::Command) {
             for (n, name) in bot.env.iter().enumerate() {
@@ -145,7 +150,17 @@ impl Checker<'_> {
                 BackendKind::Openai,
                 bot.api_key_env.is_some(),
             ),
-            ("url", BackendKind::Http, bot.url.is_some()),
+            (
+                "url",
+                // Taken by the http and the a2a backend alike.
+                if kinds.contains(&BackendKind::A2a) {
+                    BackendKind::A2a
+                } else {
+                    BackendKind::Http
+                },
+                bot.url.is_some(),
+            ),
+            ("token_env", BackendKind::A2a, bot.token_env.is_some()),
             ("command", BackendKind::Command, !bot.command.is_empty()),
             ("workdir", BackendKind::Command, bot.workdir.is_some()),
             ("env", BackendKind::Command, !bot.env.is_empty()),
@@ -212,6 +227,10 @@ pub(super) fn missing_setting(
         BackendKind::Http if bot.url.is_none() => Some(Missing {
             key: "url",
             what: "the URL turns are POSTed to",
+        }),
+        BackendKind::A2a if bot.url.is_none() => Some(Missing {
+            key: "url",
+            what: "the agent's A2A JSON-RPC endpoint",
         }),
         BackendKind::Command if blank(bot.command.first().map(String::as_str)) => Some(Missing {
             key: "command",

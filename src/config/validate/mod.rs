@@ -61,6 +61,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.accounts(config);
     check.chats(config);
     check.agent_to_agent(config);
+    check.a2a(config);
     check.chains(config);
     check.feedback(config);
     check.schedules(config);
