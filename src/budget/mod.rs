@@ -293,6 +293,23 @@ impl Budgets {
     /// Charges a finished call: one usage row (with its cost when the model has a price) and
     /// the counters. `estimated` marks tokens counted from characters.
     pub async fn charge(&self, bill: &Bill<'_>, call: Call<'_>) {
+        let charge = self.bill(bill, call).await;
+        self.record(vec![charge]).await;
+    }
+
+    /// Writes `charges` in a store job of their own, and counts them.
+    pub async fn record(&self, charges: Vec<Charge>) {
+        let rows = charges.iter().map(|c| c.row.clone()).collect();
+        match self.inner.store.usage_record(rows).await {
+            Ok(ids) => self.recorded(charges, Ok(ids)).await,
+            Err(err) => self.recorded(charges, Err(&err)).await,
+        }
+    }
+
+    /// A finished call's usage row, for a store job the caller writes anyway (the turn's last
+    /// call rides on its journal's next write, `crate::mirror`): the counters count it now;
+    /// [`Budgets::recorded`] counts it in the budgets once written.
+    pub async fn bill(&self, bill: &Bill<'_>, call: Call<'_>) -> Charge {
         let cost = price::cost(&self.inner.prices, call.model, call.usage);
         self.inner
             .counters
@@ -312,36 +329,50 @@ impl Budgets {
             cost_usd: cost,
             estimated: call.estimated,
         };
-        let mut counted = Charged {
-            id: 0,
-            ts_ms: row.ts_ms,
-            bot: row.bot.clone(),
-            platform: row.platform.clone(),
-            chat: row.chat.clone(),
-            trigger_id: row.trigger_id.clone(),
-            tokens: row.prompt_tokens.saturating_add(row.completion_tokens),
-            cost_usd: cost.unwrap_or(0.0),
-        };
-        // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
-        // With no budget configured there is nothing to count them for.
-        let local = !self.inner.store.usage_shared() && !self.inner.rules.is_empty();
-        if local {
+        if self.counts_locally() {
+            // From now on a check reads the windows this row names (`tally.rs`).
             let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
             self.inner.tally.lock().await.saw(&keys);
         }
-        match self.inner.store.usage_record(vec![row]).await {
-            Ok(ids) if local => {
-                let mut tally = self.inner.tally.lock().await;
-                for id in ids {
-                    counted.id = id;
-                    tally.count(&self.inner.rules, &counted);
-                }
-            }
-            Ok(_) => {}
+        Charge { row }
+    }
+
+    /// Counts `charges` once their rows were written (`recorded`: the ids the store gave them,
+    /// in order), or logs that they could not be.
+    pub async fn recorded(&self, charges: Vec<Charge>, recorded: Result<Vec<i64>, &StoreError>) {
+        let ids = match recorded {
+            Ok(ids) => ids,
             Err(err) => {
-                tracing::error!(%err, bot = %bill.bot, "could not record a model call's usage");
+                let bots: Vec<&str> = charges.iter().map(|c| c.row.bot.as_str()).collect();
+                tracing::error!(%err, ?bots, "could not record a model call's usage");
+                return;
             }
+        };
+        // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
+        if !self.counts_locally() {
+            return;
         }
+        let mut tally = self.inner.tally.lock().await;
+        for (charge, id) in charges.iter().zip(ids) {
+            let row = &charge.row;
+            let counted = Charged {
+                id,
+                ts_ms: row.ts_ms,
+                bot: row.bot.clone(),
+                platform: row.platform.clone(),
+                chat: row.chat.clone(),
+                trigger_id: row.trigger_id.clone(),
+                tokens: row.prompt_tokens.saturating_add(row.completion_tokens),
+                cost_usd: row.cost_usd.unwrap_or(0.0),
+            };
+            tally.count(&self.inner.rules, &counted);
+        }
+    }
+
+    /// Whether this instance's tally counts its own rows as they are written: on SQLite, which
+    /// it alone writes, with some budget to count them for.
+    fn counts_locally(&self) -> bool {
+        !self.inner.store.usage_shared() && !self.inner.rules.is_empty()
     }
 
     /// Sets budget `name`'s limit over the config's, for every instance.
@@ -454,6 +485,13 @@ impl Budgets {
             })
             .collect())
     }
+}
+
+/// A model call's usage row, billed ([`Budgets::bill`]) and not written yet.
+#[derive(Debug, Clone)]
+pub struct Charge {
+    /// The row to write.
+    pub row: NewUsage,
 }
 
 /// One finished model call (or a turn's calls together).

@@ -236,9 +236,9 @@ mod tests {
         assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
         assert_eq!(
             store.jobs() - before,
-            6,
-            "filed; session, history and inbound entry together; the turn's usage (budgets); \
-             post begun; reply; done (the local channel shows no typing, so no typing rows)"
+            5,
+            "filed; session, history and inbound entry together; post begun with the turn's \
+             usage; reply; done (the local channel shows no typing, so no typing rows)"
         );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
     }

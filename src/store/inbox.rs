@@ -584,7 +584,7 @@ mod tests {
             let events: Vec<&[u8]> = taken.iter().map(|u| &u.row[..]).collect();
             assert_eq!(events, [b"m1"], "{engine}");
             // A row taken out meanwhile stays out.
-            store.inbox_done(id).await.unwrap();
+            store.inbox_done(id, None).await.unwrap();
             store.inbox_hand_back(vec![id]).await.unwrap();
             assert!(
                 store
