@@ -152,14 +152,15 @@ struct Inner {
 impl Budgets {
     /// The budgets of `config`, their spend kept in `store`, charged by `instance`.
     pub fn new(config: &Config, store: Store, instance: &str) -> Budgets {
+        let rules: Vec<Rule> = config.budgets.iter().map(Rule::new).collect();
         Budgets {
             inner: Arc::new(Inner {
-                rules: config.budgets.iter().map(Rule::new).collect(),
+                tally: tokio::sync::Mutex::new(Tally::new(&rules)),
+                rules,
                 prices: config.prices.clone(),
                 store,
                 instance: instance.to_owned(),
                 counters: Counters::default(),
-                tally: tokio::sync::Mutex::new(Tally::new(config.budgets.len())),
             }),
         }
     }
@@ -190,21 +191,21 @@ impl Budgets {
             bill.chat,
             bill.trigger,
         );
-        let keys: Vec<tally::Key> = matching
-            .iter()
-            .map(|&i| (i, scoped.of(rules[i].scope)))
-            .collect();
         let mut tally = self.inner.tally.lock().await;
-        if let Err(err) = self.bring_up_to_date(&mut tally, bill, &keys, now).await {
+        if let Err(err) = self
+            .bring_up_to_date(&mut tally, bill, &matching, &scoped, now)
+            .await
+        {
             tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
             return go;
         }
-        let spent: Vec<(Spent, LimitOverride)> = keys
+        let spent = tally.spent(rules, &matching, &scoped, now);
+        let spent: Vec<(Spent, LimitOverride)> = matching
             .iter()
-            .map(|&key| {
-                let rule = &rules[key.0];
-                let limits = rule.limits(tally.limits.get(&rule.name));
-                (tally.spent(key, rule.since_ms(now), now), limits)
+            .zip(spent)
+            .map(|(&i, spent)| {
+                let rule = &rules[i];
+                (spent, rule.limits(tally.limits.get(&rule.name)))
             })
             .collect();
         drop(tally);
@@ -242,7 +243,7 @@ impl Budgets {
         Verdict::Go { warnings }
     }
 
-    /// Brings `tally`'s windows for `keys` up to date (`tally.rs`): on PostgreSQL with the rows
+    /// Brings `tally`'s windows of the `matching` budgets for `keys` up to date (`tally.rs`): on PostgreSQL with the rows
     /// every instance committed since the last read; on SQLite, whose rows this instance
     /// counts as it charges them, only by reading the windows it never counted that can have
     /// rows.
@@ -250,7 +251,8 @@ impl Budgets {
         &self,
         tally: &mut Tally,
         bill: &Bill<'_>,
-        keys: &[tally::Key<'_>],
+        matching: &[usize],
+        keys: &Keys<'_>,
         now: i64,
     ) -> Result<(), StoreError> {
         let store = &self.inner.store;
@@ -259,7 +261,7 @@ impl Budgets {
             tally.know(store.usage_seen().await?);
         }
         let rules = &self.inner.rules;
-        let missing = tally.wants(rules, keys, now);
+        let missing = tally.wants(matching, keys, now);
         if !written_elsewhere && missing.is_empty() {
             return Ok(());
         }
