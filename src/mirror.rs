@@ -13,13 +13,14 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::backend::{ToolCall, ToolExecutor};
+use crate::budget::{Budgets, Charge};
 use crate::config::BackendKind;
 use crate::events::{Event, Events};
 use crate::roster::ToolName;
 use crate::session::SessionKey;
 use crate::store::{
     Answered, Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify,
-    Origin, QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
+    Origin, QueuedEarly, SendStart, Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::timing::now_ms;
 use crate::trace::{Span, SpanKind, attr};
@@ -67,6 +68,36 @@ pub struct Journal {
     /// written with each post of its reply: a chat may give a bot another backend or model
     /// than its own.
     ran_on: Arc<parking_lot::Mutex<RanOn>>,
+    /// The run's model calls billed and not written yet ([`Journal::owe`]).
+    owed: Arc<parking_lot::Mutex<Owed>>,
+}
+
+/// Usage rows a run owes the store: its next write that can carry them does (the start of its
+/// post, or a line of its own), saving the turn a store job of their own (BENCHMARKS.md, issue
+/// 49). Rows no write took are written alone once the run's journal is let go.
+#[derive(Default)]
+struct Owed {
+    budgets: Option<Budgets>,
+    charges: Vec<Charge>,
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        let (Some(budgets), charges) = (self.budgets.take(), std::mem::take(&mut self.charges))
+        else {
+            return;
+        };
+        if charges.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(async move { budgets.record(charges).await })),
+            Err(_) => tracing::error!(
+                calls = charges.len(),
+                "a run's usage could not be recorded: no runtime left to write it"
+            ),
+        }
+    }
 }
 
 /// What a run's turn ran on, as far as known.
@@ -88,6 +119,52 @@ impl Journal {
             tool_calls: Arc::default(),
             attaching: Arc::default(),
             ran_on: Arc::default(),
+            owed: Arc::default(),
+        }
+    }
+
+    /// The run owes `charge` (its turn's last model call, billed by `budgets`): the journal's
+    /// next write that can carry it records it.
+    pub fn owe(&self, budgets: &Budgets, charge: Charge) {
+        let mut owed = self.owed.lock();
+        owed.budgets.get_or_insert_with(|| budgets.clone());
+        owed.charges.push(charge);
+    }
+
+    /// What the run owes, taken for the write about to carry it.
+    fn owed(&self) -> Option<(Budgets, Vec<Charge>)> {
+        let mut owed = self.owed.lock();
+        let charges = std::mem::take(&mut owed.charges);
+        if charges.is_empty() {
+            return None;
+        }
+        owed.budgets.clone().map(|budgets| (budgets, charges))
+    }
+
+    /// Decide, and record, whether the chunk keyed `idempotency_key` may be posted now
+    /// ([`Store::send_begin`]), recording what the run owes in the same job.
+    pub async fn send_begin(
+        &self,
+        idempotency_key: &str,
+        now_ms: i64,
+    ) -> Result<SendStart, StoreError> {
+        let Some((budgets, charges)) = self.owed() else {
+            return self.store.send_begin(idempotency_key, now_ms).await;
+        };
+        let rows = charges.iter().map(|c| c.row.clone()).collect();
+        let begun = self
+            .store
+            .send_begin_charging(idempotency_key, now_ms, rows)
+            .await;
+        match begun {
+            Ok((start, ids)) => {
+                budgets.recorded(charges, Ok(ids)).await;
+                Ok(start)
+            }
+            Err(err) => {
+                budgets.recorded(charges, Err(&err)).await;
+                Err(err)
+            }
         }
     }
 
@@ -401,7 +478,22 @@ impl Journal {
             idempotency_key,
             meta,
         );
-        let written = self.store.append(entry).await;
+        let written = match self.owed() {
+            None => self.store.append(entry).await,
+            Some((budgets, charges)) => {
+                let rows = charges.iter().map(|c| c.row.clone()).collect();
+                match self.store.append_charging(entry, rows).await {
+                    Ok((entry, ids)) => {
+                        budgets.recorded(charges, Ok(ids)).await;
+                        Ok(entry)
+                    }
+                    Err(err) => {
+                        budgets.recorded(charges, Err(&err)).await;
+                        Err(err)
+                    }
+                }
+            }
+        };
         self.written(written, kind, speaker);
     }
 

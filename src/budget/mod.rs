@@ -152,14 +152,15 @@ struct Inner {
 impl Budgets {
     /// The budgets of `config`, their spend kept in `store`, charged by `instance`.
     pub fn new(config: &Config, store: Store, instance: &str) -> Budgets {
+        let rules: Vec<Rule> = config.budgets.iter().map(Rule::new).collect();
         Budgets {
             inner: Arc::new(Inner {
-                rules: config.budgets.iter().map(Rule::new).collect(),
+                tally: tokio::sync::Mutex::new(Tally::new(&rules)),
+                rules,
                 prices: config.prices.clone(),
                 store,
                 instance: instance.to_owned(),
                 counters: Counters::default(),
-                tally: tokio::sync::Mutex::new(Tally::new(config.budgets.len())),
             }),
         }
     }
@@ -190,21 +191,21 @@ impl Budgets {
             bill.chat,
             bill.trigger,
         );
-        let keys: Vec<tally::Key> = matching
-            .iter()
-            .map(|&i| (i, scoped.of(rules[i].scope)))
-            .collect();
         let mut tally = self.inner.tally.lock().await;
-        if let Err(err) = self.bring_up_to_date(&mut tally, bill, &keys, now).await {
+        if let Err(err) = self
+            .bring_up_to_date(&mut tally, bill, &matching, &scoped, now)
+            .await
+        {
             tracing::error!(%err, bot = %bill.bot, "could not read the budgets' spend; the call goes ahead");
             return go;
         }
-        let spent: Vec<(Spent, LimitOverride)> = keys
+        let spent = tally.spent(rules, &matching, &scoped, now);
+        let spent: Vec<(Spent, LimitOverride)> = matching
             .iter()
-            .map(|&key| {
-                let rule = &rules[key.0];
-                let limits = rule.limits(tally.limits.get(&rule.name));
-                (tally.spent(key, rule.since_ms(now), now), limits)
+            .zip(spent)
+            .map(|(&i, spent)| {
+                let rule = &rules[i];
+                (spent, rule.limits(tally.limits.get(&rule.name)))
             })
             .collect();
         drop(tally);
@@ -242,7 +243,7 @@ impl Budgets {
         Verdict::Go { warnings }
     }
 
-    /// Brings `tally`'s windows for `keys` up to date (`tally.rs`): on PostgreSQL with the rows
+    /// Brings `tally`'s windows of the `matching` budgets for `keys` up to date (`tally.rs`): on PostgreSQL with the rows
     /// every instance committed since the last read; on SQLite, whose rows this instance
     /// counts as it charges them, only by reading the windows it never counted that can have
     /// rows.
@@ -250,7 +251,8 @@ impl Budgets {
         &self,
         tally: &mut Tally,
         bill: &Bill<'_>,
-        keys: &[tally::Key<'_>],
+        matching: &[usize],
+        keys: &Keys<'_>,
         now: i64,
     ) -> Result<(), StoreError> {
         let store = &self.inner.store;
@@ -259,7 +261,7 @@ impl Budgets {
             tally.know(store.usage_seen().await?);
         }
         let rules = &self.inner.rules;
-        let missing = tally.wants(rules, keys, now);
+        let missing = tally.wants(matching, keys, now);
         if !written_elsewhere && missing.is_empty() {
             return Ok(());
         }
@@ -293,6 +295,23 @@ impl Budgets {
     /// Charges a finished call: one usage row (with its cost when the model has a price) and
     /// the counters. `estimated` marks tokens counted from characters.
     pub async fn charge(&self, bill: &Bill<'_>, call: Call<'_>) {
+        let charge = self.bill(bill, call).await;
+        self.record(vec![charge]).await;
+    }
+
+    /// Writes `charges` in a store job of their own, and counts them.
+    pub async fn record(&self, charges: Vec<Charge>) {
+        let rows = charges.iter().map(|c| c.row.clone()).collect();
+        match self.inner.store.usage_record(rows).await {
+            Ok(ids) => self.recorded(charges, Ok(ids)).await,
+            Err(err) => self.recorded(charges, Err(&err)).await,
+        }
+    }
+
+    /// A finished call's usage row, for a store job the caller writes anyway (the turn's last
+    /// call rides on its journal's next write, `crate::mirror`): the counters count it now;
+    /// [`Budgets::recorded`] counts it in the budgets once written.
+    pub async fn bill(&self, bill: &Bill<'_>, call: Call<'_>) -> Charge {
         let cost = price::cost(&self.inner.prices, call.model, call.usage);
         self.inner
             .counters
@@ -312,36 +331,50 @@ impl Budgets {
             cost_usd: cost,
             estimated: call.estimated,
         };
-        let mut counted = Charged {
-            id: 0,
-            ts_ms: row.ts_ms,
-            bot: row.bot.clone(),
-            platform: row.platform.clone(),
-            chat: row.chat.clone(),
-            trigger_id: row.trigger_id.clone(),
-            tokens: row.prompt_tokens.saturating_add(row.completion_tokens),
-            cost_usd: cost.unwrap_or(0.0),
-        };
-        // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
-        // With no budget configured there is nothing to count them for.
-        let local = !self.inner.store.usage_shared() && !self.inner.rules.is_empty();
-        if local {
+        if self.counts_locally() {
+            // From now on a check reads the windows this row names (`tally.rs`).
             let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
             self.inner.tally.lock().await.saw(&keys);
         }
-        match self.inner.store.usage_record(vec![row]).await {
-            Ok(ids) if local => {
-                let mut tally = self.inner.tally.lock().await;
-                for id in ids {
-                    counted.id = id;
-                    tally.count(&self.inner.rules, &counted);
-                }
-            }
-            Ok(_) => {}
+        Charge { row }
+    }
+
+    /// Counts `charges` once their rows were written (`recorded`: the ids the store gave them,
+    /// in order), or logs that they could not be.
+    pub async fn recorded(&self, charges: Vec<Charge>, recorded: Result<Vec<i64>, &StoreError>) {
+        let ids = match recorded {
+            Ok(ids) => ids,
             Err(err) => {
-                tracing::error!(%err, bot = %bill.bot, "could not record a model call's usage");
+                let bots: Vec<&str> = charges.iter().map(|c| c.row.bot.as_str()).collect();
+                tracing::error!(%err, ?bots, "could not record a model call's usage");
+                return;
             }
+        };
+        // On SQLite this instance writes every row: its tally counts them here (`tally.rs`).
+        if !self.counts_locally() {
+            return;
         }
+        let mut tally = self.inner.tally.lock().await;
+        for (charge, id) in charges.iter().zip(ids) {
+            let row = &charge.row;
+            let counted = Charged {
+                id,
+                ts_ms: row.ts_ms,
+                bot: row.bot.clone(),
+                platform: row.platform.clone(),
+                chat: row.chat.clone(),
+                trigger_id: row.trigger_id.clone(),
+                tokens: row.prompt_tokens.saturating_add(row.completion_tokens),
+                cost_usd: row.cost_usd.unwrap_or(0.0),
+            };
+            tally.count(&self.inner.rules, &counted);
+        }
+    }
+
+    /// Whether this instance's tally counts its own rows as they are written: on SQLite, which
+    /// it alone writes, with some budget to count them for.
+    fn counts_locally(&self) -> bool {
+        !self.inner.store.usage_shared() && !self.inner.rules.is_empty()
     }
 
     /// Sets budget `name`'s limit over the config's, for every instance.
@@ -454,6 +487,13 @@ impl Budgets {
             })
             .collect())
     }
+}
+
+/// A model call's usage row, billed ([`Budgets::bill`]) and not written yet.
+#[derive(Debug, Clone)]
+pub struct Charge {
+    /// The row to write.
+    pub row: NewUsage,
 }
 
 /// One finished model call (or a turn's calls together).

@@ -3,7 +3,10 @@
 //! to a row id, and then only rows with a larger id are added to it; its rows that leave the
 //! window are let go. A window no check counted for [`IDLE_MS`] is dropped, and read again when
 //! needed. A budget's windows are kept by its scope's key ([`Keys`]): its match is the same for
-//! every row it counts, so the key alone tells its windows apart.
+//! every row it counts, so the key alone tells its windows apart. One map entry per scope key
+//! holds the windows of every budget of that scope, so a check looks up each scope's key once
+//! (at most four lookups, however many budgets) and a new trigger's windows are one insert, not
+//! one per budget (BENCHMARKS.md, issue 49).
 //!
 //! Where the rows with a larger id come from depends on who writes them:
 //! - on PostgreSQL, several instances: each check reads the rows committed since the last one
@@ -25,12 +28,18 @@ use crate::store::{Charged, LimitOverride, Spent, UsageSeen, UsageTally};
 /// How long a window nobody checked is kept.
 const IDLE_MS: i64 = 10 * 60 * 1000;
 
-/// The windows being counted, per budget (by its index in the rules) and scope key.
+/// The windows being counted: per scope, per scope key, one per budget of that scope.
 #[derive(Default)]
 pub(super) struct Tally {
     /// The last row read (PostgreSQL).
     last_id: i64,
-    windows: Vec<FxHashMap<String, Window>>,
+    /// By [`scope_index`]: each scope key's windows, one slot per budget of the scope (`None`:
+    /// not counted yet).
+    scopes: [FxHashMap<String, Vec<Option<Window>>>; SCOPES.len()],
+    /// Each budget's scope (its index) and slot in its scope's windows, by the budget's index.
+    places: Vec<(usize, usize)>,
+    /// How many budgets each scope has.
+    widths: [usize; SCOPES.len()],
     swept_ms: i64,
     /// What the rows name (SQLite): what charges begun noted, and once `known`, what the
     /// table held.
@@ -39,6 +48,23 @@ pub(super) struct Tally {
     /// The limits admins set, by budget name, as last read (on FxHash: every check looks up
     /// each budget it counts).
     pub(super) limits: FxHashMap<String, LimitOverride>,
+}
+
+/// The scopes, in the order [`Tally`] keeps them.
+const SCOPES: [BudgetScope; 4] = [
+    BudgetScope::Bot,
+    BudgetScope::Chat,
+    BudgetScope::Trigger,
+    BudgetScope::Gateway,
+];
+
+fn scope_index(scope: BudgetScope) -> usize {
+    match scope {
+        BudgetScope::Bot => 0,
+        BudgetScope::Chat => 1,
+        BudgetScope::Trigger => 2,
+        BudgetScope::Gateway => 3,
+    }
 }
 
 /// A call's (or a row's) key in each scope: its bot, `<platform>:<chat>`, its trigger.
@@ -152,12 +178,15 @@ impl Window {
 pub(super) type Key<'k> = (usize, &'k str);
 
 impl Tally {
-    /// A tally for `rules` budgets.
-    pub(super) fn new(rules: usize) -> Tally {
-        Tally {
-            windows: (0..rules).map(|_| FxHashMap::default()).collect(),
-            ..Tally::default()
+    /// A tally for `rules`.
+    pub(super) fn new(rules: &[Rule]) -> Tally {
+        let mut tally = Tally::default();
+        for rule in rules {
+            let scope = scope_index(rule.scope);
+            tally.places.push((scope, tally.widths[scope]));
+            tally.widths[scope] += 1;
         }
+        tally
     }
 
     /// The id the next read of fresh rows starts after (PostgreSQL).
@@ -189,29 +218,53 @@ impl Tally {
         self.seen.saw(keys);
     }
 
-    /// Which of `wanted` are not counted yet and must be read; a window nobody checked lately
-    /// is let go first, and one that can have no rows (SQLite) starts empty.
+    /// Which windows of the `matching` budgets (by index) for a call of `keys` are not counted
+    /// yet and must be read; a window nobody checked lately is let go first, and one that can
+    /// have no rows (SQLite) starts empty.
     pub(super) fn wants<'k>(
         &mut self,
-        rules: &[Rule],
-        wanted: &[Key<'k>],
+        matching: &[usize],
+        keys: &'k Keys<'_>,
         now_ms: i64,
     ) -> Vec<Key<'k>> {
         if now_ms - self.swept_ms > IDLE_MS / 10 {
             self.swept_ms = now_ms;
-            for windows in &mut self.windows {
-                windows.retain(|_, w| now_ms - w.used_ms < IDLE_MS);
+            for scope in &mut self.scopes {
+                scope.retain(|_, windows| {
+                    for slot in windows.iter_mut() {
+                        if slot.as_ref().is_some_and(|w| now_ms - w.used_ms >= IDLE_MS) {
+                            *slot = None;
+                        }
+                    }
+                    windows.iter().any(Option::is_some)
+                });
             }
         }
         let mut missing = Vec::new();
-        for &(i, key) in wanted {
-            if self.windows[i].contains_key(key) {
+        for (s, scope) in SCOPES.into_iter().enumerate() {
+            if !matching.iter().any(|&i| self.places[i].0 == s) {
                 continue;
             }
-            if self.known && self.seen.empty(rules[i].scope, key) {
-                self.windows[i].insert(key.to_owned(), Window::default());
-            } else {
-                missing.push((i, key));
+            let key = keys.of(scope);
+            let empty = self.known && self.seen.empty(scope, key);
+            let (scoped, width) = (&mut self.scopes[s], self.widths[s]);
+            // One lookup for a key counted already (`slots` looks twice).
+            let windows = match scoped.get_mut(key) {
+                Some(windows) => windows,
+                None => scoped
+                    .entry(key.to_owned())
+                    .or_insert_with(|| (0..width).map(|_| None).collect()),
+            };
+            for &i in matching {
+                let (of, slot) = self.places[i];
+                if of != s || windows[slot].is_some() {
+                    continue;
+                }
+                if empty {
+                    windows[slot] = Some(Window::default());
+                } else {
+                    missing.push((i, key));
+                }
             }
         }
         missing
@@ -233,33 +286,74 @@ impl Tally {
             for row in rows {
                 window.add(row.ts_ms, row.tokens, row.cost_usd);
             }
-            self.windows[i].insert(key.to_owned(), window);
+            let (s, slot) = self.places[i];
+            slots(&mut self.scopes[s], key, self.widths[s])[slot] = Some(window);
         }
     }
 
     /// Adds `row` to every window counted that sums it and did not read it.
     pub(super) fn count(&mut self, rules: &[Rule], row: &Charged) {
         let keys = Keys::new(&row.bot, &row.platform, &row.chat, &row.trigger_id);
-        for (rule, windows) in rules.iter().zip(&mut self.windows) {
-            if !rule.counts(&row.bot, &row.platform, &row.chat) {
+        for (s, scope) in SCOPES.into_iter().enumerate() {
+            if self.widths[s] == 0 {
                 continue;
             }
-            if let Some(window) = windows.get_mut(keys.of(rule.scope))
-                && row.id > window.upto
-            {
-                window.add(row.ts_ms, row.tokens, row.cost_usd);
+            let Some(windows) = self.scopes[s].get_mut(keys.of(scope)) else {
+                continue;
+            };
+            for (rule, &(of, slot)) in rules.iter().zip(&self.places) {
+                if of != s || !rule.counts(&row.bot, &row.platform, &row.chat) {
+                    continue;
+                }
+                if let Some(window) = &mut windows[slot]
+                    && row.id > window.upto
+                {
+                    window.add(row.ts_ms, row.tokens, row.cost_usd);
+                }
             }
         }
     }
 
-    /// What `key`'s window spent since `since_ms` (it was read: [`Tally::absorb`]).
-    pub(super) fn spent(&mut self, (i, key): Key<'_>, since_ms: i64, now_ms: i64) -> Spent {
-        let windows = &mut self.windows[i];
-        let window = match windows.get_mut(key) {
-            Some(window) => window,
-            None => windows.entry(key.to_owned()).or_default(),
-        };
-        window.used_ms = now_ms;
-        window.spent(since_ms)
+    /// What the windows of the `matching` budgets for a call of `keys` spent in their windows
+    /// (they were read: [`Tally::absorb`]), in `matching`'s order.
+    pub(super) fn spent(
+        &mut self,
+        rules: &[Rule],
+        matching: &[usize],
+        keys: &Keys<'_>,
+        now_ms: i64,
+    ) -> Vec<Spent> {
+        let mut spent = vec![Spent::default(); matching.len()];
+        for (s, scope) in SCOPES.into_iter().enumerate() {
+            if !matching.iter().any(|&i| self.places[i].0 == s) {
+                continue;
+            }
+            // Each was made by `wants`, unless let go since.
+            let Some(windows) = self.scopes[s].get_mut(keys.of(scope)) else {
+                continue;
+            };
+            for (n, &i) in matching.iter().enumerate() {
+                let (of, slot) = self.places[i];
+                if of != s {
+                    continue;
+                }
+                let window = windows[slot].get_or_insert_with(Window::default);
+                window.used_ms = now_ms;
+                spent[n] = window.spent(rules[i].since_ms(now_ms));
+            }
+        }
+        spent
     }
+}
+
+/// `key`'s windows in `scope` (a scope of `width` budgets), none counted for a key new to it.
+fn slots<'m>(
+    scope: &'m mut FxHashMap<String, Vec<Option<Window>>>,
+    key: &str,
+    width: usize,
+) -> &'m mut Vec<Option<Window>> {
+    if !scope.contains_key(key) {
+        scope.insert(key.to_owned(), (0..width).map(|_| None).collect());
+    }
+    scope.get_mut(key).expect("just inserted")
 }

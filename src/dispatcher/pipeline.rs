@@ -262,10 +262,10 @@ mod tests {
         assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
         assert_eq!(
             store.jobs() - before,
-            7,
-            "filed; session, history and inbound entry together; the turn's usage (budgets); \
-             post begun; the local room keeps the reply (the local channel's post itself); \
-             reply; done (the local channel shows no typing, so no typing rows)"
+            6,
+            "filed; session, history and inbound entry together; post begun with the turn's \
+             usage; the local room keeps the reply (the local channel's post itself); reply; \
+             done (the local channel shows no typing, so no typing rows)"
         );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
     }

@@ -92,6 +92,15 @@ pub(super) struct Metered<'a> {
     pub stopped: Mutex<Option<Stopped>>,
 }
 
+/// When a charge's row is written.
+#[derive(Clone, Copy)]
+enum When {
+    /// In a store job of its own, now: a later check in the turn counts it.
+    Now,
+    /// With the journal's next write.
+    Owed,
+}
+
 impl Metered<'_> {
     /// How the turn ends when a budget refused one of its further model calls: refused as one
     /// refused before its first call is.
@@ -104,34 +113,44 @@ impl Metered<'_> {
         Some(refuse(self.engine, self.journal, self.bot, self.caller, stopped).await)
     }
 
-    async fn charge(&self, model: &str, usage: Usage, estimated: bool) {
+    /// Charges one call now (`Now`), or bills it for the journal's next write to record
+    /// (`Owed`: the turn's last charge, which nothing waits for).
+    async fn charge(&self, model: &str, usage: Usage, estimated: bool, when: When) {
+        let session = self.journal.session().render();
         let call = Call {
-            session: &self.journal.session().render(),
+            session: &session,
             run_id: self.journal.run_id(),
             model,
             usage,
             estimated,
         };
         let bill = bill(self.bot, self.caller, self.journal);
-        self.engine.budgets().charge(&bill, call).await;
+        let budgets = self.engine.budgets();
+        match when {
+            When::Now => budgets.charge(&bill, call).await,
+            When::Owed => self.journal.owe(budgets, budgets.bill(&bill, call).await),
+        }
     }
 
     /// Charges what the turn spent and was not charged yet: the backend's total less the calls
-    /// charged as they answered, else an estimate from the characters.
+    /// charged as they answered, else an estimate from the characters. Its row rides on the
+    /// journal's next write (the start of the post, or the line saying why there is none).
     pub(super) async fn settle(&self, reply: &BackendReply) {
         let charged = *self.charged.lock().expect("charged usage poisoned");
         match (reply.usage, charged) {
             (Some(total), Some(charged)) => {
                 let rest = total.minus(charged);
                 if rest != Usage::default() {
-                    self.charge(&reply.model, rest, false).await;
+                    self.charge(&reply.model, rest, false, When::Owed).await;
                 }
             }
-            (Some(total), None) => self.charge(&reply.model, total, false).await,
+            (Some(total), None) => {
+                self.charge(&reply.model, total, false, When::Owed).await;
+            }
             (None, _) => {
                 let text = reply.text.as_deref().unwrap_or_default();
-                self.charge(&reply.model, estimate(self.request, text), true)
-                    .await;
+                let usage = estimate(self.request, text);
+                self.charge(&reply.model, usage, true, When::Owed).await;
             }
         }
     }
@@ -148,7 +167,8 @@ impl ToolExecutor for Metered<'_> {
             let mut charged = self.charged.lock().expect("charged usage poisoned");
             *charged = Some(charged.unwrap_or_default().plus(usage));
         }
-        self.charge(&self.request.model, usage, false).await;
+        self.charge(&self.request.model, usage, false, When::Now)
+            .await;
     }
 
     async fn may_call(&self) -> Result<(), BackendError> {

@@ -107,7 +107,7 @@ pub(super) async fn post_chunk(
     via: Via<'_>,
 ) -> Result<Posted, Undelivered> {
     let key = format!("{}#{n}", journal.run_id());
-    match journal.store().send_begin(&key, now_ms()).await? {
+    match journal.send_begin(&key, now_ms()).await? {
         SendStart::Go => {}
         SendStart::Delivered(id) => return Ok(Posted::Before(MessageId(id))),
         SendStart::Interrupted => return Err(Undelivered::Interrupted),

@@ -7,7 +7,7 @@
 //! never to answer twice is not to try again. The replay records a failure instead.
 
 use super::sql::{Db, DbError, OptionalRow, args};
-use super::{EntryKind, Store, StoreError};
+use super::{EntryKind, NewUsage, Store, StoreError};
 
 /// Whether a chunk may be posted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +27,23 @@ impl Store {
         idempotency_key: &str,
         now_ms: i64,
     ) -> Result<SendStart, StoreError> {
+        let (start, _) = self
+            .send_begin_charging(idempotency_key, now_ms, Vec::new())
+            .await?;
+        Ok(start)
+    }
+
+    /// [`Store::send_begin`], recording `usage` (the run's model calls not recorded yet) in the
+    /// same job: returns their ids too.
+    pub async fn send_begin_charging(
+        &self,
+        idempotency_key: &str,
+        now_ms: i64,
+        usage: Vec<NewUsage>,
+    ) -> Result<(SendStart, Vec<i64>), StoreError> {
         let key = idempotency_key.to_owned();
         self.write(move |db| {
+            let ids = super::usage::insert(db, &usage)?;
             let delivered: Option<Option<String>> = db
                 .query_row(
                     "SELECT platform_message_id FROM transcript WHERE idempotency_key = ?1",
@@ -37,17 +52,18 @@ impl Store {
                 )
                 .optional()?;
             if let Some(id) = delivered {
-                return Ok(SendStart::Delivered(id.unwrap_or_default()));
+                return Ok((SendStart::Delivered(id.unwrap_or_default()), ids));
             }
             let begun = db.execute(
                 "INSERT INTO sends (key, begun_ms) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
                 args![&key, now_ms],
             )?;
-            Ok(if begun == 1 {
+            let start = if begun == 1 {
                 SendStart::Go
             } else {
                 SendStart::Interrupted
-            })
+            };
+            Ok((start, ids))
         })
         .await
     }

@@ -12,7 +12,7 @@ use super::sessions::session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
 use super::tail_cache::{Tail, TailCache};
-use super::{Queued, Store, StoreError};
+use super::{NewUsage, Queued, Store, StoreError};
 use crate::session::SessionKey;
 
 stored_name! {
@@ -229,6 +229,22 @@ impl Store {
     /// only to the entry that records a chunk actually delivered.
     pub async fn append(&self, entry: NewEntry) -> Result<i64, StoreError> {
         self.append_queued(entry).await?.answer().await
+    }
+
+    /// [`Store::append`], recording `usage` (the run's model calls not recorded yet) in the
+    /// same job: returns their ids too.
+    pub async fn append_charging(
+        &self,
+        entry: NewEntry,
+        usage: Vec<NewUsage>,
+    ) -> Result<(i64, Vec<i64>), StoreError> {
+        let meta = meta_json(&entry)?;
+        let tails = self.tails();
+        self.write(move |db| {
+            let ids = super::usage::insert(db, &usage)?;
+            Ok((insert_entry(db, &entry, &meta, tails.as_deref())?, ids))
+        })
+        .await
     }
 
     /// [`Store::append`], returning once the entry has its place in the writer's queue: what

@@ -239,6 +239,41 @@ fn spent(db: Db<'_>, query: &SpendQuery) -> Result<Spent, DbError> {
     })
 }
 
+/// Inserts `rows` inside a writer job (alone, or with the job it rides on), returning their
+/// ids in order.
+pub(super) fn insert(db: Db<'_>, rows: &[NewUsage]) -> Result<Vec<i64>, DbError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Ids drawn in commit order across instances (see the module doc).
+    db.exclusive("usage")?;
+    let mut ids = Vec::with_capacity(rows.len());
+    for u in rows {
+        let id = db.insert_id(
+            "INSERT INTO usage (ts_ms, bot, platform, chat, session, run_id, trigger_id,
+                instance, model, prompt_tokens, completion_tokens, cost_usd, estimated)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            args![
+                u.ts_ms,
+                &u.bot,
+                &u.platform,
+                &u.chat,
+                &u.session,
+                &u.run_id,
+                &u.trigger_id,
+                &u.instance,
+                &u.model,
+                u.prompt_tokens,
+                u.completion_tokens,
+                u.cost_usd,
+                u.estimated,
+            ],
+        )?;
+        ids.extend(id);
+    }
+    Ok(ids)
+}
+
 impl Store {
     /// Whether other instances may write usage rows too (PostgreSQL); on SQLite this one alone
     /// does.
@@ -248,36 +283,7 @@ impl Store {
 
     /// Records model calls' usage, once committed; their ids, in order.
     pub async fn usage_record(&self, rows: Vec<NewUsage>) -> Result<Vec<i64>, StoreError> {
-        self.write(move |db| {
-            // Ids drawn in commit order across instances (see the module doc).
-            db.exclusive("usage")?;
-            let mut ids = Vec::with_capacity(rows.len());
-            for u in &rows {
-                let id = db.insert_id(
-                    "INSERT INTO usage (ts_ms, bot, platform, chat, session, run_id, trigger_id,
-                        instance, model, prompt_tokens, completion_tokens, cost_usd, estimated)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-                    args![
-                        u.ts_ms,
-                        &u.bot,
-                        &u.platform,
-                        &u.chat,
-                        &u.session,
-                        &u.run_id,
-                        &u.trigger_id,
-                        &u.instance,
-                        &u.model,
-                        u.prompt_tokens,
-                        u.completion_tokens,
-                        u.cost_usd,
-                        u.estimated,
-                    ],
-                )?;
-                ids.extend(id);
-            }
-            Ok(ids)
-        })
-        .await
+        self.write(move |db| insert(db, &rows)).await
     }
 
     /// What a tally of the one instance writing SQLite starts from: the bots, chats
@@ -634,6 +640,49 @@ mod tests {
                 .unwrap();
             let (_, limits) = store.usage_window(Vec::new()).await.unwrap();
             assert_eq!(limits["b"], set(Some(5), Some(2.5)));
+        }
+    }
+
+    /// A run's usage rides on the start of its post or on a line of its own: one job each,
+    /// ids in the order written, and a tally reading after the first sees the ones after it.
+    #[tokio::test]
+    async fn usage_rides_on_a_send_begin_or_an_entry() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let first = store
+                .usage_record(vec![row("caid", "C1", "t1", 100, (1, 1))])
+                .await
+                .unwrap();
+            let jobs = store.jobs();
+            let (start, sent) = store
+                .send_begin_charging("run#0", 200, vec![row("caid", "C1", "t1", 200, (2, 2))])
+                .await
+                .unwrap();
+            assert_eq!(start, super::super::SendStart::Go);
+            let line = super::super::NewEntry {
+                session: crate::session::test_key("s"),
+                ts_ms: 300,
+                kind: super::super::EntryKind::Silent,
+                speaker: "caid".into(),
+                origin: super::super::Origin::Bot,
+                text: String::new(),
+                platform_message_id: None,
+                run_id: Some("run".into()),
+                idempotency_key: None,
+                meta: serde_json::Value::Null,
+            };
+            let (_, said) = store
+                .append_charging(line, vec![row("caid", "C1", "t1", 300, (3, 3))])
+                .await
+                .unwrap();
+            assert_eq!(store.jobs() - jobs, 2, "one job each, usage included");
+            assert!(
+                first[0] < sent[0] && sent[0] < said[0],
+                "{first:?} {sent:?} {said:?}"
+            );
+            let read = store.usage_tally(Some(first[0]), Vec::new()).await.unwrap();
+            let fresh: Vec<(i64, i64)> = read.fresh.iter().map(|r| (r.id, r.tokens)).collect();
+            assert_eq!(fresh, vec![(sent[0], 4), (said[0], 6)]);
         }
     }
 }

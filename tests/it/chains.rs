@@ -705,3 +705,46 @@ async fn the_demos_echo_bots_answer_a_chain_turn_with_its_topic() {
     );
     gw.stop().await;
 }
+
+/// A chain a bot creates with its tool, in the turn a human message woke it, is that message's
+/// trigger: every model call of it, the coordinator's later turns and the participant's turn
+/// included, is charged to the one trigger (`GET /api/usage?group_by=trigger`).
+#[tokio::test]
+async fn a_chain_a_bot_creates_carries_the_trigger_of_the_message_that_woke_it() {
+    let fake = FakeOpenAi::start().await;
+    fake.report_usage(10, 5);
+    fake.script(
+        "snark",
+        Step::tool_call(
+            "chain_create",
+            json!({"name": "launch review", "participants": ["caid"]}),
+        ),
+    );
+    fake.script(
+        "snark",
+        on_chain("chain_pass", json!({"bot": "caid", "prompt": "Any risk?"})),
+    );
+    fake.script("snark", Step::reply("NO_REPLY"));
+    fake.script("caid", Step::reply("The migration is the risk."));
+    fake.script("snark", on_chain("chain_close", json!({})));
+    fake.script("snark", Step::reply("NO_REPLY"));
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config(&fake, "turn_timeout_seconds = 20"), &db).await;
+
+    gw.say("room", "alice", "@snark have caid look at the launch")
+        .await;
+    gw.settle().await;
+    let (chain, _) = the_chain(&gw).await;
+    assert_eq!(chain["state"], "completed", "{chain:#}");
+    assert_eq!(fake.requests_for("caid").len(), 1, "caid took its turn");
+
+    let calls = i64::try_from(fake.requests().len()).unwrap();
+    let by_trigger = gw.get("/api/usage?group_by=trigger").await;
+    let rows = by_trigger["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "one trigger: {by_trigger:#}");
+    assert_eq!(rows[0]["total_tokens"], calls * 15, "{by_trigger:#}");
+    let caids = gw.get("/api/usage?group_by=trigger&bot=caid").await;
+    assert_eq!(caids["rows"][0]["trigger"], rows[0]["trigger"]);
+    assert_eq!(caids["rows"][0]["total_tokens"], 15);
+    gw.stop().await;
+}
