@@ -23,7 +23,7 @@ use crate::store::{
     Origin, QueuedEarly, SendStart, Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::timing::now_ms;
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// Whether a run is the first for its event, or a replay of one a stopped process left
 /// unfinished (which may have written some of its entries already).
@@ -632,7 +632,7 @@ impl ToolExecutor for RecordingTools<'_> {
             call_id: call.id.clone(),
         });
         let span = Span::start(
-            format!("execute_tool {}", call.name),
+            || format!("execute_tool {}", call.name),
             SpanKind::Internal,
             || {
                 vec![
@@ -642,7 +642,7 @@ impl ToolExecutor for RecordingTools<'_> {
                 ]
             },
         );
-        let result = span.run(self.inner.call(call)).await;
+        let result = in_span!(span, self.inner.call(call));
         if let Some(status) = result["status"].as_str() {
             span.set(|| vec![attr("baton.tool.status", status.to_owned())]);
         }

@@ -16,7 +16,7 @@ use super::{
     ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
     redacted_url,
 };
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// Posts each turn to an agent's URL. baton's tools reach the agent over MCP (the turn's
 /// `tools`), not through the executor.
@@ -67,7 +67,7 @@ impl Backend for HttpBackend {
                 attr("gen_ai.request.model", request.model.clone()),
             ]
         });
-        let reply = span.run(self.exchange(request, tools, sink)).await;
+        let reply = in_span!(span, self.exchange(request, tools, sink));
         if let Err(err) = &reply {
             span.failed(|| err.to_string());
         }

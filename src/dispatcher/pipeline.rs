@@ -12,7 +12,7 @@ use super::{
 };
 use crate::mirror::Arrival;
 use crate::store::InboxId;
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -46,14 +46,14 @@ impl Dispatcher {
             ]
         });
         let inbound = self.inbound(event, account, arrival, filed);
-        span.run(self.decided(&inbound)).await
+        in_span!(span, self.decided(&inbound))
     }
 
     /// [`Dispatcher::pipeline`] under the span of its decision: the decision record
     /// (`decision.rs`) is built once and feeds both the stored row and the span.
     async fn decided(&self, inbound: &Inbound<'_>) -> Handled {
         let span = Span::start("pipeline", SpanKind::Internal, Vec::new);
-        let ran = span.run(self.pipeline(inbound)).await;
+        let ran = in_span!(span, self.pipeline(inbound));
         let decided = decision::of(inbound, &ran);
         span.set(|| {
             vec![

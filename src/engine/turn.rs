@@ -21,7 +21,7 @@ use crate::outcome::Outcome;
 use crate::post::DeliveryFailed;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TurnStarted};
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -149,14 +149,18 @@ pub(super) async fn take_turn(
         run_id: run_id.clone(),
     });
     let started = std::time::Instant::now();
-    let span = Span::start(format!("turn {bot}"), SpanKind::Internal, || {
-        vec![
-            attr("baton.bot", bot.as_str().to_owned()),
-            attr("baton.session", session.clone()),
-            attr("baton.run_id", run_id.clone()),
-        ]
-    });
-    let end = span.run(run_turn(engine, journal, plan, sink)).await;
+    let span = Span::start(
+        || format!("turn {bot}"),
+        SpanKind::Internal,
+        || {
+            vec![
+                attr("baton.bot", bot.as_str().to_owned()),
+                attr("baton.session", session.clone()),
+                attr("baton.run_id", run_id.clone()),
+            ]
+        },
+    );
+    let end = in_span!(span, run_turn(engine, journal, plan, sink));
     let (outcome, model) = match &end {
         TurnEnd::Reply { model, .. } => (TurnOutcome::Reply, model.clone()),
         TurnEnd::Silent { model, .. } => (TurnOutcome::Silent, model.clone()),

@@ -38,7 +38,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
     describe(
         &mut out,
         "baton_trace_spans_dropped_total",
-        "Trace spans dropped because the OTLP collector did not take them.",
+        "Trace spans dropped: the OTLP collector did not take them, or the export queue was full.",
         "counter",
     );
     let _ = writeln!(

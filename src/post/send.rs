@@ -16,7 +16,7 @@ use super::{DeliveryFailed, Handover, Target, Undelivered, split};
 use crate::mirror::Journal;
 use crate::store::SendStart;
 use crate::timing::now_ms;
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// Split `text` to the adapter's limit and post every chunk to `target`, recording each in
 /// `journal` together with its hand-over to the bots that must see it (`handover`), then the
@@ -136,7 +136,7 @@ pub(super) async fn post_chunk(
             },
         })
     };
-    let (sent, live) = span.run(sending).await.inspect_err(|err| {
+    let (sent, live) = in_span!(span, sending).inspect_err(|err| {
         span.failed(|| err.to_string());
     })?;
     span.set(|| {

@@ -19,7 +19,7 @@ use crate::store::{
     Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, StoreError,
 };
 use crate::timing::now_ms;
-use crate::trace::Span;
+use crate::trace::{Span, in_span};
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
@@ -45,7 +45,7 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let turn = SessionTurn::enter(engine, seat).await;
     // The target's turn is a child of the sender's `sessions_send`, on whichever instance.
     let traced = Span::continued(d.trace_parent.as_deref());
-    let (answer, report) = traced.run(turns(engine, &turn, bot, d)).await;
+    let (answer, report) = in_span!(traced, turns(engine, &turn, bot, d));
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
     // The outcome is recorded with the answer, queued while the session is still held: the

@@ -191,7 +191,7 @@ pub enum SendError {
 /// `traceparent` the delivery keeps: the target's turn is its child wherever it runs.
 pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Result<Sent, SendError> {
     let span = Span::start(
-        format!("sessions_send {}", request.target),
+        || format!("sessions_send {}", request.target),
         SpanKind::Producer,
         || {
             vec![

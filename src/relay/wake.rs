@@ -19,7 +19,7 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::post::Target;
 use crate::store::{EntryKind, Notify};
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// Wake the session here if this instance is its bot's home, else hand the message to the home.
 /// Should handing it over fail, it is woken here: a reply from the wrong instance beats none.
@@ -85,7 +85,7 @@ pub(super) async fn run(engine: &Engine, message: SessionMessage) {
             ]
         },
     );
-    span.run(woken(engine, message)).await;
+    in_span!(span, woken(engine, message));
 }
 
 async fn woken(engine: &Engine, message: SessionMessage) {

@@ -3,31 +3,43 @@
 //!
 //! The batch processor runs on its own thread and exports with the blocking reqwest client
 //! (the same reqwest and rustls as the rest of baton), so a slow or absent collector never
-//! holds up a turn: a failed export drops its batch and adds it to [`dropped`].
+//! holds up a turn: a failed export drops its batch, and a span ended while the queue is full
+//! (`OTEL_BSP_MAX_QUEUE_SIZE` spans waiting or being exported) is dropped; both are added to
+//! [`dropped`].
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter,
+    SpanProcessor,
+};
 
 /// The tracer, once [`start`] installed one; `None` means tracing is off.
 static TRACER: OnceLock<SdkTracer> = OnceLock::new();
 
-/// Spans a failed export dropped, since the start.
+/// Spans dropped since the start: by a failed export, or ended while the queue was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Spans handed to the batch processor and not yet through an export.
+static QUEUED: AtomicUsize = AtomicUsize::new(0);
+
+/// The batch processor's queue when `OTEL_BSP_MAX_QUEUE_SIZE` does not say (the SDK's default).
+const QUEUE_DEFAULT: usize = 2048;
 
 /// The installed tracer, if tracing is on.
 pub(super) fn tracer() -> Option<&'static SdkTracer> {
     TRACER.get()
 }
 
-/// Spans dropped because the collector did not take them (`baton_trace_spans_dropped_total`).
+/// Spans dropped because the collector did not take them or the queue was full
+/// (`baton_trace_spans_dropped_total`).
 pub fn dropped() -> u64 {
     DROPPED.load(Ordering::Relaxed)
 }
@@ -100,8 +112,23 @@ pub fn start(
     if env("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name("baton");
     }
+    let capacity = env("OTEL_BSP_MAX_QUEUE_SIZE")
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(QUEUE_DEFAULT);
+    let batch = BatchSpanProcessor::builder(Counted(exporter))
+        .with_batch_config(
+            BatchConfigBuilder::default()
+                .with_max_queue_size(capacity)
+                .build(),
+        )
+        .build();
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(Counted(exporter))
+        .with_span_processor(Bounded {
+            batch,
+            capacity,
+            full: AtomicBool::new(false),
+        })
         .with_resource(resource.build())
         .build();
     let tracer = provider.tracer("baton");
@@ -128,16 +155,62 @@ fn protocol(env: impl Fn(&'static str) -> Option<String>) -> Result<Protocol, Tr
     }
 }
 
+/// The batch processor, counting the spans it has no room for: it drops them itself, uncounted,
+/// so a span is refused here first when `capacity` spans are waiting or being exported.
+#[derive(Debug)]
+struct Bounded {
+    batch: BatchSpanProcessor,
+    capacity: usize,
+    /// Whether the last span was refused, to warn once each time the queue fills.
+    full: AtomicBool,
+}
+
+impl SpanProcessor for Bounded {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &Context) {
+        self.batch.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        if QUEUED.fetch_add(1, Ordering::Relaxed) >= self.capacity {
+            QUEUED.fetch_sub(1, Ordering::Relaxed);
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            if !self.full.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    queue = self.capacity,
+                    "the trace export queue is full (the collector is slow or down); new spans \
+                     are dropped until it drains; raise OTEL_BSP_MAX_QUEUE_SIZE to keep more"
+                );
+            }
+            return;
+        }
+        self.full.store(false, Ordering::Relaxed);
+        self.batch.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.batch.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.batch.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.batch.set_resource(resource);
+    }
+}
+
 /// The OTLP exporter, counting the spans of each batch it could not deliver.
 #[derive(Debug)]
 struct Counted(opentelemetry_otlp::SpanExporter);
 
 impl SpanExporter for Counted {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let spans = batch.len() as u64;
+        let spans = batch.len();
         let exported = self.0.export(batch).await;
+        QUEUED.fetch_sub(spans, Ordering::Relaxed);
         if let Err(err) = &exported {
-            DROPPED.fetch_add(spans, Ordering::Relaxed);
+            DROPPED.fetch_add(spans as u64, Ordering::Relaxed);
             tracing::warn!(%err, spans, "the trace collector did not take a batch; its spans are dropped");
         }
         exported

@@ -2,7 +2,7 @@
 //! the pipeline's decision, each turn, model call, tool call, `sessions_send` (the target's turn
 //! under it, across instances) and post, exported over OTLP/HTTP.
 //!
-//! The span in progress travels with the future that runs under it ([`Span::run`], the
+//! The span in progress travels with the future that runs under it ([`in_span!`], the
 //! `opentelemetry` context attached at each poll), so no function takes a span parameter: a step
 //! that opens a span opens it under whatever span is current. Where work leaves the task (a
 //! delivery run by another task or instance), the W3C `traceparent` is stored with it and its
@@ -20,4 +20,4 @@ pub use export::{Exporting, TraceStartError, dropped, start};
 pub use json_log::WithTraceId;
 pub use propagate::continue_request;
 pub(crate) use propagate::{carry, traced};
-pub(crate) use span::{Span, SpanKind, attr};
+pub(crate) use span::{Span, SpanKind, attr, in_span};

@@ -14,7 +14,7 @@ use opentelemetry::trace::{
 };
 
 use super::export::tracer;
-use super::span::{Span, SpanKind, attr};
+use super::span::{Span, SpanKind, attr, in_span};
 
 /// The header's name.
 pub(crate) const TRACEPARENT: &str = "traceparent";
@@ -91,11 +91,11 @@ pub async fn continue_request(request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let span = Span::under(
         Some(caller),
-        format!("{method} {path}"),
+        || format!("{method} {path}"),
         SpanKind::Server,
         || vec![attr("http.request.method", method.clone())],
     );
-    span.run(next.run(request)).await
+    in_span!(span, next.run(request))
 }
 
 #[cfg(test)]

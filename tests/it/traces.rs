@@ -5,7 +5,8 @@
 //!   turns and model calls as one tree; both fake-model requests carry that trace's
 //!   `traceparent`, under their model-call span; the model spans carry the fake's token usage;
 //! - a `/v1/chat/completions` request carrying `traceparent` is continued (over OTLP/JSON);
-//! - a collector that is down fails no turn, and its dropped spans are counted in `/metrics`.
+//! - a collector that is down fails no turn, and its dropped spans are counted in `/metrics`;
+//!   so are the spans ended while the export queue is full behind a collector that never answers.
 //!
 //! - the same delegation across two `baton run` instances on PostgreSQL, asker's account on one
 //!   and helper's on the other: the context travels with the delivery.
@@ -97,6 +98,15 @@ impl Traced {
             .text()
             .await
             .unwrap()
+    }
+
+    /// `baton_trace_spans_dropped_total` on `/metrics`.
+    async fn dropped(&self) -> Option<u64> {
+        let metrics = self.metrics().await;
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("baton_trace_spans_dropped_total "))?;
+        line.rsplit(' ').next()?.parse().ok()
     }
 }
 
@@ -303,17 +313,43 @@ async fn a_collector_that_is_down_fails_no_turn_and_its_spans_are_counted_as_dro
     eventually(
         WAIT,
         "every span of the delegation counted as dropped",
-        || async {
-            let metrics = gw.metrics().await;
-            let line = metrics
-                .lines()
-                .find(|l| l.starts_with("baton_trace_spans_dropped_total "))?
-                .to_owned();
-            let n: u64 = line.rsplit(' ').next()?.parse().ok()?;
-            (n >= 10).then_some(n)
-        },
+        || async { gw.dropped().await.filter(|&n| n >= 10) },
     )
     .await;
+}
+
+#[tokio::test]
+async fn spans_ended_while_the_export_queue_is_full_are_counted_as_dropped() {
+    // Takes connections (the kernel's backlog) and never answers: the first export hangs.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let model = FakeOpenAi::start().await;
+    script_delegation(&model);
+    let gw = Traced::start(
+        &model,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "120000"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "2"),
+        ],
+    )
+    .await;
+
+    gw.say("@asker ask helper").await;
+    let said = eventually(WAIT, "asker's reply", || async {
+        gw.said_by("asker").await.first().map(|m| m["text"].clone())
+    })
+    .await;
+    assert_eq!(said, "helper says pong");
+    // At least ten spans, two of them in the hanging export: the rest had no room, and are
+    // counted long before that export times out.
+    eventually(
+        WAIT,
+        "the spans with no room counted as dropped",
+        || async { gw.dropped().await.filter(|&n| n >= 8) },
+    )
+    .await;
+    drop(silent);
 }
 
 /// `baton run` without an endpoint exports nothing and sends no `traceparent`.

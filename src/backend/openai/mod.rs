@@ -16,7 +16,7 @@ use super::{
     NoSink, Role, TextSink, ToolExecutor, TurnRequest, Usage, describe_transport_error,
     error_message, http_client, quote,
 };
-use crate::trace::{Span, SpanKind, attr};
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 mod retry;
 mod stream;
@@ -331,13 +331,10 @@ impl OpenAiBackend {
                 &self.settings.options,
             );
             let span = model_call_span(model);
-            let answer = span
-                .run(self.complete(&body, delivery, sink))
-                .await
-                .map_err(|err| {
-                    span.failed(|| err.to_string());
-                    err.refused_for(model)
-                })?;
+            let answer = in_span!(span, self.complete(&body, delivery, sink)).map_err(|err| {
+                span.failed(|| err.to_string());
+                err.refused_for(model)
+            })?;
             span.set(|| answered(&answer));
             drop(span);
             if let Some(used) = answer.usage {
@@ -408,14 +405,18 @@ impl Backend for OpenAiBackend {
 
 /// The span of one model call, with the GenAI semantic conventions' request attributes.
 fn model_call_span(model: &str) -> Span {
-    Span::start(format!("chat {model}"), SpanKind::Client, || {
-        vec![
-            attr("gen_ai.operation.name", "chat"),
-            attr("gen_ai.system", "openai"),
-            attr("gen_ai.provider.name", "openai"),
-            attr("gen_ai.request.model", model.to_owned()),
-        ]
-    })
+    Span::start(
+        || format!("chat {model}"),
+        SpanKind::Client,
+        || {
+            vec![
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.system", "openai"),
+                attr("gen_ai.provider.name", "openai"),
+                attr("gen_ai.request.model", model.to_owned()),
+            ]
+        },
+    )
 }
 
 /// What a model call's span records of its answer: the model that answered and the tokens.
