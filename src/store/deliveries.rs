@@ -129,6 +129,9 @@ pub struct Delivery {
     pub finished_ms: Option<i64>,
     /// The instance that claimed the run (`cluster.instance_id`); none until one does.
     pub runner: Option<String>,
+    /// The instance whose sender waits in its tool call for the outcome; none once it got it or
+    /// gave up, or when nobody waits (see [`Store::delivery_waited`]).
+    pub waiter: Option<String>,
 }
 
 /// Which deliveries to list.
@@ -145,7 +148,7 @@ pub struct DeliveryQuery {
 pub(super) const SELECT: &str =
     "SELECT run_id, sender, sender_session, target, target_session, message,
         idempotency_key, depth, origin, mode, state, reason, reply, model, notify, created_ms,
-        started_ms, finished_ms, artifacts_in, expect, result, runner, trigger_id
+        started_ms, finished_ms, artifacts_in, expect, result, runner, trigger_id, waiter
     FROM deliveries";
 
 pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
@@ -175,6 +178,7 @@ pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
         artifacts_out: Vec::new(),
         runner: row.get(21)?,
         trigger: row.get(22)?,
+        waiter: row.get(23)?,
     })
 }
 
@@ -266,7 +270,7 @@ impl Store {
         let run_id = run_id.to_owned();
         self.write(move |db| {
             let moved = db.execute(
-                "UPDATE deliveries SET notify = 'pending'
+                "UPDATE deliveries SET notify = 'pending', waiter = NULL
                  WHERE run_id = ?1 AND state IN ('queued', 'running')",
                 args![&run_id],
             )?;
@@ -302,6 +306,78 @@ impl Store {
                 args![&run_id, &from, &runner],
             )?;
             Ok(moved == 1)
+        })
+        .await
+    }
+
+    /// The sender waiting on instance `waiter` got `run_id`'s outcome in its tool call: nobody
+    /// waits any more. Returns once the job has its place in the writer's queue, so it is
+    /// committed no later than anything the sender's turn writes after it.
+    pub async fn delivery_waited(&self, run_id: &str, waiter: &str) -> Result<(), StoreError> {
+        let (run_id, waiter) = (run_id.to_owned(), waiter.to_owned());
+        let queued = self
+            .queue(move |db| {
+                db.execute(
+                    "UPDATE deliveries SET waiter = NULL WHERE run_id = ?1 AND waiter = ?2",
+                    args![&run_id, &waiter],
+                )?;
+                Ok(())
+            })
+            .await?;
+        drop(queued);
+        Ok(())
+    }
+
+    /// Take over the wait on `run_id` from instance `from` (gone), for instance `to`: the
+    /// sender's turn run again there, or (`to` none) the push of its outcome to the sender's
+    /// session, which the row then says is pending. One conditional update: of an instance
+    /// pushing it and the sender's turn run again, exactly one gets the row as it reads after
+    /// (settled or not: a run settling first told nobody), the others none.
+    pub async fn delivery_take_wait(
+        &self,
+        run_id: &str,
+        from: &str,
+        to: Option<&str>,
+    ) -> Result<Option<Delivery>, StoreError> {
+        let (run_id, from, to) = (run_id.to_owned(), from.to_owned(), to.map(str::to_owned));
+        self.write(move |db| {
+            let moved = db.execute(
+                "UPDATE deliveries
+                 SET waiter = CAST(?3 AS TEXT),
+                     notify = CASE WHEN CAST(?3 AS TEXT) IS NULL THEN 'pending' ELSE notify END
+                 WHERE run_id = ?1 AND waiter = ?2 AND notify = 'none'",
+                args![&run_id, &from, &to],
+            )?;
+            if moved == 0 {
+                return Ok(None);
+            }
+            by_run(db, &run_id)?
+                .map(|d| settled_with_lineage(db, d))
+                .transpose()
+        })
+        .await
+    }
+
+    /// Deliveries whose sender waits on an instance that is gone (not renewed within
+    /// `lease_ms`), or on `me` when `mine` (a restart under the same id). Oldest first.
+    pub async fn deliveries_waiter_gone(
+        &self,
+        me: &str,
+        mine: bool,
+        lease_ms: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let me = me.to_owned();
+        self.read(move |db| {
+            let live = sql(db, LIVE_IDS);
+            db.query_map(
+                &format!(
+                    "{SELECT} WHERE waiter IS NOT NULL
+                       AND ((waiter = ?1 AND ?2) OR (waiter <> ?1 AND waiter NOT IN ({live})))
+                     ORDER BY created_ms, run_id"
+                ),
+                args![&me, mine, lease_ms],
+                from_row,
+            )
         })
         .await
     }
@@ -510,6 +586,7 @@ pub(super) mod tests {
             artifacts_in: Vec::new(),
             expect: None,
             created_ms: at,
+            waiter: None,
         }
     }
 
