@@ -218,6 +218,8 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         if let Err(err) = engine.store().delivery_settle(change).await {
             tracing::error!(%err, "could not record a refused send");
         }
+        // Answered in the tool call: nobody waits.
+        waited(relay, &delivery).await;
         let reason = Some(refusal.as_str());
         moved(engine, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {

@@ -780,6 +780,65 @@ pub(super) mod tests {
         }
     }
 
+    /// A sender waiting on an instance that died: its rows are listed (not those whose sender
+    /// got the outcome, nor those waited on by a live instance). The run settling, an instance
+    /// taking the wait to push it and the sender's turn run again taking it over race: exactly
+    /// one of the two takes it, and the outcome reaches the session once: the settle pushes it
+    /// (it came after a push's take), the pusher pushes it (it came after the settle), or the
+    /// turn run again gets it.
+    #[tokio::test]
+    async fn a_dead_senders_wait_is_taken_once_and_its_outcome_reaches_the_session_once() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let (a, b) = (db.open().await, db.open().await);
+            a.instance_register("live", "0.1", 60_000).await.unwrap();
+            let waited_on = |run: &str, waiter: &str, at: i64| NewDelivery {
+                waiter: Some(waiter.into()),
+                ..send(run, None, &format!("text {run}"), at)
+            };
+            a.delivery_begin(waited_on("got", "dead", 1), 0, Some("live"))
+                .await
+                .unwrap();
+            a.delivery_waited("got", "dead").await.unwrap();
+            a.delivery_begin(waited_on("kept", "live", 2), 0, Some("live"))
+                .await
+                .unwrap();
+            a.delivery_begin(waited_on("left", "dead", 3), 0, Some("live"))
+                .await
+                .unwrap();
+            a.flush().await.unwrap();
+            let gone = b.deliveries_waiter_gone("live", false, 30_000).await.unwrap();
+            let runs: Vec<&str> = gone.iter().map(|d| d.run_id.as_str()).collect();
+            assert_eq!(runs, ["left"], "{engine}");
+
+            for round in 0..20 {
+                let run = format!("r{round}");
+                a.delivery_begin(waited_on(&run, "dead", 10 + round), 0, Some("live"))
+                    .await
+                    .unwrap();
+                let done = DeliveryChange {
+                    reply: Some("ok".into()),
+                    ..DeliveryChange::to(&run, DeliveryState::Delivered, 9)
+                };
+                let (settled, pushing, rerun) = tokio::join!(
+                    a.delivery_settle(done),
+                    b.delivery_take_wait(&run, "dead", None),
+                    a.delivery_take_wait(&run, "dead", Some("live")),
+                );
+                let (pushing, rerun) = (pushing.unwrap(), rerun.unwrap());
+                assert!(
+                    pushing.is_some() != rerun.is_some(),
+                    "{engine}: round {round}: taken by both or neither"
+                );
+                let by_settle = settled.unwrap() == Some(Notify::Pending);
+                let by_pusher = pushing.as_ref().is_some_and(|d| d.state.is_settled());
+                let by_rerun = rerun.is_some();
+                let times = [by_settle, by_pusher, by_rerun].iter().filter(|b| **b).count();
+                assert_eq!(times, 1, "{engine}: round {round}: {by_settle} {by_pusher} {by_rerun}");
+            }
+        }
+    }
+
     /// A run is claimed once; a runner that is gone leaves its deliveries to the others, a
     /// live one keeps them.
     #[tokio::test]

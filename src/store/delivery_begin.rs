@@ -170,7 +170,8 @@ fn insert(
             runner,
             row.message_hash,
             &new.trigger,
-            &new.waiter,
+            // A send refused at once is answered in the sender's tool call: nobody waits.
+            new.waiter.as_deref().filter(|_| state == DeliveryState::Queued),
         ],
     )?;
     Ok(())
