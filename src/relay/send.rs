@@ -15,8 +15,7 @@ use crate::guards::{SendAttempt, SendRefusal};
 use crate::session::SessionKey;
 use crate::store::{
     Artifact, Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, Notify, SendMode,
-    StoreError,
-    Topic,
+    StoreError, Topic,
 };
 use crate::timing::now_ms;
 
@@ -361,7 +360,11 @@ async fn follow(relay: &Relay, earlier: Delivery, timeout: Duration, started: In
     // The sender's turn run again after the instance it waited on died: it takes the wait
     // over, unless the outcome is (or is to be) pushed to its session instead, which it is
     // told. Either way the session gets the outcome once.
-    if let Some(gone) = earlier.waiter.clone().filter(|w| w != me && !timeout.is_zero()) {
+    if let Some(gone) = earlier
+        .waiter
+        .clone()
+        .filter(|w| w != me && !timeout.is_zero())
+    {
         match engine
             .store()
             .delivery_take_wait(&earlier.run_id, &gone, Some(me))

@@ -807,7 +807,10 @@ pub(super) mod tests {
                 .await
                 .unwrap();
             a.flush().await.unwrap();
-            let gone = b.deliveries_waiter_gone("live", false, 30_000).await.unwrap();
+            let gone = b
+                .deliveries_waiter_gone("live", false, 30_000)
+                .await
+                .unwrap();
             let runs: Vec<&str> = gone.iter().map(|d| d.run_id.as_str()).collect();
             assert_eq!(runs, ["left"], "{engine}");
 
@@ -833,8 +836,14 @@ pub(super) mod tests {
                 let by_settle = settled.unwrap() == Some(Notify::Pending);
                 let by_pusher = pushing.as_ref().is_some_and(|d| d.state.is_settled());
                 let by_rerun = rerun.is_some();
-                let times = [by_settle, by_pusher, by_rerun].iter().filter(|b| **b).count();
-                assert_eq!(times, 1, "{engine}: round {round}: {by_settle} {by_pusher} {by_rerun}");
+                let times = [by_settle, by_pusher, by_rerun]
+                    .iter()
+                    .filter(|b| **b)
+                    .count();
+                assert_eq!(
+                    times, 1,
+                    "{engine}: round {round}: {by_settle} {by_pusher} {by_rerun}"
+                );
             }
         }
     }

@@ -171,7 +171,9 @@ fn insert(
             row.message_hash,
             &new.trigger,
             // A send refused at once is answered in the sender's tool call: nobody waits.
-            new.waiter.as_deref().filter(|_| state == DeliveryState::Queued),
+            new.waiter
+                .as_deref()
+                .filter(|_| state == DeliveryState::Queued),
         ],
     )?;
     Ok(())

@@ -35,17 +35,34 @@ async fn reached(model: &FakeOpenAi, store: &Store) -> usize {
     in_band + pushed
 }
 
+/// Asker's turn run again answers without sending: the outcome is pushed to its session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_outcome_reaches_a_dead_senders_session_exactly_once() {
+async fn the_outcome_is_pushed_to_a_dead_senders_session_once() {
+    sender_killed_while_it_waits(Step::reply("noted")).await;
+}
+
+/// Asker's turn run again sends the same request again (or the turn woken by the push does):
+/// it races the push for the wait, and the outcome still reaches the session once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_senders_turn_run_again_and_the_push_give_the_outcome_once() {
+    sender_killed_while_it_waits(Step::tool_call("sessions_send", ask())).await;
+}
+
+/// Asker's send, waiting up to a minute.
+fn ask() -> serde_json::Value {
+    json!({"target": "helper", "message": "slow job", "timeout_seconds": 60})
+}
+
+/// Asker's first turn sends and waits; its instance is killed while helper works; `next` is
+/// what asker's model does in the turn that runs next (its turn run again, or the one woken by
+/// the pushed outcome).
+async fn sender_killed_while_it_waits(next: Step) {
     let slack = FakeSlack::start().await;
     slack.app("asker", "U_ASKER");
     slack.app("helper", "U_HELPER");
     let model = FakeOpenAi::start().await;
-    let ask = json!({"target": "helper", "message": "slow job", "timeout_seconds": 60});
-    // The first turn sends and waits; whichever runs next (its turn run again, or the turn
-    // woken by the pushed outcome) sends the same again, which finds the first send.
-    model.script("asker", Step::tool_call("sessions_send", ask.clone()));
-    model.script("asker", Step::tool_call("sessions_send", ask));
+    model.script("asker", Step::tool_call("sessions_send", ask()));
+    model.script("asker", next);
     model.script(
         "helper",
         Step::Delay(HELPER_TIME, Box::new(Step::reply(ANSWER))),
@@ -87,15 +104,18 @@ async fn the_outcome_reaches_a_dead_senders_session_exactly_once() {
     .await;
     // Settled all round: the delivery's outcome is on record as received (or pushed and
     // answered), and asker's event has run to its end.
-    until("the delivery and asker's event to be done with", async || {
-        let rows = store.deliveries(DeliveryQuery::default()).await.unwrap();
-        let settled = rows.iter().all(|d| {
-            d.state.is_settled()
-                && d.waiter.is_none()
-                && (d.notify == Notify::None || d.notify == Notify::Done)
-        });
-        settled && store.inbox_left("slack:asker").await.unwrap().is_empty()
-    })
+    until(
+        "the delivery and asker's event to be done with",
+        async || {
+            let rows = store.deliveries(DeliveryQuery::default()).await.unwrap();
+            let settled = rows.iter().all(|d| {
+                d.state.is_settled()
+                    && d.waiter.is_none()
+                    && (d.notify == Notify::None || d.notify == Notify::Done)
+            });
+            settled && store.inbox_left("slack:asker").await.unwrap().is_empty()
+        },
+    )
     .await;
     let logs: String = running
         .iter()
@@ -108,5 +128,5 @@ async fn the_outcome_reaches_a_dead_senders_session_exactly_once() {
         model.tool_results("asker")
     );
     let rows = store.deliveries(DeliveryQuery::default()).await.unwrap();
-    assert_eq!(rows.len(), 1, "the second send found the first: {rows:?}");
+    assert_eq!(rows.len(), 1, "a second send found the first: {rows:?}");
 }

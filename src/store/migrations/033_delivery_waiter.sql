@@ -1,4 +1,4 @@
--- Schema version 28: which instance a sender waits on (issue 51, SPEC section 10.1).
+-- Schema version 33: which instance a sender waits on (issue 51, SPEC section 10.1).
 --
 -- deliveries.waiter: the instance whose sender waits in its `sessions_send` call for the
 -- outcome; cleared once the sender got it or gave up waiting. A row whose waiter is gone (not
