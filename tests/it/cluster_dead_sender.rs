@@ -73,7 +73,7 @@ async fn sender_killed_while_it_waits(next: Step) {
     );
     let cluster = Instances::new(&slack, &["asker", "helper"], &backend, "").await;
     let store = cluster.store().await;
-    let mut running = vec![
+    let mut running = [
         cluster.start("baton-a").await,
         cluster.start("baton-b").await,
     ];
