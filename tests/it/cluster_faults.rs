@@ -1,16 +1,17 @@
 //! The kill -9 fault test of `tests/it/faults.rs`, against three instances (README "Running
 //! several instances"): three `baton run` children on one PostgreSQL database, three Slack Socket
 //! Mode accounts on the fake Slack, which offers every event again until a socket acknowledges
-//! it, three Discord gateway accounts on the fake Discord, which (like Discord) does not, and a
-//! model that takes a while over each answer. While messages keep coming, each round
+//! it, three Discord gateway accounts on the fake Discord and three Feishu long-connection
+//! accounts on the fake Feishu, which (like Discord's gateway) do not, and a model that takes a
+//! while over each answer. While messages keep coming, each round
 //! kills a random instance with SIGKILL at a random moment and starts it again (under its id,
 //! once its registration has run out); the middle round restarts PostgreSQL instead
 //! (`pg_ctl restart -m fast`, on a server of the test's own). At the end:
 //! every message answered at most once, none lost without a record (answered, or a failure in
 //! the transcript), every account connected by exactly one instance, and never two Slack sockets
-//! open for one account at any moment. A Discord message the fake handed to no socket, or to one
-//! whose process was killed before baton filed it, never reached baton: it is counted apart
-//! (Discord's loss, not baton's), and told from a lost one by baton's claim of its id.
+//! open for one account at any moment. A Discord or Feishu message the fake handed to no socket,
+//! or to one whose process was killed before baton filed it, never reached baton: it is counted
+//! apart (the platform's loss, not baton's), and told from a lost one by baton's claim of its id.
 //!
 //! The instance and the moment of each kill come from a seeded RNG; the seed is printed so a
 //! failure can be replayed (`BATON_FAULT_SEED`). Waits poll for a state with a deadline.
@@ -26,6 +27,7 @@ use baton::store::{Claim, EntryKind, Store};
 use rand::Rng;
 
 use crate::support::fake_discord::FakeDiscord;
+use crate::support::fake_feishu::{FakeFeishu, Target, message_event};
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::fake_slack::FakeSlack;
 use crate::support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
@@ -42,14 +44,16 @@ const DISCORD_BOTS: [(&str, &str); 3] = [
 ];
 /// The Discord channel the messages are said in.
 const CHANNEL: &str = "300000000000000001";
+/// The Feishu accounts of the chaos test, one bot (and app) each.
+const FEISHU_BOTS: [&str; 3] = ["fsnark", "fcaid", "fsec"];
 /// How many instances share the database.
 const INSTANCES: [&str; 3] = ["baton-a", "baton-b", "baton-c"];
 /// How many rounds: an instance is killed in each, but for the middle one, which restarts
 /// PostgreSQL.
 const ROUNDS: usize = 7;
 /// How many messages the fake Slack delivers over the run, alternating between the accounts,
-/// one every [`PACE`], so the kills land mid-stream; with Discord, a Discord message every other
-/// one.
+/// one every [`PACE`], so the kills land mid-stream; with the other platforms, a Discord and a
+/// Feishu message in turn between them.
 const MESSAGES: usize = 120;
 const PACE: Duration = Duration::from_millis(200);
 /// How long the model takes over each answer: kills land in turns under way too.
@@ -157,6 +161,38 @@ fn discord_messages<'a>(discord: &'a FakeDiscord, said: &[String]) -> Platform<'
     }
 }
 
+/// The `count` Feishu messages (`om_chaos_<m>`, message `m` to `FEISHU_BOTS[m % 3]`), each
+/// answered by a reply of its bot's app.
+fn feishu_messages(feishu: &FakeFeishu, count: usize) -> Platform<'_> {
+    let bot_of = |m: usize| FEISHU_BOTS[m % FEISHU_BOTS.len()];
+    let sent = (0..count)
+        .map(|m| Sent {
+            what: job(m),
+            run: format!("in:feishu:{}:{}", bot_of(m), feishu_id(m)),
+            scope: format!("feishu:{}", bot_of(m)),
+            key: format!("msg:{}", feishu_id(m)),
+        })
+        .collect();
+    Platform {
+        name: "feishu",
+        sent,
+        answers: Box::new(move |m| {
+            let replied = Target::Reply(feishu_id(m));
+            feishu
+                .posts()
+                .iter()
+                .filter(|p| p.app == bot_of(m) && p.target == replied)
+                .count()
+        }),
+        redelivers: false,
+    }
+}
+
+/// The message id of Feishu message `m`.
+fn feishu_id(m: usize) -> String {
+    format!("om_chaos_{m}")
+}
+
 /// Run ids of the runs that recorded a failure.
 async fn failed_runs(store: &Store) -> Vec<String> {
     let entries = store.transcript_page(0, usize::MAX).await.unwrap();
@@ -193,14 +229,14 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     let (server, url) = OwnServer::start().await;
     let Cluster {
         slack,
-        discord,
+        sockets,
         model,
         instances: cluster,
         mut store,
         mut running,
     } = Cluster::start_on(url, true).await;
-    let discord = discord.expect("the chaos cluster has Discord accounts");
-    let feeder = feed(&slack, Some(&discord));
+    let sockets = sockets.expect("the chaos cluster has Discord and Feishu accounts");
+    let feeder = feed(&slack, Some(&sockets));
     for round in 0..ROUNDS {
         let after = Duration::from_millis(rng.random_range(0..2000));
         tokio::time::sleep(after).await; // the fault's timing, not a synchronisation
@@ -220,10 +256,14 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     }
     let said = feeder.await.unwrap();
 
-    let platforms = [slack_messages(&slack), discord_messages(&discord, &said)];
+    let platforms = [
+        slack_messages(&slack),
+        discord_messages(&sockets.discord, &said),
+        feishu_messages(&sockets.feishu, MESSAGES / 2),
+    ];
     let acked = || (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
     let tallies = account(&store, &platforms, acked, &running, seed).await;
-    connected_once_each(&store, &slack, Some(&discord), &running, seed).await;
+    connected_once_each(&store, &slack, Some(&sockets), &running, seed).await;
     let sends: u32 = slack.sends().iter().map(|s| s.saturating_sub(1)).sum();
     println!(
         "{} kills of 3 instances and a PostgreSQL restart, {sends} Slack redeliveries, {} turns \
@@ -248,7 +288,7 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
 async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
     let Cluster {
         slack,
-        discord: _,
+        sockets: _,
         model: _model,
         instances,
         store,
@@ -312,8 +352,8 @@ async fn one_account_each(store: &Store, ids: &[&str]) {
 /// The fakes, three instances on one database, and a store handle on it.
 struct Cluster {
     slack: FakeSlack,
-    /// With Discord accounts, their fake.
-    discord: Option<FakeDiscord>,
+    /// With Discord and Feishu accounts, their fakes.
+    sockets: Option<Sockets>,
     model: FakeOpenAi,
     instances: Instances,
     store: Store,
@@ -326,8 +366,9 @@ impl Cluster {
         Cluster::start_on(database().await, false).await
     }
 
-    /// On the database at `url`, with the [`DISCORD_BOTS`] too when `with_discord`.
-    async fn start_on(url: String, with_discord: bool) -> Cluster {
+    /// On the database at `url`, with the [`DISCORD_BOTS`] and [`FEISHU_BOTS`] too when
+    /// `with_sockets`.
+    async fn start_on(url: String, with_sockets: bool) -> Cluster {
         let slack = FakeSlack::start().await;
         for app in APPS {
             slack.app(app, &format!("U_{}", app.to_uppercase()));
@@ -341,10 +382,12 @@ impl Cluster {
         // Every message goes to one chat per bot: no "busy" here.
         let lanes = format!("\n[lanes]\nmax_queued_per_session = {MESSAGES}\n");
         let mut instances = Instances::on(url, &slack, &APPS, &backend, &lanes);
-        let discord = if with_discord {
-            let discord = FakeDiscord::start().await;
-            instances = instances.with_discord(&discord, &DISCORD_BOTS, &backend);
-            Some(discord)
+        let sockets = if with_sockets {
+            let (discord, feishu) = (FakeDiscord::start().await, FakeFeishu::start().await);
+            instances = instances
+                .with_discord(&discord, &DISCORD_BOTS, &backend)
+                .with_feishu(&feishu, &FEISHU_BOTS, &backend);
+            Some(Sockets { discord, feishu })
         } else {
             None
         };
@@ -355,7 +398,7 @@ impl Cluster {
         }
         Cluster {
             slack,
-            discord,
+            sockets,
             model,
             instances,
             store,
@@ -364,22 +407,46 @@ impl Cluster {
     }
 }
 
+/// The fakes of the socket accounts beside Slack's.
+#[derive(Clone)]
+struct Sockets {
+    discord: FakeDiscord,
+    feishu: FakeFeishu,
+}
+
 /// Deliver the [`MESSAGES`], one every [`PACE`], alternating between the accounts, and with
-/// `discord` a mention there every other one, from a person of its own (no per-sender rate
-/// limit in the way). Returns the Discord messages' ids: message `m` mentions
-/// `DISCORD_BOTS[m % 3]`.
-fn feed(slack: &FakeSlack, discord: Option<&FakeDiscord>) -> tokio::task::JoinHandle<Vec<String>> {
-    let (slack, discord) = (slack.clone(), discord.cloned());
+/// `sockets` a mention on Discord after each even one and on Feishu after each odd one, each
+/// from a person of its own (no per-sender rate limit in the way). Returns the Discord
+/// messages' ids: message `m` mentions `DISCORD_BOTS[m % 3]`.
+fn feed(slack: &FakeSlack, sockets: Option<&Sockets>) -> tokio::task::JoinHandle<Vec<String>> {
+    let (slack, sockets) = (slack.clone(), sockets.cloned());
     tokio::spawn(async move {
         let mut said = Vec::new();
         for n in 0..MESSAGES {
             slack.deliver(app_of(n), &envelope(n), mention(app_of(n), n));
-            if let Some(discord) = discord.as_ref().filter(|_| n % 2 == 0) {
-                let m = said.len();
-                let (_, user) = DISCORD_BOTS[m % DISCORD_BOTS.len()];
-                let person = (200_000_000_000_000_000u64 + m as u64).to_string();
-                let text = format!("<@{user}> {}", job(m));
-                said.push(discord.say((&person, "person"), CHANNEL, &text, None));
+            let (m, person) = (n / 2, format!("person-{n}"));
+            match &sockets {
+                Some(s) if n % 2 == 0 => {
+                    let (_, user) = DISCORD_BOTS[m % DISCORD_BOTS.len()];
+                    let person = (200_000_000_000_000_000u64 + m as u64).to_string();
+                    let text = format!("<@{user}> {}", job(m));
+                    said.push(s.discord.say((&person, "person"), CHANNEL, &text, None));
+                }
+                Some(s) => {
+                    let bot = FEISHU_BOTS[m % FEISHU_BOTS.len()];
+                    let event = message_event(
+                        bot,
+                        &format!("ev_chaos_{m}"),
+                        &feishu_id(m),
+                        ("oc_chaos", "group"),
+                        &format!("ou_{person}"),
+                        &format!("@_user_1 {}", job(m)),
+                        &[(&format!("ou_{bot}_self"), bot)],
+                    );
+                    // A message offered while no socket is open never reaches baton.
+                    s.feishu.offer_event(bot, &event);
+                }
+                None => {}
             }
             tokio::time::sleep(PACE).await; // the platforms' pace, not a synchronisation
         }
@@ -485,7 +552,7 @@ async fn claimed(store: &Store, sent: &Sent) -> bool {
 async fn connected_once_each(
     store: &Store,
     slack: &FakeSlack,
-    discord: Option<&FakeDiscord>,
+    sockets: Option<&Sockets>,
     running: &[Instance],
     seed: u64,
 ) {
@@ -501,11 +568,18 @@ async fn connected_once_each(
         .iter()
         .map(|app| (format!("slack/{app}"), *app))
         .collect();
-    if let Some(discord) = discord {
+    if let Some(sockets) = sockets {
         for (bot, user) in DISCORD_BOTS {
             accounts.push((format!("discord/{bot}"), bot));
             eventually(WAIT, "the Discord bot connected", || async {
-                discord.connected(user).then_some(())
+                sockets.discord.connected(user).then_some(())
+            })
+            .await;
+        }
+        for bot in FEISHU_BOTS {
+            accounts.push((format!("feishu/{bot}"), bot));
+            eventually(WAIT, "the Feishu app connected", || async {
+                sockets.feishu.socket_open(bot).then_some(())
             })
             .await;
         }

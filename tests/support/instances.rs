@@ -2,7 +2,8 @@
 //! instances"), each a real child process that a test can kill -9, pause (SIGSTOP, a network
 //! pause), resume and start again under its instance id, with Slack Socket Mode accounts on a
 //! [`FakeSlack`](super::fake_slack::FakeSlack) and, when asked, Discord gateway accounts on a
-//! [`FakeDiscord`](super::fake_discord::FakeDiscord).
+//! [`FakeDiscord`](super::fake_discord::FakeDiscord) and Feishu long-connection accounts on a
+//! [`FakeFeishu`](super::fake_feishu::FakeFeishu).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::fake_discord::FakeDiscord;
+use super::fake_feishu::FakeFeishu;
 use super::fake_slack::{FakeSlack, event_body};
 use super::gateway::DEADLINE;
 use super::postgres::{URL_ENV, database};
@@ -97,6 +99,27 @@ impl Instances {
                 discord.api_url
             ));
             self.env.push((format!("{upper}_DISCORD_TOKEN"), token));
+        }
+        self
+    }
+
+    /// Add `bots`, each on `backend` with a Feishu long-connection account on `feishu`: app
+    /// `cli_<id>`, its bot's open id `ou_<id>_self`.
+    pub fn with_feishu(mut self, feishu: &FakeFeishu, bots: &[&str], backend: &str) -> Instances {
+        for bot in bots {
+            let upper = bot.to_uppercase();
+            feishu.app(bot, &format!("ou_{bot}_self"));
+            self.body.push_str(&bot_toml(bot, backend));
+            self.body.push_str(&format!(
+                "\n[[accounts]]\nbot = \"{bot}\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
+                 app_id = \"cli_{bot}\"\napp_secret_env = \"{upper}_FEISHU_APP_SECRET\"\n\
+                 api_url = \"{}\"\n",
+                feishu.api_url
+            ));
+            self.env.push((
+                format!("{upper}_FEISHU_APP_SECRET"),
+                format!("secret-{bot}"),
+            ));
         }
         self
     }
