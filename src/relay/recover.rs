@@ -8,7 +8,9 @@
 //! have done part of its work (tool calls with effects), so it is not run again: if its turn got
 //! as far as an outcome in the target's transcript, that outcome stands; otherwise it is failed
 //! with a reason that says why it was not retried. A settled one whose outcome had not reached
-//! its sender is pushed, unless the sender's transcript shows it was.
+//! its sender is pushed, unless the sender's transcript shows it was. A delivery whose sender
+//! waited on an instance that is gone has its outcome pushed to the sender's session, unless
+//! the sender's turn, run again, took the wait over first.
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -51,7 +53,40 @@ pub async fn recover(relay: &Relay, startup: bool) -> Result<usize, StoreError> 
         claimed += 1;
         resume(relay, d, startup).await?;
     }
+    // After the runs above: one settled there is settled by now, so pushed here.
+    claimed += waits(engine, startup).await?;
     Ok(claimed + wakes(engine, startup).await?)
+}
+
+/// The deliveries whose sender waited on an instance that is gone (see [`recover`]): each is
+/// taken from it (one conditional update, which the sender's turn run again races for, so the
+/// outcome reaches the session once), then pushed if it is settled, or marked to be pushed by
+/// the run when it settles. Returns how many it took.
+async fn waits(engine: &Engine, startup: bool) -> Result<usize, StoreError> {
+    let lease_ms = i64::try_from(engine.lease().as_millis()).unwrap_or(i64::MAX);
+    let left = engine
+        .store()
+        .deliveries_waiter_gone(engine.instance(), startup, lease_ms)
+        .await?;
+    let mut taken = 0;
+    for d in left {
+        let Some(gone) = d.waiter.as_deref() else {
+            continue;
+        };
+        let Some(d) = engine
+            .store()
+            .delivery_take_wait(&d.run_id, gone, None)
+            .await?
+        else {
+            continue;
+        };
+        taken += 1;
+        if d.state.is_settled() {
+            tracing::info!(run = %d.run_id, sender = %d.sender, "pushing an outcome whose sender's instance is gone");
+            push_unless_pushed(engine, &d).await?;
+        }
+    }
+    Ok(taken)
 }
 
 /// The session wakes nobody is working on (see [`recover`]), run here when this instance is
@@ -99,20 +134,25 @@ async fn resume(relay: &Relay, d: &Delivery, startup: bool) -> Result<(), StoreE
             tracing::warn!(run = %d.run_id, target = %d.target, ?result, "settling a delivery whose run was interrupted (a restart, or its instance is gone)");
             run::settle(engine, d, result, None).await;
         }
-        _ => {
-            let pushed = engine
-                .store()
-                .run_entries(&d.sender_session, &push_run_id(&d.run_id))
-                .await?;
-            if pushed.is_empty() {
-                run::push(engine, d, &settled(d)).await;
-            } else {
-                engine
-                    .store()
-                    .delivery_notify(&d.run_id, Notify::Done)
-                    .await?;
-            }
-        }
+        _ => push_unless_pushed(engine, d).await?,
+    }
+    Ok(())
+}
+
+/// Push settled `d`'s outcome to its sender's session, unless the sender's transcript shows it
+/// was.
+async fn push_unless_pushed(engine: &Engine, d: &Delivery) -> Result<(), StoreError> {
+    let pushed = engine
+        .store()
+        .run_entries(&d.sender_session, &push_run_id(&d.run_id))
+        .await?;
+    if pushed.is_empty() {
+        run::push(engine, d, &settled(d)).await;
+    } else {
+        engine
+            .store()
+            .delivery_notify(&d.run_id, Notify::Done)
+            .await?;
     }
     Ok(())
 }

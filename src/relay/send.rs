@@ -14,8 +14,8 @@ use crate::engine::{Caller, Engine};
 use crate::guards::{SendAttempt, SendRefusal};
 use crate::session::SessionKey;
 use crate::store::{
-    Artifact, Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, SendMode, StoreError,
-    Topic,
+    Artifact, Begun, Delivery, DeliveryChange, DeliveryState, NewDelivery, Notify, SendMode,
+    StoreError, Topic,
 };
 use crate::timing::now_ms;
 use crate::trace::{Span, SpanKind, attr};
@@ -242,6 +242,7 @@ async fn send_as(
         artifacts_in: request.artifacts,
         expect: request.expect,
         created_ms: now_ms(),
+        waiter: (!request.timeout.is_zero()).then(|| engine.instance().to_owned()),
     };
     let attempt = SendAttempt {
         sender: &caller.bot,
@@ -290,6 +291,8 @@ async fn send_as(
         if let Err(err) = engine.store().delivery_settle(change).await {
             tracing::error!(%err, "could not record a refused send");
         }
+        // Answered in the tool call: nobody waits.
+        waited(relay, &delivery).await;
         let reason = Some(refusal.as_str());
         moved(engine, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {
@@ -443,7 +446,34 @@ type Learned = (SendOutcome, Option<RunReport>);
 
 /// A retry of an earlier request: its outcome, or a wait for it; never a second run.
 async fn follow(relay: &Relay, earlier: Delivery, timeout: Duration, started: Instant) -> Learned {
+    let engine = relay.engine();
+    let me = engine.instance();
+    let mut earlier = earlier;
+    // The sender's turn run again after the instance it waited on died: it takes the wait
+    // over, unless the outcome is (or is to be) pushed to its session instead, which it is
+    // told. Either way the session gets the outcome once.
+    if let Some(gone) = earlier
+        .waiter
+        .clone()
+        .filter(|w| w != me && !timeout.is_zero())
+    {
+        match engine
+            .store()
+            .delivery_take_wait(&earlier.run_id, &gone, Some(me))
+            .await
+        {
+            Ok(Some(taken)) => earlier = taken,
+            Ok(None) => return (accepted(&earlier, !earlier.state.is_settled()), None),
+            Err(err) => {
+                tracing::error!(run = %earlier.run_id, %err, "could not take over the wait on a delivery");
+                return (still_working(&earlier), None);
+            }
+        }
+    } else if earlier.mode == SendMode::Wait && earlier.notify != Notify::None {
+        return (accepted(&earlier, !earlier.state.is_settled()), None);
+    }
     if earlier.state.is_settled() {
+        waited(relay, &earlier).await;
         (stored(&earlier, started), Some(earlier.into()))
     } else if timeout.is_zero() {
         (accepted(&earlier, true), None)
@@ -459,11 +489,14 @@ async fn wait(
     started: Instant,
     listening: Listening,
 ) -> Learned {
-    match relay
+    let waited_for = relay
         .waiters()
         .wait(relay.engine().store(), &d.run_id, timeout, listening)
-        .await
-    {
+        .await;
+    if matches!(waited_for, Ok(Waited::Got(_) | Waited::Handed(_))) {
+        waited(relay, d).await;
+    }
+    match waited_for {
         Ok(Waited::Got(row)) => (stored(&row, started), Some(RunReport::from(*row))),
         Ok(Waited::Handed(Finished { result, report })) => {
             // A run that made nothing: no artifacts.
@@ -478,6 +511,20 @@ async fn wait(
             tracing::error!(run = %d.run_id, %err, "could not follow the delivery; the sender is told it is still working");
             (still_working(d), None)
         }
+    }
+}
+
+/// The sender got `d`'s outcome in its tool call: nobody waits on this instance any more, so
+/// none pushes it should this instance die now (its turn, run again, finds it settled). Only
+/// queued here: the writer commits it no later than what the turn writes next.
+async fn waited(relay: &Relay, d: &Delivery) {
+    let engine = relay.engine();
+    if let Err(err) = engine
+        .store()
+        .delivery_waited(&d.run_id, engine.instance())
+        .await
+    {
+        tracing::warn!(run = %d.run_id, %err, "could not record that the sender got its outcome; should this instance die before its turn ends, the outcome may reach the session twice");
     }
 }
 

@@ -229,6 +229,7 @@ mod tests {
             artifacts_in: Vec::new(),
             expect: None,
             created_ms: now_ms(),
+            waiter: None,
         };
         let started = store.delivery_begin(new, 0, Some("here")).await.unwrap();
         assert!(matches!(started, Begun::New(_)));

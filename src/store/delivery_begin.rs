@@ -53,6 +53,9 @@ pub struct NewDelivery {
     pub expect: Option<Value>,
     /// When, in milliseconds since the Unix epoch.
     pub created_ms: i64,
+    /// The instance whose sender waits in its tool call (`cluster.instance_id`; a `Wait` send
+    /// only): should it die while it waits, the instance picking up its work pushes the outcome.
+    pub waiter: Option<String>,
 }
 
 /// What [`Store::delivery_begin`] found.
@@ -132,6 +135,7 @@ impl NewRow {
             started_ms: None,
             finished_ms: None,
             runner,
+            waiter: new.waiter,
         }
     }
 }
@@ -147,9 +151,9 @@ fn insert(
     db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
-            expect, runner, message_hash, trigger_id, trace_parent)
+            expect, runner, message_hash, trigger_id, trace_parent, waiter)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-            ?19, ?20)",
+            ?19, ?20, ?21)",
         args![
             &new.run_id,
             &new.sender,
@@ -171,6 +175,10 @@ fn insert(
             row.message_hash,
             &new.trigger,
             &new.trace_parent,
+            // A send refused at once is answered in the sender's tool call: nobody waits.
+            new.waiter
+                .as_deref()
+                .filter(|_| state == DeliveryState::Queued),
         ],
     )?;
     Ok(())
@@ -328,6 +336,7 @@ mod tests {
                 origin: Some("bot:snark:slack:T1:C1".parse().unwrap()),
                 artifacts_in: vec!["art_1".into()],
                 expect: Some(serde_json::json!({"type": "object"})),
+                waiter: Some("here".into()),
                 ..send("r1", Some("k"), "hi", 1_000)
             };
             let fired = NewDelivery {

@@ -525,6 +525,7 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         artifacts_in: Vec::new(),
         expect: None,
         created_ms: baton::timing::now_ms(),
+        waiter: None,
     };
     store.delivery_begin(new, 0, None).await.unwrap();
     store.close().await.unwrap();

@@ -1,13 +1,17 @@
 //! The kill -9 fault test of `tests/it/faults.rs`, against three instances (README "Running
 //! several instances"): three `baton run` children on one PostgreSQL database, three Slack Socket
 //! Mode accounts on the fake Slack, which offers every event again until a socket acknowledges
-//! it, and a model that takes a while over each answer. While messages keep coming, each round
+//! it, three Discord gateway accounts on the fake Discord and three Feishu long-connection
+//! accounts on the fake Feishu, which (like Discord's gateway) do not, and a model that takes a
+//! while over each answer. While messages keep coming, each round
 //! kills a random instance with SIGKILL at a random moment and starts it again (under its id,
 //! once its registration has run out); the middle round restarts PostgreSQL instead
 //! (`pg_ctl restart -m fast`, on a server of the test's own). At the end:
 //! every message answered at most once, none lost without a record (answered, or a failure in
-//! the transcript), every account connected by exactly one instance, and never two sockets open
-//! for one account at any moment.
+//! the transcript), every account connected by exactly one instance, and never two Slack sockets
+//! open for one account at any moment. A Discord or Feishu message the fake handed to no socket,
+//! or to one whose process was killed before baton filed it, never reached baton: it is counted
+//! apart (the platform's loss, not baton's), and told from a lost one by baton's claim of its id.
 //!
 //! The instance and the moment of each kill come from a seeded RNG; the seed is printed so a
 //! failure can be replayed (`BATON_FAULT_SEED`). Waits poll for a state with a deadline.
@@ -16,11 +20,14 @@
 //! accounts spread again) under the same traffic answers every message exactly once and leaves no account
 //! without a socket for longer than `lease_seconds`.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use baton::store::{EntryKind, Store};
+use baton::store::{Claim, EntryKind, Store};
 use rand::Rng;
 
+use crate::support::fake_discord::FakeDiscord;
+use crate::support::fake_feishu::{FakeFeishu, Target, message_event};
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::fake_slack::FakeSlack;
 use crate::support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
@@ -29,13 +36,24 @@ use crate::support::process::{EXIT_DEADLINE, eventually, fault_rng};
 
 /// The accounts, one bot each: one per instance once they spread.
 const APPS: [&str; 3] = ["snark", "caid", "sec"];
+/// The Discord accounts of the chaos test, one bot each: `(bot, application id)`.
+const DISCORD_BOTS: [(&str, &str); 3] = [
+    ("dsnark", "100000000000000001"),
+    ("dcaid", "100000000000000002"),
+    ("dsec", "100000000000000003"),
+];
+/// The Discord channel the messages are said in.
+const CHANNEL: &str = "300000000000000001";
+/// The Feishu accounts of the chaos test, one bot (and app) each.
+const FEISHU_BOTS: [&str; 3] = ["fsnark", "fcaid", "fsec"];
 /// How many instances share the database.
 const INSTANCES: [&str; 3] = ["baton-a", "baton-b", "baton-c"];
 /// How many rounds: an instance is killed in each, but for the middle one, which restarts
 /// PostgreSQL.
 const ROUNDS: usize = 7;
 /// How many messages the fake Slack delivers over the run, alternating between the accounts,
-/// one every [`PACE`], so the kills land mid-stream.
+/// one every [`PACE`], so the kills land mid-stream; with the other platforms, a Discord and a
+/// Feishu message in turn between them.
 const MESSAGES: usize = 120;
 const PACE: Duration = Duration::from_millis(200);
 /// How long the model takes over each answer: kills land in turns under way too.
@@ -57,14 +75,122 @@ fn run_of(n: usize) -> String {
     format!("in:slack:{}:C1:1700000000.{n:06}", app_of(n))
 }
 
-/// How many times message `n` was answered, by its own bot.
-fn answers(slack: &FakeSlack, n: usize) -> usize {
-    let (token, job) = (format!("xoxb-{}", app_of(n)), job(n));
-    slack
-        .posts()
+/// One message the test sent, as the accounting finds it.
+struct Sent {
+    /// `job N`.
+    what: String,
+    /// The run id of its answer.
+    run: String,
+    /// The dedupe scope and key baton claims it under when it receives it.
+    scope: String,
+    key: String,
+}
+
+/// The messages sent on one platform, and how to find their answers.
+struct Platform<'a> {
+    name: &'static str,
+    sent: Vec<Sent>,
+    /// How many times message `i` of `sent` was answered, by its own bot.
+    answers: Box<dyn Fn(usize) -> usize + 'a>,
+    /// Whether the platform offers an event again until a socket acknowledges it (Slack). When
+    /// not (Discord), a message handed to a socket that died before baton filed it is gone.
+    redelivers: bool,
+}
+
+/// What became of one platform's messages. Lost and doubled are none: the accounting fails.
+#[derive(Debug, Default)]
+struct Tally {
+    answered: usize,
+    failed: usize,
+    /// Handed to no socket or to one that died first: baton never had it (no claim of its id).
+    never_received: usize,
+}
+
+/// The [`MESSAGES`] on the fake Slack, each answered by its app's posts.
+fn slack_messages(slack: &FakeSlack) -> Platform<'_> {
+    let sent = (0..MESSAGES)
+        .map(|n| Sent {
+            what: job(n),
+            run: run_of(n),
+            scope: format!("slack:{}", app_of(n)),
+            key: format!("msg:C1:1700000000.{n:06}"),
+        })
+        .collect();
+    Platform {
+        name: "slack",
+        sent,
+        answers: Box::new(move |n| {
+            let (token, job) = (format!("xoxb-{}", app_of(n)), job(n));
+            slack
+                .posts()
+                .iter()
+                .filter(|p| p.token == token && p.text.ends_with(&job))
+                .count()
+        }),
+        redelivers: true,
+    }
+}
+
+/// The Discord messages `said` (their ids, message `m` to `DISCORD_BOTS[m % 3]`), each answered
+/// by a post of its bot replying to it.
+fn discord_messages<'a>(discord: &'a FakeDiscord, said: &[String]) -> Platform<'a> {
+    let bot_of = |m: usize| DISCORD_BOTS[m % DISCORD_BOTS.len()].0;
+    let sent = said
         .iter()
-        .filter(|p| p.token == token && p.text.ends_with(&job))
-        .count()
+        .enumerate()
+        .map(|(m, id)| Sent {
+            what: job(m),
+            run: format!("in:discord:{}:{id}", bot_of(m)),
+            scope: format!("discord:{}", bot_of(m)),
+            key: format!("msg:{id}"),
+        })
+        .collect();
+    let said = said.to_vec();
+    Platform {
+        name: "discord",
+        sent,
+        answers: Box::new(move |m| {
+            let token = format!("token-{}", bot_of(m));
+            discord
+                .posts()
+                .iter()
+                .filter(|p| p.token == token && p.replies_to() == Some(said[m].as_str()))
+                .count()
+        }),
+        redelivers: false,
+    }
+}
+
+/// The `count` Feishu messages (`om_chaos_<m>`, message `m` to `FEISHU_BOTS[m % 3]`), each
+/// answered by a reply of its bot's app.
+fn feishu_messages(feishu: &FakeFeishu, count: usize) -> Platform<'_> {
+    let bot_of = |m: usize| FEISHU_BOTS[m % FEISHU_BOTS.len()];
+    let sent = (0..count)
+        .map(|m| Sent {
+            what: job(m),
+            run: format!("in:feishu:{}:{}", bot_of(m), feishu_id(m)),
+            scope: format!("feishu:{}", bot_of(m)),
+            key: format!("msg:{}", feishu_id(m)),
+        })
+        .collect();
+    Platform {
+        name: "feishu",
+        sent,
+        answers: Box::new(move |m| {
+            let replied = Target::Reply(feishu_id(m));
+            feishu
+                .posts()
+                .iter()
+                .filter(|p| p.app == bot_of(m) && p.target == replied)
+                .count()
+        }),
+        redelivers: false,
+    }
+}
+
+/// The message id of Feishu message `m`.
+fn feishu_id(m: usize) -> String {
+    format!("om_chaos_{m}")
 }
 
 /// Run ids of the runs that recorded a failure.
@@ -103,12 +229,14 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     let (server, url) = own_server("chaos").await;
     let Cluster {
         slack,
+        sockets,
         model,
         instances: cluster,
         mut store,
         mut running,
-    } = Cluster::start_on(url).await;
-    let feeder = feed(&slack);
+    } = Cluster::start_on(url, true).await;
+    let sockets = sockets.expect("the chaos cluster has Discord and Feishu accounts");
+    let feeder = feed(&slack, Some(&sockets));
     for round in 0..ROUNDS {
         let after = Duration::from_millis(rng.random_range(0..2000));
         tokio::time::sleep(after).await; // the fault's timing, not a synchronisation
@@ -126,20 +254,30 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
         registration_ran_out(&store, &id).await;
         running[victim] = cluster.start(&id).await;
     }
-    feeder.await.unwrap();
+    let said = feeder.await.unwrap();
 
-    let answered = every_message_answered_once_or_failed(&store, &slack, &running, seed).await;
-    connected_once_each(&store, &slack, &running, seed).await;
+    let platforms = [
+        slack_messages(&slack),
+        discord_messages(&sockets.discord, &said),
+        feishu_messages(&sockets.feishu, MESSAGES / 2),
+    ];
+    let acked = || (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
+    let tallies = account(&store, &platforms, acked, &running, seed).await;
+    connected_once_each(&store, &slack, Some(&sockets), &running, seed).await;
     let sends: u32 = slack.sends().iter().map(|s| s.saturating_sub(1)).sum();
     println!(
-        "{MESSAGES} messages, {} kills of 3 instances and a PostgreSQL restart, {sends} \
-         redeliveries, {} turns \
-         begun, {} answered, {} recorded as failed",
+        "{} kills of 3 instances and a PostgreSQL restart, {sends} Slack redeliveries, {} turns \
+         begun",
         ROUNDS - 1,
         model.requests().len(),
-        answered,
-        MESSAGES - answered
     );
+    for (platform, tally) in platforms.iter().zip(&tallies) {
+        println!(
+            "{}: {} messages, {tally:?}, 0 lost, 0 doubled",
+            platform.name,
+            platform.sent.len()
+        );
+    }
 }
 
 /// SIGTERM each instance in turn while messages keep coming, start a new one (a new id) in its
@@ -150,13 +288,14 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
 async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
     let Cluster {
         slack,
+        sockets: _,
         model: _model,
         instances,
         store,
         mut running,
     } = Cluster::start().await;
     one_account_each(&store, &INSTANCES).await;
-    let feeder = feed(&slack);
+    let feeder = feed(&slack, None);
     for at in 0..running.len() {
         let old = &mut running[at];
         println!("SIGTERM {}", old.id);
@@ -168,8 +307,9 @@ async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
     }
     feeder.await.unwrap();
 
-    let answered = every_message_answered_once_or_failed(&store, &slack, &running, 0).await;
-    connected_once_each(&store, &slack, &running, 0).await;
+    let acked = || (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
+    let tallies = account(&store, &[slack_messages(&slack)], acked, &running, 0).await;
+    connected_once_each(&store, &slack, None, &running, 0).await;
     let lease = Duration::from_secs(LEASE_SECONDS);
     for app in APPS {
         let spans = slack.spans(app);
@@ -190,7 +330,7 @@ async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
             spans.len()
         );
     }
-    println!("{MESSAGES} messages over a rolling restart, {answered} answered");
+    println!("{MESSAGES} messages over a rolling restart: {tallies:?}");
 }
 
 /// The ids of `running`.
@@ -212,6 +352,8 @@ async fn one_account_each(store: &Store, ids: &[&str]) {
 /// The fakes, three instances on one database, and a store handle on it.
 struct Cluster {
     slack: FakeSlack,
+    /// With Discord and Feishu accounts, their fakes.
+    sockets: Option<Sockets>,
     model: FakeOpenAi,
     instances: Instances,
     store: Store,
@@ -221,11 +363,12 @@ struct Cluster {
 impl Cluster {
     /// On a fresh database of the shared server.
     async fn start() -> Cluster {
-        Cluster::start_on(database().await).await
+        Cluster::start_on(database().await, false).await
     }
 
-    /// On the database at `url`.
-    async fn start_on(url: String) -> Cluster {
+    /// On the database at `url`, with the [`DISCORD_BOTS`] and [`FEISHU_BOTS`] too when
+    /// `with_sockets`.
+    async fn start_on(url: String, with_sockets: bool) -> Cluster {
         let slack = FakeSlack::start().await;
         for app in APPS {
             slack.app(app, &format!("U_{}", app.to_uppercase()));
@@ -238,7 +381,16 @@ impl Cluster {
         );
         // Every message goes to one chat per bot: no "busy" here.
         let lanes = format!("\n[lanes]\nmax_queued_per_session = {MESSAGES}\n");
-        let instances = Instances::on(url, &slack, &APPS, &backend, &lanes);
+        let mut instances = Instances::on(url, &slack, &APPS, &backend, &lanes);
+        let sockets = if with_sockets {
+            let (discord, feishu) = (FakeDiscord::start().await, FakeFeishu::start().await);
+            instances = instances
+                .with_discord(&discord, &DISCORD_BOTS, &backend)
+                .with_feishu(&feishu, &FEISHU_BOTS, &backend);
+            Some(Sockets { discord, feishu })
+        } else {
+            None
+        };
         let store = instances.store().await;
         let mut running = Vec::new();
         for id in INSTANCES {
@@ -246,6 +398,7 @@ impl Cluster {
         }
         Cluster {
             slack,
+            sockets,
             model,
             instances,
             store,
@@ -254,39 +407,85 @@ impl Cluster {
     }
 }
 
-/// Deliver the [`MESSAGES`], one every [`PACE`], alternating between the accounts.
-fn feed(slack: &FakeSlack) -> tokio::task::JoinHandle<()> {
-    let slack = slack.clone();
+/// The fakes of the socket accounts beside Slack's.
+#[derive(Clone)]
+struct Sockets {
+    discord: FakeDiscord,
+    feishu: FakeFeishu,
+}
+
+/// Deliver the [`MESSAGES`], one every [`PACE`], alternating between the accounts, and with
+/// `sockets` a mention on Discord after each even one and on Feishu after each odd one, each
+/// from a person of its own (no per-sender rate limit in the way). Returns the Discord
+/// messages' ids: message `m` mentions `DISCORD_BOTS[m % 3]`.
+fn feed(slack: &FakeSlack, sockets: Option<&Sockets>) -> tokio::task::JoinHandle<Vec<String>> {
+    let (slack, sockets) = (slack.clone(), sockets.cloned());
     tokio::spawn(async move {
+        let mut said = Vec::new();
         for n in 0..MESSAGES {
             slack.deliver(app_of(n), &envelope(n), mention(app_of(n), n));
-            tokio::time::sleep(PACE).await; // Slack's pace, not a synchronisation
+            let (m, person) = (n / 2, format!("person-{n}"));
+            match &sockets {
+                Some(s) if n % 2 == 0 => {
+                    let (_, user) = DISCORD_BOTS[m % DISCORD_BOTS.len()];
+                    let person = (200_000_000_000_000_000u64 + m as u64).to_string();
+                    let text = format!("<@{user}> {}", job(m));
+                    said.push(s.discord.say((&person, "person"), CHANNEL, &text, None));
+                }
+                Some(s) => {
+                    let bot = FEISHU_BOTS[m % FEISHU_BOTS.len()];
+                    let event = message_event(
+                        bot,
+                        &format!("ev_chaos_{m}"),
+                        &feishu_id(m),
+                        ("oc_chaos", "group"),
+                        &format!("ou_{person}"),
+                        &format!("@_user_1 {}", job(m)),
+                        &[(&format!("ou_{bot}_self"), bot)],
+                    );
+                    // A message offered while no socket is open never reaches baton.
+                    s.feishu.offer_event(bot, &event);
+                }
+                None => {}
+            }
+            tokio::time::sleep(PACE).await; // the platforms' pace, not a synchronisation
         }
+        said
     })
 }
 
-/// Once every message is acknowledged and answered or failed on record: none answered twice,
-/// none lost without a record. Returns how many were answered.
-async fn every_message_answered_once_or_failed(
+/// Once `acked` holds (every Slack message acknowledged), every message of a redelivering
+/// platform is answered or failed on record, and the inbox is empty: none answered twice, none
+/// lost without a record. A message of a platform that does not redeliver and that baton never
+/// claimed is counted as never received. Returns each platform's [`Tally`].
+async fn account(
     store: &Store,
-    slack: &FakeSlack,
+    platforms: &[Platform<'_>],
+    acked: impl Fn() -> bool,
     running: &[Instance],
     seed: u64,
-) -> usize {
-    let logs = |running: &[Instance]| -> String {
+) -> Vec<Tally> {
+    let logs = || -> String {
         running
             .iter()
             .map(|i| format!("--- {} ---\n{}", i.id, i.process.logs()))
             .collect()
     };
+    let unrecorded = |p: &Platform<'_>, failed: &[String]| -> Vec<String> {
+        (0..p.sent.len())
+            .filter(|&i| (p.answers)(i) == 0 && !failed.contains(&p.sent[i].run))
+            .map(|i| format!("{} {}", p.name, p.sent[i].what))
+            .collect()
+    };
     let deadline = tokio::time::Instant::now() + WAIT;
     let open = loop {
         let failed = failed_runs(store).await;
-        let acked = (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
-        let open: Vec<usize> = (0..MESSAGES)
-            .filter(|&n| answers(slack, n) == 0 && !failed.contains(&run_of(n)))
+        let open: Vec<String> = platforms
+            .iter()
+            .filter(|p| p.redelivers)
+            .flat_map(|p| unrecorded(p, &failed))
             .collect();
-        if (acked && open.is_empty()) || tokio::time::Instant::now() >= deadline {
+        if (acked() && open.is_empty()) || tokio::time::Instant::now() >= deadline {
             break open;
         }
         tokio::time::sleep(crate::support::process::POLL).await;
@@ -294,42 +493,69 @@ async fn every_message_answered_once_or_failed(
     assert!(
         open.is_empty(),
         "seed {seed}: neither answered nor recorded as failed: {open:?}\n{}",
-        logs(running)
+        logs()
     );
+    let scopes: BTreeSet<&str> = platforms
+        .iter()
+        .flat_map(|p| p.sent.iter().map(|s| s.scope.as_str()))
+        .collect();
     eventually(WAIT, "the inbox to empty", || async {
         let mut left = 0;
-        for app in APPS {
-            left += store
-                .inbox_left(&format!("slack:{app}"))
-                .await
-                .unwrap()
-                .len();
+        for scope in &scopes {
+            left += store.inbox_left(scope).await.unwrap().len();
         }
         (left == 0).then_some(())
     })
     .await;
 
     let failed = failed_runs(store).await;
-    let mut answered = 0;
-    for n in 0..MESSAGES {
-        let times = answers(slack, n);
-        assert!(times <= 1, "seed {seed}: {} answered {times} times", job(n));
-        if times == 1 {
-            answered += 1;
-        } else {
+    let mut tallies = Vec::new();
+    for p in platforms {
+        let mut tally = Tally::default();
+        for (i, sent) in p.sent.iter().enumerate() {
+            let times = (p.answers)(i);
             assert!(
-                failed.contains(&run_of(n)),
-                "seed {seed}: {} lost without a record",
-                job(n)
+                times <= 1,
+                "seed {seed}: {} {} answered {times} times",
+                p.name,
+                sent.what
             );
+            if times == 1 {
+                tally.answered += 1;
+            } else if failed.contains(&sent.run) {
+                tally.failed += 1;
+            } else if !p.redelivers && !claimed(store, sent).await {
+                tally.never_received += 1;
+            } else {
+                panic!(
+                    "seed {seed}: {} {} lost without a record\n{}",
+                    p.name,
+                    sent.what,
+                    logs()
+                );
+            }
         }
+        tallies.push(tally);
     }
-    answered
+    tallies
 }
 
-/// Every account connected by exactly one instance (never two sockets at once), the others on
-/// standby.
-async fn connected_once_each(store: &Store, slack: &FakeSlack, running: &[Instance], seed: u64) {
+/// Whether baton claimed `sent`'s id (it received it), asked by claiming it: only once every
+/// message is settled, as a claim now would turn a later delivery away.
+async fn claimed(store: &Store, sent: &Sent) -> bool {
+    let now = baton::timing::now_ms();
+    store.claim(&sent.scope, &sent.key, now).await.unwrap() == Claim::Duplicate
+}
+
+/// Every account connected by exactly one instance, the others on standby; never two Slack
+/// sockets of one account open at once.
+async fn connected_once_each(
+    store: &Store,
+    slack: &FakeSlack,
+    sockets: Option<&Sockets>,
+    running: &[Instance],
+    seed: u64,
+) {
     for app in APPS {
         assert_eq!(
             slack.max_open(app),
@@ -338,27 +564,49 @@ async fn connected_once_each(store: &Store, slack: &FakeSlack, running: &[Instan
             slack.spans(app)
         );
     }
+    let mut accounts: Vec<(String, &str)> = APPS
+        .iter()
+        .map(|app| (format!("slack/{app}"), *app))
+        .collect();
+    if let Some(sockets) = sockets {
+        for (bot, user) in DISCORD_BOTS {
+            accounts.push((format!("discord/{bot}"), bot));
+            eventually(WAIT, "the Discord bot connected", || async {
+                sockets.discord.connected(user).then_some(())
+            })
+            .await;
+        }
+        for bot in FEISHU_BOTS {
+            accounts.push((format!("feishu/{bot}"), bot));
+            eventually(WAIT, "the Feishu app connected", || async {
+                sockets.feishu.socket_open(bot).then_some(())
+            })
+            .await;
+        }
+    }
     let held = holders(store).await;
-    for app in APPS {
+    for (account, name) in &accounts {
         let by: Vec<&String> = held
             .iter()
-            .filter(|(_, account)| *account == format!("slack/{app}"))
+            .filter(|(_, held)| held == account)
             .map(|(id, _)| id)
             .collect();
-        assert_eq!(by.len(), 1, "seed {seed}: {app} held by {by:?}");
+        assert_eq!(by.len(), 1, "seed {seed}: {account} held by {by:?}");
         eventually(
             WAIT,
             "one instance connected, the others on standby",
             || async {
                 let mut states = Vec::new();
                 for instance in running {
-                    states.push(instance.state_of(app).await);
+                    states.push(instance.state_of(name).await);
                 }
                 states.sort();
                 (states == ["connected", "standby", "standby"]).then_some(())
             },
         )
         .await;
+    }
+    for app in APPS {
         assert!(slack.socket_open(app), "seed {seed}: {app}");
     }
 }

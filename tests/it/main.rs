@@ -33,6 +33,7 @@ mod chains;
 mod chat_completions;
 mod cli;
 mod cluster;
+mod cluster_dead_sender;
 mod cluster_faults;
 mod cluster_flows;
 mod connections;

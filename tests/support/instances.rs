@@ -1,13 +1,17 @@
 //! Several `baton run` processes sharing one PostgreSQL database (README "Running several
 //! instances"), each a real child process that a test can kill -9, pause (SIGSTOP, a network
 //! pause), resume and start again under its instance id, with Slack Socket Mode accounts on a
-//! [`FakeSlack`](super::fake_slack::FakeSlack).
+//! [`FakeSlack`](super::fake_slack::FakeSlack) and, when asked, Discord gateway accounts on a
+//! [`FakeDiscord`](super::fake_discord::FakeDiscord) and Feishu long-connection accounts on a
+//! [`FakeFeishu`](super::fake_feishu::FakeFeishu).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::fake_discord::FakeDiscord;
+use super::fake_feishu::FakeFeishu;
 use super::fake_slack::{FakeSlack, event_body};
 use super::gateway::DEADLINE;
 use super::postgres::{URL_ENV, database};
@@ -21,7 +25,8 @@ pub struct Instances {
     dir: tempfile::TempDir,
     url: String,
     body: String,
-    apps: Vec<String>,
+    /// The accounts' tokens, as each instance's environment holds them.
+    env: Vec<(String, String)>,
 }
 
 /// One running `baton run`.
@@ -53,28 +58,70 @@ impl Instances {
             "[gateway]\ndatabase_url_env = \"{URL_ENV}\"\nsilent_token = \"NO_REPLY\"\n\
              drain_seconds = 1\n\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n"
         );
+        let mut env = Vec::new();
         for app in apps {
-            let backend = if backend.is_empty() {
-                "backend = \"echo\"".to_owned()
-            } else {
-                backend.replace("{bot}", app)
-            };
             let upper = app.to_uppercase();
+            body.push_str(&bot_toml(app, backend));
             body.push_str(&format!(
-                "\n[[bots]]\nid = \"{app}\"\n{backend}\n\n\
-                 [[accounts]]\nbot = \"{app}\"\nplatform = \"slack\"\nmode = \"socket\"\n\
+                "\n[[accounts]]\nbot = \"{app}\"\nplatform = \"slack\"\nmode = \"socket\"\n\
                  app_token_env = \"{upper}_SLACK_APP_TOKEN\"\nbot_token_env = \"{upper}_SLACK_BOT_TOKEN\"\n\
                  api_url = \"{}\"\n",
                 slack.api_url
             ));
+            env.push((format!("{upper}_SLACK_APP_TOKEN"), format!("xapp-{app}")));
+            env.push((format!("{upper}_SLACK_BOT_TOKEN"), format!("xoxb-{app}")));
         }
         body.push_str(extra);
         Instances {
             dir: tempfile::tempdir().unwrap(),
             url,
             body,
-            apps: apps.iter().map(|a| a.to_string()).collect(),
+            env,
         }
+    }
+
+    /// Add `bots` (`(id, application id)`), each on `backend` (as [`Instances::new`] takes it)
+    /// with a Discord gateway account on `discord`, its token `token-<id>` registered there.
+    pub fn with_discord(
+        mut self,
+        discord: &FakeDiscord,
+        bots: &[(&str, &str)],
+        backend: &str,
+    ) -> Instances {
+        for (bot, user) in bots {
+            let (upper, token) = (bot.to_uppercase(), format!("token-{bot}"));
+            discord.bot(&token, user, bot);
+            self.body.push_str(&bot_toml(bot, backend));
+            self.body.push_str(&format!(
+                "\n[[accounts]]\nbot = \"{bot}\"\nplatform = \"discord\"\n\
+                 bot_token_env = \"{upper}_DISCORD_TOKEN\"\napplication_id = \"{user}\"\n\
+                 api_url = \"{}\"\n",
+                discord.api_url
+            ));
+            self.env.push((format!("{upper}_DISCORD_TOKEN"), token));
+        }
+        self
+    }
+
+    /// Add `bots`, each on `backend` with a Feishu long-connection account on `feishu`: app
+    /// `cli_<id>`, its bot's open id `ou_<id>_self`.
+    pub fn with_feishu(mut self, feishu: &FakeFeishu, bots: &[&str], backend: &str) -> Instances {
+        for bot in bots {
+            let upper = bot.to_uppercase();
+            feishu.app(bot, &format!("ou_{bot}_self"));
+            self.body.push_str(&bot_toml(bot, backend));
+            self.body.push_str(&format!(
+                "\n[[accounts]]\nbot = \"{bot}\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
+                 app_id = \"cli_{bot}\"\napp_secret_env = \"{upper}_FEISHU_APP_SECRET\"\n\
+                 api_url = \"{}\"\n",
+                feishu.api_url
+            ));
+            self.env.push((
+                format!("{upper}_FEISHU_APP_SECRET"),
+                format!("secret-{bot}"),
+            ));
+        }
+        self
     }
 
     /// The database's connection settings.
@@ -98,11 +145,7 @@ impl Instances {
             .arg("127.0.0.1:0")
             .env(URL_ENV, &self.url)
             .env("RUST_LOG", "info,baton=debug");
-        for app in &self.apps {
-            let upper = app.to_uppercase();
-            cmd.env(format!("{upper}_SLACK_APP_TOKEN"), format!("xapp-{app}"))
-                .env(format!("{upper}_SLACK_BOT_TOKEN"), format!("xoxb-{app}"));
-        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         for (name, value) in env {
             cmd.env(name, value);
         }
@@ -165,6 +208,16 @@ impl Instance {
         self.process.kill();
         self.process.wait(super::process::EXIT_DEADLINE).await;
     }
+}
+
+/// `[[bots]]` `id` on the `echo` backend, or on `backend` (TOML lines, `{bot}` standing for the id).
+fn bot_toml(id: &str, backend: &str) -> String {
+    let backend = if backend.is_empty() {
+        "backend = \"echo\"".to_owned()
+    } else {
+        backend.replace("{bot}", id)
+    };
+    format!("\n[[bots]]\nid = \"{id}\"\n{backend}\n")
 }
 
 /// The accounts (`slack/<app>`) each instance holds now, by the database: `(instance, account)`.

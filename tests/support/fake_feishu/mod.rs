@@ -386,7 +386,8 @@ impl FakeFeishu {
             .await;
     }
 
-    fn socket_open(&self, name: &str) -> bool {
+    /// Whether `name` has a websocket open.
+    pub fn socket_open(&self, name: &str) -> bool {
         self.inner
             .lock()
             .unwrap()
@@ -410,6 +411,20 @@ impl FakeFeishu {
     /// Send `event` to `name` as one data frame; returns the frame's `message_id` header.
     pub fn push_event(&self, name: &str, event: &Value) -> String {
         self.push_fragments(name, event, 1)
+    }
+
+    /// [`FakeFeishu::push_event`] when `name` has a websocket open, returning whether it had:
+    /// like Feishu, the fake keeps nothing for a long connection that is gone.
+    pub fn offer_event(&self, name: &str, event: &Value) -> bool {
+        let mut inner = self.inner.lock().unwrap();
+        let open = inner
+            .sockets
+            .get(name)
+            .is_some_and(|(_, tx)| !tx.is_closed());
+        if open {
+            push(&mut inner, name, event, 1);
+        }
+        open
     }
 
     /// Send `event` to `name` split over `parts` data frames (sent last part first, to show the
