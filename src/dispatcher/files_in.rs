@@ -277,6 +277,7 @@ mod tests {
             account: &account,
             arrival: Arrival::Fresh,
             filed: None,
+            began: gw.engine.store().write_epoch(),
         };
         let first = take_in(&gw.engine, &inbound, "in:local:alpha:m1").await;
         let again = take_in(&gw.engine, &inbound, "in:local:alpha:m1").await;

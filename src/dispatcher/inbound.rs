@@ -10,7 +10,7 @@ use crate::mirror::Arrival;
 use crate::post::Target;
 use crate::roster::{Account, ChatPolicy};
 use crate::session::SessionKey;
-use crate::store::InboxId;
+use crate::store::{InboxId, WriteEpoch};
 
 /// One event on its way through the steps, with what earlier steps learned.
 pub(crate) struct Inbound<'a> {
@@ -26,6 +26,9 @@ pub(crate) struct Inbound<'a> {
     pub arrival: Arrival,
     /// Its inbox row, taken out when the run ends (by the run's last write where it has one).
     pub filed: Option<InboxId>,
+    /// The store's write troubles as the run began: moved by its end, a record of the run may
+    /// have been refused, and the event is run again rather than taken out.
+    pub began: WriteEpoch,
 }
 
 impl Inbound<'_> {
@@ -84,6 +87,7 @@ impl Dispatcher {
             policy,
             arrival,
             filed,
+            began: engine.store().write_epoch(),
         }
     }
 }

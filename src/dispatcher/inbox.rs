@@ -169,6 +169,15 @@ impl Dispatcher {
         }
     }
 
+    /// The run of `filed` ended while the store had trouble writing: hand the event back to be
+    /// run again (now, or once the store writes).
+    pub(super) async fn run_again(&self, filed: Option<InboxId>) {
+        let Some(id) = filed else { return };
+        tracing::warn!("a run ended after the store refused writes; its event is run again");
+        self.unfinished().push(id);
+        self.hand_back_unfinished().await;
+    }
+
     fn unfinished(&self) -> std::sync::MutexGuard<'_, Vec<InboxId>> {
         self.own
             .unfinished

@@ -64,6 +64,14 @@ impl Dispatcher {
             ]
         });
         match ran {
+            Ok(turned) if self.engine.store().write_epoch() != inbound.began => {
+                // A write of the turn (its reply's record, its failure) may have been refused
+                // while the store was away, even if it writes again now: run the event again
+                // rather than take it out unanswered or unrecorded. A reply already posted is
+                // not posted again (its post was begun on record).
+                self.run_again(inbound.filed).await;
+                turned.handled
+            }
             Ok(turned) => {
                 self.finish(inbound.filed, Some(decided)).await;
                 turned.handled

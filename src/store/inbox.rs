@@ -19,7 +19,9 @@ use super::inbox_row::{self, InboxRowError, Stored};
 use super::leases::{now_ms, sql as pick, with_clock};
 use super::sql::{Db, DbError, Engine, OptionalRow, args};
 use super::transcript::{insert_entry, meta_json};
-use super::{Claim, DEDUPE_TTL_MS, HistoryEntry, NewDecision, NewEntry, Store, StoreError, decisions};
+use super::{
+    Claim, DEDUPE_TTL_MS, HistoryEntry, NewDecision, NewEntry, Store, StoreError, decisions,
+};
 
 /// An event's row in the inbox, while its run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -486,7 +486,17 @@ impl Store {
     pub fn reconnects(&self) -> u64 {
         self.inner.writer.reconnects()
     }
+
+    /// Where the store's write troubles stand now: two epochs that differ mean some write may
+    /// have been refused in between (a batch lost, the connection lost or found again).
+    pub fn write_epoch(&self) -> WriteEpoch {
+        WriteEpoch(self.inner.writer.write_epoch())
+    }
 }
+
+/// A point in the store's write troubles ([`Store::write_epoch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteEpoch(u64);
 
 #[cfg(test)]
 mod tests {

@@ -30,6 +30,9 @@ pub(crate) struct WriteHealth {
     down: Mutex<Option<String>>,
     /// Times the writer connected again after losing its connection.
     reconnects: AtomicU64,
+    /// Moves whenever writes may have been refused: a batch lost, the connection lost or
+    /// found again ([`WriteHealth::epoch`]).
+    epoch: AtomicU64,
 }
 
 impl WriteHealth {
@@ -37,6 +40,7 @@ impl WriteHealth {
     pub(crate) fn lost(&self, reason: &str) {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         *last = Some((Instant::now(), reason.to_owned()));
+        self.epoch.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Why writes are failing: the connection is lost, or a batch was lost within the last
@@ -55,12 +59,22 @@ impl WriteHealth {
     /// The writer's connection is lost, or an attempt to connect again failed, for `reason`.
     pub(crate) fn disconnected(&self, reason: &str) {
         *self.down.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_owned());
+        self.epoch.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The writer connected again.
     pub(crate) fn reconnected(&self) {
         *self.down.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.reconnects.fetch_add(1, Ordering::Relaxed);
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A count that has moved if, between two reads, some write may have been refused: a
+    /// batch was lost, or the connection was lost or found again. A run that began under one
+    /// epoch and ends under another may have lost a record (a transcript line, its failure)
+    /// even though the store writes again by its end.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
     }
 
     /// Why the writer has no connection now, if it has none.
@@ -101,5 +115,26 @@ mod tests {
         health.reconnected();
         assert!(health.failing().is_none());
         assert_eq!(health.reconnects(), 1);
+    }
+
+    /// A run that began before trouble and ends once the store writes again still sees that
+    /// its writes may have been refused: the epoch moved, though nothing is failing now.
+    #[test]
+    fn the_epoch_moves_with_every_trouble_and_stays_put_without() {
+        let health = WriteHealth::default();
+        let began = health.epoch();
+        assert_eq!(health.epoch(), began, "no trouble, no move");
+        for trouble in [
+            |h: &WriteHealth| h.lost("disk I/O error"),
+            |h: &WriteHealth| h.disconnected("server closed the connection"),
+            |h: &WriteHealth| h.reconnected(),
+        ] {
+            let before = health.epoch();
+            trouble(&health);
+            assert_ne!(health.epoch(), before);
+        }
+        *health.last.lock().unwrap() = None;
+        assert!(health.failing().is_none());
+        assert_ne!(health.epoch(), began, "healed, and still told");
     }
 }

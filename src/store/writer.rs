@@ -459,6 +459,11 @@ impl Writer {
         self.counts.health.reconnects()
     }
 
+    /// See [`WriteHealth::epoch`](super::write_health::WriteHealth::epoch).
+    pub(crate) fn write_epoch(&self) -> u64 {
+        self.counts.health.epoch()
+    }
+
     /// The count of times written work was undone (see [`Counts`]), as it moves.
     pub(crate) fn undone(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.counts.undone)
