@@ -23,12 +23,12 @@ use tokio::time::Instant;
 use super::context::{self, Role};
 use super::place::Place;
 use crate::bot_id::BotId;
+use crate::engine::Journal;
 use crate::engine::{
     Attached, Caller, ChatReply, Engine, Heard, History, NotAdmitted, Recall, ReplyGate, Seat,
     SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
-use crate::mirror::Journal;
 use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted, turn_run_id};
 
 /// A turn to take.

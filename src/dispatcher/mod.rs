@@ -59,7 +59,7 @@ use crate::config::Config;
 use crate::engine::{Engine, WeakEngine};
 use crate::guards::{Guards, KeyedLimiter};
 use crate::metrics;
-use crate::mirror::Arrival;
+use crate::pen::Arrival;
 use crate::post::RunHandedOver;
 use crate::store::{InboxId, StoreError};
 use crate::timing::now_ms;

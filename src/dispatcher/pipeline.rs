@@ -9,7 +9,7 @@ use super::{
     Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
     guard_steps, policy, self_drop, turn_step,
 };
-use crate::mirror::Arrival;
+use crate::pen::Arrival;
 use crate::store::InboxId;
 
 /// The largest inbound text the pipeline takes: anything longer is refused

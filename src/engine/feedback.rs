@@ -110,9 +110,10 @@ impl SessionTurn<'_> {
             let mut streamer = stream_chat.then(|| {
                 let handover = services.handover(reply.account);
                 let limits = &services.config().limits;
-                let streamer = Streamer::new(&**adapter, handover, &reply.target, self.journal())
-                    .before_post(before_post)
-                    .bounded(limits.max_reply_bytes, limits.max_posts_per_reply);
+                let streamer =
+                    Streamer::new(&**adapter, handover, &reply.target, self.journal().pen())
+                        .before_post(before_post)
+                        .bounded(limits.max_reply_bytes, limits.max_posts_per_reply);
                 if preview {
                     streamer.previewing()
                 } else if native {

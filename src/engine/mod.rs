@@ -1,6 +1,7 @@
 //! The turn kernel, below every flow that takes turns (the pipeline, `sessions_send`, chains,
 //! schedules, escalations): the service handle they share ([`Engine`]), one session turn
-//! (`session_turn.rs`: record the session, open the run's journal, wait for the lane and for the
+//! (`session_turn.rs`: record the session, open the run's journal (`journal.rs`, step 13: the
+//! transcript), wait for the lane and for the
 //! session's lock across instances in `session_lock.rs`, take the turn, post what it says),
 //! one `say` for lines posted through a bot's account that are not its turn (`say.rs`), the turn itself (`turn.rs`) and what it is given (`context.rs`; the
 //! artifacts its message names, in `artifact_lines.rs`), who a turn calls tools as
@@ -19,6 +20,7 @@ mod caller;
 mod context;
 mod feedback;
 mod handle;
+mod journal;
 mod own_notices;
 mod reply_bound;
 mod reply_files;
@@ -36,6 +38,7 @@ pub use caller::Caller;
 pub(crate) use context::Attached;
 pub(crate) use feedback::{Answered, ChatReply};
 pub use handle::{BindTools, Engine, WeakEngine};
+pub use journal::{AnswerQueued, Journal, RecordingTools};
 pub(crate) use own_notices::OwnNotices;
 pub(crate) use reply_files::{AttachRefused, attach};
 pub(crate) use reply_gate::{NotAdmitted, ReplyGate};

@@ -44,7 +44,7 @@ pub(crate) async fn say(
     let journal = journal(services, line.session, line.run_id).await;
     let handover = services.handover(line.account);
     let adapter = &*line.account.adapter;
-    let posted = deliver(adapter, &handover, &line.target, line.text, &journal).await;
+    let posted = deliver(adapter, &handover, &line.target, line.text, journal.pen()).await;
     if let Err(err) = &posted {
         tracing::warn!(%bot, %err, stage = line.stage, "line not delivered");
         let meta = json!({"stage": line.stage});

@@ -12,11 +12,12 @@ use baton_contract::MessageId;
 use tokio::time::Instant;
 
 use super::Engine;
+use super::journal::Journal;
 use super::session_lock::{SessionHold, hold, hold_until};
 use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
 use crate::backend::TextSink;
 use crate::lanes::{Lane, LaneGuard, QueueFull};
-use crate::mirror::{Arrival, Journal};
+use crate::pen::Arrival;
 use crate::post::{Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;
@@ -157,7 +158,15 @@ impl<'a> SessionTurn<'a> {
         text: &str,
     ) -> Result<Vec<MessageId>, String> {
         let handover = self.services.handover(account);
-        match deliver(&*account.adapter, &handover, target, text, &self.journal).await {
+        match deliver(
+            &*account.adapter,
+            &handover,
+            target,
+            text,
+            self.journal.pen(),
+        )
+        .await
+        {
             Ok(ids) => Ok(ids),
             Err(err) => Err(undelivered(&self.journal, err).await),
         }

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use super::budget_step;
 use super::context::{self, Attached, Current, SESSION_TAIL};
+use super::journal::{Journal, RecordingTools, Said};
 use super::reply_bound;
 use super::reply_files::attach_backend_files;
 use super::{Caller, Engine};
@@ -16,7 +17,6 @@ use crate::backend::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
 use crate::config::BackendKind;
 use crate::events::{Event, TurnOutcome};
 use crate::metrics;
-use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
 use crate::post::DeliveryFailed;
 use crate::roster::Bot;

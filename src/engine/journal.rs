@@ -1,36 +1,29 @@
 //! Pipeline step 13: mirror everything to the session transcript, in the order it happened.
 //!
-//! A [`Journal`] is one turn's pen: the inbound message, every tool call and result, the outcome
-//! (`Silent` included) and each delivered chunk with its platform message id all go through it,
-//! attributed to their speaker. A failed transcript write is logged, not raised. A store that
-//! cannot write still answers nothing: the event is refused at intake (`src/dispatcher/inbox.rs`)
-//! and a post whose start cannot be recorded is not made (`src/post/send.rs`).
+//! A [`Journal`] is one turn's record: the inbound message, every tool call and result, the
+//! outcome (`Silent` included) and each delivered chunk with its platform message id all go
+//! into it, attributed to their speaker. It writes through the run's [`Pen`]
+//! (`src/pen.rs`), which posting records its chunks with too. A failed transcript write is
+//! logged, not raised. A store that cannot write still answers nothing: the event is refused
+//! at intake (`src/dispatcher/inbox.rs`) and a post whose start cannot be recorded is not made
+//! (`src/post/send.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use crate::backend::{ToolCall, ToolExecutor};
 use crate::events::{Event, Events};
+use crate::pen::{Arrival, Pen};
 use crate::roster::ToolName;
 use crate::session::SessionKey;
 use crate::store::{
-    Answered, Artifact, DeliveryChange, EntryKind, Filing, HistoryTake, InboxId, NewEntry, Notify,
-    Origin, QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
+    Answered, Artifact, DeliveryChange, EntryKind, HistoryTake, NewEntry, Notify, Origin,
+    QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::timing::now_ms;
-
-/// Whether a run is the first for its event, or a replay of one a stopped process left
-/// unfinished (which may have written some of its entries already).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arrival {
-    /// The event's first run.
-    Fresh,
-    /// Run again after a stop.
-    Replayed,
-}
 
 /// A line someone else said to a bot, as its transcript records it.
 pub struct Said<'a> {
@@ -46,77 +39,65 @@ pub struct Said<'a> {
     pub meta: Value,
 }
 
-/// Writes one turn's entries to one session, and announces each on the event stream.
+/// Records one turn in one session: what it heard, the tools it called, what it answered.
 #[derive(Clone)]
 pub struct Journal {
-    store: Store,
-    events: Events,
-    session: SessionKey,
-    run_id: String,
-    /// The event's arrival, for the run of a platform event; `None` for every other run, whose
-    /// id may have been used by an earlier process (a schedule's occurrence, a chain's turn).
-    arrival: Option<Arrival>,
+    /// Writes the run's entries; posting writes the reply's chunks with it.
+    pen: Pen,
     /// Tool calls recorded, shared by the journal's clones: a run's report counts them without
     /// reading its entries back.
     tool_calls: Arc<AtomicUsize>,
-    /// Whether the run attached files to its reply (a `reply_attach` call, or its backend).
-    attaching: Arc<AtomicBool>,
-    /// The model the run's turn asked (then the one that answered), written with each post of
-    /// its reply: a chat may give a bot another model than its own.
-    model: Arc<parking_lot::Mutex<Option<String>>>,
 }
 
 impl Journal {
     /// A journal for `run_id` in `session` (its bot's), announcing what it writes on `events`.
     pub fn new(store: Store, events: Events, session: SessionKey, run_id: String) -> Self {
         Self {
-            store,
-            events,
-            session,
-            run_id,
-            arrival: None,
+            pen: Pen::new(store, events, session, run_id),
             tool_calls: Arc::default(),
-            attaching: Arc::default(),
-            model: Arc::default(),
-        }
-    }
-
-    /// The run's turn uses (or used) `model`: its posts are recorded with it. An empty name
-    /// (a backend without models) is not recorded.
-    pub fn using_model(&self, model: &str) {
-        if !model.is_empty() {
-            *self.model.lock() = Some(model.to_owned());
-        }
-    }
-
-    /// What a post of the reply is recorded with: the model, when known.
-    fn reply_meta(&self) -> Value {
-        match &*self.model.lock() {
-            Some(model) => serde_json::json!({ "model": model }),
-            None => Value::Null,
         }
     }
 
     /// The same journal for the run of a platform event, which came as `arrival` says: what a
     /// replayed run's first attempt already wrote of the inbound message is not written again.
     pub fn replaying(mut self, arrival: Arrival) -> Self {
-        self.arrival = Some(arrival);
+        self.pen = self.pen.replaying(arrival);
         self
+    }
+
+    /// The run's pen, for posting its reply.
+    pub fn pen(&self) -> &Pen {
+        &self.pen
     }
 
     /// The session.
     pub fn session(&self) -> &SessionKey {
-        &self.session
+        self.pen.session()
     }
 
     /// The run id every entry of this turn carries.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        self.pen.run_id()
     }
 
     /// The store behind it.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.pen.store()
+    }
+
+    /// The run's turn uses (or used) `model`: its posts are recorded with it.
+    pub fn using_model(&self, model: &str) {
+        self.pen.using_model(model);
+    }
+
+    /// The run is attaching files to its reply.
+    pub fn attaches_files(&self) {
+        self.pen.attaches_files();
+    }
+
+    /// The files attached to this run's reply ([`Pen::reply_files`]).
+    pub async fn reply_files(&self) -> Result<Vec<Artifact>, StoreError> {
+        self.pen.reply_files().await
     }
 
     /// Record a line someone else said to the bot (once per message and run, also when the
@@ -153,10 +134,12 @@ impl Journal {
         tail: Option<usize>,
         delivery: Option<&str>,
     ) -> TurnStarted {
+        let pen = &self.pen;
+        let arrival = pen.arrival();
         let replayed =
-            self.arrival == Some(Arrival::Replayed) && self.heard_before(line.message_id).await;
+            arrival == Some(Arrival::Replayed) && self.heard_before(line.message_id).await;
         let heard = (!replayed).then(|| {
-            self.entry(
+            pen.entry(
                 EntryKind::Inbound,
                 line.speaker,
                 line.origin,
@@ -167,7 +150,7 @@ impl Journal {
             )
         });
         let start = TurnStart {
-            session: &self.session,
+            session: pen.session(),
             now_ms: now_ms(),
             history,
             heard,
@@ -177,33 +160,33 @@ impl Journal {
         // A platform event's run is run again from the inbox after any stop, however far it
         // got: its model need not wait for its start's commit, and its posts wait for later
         // ones. Any other run's start (a delivery marked running) is on record first.
-        let started = match self.arrival {
-            Some(_) => self
-                .store
+        let store = pen.store();
+        let started = match arrival {
+            Some(_) => store
                 .turn_start_early(start)
                 .await
                 .map(|(s, c)| (s, Some(c))),
-            None => self.store.turn_start(start).await.map(|s| (s, None)),
+            None => store.turn_start(start).await.map(|s| (s, None)),
         };
         match started {
             Ok((started, committed)) => {
                 if let Some(entry) = started.entry {
                     match committed {
                         Some(committed) => {
-                            let journal = self.clone();
+                            let pen = pen.clone();
                             let speaker = line.speaker.to_owned();
                             tokio::spawn(async move {
                                 let written = committed.answer().await.map(|()| entry);
-                                journal.written(written, EntryKind::Inbound, &speaker);
+                                pen.written(written, EntryKind::Inbound, &speaker);
                             });
                         }
-                        None => self.announce(entry, EntryKind::Inbound, line.speaker),
+                        None => pen.announce(entry, EntryKind::Inbound, line.speaker),
                     }
                 }
                 started
             }
             Err(err) => {
-                tracing::error!(session = %self.session, %err, "could not record the turn's start");
+                tracing::error!(session = %pen.session(), %err, "could not record the turn's start");
                 TurnStarted::default()
             }
         }
@@ -212,12 +195,13 @@ impl Journal {
     /// Whether this run already recorded the inbound `message_id` (only asked on a replay: a
     /// fresh run cannot have).
     async fn heard_before(&self, message_id: Option<&str>) -> bool {
-        match self.store.run_entries(&self.session, &self.run_id).await {
+        let pen = &self.pen;
+        match pen.store().run_entries(pen.session(), pen.run_id()).await {
             Ok(entries) => entries.iter().any(|e| {
                 e.kind == EntryKind::Inbound && e.platform_message_id.as_deref() == message_id
             }),
             Err(err) => {
-                tracing::error!(session = %self.session, %err, "could not read the run's entries; the inbound line may show twice");
+                tracing::error!(session = %pen.session(), %err, "could not read the run's entries; the inbound line may show twice");
                 false
             }
         }
@@ -225,16 +209,7 @@ impl Journal {
 
     /// Record what the bot itself did (`Silent`, `Failure`, `Notice`, `Admin`).
     pub async fn bot_did(&self, kind: EntryKind, text: &str, meta: Value) {
-        self.write(
-            kind,
-            self.session.bot.as_str(),
-            Origin::Bot,
-            text,
-            None,
-            None,
-            meta,
-        )
-        .await;
+        self.pen.write(self.own(kind, text, meta)).await;
     }
 
     /// Record the bot's answer to a delivery and settle the delivery (`change`) with it, in one
@@ -247,19 +222,10 @@ impl Journal {
         meta: Value,
         change: DeliveryChange,
     ) -> Result<AnswerQueued, StoreError> {
-        let speaker = self.session.bot.as_str();
-        let entry = self.entry(
-            EntryKind::Answer,
-            speaker,
-            Origin::Bot,
-            text,
-            None,
-            None,
-            meta,
-        );
-        let queued = self.store.delivery_answered(change, entry).await?;
-        let journal = self.clone();
-        Ok(AnswerQueued { journal, queued })
+        let entry = self.own(EntryKind::Answer, text, meta);
+        let queued = self.pen.store().delivery_answered(change, entry).await?;
+        let pen = self.pen.clone();
+        Ok(AnswerQueued { pen, queued })
     }
 
     /// How many tools this run called.
@@ -267,201 +233,37 @@ impl Journal {
         self.tool_calls.load(Ordering::Relaxed)
     }
 
-    /// The run is attaching files to its reply.
-    pub fn attaches_files(&self) {
-        self.attaching.store(true, Ordering::Relaxed);
-    }
-
     /// Whether this run, in this process, made nothing but text: it called no tool (the only
     /// way a model makes artifacts or progress lines) and attached no file. Such a run needs
     /// nothing read back to report on.
     pub fn made_nothing(&self) -> bool {
-        self.tool_calls() == 0 && !self.attaching.load(Ordering::Relaxed)
+        self.tool_calls() == 0 && !self.pen.attaching()
     }
 
-    /// The files attached to this run's reply. Not read for the first run of a fresh event that
-    /// attached none: its run id is the event's, new, so no other run can have attached files
-    /// to it (one read a reply, BENCHMARKS.md, issue 23).
-    pub async fn reply_files(&self) -> Result<Vec<Artifact>, StoreError> {
-        if self.arrival == Some(Arrival::Fresh) && !self.attaching.load(Ordering::Relaxed) {
-            return Ok(Vec::new());
-        }
-        self.store.reply_files(&self.run_id).await
+    /// A line of the bot's own.
+    fn own(&self, kind: EntryKind, text: &str, meta: Value) -> NewEntry {
+        let bot = self.pen.session().bot.as_str();
+        self.pen
+            .entry(kind, bot, Origin::Bot, text, None, None, meta)
     }
 
-    /// Record one delivered chunk, and file its `handovers` (the chunk as other bots' accounts
-    /// receive it) in the same store job. Returns each hand-over's inbox row (`None`: a
-    /// duplicate, or nothing recorded, which is logged). A chunk no other bot is handed is only
-    /// queued: whatever the run writes next (its next chunk's send, the event's end, the
-    /// session's next turn) is written after it, and a crash loses no more than it would after
-    /// the post and before a waited commit. The lane is let go one commit sooner (BENCHMARKS.md,
-    /// issue 23).
-    pub async fn delivered(
-        &self,
-        text: &str,
-        message_id: &str,
-        idempotency_key: &str,
-        handovers: Vec<Filing>,
-    ) -> Vec<Option<InboxId>> {
-        let entry = self.entry(
-            EntryKind::Reply,
-            self.session.bot.as_str(),
-            Origin::Bot,
-            text,
-            Some(message_id),
-            Some(idempotency_key),
-            self.reply_meta(),
-        );
-        if handovers.is_empty() {
-            tokio::spawn(self.queue(entry).await);
-            return Vec::new();
-        }
-        let bots = handovers.len();
-        match self
-            .store
-            .append_handing_over(entry, handovers, now_ms())
-            .await
-        {
-            Ok((entry, filed)) => {
-                self.announce(entry, EntryKind::Reply, self.session.bot.as_str());
-                filed
-            }
-            Err(err) => {
-                tracing::error!(
-                    session = %self.session, %err, handovers = bots,
-                    "could not write the transcript; the post is not recorded, and the other \
-                     bots in the chat are not handed it"
-                );
-                Vec::new()
-            }
-        }
-    }
-
-    /// Record one delivered file: a reply entry naming the attached artifact, under the
-    /// upload's idempotency key (so a replay finds it and does not post it again). Files are
-    /// not handed to other bots: they see the reply's text.
-    pub async fn delivered_file(&self, file: &Artifact, message_id: &str, idempotency_key: &str) {
-        let text = format!("[attached {} ({})]", file.name, file.id);
-        let meta = json!({"artifact": {
-            "id": file.id, "name": file.name, "media_type": file.media_type, "bytes": file.bytes,
-        }});
-        self.write(
-            EntryKind::Reply,
-            self.session.bot.as_str(),
-            Origin::Bot,
-            &text,
-            Some(message_id),
-            Some(idempotency_key),
-            meta,
-        )
-        .await;
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn write(
-        &self,
-        kind: EntryKind,
-        speaker: &str,
-        origin: Origin,
-        text: &str,
-        message_id: Option<&str>,
-        idempotency_key: Option<&str>,
-        meta: Value,
-    ) {
-        let entry = self.entry(
-            kind,
-            speaker,
-            origin,
-            text,
-            message_id,
-            idempotency_key,
-            meta,
-        );
-        let written = self.store.append(entry).await;
-        self.written(written, kind, speaker);
-    }
-
-    /// [`Journal::write`] for a line of the bot's own, without waiting for its commit: it is
-    /// queued, so whatever the run writes next is written after it. Returns what is left: the
-    /// entry announced once committed, or its failure logged. A tool's call and result waited
-    /// for two commits on the way to every reply that used a tool (BENCHMARKS.md, issue 23).
+    /// Queue a line of the bot's own without waiting for its commit, so whatever the run
+    /// writes next is written after it. Returns what is left: the entry announced once
+    /// committed, or its failure logged. A tool's call and result waited for two commits on
+    /// the way to every reply that used a tool (BENCHMARKS.md, issue 23).
     async fn write_behind(
         &self,
         kind: EntryKind,
         text: &str,
         meta: Value,
     ) -> impl Future<Output = ()> + use<> {
-        let speaker = self.session.bot.as_str();
-        let entry = self.entry(kind, speaker, Origin::Bot, text, None, None, meta);
-        self.queue(entry).await
-    }
-
-    /// Queue `entry` (the bot's own), returning what is left: announcing it once committed, or
-    /// logging its failure.
-    async fn queue(&self, entry: NewEntry) -> impl Future<Output = ()> + use<> {
-        let kind = entry.kind;
-        let queued = self.store.append_queued(entry).await;
-        let journal = self.clone();
-        async move {
-            let written = match queued {
-                Ok(queued) => queued.answer().await,
-                Err(err) => Err(err),
-            };
-            journal.written(written, kind, journal.session.bot.as_str());
-        }
-    }
-
-    /// An entry `written` (its id), announced; or its failure, logged.
-    fn written(&self, written: Result<i64, StoreError>, kind: EntryKind, speaker: &str) {
-        match written {
-            Ok(entry) => self.announce(entry, kind, speaker),
-            Err(err) => {
-                tracing::error!(session = %self.session, %err, "could not write the transcript");
-            }
-        }
-    }
-
-    /// Tell the event stream that entry `entry` of this run is written.
-    fn announce(&self, entry: i64, kind: EntryKind, speaker: &str) {
-        self.events.emit(Event::Entry {
-            entry,
-            session: self.session.render(),
-            bot: self.session.bot.clone(),
-            run_id: self.run_id.clone(),
-            kind: kind.as_str().to_owned(),
-            speaker: speaker.to_owned(),
-        });
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn entry(
-        &self,
-        kind: EntryKind,
-        speaker: &str,
-        origin: Origin,
-        text: &str,
-        message_id: Option<&str>,
-        idempotency_key: Option<&str>,
-        meta: Value,
-    ) -> NewEntry {
-        NewEntry {
-            session: self.session.clone(),
-            ts_ms: now_ms(),
-            kind,
-            speaker: speaker.to_owned(),
-            origin,
-            text: text.to_owned(),
-            platform_message_id: message_id.map(str::to_owned),
-            run_id: Some(self.run_id.clone()),
-            idempotency_key: idempotency_key.map(str::to_owned),
-            meta,
-        }
+        self.pen.queue(self.own(kind, text, meta)).await
     }
 }
 
 /// A delivery's answer in the writer's queue ([`Journal::answered`]).
 pub struct AnswerQueued {
-    journal: Journal,
+    pen: Pen,
     queued: QueuedEarly<Answered>,
 }
 
@@ -472,11 +274,11 @@ impl AnswerQueued {
         self,
     ) -> Result<(Option<Notify>, impl Future<Output = Result<(), StoreError>>), StoreError> {
         let (answered, committed) = self.queued.ran().await?;
-        let journal = self.journal;
+        let pen = self.pen;
         let committed = async move {
             committed.answer().await?;
-            let speaker = journal.session.bot.as_str();
-            journal.announce(answered.entry, EntryKind::Answer, speaker);
+            let speaker = pen.session().bot.as_str();
+            pen.announce(answered.entry, EntryKind::Answer, speaker);
             Ok(())
         };
         Ok((answered.notify, committed))
@@ -500,6 +302,7 @@ impl<'a> RecordingTools<'a> {
 impl ToolExecutor for RecordingTools<'_> {
     async fn call(&self, call: &ToolCall) -> Value {
         let journal = self.journal;
+        let pen = &journal.pen;
         let args = json!({"tool": call.name, "call_id": call.id, "arguments": call.arguments});
         let text = format!("{} {}", call.name, call.arguments);
         // Queued, not waited for: what the tool writes is written after it.
@@ -508,19 +311,19 @@ impl ToolExecutor for RecordingTools<'_> {
         if ToolName::parse(&call.name) == Some(ToolName::ReplyAttach) {
             journal.attaches_files();
         }
-        journal.events.emit(Event::ToolCall {
-            bot: journal.session.bot.clone(),
-            session: journal.session.render(),
-            run_id: journal.run_id.clone(),
+        pen.events().emit(Event::ToolCall {
+            bot: pen.session().bot.clone(),
+            session: pen.session().render(),
+            run_id: pen.run_id().to_owned(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
         });
         let result = self.inner.call(call).await;
         called.await;
-        journal.events.emit(Event::ToolResult {
-            bot: journal.session.bot.clone(),
-            session: journal.session.render(),
-            run_id: journal.run_id.clone(),
+        pen.events().emit(Event::ToolResult {
+            bot: pen.session().bot.clone(),
+            session: pen.session().render(),
+            run_id: pen.run_id().to_owned(),
             tool: call.name.clone(),
             call_id: call.id.clone(),
             status: result["status"].as_str().map(str::to_owned),
