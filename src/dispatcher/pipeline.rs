@@ -62,7 +62,7 @@ impl Dispatcher {
         self_drop::not_own(inbound)?; // 3
         self_drop::not_a_gateway_line(engine.own_notices(), inbound)?; // 3
         within_size(inbound)?; // refused, never truncated
-        admin_step::intercept(engine, guards, inbound, mode).await?; // 4
+        admin_step::intercept(&self.admin, guards, inbound, mode).await?; // 4
         policy::check(config, store, inbound, mode).await?; // 5
         if mode == Mode::Act {
             guard_steps::human_spoke(guards, inbound); // heard, never stops

@@ -239,6 +239,7 @@ impl Gateway {
             engine,
             dispatcher,
             relay,
+            chains,
             scheduler,
             hub,
             reaper,
@@ -249,9 +250,12 @@ impl Gateway {
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
-        let chains = crate::chains::recover(&engine, true).await?;
-        if chains > 0 {
-            tracing::info!(chains, "picked up chains left open by the last run");
+        let picked = crate::chains::recover(&chains, true).await?;
+        if picked > 0 {
+            tracing::info!(
+                chains = picked,
+                "picked up chains left open by the last run"
+            );
         }
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -269,7 +273,7 @@ impl Gateway {
             shutdown.clone(),
         ));
         tasks.spawn(crate::chains::serve(
-            engine.clone(),
+            chains,
             leases.live(),
             shutdown.clone(),
         ));
