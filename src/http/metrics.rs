@@ -3,17 +3,26 @@
 //! answered, in Prometheus text format.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use super::AppState;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use super::server::OpenConnections;
+use crate::engine::Engine;
 use crate::metrics::header as describe;
+use crate::relay::Relay;
 
 /// Everything, as one text page.
-pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let engine = state.dispatcher.engine();
+pub(super) async fn metrics(
+    State(engine): State<Engine>,
+    State(relay): State<Relay>,
+    State(connections): State<Arc<OpenConnections>>,
+    State(mcp_sessions): State<Arc<LocalSessionManager>>,
+) -> impl IntoResponse {
     let mut out = String::with_capacity(4096);
     // Which instance answered: a scrape of several behind one address tells them apart, and
     // the id joins these series to `baton cluster status`. Its alphabet needs no escaping.
@@ -43,7 +52,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         "sessions_send calls refused by a guard, by reason.",
         "counter",
     );
-    for (reason, n) in state.relay.sends().refusals() {
+    for (reason, n) in relay.sends().refusals() {
         let _ = writeln!(
             out,
             "baton_send_refusals_total{{reason=\"{}\"}} {n}",
@@ -77,7 +86,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         (
             "baton_deliveries_in_flight",
             "Bot-to-bot deliveries running in this process.",
-            state.relay.waiters().in_flight(),
+            relay.waiters().in_flight(),
         ),
         (
             "baton_pipeline_in_flight",
@@ -87,12 +96,12 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         (
             "baton_http_connections_open",
             "HTTP connections open, spare ones over gateway.max_connections included.",
-            state.connections.get(),
+            connections.get(),
         ),
         (
             "baton_mcp_sessions_open",
             "MCP sessions open (at most gateway.mcp_max_sessions).",
-            state.mcp_sessions.sessions.read().await.len(),
+            mcp_sessions.sessions.read().await.len(),
         ),
     ];
     for (name, help, value) in gauges {
