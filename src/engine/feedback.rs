@@ -20,7 +20,8 @@ use tokio::time::Instant;
 
 use super::reply_gate::{NotAdmitted, ReplyGate};
 use super::session_turn::SessionTurn;
-use super::turn::{TurnEnd, TurnPlan, undelivered};
+use super::turn::{TurnPlan, undelivered};
+use super::turn_end::TurnEnd;
 use super::typing::Typing;
 use crate::backend::TextSink;
 use crate::config::{FeedbackConfig, StreamMode};

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
+use super::Engine;
 use crate::backend::{ToolCall, ToolExecutor};
 use crate::events::{Event, Events};
 use crate::pen::{Arrival, Pen};
@@ -56,6 +57,12 @@ impl Journal {
             pen: Pen::new(store, events, session, run_id),
             tool_calls: Arc::default(),
         }
+    }
+
+    /// The journal for run `run_id` in `session`, on `engine`'s store and event stream.
+    pub(crate) fn of(engine: &Engine, session: &SessionKey, run_id: String) -> Journal {
+        let (store, events) = (engine.store().clone(), engine.events().clone());
+        Journal::new(store, events, session.clone(), run_id)
     }
 
     /// The same journal for the run of a platform event, which came as `arrival` says: what a
@@ -259,6 +266,16 @@ impl Journal {
     ) -> impl Future<Output = ()> + use<> {
         self.pen.queue(self.own(kind, text, meta)).await
     }
+}
+
+/// The journal for run `run_id` in `session`, with the session recorded first (created, or its
+/// last activity moved). For records made outside a turn (a skipped schedule, an answer to an
+/// escalation) as much as for turns.
+pub(crate) async fn journal(engine: &Engine, session: &SessionKey, run_id: String) -> Journal {
+    if let Err(err) = engine.store().touch_session(session, now_ms()).await {
+        tracing::error!(%err, "could not record the session");
+    }
+    Journal::of(engine, session, run_id)
 }
 
 /// A delivery's answer in the writer's queue ([`Journal::answered`]).

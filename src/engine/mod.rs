@@ -31,6 +31,7 @@ mod session_lock;
 mod session_turn;
 mod taps;
 mod turn;
+mod turn_end;
 mod typing;
 
 pub(crate) use artifact_lines::{InlineBudget, artifact_line, reference as artifact_reference};
@@ -38,15 +39,17 @@ pub use caller::Caller;
 pub(crate) use context::Attached;
 pub(crate) use feedback::{Answered, ChatReply};
 pub use handle::{BindTools, Engine, WeakEngine};
+pub(crate) use journal::journal;
 pub use journal::{AnswerQueued, Journal, RecordingTools};
 pub(crate) use own_notices::OwnNotices;
 pub(crate) use reply_files::{AttachRefused, attach};
 pub(crate) use reply_gate::{NotAdmitted, ReplyGate};
 pub use running::{Running, Stop};
 pub(crate) use say::{Line, say};
-pub(crate) use session_turn::{Refused, Seat, SessionTurn, journal};
+pub(crate) use session_turn::{Refused, Seat, SessionTurn};
 pub use taps::{Tap, Taps};
-pub(crate) use turn::{Heard, History, Recall, TurnEnd, TurnFailure, TurnPlan};
+pub(crate) use turn::{Heard, History, Recall, TurnPlan};
+pub(crate) use turn_end::{TurnEnd, TurnFailure};
 pub(crate) use typing::{
     left_up as typing_left_up, sweep as sweep_typing, take_down as take_down_typing,
 };

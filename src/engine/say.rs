@@ -8,7 +8,7 @@ use baton_contract::{ChatKey, MessageId};
 use serde_json::json;
 
 use super::Engine;
-use super::session_turn::journal;
+use super::journal::journal;
 use crate::post::{DeliveryFailed, Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;

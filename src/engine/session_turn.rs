@@ -14,14 +14,14 @@ use tokio::time::Instant;
 use super::Engine;
 use super::journal::Journal;
 use super::session_lock::{SessionHold, hold, hold_until};
-use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
+use super::turn::{TurnPlan, take_turn, undelivered};
+use super::turn_end::TurnEnd;
 use crate::backend::TextSink;
 use crate::lanes::{Lane, LaneGuard, QueueFull};
 use crate::pen::Arrival;
 use crate::post::{Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;
-use crate::timing::now_ms;
 
 /// Where a run takes its turn and how long it may wait for the session.
 pub(crate) struct Seat<'a> {
@@ -63,7 +63,7 @@ impl<'a> SessionTurn<'a> {
     /// busy. The session is recorded when the turn starts ([`SessionTurn::take`]), in the job
     /// that records the line that woke the bot.
     pub(crate) async fn enter(services: &'a Engine, seat: Seat<'_>) -> SessionTurn<'a> {
-        let journal = pen(services, seat.session, seat.run_id);
+        let journal = Journal::of(services, seat.session, seat.run_id);
         let lanes = services.lanes();
         let slot = lanes.enter(seat.lane, journal.session()).await;
         let hold = hold(services, seat.session).await;
@@ -83,7 +83,7 @@ impl<'a> SessionTurn<'a> {
         seat: Seat<'_>,
         arrival: Arrival,
     ) -> Result<SessionTurn<'a>, Refused> {
-        let journal = pen(services, seat.session, seat.run_id).replaying(arrival);
+        let journal = Journal::of(services, seat.session, seat.run_id).replaying(arrival);
         let lanes = services.lanes();
         let queued = match lanes.queue(seat.lane, journal.session()) {
             Ok(queued) => queued,
@@ -106,7 +106,7 @@ impl<'a> SessionTurn<'a> {
         seat: Seat<'_>,
         until: Instant,
     ) -> Result<SessionTurn<'a>, SessionBusy> {
-        let journal = pen(services, seat.session, seat.run_id);
+        let journal = Journal::of(services, seat.session, seat.run_id);
         let lanes = services.lanes();
         let entering = lanes.enter(seat.lane, journal.session());
         let slot = tokio::time::timeout_at(until, entering)
@@ -170,29 +170,5 @@ impl<'a> SessionTurn<'a> {
             Ok(ids) => Ok(ids),
             Err(err) => Err(undelivered(&self.journal, err).await),
         }
-    }
-}
-
-/// The journal for run `run_id` in `session`, with the session recorded first. For records
-/// made outside a turn (a skipped schedule, an answer to an escalation) as much as for turns.
-pub(crate) async fn journal(services: &Engine, session: &SessionKey, run_id: String) -> Journal {
-    touch(services, session).await;
-    pen(services, session, run_id)
-}
-
-/// The journal for run `run_id` in `session`.
-fn pen(services: &Engine, session: &SessionKey, run_id: String) -> Journal {
-    Journal::new(
-        services.store().clone(),
-        services.events().clone(),
-        session.clone(),
-        run_id,
-    )
-}
-
-/// Record that `session` is in use (created, or its last activity moved).
-async fn touch(services: &Engine, session: &SessionKey) {
-    if let Err(err) = services.store().touch_session(session, now_ms()).await {
-        tracing::error!(%err, "could not record the session");
     }
 }
