@@ -83,3 +83,30 @@ pub(crate) fn assemble(
         reaper,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// Every component stands on the one engine the gateway built: a drain begun through any
+    /// of them is seen by all, and the scheduler starts nothing after it.
+    #[tokio::test]
+    async fn every_component_stands_on_one_engine() {
+        let heartbeat = "heartbeat = { every = \"30m\", target = \"none\" }\n";
+        let gw = parts(&echo_config(&["hb"], heartbeat)).await;
+        let monday = |h| Utc.with_ymd_and_hms(2025, 3, 3, h, 0, 0).unwrap();
+        assert!(gw.scheduler.has_jobs());
+        gw.scheduler.tick(monday(9)).await;
+        assert!(!gw.relay.engine().tasks().is_closed());
+        gw.chains.engine().tasks().close();
+        for engine in [gw.dispatcher.engine(), gw.relay.engine(), &gw.engine] {
+            assert!(engine.tasks().is_closed());
+        }
+        assert!(
+            gw.scheduler.tick(monday(12)).await.is_empty(),
+            "a due heartbeat started during the drain"
+        );
+    }
+}
