@@ -361,6 +361,21 @@ mod tests {
     use crate::backend::NoTools;
     use crate::store::{NewArtifact, Put};
 
+    /// A journal opened for a record (a turn's, or one outside any turn) records its session
+    /// first, so the session is listed before anything is written in it.
+    #[tokio::test]
+    async fn a_journal_records_its_session_first() {
+        let gw =
+            crate::gateway::testing::parts(&crate::gateway::testing::echo_config(&["b"], "")).await;
+        let session = crate::session::test_key("s");
+        let store = gw.engine.store();
+        assert!(store.session(&session).await.unwrap().is_none());
+        let opened = journal(&gw.engine, &session, "r".into()).await;
+        assert!(store.session(&session).await.unwrap().is_some());
+        let written = opened.store().run_entries(&session, "r").await.unwrap();
+        assert!(written.is_empty(), "nothing written in it yet");
+    }
+
     /// Only the first run of a fresh event that attached nothing skips reading its reply files:
     /// files attached to its run id behind its back are not seen, while any other run (not an
     /// event's, a replay, one that called `reply_attach` or whose backend attached files) reads

@@ -110,3 +110,43 @@ pub(super) async fn metrics(
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::extract::State;
+    use axum::response::IntoResponse;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+    use super::metrics;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// The page's gauges are read where they live, from the substates the handler is given:
+    /// a delivery in flight on the relay, the open connections, the MCP sessions.
+    #[tokio::test]
+    async fn the_gauges_are_read_from_the_substates() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let in_flight = gw.relay.waiters().running();
+        let page = metrics(
+            State(gw.engine.clone()),
+            State(gw.relay.clone()),
+            State(Arc::default()),
+            State(Arc::new(LocalSessionManager::default())),
+        )
+        .await
+        .into_response();
+        let body = axum::body::to_bytes(page.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        for line in [
+            "\nbaton_deliveries_in_flight 1\n",
+            "\nbaton_http_connections_open 0\n",
+            "\nbaton_mcp_sessions_open 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
+        drop(in_flight);
+    }
+}
