@@ -49,3 +49,23 @@ pub(crate) enum TurnFailure {
     #[error("{0}")]
     Stopped(super::Stop),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failure says what became of the turn in words the chat can be told.
+    #[test]
+    fn a_failure_says_what_became_of_the_turn() {
+        let timed_out = TurnFailure::TimedOut(Duration::from_secs(90));
+        assert_eq!(
+            timed_out.to_string(),
+            "the turn took longer than 90 s and was stopped"
+        );
+        let budget = TurnFailure::Budget("daily".into());
+        assert_eq!(
+            budget.to_string(),
+            "budget `daily` is used up: the model call was not made"
+        );
+    }
+}
