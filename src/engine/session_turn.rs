@@ -51,7 +51,7 @@ pub(crate) struct Refused {
 /// A run holding its session: recorded, with its journal and its lane slot (released when this
 /// is dropped).
 pub(crate) struct SessionTurn<'a> {
-    services: &'a Engine,
+    engine: &'a Engine,
     journal: Journal,
     /// The session across instances (`session_lock.rs`), taken after the lane slot.
     _hold: SessionHold,
@@ -62,13 +62,13 @@ impl<'a> SessionTurn<'a> {
     /// Open the run's journal and wait for the session's lane, however long the session stays
     /// busy. The session is recorded when the turn starts ([`SessionTurn::take`]), in the job
     /// that records the line that woke the bot.
-    pub(crate) async fn enter(services: &'a Engine, seat: Seat<'_>) -> SessionTurn<'a> {
-        let journal = Journal::of(services, seat.session, seat.run_id);
-        let lanes = services.lanes();
+    pub(crate) async fn enter(engine: &'a Engine, seat: Seat<'_>) -> SessionTurn<'a> {
+        let journal = Journal::of(engine, seat.session, seat.run_id);
+        let lanes = engine.lanes();
         let slot = lanes.enter(seat.lane, journal.session()).await;
-        let hold = hold(services, seat.session).await;
+        let hold = hold(engine, seat.session).await;
         SessionTurn {
-            services,
+            engine,
             journal,
             _hold: hold,
             _slot: slot,
@@ -79,20 +79,20 @@ impl<'a> SessionTurn<'a> {
     /// is full ([`Refused`]), and, for a message run again after a stop (`arrival`), recorded
     /// without writing the message a second time.
     pub(crate) async fn enter_queued(
-        services: &'a Engine,
+        engine: &'a Engine,
         seat: Seat<'_>,
         arrival: Arrival,
     ) -> Result<SessionTurn<'a>, Refused> {
-        let journal = Journal::of(services, seat.session, seat.run_id).replaying(arrival);
-        let lanes = services.lanes();
+        let journal = Journal::of(engine, seat.session, seat.run_id).replaying(arrival);
+        let lanes = engine.lanes();
         let queued = match lanes.queue(seat.lane, journal.session()) {
             Ok(queued) => queued,
             Err(full) => return Err(Refused { journal, full }),
         };
         let slot = queued.wait().await;
-        let hold = hold(services, seat.session).await;
+        let hold = hold(engine, seat.session).await;
         Ok(SessionTurn {
-            services,
+            engine,
             journal,
             _hold: hold,
             _slot: slot,
@@ -102,21 +102,21 @@ impl<'a> SessionTurn<'a> {
     /// [`SessionTurn::enter`], giving up at `until`: for a flow whose turn is worth nothing
     /// late (a chain turn's deadline counts the wait too).
     pub(crate) async fn enter_until(
-        services: &'a Engine,
+        engine: &'a Engine,
         seat: Seat<'_>,
         until: Instant,
     ) -> Result<SessionTurn<'a>, SessionBusy> {
-        let journal = Journal::of(services, seat.session, seat.run_id);
-        let lanes = services.lanes();
+        let journal = Journal::of(engine, seat.session, seat.run_id);
+        let lanes = engine.lanes();
         let entering = lanes.enter(seat.lane, journal.session());
         let slot = tokio::time::timeout_at(until, entering)
             .await
             .map_err(|_| SessionBusy)?;
-        let hold = hold_until(services, seat.session, Some(until))
+        let hold = hold_until(engine, seat.session, Some(until))
             .await
             .map_err(|_| SessionBusy)?;
         Ok(SessionTurn {
-            services,
+            engine,
             journal,
             _hold: hold,
             _slot: slot,
@@ -132,7 +132,7 @@ impl<'a> SessionTurn<'a> {
     /// decided). Posting a reply is the caller's choice ([`SessionTurn::post`]); a turn whose
     /// reply goes into a chat is taken with [`SessionTurn::answer`] (typing, streaming).
     pub(crate) async fn take(&self, plan: TurnPlan<'_>) -> TurnEnd {
-        take_turn(self.services, &self.journal, plan, None).await
+        take_turn(self.engine, &self.journal, plan, None).await
     }
 
     /// [`SessionTurn::take`], with the reply's text handed to `sink` as it is written.
@@ -141,12 +141,12 @@ impl<'a> SessionTurn<'a> {
         plan: TurnPlan<'_>,
         sink: Option<&dyn TextSink>,
     ) -> TurnEnd {
-        take_turn(self.services, &self.journal, plan, sink).await
+        take_turn(self.engine, &self.journal, plan, sink).await
     }
 
-    /// The services the turn runs on.
-    pub(super) fn services(&self) -> &Engine {
-        self.services
+    /// The engine the turn runs on.
+    pub(super) fn engine(&self) -> &Engine {
+        self.engine
     }
 
     /// Post `text` to `target` through `account`, recorded in this run. A post that fails is
@@ -157,7 +157,7 @@ impl<'a> SessionTurn<'a> {
         target: &Target,
         text: &str,
     ) -> Result<Vec<MessageId>, String> {
-        let handover = self.services.handover(account);
+        let handover = self.engine.handover(account);
         match deliver(
             &*account.adapter,
             &handover,
