@@ -66,7 +66,7 @@ struct Kernel {
     bind_tools: BindTools,
     turn_limit: Duration,
     /// Runs a sibling post handed over to another bot through the pipeline (built by the
-    /// gateway with the services, over a weak handle to them: the pipeline stands above the
+    /// gateway with the engine, over a weak handle to it: the pipeline stands above the
     /// engine).
     run_handed_over: RunHandedOver,
     running: super::Running,
