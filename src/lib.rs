@@ -38,6 +38,7 @@ pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod events;
+pub mod export;
 pub mod field_bound;
 pub mod guards;
 pub mod lanes;
@@ -49,6 +50,8 @@ pub mod post;
 pub mod roster;
 pub mod store;
 pub mod timing;
+pub mod trace;
+pub mod why;
 
 // Values every layer shares.
 pub mod bot_id;

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 
+use crate::config::BackendKind;
 use crate::events::{Event, Events};
 use crate::session::SessionKey;
 use crate::store::{Artifact, EntryKind, Filing, InboxId, NewEntry, Origin, Store, StoreError};
@@ -39,9 +40,17 @@ pub struct Pen {
     arrival: Option<Arrival>,
     /// Whether the run attached files to its reply (a `reply_attach` call, or its backend).
     attaching: Arc<AtomicBool>,
-    /// The model the run's turn asked (then the one that answered), written with each post of
-    /// its reply: a chat may give a bot another model than its own.
-    model: Arc<parking_lot::Mutex<Option<String>>>,
+    /// The backend the run's turn ran on and the model it asked (then the one that answered),
+    /// written with each post of its reply: a chat may give a bot another backend or model
+    /// than its own.
+    ran_on: Arc<parking_lot::Mutex<RanOn>>,
+}
+
+/// What a run's turn ran on, as far as known.
+#[derive(Debug, Default)]
+struct RanOn {
+    backend: Option<BackendKind>,
+    model: Option<String>,
 }
 
 impl Pen {
@@ -54,7 +63,7 @@ impl Pen {
             run_id,
             arrival: None,
             attaching: Arc::default(),
-            model: Arc::default(),
+            ran_on: Arc::default(),
         }
     }
 
@@ -89,19 +98,33 @@ impl Pen {
         &self.events
     }
 
+    /// The run's turn runs on `backend`: its posts are recorded with it.
+    pub fn using_backend(&self, backend: BackendKind) {
+        self.ran_on.lock().backend = Some(backend);
+    }
+
     /// The run's turn uses (or used) `model`: its posts are recorded with it. An empty name
     /// (a backend without models) is not recorded.
     pub fn using_model(&self, model: &str) {
         if !model.is_empty() {
-            *self.model.lock() = Some(model.to_owned());
+            self.ran_on.lock().model = Some(model.to_owned());
         }
     }
 
-    /// What a post of the reply is recorded with: the model, when known.
+    /// What a post of the reply is recorded with: the backend and the model, when known.
     fn reply_meta(&self) -> Value {
-        match &*self.model.lock() {
-            Some(model) => json!({ "model": model }),
-            None => Value::Null,
+        let ran_on = self.ran_on.lock();
+        let mut meta = serde_json::Map::new();
+        if let Some(backend) = ran_on.backend {
+            meta.insert("backend".into(), backend.as_str().into());
+        }
+        if let Some(model) = &ran_on.model {
+            meta.insert("model".into(), model.as_str().into());
+        }
+        if meta.is_empty() {
+            Value::Null
+        } else {
+            Value::Object(meta)
         }
     }
 

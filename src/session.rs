@@ -107,6 +107,59 @@ impl SessionKey {
         }
     }
 
+    /// `bot`'s session for one conversation (A2A `contextId` `context`) with the external A2A
+    /// agent `caller`: on the bot's local account, keyed apart from bot-to-bot backchannels so
+    /// a caller named like a bot is never taken for it.
+    pub fn a2a(bot: &BotId, account: AccountId, caller: &A2aCaller, context: &str) -> SessionKey {
+        SessionKey {
+            bot: bot.clone(),
+            platform: Platform::Local,
+            account,
+            chat: ChatId::from(format!("{A2A_PREFIX}{caller}:{context}")),
+            thread: None,
+        }
+    }
+
+    /// The sender session of the A2A caller's deliveries to `bot`: where nothing is pushed (the
+    /// caller reads its task), kept apart from its conversations.
+    pub fn a2a_caller(bot: &BotId, account: AccountId, caller: &A2aCaller) -> SessionKey {
+        SessionKey {
+            bot: bot.clone(),
+            platform: Platform::Local,
+            account,
+            chat: ChatId::from(format!("{A2A_PREFIX}{caller}")),
+            thread: None,
+        }
+    }
+
+    /// The record of `sender`'s conversation with the A2A agent outside baton `peer`
+    /// (`sessions_send(target = "a2a:<peer>")`): the target session of those deliveries. No
+    /// bot's session: nothing runs in it here.
+    pub fn a2a_out(peer: &BotId, sender: &BotId) -> SessionKey {
+        SessionKey {
+            bot: peer.clone(),
+            platform: Platform::Local,
+            account: AccountId::from(peer.as_str()),
+            chat: ChatId::from(format!("{A2A_OUT_PREFIX}{sender}")),
+            thread: None,
+        }
+    }
+
+    /// The A2A agent outside baton this session is the record of a conversation with, if it is.
+    pub fn a2a_out_peer(&self) -> Option<&BotId> {
+        (self.platform == Platform::Local && self.chat.as_str().starts_with(A2A_OUT_PREFIX))
+            .then_some(&self.bot)
+    }
+
+    /// The external A2A agent this session is with (or sends as), if it is one's.
+    pub fn a2a_peer(&self) -> Option<&str> {
+        if self.platform != Platform::Local {
+            return None;
+        }
+        let rest = self.chat.as_str().strip_prefix(A2A_PREFIX)?;
+        Some(rest.split_once(':').map_or(rest, |(caller, _)| caller))
+    }
+
     /// Whether the session belongs to an MCP client: no backend stands behind it, so a
     /// message for it is recorded but wakes no turn.
     pub fn is_mcp(&self) -> bool {
@@ -118,7 +171,7 @@ impl SessionKey {
     /// anywhere.
     pub fn is_backchannel(&self) -> bool {
         self.platform == Platform::Local
-            && [BACKCHANNEL_PREFIX, MCP_PREFIX, SCHEDULE_PREFIX]
+            && [BACKCHANNEL_PREFIX, MCP_PREFIX, SCHEDULE_PREFIX, A2A_PREFIX]
                 .iter()
                 .any(|p| self.chat.as_str().starts_with(p))
     }
@@ -181,10 +234,42 @@ impl<'de> Deserialize<'de> for SessionKey {
 
 /// Chat ids of [`SessionKey::backchannel`] sessions start with this, then the sender's id.
 const BACKCHANNEL_PREFIX: &str = "a2a:";
+/// Chat ids of sessions with external A2A agents start with this, then the caller's name.
+const A2A_PREFIX: &str = "a2a-in:";
+/// Chat ids of [`SessionKey::a2a_out`] records start with this, then the sender's id.
+const A2A_OUT_PREFIX: &str = "a2a-out:";
 /// Chat ids of sessions of MCP clients start with this.
 const MCP_PREFIX: &str = "mcp:";
 /// Chat ids of [`SessionKey::scheduled`] sessions start with this, then the job.
 const SCHEDULE_PREFIX: &str = "schedule:";
+
+/// The name an external A2A agent is known by (`a2a:<caller>` on the record): lowercase
+/// letters, digits, `-` and `_`, like a bot's, so it can stand in a session key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct A2aCaller(String);
+
+impl A2aCaller {
+    /// A caller that did not name itself.
+    pub fn anonymous() -> A2aCaller {
+        A2aCaller("client".into())
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `name` as a caller's name, if it can be one.
+    pub fn parse(name: &str) -> Option<A2aCaller> {
+        (BotId::is_valid(name) && name.len() <= 64).then(|| A2aCaller(name.to_owned()))
+    }
+}
+
+impl fmt::Display for A2aCaller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
 
 impl fmt::Display for SessionKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -252,5 +337,27 @@ mod tests {
         assert_eq!(private.render(), "bot:caid:local:caid:schedule:heartbeat");
         assert_eq!(private.render().parse(), Ok(private.clone()));
         assert!(private.is_backchannel());
+    }
+
+    /// An external A2A caller named like a bot is kept apart from that bot's backchannel, and
+    /// its sessions are never posted.
+    #[test]
+    fn an_a2a_caller_named_like_a_bot_is_not_that_bot() {
+        let caid: BotId = "caid".parse().unwrap();
+        let snark = A2aCaller::parse("snark").unwrap();
+        let talk = SessionKey::a2a(&caid, "caid".into(), &snark, "c1");
+        let from = SessionKey::a2a_caller(&caid, "caid".into(), &snark);
+        let bot = SessionKey::backchannel(&caid, "caid".into(), &"snark".parse().unwrap());
+        assert_eq!(talk.render(), "bot:caid:local:caid:a2a-in:snark:c1");
+        assert_eq!(talk.render().parse(), Ok(talk.clone()));
+        assert_ne!(talk, bot);
+        assert_ne!(from, bot);
+        assert_eq!(
+            (talk.a2a_peer(), from.a2a_peer()),
+            (Some("snark"), Some("snark"))
+        );
+        assert_eq!(bot.a2a_peer(), None);
+        assert!(talk.is_backchannel() && from.is_backchannel());
+        assert!(A2aCaller::parse("Not A Name").is_none());
     }
 }

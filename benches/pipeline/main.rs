@@ -6,12 +6,18 @@
 //! cargo bench --bench pipeline                # everything (a few minutes on 2 cores)
 //! cargo bench --bench pipeline -- throughput  # only the sections named
 //! cargo bench --bench pipeline -- --postgres throughput latency b2b  # on PostgreSQL
+//! cargo bench --bench pipeline -- --postgres --durable throughput   # syncing every commit
+//! cargo bench --bench pipeline -- --postgres instances    # 1, 2 and 3 gateways on one database
 //! ```
 //!
 //! `--postgres` runs the in-process gateways on a new database each of the throwaway PostgreSQL
 //! cluster the store's tests start (Debian's server binaries, a Unix socket, `fsync=off` and
-//! `synchronous_commit=off`: see BENCHMARKS.md for what that means for the figures); `wal`,
-//! `startup`, `rss` and `events` are SQLite-only and skipped there.
+//! `synchronous_commit=off`: see BENCHMARKS.md for what that means for the figures); with
+//! `--durable`, of a cluster that syncs every commit (its files under `TMPDIR`, the local disk by
+//! default). `wal`, `startup`, `rss` and `events` are SQLite-only and skipped there; `instances`
+//! is PostgreSQL-only: the 80/20 mix over 1000 chats split among N in-process gateways, each
+//! an instance of its own (`[cluster] instance_id`) with a bot of its own, all on one database
+//! (`BATON_BENCH_INSTANCES=N` for one N instead of 1, 2 and 3).
 //!
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
 //! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
@@ -25,7 +31,8 @@
 //! `BATON_BENCH_BUDGETS=N` adds N `[[budgets]]` that count every call,
 //! `BATON_BENCH_LANES=N` the `[lanes] main` and `nested` slots (default 4, the config default),
 //! `BATON_BENCH_READERS=N` one `events` run with N readers instead of the rounds, and
-//! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load.
+//! `BATON_BENCH_SOAK_RATE=N` / `BATON_BENCH_SOAK_SECONDS=N` the `wal` soak's load;
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` exports every run's traces to that collector.
 //! BENCHMARKS.md at the repository root explains each figure and records the last run.
 //!
 //! Built as a test (`cargo test --all-targets`), cargo runs it without `--bench`: it then runs
@@ -97,7 +104,7 @@ fn main() {
     let bench = args.iter().any(|a| a == "--bench");
     let postgres = args.iter().any(|a| a == "--postgres");
     if postgres {
-        rig::use_postgres();
+        rig::use_postgres(args.iter().any(|a| a == "--durable"));
     }
     let sections: Vec<&str> = args
         .iter()
@@ -108,8 +115,16 @@ fn main() {
     let wanted = |name: &str| {
         (sections.is_empty() || sections.contains(&name))
             && !(postgres && sqlite_only.contains(&name))
+            && (postgres || name != "instances")
     };
     println!("# store: {}", rig::engine());
+    // `OTEL_EXPORTER_OTLP_ENDPOINT` set: every gateway exports its traces there, as `baton run`
+    // does (the traces' cost, BENCHMARKS.md). Flushed when the run ends.
+    let traces = baton::trace::start(None, "bench").expect("the OTEL_* variables are valid");
+    println!(
+        "# traces: {}",
+        if traces.is_some() { "exported" } else { "off" }
+    );
     let mut sizes = if bench { FULL } else { SMOKE };
     if let Some(events) = env_number("BATON_BENCH_EVENTS") {
         sizes.events = events;
@@ -153,6 +168,31 @@ fn main() {
                 run.commits,
                 run.jobs as f64 / run.commits.max(1) as f64,
                 run.jobs as f64 / run.events as f64,
+            );
+        }
+    }
+    if wanted("instances") {
+        println!(
+            "## instances on one database (1000 chats, {lanes} main-lane slots each, 1 mention in {MENTION_EVERY})"
+        );
+        let counts = env_number("BATON_BENCH_INSTANCES").map_or(vec![1, 2, 3], |n| vec![n]);
+        for instances in counts {
+            let run = runtime.block_on(scenarios::throughput_instances(
+                instances,
+                1000,
+                sizes.warmup,
+                sizes.events,
+                MENTION_EVERY,
+                lanes,
+            ));
+            println!(
+                "instances {instances}: {:>8.0} events/s together ({} events, {} answered, {:.2} s, {} commits, {:.1} writes/commit)",
+                run.rate(),
+                run.events,
+                run.mentions,
+                run.elapsed.as_secs_f64(),
+                run.commits,
+                run.jobs as f64 / run.commits.max(1) as f64,
             );
         }
     }

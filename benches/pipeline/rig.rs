@@ -24,18 +24,42 @@ mod cluster;
 /// Whether gateways run on PostgreSQL (`--postgres`), set once before the first one starts.
 static POSTGRES: OnceLock<bool> = OnceLock::new();
 
-/// Run every gateway from here on on a new database of the throwaway PostgreSQL cluster.
-pub(crate) fn use_postgres() {
+/// Whether that PostgreSQL syncs every commit to disk (`--durable`).
+static DURABLE: OnceLock<bool> = OnceLock::new();
+
+/// Run every gateway from here on on a new database of the throwaway PostgreSQL cluster; with
+/// `durable`, of a cluster that syncs every commit to disk (`fsync`, `synchronous_commit` and
+/// `full_page_writes` on, its files under the system temp dir).
+pub(crate) fn use_postgres(durable: bool) {
     let _ = POSTGRES.set(true);
+    let _ = DURABLE.set(durable);
 }
 
 /// The store the gateways run on, for the figures' headings.
 pub(crate) fn engine() -> &'static str {
-    if on_postgres() {
-        "PostgreSQL"
-    } else {
-        "SQLite"
+    match (on_postgres(), DURABLE.get().copied().unwrap_or(false)) {
+        (false, _) => "SQLite",
+        (true, false) => "PostgreSQL (fsync, synchronous_commit and full_page_writes off)",
+        (true, true) => "PostgreSQL (fsync, synchronous_commit and full_page_writes on)",
     }
+}
+
+/// On PostgreSQL, a new database on the cluster: its URL. `None` on SQLite.
+pub(crate) async fn new_database() -> Option<String> {
+    if !on_postgres() {
+        return None;
+    }
+    let url = tokio::task::spawn_blocking(|| {
+        let cluster = if DURABLE.get().copied().unwrap_or(false) {
+            cluster::durable_cluster()
+        } else {
+            cluster::cluster()
+        };
+        cluster.url(&cluster.create_database())
+    })
+    .await
+    .expect("a PostgreSQL database for the bench");
+    Some(url)
 }
 
 fn on_postgres() -> bool {
@@ -172,21 +196,16 @@ pub(crate) struct Rig {
 }
 
 impl Rig {
-    /// Start a gateway for `setup` on a fresh database file.
+    /// Start a gateway for `setup` on a fresh database file (or PostgreSQL database).
     pub(crate) async fn start(setup: &Setup<'_>) -> Rig {
+        Rig::start_on(setup, new_database().await).await
+    }
+
+    /// Start a gateway for `setup` on the PostgreSQL database at `url` (from [`new_database`],
+    /// shared by several gateways), or on a fresh SQLite file for `None`.
+    pub(crate) async fn start_on(setup: &Setup<'_>, url: Option<String>) -> Rig {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("bench.db");
-        let url = if on_postgres() {
-            let url = tokio::task::spawn_blocking(|| {
-                let cluster = cluster::cluster();
-                cluster.url(&cluster.create_database())
-            })
-            .await
-            .expect("a PostgreSQL database for the bench");
-            Some(url)
-        } else {
-            None
-        };
         let env = |name: &str| env(name, url.as_deref());
         let text = config_text(setup);
         let config = Config::from_toml(&text, Path::new("."), &env)

@@ -126,6 +126,99 @@ pub(crate) async fn throughput(
     }
 }
 
+/// [`throughput`] over 1000 chats split among `instances` gateways on one PostgreSQL
+/// database, each an instance of its own with a bot of its own: event `n` goes to gateway
+/// `n % instances`. Timed until every one went through its gateway's pipeline.
+pub(crate) async fn throughput_instances(
+    instances: usize,
+    chats: usize,
+    warmup: usize,
+    events: usize,
+    mention_every: usize,
+    lanes: usize,
+) -> Throughput {
+    let total = warmup + events;
+    let url = super::rig::new_database().await;
+    let bots: Vec<String> = (0..instances).map(|i| format!("snark{i}")).collect();
+    let mut rigs = Vec::new();
+    for (i, bot) in bots.iter().enumerate() {
+        let cluster = format!("\n[cluster]\ninstance_id = \"bench-{i}\"\n");
+        let setup = Setup {
+            bots: &[bot.as_str()],
+            lanes,
+            bot_keys: "",
+            capacity: total,
+            extra_toml: &cluster,
+        };
+        rigs.push(Rig::start_on(&setup, url.clone()).await);
+    }
+    let event = |n: usize| {
+        let chat = n % chats;
+        let sender = chat * 8 + (n / chats) % 8;
+        group_message(
+            n,
+            chat,
+            sender,
+            &bots[n % instances],
+            kind_of(n, mention_every),
+        )
+    };
+    let ours = |i: usize, range: std::ops::Range<usize>| range.filter(move |n| n % instances == i);
+    for (i, rig) in rigs.iter().enumerate() {
+        for n in ours(i, 0..warmup) {
+            rig.injector(&bots[i]).inject(event(n));
+        }
+    }
+    for (i, rig) in rigs.iter().enumerate() {
+        let warm = ours(i, 0..warmup).count() as u64;
+        assert!(rig.wait_done(warm, PHASE_LIMIT).await, "warm-up stalled");
+    }
+    let batches: Vec<Vec<_>> = (0..instances)
+        .map(|i| ours(i, warmup..total).map(event).collect())
+        .collect();
+    let store = |rig: &Rig| (rig.gateway.store().commits(), rig.gateway.store().jobs());
+    let before: Vec<_> = rigs.iter().map(store).collect();
+    let started = Instant::now();
+    for ((i, rig), batch) in rigs.iter().enumerate().zip(batches) {
+        let injector = rig.injector(&bots[i]);
+        for event in batch {
+            injector.inject(event);
+        }
+    }
+    for (i, rig) in rigs.iter().enumerate() {
+        let all = ours(i, 0..total).count() as u64;
+        assert!(rig.wait_done(all, PHASE_LIMIT).await, "run stalled");
+    }
+    let elapsed = started.elapsed();
+    let (mut commits, mut jobs, mut mentions) = (0, 0, 0);
+    for ((i, rig), (c, j)) in rigs.iter().enumerate().zip(before) {
+        let (c2, j2) = store(rig);
+        commits += c2 - c;
+        jobs += j2 - j;
+        let theirs: Vec<usize> = ours(i, warmup..total)
+            .filter(|n| kind_of(*n, mention_every) == Kind::Mention)
+            .collect();
+        let answered = theirs
+            .iter()
+            .filter(|n| !rig.recorder.reply_latencies(**n..**n + 1).is_empty())
+            .count();
+        assert_eq!(answered, theirs.len(), "every mention answered");
+        mentions += answered;
+    }
+    for rig in rigs {
+        rig.stop().await;
+    }
+    Throughput {
+        events,
+        mentions,
+        elapsed,
+        commits,
+        jobs,
+        streamed: 0,
+        readers_dropped: 0,
+    }
+}
+
 /// Percentiles of a latency sample.
 pub(crate) struct Latency {
     /// Sample size.

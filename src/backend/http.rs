@@ -16,6 +16,7 @@ use super::{
     ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
     redacted_url,
 };
+use crate::trace::{Span, SpanKind, attr};
 
 /// Posts each turn to an agent's URL. baton's tools reach the agent over MCP (the turn's
 /// `tools`), not through the executor.
@@ -60,20 +61,40 @@ impl Backend for HttpBackend {
         tools: &dyn ToolExecutor,
         sink: &dyn TextSink,
     ) -> Result<BackendReply, BackendError> {
+        let span = Span::start("invoke_agent", SpanKind::Client, || {
+            vec![
+                attr("gen_ai.operation.name", "invoke_agent"),
+                attr("gen_ai.request.model", request.model.clone()),
+            ]
+        });
+        let reply = span.run(self.exchange(request, tools, sink)).await;
+        if let Err(err) = &reply {
+            span.failed(|| err.to_string());
+        }
+        reply
+    }
+}
+
+impl HttpBackend {
+    /// One request to the agent and its answer, whole or streamed.
+    async fn exchange(
+        &self,
+        request: &TurnRequest,
+        tools: &dyn ToolExecutor,
+        sink: &dyn TextSink,
+    ) -> Result<BackendReply, BackendError> {
         let transport = |e: reqwest::Error| {
             BackendError::Unreachable(describe_transport_error(&e, &self.url, None))
         };
-        let mut response = self
+        let post = self
             .client
             .post(&self.url)
             .header(
                 reqwest::header::ACCEPT,
                 "application/json, text/event-stream, application/x-ndjson",
             )
-            .json(request)
-            .send()
-            .await
-            .map_err(transport)?;
+            .json(request);
+        let mut response = crate::trace::traced(post).send().await.map_err(transport)?;
         let status = response.status();
         let default_model = if request.model.is_empty() {
             "http"
@@ -133,9 +154,7 @@ impl Backend for HttpBackend {
             )))
         })
     }
-}
 
-impl HttpBackend {
     /// One line of an event stream: an NDJSON line, or an SSE `data:` line (other SSE fields,
     /// comments and blank lines carry no event).
     async fn event(
@@ -182,11 +201,11 @@ impl Framing {
 
 /// Splits a byte stream into lines as it arrives (a line may span chunks).
 #[derive(Default)]
-struct Lines(Vec<u8>);
+pub(super) struct Lines(Vec<u8>);
 
 impl Lines {
     /// The lines completed by `chunk`, without their line ends.
-    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+    pub(super) fn push(&mut self, chunk: &[u8]) -> Vec<String> {
         self.0.extend_from_slice(chunk);
         let mut lines = Vec::new();
         while let Some(end) = self.0.iter().position(|b| *b == b'\n') {
@@ -197,7 +216,7 @@ impl Lines {
     }
 
     /// What is left after the last line end.
-    fn rest(self) -> Option<String> {
+    pub(super) fn rest(self) -> Option<String> {
         let rest = String::from_utf8_lossy(&self.0).trim().to_owned();
         (!rest.is_empty()).then_some(rest)
     }

@@ -5,6 +5,7 @@
 //! Tool calls go through a [`ToolExecutor`] that the gateway supplies per turn, so the same
 //! loop serves every tool set the later features add.
 
+mod a2a;
 mod agent_events;
 mod chain_turn;
 mod command;
@@ -20,6 +21,8 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub(crate) use a2a::texts as a2a_texts;
+pub use a2a::{A2aBackend, a2a_request};
 pub(crate) use chain_turn::{chain_header, chain_topic};
 pub use command::CommandBackend;
 pub use echo::EchoBackend;

@@ -299,8 +299,8 @@ impl Budgets {
             .charged(bill.bot, call.usage, cost.unwrap_or(0.0));
         let row = NewUsage {
             ts_ms: now_ms(),
-            bot: bill.bot.to_string(),
-            platform: bill.platform.to_string(),
+            bot: bill.bot.as_str().to_owned(),
+            platform: bill.platform.as_str().to_owned(),
             chat: bill.chat.to_owned(),
             session: call.session.to_owned(),
             run_id: call.run_id.to_owned(),

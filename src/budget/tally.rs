@@ -13,7 +13,7 @@
 //!   names yet (every new chat and every new trigger) starts empty without a read: the tally
 //!   knows which ones the table names ([`Seen`], read once, then added to as charges begin).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
@@ -36,8 +36,9 @@ pub(super) struct Tally {
     /// table held.
     seen: Seen,
     known: bool,
-    /// The limits admins set, by budget name, as last read.
-    pub(super) limits: HashMap<String, LimitOverride>,
+    /// The limits admins set, by budget name, as last read (on FxHash: every check looks up
+    /// each budget it counts).
+    pub(super) limits: FxHashMap<String, LimitOverride>,
 }
 
 /// A call's (or a row's) key in each scope: its bot, `<platform>:<chat>`, its trigger.
@@ -49,9 +50,14 @@ pub(super) struct Keys<'a> {
 
 impl<'a> Keys<'a> {
     pub(super) fn new(bot: &'a str, platform: &str, chat: &str, trigger: &'a str) -> Keys<'a> {
+        // Not `format!`: this runs on every check and charge.
+        let mut scoped = String::with_capacity(platform.len() + 1 + chat.len());
+        scoped.push_str(platform);
+        scoped.push(':');
+        scoped.push_str(chat);
         Keys {
             bot,
-            chat: format!("{platform}:{chat}"),
+            chat: scoped,
             trigger,
         }
     }
@@ -168,7 +174,7 @@ impl Tally {
     /// since noted ([`Tally::saw`]).
     pub(super) fn know(&mut self, read: UsageSeen) {
         self.known = true;
-        self.limits = read.limits;
+        self.limits = read.limits.into_iter().collect();
         let seen = &mut self.seen;
         seen.bots.extend(read.bots.iter().map(|b| hashed(b)));
         seen.chats
@@ -218,7 +224,7 @@ impl Tally {
             self.count(rules, row);
         }
         self.last_id = read.fresh.last().map_or(self.last_id, |row| row.id);
-        self.limits = read.limits;
+        self.limits = read.limits.into_iter().collect();
         for (&(i, key), rows) in missing.iter().zip(read.windows) {
             let mut window = Window {
                 upto: read.upto,

@@ -67,7 +67,7 @@ async fn converse(gateway: &Gateway, args: &ChatArgs) -> anyhow::Result<()> {
             out.flush().await?;
             continue;
         }
-        let event = gateway.hub().direct(&account, &args.user, &line)?;
+        let event = gateway.hub().direct(&account, &args.user, &line).await?;
         let answer = match gateway.dispatcher().handle(event).await {
             Handled::Replied(text) | Handled::Admin(text) => format!("{}: {text}", args.bot),
             Handled::Silent => format!("({} stays silent)", args.bot),

@@ -9,6 +9,7 @@ mod chat;
 mod check;
 mod cluster;
 mod doctor;
+mod export;
 mod migrate;
 mod out;
 mod prune;
@@ -18,6 +19,7 @@ mod setup;
 mod suggest;
 mod usage;
 mod views;
+mod why;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -79,6 +81,12 @@ enum Command {
     /// What the model calls spent: the last 24 h by bot, or `--since`, `--bot`, `--chat`,
     /// `--group-by bot|chat|trigger|model`.
     Usage(usage::UsageArgs),
+    /// Why a message was or was not answered: each bot's decision on it (`--message ID` or
+    /// `--event ID`), its turn, posts and deliveries.
+    Why(why::WhyArgs),
+    /// A whole room in time order (`--chat PLATFORM:CHAT`, `--since`, `--until`, `--format
+    /// jsonl|markdown`): every message with its author, turns, deliveries, chains, artifacts.
+    Export(export::ExportArgs),
     /// Bring the configured database's schema up to date; says from which version to which.
     Migrate(migrate::MigrateArgs),
     /// Several instances on one database: `baton cluster status` lists each, its last lease
@@ -123,6 +131,8 @@ pub fn main() -> ExitCode {
             Command::Pairing(args) => views::pairing(&cli.config, args).await,
             Command::Prune(args) => prune::prune(&cli.config, args).await,
             Command::Usage(args) => usage::usage(&cli.config, args).await,
+            Command::Why(args) => why::why(&cli.config, args).await,
+            Command::Export(args) => export::export(&cli.config, args).await,
             Command::Migrate(args) => migrate::migrate(&cli.config, args).await,
             Command::Cluster(args) => cluster::cluster(&cli.config, args).await,
             Command::Setup(args) => setup::setup(&cli.config, args),
@@ -180,6 +190,9 @@ fn init_logging(format: LogFormat, default_level: &str) {
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Json => builder
+            .json()
+            .map_event_format(crate::trace::WithTraceId)
+            .init(),
     }
 }

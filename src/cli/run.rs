@@ -31,6 +31,11 @@ pub(super) async fn run(config: &Path, args: RunArgs) -> anyhow::Result<()> {
     let mut stop = StopSignals::install()?;
     #[cfg(unix)]
     survive_file_size_limit();
+    let instance =
+        (config.cluster.instance_id.clone()).unwrap_or_else(crate::cluster::default_instance_id);
+    // Flushed when `run` returns, after the drain.
+    let configured = config.telemetry.otlp_endpoint.as_deref();
+    let _traces = crate::trace::start(configured, &instance)?;
     let gateway = Gateway::start(config, options).await?;
     if let Some(addr) = gateway.addr() {
         tracing::info!(%addr, "baton is listening");

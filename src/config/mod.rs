@@ -91,6 +91,22 @@ impl Config {
         })
     }
 
+    /// Every backend kind `bot` runs somewhere: its own first, then each other one a
+    /// `[[chats]]` entry gives it.
+    pub fn backend_kinds(&self, bot: &BotConfig) -> Vec<BackendKind> {
+        let mut kinds = vec![bot.backend];
+        for kind in self
+            .chats
+            .iter()
+            .filter_map(|chat| chat.backend_of(&bot.id))
+        {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        kinds
+    }
+
     /// Parse and validate config text. `base` resolves relative file paths (prompt files);
     /// `env` looks up environment variables, so tests need not touch the process environment.
     pub fn from_toml(

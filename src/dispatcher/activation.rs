@@ -15,6 +15,7 @@
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
+use super::decision::NotWoken;
 use super::stop::{Step, Stop};
 use super::{DropReason, Handled, Inbound};
 use crate::config::{Activation, MentionMode};
@@ -34,6 +35,19 @@ pub enum Wake {
     Everyone,
     /// The chat is `always`.
     Always,
+}
+
+impl Wake {
+    /// As `baton why` says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wake::DirectMessage => "direct message",
+            Wake::Mentioned => "mentioned",
+            Wake::RepliedTo => "a reply to it",
+            Wake::Everyone => "mentions everyone",
+            Wake::Always => "activation always",
+        }
+    }
 }
 
 /// Decide whether the bot with platform identity `me` wakes on `event`. `activation` is the
@@ -70,6 +84,23 @@ pub(crate) fn decide(
     }
 }
 
+/// Why `event` woke the bot with identity `me` no more than [`decide`] said: it is addressed
+/// to other bots only, or not to it.
+fn not_woken(
+    event: &InboundEvent,
+    me: Option<&UserId>,
+    chat: &ChatPolicy,
+    is_bot: impl Fn(&UserId) -> bool,
+) -> NotWoken {
+    let addressees = addressees(event, chat.mentions);
+    let others = !addressees.is_empty() && addressees.iter().all(|u| Some(u) != me);
+    if others && addressees.iter().all(is_bot) {
+        NotWoken::OnlyOtherBots
+    } else {
+        NotWoken::NotMentioned
+    }
+}
+
 /// The mentions the message is addressed to: those that open it, or all of them when it opens
 /// with a word (or the chat says `mentions = "all"`).
 fn addressees(event: &InboundEvent, mode: MentionMode) -> &[UserId] {
@@ -89,15 +120,19 @@ pub(super) async fn wakes(store: &Store, roster: &Roster, inbound: &Inbound<'_>)
         .unwrap_or_default();
     let activation = settings.activation.unwrap_or(inbound.policy.activation);
     let me = inbound.account.adapter.self_id();
+    let is_bot = |u: &UserId| roster.bot_of_user(inbound.event.platform, u).is_some();
     let woke = decide(
         &inbound.event,
         me.as_ref(),
         activation,
         &inbound.policy,
-        |u| roster.bot_of_user(inbound.event.platform, u).is_some(),
+        is_bot,
     );
     let Some(wake) = woke else {
-        return Err(Stop::handled(Handled::Buffered).keep_as_history());
+        let why = not_woken(&inbound.event, me.as_ref(), &inbound.policy, is_bot);
+        return Err(Stop::handled(Handled::Buffered)
+            .keep_as_history()
+            .not_woken(why));
     };
     if settings.is_paused(inbound.bot()) {
         return Err(Stop::dropped(DropReason::Paused).keep_as_history());

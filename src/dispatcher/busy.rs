@@ -88,14 +88,17 @@ mod tests {
             let full = QueueFull::Session { max: 1 };
             let stop = Stop::dropped(DropReason::Busy(full))
                 .with_notice(Notice::OncePerChat(BUSY_NOTICE.into()));
+            let decided = super::super::decision::of(&inbound, &Err(stop.clone()));
             assert_eq!(
-                d.stopped(&inbound, stop).await,
+                d.stopped(&inbound, stop, decided).await,
                 Handled::Dropped(DropReason::Busy(full))
             );
         }
         let posted: Vec<String> = gw
             .hub
             .messages("room", None)
+            .await
+            .unwrap()
             .into_iter()
             .map(|m| m.text)
             .collect();

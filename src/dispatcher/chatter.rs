@@ -14,25 +14,32 @@
 use baton_contract::NotTaken;
 
 use super::stop::{Mode, Stop, announce, history_entry};
-use super::{Dispatcher, Handled, Inbound, Intake, dedupe, guard_steps};
+use super::{Dispatcher, Inbound, Intake, decision, dedupe, guard_steps};
 use crate::events::Received;
 use crate::store::{Claim, dedupe_key};
 use crate::timing::now_ms;
 
 impl Dispatcher {
     /// Whether the pipeline's steps 3 to 6, asked, pass `inbound` on without acting and then
-    /// keep it as history, waking nobody. Only activation reads the store (the chat's settings,
-    /// cached).
-    pub(super) async fn is_chatter(&self, inbound: &Inbound<'_>) -> bool {
-        self.before_turn(inbound, Mode::Ask).await
-            == Err(Stop::handled(Handled::Buffered).keep_as_history())
+    /// keep it as history, waking nobody: the stop that says so. Only activation reads the
+    /// store (the chat's settings, cached).
+    pub(super) async fn is_chatter(&self, inbound: &Inbound<'_>) -> Option<Stop> {
+        match self.before_turn(inbound, Mode::Ask).await {
+            Err(stop) if stop.is_chatter() => Some(stop),
+            _ => None,
+        }
     }
 
     /// Claims `inbound` and keeps it as history in one write, then does what the pipeline does
     /// for a message it keeps: the bot guards hear that a human spoke, and the dashboard that
-    /// the message was buffered.
-    pub(super) async fn keep_chatter(&self, inbound: &Inbound<'_>) -> Result<Intake, NotTaken> {
+    /// the message was buffered. The decision on it (`stop`'s) is kept in the same write.
+    pub(super) async fn keep_chatter(
+        &self,
+        inbound: &Inbound<'_>,
+        stop: Stop,
+    ) -> Result<Intake, NotTaken> {
         let event = &inbound.event;
+        let decided = decision::of(inbound, &Err(stop));
         let claimed = self
             .engine
             .store()
@@ -43,6 +50,7 @@ impl Dispatcher {
                 history_entry(inbound),
                 inbound.policy.history_limit,
                 now_ms(),
+                Some(decided),
             )
             .await
             .map(|claim| (claim == Claim::Fresh).then_some(()));

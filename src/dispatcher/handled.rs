@@ -26,6 +26,23 @@ pub enum Handled {
     Failed(String),
 }
 
+impl Handled {
+    /// What became of the event, in a word (a drop with its reason: `dropped:paused`), as the
+    /// trace's pipeline span tells it.
+    pub fn name(&self) -> String {
+        match self {
+            Handled::Duplicate => "duplicate".into(),
+            Handled::Dropped(reason) => format!("dropped:{}", reason.as_str()),
+            Handled::Buffered => "buffered".into(),
+            Handled::Admin(_) => "admin".into(),
+            Handled::Answered(_) => "answered".into(),
+            Handled::Replied(_) => "replied".into(),
+            Handled::Silent => "silent".into(),
+            Handled::Failed(_) => "failed".into(),
+        }
+    }
+}
+
 /// Why an event stopped before a turn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DropReason {

@@ -10,6 +10,12 @@
 //! records a failure instead. An event that was being run again each of the last
 //! [`MAX_ATTEMPTS`] times the process died is taken to be what kills it, and is given up on,
 //! with the failure in the bot's transcript.
+//!
+//! A run that ends while the store cannot write (PostgreSQL restarting, or out of reach) cannot
+//! take its event out of the inbox, and may not have recorded its failure either; a rerun that
+//! cannot count its attempt does not start. Such a row is kept in memory and handed back (made nobody's) once the store writes again, so that the
+//! loop below runs it again like any left-over: the platform was acknowledged, nothing else
+//! would ever answer it while this instance lives.
 
 use std::time::Duration;
 
@@ -25,18 +31,20 @@ use crate::engine::journal;
 use crate::metrics;
 use crate::pen::Arrival;
 use crate::roster::Account;
-use crate::store::{EntryKind, Filing, InboxId, Store, StoreError, Unfinished};
+use crate::store::{EntryKind, Filing, InboxId, NewDecision, Store, StoreError, Unfinished};
 
 /// How many times a left-over event is run again before it is given up on.
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
 
-/// Claim `event` and file it; `None` is a duplicate.
+/// Claim `event` and file it; `None` is a duplicate, which keeps `duplicate` (the decision
+/// on it) where there is one.
 pub(super) async fn file(
     store: &Store,
     event: &InboundEvent,
     now_ms: i64,
+    duplicate: Option<NewDecision>,
 ) -> Result<Option<InboxId>, StoreError> {
-    store.file(Filing::of(event), now_ms).await
+    store.file(Filing::of(event), now_ms, duplicate).await
 }
 
 impl Dispatcher {
@@ -76,6 +84,7 @@ impl Dispatcher {
             if !(connected && held) {
                 continue;
             }
+            self.hand_back_unfinished().await;
             let left = match self.engine.store().inbox_adopt(&scope, stale_ms).await {
                 Ok(left) => left,
                 Err(err) => {
@@ -102,17 +111,18 @@ impl Dispatcher {
             Ok(event) => event,
             Err(err) => {
                 tracing::error!(%err, id = row.id.0, "an unfinished event cannot be read; dropped");
-                self.finish(Some(row.id)).await;
+                self.finish(Some(row.id), None).await;
                 return;
             }
         };
         if row.attempts >= MAX_ATTEMPTS {
             self.give_up(account, event, row.attempts).await;
-            self.finish(Some(row.id)).await;
+            self.finish(Some(row.id), None).await;
             return;
         }
         if let Err(err) = self.engine.store().inbox_attempt(row.id).await {
-            tracing::error!(%err, "cannot count a rerun; leaving the event for the next start");
+            tracing::error!(%err, "cannot count a rerun; it is run again once the store writes");
+            self.unfinished().push(row.id);
             return;
         }
         self.engine
@@ -142,13 +152,45 @@ impl Dispatcher {
             .await;
     }
 
-    /// The run of `filed` ended: take it out of the inbox.
-    pub(super) async fn finish(&self, filed: Option<InboxId>) {
-        let Some(id) = filed else {
-            return;
+    /// The run of `filed` ended: take it out of the inbox, keeping `decided` (what the
+    /// pipeline made of it) in the same write; a run that was never filed keeps it alone.
+    pub(super) async fn finish(&self, filed: Option<InboxId>, decided: Option<NewDecision>) {
+        let store = self.engine.store();
+        let done = match (filed, decided) {
+            (Some(id), decided) => store.inbox_done(id, decided).await,
+            (None, Some(decided)) => store.decision_put(decided).await,
+            (None, None) => return,
         };
-        if let Err(err) = self.engine.store().inbox_done(id).await {
-            tracing::error!(%err, "could not take an event out of the inbox");
+        if let Err(err) = done {
+            tracing::error!(%err, "could not take an event out of the inbox; it is run again once the store writes");
+            if let Some(id) = filed {
+                self.unfinished().push(id);
+            }
         }
+    }
+
+    fn unfinished(&self) -> std::sync::MutexGuard<'_, Vec<InboxId>> {
+        self.own
+            .unfinished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Make the rows [`Dispatcher::finish`] could not take out nobody's, for the serving
+    /// instance (this one or another) to run again; kept to try again if the store still fails.
+    async fn hand_back_unfinished(&self) {
+        let ids = std::mem::take(&mut *self.unfinished());
+        if ids.is_empty() {
+            return;
+        }
+        if let Err(err) = self.engine.store().inbox_hand_back(ids.clone()).await {
+            tracing::warn!(%err, "could not hand back events whose run ended without the store; trying again");
+            self.unfinished().extend(ids);
+            return;
+        }
+        tracing::info!(
+            events = ids.len(),
+            "events whose run ended without the store are run again"
+        );
     }
 }

@@ -22,13 +22,15 @@
 //! chatter's in `chatter.rs`) and the drain at shutdown. Each step is a free function taking
 //! only what it uses, in the file of its rule: 3 in `self_drop.rs`, the size in `pipeline.rs`, 4
 //! `admin_step.rs`, 5 `policy.rs`, 5½ `answer_step.rs`, 6 `activation.rs`, 7 and 8
-//! `guard_steps.rs`, 9 to 13 `turn_step.rs`.
+//! `guard_steps.rs`, 9 to 13 `turn_step.rs`. What the steps made of the event, and why, is one
+//! typed record per event per bot (`decision.rs`), kept in the write that ends the run.
 
 mod activation;
 mod admin_step;
 mod answer_step;
 mod busy;
 mod chatter;
+mod decision;
 mod dedupe;
 mod files_in;
 mod gateway_line;
@@ -98,6 +100,8 @@ pub struct DispatcherState {
     notices: KeyedLimiter<(AccountId, UserId)>,
     /// "Busy" notices when a turn's queue is full: at most one per chat a minute.
     busy_notices: KeyedLimiter<ChatKey>,
+    /// Inbox rows whose run ended while the store could not write (`inbox.rs`), to hand back.
+    unfinished: std::sync::Mutex<Vec<InboxId>>,
 }
 
 impl DispatcherState {
@@ -108,6 +112,7 @@ impl DispatcherState {
             guards: Guards::new(&config.limits, clock.clone()),
             notices: KeyedLimiter::per_window(1, Duration::from_secs(600), clock.clone()),
             busy_notices: KeyedLimiter::per_window(1, Duration::from_secs(60), clock),
+            unfinished: std::sync::Mutex::default(),
         })
     }
 
@@ -211,14 +216,16 @@ impl Dispatcher {
     /// worse than the platform's redelivery a little later.
     async fn intake(&self, mut event: InboundEvent) -> Result<Intake, NotTaken> {
         let engine = &self.engine;
+        let mut duplicate = None;
         if let Some(account) = engine.roster().account(event.platform, &event.account) {
             let inbound = self.inbound(event, account, Arrival::Fresh, None);
-            if self.is_chatter(&inbound).await {
-                return self.keep_chatter(&inbound).await;
+            if let Some(stop) = self.is_chatter(&inbound).await {
+                return self.keep_chatter(&inbound, stop).await;
             }
+            duplicate = Some(decision::duplicate(&inbound));
             event = inbound.event;
         }
-        let filed = inbox::file(engine.store(), &event, now_ms()).await;
+        let filed = inbox::file(engine.store(), &event, now_ms(), duplicate).await;
         Ok(match self.counted(&event, filed)? {
             Some(filed) => Intake::Filed(filed, event),
             None => Intake::Duplicate,

@@ -4,6 +4,7 @@
 
 use baton_contract::InboundEvent;
 
+use super::decision::{self, Turned};
 use super::stop::{Mode, Notice, Step, Stop};
 use super::{
     Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
@@ -11,6 +12,7 @@ use super::{
 };
 use crate::pen::Arrival;
 use crate::store::InboxId;
+use crate::trace::{Span, SpanKind, attr};
 
 /// The largest inbound text the pipeline takes: anything longer is refused
 /// with a message, never truncated.
@@ -20,7 +22,8 @@ impl Dispatcher {
     /// Steps 3 to 13: the event's account, then [`Dispatcher::pipeline`]; a step that stops the
     /// event has its side effects performed in one place ([`Dispatcher::stopped`]). The run
     /// ends by taking `filed` out of the inbox: in the stop's own write when it keeps the
-    /// message as history (one write instead of two for chatter), otherwise on its own.
+    /// message as history (one write instead of two for chatter), otherwise on its own. That
+    /// write keeps the decision on the event too (`decision.rs`), built once here.
     pub(crate) async fn process(
         &self,
         event: InboundEvent,
@@ -30,22 +33,48 @@ impl Dispatcher {
         let engine = &self.engine;
         let Some(account) = engine.roster().account(event.platform, &event.account) else {
             tracing::warn!(platform = %event.platform, account = %event.account, "event for an unknown account");
-            self.finish(filed).await;
+            self.finish(filed, None).await;
             return Handled::Dropped(DropReason::UnknownAccount);
         };
+        let span = Span::start("inbound", SpanKind::Consumer, || {
+            vec![
+                attr("baton.platform", event.platform.as_str()),
+                attr("baton.account", event.account.as_str().to_owned()),
+                attr("baton.chat", event.chat.as_str().to_owned()),
+                attr("baton.message_id", event.message_id.as_str().to_owned()),
+                attr("baton.bot", account.bot.id().as_str().to_owned()),
+            ]
+        });
         let inbound = self.inbound(event, account, arrival, filed);
-        match self.pipeline(&inbound).await {
-            Ok(handled) => {
-                self.finish(filed).await;
-                handled
+        span.run(self.decided(&inbound)).await
+    }
+
+    /// [`Dispatcher::pipeline`] under the span of its decision: the decision record
+    /// (`decision.rs`) is built once and feeds both the stored row and the span.
+    async fn decided(&self, inbound: &Inbound<'_>) -> Handled {
+        let span = Span::start("pipeline", SpanKind::Internal, Vec::new);
+        let ran = span.run(self.pipeline(inbound)).await;
+        let decided = decision::of(inbound, &ran);
+        span.set(|| {
+            vec![
+                attr("baton.outcome", decided.outcome.as_str()),
+                attr("baton.step", decided.step.as_str()),
+                attr("baton.reason", decided.reason.clone()),
+                attr("baton.stopped", ran.is_err()),
+            ]
+        });
+        match ran {
+            Ok(turned) => {
+                self.finish(inbound.filed, Some(decided)).await;
+                turned.handled
             }
-            Err(stop) => self.stopped(&inbound, stop).await,
+            Err(stop) => self.stopped(inbound, stop, decided).await,
         }
     }
 
     /// The steps, in order. Each is a free function given only what it uses, and returns a
     /// [`Step`]: the value the next steps need, or the [`Stop`] that ends the event here.
-    pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Handled> {
+    pub(super) async fn pipeline(&self, inbound: &Inbound<'_>) -> Step<Turned> {
         let (engine, guards) = (&self.engine, &self.own.guards);
         let wake = self.before_turn(inbound, Mode::Act).await?; // 3 to 6
         guard_steps::bot_message(guards, inbound)?; // 7
@@ -202,8 +231,9 @@ mod tests {
     }
 
     /// Chatter costs one write: its dedupe claim and its history push together, with no inbox
-    /// row, and a redelivery of it keeps nothing more. A mention costs five: the turn's start
-    /// is one job, and an adapter that shows no typing indicator writes no typing rows.
+    /// row, and a redelivery of it keeps nothing more. A mention costs seven: the turn's start
+    /// is one job, the local room keeping the reply is the post itself, and an adapter that
+    /// shows no typing indicator writes no typing rows.
     #[tokio::test]
     async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
@@ -232,9 +262,10 @@ mod tests {
         assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
         assert_eq!(
             store.jobs() - before,
-            6,
+            7,
             "filed; session, history and inbound entry together; the turn's usage (budgets); \
-             post begun; reply; done (the local channel shows no typing, so no typing rows)"
+             post begun; the local room keeps the reply (the local channel's post itself); \
+             reply; done (the local channel shows no typing, so no typing rows)"
         );
         assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
     }
@@ -277,10 +308,14 @@ mod tests {
             let text = event.text.chars().take(40).collect::<String>();
             let account = gw.engine.roster().account(event.platform, &event.account);
             let inbound = d.inbound(event, account.unwrap(), Arrival::Fresh, None);
-            assert_eq!(d.is_chatter(&inbound).await, chatter, "asked: {text}");
-            let kept = Err(Stop::handled(Handled::Buffered).keep_as_history());
+            assert_eq!(
+                d.is_chatter(&inbound).await.is_some(),
+                chatter,
+                "asked: {text}"
+            );
             let outcome = d.pipeline(&inbound).await;
-            assert_eq!(outcome == kept, chatter, "{text}: {outcome:?}");
+            let kept = matches!(&outcome, Err(stop) if stop.is_chatter());
+            assert_eq!(kept, chatter, "{text}: {outcome:?}");
         }
     }
 
@@ -351,6 +386,8 @@ mod tests {
         let posted: Vec<String> = gw
             .hub
             .messages("room", None)
+            .await
+            .unwrap()
             .into_iter()
             .map(|m| m.text)
             .collect();

@@ -3,10 +3,11 @@
 //! history. [`Dispatcher::stopped`] performs all of that in one place, with the counters and
 //! the log line, so no step carries a side effect of its own stopping.
 
+use super::decision::NotWoken;
 use super::{Dispatcher, DropReason, Handled, Inbound, gateway_line};
 use crate::events::{Event, Events, Received};
 use crate::metrics;
-use crate::store::HistoryEntry;
+use crate::store::{HistoryEntry, NewDecision};
 
 /// What one step returns: what the next steps need, or why the event goes no further.
 pub(crate) type Step<T> = Result<T, Stop>;
@@ -20,6 +21,8 @@ pub(crate) struct Stop {
     pub notice: Option<Notice>,
     /// The message stays in the chat's history buffer as context for the chat's bots.
     pub keep: Keep,
+    /// Why it woke no bot, when activation stopped it so (`decision.rs`).
+    pub not_woken: Option<NotWoken>,
 }
 
 /// Whether the steps act on what they find, or only say whether they would: chatter's
@@ -59,6 +62,7 @@ impl Stop {
             handled,
             notice: None,
             keep: Keep::Nothing,
+            not_woken: None,
         }
     }
 
@@ -82,12 +86,30 @@ impl Stop {
             ..self
         }
     }
+
+    /// Activation woke nobody, for `why`.
+    pub(crate) fn not_woken(self, why: NotWoken) -> Stop {
+        Stop {
+            not_woken: Some(why),
+            ..self
+        }
+    }
+
+    /// Chatter: woke nobody, kept as history, owes nothing (`chatter.rs`).
+    pub(crate) fn is_chatter(&self) -> bool {
+        self.handled == Handled::Buffered && self.keep == Keep::AsHistory && self.notice.is_none()
+    }
 }
 
 impl Dispatcher {
     /// Perform what `stop` owes (its counters, the notice, the history buffer) and return what
-    /// became of the event.
-    pub(super) async fn stopped(&self, inbound: &Inbound<'_>, stop: Stop) -> Handled {
+    /// became of the event; `decided` (the decision on it) is kept in the run's last write.
+    pub(super) async fn stopped(
+        &self,
+        inbound: &Inbound<'_>,
+        stop: Stop,
+        decided: NewDecision,
+    ) -> Handled {
         let engine = &self.engine;
         let chat = || Some(inbound.settings_key.clone());
         let (outcome, reason) = match &stop.handled {
@@ -125,8 +147,8 @@ impl Dispatcher {
             Some(Notice::OncePerChat(_)) | None => {}
         }
         match stop.keep {
-            Keep::AsHistory => self.buffer(inbound).await,
-            Keep::Nothing => self.finish(inbound.filed).await,
+            Keep::AsHistory => self.buffer(inbound, decided).await,
+            Keep::Nothing => self.finish(inbound.filed, Some(decided)).await,
         }
         stop.handled
     }
@@ -140,21 +162,25 @@ impl Dispatcher {
     }
 
     /// Keep an un-activated message as context for the chat's bots; the event's run ends in
-    /// the same write.
-    async fn buffer(&self, inbound: &Inbound<'_>) {
+    /// the same write, with `decided`.
+    async fn buffer(&self, inbound: &Inbound<'_>, decided: NewDecision) {
         let limit = inbound.policy.history_limit;
         if limit == 0 {
-            return self.finish(inbound.filed).await;
+            return self.finish(inbound.filed, Some(decided)).await;
         }
         let entry = history_entry(inbound);
         let store = self.engine.store();
         let kept = match inbound.filed {
             Some(id) => {
                 store
-                    .inbox_done_as_history(id, &inbound.chat_key, entry, limit)
+                    .inbox_done_as_history(id, &inbound.chat_key, entry, limit, Some(decided))
                     .await
             }
-            None => store.history_push(&inbound.chat_key, entry, limit).await,
+            None => {
+                let pushed = store.history_push(&inbound.chat_key, entry, limit).await;
+                self.finish(None, Some(decided)).await;
+                pushed
+            }
         };
         if let Err(err) = kept {
             tracing::error!(%err, "could not keep the message in the history buffer");

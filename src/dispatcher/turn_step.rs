@@ -4,6 +4,9 @@
 
 use serde_json::json;
 
+use std::time::Instant;
+
+use super::decision::Turned;
 use super::gateway_line::{gateway_says, run_id};
 use super::stop::{Step, announce};
 use super::{Handled, Inbound, Wake, files_in};
@@ -22,12 +25,12 @@ use crate::store::HistoryTake;
 /// as the largest turn, copied each time the runtime moves the task (BENCHMARKS.md).
 /// The wake is announced on the event stream first; a full queue stops the event
 /// ([`super::busy`]).
-pub(crate) async fn run(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Handled> {
+pub(crate) async fn run(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Turned> {
     announce(engine.events(), inbound, Received::Wake, None);
     Box::pin(run_turn(engine, inbound, wake)).await
 }
 
-async fn run_turn(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Handled> {
+async fn run_turn(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Turned> {
     let session = inbound.session();
     let run = run_id(inbound, "in");
     let seat = Seat {
@@ -35,12 +38,14 @@ async fn run_turn(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Ha
         run_id: run.clone(),
         lane: Lane::Main,
     };
+    let queued = Instant::now();
     let turn = match SessionTurn::enter_queued(engine, seat, inbound.arrival).await {
         Ok(turn) => turn,
         Err(Refused { journal, full }) => {
             return Err(super::busy::refuse(engine, inbound, &journal, full).await);
         }
     };
+    let waited_ms = i64::try_from(queued.elapsed().as_millis()).unwrap_or(i64::MAX);
     let event = &inbound.event;
     let me = inbound.account.adapter.self_id();
     // Taken when the turn records its start, in the same store job as the inbound entry.
@@ -97,7 +102,8 @@ async fn run_turn(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Ha
         asker: Some(&event.sender.id),
     };
     let Answered { end, posted } = turn.answer(plan, reply).await;
-    Ok(match (end, posted) {
+    let by_budget = matches!(end, TurnEnd::Failed(TurnFailure::Budget(_)));
+    let handled = match (end, posted) {
         (TurnEnd::Reply { text, .. }, Ok(_)) => Handled::Replied(text),
         (TurnEnd::Reply { .. }, Err(err)) => Handled::Failed(err),
         // The reply had begun to stream: its posts end with the error reply already.
@@ -108,6 +114,12 @@ async fn run_turn(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Ha
         (TurnEnd::Failed(err @ TurnFailure::Stopped(_)), _) => Handled::Failed(err.to_string()),
         (TurnEnd::Failed(err), _) => fail(engine, inbound, err).await,
         (TurnEnd::Silent { .. }, _) => Handled::Silent,
+    };
+    Ok(Turned {
+        handled,
+        wake,
+        waited_ms,
+        by_budget,
     })
 }
 

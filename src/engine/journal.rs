@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::Engine;
 use crate::backend::{ToolCall, ToolExecutor};
+use crate::config::BackendKind;
 use crate::events::{Event, Events};
 use crate::pen::{Arrival, Pen};
 use crate::roster::ToolName;
@@ -25,6 +26,7 @@ use crate::store::{
     QueuedEarly, Store, StoreError, TurnStart, TurnStarted,
 };
 use crate::timing::now_ms;
+use crate::trace::{Span, SpanKind, attr};
 
 /// A line someone else said to a bot, as its transcript records it.
 pub struct Said<'a> {
@@ -90,6 +92,11 @@ impl Journal {
     /// The store behind it.
     pub fn store(&self) -> &Store {
         self.pen.store()
+    }
+
+    /// The run's turn runs on `backend`: its posts are recorded with it.
+    pub fn using_backend(&self, backend: BackendKind) {
+        self.pen.using_backend(backend);
     }
 
     /// The run's turn uses (or used) `model`: its posts are recorded with it.
@@ -335,7 +342,22 @@ impl ToolExecutor for RecordingTools<'_> {
             tool: call.name.clone(),
             call_id: call.id.clone(),
         });
-        let result = self.inner.call(call).await;
+        let span = Span::start(
+            format!("execute_tool {}", call.name),
+            SpanKind::Internal,
+            || {
+                vec![
+                    attr("gen_ai.operation.name", "execute_tool"),
+                    attr("gen_ai.tool.name", call.name.clone()),
+                    attr("gen_ai.tool.call.id", call.id.clone()),
+                ]
+            },
+        );
+        let result = span.run(self.inner.call(call)).await;
+        if let Some(status) = result["status"].as_str() {
+            span.set(|| vec![attr("baton.tool.status", status.to_owned())]);
+        }
+        drop(span);
         called.await;
         pen.events().emit(Event::ToolResult {
             bot: pen.session().bot.clone(),

@@ -28,6 +28,8 @@ pub enum Stop {
     ChainClosed,
     /// The gateway shut down and the turn outlasted the drain.
     Interrupted,
+    /// The A2A agent that asked for it canceled its task.
+    Canceled,
 }
 
 impl std::fmt::Display for Stop {
@@ -36,6 +38,7 @@ impl std::fmt::Display for Stop {
             Stop::Stopped => "stopped by /baton stop",
             Stop::ChainClosed => "stopped: its chain was closed",
             Stop::Interrupted => "interrupted: baton shut down before the turn ended",
+            Stop::Canceled => "canceled by the A2A agent that asked for it",
         })
     }
 }
@@ -128,6 +131,11 @@ impl Running {
         self.cancel(Stop::ChainClosed, |e| {
             e.bot.as_str() != spare && e.run.as_deref().is_some_and(|r| r.starts_with(runs))
         })
+    }
+
+    /// Stop the turn of run `run_id` (a canceled A2A task); returns how many (0 or 1).
+    pub fn cancel_run(&self, run_id: &str) -> usize {
+        self.cancel(Stop::Canceled, |e| e.run.as_deref() == Some(run_id))
     }
 
     /// Stop every turn (a shutdown past its drain); returns how many.

@@ -21,6 +21,7 @@ use crate::outcome::Outcome;
 use crate::post::DeliveryFailed;
 use crate::roster::Bot;
 use crate::store::{EntryKind, HistoryEntry, HistoryTake, Origin, TurnStarted};
+use crate::trace::{Span, SpanKind, attr};
 
 /// What woke the bot, as the transcript records it and the model reads it.
 pub(crate) struct Heard<'a> {
@@ -104,12 +105,29 @@ pub(super) async fn take_turn(
         run_id: run_id.clone(),
     });
     let started = std::time::Instant::now();
-    let end = run_turn(engine, journal, plan, sink).await;
+    let span = Span::start(format!("turn {bot}"), SpanKind::Internal, || {
+        vec![
+            attr("baton.bot", bot.as_str().to_owned()),
+            attr("baton.session", session.clone()),
+            attr("baton.run_id", run_id.clone()),
+        ]
+    });
+    let end = span.run(run_turn(engine, journal, plan, sink)).await;
     let (outcome, model) = match &end {
         TurnEnd::Reply { model, .. } => (TurnOutcome::Reply, model.clone()),
         TurnEnd::Silent { model, .. } => (TurnOutcome::Silent, model.clone()),
         TurnEnd::Failed(_) => (TurnOutcome::Failed, String::new()),
     };
+    span.set(|| {
+        vec![attr(
+            "baton.turn.outcome",
+            format!("{outcome:?}").to_lowercase(),
+        )]
+    });
+    if let TurnEnd::Failed(err) = &end {
+        span.failed(|| err.to_string());
+    }
+    drop(span);
     engine.events().emit(Event::TurnEnded {
         bot,
         session,
@@ -187,6 +205,15 @@ async fn run_turn(
         current,
         bot.tools.specs(),
     );
+    let Some((kind, backend)) = bot.backends.pick(persona.backend) else {
+        let kind = persona.backend.map_or("", BackendKind::as_str);
+        let why = format!(
+            "this chat gives the bot the {kind} backend, which was not built for it; run \
+             `baton check` and restart"
+        );
+        return failed(engine, journal, TurnFailure::Misconfigured(why)).await;
+    };
+    journal.using_backend(kind);
     journal.using_model(&request.model);
     let caller = Caller {
         run_id: Some(journal.run_id().to_owned()),
@@ -201,7 +228,7 @@ async fn run_turn(
         return refused;
     }
     // An agent calls baton's tools over MCP with its own token; a model through the executor.
-    let agent = matches!(bot.config.backend, BackendKind::Command | BackendKind::Http);
+    let agent = matches!(kind, BackendKind::Command | BackendKind::Http);
     let (running, access) = engine.running().start(&caller, agent);
     request.access = access;
     let agent_tools = engine.tools_for(caller.clone());
@@ -219,8 +246,8 @@ async fn run_turn(
     let started = std::time::Instant::now();
     let run = async {
         match sink {
-            Some(sink) => bot.backend.run_streaming(&request, &tools, sink).await,
-            None => bot.backend.run(&request, &tools).await,
+            Some(sink) => backend.run_streaming(&request, &tools, sink).await,
+            None => backend.run(&request, &tools).await,
         }
     };
     let limit = plan.deadline.map_or_else(
@@ -280,7 +307,7 @@ async fn run_turn(
                 .bot_did(
                     EntryKind::Silent,
                     "",
-                    json!({"model": reply.model, "usage": reply.usage}),
+                    json!({"backend": kind.as_str(), "model": reply.model, "usage": reply.usage}),
                 )
                 .await;
             TurnEnd::Silent {

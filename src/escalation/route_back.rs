@@ -29,6 +29,7 @@ pub(crate) fn route_back(
     post_to_session(
         engine,
         SessionMessage {
+            trace_parent: None,
             session: escalation.session.clone(),
             speaker: speaker.to_owned(),
             origin,

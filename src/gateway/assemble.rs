@@ -51,7 +51,7 @@ pub(crate) fn assemble(
     env: Env<'_>,
     adapters: &AdapterOverride,
 ) -> Result<Assembled, StartError> {
-    let hub = LocalHub::with_names(&config.local, build::sender_names(&config));
+    let hub = LocalHub::with_names(&config.local, store.clone(), build::sender_names(&config));
     let reaper = Reaper::default();
     let roster = build::roster(&config, &hub, env, adapters, &reaper)?;
     let chat_rules = ChatRules::new(&config)?;

@@ -6,12 +6,12 @@ use baton_contract::{AccountId, Adapter, Platform};
 
 use super::StartError;
 use crate::backend::{
-    Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend, OpenAiSettings,
-    Reaper,
+    A2aBackend, Backend, CommandBackend, EchoBackend, HttpBackend, ModelOptions, OpenAiBackend,
+    OpenAiSettings, Reaper,
 };
 use crate::config::{AccountConfig, BackendKind, BotConfig, Config, resolve_secret};
 use crate::local::{LocalAdapter, LocalHub, NameRules};
-use crate::roster::{Account, Bot, Roster, ToolSet, glob_set};
+use crate::roster::{Account, Backends, Bot, Roster, ToolSet, glob_set};
 
 /// Environment lookup, injectable for tests.
 pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -324,14 +324,30 @@ fn build_bot(
         id: bot.id.parse()?,
         tools: ToolSet::from_globs(&patterns),
         system_prompt,
-        backend: backend(config, bot, env, reaper)?,
+        backends: backends(config, bot, env, reaper)?,
         config: bot.clone(),
     })
 }
 
+/// The bot's own backend, and one of each other kind its chats give it.
+fn backends(
+    config: &Config,
+    bot: &BotConfig,
+    env: Env<'_>,
+    reaper: &Reaper,
+) -> Result<Backends, StartError> {
+    let mut built = Backends::new(bot.backend, backend(config, bot, bot.backend, env, reaper)?);
+    for kind in config.backend_kinds(bot).into_iter().skip(1) {
+        built = built.with(kind, backend(config, bot, kind, env, reaper)?);
+    }
+    Ok(built)
+}
+
+/// The bot's backend of `kind`, from its settings for that kind.
 fn backend(
     config: &Config,
     bot: &BotConfig,
+    kind: BackendKind,
     env: Env<'_>,
     reaper: &Reaper,
 ) -> Result<Arc<dyn Backend>, StartError> {
@@ -339,7 +355,7 @@ fn backend(
         bot: bot.id.clone(),
         message: e.to_string(),
     };
-    Ok(match bot.backend {
+    Ok(match kind {
         BackendKind::Echo => Arc::new(EchoBackend::new()),
         BackendKind::Openai => {
             let defaults = &config.backends.openai;
@@ -366,6 +382,14 @@ fn backend(
             HttpBackend::new(bot.url.clone().unwrap_or_default())
                 .map_err(bad)?
                 .with_max_read(max_read(config)),
+        ),
+        BackendKind::A2a => Arc::new(
+            A2aBackend::new(
+                bot.url.clone().unwrap_or_default(),
+                resolve_secret(bot.token_env.as_deref(), env),
+            )
+            .map_err(bad)?
+            .with_max_read(max_read(config)),
         ),
         BackendKind::Command => {
             let mut command = CommandBackend::new(bot.command.clone(), reaper.clone(), env)

@@ -122,6 +122,9 @@ pub enum StartError {
     /// `store.wal_limit_mb` is out of range.
     #[error("store.wal_limit_mb = {0} is too large; run `baton check` for the range")]
     WalLimit(u64),
+    /// The relay could not be built.
+    #[error(transparent)]
+    Relay(#[from] crate::relay::BuildError),
     /// A `[[chats]]` glob did not compile.
     #[error("bad glob in [[chats]]: {0}")]
     Glob(#[from] globset::Error),

@@ -118,6 +118,9 @@ pub struct SendAttempt<'a> {
     pub depth: u32,
     /// The bot whose send caused the sender's current turn, if any.
     pub passive_to: Option<&'a BotId>,
+    /// An external A2A agent speaks to the target through the target's own sender session
+    /// (`sender` is the target): not a self-send.
+    pub from_outside: bool,
 }
 
 /// The guard. One per gateway, shared by every turn and MCP connection.
@@ -154,7 +157,7 @@ impl<C: Clock + Clone> SendGuard<C> {
     pub fn check_rules(&self, attempt: &SendAttempt<'_>) -> Result<(), SendRefusal> {
         let verdict = if !self.enabled {
             Err(SendRefusal::Disabled)
-        } else if attempt.sender == attempt.target {
+        } else if attempt.sender == attempt.target && !attempt.from_outside {
             Err(SendRefusal::SelfSend)
         } else if !(self.allow.is_match(attempt.sender.as_str())
             && self.allow.is_match(attempt.target.as_str()))
@@ -281,6 +284,7 @@ mod tests {
             target,
             depth: 2,
             passive_to: None,
+            from_outside: false,
         }
     }
 
@@ -322,6 +326,24 @@ mod tests {
         let counts: HashMap<_, _> = g.refusals().into_iter().collect();
         assert_eq!(counts[&SendRefusal::NotAllowed], 2);
         assert_eq!(counts[&SendRefusal::PairRate], 0);
+    }
+
+    /// An external A2A agent's message reaches the bot through the bot's own sender session:
+    /// not a self-send, while every other rule still applies.
+    #[test]
+    fn a_message_from_outside_is_not_a_self_send() {
+        let (g, _) = guard(LimitsConfig::default(), &["snark"]);
+        let snark = bot("snark");
+        let outside = SendAttempt {
+            from_outside: true,
+            ..attempt(&snark, &snark)
+        };
+        assert_eq!(g.check_rules(&outside), Ok(()));
+        let deep = SendAttempt {
+            depth: 9,
+            ..outside
+        };
+        assert_eq!(g.check_rules(&deep), Err(SendRefusal::TooDeep));
     }
 
     #[test]

@@ -53,8 +53,9 @@ pub(super) async fn post_room_message(
             "the message is over 100 kB; send less text",
         );
     }
-    let accepted = match hub.post(&room, post) {
+    let accepted = match hub.post(&room, post).await {
         Ok(accepted) => accepted,
+        Err(refusal @ HubRefusal::StoreFailing) => return unavailable(&refusal.to_string()),
         Err(refusal) => return bad(refused_status(&refusal), &refusal.to_string()),
     };
     // 202 means recorded: answered once every bot account's pipeline has the message.
@@ -62,15 +63,20 @@ pub(super) async fn post_room_message(
         Ok(message) => (StatusCode::ACCEPTED, Json(message)).into_response(),
         Err(not) => {
             tracing::error!(%room, %not, "a room post was not recorded; refused with 503");
-            let body = Json(json!({"error": not.to_string()}));
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                [(axum::http::header::RETRY_AFTER, "5")],
-                body,
-            )
-                .into_response()
+            unavailable(&not.to_string())
         }
     }
+}
+
+/// 503 with `Retry-After`: the post was not recorded, and sending it again shortly may be.
+fn unavailable(message: &str) -> Response {
+    let body = Json(json!({"error": message}));
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::RETRY_AFTER, "5")],
+        body,
+    )
+        .into_response()
 }
 
 /// The status for a post the hub refused.
@@ -80,16 +86,20 @@ pub(super) fn refused_status(refusal: &HubRefusal) -> StatusCode {
         HubRefusal::TooLong { .. } | HubRefusal::FieldTooLong(_) => StatusCode::PAYLOAD_TOO_LARGE,
         HubRefusal::BadSender(_) => StatusCode::BAD_REQUEST,
         HubRefusal::NotRunning => StatusCode::INTERNAL_SERVER_ERROR,
+        HubRefusal::StoreFailing => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
-/// A room's messages, oldest first.
+/// A room's messages, oldest first, whichever instance they were posted through.
 pub(super) async fn room_messages(
     State(hub): State<Arc<LocalHub>>,
     Path(room): Path<String>,
     Query(after): Query<After>,
 ) -> Response {
-    Json(hub.messages(&room, after.after)).into_response()
+    match hub.messages(&room, after.after).await {
+        Ok(messages) => Json(messages).into_response(),
+        Err(err) => bad(StatusCode::INTERNAL_SERVER_ERROR, &err.to_string()),
+    }
 }
 
 /// Every session the store knows.

@@ -144,6 +144,13 @@ pub(super) async fn require(
     if is_open(request.uri().path()) {
         return next.run(request).await;
     }
+    // Agent cards are public once a token guards the rest (SPEC 14).
+    if token.is_some()
+        && request.method() == Method::GET
+        && super::a2a::is_card(request.uri().path())
+    {
+        return next.run(request).await;
+    }
     if request.uri().path().starts_with("/mcp")
         && let Some(presented) = presented(request.headers())
     {

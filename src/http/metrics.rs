@@ -44,6 +44,17 @@ pub(super) async fn metrics(
         env!("CARGO_PKG_VERSION")
     );
     engine.metrics().render(&mut out);
+    describe(
+        &mut out,
+        "baton_trace_spans_dropped_total",
+        "Trace spans dropped because the OTLP collector did not take them.",
+        "counter",
+    );
+    let _ = writeln!(
+        out,
+        "baton_trace_spans_dropped_total {}",
+        crate::trace::dropped()
+    );
     engine.budgets().counters().render(&mut out);
 
     describe(
@@ -108,6 +119,26 @@ pub(super) async fn metrics(
         describe(&mut out, name, help, "gauge");
         let _ = writeln!(out, "{name} {value}");
     }
+    let store = engine.store();
+    describe(
+        &mut out,
+        "baton_store_connected",
+        "1 while the store's writer has its database connection; 0 while PostgreSQL is lost \
+         and it is connecting again (writes fail meanwhile).",
+        "gauge",
+    );
+    let _ = writeln!(
+        out,
+        "baton_store_connected {}",
+        u8::from(store.disconnected().is_none())
+    );
+    describe(
+        &mut out,
+        "baton_store_reconnects_total",
+        "Times the store's writer connected to PostgreSQL again after losing its connection.",
+        "counter",
+    );
+    let _ = writeln!(out, "baton_store_reconnects_total {}", store.reconnects());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }
 

@@ -8,6 +8,7 @@
 //! Connections get deadlines and a cap ([`server`]), request bodies a deadline
 //! ([`body_deadline`]).
 
+mod a2a;
 mod api;
 mod artifacts;
 mod auth;
@@ -15,6 +16,7 @@ mod body_deadline;
 mod budgets;
 mod dashboard;
 mod events;
+mod export;
 mod health;
 mod hooks;
 mod listen;
@@ -25,6 +27,7 @@ mod openai;
 mod roster;
 mod server;
 mod usage;
+mod why;
 
 pub use listen::{bind, raise_open_file_limit};
 pub use server::SPARE_CONNECTIONS;
@@ -166,6 +169,9 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
             }),
         )
         .route("/api/roster", get(roster::roster))
+        .route("/.well-known/agent-card.json", get(a2a::cards))
+        .route("/a2a/{bot}/.well-known/agent-card.json", get(a2a::bot_card))
+        .route("/a2a/{bot}", post(a2a::rpc))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))
@@ -181,6 +187,8 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/transcript", get(api::transcript))
         .route("/api/deliveries", get(api::deliveries))
         .route("/api/usage", get(usage::usage))
+        .route("/api/why", get(why::why))
+        .route("/api/chats/{platform}/{chat}/export", get(export::export))
         .route("/api/budgets", get(budgets::budgets))
         .route("/api/chains", get(api::chains))
         .route("/api/chains/{id}", get(api::chain))
@@ -188,6 +196,8 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/artifacts/{id}", get(artifacts::one))
         .route("/api/artifacts/{id}/content", get(artifacts::content))
         .nest_service("/mcp", mcp_service(&state, stop))
+        // Inside the gate: only an authorized caller's trace is continued.
+        .layer(axum::middleware::from_fn(crate::trace::continue_request))
         // A layer, not a route layer: unknown paths meet the gate too.
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

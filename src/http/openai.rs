@@ -114,14 +114,17 @@ pub(super) async fn chat_completions(
         );
     }
     let user = request.user.as_deref().unwrap_or("local-user");
-    let event = match hub.direct(&account.id, user, &text) {
+    let event = match hub.direct(&account.id, user, &text).await {
         Ok(event) => event,
         Err(refusal) => return error(super::api::refused_status(&refusal), &refusal.to_string()),
     };
     if request.stream {
         let tap = engine.taps().open(&account.id, &event.message_id);
         let dispatcher = dispatcher.clone();
-        let turn = tokio::spawn(async move { dispatcher.handle(event).await });
+        // Under the caller's `traceparent`, if it sent one (`trace::continue_request`).
+        let turn = tokio::spawn(crate::trace::carry(async move {
+            dispatcher.handle(event).await
+        }));
         return stream_response(bot.to_owned(), tap, turn);
     }
     let content = match answer(dispatcher.handle(event).await) {

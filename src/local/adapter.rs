@@ -15,7 +15,7 @@ use baton_contract::{
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::hub::{Handed, LocalHub, Post};
+use super::hub::{Handed, HubRefusal, LocalHub, Post};
 use crate::store::content_path;
 
 /// The local channel's message limit: Slack's, so long replies are chunked as they would be.
@@ -46,13 +46,18 @@ impl LocalAdapter {
 
 impl LocalAdapter {
     /// Write `post` into `room` once per `key`.
-    fn post(&self, room: &str, key: &str, post: Post) -> Result<SentMessage, SendError> {
+    async fn post(&self, room: &str, key: &str, post: Post) -> Result<SentMessage, SendError> {
         let id = self
             .hub
             .bot_post(room, &self.bot, key, post)
-            .map_err(|refusal| SendError::Rejected {
-                code: "local_hub_full".into(),
-                message: refusal.to_string(),
+            .await
+            .map_err(|refusal| match refusal {
+                // Nothing was kept, or the key holds it: sending again posts it once.
+                HubRefusal::StoreFailing => SendError::Transport(refusal.to_string()),
+                _ => SendError::Rejected {
+                    code: "local_hub_full".into(),
+                    message: refusal.to_string(),
+                },
             })?;
         Ok(SentMessage {
             message_id: MessageId(id),
@@ -157,6 +162,7 @@ impl Adapter for LocalAdapter {
             ..Post::default()
         };
         self.post(message.chat.as_str(), &message.idempotency_key, post)
+            .await
     }
 
     /// No size limit: the file is not copied anywhere, only named.
@@ -179,5 +185,6 @@ impl Adapter for LocalAdapter {
             ..Post::default()
         };
         self.post(file.chat.as_str(), &file.idempotency_key, post)
+            .await
     }
 }

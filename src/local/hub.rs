@@ -1,25 +1,29 @@
-//! The local hub: in-process chat rooms where humans and baton bots talk without any platform.
+//! The local hub: chat rooms where humans and baton bots talk without any platform.
 //!
 //! A room behaves like a group channel: a message posted there reaches every local bot account
 //! (its author's own account too, flagged `is_self`), and a bot's reply is posted back into the
 //! room, where the other bots see it as a bot-authored message. That is enough to exercise
 //! activation, silence, history and every bot-message guard on a laptop or in a test.
 //! Direct messages (terminal chat, `/v1/chat/completions`) are chats named `dm:<user>`.
-
 //!
-//! Everything here lives in memory, so all of it is bounded by `[local]`: at most `max_rooms`
-//! group rooms (a post that would open one more is refused with [`HubRefusal::TooManyRooms`]),
-//! as many direct-message logs (the least recently active one is dropped for a new one), the
-//! last `room_log_messages` messages of each (older ones roll off; the transcripts keep every
-//! word), and posts of at most `max_message_bytes`. The bot replies' idempotency keys are kept
-//! for the last [`POSTED_KEYS`] posts.
+//! The rooms' messages live in the store (`store::local_rooms`), so every instance sharing a
+//! database shows every room, and a bot's reply written by whichever instance ran its turn is
+//! in the room for all. A message is handed to the bot accounts of the instance it was posted
+//! through, once: every instance runs every bot's local account, and the pipeline's dedupe and
+//! the session's home decide where a turn runs, as for a platform's message.
+//!
+//! Everything is bounded by `[local]`: at most `max_rooms` group rooms (a post that would open
+//! one more is refused with [`HubRefusal::TooManyRooms`]), as many direct-message logs (the
+//! least recently active one is dropped for a new one), the last `room_log_messages` messages of
+//! each (older ones roll off; the transcripts keep every word), and posts of at most
+//! `max_message_bytes`. The bot replies' idempotency keys are kept for the last
+//! [`POSTED_KEYS`] posts.
 //!
 //! A person's post is answered only once every bot account's pipeline has recorded it
 //! ([`Accepted::recorded`]): the room API's 202 means recorded, as a webhook's 2xx does. When
 //! the store cannot record it, the post is refused, for the client to send again (with the
 //! same `message_id`, it is then one message).
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -29,14 +33,15 @@ use baton_contract::{
     AccountId, ChatId, ChatKind, InboundEvent, InboundKind, MessageId, NotTaken, Platform, Sender,
     ThreadId, UserId,
 };
-use hashlink::LinkedHashMap;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
+use super::mentions::mentions;
 use super::sender_name::{NameRefused, NameRules};
 use crate::config::LocalConfig;
 use crate::field_bound::{self, Cap, FieldTooLong};
-use crate::timing::now_ms;
+pub use crate::store::RoomMessage;
+use crate::store::{NewRoomMessage, RoomBounds, RoomWrite, Store, StoreError};
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
 /// seconds; thousands of posts later nobody retries it.
@@ -136,33 +141,18 @@ pub enum HubRefusal {
     /// No running local account for that bot.
     #[error("the bot's local account is not running")]
     NotRunning,
+    /// The store could not keep the message (logged with the reason).
+    #[error(
+        "the message was not recorded: the gateway's store is failing (see its log); send it \
+         again shortly (same message_id)"
+    )]
+    StoreFailing,
 }
 
 /// Whether `name` may speak in a room, whatever bots and admins there are (the hub also
 /// checks against its own: [`LocalHub::check_sender`]).
 pub fn check_sender(name: &str) -> Result<(), HubRefusal> {
     Ok(NameRules::default().check(name)?)
-}
-
-/// One message as the room shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoomMessage {
-    /// Position in the room, from 1.
-    pub seq: u64,
-    /// The message id.
-    pub id: String,
-    /// Who wrote it: a human's name or a bot's id.
-    pub author: String,
-    /// Written by a bot.
-    pub is_bot: bool,
-    /// The text.
-    pub text: String,
-    /// The thread it belongs to.
-    pub thread: Option<String>,
-    /// The message it answers.
-    pub reply_to: Option<String>,
-    /// When, in ms since the epoch.
-    pub ts_ms: i64,
 }
 
 /// A message to post.
@@ -192,71 +182,6 @@ pub struct Post {
     pub is_bot: bool,
 }
 
-#[derive(Default)]
-struct Room {
-    next_seq: u64,
-    log: VecDeque<RoomMessage>,
-}
-
-/// Group rooms, and direct conversations ordered by their last activity (oldest first).
-#[derive(Default)]
-struct Rooms {
-    groups: HashMap<String, Room>,
-    dms: LinkedHashMap<String, Room>,
-}
-
-impl Rooms {
-    fn get(&self, room: &str) -> Option<&Room> {
-        if is_dm(room) {
-            self.dms.get(room)
-        } else {
-            self.groups.get(room)
-        }
-    }
-
-    /// The room to write to, opened if new: a group room only below `max`; a direct
-    /// conversation always, dropping the least recently active one's log at `max`.
-    fn open(&mut self, room: &str, max: usize) -> Result<&mut Room, HubRefusal> {
-        if !is_dm(room) {
-            let full = self.groups.len() >= max && !self.groups.contains_key(room);
-            if full {
-                return Err(HubRefusal::TooManyRooms { max });
-            }
-            return Ok(self.groups.entry(room.to_owned()).or_default());
-        }
-        let log = match self.dms.remove(room) {
-            Some(log) => log,
-            None => {
-                while self.dms.len() >= max {
-                    self.dms.pop_front();
-                }
-                Room::default()
-            }
-        };
-        self.dms.insert(room.to_owned(), log);
-        Ok(self.dms.get_mut(room).expect("just inserted"))
-    }
-}
-
-/// The last [`POSTED_KEYS`] bot posts: idempotency key to message id.
-#[derive(Default)]
-struct Posted {
-    keys: LinkedHashMap<String, String>,
-}
-
-impl Posted {
-    fn get(&self, key: &str) -> Option<String> {
-        self.keys.get(key).cloned()
-    }
-
-    fn insert(&mut self, key: &str, id: String) {
-        self.keys.insert(key.to_owned(), id);
-        while self.keys.len() > POSTED_KEYS {
-            self.keys.pop_front();
-        }
-    }
-}
-
 fn is_dm(room: &str) -> bool {
     room.starts_with("dm:")
 }
@@ -271,28 +196,26 @@ struct Member {
 pub struct LocalHub {
     limits: LocalConfig,
     names: NameRules,
-    rooms: Mutex<Rooms>,
+    store: Store,
     members: Mutex<Vec<Member>>,
-    /// Idempotency keys already posted, with the message id they produced.
-    posted: Mutex<Posted>,
     /// Events handed to an inbox and not yet accepted by the pipeline.
     pending: AtomicUsize,
 }
 
 impl LocalHub {
-    /// An empty hub bounded by `limits`.
-    pub fn new(limits: &LocalConfig) -> Arc<LocalHub> {
-        LocalHub::with_names(limits, NameRules::default())
+    /// A hub keeping its rooms in `store`, bounded by `limits`.
+    pub fn new(limits: &LocalConfig, store: Store) -> Arc<LocalHub> {
+        LocalHub::with_names(limits, store, NameRules::default())
     }
 
-    /// An empty hub bounded by `limits`, refusing sender names by `names`.
-    pub fn with_names(limits: &LocalConfig, names: NameRules) -> Arc<LocalHub> {
+    /// A hub keeping its rooms in `store`, bounded by `limits`, refusing sender names by
+    /// `names`.
+    pub fn with_names(limits: &LocalConfig, store: Store, names: NameRules) -> Arc<LocalHub> {
         Arc::new(LocalHub {
             limits: limits.clone(),
             names,
-            rooms: Mutex::default(),
+            store,
             members: Mutex::default(),
-            posted: Mutex::default(),
             pending: AtomicUsize::new(0),
         })
     }
@@ -324,21 +247,22 @@ impl LocalHub {
     /// `message_id` is shown once but handed out again, as a platform redelivery would be.
     /// Refused over `[local]`'s bounds, or from a name that could forge a line. The post is
     /// recorded once [`Accepted::recorded`] says so.
-    pub fn post(&self, room: &str, post: Post) -> Result<Accepted, HubRefusal> {
+    pub async fn post(&self, room: &str, post: Post) -> Result<Accepted, HubRefusal> {
         self.check_sender(&post.sender)?;
         self.check_length(&post.text)?;
         check_ids(room, &post)?;
-        self.deliver(room, post, true)
+        let message = self.keep(room, &post, None).await?.message()?;
+        Ok(self.deliver(room, &post, message, true).await)
     }
 
-    /// Record `post` in the room and hand it to every member account; with `wait`, each
-    /// account says when its pipeline recorded it ([`Accepted::recorded`]).
-    fn deliver(&self, room: &str, post: Post, wait: bool) -> Result<Accepted, HubRefusal> {
-        let message = self.record(room, &post)?;
+    /// Hand the kept `message` to every member account; with `wait`, each account says when
+    /// its pipeline recorded it ([`Accepted::recorded`]).
+    async fn deliver(&self, room: &str, post: &Post, message: RoomMessage, wait: bool) -> Accepted {
+        let answered = self.author_of(room, post.reply_to.as_deref()).await;
         let members = self.members.lock().expect("hub poisoned");
         let mut waits = Vec::new();
         for member in members.iter() {
-            let event = self.event(room, &post, &message, member);
+            let event = event(room, post, &message, member, answered.clone());
             let (tell, told) = oneshot::channel();
             let handed = Handed {
                 event,
@@ -352,10 +276,10 @@ impl LocalHub {
                 }
             }
         }
-        Ok(Accepted {
+        Accepted {
             message,
             recorded: waits,
-        })
+        }
     }
 
     fn check_length(&self, text: &str) -> Result<(), HubRefusal> {
@@ -370,36 +294,32 @@ impl LocalHub {
     }
 
     /// A bot posts `text` (its reply) and learns the message's id. The same idempotency key
-    /// never posts twice. Bot replies come in chunks the adapter already sized, so only the
-    /// room count can refuse one.
-    pub fn bot_post(
+    /// never posts twice, whichever instance posts it. Bot replies come in chunks the adapter
+    /// already sized, so only the room count or the store can refuse one.
+    pub async fn bot_post(
         &self,
         room: &str,
         bot: &str,
         key: &str,
         mut post: Post,
     ) -> Result<String, HubRefusal> {
-        if let Some(id) = self.posted.lock().expect("hub poisoned").get(key) {
-            return Ok(id);
-        }
         post.sender = bot.to_owned();
         post.is_bot = true;
-        let message = if is_dm(room) {
-            self.record(room, &post)?
-        } else {
-            self.deliver(room, post, false)?.message
+        let message = match self.keep(room, &post, Some(key)).await? {
+            Kept::Message(message) => message,
+            Kept::Posted(id) => return Ok(id),
         };
-        self.posted
-            .lock()
-            .expect("hub poisoned")
-            .insert(key, message.id.clone());
-        Ok(message.id)
+        let id = message.id.clone();
+        if !is_dm(room) {
+            self.deliver(room, &post, message, false).await;
+        }
+        Ok(id)
     }
 
     /// A human's direct message to one bot account, recorded in the DM's log; the caller runs
     /// the event through the pipeline itself and waits for the answer. The log keeps at most
     /// `max_message_bytes` of the text; the event carries all of it.
-    pub fn direct(
+    pub async fn direct(
         &self,
         account: &AccountId,
         user: &str,
@@ -412,13 +332,13 @@ impl LocalHub {
             text: text.to_owned(),
             ..Post::default()
         };
-        let message = self.record(&room, &post)?;
+        let message = self.keep(&room, &post, None).await?.message()?;
         let members = self.members.lock().expect("hub poisoned");
         let member = members
             .iter()
             .find(|m| &m.account == account)
             .ok_or(HubRefusal::NotRunning)?;
-        Ok(self.event(&room, &post, &message, member))
+        Ok(event(&room, &post, &message, member, None))
     }
 
     /// An adapter took one event from its inbox and the pipeline accepted it.
@@ -431,108 +351,127 @@ impl LocalHub {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// The room's messages after `after_seq` (all when `None`), oldest first.
-    pub fn messages(&self, room: &str, after_seq: Option<u64>) -> Vec<RoomMessage> {
-        let rooms = self.rooms.lock().expect("hub poisoned");
-        rooms.get(room).map_or_else(Vec::new, |r| {
-            r.log
-                .iter()
-                .filter(|m| after_seq.is_none_or(|after| m.seq > after))
-                .cloned()
-                .collect()
-        })
+    /// The room's messages after `after_seq` (all when `None`), oldest first, whichever
+    /// instance they were posted through.
+    pub async fn messages(
+        &self,
+        room: &str,
+        after_seq: Option<u64>,
+    ) -> Result<Vec<RoomMessage>, StoreError> {
+        self.store.room_messages(room, after_seq).await
     }
 
-    fn find(&self, room: &str, id: &str) -> Option<RoomMessage> {
-        let rooms = self.rooms.lock().expect("hub poisoned");
-        rooms.get(room)?.log.iter().find(|m| m.id == id).cloned()
+    /// How many group rooms and direct-message logs the store holds, and how many bot posts'
+    /// idempotency keys it remembers.
+    pub async fn counts(&self) -> Result<(usize, usize, usize), StoreError> {
+        self.store.room_counts().await
     }
 
-    /// How many group rooms and direct-message logs the hub holds.
-    pub fn room_count(&self) -> (usize, usize) {
-        let rooms = self.rooms.lock().expect("hub poisoned");
-        (rooms.groups.len(), rooms.dms.len())
-    }
-
-    /// How many bot posts' idempotency keys the hub remembers.
-    pub fn posted_keys(&self) -> usize {
-        self.posted.lock().expect("hub poisoned").keys.len()
-    }
-
-    fn record(&self, room: &str, post: &Post) -> Result<RoomMessage, HubRefusal> {
-        let mut rooms = self.rooms.lock().expect("hub poisoned");
-        let room = rooms.open(room, self.limits.max_rooms)?;
-        let given = post.message_id.as_ref().or(post.event_id.as_ref());
-        if let Some(id) = given
-            && let Some(seen) = room.log.iter().find(|m| &m.id == id)
-        {
-            return Ok(seen.clone());
+    fn bounds(&self) -> RoomBounds {
+        RoomBounds {
+            max_rooms: self.limits.max_rooms,
+            log_messages: self.limits.room_log_messages,
+            posted_keys: POSTED_KEYS,
         }
-        room.next_seq += 1;
-        let message = RoomMessage {
-            seq: room.next_seq,
-            id: given
-                .cloned()
-                .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()),
+    }
+
+    /// Keeps `post` in the room, unless `key` was posted already.
+    async fn keep(&self, room: &str, post: &Post, key: Option<&str>) -> Result<Kept, HubRefusal> {
+        let message = NewRoomMessage {
+            id: post.message_id.clone().or_else(|| post.event_id.clone()),
             author: post.sender.clone(),
             is_bot: post.is_bot,
             text: shown(&post.text, self.limits.max_message_bytes),
             thread: post.thread.clone(),
             reply_to: post.reply_to.clone(),
-            ts_ms: now_ms(),
+            key: key.map(str::to_owned),
         };
-        room.log.push_back(message.clone());
-        while room.log.len() > self.limits.room_log_messages {
-            room.log.pop_front();
+        match self
+            .store
+            .keep_room_message(room, message, self.bounds())
+            .await
+        {
+            Ok(RoomWrite::Kept(message)) => Ok(Kept::Message(message)),
+            Ok(RoomWrite::AlreadyPosted(id)) => Ok(Kept::Posted(id)),
+            Ok(RoomWrite::Full) => Err(HubRefusal::TooManyRooms {
+                max: self.limits.max_rooms,
+            }),
+            Err(err) => {
+                tracing::error!(%room, %err, "a local room message could not be kept");
+                Err(HubRefusal::StoreFailing)
+            }
         }
-        Ok(message)
     }
 
-    fn author_of(&self, room: &str, id: &str) -> Option<UserId> {
-        self.find(room, id).map(|m| UserId(m.author))
-    }
-
-    fn event(
-        &self,
-        room: &str,
-        post: &Post,
-        message: &RoomMessage,
-        member: &Member,
-    ) -> InboundEvent {
-        let mentions = mentions(&post.text);
-        let chat_kind = if is_dm(room) {
-            ChatKind::Dm
-        } else {
-            ChatKind::Group
-        };
-        InboundEvent {
-            platform: Platform::Local,
-            account: member.account.clone(),
-            event_id: post.event_id.clone(),
-            message_id: MessageId(message.id.clone()),
-            chat: ChatId(room.to_owned()),
-            chat_kind,
-            thread: post.thread.clone().map(ThreadId),
-            sender: Sender {
-                id: UserId(post.sender.clone()),
-                name: post.sender.clone(),
-                is_bot: post.is_bot,
-                is_self: post.is_bot && post.sender == member.bot,
-            },
-            text: post.text.clone(),
-            mentions: mentions.found,
-            leading_mentions: mentions.leading,
-            mentions_everyone: mentions.everyone,
-            reply_to: post.reply_to.clone().map(MessageId),
-            reply_to_author: post
-                .reply_to
-                .as_deref()
-                .and_then(|id| self.author_of(room, id)),
-            timestamp_ms: message.ts_ms,
-            kind: InboundKind::Message,
-            files: Vec::new(),
-            raw: serde_json::Value::Null,
+    /// Who wrote the message `reply_to` answers, while the room's log keeps it.
+    async fn author_of(&self, room: &str, reply_to: Option<&str>) -> Option<UserId> {
+        let id = reply_to?;
+        match self.store.room_message(room, id).await {
+            Ok(found) => found.map(|m| UserId(m.author)),
+            Err(err) => {
+                tracing::warn!(%room, %err, "could not read the message a local post answers");
+                None
+            }
         }
+    }
+}
+
+/// What [`LocalHub::keep`] did with a post.
+enum Kept {
+    /// It is in the room: new, or the message already there with its id.
+    Message(RoomMessage),
+    /// Its idempotency key already posted this message id.
+    Posted(String),
+}
+
+impl Kept {
+    /// The message of a post without a key (which is always kept).
+    fn message(self) -> Result<RoomMessage, HubRefusal> {
+        match self {
+            Kept::Message(message) => Ok(message),
+            Kept::Posted(_) => Err(HubRefusal::StoreFailing),
+        }
+    }
+}
+
+/// The event `member` is handed for `message`.
+fn event(
+    room: &str,
+    post: &Post,
+    message: &RoomMessage,
+    member: &Member,
+    reply_to_author: Option<UserId>,
+) -> InboundEvent {
+    let mentions = mentions(&post.text);
+    let chat_kind = if is_dm(room) {
+        ChatKind::Dm
+    } else {
+        ChatKind::Group
+    };
+    InboundEvent {
+        platform: Platform::Local,
+        account: member.account.clone(),
+        event_id: post.event_id.clone(),
+        message_id: MessageId(message.id.clone()),
+        chat: ChatId(room.to_owned()),
+        chat_kind,
+        thread: post.thread.clone().map(ThreadId),
+        sender: Sender {
+            id: UserId(post.sender.clone()),
+            name: post.sender.clone(),
+            is_bot: post.is_bot,
+            is_self: post.is_bot && post.sender == member.bot,
+        },
+        text: post.text.clone(),
+        mentions: mentions.found,
+        leading_mentions: mentions.leading,
+        mentions_everyone: mentions.everyone,
+        reply_to: post.reply_to.clone().map(MessageId),
+        reply_to_author,
+        timestamp_ms: message.ts_ms,
+        kind: InboundKind::Message,
+        files: Vec::new(),
+        raw: serde_json::Value::Null,
     }
 }
 
@@ -563,51 +502,10 @@ fn shown(text: &str, max: usize) -> String {
     format!("{}…", &text[..end])
 }
 
-/// The `@name` tokens of a post.
-#[derive(Debug, PartialEq, Eq)]
-struct Mentions {
-    /// In order of appearance.
-    found: Vec<UserId>,
-    /// How many of `found` open the text, before any other word (the addressees).
-    leading: usize,
-    /// `@everyone`, `@here` or `@all` appears.
-    everyone: bool,
-}
-
-/// Read the `@name` tokens of `text`.
-fn mentions(text: &str) -> Mentions {
-    let mut out = Mentions {
-        found: Vec::new(),
-        leading: 0,
-        everyone: false,
-    };
-    let mut opening = true;
-    for word in text.split(|c: char| c.is_whitespace() || c == ',' || c == ':') {
-        if word.is_empty() {
-            continue;
-        }
-        let Some(name) = word.strip_prefix('@') else {
-            opening = false;
-            continue;
-        };
-        let name = name.trim_end_matches(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'));
-        match name {
-            "" => opening = false,
-            "everyone" | "here" | "all" => out.everyone = true,
-            _ => {
-                out.found.push(UserId(name.to_owned()));
-                if opening {
-                    out.leading += 1;
-                }
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::TestDb;
 
     fn post(sender: &str, text: &str) -> Post {
         Post {
@@ -617,36 +515,34 @@ mod tests {
         }
     }
 
-    fn hub() -> Arc<LocalHub> {
-        LocalHub::new(&LocalConfig::default())
+    /// A hub on a fresh SQLite store (the store's own tests run on both engines).
+    async fn hub_with(limits: LocalConfig) -> (TestDb, Arc<LocalHub>) {
+        let db = TestDb::sqlite();
+        let store = db.open().await;
+        (db, LocalHub::new(&limits, store))
     }
 
-    fn small_hub() -> Arc<LocalHub> {
-        LocalHub::new(&LocalConfig {
+    async fn hub() -> (TestDb, Arc<LocalHub>) {
+        hub_with(LocalConfig::default()).await
+    }
+
+    async fn small_hub() -> (TestDb, Arc<LocalHub>) {
+        hub_with(LocalConfig {
             max_rooms: 2,
             room_log_messages: 3,
             max_message_bytes: 8,
         })
+        .await
     }
 
-    #[test]
-    fn mentions_are_structural_tokens() {
-        let m = mentions("@snark, can you ask @caid: what about @here?");
-        assert_eq!(m.found, vec![UserId::from("snark"), UserId::from("caid")]);
-        assert_eq!(m.leading, 1, "snark is addressed, caid only named");
-        assert!(m.everyone);
-        assert_eq!(mentions("email me at a@b.c").found, Vec::<UserId>::new());
-        assert_eq!(mentions(" @snark @caid: hi @sec").leading, 2);
-        assert_eq!(mentions("can @caid help?").leading, 0);
-    }
-
-    #[test]
-    fn a_post_reaches_every_member_and_the_author_is_self() {
-        let hub = hub();
+    #[tokio::test]
+    async fn a_post_reaches_every_member_and_the_author_is_self() {
+        let (_db, hub) = hub().await;
         let mut a = hub.join("snark".into(), "snark".into());
         let mut b = hub.join("caid".into(), "caid".into());
         let human = hub
             .post("room", post("alice", "@snark hi"))
+            .await
             .unwrap()
             .message;
         let ev = a.try_recv().unwrap().event;
@@ -663,22 +559,23 @@ mod tests {
                     ..post("", "hello")
                 },
             )
+            .await
             .unwrap();
         assert!(a.try_recv().unwrap().event.sender.is_self);
         let seen_by_caid = b.try_recv().unwrap().event;
         assert!(seen_by_caid.sender.is_bot && !seen_by_caid.sender.is_self);
         assert_eq!(seen_by_caid.reply_to_author, Some(UserId::from("alice")));
-        let again = hub.bot_post("room", "snark", "k1", post("", "hello"));
+        let again = hub.bot_post("room", "snark", "k1", post("", "hello")).await;
         assert_eq!(again, Ok(reply.clone()), "an idempotency key posted twice");
-        assert_eq!(hub.messages("room", None).len(), 2);
-        assert_eq!(hub.messages("room", Some(1))[0].id, reply);
+        assert_eq!(hub.messages("room", None).await.unwrap().len(), 2);
+        assert_eq!(hub.messages("room", Some(1)).await.unwrap()[0].id, reply);
     }
 
     /// A post with a message id, or with only a delivery id (a platform event redelivered, as
     /// the pipeline's dedupe goes by the message id), sent twice is one message; a post with
     /// neither is a new message each time.
-    #[test]
-    fn a_redelivery_is_shown_once_but_handed_out_again() {
+    #[tokio::test]
+    async fn a_redelivery_is_shown_once_but_handed_out_again() {
         let by_message = Post {
             message_id: Some("m1".into()),
             ..post("alice", "hi")
@@ -688,46 +585,50 @@ mod tests {
             ..post("alice", "hi")
         };
         for (p, id) in [(by_message, "m1"), (by_event, "Ev1")] {
-            let hub = hub();
+            let (_db, hub) = hub().await;
             let mut a = hub.join("snark".into(), "snark".into());
-            hub.post("room", p.clone()).unwrap();
-            hub.post("room", p).unwrap();
-            hub.post("room", post("alice", "hi")).unwrap();
-            assert_eq!(hub.messages("room", None).len(), 2, "{id}");
+            hub.post("room", p.clone()).await.unwrap();
+            hub.post("room", p).await.unwrap();
+            hub.post("room", post("alice", "hi")).await.unwrap();
+            assert_eq!(hub.messages("room", None).await.unwrap().len(), 2, "{id}");
             for _ in 0..2 {
                 assert_eq!(a.try_recv().unwrap().event.message_id.as_str(), id);
             }
         }
     }
 
-    #[test]
-    fn a_room_past_the_cap_is_refused_and_a_log_keeps_its_newest_messages() {
-        let hub = small_hub();
-        hub.post("one", post("alice", "a")).unwrap();
-        hub.post("two", post("alice", "b")).unwrap();
+    #[tokio::test]
+    async fn a_room_past_the_cap_is_refused_and_a_log_keeps_its_newest_messages() {
+        let (_db, hub) = small_hub().await;
+        hub.post("one", post("alice", "a")).await.unwrap();
+        hub.post("two", post("alice", "b")).await.unwrap();
         assert_eq!(
-            hub.post("three", post("alice", "c")).unwrap_err(),
+            hub.post("three", post("alice", "c")).await.unwrap_err(),
             HubRefusal::TooManyRooms { max: 2 }
         );
-        assert!(hub.messages("three", None).is_empty());
+        assert!(hub.messages("three", None).await.unwrap().is_empty());
         for text in ["1", "2", "3", "4", "5"] {
-            hub.post("one", post("alice", text)).unwrap();
+            hub.post("one", post("alice", text)).await.unwrap();
         }
         let shown: Vec<_> = hub
             .messages("one", None)
+            .await
+            .unwrap()
             .into_iter()
             .map(|m| m.text)
             .collect();
         assert_eq!(shown, ["3", "4", "5"], "older messages roll off");
         assert_eq!(
-            hub.post("one", post("alice", "123456789")).unwrap_err(),
+            hub.post("one", post("alice", "123456789"))
+                .await
+                .unwrap_err(),
             HubRefusal::TooLong { len: 9, max: 8 }
         );
     }
 
-    #[test]
-    fn every_id_a_post_carries_is_bounded() {
-        let hub = hub();
+    #[tokio::test]
+    async fn every_id_a_post_carries_is_bounded() {
+        let (_db, hub) = hub().await;
         let long = "i".repeat(MAX_ID_BYTES + 1);
         let posts = [
             (
@@ -760,7 +661,7 @@ mod tests {
             ),
         ];
         for (field, p) in posts {
-            let HubRefusal::FieldTooLong(refused) = hub.post("room", p).unwrap_err() else {
+            let HubRefusal::FieldTooLong(refused) = hub.post("room", p).await.unwrap_err() else {
                 panic!("{field} not refused as too long");
             };
             assert_eq!(
@@ -769,40 +670,42 @@ mod tests {
             );
         }
         assert!(matches!(
-            hub.post(&long, post("alice", "hi")).unwrap_err(),
+            hub.post(&long, post("alice", "hi")).await.unwrap_err(),
             HubRefusal::FieldTooLong(refused) if refused.field == "room"
         ));
-        assert!(hub.messages("room", None).is_empty());
+        assert!(hub.messages("room", None).await.unwrap().is_empty());
         let fits = "i".repeat(MAX_ID_BYTES);
         let p = Post {
             message_id: Some(fits.clone()),
             thread: Some(fits),
             ..post("alice", "hi")
         };
-        assert!(hub.post("room", p).is_ok());
+        assert!(hub.post("room", p).await.is_ok());
     }
 
-    #[test]
-    fn direct_logs_past_the_cap_drop_the_least_recently_active() {
-        let hub = small_hub();
+    #[tokio::test]
+    async fn direct_logs_past_the_cap_drop_the_least_recently_active() {
+        let (_db, hub) = small_hub().await;
         let account = AccountId::from("snark");
         let _inbox = hub.join(account.clone(), "snark".into());
         for user in ["u1", "u2", "u1", "u3"] {
-            hub.direct(&account, user, "a long direct message").unwrap();
+            hub.direct(&account, user, "a long direct message")
+                .await
+                .unwrap();
         }
-        assert_eq!(hub.room_count(), (0, 2));
+        assert_eq!(hub.counts().await.unwrap(), (0, 2, 0));
         assert!(
-            hub.messages("dm:u2", None).is_empty(),
+            hub.messages("dm:u2", None).await.unwrap().is_empty(),
             "u2 was least recent"
         );
-        let kept = hub.messages("dm:u1", None);
+        let kept = hub.messages("dm:u1", None).await.unwrap();
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[0].text, "a long d…", "the log keeps max_message_bytes");
     }
 
-    #[test]
-    fn sender_names_that_could_forge_a_line_are_refused() {
-        let hub = hub();
+    #[tokio::test]
+    async fn sender_names_that_could_forge_a_line_are_refused() {
+        let (_db, hub) = hub().await;
         for name in [
             "",
             " ",
@@ -813,32 +716,16 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    hub.post("room", post(name, "hi")).unwrap_err(),
+                    hub.post("room", post(name, "hi")).await.unwrap_err(),
                     HubRefusal::BadSender(_)
                 ),
                 "{name:?}"
             );
             let account = AccountId::from("snark");
-            assert!(hub.direct(&account, name, "hi").is_err(), "{name:?}");
+            assert!(hub.direct(&account, name, "hi").await.is_err(), "{name:?}");
         }
-        assert!(hub.messages("room", None).is_empty());
-        assert_eq!(hub.room_count(), (0, 0));
-        assert!(hub.post("room", post("Zoë Wang", "hi")).is_ok());
-    }
-
-    #[test]
-    fn the_posted_keys_stay_bounded_and_recent_keys_still_post_once() {
-        let hub = hub();
-        for n in 0..POSTED_KEYS + 500 {
-            hub.bot_post("dm:alice", "snark", &format!("k{n}"), post("", "x"))
-                .unwrap();
-        }
-        assert_eq!(hub.posted_keys(), POSTED_KEYS);
-        let last = format!("k{}", POSTED_KEYS + 499);
-        let newest = |hub: &LocalHub| hub.messages("dm:alice", None).last().unwrap().seq;
-        let before = newest(&hub);
-        hub.bot_post("dm:alice", "snark", &last, post("", "x"))
-            .unwrap();
-        assert_eq!(newest(&hub), before, "a remembered key posted again");
+        assert!(hub.messages("room", None).await.unwrap().is_empty());
+        assert_eq!(hub.counts().await.unwrap(), (0, 0, 0));
+        assert!(hub.post("room", post("Zoë Wang", "hi")).await.is_ok());
     }
 }

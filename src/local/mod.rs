@@ -3,6 +3,7 @@
 
 mod adapter;
 mod hub;
+mod mentions;
 mod sender_name;
 
 pub use adapter::{LOCAL_MAX_MESSAGE_CHARS, LocalAdapter};

@@ -16,6 +16,7 @@ use super::{DeliveryFailed, Handover, Target, Undelivered, split};
 use crate::pen::Pen;
 use crate::store::SendStart;
 use crate::timing::now_ms;
+use crate::trace::{Span, SpanKind, attr};
 
 /// Split `text` to the adapter's limit and post every chunk to `target`, recording each in
 /// `pen` together with its hand-over to the bots that must see it (`handover`), then the
@@ -119,13 +120,32 @@ pub(super) async fn post_chunk(
         idempotency_key: key,
         ephemeral: target.ephemeral.clone(),
     };
-    let (sent, live) = match via {
-        Via::Post => (with_retry(|| adapter.send(&message)).await?, false),
-        Via::Stream(to) => match with_retry(|| adapter.stream_start(&message, to)).await? {
-            StreamStart::Live(sent) => (sent, true),
-            StreamStart::Posted(sent) => (sent, false),
-        },
+    let span = Span::start("post", SpanKind::Producer, || {
+        vec![
+            attr("baton.platform", adapter.platform().as_str()),
+            attr("baton.chat", message.chat.as_str().to_owned()),
+            attr("baton.idempotency_key", message.idempotency_key.clone()),
+        ]
+    });
+    let sending = async {
+        Ok::<_, Undelivered>(match via {
+            Via::Post => (with_retry(|| adapter.send(&message)).await?, false),
+            Via::Stream(to) => match with_retry(|| adapter.stream_start(&message, to)).await? {
+                StreamStart::Live(sent) => (sent, true),
+                StreamStart::Posted(sent) => (sent, false),
+            },
+        })
     };
+    let (sent, live) = span.run(sending).await.inspect_err(|err| {
+        span.failed(|| err.to_string());
+    })?;
+    span.set(|| {
+        vec![attr(
+            "baton.platform_message_id",
+            sent.message_id.as_str().to_owned(),
+        )]
+    });
+    drop(span);
     let members = if handover.is_empty() {
         Vec::new()
     } else {

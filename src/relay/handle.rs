@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::a2a_out::Peers;
 use super::waiters::Waiters;
 use crate::config::Config;
 use crate::engine::Engine;
@@ -22,17 +23,30 @@ pub struct Relay {
 pub struct RelayState {
     waiters: Waiters,
     sends: SendGuard,
+    peers: Peers,
+}
+
+/// Why the relay's state could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// An `[agent_to_agent] allow` glob did not compile.
+    #[error("bad glob in [agent_to_agent] allow: {0}")]
+    Glob(#[from] globset::Error),
+    /// The HTTP client for `[[a2a.peers]]` could not be made.
+    #[error("cannot make the HTTP client for [[a2a.peers]]: {0}")]
+    Client(#[from] reqwest::Error),
 }
 
 impl RelayState {
-    /// The relay's state for `config`. Fails only on an `[agent_to_agent] allow` glob that does
-    /// not compile (validation reports those first).
-    pub fn new(config: &Config) -> Result<Arc<RelayState>, globset::Error> {
+    /// The relay's state for `config`. Fails on an `[agent_to_agent] allow` glob that does
+    /// not compile (validation reports those first), or when no HTTP client can be made.
+    pub fn new(config: &Config) -> Result<Arc<RelayState>, BuildError> {
         let allow = glob_set(&config.agent_to_agent.allow)?;
         let clock = governor::clock::DefaultClock::default();
         Ok(Arc::new(RelayState {
             waiters: Waiters::default(),
             sends: SendGuard::new(&config.limits, &config.agent_to_agent, allow, clock),
+            peers: Peers::new()?,
         }))
     }
 }
@@ -51,6 +65,11 @@ impl Relay {
     /// `sessions_send` runs whose senders may be waiting for the reply.
     pub fn waiters(&self) -> &Waiters {
         &self.own.waiters
+    }
+
+    /// The client calls to `[[a2a.peers]]` go through.
+    pub(super) fn peers(&self) -> &Peers {
+        &self.own.peers
     }
 
     /// Who may message whom, how often, how deep.

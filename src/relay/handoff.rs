@@ -46,7 +46,7 @@ pub(super) struct Report {
 /// The target's message: the sender's words, the artifacts it handed over and, with `expect`,
 /// what shape the answer must take.
 pub(super) async fn brief(engine: &Engine, d: &Delivery) -> String {
-    let mut text = super::from_bot(&d.sender, &d.message);
+    let mut text = super::from_sender(d);
     if !d.artifacts_in.is_empty() {
         text.push_str("\n\nArtifacts handed to you:");
         let mut budget = InlineBudget::new();

@@ -21,6 +21,8 @@
 //! the sender's instance writes the row and hands it over with a notice; the home claims it and
 //! runs it; the sender's waiter, on its own instance, is woken by the settle's notice.
 
+mod a2a_out;
+mod cancel;
 mod handle;
 mod handoff;
 mod home;
@@ -33,7 +35,8 @@ mod wake;
 
 use serde_json::Value;
 
-pub use handle::{Relay, RelayState};
+pub use cancel::cancel;
+pub use handle::{BuildError, Relay, RelayState};
 pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};
 pub use send::{RunReport, SendError, SendOutcome, SendRequest, Sent, send};
@@ -70,6 +73,10 @@ pub struct SessionMessage {
     /// The delivery whose outcome this message tells the sender about, if any: it is marked
     /// notified once the message is on record, so a restart neither loses nor repeats it.
     pub delivery: Option<String>,
+    /// The `traceparent` of what it answers (a delivery's `sessions_send`): the woken turn's
+    /// trace links to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
 }
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown
@@ -81,9 +88,44 @@ pub fn post_to_session(engine: &Engine, message: SessionMessage) {
         .spawn(async move { wake::on_home(&task_shared, message).await });
 }
 
+/// `run_id`'s delivery once it has settled, or as it stands when `timeout` runs out (the run
+/// goes on). `None` when no such delivery is on record.
+pub async fn settled(
+    relay: &Relay,
+    run_id: &str,
+    timeout: std::time::Duration,
+) -> Result<Option<Delivery>, crate::store::StoreError> {
+    let store = relay.engine().store();
+    match relay
+        .waiters()
+        .wait(store, run_id, timeout, Listening::FromNow)
+        .await?
+    {
+        Waited::Got(d) => Ok(Some(*d)),
+        Waited::Handed(_) | Waited::GaveUp => store.delivery(run_id).await,
+    }
+}
+
 /// What a bot is given when another bot speaks to it.
 fn from_bot(sender: &BotId, text: &str) -> String {
     format!("Message from bot '{sender}': {text}")
+}
+
+/// Who speaks a delivery's message to its target, as the transcript names them: `bot:<id>`,
+/// or `a2a:<caller>` for an external A2A agent.
+fn speaker(d: &Delivery) -> String {
+    match d.sender_session.a2a_peer() {
+        Some(caller) => format!("a2a:{caller}"),
+        None => format!("bot:{}", d.sender),
+    }
+}
+
+/// What the target is given for a delivery's message.
+fn from_sender(d: &Delivery) -> String {
+    match d.sender_session.a2a_peer() {
+        Some(caller) => format!("Message from A2A agent '{caller}': {}", d.message),
+        None => from_bot(&d.sender, &d.message),
+    }
 }
 
 /// Who a delivery goes between, for its events.

@@ -10,8 +10,8 @@ use super::{Finished, Handing, Relay, RunResult};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::backend::Usage;
 use crate::engine::{
-    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, TurnEnd, TurnFailure,
-    TurnPlan,
+    Attached, Caller, Engine, Heard, History, Recall, Seat, SessionTurn, Stop, TurnEnd,
+    TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
 use crate::roster::Bot;
@@ -19,6 +19,7 @@ use crate::store::{
     Delivery, DeliveryChange, DeliveryState, EntryKind, Notify, Origin, StoreError,
 };
 use crate::timing::now_ms;
+use crate::trace::Span;
 
 /// Run the target's turn for `delivery` and settle it. Spawned; the sender (if it waits) is
 /// parked in the relay meanwhile.
@@ -28,6 +29,10 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let d = &delivery;
     // Dropped unhanded on every other way out: a sender waiting here then reads the row.
     let handing = relay.waiters().handing(&d.run_id);
+    if d.target_session.a2a_out_peer().is_some() {
+        let result = super::a2a_out::call(relay.peers(), engine.config(), d).await;
+        return settle(engine, d, result, None).await;
+    }
     let Some(bot) = engine.roster().bot(&d.target) else {
         let gone = format!("bot `{}` is no longer configured", d.target);
         return settle(engine, d, failed(gone), None).await;
@@ -38,7 +43,9 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
         lane: Lane::Nested,
     };
     let turn = SessionTurn::enter(engine, seat).await;
-    let (answer, report) = turns(engine, &turn, bot, d).await;
+    // The target's turn is a child of the sender's `sessions_send`, on whichever instance.
+    let traced = Span::continued(d.trace_parent.as_deref());
+    let (answer, report) = traced.run(turns(engine, &turn, bot, d)).await;
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
     // The outcome is recorded with the answer, queued while the session is still held: the
@@ -110,7 +117,7 @@ async fn turns(
 ) -> (Answer, Value) {
     // Marked running by the turn's start, in its store job.
     moved(engine, d, DeliveryState::Running, None, None);
-    let speaker = format!("bot:{}", d.sender);
+    let speaker = super::speaker(d);
     let text = handoff::brief(engine, d).await;
     let heard = Heard {
         attached: Attached::NONE,
@@ -238,6 +245,14 @@ async fn answer(
             None,
             None,
         ),
+        TurnEnd::Failed(TurnFailure::Stopped(Stop::Canceled)) => (
+            RunResult::Failed {
+                state: DeliveryState::Canceled,
+                reason: Stop::Canceled.to_string(),
+            },
+            None,
+            None,
+        ),
         TurnEnd::Failed(err) => (failed(err.to_string()), None, None),
     };
     Answer {
@@ -333,7 +348,9 @@ async fn hand_on(
     moved(engine, d, state, reason, model);
     if notify == Notify::Pending {
         push(engine, d, &result).await;
-    } else if let RunResult::Answered { reply, .. } = &result {
+    } else if let (RunResult::Answered { reply, .. }, None) =
+        (&result, d.target_session.a2a_out_peer())
+    {
         ping_pong::start(engine, d, reply);
     }
 }
@@ -341,6 +358,17 @@ async fn hand_on(
 /// Tell the sender's session the outcome nobody waited for: it arrives as a message from the
 /// target (or from baton, for a failure) and wakes the sender.
 pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
+    if d.sender_session.a2a_peer().is_some() {
+        // An external A2A agent reads its task; no session of its stands to be woken.
+        if let Err(err) = engine
+            .store()
+            .delivery_notify(&d.run_id, Notify::Done)
+            .await
+        {
+            tracing::error!(run = %d.run_id, %err, "could not record that the A2A task was settled");
+        }
+        return;
+    }
     let (speaker, origin, text) = match result {
         RunResult::Answered { reply, .. } => {
             let reply = if reply.is_empty() {
@@ -349,20 +377,33 @@ pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
                 reply
             };
             let text = format!("[reply to your sessions_send, run {}] {reply}", d.run_id);
+            match d.target_session.a2a_out_peer() {
+                Some(peer) => (
+                    format!("a2a:{peer}"),
+                    Origin::Bot,
+                    format!("Message from A2A agent '{peer}': {text}"),
+                ),
+                None => (
+                    format!("bot:{}", d.target),
+                    Origin::Bot,
+                    from_bot(&d.target, &text),
+                ),
+            }
+        }
+        RunResult::Failed { state, reason } => {
+            let to = match d.target_session.a2a_out_peer() {
+                Some(peer) => format!("A2A agent '{peer}'"),
+                None => format!("bot '{}'", d.target),
+            };
             (
-                format!("bot:{}", d.target),
-                Origin::Bot,
-                from_bot(&d.target, &text),
+                "baton".to_owned(),
+                Origin::Gateway,
+                format!(
+                    "Message from baton: your sessions_send to {to} (run {}) ended {state}: {reason}",
+                    d.run_id
+                ),
             )
         }
-        RunResult::Failed { state, reason } => (
-            "baton".to_owned(),
-            Origin::Gateway,
-            format!(
-                "Message from baton: your sessions_send to bot '{}' (run {}) ended {state}: {reason}",
-                d.target, d.run_id
-            ),
-        ),
     };
     let caller = Caller {
         bot: d.sender.clone(),
@@ -384,6 +425,7 @@ pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
             meta: json!({"name": speaker, "in_reply_to": d.run_id, "from": d.target}),
             caller,
             delivery: Some(d.run_id.clone()),
+            trace_parent: d.trace_parent.clone(),
         },
     );
 }

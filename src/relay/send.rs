@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::home::{Home, home_of};
-use super::{moved, run};
+use super::{a2a_out, moved, run};
 
 use super::{Finished, Listening, Relay, RunResult, Waited};
 use crate::bot_id::BotId;
@@ -18,6 +18,7 @@ use crate::store::{
     Topic,
 };
 use crate::timing::now_ms;
+use crate::trace::{Span, SpanKind, attr};
 
 /// Without an idempotency key, the same text to the same target within this window is the same
 /// request.
@@ -103,6 +104,8 @@ pub enum SendOutcome {
     Refused {
         /// The target bot.
         bot: BotId,
+        /// The refused delivery's run id (on record, refused).
+        run_id: String,
         /// Which rule or budget.
         refusal: SendRefusal,
     },
@@ -134,6 +137,32 @@ pub enum SendOutcome {
     },
 }
 
+impl SendOutcome {
+    /// The outcome in a word, as the `sessions_send` span tells it.
+    fn name(&self) -> &'static str {
+        match self {
+            SendOutcome::Answered { .. } => "answered",
+            SendOutcome::Ended { .. } => "ended",
+            SendOutcome::Refused { .. } => "refused",
+            SendOutcome::RefusedEarlier { .. } => "refused_earlier",
+            SendOutcome::StillWorking { .. } => "still_working",
+            SendOutcome::Accepted { .. } => "accepted",
+        }
+    }
+
+    /// The run the outcome is of.
+    pub fn run_id(&self) -> &str {
+        match self {
+            SendOutcome::Answered { run_id, .. }
+            | SendOutcome::Ended { run_id, .. }
+            | SendOutcome::Refused { run_id, .. }
+            | SendOutcome::RefusedEarlier { run_id, .. }
+            | SendOutcome::StillWorking { run_id, .. }
+            | SendOutcome::Accepted { run_id, .. } => run_id,
+        }
+    }
+}
+
 /// Why a send could not be made at all.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
@@ -145,13 +174,51 @@ pub enum SendError {
         /// The configured bots.
         known: Vec<String>,
     },
+    /// `a2a:<name>` names no `[[a2a.peers]]`.
+    #[error("no A2A peer `{name}`; known peers: {} (configured under [[a2a.peers]])", known.join(", "))]
+    UnknownPeer {
+        /// As given.
+        name: String,
+        /// The configured peers.
+        known: Vec<String>,
+    },
     /// The store could not record the delivery.
     #[error("the message could not be recorded, so it was not sent: {0}")]
     NotRecorded(#[from] StoreError),
 }
 
-/// Send `request` as `caller` and say what became of it.
+/// Send `request` as `caller` and say what became of it, under a `sessions_send` span whose
+/// `traceparent` the delivery keeps: the target's turn is its child wherever it runs.
 pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Result<Sent, SendError> {
+    let span = Span::start(
+        format!("sessions_send {}", request.target),
+        SpanKind::Producer,
+        || {
+            vec![
+                attr("baton.bot", caller.bot.as_str().to_owned()),
+                attr("baton.target", request.target.clone()),
+            ]
+        },
+    );
+    let sent = send_as(relay, caller, request, span.traceparent()).await;
+    match &sent {
+        Ok(sent) => span.set(|| {
+            vec![
+                attr("baton.send.outcome", sent.outcome.name()),
+                attr("baton.send.deduplicated", sent.deduplicated),
+            ]
+        }),
+        Err(err) => span.failed(|| err.to_string()),
+    }
+    sent
+}
+
+async fn send_as(
+    relay: &Relay,
+    caller: &Caller,
+    request: SendRequest,
+    trace_parent: Option<String>,
+) -> Result<Sent, SendError> {
     let engine = relay.engine();
     let started = Instant::now();
     let target = resolve(engine, caller, &request.target)?;
@@ -166,6 +233,7 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         depth: caller.depth + 1,
         origin: caller.origin.clone(),
         trigger: caller.trigger.clone(),
+        trace_parent,
         mode: if request.timeout.is_zero() {
             SendMode::Fire
         } else {
@@ -180,12 +248,18 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         target: &target.bot,
         depth: new.depth,
         passive_to: caller.passive_to.as_ref(),
+        from_outside: caller.session.a2a_peer().is_some(),
     };
     if let Err(refusal) = relay.sends().check_rules(&attempt) {
         return Ok(fresh(refuse_new(engine, new, refusal).await));
     }
     let since = new.created_ms - SAME_TEXT_WINDOW_MS;
-    let home = home_of(engine, &target.bot).await;
+    // A peer outside baton has no home instance: its call is made here.
+    let home = if target.a2a_out_peer().is_some() {
+        Home::Here
+    } else {
+        home_of(engine, &target.bot).await
+    };
     let runner = (home == Home::Here).then(|| engine.instance());
     // Taken as soon as the writer ran it: the run's start is queued after it (see
     // `Store::delivery_begin_early`).
@@ -220,6 +294,7 @@ pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Resul
         moved(engine, &delivery, DeliveryState::Refused, reason, None);
         return Ok(fresh(SendOutcome::Refused {
             bot: delivery.target,
+            run_id: delivery.run_id,
             refusal,
         }));
     }
@@ -287,9 +362,21 @@ async fn hand_over(relay: &Relay, delivery: &Delivery, instance: &str) {
     }
 }
 
-/// The target's session: a session key as given, or the target bot's backchannel for `caller`.
-/// The model's text is read here, once.
+/// The target's session: a session key as given, the target bot's backchannel for `caller`, or
+/// for `a2a:<peer>` the record of `caller`'s conversation with that peer. The model's text is
+/// read here, once.
 fn resolve(engine: &Engine, caller: &Caller, target: &str) -> Result<SessionKey, SendError> {
+    if let Some(name) = target.strip_prefix("a2a:") {
+        let config = engine.config();
+        let peer = a2a_out::peer(config, name).and_then(|p| p.id.parse::<BotId>().ok());
+        return match peer {
+            Some(peer) => Ok(SessionKey::a2a_out(&peer, &caller.bot)),
+            None => Err(SendError::UnknownPeer {
+                name: name.to_owned(),
+                known: config.a2a.peers.iter().map(|p| p.id.clone()).collect(),
+            }),
+        };
+    }
     let roster = engine.roster();
     let key = match target.parse::<SessionKey>() {
         Ok(key) => key,
@@ -329,10 +416,15 @@ async fn refuse_new(engine: &Engine, new: NewDelivery, refusal: SendRefusal) -> 
     let reason = Some(refusal.as_str());
     moved(engine, &new, DeliveryState::Refused, reason, None);
     let bot = new.target.clone();
+    let run_id = new.run_id.clone();
     if let Err(err) = engine.store().delivery_refused(new, refusal.as_str()).await {
         tracing::error!(%err, "could not record a refused send");
     }
-    SendOutcome::Refused { bot, refusal }
+    SendOutcome::Refused {
+        bot,
+        run_id,
+        refusal,
+    }
 }
 
 /// Keep a refusal for `/baton status` and `limits`, under the chat the work started from.
@@ -540,14 +632,10 @@ mod tests {
             let sent = send(relay, &who, request(target, "hi", fire, None))
                 .await
                 .unwrap();
-            assert_eq!(
-                sent.outcome,
-                SendOutcome::Refused {
-                    bot: target.parse().unwrap(),
-                    refusal: why
-                },
-                "{why:?}"
-            );
+            let SendOutcome::Refused { bot, refusal, .. } = &sent.outcome else {
+                panic!("not refused: {sent:?}");
+            };
+            assert_eq!((bot.as_str(), *refusal), (target, why), "{why:?}");
         }
         let mut on_record = refused_on_record(relay.engine()).await;
         on_record.sort();

@@ -224,6 +224,7 @@ mod tests {
             depth: 2,
             origin: None,
             trigger: None,
+            trace_parent: None,
             mode: SendMode::Wait,
             artifacts_in: Vec::new(),
             expect: None,

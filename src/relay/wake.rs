@@ -19,6 +19,7 @@ use crate::engine::{
 use crate::lanes::Lane;
 use crate::post::Target;
 use crate::store::{EntryKind, Notify};
+use crate::trace::{Span, SpanKind, attr};
 
 /// Wake the session here if this instance is its bot's home, else hand the message to the home.
 /// Should handing it over fail, it is woken here: a reply from the wrong instance beats none.
@@ -70,8 +71,24 @@ pub(super) async fn take_up(engine: &Engine, id: &str, from: Option<&str>) {
     }
 }
 
-/// Run the woken turn and deliver what it says.
+/// Run the woken turn and deliver what it says, under a span linked to the trace of what it
+/// answers (a late reply to a `sessions_send`).
 pub(super) async fn run(engine: &Engine, message: SessionMessage) {
+    let span = Span::linked(
+        message.trace_parent.as_deref(),
+        "wake",
+        SpanKind::Consumer,
+        || {
+            vec![
+                attr("baton.session", message.session.render()),
+                attr("baton.run_id", message.run_id.clone()),
+            ]
+        },
+    );
+    span.run(woken(engine, message)).await;
+}
+
+async fn woken(engine: &Engine, message: SessionMessage) {
     let key = &message.session;
     let Some(bot) = engine.roster().bot(&key.bot) else {
         tracing::error!(session = %message.session, "cannot wake a session of an unknown bot");

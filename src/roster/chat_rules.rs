@@ -3,8 +3,9 @@
 //! Resolved once at start-up into glob matchers ([`ChatRules`]), then looked up per event. A
 //! durable admin override (`/baton activation ...`) is applied on top by the dispatcher.
 //!
-//! An entry may also give the bots in its chat another model or system prompt ([`Persona`]):
-//! the prompt files are read here, at start, so a turn never touches the disk for them.
+//! An entry may also give the bots in its chat another model, system prompt or backend
+//! ([`Persona`]): the prompt files are read here, at start, so a turn never touches the disk for
+//! them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use baton_contract::Platform;
 use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
 
-use crate::config::{Activation, ChatConfig, Config, MentionMode};
+use crate::config::{Activation, BackendKind, ChatConfig, Config, MentionMode};
 
 /// The effective policy of one chat.
 #[derive(Debug, Clone)]
@@ -36,13 +37,16 @@ pub struct ChatPolicy {
     pub personas: Arc<Personas>,
 }
 
-/// A model and a system prompt that replace a bot's own in one chat (either may be unset).
+/// A model, a system prompt and a backend that replace a bot's own in one chat (each may be
+/// unset).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Persona {
     /// The model, over the bot's `model`.
     pub model: Option<String>,
     /// The system prompt's text, over the bot's.
     pub system_prompt: Option<Arc<str>>,
+    /// The backend kind, over the bot's `backend` (run with the bot's settings for it).
+    pub backend: Option<BackendKind>,
 }
 
 impl Persona {
@@ -54,6 +58,7 @@ impl Persona {
                 .system_prompt
                 .clone()
                 .or_else(|| self.system_prompt.clone()),
+            backend: over.backend.or(self.backend),
         }
     }
 }
@@ -177,7 +182,7 @@ impl ChatRules {
 
 /// The personas of entry `chat`, with their prompt files read.
 fn personas(config: &Config, chat: &ChatConfig) -> Result<Personas, ChatRulesError> {
-    let persona = |model: &Option<String>, file: &Option<PathBuf>| {
+    let persona = |model: &Option<String>, file: &Option<PathBuf>, backend: Option<BackendKind>| {
         let system_prompt = match file {
             Some(file) => {
                 let path = config.base_dir.join(file);
@@ -195,15 +200,19 @@ fn personas(config: &Config, chat: &ChatConfig) -> Result<Personas, ChatRulesErr
         Ok::<_, ChatRulesError>(Persona {
             model: model.clone(),
             system_prompt,
+            backend,
         })
     };
     let bots = chat
         .bots
         .iter()
-        .map(|(bot, own)| Ok((bot.clone(), persona(&own.model, &own.system_prompt_file)?)))
+        .map(|(bot, own)| {
+            let own = persona(&own.model, &own.system_prompt_file, own.backend)?;
+            Ok((bot.clone(), own))
+        })
         .collect::<Result<_, ChatRulesError>>()?;
     Ok(Personas {
-        chat: persona(&chat.model, &chat.system_prompt_file)?,
+        chat: persona(&chat.model, &chat.system_prompt_file, chat.backend)?,
         bots,
     })
 }

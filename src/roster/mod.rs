@@ -5,6 +5,7 @@
 //! shared read-only. It answers the identity questions the pipeline asks: which account received
 //! an event, which baton bot a platform user id belongs to, which rules hold in a chat.
 
+mod backends;
 mod chat_rules;
 mod tool_set;
 
@@ -12,11 +13,11 @@ use std::sync::Arc;
 
 use baton_contract::{AccountId, Adapter, Platform, UserId};
 
+pub use backends::Backends;
 pub(crate) use chat_rules::glob_set;
 pub use chat_rules::{ChatPolicy, ChatRules, ChatRulesError, Persona, Personas};
 pub use tool_set::{ToolName, ToolSet};
 
-use crate::backend::Backend;
 use crate::bot_id::BotId;
 use crate::config::BotConfig;
 
@@ -28,8 +29,8 @@ pub struct Bot {
     pub config: BotConfig,
     /// The system prompt text (inline or read from its file at start-up).
     pub system_prompt: String,
-    /// What runs its turns.
-    pub backend: Arc<dyn Backend>,
+    /// What runs its turns: its own backend, and those its chats give it.
+    pub backends: Backends,
     /// The agent tools its `tools` list allows.
     pub tools: ToolSet,
 }

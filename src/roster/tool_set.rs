@@ -231,7 +231,7 @@ impl ToolName {
             ),
             ToolName::SessionsSend => object(
                 json!({
-                    "target": {"type": "string", "description": "A bot id (its session for you) or a session key."},
+                    "target": {"type": "string", "description": "A bot id (its session for you), a session key, or a2a:<peer> for an A2A agent outside baton."},
                     "message": {"type": "string", "description": "What to ask or tell it."},
                     "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": 1800, "default": 30,
                         "description": "How long to wait for the reply; 0 = do not wait (the reply comes to your session later)."},

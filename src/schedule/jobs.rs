@@ -189,7 +189,10 @@ mod tests {
                 id: config.id.parse().unwrap(),
                 config,
                 system_prompt: String::new(),
-                backend: Arc::new(EchoBackend::new()),
+                backends: crate::roster::Backends::new(
+                    crate::config::BackendKind::Echo,
+                    Arc::new(EchoBackend::new()),
+                ),
                 tools: ToolSet::default(),
             }),
             id: "heartbeat".into(),

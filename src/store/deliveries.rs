@@ -41,6 +41,8 @@ stored_name! {
         InvalidOutput = "invalid_output",
         /// A guard refused the send; no turn ran.
         Refused = "refused",
+        /// Its sender (an A2A agent) canceled it: the turn was stopped, nothing of it posted.
+        Canceled = "canceled",
     }
 }
 
@@ -96,6 +98,8 @@ pub struct Delivery {
     pub origin: Option<SessionKey>,
     /// The trigger the target's model calls are charged to.
     pub trigger: Option<String>,
+    /// The W3C `traceparent` of the sender's `sessions_send` span, if traces were on.
+    pub trace_parent: Option<String>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// Where it is.
@@ -145,7 +149,8 @@ pub struct DeliveryQuery {
 pub(super) const SELECT: &str =
     "SELECT run_id, sender, sender_session, target, target_session, message,
         idempotency_key, depth, origin, mode, state, reason, reply, model, notify, created_ms,
-        started_ms, finished_ms, artifacts_in, expect, result, runner, trigger_id
+        started_ms, finished_ms, artifacts_in, expect, result, runner, trigger_id,
+        trace_parent
     FROM deliveries";
 
 pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
@@ -175,6 +180,7 @@ pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
         artifacts_out: Vec::new(),
         runner: row.get(21)?,
         trigger: row.get(22)?,
+        trace_parent: row.get(23)?,
     })
 }
 
@@ -221,6 +227,18 @@ fn json_column<T: serde::de::DeserializeOwned>(
     serde_json::from_str(&text)
         .map(Some)
         .map_err(|e| row.column_error(index, e.to_string()))
+}
+
+/// The deliveries charged to trigger `run_id` (those its turn and their targets' turns
+/// began), oldest first, with their lineage once settled.
+pub(super) fn triggered_by(db: Db<'_>, run_id: &str) -> Result<Vec<Delivery>, DbError> {
+    let mut found = db.query_map(
+        &format!("{SELECT} WHERE trigger_id = ?1 ORDER BY created_ms, run_id"),
+        args![run_id],
+        from_row,
+    )?;
+    with_lineage(db, &mut found)?;
+    Ok(found)
 }
 
 fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
@@ -506,6 +524,7 @@ pub(super) mod tests {
             depth: 2,
             origin: None,
             trigger: Some(format!("trigger_of_{run}")),
+            trace_parent: Some(format!("00-{:032x}-{:016x}-01", at + 1, at + 1)),
             mode: SendMode::Wait,
             artifacts_in: Vec::new(),
             expect: None,
@@ -621,6 +640,13 @@ pub(super) mod tests {
                 r1.trigger.as_deref(),
                 Some("trigger_of_r1"),
                 "the trigger travels"
+            );
+            assert!(
+                r1.trace_parent
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("00-")),
+                "the trace travels: {:?}",
+                r1.trace_parent
             );
             store.delivery_notify("r1", Notify::Pending).await.unwrap();
             let open: Vec<String> = store

@@ -42,6 +42,9 @@ pub struct NewDelivery {
     pub origin: Option<SessionKey>,
     /// The trigger the target's model calls are charged to (the sender's).
     pub trigger: Option<String>,
+    /// The W3C `traceparent` of the sender's `sessions_send` span: the target's turn joins
+    /// that trace (none when traces are off).
+    pub trace_parent: Option<String>,
     /// Wait or fire-and-forget.
     pub mode: SendMode,
     /// The artifacts the sender handed over with the message.
@@ -113,6 +116,7 @@ impl NewRow {
             depth: new.depth,
             origin: new.origin,
             trigger: new.trigger,
+            trace_parent: new.trace_parent,
             mode: new.mode,
             state: DeliveryState::Queued,
             reason: None,
@@ -143,9 +147,9 @@ fn insert(
     db.execute(
         "INSERT INTO deliveries (run_id, sender, sender_session, target, target_session, message,
             idempotency_key, depth, origin, mode, state, reason, notify, created_ms, artifacts_in,
-            expect, runner, message_hash, trigger_id)
+            expect, runner, message_hash, trigger_id, trace_parent)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-            ?19)",
+            ?19, ?20)",
         args![
             &new.run_id,
             &new.sender,
@@ -166,6 +170,7 @@ fn insert(
             runner,
             row.message_hash,
             &new.trigger,
+            &new.trace_parent,
         ],
     )?;
     Ok(())

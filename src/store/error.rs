@@ -87,6 +87,17 @@ pub enum StoreError {
     )]
     Commit(String),
 
+    /// The connection to PostgreSQL is lost, so the write was not made; the store connects
+    /// again by itself, with a growing pause between attempts.
+    #[error(
+        "not saved: the connection to PostgreSQL is lost ({reason}); baton connects again by \
+         itself (attempts back off up to 5 s): check that the server runs and its log"
+    )]
+    Disconnected {
+        /// Why it was lost, or why the latest attempt to connect again failed.
+        reason: String,
+    },
+
     /// The writer thread has stopped (the store was closed, or the gateway is shutting down).
     #[error("the store is closed: no more writes are accepted (the gateway is shutting down)")]
     Closed,

@@ -24,7 +24,7 @@ impl Store {
         })
         .await?;
         match self.inner.writer.failing() {
-            Some(reason) => Err(StoreError::Commit(reason)),
+            Some(failing) => Err(failing),
             None => Ok(()),
         }
     }

@@ -157,7 +157,7 @@ pub(super) fn push(
     entry: &HistoryEntry,
     trim: Option<Trim>,
 ) -> Result<(), DbError> {
-    db.execute(
+    db.execute_pipelined(
         "INSERT INTO history (chat_key, message_id, sender_id, speaker, text, ts_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (chat_key, message_id) DO NOTHING",
@@ -171,7 +171,7 @@ pub(super) fn push(
         ],
     )?;
     if let Some(Trim(limit)) = trim {
-        db.execute(TRIM, args![chat_key, to_sql_limit(limit)])?;
+        db.execute_pipelined(TRIM, args![chat_key, to_sql_limit(limit)])?;
     }
     Ok(())
 }

@@ -17,9 +17,11 @@ use super::dedupe::{claim_key, dedupe_key, dedupe_scope};
 use super::history;
 use super::inbox_row::{self, InboxRowError, Stored};
 use super::leases::{now_ms, sql as pick, with_clock};
-use super::sql::{Db, DbError, args};
+use super::sql::{Db, DbError, Engine, OptionalRow, args};
 use super::transcript::{insert_entry, meta_json};
-use super::{Claim, HistoryEntry, NewEntry, Store, StoreError};
+use super::{
+    Claim, DEDUPE_TTL_MS, HistoryEntry, NewDecision, NewEntry, Store, StoreError, decisions,
+};
 
 /// An event's row in the inbox, while its run is under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,8 +68,62 @@ impl Filing {
     }
 }
 
-/// Claim `filing` and file it as `owner`'s when fresh, inside a writer job.
-fn file(db: Db<'_>, filing: &Filing, owner: &str, now_ms: i64) -> Result<Option<InboxId>, DbError> {
+/// The claim of `dedupe.rs` and the filing as one statement, for PostgreSQL: one round trip
+/// to the server instead of two, on every event (`sql/postgres.rs`). The upsert returns a row
+/// only when it recorded the key (it was new or expired), and the inbox row is made from it, so
+/// a duplicate files nothing and returns no id. SQLite has no data-modifying `WITH`; there the
+/// two statements cost no round trip.
+const CLAIM_AND_FILE: &str = "WITH fresh AS (
+        INSERT INTO dedupe (scope, key, seen_ms) VALUES (?1, ?2, ?3)
+        ON CONFLICT (scope, key) DO UPDATE SET seen_ms = excluded.seen_ms
+        WHERE dedupe.seen_ms <= ?4
+        RETURNING 1)
+    INSERT INTO inbox (account, event, accepted_ms, owner)
+    SELECT CAST(?1 AS TEXT), CAST(?5 AS BYTEA), CAST(?3 AS BIGINT), CAST(?6 AS TEXT) FROM fresh
+    RETURNING id";
+
+/// Claim `filing` and file it as `owner`'s when fresh, inside a writer job. A duplicate keeps
+/// `duplicate`, the decision on it, where there is one.
+fn file(
+    db: Db<'_>,
+    filing: &Filing,
+    owner: &str,
+    now_ms: i64,
+    duplicate: Option<&NewDecision>,
+) -> Result<Option<InboxId>, DbError> {
+    let id = claim_and_file(db, filing, owner, now_ms)?;
+    if id.is_none()
+        && let Some(decision) = duplicate
+    {
+        decisions::insert(db, decision)?;
+    }
+    Ok(id)
+}
+
+/// The claim and the filing: the filed row, or none for a duplicate.
+fn claim_and_file(
+    db: Db<'_>,
+    filing: &Filing,
+    owner: &str,
+    now_ms: i64,
+) -> Result<Option<InboxId>, DbError> {
+    if db.engine() == Engine::Postgres {
+        let id = db
+            .query_row(
+                CLAIM_AND_FILE,
+                args![
+                    &filing.scope,
+                    &filing.key,
+                    now_ms,
+                    now_ms - DEDUPE_TTL_MS,
+                    filing.event.as_slice(),
+                    owner
+                ],
+                |row| row.get(0),
+            )
+            .optional()?;
+        return Ok(id.map(InboxId));
+    }
     if claim_key(db, &filing.scope, &filing.key, now_ms)? == Claim::Duplicate {
         return Ok(None);
     }
@@ -90,10 +146,12 @@ const ORPHANS: [&str; 2] = with_clock!(
     " - ?3) ORDER BY id"
 );
 
-/// Take `id` out of the inbox, inside a writer job.
-fn done(db: Db<'_>, id: InboxId) -> Result<(), DbError> {
-    db.execute("DELETE FROM inbox WHERE id = ?1", args![id.0])
-        .map(drop)
+/// Take `id` out of the inbox and keep the decision on its event, inside a writer job.
+fn done(db: Db<'_>, id: InboxId, decision: Option<&NewDecision>) -> Result<(), DbError> {
+    if let Some(decision) = decision {
+        decisions::insert(db, decision)?;
+    }
+    db.execute_pipelined("DELETE FROM inbox WHERE id = ?1", args![id.0])
 }
 
 impl Store {
@@ -111,13 +169,19 @@ impl Store {
             key: key.to_owned(),
             event,
         };
-        self.file(filing, now_ms).await
+        self.file(filing, now_ms, None).await
     }
 
-    /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again).
-    pub async fn file(&self, filing: Filing, now_ms: i64) -> Result<Option<InboxId>, StoreError> {
+    /// [`Store::accept`] for an event already made a [`Filing`] (moved, not copied again). A
+    /// duplicate keeps `duplicate`, the decision on it, in the same job.
+    pub async fn file(
+        &self,
+        filing: Filing,
+        now_ms: i64,
+        duplicate: Option<NewDecision>,
+    ) -> Result<Option<InboxId>, StoreError> {
         let owner = self.instance();
-        self.write(move |db| file(db, &filing, &owner, now_ms))
+        self.write(move |db| file(db, &filing, &owner, now_ms, duplicate.as_ref()))
             .await
     }
 
@@ -138,16 +202,38 @@ impl Store {
             let entry = insert_entry(db, &post, &meta, tails.as_deref())?;
             let filed = handovers
                 .iter()
-                .map(|filing| file(db, filing, &owner, now_ms))
+                .map(|filing| file(db, filing, &owner, now_ms, None))
                 .collect::<Result<_, _>>()?;
             Ok((entry, filed))
         })
         .await
     }
 
-    /// The event's run ended (answered, refused, or its failure recorded).
-    pub async fn inbox_done(&self, id: InboxId) -> Result<(), StoreError> {
-        self.write(move |db| done(db, id)).await
+    /// The event's run ended (answered, refused, or its failure recorded); `decision` says
+    /// what became of it, kept in the same job.
+    pub async fn inbox_done(
+        &self,
+        id: InboxId,
+        decision: Option<NewDecision>,
+    ) -> Result<(), StoreError> {
+        self.write(move |db| done(db, id, decision.as_ref())).await
+    }
+
+    /// Make `ids` nobody's (their run ended while the store could not write), for
+    /// [`Store::inbox_adopt`] to give them to the instance serving their account; a row already
+    /// taken out or taken over is left alone.
+    pub async fn inbox_hand_back(&self, ids: Vec<InboxId>) -> Result<(), StoreError> {
+        let me = self.instance();
+        self.write(move |db| {
+            for id in &ids {
+                db.execute(
+                    "UPDATE inbox SET owner = '' WHERE id = ?1 AND owner = ?2",
+                    args![id.0, &*me],
+                )?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// The event's run ended with its message kept as context: [`Store::history_push`] and
@@ -160,12 +246,13 @@ impl Store {
         chat_key: &ChatKey,
         entry: HistoryEntry,
         limit: usize,
+        decision: Option<NewDecision>,
     ) -> Result<(), StoreError> {
         let trim = self.trim_due(chat_key, limit);
         let chat_key = chat_key.as_str().to_owned();
         self.write(move |db| {
             history::push(db, &chat_key, &entry, trim)?;
-            done(db, id)
+            done(db, id, decision.as_ref())
         })
         .await
     }
@@ -173,7 +260,12 @@ impl Store {
     /// [`Store::claim`] a message that needs no run (it wakes no bot and asks nothing of one)
     /// and, when it is fresh, keep it in its chat's history buffer when `limit` is not 0, in one
     /// transaction. It is never filed: once this commits there is nothing left to run, so a
-    /// crash after it has nothing to run again. A duplicate keeps nothing.
+    /// crash after it has nothing to run again. A duplicate keeps nothing in the buffer.
+    /// `decision` is kept as it is when the message is fresh, and as a duplicate's otherwise.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one write's parts: the claim, the history entry and the decision"
+    )]
     pub async fn claim_as_history(
         &self,
         scope: &str,
@@ -182,6 +274,7 @@ impl Store {
         entry: HistoryEntry,
         limit: usize,
         now_ms: i64,
+        decision: Option<NewDecision>,
     ) -> Result<Claim, StoreError> {
         let trim = self.trim_due(chat_key, limit);
         let (scope, key) = (scope.to_owned(), key.to_owned());
@@ -190,6 +283,12 @@ impl Store {
             let claim = claim_key(db, &scope, &key, now_ms)?;
             if claim == Claim::Fresh && limit > 0 {
                 history::push(db, &chat_key, &entry, trim)?;
+            }
+            if let Some(decision) = &decision {
+                match claim {
+                    Claim::Fresh => decisions::insert(db, decision)?,
+                    Claim::Duplicate => decisions::insert(db, &decision.clone().duplicate(now_ms))?,
+                }
             }
             Ok(claim)
         })
@@ -387,7 +486,7 @@ mod tests {
                 .unwrap();
             let chat = ChatKey::new(baton_contract::Platform::Slack, &"C1".into(), None);
             store
-                .inbox_done_as_history(id, &chat, line("m1", "the deploy is at five"), 50)
+                .inbox_done_as_history(id, &chat, line("m1", "the deploy is at five"), 50, None)
                 .await
                 .unwrap();
             store.close().await.unwrap();
@@ -408,7 +507,7 @@ mod tests {
                 let (store, chat) = (&store, &chat);
                 async move {
                     store
-                        .claim_as_history("slack:a", id, chat, line(id, text), limit, 1)
+                        .claim_as_history("slack:a", id, chat, line(id, text), limit, 1, None)
                         .await
                         .unwrap()
                 }
@@ -496,11 +595,48 @@ mod tests {
             for (store, taken) in [(&b, by_b), (&c, by_c)] {
                 for row in taken {
                     assert_eq!(row.attempts, 0, "{engine}");
-                    store.inbox_done(row.id).await.unwrap();
+                    store.inbox_done(row.id, None).await.unwrap();
                 }
             }
             assert!(
                 a.inbox_left("slack:x").await.unwrap().is_empty(),
+                "{engine}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_row_handed_back_is_run_again_by_the_instance_serving_its_account() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            store.instance_register("a", "0.1", 60_000).await.unwrap();
+            let id = store
+                .accept("slack:x", "m1", "m1".into(), 1)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
+                "{engine}: under way here"
+            );
+            store.inbox_hand_back(vec![id]).await.unwrap();
+            let taken = store.inbox_adopt("slack:x", 60_000).await.unwrap();
+            let events: Vec<&[u8]> = taken.iter().map(|u| &u.row[..]).collect();
+            assert_eq!(events, [b"m1"], "{engine}");
+            // A row taken out meanwhile stays out.
+            store.inbox_done(id, None).await.unwrap();
+            store.inbox_hand_back(vec![id]).await.unwrap();
+            assert!(
+                store
+                    .inbox_adopt("slack:x", 60_000)
+                    .await
+                    .unwrap()
+                    .is_empty(),
                 "{engine}"
             );
         }
@@ -572,7 +708,7 @@ mod tests {
                 .await
                 .unwrap()
                 .unwrap();
-            store.inbox_done(done).await.unwrap();
+            store.inbox_done(done, None).await.unwrap();
             store.close().await.unwrap();
 
             let store = db.open().await;

@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 25] = [
+const STEPS: [(&str, &str); 29] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -114,6 +114,22 @@ const STEPS: [(&str, &str); 25] = [
     (
         include_str!("migrations/027_chain_trigger.sql"),
         include_str!("migrations/postgres/027_chain_trigger.sql"),
+    ),
+    (
+        include_str!("migrations/028_decisions.sql"),
+        include_str!("migrations/postgres/028_decisions.sql"),
+    ),
+    (
+        include_str!("migrations/029_delivery_trace.sql"),
+        include_str!("migrations/postgres/029_delivery_trace.sql"),
+    ),
+    (
+        include_str!("migrations/030_room_messages.sql"),
+        include_str!("migrations/postgres/030_room_messages.sql"),
+    ),
+    (
+        include_str!("migrations/031_local_rooms.sql"),
+        include_str!("migrations/postgres/031_local_rooms.sql"),
     ),
 ];
 

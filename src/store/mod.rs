@@ -29,7 +29,8 @@
 //! run attached to its reply), `leases.rs` ([`Store::lease_round`]: which instance may connect
 //! each socket account), `session_locks.rs` ([`Store::session_lock`]: one turn at a time per
 //! session across instances), `turn_start.rs` ([`Store::turn_start`]: what a turn records
-//! before its backend runs, in one job). `lock.rs` ([`DatabaseLock`]) keeps a second
+//! before its backend runs, in one job), `decisions.rs` ([`Store::decisions`]: what the
+//! pipeline made of each event, for `baton why`). `lock.rs` ([`DatabaseLock`]) keeps a second
 //! gateway off the same file; `checkpoint.rs` keeps the WAL under its bound, and
 //! `log_ahead.rs` its next pages in memory.
 //!
@@ -47,6 +48,7 @@ mod chat_settings;
 mod checkpoint;
 mod connect;
 mod contention;
+mod decisions;
 mod dedupe;
 mod deliveries;
 mod delivery_answer;
@@ -59,6 +61,7 @@ mod inbox;
 mod inbox_row;
 #[macro_use]
 mod leases;
+mod local_rooms;
 mod lock;
 mod log_ahead;
 mod migrate;
@@ -68,6 +71,7 @@ mod progress;
 mod prune;
 mod readers;
 mod reply_files;
+mod room_export;
 mod schedule;
 mod sends;
 mod session_locks;
@@ -98,6 +102,9 @@ pub use chains::{
     turn_runs,
 };
 pub use chat_settings::{Activation, ChatSettings};
+pub use decisions::{
+    Decision, DecisionOutcome, DecisionQuery, DecisionStep, Explained, NewDecision, Said,
+};
 pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
@@ -111,6 +118,7 @@ pub use history::{HistoryEntry, HistoryTake};
 pub use inbox::{Filing, InboxId, Unfinished};
 pub use inbox_row::InboxRowError;
 pub use leases::{ClusterStatus, HeldLease, InstanceStatus, LeaseKey, LeaseRound, Registered};
+pub use local_rooms::{NewRoomMessage, RoomBounds, RoomMessage, RoomWrite};
 pub use lock::{DatabaseLock, LockError};
 pub use migrate::{Migrated, SCHEMA_VERSION};
 pub use notices::{Notice, Notices, Topic};
@@ -120,6 +128,7 @@ pub use pairing::{
 pub use progress::ProgressLine;
 pub use prune::{MIN_AGE_MS, PruneTable};
 pub use reply_files::Attached;
+pub use room_export::{RoomCursor, RoomLine, RoomLineKind, RoomQuery};
 pub use schedule::{Advanced, LastDelivered, NEVER_DUE_MS, ScheduleRow};
 pub use sends::SendStart;
 pub use session_locks::Locked;
@@ -465,6 +474,17 @@ impl Store {
     /// How many writes (writer jobs) those commits held.
     pub fn jobs(&self) -> u64 {
         self.inner.writer.jobs()
+    }
+
+    /// Why the writer has no connection to PostgreSQL now (it is connecting again), if it
+    /// has none; always `None` on SQLite. For `/metrics` and `/readyz`.
+    pub fn disconnected(&self) -> Option<String> {
+        self.inner.writer.down()
+    }
+
+    /// How many times the writer connected to PostgreSQL again after losing its connection.
+    pub fn reconnects(&self) -> u64 {
+        self.inner.writer.reconnects()
     }
 }
 

@@ -233,12 +233,10 @@ fn listen_loop(
 pub(super) fn announce_in(db: Db<'_>, topic: Topic, key: &str) -> Result<(), DbError> {
     match db.engine() {
         Engine::Sqlite => Ok(()),
-        Engine::Postgres => db
-            .execute(
-                "SELECT pg_notify(?1, ?2)",
-                args![CHANNEL, Notice::payload(topic, key).as_str()],
-            )
-            .map(drop),
+        Engine::Postgres => db.execute_pipelined(
+            "SELECT pg_notify(?1, ?2)",
+            args![CHANNEL, Notice::payload(topic, key).as_str()],
+        ),
     }
 }
 

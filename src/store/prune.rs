@@ -41,7 +41,8 @@ const CHUNK: i64 = 2000;
 /// A table `[retention]` and `baton prune` can prune.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PruneTable {
-    /// Transcript entries, by when they were written.
+    /// Transcript entries, by when they were written, and the pipeline's decisions on the
+    /// messages they hold (`baton why`), by when they were made.
     Transcripts,
     /// Admin command audit rows, by when the command ran.
     Audit,
@@ -103,10 +104,7 @@ impl PruneTable {
     /// Deletes one chunk of rows older than `before` (ms); returns how many rows went.
     fn delete_chunk(self, db: Db<'_>, before: i64) -> Result<usize, DbError> {
         let sql = match self {
-            PruneTable::Transcripts => {
-                "DELETE FROM transcript WHERE id IN
-                    (SELECT id FROM transcript WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)"
-            }
+            PruneTable::Transcripts => return delete_entries_and_decisions(db, before),
             PruneTable::Audit => {
                 "DELETE FROM audit WHERE id IN
                     (SELECT id FROM audit WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)"
@@ -142,6 +140,32 @@ impl PruneTable {
         };
         db.execute(sql, args![before, CHUNK])
     }
+}
+
+/// Transcript entries, then the pipeline's decisions (`decisions.rs`) they explain and the
+/// room's messages: kept as long as the transcript.
+fn delete_entries_and_decisions(db: Db<'_>, before: i64) -> Result<usize, DbError> {
+    let entries = db.execute(
+        "DELETE FROM transcript WHERE id IN
+            (SELECT id FROM transcript WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
+        args![before, CHUNK],
+    )?;
+    if entries > 0 {
+        return Ok(entries);
+    }
+    let decisions = db.execute(
+        "DELETE FROM decisions WHERE id IN
+            (SELECT id FROM decisions WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
+        args![before, CHUNK],
+    )?;
+    if decisions > 0 {
+        return Ok(decisions);
+    }
+    db.execute(
+        "DELETE FROM room_messages WHERE id IN
+            (SELECT id FROM room_messages WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
+        args![before, CHUNK],
+    )
 }
 
 /// A chain's messages reference it, so they go first, for the same chains.

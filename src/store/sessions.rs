@@ -153,7 +153,7 @@ pub(super) fn touch_unless_fresh(
 
 /// The session's row created, or its `updated_ms` moved forward by [`TOUCH_STEP_MS`] or more.
 fn touch(db: Db<'_>, s: &SessionKey, rendered: &str, now_ms: i64) -> Result<(), DbError> {
-    db.execute(
+    db.execute_pipelined(
         "INSERT INTO sessions (key, bot, platform, account, chat, thread, created_ms,
             updated_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)

@@ -298,9 +298,18 @@ impl Store {
         run_id: &str,
     ) -> Result<Vec<Entry>, StoreError> {
         let (session, run_id) = (session.render(), run_id.to_owned());
-        self.read(move |db| db.query_map(RUN_ENTRIES, args![&session, &run_id], entry_from_row))
+        self.read(move |db| run_entries_in(db, &session, &run_id))
             .await
     }
+}
+
+/// [`Store::run_entries`] inside a read: `session` as rendered.
+pub(super) fn run_entries_in(
+    db: Db<'_>,
+    session: &str,
+    run_id: &str,
+) -> Result<Vec<Entry>, DbError> {
+    db.query_map(RUN_ENTRIES, args![session, run_id], entry_from_row)
 }
 
 /// A run's entries: found by walking the session's entries in `transcript_session`, which

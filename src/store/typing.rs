@@ -86,8 +86,7 @@ impl Store {
     /// The indicator of row `id` is gone (or was never shown).
     pub async fn typing_closed(&self, id: i64) -> Result<(), StoreError> {
         self.write(move |db| {
-            db.execute("DELETE FROM typing_open WHERE id = ?1", args![id])?;
-            Ok(())
+            db.execute_pipelined("DELETE FROM typing_open WHERE id = ?1", args![id])
         })
         .await
     }

@@ -15,13 +15,22 @@
 //! around every job cost the writer a tenth of its instructions: two statements, and a copy
 //! of every page a job touched kept in case it had to be undone (BENCHMARKS.md, issue 23).
 //!
-//! It is a std thread, not a tokio task, because both drivers block (rusqlite, and the
-//! synchronous `postgres` client): running it on a tokio worker would stall every other task on
-//! that worker. On PostgreSQL it is the same loop on one server connection (opened again if the
-//! server closed it, `writer_conn.rs`): one transaction per batch, savepoints only once a job
-//! failed. There the writers of several instances run side by side, and a batch that collided
-//! with another instance's (a deadlock, a serialization failure) is rolled back whole and run
-//! again (`contention.rs`). Both are why a job is `FnMut`.
+//! It is a std thread, not a tokio task, because both drivers block (rusqlite, and the store's
+//! PostgreSQL connection, driven on the thread that waits on it: `sql/postgres.rs`): running it
+//! on a tokio worker would stall every other task on that worker. On PostgreSQL it is the same
+//! loop on one server connection: one transaction per batch, savepoints only once a job failed,
+//! and every statement whose answer a job does not read pipelined with the next one that waits
+//! (`BEGIN`, a savepoint, the jobs' inserts and deletes), so a batch costs a round trip per
+//! statement whose result is read, plus the commit. There the writers of several instances run
+//! side by side, and a batch that collided with another instance's (a deadlock, a serialization
+//! failure) is rolled back whole and run again (`contention.rs`). Both are why a job is
+//! `FnMut`.
+//!
+//! When the server closes the connection (it restarted, or went away), the batch under way
+//! fails with the reason and the writer connects again (`writer_conn.rs`), at once and then
+//! with a pause that doubles up to [`MAX_PAUSE`]. Until it is connected, every job fails at once
+//! with [`StoreError::Disconnected`], and `/readyz` says so (`write_health.rs`): nothing waits
+//! on a server that is not there, and nothing is told it was saved.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -78,7 +87,37 @@ pub(crate) trait Job: Send {
     /// a savepoint of its own, rolled back if it failed, when `isolation` says so.
     fn run(&mut self, db: Db<'_>, isolation: Isolation) -> Ran;
     /// Answers the caller once the batch's fate is known.
-    fn finish(self: Box<Self>, committed: Result<(), &str>);
+    fn finish(self: Box<Self>, committed: Result<(), &Unsaved>);
+}
+
+/// Why a batch was not committed, as its jobs' callers are told.
+#[derive(Debug, Clone)]
+pub(crate) enum Unsaved {
+    /// Its transaction could not begin or commit, or was rolled back.
+    Failed(String),
+    /// The connection to the server is lost (or was never made again).
+    Disconnected(String),
+}
+
+impl Unsaved {
+    /// The error a caller gets.
+    fn error(&self) -> StoreError {
+        match self {
+            Unsaved::Failed(msg) => StoreError::Commit(msg.clone()),
+            Unsaved::Disconnected(reason) => StoreError::Disconnected {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Unsaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unsaved::Failed(msg) => f.write_str(msg),
+            Unsaved::Disconnected(reason) => write!(f, "the connection is lost: {reason}"),
+        }
+    }
 }
 
 /// What runs on the writer thread after a job's batch commits, given the job's result.
@@ -103,7 +142,9 @@ fn run_work<T>(
     work: &mut dyn FnMut(Db<'_>) -> Result<T, DbError>,
 ) -> (Ran, Result<T, StoreError>) {
     let savepoint = isolation == Isolation::Savepoint;
-    if savepoint && let Err(e) = db.execute("SAVEPOINT job", &[]) {
+    // Pipelined; its release waits, for it and for every statement the job pipelined, so a
+    // failure is this job's.
+    if savepoint && let Err(e) = db.execute_pipelined("SAVEPOINT job", &[]) {
         let ran = if e.is_contention() {
             Ran::Contended
         } else {
@@ -148,8 +189,10 @@ where
         ran
     }
 
-    fn finish(mut self: Box<Self>, committed: Result<(), &str>) {
+    fn finish(mut self: Box<Self>, committed: Result<(), &Unsaved>) {
         let outcome = match (self.outcome.take(), committed) {
+            // Whatever the job met, it met it because the connection went.
+            (_, Err(lost @ Unsaved::Disconnected(_))) => Err(lost.error()),
             (Some(Ok(value)), Ok(())) => {
                 if let Some(after) = self.after_commit.take() {
                     after(&value);
@@ -157,7 +200,7 @@ where
                 Ok(value)
             }
             (Some(Err(e)), _) => Err(e),
-            (Some(Ok(_)), Err(msg)) | (None, Err(msg)) => Err(StoreError::Commit(msg.to_owned())),
+            (Some(Ok(_)), Err(unsaved)) | (None, Err(unsaved)) => Err(unsaved.error()),
             (None, Ok(())) => Err(StoreError::Internal("a store job never ran".into())),
         };
         // The caller may have stopped waiting; its write is committed all the same.
@@ -201,10 +244,11 @@ where
         ran
     }
 
-    fn finish(mut self: Box<Self>, committed: Result<(), &str>) {
+    fn finish(mut self: Box<Self>, committed: Result<(), &Unsaved>) {
         let outcome = match (self.outcome.take(), committed) {
+            (_, Err(lost @ Unsaved::Disconnected(_))) => Err(lost.error()),
             (Some(Err(e)), _) => Err(e),
-            (_, Err(msg)) => Err(StoreError::Commit(msg.to_owned())),
+            (_, Err(unsaved)) => Err(unsaved.error()),
             (Some(Ok(value)), Ok(())) => {
                 if let Some(ran) = self.ran.take() {
                     let _ = ran.send(value);
@@ -399,9 +443,20 @@ impl Writer {
         self.counts.jobs.load(Ordering::Relaxed)
     }
 
-    /// Why writes are failing now, if a batch was lost lately (`write_health.rs`).
-    pub(crate) fn failing(&self) -> Option<String> {
+    /// Why writes are failing now: the connection is lost, or a batch was lost lately
+    /// (`write_health.rs`).
+    pub(crate) fn failing(&self) -> Option<StoreError> {
         self.counts.health.failing()
+    }
+
+    /// Why the writer has no connection to its server now, if it has none.
+    pub(crate) fn down(&self) -> Option<String> {
+        self.counts.health.down()
+    }
+
+    /// How many times the writer connected to its server again.
+    pub(crate) fn reconnects(&self) -> u64 {
+        self.counts.health.reconnects()
     }
 
     /// The count of times written work was undone (see [`Counts`]), as it moves.
@@ -417,7 +472,7 @@ pub(crate) enum Upkeep {
     /// Keeping a file database's WAL under its bound after each commit.
     Wal(WalBound),
     /// Connecting again to this PostgreSQL server when it closed the connection
-    /// (`writer_conn.rs`).
+    /// (`writer_conn.rs`), with a growing pause.
     Reconnect(PgUrl),
 }
 
@@ -460,13 +515,67 @@ fn writer_loop(
             tracing::error!("the store writer's connection was closed; it stops");
             return;
         };
+        match reconnect(url, &mut rx, counts) {
+            Some(new) => conn = Conn::Postgres(new),
+            None => return,
+        }
+    }
+}
+
+/// The first pause after a failed attempt to connect again; each failure doubles it.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+
+/// The longest pause between two attempts to connect again.
+pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(5);
+
+/// How often, while it waits to connect again, the writer answers the jobs that came.
+const REFUSE_EVERY: Duration = Duration::from_millis(10);
+
+/// Connects the writer to `url` again: at once, then after a pause that doubles up to
+/// [`MAX_PAUSE`]. Meanwhile every job that comes fails at once with the reason. `None` when
+/// the writer is to stop.
+fn reconnect(
+    url: &PgUrl,
+    rx: &mut mpsc::Receiver<Message>,
+    counts: &Counts,
+) -> Option<super::sql::PgConn> {
+    let mut pause = FIRST_PAUSE;
+    loop {
         match writer_conn::connect(url) {
             Ok(new) => {
-                tracing::warn!("the store writer's connection was closed; connected again");
-                conn = Conn::Postgres(new);
+                counts.health.reconnected();
+                tracing::warn!("the store writer is connected to PostgreSQL again");
+                return Some(new);
             }
-            // The next batch fails on the closed connection, and the writer tries again.
-            Err(e) => tracing::error!(error = %e, "the store writer cannot connect again"),
+            Err(e) => {
+                let reason = match e {
+                    // The driver's words; the advice is the disconnected error's own.
+                    StoreError::Connect { reason, .. } => reason,
+                    other => other.to_string(),
+                };
+                tracing::error!(error = %reason, retry_in = ?pause, "the store writer cannot connect to PostgreSQL again");
+                counts.health.disconnected(&reason);
+                refuse_for(pause, rx, &Unsaved::Disconnected(reason))?;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+        }
+    }
+}
+
+/// Fails every job that comes within `pause` with `why`; `None` when the writer is to stop.
+fn refuse_for(pause: Duration, rx: &mut mpsc::Receiver<Message>, why: &Unsaved) -> Option<()> {
+    let until = Instant::now() + pause;
+    loop {
+        match rx.try_recv() {
+            Ok(Message::Job(job)) => job.finish(Err(why)),
+            Ok(Message::Stop) | Err(mpsc::error::TryRecvError::Disconnected) => return None,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Some(());
+                }
+                std::thread::sleep(left.min(REFUSE_EVERY));
+            }
         }
     }
 }
@@ -557,12 +666,17 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
         }
         match failure {
             Failure::Job => isolation = Isolation::Savepoint,
-            Failure::Contended(msg) if !attempts.again(batch.len()) => break Err(msg),
+            Failure::Contended(msg) if !attempts.again(batch.len()) => {
+                break Err(Unsaved::Failed(msg));
+            }
             Failure::Contended(_) => {}
-            Failure::Lost(msg) => {
+            Failure::Lost(unsaved) => {
                 // Not a collision, which runs again: this store cannot take writes now.
-                counts.health.lost(&msg);
-                break Err(msg);
+                match &unsaved {
+                    Unsaved::Failed(msg) => counts.health.lost(msg),
+                    Unsaved::Disconnected(reason) => counts.health.disconnected(reason),
+                }
+                break Err(unsaved);
             }
         }
     };
@@ -574,7 +688,7 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
         tracing::error!(error = %msg, jobs = batch.len(), "store batch not committed");
     }
     for job in batch.drain(..) {
-        job.finish(committed.as_ref().map(|_| ()).map_err(String::as_str));
+        job.finish(committed.as_ref().map(|_| ()));
     }
 }
 
@@ -586,8 +700,8 @@ enum Failure {
     /// A job or the commit collided with another writer (`contention.rs`).
     Contended(String),
     /// The batch is lost: its transaction could not begin, commit, or was rolled back by the
-    /// database.
-    Lost(String),
+    /// database, or the connection is gone.
+    Lost(Unsaved),
 }
 
 /// One attempt at `batch`: its jobs in one transaction, then the commit. Stops at the first job
@@ -605,10 +719,15 @@ fn try_batch(
         Engine::Sqlite => "BEGIN IMMEDIATE",
         Engine::Postgres => "BEGIN",
     };
-    db.execute(begin, &[])
-        .map_err(|e| Failure::Lost(e.to_string()))?;
+    // On PostgreSQL it goes out with the first job's first statement that waits.
+    db.execute_pipelined(begin, &[]).map_err(|e| lost(db, &e))?;
     for job in batch.iter_mut() {
-        match job.run(db, isolation) {
+        let ran = job.run(db, isolation);
+        if let Some(reason) = db.lost() {
+            // Whatever the job was told, its batch is gone with the connection.
+            return Err(Failure::Lost(Unsaved::Disconnected(reason)));
+        }
+        match ran {
             Ran::Done => {}
             Ran::Contended => {
                 let collided = "the batch collided with another writer".to_owned();
@@ -623,14 +742,33 @@ fn try_batch(
             // SQLite rolled back the whole transaction (disk full, I/O error): the jobs that
             // ran so far are lost, and the rest must not run outside a transaction.
             let lost = "the transaction was rolled back by SQLite".to_owned();
-            return Err(Failure::Lost(lost));
+            return Err(Failure::Lost(Unsaved::Failed(lost)));
         }
+    }
+    // The answers to the statements the last jobs pipelined: a failure among them is a job's,
+    // not the commit's.
+    if let Err(e) = db.flush() {
+        return Err(match db.lost() {
+            Some(reason) => Failure::Lost(Unsaved::Disconnected(reason)),
+            None if e.is_contention() => Failure::Contended(e.to_string()),
+            None if isolation == Isolation::Shared => Failure::Job,
+            // Each job's savepoint waited for its own: nothing was left to fail here.
+            None => lost(db, &e),
+        });
     }
     db.execute("COMMIT", &[]).map(drop).map_err(|e| {
         if e.is_contention() {
             Failure::Contended(e.to_string())
         } else {
-            Failure::Lost(e.to_string())
+            lost(db, &e)
         }
+    })
+}
+
+/// The batch lost on `e`: with the connection, or otherwise.
+fn lost(db: Db<'_>, e: &DbError) -> Failure {
+    Failure::Lost(match db.lost() {
+        Some(reason) => Unsaved::Disconnected(reason),
+        None => Unsaved::Failed(e.to_string()),
     })
 }

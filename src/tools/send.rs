@@ -164,7 +164,7 @@ fn render(sent: Sent) -> Value {
             "run_id": run_id,
             "error": reason,
         }),
-        SendOutcome::Refused { bot, refusal } => json!({
+        SendOutcome::Refused { bot, refusal, .. } => json!({
             "status": "refused",
             "reason": refusal.as_str(),
             "message": refusal.explain(),

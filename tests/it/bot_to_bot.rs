@@ -520,6 +520,7 @@ async fn queue_a_delivery(db: &Path, target: &str) {
         depth: 2,
         origin: Some(A_ROOM.parse().unwrap()),
         trigger: None,
+        trace_parent: None,
         mode: baton::store::SendMode::Wait,
         artifacts_in: Vec::new(),
         expect: None,

@@ -471,6 +471,79 @@ async fn a_delivery_shows_its_progress_and_its_artifacts_in_and_out() {
     gw.stop().await;
 }
 
+/// Every message in the room's chat log has a "why?": a message nobody was asked in shows each
+/// bot's decision (not mentioned); one that asked snark shows its turn and what it posted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_shows_why_nobody_answered() {
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(CONFIG, &db).await;
+    let unasked = gw.say("lobby", "alice", "lunch at noon?").await;
+    let asked = gw.say("lobby", "alice", "@snark hello").await;
+    gw.settle().await;
+    let browser = Browser::start().await;
+    browser.goto(&format!("{}/#/chat", gw.base)).await;
+    browser
+        .until(
+            "the chat panel",
+            "return document.getElementById('chat-mode') !== null;",
+        )
+        .await;
+    browser
+        .js(
+            "const s = document.getElementById('chat-mode'); s.value = 'room'; \
+             s.dispatchEvent(new Event('change')); return true;",
+        )
+        .await;
+    let lines = |id: &str| {
+        format!(
+            "const m = document.querySelector('#chat-log [data-message=\"{id}\"]'); \
+             if (!m) return null; \
+             const lines = [...m.querySelectorAll('.why-line')].map(l => l.textContent); \
+             if (lines.length) return lines; \
+             m.querySelector('.why-toggle').dataset.asked || (m.querySelector('.why-toggle').click(), \
+               m.querySelector('.why-toggle').dataset.asked = '1'); \
+             return null;"
+        )
+    };
+    let unasked_id = unasked["id"].as_str().unwrap();
+    let shown = browser
+        .until(
+            "why, on the message nobody was asked in",
+            &lines(unasked_id),
+        )
+        .await;
+    let mut shown = strings(&shown);
+    shown.sort();
+    assert_eq!(
+        shown,
+        [
+            "caid activation buffered: not mentioned",
+            "sec activation buffered: not mentioned",
+            "snark activation buffered: not mentioned",
+        ]
+    );
+    let asked_id = asked["id"].as_str().unwrap();
+    let shown = strings(
+        &browser
+            .until("why, on the message to snark", &lines(asked_id))
+            .await,
+    );
+    let reply = gw.said_by("lobby", "snark").await;
+    let posted = reply[0]["id"].as_str().unwrap();
+    let snark = shown.iter().find(|l| l.starts_with("snark")).unwrap();
+    for other in ["caid", "sec"] {
+        let line = format!("{other} activation buffered: mentions only other bots");
+        assert!(shown.contains(&line), "{shown:?}");
+    }
+    assert!(
+        snark.starts_with("snark turn replied: mentioned · waited ")
+            && snark.ends_with(&format!("posted {posted}")),
+        "{shown:?}"
+    );
+    browser.close().await;
+    gw.stop().await;
+}
+
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

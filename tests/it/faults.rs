@@ -635,7 +635,7 @@ async fn store_with_a_left_over_event(db: &Path, attempts: u32) {
     let store = Store::open(db.to_str().unwrap()).await.unwrap();
     // Filed as a gateway files it (`tests/it/files_out.rs` files one as JSON, as before schema 22).
     let filed = store
-        .file(baton::store::Filing::of(&event), 1)
+        .file(baton::store::Filing::of(&event), 1, None)
         .await
         .unwrap();
     let filed = filed.expect("a fresh event");

@@ -21,6 +21,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod a2a;
 mod access;
 mod admin;
 mod artifacts;
@@ -40,6 +41,7 @@ mod dashboard;
 mod discord;
 mod disk;
 mod escalation;
+mod export;
 mod failover;
 mod faults;
 mod feedback;
@@ -52,9 +54,12 @@ mod idle_rss;
 mod mcp;
 mod memory_bounds;
 mod pipeline;
+mod postgres_lost;
 mod readme;
 mod schedule;
 #[cfg(feature = "slack")]
 mod slack;
 #[cfg(feature = "telegram")]
 mod telegram;
+mod traces;
+mod why;

@@ -274,7 +274,11 @@ async fn the_same_heartbeat_text_within_24_hours_is_delivered_once_even_across_a
     );
     gw.settle().await;
     assert_eq!(fake.requests().len(), 2);
-    assert!(gw.said_by("ops", "hb").await.is_empty(), "suppressed");
+    assert_eq!(
+        gw.said_by("ops", "hb").await.len(),
+        1,
+        "suppressed (the room keeps the post from before the restart)"
+    );
     let transcript = gw.transcript("bot:hb:local:hb:ops").await;
     let duplicate = with_reason(&transcript, "silent", "duplicate");
     assert_eq!(duplicate.len(), 1, "{transcript:#?}");
@@ -290,7 +294,7 @@ async fn the_same_heartbeat_text_within_24_hours_is_delivered_once_even_across_a
     gw.tick(next_day).await;
     gw.settle().await;
     assert_eq!(fake.requests().len(), 3);
-    assert_eq!(gw.said_by("ops", "hb").await.len(), 1);
+    assert_eq!(gw.said_by("ops", "hb").await.len(), 2, "posted again");
     gw.stop().await;
 }
 
@@ -337,7 +341,13 @@ prompt = "Post the standup reminder."
     );
     assert_eq!(gw.tick(tuesday(9, 21)).await, vec![]);
     gw.settle().await;
-    assert_eq!(gw.said_by("standup", "crier").await.len(), 1);
+    let said = gw.said_by("standup", "crier").await;
+    assert_eq!(
+        said.len(),
+        2,
+        "Monday's post (kept by the room) and Tuesday's once"
+    );
+    assert_eq!(said[1]["text"], "Standup, Tuesday edition.");
     assert_eq!(fake.requests().len(), 2);
     let next = gw.gateway.scheduler().next_due();
     assert_eq!(next[0].at, tuesday(9, 0) + TimeDelta::days(1));

@@ -160,6 +160,7 @@ fn usage_json(usage: Option<Usage>, words: usize) -> Value {
 struct Recorded {
     body: Value,
     authorization: Option<String>,
+    traceparent: Option<String>,
 }
 
 impl Shared {
@@ -270,6 +271,17 @@ impl FakeOpenAi {
             .requests
             .iter()
             .map(|r| r.authorization.clone())
+            .collect()
+    }
+
+    /// The W3C `traceparent` header of each request whose `model` is `model`, in arrival order.
+    pub fn traceparents_for(&self, model: &str) -> Vec<Option<String>> {
+        self.engine
+            .lock()
+            .requests
+            .iter()
+            .filter(|r| r.body["model"] == model)
+            .map(|r| r.traceparent.clone())
             .collect()
     }
 
@@ -397,6 +409,10 @@ async fn chat_completions(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let model = body["model"].as_str().unwrap_or_default().to_owned();
     let (step, key_ok, index, usage) = {
         let mut inner = engine.lock();
@@ -407,6 +423,7 @@ async fn chat_completions(
         inner.requests.push(Recorded {
             body: body.clone(),
             authorization,
+            traceparent,
         });
         let step = inner.scripts.get_mut(&model).and_then(VecDeque::pop_front);
         let step = step.or_else(|| {

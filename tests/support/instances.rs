@@ -38,7 +38,17 @@ impl Instances {
     /// `slack`) is a bot on the `echo` backend (or `backend`, TOML lines for `[[bots]]`) with a
     /// Socket Mode account; leases of [`LEASE_SECONDS`]; `extra` TOML appended.
     pub async fn new(slack: &FakeSlack, apps: &[&str], backend: &str, extra: &str) -> Instances {
-        let url = database().await;
+        Instances::on(database().await, slack, apps, backend, extra)
+    }
+
+    /// [`Instances::new`] on the database at `url`.
+    pub fn on(
+        url: String,
+        slack: &FakeSlack,
+        apps: &[&str],
+        backend: &str,
+        extra: &str,
+    ) -> Instances {
         let mut body = format!(
             "[gateway]\ndatabase_url_env = \"{URL_ENV}\"\nsilent_token = \"NO_REPLY\"\n\
              drain_seconds = 1\n\n[chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n"
@@ -74,6 +84,11 @@ impl Instances {
 
     /// Start instance `id` and wait for its listener.
     pub async fn start(&self, id: &str) -> Instance {
+        self.start_with_env(id, &[]).await
+    }
+
+    /// [`Instances::start`] with more environment variables (`OTEL_*`).
+    pub async fn start_with_env(&self, id: &str, env: &[(&str, &str)]) -> Instance {
         let config = self.config(id);
         let mut cmd = baton(self.dir.path());
         cmd.arg("run")
@@ -87,6 +102,9 @@ impl Instances {
             let upper = app.to_uppercase();
             cmd.env(format!("{upper}_SLACK_APP_TOKEN"), format!("xapp-{app}"))
                 .env(format!("{upper}_SLACK_BOT_TOKEN"), format!("xoxb-{app}"));
+        }
+        for (name, value) in env {
+            cmd.env(name, value);
         }
         let (process, out) = Running::spawn(cmd);
         let base = process.base_url(out).await;

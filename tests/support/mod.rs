@@ -15,6 +15,7 @@ pub mod gateway;
 pub mod instances;
 pub mod left_over;
 pub mod multipart;
+pub mod otlp;
 pub mod postgres;
 pub mod process;
 pub mod raw_http;

@@ -19,3 +19,45 @@ pub async fn database() -> String {
     .await
     .expect("creating a test database")
 }
+
+/// A PostgreSQL server of the test's own, which it stops and starts again (a server that goes
+/// away mid-run), with one fresh database: the server, and the connection settings to put in
+/// [`URL_ENV`].
+pub async fn own_server(name: &'static str) -> (Server, String) {
+    tokio::task::spawn_blocking(move || {
+        let cluster = cluster::own_cluster(name);
+        let url = cluster.url(&cluster.create_database());
+        (Server(cluster), url)
+    })
+    .await
+    .expect("starting a PostgreSQL server of the test's own")
+}
+
+/// A server of a test's own ([`own_server`]).
+pub struct Server(cluster::Cluster);
+
+impl Server {
+    /// Stops it as an operator's restart does (`pg_ctl stop -m fast`: every connection ended).
+    pub async fn stop(&self) {
+        let cluster = &self.0;
+        tokio::task::block_in_place(|| cluster.stop());
+    }
+
+    /// Starts it again on the same data.
+    pub async fn start(&self) {
+        let cluster = &self.0;
+        tokio::task::block_in_place(|| cluster.start_again());
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is dropped; back when this returns.
+    pub async fn restart(&self) {
+        let cluster = &self.0;
+        tokio::task::block_in_place(|| cluster.restart());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.0.remove();
+    }
+}

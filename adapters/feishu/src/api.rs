@@ -278,6 +278,24 @@ impl Api {
             .ok_or_else(|| ApiError::Transport("cardkit answered without a card_id".into()))
     }
 
+    /// `POST /open-apis/cardkit/v1/cards/id_convert`: the id of the card an `interactive`
+    /// message shows.
+    pub async fn card_of_message(&self, message_id: &str) -> Result<String, ApiError> {
+        let body = json!({ "message_id": message_id });
+        let answer = self
+            .call(
+                reqwest::Method::POST,
+                "/open-apis/cardkit/v1/cards/id_convert",
+                Some(&body),
+            )
+            .await?;
+        answer["data"]["card_id"]
+            .as_str()
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::Transport("id_convert answered without a card_id".into()))
+    }
+
     /// `PUT /open-apis/cardkit/v1/cards/<card>/elements/<element>/content`: the element's
     /// whole text (a streaming card types out what it adds).
     pub async fn card_text(

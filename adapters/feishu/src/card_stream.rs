@@ -5,13 +5,17 @@
 //! These updates are not message edits, so the 20-edit cap does not apply. At the end the
 //! element gets the final text and the card leaves streaming mode.
 //!
-//! Every update of a card carries a `sequence` that must grow, kept here per card. An app that
-//! may not create cards (no CardKit permission) posts text and is edited instead; that refusal
-//! is remembered for the process.
+//! Every update of a card carries a `sequence` that must grow. It follows the clock (tenths of
+//! a second since 2026), and past it by one per update: updates of one stream are paced at
+//! least 100 ms apart, so a process that picks up a card another one streamed before a crash
+//! (`POST /cardkit/v1/cards/id_convert` gives the card of its message) still numbers its
+//! updates above the ones made before. An app that may not create cards (no CardKit
+//! permission) posts text and is edited instead; that refusal is remembered for the process.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
 
 use baton_contract::{OutboundMessage, SendError, StreamStart, StreamText};
 use serde_json::json;
@@ -21,6 +25,9 @@ use crate::outbound::{Posted, send, send_as, send_error, uuid_for};
 
 /// The id of the card's one text element.
 const ELEMENT: &str = "reply";
+
+/// Where card sequences count from: 2026-01-01T00:00:00Z.
+const SEQUENCE_EPOCH: Duration = Duration::from_secs(1_767_225_600);
 
 /// The streaming cards this account is writing, by message id.
 #[derive(Default)]
@@ -83,7 +90,7 @@ impl CardStreams {
 
     /// Show `update.text` in its card.
     pub(crate) async fn update(&self, api: &Api, update: &StreamText) -> Result<(), SendError> {
-        let (card, sequence) = self.next(update)?;
+        let (card, sequence) = self.next(api, update).await?;
         let uuid = uuid_for(&format!("{}#{sequence}", update.message_id));
         api.card_text(&card, ELEMENT, &update.text, sequence, &uuid)
             .await
@@ -95,7 +102,7 @@ impl CardStreams {
         if end.shown.as_deref() != Some(end.text.as_str()) {
             self.update(api, end).await?;
         }
-        let (card, sequence) = self.next(end)?;
+        let (card, sequence) = self.next(api, end).await?;
         let uuid = uuid_for(&format!("{}#{sequence}", end.message_id));
         api.card_settings(&card, &json!({ "streaming_mode": false }), sequence, &uuid)
             .await
@@ -107,20 +114,38 @@ impl CardStreams {
         Ok(())
     }
 
-    /// The card of `stream`'s message and the next sequence number for it.
-    fn next(&self, stream: &StreamText) -> Result<(String, u64), SendError> {
+    /// The card of `stream`'s message and the next sequence number for it. A card this
+    /// process did not start (an attempt cut off by a restart did) is looked up by its message.
+    async fn next(&self, api: &Api, stream: &StreamText) -> Result<(String, u64), SendError> {
+        let message = stream.message_id.as_str();
+        let known = self
+            .live
+            .lock()
+            .expect("card streams poisoned")
+            .contains_key(message);
+        if !known {
+            let id = api.card_of_message(message).await.map_err(send_error)?;
+            tracing::info!(message, card = %id, "a streaming card started before a restart is ended by this process");
+            self.live
+                .lock()
+                .expect("card streams poisoned")
+                .entry(message.to_owned())
+                .or_insert(Card { id, sequence: 0 });
+        }
         let mut live = self.live.lock().expect("card streams poisoned");
-        let card = live
-            .get_mut(stream.message_id.as_str())
-            .ok_or_else(|| SendError::Rejected {
-                code: "stream_unknown".into(),
-                message: format!(
-                    "no streaming card of message `{}` is known to this process (it was \
-                     started before a restart); the card keeps the text it shows",
-                    stream.message_id
-                ),
-            })?;
-        card.sequence += 1;
+        let card = live.get_mut(message).ok_or_else(|| SendError::Rejected {
+            code: "stream_unknown".into(),
+            message: format!("the streaming card of message `{message}` was ended meanwhile"),
+        })?;
+        card.sequence = (card.sequence + 1).max(clock_sequence());
         Ok((card.id.clone(), card.sequence))
     }
+}
+
+/// The clock as a card sequence: tenths of a second since [`SEQUENCE_EPOCH`].
+fn clock_sequence() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH + SEQUENCE_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis() / 100).unwrap_or(u64::MAX)
 }

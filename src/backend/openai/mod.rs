@@ -16,6 +16,7 @@ use super::{
     NoSink, Role, TextSink, ToolExecutor, TurnRequest, Usage, describe_transport_error,
     error_message, http_client, quote,
 };
+use crate::trace::{Span, SpanKind, attr};
 
 mod retry;
 mod stream;
@@ -201,7 +202,7 @@ impl OpenAiBackend {
         delivery: Delivery,
         sink: &dyn TextSink,
     ) -> Result<Completion, Attempt> {
-        let mut request = self.client.post(url).json(body);
+        let mut request = crate::trace::traced(self.client.post(url).json(body));
         if let Some(key) = &self.settings.api_key {
             request = request.bearer_auth(key.expose());
         }
@@ -329,10 +330,16 @@ impl OpenAiBackend {
                 delivery,
                 &self.settings.options,
             );
-            let answer = self
-                .complete(&body, delivery, sink)
+            let span = model_call_span(model);
+            let answer = span
+                .run(self.complete(&body, delivery, sink))
                 .await
-                .map_err(|err| err.refused_for(model))?;
+                .map_err(|err| {
+                    span.failed(|| err.to_string());
+                    err.refused_for(model)
+                })?;
+            span.set(|| answered(&answer));
+            drop(span);
             if let Some(used) = answer.usage {
                 usage = Some(usage.unwrap_or_default().plus(used));
             }
@@ -397,6 +404,38 @@ impl Backend for OpenAiBackend {
     ) -> Result<BackendReply, BackendError> {
         self.rounds(request, tools, Delivery::Streamed, sink).await
     }
+}
+
+/// The span of one model call, with the GenAI semantic conventions' request attributes.
+fn model_call_span(model: &str) -> Span {
+    Span::start(format!("chat {model}"), SpanKind::Client, || {
+        vec![
+            attr("gen_ai.operation.name", "chat"),
+            attr("gen_ai.system", "openai"),
+            attr("gen_ai.provider.name", "openai"),
+            attr("gen_ai.request.model", model.to_owned()),
+        ]
+    })
+}
+
+/// What a model call's span records of its answer: the model that answered and the tokens.
+fn answered(answer: &Completion) -> Vec<opentelemetry::KeyValue> {
+    let mut attributes = Vec::with_capacity(3);
+    if let Some(model) = &answer.model {
+        attributes.push(attr("gen_ai.response.model", model.clone()));
+    }
+    if let Some(usage) = answer.usage {
+        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        attributes.push(attr(
+            "gen_ai.usage.input_tokens",
+            tokens(usage.prompt_tokens),
+        ));
+        attributes.push(attr(
+            "gen_ai.usage.output_tokens",
+            tokens(usage.completion_tokens),
+        ));
+    }
+    attributes
 }
 
 #[cfg(test)]

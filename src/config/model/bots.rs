@@ -16,6 +16,8 @@ pub enum BackendKind {
     Command,
     /// Deterministic echo for demos and tests.
     Echo,
+    /// A remote A2A agent (SPEC 14): each turn is a streamed `SendMessage` to it.
+    A2a,
 }
 
 impl BackendKind {
@@ -26,6 +28,7 @@ impl BackendKind {
             BackendKind::Http => "http",
             BackendKind::Command => "command",
             BackendKind::Echo => "echo",
+            BackendKind::A2a => "a2a",
         }
     }
 }
@@ -76,9 +79,12 @@ pub struct BotConfig {
     /// `openai` backend: more keys for each request body, passed through.
     #[serde(default)]
     pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
-    /// `http` backend: where to POST turns.
+    /// `http` backend: where to POST turns; `a2a` backend: the agent's JSON-RPC endpoint.
     #[serde(default)]
     pub url: Option<String>,
+    /// `a2a` backend: the environment variable holding the agent's bearer token.
+    #[serde(default)]
+    pub token_env: Option<String>,
     /// `command` backend: program and arguments.
     #[serde(default)]
     pub command: Vec<String>,

@@ -4,6 +4,8 @@
 use baton_contract::Platform;
 use serde::Deserialize;
 
+use super::BackendKind;
+
 /// Who may wake bots in group chats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -99,12 +101,28 @@ pub struct ChatConfig {
     /// The system prompt every bot uses here, over its own (a file, relative to the config).
     #[serde(default)]
     pub system_prompt_file: Option<std::path::PathBuf>,
-    /// Per bot (by id): its model and system prompt here, over the chat's and its own.
+    /// The backend every bot runs here, over its own: a kind, with the bot's own settings for
+    /// that kind (its `url`, `command`, `model`...).
+    #[serde(default)]
+    pub backend: Option<BackendKind>,
+    /// Per bot (by id): its model, system prompt and backend here, over the chat's and its own.
     #[serde(default)]
     pub bots: std::collections::BTreeMap<String, ChatBotConfig>,
 }
 
-/// `[[chats]] bots = { caid = { model = "..." } }`: one bot's model and persona in one chat.
+impl ChatConfig {
+    /// The backend this entry gives `bot`: its own entry's, else the chat's (unset: the bot's
+    /// own).
+    pub fn backend_of(&self, bot: &str) -> Option<BackendKind> {
+        self.bots
+            .get(bot)
+            .and_then(|own| own.backend)
+            .or(self.backend)
+    }
+}
+
+/// `[[chats]] bots = { caid = { model = "..." } }`: one bot's model, persona and backend in one
+/// chat.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChatBotConfig {
     /// The model this bot uses here.
@@ -113,6 +131,9 @@ pub struct ChatBotConfig {
     /// The system prompt this bot uses here (a file, relative to the config).
     #[serde(default)]
     pub system_prompt_file: Option<std::path::PathBuf>,
+    /// The backend this bot runs here, with its own settings for that kind.
+    #[serde(default)]
+    pub backend: Option<BackendKind>,
 }
 
 /// `[chats_default]`.

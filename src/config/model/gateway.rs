@@ -109,3 +109,13 @@ impl Default for ClusterConfig {
         }
     }
 }
+
+/// `[telemetry]`: where traces go when no `OTEL_EXPORTER_OTLP_*ENDPOINT` variable says
+/// (docs/tracing.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector's base URL (traces go to `<it>/v1/traces`); unset: no traces
+    /// unless the environment names a collector.
+    pub otlp_endpoint: Option<String>,
+}

@@ -84,7 +84,7 @@ impl Default for LimitsConfig {
     }
 }
 
-/// `[local]`: bounds on the local channel's rooms, which live in memory (the transcript keeps
+/// `[local]`: bounds on the local channel's rooms, which live in the store (the transcript keeps
 /// every word; a room's log is only what `GET /api/local/rooms/...` shows).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default)]

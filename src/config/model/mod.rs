@@ -1,6 +1,7 @@
 //! The config file's shape, one file per group of tables. Every default here is also written
 //! in `config/baton.example.toml`.
 
+mod a2a;
 mod accounts;
 mod bot_to_bot;
 mod bots;
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub use a2a::*;
 pub use accounts::*;
 pub use bot_to_bot::*;
 pub use bots::*;
@@ -37,6 +39,8 @@ pub struct Config {
     pub local: LocalConfig,
     /// `[agent_to_agent]`: who may `sessions_send` to whom.
     pub agent_to_agent: AgentToAgentConfig,
+    /// `[a2a]`: bots published as Agent2Agent agents.
+    pub a2a: A2aConfig,
     /// `[chains]`: ordered turn-taking.
     pub chains: ChainsConfig,
     /// `[feedback]`: typing and streaming while a bot works.
@@ -61,6 +65,8 @@ pub struct Config {
     pub artifacts: ArtifactsConfig,
     /// `[cluster]`: several instances on one database.
     pub cluster: ClusterConfig,
+    /// `[telemetry]`: the trace collector.
+    pub telemetry: TelemetryConfig,
     /// `[prices."<model>"]`: USD per million tokens, per model.
     pub prices: PricesConfig,
     /// `[[budgets]]`: spending limits per bot, chat, trigger or gateway.

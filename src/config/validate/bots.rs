@@ -40,7 +40,7 @@ impl Checker<'_> {
                     ),
                 );
             }
-            self.backend_keys(i, bot);
+            self.backend_keys(i, bot, &config.backend_kinds(bot));
             if bot.system_prompt.is_some() && bot.system_prompt_file.is_some() {
                 self.report(
                     key("system_prompt_file"),
@@ -103,53 +103,44 @@ impl Checker<'_> {
         }
     }
 
-    /// Keys that belong to one backend: present where needed, absent elsewhere.
-    fn backend_keys(&mut self, i: usize, bot: &BotConfig) {
+    /// Keys that belong to one backend: present where its own backend needs them, well formed
+    /// for every backend it runs (`kinds`: its own and those `[[chats]]` entries give it),
+    /// absent elsewhere.
+    fn backend_keys(&mut self, i: usize, bot: &BotConfig, kinds: &[BackendKind]) {
         let key = |name: &str| format!("bots[{i}].{name}");
-        match bot.backend {
-            BackendKind::Openai => {
-                if bot.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
-                    self.report(
-                        key("model"),
-                        "is missing; the openai backend needs a model name (e.g. model = \
-                         \"gpt-4o-mini\")",
-                    );
-                }
-                if let Some(url) = &bot.base_url {
-                    self.url(key("base_url"), url);
-                }
-                if let Some(name) = &bot.api_key_env {
-                    self.env_var(&key("api_key_env"), name, API_KEY);
-                }
+        if let Some(missing) = missing_setting(bot, bot.backend, None) {
+            let backend = bot.backend.as_str();
+            self.report(
+                key(missing.key),
+                format!("is missing; the {backend} backend needs {}", missing.what),
+            );
+        }
+        if kinds.contains(&BackendKind::Openai) {
+            if let Some(url) = &bot.base_url {
+                self.url(key("base_url"), url);
             }
-            BackendKind::Http => match &bot.url {
-                None => self.report(
-                    key("url"),
-                    "is missing; the http backend needs the URL turns are POSTed to",
-                ),
-                Some(url) => self.url(key("url"), url),
-            },
-            BackendKind::Command => {
-                if bot
-                    .command
-                    .first()
-                    .is_none_or(|program| program.trim().is_empty())
-                {
-                    self.report(
-                        key("command"),
-                        "is missing or empty; the command backend needs the program and its \
-                         arguments, e.g. command = [\"my-agent\", \"--json\"]",
-                    );
-                }
-                for (n, name) in bot.env.iter().enumerate() {
-                    self.env_name(
-                        &key(&format!("env[{n}]")),
-                        name,
-                        "a variable the agent needs",
-                    );
-                }
+            if let Some(name) = &bot.api_key_env {
+                self.env_var(&key("api_key_env"), name, API_KEY);
             }
-            BackendKind::Echo => {}
+        }
+        if (kinds.contains(&BackendKind::Http) || kinds.contains(&BackendKind::A2a))
+            && let Some(url) = &bot.url
+        {
+            self.url(key("url"), url);
+        }
+        if kinds.contains(&BackendKind::A2a)
+            && let Some(name) = &bot.token_env
+        {
+            self.env_var(&key("token_env"), name, "the agent's bearer token");
+        }
+        if kinds.contains(&BackendKind::Command) {
+            for (n, name) in bot.env.iter().enumerate() {
+                self.env_name(
+                    &key(&format!("env[{n}]")),
+                    name,
+                    "a variable the agent needs",
+                );
+            }
         }
         // Each backend's own keys, with whether the bot sets them: refused on any other.
         for (name, owner, set) in [
@@ -159,7 +150,17 @@ impl Checker<'_> {
                 BackendKind::Openai,
                 bot.api_key_env.is_some(),
             ),
-            ("url", BackendKind::Http, bot.url.is_some()),
+            (
+                "url",
+                // Taken by the http and the a2a backend alike.
+                if kinds.contains(&BackendKind::A2a) {
+                    BackendKind::A2a
+                } else {
+                    BackendKind::Http
+                },
+                bot.url.is_some(),
+            ),
+            ("token_env", BackendKind::A2a, bot.token_env.is_some()),
             ("command", BackendKind::Command, !bot.command.is_empty()),
             ("workdir", BackendKind::Command, bot.workdir.is_some()),
             ("env", BackendKind::Command, !bot.env.is_empty()),
@@ -178,13 +179,13 @@ impl Checker<'_> {
             ),
             ("extra_body", BackendKind::Openai, bot.extra_body.is_some()),
         ] {
-            if set && bot.backend != owner {
+            if set && !kinds.contains(&owner) {
                 let owner = owner.as_str();
                 self.report(
                     key(name),
                     format!(
                         "`{name}` is only used by the {owner} backend; remove it, or set \
-                         backend = \"{owner}\""
+                         backend = \"{owner}\" (on the bot, or in a [[chats]] entry)"
                     ),
                 );
             }
@@ -199,6 +200,43 @@ impl Checker<'_> {
         if let Some(name) = &openai.api_key_env {
             self.env_var("backends.openai.api_key_env", name, API_KEY);
         }
+    }
+}
+
+/// A setting a backend needs that a bot lacks: its key, and what it holds.
+pub(super) struct Missing {
+    /// The `[[bots]]` key.
+    pub key: &'static str,
+    /// What the backend needs it for, for the message.
+    pub what: &'static str,
+}
+
+/// What `bot` lacks to run `kind` (`model`: one a `[[chats]]` entry gives it there), if
+/// anything.
+pub(super) fn missing_setting(
+    bot: &BotConfig,
+    kind: BackendKind,
+    model: Option<&str>,
+) -> Option<Missing> {
+    let blank = |value: Option<&str>| value.is_none_or(|v| v.trim().is_empty());
+    match kind {
+        BackendKind::Openai if blank(model) && blank(bot.model.as_deref()) => Some(Missing {
+            key: "model",
+            what: "a model name (e.g. model = \"gpt-4o-mini\")",
+        }),
+        BackendKind::Http if bot.url.is_none() => Some(Missing {
+            key: "url",
+            what: "the URL turns are POSTed to",
+        }),
+        BackendKind::A2a if bot.url.is_none() => Some(Missing {
+            key: "url",
+            what: "the agent's A2A JSON-RPC endpoint",
+        }),
+        BackendKind::Command if blank(bot.command.first().map(String::as_str)) => Some(Missing {
+            key: "command",
+            what: "the program and its arguments, e.g. command = [\"my-agent\", \"--json\"]",
+        }),
+        _ => None,
     }
 }
 

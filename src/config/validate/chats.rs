@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use baton_contract::Platform;
 
 use super::super::{BackendKind, ChatConfig, Config};
+use super::bots::missing_setting;
 use super::{Checker, earlier};
 
 impl Checker<'_> {
@@ -30,8 +31,9 @@ impl Checker<'_> {
         self.globs("chats_default.allow_bots", &config.chats_default.allow_bots);
     }
 
-    /// `model`, `system_prompt_file` and `bots = { <bot> = { ... } }`: each file readable, each
-    /// bot known, and a model given only to a bot whose backend has models.
+    /// `model`, `system_prompt_file`, `backend` and `bots = { <bot> = { ... } }`: each file
+    /// readable, each bot known, a backend only for bots with its settings, and a model given
+    /// only to a bot whose backend here has models.
     fn personas(&mut self, config: &Config, i: usize, chat: &ChatConfig) {
         let key = |name: &str| format!("chats[{i}].{name}");
         if chat.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
@@ -39,6 +41,34 @@ impl Checker<'_> {
         }
         if let Some(file) = &chat.system_prompt_file {
             self.prompt_file(key("system_prompt_file"), config, file);
+        }
+        if let Some(kind) = chat.backend {
+            // Every bot that can be in the chat and keeps the chat's backend here.
+            let bots = config.bots.iter().filter(|bot| {
+                config
+                    .accounts
+                    .iter()
+                    .any(|a| a.bot == bot.id && a.platform == chat.platform)
+                    && chat.bots.get(&bot.id).and_then(|own| own.backend).is_none()
+            });
+            for bot in bots {
+                let model = chat_model(chat, &bot.id);
+                if let Some(missing) = missing_setting(bot, kind, model) {
+                    let id = &bot.id;
+                    self.report(
+                        key("backend"),
+                        format!(
+                            "`{id}` has no `{}`, and the {} backend needs {}; add it to \
+                             `{id}`'s [[bots]] entry, or give `{id}` its own here with \
+                             bots = {{ {id} = {{ backend = \"{}\" }} }}",
+                            missing.key,
+                            kind.as_str(),
+                            missing.what,
+                            bot.backend.as_str()
+                        ),
+                    );
+                }
+            }
         }
         for (bot, own) in &chat.bots {
             let key = |name: &str| format!("chats[{i}].bots.{bot}.{name}");
@@ -48,21 +78,46 @@ impl Checker<'_> {
             if let Some(file) = &own.system_prompt_file {
                 self.prompt_file(key("system_prompt_file"), config, file);
             }
+            let Some(entry) = config.bots.iter().find(|b| &b.id == bot) else {
+                continue;
+            };
+            let backend = chat.backend_of(bot).unwrap_or(entry.backend);
+            if let Some(kind) = own.backend
+                && let Some(missing) = missing_setting(entry, kind, chat_model(chat, bot))
+            {
+                self.report(
+                    key("backend"),
+                    format!(
+                        "`{bot}` has no `{}`, and the {} backend needs {}; add it to `{bot}`'s \
+                         [[bots]] entry, or remove the key",
+                        missing.key,
+                        kind.as_str(),
+                        missing.what
+                    ),
+                );
+            }
             let Some(model) = &own.model else { continue };
-            let backend = config.bots.iter().find(|b| &b.id == bot).map(|b| b.backend);
             if model.trim().is_empty() {
                 self.report(key("model"), "is empty; name a model or remove the key");
-            } else if known && backend != Some(BackendKind::Openai) {
+            } else if known && backend != BackendKind::Openai {
                 self.report(
                     key("model"),
                     format!(
-                        "`{bot}` does not use the openai backend, which is the one with models; \
-                         remove the key"
+                        "`{bot}` does not use the openai backend here, which is the one with \
+                         models; remove the key, or set backend = \"openai\" beside it"
                     ),
                 );
             }
         }
     }
+}
+
+/// The model a `[[chats]]` entry gives `bot` (its own entry's, else the chat's).
+fn chat_model<'a>(chat: &'a ChatConfig, bot: &str) -> Option<&'a str> {
+    chat.bots
+        .get(bot)
+        .and_then(|own| own.model.as_deref())
+        .or(chat.model.as_deref())
 }
 
 #[cfg(test)]
@@ -99,6 +154,61 @@ bots = { ghost = { model = "x" }, parrot = { model = "y" }, snark = { model = "b
                 "chats[0].bots.ghost",
                 "chats[0].bots.parrot.model",
             ],
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn a_chat_backend_needs_the_bots_settings_for_it_and_a_known_kind() {
+        let toml = r#"
+[[bots]]
+id = "snark"
+backend = "openai"
+model = "m"
+url = "http://127.0.0.1:9/turn"
+
+[[bots]]
+id = "parrot"
+backend = "echo"
+
+[[accounts]]
+bot = "parrot"
+platform = "local"
+
+[[accounts]]
+bot = "snark"
+platform = "local"
+
+[[chats]]
+platform = "local"
+id = "room"
+backend = "http"
+
+[[chats]]
+platform = "local"
+id = "other"
+bots = { parrot = { backend = "command" } }
+"#;
+        let problems = Config::from_toml(toml, Path::new("."), &|_| None).unwrap_err();
+        assert_eq!(
+            keys(&problems),
+            ["chats[0].backend", "chats[1].bots.parrot.backend"],
+            "{problems:#?}"
+        );
+        assert!(
+            problems[0].message.contains("`parrot` has no `url`"),
+            "{problems:#?}"
+        );
+        let unknown = toml.replace("backend = \"http\"", "backend = \"telepathy\"");
+        let problems = Config::from_toml(&unknown, Path::new("."), &|_| None).unwrap_err();
+        let kind = problems.iter().find(|p| p.key == "chats[0].backend");
+        assert!(
+            kind.is_some_and(|p| p.message.contains("`openai`, `http`, `command`, `echo`")),
+            "{problems:#?}"
+        );
+        // No chat gives snark the http backend now, so its `url` is unused.
+        assert!(
+            problems.iter().any(|p| p.key == "bots[0].url"),
             "{problems:#?}"
         );
     }

@@ -61,6 +61,22 @@ coordinator = "nobody"
 rounds = 20
 max_rounds = 10
 
+[[a2a.peers]]
+id = "snark"
+url = "ftp://peer.example.com"
+
+[[a2a.peers]]
+id = "Not A Name"
+url = "https://peer.example.com/a2a"
+
+[[a2a.peers]]
+id = "twice"
+url = "https://peer.example.com/a2a"
+
+[[a2a.peers]]
+id = "twice"
+url = "https://other.example.com/a2a"
+
 [[bots]]
 id = "snark"
 backend = "openai"

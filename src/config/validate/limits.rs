@@ -223,8 +223,13 @@ impl Checker<'_> {
     }
 
     pub(super) fn agent_to_agent(&mut self, config: &Config) {
-        for (i, pattern) in config.agent_to_agent.allow.iter().enumerate() {
-            let key = format!("agent_to_agent.allow[{i}]");
+        self.bot_globs(config, "agent_to_agent.allow", &config.agent_to_agent.allow);
+    }
+
+    /// A list of bot ids or globs at `key`: a plain id must name a bot, a glob must compile.
+    fn bot_globs(&mut self, config: &Config, key: &str, patterns: &[String]) {
+        for (i, pattern) in patterns.iter().enumerate() {
+            let key = format!("{key}[{i}]");
             let literal = !pattern.contains(['*', '?', '[', '{']);
             // A plain id must name a bot; a glob (or a known id) must compile.
             let known = !literal
@@ -234,6 +239,47 @@ impl Checker<'_> {
             if known {
                 self.glob(key, pattern);
             }
+        }
+    }
+
+    /// `[a2a] expose`: like `agent_to_agent.allow`, bot ids or globs.
+    pub(super) fn a2a(&mut self, config: &Config) {
+        self.bot_globs(config, "a2a.expose", &config.a2a.expose);
+        let mut seen = std::collections::HashSet::new();
+        for (i, peer) in config.a2a.peers.iter().enumerate() {
+            let key = |field: &str| format!("a2a.peers[{i}].{field}");
+            if peer.id.parse::<crate::bot_id::BotId>().is_err() {
+                self.report(
+                    key("id"),
+                    format!(
+                        "`{}` is not a usable name: lowercase letters, digits, `-` and `_`",
+                        peer.id
+                    ),
+                );
+            } else if config.bots.iter().any(|b| b.id == peer.id) {
+                self.report(
+                    key("id"),
+                    format!(
+                        "`{}` is also a bot's id; give the peer another name so `a2a:{}` and \
+                         the bot cannot be confused",
+                        peer.id, peer.id
+                    ),
+                );
+            } else if !seen.insert(peer.id.as_str()) {
+                self.report(
+                    key("id"),
+                    format!("peer `{}` is defined twice; keep one", peer.id),
+                );
+            }
+            self.url(key("url"), &peer.url);
+            if let Some(name) = &peer.token_env {
+                self.env_var(&key("token_env"), name, "the peer's bearer token");
+            }
+            self.at_least_one(
+                &key("timeout_seconds"),
+                peer.timeout_seconds,
+                " (seconds one call to the peer may take)",
+            );
         }
     }
 
@@ -314,9 +360,13 @@ mod tests {
                 "agent_to_agent.allow[2]",
                 "chains.coordinator",
                 "chains.rounds",
+                "a2a.peers[0].id",
+                "a2a.peers[0].url",
+                "a2a.peers[1].id",
+                "a2a.peers[3].id",
             ],
             // `snark` is a bot: a plain id that names one is fine.
-            &["agent_to_agent.allow[0]"],
+            &["agent_to_agent.allow[0]", "a2a.peers[2].id"],
         );
     }
 

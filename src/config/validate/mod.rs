@@ -30,6 +30,7 @@ mod fixture;
 mod limits;
 mod retention;
 mod schedule;
+mod telemetry;
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -60,6 +61,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.accounts(config);
     check.chats(config);
     check.agent_to_agent(config);
+    check.a2a(config);
     check.chains(config);
     check.feedback(config);
     check.schedules(config);
@@ -67,6 +69,7 @@ pub fn validate(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Vec<Pr
     check.retention(config);
     check.artifacts(config);
     check.cluster(config);
+    check.telemetry(config);
     check.prices(config);
     check.budgets(config);
     check.problems

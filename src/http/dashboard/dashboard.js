@@ -252,13 +252,55 @@ function triggerCost(r) {
 
 function entryLine(e, cost) {
   const tool = e.kind === "tool_call" || e.kind === "tool_result";
+  const asked = e.kind === "inbound" && e.platform_message_id;
   return el("div", { class: "entry kind-" + e.kind + " origin-" + e.origin, "data-entry": e.id },
     el("div", "entry-head",
       el("span", "speaker", e.speaker), " ",
       el("span", "kind", e.kind.replace("_", " ")), " ",
       el("span", "time", clock(e.ts_ms)),
-      cost ? el("span", { class: "trigger-cost", title: "what this message's work cost in all" }, triggerCost(cost)) : null),
+      cost ? el("span", { class: "trigger-cost", title: "what this message's work cost in all" }, triggerCost(cost)) : null,
+      asked ? whyOf(e.platform_message_id) : null),
     el(tool ? "pre" : "div", "entry-text", e.text || (e.kind === "silent" ? "(chose silence)" : "")));
+}
+
+// ---------- why (docs/seeing-what-happened.md) ----------
+
+/** The messages whose "why?" is open: kept open across the live redraws. */
+const whyOpen = new Set();
+
+/** "why?" on a message: on click, each bot's decision on it (`/api/why`), under it. */
+function whyOf(messageId) {
+  const box = el("div", { class: "why", "data-why": messageId });
+  const toggle = el("button", { class: "why-toggle", title: "why did nobody answer? each bot's decision on this message" }, "why?");
+  toggle.addEventListener("click", () => {
+    if (whyOpen.delete(messageId)) clear(box);
+    else { whyOpen.add(messageId); fillWhy(box, messageId); }
+  });
+  if (whyOpen.has(messageId)) fillWhy(box, messageId);
+  return el("span", "why-of", toggle, box);
+}
+
+async function fillWhy(box, messageId) {
+  let found;
+  try {
+    found = await api("/api/why?message=" + encodeURIComponent(messageId));
+  } catch (err) {
+    clear(box).append(el("div", "error", String(err.message)));
+    return;
+  }
+  clear(box);
+  if (!found.decisions.length) box.append(el("div", "why-line", "no decision recorded: no bot received it"));
+  for (const d of found.decisions) {
+    const waited = d.waited_ms === null || d.waited_ms === undefined ? null : " · waited " + d.waited_ms + " ms";
+    box.append(el("div", { class: "why-line step-" + d.step + " outcome-" + d.outcome, "data-bot": d.bot },
+      el("span", "why-bot", d.bot), " ",
+      el("span", "why-step", d.step), " ",
+      el("span", "why-outcome", d.outcome),
+      d.reason ? [": ", el("span", "why-reason", d.reason)] : null,
+      waited,
+      d.posts.flatMap((p) => [" · posted ", el("code", null, p.message_id)]),
+      d.deliveries.flatMap((x) => [" · asked ", x.target, " (", x.state, ")"])));
+  }
 }
 
 /** "snark called caid (model) — 12.4 s", its state, and on click the target's own lines. */
@@ -544,8 +586,9 @@ async function fillChatLog() {
   }
   clear(log);
   for (const m of messages) {
-    log.append(el("div", { class: "chat-message" + (m.is_bot ? " from-bot" : "") },
+    log.append(el("div", { class: "chat-message" + (m.is_bot ? " from-bot" : ""), "data-message": m.id },
       el("span", "speaker", m.author), " ", el("span", "time", clock(m.ts_ms)),
+      m.id ? whyOf(m.id) : null,
       el("div", "entry-text", m.text)));
   }
   if (!messages.length) log.append(el("p", "hint", "no messages yet"));

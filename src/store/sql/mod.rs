@@ -12,7 +12,9 @@
 //!
 //! Both engines keep a prepared statement per SQL text: held by a [`Sqlite`] for as long as it
 //! borrows its connection (`sqlite.rs`), behind it rusqlite's statement cache; a map of
-//! [`postgres::Statement`]s for PostgreSQL (`postgres.rs`).
+//! `tokio_postgres::Statement`s for PostgreSQL (`postgres.rs`). A statement whose answer the
+//! job does not read goes through [`Db::execute_pipelined`]: on PostgreSQL it is sent without
+//! waiting, with the next statement that waits.
 
 mod error;
 mod postgres;
@@ -114,6 +116,38 @@ impl<'c> Db<'c> {
                 Ok(changed)
             }
             Db::Postgres(conn) => conn.execute(sql, args),
+        }
+    }
+
+    /// Runs one statement whose count nobody reads. On PostgreSQL it is sent without waiting
+    /// for its answer, in one write with the statements after it (`postgres.rs`); its error,
+    /// if any, is returned by the next call that waits, at the latest [`Db::flush`]. So use it
+    /// only where an error is passed up (`?`), never where it is caught and handled.
+    pub(crate) fn execute_pipelined(self, sql: &str, args: &[Value<'_>]) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(_) => self.execute(sql, args).map(drop),
+            Db::Postgres(conn) => conn.send(sql, args),
+        }
+    }
+
+    /// Waits for every statement [`Db::execute_pipelined`] sent; the first one's error.
+    pub(crate) fn flush(self) -> Result<(), DbError> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Postgres(conn) => conn.flush(),
+        }
+    }
+
+    /// Why the connection is gone, when it is: PostgreSQL's connection closed (the server
+    /// went away, or ended it). SQLite's never is.
+    pub(crate) fn lost(self) -> Option<String> {
+        match self {
+            Db::Sqlite(_) => None,
+            Db::Postgres(conn) if conn.is_closed() => Some(
+                conn.ended()
+                    .unwrap_or_else(|| "the server closed the connection".to_owned()),
+            ),
+            Db::Postgres(_) => None,
         }
     }
 

@@ -1,21 +1,35 @@
 //! The PostgreSQL side of the layer: [`PgConn`] (a connection with its prepared statements) and
 //! [`PgUrl`] (where the server is; it holds a password, so it never reaches a log or an error).
 //!
-//! The synchronous `postgres` client is a thin wrapper over `tokio-postgres` that drives each
-//! connection on a small runtime of its own. That keeps the store's thread model identical on
-//! both engines: the writer thread and reads in `spawn_blocking` block on their connection,
-//! never a tokio worker. (Blocking on it from inside an async task would panic; both places the
-//! store uses it are outside any.)
+//! A [`PgConn`] is a `tokio-postgres` client whose connection is driven on the calling thread,
+//! on a small runtime of its own, only while a call waits for an answer (as the synchronous
+//! `postgres` client does). That keeps the store's thread model identical on both engines: the
+//! writer thread and reads in `spawn_blocking` block on their connection, never a tokio worker.
+//!
+//! What the synchronous client cannot do is pipeline. A statement whose answer its job does
+//! not read ([`PgConn::send`]: an insert, a delete, a notice) is only queued: it goes out with
+//! the next statement that waits, in the same write to the socket, and its answer is read in
+//! order before that one's. A batch of writer jobs then costs about one round trip per
+//! statement whose result a job needs (a claim's count, a new row's id, a read), plus the
+//! commit, instead of one per statement. A queued statement's error is reported by the next
+//! call that waits ([`PgConn::flush`] at the latest), which the writer does before a job's
+//! savepoint is released and before the commit (`writer.rs`).
 
-use std::cell::{RefCell, RefMut};
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
-use postgres::fallible_iterator::FallibleIterator;
+use futures::StreamExt;
 use postgres::types::ToSql;
-use postgres::{Client, Statement};
+use tokio_postgres::{Client, Statement};
 
 use super::tls::SslSettings;
+use super::value::OwnedValue;
 use super::{DbError, Value};
 use crate::store::StoreError;
 
@@ -24,7 +38,7 @@ use crate::store::StoreError;
 /// leave the password out.
 #[derive(Clone)]
 pub struct PgUrl {
-    config: Box<postgres::Config>,
+    config: Box<tokio_postgres::Config>,
     password: Option<String>,
     ssl: SslSettings,
 }
@@ -39,7 +53,7 @@ impl PgUrl {
     /// Parses `url`; the error never repeats the URL (it may hold a password).
     pub fn parse(url: &str) -> Result<PgUrl, String> {
         let (ssl, url) = SslSettings::take_from(url)?;
-        let mut config = url.parse::<postgres::Config>().map(Box::new).map_err(|e| {
+        let mut config = url.parse::<tokio_postgres::Config>().map(Box::new).map_err(|e| {
             format!(
                 "is not a PostgreSQL URL ({}); write it as postgres://USER:PASSWORD@HOST:PORT/DATABASE",
                 scrub(&e.to_string(), None)
@@ -65,8 +79,8 @@ impl PgUrl {
             .get_hosts()
             .iter()
             .map(|h| match h {
-                postgres::config::Host::Tcp(name) => name.clone(),
-                postgres::config::Host::Unix(path) => path.display().to_string(),
+                tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
             })
             .collect();
         let port = self.config.get_ports().first().copied().unwrap_or(5432);
@@ -78,15 +92,19 @@ impl PgUrl {
         )
     }
 
-    /// A bare client connected to the server (the listening connection of `notices.rs`, and
-    /// every [`PgConn`]). Blocking: call it off the async workers.
-    pub(crate) fn client(&self) -> Result<Client, StoreError> {
-        self.config
+    /// A bare synchronous client connected to the server (the listening connection of
+    /// `notices.rs`). Blocking: call it off the async workers.
+    pub(crate) fn client(&self) -> Result<postgres::Client, StoreError> {
+        postgres::Config::from((*self.config).clone())
             .connect(self.ssl.connector())
-            .map_err(|e| StoreError::Connect {
-                target: self.display(),
-                reason: self.scrub(&DbError::from(e).to_string()),
-            })
+            .map_err(|e| self.connect_error(e))
+    }
+
+    fn connect_error(&self, e: tokio_postgres::Error) -> StoreError {
+        StoreError::Connect {
+            target: self.display(),
+            reason: self.scrub(&DbError::from(e).to_string()),
+        }
     }
 
     /// `message` with this URL's password replaced, should a driver message ever echo it.
@@ -102,26 +120,58 @@ fn scrub(message: &str, password: Option<&str>) -> String {
     }
 }
 
+/// A statement sent, its answer not read yet.
+type Sent = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;
+
+/// The server connection's own future: reads and writes the socket while it is polled.
+type Driver = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;
+
 /// One connection to the server, with a prepared statement per SQL text run on it.
 pub(crate) struct PgConn {
-    /// Always `Some` until dropped (`Drop` takes it). Boxed: a client is large, and
-    /// connections of both engines share an enum (`Conn`).
-    client: Option<Box<RefCell<Client>>>,
+    client: Arc<Client>,
+    link: RefCell<Link>,
     statements: RefCell<HashMap<String, Statement>>,
 }
 
-/// A client closes its connection by blocking on its own runtime, which panics on a tokio
-/// worker; and the last store handle (with the reader pool) is usually dropped on one. So the
-/// client is closed on a thread of its own.
+/// What drives the connection: polled on the calling thread while a call waits.
+struct Link {
+    /// Always `Some` until dropped (`Drop` takes it).
+    runtime: Option<tokio::runtime::Runtime>,
+    /// `None` once the connection ended.
+    driver: Option<Driver>,
+    /// Why the connection ended, when it ended on an error.
+    ended: Option<String>,
+    /// Statements sent without waiting ([`PgConn::send`]), in order, their answers not read.
+    sent: VecDeque<Sent>,
+    /// The first error among the answers read for them, not reported yet.
+    failed: Option<tokio_postgres::Error>,
+}
+
+/// A runtime blocks on its own work when dropped, which panics on a tokio worker; and the last
+/// store handle (with the reader pool) is usually dropped on one. So the connection is closed
+/// (the client's goodbye written, the connection's end awaited for up to a second) on a thread
+/// of its own.
 impl Drop for PgConn {
     fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            let closing = std::thread::Builder::new()
-                .name("baton-store-close".into())
-                .spawn(move || drop(client));
-            if let Err(e) = closing {
-                tracing::warn!(error = %e, "cannot close a PostgreSQL connection cleanly");
-            }
+        let link = self.link.get_mut();
+        let (Some(runtime), driver) = (link.runtime.take(), link.driver.take()) else {
+            return;
+        };
+        link.sent.clear();
+        let client = Arc::clone(&self.client);
+        let closing = std::thread::Builder::new()
+            .name("baton-store-close".into())
+            .spawn(move || {
+                // The last client handle dropped: the connection says goodbye and ends.
+                drop(client);
+                if let Some(driver) = driver {
+                    runtime.block_on(async {
+                        let _ = tokio::time::timeout(Duration::from_secs(1), driver).await;
+                    });
+                }
+            });
+        if let Err(e) = closing {
+            tracing::warn!(error = %e, "cannot close a PostgreSQL connection cleanly");
         }
     }
 }
@@ -129,18 +179,81 @@ impl Drop for PgConn {
 impl PgConn {
     /// Connects to `url`. Blocking: call it off the async workers.
     pub(crate) fn connect(url: &PgUrl) -> Result<PgConn, StoreError> {
-        let client = url.client()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Internal(format!("a PostgreSQL connection's runtime: {e}")))?;
+        let (client, connection) = runtime
+            .block_on(url.config.connect(url.ssl.connector()))
+            .map_err(|e| url.connect_error(e))?;
         Ok(PgConn {
-            client: Some(Box::new(RefCell::new(client))),
+            client: Arc::new(client),
+            link: RefCell::new(Link {
+                runtime: Some(runtime),
+                driver: Some(Box::pin(connection)),
+                ended: None,
+                sent: VecDeque::new(),
+                failed: None,
+            }),
             statements: RefCell::new(HashMap::new()),
         })
     }
 
-    fn client(&self) -> RefMut<'_, Client> {
-        self.client
+    /// Runs `call` to its end, driving the connection meanwhile, after every statement sent
+    /// before it has been answered. An error among those answers is reported here, in place
+    /// of `call`'s result (which, in a transaction that error aborted, is only that).
+    fn wait<T>(&self, call: impl Future<Output = Result<T, DbError>>) -> Result<T, DbError> {
+        let mut link = self.link.borrow_mut();
+        let link: &mut Link = &mut link;
+        let runtime = link
+            .runtime
             .as_ref()
-            .expect("a connection is open until dropped")
-            .borrow_mut()
+            .expect("a connection is open until dropped");
+        let (driver, ended, sent, failed) = (
+            &mut link.driver,
+            &mut link.ended,
+            &mut link.sent,
+            &mut link.failed,
+        );
+        let mut call = pin!(call);
+        let mut done = None;
+        let result = runtime.block_on(poll_fn(|cx| {
+            // In order: a request is queued for the socket when its future is first polled.
+            sent.retain_mut(|answer| match answer.as_mut().poll(cx) {
+                Poll::Ready(Ok(())) => false,
+                Poll::Ready(Err(e)) => {
+                    failed.get_or_insert(e);
+                    false
+                }
+                Poll::Pending => true,
+            });
+            if done.is_none()
+                && let Poll::Ready(result) = call.as_mut().poll(cx)
+            {
+                done = Some(result);
+            }
+            if let Some(connection) = driver
+                && let Poll::Ready(end) = connection.as_mut().poll(cx)
+            {
+                // Dropped: every request still waiting gets its "connection closed".
+                *driver = None;
+                if let Err(e) = end {
+                    *ended = Some(DbError::from(e).to_string());
+                }
+                cx.waker().wake_by_ref();
+            }
+            match done.take() {
+                Some(result) if sent.is_empty() => Poll::Ready(result),
+                other => {
+                    done = other;
+                    Poll::Pending
+                }
+            }
+        }));
+        match link.failed.take() {
+            Some(e) => Err(e.into()),
+            None => result,
+        }
     }
 
     /// The prepared statement for `sql`, preparing it (with `?N` rewritten to `$N`) on first
@@ -149,7 +262,8 @@ impl PgConn {
         if let Some(stmt) = self.statements.borrow().get(sql) {
             return Ok(stmt.clone());
         }
-        let stmt = self.client().prepare(&placeholders(sql))?;
+        let text = placeholders(sql);
+        let stmt = self.wait(async { Ok(self.client.prepare(&text).await?) })?;
         self.statements
             .borrow_mut()
             .insert(sql.to_owned(), stmt.clone());
@@ -158,37 +272,69 @@ impl PgConn {
 
     pub(super) fn execute(&self, sql: &str, args: &[Value<'_>]) -> Result<usize, DbError> {
         let stmt = self.statement(sql)?;
-        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-        let changed = self.client().execute(&stmt, &params)?;
+        let params = args.iter().map(|a| a as &(dyn ToSql + Sync));
+        let changed = self.wait(async { Ok(self.client.execute_raw(&stmt, params).await?) })?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
+    /// Queues one statement without waiting for its answer (see the module's doc); its
+    /// parameters are copied, as they outlive the caller's.
+    pub(super) fn send(&self, sql: &str, args: &[Value<'_>]) -> Result<(), DbError> {
+        let stmt = self.statement(sql)?;
+        let owned: Vec<OwnedValue> = args.iter().map(OwnedValue::from).collect();
+        let client = Arc::clone(&self.client);
+        let answer = async move {
+            let params = owned.iter().map(|a| a as &(dyn ToSql + Sync));
+            client.execute_raw(&stmt, params).await.map(drop)
+        };
+        self.link.borrow_mut().sent.push_back(Box::pin(answer));
+        Ok(())
+    }
+
+    /// Waits for the answers of every statement sent; the first error among them, if any.
+    pub(super) fn flush(&self) -> Result<(), DbError> {
+        if self.link.borrow().sent.is_empty() {
+            return Ok(());
+        }
+        self.wait(async { Ok(()) })
+    }
+
     pub(super) fn is_closed(&self) -> bool {
-        self.client().is_closed()
+        self.client.is_closed()
+    }
+
+    /// Why the connection ended, when it did on an error (the server went away).
+    pub(super) fn ended(&self) -> Option<String> {
+        self.link.borrow().ended.clone()
     }
 
     pub(super) fn execute_batch(&self, sql: &str) -> Result<(), DbError> {
-        Ok(self.client().batch_execute(sql)?)
+        self.wait(async { Ok(self.client.batch_execute(sql).await?) })
     }
 
+    /// The first `limit` rows of a query, each read by `each` once all are in (so `each` may
+    /// run queries of its own).
     pub(super) fn query_each(
         &self,
         sql: &str,
         args: &[Value<'_>],
         limit: usize,
-        mut each: impl FnMut(&postgres::Row) -> Result<(), DbError>,
+        each: impl FnMut(&tokio_postgres::Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let stmt = self.statement(sql)?;
-        let mut client = self.client();
-        let mut rows = client.query_raw(&stmt, args.iter().map(|a| a as &dyn ToSql))?;
-        let mut seen = 0;
-        while seen < limit
-            && let Some(row) = rows.next()?
-        {
-            each(&row)?;
-            seen += 1;
-        }
-        Ok(())
+        let params = args.iter().map(|a| a as &(dyn ToSql + Sync));
+        let rows = self.wait(async {
+            let rows = self.client.query_raw(&stmt, params).await?;
+            let mut rows = pin!(rows);
+            let mut taken = Vec::new();
+            while taken.len() < limit
+                && let Some(row) = rows.next().await
+            {
+                taken.push(row?);
+            }
+            Ok(taken)
+        })?;
+        rows.iter().try_for_each(each)
     }
 }
 

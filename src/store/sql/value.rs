@@ -38,6 +38,47 @@ impl Value<'_> {
     }
 }
 
+/// A [`Value`] that owns its text or bytes: the parameters of a PostgreSQL statement sent
+/// without waiting for its answer (`postgres.rs`), which outlive the job's borrowed ones.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum OwnedValue {
+    /// SQL NULL.
+    Null,
+    /// An integer.
+    Int(i64),
+    /// A floating-point number.
+    Real(f64),
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Blob(Vec<u8>),
+}
+
+impl OwnedValue {
+    /// The value, borrowed again.
+    fn as_value(&self) -> Value<'_> {
+        match self {
+            OwnedValue::Null => Value::Null,
+            OwnedValue::Int(v) => Value::Int(*v),
+            OwnedValue::Real(v) => Value::Real(*v),
+            OwnedValue::Text(v) => Value::Text(v),
+            OwnedValue::Blob(v) => Value::Blob(v),
+        }
+    }
+}
+
+impl From<&Value<'_>> for OwnedValue {
+    fn from(value: &Value<'_>) -> Self {
+        match *value {
+            Value::Null => OwnedValue::Null,
+            Value::Int(v) => OwnedValue::Int(v),
+            Value::Real(v) => OwnedValue::Real(v),
+            Value::Text(v) => OwnedValue::Text(v.to_owned()),
+            Value::Blob(v) => OwnedValue::Blob(v.to_owned()),
+        }
+    }
+}
+
 impl From<i64> for Value<'_> {
     fn from(v: i64) -> Self {
         Value::Int(v)
@@ -132,6 +173,23 @@ impl ToSql for Value<'_> {
     }
 
     /// Any type: the value decides in `to_sql`, which refuses a pair it cannot convert.
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+impl ToSql for OwnedValue {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn Error + Sync + Send>> {
+        self.as_value().to_sql(ty, out)
+    }
+
+    /// Any type, as [`Value`].
     fn accepts(_: &Type) -> bool {
         true
     }

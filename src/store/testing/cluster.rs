@@ -2,10 +2,17 @@
 //! directory under the system temp dir keyed by the process id, no TCP (a Unix socket in that
 //! directory), no fsync. Each test asks for a database of its own ([`Cluster::create_database`]).
 //!
+//! A third, [`durable_cluster`], syncs every commit to disk (`fsync`, `synchronous_commit` and
+//! `full_page_writes` on), for the benchmark's `--durable` figures. [`own_cluster`] starts one
+//! that its caller owns and may stop and start again, for the tests of a server that goes away.
+//!
 //! The cluster is started once, on first use. Test processes end without running destructors,
 //! so a small watchdog shell started beside the server stops it (`pg_ctl stop -m immediate`) and
 //! removes the directory once this process is gone, however it ended; a directory left by a
 //! process whose watchdog was killed too is cleaned up by the next run.
+//!
+//! A test that restarts the server starts a cluster of its own ([`Cluster::own`]), since the
+//! shared one serves other tests at the same moment.
 //!
 //! A second cluster, started on first use of [`tls_cluster`], serves TLS on a loopback TCP port
 //! with a certificate for `localhost` signed by a CA made for it (`openssl`), for the tests of
@@ -24,17 +31,50 @@ const INSTALL: &str = "PostgreSQL not installed: run scripts/test-deps (it insta
                        `postgresql` package; the store tests run on it as well as on SQLite)";
 
 /// The running cluster.
+#[derive(Clone)]
 pub(crate) struct Cluster {
     dir: PathBuf,
     /// The TCP port it also listens on, over TLS, on 127.0.0.1 (`None`: Unix socket only).
     port: Option<u16>,
+    /// The server's binaries and options, to start it again ([`Cluster::start_again`]).
+    bin: PathBuf,
+    options: String,
+}
+
+/// How a cluster runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    /// A Unix socket, nothing synced.
+    Throwaway,
+    /// TLS on a loopback port too.
+    Tls,
+    /// A Unix socket, every commit synced to disk.
+    Durable,
+}
+
+/// The cluster whose commits are synced to disk, started on first use.
+#[allow(dead_code)] // Only the benchmark measures with it.
+pub(crate) fn durable_cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    match CLUSTER.get_or_init(|| Cluster::start_with(Flavour::Durable, "-durable")) {
+        Ok(cluster) => cluster,
+        Err(why) => panic!("{why}"),
+    }
+}
+
+/// A throwaway cluster of the caller's own (`name` tells its directory apart), which it may
+/// [`Cluster::stop`] and [`Cluster::start_again`]: no other test's database is on it.
+#[allow(dead_code)] // Only some test binaries stop a server.
+pub(crate) fn own_cluster(name: &str) -> Cluster {
+    Cluster::start_with(Flavour::Throwaway, &format!("-{name}"))
+        .unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// The TLS cluster: its certificates are [`Cluster::ca`] and [`Cluster::other_ca`].
 #[allow(dead_code)] // Some test binaries that include this file test no TLS.
 pub(crate) fn tls_cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
-    match CLUSTER.get_or_init(|| Cluster::start_with(true)) {
+    match CLUSTER.get_or_init(|| Cluster::start_with(Flavour::Tls, "-tls")) {
         Ok(cluster) => cluster,
         Err(why) => panic!("{why}"),
     }
@@ -51,14 +91,14 @@ pub(crate) fn cluster() -> &'static Cluster {
 
 impl Cluster {
     fn start() -> Result<Cluster, String> {
-        Cluster::start_with(false)
+        Cluster::start_with(Flavour::Throwaway, "")
     }
 
-    fn start_with(tls: bool) -> Result<Cluster, String> {
+    fn start_with(flavour: Flavour, suffix: &str) -> Result<Cluster, String> {
+        let tls = flavour == Flavour::Tls;
         let bin = server_binaries().ok_or_else(|| INSTALL.to_owned())?;
         let root = std::env::temp_dir();
         remove_stale(&root, &bin);
-        let suffix = if tls { "-tls" } else { "" };
         let dir = root.join(format!("baton-pg-{}{suffix}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -91,22 +131,77 @@ impl Cluster {
                 dir.display()
             ),
         };
+        let syncs = match flavour {
+            Flavour::Durable => "-c fsync=on -c synchronous_commit=on -c full_page_writes=on",
+            Flavour::Throwaway | Flavour::Tls => {
+                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+            }
+        };
         let options = format!(
-            "{listen} -k {} -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c shared_buffers=16MB -c max_connections=300",
+            "{listen} -k {} {syncs} -c shared_buffers=16MB -c max_connections=300",
             dir.display()
         );
+        let cluster = Cluster {
+            dir,
+            port,
+            bin,
+            options,
+        };
+        cluster.start_again();
+        watchdog(&cluster.bin, &cluster.dir)?;
+        Ok(cluster)
+    }
+
+    /// Starts the server (again, after [`Cluster::stop`]); panics if it does not start.
+    pub(crate) fn start_again(&self) {
         run(
-            server_command(&bin, "pg_ctl")
+            server_command(&self.bin, "pg_ctl")
                 .arg("-D")
-                .arg(&data)
+                .arg(self.dir.join("data"))
                 .arg("-l")
-                .arg(dir.join("server.log"))
-                .args(["-w", "-o", &options, "start"]),
+                .arg(self.dir.join("server.log"))
+                .args(["-w", "-o", &self.options, "start"]),
             "pg_ctl start",
-        )?;
-        watchdog(&bin, &dir)?;
-        Ok(Cluster { dir, port })
+        )
+        .unwrap_or_else(|why| panic!("{why}"));
+    }
+
+    /// Stops the server the way an operator's restart does (`pg_ctl stop -m fast`: every
+    /// connection is ended); panics if it does not stop.
+    #[allow(dead_code)] // Only some test binaries stop a server.
+    pub(crate) fn stop(&self) {
+        run(
+            server_command(&self.bin, "pg_ctl")
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .args(["-w", "-m", "fast", "stop"]),
+            "pg_ctl stop",
+        )
+        .unwrap_or_else(|why| panic!("{why}"));
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is ended, and the server is back when this
+    /// returns; panics if it does not come back.
+    #[allow(dead_code)] // Only some test binaries restart a server.
+    pub(crate) fn restart(&self) {
+        run(
+            server_command(&self.bin, "pg_ctl")
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .arg("-l")
+                .arg(self.dir.join("server.log"))
+                .args(["-w", "-m", "fast", "-o", &self.options, "restart"]),
+            "pg_ctl restart",
+        )
+        .unwrap_or_else(|why| panic!("{why}"));
+    }
+
+    /// Stop it at once and remove its directory (a cluster of one's own, done with).
+    #[allow(dead_code)] // Only some test binaries have a server of their own.
+    pub(crate) fn remove(&self) {
+        let _ = Command::new("sh")
+            .args(["-c", &stop_script(&self.bin, &self.dir)])
+            .status();
     }
 
     /// libpq-style connection settings for database `name` on this cluster (its Unix socket).
@@ -315,7 +410,8 @@ fn remove_stale(root: &Path, bin: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("baton-pg-"))
-            .and_then(|p| p.trim_end_matches("-tls").parse::<u32>().ok())
+            .and_then(|p| p.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
         };

@@ -404,6 +404,8 @@ async fn the_read_commands_read_the_configured_postgres_database() {
         .await
         .unwrap();
     assert_eq!(posted.status(), 202);
+    let posted: Value = posted.json().await.unwrap();
+    let asked = posted["id"].as_str().unwrap().to_owned();
     eventually(STEP_DEADLINE, "snark relays caid's answer", || async {
         super::run::room(&http, &base, "pg-room")
             .await
@@ -424,6 +426,19 @@ async fn the_read_commands_read_the_configured_postgres_database() {
             "@snark ask caid: lint the diff",
         ),
         (vec!["deliveries"], "delivered"),
+        (
+            vec!["why", "--message", &asked],
+            "from alice: turn replied: mentioned",
+        ),
+        (vec!["why", "--message", &asked], "caid"),
+        (
+            vec!["export", "--chat", "local:pg-room"],
+            r#""author":"alice","author_kind":"person""#,
+        ),
+        (
+            vec!["export", "--chat", "local:pg-room"],
+            r#""kind":"delivery""#,
+        ),
     ];
     for (args, shows) in expected {
         let out = output(command(&args)).await;

@@ -59,35 +59,7 @@ async fn killed_mid_stream(feedback: &str) {
         Running::spawn(cmd)
     };
     let http = reqwest::Client::new();
-    let reply_entries = |base: String| {
-        let http = http.clone();
-        async move {
-            let sessions: Value = http
-                .get(format!("{base}/api/sessions"))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            let key = sessions[0]["key"].as_str()?.to_owned();
-            let transcript: Vec<Value> = http
-                .get(format!("{base}/api/transcript"))
-                .query(&[("session", key)])
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
-            Some(
-                transcript
-                    .into_iter()
-                    .filter(|e| e["kind"] == "reply")
-                    .collect::<Vec<_>>(),
-            )
-        }
-    };
+    let reply_entries = |base: String| reply_entries(http.clone(), base);
 
     let ready = |base: String| {
         let http = http.clone();
@@ -142,6 +114,136 @@ async fn killed_mid_stream(feedback: &str) {
     );
     let entries = eventually(DEADLINE, "the reply's final text on record", || {
         let entries = reply_entries(base.clone());
+        async move {
+            entries
+                .await
+                .filter(|e| e.len() == 1 && e[0]["text"] == REPLY)
+        }
+    })
+    .await;
+    assert!(entries[0]["platform_message_id"].as_str().is_some());
+    second.terminate();
+    second.wait(EXIT_DEADLINE).await;
+}
+
+/// The reply entries of the one session of the gateway at `base`, once it answers.
+async fn reply_entries(http: reqwest::Client, base: String) -> Option<Vec<Value>> {
+    let sessions: Value = http
+        .get(format!("{base}/api/sessions"))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    let key = sessions[0]["key"].as_str()?.to_owned();
+    let transcript: Vec<Value> = http
+        .get(format!("{base}/api/transcript"))
+        .query(&[("session", key)])
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    Some(
+        transcript
+            .into_iter()
+            .filter(|e| e["kind"] == "reply")
+            .collect(),
+    )
+}
+
+/// The real binary, killed with SIGKILL while a reply streams into a Feishu streaming card: the
+/// next start finds the card from its message (`id_convert`), ends it with the whole reply, and
+/// posts nothing a second time.
+#[tokio::test]
+async fn a_kill_mid_card_stream_ends_that_card_and_posts_nothing_twice() {
+    use crate::support::process::{EXIT_DEADLINE, Running, baton, eventually};
+
+    let model = FakeOpenAi::start().await;
+    let feishu = FakeFeishu::start().await;
+    feishu.app("snark", FEISHU_BOT);
+    // One reply for the killed attempt, one for the replay.
+    model.script("snark", Step::slow(REPLY, 8, Duration::from_millis(60)));
+    model.script("snark", Step::slow(REPLY, 8, Duration::from_millis(60)));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("baton.toml");
+    let db = dir.path().join("baton.db");
+    std::fs::write(
+        &config,
+        format!(
+            "[gateway]\nsilent_token = \"NO_REPLY\"\ndrain_seconds = 1\n\n\
+             [chats_default]\ngroup_policy = \"open\"\ndm_policy = \"open\"\n{NATIVE}\n\
+             [[bots]]\nid = \"snark\"\nbackend = \"openai\"\nmodel = \"snark\"\nbase_url = \"{}\"\n\n\
+             [[accounts]]\nbot = \"snark\"\nplatform = \"feishu\"\nmode = \"websocket\"\n\
+             app_id = \"cli_snark\"\napp_secret_env = \"SNARK_FEISHU_APP_SECRET\"\napi_url = \"{}\"\n",
+            model.base_url, feishu.api_url
+        ),
+    )
+    .unwrap();
+    let start = || {
+        let mut cmd = baton(dir.path());
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--database")
+            .arg(&db)
+            .env("SNARK_FEISHU_APP_SECRET", "secret-snark");
+        Running::spawn(cmd)
+    };
+    let http = reqwest::Client::new();
+
+    let (mut first, out) = start();
+    let base = first.base_url(out).await;
+    feishu.wait_connected("snark", 1).await;
+    let event = message_event(
+        "snark",
+        "ev_1",
+        "om_human_1",
+        ("oc_group", "group"),
+        "ou_human",
+        "@_user_1 why did the build break?",
+        &[(FEISHU_BOT, "snark")],
+    );
+    feishu.push_event("snark", &event);
+    // Killed once the card is posted and on record, long before the reply is done.
+    eventually(DEADLINE, "the card's post on record", || {
+        let entries = reply_entries(http.clone(), base.clone());
+        async move { entries.await.filter(|e| !e.is_empty()) }
+    })
+    .await;
+    first.kill();
+    first.wait(EXIT_DEADLINE).await;
+    assert_eq!(feishu.seen().posts(), 1);
+    assert_eq!(
+        feishu.streaming_cards(),
+        1,
+        "the killed attempt left its card streaming"
+    );
+    assert_ne!(
+        feishu.seen().shown(),
+        [REPLY],
+        "killed too late to test anything"
+    );
+
+    let (mut second, out) = start();
+    let base = second.base_url(out).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !(feishu.seen().shown() == [REPLY] && feishu.streaming_cards() == 0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "saw {:?}; the gateway said:\n{}",
+            feishu.seen().all(),
+            second.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(feishu.seen().posts(), 1, "{:?}", feishu.seen().all());
+    let entries = eventually(DEADLINE, "the reply's final text on record", || {
+        let entries = reply_entries(http.clone(), base.clone());
         async move {
             entries
                 .await

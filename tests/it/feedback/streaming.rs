@@ -351,3 +351,40 @@ async fn a_draft_shown_before_a_tool_call_never_remains_as_extra_posts() {
     assert_eq!(replies, ["Here it is."], "{session:?}");
     w.gateway.stop().await;
 }
+
+/// A bot whose brain is a remote A2A agent (`backend = "a2a"`, an a2a-sdk server): the
+/// agent's streamed artifact is edited into one post as it arrives, and its file part is
+/// posted with the reply.
+#[tokio::test]
+async fn an_a2a_agent_streams_its_reply_into_slack_and_its_file_is_attached() {
+    let peer = crate::a2a::outbound::Peer::streaming(REPLY).await;
+    let backend = format!("backend = \"a2a\"\nurl = \"{}\"", peer.url);
+    let w = world_of_agent(On::Slack, &backend, FEEDBACK).await;
+    w.ask("why did the build break?").await;
+    let seen = w.seen();
+    assert_eq!(seen.shown(), [REPLY], "what the chat shows");
+    assert!(seen.edits() >= 2, "not edited in: {:?}", seen.all());
+    let texts = seen.texts();
+    for pair in texts.windows(2) {
+        assert!(
+            pair[1].starts_with(&pair[0]),
+            "an edit took text back: {pair:?}"
+        );
+    }
+    let Fake::Slack(slack) = &w.fake else {
+        unreachable!()
+    };
+    let uploads = crate::support::process::eventually(DEADLINE, "the file posted", || async {
+        let uploads = slack.uploads();
+        (!uploads.is_empty()).then_some(uploads)
+    })
+    .await;
+    assert_eq!(
+        uploads
+            .iter()
+            .map(|u| (u.name.as_str(), u.bytes.as_slice()))
+            .collect::<Vec<_>>(),
+        [("notes.txt", b"the notes\n".as_slice())]
+    );
+    w.gateway.stop().await;
+}

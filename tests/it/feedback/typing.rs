@@ -92,15 +92,18 @@ async fn slack_typing_says_the_latest_progress_while_the_turn_runs() {
         slack.statuses().iter().any(said).then_some(())
     })
     .await;
-    assert!(
-        !slack.statuses().iter().any(|(_, s)| s.is_empty()),
-        "cleared before the turn ended: {:?}",
-        slack.statuses()
-    );
+    // The status is set while the tool runs, before the model is asked again: wait for that
+    // second request, which is held, so the turn is known to be still running.
+    w.model.wait_for_requests(2, DEADLINE).await;
     assert_eq!(
         w.model.requests_for("snark").len(),
         2,
         "the turn still runs"
+    );
+    assert!(
+        !slack.statuses().iter().any(|(_, s)| s.is_empty()),
+        "cleared before the turn ended: {:?}",
+        slack.statuses()
     );
     assert!(
         w.seen()

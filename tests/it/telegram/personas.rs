@@ -73,3 +73,66 @@ async fn a_chat_gives_its_bots_another_model_and_one_bot_another_persona() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_chat_gives_a_bot_another_backend_with_its_own_settings_for_it() {
+    // The bots run on the model; in Ada's private chat, on their `command` agent.
+    let agent = "command = [\"sh\", \"-c\", \"cat >/dev/null; echo From the agent.\"]";
+    let extra = format!(
+        "\n[[chats]]\nplatform = \"telegram\"\nid = \"{}\"\nbackend = \"command\"\n",
+        HUMAN.0
+    );
+    let w = world_in("polling", agent, &extra).await;
+    w.model
+        .script("snark", Step::reply("From snark's own model."));
+    w.say(Some(SNARK.1), "which backend?", None);
+    w.telegram.wait_for(|t| t.posts().len() == 1).await;
+    w.telegram.say(
+        HUMAN.0,
+        HUMAN,
+        "and here?",
+        Value::Array(vec![]),
+        None,
+        Some("snark"),
+    );
+    w.telegram.wait_for(|t| t.posts().len() == 2).await;
+    w.settle().await;
+
+    let posts: Vec<(i64, String)> = w
+        .telegram
+        .posts()
+        .into_iter()
+        .map(|p| (p.chat, p.text))
+        .collect();
+    assert_eq!(
+        posts,
+        [
+            (GROUP, "From snark's own model.".to_owned()),
+            (HUMAN.0, "From the agent.".to_owned())
+        ]
+    );
+    assert_eq!(
+        w.model.requests_for("snark").len(),
+        1,
+        "the agent's turn asks no model"
+    );
+    // The transcript says which backend each reply came from.
+    let sessions = w.gateway.get("/api/sessions").await;
+    let mut backends = Vec::new();
+    for session in sessions.as_array().unwrap() {
+        let key = session["key"].as_str().unwrap();
+        for entry in w.gateway.transcript(key).await {
+            if entry["kind"] == "reply" {
+                backends.push((entry["text"].clone(), entry["meta"]["backend"].clone()));
+            }
+        }
+    }
+    backends.sort_by_key(|(text, _)| text.to_string());
+    assert_eq!(
+        backends,
+        [
+            ("From snark's own model.".into(), "openai".into()),
+            ("From the agent.".into(), "command".into()),
+        ]
+    );
+}

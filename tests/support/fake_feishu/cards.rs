@@ -1,5 +1,6 @@
 //! The fake Feishu's CardKit: card entities created from Card JSON 2.0, a card posted as an
-//! `interactive` message (`{"type":"card","data":{"card_id":…}}`), its elements' text replaced
+//! `interactive` message (`{"type":"card","data":{"card_id":…}}`) and found again from that
+//! message (`id_convert`), its elements' text replaced
 //! in place while the card is in streaming mode, and its settings patched. Every update must
 //! carry a `sequence` above the card's last one, as Feishu requires. What a posted card shows
 //! goes to the timeline as edits of its message (they are not message edits: no cap).
@@ -77,6 +78,31 @@ pub(super) async fn create_card(
         },
     );
     Json(json!({ "code": 0, "msg": "success", "data": { "card_id": id } })).into_response()
+}
+
+/// `POST /open-apis/cardkit/v1/cards/id_convert`: the card an `interactive` message shows.
+pub(super) async fn id_convert(
+    State(inner): Shared,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let inner = inner.lock().unwrap();
+    if let Err(refused) = authorised(&inner, &headers) {
+        return refused.into_response();
+    }
+    let Some(message) = body["message_id"].as_str() else {
+        return error(99992402, "field validation failed: message_id");
+    };
+    let card = inner
+        .cards
+        .iter()
+        .find(|(_, card)| card.message.as_deref() == Some(message));
+    match card {
+        Some((id, _)) => {
+            Json(json!({ "code": 0, "msg": "success", "data": { "card_id": id } })).into_response()
+        }
+        None => error(300301, "card not found"),
+    }
 }
 
 /// Take one update of card `id` with `sequence`: the card, or Feishu's refusal (code, msg).

@@ -230,6 +230,10 @@ impl FakeFeishu {
             .route("/open-apis/im/v1/messages", post(create))
             .route("/open-apis/cardkit/v1/cards", post(cards::create_card))
             .route(
+                "/open-apis/cardkit/v1/cards/id_convert",
+                post(cards::id_convert),
+            )
+            .route(
                 "/open-apis/cardkit/v1/cards/{card}/elements/{element}/content",
                 put(cards::card_text),
             )

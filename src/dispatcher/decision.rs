@@ -1,0 +1,187 @@
+//! The decision record: what the pipeline made of one event for one bot, and why, built here
+//! and nowhere else ([`of`]), from what the steps returned: the [`Stop`] that ended the event,
+//! or the woken bot's [`Turned`]. The store keeps it with the write that ends the event's run
+//! (`baton why`, `GET /api/why`); being one typed value per event per bot, it is also what a
+//! trace's pipeline span is made from.
+
+use super::gateway_line::run_id;
+use super::stop::{Step, Stop};
+use super::{DropReason, Handled, Inbound, Wake};
+use crate::store::{DecisionOutcome, DecisionStep, NewDecision, Said};
+use crate::timing::now_ms;
+
+/// What a woken bot's turn came to (steps 9 to 13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Turned {
+    /// What became of the event.
+    pub handled: Handled,
+    /// Why the bot woke.
+    pub wake: Wake,
+    /// How long the turn waited for its lane and session, in ms.
+    pub waited_ms: i64,
+    /// A used-up budget refused the turn before its model call.
+    pub by_budget: bool,
+}
+
+/// Why a message woke no bot (step 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotWoken {
+    /// Nobody it is addressed to is this bot.
+    NotMentioned,
+    /// It is addressed to other bots only.
+    OnlyOtherBots,
+}
+
+impl NotWoken {
+    /// As `baton why` says it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            NotWoken::NotMentioned => "not mentioned",
+            NotWoken::OnlyOtherBots => "mentions only other bots",
+        }
+    }
+}
+
+/// The decision on `inbound`, from what the steps made of it.
+pub(crate) fn of(inbound: &Inbound<'_>, ran: &Step<Turned>) -> NewDecision {
+    match ran {
+        Ok(turned) => {
+            let (outcome, reason) = match &turned.handled {
+                Handled::Replied(_) => (DecisionOutcome::Replied, String::new()),
+                Handled::Silent => (DecisionOutcome::Silent, String::new()),
+                Handled::Failed(why) => (DecisionOutcome::Failed, why.clone()),
+                other => (outcome_of(other), String::new()),
+            };
+            let woke = turned.wake.as_str();
+            let reason = if reason.is_empty() {
+                woke.to_owned()
+            } else {
+                format!("{woke}; {reason}")
+            };
+            let step = if turned.by_budget {
+                DecisionStep::Budget
+            } else {
+                DecisionStep::Turn
+            };
+            NewDecision {
+                session: Some(inbound.session()),
+                run_id: Some(run_id(inbound, "in")),
+                waited_ms: Some(turned.waited_ms),
+                ..decided(inbound, step, outcome, reason)
+            }
+        }
+        Err(stop) => {
+            let (step, reason) = stopped(stop);
+            decided(inbound, step, outcome_of(&stop.handled), reason)
+        }
+    }
+}
+
+/// The decision on `inbound` should its claim find it received before.
+pub(crate) fn duplicate(inbound: &Inbound<'_>) -> NewDecision {
+    let now = now_ms();
+    decided(
+        inbound,
+        DecisionStep::Duplicate,
+        DecisionOutcome::Duplicate,
+        String::new(),
+    )
+    .duplicate(now)
+}
+
+fn decided(
+    inbound: &Inbound<'_>,
+    step: DecisionStep,
+    outcome: DecisionOutcome,
+    reason: String,
+) -> NewDecision {
+    let event = &inbound.event;
+    NewDecision {
+        ts_ms: now_ms(),
+        platform: event.platform.as_str().to_owned(),
+        account: inbound.account.id.as_str().to_owned(),
+        bot: inbound.bot().as_str().to_owned(),
+        chat: inbound.chat_key.as_str().to_owned(),
+        message_id: event.message_id.as_str().to_owned(),
+        event_id: event.event_id.clone(),
+        sender: inbound.speaker.label.clone(),
+        step,
+        outcome,
+        reason,
+        session: None,
+        run_id: None,
+        waited_ms: None,
+        said: Said {
+            ts_ms: event.timestamp_ms,
+            room: inbound.settings_key.as_str().to_owned(),
+            author_name: inbound.speaker.name.clone(),
+            origin: inbound.speaker.origin,
+            text: event.text.clone(),
+        },
+    }
+}
+
+fn outcome_of(handled: &Handled) -> DecisionOutcome {
+    match handled {
+        Handled::Duplicate => DecisionOutcome::Duplicate,
+        Handled::Dropped(_) => DecisionOutcome::Dropped,
+        Handled::Buffered => DecisionOutcome::Buffered,
+        Handled::Admin(_) => DecisionOutcome::Admin,
+        Handled::Answered(_) => DecisionOutcome::Answered,
+        Handled::Replied(_) => DecisionOutcome::Replied,
+        Handled::Silent => DecisionOutcome::Silent,
+        Handled::Failed(_) => DecisionOutcome::Failed,
+    }
+}
+
+/// The step that stopped the event, and why in words.
+fn stopped(stop: &Stop) -> (DecisionStep, String) {
+    let reason = match &stop.handled {
+        Handled::Buffered => {
+            let why = stop.not_woken.unwrap_or(NotWoken::NotMentioned);
+            return (DecisionStep::Activation, why.as_str().to_owned());
+        }
+        Handled::Admin(_) => return (DecisionStep::Admin, "an admin command, answered".into()),
+        Handled::Answered(id) => {
+            return (
+                DecisionStep::Answer,
+                format!("an answer to the bot's question {id}"),
+            );
+        }
+        Handled::Dropped(reason) => reason,
+        Handled::Duplicate => return (DecisionStep::Duplicate, String::new()),
+        Handled::Replied(_) | Handled::Silent | Handled::Failed(_) => {
+            return (DecisionStep::Turn, String::new());
+        }
+    };
+    match reason {
+        DropReason::OwnMessage => (DecisionStep::OwnMessage, "the bot's own message".into()),
+        DropReason::GatewayNotice => (
+            DecisionStep::OwnMessage,
+            "a line the gateway posted through a bot".into(),
+        ),
+        DropReason::TooLong => (DecisionStep::Size, "over 100 kB".into()),
+        DropReason::AdminHandledElsewhere => (
+            DecisionStep::Admin,
+            "an admin command another account answered".into(),
+        ),
+        DropReason::Policy(refusal) => (DecisionStep::Policy, refusal.as_str().into()),
+        DropReason::PairingPending => (
+            DecisionStep::Policy,
+            "the sender waits for pairing approval".into(),
+        ),
+        DropReason::Paused => (DecisionStep::Activation, "paused".into()),
+        DropReason::BotGuard(refusal) => (DecisionStep::BotGuard, refusal.as_str().into()),
+        DropReason::RateLimited => (
+            DecisionStep::Rate,
+            "the sender is over the inbound rate limit".into(),
+        ),
+        DropReason::Busy(full) => (
+            DecisionStep::Lane,
+            format!("too many turns waiting: {}", full.as_str()),
+        ),
+        DropReason::UnknownAccount | DropReason::ShuttingDown | DropReason::StoreFailing => {
+            (DecisionStep::Intake, reason.as_str())
+        }
+    }
+}

@@ -1,0 +1,636 @@
+//! A2A 1.0 inbound (SPEC 14): every exposed bot is an Agent2Agent agent, over the JSON-RPC
+//! binding the official SDK clients speak.
+//!
+//! A task is a durable delivery (`relay::send`) from the external agent to the bot, not a
+//! second delivery system: the task id is the delivery's run id, the context id its target
+//! session, a repeated `messageId` is the delivery's idempotency key (so it finds the same
+//! task), and the task's state is read from the delivery's row. A restart therefore loses no
+//! task, and on PostgreSQL any instance answers for any task.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, header};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use baton_contract::Platform;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::bot_id::BotId;
+use crate::engine::{Caller, Engine};
+use crate::events::{Event, Stamped};
+use crate::relay::{self, Relay, SendOutcome, SendRequest};
+use crate::roster::{Bot, glob_set};
+use crate::session::{A2aCaller, SessionKey};
+use crate::store::{Delivery, DeliveryQuery, DeliveryState};
+
+/// The protocol version cards declare.
+const PROTOCOL_VERSION: &str = "1.0";
+/// The most tasks `ListTasks` returns.
+const MAX_LISTED: usize = 100;
+/// How long a streamed send or a subscription follows a task before it ends the stream with
+/// the task as it stands.
+const FOLLOW_FOR: Duration = Duration::from_secs(30 * 60);
+
+/// How long an ended run's outcome may take to reach the record after it was handed over.
+const SETTLE_WITHIN: Duration = Duration::from_secs(10);
+
+/// Whether `path` is an agent card (readable without the API token: SPEC 14).
+pub(super) fn is_card(path: &str) -> bool {
+    path == "/.well-known/agent-card.json"
+        || path
+            .strip_prefix("/a2a/")
+            .is_some_and(|rest| rest.ends_with("/.well-known/agent-card.json"))
+}
+
+/// `GET /.well-known/agent-card.json`: the cards of every exposed bot, as a list.
+pub(super) async fn cards(State(engine): State<Engine>, headers: HeaderMap) -> Response {
+    let base = base_url(&engine, &headers);
+    let cards: Vec<Value> = exposed(&engine)
+        .iter()
+        .map(|bot| card(&engine, bot, &base))
+        .collect();
+    Json(cards).into_response()
+}
+
+/// `GET /a2a/<bot>/.well-known/agent-card.json`.
+pub(super) async fn bot_card(
+    State(engine): State<Engine>,
+    Path(bot): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match exposed_bot(&engine, &bot) {
+        Some(found) => Json(card(&engine, &found, &base_url(&engine, &headers))).into_response(),
+        None => not_exposed(&engine, &bot).into_response(),
+    }
+}
+
+fn not_exposed(engine: &Engine, bot: &str) -> (axum::http::StatusCode, Json<Value>) {
+    let names: Vec<String> = exposed(engine).iter().map(|b| b.id().to_string()).collect();
+    let message = if engine.config().a2a.enabled {
+        format!(
+            "no A2A agent `{bot}`; exposed: {} (`[a2a] expose` in the config)",
+            names.join(", ")
+        )
+    } else {
+        "A2A is off; set `[a2a] enabled = true` in the config".to_owned()
+    };
+    (
+        axum::http::StatusCode::NOT_FOUND,
+        Json(json!({"error": message})),
+    )
+}
+
+/// The bots published as A2A agents: `[a2a] expose`, when `[a2a] enabled`.
+fn exposed(engine: &Engine) -> Vec<Arc<Bot>> {
+    let config = &engine.config().a2a;
+    if !config.enabled {
+        return Vec::new();
+    }
+    // Validation compiled these at start-up.
+    let Ok(globs) = glob_set(&config.expose) else {
+        return Vec::new();
+    };
+    let roster = engine.roster();
+    roster
+        .bots()
+        .iter()
+        .filter(|b| globs.is_match(b.id().as_str()))
+        .filter(|b| roster.account_of_bot(Platform::Local, b.id()).is_some())
+        .cloned()
+        .collect()
+}
+
+fn exposed_bot(engine: &Engine, name: &str) -> Option<Arc<Bot>> {
+    exposed(engine).into_iter().find(|b| b.id() == name)
+}
+
+/// Where callers reach baton: `gateway.public_url`, else the host the request was sent to.
+fn base_url(engine: &Engine, headers: &HeaderMap) -> String {
+    let gateway = &engine.config().gateway;
+    if let Some(url) = &gateway.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or(&gateway.listen);
+    format!("http://{host}")
+}
+
+/// A bot's agent card: its name and description, one skill from the description, its JSON-RPC
+/// interface, streaming on, and the bearer scheme when the API needs a token.
+fn card(engine: &Engine, bot: &Bot, base: &str) -> Value {
+    let id = bot.id();
+    let name = if bot.config.name.is_empty() {
+        id.to_string()
+    } else {
+        bot.config.name.clone()
+    };
+    let description = if bot.config.description.is_empty() {
+        format!("{name}, a bot on baton")
+    } else {
+        bot.config.description.clone()
+    };
+    let mut card = json!({
+        "name": name,
+        "description": description,
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [{
+            "url": format!("{base}/a2a/{id}"),
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": PROTOCOL_VERSION,
+        }],
+        "capabilities": {"streaming": true, "pushNotifications": false},
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": id,
+            "name": name,
+            "description": description,
+            "tags": ["baton"],
+        }],
+    });
+    if engine.config().gateway.api_token_env.is_some() {
+        card["securitySchemes"] = json!({
+            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}
+        });
+        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+    }
+    card
+}
+
+/// A JSON-RPC request.
+#[derive(Deserialize)]
+struct RpcRequest {
+    #[serde(default)]
+    id: Value,
+    method: String,
+    #[serde(default)]
+    params: Value,
+}
+
+/// A JSON-RPC error: the A2A code and what to do about it.
+struct RpcError {
+    code: i64,
+    message: String,
+}
+
+impl RpcError {
+    fn invalid(message: impl Into<String>) -> RpcError {
+        RpcError {
+            code: -32602,
+            message: message.into(),
+        }
+    }
+
+    fn task_not_found(id: &str) -> RpcError {
+        RpcError {
+            code: -32001,
+            message: format!("no task `{id}` of this agent (ListTasks shows them)"),
+        }
+    }
+
+    fn internal(err: impl std::fmt::Display) -> RpcError {
+        RpcError {
+            code: -32603,
+            message: err.to_string(),
+        }
+    }
+}
+
+fn reply(id: &Value, result: Result<Value, RpcError>) -> Response {
+    let body = match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(err) => json!({"jsonrpc": "2.0", "id": id,
+                           "error": {"code": err.code, "message": err.message}}),
+    };
+    Json(body).into_response()
+}
+
+/// `POST /a2a/<bot>`: one JSON-RPC call.
+pub(super) async fn rpc(
+    State(relay): State<Relay>,
+    Path(bot): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let engine = relay.engine();
+    let Some(bot) = exposed_bot(engine, &bot) else {
+        return not_exposed(engine, &bot).into_response();
+    };
+    let request: RpcRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(err) => {
+            let err = RpcError {
+                code: -32700,
+                message: format!("the body is not a JSON-RPC request: {err}"),
+            };
+            return reply(&Value::Null, Err(err));
+        }
+    };
+    let base = base_url(engine, &headers);
+    let id = request.id;
+    let params = request.params;
+    match request.method.as_str() {
+        "SendMessage" => reply(&id, send(&relay, &bot, &params, &base).await),
+        "SendStreamingMessage" => {
+            let live = engine.events().subscribe(None).live;
+            match accept(&relay, &bot, &params, Duration::ZERO).await {
+                Ok(d) => stream(relay.clone(), id, d, live, base),
+                Err(err) => reply(&id, Err(err)),
+            }
+        }
+        "GetTask" => reply(&id, get(engine, &bot, &params, &base).await),
+        "SubscribeToTask" => {
+            let live = engine.events().subscribe(None).live;
+            match task_of(engine, &bot, &params).await {
+                Ok(d) => stream(relay.clone(), id, d, live, base),
+                Err(err) => reply(&id, Err(err)),
+            }
+        }
+        "ListTasks" => reply(&id, list(engine, &bot, &params, &base).await),
+        "CancelTask" => reply(&id, cancel(&relay, &bot, &params, &base).await),
+        other => reply(
+            &id,
+            Err(RpcError {
+                code: -32601,
+                message: format!(
+                    "no method `{other}`; this agent serves SendMessage, SendStreamingMessage, \
+                     GetTask, SubscribeToTask, ListTasks and CancelTask"
+                ),
+            }),
+        ),
+    }
+}
+
+/// `SendMessage`: the task once the bot answered (or, with `returnImmediately`, at once).
+async fn send(relay: &Relay, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
+    let at_once = params
+        .pointer("/configuration/returnImmediately")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let wait = if at_once {
+        Duration::ZERO
+    } else {
+        Duration::from_secs(relay.engine().config().gateway.turn_timeout_seconds)
+    };
+    let d = accept(relay, bot, params, wait).await?;
+    Ok(json!({"task": task(&d, base)}))
+}
+
+/// The message of `params` handed to `bot` as a delivery from the caller, waited on up to
+/// `wait`: the delivery as it stands then.
+async fn accept(
+    relay: &Relay,
+    bot: &Bot,
+    params: &Value,
+    wait: Duration,
+) -> Result<Delivery, RpcError> {
+    let engine = relay.engine();
+    let message = params
+        .get("message")
+        .ok_or_else(|| RpcError::invalid("params.message is missing"))?;
+    let message_id = message
+        .get("messageId")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| RpcError::invalid("message.messageId is missing"))?;
+    let text = text_of(message)?;
+    let caller = caller_of(params, message)?;
+    let account = engine
+        .roster()
+        .account_of_bot(Platform::Local, bot.id())
+        .map(|a| a.id.clone())
+        .ok_or_else(|| RpcError::internal("the bot has no local account"))?;
+    let session = match message.get("contextId").and_then(Value::as_str) {
+        Some(context) if !context.is_empty() => continued(bot.id(), &caller, context)?,
+        // Named after the message, so a resend of it without a context finds its task.
+        _ => SessionKey::a2a(bot.id(), account.clone(), &caller, &new_context(message_id)),
+    };
+    let from = Caller::external(&SessionKey::a2a_caller(bot.id(), account, &caller));
+    let request = SendRequest {
+        target: session.render(),
+        message: text,
+        timeout: wait,
+        idempotency_key: Some(format!("a2a:{caller}:{message_id}")),
+        artifacts: Vec::new(),
+        expect: None,
+    };
+    let sent = relay::send(relay, &from, request)
+        .await
+        .map_err(RpcError::internal)?;
+    let run_id = sent.outcome.run_id();
+    // A run hands its outcome over before its commit: an ended one is read once on record.
+    let found = match sent.outcome {
+        SendOutcome::StillWorking { .. } | SendOutcome::Accepted { .. } => {
+            engine.store().delivery(run_id).await
+        }
+        _ => relay::settled(relay, run_id, SETTLE_WITHIN).await,
+    };
+    found
+        .map_err(RpcError::internal)?
+        .ok_or_else(|| RpcError::internal("the task was not recorded; send it again"))
+}
+
+/// The context a message without one starts: named after its `messageId`.
+fn new_context(message_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(message_id.as_bytes());
+    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The session of an earlier task's `contextId`: only one of this bot's with this caller.
+fn continued(bot: &BotId, caller: &A2aCaller, context: &str) -> Result<SessionKey, RpcError> {
+    let unknown = || {
+        RpcError::invalid(format!(
+            "contextId `{context}` is not one of this agent's conversations with `{caller}`; \
+             leave it out to start one"
+        ))
+    };
+    let key: SessionKey = context.parse().map_err(|_| unknown())?;
+    if key.bot == *bot && key.a2a_peer() == Some(caller.as_str()) {
+        Ok(key)
+    } else {
+        Err(unknown())
+    }
+}
+
+/// The caller's name: `metadata.caller` on the request or the message, else `client`.
+fn caller_of(params: &Value, message: &Value) -> Result<A2aCaller, RpcError> {
+    let named = [params, message]
+        .iter()
+        .find_map(|v| v.pointer("/metadata/caller").and_then(Value::as_str));
+    match named {
+        None => Ok(A2aCaller::anonymous()),
+        Some(name) => A2aCaller::parse(name).ok_or_else(|| {
+            RpcError::invalid(format!(
+                "metadata.caller `{name}` cannot name a caller: use lowercase letters, digits, \
+                 `-` and `_` (at most 64)"
+            ))
+        }),
+    }
+}
+
+/// The message's text: its text parts, and its data parts as JSON, one per line. A file part
+/// is refused, not dropped.
+fn text_of(message: &Value) -> Result<String, RpcError> {
+    let parts = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| RpcError::invalid("message.parts is empty"))?;
+    let mut lines = Vec::with_capacity(parts.len());
+    for part in parts {
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            lines.push(text.to_owned());
+        } else if let Some(data) = part.get("data") {
+            lines.push(data.to_string());
+        } else {
+            return Err(RpcError {
+                code: -32005,
+                message: "only text and data parts are accepted; put a file's text in a text \
+                          part"
+                    .into(),
+            });
+        }
+    }
+    Ok(lines.join("\n"))
+}
+
+/// `GetTask`.
+async fn get(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
+    task_of(engine, bot, params).await.map(|d| task(&d, base))
+}
+
+/// `CancelTask`: the bot's turn is stopped and nothing of it is posted; a task already ended
+/// cannot be canceled.
+async fn cancel(relay: &Relay, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
+    let d = task_of(relay.engine(), bot, params).await?;
+    if d.state.is_settled() {
+        return Err(RpcError {
+            code: -32002,
+            message: format!("task `{}` already ended ({})", d.run_id, d.state.as_str()),
+        });
+    }
+    let canceled = relay::cancel(relay, &d.run_id)
+        .await
+        .map_err(RpcError::internal)?
+        .ok_or_else(|| RpcError::task_not_found(&d.run_id))?;
+    Ok(task(&canceled, base))
+}
+
+/// The delivery `params.id` names, if it is an A2A task of `bot`.
+async fn task_of(engine: &Engine, bot: &Bot, params: &Value) -> Result<Delivery, RpcError> {
+    let id = params
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid("params.id is missing"))?;
+    let found = engine
+        .store()
+        .delivery(id)
+        .await
+        .map_err(RpcError::internal)?;
+    found
+        .filter(|d| is_task_of(d, bot.id()))
+        .ok_or_else(|| RpcError::task_not_found(id))
+}
+
+fn is_task_of(d: &Delivery, bot: &BotId) -> bool {
+    d.target == *bot && d.sender_session.a2a_peer().is_some()
+}
+
+/// `ListTasks`: this agent's tasks, newest first, in `contextId` when given.
+async fn list(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
+    let session = match params.get("contextId").and_then(Value::as_str) {
+        Some(context) => Some(
+            context
+                .parse::<SessionKey>()
+                .map_err(|_| RpcError::invalid(format!("contextId `{context}` is not one")))?,
+        ),
+        None => None,
+    };
+    let rows = engine
+        .store()
+        .deliveries(DeliveryQuery {
+            session,
+            open_only: false,
+            limit: MAX_LISTED,
+        })
+        .await
+        .map_err(RpcError::internal)?;
+    let tasks: Vec<Value> = rows
+        .iter()
+        .filter(|d| is_task_of(d, bot.id()))
+        .map(|d| task(d, base))
+        .collect();
+    Ok(
+        json!({"tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len()}),
+    )
+}
+
+/// Stream a task over SSE: the task as it stands, `working` while it runs (again with each
+/// progress line the bot reports), then its reply as an artifact and its final status. A
+/// client that goes away leaves the task running. `live` was subscribed before `d` was read:
+/// no progress line falls between the two.
+fn stream(
+    relay: Relay,
+    id: Value,
+    d: Delivery,
+    mut live: broadcast::Receiver<Arc<Stamped>>,
+    base: String,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let send = |result: Value| {
+            let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            tx.send(Ok::<_, Infallible>(
+                SseEvent::default().data(body.to_string()),
+            ))
+            .is_ok()
+        };
+        if !send(json!({"task": task(&d, &base)})) {
+            return;
+        }
+        let d = if d.state.is_settled() {
+            d
+        } else {
+            let working = status(&d, DeliveryState::Running);
+            if !send(json!({"statusUpdate": update(&d, working)})) {
+                return;
+            }
+            // Lines on the row may come live too: each is told once.
+            let mut told: Vec<String> = Vec::with_capacity(d.progress.len());
+            for line in &d.progress {
+                send(json!({"statusUpdate": update(&d, progress(&d, &line.message))}));
+                told.push(line.message.clone());
+            }
+            let run_id = d.run_id.clone();
+            let settle = relay::settled(&relay, &run_id, FOLLOW_FOR);
+            tokio::pin!(settle);
+            let settled = loop {
+                tokio::select! {
+                    settled = &mut settle => break settled,
+                    heard = live.recv() => match heard {
+                        Ok(stamped) => {
+                            let Event::Progress { run_id, message, .. } = &stamped.event else {
+                                continue;
+                            };
+                            if *run_id != d.run_id {
+                                continue;
+                            }
+                            if let Some(at) = told.iter().position(|t| t == message) {
+                                told.swap_remove(at);
+                            } else if !send(json!({"statusUpdate": update(&d, progress(&d, message))})) {
+                                return;
+                            }
+                        }
+                        // Lines missed by a slow reader are on the task's row.
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => break (&mut settle).await,
+                    },
+                }
+            };
+            match settled {
+                Ok(Some(settled)) => settled,
+                Ok(None) | Err(_) => d,
+            }
+        };
+        if let Some(artifact) = reply_artifact(&d) {
+            let event = json!({"taskId": d.run_id, "contextId": d.target_session.render(),
+                               "artifact": artifact, "append": false, "lastChunk": true});
+            send(json!({"artifactUpdate": event}));
+        }
+        send(json!({"statusUpdate": update(&d, status(&d, d.state))}));
+    });
+    let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+    Sse::new(events).into_response()
+}
+
+/// A `working` status carrying a progress line the bot reported.
+fn progress(d: &Delivery, line: &str) -> Value {
+    let mut working = status(d, DeliveryState::Running);
+    working["message"] = json!({
+        "messageId": format!("{}-progress-{}", d.run_id, uuid::Uuid::new_v4().simple()),
+        "taskId": d.run_id,
+        "contextId": d.target_session.render(),
+        "role": "ROLE_AGENT",
+        "parts": [{"text": line}],
+    });
+    working
+}
+
+fn update(d: &Delivery, status: Value) -> Value {
+    json!({"taskId": d.run_id, "contextId": d.target_session.render(), "status": status})
+}
+
+/// A delivery as an A2A task.
+fn task(d: &Delivery, base: &str) -> Value {
+    let mut artifacts: Vec<Value> = reply_artifact(d).into_iter().collect();
+    artifacts.extend(d.artifacts_out.iter().map(|a| {
+        json!({"artifactId": a.id, "name": a.name, "parts": [{
+            "url": format!("{base}/api/artifacts/{}/content", a.id),
+            "filename": a.name,
+            "mediaType": a.media_type,
+        }]})
+    }));
+    let message_id = d
+        .idempotency_key
+        .as_deref()
+        .and_then(|k| k.splitn(3, ':').nth(2))
+        .unwrap_or_default();
+    json!({
+        "id": d.run_id,
+        "contextId": d.target_session.render(),
+        "status": status(d, d.state),
+        "artifacts": artifacts,
+        "history": [{
+            "messageId": message_id,
+            "contextId": d.target_session.render(),
+            "taskId": d.run_id,
+            "role": "ROLE_USER",
+            "parts": [{"text": d.message}],
+        }],
+    })
+}
+
+/// The bot's reply as the task's artifact, when it said something.
+fn reply_artifact(d: &Delivery) -> Option<Value> {
+    let reply = d.reply.as_deref().filter(|r| !r.is_empty())?;
+    Some(json!({"artifactId": "reply", "name": "reply", "parts": [{"text": reply}]}))
+}
+
+/// A task status for `state`, with the reason as the agent's message for an unhappy end.
+fn status(d: &Delivery, state: DeliveryState) -> Value {
+    let name = match state {
+        DeliveryState::Queued => "TASK_STATE_SUBMITTED",
+        DeliveryState::Running => "TASK_STATE_WORKING",
+        DeliveryState::Delivered => "TASK_STATE_COMPLETED",
+        DeliveryState::Refused => "TASK_STATE_REJECTED",
+        DeliveryState::Canceled => "TASK_STATE_CANCELED",
+        DeliveryState::Failed | DeliveryState::TimedOut | DeliveryState::InvalidOutput => {
+            "TASK_STATE_FAILED"
+        }
+    };
+    let at = d.finished_ms.or(d.started_ms).unwrap_or(d.created_ms);
+    let timestamp = chrono::DateTime::from_timestamp_millis(at)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let mut status = json!({"state": name, "timestamp": timestamp});
+    if let Some(reason) = d.reason.as_deref().filter(|_| state == d.state) {
+        status["message"] = json!({
+            "messageId": format!("{}-status", d.run_id),
+            "taskId": d.run_id,
+            "contextId": d.target_session.render(),
+            "role": "ROLE_AGENT",
+            "parts": [{"text": reason}],
+        });
+    }
+    status
+}

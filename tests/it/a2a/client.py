@@ -1,0 +1,55 @@
+# Drives baton's A2A server with the official a2a-sdk client (scripts/test-deps-python).
+# Usage: client.py <base> <bot> <mode> <text> <message_id>; prints one JSON object.
+# Modes: send (blocking, then GetTask), stream (streaming send), twice (the same messageId
+# sent twice), immediately (returnImmediately), cancel (CancelTask of the task id given as
+# <text>).
+import asyncio
+import json
+import sys
+
+import httpx
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.card_resolver import A2ACardResolver
+from a2a.types import a2a_pb2 as pb
+from google.protobuf import json_format
+
+
+def as_json(message):
+    return json_format.MessageToDict(message)
+
+
+async def main(base, bot, mode, text, message_id):
+    async with httpx.AsyncClient(timeout=60) as http:
+        card = await A2ACardResolver(http, f"{base}/a2a/{bot}").get_agent_card()
+        config = ClientConfig(httpx_client=http, streaming=(mode == "stream"))
+        client = ClientFactory(config).create(card)
+
+        if mode == "cancel":
+            task = await client.cancel_task(pb.CancelTaskRequest(id=text))
+            print(json.dumps({"canceled": as_json(task)}), flush=True)
+            return
+
+        async def send():
+            request = pb.SendMessageRequest(
+                message=pb.Message(
+                    message_id=message_id, role=pb.ROLE_USER, parts=[pb.Part(text=text)]
+                )
+            )
+            if mode == "immediately":
+                request.configuration.return_immediately = True
+            return [as_json(event) async for event in client.send_message(request)]
+
+        out = {"card": as_json(card), "events": await send()}
+        if mode == "twice":
+            out["again"] = await send()
+        task_id = next(
+            (e["task"]["id"] for e in out["events"] if "task" in e),
+            None,
+        )
+        if task_id is not None:
+            task = await client.get_task(pb.GetTaskRequest(id=task_id))
+            out["got"] = as_json(task)
+        print(json.dumps(out), flush=True)
+
+
+asyncio.run(main(*sys.argv[1:6]))

@@ -1,0 +1,396 @@
+//! OpenTelemetry traces (SPEC section 13), exported by a real `baton run` to a collector on
+//! loopback that decodes the OTLP it receives (`tests/support/otlp.rs`):
+//!
+//! - a mention that delegates to another bot (`sessions_send`) is one trace holding both bots'
+//!   turns and model calls as one tree; both fake-model requests carry that trace's
+//!   `traceparent`, under their model-call span; the model spans carry the fake's token usage;
+//! - a `/v1/chat/completions` request carrying `traceparent` is continued (over OTLP/JSON);
+//! - a collector that is down fails no turn, and its dropped spans are counted in `/metrics`.
+//!
+//! - the same delegation across two `baton run` instances on PostgreSQL, asker's account on one
+//!   and helper's on the other: the context travels with the delivery.
+//!
+//! Every wait is on a condition with a deadline.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::fake_openai::{FakeOpenAi, Step};
+use crate::support::fake_slack::FakeSlack;
+use crate::support::gateway::config_with;
+use crate::support::instances::{Instances, held, mention};
+use crate::support::otlp::{Collector, Span};
+use crate::support::process::{Running, baton, eventually};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A `baton run` on SQLite with `asker` and `helper` (both may call every tool) on the fake
+/// model, exporting traces as `env` says, logging JSON.
+struct Traced {
+    process: Running,
+    base: String,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Traced {
+    async fn start(model: &FakeOpenAi, env: &[(&str, &str)]) -> Traced {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("baton.toml");
+        let bots = [("asker", "tools = [\"*\"]"), ("helper", "tools = [\"*\"]")];
+        std::fs::write(&config, config_with(&model.base_url, &bots, "")).unwrap();
+        let mut cmd = baton(dir.path());
+        cmd.args(["--log-format", "json", "run", "--listen", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--database")
+            .arg(dir.path().join("baton.db"))
+            .env("RUST_LOG", "info,baton=debug")
+            // Exported within a moment, not the default 5 s.
+            .env("OTEL_BSP_SCHEDULE_DELAY", "50");
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        let (process, out) = Running::spawn(cmd);
+        let base = process.base_url(out).await;
+        Traced {
+            process,
+            base,
+            http: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn say(&self, text: &str) {
+        let response = self
+            .http
+            .post(format!("{}/api/local/rooms/room/messages", self.base))
+            .json(&json!({"sender": "alice", "text": text}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202, "post refused");
+    }
+
+    async fn said_by(&self, bot: &str) -> Vec<Value> {
+        let all: Vec<Value> = self
+            .http
+            .get(format!("{}/api/local/rooms/room/messages", self.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        all.into_iter().filter(|m| m["author"] == bot).collect()
+    }
+
+    async fn metrics(&self) -> String {
+        let url = format!("{}/metrics", self.base);
+        self.http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+}
+
+/// The delegation every test here scripts: asker sends helper `ping` and waits, helper answers
+/// `pong`, asker replies with it. Every answer reports 11 prompt and 7 completion tokens.
+pub(crate) fn script_delegation(model: &FakeOpenAi) {
+    model.report_usage(11, 7);
+    let ask = json!({"target": "helper", "message": "ping", "timeout_seconds": 20});
+    model.script("asker", Step::tool_call("sessions_send", ask));
+    model.script("helper", Step::reply("pong"));
+    model.script("asker", Step::reply("helper says pong"));
+}
+
+/// The trace of asker's delegation, once the collector holds all of it: both turns, the three
+/// model calls and the post of asker's reply.
+pub(crate) async fn delegation_trace(collector: &Collector) -> Vec<Span> {
+    collector
+        .wait_for("the whole delegation's trace", |spans| {
+            let turn = spans.iter().find(|s| s.name == "turn asker")?;
+            let trace: Vec<Span> = spans
+                .iter()
+                .filter(|s| s.trace_id == turn.trace_id)
+                .cloned()
+                .collect();
+            let count = |name: &str| trace.iter().filter(|s| s.name == name).count();
+            let whole = count("turn helper") == 1
+                && count("chat asker") == 2
+                && count("chat helper") == 1
+                && count("post") >= 1
+                && count("inbound") == 1;
+            whole.then_some(trace)
+        })
+        .await
+}
+
+/// Checks the shape SPEC section 13 asks of a delegation's trace, and returns it by span id.
+pub(crate) fn check_delegation(trace: &[Span], model: &FakeOpenAi) -> HashMap<String, Span> {
+    let by_id: HashMap<String, Span> = trace
+        .iter()
+        .map(|s| (s.span_id.clone(), s.clone()))
+        .collect();
+    let names = || trace.iter().map(|s| s.name.as_str()).collect::<Vec<_>>();
+    let roots: Vec<&Span> = trace
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 1, "one root: {:?}", names());
+    assert_eq!(roots[0].name, "inbound", "{:?}", names());
+    assert!(
+        !roots[0].text("baton.message_id").is_empty(),
+        "{:?}",
+        roots[0]
+    );
+    for span in trace.iter().filter(|s| !s.parent_span_id.is_empty()) {
+        assert!(
+            by_id.contains_key(&span.parent_span_id),
+            "{}'s parent is in the trace: {:?}",
+            span.name,
+            names()
+        );
+    }
+    let parent = |span: &Span| by_id[&span.parent_span_id].clone();
+    let one = |name: &str| trace.iter().find(|s| s.name == name).unwrap().clone();
+    // helper's turn is the child of asker's sessions_send, which is asker's tool call.
+    let send = parent(&one("turn helper"));
+    assert_eq!(send.name, "sessions_send helper", "{:?}", names());
+    assert_eq!(parent(&send).name, "execute_tool sessions_send");
+    // Each model call under its bot's turn, with the GenAI attributes and the fake's usage.
+    for span in trace.iter().filter(|s| s.name.starts_with("chat ")) {
+        let bot = &span.name["chat ".len()..];
+        assert_eq!(parent(span).name, format!("turn {bot}"));
+        assert_eq!(span.text("gen_ai.request.model"), bot, "{span:?}");
+        assert_eq!(span.text("gen_ai.operation.name"), "chat", "{span:?}");
+        assert_eq!(span.text("gen_ai.system"), "openai", "{span:?}");
+        assert_eq!(span.attributes["gen_ai.usage.input_tokens"], 11, "{span:?}");
+        assert_eq!(span.attributes["gen_ai.usage.output_tokens"], 7, "{span:?}");
+    }
+    let post = trace.iter().find(|s| s.name == "post").unwrap();
+    assert!(
+        !post.text("baton.platform_message_id").is_empty(),
+        "{post:?}"
+    );
+    let pipeline = parent(&one("turn asker"));
+    assert_eq!(pipeline.name, "pipeline");
+    assert_eq!(pipeline.text("baton.outcome"), "replied", "{pipeline:?}");
+    // Every request the fake model got carries the trace, sampled, under its model call.
+    for bot in ["asker", "helper"] {
+        let sent = model.traceparents_for(bot);
+        assert_eq!(sent.len(), if bot == "asker" { 2 } else { 1 }, "{sent:?}");
+        for header in sent {
+            let header = header.unwrap_or_else(|| panic!("{bot}'s request has a traceparent"));
+            let parts: Vec<&str> = header.split('-').collect();
+            assert_eq!(parts[1], roots[0].trace_id, "{header}");
+            assert_eq!(parts[3], "01", "sampled: {header}");
+            let under = &by_id[parts[2]];
+            assert_eq!(under.name, format!("chat {bot}"), "{header}");
+        }
+    }
+    for span in trace {
+        assert_eq!(span.resource["service.name"], "baton", "{span:?}");
+        assert!(
+            span.resource.contains_key("service.instance.id"),
+            "{span:?}"
+        );
+    }
+    by_id
+}
+
+#[tokio::test]
+async fn a_delegation_is_one_trace_with_both_bots_turns_and_model_calls() {
+    let collector = Collector::start().await;
+    let model = FakeOpenAi::start().await;
+    script_delegation(&model);
+    let gw = Traced::start(
+        &model,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)],
+    )
+    .await;
+
+    gw.say("@asker ask helper").await;
+    eventually(WAIT, "asker's reply", || async {
+        let said = gw.said_by("asker").await;
+        said.first().map(|m| m["text"].clone())
+    })
+    .await;
+    let trace = delegation_trace(&collector).await;
+    check_delegation(&trace, &model);
+
+    // The JSON log lines written while the trace ran carry its id.
+    let trace_id = &trace[0].trace_id;
+    let logs = gw.process.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.starts_with(&format!("{{\"trace_id\":\"{trace_id}\""))),
+        "a log line with the trace id:\n{logs}"
+    );
+}
+
+#[tokio::test]
+async fn a_v1_request_carrying_traceparent_continues_the_callers_trace() {
+    let collector = Collector::start().await;
+    let model = FakeOpenAi::start().await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+    ];
+    let gw = Traced::start(&model, &env).await;
+    let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let caller_span = "00f067aa0ba902b7";
+    let response = gw
+        .http
+        .post(format!("{}/v1/chat/completions", gw.base))
+        .header("traceparent", format!("00-{caller_trace}-{caller_span}-01"))
+        .json(&json!({"model": "helper", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+
+    let trace = collector
+        .wait_for("the request's turn in the caller's trace", |spans| {
+            let trace: Vec<Span> = spans
+                .iter()
+                .filter(|s| s.trace_id == caller_trace)
+                .cloned()
+                .collect();
+            let has = |name: &str| trace.iter().any(|s| s.name == name);
+            // The server span ends last, once the answer is sent.
+            (has("chat helper") && has("POST /v1/chat/completions")).then_some(trace)
+        })
+        .await;
+    let server = trace
+        .iter()
+        .find(|s| s.name == "POST /v1/chat/completions")
+        .expect("a server span");
+    assert_eq!(server.parent_span_id, caller_span);
+    let inbound = trace.iter().find(|s| s.name == "inbound").unwrap();
+    assert_eq!(inbound.parent_span_id, server.span_id);
+    let sent = model.traceparents_for("helper");
+    assert!(
+        sent[0].as_deref().unwrap().contains(caller_trace),
+        "{sent:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_collector_that_is_down_fails_no_turn_and_its_spans_are_counted_as_dropped() {
+    // A port nobody listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let model = FakeOpenAi::start().await;
+    script_delegation(&model);
+    let gw = Traced::start(&model, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)]).await;
+
+    gw.say("@asker ask helper").await;
+    let said = eventually(WAIT, "asker's reply", || async {
+        gw.said_by("asker").await.first().map(|m| m["text"].clone())
+    })
+    .await;
+    assert_eq!(said, "helper says pong");
+    // Both bots' inbound and pipeline spans, both turns, three model calls, the tool call, the
+    // send and the post: at least ten, in however many batches.
+    eventually(
+        WAIT,
+        "every span of the delegation counted as dropped",
+        || async {
+            let metrics = gw.metrics().await;
+            let line = metrics
+                .lines()
+                .find(|l| l.starts_with("baton_trace_spans_dropped_total "))?
+                .to_owned();
+            let n: u64 = line.rsplit(' ').next()?.parse().ok()?;
+            (n >= 10).then_some(n)
+        },
+    )
+    .await;
+}
+
+/// `baton run` without an endpoint exports nothing and sends no `traceparent`.
+#[tokio::test]
+async fn without_an_endpoint_nothing_is_traced() {
+    let model = FakeOpenAi::start().await;
+    let gw = Traced::start(&model, &[]).await;
+    gw.say("@helper hi").await;
+    eventually(WAIT, "helper's reply", || async {
+        gw.said_by("helper")
+            .await
+            .first()
+            .map(|m| m["text"].clone())
+    })
+    .await;
+    assert_eq!(model.traceparents_for("helper"), vec![None]);
+    assert!(
+        gw.metrics()
+            .await
+            .contains("baton_trace_spans_dropped_total 0")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegation_across_two_instances_on_postgresql_is_one_trace() {
+    let collector = Collector::start().await;
+    let model = FakeOpenAi::start().await;
+    script_delegation(&model);
+    let slack = FakeSlack::start().await;
+    slack.app("asker", "U_ASKER");
+    slack.app("helper", "U_HELPER");
+    let backend = format!(
+        "backend = \"openai\"\nmodel = \"{{bot}}\"\nbase_url = \"{}\"\ntools = [\"*\"]",
+        model.base_url
+    );
+    let cluster = Instances::new(&slack, &["asker", "helper"], &backend, "").await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+    ];
+    let a = cluster.start_with_env("baton-a", &env).await;
+    let b = cluster.start_with_env("baton-b", &env).await;
+    let spread = eventually(WAIT, "each instance holds one account", || async {
+        let held = held(&a.get("/api/cluster").await);
+        let one_each = held.len() == 2 && held.iter().all(|(_, accounts)| accounts.len() == 1);
+        one_each.then_some(held)
+    })
+    .await;
+    let home_of = |account: &str| {
+        let holder = spread.iter().find(|(_, held)| held[0] == account);
+        holder.map(|(id, _)| id.clone()).unwrap()
+    };
+    let (asker_home, helper_home) = (home_of("slack/asker"), home_of("slack/helper"));
+
+    slack.deliver("asker", "env-1", mention("asker", 1));
+    eventually(WAIT, "asker's reply in Slack", || async {
+        let posts = slack.posts();
+        posts
+            .iter()
+            .any(|p| p.text == "helper says pong")
+            .then_some(())
+    })
+    .await;
+    let trace = delegation_trace(&collector).await;
+    check_delegation(&trace, &model);
+    let instance = |name: &str| {
+        let span = trace.iter().find(|s| s.name == name).unwrap();
+        span.resource["service.instance.id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(instance("turn asker"), asker_home);
+    assert_eq!(
+        instance("turn helper"),
+        helper_home,
+        "helper's turn ran on its home"
+    );
+    drop((a, b));
+}
