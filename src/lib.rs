@@ -3,8 +3,8 @@
 //! Modules follow the pipeline (`docs/behaviour.md`): an adapter normalizes an event, the
 //! [`dispatcher`] runs it through dedupe, self-drop, [`admin`], policy, activation, the
 //! [`guards`], the [`lanes`] and a [`backend`]; the [`outcome`] decides reply or silence;
-//! [`post`] posts it; [`mirror`] records it all in the [`store`]. Chains (ordered turn-taking
-//! among bots) live in `chains`.
+//! [`post`] posts it; the [`engine`]'s journal records it all in the [`store`] through the
+//! run's [`pen`]. Chains (ordered turn-taking among bots) live in `chains`.
 //!
 //! The modules are listed by layer, top down, as `docs/design.md` ("Layers") draws them:
 //! arrows point down only.
@@ -31,7 +31,7 @@ pub mod schedule;
 // The turn kernel: the one session turn, `say`, the `Engine` handle.
 pub mod engine;
 
-// Below the engine: backends, posting, the transcript, budgets, guards, lanes, the local
+// Below the engine: backends, posting, the run's pen on the transcript, budgets, guards, lanes, the local
 // channel, the roster, time, the store, the config, counters and the live event stream.
 pub mod backend;
 pub mod budget;
@@ -44,8 +44,8 @@ pub mod guards;
 pub mod lanes;
 pub mod local;
 pub mod metrics;
-pub mod mirror;
 pub mod outcome;
+pub mod pen;
 pub mod post;
 pub mod roster;
 pub mod store;

@@ -216,3 +216,81 @@ fn entry_line(entry: &ChainEntry) -> String {
         entry.turn, entry.kind, entry.sender, entry.content
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{
+        AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, UserId,
+    };
+
+    use crate::chains::{self, Opening, Place, Start};
+    use crate::dispatcher::Handled;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::store::ChainState;
+
+    /// `/baton chain stop` from `ann`, who is no admin, in `chat` (message `n`).
+    fn stop_from_ann(n: u32, chat: &str) -> InboundEvent {
+        let sender = Sender {
+            id: UserId::from("ann"),
+            name: "ann".to_owned(),
+            is_bot: false,
+            is_self: false,
+        };
+        InboundEvent::text_message(
+            Platform::Local,
+            AccountId::from("lead"),
+            ChatId::from(chat),
+            ChatKind::Group,
+            sender,
+            MessageId::from(format!("m{n}")),
+            "/baton chain stop",
+        )
+    }
+
+    /// A chain of `alpha` and `beta`, coordinated by `lead`, posting in `chat`.
+    fn chain_in(chat: &str) -> Start {
+        Start {
+            name: "plan".into(),
+            coordinator: Some("lead".into()),
+            participants: vec!["alpha".into(), "beta".into()],
+            place: Place {
+                platform: Platform::Local,
+                chat: ChatId::from(chat),
+                thread: None,
+                anchor: None,
+                account: AccountId::from("lead"),
+            },
+            started_by: "root".into(),
+            trigger: None,
+            opening: Opening::CommandAnswer,
+        }
+    }
+
+    /// Anyone reading a chain may stop it, admin or not; in a chat where no chain posts, a
+    /// person who is no admin is refused like for any other command.
+    #[tokio::test]
+    async fn anyone_may_stop_the_chains_posting_where_they_are() {
+        let gw = parts(&echo_config(&["lead", "alpha", "beta"], "")).await;
+        let answer = |handled: Handled| match handled {
+            Handled::Admin(answer) => answer,
+            other => panic!("not answered as a command: {other:?}"),
+        };
+        let elsewhere = chains::start(&gw.engine, chain_in("elsewhere"))
+            .await
+            .unwrap();
+        let refused = answer(gw.dispatcher.handle(stop_from_ann(1, "room")).await);
+        assert!(refused.contains("Only baton admins"), "{refused}");
+
+        let here = chains::start(&gw.engine, chain_in("room")).await.unwrap();
+        let stopped = answer(gw.dispatcher.handle(stop_from_ann(2, "room")).await);
+        assert!(
+            stopped.contains(&format!("Stopped chain {}", here.id)),
+            "{stopped}"
+        );
+        let store = gw.engine.store();
+        let here = store.chain(&here.id).await.unwrap().unwrap();
+        assert_eq!(here.state, ChainState::Stopped);
+        let elsewhere = store.chain(&elsewhere.id).await.unwrap().unwrap();
+        assert_eq!(elsewhere.state, ChainState::Open);
+    }
+}

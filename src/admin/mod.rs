@@ -9,6 +9,7 @@ mod budget;
 mod chain;
 mod command;
 mod error;
+mod handle;
 mod report;
 
 use baton_contract::{ChatKey, InboundEvent};
@@ -19,8 +20,10 @@ pub use command::{
     text_command,
 };
 pub(crate) use error::AdminError;
+pub(crate) use handle::Admin;
 
 use crate::bot_id::BotId;
+use crate::chains::Chains;
 use crate::config::Activation;
 use crate::engine::Engine;
 use crate::escalation::{Decision, Resolver, decide_approval};
@@ -68,18 +71,19 @@ impl From<String> for Answer {
 }
 
 /// Do what an answer left to do.
-pub(crate) async fn after(engine: &Engine, then: AfterAnswer) {
+pub(crate) async fn after(chains: &Chains, then: AfterAnswer) {
     match then {
-        AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(engine, chain, prompt).await,
+        AfterAnswer::KickOff(chain, prompt) => crate::chains::kick_off(chains, chain, prompt).await,
     }
 }
 
 /// Run an authorized command in the chat `inbound` came from. The error's text is the answer.
 pub(crate) async fn execute(
-    engine: &Engine,
+    admin: &Admin,
     inbound: &Invocation<'_>,
     command: &AdminCommand,
 ) -> Result<Answer, AdminError> {
+    let engine = admin.engine();
     let store = engine.store();
     let chat = inbound.settings_key;
     let answer = match command {
@@ -90,7 +94,7 @@ pub(crate) async fn execute(
         AdminCommand::ChainStatus(id) => chain::status(engine, inbound, id.as_deref()).await,
         AdminCommand::ChainClose(id) => chain::close(engine, inbound, id.as_deref()).await,
         AdminCommand::Help => Ok(HELP.to_owned()),
-        AdminCommand::Status => Ok(report::status(engine).await),
+        AdminCommand::Status => Ok(report::status(engine, admin.schedule()).await),
         AdminCommand::Bots => Ok(report::bots(engine)),
         AdminCommand::Limits => Ok(report::limits(engine, inbound).await),
         AdminCommand::Budget => budget::show(engine, inbound).await,

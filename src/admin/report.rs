@@ -9,9 +9,11 @@ use crate::metrics::RefusalCount;
 use crate::roster::Bot;
 use crate::session::SessionKey;
 use crate::store::{ChainQuery, Entry, EntryKind, TranscriptQuery};
+use crate::timing::Board;
 
-/// Accounts and their connections, lanes and their queues, guard refusals in the last hour.
-pub(super) async fn status(engine: &Engine) -> String {
+/// Accounts and their connections, lanes and their queues, guard refusals in the last hour,
+/// open chains, and the `schedule`'s next due times.
+pub(super) async fn status(engine: &Engine, schedule: &Board) -> String {
     let mut out = String::from("baton status\nAccounts:");
     for account in engine.roster().accounts() {
         let state = account.adapter.connection_state();
@@ -52,7 +54,7 @@ pub(super) async fn status(engine: &Engine) -> String {
         .filter(|c| c.state == crate::store::ChainState::Open)
         .count();
     let _ = write!(out, "\nOpen chains: {open}");
-    let due = engine.board().next_due();
+    let due = schedule.next_due();
     if !due.is_empty() {
         out.push_str("\nScheduled:");
         for next in due {

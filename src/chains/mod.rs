@@ -23,12 +23,14 @@
 //! restart interrupted are picked up at start (`recover.rs`).
 
 mod context;
+mod handle;
 mod place;
 mod post;
 mod recover;
 mod round_robin;
 mod turns;
 
+pub(crate) use handle::Chains;
 pub(crate) use place::Place;
 pub(crate) use recover::{recover, serve};
 
@@ -171,13 +173,14 @@ pub(crate) async fn start(engine: &Engine, start: Start) -> Result<Chain, ChainF
 
 /// Set a started chain going: its coordinating bot takes a turn with `prompt`, or baton gives
 /// the first participant the turn.
-pub(crate) async fn kick_off(engine: &Engine, chain: Chain, prompt: String) {
-    coordinator_move(engine, chain, prompt).await;
+pub(crate) async fn kick_off(chains: &Chains, chain: Chain, prompt: String) {
+    coordinator_move(chains, chain, prompt).await;
 }
 
 /// Give the turn to `pass.to` (adding it to the chain first when it `joins`). Its turn starts
 /// in the background; the result is the chain after the move.
-pub(crate) async fn hand(engine: &Engine, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
+pub(crate) async fn hand(chains: &Chains, pass: Pass<'_>) -> Result<Handed, ChainFailure> {
+    let engine = chains.engine();
     let chain = load(engine, pass.chain).await?;
     if pass.by != chain.coordinator_name() {
         return Err(ChainFailure::NotCoordinator {
@@ -218,7 +221,7 @@ pub(crate) async fn hand(engine: &Engine, pass: Pass<'_>) -> Result<Handed, Chai
         Handed::Given(chain) => {
             moved(engine, chain, "turn_given", Some(pass.to));
             turns::spawn(
-                engine,
+                chains,
                 TurnJob {
                     chain: chain.clone(),
                     bot: to,
@@ -238,11 +241,12 @@ pub(crate) async fn hand(engine: &Engine, pass: Pass<'_>) -> Result<Handed, Chai
 /// Post `content` as `sender`, who must hold the turn: recorded, shown in the chat under the
 /// sender's own account, and the turn goes back to the coordinator.
 pub(crate) async fn post(
-    engine: &Engine,
+    chains: &Chains,
     chain: &str,
     sender: &BotId,
     content: &str,
 ) -> Result<Posted, ChainFailure> {
+    let engine = chains.engine();
     let posted = record(engine, chain, sender, content).await?;
     let chain = &posted.chain;
     let place = Place::of(chain);
@@ -253,7 +257,7 @@ pub(crate) async fn post(
         }
         None => tracing::error!(chain = %chain.id, %sender, "the poster has no account here"),
     }
-    returned(engine, &posted, sender).await;
+    returned(chains, &posted, sender).await;
     Ok(posted)
 }
 
@@ -296,9 +300,9 @@ async fn record(
 }
 
 /// After `sender`'s post: a turn that went back to the coordinator is moved on from there.
-async fn returned(engine: &Engine, posted: &Posted, sender: &BotId) {
+async fn returned(chains: &Chains, posted: &Posted, sender: &BotId) {
     if posted.returned {
-        coordinator_move(engine, posted.chain.clone(), format!("{sender} posted.")).await;
+        coordinator_move(chains, posted.chain.clone(), format!("{sender} posted.")).await;
     }
 }
 
@@ -392,7 +396,8 @@ async fn posted_in_turn(engine: &Engine, chain: &str, bot: &str, turn: i64) -> b
 
 /// A participant's turn ended without a post: the turn goes back to the coordinator with a
 /// system note, unless it moved on already (then nothing happens).
-async fn hand_back(engine: &Engine, chain: &Chain, turn: i64, reason: String) {
+async fn hand_back(chains: &Chains, chain: &Chain, turn: i64, reason: String) {
+    let engine = chains.engine();
     match engine
         .store()
         .chain_return(&chain.id, turn, &reason, now_ms())
@@ -402,7 +407,7 @@ async fn hand_back(engine: &Engine, chain: &Chain, turn: i64, reason: String) {
             moved(engine, &back, "returned", None);
             let run_id = format!("chain:{}:r{turn}", back.id);
             post::baton_says(engine, &Place::of(&back), run_id, &reason).await;
-            coordinator_move(engine, back, reason).await;
+            coordinator_move(chains, back, reason).await;
         }
         Ok(None) => {}
         Err(err) => tracing::error!(chain = %chain.id, %err, "could not hand the turn back"),
@@ -410,14 +415,14 @@ async fn hand_back(engine: &Engine, chain: &Chain, turn: i64, reason: String) {
 }
 
 /// The turn is with the coordinator: wake the coordinating bot, or let baton move it.
-async fn coordinator_move(engine: &Engine, chain: Chain, news: String) {
+async fn coordinator_move(chains: &Chains, chain: Chain, news: String) {
     if chain.state != ChainState::Open {
         return;
     }
     match chain.coordinator.clone() {
-        None => round_robin::next(engine, chain).await,
+        None => round_robin::next(chains, chain).await,
         Some(bot) => turns::spawn(
-            engine,
+            chains,
             TurnJob {
                 chain,
                 bot,
@@ -539,16 +544,23 @@ mod tests {
             .unwrap();
         assert_eq!(chain.holder.bot().map(BotId::as_str), Some("lead"));
 
-        let err = post(s, &chain.id, &"alpha".parse().unwrap(), "me first")
+        let err = post(&gw.chains, &chain.id, &"alpha".parse().unwrap(), "me first")
             .await
             .unwrap_err();
         assert_eq!(err.refusal(), Some("not-holder"), "{err}");
-        let err = hand(s, pass(&chain.id, "alpha", "beta")).await.unwrap_err();
+        let err = hand(&gw.chains, pass(&chain.id, "alpha", "beta"))
+            .await
+            .unwrap_err();
         assert_eq!(err.refusal(), Some("not-coordinator"), "{err}");
-        let err = hand(s, pass(&chain.id, "lead", "gamma")).await.unwrap_err();
+        let err = hand(&gw.chains, pass(&chain.id, "lead", "gamma"))
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("chain_add"), "{err}");
 
-        let Handed::Given(moved) = hand(s, pass(&chain.id, "lead", "alpha")).await.unwrap() else {
+        let Handed::Given(moved) = hand(&gw.chains, pass(&chain.id, "lead", "alpha"))
+            .await
+            .unwrap()
+        else {
             panic!("the first handoff is within the rounds");
         };
         assert_eq!(
@@ -566,7 +578,7 @@ mod tests {
         let chain = start(s, start_in_room(None, &["alpha", "beta"]))
             .await
             .unwrap();
-        kick_off(s, chain.clone(), "go".into()).await;
+        kick_off(&gw.chains, chain.clone(), "go".into()).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let closed = loop {
             let now = s.store().chain(&chain.id).await.unwrap().unwrap();

@@ -113,3 +113,56 @@ impl Place {
         Ok(bot.id().clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{AccountId, ChatId, Platform, ThreadId};
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    fn place(platform: Platform) -> Place {
+        Place {
+            platform,
+            chat: ChatId::from("room"),
+            thread: Some(ThreadId::from("t1")),
+            anchor: None,
+            account: AccountId::from("alpha"),
+        }
+    }
+
+    /// Only a bot with an account on the chain's platform speaks in it; a name that is no bot
+    /// is told which bots there are.
+    #[tokio::test]
+    async fn only_a_bot_with_an_account_here_may_speak() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let local = place(Platform::Local);
+        assert_eq!(local.speaker(&gw.engine, "beta").unwrap().as_str(), "beta");
+        let unknown = local.speaker(&gw.engine, "gamma").unwrap_err();
+        assert!(unknown.contains("known bots: alpha, beta"), "{unknown}");
+        let elsewhere = place(Platform::Slack);
+        let refused = elsewhere.speaker(&gw.engine, "alpha").unwrap_err();
+        assert!(refused.contains("has no account on slack"), "{refused}");
+    }
+
+    /// A bot's chain turns and posts are recorded in its own session of the chain's chat and
+    /// thread, under its own account.
+    #[tokio::test]
+    async fn each_bot_speaks_from_its_own_session_of_the_chat() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let here = place(Platform::Local);
+        let beta = here
+            .account_of(&gw.engine, &"beta".parse().unwrap())
+            .unwrap();
+        let session = here.session(beta);
+        assert_eq!(session.bot.as_str(), "beta");
+        assert_eq!(session.account, beta.id);
+        assert_eq!(session.thread.as_ref().map(|t| t.as_str()), Some("t1"));
+        let voice = here.voice(&gw.engine).unwrap();
+        assert_eq!(
+            voice.bot.id().as_str(),
+            "alpha",
+            "baton speaks through the place's account"
+        );
+    }
+}

@@ -12,13 +12,13 @@
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{coordinator_move, hand_back};
-use crate::engine::Engine;
+use super::{Chains, coordinator_move, hand_back};
 use crate::store::{ChainState, StoreError};
 
 /// Pick up the open chains nobody live runs (at start, `startup`: also this instance's own);
 /// returns how many this instance took.
-pub(crate) async fn recover(engine: &Engine, startup: bool) -> Result<usize, StoreError> {
+pub(crate) async fn recover(chains: &Chains, startup: bool) -> Result<usize, StoreError> {
+    let engine = chains.engine();
     let store = engine.store();
     let lease_ms = i64::try_from(engine.lease().as_millis()).unwrap_or(i64::MAX);
     let mut taken = 0;
@@ -38,14 +38,14 @@ pub(crate) async fn recover(engine: &Engine, startup: bool) -> Result<usize, Sto
         tracing::info!(chain = %chain.id, holder = chain.holder_name(), runner, "picking up an open chain");
         if chain.coordinator_holds() {
             let news = "baton restarted; the turn is yours.".to_owned();
-            coordinator_move(engine, chain.clone(), news).await;
+            coordinator_move(chains, chain.clone(), news).await;
         } else {
             let reason = format!(
                 "baton restarted during {}'s turn; the turn goes back to {}",
                 chain.holder_name(),
                 chain.coordinator_name()
             );
-            hand_back(engine, &chain, chain.turn, reason).await;
+            hand_back(chains, &chain, chain.turn, reason).await;
         }
     }
     Ok(taken)
@@ -54,7 +54,7 @@ pub(crate) async fn recover(engine: &Engine, startup: bool) -> Result<usize, Sto
 /// Until `stop`: whenever the number of `live` instances drops (one stopped renewing), pick up
 /// the chains it was running.
 pub(crate) async fn serve(
-    engine: Engine,
+    chains: Chains,
     mut live: watch::Receiver<usize>,
     stop: CancellationToken,
 ) {
@@ -68,7 +68,7 @@ pub(crate) async fn serve(
         if std::mem::replace(&mut was, now) <= now {
             continue;
         }
-        match recover(&engine, false).await {
+        match recover(&chains, false).await {
             Ok(0) => {}
             Ok(taken) => tracing::info!(taken, "picked up chains another instance left"),
             Err(err) => tracing::error!(%err, "could not look for chains left by another instance"),

@@ -5,12 +5,14 @@
 //! it stays right whatever order posts, silences and timeouts arrive in: only one of them can
 //! hand the turn back (the store sees to that), and only that one asks for the next turn.
 
+use super::Chains;
 use super::{ChainFailure, Pass};
 use crate::engine::Engine;
 use crate::store::{BATON, Chain, ChainClose, ChainEntryKind, ChainState};
 
 /// The turn is back with baton: give it to the next participant, or close the chain.
-pub(super) async fn next(engine: &Engine, chain: Chain) {
+pub(super) async fn next(chains: &Chains, chain: Chain) {
+    let engine = chains.engine();
     let log = match engine.store().chain_entries(&chain.id).await {
         Ok(log) => log,
         Err(err) => {
@@ -47,7 +49,7 @@ pub(super) async fn next(engine: &Engine, chain: Chain) {
         prompt: &prompt,
         joins: false,
     };
-    if let Err(err) = super::hand(engine, pass).await {
+    if let Err(err) = super::hand(chains, pass).await {
         stall(
             engine,
             &chain,

@@ -20,15 +20,16 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::Chains;
 use super::context::{self, Role};
 use super::place::Place;
 use crate::bot_id::BotId;
+use crate::engine::Journal;
 use crate::engine::{
     Attached, Caller, ChatReply, Engine, Heard, History, NotAdmitted, Recall, ReplyGate, Seat,
     SessionTurn, TurnEnd, TurnFailure, TurnPlan,
 };
 use crate::lanes::Lane;
-use crate::mirror::Journal;
 use crate::store::{BATON, Chain, ChainClose, ChainState, EntryKind, Origin, Posted, turn_run_id};
 
 /// A turn to take.
@@ -45,14 +46,14 @@ pub(super) struct TurnJob {
 }
 
 /// Take `job` in the background (tracked, so a shutdown drains it).
-pub(super) fn spawn(engine: &Engine, job: TurnJob) {
-    engine.tasks().spawn(run(engine.clone(), job));
+pub(super) fn spawn(chains: &Chains, job: TurnJob) {
+    chains.engine().tasks().spawn(run(chains.clone(), job));
 }
 
 /// Boxed rather than `async fn`: a turn posts, a post may give the next turn, and giving a turn
 /// spawns this again. The named type breaks that cycle for the compiler.
-fn run(engine: Engine, job: TurnJob) -> BoxFuture<'static, ()> {
-    Box::pin(async move { take(&engine, job).await })
+fn run(chains: Chains, job: TurnJob) -> BoxFuture<'static, ()> {
+    Box::pin(async move { take(&chains, job).await })
 }
 
 /// How a turn ended, for the chain.
@@ -69,12 +70,13 @@ enum Ended {
     Failed(String),
 }
 
-async fn take(engine: &Engine, job: TurnJob) {
-    let deadline = Instant::now() + engine.chain_turn_limit();
+async fn take(chains: &Chains, job: TurnJob) {
+    let engine = chains.engine();
+    let deadline = Instant::now() + chains.turn_limit();
     let place = Place::of(&job.chain);
     let Some(account) = place.account_of(engine, &job.bot) else {
         let why = format!("{} has no account on {} any more", job.bot, place.platform);
-        return finish(engine, &job, None, Ended::Failed(why)).await;
+        return finish(chains, &job, None, Ended::Failed(why)).await;
     };
     let session = place.session(account);
     let chain = &job.chain;
@@ -84,7 +86,7 @@ async fn take(engine: &Engine, job: TurnJob) {
         lane: Lane::Nested,
     };
     let Ok(turn) = SessionTurn::enter_until(engine, seat, deadline).await else {
-        return finish(engine, &job, None, Ended::TimedOut).await;
+        return finish(chains, &job, None, Ended::TimedOut).await;
     };
     let log = engine
         .store()
@@ -141,15 +143,15 @@ async fn take(engine: &Engine, job: TurnJob) {
         TurnEnd::Failed(TurnFailure::TimedOut(_)) => Ended::TimedOut,
         TurnEnd::Failed(err) => Ended::Failed(err.to_string()),
     };
-    finish(engine, &job, Some(turn.journal()), ended).await;
+    finish(chains, &job, Some(turn.journal()), ended).await;
 }
 
 /// What the chain does with how the turn ended.
-async fn finish(engine: &Engine, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
+async fn finish(chains: &Chains, job: &TurnJob, journal: Option<&Journal>, ended: Ended) {
     let (chain, bot, turn) = (&job.chain, &job.bot, job.chain.turn);
-    let seconds = engine.chain_turn_limit().as_secs();
+    let seconds = chains.turn_limit().as_secs();
     match &ended {
-        Ended::Posted(posted) => super::returned(engine, posted, bot).await,
+        Ended::Posted(posted) => super::returned(chains, posted, bot).await,
         Ended::NotPosted(text, model, why) => {
             if let Some(journal) = journal {
                 let meta = json!({"model": model, "posted": false, "chain": chain.id, "why": why.to_string()});
@@ -166,7 +168,7 @@ async fn finish(engine: &Engine, job: &TurnJob, journal: Option<&Journal>, ended
                 Ended::TimedOut => format!("{bot}'s turn timed out after {seconds} s"),
                 Ended::Failed(err) => format!("{bot}'s turn failed: {err}"),
             };
-            super::hand_back(engine, chain, turn, reason).await;
+            super::hand_back(chains, chain, turn, reason).await;
         }
         Role::Coordinator => {
             // The coordinator was woken to move the turn. If the turn is still where it was,
@@ -185,7 +187,7 @@ async fn finish(engine: &Engine, job: &TurnJob, journal: Option<&Journal>, ended
                 reason,
                 at_turn: Some(turn),
             };
-            if let Err(err) = super::close(engine, &chain.id, stall).await {
+            if let Err(err) = super::close(chains.engine(), &chain.id, stall).await {
                 tracing::error!(chain = %chain.id, %err, "could not close a stalled chain");
             }
         }

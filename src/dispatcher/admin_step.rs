@@ -14,7 +14,7 @@ use baton_contract::{InboundEvent, InboundKind};
 
 use super::stop::{Mode, Step, Stop};
 use super::{DropReason, Handled, Inbound, gateway_line};
-use crate::admin::{self, AdminCommand, Invocation, asks_chain_stop, text_command};
+use crate::admin::{self, Admin, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
 use crate::engine::Engine;
 use crate::guards::Guards;
@@ -33,7 +33,7 @@ pub(crate) fn is_admin(admins: &AdminsConfig, event: &InboundEvent) -> bool {
 /// Step 4: answer the event if it is an admin command, which ends its way down the pipeline;
 /// `Ok` lets any other event go on. Asked, a command stops unanswered.
 pub(crate) async fn intercept(
-    engine: &Engine,
+    admin: &Admin,
     guards: &Guards,
     inbound: &Inbound<'_>,
     mode: Mode,
@@ -46,7 +46,7 @@ pub(crate) async fn intercept(
     }
     // Boxed: every event passes through here, few are commands, and the commands' state
     // (admin actions, chains, the answer's delivery) would otherwise sit in every event's future.
-    Err(Box::pin(run_command(engine, guards, inbound, line)).await)
+    Err(Box::pin(run_command(admin, guards, inbound, line)).await)
 }
 
 /// The command `event` asks for, if it is one: a slash command, a `/baton` line, or a human's
@@ -64,7 +64,8 @@ pub(crate) fn command_line(event: &InboundEvent) -> Option<&str> {
 }
 
 /// Run the admin command `line` (or refuse it) and answer it.
-async fn run_command(engine: &Engine, guards: &Guards, inbound: &Inbound<'_>, line: &str) -> Stop {
+async fn run_command(admin: &Admin, guards: &Guards, inbound: &Inbound<'_>, line: &str) -> Stop {
+    let engine = admin.engine();
     let event = &inbound.event;
     if !claim_once_per_chat(engine, inbound).await {
         return Stop::dropped(DropReason::AdminHandledElsewhere);
@@ -96,7 +97,7 @@ async fn run_command(engine: &Engine, guards: &Guards, inbound: &Inbound<'_>, li
                 let text = "Only baton admins can run /baton commands.".to_owned();
                 ("refused: not an admin".to_owned(), Some(text))
             }
-            Ok(command) => match admin::execute(engine, &invocation, &command).await {
+            Ok(command) => match admin::execute(admin, &invocation, &command).await {
                 Ok(answer) => {
                     then = answer.then;
                     ("ok".to_owned(), Some(answer.text))
@@ -111,7 +112,7 @@ async fn run_command(engine: &Engine, guards: &Guards, inbound: &Inbound<'_>, li
         gateway_line::notice(engine, inbound, text).await;
     }
     if let Some(then) = then {
-        admin::after(engine, then).await;
+        admin::after(admin.chains(), then).await;
     }
     Stop::handled(Handled::Admin(reply.unwrap_or(outcome)))
 }

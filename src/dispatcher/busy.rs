@@ -10,9 +10,9 @@ use serde_json::json;
 use super::stop::{Notice, Stop};
 use super::{DropReason, Inbound};
 use crate::engine::Engine;
+use crate::engine::Journal;
 use crate::lanes::QueueFull;
 use crate::metrics;
-use crate::mirror::Journal;
 use crate::store::EntryKind;
 
 /// What the chat is told.
@@ -59,7 +59,7 @@ mod tests {
     use crate::dispatcher::Handled;
     use crate::gateway::testing::{echo_config, parts};
     use crate::lanes::Lane;
-    use crate::mirror::Arrival;
+    use crate::pen::Arrival;
 
     /// A full queue's refusal is a stop like the others: performed where every stop is, its
     /// notice is posted at most once per chat a minute however many messages are refused.

@@ -230,7 +230,7 @@ mod tests {
     use super::super::speaker::Speaker;
     use super::*;
     use crate::gateway::testing::{echo_config, parts};
-    use crate::mirror::Arrival;
+    use crate::pen::Arrival;
     use crate::roster::Account;
 
     /// The same event taken in twice in one run (a replay after a restart) downloads its file

@@ -6,7 +6,7 @@ use baton_contract::{ChatKey, InboundEvent, InboundKind};
 use super::Dispatcher;
 use super::speaker::Speaker;
 use crate::bot_id::BotId;
-use crate::mirror::Arrival;
+use crate::pen::Arrival;
 use crate::post::Target;
 use crate::roster::{Account, ChatPolicy};
 use crate::session::SessionKey;

@@ -29,7 +29,7 @@ use super::{Dispatcher, dedupe, gateway_line};
 use crate::cluster::Holding;
 use crate::engine::journal;
 use crate::metrics;
-use crate::mirror::Arrival;
+use crate::pen::Arrival;
 use crate::roster::Account;
 use crate::store::{EntryKind, Filing, InboxId, NewDecision, Store, StoreError, Unfinished};
 

@@ -57,14 +57,16 @@ pub use pipeline::MAX_TEXT_BYTES;
 pub use policy::Refusal;
 
 pub(crate) use self::inbound::Inbound;
+use crate::admin::Admin;
+use crate::chains::Chains;
 use crate::config::Config;
 use crate::engine::{Engine, WeakEngine};
 use crate::guards::{Guards, KeyedLimiter};
 use crate::metrics;
-use crate::mirror::Arrival;
+use crate::pen::Arrival;
 use crate::post::RunHandedOver;
 use crate::store::{InboxId, StoreError};
-use crate::timing::now_ms;
+use crate::timing::{Board, now_ms};
 
 /// What step 2 made of an event.
 #[expect(
@@ -84,6 +86,8 @@ enum Intake {
 #[derive(Clone)]
 pub struct Dispatcher {
     engine: Engine,
+    /// Step 4's commands.
+    admin: Admin,
     own: Arc<DispatcherState>,
 }
 
@@ -121,9 +125,9 @@ impl DispatcherState {
 }
 
 impl Dispatcher {
-    /// A dispatcher over `engine`, with `own` state.
-    pub fn new(engine: Engine, own: Arc<DispatcherState>) -> Self {
-        Self { engine, own }
+    /// A dispatcher over `engine`, answering commands with `admin`, with `own` state.
+    pub(crate) fn new(engine: Engine, admin: Admin, own: Arc<DispatcherState>) -> Self {
+        Self { engine, admin, own }
     }
 
     /// The turn kernel it runs events through.
@@ -168,8 +172,12 @@ impl Dispatcher {
     /// and run in the background, like an accepted event. It is already filed in its account's
     /// inbox; one that arrives while the gateway drains stays there, and the next start runs it.
     /// Built with the engine it runs over ([`Engine::new`]), so it holds it weakly; the runs
-    /// share the dispatcher's `own` state.
-    pub fn handover_runner(engine: WeakEngine, own: Arc<DispatcherState>) -> RunHandedOver {
+    /// share the dispatcher's `own` state, and their commands show the scheduler's `schedule`.
+    pub fn handover_runner(
+        engine: WeakEngine,
+        own: Arc<DispatcherState>,
+        schedule: Arc<Board>,
+    ) -> RunHandedOver {
         Arc::new(move |filed, event| {
             let Some(engine) = engine.upgrade() else {
                 return;
@@ -183,7 +191,8 @@ impl Dispatcher {
             if engine.tasks().is_closed() {
                 return;
             }
-            Dispatcher::new(engine, Arc::clone(&own)).spawn_run(filed, event);
+            let admin = Admin::new(Chains::new(engine.clone()), Arc::clone(&schedule));
+            Dispatcher::new(engine, admin, Arc::clone(&own)).spawn_run(filed, event);
         })
     }
 

@@ -10,7 +10,7 @@ use super::{
     Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
     guard_steps, policy, self_drop, turn_step,
 };
-use crate::mirror::Arrival;
+use crate::pen::Arrival;
 use crate::store::InboxId;
 use crate::trace::{Span, SpanKind, attr, in_span};
 
@@ -99,7 +99,7 @@ impl Dispatcher {
         self_drop::not_own(inbound)?; // 3
         self_drop::not_a_gateway_line(engine.own_notices(), inbound)?; // 3
         within_size(inbound)?; // refused, never truncated
-        admin_step::intercept(engine, guards, inbound, mode).await?; // 4
+        admin_step::intercept(&self.admin, guards, inbound, mode).await?; // 4
         policy::check(config, store, inbound, mode).await?; // 5
         if mode == Mode::Act {
             guard_steps::human_spoke(guards, inbound); // heard, never stops

@@ -13,12 +13,12 @@ use async_trait::async_trait;
 
 use serde_json::json;
 
+use super::journal::Journal;
 use super::say::{Line, say};
-use super::turn::{TurnEnd, TurnFailure};
+use super::turn_end::{TurnEnd, TurnFailure};
 use super::{Caller, Engine};
 use crate::backend::{BackendError, BackendReply, ToolCall, ToolExecutor, TurnRequest, Usage};
 use crate::budget::{Bill, Call, Stopped, Verdict, Warning, estimate};
-use crate::mirror::Journal;
 use crate::post::Target;
 use crate::roster::Bot;
 use crate::session::SessionKey;

@@ -20,7 +20,8 @@ use tokio::time::Instant;
 
 use super::reply_gate::{NotAdmitted, ReplyGate};
 use super::session_turn::SessionTurn;
-use super::turn::{TurnEnd, TurnPlan, undelivered};
+use super::turn::{TurnPlan, undelivered};
+use super::turn_end::TurnEnd;
 use super::typing::Typing;
 use crate::backend::TextSink;
 use crate::config::{FeedbackConfig, StreamMode};
@@ -78,8 +79,8 @@ impl SessionTurn<'_> {
     /// Take the turn and post its reply to `reply`'s chat, with typing and streaming as the
     /// bot's `[feedback]` says.
     pub(crate) async fn answer(&self, plan: TurnPlan<'_>, reply: ChatReply<'_>) -> Answered {
-        let services = self.services();
-        let settings = services.config().feedback.with(&plan.bot.config.feedback);
+        let engine = self.engine();
+        let settings = engine.config().feedback.with(&plan.bot.config.feedback);
         let adapter = &reply.account.adapter;
         let shows = settings.typing && adapter.shows_typing();
         let typing = reply.typing_at.filter(|_| shows).map(|message| {
@@ -88,15 +89,15 @@ impl SessionTurn<'_> {
                 thread: reply.target.thread.clone(),
                 message: message.clone(),
             };
-            Typing::start(services, adapter.clone(), at, self.journal().run_id())
+            Typing::start(engine, adapter.clone(), at, self.journal().run_id())
         });
         let tap = reply
             .answering
-            .and_then(|message| services.taps().sender(&reply.account.id, message));
+            .and_then(|message| engine.taps().sender(&reply.account.id, message));
         // A gated reply's posts are its flow's lines: remembered before they are posted.
         let bot = plan.bot.id().clone();
         let quiet = reply.gate.map(|gate| {
-            move |text: &str| services.own_notices().remember(gate.quiet_in(), &bot, text)
+            move |text: &str| engine.own_notices().remember(gate.quiet_in(), &bot, text)
         });
         let before_post = quiet.as_ref().map(|q| q as &(dyn Fn(&str) + Sync));
         // An ephemeral answer cannot be edited: it is posted whole.
@@ -108,11 +109,12 @@ impl SessionTurn<'_> {
                 && reply.target.ephemeral.is_none();
         let (end, streamer, followed) = if stream_chat || tap.is_some() {
             let mut streamer = stream_chat.then(|| {
-                let handover = services.handover(reply.account);
-                let limits = &services.config().limits;
-                let streamer = Streamer::new(&**adapter, handover, &reply.target, self.journal())
-                    .before_post(before_post)
-                    .bounded(limits.max_reply_bytes, limits.max_posts_per_reply);
+                let handover = engine.handover(reply.account);
+                let limits = &engine.config().limits;
+                let streamer =
+                    Streamer::new(&**adapter, handover, &reply.target, self.journal().pen())
+                        .before_post(before_post)
+                        .bounded(limits.max_reply_bytes, limits.max_posts_per_reply);
                 if preview {
                     streamer.previewing()
                 } else if native {
@@ -129,7 +131,7 @@ impl SessionTurn<'_> {
                 self.take_with(plan, Some(&pieces)).await
                 // `pieces` is dropped here: the follower sees the channel close.
             };
-            let silent_token = &services.config().gateway.silent_token;
+            let silent_token = &engine.config().gateway.silent_token;
             let follower = Follower {
                 settings: &settings,
                 silent_token,
@@ -145,7 +147,7 @@ impl SessionTurn<'_> {
             (_, _, Err(failed)) => Err(undelivered(self.journal(), failed).await),
             (TurnEnd::Failed(_), Some(mut streamer), Ok(shown)) if streamer.has_posted() => {
                 // The reply had begun to show: the error reply ends it, in its posts.
-                let error_reply = services.config().gateway.error_reply.trim();
+                let error_reply = engine.config().gateway.error_reply.trim();
                 let text = match (shown.is_empty(), error_reply.is_empty()) {
                     (_, true) => shown,
                     (true, false) => error_reply.to_owned(),

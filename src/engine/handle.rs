@@ -1,8 +1,10 @@
 //! The engine handle every flow that takes turns stands on: the resolved config, the roster,
 //! the store, the budgets, the lanes, the counters and the task tracker, built once by the
-//! gateway. What only one flow changes is that flow's own (the pipeline's guards and notices in
-//! the `Dispatcher`, the `sessions_send` guard and waiters in the `Relay`). Cheap to clone (one `Arc` inside, like mini-redis's `Db`); its parts are reached
-//! through accessors, so what it holds can change without touching its users.
+//! gateway. What only one flow changes or reads is that flow's own (the pipeline's guards and
+//! notices in the `Dispatcher`, the `sessions_send` guard and waiters in the `Relay`, the chain
+//! turn limit in `Chains`, the schedule's board in the `Scheduler`). Cheap to clone (one `Arc`
+//! inside, like mini-redis's `Db`); its parts are reached through accessors, so what it holds
+//! can change without touching its users.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -23,7 +25,6 @@ use crate::metrics::Metrics;
 use crate::post::{Handover, RunHandedOver};
 use crate::roster::{Account, ChatRules, Roster};
 use crate::store::Store;
-use crate::timing::{Board, Zone};
 
 /// Gives a turn its agent tools, bound to the turn's caller. The one place a turn reaches up:
 /// a tool may run turns of its own (`sessions_send`, chains), so the tools stand above the
@@ -61,21 +62,18 @@ struct Kernel {
     taps: Taps,
     metrics: Metrics,
     events: Events,
-    board: Board,
     tasks: TaskTracker,
     bind_tools: BindTools,
     turn_limit: Duration,
     /// Runs a sibling post handed over to another bot through the pipeline (built by the
-    /// gateway with the services, over a weak handle to them: the pipeline stands above the
+    /// gateway with the engine, over a weak handle to it: the pipeline stands above the
     /// engine).
     run_handed_over: RunHandedOver,
-    chain_turn_limit: Duration,
     running: super::Running,
 }
 
 impl Engine {
-    /// Assemble the engine. `zone` is the gateway's clock (`gateway.timezone`), parsed once
-    /// by the gateway's build; `bind_tools` gives each turn its tools; `hand_over` builds, from
+    /// Assemble the engine. `bind_tools` gives each turn its tools; `hand_over` builds, from
     /// a weak handle to the engine being made, how a sibling post handed over to another bot
     /// reaches the pipeline.
     pub fn new(
@@ -83,7 +81,6 @@ impl Engine {
         roster: Roster,
         chat_rules: ChatRules,
         store: Store,
-        zone: Zone,
         bind_tools: BindTools,
         hand_over: impl FnOnce(WeakEngine) -> RunHandedOver,
     ) -> Engine {
@@ -96,14 +93,12 @@ impl Engine {
             taps: Taps::default(),
             metrics: Metrics::default(),
             events: Events::default(),
-            board: Board::new(zone),
             tasks: TaskTracker::new(),
             bind_tools,
             run_handed_over: hand_over(WeakEngine {
                 kernel: kernel.clone(),
             }),
             turn_limit: Duration::from_secs(config.gateway.turn_timeout_seconds),
-            chain_turn_limit: Duration::from_secs(config.chains.turn_timeout_seconds),
             running: super::Running::default(),
             config,
             roster,
@@ -203,11 +198,6 @@ impl Engine {
         self.kernel.metrics.refused(guard, reason, chat);
     }
 
-    /// When each bot's heartbeat and cron entries fall due next (written by the scheduler).
-    pub fn board(&self) -> &Board {
-        &self.kernel.board
-    }
-
     /// Every pipeline run and background turn, so a shutdown can drain them.
     pub fn tasks(&self) -> &TaskTracker {
         &self.kernel.tasks
@@ -231,11 +221,6 @@ impl Engine {
             accounts,
             Arc::clone(&self.kernel.run_handed_over),
         )
-    }
-
-    /// The longest a chain participant's turn may take (`chains.turn_timeout_seconds`).
-    pub fn chain_turn_limit(&self) -> Duration {
-        self.kernel.chain_turn_limit
     }
 
     /// The agent tools for a turn taken as `caller`.

@@ -9,8 +9,8 @@
 //! a blocking thread, never on the reactor, so no reply delays any request.
 
 use super::Engine;
+use super::journal::Journal;
 use super::reply_files::attach;
-use crate::mirror::Journal;
 use crate::post::posts_end;
 use crate::store::{NewArtifact, Put, StoreError, content_path};
 use crate::timing::now_ms;

@@ -6,9 +6,9 @@
 //! [`Store::reply_attach`]: crate::store::Store::reply_attach
 
 use super::Engine;
+use super::journal::Journal;
 use crate::backend::ReplyFile;
 use crate::media_type;
-use crate::mirror::Journal;
 use crate::session::SessionKey;
 use crate::store::{Artifact, Attached, NewArtifact, Put, StoreError};
 use crate::timing::now_ms;

@@ -8,7 +8,7 @@ use baton_contract::{ChatKey, MessageId};
 use serde_json::json;
 
 use super::Engine;
-use super::session_turn::journal;
+use super::journal::journal;
 use crate::post::{DeliveryFailed, Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;
@@ -33,18 +33,15 @@ pub(crate) struct Line<'a> {
 }
 
 /// Post `line`. A failure is logged and recorded in the session's transcript, and returned.
-pub(crate) async fn say(
-    services: &Engine,
-    line: Line<'_>,
-) -> Result<Vec<MessageId>, DeliveryFailed> {
+pub(crate) async fn say(engine: &Engine, line: Line<'_>) -> Result<Vec<MessageId>, DeliveryFailed> {
     let bot = line.account.bot.id();
-    services
+    engine
         .own_notices()
         .remember(&line.quiet_in, bot, line.text);
-    let journal = journal(services, line.session, line.run_id).await;
-    let handover = services.handover(line.account);
+    let journal = journal(engine, line.session, line.run_id).await;
+    let handover = engine.handover(line.account);
     let adapter = &*line.account.adapter;
-    let posted = deliver(adapter, &handover, &line.target, line.text, &journal).await;
+    let posted = deliver(adapter, &handover, &line.target, line.text, journal.pen()).await;
     if let Err(err) = &posted {
         tracing::warn!(%bot, %err, stage = line.stage, "line not delivered");
         let meta = json!({"stage": line.stage});

@@ -32,8 +32,8 @@ impl Drop for SessionHold {
 pub(crate) struct HeldElsewhere;
 
 /// Wait until this turn holds `session` across instances, however long that takes.
-pub(crate) async fn hold(services: &Engine, session: &SessionKey) -> SessionHold {
-    match hold_until(services, session, None).await {
+pub(crate) async fn hold(engine: &Engine, session: &SessionKey) -> SessionHold {
+    match hold_until(engine, session, None).await {
         Ok(hold) => hold,
         Err(HeldElsewhere) => unreachable!("without a deadline the wait never gives up"),
     }
@@ -42,17 +42,17 @@ pub(crate) async fn hold(services: &Engine, session: &SessionKey) -> SessionHold
 /// Wait until this turn holds `session` across instances (or `until` passes). On SQLite there
 /// is one instance, whose lane already holds the session: nothing to wait for.
 pub(crate) async fn hold_until(
-    services: &Engine,
+    engine: &Engine,
     session: &SessionKey,
     until: Option<Instant>,
 ) -> Result<SessionHold, HeldElsewhere> {
-    let store = services.store();
+    let store = engine.store();
     if !store.session_locks_shared() {
         return Ok(SessionHold { stop: None });
     }
     let name = session.render();
-    let holder = format!("{}/{}", services.instance(), uuid::Uuid::new_v4().simple());
-    let lease = services.lease();
+    let holder = format!("{}/{}", engine.instance(), uuid::Uuid::new_v4().simple());
+    let lease = engine.lease();
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     let deadline = async {
         match until {
@@ -81,7 +81,7 @@ pub(crate) async fn hold_until(
         }
     }
     let stop = CancellationToken::new();
-    services
+    engine
         .tasks()
         .spawn(keep(store.clone(), name, holder, lease, stop.clone()));
     Ok(SessionHold { stop: Some(stop) })

@@ -12,15 +12,16 @@ use baton_contract::MessageId;
 use tokio::time::Instant;
 
 use super::Engine;
+use super::journal::Journal;
 use super::session_lock::{SessionHold, hold, hold_until};
-use super::turn::{TurnEnd, TurnPlan, take_turn, undelivered};
+use super::turn::{TurnPlan, take_turn, undelivered};
+use super::turn_end::TurnEnd;
 use crate::backend::TextSink;
 use crate::lanes::{Lane, LaneGuard, QueueFull};
-use crate::mirror::{Arrival, Journal};
+use crate::pen::Arrival;
 use crate::post::{Target, deliver};
 use crate::roster::Account;
 use crate::session::SessionKey;
-use crate::timing::now_ms;
 
 /// Where a run takes its turn and how long it may wait for the session.
 pub(crate) struct Seat<'a> {
@@ -50,7 +51,7 @@ pub(crate) struct Refused {
 /// A run holding its session: recorded, with its journal and its lane slot (released when this
 /// is dropped).
 pub(crate) struct SessionTurn<'a> {
-    services: &'a Engine,
+    engine: &'a Engine,
     journal: Journal,
     /// The session across instances (`session_lock.rs`), taken after the lane slot.
     _hold: SessionHold,
@@ -61,13 +62,13 @@ impl<'a> SessionTurn<'a> {
     /// Open the run's journal and wait for the session's lane, however long the session stays
     /// busy. The session is recorded when the turn starts ([`SessionTurn::take`]), in the job
     /// that records the line that woke the bot.
-    pub(crate) async fn enter(services: &'a Engine, seat: Seat<'_>) -> SessionTurn<'a> {
-        let journal = pen(services, seat.session, seat.run_id);
-        let lanes = services.lanes();
+    pub(crate) async fn enter(engine: &'a Engine, seat: Seat<'_>) -> SessionTurn<'a> {
+        let journal = Journal::of(engine, seat.session, seat.run_id);
+        let lanes = engine.lanes();
         let slot = lanes.enter(seat.lane, journal.session()).await;
-        let hold = hold(services, seat.session).await;
+        let hold = hold(engine, seat.session).await;
         SessionTurn {
-            services,
+            engine,
             journal,
             _hold: hold,
             _slot: slot,
@@ -78,20 +79,20 @@ impl<'a> SessionTurn<'a> {
     /// is full ([`Refused`]), and, for a message run again after a stop (`arrival`), recorded
     /// without writing the message a second time.
     pub(crate) async fn enter_queued(
-        services: &'a Engine,
+        engine: &'a Engine,
         seat: Seat<'_>,
         arrival: Arrival,
     ) -> Result<SessionTurn<'a>, Refused> {
-        let journal = pen(services, seat.session, seat.run_id).replaying(arrival);
-        let lanes = services.lanes();
+        let journal = Journal::of(engine, seat.session, seat.run_id).replaying(arrival);
+        let lanes = engine.lanes();
         let queued = match lanes.queue(seat.lane, journal.session()) {
             Ok(queued) => queued,
             Err(full) => return Err(Refused { journal, full }),
         };
         let slot = queued.wait().await;
-        let hold = hold(services, seat.session).await;
+        let hold = hold(engine, seat.session).await;
         Ok(SessionTurn {
-            services,
+            engine,
             journal,
             _hold: hold,
             _slot: slot,
@@ -101,21 +102,21 @@ impl<'a> SessionTurn<'a> {
     /// [`SessionTurn::enter`], giving up at `until`: for a flow whose turn is worth nothing
     /// late (a chain turn's deadline counts the wait too).
     pub(crate) async fn enter_until(
-        services: &'a Engine,
+        engine: &'a Engine,
         seat: Seat<'_>,
         until: Instant,
     ) -> Result<SessionTurn<'a>, SessionBusy> {
-        let journal = pen(services, seat.session, seat.run_id);
-        let lanes = services.lanes();
+        let journal = Journal::of(engine, seat.session, seat.run_id);
+        let lanes = engine.lanes();
         let entering = lanes.enter(seat.lane, journal.session());
         let slot = tokio::time::timeout_at(until, entering)
             .await
             .map_err(|_| SessionBusy)?;
-        let hold = hold_until(services, seat.session, Some(until))
+        let hold = hold_until(engine, seat.session, Some(until))
             .await
             .map_err(|_| SessionBusy)?;
         Ok(SessionTurn {
-            services,
+            engine,
             journal,
             _hold: hold,
             _slot: slot,
@@ -131,7 +132,7 @@ impl<'a> SessionTurn<'a> {
     /// decided). Posting a reply is the caller's choice ([`SessionTurn::post`]); a turn whose
     /// reply goes into a chat is taken with [`SessionTurn::answer`] (typing, streaming).
     pub(crate) async fn take(&self, plan: TurnPlan<'_>) -> TurnEnd {
-        take_turn(self.services, &self.journal, plan, None).await
+        take_turn(self.engine, &self.journal, plan, None).await
     }
 
     /// [`SessionTurn::take`], with the reply's text handed to `sink` as it is written.
@@ -140,12 +141,12 @@ impl<'a> SessionTurn<'a> {
         plan: TurnPlan<'_>,
         sink: Option<&dyn TextSink>,
     ) -> TurnEnd {
-        take_turn(self.services, &self.journal, plan, sink).await
+        take_turn(self.engine, &self.journal, plan, sink).await
     }
 
-    /// The services the turn runs on.
-    pub(super) fn services(&self) -> &Engine {
-        self.services
+    /// The engine the turn runs on.
+    pub(super) fn engine(&self) -> &Engine {
+        self.engine
     }
 
     /// Post `text` to `target` through `account`, recorded in this run. A post that fails is
@@ -156,34 +157,18 @@ impl<'a> SessionTurn<'a> {
         target: &Target,
         text: &str,
     ) -> Result<Vec<MessageId>, String> {
-        let handover = self.services.handover(account);
-        match deliver(&*account.adapter, &handover, target, text, &self.journal).await {
+        let handover = self.engine.handover(account);
+        match deliver(
+            &*account.adapter,
+            &handover,
+            target,
+            text,
+            self.journal.pen(),
+        )
+        .await
+        {
             Ok(ids) => Ok(ids),
             Err(err) => Err(undelivered(&self.journal, err).await),
         }
-    }
-}
-
-/// The journal for run `run_id` in `session`, with the session recorded first. For records
-/// made outside a turn (a skipped schedule, an answer to an escalation) as much as for turns.
-pub(crate) async fn journal(services: &Engine, session: &SessionKey, run_id: String) -> Journal {
-    touch(services, session).await;
-    pen(services, session, run_id)
-}
-
-/// The journal for run `run_id` in `session`.
-fn pen(services: &Engine, session: &SessionKey, run_id: String) -> Journal {
-    Journal::new(
-        services.store().clone(),
-        services.events().clone(),
-        session.clone(),
-        run_id,
-    )
-}
-
-/// Record that `session` is in use (created, or its last activity moved).
-async fn touch(services: &Engine, session: &SessionKey) {
-    if let Err(err) = services.store().touch_session(session, now_ms()).await {
-        tracing::error!(%err, "could not record the session");
     }
 }

@@ -3,20 +3,20 @@
 //! decide the outcome (steps 10 and 11 of the pipeline). Posting the reply is the caller's.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::json;
 
 use super::budget_step;
 use super::context::{self, Attached, Current, SESSION_TAIL};
+use super::journal::{Journal, RecordingTools, Said};
 use super::reply_bound;
 use super::reply_files::attach_backend_files;
+use super::turn_end::{TurnEnd, TurnFailure};
 use super::{Caller, Engine};
-use crate::backend::{BackendReply, TextSink, Trigger, TriggerOrigin, Usage};
+use crate::backend::{BackendReply, TextSink, Trigger, TriggerOrigin};
 use crate::config::BackendKind;
 use crate::events::{Event, TurnOutcome};
 use crate::metrics;
-use crate::mirror::{Journal, RecordingTools, Said};
 use crate::outcome::Outcome;
 use crate::post::DeliveryFailed;
 use crate::roster::Bot;
@@ -84,50 +84,6 @@ pub(crate) enum Recall {
     /// Nothing: the message carries all the context the turn needs (a chain turn, whose block
     /// holds the whole chain; replaying earlier blocks as well would repeat it).
     MessageOnly,
-}
-
-/// How a turn ended, before anything is posted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TurnEnd {
-    /// The bot said this (silent token already stripped).
-    Reply {
-        /// The text.
-        text: String,
-        /// The model that said it.
-        model: String,
-        /// Tokens the turn used, where the backend reports them.
-        usage: Option<Usage>,
-    },
-    /// The bot chose silence (recorded).
-    Silent {
-        /// The model that chose it.
-        model: String,
-        /// Tokens the turn used, where the backend reports them.
-        usage: Option<Usage>,
-    },
-    /// The backend failed or ran out of time (recorded).
-    Failed(TurnFailure),
-}
-
-/// Why a turn produced nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum TurnFailure {
-    /// The backend answered with an error.
-    #[error("{0}")]
-    Backend(String),
-    /// A `stop` budget is used up (its name): no model call was made.
-    #[error("budget `{0}` is used up: the model call was not made")]
-    Budget(String),
-    /// The backend refused the turn for a reason the config must fix (an unknown model, a bad
-    /// key): reported to the chat as such, not as "try again".
-    #[error("{0}")]
-    Misconfigured(String),
-    /// The backend was still working at the time limit and was stopped.
-    #[error("the turn took longer than {} s and was stopped", .0.as_secs())]
-    TimedOut(Duration),
-    /// Stopped before it ended (`/baton stop`, a shutdown): nothing of it is posted.
-    #[error("{0}")]
-    Stopped(super::Stop),
 }
 
 /// Steps 10 and 11 for any turn: record what woke the bot, run its backend with its tools

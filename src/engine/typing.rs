@@ -43,19 +43,19 @@ impl Typing {
     /// Show that the bot is working on an answer to `at` in run `run`, until [`Typing::end`]
     /// (or a drop).
     pub(crate) fn start(
-        services: &Engine,
+        engine: &Engine,
         adapter: Arc<dyn Adapter>,
         at: TypingTarget,
         run: &str,
     ) -> Self {
         let stop = CancellationToken::new();
-        let store = services.store().clone();
-        let owner = instance(services);
+        let store = engine.store().clone();
+        let owner = instance(engine);
         // Subscribed now, before the turn runs, so no progress line of it is missed.
         let progress = adapter
             .typing_shows_text()
-            .then(|| Progress::follow(services.events(), run));
-        let task = services
+            .then(|| Progress::follow(engine.events(), run));
+        let task = engine
             .tasks()
             .spawn(show(store, owner, adapter, at, progress, stop.clone()));
         Self {
@@ -218,8 +218,8 @@ async fn closed(store: &Store, row: i64) {
 }
 
 /// This instance's id, the owner of the indicators it puts up.
-fn instance(services: &Engine) -> String {
-    services
+fn instance(engine: &Engine) -> String {
+    engine
         .config()
         .cluster
         .instance_id
@@ -230,38 +230,38 @@ fn instance(services: &Engine) -> String {
 /// The typing indicators an earlier run left up (it was killed mid-turn), this instance's own
 /// and those of instances that are gone; they are this instance's now. Taken at start, before
 /// any turn can put one up.
-pub(crate) async fn left_up(services: &Engine) -> Result<Vec<OpenTyping>, StoreError> {
-    take_over(services, true).await
+pub(crate) async fn left_up(engine: &Engine) -> Result<Vec<OpenTyping>, StoreError> {
+    take_over(engine, true).await
 }
 
 /// Take away the indicators of instances that died since (once a minute, from the gateway's
 /// maintenance): a live instance's are left alone, its own included.
-pub(crate) async fn sweep(services: Engine) {
-    match take_over(&services, false).await {
+pub(crate) async fn sweep(engine: Engine) {
+    match take_over(&engine, false).await {
         Ok(left) if left.is_empty() => {}
-        Ok(left) => take_down(services, left).await,
+        Ok(left) => take_down(engine, left).await,
         Err(err) => {
             tracing::warn!(%err, "could not look for typing indicators left by a stopped instance")
         }
     }
 }
 
-async fn take_over(services: &Engine, start: bool) -> Result<Vec<OpenTyping>, StoreError> {
-    let lease = services.config().cluster.lease_seconds.saturating_mul(1000);
+async fn take_over(engine: &Engine, start: bool) -> Result<Vec<OpenTyping>, StoreError> {
+    let lease = engine.config().cluster.lease_seconds.saturating_mul(1000);
     let lease_ms = i64::try_from(lease).unwrap_or(i64::MAX);
-    services
+    engine
         .store()
-        .typing_take_over(&instance(services), lease_ms, start)
+        .typing_take_over(&instance(engine), lease_ms, start)
         .await
 }
 
 /// Take away the indicators `left` up by an earlier run. One that cannot be taken away now
 /// (the platform is unreachable) stays on record for the next start; one whose account is gone
 /// from the config is forgotten.
-pub(crate) async fn take_down(services: Engine, left: Vec<OpenTyping>) {
+pub(crate) async fn take_down(engine: Engine, left: Vec<OpenTyping>) {
     for row in left {
         let account = row.platform.parse::<Platform>().ok().and_then(|platform| {
-            services
+            engine
                 .roster()
                 .account(platform, &row.account.as_str().into())
         });
@@ -271,7 +271,7 @@ pub(crate) async fn take_down(services: Engine, left: Vec<OpenTyping>) {
                 account = row.account,
                 "a typing indicator left up by a stopped run belongs to an account no longer configured; forgotten"
             );
-            closed(services.store(), row.id).await;
+            closed(engine.store(), row.id).await;
             continue;
         };
         let at = TypingTarget {
@@ -291,7 +291,7 @@ pub(crate) async fn take_down(services: Engine, left: Vec<OpenTyping>) {
                     message = row.message,
                     "took away a typing indicator a stopped run left up"
                 );
-                closed(services.store(), row.id).await;
+                closed(engine.store(), row.id).await;
             }
             Err(err) => {
                 tracing::warn!(platform = row.platform, %err, "could not take away a typing indicator a stopped run left up; trying again at the next start")

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::bot_id::BotId;
 
-use super::{Event, Stamped};
+use super::Event;
 
 /// The turns running now.
 #[derive(Default)]
@@ -30,9 +30,10 @@ pub struct RunningTurn {
 }
 
 impl Activity {
-    pub(super) fn fold(&self, stamped: &Stamped) {
+    /// Take in `event`, emitted at `ts_ms`.
+    pub(super) fn fold(&self, event: &Event, ts_ms: i64) {
         let mut running = self.running.lock().expect("activity poisoned");
-        match &stamped.event {
+        match event {
             Event::TurnStarted {
                 bot,
                 session,
@@ -42,7 +43,7 @@ impl Activity {
                     bot: bot.clone(),
                     session: session.clone(),
                     run_id: run_id.clone(),
-                    since_ms: stamped.ts_ms,
+                    since_ms: ts_ms,
                 };
                 running.insert((session.clone(), run_id.clone()), turn);
             }

@@ -104,7 +104,7 @@ impl Events {
             run: Arc::clone(&self.inner.run),
             frame: OnceLock::new(),
         });
-        self.inner.activity.fold(&stamped);
+        self.inner.activity.fold(&stamped.event, stamped.ts_ms);
         if ring.kept.len() == REPLAY {
             ring.kept.pop_front();
         }

@@ -242,6 +242,7 @@ impl Gateway {
             engine,
             dispatcher,
             relay,
+            chains,
             scheduler,
             hub,
             reaper,
@@ -252,9 +253,12 @@ impl Gateway {
         if recovered > 0 {
             tracing::info!(recovered, "picked up deliveries left open by the last run");
         }
-        let chains = crate::chains::recover(&engine, true).await?;
-        if chains > 0 {
-            tracing::info!(chains, "picked up chains left open by the last run");
+        let picked = crate::chains::recover(&chains, true).await?;
+        if picked > 0 {
+            tracing::info!(
+                chains = picked,
+                "picked up chains left open by the last run"
+            );
         }
         let shutdown = CancellationToken::new();
         let mut tasks = JoinSet::new();
@@ -272,7 +276,7 @@ impl Gateway {
             shutdown.clone(),
         ));
         tasks.spawn(crate::chains::serve(
-            engine.clone(),
+            chains,
             leases.live(),
             shutdown.clone(),
         ));

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use super::assemble::{Assembled, assemble};
 use super::build::AdapterOverride;
+use crate::chains::Chains;
 use crate::config::Config;
 use crate::dispatcher::Dispatcher;
 use crate::engine::Engine;
 use crate::local::LocalHub;
 use crate::relay::Relay;
+use crate::schedule::Scheduler;
 use crate::store::Store;
 
 /// A gateway's parts, not started: no account connects and no timer runs.
@@ -21,6 +23,10 @@ pub(crate) struct Parts {
     pub dispatcher: Dispatcher,
     /// Bot-to-bot traffic over it.
     pub relay: Relay,
+    /// Chains over it.
+    pub chains: Chains,
+    /// Heartbeats and cron entries (not ticking: a test ticks it).
+    pub scheduler: Arc<Scheduler>,
     /// The local channel every bot has an account on (replies land in its rooms).
     pub hub: Arc<LocalHub>,
 }
@@ -36,12 +42,16 @@ pub(crate) async fn parts(toml: &str) -> Parts {
         engine,
         dispatcher,
         relay,
+        chains,
+        scheduler,
         hub,
         ..
     } = assemble(Arc::new(config), store, &env, &AdapterOverride::none()).expect("assembled");
     Parts {
         dispatcher,
         relay,
+        chains,
+        scheduler,
         engine,
         hub,
     }

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use baton_contract::Secret;
 use sha2::{Digest, Sha256};
 
-use super::AppState;
+use crate::engine::Engine;
 
 /// Headers a proxy adds; any of them means the peer address is not the client's.
 const FORWARDING_HEADERS: [&str; 4] = [
@@ -135,7 +135,8 @@ pub(super) fn is_open(path: &str) -> bool {
 
 /// Let the request through, or answer 401/403 saying what is needed.
 pub(super) async fn require(
-    State(state): State<AppState>,
+    State(engine): State<Engine>,
+    State(token): State<Option<Token>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     mut request: Request,
     next: Next,
@@ -144,7 +145,7 @@ pub(super) async fn require(
         return next.run(request).await;
     }
     // Agent cards are public once a token guards the rest (SPEC 14).
-    if state.token.is_some()
+    if token.is_some()
         && request.method() == Method::GET
         && super::a2a::is_card(request.uri().path())
     {
@@ -153,18 +154,18 @@ pub(super) async fn require(
     if request.uri().path().starts_with("/mcp")
         && let Some(presented) = presented(request.headers())
     {
-        let running = state.dispatcher.engine().running();
+        let running = engine.running();
         if let Some(caller) = running.caller_for_token(&presented) {
             request.extensions_mut().insert(AgentTurn(caller));
             return next.run(request).await;
         }
         // With an API token set, the gate below refuses any other token as it always does.
-        if state.token.is_none() {
+        if token.is_none() {
             return Refusal::TurnToken.into_response();
         }
     }
     match check(
-        state.token.as_ref(),
+        token.as_ref(),
         peer.ip(),
         request.method(),
         request.headers(),

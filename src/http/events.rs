@@ -29,15 +29,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::{BroadcastStream, ReceiverStream};
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
 use super::server::CloseConnection;
-use crate::events::LAG;
+use crate::events::{Events, LAG};
 
 /// A comment this often keeps proxies and browsers from closing a quiet stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -64,6 +63,17 @@ pub(super) fn max_readers(max_connections: usize) -> usize {
     (max_connections / 4).max(1)
 }
 
+/// The places for open `/api/events` streams, one taken per reader.
+#[derive(Clone)]
+pub(super) struct EventReaders(Arc<Semaphore>);
+
+impl EventReaders {
+    /// As many places as `gateway.max_connections` allows ([`max_readers`]).
+    pub(super) fn new(max_connections: usize) -> EventReaders {
+        EventReaders(Arc::new(Semaphore::new(max_readers(max_connections))))
+    }
+}
+
 /// `?after=ID`: resume after this event id (what `Last-Event-ID` says on a reconnect).
 #[derive(Debug, Deserialize)]
 pub(super) struct Resume {
@@ -76,13 +86,14 @@ pub(super) struct Resume {
 /// their text in, once per reader. Here every reader sends the frame the bus made once per
 /// event (`Stamped::frame`), and the frames of a short window go in one write.
 pub(super) async fn stream(
-    State(state): State<AppState>,
+    State(events): State<Events>,
+    State(readers): State<EventReaders>,
     close: Option<Extension<CloseConnection>>,
     headers: HeaderMap,
     Query(resume): Query<Resume>,
     stop: CancellationToken,
 ) -> Response {
-    let Ok(reader) = Arc::clone(&state.event_readers).try_acquire_owned() else {
+    let Ok(reader) = readers.0.try_acquire_owned() else {
         let message = "as many /api/events readers are connected as the gateway allows (a \
                        quarter of gateway.max_connections); retry shortly";
         return (
@@ -96,7 +107,7 @@ pub(super) async fn stream(
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("?").to_owned())
         .or(resume.after);
-    let events = state.dispatcher.engine().events();
+    let events = &events;
     let subscription = match given.as_deref().map(|id| resume_at(id, events.run())) {
         None => events.subscribe(None),
         Some(Some(ResumeAt::After(id))) => events.subscribe(Some(id)),
@@ -323,7 +334,7 @@ mod tests {
         let events = parts.dispatcher.engine().events().clone();
         let mut state = AppState::new(parts.dispatcher, parts.relay, parts.hub, None);
         let readers = std::sync::Arc::new(tokio::sync::Semaphore::new(readers));
-        state.event_readers = std::sync::Arc::clone(&readers);
+        state.event_readers = super::EventReaders(std::sync::Arc::clone(&readers));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let stop = CancellationToken::new();

@@ -63,14 +63,13 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
 use super::auth::AgentTurn;
 use super::mcp_admission::{self, Admission};
 use crate::backend::{ToolCall, ToolExecutor, ToolSpec};
 use crate::bot_id::BotId;
 use crate::config::GatewayConfig;
+use crate::engine::RecordingTools;
 use crate::engine::{Caller, Engine, journal};
-use crate::mirror::RecordingTools;
 use crate::relay::Relay;
 use crate::session::SessionKey;
 use crate::tools::AgentTools;
@@ -79,7 +78,7 @@ use crate::tools::AgentTools;
 const BOT_HEADER: &str = "x-baton-bot";
 
 /// The MCP session table: sessions unused for `gateway.mcp_session_idle_seconds` end. Made
-/// with the [`AppState`], so `/metrics` can count it.
+/// with the [`super::AppState`], so `/metrics` can count it.
 pub(super) fn session_table(gateway: &GatewayConfig) -> Arc<LocalSessionManager> {
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive =
@@ -87,23 +86,26 @@ pub(super) fn session_table(gateway: &GatewayConfig) -> Arc<LocalSessionManager>
     Arc::new(sessions)
 }
 
-/// The service mounted at `/mcp`, behind its admission checks ([`super::mcp_admission`]); it
-/// ends its streams when `stop` fires.
-pub(super) fn service(state: &AppState, stop: CancellationToken) -> Router {
-    let gateway = &state.dispatcher.engine().config().gateway;
+/// The service mounted at `/mcp`, tools sending through `relay`, its sessions kept in
+/// `sessions`, behind its admission checks ([`super::mcp_admission`]); it ends its streams when
+/// `stop` fires.
+pub(super) fn service(
+    relay: Relay,
+    sessions: Arc<LocalSessionManager>,
+    stop: CancellationToken,
+) -> Router {
+    let gateway = &relay.engine().config().gateway;
     // The gate in front of every route checks `Host` (and `Origin`) already, for every client
     // and with the same rules; rmcp's own list would refuse loopback names the gate accepts.
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop)
         .disable_allowed_hosts()
         .with_max_request_body_bytes(mcp_admission::MAX_REQUEST_BYTES);
-    let sessions = Arc::clone(&state.mcp_sessions);
     let admission = Arc::new(Admission::new(
         Arc::clone(&sessions),
         gateway.mcp_max_sessions,
         gateway.mcp_max_init_bytes,
     ));
-    let relay = state.relay.clone();
     let mcp = StreamableHttpService::new(
         move || {
             Ok(BatonMcp {

@@ -3,17 +3,26 @@
 //! answered, in Prometheus text format.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 
-use super::AppState;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use super::server::OpenConnections;
+use crate::engine::Engine;
 use crate::metrics::header as describe;
+use crate::relay::Relay;
 
 /// Everything, as one text page.
-pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let engine = state.dispatcher.engine();
+pub(super) async fn metrics(
+    State(engine): State<Engine>,
+    State(relay): State<Relay>,
+    State(connections): State<Arc<OpenConnections>>,
+    State(mcp_sessions): State<Arc<LocalSessionManager>>,
+) -> impl IntoResponse {
     let mut out = String::with_capacity(4096);
     // Which instance answered: a scrape of several behind one address tells them apart, and
     // the id joins these series to `baton cluster status`. Its alphabet needs no escaping.
@@ -54,7 +63,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         "sessions_send calls refused by a guard, by reason.",
         "counter",
     );
-    for (reason, n) in state.relay.sends().refusals() {
+    for (reason, n) in relay.sends().refusals() {
         let _ = writeln!(
             out,
             "baton_send_refusals_total{{reason=\"{}\"}} {n}",
@@ -88,7 +97,7 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         (
             "baton_deliveries_in_flight",
             "Bot-to-bot deliveries running in this process.",
-            state.relay.waiters().in_flight(),
+            relay.waiters().in_flight(),
         ),
         (
             "baton_pipeline_in_flight",
@@ -98,12 +107,12 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
         (
             "baton_http_connections_open",
             "HTTP connections open, spare ones over gateway.max_connections included.",
-            state.connections.get(),
+            connections.get(),
         ),
         (
             "baton_mcp_sessions_open",
             "MCP sessions open (at most gateway.mcp_max_sessions).",
-            state.mcp_sessions.sessions.read().await.len(),
+            mcp_sessions.sessions.read().await.len(),
         ),
     ];
     for (name, help, value) in gauges {
@@ -131,4 +140,44 @@ pub(super) async fn metrics(State(state): State<AppState>) -> impl IntoResponse 
     );
     let _ = writeln!(out, "baton_store_reconnects_total {}", store.reconnects());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::extract::State;
+    use axum::response::IntoResponse;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+    use super::metrics;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// The page's gauges are read where they live, from the substates the handler is given:
+    /// a delivery in flight on the relay, the open connections, the MCP sessions.
+    #[tokio::test]
+    async fn the_gauges_are_read_from_the_substates() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let in_flight = gw.relay.waiters().running();
+        let page = metrics(
+            State(gw.engine.clone()),
+            State(gw.relay.clone()),
+            State(Arc::default()),
+            State(Arc::new(LocalSessionManager::default())),
+        )
+        .await
+        .into_response();
+        let body = axum::body::to_bytes(page.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let text = String::from_utf8(body.to_vec()).unwrap();
+        for line in [
+            "\nbaton_deliveries_in_flight 1\n",
+            "\nbaton_http_connections_open 0\n",
+            "\nbaton_mcp_sessions_open 0\n",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
+        drop(in_flight);
+    }
 }

@@ -45,6 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dispatcher::Dispatcher;
 use crate::engine::Engine;
+use crate::events::Events;
 use crate::local::LocalHub;
 use crate::relay::Relay;
 use crate::store::Store;
@@ -63,7 +64,7 @@ pub struct AppState {
     /// rmcp's session table behind `/mcp`, counted by its admission and by `/metrics`.
     mcp_sessions: Arc<LocalSessionManager>,
     /// Open `/api/events` streams, capped below the connection cap (`events.rs`).
-    event_readers: Arc<tokio::sync::Semaphore>,
+    event_readers: events::EventReaders,
 }
 
 impl AppState {
@@ -77,9 +78,7 @@ impl AppState {
     ) -> Self {
         let gateway = &dispatcher.engine().config().gateway;
         let mcp_sessions = mcp::session_table(gateway);
-        let event_readers = Arc::new(tokio::sync::Semaphore::new(events::max_readers(
-            gateway.max_connections,
-        )));
+        let event_readers = events::EventReaders::new(gateway.max_connections);
         Self {
             dispatcher,
             relay,
@@ -124,6 +123,36 @@ impl FromRef<AppState> for Arc<LocalHub> {
     }
 }
 
+impl FromRef<AppState> for Events {
+    fn from_ref(state: &AppState) -> Events {
+        state.dispatcher.engine().events().clone()
+    }
+}
+
+impl FromRef<AppState> for events::EventReaders {
+    fn from_ref(state: &AppState) -> events::EventReaders {
+        state.event_readers.clone()
+    }
+}
+
+impl FromRef<AppState> for Option<auth::Token> {
+    fn from_ref(state: &AppState) -> Option<auth::Token> {
+        state.token.clone()
+    }
+}
+
+impl FromRef<AppState> for Arc<server::OpenConnections> {
+    fn from_ref(state: &AppState) -> Arc<server::OpenConnections> {
+        Arc::clone(&state.connections)
+    }
+}
+
+impl FromRef<AppState> for Arc<LocalSessionManager> {
+    fn from_ref(state: &AppState) -> Arc<LocalSessionManager> {
+        Arc::clone(&state.mcp_sessions)
+    }
+}
+
 /// Every route. `stop` ends the long-lived MCP streams, which graceful shutdown would otherwise
 /// wait on.
 pub fn router(state: AppState, stop: CancellationToken) -> Router {
@@ -135,8 +164,8 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/assets/dashboard.css", get(dashboard::style))
         .route(
             "/api/events",
-            get(move |state, close, headers, query| {
-                events::stream(state, close, headers, query, events_stop.clone())
+            get(move |events, readers, close, headers, query| {
+                events::stream(events, readers, close, headers, query, events_stop.clone())
             }),
         )
         .route("/api/roster", get(roster::roster))
@@ -166,7 +195,7 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/api/artifacts", get(artifacts::list))
         .route("/api/artifacts/{id}", get(artifacts::one))
         .route("/api/artifacts/{id}/content", get(artifacts::content))
-        .nest_service("/mcp", mcp::service(&state, stop))
+        .nest_service("/mcp", mcp_service(&state, stop))
         // Inside the gate: only an authorized caller's trace is continued.
         .layer(axum::middleware::from_fn(crate::trace::continue_request))
         // A layer, not a route layer: unknown paths meet the gate too.
@@ -179,6 +208,12 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
             body_deadline::limit,
         ))
         .with_state(state)
+}
+
+/// The MCP service over the state's relay and session table.
+fn mcp_service(state: &AppState, stop: CancellationToken) -> Router {
+    let sessions = Arc::clone(&state.mcp_sessions);
+    mcp::service(state.relay.clone(), sessions, stop)
 }
 
 /// `gateway.body_timeout_seconds`.

@@ -91,3 +91,67 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+
+    /// Answers every call with `answer`, counting the calls.
+    async fn calls(answer: impl Fn() -> SendError) -> (u32, SendError) {
+        let made = AtomicU32::new(0);
+        let result: Result<(), SendError> = with_retry(|| {
+            made.fetch_add(1, Ordering::Relaxed);
+            let err = answer();
+            async move { Err(err) }
+        })
+        .await;
+        (made.load(Ordering::Relaxed), result.unwrap_err())
+    }
+
+    /// A 429 is tried again after its `Retry-After`, five times at most; then its error is
+    /// the caller's.
+    #[tokio::test]
+    async fn a_429_is_retried_five_times_then_given_up() {
+        let limited = || SendError::RateLimited {
+            retry_after: Duration::from_millis(1),
+        };
+        let (made, err) = calls(limited).await;
+        assert_eq!(made, 1 + RATE_LIMIT_RETRIES);
+        assert!(matches!(err, SendError::RateLimited { .. }), "{err}");
+    }
+
+    /// A `Retry-After` past a minute is not waited for, and no failure but a 429 is tried
+    /// again: its fate is unknown, and a blind retry is how double posts happen.
+    #[tokio::test]
+    async fn only_a_429_within_a_minute_is_retried() {
+        let far = || SendError::RateLimited {
+            retry_after: MAX_RETRY_AFTER + Duration::from_secs(1),
+        };
+        assert_eq!(calls(far).await.0, 1);
+        let reset = || SendError::Transport("connection reset".into());
+        assert_eq!(calls(reset).await.0, 1);
+    }
+
+    /// A failure names the post that failed, counted from 1, and the file when it was one.
+    #[test]
+    fn a_failure_names_the_post_and_the_file() {
+        let failed = |file: Option<&str>| DeliveryFailed {
+            chunk: 2,
+            total: 4,
+            file: file.map(str::to_owned),
+            cause: Undelivered::Interrupted,
+        };
+        let text = failed(None).to_string();
+        assert!(
+            text.starts_with("chunk 3 of 4 was not delivered: "),
+            "{text}"
+        );
+        let file = failed(Some("plan.pdf")).to_string();
+        assert!(
+            file.starts_with("the attached file `plan.pdf` (post 3 of 4) was not delivered"),
+            "{file}"
+        );
+    }
+}

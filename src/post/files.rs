@@ -13,17 +13,17 @@ use baton_contract::{Adapter, MessageId, OutboundFile};
 use bytes::Bytes;
 
 use super::attempt::{DeliveryFailed, Target, Undelivered, with_retry};
-use crate::mirror::Journal;
+use crate::pen::Pen;
 use crate::store::{Artifact, SendStart, StoreError};
 use crate::timing::now_ms;
 
-/// Upload every file attached to the journal's run, in the order attached, to `target`.
+/// Upload every file attached to the run, in the order attached, to `target`.
 /// `posted` is how many text posts came before (for the error's count). Returns the platform
 /// ids of the files' posts.
 pub(super) async fn post_files(
     adapter: &dyn Adapter,
     target: &Target,
-    journal: &Journal,
+    pen: &Pen,
     posted: usize,
 ) -> Result<Vec<MessageId>, DeliveryFailed> {
     let failed =
@@ -33,14 +33,14 @@ pub(super) async fn post_files(
             file: file.map(|f| f.name.clone()),
             cause,
         };
-    let files = journal
+    let files = pen
         .reply_files()
         .await
         .map_err(|err| failed(0, 1, None, err.into()))?;
     let total = files.len();
     let mut ids = Vec::with_capacity(total);
     for (n, file) in files.iter().enumerate() {
-        let id = post_file(adapter, target, journal, file)
+        let id = post_file(adapter, target, pen, file)
             .await
             .map_err(|cause| failed(n, total, Some(file), cause))?;
         ids.push(id);
@@ -52,11 +52,11 @@ pub(super) async fn post_files(
 async fn post_file(
     adapter: &dyn Adapter,
     target: &Target,
-    journal: &Journal,
+    pen: &Pen,
     file: &Artifact,
 ) -> Result<MessageId, Undelivered> {
-    let key = format!("{}#file:{}", journal.run_id(), file.id);
-    let store = journal.store();
+    let key = format!("{}#file:{}", pen.run_id(), file.id);
+    let store = pen.store();
     match store.send_begin(&key, now_ms()).await? {
         SendStart::Go => {}
         SendStart::Delivered(id) => return Ok(MessageId(id)),
@@ -79,8 +79,7 @@ async fn post_file(
         idempotency_key: key,
     };
     let sent = with_retry(|| adapter.upload(&upload)).await?;
-    journal
-        .delivered_file(file, sent.message_id.as_str(), &upload.idempotency_key)
+    pen.delivered_file(file, sent.message_id.as_str(), &upload.idempotency_key)
         .await;
     Ok(sent.message_id)
 }

@@ -13,13 +13,13 @@ use baton_contract::{Adapter, MessageId, OutboundMessage, StreamFor, StreamStart
 use super::attempt::with_retry;
 use super::files::post_files;
 use super::{DeliveryFailed, Handover, Target, Undelivered, split};
-use crate::mirror::Journal;
+use crate::pen::Pen;
 use crate::store::SendStart;
 use crate::timing::now_ms;
 use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// Split `text` to the adapter's limit and post every chunk to `target`, recording each in
-/// `journal` together with its hand-over to the bots that must see it (`handover`), then the
+/// `pen` together with its hand-over to the bots that must see it (`handover`), then the
 /// files the run attached (`files.rs`; an empty `text` posts only those). Returns the platform
 /// message ids.
 pub async fn deliver(
@@ -27,13 +27,13 @@ pub async fn deliver(
     handover: &Handover,
     target: &Target,
     text: &str,
-    journal: &Journal,
+    pen: &Pen,
 ) -> Result<Vec<MessageId>, DeliveryFailed> {
     let chunks = chunks(text, adapter.capabilities().max_message_chars).await;
     let total = chunks.len();
     let mut ids = Vec::with_capacity(total);
     for (n, chunk) in chunks.into_iter().enumerate() {
-        let posted = post_chunk(adapter, handover, target, journal, n, chunk, Via::Post)
+        let posted = post_chunk(adapter, handover, target, pen, n, chunk, Via::Post)
             .await
             .map_err(|cause| DeliveryFailed {
                 chunk: n,
@@ -43,7 +43,7 @@ pub async fn deliver(
             })?;
         ids.push(posted.id());
     }
-    ids.extend(post_files(adapter, target, journal, total).await?);
+    ids.extend(post_files(adapter, target, pen, total).await?);
     Ok(ids)
 }
 
@@ -94,20 +94,20 @@ pub(super) enum Via<'a> {
     Stream(&'a StreamFor),
 }
 
-/// Post chunk `n` of the journal's run once: its idempotency key `<run id>#<n>` is recorded as
+/// Post chunk `n` of the run once: its idempotency key `<run id>#<n>` is recorded as
 /// begun before the platform is called and as delivered (a transcript entry with the platform
 /// id) after, so a replay finds it and never posts it twice.
 pub(super) async fn post_chunk(
     adapter: &dyn Adapter,
     handover: &Handover,
     target: &Target,
-    journal: &Journal,
+    pen: &Pen,
     n: usize,
     text: String,
     via: Via<'_>,
 ) -> Result<Posted, Undelivered> {
-    let key = format!("{}#{n}", journal.run_id());
-    match journal.send_begin(&key, now_ms()).await? {
+    let key = format!("{}#{n}", pen.run_id());
+    match pen.send_begin(&key, now_ms()).await? {
         SendStart::Go => {}
         SendStart::Delivered(id) => return Ok(Posted::Before(MessageId(id))),
         SendStart::Interrupted => return Err(Undelivered::Interrupted),
@@ -153,7 +153,7 @@ pub(super) async fn post_chunk(
     };
     let events = handover.events(&members, &message, &sent.message_id);
     let (events, filings) = Handover::filings(events);
-    let filed = journal
+    let filed = pen
         .delivered(
             &message.text,
             sent.message_id.as_str(),
@@ -202,11 +202,11 @@ mod tests {
         }
     }
 
-    async fn journal() -> Journal {
+    async fn pen() -> Pen {
         let store = Store::open(":memory:").await.unwrap();
         let events = crate::events::Events::default();
         let session = crate::session::test_key("s");
-        Journal::new(store, events, session, "run1".into())
+        Pen::new(store, events, session, "run1".into())
     }
 
     #[tokio::test]
@@ -218,16 +218,10 @@ mod tests {
             ok("m1"),
             ok("m2"),
         ]);
-        let journal = journal().await;
-        let ids = deliver(
-            &adapter,
-            &Handover::none(),
-            &target(),
-            "hello there",
-            &journal,
-        )
-        .await
-        .unwrap();
+        let pen = pen().await;
+        let ids = deliver(&adapter, &Handover::none(), &target(), "hello there", &pen)
+            .await
+            .unwrap();
         assert_eq!(ids, [MessageId::from("m1"), MessageId::from("m2")]);
         let sent = adapter.sent();
         let keys: Vec<_> = sent.iter().map(|m| m.idempotency_key.as_str()).collect();
@@ -241,8 +235,8 @@ mod tests {
                 .all(|m| m.thread.as_ref().is_some_and(|t| t.as_str() == "t"))
         );
         // The last chunk's record is queued, not waited for: a job after it commits after it.
-        journal.store().write(|_| Ok(())).await.unwrap();
-        let entries = journal
+        pen.store().write(|_| Ok(())).await.unwrap();
+        let entries = pen
             .store()
             .transcript(TranscriptQuery::session(crate::session::test_key("s")))
             .await
@@ -257,31 +251,19 @@ mod tests {
     #[tokio::test]
     async fn a_transport_failure_is_not_retried_and_a_replay_posts_nothing_twice() {
         let adapter = scripted(vec![ok("m1"), Err(SendError::Transport("reset".into()))]);
-        let journal = journal().await;
-        let err = deliver(
-            &adapter,
-            &Handover::none(),
-            &target(),
-            "hello there",
-            &journal,
-        )
-        .await
-        .unwrap_err();
+        let pen = pen().await;
+        let err = deliver(&adapter, &Handover::none(), &target(), "hello there", &pen)
+            .await
+            .unwrap_err();
         assert_eq!((err.chunk, err.total), (1, 2));
         assert_eq!(adapter.sent().len(), 2, "retried an unknown fate");
 
         // The transport failure's fate is unknown: a replay posts neither the delivered chunk
         // nor the one that may have gone out.
         let replay = scripted(vec![ok("m2")]);
-        let err = deliver(
-            &replay,
-            &Handover::none(),
-            &target(),
-            "hello there",
-            &journal,
-        )
-        .await
-        .unwrap_err();
+        let err = deliver(&replay, &Handover::none(), &target(), "hello there", &pen)
+            .await
+            .unwrap_err();
         assert!(matches!(err.cause, Undelivered::Interrupted), "{err}");
         assert_eq!(err.chunk, 1);
         assert!(replay.sent().is_empty(), "posted again");
@@ -291,12 +273,12 @@ mod tests {
     /// its lane go) while the writer is still busy, and the record lands in order after it.
     #[tokio::test]
     async fn a_chunk_is_recorded_without_waiting_for_its_commit() {
-        let journal = journal().await;
-        let store = journal.store().clone();
+        let pen = pen().await;
+        let store = pen.store().clone();
         let held = crate::store::testing::hold(&store).await.running().await;
         let filed = tokio::time::timeout(
             Duration::from_secs(10),
-            journal.delivered("posted", "m9", "run1#0", Vec::new()),
+            pen.delivered("posted", "m9", "run1#0", Vec::new()),
         )
         .await
         .expect("the record waited for the held writer");

@@ -35,7 +35,7 @@ use super::files::post_files;
 use super::handover::Handover;
 use super::send::{Posted, Via, post_chunk};
 use super::split;
-use crate::mirror::Journal;
+use crate::pen::Pen;
 
 /// One post of the stream.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub struct Streamer<'a> {
     /// Who else is handed each post as it is first made (where the platform does not).
     handover: Handover,
     target: &'a Target,
-    journal: &'a Journal,
+    pen: &'a Pen,
     limit: usize,
     posts: Vec<Post>,
     /// Told each post's text before it is made (a chain's posts must wake no bot).
@@ -74,19 +74,19 @@ pub struct Streamer<'a> {
 }
 
 impl<'a> Streamer<'a> {
-    /// A stream of posts to `target` through `adapter`, recorded in `journal`'s run and handed
+    /// A stream of posts to `target` through `adapter`, recorded in `pen`'s run and handed
     /// to the bots of `handover`.
     pub fn new(
         adapter: &'a dyn Adapter,
         handover: Handover,
         target: &'a Target,
-        journal: &'a Journal,
+        pen: &'a Pen,
     ) -> Self {
         Self {
             adapter,
             handover,
             target,
-            journal,
+            pen,
             limit: adapter.capabilities().max_message_chars,
             posts: Vec::new(),
             before_post: None,
@@ -116,7 +116,7 @@ impl<'a> Streamer<'a> {
     /// Show the reply as a preview (the adapter's [`Adapter::preview`]) rather than in posts
     /// edited in place; one draft id per run, the same after a restart.
     pub fn previewing(mut self) -> Self {
-        self.preview = Some((draft_id(self.journal.run_id()), false));
+        self.preview = Some((draft_id(self.pen.run_id()), false));
         self
     }
 
@@ -160,7 +160,7 @@ impl<'a> Streamer<'a> {
             match with_retry(|| self.adapter.preview(&preview)).await {
                 Ok(()) => *shown = true,
                 Err(err) => {
-                    tracing::warn!(session = %self.journal.session(), %err, "a preview of the reply failed; the finished reply is posted anyway")
+                    tracing::warn!(session = %self.pen.session(), %err, "a preview of the reply failed; the finished reply is posted anyway")
                 }
             }
             return Ok(());
@@ -179,7 +179,7 @@ impl<'a> Streamer<'a> {
                         cause,
                     });
                 }
-                tracing::warn!(session = %self.journal.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
+                tracing::warn!(session = %self.pen.session(), chunk = n, err = %cause, "a streamed post or edit failed; the finished reply will try again");
                 break;
             }
         }
@@ -207,8 +207,8 @@ impl<'a> Streamer<'a> {
                 })?;
             let post = &mut self.posts[n];
             if post.recorded_draft {
-                let key = format!("{}#{n}", self.journal.run_id());
-                if let Err(err) = self.journal.store().revise_delivered(&key, &chunk).await {
+                let key = format!("{}#{n}", self.pen.run_id());
+                if let Err(err) = self.pen.store().revise_delivered(&key, &chunk).await {
                     tracing::error!(%err, key, "could not record a streamed post's final text");
                 }
                 post.recorded_draft = false;
@@ -219,7 +219,7 @@ impl<'a> Streamer<'a> {
         self.delete_from(total, "a draft the model took back before calling tools")
             .await;
         let mut ids: Vec<MessageId> = self.posts.iter().map(|p| p.id.clone()).collect();
-        ids.extend(post_files(self.adapter, self.target, self.journal, total).await?);
+        ids.extend(post_files(self.adapter, self.target, self.pen, total).await?);
         Ok(ids)
     }
 
@@ -236,17 +236,17 @@ impl<'a> Streamer<'a> {
         let keep = keep.min(self.posts.len());
         let gone: Vec<Post> = self.posts.drain(keep..).collect();
         for (n, post) in (keep..).zip(gone) {
-            let key = format!("{}#{n}", self.journal.run_id());
+            let key = format!("{}#{n}", self.pen.run_id());
             let message = DeleteMessage {
                 chat: self.target.chat.clone(),
                 thread: self.target.thread.clone(),
                 message_id: post.id.clone(),
             };
-            let store = self.journal.store();
+            let store = self.pen.store();
             let recorded = match with_retry(|| self.adapter.delete(&message)).await {
                 Ok(()) => store.withdraw_delivered(&key, why).await,
                 Err(err) => {
-                    tracing::warn!(session = %self.journal.session(), chunk = n, %err, "could not delete a streamed post the reply does not need; it stays in the chat");
+                    tracing::warn!(session = %self.pen.session(), chunk = n, %err, "could not delete a streamed post the reply does not need; it stays in the chat");
                     match (&post.shown, post.recorded_draft) {
                         (Some(shown), true) => store.revise_delivered(&key, shown).await,
                         _ => Ok(()),
@@ -270,7 +270,7 @@ impl<'a> Streamer<'a> {
                 self.adapter,
                 &self.handover,
                 self.target,
-                self.journal,
+                self.pen,
                 n,
                 text.clone(),
                 via,
@@ -309,7 +309,7 @@ impl<'a> Streamer<'a> {
         if !allowed {
             if pass == Pass::Last {
                 tracing::warn!(
-                    session = %self.journal.session(),
+                    session = %self.pen.session(),
                     chunk = n,
                     "a streamed post used up its edits; it keeps the text it has"
                 );
@@ -391,7 +391,7 @@ mod tests {
             .editable(3)
             .in_state(ConnectionState::Connected);
         let store = Store::open(":memory:").await.unwrap();
-        let journal = Journal::new(
+        let pen = Pen::new(
             store,
             crate::events::Events::default(),
             crate::session::test_key("s"),
@@ -404,7 +404,7 @@ mod tests {
             ephemeral: None,
         };
         let reply = "first line of it\nsecond line here\nthird and last";
-        let mut streamer = Streamer::new(&adapter, Handover::none(), &target, &journal);
+        let mut streamer = Streamer::new(&adapter, Handover::none(), &target, &pen);
         for end in (4..reply.len()).step_by(3) {
             streamer.show(&reply[..end]).await.unwrap();
         }
@@ -412,7 +412,7 @@ mod tests {
         assert_eq!(ids.len(), split(reply, 30).len());
         let shown: Vec<String> = adapter.shown().into_iter().map(|(_, text)| text).collect();
         assert_eq!(shown, split(reply, 30), "{:?}", adapter.calls());
-        let entries = journal
+        let entries = pen
             .store()
             .transcript(TranscriptQuery::session(crate::session::test_key("s")))
             .await

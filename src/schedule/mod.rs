@@ -29,8 +29,8 @@
 //!
 //! Due times live in the store (`schedule_jobs`), so a restart neither fires every heartbeat at
 //! once nor forgets a cron slot that passed while the gateway was down (it runs once, late).
-//! The first tick after a start arms the jobs the store does not know. The [`Board`] in the
-//! shared state shows every job's next due time to whoever asks (`/baton status`).
+//! The first tick after a start arms the jobs the store does not know. The scheduler's
+//! [`Board`] shows every job's next due time to whoever asks (`/baton status`).
 //!
 //! Several instances on one database each tick every job, and the stored due time decides who
 //! deals with an occurrence: before running or skipping it, an instance moves the stored time
@@ -60,7 +60,7 @@ use self::jobs::{Job, What};
 use self::run::{Occurrence, Running};
 use crate::engine::Engine;
 use crate::store::{Advanced, NEVER_DUE_MS, ScheduleRow};
-use crate::timing::{NextDue, Place, Zone};
+use crate::timing::{Board, NextDue, Place, Zone};
 
 /// Why a due heartbeat did not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,16 +145,19 @@ pub struct Scheduler {
     engine: Engine,
     jobs: Vec<Arc<Job>>,
     zone: Zone,
+    /// Every job's next due time, written here, read by `/baton status` (the `Admin`'s view).
+    board: Arc<Board>,
     /// A tokio mutex: a tick awaits the store while holding it, and two ticks must not
     /// interleave (each would start the same due job).
     state: tokio::sync::Mutex<State>,
 }
 
 impl Scheduler {
-    /// The jobs of every bot in `engine`'s config.
-    pub fn new(engine: Engine) -> Result<Scheduler, ScheduleError> {
+    /// The jobs of every bot in `engine`'s config, showing their due times on `board` (on the
+    /// board's clock, `gateway.timezone`).
+    pub fn new(engine: Engine, board: Arc<Board>) -> Result<Scheduler, ScheduleError> {
         let config = engine.config();
-        let zone = *engine.board().zone();
+        let zone = *board.zone();
         let jobs: Vec<Arc<Job>> = jobs::jobs(config, engine.roster())
             .map_err(ScheduleError)?
             .into_iter()
@@ -172,6 +175,7 @@ impl Scheduler {
             engine,
             jobs,
             zone,
+            board,
             state: tokio::sync::Mutex::new(State {
                 armed: false,
                 slots,
@@ -186,7 +190,7 @@ impl Scheduler {
 
     /// Every job's next due time (empty until the first tick).
     pub fn next_due(&self) -> Vec<NextDue> {
-        self.engine.board().next_due()
+        self.board.next_due()
     }
 
     /// Deal with every job due at `now`: start its turn (in the background, tracked like any
@@ -351,7 +355,7 @@ impl Scheduler {
         slot.next_due = due;
         slot.noted = None;
         match due {
-            Some(due) => self.engine.board().set(job.bot.id(), &job.id, due),
+            Some(due) => self.board.set(job.bot.id(), &job.id, due),
             None => {
                 tracing::warn!(bot = %job.bot.id(), job = %job.id, "the schedule names no future time; the job will not run again");
             }
@@ -403,9 +407,16 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::gateway::testing::{echo_config, parts};
+    use crate::gateway::testing::{Parts, echo_config, parts};
     use crate::lanes::Lane;
     use crate::store::{EntryKind, TranscriptQuery};
+
+    /// A scheduler over `gw`'s engine with a board of its own on the gateway's clock: what
+    /// each instance on one store has.
+    fn scheduler(gw: &Parts) -> Scheduler {
+        let zone = Zone::parse(&gw.engine.config().gateway.timezone).unwrap();
+        Scheduler::new(gw.engine.clone(), Arc::new(Board::new(zone))).unwrap()
+    }
 
     /// Monday 2025-03-03, `h:m` UTC.
     fn monday(h: u32, m: u32) -> DateTime<Utc> {
@@ -424,7 +435,7 @@ mod tests {
         );
         let gw = parts(&config).await;
         let s = &gw.engine;
-        let scheduler = Scheduler::new(s.clone()).unwrap();
+        let scheduler = scheduler(&gw);
         let ops =
             baton_contract::ChatKey::new(baton_contract::Platform::Local, &"ops".into(), None);
         let skipped = |reason| {
@@ -483,7 +494,7 @@ mod tests {
         );
         let gw = parts(&config).await;
         let s = &gw.engine;
-        let scheduler = Scheduler::new(s.clone()).unwrap();
+        let scheduler = scheduler(&gw);
         let outcome = |outcome| {
             vec![Ticked {
                 bot: "hb".parse().unwrap(),
@@ -526,8 +537,8 @@ mod tests {
             "heartbeat = { every = \"30m\", target = \"none\" }\n",
         );
         let gw = parts(&config).await;
-        let a = Scheduler::new(gw.engine.clone()).unwrap();
-        let b = Scheduler::new(gw.engine.clone()).unwrap();
+        let a = scheduler(&gw);
+        let b = scheduler(&gw);
         assert_eq!(a.tick(monday(9, 0)).await, vec![], "the first tick arms");
         assert_eq!(
             b.tick(monday(9, 10)).await,
@@ -584,7 +595,7 @@ mod tests {
             checklist.display().to_string()
         );
         let gw = parts(&echo_config(&["hb"], &heartbeat)).await;
-        let scheduler = Scheduler::new(gw.engine.clone()).unwrap();
+        let scheduler = scheduler(&gw);
         assert_eq!(
             scheduler.tick(monday(9, 0)).await,
             vec![],

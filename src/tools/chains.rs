@@ -118,7 +118,7 @@ pub(super) async fn hand(tools: &AgentTools, tool: ToolName, raw: Value) -> Valu
         prompt: &a.prompt,
         joins: tool == ToolName::ChainAdd,
     };
-    match chains::hand(&tools.engine, pass).await {
+    match chains::hand(&tools.chains, pass).await {
         Ok(Handed::Given(chain)) => json!({
             "status": "ok",
             "chain": chain.id,
@@ -141,7 +141,7 @@ pub(super) async fn message(tools: &AgentTools, raw: Value) -> Value {
         Err(result) => return result,
     };
     let bot = &tools.caller.bot;
-    match chains::post(&tools.engine, &a.chain, bot, &a.content).await {
+    match chains::post(&tools.chains, &a.chain, bot, &a.content).await {
         Ok(posted) => {
             let chain = &posted.chain;
             let next = if posted.returned {

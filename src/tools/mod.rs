@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::backend::{ToolCall, ToolExecutor};
+use crate::chains::Chains;
 use crate::engine::{BindTools, Caller, Engine};
 use crate::field_bound::{self, Cap};
 use crate::relay::{Relay, RelayState};
@@ -31,14 +32,18 @@ use crate::roster::ToolName;
 pub struct AgentTools {
     engine: Engine,
     relay: Relay,
+    /// The chain tools' flow, over the same engine.
+    chains: Chains,
     caller: Caller,
 }
 
 impl AgentTools {
-    /// Tools for `caller`, sending to other bots through `relay`.
+    /// Tools for `caller`, sending to other bots through `relay` and taking chain turns over
+    /// its engine.
     pub fn new(relay: Relay, caller: Caller) -> AgentTools {
         AgentTools {
             engine: relay.engine().clone(),
+            chains: Chains::new(relay.engine().clone()),
             relay,
             caller,
         }

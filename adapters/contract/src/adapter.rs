@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{ConnectionCell, ConnectionState, Receive};
+use crate::connection::{ConnectionCell, ConnectionState, Receive, Trouble};
 use crate::feedback::{DeleteMessage, EditMessage, Preview, Typing, TypingTarget};
 use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, ChatId, Platform, UserId};
@@ -69,6 +69,18 @@ pub enum AdapterError {
     /// Any other fatal problem, described for the operator.
     #[error("{0}")]
     Fatal(String),
+}
+
+impl AdapterError {
+    /// The trouble this is, as the account's connection shows it: refused credentials or a
+    /// missing permission; `None` for the other fatal errors (a setting the adapter cannot use).
+    pub fn trouble(&self) -> Option<Trouble> {
+        match self {
+            AdapterError::Auth(_) => Some(Trouble::InvalidToken),
+            AdapterError::Permission(_) => Some(Trouble::MissingScope),
+            AdapterError::Fatal(_) => None,
+        }
+    }
 }
 
 /// One account's connection to one platform.

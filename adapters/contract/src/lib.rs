@@ -17,6 +17,7 @@ mod inbound;
 mod leading;
 mod native_stream;
 mod outbound;
+mod run_connection;
 mod secret;
 mod sibling_post;
 mod stub;
@@ -26,9 +27,7 @@ mod webhook;
 pub use adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
 pub use backoff::Backoff;
 pub use chat_key::ChatKey;
-pub use connection::{
-    ConnectionCell, ConnectionState, Link, LinkError, Receive, SessionEnd, Trouble, run_connection,
-};
+pub use connection::{ConnectionCell, ConnectionState, Receive, Trouble};
 pub use feedback::{DeleteMessage, EditMessage, Preview, Typing, TypingTarget};
 pub use files::{DownloadError, Downloaded, FileRef, InboundFile, fetch};
 pub use ids::{AccountId, ChatId, MessageId, Platform, ThreadId, UnknownPlatform, UserId};
@@ -36,6 +35,7 @@ pub use inbound::{ChatKind, CommandReply, InboundEvent, InboundKind, Sender};
 pub use leading::leading_mentions;
 pub use native_stream::{StreamFor, StreamStart, StreamText};
 pub use outbound::{OutboundMessage, SendError, SentMessage};
+pub use run_connection::{Link, LinkError, SessionEnd, run_connection};
 pub use secret::Secret;
 pub use sibling_post::SiblingPost;
 pub use stub::{Call, StubAdapter};
