@@ -15,8 +15,7 @@
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
-use super::decision::NotWoken;
-use super::stop::{Step, Stop};
+use super::stop::{NotWoken, Step, Stop};
 use super::{DropReason, Handled, Inbound};
 use crate::config::{Activation, MentionMode};
 use crate::roster::{ChatPolicy, Roster};

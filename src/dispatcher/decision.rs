@@ -5,7 +5,7 @@
 //! trace's pipeline span is made from.
 
 use super::gateway_line::run_id;
-use super::stop::{Step, Stop};
+use super::stop::{NotWoken, Step, Stop};
 use super::{DropReason, Handled, Inbound, Wake};
 use crate::store::{DecisionOutcome, DecisionStep, NewDecision, Said};
 use crate::timing::now_ms;
@@ -21,25 +21,6 @@ pub(crate) struct Turned {
     pub waited_ms: i64,
     /// A used-up budget refused the turn before its model call.
     pub by_budget: bool,
-}
-
-/// Why a message woke no bot (step 6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NotWoken {
-    /// Nobody it is addressed to is this bot.
-    NotMentioned,
-    /// It is addressed to other bots only.
-    OnlyOtherBots,
-}
-
-impl NotWoken {
-    /// As `baton why` says it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            NotWoken::NotMentioned => "not mentioned",
-            NotWoken::OnlyOtherBots => "mentions only other bots",
-        }
-    }
 }
 
 /// The decision on `inbound`, from what the steps made of it.

@@ -3,7 +3,6 @@
 //! history. [`Dispatcher::stopped`] performs all of that in one place, with the counters and
 //! the log line, so no step carries a side effect of its own stopping.
 
-use super::decision::NotWoken;
 use super::{Dispatcher, DropReason, Handled, Inbound, gateway_line};
 use crate::events::{Event, Events, Received};
 use crate::metrics;
@@ -23,6 +22,25 @@ pub(crate) struct Stop {
     pub keep: Keep,
     /// Why it woke no bot, when activation stopped it so (`decision.rs`).
     pub not_woken: Option<NotWoken>,
+}
+
+/// Why a message woke no bot (step 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotWoken {
+    /// Nobody it is addressed to is this bot.
+    NotMentioned,
+    /// It is addressed to other bots only.
+    OnlyOtherBots,
+}
+
+impl NotWoken {
+    /// As `baton why` says it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            NotWoken::NotMentioned => "not mentioned",
+            NotWoken::OnlyOtherBots => "mentions only other bots",
+        }
+    }
 }
 
 /// Whether the steps act on what they find, or only say whether they would: chatter's

@@ -66,3 +66,68 @@ pub(crate) fn reference(a: &Artifact, posted_by: Option<&str>) -> String {
         a.id, a.name, a.media_type, a.bytes
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::testing::TestDb;
+    use crate::store::{NewArtifact, Put};
+
+    async fn put(store: &Store, name: &str, media_type: &str, content: Vec<u8>) -> String {
+        let new = NewArtifact {
+            name: name.into(),
+            media_type: media_type.into(),
+            content,
+            bot: "scout".parse().unwrap(),
+            session: "bot:scout:local:local-scout:dm:x".parse().unwrap(),
+            run_id: Some("r1".into()),
+            inputs: Vec::new(),
+            created_ms: 1,
+        };
+        match store.artifact_put(new).await.unwrap() {
+            Put::Stored(a) => a.id,
+            Put::UnknownInputs(u) => panic!("unknown inputs {u:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn small_text_is_inlined_and_spends_the_message_budget() {
+        let db = TestDb::sqlite();
+        let store = db.open().await;
+        let id = put(&store, "t.csv", "text/csv", b"a,b\n1,2".to_vec()).await;
+        let mut budget = InlineBudget::new();
+        let line = artifact_line(&store, &id, &mut budget, None).await;
+        assert!(line.contains("a,b\n1,2"), "{line}");
+        assert!(line.contains("made by scout"), "{line}");
+        assert!(line.ends_with(&format!("(end of {id})")), "{line}");
+        assert_eq!(budget.0, INLINE_TOTAL_BYTES - 7);
+    }
+
+    #[tokio::test]
+    async fn binary_large_or_over_budget_artifacts_go_by_reference() {
+        let db = TestDb::sqlite();
+        let store = db.open().await;
+        let binary = put(&store, "p.png", "image/png", vec![0x89, b'P']).await;
+        let large = put(&store, "big.txt", "text/plain", vec![b'x'; 16 * 1024 + 1]).await;
+        let small = put(&store, "s.txt", "text/plain", b"hello".to_vec()).await;
+        for (id, mut budget) in [
+            (&binary, InlineBudget::new()),
+            (&large, InlineBudget::new()),
+            (&small, InlineBudget(4)),
+        ] {
+            let left = budget.0;
+            let line = artifact_line(&store, id, &mut budget, Some("alice")).await;
+            assert!(line.ends_with("; read it with artifact_get"), "{line}");
+            assert!(line.contains("posted by alice"), "{line}");
+            assert_eq!(budget.0, left, "a reference spends no budget");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_artifact_no_longer_kept_is_said_so() {
+        let db = TestDb::sqlite();
+        let store = db.open().await;
+        let line = artifact_line(&store, "art_gone", &mut InlineBudget::new(), None).await;
+        assert_eq!(line, "- art_gone: no longer kept (retention removed it)");
+    }
+}

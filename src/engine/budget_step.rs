@@ -278,3 +278,38 @@ async fn post(
     // A failure is logged and recorded by `say`.
     let _ = say(engine, line).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::journal::journal;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::session::test_key;
+
+    /// A turn's calls are charged to the chat its trigger happened in (a thread to its
+    /// channel) and to the trigger's run; a turn with neither is charged to its own.
+    #[tokio::test]
+    async fn calls_are_charged_to_the_triggers_chat_and_run() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let bot = gw
+            .engine
+            .roster()
+            .bot(&"b".parse().unwrap())
+            .unwrap()
+            .clone();
+        let own = test_key("own");
+        let opened = journal(&gw.engine, &own, "run-own".into()).await;
+
+        let mut origin = test_key("room");
+        origin.thread = Some("t1".into());
+        let mut hop = Caller::from_chat(&origin);
+        hop.trigger = Some("run-human".into());
+        let charged = bill(&bot, &hop, &opened);
+        assert_eq!((charged.chat, charged.trigger), ("room", "run-human"));
+        assert_eq!(charged.platform, origin.platform);
+
+        let external = Caller::external(&test_key("api"));
+        let charged = bill(&bot, &external, &opened);
+        assert_eq!((charged.chat, charged.trigger), ("own", "run-own"));
+    }
+}

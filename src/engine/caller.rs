@@ -61,3 +61,34 @@ impl Caller {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> SessionKey {
+        "bot:scout:local:local-scout:dm:x".parse().unwrap()
+    }
+
+    #[test]
+    fn a_chat_caller_escalates_to_its_chat_and_an_external_one_nowhere() {
+        let chat = Caller::from_chat(&session());
+        assert_eq!(chat.origin, Some(session()));
+        assert_eq!(chat.bot, session().bot);
+        let external = Caller::external(&session());
+        assert_eq!(external.origin, None);
+        for caller in [chat, external] {
+            assert_eq!(caller.depth, 1, "a chain of sends starts one bot deep");
+            assert_eq!(caller.passive_to, None);
+            assert_eq!((caller.run_id, caller.trigger), (None, None));
+        }
+    }
+
+    #[test]
+    fn a_wake_handed_over_without_a_trigger_still_reads() {
+        let mut handed = serde_json::to_value(Caller::from_chat(&session())).unwrap();
+        handed.as_object_mut().unwrap().remove("trigger");
+        let read: Caller = serde_json::from_value(handed).unwrap();
+        assert_eq!(read, Caller::from_chat(&session()));
+    }
+}

@@ -150,3 +150,68 @@ pub(super) async fn attach_backend_files(
     attach(engine, journal.session(), journal.run_id(), ids).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::journal::journal;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::session::test_key;
+
+    fn inline(name: &str, content: &[u8]) -> ReplyFile {
+        ReplyFile::Inline {
+            name: name.into(),
+            media_type: None,
+            content: content.to_vec(),
+        }
+    }
+
+    /// A backend's inline file is kept as an artifact of the run, its type guessed from its
+    /// name, and attached to the run's reply.
+    #[tokio::test]
+    async fn an_inline_file_is_kept_and_attached_to_the_run() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let opened = journal(&gw.engine, &test_key("room"), "run-1".into()).await;
+        attach_backend_files(&gw.engine, &opened, vec![inline("notes.txt", b"hi")])
+            .await
+            .unwrap();
+        let files = gw.engine.store().reply_files("run-1").await.unwrap();
+        let [file] = files.as_slice() else {
+            panic!("one file attached: {files:?}");
+        };
+        assert_eq!((file.name.as_str(), file.bytes), ("notes.txt", 2));
+        assert_eq!(file.media_type, "text/plain");
+        assert_eq!(file.run_id.as_deref(), Some("run-1"));
+    }
+
+    /// A reply gets all its files or none: an inline file over `[artifacts] max_bytes`, or an
+    /// id naming no artifact, attaches nothing.
+    #[tokio::test]
+    async fn an_oversized_or_unknown_file_attaches_nothing() {
+        let gw = parts(&echo_config(&["b"], "\n[artifacts]\nmax_bytes = 4\n")).await;
+        let opened = journal(&gw.engine, &test_key("room"), "run-1".into()).await;
+        let files = vec![inline("a.txt", b"ok"), inline("b.txt", b"too big")];
+        let refused = attach_backend_files(&gw.engine, &opened, files).await;
+        assert!(
+            matches!(refused, Err(AttachRefused::OverCap { ref name, bytes: 7, limit: 4 }) if name == "b.txt"),
+            "{refused:?}"
+        );
+        let files = vec![
+            inline("a.txt", b"ok"),
+            ReplyFile::Artifact("art-nope".into()),
+        ];
+        let refused = attach_backend_files(&gw.engine, &opened, files).await;
+        assert!(
+            matches!(&refused, Err(AttachRefused::Unknown(ids)) if ids == &["art-nope"]),
+            "{refused:?}"
+        );
+        assert!(
+            gw.engine
+                .store()
+                .reply_files("run-1")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

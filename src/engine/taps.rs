@@ -58,3 +58,30 @@ impl Drop for Tap {
         self.taps.lock().remove(&self.key);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_turn_answering_a_tapped_message_reaches_its_tap_and_no_other() {
+        let taps = Taps::default();
+        let (account, message) = (AccountId::from("lead"), MessageId::from("m1"));
+        let mut tap = taps.open(&account, &message);
+        let sender = taps.sender(&account, &message).expect("the tap is open");
+        sender.send("Hel".into()).unwrap();
+        sender.send("lo".into()).unwrap();
+        assert_eq!(tap.pieces.try_recv().as_deref(), Ok("Hel"));
+        assert_eq!(tap.pieces.try_recv().as_deref(), Ok("lo"));
+        assert!(taps.sender(&AccountId::from("other"), &message).is_none());
+        assert!(taps.sender(&account, &MessageId::from("m2")).is_none());
+    }
+
+    #[test]
+    fn a_dropped_tap_is_no_longer_found() {
+        let taps = Taps::default();
+        let (account, message) = (AccountId::from("lead"), MessageId::from("m1"));
+        drop(taps.open(&account, &message));
+        assert!(taps.sender(&account, &message).is_none());
+    }
+}

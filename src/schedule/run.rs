@@ -369,3 +369,47 @@ impl Reply<'_> {
             .await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// A skipped occurrence is recorded as a notice in the job's own session, under the
+    /// occurrence's run id (the same for the same due time, so a replay cannot record twice).
+    #[tokio::test]
+    async fn a_skipped_occurrence_is_recorded_in_the_jobs_session_with_why() {
+        let heartbeat = "heartbeat = { every = \"30m\", target = \"none\" }\n";
+        let gw = parts(&echo_config(&["hb"], heartbeat)).await;
+        let job = gw.scheduler.jobs[0].clone();
+        let due = Utc.with_ymd_and_hms(2025, 3, 3, 9, 0, 0).unwrap();
+        assert_eq!(run_id(&job, due), run_id(&job, due));
+        assert_ne!(
+            run_id(&job, due),
+            run_id(&job, due + TimeDelta::minutes(30))
+        );
+
+        record_skip(&gw.engine, &job, due, SkipReason::Empty, "").await;
+        let spot = Spot::of(&gw.engine, &job).expect("a private job runs on the local account");
+        assert_eq!(
+            spot.key,
+            SessionKey::scheduled(job.bot.id(), spot.account.id.clone(), &job.id)
+        );
+        let store = gw.engine.store();
+        let recorded = store
+            .run_entries(&spot.key, &run_id(&job, due))
+            .await
+            .unwrap();
+        let [entry] = recorded.as_slice() else {
+            panic!("one entry for one skip: {recorded:?}");
+        };
+        assert_eq!(entry.kind, EntryKind::Notice);
+        assert_eq!(
+            entry.text,
+            format!("heartbeat skipped: {}", SkipReason::Empty.as_str())
+        );
+        assert_eq!(entry.meta["reason"], SkipReason::Empty.as_str());
+    }
+}

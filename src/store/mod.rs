@@ -53,6 +53,7 @@ mod dedupe;
 mod deliveries;
 mod delivery_answer;
 mod delivery_begin;
+mod entry_kind;
 mod error;
 mod escalations;
 mod health;
@@ -109,6 +110,7 @@ pub use dedupe::{Claim, DEDUPE_TTL_MS, dedupe_key, dedupe_scope};
 pub use deliveries::{Delivery, DeliveryChange, DeliveryQuery, DeliveryState, Notify, SendMode};
 pub use delivery_answer::Answered;
 pub use delivery_begin::{Begun, NewDelivery};
+pub use entry_kind::{EntryKind, Origin};
 pub use error::StoreError;
 pub use escalations::{
     AnswerCandidate, AnswerMatch, Escalation, EscalationKind, EscalationQuery, EscalationState,
@@ -135,7 +137,8 @@ pub use session_locks::Locked;
 pub use session_wakes::LeftWake;
 pub use sessions::SessionRecord;
 pub use sql::{DbError, PgUrl};
-pub use transcript::{Entry, EntryKind, NewEntry, Origin, TailEntry, TranscriptQuery};
+pub use tail_cache::TailEntry;
+pub use transcript::{Entry, NewEntry, TranscriptQuery};
 pub use turn_start::{TurnStart, TurnStarted};
 pub use typing::OpenTyping;
 pub use usage::{

@@ -33,8 +33,23 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::TailEntry;
+use super::entry_kind::EntryKind;
 use super::sql::{Db, DbError};
+
+/// What a bot is given back of an entry of its session for a turn ([`Store::session_tail`]):
+/// only what the model's context is made of, so a turn does not read and parse every column
+/// of its session's tail (that was the largest cost of a turn, BENCHMARKS.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailEntry {
+    /// What it records.
+    pub kind: EntryKind,
+    /// The words.
+    pub text: String,
+    /// The turn it belongs to, if any (the chunks of one reply share it).
+    pub run_id: Option<String>,
+    /// The speaker's display name kept with an inbound entry (`meta.name`), if any.
+    pub name: Option<String>,
+}
 
 /// The most the copies may take, by their entries' sizes. 40 short entries take ~8 KiB, so
 /// this keeps a thousand busy sessions; a few hundred with long replies.

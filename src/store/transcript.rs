@@ -8,49 +8,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::entry_kind::{EntryKind, Origin};
 use super::sessions::session_column;
 use super::sql::{Db, DbError, Row, args};
 use super::stored_name::parse_column;
-use super::tail_cache::{Tail, TailCache};
+use super::tail_cache::{Tail, TailCache, TailEntry};
 use super::{NewUsage, Queued, Store, StoreError};
 use crate::session::SessionKey;
-
-stored_name! {
-    /// What an entry records.
-    EntryKind, "entry kind" {
-        /// A message that reached the bot (from a human, or another bot).
-        Inbound = "inbound",
-        /// A chunk of the bot's reply, as delivered.
-        Reply = "reply",
-        /// The bot's answer to another bot (a `sessions_send`), returned to the sender rather
-        /// than posted in a chat.
-        Answer = "answer",
-        /// The bot's turn ended in silence (kept so the record shows it chose not to speak).
-        Silent = "silent",
-        /// Something failed (a turn, a delivery); never silently lost.
-        Failure = "failure",
-        /// The bot called a tool.
-        ToolCall = "tool_call",
-        /// A tool's answer.
-        ToolResult = "tool_result",
-        /// An admin command and its answer.
-        Admin = "admin",
-        /// A message from the gateway itself (rate-limit notice, pairing code, ...).
-        Notice = "notice",
-    }
-}
-
-stored_name! {
-    /// Who an entry's words come from, so a bot's words are never taken for a human's.
-    Origin, "origin" {
-        /// A person on the platform.
-        Human = "human",
-        /// A bot (this one, or another speaking to it).
-        Bot = "bot",
-        /// baton itself.
-        Gateway = "gateway",
-    }
-}
 
 /// An entry to append (the store assigns the id).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -121,21 +85,6 @@ impl Entry {
             self.kind.as_str()
         )
     }
-}
-
-/// What a bot is given back of an entry of its session for a turn ([`Store::session_tail`]):
-/// only what the model's context is made of, so a turn does not read and parse every column
-/// of its session's tail (that was the largest cost of a turn, BENCHMARKS.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TailEntry {
-    /// What it records.
-    pub kind: EntryKind,
-    /// The words.
-    pub text: String,
-    /// The turn it belongs to, if any (the chunks of one reply share it).
-    pub run_id: Option<String>,
-    /// The speaker's display name kept with an inbound entry (`meta.name`), if any.
-    pub name: Option<String>,
 }
 
 /// Which entries of a session to read.

@@ -31,3 +31,23 @@ pub(super) fn list(engine: &Engine) -> Value {
         .collect();
     json!({"status": "ok", "bots": bots})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    #[tokio::test]
+    async fn every_bot_of_the_roster_is_listed_with_its_platforms() {
+        let gw = parts(&echo_config(&["scout", "writer"], "")).await;
+        let listed = list(&gw.engine);
+        assert_eq!(listed["status"], "ok");
+        let bots = listed["bots"].as_array().unwrap();
+        let ids: Vec<&str> = bots.iter().map(|b| b["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["scout", "writer"]);
+        for bot in bots {
+            assert_eq!(bot["backend"], "echo");
+            assert_eq!(bot["platforms"], json!(["local"]));
+        }
+    }
+}

@@ -80,3 +80,46 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Caller;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// Tools for bot `b` in a chat turn (`run_id` set) or outside any turn.
+    async fn tools(run_id: Option<&str>) -> AgentTools {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let mut caller = Caller::from_chat(&"bot:b:local:local-b:dm:x".parse().unwrap());
+        caller.run_id = run_id.map(str::to_owned);
+        AgentTools::new(gw.relay, caller)
+    }
+
+    fn refusal(result: &Value) -> &str {
+        assert_eq!(result["status"], "error", "{result}");
+        result["error"].as_str().unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_empty_or_long_line_and_a_call_outside_a_turn_are_refused() {
+        let turn = tools(Some("run-1")).await;
+        let empty = report(&turn, json!({"message": "  "})).await;
+        assert!(refusal(&empty).contains("`message` is empty"));
+        let long = report(&turn, json!({"message": "x".repeat(MAX_CHARS + 1)})).await;
+        assert!(refusal(&long).contains("over 500 characters"));
+        let outside = tools(None).await;
+        let none = report(&outside, json!({"message": "reading"})).await;
+        assert!(refusal(&none).contains("this call is from none"));
+    }
+
+    #[tokio::test]
+    async fn a_chat_turns_line_is_shown_and_said_not_kept() {
+        let turn = tools(Some("run-1")).await;
+        let shown = report(&turn, json!({"message": "reading", "step": 1, "of": 3})).await;
+        assert_eq!(shown["status"], "ok", "{shown}");
+        assert!(
+            shown["note"].as_str().unwrap().contains("not kept"),
+            "{shown}"
+        );
+    }
+}

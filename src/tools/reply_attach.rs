@@ -54,3 +54,50 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
         Err(refused) => error(refused.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Caller;
+    use crate::gateway::testing::{echo_config, parts};
+
+    async fn tools(run_id: Option<&str>) -> AgentTools {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let mut caller = Caller::from_chat(&"bot:b:local:local-b:dm:x".parse().unwrap());
+        caller.run_id = run_id.map(str::to_owned);
+        AgentTools::new(gw.relay, caller)
+    }
+
+    #[tokio::test]
+    async fn outside_a_turn_or_without_ids_nothing_is_attached() {
+        let outside = call(&tools(None).await, json!({"ids": ["art-1"]})).await;
+        assert_eq!(outside["status"], "error");
+        assert!(
+            outside["error"]
+                .as_str()
+                .unwrap()
+                .contains("outside any turn")
+        );
+        let turn = tools(Some("run-1")).await;
+        for ids in [json!([]), json!(["art-1", " "])] {
+            let refused = call(&turn, json!({ "ids": ids })).await;
+            assert_eq!(refused["status"], "error", "{refused}");
+            assert!(
+                refused["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("none of them empty")
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_id_is_named_in_the_refusal() {
+        let refused = call(&tools(Some("run-1")).await, json!({"ids": ["art-nope"]})).await;
+        assert_eq!(refused["status"], "error", "{refused}");
+        assert!(
+            refused["error"].as_str().unwrap().contains("art-nope"),
+            "{refused}"
+        );
+    }
+}

@@ -15,6 +15,7 @@ mod export;
 mod json_log;
 mod propagate;
 mod span;
+mod traceparent;
 
 pub use export::{Exporting, TraceStartError, dropped, start};
 pub use json_log::WithTraceId;

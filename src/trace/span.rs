@@ -6,7 +6,7 @@ use opentelemetry::{Context, KeyValue};
 use std::borrow::Cow;
 
 use super::export::tracer;
-use super::propagate::{parse, render};
+use super::traceparent::{parse, render};
 
 /// `in_span!(span, work)` awaits `work` with `span` current: spans it opens are its children,
 /// and its backend requests carry the span's `traceparent`. With tracing off it is `work.await`
