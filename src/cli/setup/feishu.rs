@@ -8,8 +8,10 @@ use crate::config::{AccountConfig, BotConfig, Config};
 
 /// The tenant scopes baton uses: posting as the bot; reading DMs, group @mentions (also by
 /// other bots) and every group message (`activation = "always"`, context); reading a message's
-/// sender; the typing reaction; chat membership (handing posts to sibling bots); files.
-const SCOPES: [&str; 9] = [
+/// sender; the typing reaction; chat membership (handing posts to sibling bots); files; the
+/// streaming card of `stream = "native"` (CardKit: made and updated, and found again from its
+/// message after a restart).
+const SCOPES: [&str; 11] = [
     "im:message:send_as_bot",
     "im:message:readonly",
     "im:message.p2p_msg:readonly",
@@ -19,6 +21,8 @@ const SCOPES: [&str; 9] = [
     "im:message.reactions:write_only",
     "im:chat:readonly",
     "im:resource",
+    "cardkit:card:write",
+    "cardkit:card:read",
 ];
 
 /// The scopes to import and the steps around them.

@@ -214,6 +214,10 @@ async fn feishu_gets_its_scopes_as_the_bulk_import_json() {
         "{scopes:?}"
     );
     assert!(scopes.contains(&"im:message:send_as_bot"), "{scopes:?}");
+    assert!(
+        scopes.contains(&"cardkit:card:write") && scopes.contains(&"cardkit:card:read"),
+        "the streaming card's scopes: {scopes:?}"
+    );
     let guidance = String::from_utf8_lossy(&out.stderr);
     assert!(guidance.contains("im.message.receive_v1"), "{guidance}");
     assert!(
