@@ -102,6 +102,34 @@ async fn the_sdk_reads_the_card_and_a_blocking_send_completes_with_the_reply() {
 }
 
 #[tokio::test]
+async fn a_file_part_is_handed_to_the_bot_as_an_artifact() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
+    fake.script("alpha", Step::reply("3 apples."));
+    let out = sdk(&gw, "file", "How many apples?", "m-file").await;
+    let task = &out["events"][0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{out}");
+    // The inline file is an artifact of the task's session, handed over as a sessions_send
+    // hands artifacts (small text inline); the file given by URL is named with its address.
+    let woken = fake.woken_by("alpha");
+    let told = &woken[0];
+    assert!(
+        told.starts_with("Message from A2A agent 'client': How many apples?\nFile `plan.pdf` at https://files.example/plan.pdf"),
+        "{told}"
+    );
+    assert!(told.contains("Artifacts handed to you:"), "{told}");
+    assert!(
+        told.contains("`notes.txt`") && told.contains("apples: 3"),
+        "{told}"
+    );
+    let context = task["contextId"].as_str().unwrap();
+    let kept = gw.get(&format!("/api/artifacts?session={context}")).await;
+    assert_eq!(kept["artifacts"][0]["name"], "notes.txt", "{kept}");
+    gw.stop().await;
+}
+
+#[tokio::test]
 async fn a_streaming_send_reports_working_then_the_reply_then_completed() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
