@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::dashboard::urlencode;
+use crate::support::browser::Browser;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{
     DEADLINE, TestGateway, config_text, config_with, echo_config, temp_db,
@@ -126,6 +128,39 @@ async fn a_file_part_is_handed_to_the_bot_as_an_artifact() {
     let context = task["contextId"].as_str().unwrap();
     let kept = gw.get(&format!("/api/artifacts?session={context}")).await;
     assert_eq!(kept["artifacts"][0]["name"], "notes.txt", "{kept}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_a_task_as_a_card_from_its_caller() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
+    fake.script("alpha", Step::reply("done"));
+    let out = sdk(&gw, "send", "tidy up", "m-dash").await;
+    let run = out["events"][0]["task"]["id"].as_str().unwrap().to_owned();
+
+    let browser = Browser::start().await;
+    browser
+        .goto(&format!("{}/#/delivery/{}", gw.base, urlencode(&run)))
+        .await;
+    let shown = browser
+        .until(
+            "the task's card and its row in the deliveries",
+            &format!(
+                "const c = document.querySelector('.delivery-detail .call-card'); \
+                 const row = document.querySelector('table.deliveries tr[data-run=\"{run}\"]'); \
+                 if (!c || !row) return null; \
+                 return {{ caller: c.querySelector('.call-caller').textContent, \
+                          target: c.querySelector('.call-target').textContent, \
+                          from: row.children[1].textContent }};"
+            ),
+        )
+        .await;
+    assert_eq!(shown["caller"], "a2a:client", "{shown}");
+    assert_eq!(shown["target"], "alpha", "{shown}");
+    assert_eq!(shown["from"], "a2a:client", "{shown}");
+    browser.close().await;
     gw.stop().await;
 }
 
