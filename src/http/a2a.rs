@@ -17,6 +17,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, header};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use baton_contract::Platform;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -25,10 +27,12 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
 use crate::events::{Event, Stamped};
+use crate::media_type;
 use crate::relay::{self, Relay, SendOutcome, SendRequest};
 use crate::roster::{Bot, glob_set};
 use crate::session::{A2aCaller, SessionKey};
-use crate::store::{Delivery, DeliveryQuery, DeliveryState};
+use crate::store::{Delivery, DeliveryQuery, DeliveryState, NewArtifact, Put};
+use crate::timing::now_ms;
 
 /// The protocol version cards declare.
 const PROTOCOL_VERSION: &str = "1.0";
@@ -302,7 +306,7 @@ async fn accept(
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
         .ok_or_else(|| RpcError::invalid("message.messageId is missing"))?;
-    let text = text_of(message)?;
+    let (text, files) = read_message(message)?;
     let caller = caller_of(params, message)?;
     let account = engine
         .roster()
@@ -315,12 +319,13 @@ async fn accept(
         _ => SessionKey::a2a(bot.id(), account.clone(), &caller, &new_context(message_id)),
     };
     let from = Caller::external(&SessionKey::a2a_caller(bot.id(), account, &caller));
+    let artifacts = keep_files(engine, &session, files).await?;
     let request = SendRequest {
         target: session.render(),
         message: text,
         timeout: wait,
         idempotency_key: Some(format!("a2a:{caller}:{message_id}")),
-        artifacts: Vec::new(),
+        artifacts,
         expect: None,
     };
     let sent = relay::send(relay, &from, request)
@@ -378,30 +383,107 @@ fn caller_of(params: &Value, message: &Value) -> Result<A2aCaller, RpcError> {
     }
 }
 
-/// The message's text: its text parts, and its data parts as JSON, one per line. A file part
-/// is refused, not dropped.
-fn text_of(message: &Value) -> Result<String, RpcError> {
+/// A file part given inline (`raw`, base64): kept as an artifact the bot's turn is handed.
+struct InlineFile {
+    name: String,
+    media_type: Option<String>,
+    content: Vec<u8>,
+}
+
+/// The message's text (its text parts, its data parts as JSON, and a line naming each file
+/// given by URL, one per line) and its inline files. Nothing is dropped: a part of none of
+/// these kinds, or undecodable bytes, is refused.
+fn read_message(message: &Value) -> Result<(String, Vec<InlineFile>), RpcError> {
     let parts = message
         .get("parts")
         .and_then(Value::as_array)
         .filter(|p| !p.is_empty())
         .ok_or_else(|| RpcError::invalid("message.parts is empty"))?;
     let mut lines = Vec::with_capacity(parts.len());
+    let mut files = Vec::new();
     for part in parts {
+        let name = part
+            .get("filename")
+            .and_then(Value::as_str)
+            .unwrap_or("file");
         if let Some(text) = part.get("text").and_then(Value::as_str) {
             lines.push(text.to_owned());
         } else if let Some(data) = part.get("data") {
             lines.push(data.to_string());
+        } else if let Some(raw) = part.get("raw").and_then(Value::as_str) {
+            let content = BASE64.decode(raw).map_err(|err| RpcError {
+                code: -32005,
+                message: format!(
+                    "file part `{name}`: `raw` is not base64 ({err}); send the bytes \
+                     base64-encoded (standard alphabet, with padding)"
+                ),
+            })?;
+            files.push(InlineFile {
+                name: name.to_owned(),
+                media_type: part
+                    .get("mediaType")
+                    .and_then(Value::as_str)
+                    .filter(|m| !m.trim().is_empty())
+                    .map(str::to_owned),
+                content,
+            });
+        } else if let Some(url) = part.get("url").and_then(Value::as_str) {
+            lines.push(format!("File `{name}` at {url}"));
         } else {
             return Err(RpcError {
                 code: -32005,
-                message: "only text and data parts are accepted; put a file's text in a text \
-                          part"
-                    .into(),
+                message: "a part is neither text, data nor a file (`raw` or `url`)".into(),
             });
         }
     }
-    Ok(lines.join("\n"))
+    Ok((lines.join("\n"), files))
+}
+
+/// Keep the caller's inline files as artifacts in the task's session, so the bot's turn is
+/// handed them as a `sessions_send` with `artifacts` hands them: their ids, in order.
+async fn keep_files(
+    engine: &Engine,
+    session: &SessionKey,
+    files: Vec<InlineFile>,
+) -> Result<Vec<String>, RpcError> {
+    let cap = engine.config().artifacts.max_bytes;
+    let mut ids = Vec::with_capacity(files.len());
+    for file in files {
+        let bytes = file.content.len() as u64;
+        if bytes > cap {
+            return Err(RpcError {
+                code: -32005,
+                message: format!(
+                    "file part `{}` is {bytes} bytes, over this agent's limit of {cap} bytes; \
+                     send a smaller file or give it by `url`",
+                    file.name
+                ),
+            });
+        }
+        let media_type = file.media_type.unwrap_or_else(|| {
+            media_type::guess(&file.name, "application/octet-stream").to_owned()
+        });
+        let new = NewArtifact {
+            name: file.name,
+            media_type,
+            content: file.content,
+            bot: session.bot.clone(),
+            session: session.clone(),
+            run_id: None,
+            inputs: Vec::new(),
+            created_ms: now_ms(),
+        };
+        match engine.store().artifact_put(new).await {
+            Ok(Put::Stored(artifact)) => ids.push(artifact.id),
+            Ok(Put::UnknownInputs(_)) => {
+                return Err(RpcError::internal(
+                    "a file part named inputs it cannot have",
+                ));
+            }
+            Err(err) => return Err(RpcError::internal(err)),
+        }
+    }
+    Ok(ids)
 }
 
 /// `GetTask`.

@@ -135,6 +135,13 @@ function chatOf(session) {
   return parts[2] + ":" + chat + (thread === -1 ? "" : " (thread " + parts.slice(thread + 1).join(":") + ")");
 }
 
+/** Who sent a delivery: the bot, or `a2a:<caller>` for an A2A agent's task (its sender
+ * session's chat is `a2a-in:<caller>`, on the bot's local account). */
+function senderOf(d) {
+  const a2a = /^bot:[^:]+:local:[^:]+:a2a-in:([^:]+)$/.exec(d.sender_session);
+  return a2a ? "a2a:" + a2a[1] : d.sender;
+}
+
 // ---------- sessions and transcripts ----------
 
 let sessions = [];
@@ -460,7 +467,7 @@ async function drawDeliveries() {
       const active = route.tab === "delivery" && route.id === d.run_id;
       t.append(el("tr", { class: "state-" + d.state + (active ? " active" : ""), "data-run": d.run_id },
         el("td", null, link("delivery", d.run_id, clock(d.created_ms))),
-        el("td", null, link("session", d.sender_session, d.sender)),
+        el("td", null, link("session", d.sender_session, senderOf(d))),
         el("td", null, link("session", d.target_session, d.target)),
         el("td", "d-state", d.state),
         el("td", null, d.model || ""),
@@ -488,7 +495,7 @@ async function deliveryDetail(runId) {
   const d = data.deliveries.find((x) => x.run_id === runId);
   if (!d) return el("div", "error", "no delivery " + runId + " in the last 500");
   expanded.add(d.run_id);
-  const call = { speaker: d.sender, meta: { arguments: { target: d.target, message: d.message } }, ts_ms: d.created_ms };
+  const call = { speaker: senderOf(d), meta: { arguments: { target: d.target, message: d.message } }, ts_ms: d.created_ms };
   return el("section", "delivery-detail",
     el("h2", null, "Delivery ", el("code", null, d.run_id)),
     el("div", "hint", "asked from ", link("session", d.sender_session, chatOf(d.sender_session))),

@@ -2,7 +2,7 @@
 # Usage: client.py <base> <bot> <mode> <text> <message_id>; prints one JSON object.
 # Modes: send (blocking, then GetTask), stream (streaming send), twice (the same messageId
 # sent twice), immediately (returnImmediately), cancel (CancelTask of the task id given as
-# <text>).
+# <text>), file (the text with a file part: notes.txt inline and a URL).
 import asyncio
 import json
 import sys
@@ -29,11 +29,16 @@ async def main(base, bot, mode, text, message_id):
             print(json.dumps({"canceled": as_json(task)}), flush=True)
             return
 
+        parts = [pb.Part(text=text)]
+        if mode == "file":
+            parts.append(
+                pb.Part(raw=b"apples: 3", filename="notes.txt", media_type="text/plain")
+            )
+            parts.append(pb.Part(url="https://files.example/plan.pdf", filename="plan.pdf"))
+
         async def send():
             request = pb.SendMessageRequest(
-                message=pb.Message(
-                    message_id=message_id, role=pb.ROLE_USER, parts=[pb.Part(text=text)]
-                )
+                message=pb.Message(message_id=message_id, role=pb.ROLE_USER, parts=parts)
             )
             if mode == "immediately":
                 request.configuration.return_immediately = True

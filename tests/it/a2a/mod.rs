@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::dashboard::urlencode;
+use crate::support::browser::Browser;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{
     DEADLINE, TestGateway, config_text, config_with, echo_config, temp_db,
@@ -98,6 +100,67 @@ async fn the_sdk_reads_the_card_and_a_blocking_send_completes_with_the_reply() {
     assert_eq!(row["run_id"], task["id"]);
     assert_eq!(row["state"], "delivered");
     assert_eq!(row["target_session"], context);
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_part_is_handed_to_the_bot_as_an_artifact() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
+    fake.script("alpha", Step::reply("3 apples."));
+    let out = sdk(&gw, "file", "How many apples?", "m-file").await;
+    let task = &out["events"][0]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{out}");
+    // The inline file is an artifact of the task's session, handed over as a sessions_send
+    // hands artifacts (small text inline); the file given by URL is named with its address.
+    let woken = fake.woken_by("alpha");
+    let told = &woken[0];
+    assert!(
+        told.starts_with("Message from A2A agent 'client': How many apples?\nFile `plan.pdf` at https://files.example/plan.pdf"),
+        "{told}"
+    );
+    assert!(told.contains("Artifacts handed to you:"), "{told}");
+    assert!(
+        told.contains("`notes.txt`") && told.contains("apples: 3"),
+        "{told}"
+    );
+    let context = task["contextId"].as_str().unwrap();
+    let kept = gw.get(&format!("/api/artifacts?session={context}")).await;
+    assert_eq!(kept["artifacts"][0]["name"], "notes.txt", "{kept}");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_a_task_as_a_card_from_its_caller() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
+    fake.script("alpha", Step::reply("done"));
+    let out = sdk(&gw, "send", "tidy up", "m-dash").await;
+    let run = out["events"][0]["task"]["id"].as_str().unwrap().to_owned();
+
+    let browser = Browser::start().await;
+    browser
+        .goto(&format!("{}/#/delivery/{}", gw.base, urlencode(&run)))
+        .await;
+    let shown = browser
+        .until(
+            "the task's card and its row in the deliveries",
+            &format!(
+                "const c = document.querySelector('.delivery-detail .call-card'); \
+                 const row = document.querySelector('table.deliveries tr[data-run=\"{run}\"]'); \
+                 if (!c || !row) return null; \
+                 return {{ caller: c.querySelector('.call-caller').textContent, \
+                          target: c.querySelector('.call-target').textContent, \
+                          from: row.children[1].textContent }};"
+            ),
+        )
+        .await;
+    assert_eq!(shown["caller"], "a2a:client", "{shown}");
+    assert_eq!(shown["target"], "alpha", "{shown}");
+    assert_eq!(shown["from"], "a2a:client", "{shown}");
+    browser.close().await;
     gw.stop().await;
 }
 
