@@ -261,9 +261,18 @@ fn last_user_text(messages: &[RequestMessage]) -> Option<String> {
 }
 
 /// OpenAI's error shape: a refused request is the client's to fix (`invalid_request_error`); a
-/// failure on baton's side or its backend's (5xx) is a `server_error`, worth a retry.
+/// failure on baton's side or its backend's (5xx) is a `server_error`, worth a retry. A 503
+/// (shutting down, busy, a store that cannot record the message) says when, as the room API's
+/// does: the message was not taken, and sending it again shortly may be.
 fn error(status: StatusCode, message: &str) -> Response {
-    (status, Json(error_body(status, message))).into_response()
+    let mut response = (status, Json(error_body(status, message))).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("5"),
+        );
+    }
+    response
 }
 
 /// The body of [`error`], also sent as the last event of a stream that failed.
@@ -291,6 +300,12 @@ mod tests {
         for (status, kind) in cases {
             let response = error(status, "what happened");
             assert_eq!(response.status(), status);
+            let retry = response.headers().get(axum::http::header::RETRY_AFTER);
+            assert_eq!(
+                retry.is_some(),
+                status == StatusCode::SERVICE_UNAVAILABLE,
+                "Retry-After on 503 only: {status}"
+            );
             let bytes = axum::body::to_bytes(response.into_body(), 4096)
                 .await
                 .unwrap();
