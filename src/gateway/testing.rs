@@ -34,10 +34,14 @@ pub(crate) struct Parts {
 /// The parts for config `toml`, which must be valid (panics with the problems otherwise),
 /// built by the gateway's own [`assemble`] over an in-memory store.
 pub(crate) async fn parts(toml: &str) -> Parts {
-    let env = |_: &str| None;
-    let config = Config::from_toml(toml, Path::new("."), &env)
-        .unwrap_or_else(|problems| panic!("test config is invalid: {problems:?}"));
     let store = Store::open(":memory:").await.expect("in-memory store");
+    parts_on(toml, store, &|_| None)
+}
+
+/// [`parts`] over `store`, with `env` holding the secrets the config names.
+pub(crate) fn parts_on(toml: &str, store: Store, env: &dyn Fn(&str) -> Option<String>) -> Parts {
+    let config = Config::from_toml(toml, Path::new("."), env)
+        .unwrap_or_else(|problems| panic!("test config is invalid: {problems:?}"));
     let Assembled {
         engine,
         dispatcher,
@@ -46,7 +50,7 @@ pub(crate) async fn parts(toml: &str) -> Parts {
         scheduler,
         hub,
         ..
-    } = assemble(Arc::new(config), store, &env, &AdapterOverride::none()).expect("assembled");
+    } = assemble(Arc::new(config), store, env, &AdapterOverride::none()).expect("assembled");
     Parts {
         dispatcher,
         relay,
@@ -71,4 +75,80 @@ pub(crate) fn echo_config(ids: &[&str], extra: &str) -> String {
     }
     text.push_str(extra);
     text
+}
+
+/// Waits (at most 10 s) until `done` answers true, asking again every few milliseconds; panics
+/// naming `what` when it never does.
+pub(crate) async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut done: impl FnMut() -> F,
+) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited 10 s in vain: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits (at most 10 s) until every task `engine` spawned (runs, pushed outcomes, wakes,
+/// exchanges) has ended.
+pub(crate) async fn until_idle(engine: &Engine) {
+    eventually("the engine's tasks end", || async {
+        engine.tasks().is_empty()
+    })
+    .await;
+}
+
+/// A `sessions_send` `run_id` of `message` from bot `sender`, in its chat `room`, to bot
+/// `target`, in its backchannel for the sender: fire-and-forget (nobody waits), one hop deep.
+/// Write it with [`begun`].
+pub(crate) fn new_delivery(
+    run_id: &str,
+    sender: &str,
+    target: &str,
+    message: &str,
+) -> crate::store::NewDelivery {
+    let sender_session: crate::session::SessionKey =
+        format!("bot:{sender}:local:{sender}:room").parse().unwrap();
+    crate::store::NewDelivery {
+        run_id: run_id.into(),
+        sender: sender.parse().unwrap(),
+        target: target.parse().unwrap(),
+        target_session: format!("bot:{target}:local:{target}:a2a:{sender}")
+            .parse()
+            .unwrap(),
+        message: message.into(),
+        idempotency_key: None,
+        depth: 2,
+        origin: Some(sender_session.clone()),
+        sender_session,
+        trigger: None,
+        trace_parent: None,
+        mode: crate::store::SendMode::Fire,
+        artifacts_in: Vec::new(),
+        expect: None,
+        created_ms: crate::timing::now_ms(),
+        waiter: None,
+    }
+}
+
+/// Writes `new` queued, claimed by `runner`: the delivery as the relay then holds it.
+pub(crate) async fn begun(
+    engine: &Engine,
+    new: crate::store::NewDelivery,
+    runner: Option<&str>,
+) -> crate::store::Delivery {
+    match engine.store().delivery_begin(new, 0, runner).await {
+        Ok(crate::store::Begun::New(d)) => d,
+        other => panic!("not written anew: {other:?}"),
+    }
+}
+
+/// The texts posted in local room `room`, oldest first.
+pub(crate) async fn room_texts(parts: &Parts, room: &str) -> Vec<String> {
+    let messages = parts.hub.messages(room, None).await.expect("room messages");
+    messages.into_iter().map(|m| m.text).collect()
 }

@@ -35,3 +35,79 @@ pub async fn cancel(relay: &Relay, run_id: &str) -> Result<Option<Delivery>, Sto
     }
     settled(relay, run_id, STOPPED_WITHIN).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Stop;
+    use crate::gateway::testing::{
+        begun, echo_config, eventually, new_delivery, parts, until_idle,
+    };
+    use crate::lanes::Lane;
+    use crate::relay::send::start;
+
+    #[tokio::test]
+    async fn an_unknown_run_is_none_and_an_ended_one_keeps_its_outcome() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        assert_eq!(cancel(&gw.relay, "nope").await.unwrap(), None);
+        begun(&gw.engine, new_delivery("r1", "alpha", "beta", "hi"), None).await;
+        let answered = DeliveryChange {
+            reply: Some("done".into()),
+            ..DeliveryChange::to("r1", DeliveryState::Delivered, now_ms())
+        };
+        gw.engine.store().delivery_settle(answered).await.unwrap();
+        let d = cancel(&gw.relay, "r1").await.unwrap().unwrap();
+        assert_eq!(
+            (d.state, d.reply.as_deref()),
+            (DeliveryState::Delivered, Some("done"))
+        );
+    }
+
+    /// A run still waiting for its lane is settled at once, and its turn, when it gets the lane,
+    /// cannot change the outcome.
+    #[tokio::test]
+    async fn a_run_not_started_is_settled_canceled_for_good() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let engine = &gw.engine;
+        let me = Some(engine.instance());
+        let d = begun(engine, new_delivery("r1", "alpha", "beta", "hi"), me).await;
+        let busy = engine.lanes().enter(Lane::Nested, &d.target_session).await;
+        start(&gw.relay, &d);
+        let canceled = cancel(&gw.relay, "r1").await.unwrap().unwrap();
+        let reason = Stop::Canceled.to_string();
+        assert_eq!(
+            (canceled.state, canceled.reason.as_deref()),
+            (DeliveryState::Canceled, Some(reason.as_str()))
+        );
+        drop(busy);
+        until_idle(engine).await;
+        let after = engine.store().delivery("r1").await.unwrap().unwrap();
+        assert_eq!((after.state, after.reply), (DeliveryState::Canceled, None));
+    }
+
+    /// A run whose turn is under way here is stopped where it runs; the row says so.
+    #[tokio::test]
+    async fn a_running_turn_is_stopped_and_settled_canceled() {
+        let gw = parts(&echo_config(&["alpha", "beta", "gamma"], "")).await;
+        let engine = &gw.engine;
+        let me = Some(engine.instance());
+        // Beta's turn asks gamma and waits; gamma's run waits for a lane held here.
+        let ask = new_delivery("r1", "alpha", "beta", "ask @gamma: hold on");
+        let d = begun(engine, ask, me).await;
+        let gammas: crate::session::SessionKey = "bot:gamma:local:gamma:a2a:beta".parse().unwrap();
+        let busy = engine.lanes().enter(Lane::Nested, &gammas).await;
+        start(&gw.relay, &d);
+        eventually("beta's turn runs", || async {
+            engine.running().count() == 1
+        })
+        .await;
+        let canceled = cancel(&gw.relay, "r1").await.unwrap().unwrap();
+        assert_eq!(canceled.state, DeliveryState::Canceled, "{canceled:?}");
+        assert_eq!(
+            canceled.reason.as_deref(),
+            Some(Stop::Canceled.to_string().as_str())
+        );
+        drop(busy);
+        until_idle(engine).await;
+    }
+}

@@ -115,3 +115,97 @@ async fn turn(
         .await;
     Some(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{begun, echo_config, new_delivery, parts, until_idle};
+    use crate::outcome::REPLY_SKIP;
+    use crate::store::TranscriptQuery;
+
+    fn with_turns(turns: u32) -> String {
+        echo_config(
+            &["alpha", "beta"],
+            &format!("\n[limits]\nmax_ping_pong_turns = {turns}\n"),
+        )
+    }
+
+    /// What the bot of `session` said in the exchange: each entry's kind, text and exchange
+    /// number.
+    async fn exchanges(engine: &Engine, session: &SessionKey) -> Vec<(EntryKind, String, u64)> {
+        let entries = engine
+            .store()
+            .transcript(TranscriptQuery::session(session.clone()))
+            .await
+            .unwrap();
+        entries
+            .into_iter()
+            .filter(|e| e.kind != EntryKind::Inbound)
+            .filter_map(|e| Some((e.kind, e.text, e.meta["ping_pong"].as_u64()?)))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_bots_take_turns_sender_first_up_to_the_bound() {
+        let gw = parts(&with_turns(3)).await;
+        let d = begun(
+            &gw.engine,
+            new_delivery("r1", "alpha", "beta", "ping"),
+            None,
+        )
+        .await;
+        start(&gw.engine, &d, "pong");
+        until_idle(&gw.engine).await;
+        let said = |n| (EntryKind::Answer, "pong".to_owned(), n);
+        assert_eq!(
+            exchanges(&gw.engine, &d.sender_session).await,
+            [said(1), said(3)]
+        );
+        assert_eq!(exchanges(&gw.engine, &d.target_session).await, [said(2)]);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_exchanged_unless_configured_and_answered_in_words() {
+        for (turns, reply) in [(0, "pong"), (2, "  "), (2, REPLY_SKIP)] {
+            let gw = parts(&with_turns(turns)).await;
+            let d = begun(
+                &gw.engine,
+                new_delivery("r1", "alpha", "beta", "ping"),
+                None,
+            )
+            .await;
+            start(&gw.engine, &d, reply);
+            until_idle(&gw.engine).await;
+            for session in [&d.sender_session, &d.target_session] {
+                let none: [(EntryKind, String, u64); 0] = [];
+                assert_eq!(
+                    exchanges(&gw.engine, session).await,
+                    none,
+                    "{turns} {reply:?}"
+                );
+            }
+        }
+    }
+
+    /// A side answering `REPLY_SKIP` ends the exchange: its silence is on record, and the other
+    /// side is not asked again.
+    #[tokio::test]
+    async fn a_skip_ends_the_exchange() {
+        let gw = parts(&with_turns(3)).await;
+        let d = begun(
+            &gw.engine,
+            new_delivery("r1", "alpha", "beta", "ping"),
+            None,
+        )
+        .await;
+        // Alpha's echo drops the mention: it answers `REPLY_SKIP`.
+        start(&gw.engine, &d, &format!("@beta {REPLY_SKIP}"));
+        until_idle(&gw.engine).await;
+        assert_eq!(
+            exchanges(&gw.engine, &d.sender_session).await,
+            [(EntryKind::Silent, String::new(), 1)]
+        );
+        let none: [(EntryKind, String, u64); 0] = [];
+        assert_eq!(exchanges(&gw.engine, &d.target_session).await, none);
+    }
+}

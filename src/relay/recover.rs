@@ -276,3 +276,152 @@ fn settled(d: &Delivery) -> RunResult {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::gateway::testing::{
+        Parts, begun, echo_config, new_delivery, parts, room_texts, until_idle,
+    };
+    use crate::store::DeliveryChange;
+    use crate::timing::now_ms;
+
+    async fn two_bots() -> Parts {
+        parts(&echo_config(&["alpha", "beta"], "")).await
+    }
+
+    /// The text the sender's echo posts for run `run_id`'s pushed reply `reply`.
+    fn pushed(run_id: &str, reply: &str) -> String {
+        format!("[reply to your sessions_send, run {run_id}] {reply}")
+    }
+
+    async fn row(engine: &Engine, run_id: &str) -> Delivery {
+        engine.store().delivery(run_id).await.unwrap().unwrap()
+    }
+
+    async fn to_state(engine: &Engine, run_id: &str, state: DeliveryState) {
+        let change = DeliveryChange {
+            reply: Some(format!("{run_id} done")),
+            model: Some("echo".into()),
+            ..DeliveryChange::to(run_id, state, now_ms())
+        };
+        engine.store().delivery_settle(change).await.unwrap();
+    }
+
+    /// A run the last process under this id queued never started: it runs now, and its outcome
+    /// is pushed, since the sender that waited was that process's.
+    #[tokio::test]
+    async fn a_queued_run_left_at_a_restart_runs_and_its_outcome_is_pushed() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let waited = crate::store::NewDelivery {
+            mode: crate::store::SendMode::Wait,
+            ..new_delivery("r1", "alpha", "beta", "ping")
+        };
+        begun(engine, waited, Some(engine.instance())).await;
+        assert_eq!(recover(&gw.relay, true).await.unwrap(), 1);
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        assert_eq!(
+            (d.state, d.reply.as_deref(), d.notify),
+            (DeliveryState::Delivered, Some("ping"), Notify::Done)
+        );
+        assert_eq!(room_texts(&gw, "room").await, [pushed("r1", "ping")]);
+    }
+
+    /// A run cut short may have acted: it is not run again. An answer it got on record
+    /// stands; without one it fails saying why.
+    #[tokio::test]
+    async fn an_interrupted_run_is_not_run_again() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let me = Some(engine.instance());
+        let answered = begun(engine, new_delivery("r1", "alpha", "beta", "one"), me).await;
+        begun(engine, new_delivery("r2", "alpha", "beta", "two"), me).await;
+        for run in ["r1", "r2"] {
+            let running = DeliveryChange::to(run, DeliveryState::Running, now_ms());
+            engine.store().delivery_settle(running).await.unwrap();
+        }
+        let journal = crate::engine::journal(engine, &answered.target_session, "r1".into()).await;
+        journal
+            .bot_did(EntryKind::Answer, "half", json!({"model": "echo"}))
+            .await;
+
+        assert_eq!(recover(&gw.relay, true).await.unwrap(), 2);
+        until_idle(engine).await;
+        let r1 = row(engine, "r1").await;
+        assert_eq!(
+            (r1.state, r1.reply.as_deref(), r1.model.as_deref()),
+            (DeliveryState::Delivered, Some("half"), Some("echo"))
+        );
+        let r2 = row(engine, "r2").await;
+        assert_eq!(r2.state, DeliveryState::Failed);
+        let reason = r2.reason.unwrap_or_default();
+        assert!(reason.contains("it was not run again"), "{reason}");
+        let r2_turns = engine
+            .store()
+            .run_entries(&r2.target_session, "r2")
+            .await
+            .unwrap();
+        assert!(r2_turns.is_empty(), "{r2_turns:?}");
+    }
+
+    /// A settled outcome that had not reached its sender is pushed, unless the sender's
+    /// transcript shows the push happened (then it is only marked done).
+    #[tokio::test]
+    async fn a_settled_outcome_is_pushed_once() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let me = Some(engine.instance());
+        begun(engine, new_delivery("r1", "alpha", "beta", "one"), me).await;
+        let r2 = begun(engine, new_delivery("r2", "alpha", "beta", "two"), me).await;
+        to_state(engine, "r1", DeliveryState::Delivered).await;
+        to_state(engine, "r2", DeliveryState::Delivered).await;
+        let journal = crate::engine::journal(engine, &r2.sender_session, push_run_id("r2")).await;
+        journal
+            .heard(
+                "bot:beta",
+                crate::store::Origin::Bot,
+                "r2 done",
+                None,
+                json!({}),
+            )
+            .await;
+
+        assert_eq!(recover(&gw.relay, true).await.unwrap(), 2);
+        until_idle(engine).await;
+        assert_eq!(room_texts(&gw, "room").await, [pushed("r1", "r1 done")]);
+        for run in ["r1", "r2"] {
+            assert_eq!(row(engine, run).await.notify, Notify::Done, "{run}");
+        }
+    }
+
+    /// A sender that waited on an instance that is gone gets the outcome pushed, unless its
+    /// turn, run again, took the wait over first.
+    #[tokio::test]
+    async fn an_outcome_whose_waiter_is_gone_is_pushed_unless_taken_over() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        for run in ["r1", "r2"] {
+            let waited = crate::store::NewDelivery {
+                mode: crate::store::SendMode::Wait,
+                waiter: Some("gone".into()),
+                ..new_delivery(run, "alpha", "beta", run)
+            };
+            begun(engine, waited, Some("gone")).await;
+            to_state(engine, run, DeliveryState::Delivered).await;
+        }
+        let store = engine.store();
+        let me = Some(engine.instance());
+        let taken = store.delivery_take_wait("r2", "gone", me).await.unwrap();
+        assert!(taken.is_some());
+
+        assert_eq!(recover(&gw.relay, false).await.unwrap(), 1);
+        until_idle(engine).await;
+        assert_eq!(room_texts(&gw, "room").await, [pushed("r1", "r1 done")]);
+        assert_eq!(row(engine, "r1").await.notify, Notify::Done);
+        assert_eq!(row(engine, "r2").await.notify, Notify::None);
+    }
+}

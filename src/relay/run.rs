@@ -435,3 +435,138 @@ pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
 pub(super) fn push_run_id(run_id: &str) -> String {
     format!("reply:{run_id}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{
+        Parts, begun, echo_config, new_delivery, parts, room_texts, until_idle,
+    };
+    use crate::store::{NewDelivery, SendMode};
+
+    async fn two_bots() -> Parts {
+        parts(&echo_config(&["alpha", "beta"], "")).await
+    }
+
+    async fn row(engine: &Engine, run_id: &str) -> Delivery {
+        engine.store().delivery(run_id).await.unwrap().unwrap()
+    }
+
+    /// Nobody waits: the answer is settled with its report, and pushed to the sender's session,
+    /// whose chat sees the sender's turn on it.
+    #[tokio::test]
+    async fn an_answer_nobody_waits_for_is_settled_and_pushed() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let d = begun(engine, new_delivery("r1", "alpha", "beta", "ping"), None).await;
+        run(gw.relay.clone(), d).await;
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        assert_eq!(
+            (d.state, d.reply.as_deref(), d.model.as_deref(), d.notify),
+            (
+                DeliveryState::Delivered,
+                Some("ping"),
+                Some("echo"),
+                Notify::Done
+            )
+        );
+        assert_eq!(d.result.unwrap()["tool_calls"], json!(0));
+        assert_eq!(
+            room_texts(&gw, "room").await,
+            ["[reply to your sessions_send, run r1] ping"]
+        );
+    }
+
+    /// A sender waiting gets the outcome from the row (or handed over): nothing is pushed.
+    #[tokio::test]
+    async fn an_answer_a_sender_waits_for_is_not_pushed() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let waited = NewDelivery {
+            mode: SendMode::Wait,
+            ..new_delivery("r1", "alpha", "beta", "ping")
+        };
+        let d = begun(engine, waited, None).await;
+        run(gw.relay.clone(), d).await;
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        assert_eq!(
+            (d.state, d.notify),
+            (DeliveryState::Delivered, Notify::None)
+        );
+        assert!(room_texts(&gw, "room").await.is_empty());
+    }
+
+    /// A delivery to a bot taken out of the config fails, and the sender is told by baton.
+    #[tokio::test]
+    async fn a_target_no_longer_configured_fails_and_the_sender_is_told() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let d = begun(engine, new_delivery("r1", "alpha", "gone", "hi"), None).await;
+        run(gw.relay.clone(), d).await;
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        let reason = "bot `gone` is no longer configured";
+        assert_eq!(
+            (d.state, d.reason.as_deref()),
+            (DeliveryState::Failed, Some(reason))
+        );
+        assert_eq!(
+            room_texts(&gw, "room").await,
+            [format!(
+                "Message from baton: your sessions_send to bot 'gone' (run r1) ended failed: \
+                 {reason}"
+            )]
+        );
+    }
+
+    /// An answer that misses the expected schema gets one more turn, told what was wrong; a
+    /// second miss settles it `invalid_output` with the errors in its report.
+    #[tokio::test]
+    async fn an_answer_missing_the_schema_twice_is_invalid_output() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let expecting = NewDelivery {
+            expect: Some(json!({"type": "object", "required": ["vendors"]})),
+            ..new_delivery("r1", "alpha", "beta", "list the vendors")
+        };
+        let d = begun(engine, expecting, None).await;
+        run(gw.relay.clone(), d).await;
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        assert_eq!(d.state, DeliveryState::InvalidOutput);
+        let reason = d.reason.unwrap_or_default();
+        assert!(
+            reason.starts_with("the answer did not match the expected JSON Schema, twice: "),
+            "{reason}"
+        );
+        let errors = &d.result.unwrap()["errors"];
+        assert!(errors.as_array().is_some_and(|e| !e.is_empty()), "{errors}");
+        let answers = engine
+            .store()
+            .run_entries(&d.target_session, "r1")
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == EntryKind::Answer)
+            .count();
+        assert_eq!(answers, 2, "both answers are on record");
+    }
+
+    /// A delivery settled while its run went on (canceled, say) keeps that outcome: the run's
+    /// answer neither replaces it nor is pushed.
+    #[tokio::test]
+    async fn an_outcome_settled_before_the_run_ended_stands() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let d = begun(engine, new_delivery("r1", "alpha", "beta", "ping"), None).await;
+        let canceled = DeliveryChange::to("r1", DeliveryState::Canceled, now_ms());
+        engine.store().delivery_settle(canceled).await.unwrap();
+        run(gw.relay.clone(), d).await;
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        assert_eq!((d.state, d.reply), (DeliveryState::Canceled, None));
+        assert!(room_texts(&gw, "room").await.is_empty());
+    }
+}

@@ -167,3 +167,118 @@ async fn notified(engine: &Engine, delivery: Option<&str>) {
         tracing::error!(run = run_id, %err, "could not record that the reply was pushed");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Caller;
+    use crate::gateway::testing::{
+        Parts, begun, echo_config, new_delivery, parts, room_texts, until_idle,
+    };
+    use crate::session::SessionKey;
+    use crate::store::{Origin, TranscriptQuery};
+
+    async fn two_bots() -> Parts {
+        parts(&echo_config(&["alpha", "beta"], "")).await
+    }
+
+    /// Beta's late word `text` for alpha's session in `chat`, telling the outcome of delivery
+    /// `delivery`.
+    fn late(chat: &str, text: &str, delivery: Option<&str>) -> SessionMessage {
+        let session: SessionKey = format!("bot:alpha:local:alpha:{chat}").parse().unwrap();
+        SessionMessage {
+            caller: Caller::from_chat(&session),
+            session,
+            speaker: "bot:beta".into(),
+            origin: Origin::Bot,
+            text: format!("Message from bot 'beta': {text}"),
+            run_id: "reply:r1".into(),
+            meta: json!({}),
+            delivery: delivery.map(str::to_owned),
+            trace_parent: None,
+        }
+    }
+
+    async fn said(engine: &Engine, session: &SessionKey) -> Vec<(EntryKind, String)> {
+        let query = TranscriptQuery::session(session.clone());
+        let entries = engine.store().transcript(query).await.unwrap();
+        entries.into_iter().map(|e| (e.kind, e.text)).collect()
+    }
+
+    /// On SQLite this instance is every bot's home: the session is woken here, its reply is
+    /// posted to its chat, and the delivery it tells of is marked pushed.
+    #[tokio::test]
+    async fn a_woken_chat_session_answers_in_its_chat() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        begun(engine, new_delivery("r1", "alpha", "beta", "ping"), None).await;
+        on_home(engine, late("room", "late news", Some("r1"))).await;
+        until_idle(engine).await;
+        assert_eq!(room_texts(&gw, "room").await, ["late news"]);
+        let d = engine.store().delivery("r1").await.unwrap().unwrap();
+        assert_eq!(d.notify, Notify::Done);
+        let handed = engine.store().wakes_left("", false, 60_000).await.unwrap();
+        assert!(handed.is_empty(), "{handed:?}");
+    }
+
+    /// A backchannel is read by nobody: the reply stays on record, marked not posted.
+    #[tokio::test]
+    async fn a_backchannel_keeps_the_reply_on_record() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let message = late("a2a:beta", "late news", None);
+        let session = message.session.clone();
+        run(engine, message).await;
+        assert!(room_texts(&gw, "a2a:beta").await.is_empty());
+        let entries = engine
+            .store()
+            .transcript(TranscriptQuery::session(session))
+            .await
+            .unwrap();
+        let answer = entries.iter().find(|e| e.kind == EntryKind::Answer);
+        let answer = answer.expect("an answer on record");
+        assert_eq!(
+            (answer.text.as_str(), &answer.meta["posted"]),
+            ("late news", &json!(false))
+        );
+    }
+
+    /// No backend stands behind an MCP client's session: the message is recorded, no turn.
+    #[tokio::test]
+    async fn an_mcp_session_only_records_the_message() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let message = late("mcp:client", "late news", None);
+        let session = message.session.clone();
+        run(engine, message).await;
+        assert_eq!(
+            said(engine, &session).await,
+            [(
+                EntryKind::Inbound,
+                "Message from bot 'beta': late news".to_owned()
+            )]
+        );
+    }
+
+    /// A wake handed to this instance is run once, however often it is taken up, and then
+    /// deleted; one this baton cannot read is deleted too.
+    #[tokio::test]
+    async fn a_handed_wake_runs_once_and_is_deleted() {
+        let gw = two_bots().await;
+        let engine = &gw.engine;
+        let store = engine.store();
+        let message = serde_json::to_string(&late("room", "late news", None)).unwrap();
+        store.wake_hand("w1", "alpha", message, 1).await.unwrap();
+        store
+            .wake_hand("w2", "alpha", "{\"not\": \"a message\"}".into(), 2)
+            .await
+            .unwrap();
+        take_up(engine, "w1", None).await;
+        take_up(engine, "w1", None).await;
+        take_up(engine, "w2", None).await;
+        until_idle(engine).await;
+        assert_eq!(room_texts(&gw, "room").await, ["late news"]);
+        let left = store.wakes_left(engine.instance(), true, 60_000).await;
+        assert_eq!(left.unwrap(), []);
+    }
+}

@@ -408,18 +408,17 @@ mod tests {
 
     use super::*;
     use crate::gateway::testing::{Parts, echo_config, parts};
-    use crate::lanes::Lane;
     use crate::store::{EntryKind, TranscriptQuery};
 
     /// A scheduler over `gw`'s engine with a board of its own on the gateway's clock: what
     /// each instance on one store has.
-    fn scheduler(gw: &Parts) -> Scheduler {
+    pub(super) fn scheduler(gw: &Parts) -> Scheduler {
         let zone = Zone::parse(&gw.engine.config().gateway.timezone).unwrap();
         Scheduler::new(gw.engine.clone(), Arc::new(Board::new(zone))).unwrap()
     }
 
     /// Monday 2025-03-03, `h:m` UTC.
-    fn monday(h: u32, m: u32) -> DateTime<Utc> {
+    pub(super) fn monday(h: u32, m: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2025, 3, 3, h, m, 0).unwrap()
     }
 
@@ -484,49 +483,6 @@ mod tests {
         assert_eq!((skips("paused"), skips("quiet-hours")), (1, 1));
     }
 
-    /// A heartbeat due while its bot has a turn on the main lane waits for it, noted once on
-    /// record however many ticks it waits, and starts on the first tick after the turn ends.
-    #[tokio::test]
-    async fn a_due_heartbeat_waits_while_its_bot_is_busy_noted_once() {
-        let config = echo_config(
-            &["hb"],
-            "heartbeat = { every = \"30m\", target = \"none\" }\n",
-        );
-        let gw = parts(&config).await;
-        let s = &gw.engine;
-        let scheduler = scheduler(&gw);
-        let outcome = |outcome| {
-            vec![Ticked {
-                bot: "hb".parse().unwrap(),
-                job: HEARTBEAT_JOB.into(),
-                outcome,
-            }]
-        };
-        assert_eq!(
-            scheduler.tick(monday(9, 0)).await,
-            vec![],
-            "the first tick arms"
-        );
-
-        let busy = s
-            .lanes()
-            .enter(Lane::Main, &"bot:hb:local:hb:room".parse().unwrap())
-            .await;
-        let waiting = outcome(TickOutcome::Waiting(SkipReason::RequestsInFlight));
-        assert_eq!(scheduler.tick(monday(9, 30)).await, waiting);
-        assert_eq!(scheduler.tick(monday(9, 31)).await, waiting);
-        let skips = s
-            .metrics()
-            .get(&crate::metrics::SCHEDULED_SKIPS, "requests-in-flight");
-        assert_eq!(skips, 1, "the wait is noted once");
-
-        drop(busy);
-        assert_eq!(
-            scheduler.tick(monday(9, 32)).await,
-            outcome(TickOutcome::Started)
-        );
-    }
-
     /// Two schedulers on one database (two instances) tick the same due heartbeat at once:
     /// one starts it, the other reports it dealt with elsewhere, and both then wait for the
     /// same next occurrence.
@@ -563,7 +519,7 @@ mod tests {
     }
 
     /// Waits (at most 10 s) until none of `scheduler`'s turns is queued or running.
-    async fn until_idle(scheduler: &Scheduler) {
+    pub(super) async fn until_idle(scheduler: &Scheduler) {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             let running = scheduler
@@ -582,32 +538,5 @@ mod tests {
             );
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-    }
-
-    /// A checklist of headings and empty boxes is no work: the heartbeat is skipped, no turn.
-    #[tokio::test]
-    async fn a_heartbeat_with_an_empty_checklist_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let checklist = dir.path().join("HEARTBEAT.md");
-        std::fs::write(&checklist, "# Checks\n\n- [ ]\n").unwrap();
-        let heartbeat = format!(
-            "heartbeat = {{ every = \"30m\", target = \"none\", prompt_file = {:?} }}\n",
-            checklist.display().to_string()
-        );
-        let gw = parts(&echo_config(&["hb"], &heartbeat)).await;
-        let scheduler = scheduler(&gw);
-        assert_eq!(
-            scheduler.tick(monday(9, 0)).await,
-            vec![],
-            "the first tick arms"
-        );
-        assert_eq!(
-            scheduler.tick(monday(9, 30)).await,
-            vec![Ticked {
-                bot: "hb".parse().unwrap(),
-                job: HEARTBEAT_JOB.into(),
-                outcome: TickOutcome::Skipped(SkipReason::Empty),
-            }]
-        );
     }
 }

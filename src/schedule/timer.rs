@@ -26,3 +26,26 @@ pub(crate) async fn run_timer(scheduler: Arc<Scheduler>, stop: CancellationToken
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{echo_config, eventually, parts};
+
+    /// The timer's first tick comes at once (it arms the jobs: their due times show), and
+    /// it ends when told to stop.
+    #[tokio::test]
+    async fn the_timer_ticks_at_once_and_ends_when_stopped() {
+        let heartbeat = "heartbeat = { every = \"30m\", target = \"none\" }\n";
+        let gw = parts(&echo_config(&["hb"], heartbeat)).await;
+        let stop = CancellationToken::new();
+        let timer = tokio::spawn(run_timer(Arc::clone(&gw.scheduler), stop.clone()));
+        eventually("the first tick arms the heartbeat", || async {
+            !gw.scheduler.next_due().is_empty()
+        })
+        .await;
+        stop.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(10), timer).await;
+        assert!(ended.is_ok(), "the timer kept ticking after its stop");
+    }
+}
