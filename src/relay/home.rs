@@ -48,65 +48,55 @@ pub(super) async fn home_of(engine: &Engine, bot: &BotId) -> Home {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::testing::{echo_config, parts, parts_on};
+    use crate::gateway::testing::{echo_config, parts_on};
+    use crate::store::testing::engines;
 
-    /// On SQLite there is one instance: whoever else once held the bot's accounts, it is not
-    /// alive to run anything.
+    /// A bot's deliveries run where its socket account is held, when instances share a
+    /// PostgreSQL database: on that live instance, or here when nobody holds it, when this
+    /// instance does, or when the bot has no socket account. On SQLite (one instance) every
+    /// delivery runs here, whoever once held the account.
     #[tokio::test]
-    async fn on_sqlite_every_bot_is_run_here() {
-        let gw = parts(&echo_config(&["alpha"], "")).await;
-        let store = gw.engine.store();
-        store
-            .instance_register("other", "0.1", 60_000)
-            .await
-            .unwrap();
-        let alpha: BotId = "alpha".parse().unwrap();
-        let alphas = crate::store::LeaseKey {
-            platform: "local".into(),
-            account: "alpha".into(),
-        };
-        store
-            .lease_round("other", vec![alphas], Vec::new(), 60_000)
-            .await
-            .unwrap();
-        assert_eq!(home_of(&gw.engine, &alpha).await, Home::Here);
-    }
-
-    /// With instances sharing a PostgreSQL database, a bot's deliveries run where its socket
-    /// account is held: on that live instance, or here when nobody holds it, when this instance
-    /// does, or when the bot has no socket account.
-    #[tokio::test]
-    async fn on_postgres_a_bot_runs_where_its_socket_is_held() {
-        let db = crate::store::testing::TestDb::postgres().await;
+    async fn a_bot_runs_where_its_socket_is_held_on_a_shared_database() {
         let discord = "\n[[accounts]]\nbot = \"alpha\"\nplatform = \"discord\"\n\
                        bot_token_env = \"ALPHA_TOKEN\"\napplication_id = \"1\"\n";
-        let env = |name: &str| (name == "ALPHA_TOKEN").then(|| "token".to_owned());
         let config = echo_config(&["alpha", "beta"], discord);
-        let gw = parts_on(&config, db.open().await, &env);
-        let engine = &gw.engine;
-        let store = engine.store();
+        let env = |name: &str| (name == "ALPHA_TOKEN").then(|| "token".to_owned());
         let (alpha, beta): (BotId, BotId) = ("alpha".parse().unwrap(), "beta".parse().unwrap());
         let lease = 60_000;
-        let keys = crate::cluster::socket_leases(engine.roster().accounts());
-        assert_eq!(keys.len(), 1, "alpha's discord account");
-        assert_eq!(home_of(engine, &alpha).await, Home::Here, "nobody holds it");
+        for db in engines().await {
+            let gw = parts_on(&config, db.open().await, &env);
+            let engine = &gw.engine;
+            let store = engine.store();
+            let keys = crate::cluster::socket_leases(engine.roster().accounts());
+            assert_eq!(keys.len(), 1, "alpha's discord account");
+            assert_eq!(home_of(engine, &alpha).await, Home::Here, "nobody holds it");
 
-        store
-            .instance_register("other", "0.1", lease)
-            .await
-            .unwrap();
-        let round = store.lease_round("other", keys.clone(), Vec::new(), lease);
-        round.await.unwrap();
-        assert_eq!(home_of(engine, &alpha).await, Home::There("other".into()));
-        assert_eq!(home_of(engine, &beta).await, Home::Here);
+            store
+                .instance_register("other", "0.1", lease)
+                .await
+                .unwrap();
+            let round = store.lease_round("other", keys.clone(), Vec::new(), lease);
+            round.await.unwrap();
+            let held_elsewhere = match db.url() {
+                Some(_) => Home::There("other".into()),
+                None => Home::Here,
+            };
+            let engine_name = db.engine();
+            assert_eq!(
+                home_of(engine, &alpha).await,
+                held_elsewhere,
+                "{engine_name}"
+            );
+            assert_eq!(home_of(engine, &beta).await, Home::Here, "{engine_name}");
 
-        store.lease_release("other").await.unwrap();
-        let me = engine.instance();
-        store.instance_register(me, "0.1", lease).await.unwrap();
-        store
-            .lease_round(me, keys, Vec::new(), lease)
-            .await
-            .unwrap();
-        assert_eq!(home_of(engine, &alpha).await, Home::Here);
+            store.lease_release("other").await.unwrap();
+            let me = engine.instance();
+            store.instance_register(me, "0.1", lease).await.unwrap();
+            store
+                .lease_round(me, keys, Vec::new(), lease)
+                .await
+                .unwrap();
+            assert_eq!(home_of(engine, &alpha).await, Home::Here, "{engine_name}");
+        }
     }
 }

@@ -407,7 +407,7 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::gateway::testing::{Parts, echo_config, parts};
+    use crate::gateway::testing::{Parts, echo_config, eventually, parts};
     use crate::store::{EntryKind, TranscriptQuery};
 
     /// A scheduler over `gw`'s engine with a board of its own on the gateway's clock: what
@@ -520,23 +520,13 @@ mod tests {
 
     /// Waits (at most 10 s) until none of `scheduler`'s turns is queued or running.
     pub(super) async fn until_idle(scheduler: &Scheduler) {
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let running = scheduler
-                .state
-                .lock()
-                .await
+        eventually("the scheduled turns end", || async {
+            let state = scheduler.state.lock().await;
+            !state
                 .slots
                 .iter()
-                .any(|slot| slot.running.load(Ordering::Acquire));
-            if !running {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "a scheduled turn never ended"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+                .any(|s| s.running.load(Ordering::Acquire))
+        })
+        .await;
     }
 }
