@@ -152,3 +152,30 @@ pub(crate) async fn room_texts(parts: &Parts, room: &str) -> Vec<String> {
     let messages = parts.hub.messages(room, None).await.expect("room messages");
     messages.into_iter().map(|m| m.text).collect()
 }
+
+/// Echo bots `ids` on `db`, the first with a Discord account too (a socket account: where its
+/// lease is held is the bot's home), whose lease the live instance `other` holds.
+pub(crate) async fn held_elsewhere(ids: &[&str], db: &crate::store::testing::TestDb) -> Parts {
+    let discord = format!(
+        "\n[[accounts]]\nbot = \"{}\"\nplatform = \"discord\"\n\
+         bot_token_env = \"DISCORD_TOKEN\"\napplication_id = \"1\"\n",
+        ids[0]
+    );
+    let env = |name: &str| (name == "DISCORD_TOKEN").then(|| "token".to_owned());
+    let gw = parts_on(&echo_config(ids, &discord), db.open().await, &env);
+    let store = gw.engine.store();
+    let lease = 60_000;
+    let keys = crate::cluster::socket_leases(gw.engine.roster().accounts());
+    assert_eq!(keys.len(), 1, "the Discord account");
+    store
+        .instance_register("other", "0.1", lease)
+        .await
+        .unwrap();
+    let round = store.lease_round("other", keys, Vec::new(), lease).await;
+    assert_eq!(
+        round.unwrap().held,
+        [true],
+        "other holds the Discord account"
+    );
+    gw
+}

@@ -48,7 +48,7 @@ pub(super) async fn home_of(engine: &Engine, bot: &BotId) -> Home {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::testing::{echo_config, parts_on};
+    use crate::gateway::testing::held_elsewhere;
     use crate::store::testing::engines;
 
     /// A bot's deliveries run where its socket account is held, when instances share a
@@ -57,40 +57,27 @@ mod tests {
     /// delivery runs here, whoever once held the account.
     #[tokio::test]
     async fn a_bot_runs_where_its_socket_is_held_on_a_shared_database() {
-        let discord = "\n[[accounts]]\nbot = \"alpha\"\nplatform = \"discord\"\n\
-                       bot_token_env = \"ALPHA_TOKEN\"\napplication_id = \"1\"\n";
-        let config = echo_config(&["alpha", "beta"], discord);
-        let env = |name: &str| (name == "ALPHA_TOKEN").then(|| "token".to_owned());
         let (alpha, beta): (BotId, BotId) = ("alpha".parse().unwrap(), "beta".parse().unwrap());
-        let lease = 60_000;
         for db in engines().await {
-            let gw = parts_on(&config, db.open().await, &env);
+            let gw = held_elsewhere(&["alpha", "beta"], &db).await;
             let engine = &gw.engine;
             let store = engine.store();
-            let keys = crate::cluster::socket_leases(engine.roster().accounts());
-            assert_eq!(keys.len(), 1, "alpha's discord account");
-            assert_eq!(home_of(engine, &alpha).await, Home::Here, "nobody holds it");
-
-            store
-                .instance_register("other", "0.1", lease)
-                .await
-                .unwrap();
-            let round = store.lease_round("other", keys.clone(), Vec::new(), lease);
-            round.await.unwrap();
-            let held_elsewhere = match db.url() {
+            let held_by_other = match db.url() {
                 Some(_) => Home::There("other".into()),
                 None => Home::Here,
             };
             let engine_name = db.engine();
             assert_eq!(
                 home_of(engine, &alpha).await,
-                held_elsewhere,
+                held_by_other,
                 "{engine_name}"
             );
             assert_eq!(home_of(engine, &beta).await, Home::Here, "{engine_name}");
 
             store.lease_release("other").await.unwrap();
-            let me = engine.instance();
+            assert_eq!(home_of(engine, &alpha).await, Home::Here, "nobody holds it");
+            let (me, lease) = (engine.instance(), 60_000);
+            let keys = crate::cluster::socket_leases(engine.roster().accounts());
             store.instance_register(me, "0.1", lease).await.unwrap();
             store
                 .lease_round(me, keys, Vec::new(), lease)

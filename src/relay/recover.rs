@@ -283,7 +283,7 @@ mod tests {
 
     use super::*;
     use crate::gateway::testing::{
-        Parts, begun, echo_config, new_delivery, parts, room_texts, until_idle,
+        Parts, begun, echo_config, held_elsewhere, new_delivery, parts, room_texts, until_idle,
     };
     use crate::store::DeliveryChange;
     use crate::timing::now_ms;
@@ -423,5 +423,27 @@ mod tests {
         assert_eq!(room_texts(&gw, "room").await, [pushed("r1", "r1 done")]);
         assert_eq!(row(engine, "r1").await.notify, Notify::Done);
         assert_eq!(row(engine, "r2").await.notify, Notify::None);
+    }
+
+    /// A queued run nobody claimed, whose target's socket another live instance holds, is
+    /// that home's to take; once nobody holds it, it runs here.
+    #[tokio::test]
+    async fn a_queued_run_is_left_to_the_targets_live_home() {
+        let db = crate::store::testing::TestDb::postgres().await;
+        let gw = held_elsewhere(&["beta", "alpha"], &db).await;
+        let engine = &gw.engine;
+        begun(engine, new_delivery("r1", "alpha", "beta", "ping"), None).await;
+        assert_eq!(recover(&gw.relay, false).await.unwrap(), 0);
+        let d = row(engine, "r1").await;
+        assert_eq!((d.state, d.runner), (DeliveryState::Queued, None));
+
+        engine.store().lease_release("other").await.unwrap();
+        assert_eq!(recover(&gw.relay, false).await.unwrap(), 1);
+        until_idle(engine).await;
+        let d = row(engine, "r1").await;
+        assert_eq!(
+            (d.state, d.runner.as_deref()),
+            (DeliveryState::Delivered, Some(engine.instance()))
+        );
     }
 }

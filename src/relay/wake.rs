@@ -173,7 +173,7 @@ mod tests {
     use super::*;
     use crate::engine::Caller;
     use crate::gateway::testing::{
-        Parts, begun, echo_config, new_delivery, parts, room_texts, until_idle,
+        Parts, begun, echo_config, held_elsewhere, new_delivery, parts, room_texts, until_idle,
     };
     use crate::session::SessionKey;
     use crate::store::{Origin, TranscriptQuery};
@@ -280,5 +280,29 @@ mod tests {
         assert_eq!(room_texts(&gw, "room").await, ["late news"]);
         let left = store.wakes_left(engine.instance(), true, 60_000).await;
         assert_eq!(left.unwrap(), []);
+    }
+
+    /// A session whose bot's socket another live instance holds is woken there: the message
+    /// is handed over intact, and nothing runs here.
+    #[tokio::test]
+    async fn a_wake_for_a_bot_homed_elsewhere_is_handed_to_its_home() {
+        let db = crate::store::testing::TestDb::postgres().await;
+        let gw = held_elsewhere(&["alpha", "beta"], &db).await;
+        let engine = &gw.engine;
+        on_home(engine, late("room", "late news", None)).await;
+        until_idle(engine).await;
+        assert!(room_texts(&gw, "room").await.is_empty());
+        let handed = engine.store().wakes_left("other", false, 60_000).await;
+        let handed = handed.unwrap();
+        assert_eq!(
+            handed
+                .iter()
+                .map(|w| (w.bot.as_str(), w.runner.as_deref()))
+                .collect::<Vec<_>>(),
+            [("alpha", None)]
+        );
+        // The home takes it up (here standing in for it).
+        take_up(engine, &handed[0].id, None).await;
+        assert_eq!(room_texts(&gw, "room").await, ["late news"]);
     }
 }
