@@ -30,6 +30,9 @@ mod recover;
 mod round_robin;
 mod turns;
 
+#[cfg(test)]
+mod testing;
+
 pub(crate) use handle::Chains;
 pub(crate) use place::Place;
 pub(crate) use recover::{recover, serve};
@@ -498,30 +501,9 @@ pub(crate) fn is_coordinator(chain: &Chain, bot: &BotId) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use baton_contract::{AccountId, ChatId, Platform};
-
+    use super::testing::{start_in_room, until_closed};
     use super::*;
     use crate::gateway::testing::{echo_config, parts};
-
-    fn start_in_room(coordinator: Option<&str>, participants: &[&str]) -> Start {
-        Start {
-            name: "plan".into(),
-            coordinator: coordinator.map(str::to_owned),
-            participants: participants.iter().map(|p| (*p).to_owned()).collect(),
-            place: Place {
-                platform: Platform::Local,
-                chat: ChatId::from("room"),
-                thread: None,
-                anchor: None,
-                account: AccountId::from("lead"),
-            },
-            started_by: "ann".into(),
-            trigger: None,
-            opening: Opening::CommandAnswer,
-        }
-    }
 
     fn pass<'a>(chain: &'a str, by: &'a str, to: &'a str) -> Pass<'a> {
         Pass {
@@ -579,18 +561,7 @@ mod tests {
             .await
             .unwrap();
         kick_off(&gw.chains, chain.clone(), "go".into()).await;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        let closed = loop {
-            let now = s.store().chain(&chain.id).await.unwrap().unwrap();
-            if now.state != ChainState::Open {
-                break now;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "chain still open: {now:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
+        let closed = until_closed(s, &chain.id).await;
         assert_eq!(closed.state, ChainState::Completed, "{closed:?}");
         let posters: Vec<String> = s
             .store()

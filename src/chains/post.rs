@@ -49,3 +49,100 @@ pub(super) async fn baton_says(
     };
     say(engine, place, account, run_id, text).await
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{AccountId, MessageId};
+
+    use super::super::testing::room;
+    use super::*;
+    use crate::gateway::testing::{Parts, echo_config, parts};
+    use crate::local::RoomMessage;
+    use crate::store::TranscriptQuery;
+
+    async fn posted(gw: &Parts) -> Vec<RoomMessage> {
+        gw.hub.messages("room", None).await.unwrap()
+    }
+
+    /// A bot's chain post is its own message answering the chain's anchor, recorded in its
+    /// session of the chat, and known as a chain line there so it wakes no bot.
+    #[tokio::test]
+    async fn a_post_is_the_bots_own_answer_to_the_anchor_and_wakes_no_bot() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let place = Place {
+            anchor: Some(MessageId::from("m0")),
+            ..room()
+        };
+        let alpha = place.account_of(engine, &"alpha".parse().unwrap()).unwrap();
+        let id = say(
+            engine,
+            &place,
+            alpha,
+            "chain:ch-1:m1".into(),
+            "@lead the migration",
+        )
+        .await
+        .expect("posted");
+
+        let [message] = &posted(&gw).await[..] else {
+            panic!("one post: {:?}", posted(&gw).await);
+        };
+        assert_eq!(
+            (message.id.as_str(), message.author.as_str(), message.is_bot),
+            (id.as_str(), "alpha", true)
+        );
+        assert_eq!(message.text, "@lead the migration");
+        assert_eq!(message.reply_to.as_deref(), Some("m0"));
+        let bot = alpha.bot.id();
+        assert!(
+            engine
+                .own_notices()
+                .is_notice(&place.chat_key(), bot, "@lead the migration"),
+            "a chain post must not wake the bot it mentions"
+        );
+        engine.store().flush().await.unwrap();
+        let query = TranscriptQuery::session(place.session(alpha));
+        let transcript = engine.store().transcript(query).await.unwrap();
+        assert!(
+            transcript
+                .iter()
+                .any(|e| e.run_id.as_deref() == Some("chain:ch-1:m1")),
+            "recorded under its run: {transcript:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_same_run_posts_nothing_twice() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let (engine, place) = (&gw.engine, room());
+        let alpha = place.account_of(engine, &"alpha".parse().unwrap()).unwrap();
+        let first = say(engine, &place, alpha, "chain:ch-1:m1".into(), "once").await;
+        let again = say(engine, &place, alpha, "chain:ch-1:m1".into(), "once").await;
+        assert!(first.is_some());
+        assert_eq!(again, first);
+        assert_eq!(posted(&gw).await.len(), 1);
+    }
+
+    /// baton's own lines go through the account the chain names; when that account is gone
+    /// nothing is posted rather than borrowing another bot's.
+    #[tokio::test]
+    async fn baton_speaks_through_the_chains_account_or_not_at_all() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let said = baton_says(engine, &room(), "chain:ch-1:open".into(), "Chain started").await;
+        assert!(said.is_some());
+        let gone = Place {
+            account: AccountId::from("gone"),
+            ..room()
+        };
+        let unsaid = baton_says(engine, &gone, "chain:ch-1:close".into(), "Chain closed").await;
+        assert_eq!(unsaid, None);
+        let authors: Vec<(String, String)> = posted(&gw)
+            .await
+            .into_iter()
+            .map(|m| (m.author, m.text))
+            .collect();
+        assert_eq!(authors, [("lead".to_owned(), "Chain started".to_owned())]);
+    }
+}

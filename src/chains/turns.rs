@@ -255,3 +255,250 @@ impl ReplyGate for TurnGate<'_> {
         answer
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::Platform;
+
+    use super::super::testing::{given, start_in_room, started, until_closed};
+    use super::super::{Start, start};
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::store::{ChainEntry, ChainEntryKind, NewChain, TranscriptQuery};
+    use crate::timing::now_ms;
+
+    fn bot(name: &str) -> BotId {
+        name.parse().unwrap()
+    }
+
+    fn job(chain: Chain, who: &str, role: Role) -> TurnJob {
+        TurnJob {
+            chain,
+            bot: bot(who),
+            role,
+            prompt: "your view?".into(),
+        }
+    }
+
+    /// The entries of `kind` in `chain` since it started.
+    async fn log(engine: &Engine, chain: &str, kind: ChainEntryKind) -> Vec<ChainEntry> {
+        let log = engine.store().chain_entries(chain).await.unwrap();
+        log.into_iter()
+            .filter(|e| e.kind == kind && e.turn > 0)
+            .collect()
+    }
+
+    fn stop(by: &str) -> ChainClose {
+        ChainClose {
+            state: ChainState::Stopped,
+            by: by.into(),
+            reason: "enough".into(),
+            at_turn: None,
+        }
+    }
+
+    /// The echo bot answers a chain turn with the chain's topic.
+    #[tokio::test]
+    async fn a_participants_reply_is_its_post_in_the_chat_and_the_turn_goes_back() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let (engine, chains) = (&gw.engine, &gw.chains);
+        let chain = started(engine, Some("lead"), &["alpha"]).await;
+        let chain = given(engine, &chain, "alpha").await;
+
+        take(chains, job(chain.clone(), "alpha", Role::Participant)).await;
+        let posts = log(engine, &chain.id, ChainEntryKind::Message).await;
+        let posts: Vec<(&str, &str, i64)> = posts
+            .iter()
+            .map(|e| (e.sender.as_str(), e.content.as_str(), e.turn))
+            .collect();
+        assert_eq!(posts, [("alpha", "plan", chain.turn)]);
+        let room = gw.hub.messages("room", None).await.unwrap();
+        assert!(
+            room.iter().any(|m| m.author == "alpha" && m.text == "plan"),
+            "{room:?}"
+        );
+        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        assert!(notes.is_empty(), "a post needs no note: {notes:?}");
+    }
+
+    #[tokio::test]
+    async fn a_participant_that_passes_hands_the_turn_back_with_a_note() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let silent = engine.config().gateway.silent_token.clone();
+        let quiet = start(
+            engine,
+            Start {
+                name: silent,
+                ..start_in_room(Some("lead"), &["alpha"])
+            },
+        )
+        .await
+        .unwrap();
+        let chain = given(engine, &quiet, "alpha").await;
+
+        take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
+        assert_eq!(log(engine, &chain.id, ChainEntryKind::Message).await, []);
+        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        let notes: Vec<&str> = notes.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(notes, ["alpha passed without posting"]);
+    }
+
+    /// Waiting for the bot's session counts toward the turn's limit: the chain waits all the
+    /// same.
+    #[tokio::test]
+    async fn a_turn_that_cannot_start_in_time_times_out_and_goes_back() {
+        let config = echo_config(&["lead", "alpha"], "\n[chains]\nturn_timeout_seconds = 1\n");
+        let gw = parts(&config).await;
+        let engine = &gw.engine;
+        let chain = started(engine, Some("lead"), &["alpha"]).await;
+        let chain = given(engine, &chain, "alpha").await;
+        let place = Place::of(&chain);
+        let alpha = place.account_of(engine, &bot("alpha")).unwrap();
+        let _busy = engine
+            .lanes()
+            .enter(Lane::Main, &place.session(alpha))
+            .await;
+
+        take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
+        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        let notes: Vec<&str> = notes.iter().map(|e| e.content.as_str()).collect();
+        assert_eq!(notes, ["alpha's turn timed out after 1 s"]);
+    }
+
+    /// A chain whose platform a bot has no account on any more: the participant's turn fails
+    /// and goes back; the coordinator's fails too, and the chain ends rather than hang open.
+    #[tokio::test]
+    async fn failed_turns_go_back_and_a_coordinator_that_cannot_act_stalls_the_chain() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let elsewhere = Place {
+            platform: Platform::Slack,
+            ..super::super::testing::room()
+        };
+        let new = NewChain {
+            name: "plan".into(),
+            coordinator: Some(bot("lead")),
+            participants: vec![bot("alpha")],
+            origin: elsewhere.origin(),
+            started_by: "ann".into(),
+            trigger: None,
+        };
+        let chain = engine.store().create_chain(new, now_ms()).await.unwrap();
+        let chain = given(engine, &chain, "alpha").await;
+
+        take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
+        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        assert_eq!(
+            notes.first().map(|e| e.content.as_str()),
+            Some("alpha's turn failed: alpha has no account on slack any more")
+        );
+        let closed = until_closed(engine, &chain.id).await;
+        assert_eq!(closed.state, ChainState::Stalled);
+        assert_eq!(
+            closed.closed_reason.as_deref(),
+            Some("the coordinator lead's turn failed: lead has no account on slack any more")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_coordinator_that_ends_its_turn_without_moving_it_stalls_the_chain() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let chain = started(engine, Some("lead"), &["alpha"]).await;
+
+        take(&gw.chains, job(chain.clone(), "lead", Role::Coordinator)).await;
+        let now = engine.store().chain(&chain.id).await.unwrap().unwrap();
+        assert_eq!(now.state, ChainState::Stalled);
+        assert_eq!(
+            now.closed_reason.as_deref(),
+            Some(
+                "the coordinator lead ended its turn without handing the turn on or closing the \
+                 chain"
+            )
+        );
+    }
+
+    /// The bot's answer is kept in its transcript, marked as not posted and why, and the chat
+    /// sees nothing of it.
+    #[tokio::test]
+    async fn a_reply_the_chain_no_longer_takes_is_recorded_but_not_posted() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let chain = started(engine, Some("lead"), &["alpha"]).await;
+        let chain = given(engine, &chain, "alpha").await;
+        engine
+            .store()
+            .chain_close(&chain.id, stop("ann"), now_ms())
+            .await
+            .unwrap();
+
+        take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
+        let room = gw.hub.messages("room", None).await.unwrap();
+        assert!(room.iter().all(|m| m.author != "alpha"), "{room:?}");
+        let place = Place::of(&chain);
+        let alpha = place.account_of(engine, &bot("alpha")).unwrap();
+        let query = TranscriptQuery::session(place.session(alpha));
+        let transcript = engine.store().transcript(query).await.unwrap();
+        let answer = transcript
+            .iter()
+            .find(|e| e.kind == EntryKind::Answer)
+            .expect("the answer is recorded");
+        assert_eq!(answer.text, "plan");
+        assert_eq!(answer.meta["posted"], false, "{answer:?}");
+        assert_eq!(answer.meta["why"], "the chain is stopped", "{answer:?}");
+    }
+
+    /// The gate takes a reply only while the turn is the bot's, and not after the bot posted
+    /// in this turn with `chain_message`.
+    #[tokio::test]
+    async fn the_gate_takes_a_reply_only_on_the_bots_own_turn_and_once() {
+        let gw = parts(&echo_config(&["lead", "alpha"], "")).await;
+        let engine = &gw.engine;
+        let chain = started(engine, Some("lead"), &["alpha"]).await;
+        let gate = |job| TurnGate {
+            engine,
+            job,
+            quiet_in: Place::of(&chain).chat_key(),
+            taken: Mutex::new(None),
+        };
+        let why = |refused: Result<(), NotAdmitted>| refused.unwrap_err().to_string();
+
+        let leads = job(chain.clone(), "lead", Role::Coordinator);
+        let lead = gate(&leads);
+        assert_eq!(
+            lead.taken().unwrap_err().to_string(),
+            "the reply was never offered"
+        );
+        lead.open().await.unwrap();
+        engine
+            .store()
+            .chain_post(&chain.id, &bot("lead"), "first", now_ms())
+            .await
+            .unwrap();
+        let twice = why(lead.open().await);
+        assert_eq!(twice, "already posted with chain_message in this turn");
+
+        let alphas = job(
+            given(engine, &chain, "alpha").await,
+            "alpha",
+            Role::Participant,
+        );
+        let alpha = gate(&alphas);
+        alpha.admit("mine").await.unwrap();
+        assert!(alpha.taken().unwrap().returned);
+        assert_eq!(why(alpha.open().await), "the turn had moved on to lead");
+        assert_eq!(
+            why(alpha.admit("again").await),
+            "the turn had moved on to lead"
+        );
+        assert!(alpha.taken().is_err());
+
+        engine
+            .store()
+            .chain_close(&chain.id, stop("ann"), now_ms())
+            .await
+            .unwrap();
+        assert_eq!(why(lead.open().await), "the chain is stopped");
+    }
+}

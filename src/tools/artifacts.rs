@@ -212,3 +212,150 @@ fn unknown(id: &str) -> Value {
         "no artifact `{id}`; artifacts_list shows the ones in a session or a run"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{error_of, in_room, refused};
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// `alpha`'s tools in its turn `run-1`, with `extra` config.
+    async fn alpha(extra: &str) -> AgentTools {
+        in_room(
+            &parts(&echo_config(&["alpha", "beta"], extra)).await,
+            "alpha",
+            Some("run-1"),
+        )
+    }
+
+    async fn kept(tools: &AgentTools, args: Value) -> String {
+        let result = put(tools, args).await;
+        assert_eq!(result["status"], "ok", "{result}");
+        result["id"].as_str().unwrap().to_owned()
+    }
+
+    #[tokio::test]
+    async fn put_takes_a_name_and_its_content_in_text_or_base64() {
+        let tools = alpha("").await;
+        let cases = [
+            (json!({"name": " ", "text": "x"}), "`name` is empty"),
+            (json!({"name": "a.txt"}), "no content"),
+            (
+                json!({"name": "a.txt", "text": "x", "base64": "eA=="}),
+                "not both",
+            ),
+            (
+                json!({"name": "a.bin", "base64": "not base64!"}),
+                "not valid base64",
+            ),
+            (
+                json!({"name": "a.txt", "text": "x", "path": "/etc"}),
+                "unknown field",
+            ),
+            (
+                json!({"name": "a.txt", "text": "x", "inputs": ["art-nope"]}),
+                "art-nope",
+            ),
+        ];
+        for (args, says) in cases {
+            let result = put(&tools, args.clone()).await;
+            assert!(error_of(&result).contains(says), "{args}: {result}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_artifact_over_the_cap_is_refused_with_the_limit() {
+        let tools = alpha("\n[artifacts]\nmax_bytes = 4\n").await;
+        let result = put(&tools, json!({"name": "a.txt", "text": "12345"})).await;
+        assert_eq!(refused(&result), "too_large");
+        let message = result["message"].as_str().unwrap();
+        assert!(
+            message.contains("5 bytes, over the limit of 4 bytes"),
+            "{message}"
+        );
+        assert!(
+            kept(&tools, json!({"name": "a.txt", "text": "1234"}))
+                .await
+                .starts_with("art-")
+        );
+    }
+
+    /// Text comes back as text and anything else as base64; the record says who made it, in
+    /// which run, from what, and a media type guessed from the name unless given.
+    #[tokio::test]
+    async fn what_is_put_is_got_back_with_its_record() {
+        let tools = alpha("").await;
+        let notes = kept(&tools, json!({"name": "notes.md", "text": "# hi"})).await;
+        let blob = kept(
+            &tools,
+            json!({"name": "x.bin", "base64": "AJ+Slg==", "inputs": [notes]}),
+        )
+        .await;
+        let bad_text = kept(
+            &tools,
+            json!({"name": "y.txt", "base64": "AJ+Slg==", "media_type": "text/plain"}),
+        )
+        .await;
+
+        let got = get(&tools, json!({"id": notes})).await;
+        assert_eq!(got["text"], "# hi", "{got}");
+        let record = &got["artifact"];
+        assert_eq!(record["media_type"], "text/markdown");
+        assert_eq!(
+            (&record["bot"], &record["run_id"]),
+            (&json!("alpha"), &json!("run-1"))
+        );
+        let got = get(&tools, json!({"id": blob})).await;
+        assert_eq!(got["base64"], "AJ+Slg==", "{got}");
+        assert_eq!(got["artifact"]["media_type"], "application/octet-stream");
+        assert_eq!(got["artifact"]["inputs"], json!([notes]));
+        let got = get(&tools, json!({"id": bad_text})).await;
+        assert_eq!(got["base64"], "AJ+Slg==", "bytes that are not UTF-8: {got}");
+        let unknown = get(&tools, json!({"id": "art-nope"})).await;
+        assert!(error_of(&unknown).contains("no artifact `art-nope`"));
+    }
+
+    /// A model's context is the limit: past it the content is a URL, not the result.
+    #[tokio::test]
+    async fn a_large_artifact_comes_as_a_url() {
+        let tools = alpha("").await;
+        let text = "x".repeat(usize::try_from(INLINE_BYTES).unwrap() + 1);
+        let id = kept(&tools, json!({"name": "big.txt", "text": text})).await;
+        let got = get(&tools, json!({"id": id})).await;
+        assert_eq!(got["url"], json!(content_path(&id)), "{got}");
+        assert!(got.get("text").is_none() && got.get("base64").is_none());
+    }
+
+    #[tokio::test]
+    async fn list_shows_the_callers_session_by_default_or_a_session_or_a_run() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let tools = in_room(&gw, "alpha", Some("run-1"));
+        let id = kept(&tools, json!({"name": "a.txt", "text": "x"})).await;
+        let ids = |result: Value| -> Vec<String> {
+            assert_eq!(result["status"], "ok", "{result}");
+            let found = result["artifacts"].as_array().unwrap();
+            found
+                .iter()
+                .map(|a| a["id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(ids(list(&tools, json!({})).await), [id.clone()]);
+        assert_eq!(
+            ids(list(&tools, json!({"run_id": "run-1"})).await),
+            [id.clone()]
+        );
+        assert_eq!(
+            ids(list(&tools, json!({"run_id": "run-2"})).await),
+            [] as [String; 0]
+        );
+        let session = "bot:alpha:local:alpha:room";
+        assert_eq!(ids(list(&tools, json!({"session": session})).await), [id]);
+        let betas = in_room(&gw, "beta", None);
+        assert_eq!(ids(list(&betas, json!({})).await), [] as [String; 0]);
+
+        let both = list(&tools, json!({"session": session, "run_id": "run-1"})).await;
+        assert!(error_of(&both).contains("not both"));
+        let neither = list(&tools, json!({"session": "no such thing"})).await;
+        assert!(error_of(&neither).contains("neither a session key"));
+    }
+}

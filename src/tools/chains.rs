@@ -272,3 +272,202 @@ fn failure(err: &ChainFailure) -> Value {
 fn bot_id(name: &str) -> String {
     name.trim().trim_start_matches('@').to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{error_of, in_room, refused};
+    use super::*;
+    use crate::engine::Caller;
+    use crate::gateway::testing::{Parts, echo_config, parts};
+
+    async fn gateway() -> Parts {
+        parts(&echo_config(&["lead", "alpha", "beta"], "")).await
+    }
+
+    /// A chain `lead` coordinates in the room, with `alpha` taking part; its id.
+    async fn led_by_lead(gw: &Parts) -> String {
+        let created = create(
+            &in_room(gw, "lead", Some("run-1")),
+            json!({"name": "plan", "participants": ["alpha"]}),
+        )
+        .await;
+        assert_eq!(created["status"], "ok", "{created}");
+        created["chain"].as_str().unwrap().to_owned()
+    }
+
+    /// The caller coordinates and holds the turn; participants may be named with `@`; the
+    /// chain posts in the caller's chat, where it is announced.
+    #[tokio::test]
+    async fn create_starts_a_chain_the_caller_coordinates_in_its_chat() {
+        let gw = gateway().await;
+        let lead = in_room(&gw, "lead", Some("run-1"));
+        let created = create(
+            &lead,
+            json!({"name": "plan", "participants": ["@alpha", " beta"]}),
+        )
+        .await;
+        assert_eq!(created["status"], "ok", "{created}");
+        assert_eq!(
+            (
+                &created["coordinator"],
+                &created["holder"],
+                &created["participants"]
+            ),
+            (&json!("lead"), &json!("lead"), &json!(["alpha", "beta"]))
+        );
+        let id = created["chain"].as_str().unwrap();
+        let chain = gw.engine.store().chain(id).await.unwrap().unwrap();
+        assert_eq!(chain.origin.chat, "room");
+        let room = gw.hub.messages("room", None).await.unwrap();
+        assert!(
+            room.iter()
+                .any(|m| m.author == "lead" && m.text.contains(id)),
+            "announced: {room:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn create_needs_a_name_known_bots_and_a_chat() {
+        let gw = gateway().await;
+        let lead = in_room(&gw, "lead", Some("run-1"));
+        let unnamed = create(&lead, json!({"name": " "})).await;
+        assert!(error_of(&unnamed).contains("`name` is empty"));
+        let unknown = create(&lead, json!({"name": "plan", "participants": ["gamma"]})).await;
+        assert!(error_of(&unknown).contains("no bot `gamma`"));
+        let itself = create(&lead, json!({"name": "plan", "participants": ["lead"]})).await;
+        assert!(error_of(&itself).contains("cannot also be a participant"));
+        let session = "bot:lead:local:lead:room".parse().unwrap();
+        let over_mcp = in_tools(&gw, Caller::external(&session));
+        let chatless = create(&over_mcp, json!({"name": "plan"})).await;
+        assert!(error_of(&chatless).contains("did not come from a chat"));
+    }
+
+    fn in_tools(gw: &Parts, caller: Caller) -> AgentTools {
+        AgentTools::new(gw.relay.clone(), caller)
+    }
+
+    /// Refusals that are the rules working come back as `refused` with their reason.
+    #[tokio::test]
+    async fn only_the_holder_posts_and_only_the_coordinator_hands_on_or_closes() {
+        let gw = gateway().await;
+        let chain = led_by_lead(&gw).await;
+        let alpha = in_room(&gw, "alpha", Some("run-2"));
+        let early = message(&alpha, json!({"chain": chain, "content": "me first"})).await;
+        assert_eq!(refused(&early), "not-holder");
+        assert!(
+            early["message"]
+                .as_str()
+                .unwrap()
+                .contains("lead holds turn")
+        );
+        let pass = hand(
+            &alpha,
+            ToolName::ChainPass,
+            json!({"chain": chain, "bot": "beta"}),
+        )
+        .await;
+        assert_eq!(refused(&pass), "not-coordinator");
+        let closing = close(&alpha, json!({"chain": chain})).await;
+        assert_eq!(refused(&closing), "not-coordinator");
+        let state = gw
+            .engine
+            .store()
+            .chain(&chain)
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
+        assert_eq!(state, ChainState::Open);
+    }
+
+    /// `chain_pass` is for participants; `chain_add` brings a bot in with the turn.
+    #[tokio::test]
+    async fn pass_gives_the_turn_to_a_participant_and_add_brings_one_in() {
+        let gw = gateway().await;
+        let chain = led_by_lead(&gw).await;
+        let lead = in_room(&gw, "lead", Some("run-1"));
+        let outsider = hand(
+            &lead,
+            ToolName::ChainPass,
+            json!({"chain": chain, "bot": "beta"}),
+        )
+        .await;
+        assert!(error_of(&outsider).contains("bring it in with chain_add"));
+        let added = hand(
+            &lead,
+            ToolName::ChainAdd,
+            json!({"chain": chain, "bot": "@beta", "prompt": "risks?"}),
+        )
+        .await;
+        assert_eq!(added["status"], "ok", "{added}");
+        assert_eq!(added["holder"], "beta");
+        assert_eq!(added["participants"], json!(["alpha", "beta"]));
+    }
+
+    #[tokio::test]
+    async fn the_coordinator_posting_keeps_the_turn() {
+        let gw = gateway().await;
+        let chain = led_by_lead(&gw).await;
+        let lead = in_room(&gw, "lead", Some("run-1"));
+        let empty = message(&lead, json!({"chain": chain, "content": "  "})).await;
+        assert!(error_of(&empty).contains("`content` is empty"));
+        let posted = message(&lead, json!({"chain": chain, "content": "the agenda"})).await;
+        assert_eq!(posted["status"], "ok", "{posted}");
+        assert_eq!(posted["holder"], "lead");
+        assert!(
+            posted["next"]
+                .as_str()
+                .unwrap()
+                .contains("you keep the turn")
+        );
+    }
+
+    /// The coordinator's summary is the chain's closing reason.
+    #[tokio::test]
+    async fn the_coordinator_closes_a_chain_once() {
+        let gw = gateway().await;
+        let chain = led_by_lead(&gw).await;
+        let lead = in_room(&gw, "lead", Some("run-1"));
+        let closed = close(&lead, json!({"chain": chain, "summary": "agreed"})).await;
+        assert_eq!(
+            (&closed["status"], &closed["state"]),
+            (&json!("ok"), &json!("completed"))
+        );
+        let stored = gw.engine.store().chain(&chain).await.unwrap().unwrap();
+        assert_eq!(stored.closed_reason.as_deref(), Some("agreed"));
+        let again = close(&lead, json!({"chain": chain})).await;
+        assert_eq!(again["note"], "it was already closed", "{again}");
+        let unknown = close(&lead, json!({"chain": "ch-nope"})).await;
+        assert!(error_of(&unknown).contains("no chain `ch-nope`"));
+    }
+
+    #[tokio::test]
+    async fn status_lists_the_callers_chains_or_shows_one_with_its_log() {
+        let gw = gateway().await;
+        let chain = led_by_lead(&gw).await;
+        let listed = |result: Value| -> Vec<String> {
+            assert_eq!(result["status"], "ok", "{result}");
+            let chains = result["chains"].as_array().unwrap();
+            chains
+                .iter()
+                .map(|c| c["chain"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let mine = listed(status(&in_room(&gw, "alpha", None), json!({})).await);
+        assert_eq!(mine, [chain.clone()]);
+        let theirs = listed(status(&in_room(&gw, "beta", None), json!({})).await);
+        assert_eq!(theirs, [] as [String; 0]);
+
+        let one = status(&in_room(&gw, "beta", None), json!({"chain": chain})).await;
+        assert_eq!(
+            (&one["holder"], &one["state"]),
+            (&json!("lead"), &json!("open"))
+        );
+        assert!(
+            one["messages"].as_array().is_some_and(|m| !m.is_empty()),
+            "{one}"
+        );
+        let unknown = status(&in_room(&gw, "beta", None), json!({"chain": "ch-nope"})).await;
+        assert!(error_of(&unknown).contains("no chain `ch-nope`"));
+    }
+}

@@ -15,6 +15,9 @@ mod reply_attach;
 mod send;
 mod sessions;
 
+#[cfg(test)]
+mod testing;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;

@@ -83,21 +83,13 @@ pub(super) async fn report(tools: &AgentTools, raw: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{error_of as refusal, in_room};
     use super::*;
-    use crate::engine::Caller;
     use crate::gateway::testing::{echo_config, parts};
 
     /// Tools for bot `b` in a chat turn (`run_id` set) or outside any turn.
     async fn tools(run_id: Option<&str>) -> AgentTools {
-        let gw = parts(&echo_config(&["b"], "")).await;
-        let mut caller = Caller::from_chat(&"bot:b:local:local-b:dm:x".parse().unwrap());
-        caller.run_id = run_id.map(str::to_owned);
-        AgentTools::new(gw.relay, caller)
-    }
-
-    fn refusal(result: &Value) -> &str {
-        assert_eq!(result["status"], "error", "{result}");
-        result["error"].as_str().unwrap()
+        in_room(&parts(&echo_config(&["b"], "")).await, "b", run_id)
     }
 
     #[tokio::test]

@@ -57,15 +57,12 @@ pub(super) async fn call(tools: &AgentTools, raw: Value) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::in_room;
     use super::*;
-    use crate::engine::Caller;
     use crate::gateway::testing::{echo_config, parts};
 
     async fn tools(run_id: Option<&str>) -> AgentTools {
-        let gw = parts(&echo_config(&["b"], "")).await;
-        let mut caller = Caller::from_chat(&"bot:b:local:local-b:dm:x".parse().unwrap());
-        caller.run_id = run_id.map(str::to_owned);
-        AgentTools::new(gw.relay, caller)
+        in_room(&parts(&echo_config(&["b"], "")).await, "b", run_id)
     }
 
     #[tokio::test]

@@ -204,3 +204,212 @@ fn render(sent: Sent) -> Value {
     }
     value
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{error_of, in_room, refused};
+    use super::*;
+    use crate::bot_id::BotId;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::store::DeliveryState;
+
+    /// `lead`'s tools in its turn, with bots `lead`, `alpha`, `beta` and `extra` config.
+    async fn lead(extra: &str) -> AgentTools {
+        let gw = parts(&echo_config(&["lead", "alpha", "beta"], extra)).await;
+        in_room(&gw, "lead", Some("run-1"))
+    }
+
+    fn alpha() -> BotId {
+        "alpha".parse().unwrap()
+    }
+
+    fn sent(outcome: SendOutcome) -> Value {
+        let sent = Sent {
+            outcome,
+            deduplicated: false,
+            report: None,
+        };
+        render(sent)
+    }
+
+    #[tokio::test]
+    async fn nothing_is_sent_without_a_message_a_valid_schema_and_known_artifacts() {
+        let tools = lead("").await;
+        let cases = [
+            (json!({"message": "hi"}), "bad arguments for sessions_send"),
+            (
+                json!({"target": "alpha", "message": " "}),
+                "`message` is empty",
+            ),
+            (
+                json!({"target": "alpha", "message": "hi", "expect": {"type": 12}}),
+                "12",
+            ),
+            (
+                json!({"target": "alpha", "message": "hi", "artifacts": ["art-nope"]}),
+                "no artifact `art-nope`",
+            ),
+        ];
+        for (args, says) in cases {
+            let result = call(&tools, args.clone()).await;
+            assert!(error_of(&result).contains(says), "{args}: {result}");
+        }
+        let deliveries = tools.engine.store().deliveries(Default::default()).await;
+        assert!(deliveries.unwrap().is_empty(), "nothing was sent");
+    }
+
+    /// The echo target says back what it was sent; a settled run's result carries what it made
+    /// and spent.
+    #[tokio::test]
+    async fn an_answered_send_returns_the_reply_and_what_the_run_made() {
+        let tools = lead("").await;
+        let answered = call(&tools, json!({"target": " alpha ", "message": "hello"})).await;
+        assert_eq!(answered["status"], "ok", "{answered}");
+        assert_eq!(
+            (&answered["reply"], &answered["bot"], &answered["model"]),
+            (&json!("hello"), &json!("alpha"), &json!("echo"))
+        );
+        assert_eq!(answered["artifacts"], json!([]));
+        assert_eq!(answered["tool_calls"], 0);
+        assert!(answered.get("deduplicated").is_none());
+    }
+
+    /// A retry with the same key is the earlier run's outcome: the target does not work twice.
+    #[tokio::test]
+    async fn a_retry_with_the_same_key_is_answered_from_the_first_run() {
+        let tools = lead("").await;
+        let ask = json!({"target": "alpha", "message": "hello", "idempotency_key": "k1"});
+        let first = call(&tools, ask.clone()).await;
+        let again = call(&tools, ask).await;
+        assert_eq!(again["deduplicated"], true, "{again}");
+        assert_eq!(again["run_id"], first["run_id"]);
+        assert_eq!(again["reply"], "hello");
+    }
+
+    #[tokio::test]
+    async fn fire_and_forget_is_accepted() {
+        let tools = lead("").await;
+        let fired = call(
+            &tools,
+            json!({"target": "alpha", "message": "hi", "timeout_seconds": 0}),
+        )
+        .await;
+        assert_eq!(fired["status"], "accepted", "{fired}");
+        assert!(fired["run_id"].as_str().is_some_and(|r| !r.is_empty()));
+    }
+
+    /// A guard's refusal is a `refused` result saying which rule and why.
+    #[tokio::test]
+    async fn the_send_rules_refuse_with_their_reason() {
+        let tools = lead("\n[agent_to_agent]\nallow = [\"lead\", \"alpha\"]\n").await;
+        let outside = call(&tools, json!({"target": "beta", "message": "hi"})).await;
+        assert_eq!(refused(&outside), "not-allowed");
+        assert!(
+            outside["message"]
+                .as_str()
+                .unwrap()
+                .contains("[agent_to_agent] allow")
+        );
+        let itself = call(&tools, json!({"target": "lead", "message": "hi"})).await;
+        assert_eq!(refused(&itself), "self-send");
+    }
+
+    #[test]
+    fn a_silent_answer_and_a_deduplicated_one_say_so() {
+        let answered = |reply: &str| SendOutcome::Answered {
+            bot: alpha(),
+            run_id: "r1".into(),
+            reply: reply.into(),
+            model: "echo".into(),
+            elapsed: Duration::from_millis(5),
+        };
+        let silent = sent(answered(""));
+        assert_eq!(
+            (&silent["status"], &silent["silent"]),
+            (&json!("ok"), &json!(true))
+        );
+        assert_eq!(silent["elapsed_ms"], 5);
+        assert!(sent(answered("hi")).get("silent").is_none());
+        let again = render(Sent {
+            outcome: answered("hi"),
+            deduplicated: true,
+            report: None,
+        });
+        assert_eq!(again["deduplicated"], true);
+    }
+
+    /// A sender whose wait ran out is told not to send again, or the target works twice.
+    #[test]
+    fn a_wait_that_ran_out_warns_against_sending_again() {
+        let waiting = sent(SendOutcome::StillWorking {
+            bot: alpha(),
+            run_id: "r1".into(),
+        });
+        assert_eq!(
+            (&waiting["status"], &waiting["in_flight"]),
+            (&json!("timeout"), &json!(true))
+        );
+        assert_eq!(waiting["warning"], STILL_WORKING);
+    }
+
+    #[test]
+    fn a_budget_refusal_names_the_budget_now_or_earlier() {
+        let ended = sent(SendOutcome::Ended {
+            bot: alpha(),
+            run_id: "r1".into(),
+            state: DeliveryState::Refused,
+            reason: "budget:daily".into(),
+        });
+        assert_eq!(
+            (refused(&ended), &ended["budget"]),
+            ("budget", &json!("daily"))
+        );
+        let earlier = sent(SendOutcome::RefusedEarlier {
+            bot: alpha(),
+            run_id: "r1".into(),
+            reason: Some("budget:daily".into()),
+        });
+        assert_eq!(refused(&earlier), "budget");
+        let failed = sent(SendOutcome::Ended {
+            bot: alpha(),
+            run_id: "r1".into(),
+            state: DeliveryState::Failed,
+            reason: "the backend failed".into(),
+        });
+        assert_eq!(
+            (&failed["status"], &failed["error"]),
+            (&json!("failed"), &json!("the backend failed"))
+        );
+    }
+
+    /// What a run made and reported belongs to a finished run; an accepted send has none yet.
+    #[test]
+    fn only_a_finished_run_reports_what_it_made_and_spent() {
+        let report = RunReport {
+            artifacts: Vec::new(),
+            report: Some(
+                json!({"output": {"ok": 1}, "usage": {"total_tokens": 9}, "tool_calls": 2}),
+            ),
+        };
+        let mut failed = sent(SendOutcome::Ended {
+            bot: alpha(),
+            run_id: "r1".into(),
+            state: DeliveryState::InvalidOutput,
+            reason: "no match".into(),
+        });
+        add_report(&mut failed, Some(&report));
+        assert_eq!(failed["output"], json!({"ok": 1}));
+        assert_eq!(
+            (&failed["usage"]["total_tokens"], &failed["tool_calls"]),
+            (&json!(9), &json!(2))
+        );
+        let mut accepted = sent(SendOutcome::Accepted {
+            bot: alpha(),
+            run_id: "r1".into(),
+            in_flight: true,
+        });
+        add_report(&mut accepted, Some(&report));
+        assert_eq!(accepted["in_flight"], true);
+        assert!(accepted.get("artifacts").is_none() && accepted.get("usage").is_none());
+    }
+}
