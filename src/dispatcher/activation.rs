@@ -15,8 +15,8 @@
 
 use baton_contract::{ChatKind, InboundEvent, UserId};
 
-use super::stop::{NotWoken, Step, Stop};
-use super::{DropReason, Handled, Inbound};
+use super::Inbound;
+use super::stop::{DropReason, Handled, NotWoken, Step, Stop};
 use crate::config::{Activation, MentionMode};
 use crate::roster::{ChatPolicy, Roster};
 use crate::store::Store;

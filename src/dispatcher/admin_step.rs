@@ -12,8 +12,8 @@
 
 use baton_contract::{InboundEvent, InboundKind};
 
-use super::stop::{Mode, Step, Stop};
-use super::{DropReason, Handled, Inbound, gateway_line};
+use super::stop::{DropReason, Handled, Mode, Step, Stop};
+use super::{Inbound, gateway_line};
 use crate::admin::{self, Admin, AdminCommand, Invocation, asks_chain_stop, text_command};
 use crate::config::AdminsConfig;
 use crate::engine::Engine;

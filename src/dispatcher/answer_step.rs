@@ -15,8 +15,8 @@
 
 use serde_json::json;
 
-use super::stop::{Mode, Step, Stop};
-use super::{Handled, Inbound};
+use super::Inbound;
+use super::stop::{Handled, Mode, Step, Stop};
 use crate::engine::{Engine, journal};
 use crate::escalation::route_back;
 use crate::store::{AnswerCandidate, AnswerMatch, Origin};

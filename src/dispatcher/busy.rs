@@ -7,8 +7,8 @@
 
 use serde_json::json;
 
-use super::stop::{Notice, Stop};
-use super::{DropReason, Inbound};
+use super::Inbound;
+use super::stop::{DropReason, Notice, Stop};
 use crate::engine::Engine;
 use crate::engine::Journal;
 use crate::lanes::QueueFull;

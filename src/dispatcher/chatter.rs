@@ -13,7 +13,7 @@
 
 use baton_contract::NotTaken;
 
-use super::stop::{Mode, Stop, announce, history_entry};
+use super::stop::{Mode, Stop};
 use super::{Dispatcher, Inbound, Intake, decision, dedupe, guard_steps};
 use crate::events::Received;
 use crate::store::{Claim, dedupe_key};
@@ -47,7 +47,7 @@ impl Dispatcher {
                 &dedupe::scope_of(event.platform, &event.account),
                 &dedupe_key(event),
                 &inbound.chat_key,
-                history_entry(inbound),
+                inbound.history_entry(),
                 inbound.policy.history_limit,
                 now_ms(),
                 Some(decided),
@@ -58,7 +58,9 @@ impl Dispatcher {
             return Ok(Intake::Duplicate);
         }
         guard_steps::human_spoke(&self.own.guards, inbound);
-        announce(self.engine.events(), inbound, Received::Buffered, None);
+        self.engine
+            .events()
+            .emit(inbound.received(Received::Buffered, None));
         Ok(Intake::Kept)
     }
 }

@@ -5,8 +5,8 @@
 //! trace's pipeline span is made from.
 
 use super::gateway_line::run_id;
-use super::stop::{NotWoken, Step, Stop};
-use super::{DropReason, Handled, Inbound, Wake};
+use super::stop::{DropReason, Handled, NotWoken, Step, Stop};
+use super::{Inbound, Wake};
 use crate::store::{DecisionOutcome, DecisionStep, NewDecision, Said};
 use crate::timing::now_ms;
 

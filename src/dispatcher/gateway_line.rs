@@ -1,7 +1,7 @@
 //! The gateway's own short lines in answer to an event (notices, admin replies, the error
 //! reply): posted through the woken bot's account as gateway lines, recorded in its transcript,
 //! never running a model. Every step that owes the sender a line posts it through here, so the
-//! steps and the one place that performs a stop (`stop.rs`) share it without naming each other.
+//! steps and the one place that performs a stop (`handled.rs`) share it without naming each other.
 
 use super::Inbound;
 use crate::engine::{Engine, Line, say};

@@ -2,8 +2,8 @@
 //! the policy restarts the chat's bot-to-bot chain; a bot's message must pass the bot guards;
 //! every sender spends its budget with the bot.
 
-use super::stop::{Notice, Step, Stop};
-use super::{DropReason, Inbound};
+use super::Inbound;
+use super::stop::{DropReason, Notice, Step, Stop};
 use crate::guards::{BotAuthor, BotMessage, Guards, RateVerdict};
 use crate::store::Origin;
 

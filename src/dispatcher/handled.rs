@@ -1,97 +1,97 @@
-//! What became of one event: [`Handled`], and when it stopped before a turn, the
-//! [`DropReason`] (counted, logged, told on `/api/events`).
+//! An event handled: [`Dispatcher::stopped`] performs what a [`Stop`] owes (its counters, the
+//! notice, the history buffer) in one place, with the log line, so no step carries a side
+//! effect of its own stopping. It stands above the steps and imports none of them: they say how
+//! an event stops (`stop.rs`), this does it.
 
-use super::Refusal;
-use crate::guards::BotRefusal;
-use crate::lanes::QueueFull;
+use super::stop::{DropReason, Handled, Keep, Notice, Stop};
+use super::{Dispatcher, Inbound, gateway_line};
+use crate::events::Received;
+use crate::metrics;
+use crate::store::NewDecision;
 
-/// What became of one event. Returned to callers that wait (the local HTTP chat) and logged.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Handled {
-    /// Already handled before (a platform redelivery or a replay).
-    Duplicate,
-    /// Stopped before any turn.
-    Dropped(DropReason),
-    /// Not addressed to the bot: kept in the chat's history buffer as context.
-    Buffered,
-    /// An admin command, answered without a model turn.
-    Admin(String),
-    /// A human's answer to a bot's question (this escalation id), routed back to the bot.
-    Answered(String),
-    /// The bot replied; the text as delivered (silent token stripped).
-    Replied(String),
-    /// The bot chose silence.
-    Silent,
-    /// The turn or its delivery failed; recorded in the transcript.
-    Failed(String),
-}
+impl Dispatcher {
+    /// Perform what `stop` owes (its counters, the notice, the history buffer) and return what
+    /// became of the event; `decided` (the decision on it) is kept in the run's last write.
+    pub(super) async fn stopped(
+        &self,
+        inbound: &Inbound<'_>,
+        stop: Stop,
+        decided: NewDecision,
+    ) -> Handled {
+        let engine = &self.engine;
+        let chat = || Some(inbound.settings_key.clone());
+        let (outcome, reason) = match &stop.handled {
+            Handled::Buffered => (Received::Buffered, None),
+            Handled::Admin(_) => (Received::Admin, None),
+            Handled::Answered(_) => (Received::Answered, None),
+            Handled::Dropped(reason) => (Received::Dropped, Some(reason.as_str())),
+            other => (Received::Dropped, Some(format!("{other:?}"))),
+        };
+        // A busy refusal comes after the turn step announced the wake: one announcement per
+        // event.
+        if !matches!(stop.handled, Handled::Dropped(DropReason::Busy(_))) {
+            engine.events().emit(inbound.received(outcome, reason));
+        }
+        match &stop.handled {
+            Handled::Dropped(DropReason::BotGuard(refusal)) => {
+                let reason = refusal.as_str();
+                engine.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
+                engine.refused("bot_messages", reason, chat(), inbound.bot());
+                tracing::info!(bot = %inbound.bot(), reason, "bot message refused");
+            }
+            Handled::Dropped(DropReason::RateLimited) => {
+                engine.refused("inbound_rate", "per-sender", chat(), inbound.bot());
+            }
+            _ => {}
+        }
+        match &stop.notice {
+            Some(Notice::Now(text)) => gateway_line::notice(engine, inbound, text).await,
+            Some(Notice::OncePerSender(text)) => self.notify_once(inbound, text).await,
+            Some(Notice::OncePerChat(text))
+                if self.own.busy_notices.check(&inbound.settings_key).is_ok() =>
+            {
+                gateway_line::notice(engine, inbound, text).await;
+            }
+            Some(Notice::OncePerChat(_)) | None => {}
+        }
+        match stop.keep {
+            Keep::AsHistory => self.buffer(inbound, decided).await,
+            Keep::Nothing => self.finish(inbound.filed, Some(decided)).await,
+        }
+        stop.handled
+    }
 
-impl Handled {
-    /// What became of the event, in a word (a drop with its reason: `dropped:paused`), as the
-    /// trace's pipeline span tells it.
-    pub fn name(&self) -> String {
-        match self {
-            Handled::Duplicate => "duplicate".into(),
-            Handled::Dropped(reason) => format!("dropped:{}", reason.as_str()),
-            Handled::Buffered => "buffered".into(),
-            Handled::Admin(_) => "admin".into(),
-            Handled::Answered(_) => "answered".into(),
-            Handled::Replied(_) => "replied".into(),
-            Handled::Silent => "silent".into(),
-            Handled::Failed(_) => "failed".into(),
+    /// A policy notice, at most once per sender per account every 10 minutes.
+    async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
+        let key = (inbound.account.id.clone(), inbound.event.sender.id.clone());
+        if self.own.notices.check(&key).is_ok() {
+            gateway_line::notice(&self.engine, inbound, text).await;
         }
     }
-}
 
-/// Why an event stopped before a turn.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DropReason {
-    /// No configured account matches the event.
-    UnknownAccount,
-    /// The bot's own message.
-    OwnMessage,
-    /// Another account already answered this admin command.
-    AdminHandledElsewhere,
-    /// The chat or DM policy refused the sender.
-    Policy(Refusal),
-    /// A DM sender waiting for pairing approval.
-    PairingPending,
-    /// The bot is paused in this chat.
-    Paused,
-    /// A bot-authored message that may not wake this bot.
-    BotGuard(BotRefusal),
-    /// A line the gateway posted through a bot account (admin answer, notice, error reply).
-    GatewayNotice,
-    /// The sender is over the inbound rate limit.
-    RateLimited,
-    /// The bot's lane or session has its maximum of turns waiting.
-    Busy(QueueFull),
-    /// The text is over [`MAX_TEXT_BYTES`](super::MAX_TEXT_BYTES).
-    TooLong,
-    /// The gateway is draining for shutdown and takes no new events.
-    ShuttingDown,
-    /// The store cannot record the event (disk full, read-only): refused rather than answered
-    /// without a record.
-    StoreFailing,
-}
-
-impl DropReason {
-    /// The reason's name, as `/api/events` tells it.
-    pub fn as_str(&self) -> String {
-        match self {
-            DropReason::UnknownAccount => "unknown_account".into(),
-            DropReason::OwnMessage => "own_message".into(),
-            DropReason::AdminHandledElsewhere => "admin_handled_elsewhere".into(),
-            DropReason::Policy(refusal) => format!("policy:{}", refusal.as_str()),
-            DropReason::PairingPending => "pairing_pending".into(),
-            DropReason::Paused => "paused".into(),
-            DropReason::BotGuard(refusal) => format!("bot_guard:{}", refusal.as_str()),
-            DropReason::GatewayNotice => "gateway_notice".into(),
-            DropReason::RateLimited => "rate_limited".into(),
-            DropReason::Busy(full) => format!("busy:{}", full.as_str()),
-            DropReason::TooLong => "too_long".into(),
-            DropReason::ShuttingDown => "shutting_down".into(),
-            DropReason::StoreFailing => "store_failing".into(),
+    /// Keep an un-activated message as context for the chat's bots; the event's run ends in
+    /// the same write, with `decided`.
+    async fn buffer(&self, inbound: &Inbound<'_>, decided: NewDecision) {
+        let limit = inbound.policy.history_limit;
+        if limit == 0 {
+            return self.finish(inbound.filed, Some(decided)).await;
+        }
+        let entry = inbound.history_entry();
+        let store = self.engine.store();
+        let kept = match inbound.filed {
+            Some(id) => {
+                store
+                    .inbox_done_as_history(id, &inbound.chat_key, entry, limit, Some(decided))
+                    .await
+            }
+            None => {
+                let pushed = store.history_push(&inbound.chat_key, entry, limit).await;
+                self.finish(None, Some(decided)).await;
+                pushed
+            }
+        };
+        if let Err(err) = kept {
+            tracing::error!(%err, "could not keep the message in the history buffer");
         }
     }
 }

@@ -6,11 +6,12 @@ use baton_contract::{ChatKey, InboundEvent, InboundKind};
 use super::Dispatcher;
 use super::speaker::Speaker;
 use crate::bot_id::BotId;
+use crate::events::{Event, Received};
 use crate::pen::Arrival;
 use crate::post::Target;
 use crate::roster::{Account, ChatPolicy};
 use crate::session::SessionKey;
-use crate::store::{InboxId, WriteEpoch};
+use crate::store::{HistoryEntry, InboxId, WriteEpoch};
 
 /// One event on its way through the steps, with what earlier steps learned.
 pub(crate) struct Inbound<'a> {
@@ -60,6 +61,33 @@ impl Inbound<'_> {
                 }
                 InboundKind::Message => None,
             },
+        }
+    }
+
+    /// What became of this event, for the event stream: it woke the bot (the turn step says so
+    /// as it starts), or it stopped with `outcome`, for `reason`.
+    pub(crate) fn received(&self, outcome: Received, reason: Option<String>) -> Event {
+        let event = &self.event;
+        Event::EventReceived {
+            platform: event.platform,
+            account: self.account.id.clone(),
+            bot: self.bot().clone(),
+            chat: self.chat_key.clone(),
+            message_id: event.message_id.clone(),
+            sender: self.speaker.label.clone(),
+            outcome,
+            reason,
+        }
+    }
+
+    /// The message as its chat's history buffer keeps it.
+    pub(crate) fn history_entry(&self) -> HistoryEntry {
+        HistoryEntry {
+            message_id: self.event.message_id.as_str().to_owned(),
+            sender_id: self.event.sender.id.as_str().to_owned(),
+            speaker: self.speaker.name.clone(),
+            text: self.event.text.clone(),
+            ts_ms: self.event.timestamp_ms,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the same steps in the same order. `Dispatcher::pipeline` (`pipeline.rs`) lists them; each
 //! returns a `Step`: what the next steps need, or a `Stop` saying what became of
 //! the event, whether the sender is owed a line and whether the message is kept as history.
-//! One function (`Dispatcher::stopped`, `stop.rs`) performs those side effects.
+//! One function (`Dispatcher::stopped`, `handled.rs`) performs those side effects.
 //!
 //! ```text
 //!  adapter ──accept──▶ 2 dedupe (durable) ──ack──▶ platform
@@ -52,9 +52,8 @@ use async_trait::async_trait;
 use baton_contract::{AccountId, ChatKey, EventSink, InboundEvent, NotTaken, UserId};
 
 pub use activation::Wake;
-pub use handled::{DropReason, Handled};
 pub use pipeline::MAX_TEXT_BYTES;
-pub use policy::Refusal;
+pub use stop::{DropReason, Handled, Refusal};
 
 pub(crate) use self::inbound::Inbound;
 use crate::admin::Admin;

@@ -5,10 +5,10 @@
 use baton_contract::InboundEvent;
 
 use super::decision::{self, Turned};
-use super::stop::{Mode, Notice, Step, Stop};
+use super::stop::{DropReason, Handled, Mode, Notice, Step, Stop};
 use super::{
-    Dispatcher, DropReason, Handled, Inbound, Wake, activation, admin_step, answer_step,
-    guard_steps, policy, self_drop, turn_step,
+    Dispatcher, Inbound, Wake, activation, admin_step, answer_step, guard_steps, policy, self_drop,
+    turn_step,
 };
 use crate::pen::Arrival;
 use crate::store::InboxId;

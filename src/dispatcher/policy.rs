@@ -11,45 +11,12 @@
 
 use baton_contract::{ChatKind, InboundEvent, Platform};
 
-use super::stop::{Mode, Notice, Step, Stop};
-use super::{DropReason, Inbound, admin_step};
+use super::stop::{DropReason, Mode, Notice, Refusal, Step, Stop};
+use super::{Inbound, admin_step};
 use crate::config::{ChatsDefault, Config, DmPolicy, GroupPolicy};
 use crate::roster::ChatPolicy;
 use crate::store::{Pairing, Store};
 use crate::timing::now_ms;
-
-/// Why a sender was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// `group_policy = "allowlist"` and the chat has no `[[chats]]` entry.
-    GroupNotListed,
-    /// `group_policy = "disabled"`.
-    GroupsDisabled,
-    /// `dm_policy = "disabled"`.
-    DmsDisabled,
-    /// `dm_policy = "allowlist"` and the sender is not in `dm_allow`.
-    DmNotAllowed,
-}
-
-impl Refusal {
-    /// Short name for logs and metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refusal::GroupNotListed => "group_not_listed",
-            Refusal::GroupsDisabled => "groups_disabled",
-            Refusal::DmsDisabled => "dms_disabled",
-            Refusal::DmNotAllowed => "dm_not_allowed",
-        }
-    }
-
-    /// What a refused DM sender is told. Groups get silence.
-    pub fn notice(self) -> &'static str {
-        match self {
-            Refusal::DmsDisabled => "I don't take direct messages here.",
-            _ => "You're not on the list of people I take direct messages from; ask an admin.",
-        }
-    }
-}
 
 /// The policy verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

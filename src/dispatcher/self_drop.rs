@@ -6,8 +6,8 @@
 
 use baton_contract::{InboundEvent, UserId};
 
-use super::stop::{Step, Stop};
-use super::{DropReason, Inbound};
+use super::Inbound;
+use super::stop::{DropReason, Step, Stop};
 use crate::engine::OwnNotices;
 
 /// Whether `event` was written by the account that received it (`me`).

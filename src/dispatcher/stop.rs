@@ -1,12 +1,11 @@
-//! How a pipeline step ends an event: every step returns a [`Step`], and a [`Stop`] says what
-//! became of the event, whether the sender is owed a line, and whether the message is kept as
-//! history. [`Dispatcher::stopped`] performs all of that in one place, with the counters and
-//! the log line, so no step carries a side effect of its own stopping.
+//! How an event ends, in words only: what became of it ([`Handled`]), why it stopped before a
+//! turn ([`DropReason`]), and how a step says so: every step returns a [`Step`], and a [`Stop`]
+//! says what became of the event, whether the sender is owed a line ([`Notice`]), and whether
+//! the message is kept as history. Every step stands on this file and it stands on none of
+//! them; performing a stop (`handled.rs`) stands above them all.
 
-use super::{Dispatcher, DropReason, Handled, Inbound, gateway_line};
-use crate::events::{Event, Events, Received};
-use crate::metrics;
-use crate::store::{HistoryEntry, NewDecision};
+use crate::guards::BotRefusal;
+use crate::lanes::QueueFull;
 
 /// What one step returns: what the next steps need, or why the event goes no further.
 pub(crate) type Step<T> = Result<T, Stop>;
@@ -119,121 +118,126 @@ impl Stop {
     }
 }
 
-impl Dispatcher {
-    /// Perform what `stop` owes (its counters, the notice, the history buffer) and return what
-    /// became of the event; `decided` (the decision on it) is kept in the run's last write.
-    pub(super) async fn stopped(
-        &self,
-        inbound: &Inbound<'_>,
-        stop: Stop,
-        decided: NewDecision,
-    ) -> Handled {
-        let engine = &self.engine;
-        let chat = || Some(inbound.settings_key.clone());
-        let (outcome, reason) = match &stop.handled {
-            Handled::Buffered => (Received::Buffered, None),
-            Handled::Admin(_) => (Received::Admin, None),
-            Handled::Answered(_) => (Received::Answered, None),
-            Handled::Dropped(reason) => (Received::Dropped, Some(reason.as_str())),
-            other => (Received::Dropped, Some(format!("{other:?}"))),
-        };
-        // A busy refusal comes after the turn step announced the wake: one announcement per
-        // event.
-        if !matches!(stop.handled, Handled::Dropped(DropReason::Busy(_))) {
-            announce(engine.events(), inbound, outcome, reason);
-        }
-        match &stop.handled {
-            Handled::Dropped(DropReason::BotGuard(refusal)) => {
-                let reason = refusal.as_str();
-                engine.metrics().add(&metrics::BOT_MESSAGE_REFUSALS, reason);
-                engine.refused("bot_messages", reason, chat(), inbound.bot());
-                tracing::info!(bot = %inbound.bot(), reason, "bot message refused");
-            }
-            Handled::Dropped(DropReason::RateLimited) => {
-                engine.refused("inbound_rate", "per-sender", chat(), inbound.bot());
-            }
-            _ => {}
-        }
-        match &stop.notice {
-            Some(Notice::Now(text)) => gateway_line::notice(engine, inbound, text).await,
-            Some(Notice::OncePerSender(text)) => self.notify_once(inbound, text).await,
-            Some(Notice::OncePerChat(text))
-                if self.own.busy_notices.check(&inbound.settings_key).is_ok() =>
-            {
-                gateway_line::notice(engine, inbound, text).await;
-            }
-            Some(Notice::OncePerChat(_)) | None => {}
-        }
-        match stop.keep {
-            Keep::AsHistory => self.buffer(inbound, decided).await,
-            Keep::Nothing => self.finish(inbound.filed, Some(decided)).await,
-        }
-        stop.handled
-    }
+/// What became of one event. Returned to callers that wait (the local HTTP chat) and logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// Already handled before (a platform redelivery or a replay).
+    Duplicate,
+    /// Stopped before any turn.
+    Dropped(DropReason),
+    /// Not addressed to the bot: kept in the chat's history buffer as context.
+    Buffered,
+    /// An admin command, answered without a model turn.
+    Admin(String),
+    /// A human's answer to a bot's question (this escalation id), routed back to the bot.
+    Answered(String),
+    /// The bot replied; the text as delivered (silent token stripped).
+    Replied(String),
+    /// The bot chose silence.
+    Silent,
+    /// The turn or its delivery failed; recorded in the transcript.
+    Failed(String),
+}
 
-    /// A policy notice, at most once per sender per account every 10 minutes.
-    async fn notify_once(&self, inbound: &Inbound<'_>, text: &str) {
-        let key = (inbound.account.id.clone(), inbound.event.sender.id.clone());
-        if self.own.notices.check(&key).is_ok() {
-            gateway_line::notice(&self.engine, inbound, text).await;
-        }
-    }
-
-    /// Keep an un-activated message as context for the chat's bots; the event's run ends in
-    /// the same write, with `decided`.
-    async fn buffer(&self, inbound: &Inbound<'_>, decided: NewDecision) {
-        let limit = inbound.policy.history_limit;
-        if limit == 0 {
-            return self.finish(inbound.filed, Some(decided)).await;
-        }
-        let entry = history_entry(inbound);
-        let store = self.engine.store();
-        let kept = match inbound.filed {
-            Some(id) => {
-                store
-                    .inbox_done_as_history(id, &inbound.chat_key, entry, limit, Some(decided))
-                    .await
-            }
-            None => {
-                let pushed = store.history_push(&inbound.chat_key, entry, limit).await;
-                self.finish(None, Some(decided)).await;
-                pushed
-            }
-        };
-        if let Err(err) = kept {
-            tracing::error!(%err, "could not keep the message in the history buffer");
+impl Handled {
+    /// What became of the event, in a word (a drop with its reason: `dropped:paused`), as the
+    /// trace's pipeline span tells it.
+    pub fn name(&self) -> String {
+        match self {
+            Handled::Duplicate => "duplicate".into(),
+            Handled::Dropped(reason) => format!("dropped:{}", reason.as_str()),
+            Handled::Buffered => "buffered".into(),
+            Handled::Admin(_) => "admin".into(),
+            Handled::Answered(_) => "answered".into(),
+            Handled::Replied(_) => "replied".into(),
+            Handled::Silent => "silent".into(),
+            Handled::Failed(_) => "failed".into(),
         }
     }
 }
 
-/// Announce what became of `inbound` on `events`: it woke the bot (the turn step announces
-/// that as it starts), or it stopped here.
-pub(super) fn announce(
-    events: &Events,
-    inbound: &Inbound<'_>,
-    outcome: Received,
-    reason: Option<String>,
-) {
-    let event = &inbound.event;
-    events.emit(Event::EventReceived {
-        platform: event.platform,
-        account: inbound.account.id.clone(),
-        bot: inbound.bot().clone(),
-        chat: inbound.chat_key.clone(),
-        message_id: event.message_id.clone(),
-        sender: inbound.speaker.label.clone(),
-        outcome,
-        reason,
-    });
+/// Why an event stopped before a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DropReason {
+    /// No configured account matches the event.
+    UnknownAccount,
+    /// The bot's own message.
+    OwnMessage,
+    /// Another account already answered this admin command.
+    AdminHandledElsewhere,
+    /// The chat or DM policy refused the sender.
+    Policy(Refusal),
+    /// A DM sender waiting for pairing approval.
+    PairingPending,
+    /// The bot is paused in this chat.
+    Paused,
+    /// A bot-authored message that may not wake this bot.
+    BotGuard(BotRefusal),
+    /// A line the gateway posted through a bot account (admin answer, notice, error reply).
+    GatewayNotice,
+    /// The sender is over the inbound rate limit.
+    RateLimited,
+    /// The bot's lane or session has its maximum of turns waiting.
+    Busy(QueueFull),
+    /// The text is over [`MAX_TEXT_BYTES`](crate::field_bound::MAX_TEXT_BYTES).
+    TooLong,
+    /// The gateway is draining for shutdown and takes no new events.
+    ShuttingDown,
+    /// The store cannot record the event (disk full, read-only): refused rather than answered
+    /// without a record.
+    StoreFailing,
 }
 
-/// `inbound`'s message as its chat's history buffer keeps it.
-pub(super) fn history_entry(inbound: &Inbound<'_>) -> HistoryEntry {
-    HistoryEntry {
-        message_id: inbound.event.message_id.as_str().to_owned(),
-        sender_id: inbound.event.sender.id.as_str().to_owned(),
-        speaker: inbound.speaker.name.clone(),
-        text: inbound.event.text.clone(),
-        ts_ms: inbound.event.timestamp_ms,
+impl DropReason {
+    /// The reason's name, as `/api/events` tells it.
+    pub fn as_str(&self) -> String {
+        match self {
+            DropReason::UnknownAccount => "unknown_account".into(),
+            DropReason::OwnMessage => "own_message".into(),
+            DropReason::AdminHandledElsewhere => "admin_handled_elsewhere".into(),
+            DropReason::Policy(refusal) => format!("policy:{}", refusal.as_str()),
+            DropReason::PairingPending => "pairing_pending".into(),
+            DropReason::Paused => "paused".into(),
+            DropReason::BotGuard(refusal) => format!("bot_guard:{}", refusal.as_str()),
+            DropReason::GatewayNotice => "gateway_notice".into(),
+            DropReason::RateLimited => "rate_limited".into(),
+            DropReason::Busy(full) => format!("busy:{}", full.as_str()),
+            DropReason::TooLong => "too_long".into(),
+            DropReason::ShuttingDown => "shutting_down".into(),
+            DropReason::StoreFailing => "store_failing".into(),
+        }
+    }
+}
+
+/// Why step 5, the chat or DM policy (`policy.rs`), refused a sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `group_policy = "allowlist"` and the chat has no `[[chats]]` entry.
+    GroupNotListed,
+    /// `group_policy = "disabled"`.
+    GroupsDisabled,
+    /// `dm_policy = "disabled"`.
+    DmsDisabled,
+    /// `dm_policy = "allowlist"` and the sender is not in `dm_allow`.
+    DmNotAllowed,
+}
+
+impl Refusal {
+    /// Short name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::GroupNotListed => "group_not_listed",
+            Refusal::GroupsDisabled => "groups_disabled",
+            Refusal::DmsDisabled => "dms_disabled",
+            Refusal::DmNotAllowed => "dm_not_allowed",
+        }
+    }
+
+    /// What a refused DM sender is told. Groups get silence.
+    pub fn notice(self) -> &'static str {
+        match self {
+            Refusal::DmsDisabled => "I don't take direct messages here.",
+            _ => "You're not on the list of people I take direct messages from; ask an admin.",
+        }
     }
 }

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use super::decision::Turned;
 use super::gateway_line::{gateway_says, run_id};
-use super::stop::{Step, announce};
-use super::{Handled, Inbound, Wake, files_in};
+use super::stop::{Handled, Step};
+use super::{Inbound, Wake, files_in};
 use crate::engine::{
     Answered, Attached, Caller, ChatReply, Engine, Heard, History, Recall, Refused, Seat,
     SessionTurn, TurnEnd, TurnFailure, TurnPlan,
@@ -26,7 +26,7 @@ use crate::store::HistoryTake;
 /// The wake is announced on the event stream first; a full queue stops the event
 /// ([`super::busy`]).
 pub(crate) async fn run(engine: &Engine, inbound: &Inbound<'_>, wake: Wake) -> Step<Turned> {
-    announce(engine.events(), inbound, Received::Wake, None);
+    engine.events().emit(inbound.received(Received::Wake, None));
     Box::pin(run_turn(engine, inbound, wake)).await
 }
 
