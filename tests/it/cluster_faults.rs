@@ -82,11 +82,6 @@ fn envelope(n: usize) -> String {
     format!("env-{n}")
 }
 
-/// The run id of the answer to message `n`.
-fn run_of(n: usize) -> String {
-    format!("in:slack:{}:C1:1700000000.{n:06}", app_of(n))
-}
-
 /// One message the test sent, as the accounting finds it.
 struct Sent {
     /// `job N`.
@@ -119,21 +114,29 @@ struct Tally {
     never_received: usize,
 }
 
-/// The [`MESSAGES`] on the fake Slack, each answered by its app's posts.
-fn slack_messages(slack: &FakeSlack) -> Platform<'_> {
-    let sent = (0..MESSAGES)
+/// `count` Slack messages (message `n` to `app(n)` in `channel`, as [`mention_in`] makes it),
+/// each answered by its app's posts: the [`MESSAGES`] to the socket accounts in C1, or the
+/// webhook account's in [`HOOK_CHANNEL`].
+fn slack_messages<'a>(
+    name: &'static str,
+    slack: &'a FakeSlack,
+    count: usize,
+    app: fn(usize) -> &'static str,
+    channel: &'static str,
+) -> Platform<'a> {
+    let sent = (0..count)
         .map(|n| Sent {
             what: job(n),
-            run: run_of(n),
-            scope: format!("slack:{}", app_of(n)),
-            key: format!("msg:C1:1700000000.{n:06}"),
+            run: format!("in:slack:{}:{channel}:1700000000.{n:06}", app(n)),
+            scope: format!("slack:{}", app(n)),
+            key: format!("msg:{channel}:1700000000.{n:06}"),
         })
         .collect();
     Platform {
-        name: "slack",
+        name,
         sent,
         answers: Box::new(move |n| {
-            let (token, job) = (format!("xoxb-{}", app_of(n)), job(n));
+            let (token, job) = (format!("xoxb-{}", app(n)), job(n));
             slack
                 .posts()
                 .iter()
@@ -198,32 +201,6 @@ fn feishu_messages(feishu: &FakeFeishu, count: usize) -> Platform<'_> {
                 .count()
         }),
         redelivers: false,
-    }
-}
-
-/// The `count` messages to the webhook account [`HOOK`] (message `m` in [`HOOK_CHANNEL`]),
-/// each answered by its bot's posts.
-fn hook_messages(slack: &FakeSlack, count: usize) -> Platform<'_> {
-    let sent = (0..count)
-        .map(|m| Sent {
-            what: job(m),
-            run: format!("in:slack:{HOOK}:{HOOK_CHANNEL}:1700000000.{m:06}"),
-            scope: format!("slack:{HOOK}"),
-            key: format!("msg:{HOOK_CHANNEL}:1700000000.{m:06}"),
-        })
-        .collect();
-    Platform {
-        name: "slack webhook",
-        sent,
-        answers: Box::new(move |m| {
-            let (token, job) = (format!("xoxb-{HOOK}"), job(m));
-            slack
-                .posts()
-                .iter()
-                .filter(|p| p.token == token && p.text.ends_with(&job))
-                .count()
-        }),
-        redelivers: true,
     }
 }
 
@@ -489,8 +466,8 @@ impl Cluster {
     /// connected once ([`connected_once_each`]); each platform's [`Tally`].
     async fn account(&self, said: &[String], seed: u64) -> Vec<(&'static str, Tally)> {
         let platforms = [
-            slack_messages(&self.slack),
-            hook_messages(&self.slack, MESSAGES / 2),
+            slack_messages("slack", &self.slack, MESSAGES, app_of, "C1"),
+            slack_messages("slack webhook", &self.slack, MESSAGES / 2, |_| HOOK, HOOK_CHANNEL),
             discord_messages(&self.sockets.discord, said),
             feishu_messages(&self.sockets.feishu, MESSAGES / 2),
         ];
