@@ -628,7 +628,10 @@ fn serve(
 ) -> Served {
     if !batch.is_empty() {
         // Left by the connection before this one, committed nowhere: its one more run.
-        tracing::info!(jobs = batch.len(), "running again a store batch the lost connection had not committed");
+        tracing::info!(
+            jobs = batch.len(),
+            "running again a store batch the lost connection had not committed"
+        );
         run_batch(db, batch, counts, Retry::Spent);
         if !conn.is_usable() {
             return Served::Lost;
@@ -704,12 +707,7 @@ fn next(rx: &mut mpsc::Receiver<Message>, busy: &mut Option<bool>) -> Option<Mes
 /// contention with another instance's writer is rolled back and run again, a few times. One
 /// whose connection closed before its commit was sent is left unanswered, to run again on a
 /// new connection, when `retry` allows.
-fn run_batch(
-    db: Db<'_>,
-    batch: &mut Vec<Box<dyn Job>>,
-    counts: &Counts,
-    retry: Retry,
-) -> Settled {
+fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts, retry: Retry) -> Settled {
     let mut attempts = Attempts::new();
     let mut isolation = Isolation::Shared;
     let committed = loop {

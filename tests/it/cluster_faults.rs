@@ -268,7 +268,12 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     let said = feeder.await.unwrap();
 
     let tallies = cluster.account(&said, seed).await;
-    let sends: u32 = cluster.slack.sends().iter().map(|s| s.saturating_sub(1)).sum();
+    let sends: u32 = cluster
+        .slack
+        .sends()
+        .iter()
+        .map(|s| s.saturating_sub(1))
+        .sum();
     println!(
         "{} kills of 3 instances and a PostgreSQL restart, {sends} Slack redeliveries, {} webhook \
          posts for {} events, {} turns begun",
@@ -349,12 +354,16 @@ fn running_ids(running: &[Instance]) -> Vec<&str> {
 /// every other).
 async fn share_each(store: &Store, ids: &[&str]) {
     let share = SOCKET_ACCOUNTS / ids.len();
-    eventually(WAIT, "each instance to hold its share of the accounts", || async {
-        let held = holders(store).await;
-        ids.iter()
-            .all(|id| held.iter().filter(|(by, _)| by == id).count() == share)
-            .then_some(())
-    })
+    eventually(
+        WAIT,
+        "each instance to hold its share of the accounts",
+        || async {
+            let held = holders(store).await;
+            ids.iter()
+                .all(|id| held.iter().filter(|(by, _)| by == id).count() == share)
+                .then_some(())
+        },
+    )
     .await;
 }
 
@@ -423,11 +432,7 @@ impl Cluster {
     /// limit in the way). Returns the Discord messages' ids: message `m` mentions
     /// `DISCORD_BOTS[m % 3]`.
     fn feed(&self) -> tokio::task::JoinHandle<Vec<String>> {
-        let (slack, sockets, pool) = (
-            self.slack.clone(),
-            self.sockets.clone(),
-            self.pool.clone(),
-        );
+        let (slack, sockets, pool) = (self.slack.clone(), self.sockets.clone(), self.pool.clone());
         let hook_path = format!("/hooks/slack/{HOOK}");
         tokio::spawn(async move {
             let mut said = Vec::new();
@@ -438,7 +443,11 @@ impl Cluster {
                     let (_, user) = DISCORD_BOTS[m % DISCORD_BOTS.len()];
                     let person = (200_000_000_000_000_000u64 + m as u64).to_string();
                     let text = format!("<@{user}> {}", job(m));
-                    said.push(sockets.discord.say((&person, "person"), CHANNEL, &text, None));
+                    said.push(
+                        sockets
+                            .discord
+                            .say((&person, "person"), CHANNEL, &text, None),
+                    );
                     let body = mention_in(HOOK_CHANNEL, HOOK, m);
                     slack.post_event(&pool, &hook_path, HOOK_SECRET, &hook_event(m), &body);
                 } else {
@@ -467,7 +476,13 @@ impl Cluster {
     async fn account(&self, said: &[String], seed: u64) -> Vec<(&'static str, Tally)> {
         let platforms = [
             slack_messages("slack", &self.slack, MESSAGES, app_of, "C1"),
-            slack_messages("slack webhook", &self.slack, MESSAGES / 2, |_| HOOK, HOOK_CHANNEL),
+            slack_messages(
+                "slack webhook",
+                &self.slack,
+                MESSAGES / 2,
+                |_| HOOK,
+                HOOK_CHANNEL,
+            ),
             discord_messages(&self.sockets.discord, said),
             feishu_messages(&self.sockets.feishu, MESSAGES / 2),
         ];

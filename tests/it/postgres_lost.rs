@@ -105,7 +105,10 @@ async fn connections_that_died_idle_in_a_restart_cost_no_write_and_no_read() {
         .await
         .unwrap();
     let now = baton::timing::now_ms();
-    assert_eq!(store.claim("idle", "before", now).await.unwrap(), Claim::Fresh);
+    assert_eq!(
+        store.claim("idle", "before", now).await.unwrap(),
+        Claim::Fresh
+    );
     store.cluster_status().await.unwrap();
 
     server.restart().await;

@@ -900,7 +900,11 @@ async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) 
         let mut inner = inner.lock().unwrap();
         *inner.connects.entry(app.clone()).or_default() += 1;
         let id = inner.spans.open(&app);
-        inner.sockets.entry(app.clone()).or_default().push(Live { id, tx });
+        inner
+            .sockets
+            .entry(app.clone())
+            .or_default()
+            .push(Live { id, tx });
         (id, inner.silent_limit)
     };
     // Without a limit, an interval that is never polled.
