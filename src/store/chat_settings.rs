@@ -178,10 +178,12 @@ impl Store {
                 Notice::Changed {
                     topic: Topic::ChatSettings,
                     key,
-                } => self
-                    .read(move |db| Ok((load_one(db, &key)?, key)))
-                    .await
-                    .map(|(settings, key)| self.inner.settings.put(key, settings)),
+                } => {
+                    let topic_key = key.clone();
+                    self.read(move |db| load_one(db, &topic_key))
+                        .await
+                        .map(|settings| self.inner.settings.put(key, settings))
+                }
                 Notice::Missed => self
                     .read(SettingsCache::load)
                     .await

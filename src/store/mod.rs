@@ -432,11 +432,12 @@ impl Store {
             .await
     }
 
-    /// Runs `read` on a reader connection, off the async workers.
+    /// Runs `read` on a reader connection, off the async workers; again on a new connection
+    /// when a pooled one turns out closed (`readers.rs`), hence `FnMut`.
     pub(crate) async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(Db<'_>) -> Result<T, DbError> + Send + 'static,
+        F: FnMut(Db<'_>) -> Result<T, DbError> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
         match tokio::task::spawn_blocking(move || inner.readers.with(read)).await {
@@ -450,10 +451,10 @@ impl Store {
 
     /// SQLite's own connection, for tests that read its pragmas.
     #[cfg(test)]
-    pub(crate) async fn sqlite_read<T, F>(&self, read: F) -> Result<T, StoreError>
+    pub(crate) async fn sqlite_read<T, F>(&self, mut read: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
+        F: FnMut(&rusqlite::Connection) -> rusqlite::Result<T> + Send + 'static,
     {
         self.read(move |db| Ok(read(db.sqlite())?)).await
     }

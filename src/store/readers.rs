@@ -6,6 +6,10 @@
 //! to empty the WAL, waiting up to a second for the reads under way. Connections are opened on
 //! demand and up to [`IDLE_READERS`] are kept for reuse. On PostgreSQL the pool is the same,
 //! of read-only server connections (the gate is never closed there: there is no WAL to empty).
+//! A pooled PostgreSQL connection can die while it waits (the server restarted), and its next
+//! read is where that shows: a read that failed because its connection closed is run once more
+//! on a new connection (a read changes nothing, so running it again is safe), and the dead one
+//! is dropped. A read that failed on its own (an SQL error) is not run again.
 
 use std::sync::Mutex;
 
@@ -60,24 +64,62 @@ impl Readers {
         }
     }
 
-    /// Runs `read` on a pooled connection. Blocking: call from `spawn_blocking`.
+    /// Runs `read` on a pooled connection; once more on a new one when the pooled one turns
+    /// out closed. Blocking: call from `spawn_blocking`.
     pub(crate) fn with<T>(
         &self,
-        read: impl FnOnce(Db<'_>) -> Result<T, DbError>,
+        mut read: impl FnMut(Db<'_>) -> Result<T, DbError>,
     ) -> Result<T, StoreError> {
         let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => self.source.open_reader()?,
+        let Some(conn) = pooled else {
+            return self.on_new(read);
         };
+        match self.run(conn, &mut read) {
+            // Failed because its connection is closed, not because of the read itself.
+            (Err(e), Kept::Closed) => {
+                tracing::info!(error = %e, "a pooled store reader's connection was closed; reading on a new one");
+                self.on_new(read)
+            }
+            (result, _) => Ok(result?),
+        }
+    }
+
+    /// Runs `read` on a connection opened for it.
+    fn on_new<T>(
+        &self,
+        mut read: impl FnMut(Db<'_>) -> Result<T, DbError>,
+    ) -> Result<T, StoreError> {
+        let conn = self.source.open_reader()?;
+        Ok(self.run(conn, &mut read).0?)
+    }
+
+    /// Runs `read` on `conn` through the gate, then keeps `conn` for the next read if it is
+    /// still usable and the pool has room.
+    fn run<T>(
+        &self,
+        conn: Conn,
+        read: &mut impl FnMut(Db<'_>) -> Result<T, DbError>,
+    ) -> (Result<T, DbError>, Kept) {
         let result = {
             let _open = self.gate.read();
             conn.with_db(read)
         };
+        if !conn.is_usable() {
+            return (result, Kept::Closed);
+        }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < IDLE_READERS && conn.is_usable() {
+        if idle.len() < IDLE_READERS {
             idle.push(conn);
         }
-        Ok(result?)
+        (result, Kept::Usable)
     }
+}
+
+/// What a read left of its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// Still usable (pooled again if there was room).
+    Usable,
+    /// Closed (the server went away, or ended it): dropped.
+    Closed,
 }

@@ -26,11 +26,16 @@
 //! failure) is rolled back whole and run again (`contention.rs`). Both are why a job is
 //! `FnMut`.
 //!
-//! When the server closes the connection (it restarted, or went away), the batch under way
-//! fails with the reason and the writer connects again (`writer_conn.rs`), at once and then
-//! with a pause that doubles up to [`MAX_PAUSE`]. Until it is connected, every job fails at once
-//! with [`StoreError::Disconnected`], and `/readyz` says so (`write_health.rs`): nothing waits
-//! on a server that is not there, and nothing is told it was saved.
+//! When the server closes the connection (it restarted, or went away), the writer connects
+//! again (`writer_conn.rs`), at once and then with a pause that doubles up to [`MAX_PAUSE`].
+//! A batch that met the closed connection before its `COMMIT` was sent committed nothing (the
+//! server rolls an unfinished transaction back): it is run once more on the new connection, so
+//! the first write after a restart that the writer slept through succeeds. One that lost the
+//! connection waiting for its `COMMIT`'s answer may have committed: it is never run again, it
+//! fails with the reason, as does a batch whose new connection could not be made. Until it is
+//! connected, every job fails at once with [`StoreError::Disconnected`], and `/readyz` says so
+//! (`write_health.rs`): nothing waits on a server that is not there, and nothing is told it was
+//! saved.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -485,8 +490,30 @@ pub(crate) enum Upkeep {
 enum Served {
     /// Asked to stop, or every sender is gone.
     Stopped,
-    /// The connection is closed: connect again before the next batch.
+    /// The connection is closed: connect again before the next batch (and run the batch left
+    /// in the writer's hands again, if any: [`Settled::AgainOnNewConnection`]).
     Lost,
+}
+
+/// What became of a batch [`run_batch`] ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// Committed or failed: every job has its answer.
+    Answered,
+    /// The connection closed before the commit was sent: nothing of it is committed, and it is
+    /// to run once more on a new connection. Its jobs are not answered yet.
+    AgainOnNewConnection,
+}
+
+/// Whether [`run_batch`] may leave a batch its connection was lost under to run again
+/// ([`Settled::AgainOnNewConnection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Yes: the writer connects again and runs it first.
+    OnNewConnection,
+    /// No: it fails with the reason (it ran on a new connection already, or the writer is
+    /// stopping, or cannot connect again).
+    Spent,
 }
 
 fn writer_loop(
@@ -520,7 +547,7 @@ fn writer_loop(
             tracing::error!("the store writer's connection was closed; it stops");
             return;
         };
-        match reconnect(url, &mut rx, counts) {
+        match reconnect(url, &mut rx, &mut batch, counts) {
             Some(new) => conn = Conn::Postgres(new),
             None => return,
         }
@@ -537,11 +564,13 @@ pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(5);
 const REFUSE_EVERY: Duration = Duration::from_millis(10);
 
 /// Connects the writer to `url` again: at once, then after a pause that doubles up to
-/// [`MAX_PAUSE`]. Meanwhile every job that comes fails at once with the reason. `None` when
-/// the writer is to stop.
+/// [`MAX_PAUSE`]. When the first attempt fails, the batch left to run again (`pending`) fails
+/// with the reason, and so does every job that comes meanwhile. `None` when the writer is to
+/// stop.
 fn reconnect(
     url: &PgUrl,
     rx: &mut mpsc::Receiver<Message>,
+    pending: &mut Vec<Box<dyn Job>>,
     counts: &Counts,
 ) -> Option<super::sql::PgConn> {
     let mut pause = FIRST_PAUSE;
@@ -560,7 +589,9 @@ fn reconnect(
                 };
                 tracing::error!(error = %reason, retry_in = ?pause, "the store writer cannot connect to PostgreSQL again");
                 counts.health.disconnected(&reason);
-                refuse_for(pause, rx, &Unsaved::Disconnected(reason))?;
+                let why = Unsaved::Disconnected(reason);
+                answer(pending, Err(why.clone()), counts);
+                refuse_for(pause, rx, &why)?;
                 pause = (pause * 2).min(MAX_PAUSE);
             }
         }
@@ -595,6 +626,17 @@ fn serve(
     counts: &Counts,
     upkeep: &mut Upkeep,
 ) -> Served {
+    if !batch.is_empty() {
+        // Left by the connection before this one, committed nowhere: its one more run.
+        tracing::info!(
+            jobs = batch.len(),
+            "running again a store batch the lost connection had not committed"
+        );
+        run_batch(db, batch, counts, Retry::Spent);
+        if !conn.is_usable() {
+            return Served::Lost;
+        }
+    }
     loop {
         let mut stop = false;
         match next(rx, busy) {
@@ -609,7 +651,14 @@ fn serve(
             }
         }
         if !batch.is_empty() {
-            run_batch(db, batch, counts);
+            // A stopping writer answers what it has and connects to nothing again.
+            let retry = match upkeep {
+                Upkeep::Reconnect(_) if !stop => Retry::OnNewConnection,
+                _ => Retry::Spent,
+            };
+            if run_batch(db, batch, counts, retry) == Settled::AgainOnNewConnection {
+                return Served::Lost;
+            }
             if let (Upkeep::Wal(bound), Conn::Sqlite(conn)) = (&mut *upkeep, conn) {
                 bound.keep(conn);
             }
@@ -655,8 +704,10 @@ fn next(rx: &mut mpsc::Receiver<Message>, busy: &mut Option<bool>) -> Option<Mes
 
 /// Runs `batch` in one transaction, commits, then answers every job. A batch in which a job
 /// failed is rolled back and run again with each job in a savepoint; one that failed on
-/// contention with another instance's writer is rolled back and run again, a few times.
-fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
+/// contention with another instance's writer is rolled back and run again, a few times. One
+/// whose connection closed before its commit was sent is left unanswered, to run again on a
+/// new connection, when `retry` allows.
+fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts, retry: Retry) -> Settled {
     let mut attempts = Attempts::new();
     let mut isolation = Isolation::Shared;
     let committed = loop {
@@ -675,6 +726,14 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
                 break Err(Unsaved::Failed(msg));
             }
             Failure::Contended(_) => {}
+            Failure::Closed(reason) if retry == Retry::OnNewConnection => {
+                tracing::warn!(error = %reason, jobs = batch.len(), "the store writer's connection was closed before its batch committed; running the batch again on a new connection");
+                return Settled::AgainOnNewConnection;
+            }
+            Failure::Closed(reason) => {
+                counts.health.disconnected(&reason);
+                break Err(Unsaved::Disconnected(reason));
+            }
             Failure::Lost(unsaved) => {
                 // Not a collision, which runs again: this store cannot take writes now.
                 match &unsaved {
@@ -685,6 +744,15 @@ fn run_batch(db: Db<'_>, batch: &mut Vec<Box<dyn Job>>, counts: &Counts) {
             }
         }
     };
+    answer(batch, committed, counts);
+    Settled::Answered
+}
+
+/// Answers every job of `batch` with its fate, and counts a commit.
+fn answer(batch: &mut Vec<Box<dyn Job>>, committed: Result<(), Unsaved>, counts: &Counts) {
+    if batch.is_empty() {
+        return;
+    }
     if committed.is_ok() {
         counts.jobs.fetch_add(batch.len() as u64, Ordering::Relaxed);
         counts.commits.fetch_add(1, Ordering::Relaxed);
@@ -704,8 +772,12 @@ enum Failure {
     Job,
     /// A job or the commit collided with another writer (`contention.rs`).
     Contended(String),
+    /// The connection closed (why: the reason) before the commit was sent: the server rolled
+    /// the transaction back, nothing of the batch is committed.
+    Closed(String),
     /// The batch is lost: its transaction could not begin, commit, or was rolled back by the
-    /// database, or the connection is gone.
+    /// database, or the connection closed waiting for the commit's answer (it may have
+    /// committed: never run again).
     Lost(Unsaved),
 }
 
@@ -725,12 +797,13 @@ fn try_batch(
         Engine::Postgres => "BEGIN",
     };
     // On PostgreSQL it goes out with the first job's first statement that waits.
-    db.execute_pipelined(begin, &[]).map_err(|e| lost(db, &e))?;
+    db.execute_pipelined(begin, &[])
+        .map_err(|e| closed_or_lost(db, &e))?;
     for job in batch.iter_mut() {
         let ran = job.run(db, isolation);
         if let Some(reason) = db.lost() {
             // Whatever the job was told, its batch is gone with the connection.
-            return Err(Failure::Lost(Unsaved::Disconnected(reason)));
+            return Err(Failure::Closed(reason));
         }
         match ran {
             Ran::Done => {}
@@ -754,7 +827,7 @@ fn try_batch(
     // not the commit's.
     if let Err(e) = db.flush() {
         return Err(match db.lost() {
-            Some(reason) => Failure::Lost(Unsaved::Disconnected(reason)),
+            Some(reason) => Failure::Closed(reason),
             None if e.is_contention() => Failure::Contended(e.to_string()),
             None if isolation == Isolation::Shared => Failure::Job,
             // Each job's savepoint waited for its own: nothing was left to fail here.
@@ -768,6 +841,15 @@ fn try_batch(
             lost(db, &e)
         }
     })
+}
+
+/// The batch failed on `e` before its commit was sent: with the connection (nothing of it is
+/// committed), or otherwise.
+fn closed_or_lost(db: Db<'_>, e: &DbError) -> Failure {
+    match db.lost() {
+        Some(reason) => Failure::Closed(reason),
+        None => lost(db, e),
+    }
 }
 
 /// The batch lost on `e`: with the connection, or otherwise.

@@ -2,14 +2,16 @@
 //! several instances"): three `baton run` children on one PostgreSQL database, three Slack Socket
 //! Mode accounts on the fake Slack, which offers every event again until a socket acknowledges
 //! it, three Discord gateway accounts on the fake Discord and three Feishu long-connection
-//! accounts on the fake Feishu, which (like Discord's gateway) do not, and a model that takes a
-//! while over each answer. While messages keep coming, each round
-//! kills a random instance with SIGKILL at a random moment and starts it again (under its id,
-//! once its registration has run out); the middle round restarts PostgreSQL instead
-//! (`pg_ctl restart -m fast`, on a server of the test's own). At the end:
+//! accounts on the fake Feishu, which (like Discord's gateway) do not, a Slack Events API
+//! account that every instance serves (the fake Slack posts each event to one instance, and
+//! again to another while a post fails, as Slack retries), and a model that takes a while over
+//! each answer. While messages keep coming, each round kills a random instance with SIGKILL at a
+//! random moment and starts it again (under its id, once its registration has run out); the
+//! middle round restarts PostgreSQL instead (`pg_ctl restart -m fast`, on a server of the test's
+//! own), under the test's own store handle too, which reads and writes on after it. At the end:
 //! every message answered at most once, none lost without a record (answered, or a failure in
-//! the transcript), every account connected by exactly one instance, and never two Slack sockets
-//! open for one account at any moment. A Discord or Feishu message the fake handed to no socket,
+//! the transcript), every socket account connected by exactly one instance, and never two
+//! sockets open for one account at any moment. A Discord or Feishu message the fake handed to no socket,
 //! or to one whose process was killed before baton filed it, never reached baton: it is counted
 //! apart (the platform's loss, not baton's), and told from a lost one by baton's claim of its id.
 //!
@@ -17,8 +19,9 @@
 //! failure can be replayed (`BATON_FAULT_SEED`). Waits poll for a state with a deadline.
 //!
 //! A rolling restart (SIGTERM each instance in turn, start a new one in its place, let the
-//! accounts spread again) under the same traffic answers every message exactly once and leaves no account
-//! without a socket for longer than `lease_seconds`.
+//! accounts spread again) under the same traffic answers every message exactly once or records
+//! its failure, and leaves no socket account (Slack, Discord, Feishu) without a socket for longer
+//! than `lease_seconds`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -29,8 +32,10 @@ use rand::Rng;
 use crate::support::fake_discord::FakeDiscord;
 use crate::support::fake_feishu::{FakeFeishu, Target, message_event};
 use crate::support::fake_openai::FakeOpenAi;
-use crate::support::fake_slack::FakeSlack;
-use crate::support::instances::{Instance, Instances, LEASE_SECONDS, holders, job, mention};
+use crate::support::fake_slack::{FakeSlack, Pool};
+use crate::support::instances::{
+    Instance, Instances, LEASE_SECONDS, holders, job, mention, mention_in,
+};
 use crate::support::postgres::{database, own_server};
 use crate::support::process::{EXIT_DEADLINE, eventually, fault_rng};
 
@@ -46,6 +51,13 @@ const DISCORD_BOTS: [(&str, &str); 3] = [
 const CHANNEL: &str = "300000000000000001";
 /// The Feishu accounts of the chaos test, one bot (and app) each.
 const FEISHU_BOTS: [&str; 3] = ["fsnark", "fcaid", "fsec"];
+/// The Slack Events API account every instance serves, and the channel its messages are in.
+const HOOK: &str = "hook";
+const HOOK_CHANNEL: &str = "C2";
+/// The signing secret of [`HOOK`]'s requests.
+const HOOK_SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+/// How many socket accounts the instances share (Slack, Discord, Feishu).
+const SOCKET_ACCOUNTS: usize = APPS.len() + DISCORD_BOTS.len() + FEISHU_BOTS.len();
 /// How many instances share the database.
 const INSTANCES: [&str; 3] = ["baton-a", "baton-b", "baton-c"];
 /// How many rounds: an instance is killed in each, but for the middle one, which restarts
@@ -53,7 +65,7 @@ const INSTANCES: [&str; 3] = ["baton-a", "baton-b", "baton-c"];
 const ROUNDS: usize = 7;
 /// How many messages the fake Slack delivers over the run, alternating between the accounts,
 /// one every [`PACE`], so the kills land mid-stream; with the other platforms, a Discord and a
-/// Feishu message in turn between them.
+/// Feishu message in turn between them, and a webhook message with each Discord one.
 const MESSAGES: usize = 120;
 const PACE: Duration = Duration::from_millis(200);
 /// How long the model takes over each answer: kills land in turns under way too.
@@ -68,11 +80,6 @@ fn app_of(n: usize) -> &'static str {
 
 fn envelope(n: usize) -> String {
     format!("env-{n}")
-}
-
-/// The run id of the answer to message `n`.
-fn run_of(n: usize) -> String {
-    format!("in:slack:{}:C1:1700000000.{n:06}", app_of(n))
 }
 
 /// One message the test sent, as the accounting finds it.
@@ -92,8 +99,9 @@ struct Platform<'a> {
     sent: Vec<Sent>,
     /// How many times message `i` of `sent` was answered, by its own bot.
     answers: Box<dyn Fn(usize) -> usize + 'a>,
-    /// Whether the platform offers an event again until a socket acknowledges it (Slack). When
-    /// not (Discord), a message handed to a socket that died before baton filed it is gone.
+    /// Whether the platform offers an event again until it is acknowledged (Slack, on a socket
+    /// or a webhook's 200). When not (Discord, Feishu), a message handed to a socket that died
+    /// before baton filed it is gone.
     redelivers: bool,
 }
 
@@ -106,21 +114,29 @@ struct Tally {
     never_received: usize,
 }
 
-/// The [`MESSAGES`] on the fake Slack, each answered by its app's posts.
-fn slack_messages(slack: &FakeSlack) -> Platform<'_> {
-    let sent = (0..MESSAGES)
+/// `count` Slack messages (message `n` to `app(n)` in `channel`, as [`mention_in`] makes it),
+/// each answered by its app's posts: the [`MESSAGES`] to the socket accounts in C1, or the
+/// webhook account's in [`HOOK_CHANNEL`].
+fn slack_messages<'a>(
+    name: &'static str,
+    slack: &'a FakeSlack,
+    count: usize,
+    app: fn(usize) -> &'static str,
+    channel: &'static str,
+) -> Platform<'a> {
+    let sent = (0..count)
         .map(|n| Sent {
             what: job(n),
-            run: run_of(n),
-            scope: format!("slack:{}", app_of(n)),
-            key: format!("msg:C1:1700000000.{n:06}"),
+            run: format!("in:slack:{}:{channel}:1700000000.{n:06}", app(n)),
+            scope: format!("slack:{}", app(n)),
+            key: format!("msg:{channel}:1700000000.{n:06}"),
         })
         .collect();
     Platform {
-        name: "slack",
+        name,
         sent,
         answers: Box::new(move |n| {
-            let (token, job) = (format!("xoxb-{}", app_of(n)), job(n));
+            let (token, job) = (format!("xoxb-{}", app(n)), job(n));
             slack
                 .posts()
                 .iter()
@@ -188,6 +204,11 @@ fn feishu_messages(feishu: &FakeFeishu, count: usize) -> Platform<'_> {
     }
 }
 
+/// The event id of webhook message `m`, as [`mention_in`] makes it.
+fn hook_event(m: usize) -> String {
+    format!("Ev{HOOK}{m}")
+}
+
 /// The message id of Feishu message `m`.
 fn feishu_id(m: usize) -> String {
     format!("om_chaos_{m}")
@@ -227,110 +248,101 @@ async fn sigkill_of_a_random_instance_each_round_answers_every_message_at_most_o
     let (seed, mut rng) = fault_rng();
 
     let (server, url) = own_server("chaos").await;
-    let Cluster {
-        slack,
-        sockets,
-        model,
-        instances: cluster,
-        mut store,
-        mut running,
-    } = Cluster::start_on(url, true).await;
-    let sockets = sockets.expect("the chaos cluster has Discord and Feishu accounts");
-    let feeder = feed(&slack, Some(&sockets));
+    let mut cluster = Cluster::start(url).await;
+    let feeder = cluster.feed();
     for round in 0..ROUNDS {
         let after = Duration::from_millis(rng.random_range(0..2000));
         tokio::time::sleep(after).await; // the fault's timing, not a synchronisation
         if round == ROUNDS / 2 {
             println!("round {round}: pg_ctl restart -m fast after {after:?}");
             server.restart().await;
-            // The test's own handle reads on fresh connections from here on.
-            store = cluster.store().await;
             continue;
         }
-        let victim = rng.random_range(0..running.len());
-        let id = running[victim].id.clone();
+        let victim = rng.random_range(0..cluster.running.len());
+        let id = cluster.running[victim].id.clone();
         println!("round {round}: kill -9 {id} after {after:?}");
-        running[victim].kill().await;
-        registration_ran_out(&store, &id).await;
-        running[victim] = cluster.start(&id).await;
+        cluster.running[victim].kill().await;
+        registration_ran_out(&cluster.store, &id).await;
+        cluster.replace(victim, &id).await;
     }
     let said = feeder.await.unwrap();
 
-    let platforms = [
-        slack_messages(&slack),
-        discord_messages(&sockets.discord, &said),
-        feishu_messages(&sockets.feishu, MESSAGES / 2),
-    ];
-    let acked = || (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
-    let tallies = account(&store, &platforms, acked, &running, seed).await;
-    connected_once_each(&store, &slack, Some(&sockets), &running, seed).await;
-    let sends: u32 = slack.sends().iter().map(|s| s.saturating_sub(1)).sum();
+    let tallies = cluster.account(&said, seed).await;
+    let sends: u32 = cluster
+        .slack
+        .sends()
+        .iter()
+        .map(|s| s.saturating_sub(1))
+        .sum();
     println!(
-        "{} kills of 3 instances and a PostgreSQL restart, {sends} Slack redeliveries, {} turns \
-         begun",
+        "{} kills of 3 instances and a PostgreSQL restart, {sends} Slack redeliveries, {} webhook \
+         posts for {} events, {} turns begun",
         ROUNDS - 1,
-        model.requests().len(),
+        cluster.slack.event_posts(),
+        MESSAGES / 2,
+        cluster.model.requests().len(),
     );
-    for (platform, tally) in platforms.iter().zip(&tallies) {
-        println!(
-            "{}: {} messages, {tally:?}, 0 lost, 0 doubled",
-            platform.name,
-            platform.sent.len()
-        );
+    for (platform, tally) in tallies {
+        println!("{platform}: {tally:?}, 0 lost, 0 doubled");
     }
 }
 
 /// SIGTERM each instance in turn while messages keep coming, start a new one (a new id) in its
 /// place, and wait for the accounts to spread over the three again before the next. Every message is
-/// answered exactly once or failed on record, and no account is without a socket for longer
-/// than a lease: from one socket's close to the next one's open.
+/// answered exactly once or failed on record, and no socket account, on any platform, is without
+/// a socket for longer than a lease: from one socket's close to the next one's open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_leaves_no_account_unconnected_longer_than_a_lease() {
-    let Cluster {
-        slack,
-        sockets: _,
-        model: _model,
-        instances,
-        store,
-        mut running,
-    } = Cluster::start().await;
-    one_account_each(&store, &INSTANCES).await;
-    let feeder = feed(&slack, None);
-    for at in 0..running.len() {
-        let old = &mut running[at];
+    let mut cluster = Cluster::start(database().await).await;
+    share_each(&cluster.store, &INSTANCES).await;
+    let feeder = cluster.feed();
+    for at in 0..cluster.running.len() {
+        let old = &mut cluster.running[at];
         println!("SIGTERM {}", old.id);
         old.process.terminate();
         old.process.wait(EXIT_DEADLINE).await;
         // A new process under a new id, as a replaced pod or the default id (host and pid) has.
-        running[at] = instances.start(&format!("{}-2", running[at].id)).await;
-        one_account_each(&store, &running_ids(&running)).await;
+        let id = format!("{}-2", old.id);
+        cluster.replace(at, &id).await;
+        share_each(&cluster.store, &running_ids(&cluster.running)).await;
     }
-    feeder.await.unwrap();
+    let said = feeder.await.unwrap();
 
-    let acked = || (0..MESSAGES).all(|n| slack.acked(&envelope(n)));
-    let tallies = account(&store, &[slack_messages(&slack)], acked, &running, 0).await;
-    connected_once_each(&store, &slack, None, &running, 0).await;
+    let tallies = cluster.account(&said, 0).await;
     let lease = Duration::from_secs(LEASE_SECONDS);
-    for app in APPS {
-        let spans = slack.spans(app);
-        let longest = spans
-            .windows(2)
-            .map(|w| {
-                let closed = w[0].closed.expect("a later socket opened after it closed");
-                w[1].opened.saturating_duration_since(closed)
-            })
-            .max()
-            .unwrap_or_default();
+    let (slack, discord, feishu) = (
+        cluster.slack.spans(),
+        cluster.sockets.discord.spans(),
+        cluster.sockets.feishu.spans(),
+    );
+    let accounts = APPS
+        .iter()
+        .map(|app| (format!("slack/{app}"), &slack, *app))
+        .chain(
+            DISCORD_BOTS
+                .iter()
+                .map(|(bot, user)| (format!("discord/{bot}"), &discord, *user)),
+        )
+        .chain(
+            FEISHU_BOTS
+                .iter()
+                .map(|bot| (format!("feishu/{bot}"), &feishu, *bot)),
+        );
+    for (account, spans, name) in accounts {
+        let longest = spans.longest_gap(name);
         assert!(
             longest <= lease,
-            "{app} had no socket for {longest:?}, longer than the lease ({lease:?}): {spans:?}"
+            "{account} had no socket for {longest:?}, longer than the lease ({lease:?}): {:?}",
+            spans.of(name)
         );
         println!(
-            "{app}: {} sockets, longest without one {longest:?}",
-            spans.len()
+            "{account}: {} sockets, longest without one {longest:?}",
+            spans.of(name).len()
         );
     }
-    println!("{MESSAGES} messages over a rolling restart: {tallies:?}");
+    for (platform, tally) in tallies {
+        println!("{platform} over a rolling restart: {tally:?}, 0 lost, 0 doubled");
+    }
 }
 
 /// The ids of `running`.
@@ -338,22 +350,29 @@ fn running_ids(running: &[Instance]) -> Vec<&str> {
     running.iter().map(|i| i.id.as_str()).collect()
 }
 
-/// Wait until each of the instances `ids` holds one account.
-async fn one_account_each(store: &Store, ids: &[&str]) {
-    eventually(WAIT, "each instance to hold one account", || async {
-        let held = holders(store).await;
-        ids.iter()
-            .all(|id| held.iter().filter(|(by, _)| by == id).count() == 1)
-            .then_some(())
-    })
+/// Wait until each of the instances `ids` holds its share of the socket accounts (as many as
+/// every other).
+async fn share_each(store: &Store, ids: &[&str]) {
+    let share = SOCKET_ACCOUNTS / ids.len();
+    eventually(
+        WAIT,
+        "each instance to hold its share of the accounts",
+        || async {
+            let held = holders(store).await;
+            ids.iter()
+                .all(|id| held.iter().filter(|(by, _)| by == id).count() == share)
+                .then_some(())
+        },
+    )
     .await;
 }
 
 /// The fakes, three instances on one database, and a store handle on it.
 struct Cluster {
     slack: FakeSlack,
-    /// With Discord and Feishu accounts, their fakes.
-    sockets: Option<Sockets>,
+    sockets: Sockets,
+    /// The instances serving the webhook account: the running ones.
+    pool: Pool,
     model: FakeOpenAi,
     instances: Instances,
     store: Store,
@@ -361,16 +380,11 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// On a fresh database of the shared server.
-    async fn start() -> Cluster {
-        Cluster::start_on(database().await, false).await
-    }
-
-    /// On the database at `url`, with the [`DISCORD_BOTS`] and [`FEISHU_BOTS`] too when
-    /// `with_sockets`.
-    async fn start_on(url: String, with_sockets: bool) -> Cluster {
+    /// On the database at `url`: the Slack socket accounts [`APPS`], the webhook account
+    /// [`HOOK`], the Discord [`DISCORD_BOTS`] and the Feishu [`FEISHU_BOTS`], on [`INSTANCES`].
+    async fn start(url: String) -> Cluster {
         let slack = FakeSlack::start().await;
-        for app in APPS {
+        for app in APPS.iter().chain([&HOOK]) {
             slack.app(app, &format!("U_{}", app.to_uppercase()));
         }
         let model = FakeOpenAi::start().await;
@@ -381,58 +395,62 @@ impl Cluster {
         );
         // Every message goes to one chat per bot: no "busy" here.
         let lanes = format!("\n[lanes]\nmax_queued_per_session = {MESSAGES}\n");
-        let mut instances = Instances::on(url, &slack, &APPS, &backend, &lanes);
-        let sockets = if with_sockets {
-            let (discord, feishu) = (FakeDiscord::start().await, FakeFeishu::start().await);
-            instances = instances
-                .with_discord(&discord, &DISCORD_BOTS, &backend)
-                .with_feishu(&feishu, &FEISHU_BOTS, &backend);
-            Some(Sockets { discord, feishu })
-        } else {
-            None
-        };
+        let (discord, feishu) = (FakeDiscord::start().await, FakeFeishu::start().await);
+        let instances = Instances::on(url, &slack, &APPS, &backend, &lanes)
+            .with_slack_events(&slack, &[HOOK], &backend, HOOK_SECRET)
+            .with_discord(&discord, &DISCORD_BOTS, &backend)
+            .with_feishu(&feishu, &FEISHU_BOTS, &backend);
         let store = instances.store().await;
         let mut running = Vec::new();
         for id in INSTANCES {
             running.push(instances.start(id).await);
         }
+        let pool = Pool::default();
+        pool.set(running.iter().map(|i| i.base.clone()).collect());
         Cluster {
             slack,
-            sockets,
+            sockets: Sockets { discord, feishu },
+            pool,
             model,
             instances,
             store,
             running,
         }
     }
-}
 
-/// The fakes of the socket accounts beside Slack's.
-#[derive(Clone)]
-struct Sockets {
-    discord: FakeDiscord,
-    feishu: FakeFeishu,
-}
+    /// Start instance `id` in place of `running[at]` (stopped), and post webhooks to it from
+    /// now on instead.
+    async fn replace(&mut self, at: usize, id: &str) {
+        self.running[at] = self.instances.start(id).await;
+        self.pool
+            .set(self.running.iter().map(|i| i.base.clone()).collect());
+    }
 
-/// Deliver the [`MESSAGES`], one every [`PACE`], alternating between the accounts, and with
-/// `sockets` a mention on Discord after each even one and on Feishu after each odd one, each
-/// from a person of its own (no per-sender rate limit in the way). Returns the Discord
-/// messages' ids: message `m` mentions `DISCORD_BOTS[m % 3]`.
-fn feed(slack: &FakeSlack, sockets: Option<&Sockets>) -> tokio::task::JoinHandle<Vec<String>> {
-    let (slack, sockets) = (slack.clone(), sockets.cloned());
-    tokio::spawn(async move {
-        let mut said = Vec::new();
-        for n in 0..MESSAGES {
-            slack.deliver(app_of(n), &envelope(n), mention(app_of(n), n));
-            let (m, person) = (n / 2, format!("person-{n}"));
-            match &sockets {
-                Some(s) if n % 2 == 0 => {
+    /// Deliver the [`MESSAGES`], one every [`PACE`], alternating between the Slack socket
+    /// accounts, with a mention on Discord and one to the webhook account after each even one
+    /// and one on Feishu after each odd one, each from a person of its own (no per-sender rate
+    /// limit in the way). Returns the Discord messages' ids: message `m` mentions
+    /// `DISCORD_BOTS[m % 3]`.
+    fn feed(&self) -> tokio::task::JoinHandle<Vec<String>> {
+        let (slack, sockets, pool) = (self.slack.clone(), self.sockets.clone(), self.pool.clone());
+        let hook_path = format!("/hooks/slack/{HOOK}");
+        tokio::spawn(async move {
+            let mut said = Vec::new();
+            for n in 0..MESSAGES {
+                slack.deliver(app_of(n), &envelope(n), mention(app_of(n), n));
+                let (m, person) = (n / 2, format!("person-{n}"));
+                if n % 2 == 0 {
                     let (_, user) = DISCORD_BOTS[m % DISCORD_BOTS.len()];
                     let person = (200_000_000_000_000_000u64 + m as u64).to_string();
                     let text = format!("<@{user}> {}", job(m));
-                    said.push(s.discord.say((&person, "person"), CHANNEL, &text, None));
-                }
-                Some(s) => {
+                    said.push(
+                        sockets
+                            .discord
+                            .say((&person, "person"), CHANNEL, &text, None),
+                    );
+                    let body = mention_in(HOOK_CHANNEL, HOOK, m);
+                    slack.post_event(&pool, &hook_path, HOOK_SECRET, &hook_event(m), &body);
+                } else {
                     let bot = FEISHU_BOTS[m % FEISHU_BOTS.len()];
                     let event = message_event(
                         bot,
@@ -444,14 +462,45 @@ fn feed(slack: &FakeSlack, sockets: Option<&Sockets>) -> tokio::task::JoinHandle
                         &[(&format!("ou_{bot}_self"), bot)],
                     );
                     // A message offered while no socket is open never reaches baton.
-                    s.feishu.offer_event(bot, &event);
+                    sockets.feishu.offer_event(bot, &event);
                 }
-                None => {}
+                tokio::time::sleep(PACE).await; // the platforms' pace, not a synchronisation
             }
-            tokio::time::sleep(PACE).await; // the platforms' pace, not a synchronisation
-        }
-        said
-    })
+            said
+        })
+    }
+
+    /// Once every Slack event (socket and webhook) is acknowledged, accounts for every message
+    /// sent ([`account`], `said`: the Discord messages' ids) and checks every account is
+    /// connected once ([`connected_once_each`]); each platform's [`Tally`].
+    async fn account(&self, said: &[String], seed: u64) -> Vec<(&'static str, Tally)> {
+        let platforms = [
+            slack_messages("slack", &self.slack, MESSAGES, app_of, "C1"),
+            slack_messages(
+                "slack webhook",
+                &self.slack,
+                MESSAGES / 2,
+                |_| HOOK,
+                HOOK_CHANNEL,
+            ),
+            discord_messages(&self.sockets.discord, said),
+            feishu_messages(&self.sockets.feishu, MESSAGES / 2),
+        ];
+        let acked = || {
+            (0..MESSAGES).all(|n| self.slack.acked(&envelope(n)))
+                && (0..MESSAGES / 2).all(|m| self.slack.acked(&hook_event(m)))
+        };
+        let tallies = account(&self.store, &platforms, acked, &self.running, seed).await;
+        connected_once_each(&self.store, self, seed).await;
+        platforms.iter().map(|p| p.name).zip(tallies).collect()
+    }
+}
+
+/// The fakes of the socket accounts beside Slack's.
+#[derive(Clone)]
+struct Sockets {
+    discord: FakeDiscord,
+    feishu: FakeFeishu,
 }
 
 /// Once `acked` holds (every Slack message acknowledged), every message of a redelivering
@@ -547,45 +596,42 @@ async fn claimed(store: &Store, sent: &Sent) -> bool {
     store.claim(&sent.scope, &sent.key, now).await.unwrap() == Claim::Duplicate
 }
 
-/// Every account connected by exactly one instance, the others on standby; never two Slack
+/// Every socket account connected by exactly one instance, the others on standby; never two
 /// sockets of one account open at once.
-async fn connected_once_each(
-    store: &Store,
-    slack: &FakeSlack,
-    sockets: Option<&Sockets>,
-    running: &[Instance],
-    seed: u64,
-) {
+async fn connected_once_each(store: &Store, cluster: &Cluster, seed: u64) {
+    let Sockets { discord, feishu } = &cluster.sockets;
+    let (slack_spans, discord_spans, feishu_spans) =
+        (cluster.slack.spans(), discord.spans(), feishu.spans());
+    let mut accounts = Vec::new();
     for app in APPS {
-        assert_eq!(
-            slack.max_open(app),
-            1,
-            "seed {seed}: two sockets of {app} open at once: {:?}",
-            slack.spans(app)
-        );
+        accounts.push((format!("slack/{app}"), app, &slack_spans, app));
+        eventually(WAIT, "the Slack app connected", || async {
+            cluster.slack.socket_open(app).then_some(())
+        })
+        .await;
     }
-    let mut accounts: Vec<(String, &str)> = APPS
-        .iter()
-        .map(|app| (format!("slack/{app}"), *app))
-        .collect();
-    if let Some(sockets) = sockets {
-        for (bot, user) in DISCORD_BOTS {
-            accounts.push((format!("discord/{bot}"), bot));
-            eventually(WAIT, "the Discord bot connected", || async {
-                sockets.discord.connected(user).then_some(())
-            })
-            .await;
-        }
-        for bot in FEISHU_BOTS {
-            accounts.push((format!("feishu/{bot}"), bot));
-            eventually(WAIT, "the Feishu app connected", || async {
-                sockets.feishu.socket_open(bot).then_some(())
-            })
-            .await;
-        }
+    for (bot, user) in DISCORD_BOTS {
+        accounts.push((format!("discord/{bot}"), bot, &discord_spans, user));
+        eventually(WAIT, "the Discord bot connected", || async {
+            discord.connected(user).then_some(())
+        })
+        .await;
+    }
+    for bot in FEISHU_BOTS {
+        accounts.push((format!("feishu/{bot}"), bot, &feishu_spans, bot));
+        eventually(WAIT, "the Feishu app connected", || async {
+            feishu.socket_open(bot).then_some(())
+        })
+        .await;
     }
     let held = holders(store).await;
-    for (account, name) in &accounts {
+    for (account, name, spans, on_platform) in &accounts {
+        assert_eq!(
+            spans.max_open(on_platform),
+            1,
+            "seed {seed}: two sockets of {account} open at once: {:?}",
+            spans.of(on_platform)
+        );
         let by: Vec<&String> = held
             .iter()
             .filter(|(_, held)| held == account)
@@ -597,7 +643,7 @@ async fn connected_once_each(
             "one instance connected, the others on standby",
             || async {
                 let mut states = Vec::new();
-                for instance in running {
+                for instance in &cluster.running {
                     states.push(instance.state_of(name).await);
                 }
                 states.sort();
@@ -605,8 +651,5 @@ async fn connected_once_each(
             },
         )
         .await;
-    }
-    for app in APPS {
-        assert!(slack.socket_open(app), "seed {seed}: {app}");
     }
 }

@@ -113,7 +113,7 @@ async fn a_kill_9_of_the_holder_moves_the_socket_and_its_unfinished_work_is_answ
     deliver(&slack, 4);
 
     slack.wait_connected(APP, 2).await;
-    let failover = slack.spans(APP)[1].opened.duration_since(killed);
+    let failover = slack.spans().of(APP)[1].opened.duration_since(killed);
     let lease = Duration::from_secs(LEASE_SECONDS);
     println!(
         "failover: {failover:?} from kill -9 to the other instance's socket open \
@@ -145,7 +145,7 @@ async fn a_kill_9_of_the_holder_moves_the_socket_and_its_unfinished_work_is_answ
         asked.len() >= 2,
         "message 2 ran on the dead instance and again on the new holder: {asked:?}"
     );
-    assert_eq!(slack.max_open(APP), 1, "never two sockets at once");
+    assert_eq!(slack.spans().max_open(APP), 1, "never two sockets at once");
     assert_eq!(
         holders(&store).await,
         [(other.id.clone(), format!("slack/{APP}"))]
@@ -180,7 +180,7 @@ async fn a_paused_holder_loses_the_socket_and_never_uses_it_again_after_it_wakes
         answered.is_some(),
         "message 2 not answered by the new holder within {WAIT:?}; connects {:?}\n\
          --- {} (paused) ---\n{}\n--- {} ---\n{}",
-        slack.spans(APP),
+        slack.spans().of(APP),
         holder.id,
         holder.process.logs(),
         other.id,
@@ -205,15 +205,15 @@ async fn a_paused_holder_loses_the_socket_and_never_uses_it_again_after_it_wakes
         slack.connects(APP),
         2,
         "the woken instance opened the socket again: {:?}",
-        slack.spans(APP)
+        slack.spans().of(APP)
     );
     assert_eq!(
-        slack.max_open(APP),
+        slack.spans().max_open(APP),
         1,
         "two sockets open at once: {:?}",
-        slack.spans(APP)
+        slack.spans().of(APP)
     );
-    let spans = slack.spans(APP);
+    let spans = slack.spans().of(APP);
     let first_closed = spans[0].closed.expect("the paused one's socket was closed");
     assert!(first_closed <= spans[1].opened, "{spans:?}");
     for n in 1..=4 {

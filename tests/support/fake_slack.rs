@@ -7,9 +7,11 @@
 //! [`FakeSlack::push`] go to the app's newest open websocket; acks are recorded per envelope id.
 //! Envelopes given to [`FakeSlack::deliver`] are offered again, as Slack does, until one of
 //! the app's sockets acknowledges them. Every socket's open and close times are kept, so a test
-//! can see how many were open at once ([`FakeSlack::max_open`]); with
+//! can see how many were open at once ([`FakeSlack::spans`]); with
 //! [`FakeSlack::drop_silent_sockets`] the fake pings and closes a socket whose client stopped
-//! answering, as Slack closes a dead connection.
+//! answering, as Slack closes a dead connection. [`FakeSlack::post_event`] posts Events API
+//! requests to a webhook account served by several instances, again at another one when a post
+//! fails, as Slack retries.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,7 @@ use tokio::sync::mpsc;
 use super::gateway::DEADLINE;
 use super::seen::{Seen, Timeline};
 use super::shelf::Shelf;
+use super::spans::{SpanId, Spans};
 use super::uploads::Upload;
 
 /// One `chat.postMessage` call as received.
@@ -70,14 +73,15 @@ struct Inner {
     connects: HashMap<String, usize>,
     /// app name -> its open websockets, oldest first.
     sockets: HashMap<String, Vec<Live>>,
-    /// Every websocket ever opened, by id.
-    spans: Vec<Span>,
-    /// app name -> the most websockets it had open at the same time.
-    max_open: HashMap<String, usize>,
+    /// Every websocket ever opened.
+    spans: Spans,
     /// Ping every quarter of this, and close a socket silent for this long.
     silent_limit: Option<Duration>,
     /// Envelopes offered until acknowledged ([`FakeSlack::deliver`]).
     outbox: Vec<Offered>,
+    /// Events API requests posted to webhook accounts ([`FakeSlack::post_event`]), failed ones
+    /// included.
+    event_posts: usize,
     rate_limits: u32,
     /// The next `chat.update` calls answered 429 with `Retry-After: 1`.
     update_limits: u32,
@@ -107,19 +111,8 @@ struct Inner {
 
 /// One open websocket: its id in `spans`, and its outgoing frames.
 struct Live {
-    id: usize,
+    id: SpanId,
     tx: mpsc::UnboundedSender<String>,
-}
-
-/// When one websocket was open.
-#[derive(Debug, Clone)]
-pub struct Span {
-    /// The app it belonged to.
-    pub app: String,
-    /// When it opened (after its hello was sent).
-    pub opened: std::time::Instant,
-    /// When it closed, if it has.
-    pub closed: Option<std::time::Instant>,
 }
 
 /// How long Slack waits for an ack before offering an envelope again (its own wait is ~3 s; a
@@ -356,26 +349,9 @@ impl FakeSlack {
         self.inner.lock().unwrap().silent_limit = Some(limit);
     }
 
-    /// The most websockets `app` had open at the same time so far.
-    pub fn max_open(&self, app: &str) -> usize {
-        self.inner
-            .lock()
-            .unwrap()
-            .max_open
-            .get(app)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// `app`'s websockets, in the order they opened.
-    pub fn spans(&self, app: &str) -> Vec<Span> {
-        let inner = self.inner.lock().unwrap();
-        inner
-            .spans
-            .iter()
-            .filter(|s| s.app == app)
-            .cloned()
-            .collect()
+    /// When each app's websockets were open (an app's opens after its hello was sent).
+    pub fn spans(&self) -> Spans {
+        self.inner.lock().unwrap().spans.clone()
     }
 
     /// Wait, up to the test deadline, until `cond` holds.
@@ -434,6 +410,90 @@ async fn file_download(
     shelf.answer(&path, &headers, |auth| {
         auth.is_some_and(|auth| apps.iter().any(|a| a == auth))
     })
+}
+
+// ---- The Events API: posting to a webhook account's request URL -------------------------------
+
+/// The instances serving an events-mode account behind its one request URL (a load balancer's
+/// pool): their base URLs, changed as instances come and go.
+#[derive(Clone, Default)]
+pub struct Pool(Arc<Mutex<Vec<String>>>);
+
+impl Pool {
+    /// The instances' base URLs from now on.
+    pub fn set(&self, bases: Vec<String>) {
+        *self.0.lock().unwrap() = bases;
+    }
+
+    /// The `n`th instance, counting round the pool.
+    fn at(&self, n: usize) -> Option<String> {
+        let bases = self.0.lock().unwrap();
+        (!bases.is_empty()).then(|| bases[n % bases.len()].clone())
+    }
+}
+
+/// How long the fake waits before posting an event again after a failed post (Slack's own wait
+/// is a minute and more; a tenth of a second keeps the tests short).
+const POST_AGAIN_AFTER: Duration = Duration::from_millis(100);
+
+impl FakeSlack {
+    /// Post the Events API `body` as Slack does for an events-mode account: to `path`
+    /// (`/hooks/slack/<account>`) at one of `pool`'s instances, signed with `secret`; while a
+    /// post fails (no answer, or not a 200), again at the next instance, with
+    /// `x-slack-retry-num` counting up, until one answers 200 (then [`FakeSlack::acked`] holds
+    /// for `event_id`) or the test deadline passes.
+    pub fn post_event(&self, pool: &Pool, path: &str, secret: &str, event_id: &str, body: &Value) {
+        let first = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.event_posts += 1;
+            inner.event_posts
+        };
+        let (inner, pool) = (Arc::downgrade(&self.inner), pool.clone());
+        let (path, secret, event_id) = (path.to_owned(), secret.to_owned(), event_id.to_owned());
+        let body = body.to_string();
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder()
+                .timeout(DEADLINE)
+                .build()
+                .unwrap();
+            let deadline = tokio::time::Instant::now() + DEADLINE;
+            for attempt in 0.. {
+                if let Some(base) = pool.at(first + attempt) {
+                    let mut request = http
+                        .post(format!("{base}{path}"))
+                        .header("content-type", "application/json")
+                        .body(body.clone());
+                    for (k, v) in signed_headers(&secret, unix_now(), &body) {
+                        request = request.header(k, v);
+                    }
+                    if attempt > 0 {
+                        request = request
+                            .header("x-slack-retry-num", attempt.to_string())
+                            .header("x-slack-retry-reason", "http_error");
+                    }
+                    let ok = matches!(request.send().await, Ok(r) if r.status() == 200);
+                    let Some(inner) = inner.upgrade() else { return };
+                    let mut inner = inner.lock().unwrap();
+                    if attempt > 0 {
+                        inner.event_posts += 1;
+                    }
+                    if ok {
+                        inner.acks.push(event_id);
+                        return;
+                    }
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return;
+                }
+                tokio::time::sleep(POST_AGAIN_AFTER).await; // the platform's pace
+            }
+        });
+    }
+
+    /// How many Events API requests were posted to webhook accounts, posts again included.
+    pub fn event_posts(&self) -> usize {
+        self.inner.lock().unwrap().event_posts
+    }
 }
 
 /// Events API headers for `body`, signed with `secret` at `timestamp` (Unix seconds).
@@ -817,12 +877,12 @@ async fn redeliver(inner: std::sync::Weak<Mutex<Inner>>) {
 }
 
 /// A websocket's end: no longer open for its app.
-fn closed(inner: &Mutex<Inner>, app: &str, id: usize) {
+fn closed(inner: &Mutex<Inner>, app: &str, id: SpanId) {
     let mut inner = inner.lock().unwrap();
     if let Some(open) = inner.sockets.get_mut(app) {
         open.retain(|live| live.id != id);
     }
-    inner.spans[id].closed = Some(std::time::Instant::now());
+    inner.spans.close(id);
 }
 
 async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) {
@@ -839,17 +899,12 @@ async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) 
     let (id, silent_limit) = {
         let mut inner = inner.lock().unwrap();
         *inner.connects.entry(app.clone()).or_default() += 1;
-        let id = inner.spans.len();
-        inner.spans.push(Span {
-            app: app.clone(),
-            opened: std::time::Instant::now(),
-            closed: None,
-        });
-        let open = inner.sockets.entry(app.clone()).or_default();
-        open.push(Live { id, tx });
-        let now_open = open.len();
-        let max = inner.max_open.entry(app.clone()).or_default();
-        *max = (*max).max(now_open);
+        let id = inner.spans.open(&app);
+        inner
+            .sockets
+            .entry(app.clone())
+            .or_default()
+            .push(Live { id, tx });
         (id, inner.silent_limit)
     };
     // Without a limit, an interval that is never polled.

@@ -103,6 +103,33 @@ impl Instances {
         self
     }
 
+    /// Add `bots` (each registered on `slack` as an app), each on `backend` with a Slack Events
+    /// API account (webhooks at `/hooks/slack/<id>`, which every instance serves), its requests
+    /// signed with `secret`.
+    pub fn with_slack_events(
+        mut self,
+        slack: &FakeSlack,
+        bots: &[&str],
+        backend: &str,
+        secret: &str,
+    ) -> Instances {
+        for bot in bots {
+            let upper = bot.to_uppercase();
+            self.body.push_str(&bot_toml(bot, backend));
+            self.body.push_str(&format!(
+                "\n[[accounts]]\nbot = \"{bot}\"\nplatform = \"slack\"\nmode = \"events\"\n\
+                 bot_token_env = \"{upper}_SLACK_BOT_TOKEN\"\nsigning_secret_env = \"{upper}_SLACK_SIGNING_SECRET\"\n\
+                 api_url = \"{}\"\n",
+                slack.api_url
+            ));
+            self.env
+                .push((format!("{upper}_SLACK_BOT_TOKEN"), format!("xoxb-{bot}")));
+            self.env
+                .push((format!("{upper}_SLACK_SIGNING_SECRET"), secret.to_owned()));
+        }
+        self
+    }
+
     /// Add `bots`, each on `backend` with a Feishu long-connection account on `feishu`: app
     /// `cli_<id>`, its bot's open id `ou_<id>_self`.
     pub fn with_feishu(mut self, feishu: &FakeFeishu, bots: &[&str], backend: &str) -> Instances {
@@ -240,11 +267,16 @@ pub async fn holders(store: &baton::store::Store) -> Vec<(String, String)> {
 /// `<@U_<APP>> job N`, from a person of its own (no per-sender rate limit in the way), in
 /// channel C1 at a ts of its own: the Events API body of message `n` to `app`.
 pub fn mention(app: &str, n: usize) -> Value {
+    mention_in("C1", app, n)
+}
+
+/// [`mention`] in `channel`.
+pub fn mention_in(channel: &str, app: &str, n: usize) -> Value {
     let upper = app.to_uppercase();
     let ts = format!("1700000000.{n:06}");
     let event = json!({
         "user": format!("U_{n}"), "text": format!("<@U_{upper}> {}", job(n)), "ts": ts,
-        "channel": "C1", "event_ts": ts, "channel_type": "channel",
+        "channel": channel, "event_ts": ts, "channel_type": "channel",
     });
     event_body(
         &format!("A_{app}"),

@@ -21,6 +21,7 @@ pub mod process;
 pub mod raw_http;
 pub mod seen;
 pub mod shelf;
+pub mod spans;
 pub mod turns;
 pub mod uploads;
 pub mod world;

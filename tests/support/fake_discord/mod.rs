@@ -27,6 +27,7 @@ use super::gateway::DEADLINE;
 use super::multipart;
 use super::seen::{Seen, Timeline};
 use super::shelf::Shelf;
+use super::spans::{SpanId, Spans};
 use super::uploads::Upload;
 
 mod api;
@@ -139,6 +140,8 @@ struct Inner {
     upload_calls: usize,
     /// Attachments served at `/attachments/...` (signed CDN links: no token needed).
     files: Shelf,
+    /// When each bot (by user id) had a gateway socket that identified or resumed.
+    spans: Spans,
 }
 
 impl Inner {
@@ -306,6 +309,11 @@ impl FakeDiscord {
             .get(user)
             .and_then(|s| s.socket.as_ref())
             .is_some_and(|tx| !tx.is_closed())
+    }
+
+    /// When each bot (by user id) had a gateway socket open, from its IDENTIFY or RESUME.
+    pub fn spans(&self) -> Spans {
+        self.inner.lock().unwrap().spans.clone()
     }
 
     /// Every Create Message call, 429s included, in order.

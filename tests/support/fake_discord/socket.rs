@@ -24,6 +24,8 @@ pub(super) async fn serve_socket(inner: Arc<Mutex<Inner>>, mut ws: WebSocket) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Outgoing>();
     // Set once the socket has identified or resumed: (user id, session generation).
     let mut owner: Option<(String, u64)> = None;
+    // This socket's span, from its first IDENTIFY or RESUME.
+    let mut span = None;
     loop {
         tokio::select! {
             out = rx.recv() => {
@@ -56,14 +58,14 @@ pub(super) async fn serve_socket(inner: Arc<Mutex<Inner>>, mut ws: WebSocket) {
                         }
                     }
                     Some(2) => match identify(&inner, &frame["d"], &tx) {
-                        Some(who) => owner = Some(who),
+                        Some(who) => owner = Some(opened(&inner, who, &mut span)),
                         None => {
                             let _ = ws.send(Message::Close(Some(CloseFrame { code: 4004, reason: "Authentication failed.".into() }))).await;
                             break;
                         }
                     },
                     Some(6) => match resume(&inner, &frame["d"], &tx) {
-                        Some(who) => owner = Some(who),
+                        Some(who) => owner = Some(opened(&inner, who, &mut span)),
                         None => {
                             let nine = json!({ "op": 9, "d": false }).to_string();
                             let _ = ws.send(Message::Text(nine.into())).await;
@@ -74,6 +76,9 @@ pub(super) async fn serve_socket(inner: Arc<Mutex<Inner>>, mut ws: WebSocket) {
             }
         }
     }
+    if let Some(span) = span {
+        inner.lock().unwrap().spans.close(span);
+    }
     // Only the socket that still owns the session detaches it (a newer one may have taken over).
     if let Some((user, generation)) = owner {
         let mut inner = inner.lock().unwrap();
@@ -83,6 +88,15 @@ pub(super) async fn serve_socket(inner: Arc<Mutex<Inner>>, mut ws: WebSocket) {
             session.socket = None;
         }
     }
+}
+
+/// `who` (user id, generation) identified or resumed on a socket: its span opens, unless it
+/// already has (`span`).
+fn opened(inner: &Mutex<Inner>, who: (String, u64), span: &mut Option<SpanId>) -> (String, u64) {
+    if span.is_none() {
+        *span = Some(inner.lock().unwrap().spans.open(&who.0));
+    }
+    who
 }
 
 pub(super) fn identify(

@@ -33,6 +33,7 @@ use super::gateway::DEADLINE;
 use super::multipart;
 use super::seen::{Seen, Timeline};
 use super::shelf::Shelf;
+use super::spans::Spans;
 use super::uploads::Upload;
 
 mod api;
@@ -142,6 +143,8 @@ struct Inner {
     rate_limits: VecDeque<RateLimit>,
     connects: HashMap<String, usize>,
     sockets: HashMap<String, (usize, mpsc::UnboundedSender<Ctl>)>,
+    /// When each app had a websocket open.
+    spans: Spans,
     pings: Vec<(String, Instant)>,
     acks: Vec<Ack>,
     muted: HashSet<String>,
@@ -384,6 +387,11 @@ impl FakeFeishu {
     pub async fn wait_connected(&self, name: &str, n: usize) {
         self.wait_for(|f| f.connects(name) >= n && f.socket_open(name))
             .await;
+    }
+
+    /// When each app (by name) had a websocket open.
+    pub fn spans(&self) -> Spans {
+        self.inner.lock().unwrap().spans.clone()
     }
 
     /// Whether `name` has a websocket open.

@@ -86,7 +86,7 @@ pub(super) async fn socket(
 
 pub(super) async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: WebSocket) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Ctl>();
-    let number = {
+    let (number, span) = {
         let mut inner = inner.lock().unwrap();
         inner.muted.remove(&app);
         let n = {
@@ -95,10 +95,11 @@ pub(super) async fn serve_socket(inner: Arc<Mutex<Inner>>, app: String, mut ws: 
             *connects
         };
         inner.sockets.insert(app.clone(), (n, tx));
-        n
+        (n, inner.spans.open(&app))
     };
     let forget = |inner: &Arc<Mutex<Inner>>| {
         let mut inner = inner.lock().unwrap();
+        inner.spans.close(span);
         if inner.sockets.get(&app).is_some_and(|(n, _)| *n == number) {
             inner.sockets.remove(&app);
         }
