@@ -257,7 +257,8 @@ fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
 impl Store {
     /// Move a delivery to `state`. `reply`, `model` and `reason` are kept when given; a settled
     /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
-    /// again: the first outcome wins. The run's `result` (its report) is kept either way, in the
+    /// again: the first outcome wins (but for an A2A task its caller answers,
+    /// [`Store::delivery_resume`]). The run's `result` (its report) is kept either way, in the
     /// same job. Returns the row's notify state after the move (`None`: it had settled before). Settling is announced, so a sender waiting on any instance reads it; the move to
     /// `Running` is not.
     ///
@@ -279,6 +280,31 @@ impl Store {
         } else {
             self.write(work).await
         }
+    }
+
+    /// Open a delivered A2A task again for the turn its caller's answer to the bot's question
+    /// wakes (`relay::resume_task`): running, without its earlier reply, until that turn
+    /// settles it. The reopened row; `None` when nothing was reopened: no such delivery, or
+    /// one running still or ended any other way, which is left as it is.
+    pub async fn delivery_resume(
+        &self,
+        run_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Delivery>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.write(move |db| {
+            let moved = db.execute(
+                "UPDATE deliveries SET state = 'running', reply = NULL, model = NULL,
+                    finished_ms = NULL, started_ms = ?2
+                 WHERE run_id = ?1 AND state = 'delivered'",
+                args![&run_id, now_ms],
+            )?;
+            if moved == 0 {
+                return Ok(None);
+            }
+            by_run(db, &run_id)
+        })
+        .await
     }
 
     /// A sender stops waiting for `run_id`: if the run is still open, its outcome is now to be

@@ -346,6 +346,32 @@ impl Store {
         .await
     }
 
+    /// The oldest pending escalation asked in `origin` exactly (its chat and thread): what an
+    /// A2A task waits on (`SessionKey::a2a_task`).
+    pub async fn pending_escalation_in(
+        &self,
+        origin: &SessionKey,
+    ) -> Result<Option<Escalation>, StoreError> {
+        let origin = origin.clone();
+        self.read(move |db| {
+            db.query_row(
+                &format!(
+                    "{SELECT} WHERE state = 'pending' AND origin_platform = ?1
+                       AND origin_chat = ?2 AND origin = ?3
+                     ORDER BY created_ms, id LIMIT 1"
+                ),
+                args![
+                    origin.platform.as_str(),
+                    origin.chat.as_str(),
+                    origin.render().as_str()
+                ],
+                escalation_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
     /// Moves a *pending* escalation to `state`, recording `answer` (the answer, a note, or why
     /// it failed) and who decided. `None` when there is no such escalation or it is no longer
     /// pending: of two callers racing, exactly one gets `Some`.

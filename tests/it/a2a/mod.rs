@@ -1,7 +1,9 @@
 //! A2A inbound (SPEC 14) judged by the official Python `a2a-sdk` client
 //! (scripts/test-deps-python): the agent card, a blocking and a streaming send, a repeated
-//! `messageId`, a guard's refusal, and a task that outlives a restart.
+//! `messageId`, a guard's refusal, and a task that outlives a restart. A question the bot asks
+//! is in `input_required.rs`.
 
+mod input_required;
 pub(crate) mod outbound;
 
 use std::time::Duration;
@@ -22,10 +24,16 @@ const A2A_ON: &str = "\n[a2a]\nenabled = true\n";
 
 /// Run the SDK client in `mode` and read what it printed.
 async fn sdk(gw: &TestGateway, mode: &str, text: &str, message_id: &str) -> Value {
+    sdk_on(gw, mode, text, message_id, &[]).await
+}
+
+/// [`sdk`], the message sent on a task: `on` is its task id and context id.
+async fn sdk_on(gw: &TestGateway, mode: &str, text: &str, message_id: &str, on: &[&str]) -> Value {
     let run = tokio::process::Command::new("python3")
         .arg("-c")
         .arg(CLIENT)
         .args([gw.base.as_str(), "alpha", mode, text, message_id])
+        .args(on)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(DEADLINE, run)
