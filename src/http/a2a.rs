@@ -683,6 +683,9 @@ fn stream(
     base: String,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Opened before the task is read again: the turn finds it with its next piece of text, and
+    // a tap found late is first given all of the text so far.
+    let mut tap = relay.engine().taps().open_run(&d.run_id);
     tokio::spawn(async move {
         let send = |result: Value| {
             let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
@@ -696,6 +699,7 @@ fn stream(
         if !send(json!({"task": task(&d, asked.as_ref(), &base)})) {
             return;
         }
+        let mut chunks = ReplyChunks::default();
         let d = if d.state.is_settled() {
             d
         } else {
@@ -715,6 +719,11 @@ fn stream(
             let settled = loop {
                 tokio::select! {
                     settled = &mut settle => break settled,
+                    Some(piece) = tap.pieces.recv() => {
+                        if !chunks.add(&d, piece, &send) {
+                            return;
+                        }
+                    }
                     heard = live.recv() => match heard {
                         Ok(stamped) => {
                             let Event::Progress { run_id, message, .. } = &stamped.event else {
@@ -735,21 +744,83 @@ fn stream(
                     },
                 }
             };
+            // Written before the run settled: all of it is in the tap by now.
+            while let Ok(piece) = tap.pieces.try_recv() {
+                if !chunks.add(&d, piece, &send) {
+                    return;
+                }
+            }
             match settled {
                 Ok(Some(settled)) => settled,
                 Ok(None) | Err(_) => d,
             }
         };
         let asked = waits_on(engine, &d).await.ok().flatten();
-        if let Some(artifact) = reply_artifact(&d).filter(|_| asked.is_none()) {
-            let event = json!({"taskId": d.run_id, "contextId": d.target_session.render(),
-                               "artifact": artifact, "append": false, "lastChunk": true});
-            send(json!({"artifactUpdate": event}));
+        if let Some(reply) = d
+            .reply
+            .as_deref()
+            .filter(|r| !r.is_empty() && asked.is_none())
+        {
+            chunks.end(&d, reply, &send);
         }
         send(json!({"statusUpdate": update(&d, final_status(&d, asked.as_ref()))}));
     });
     let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
     Sse::new(events).into_response()
+}
+
+/// The reply streamed as the bot writes it: appended chunks of the task's `reply` artifact,
+/// each piece sent when the next one comes, so the last can say it is the last.
+#[derive(Default)]
+struct ReplyChunks {
+    /// What the chunks sent so far hold.
+    sent: String,
+    /// The newest piece, not sent yet.
+    held: Option<String>,
+}
+
+impl ReplyChunks {
+    /// A piece of the reply as written: the one held before goes out. False once the client
+    /// is gone.
+    fn add(&mut self, d: &Delivery, piece: String, send: &impl Fn(Value) -> bool) -> bool {
+        match self.held.replace(piece) {
+            Some(held) => self.send(d, held, false, send),
+            None => true,
+        }
+    }
+
+    /// The turn ended with `reply`: the rest of it as the last chunk, or, when what was
+    /// streamed is not how the reply begins (text the model took back), the whole reply in
+    /// place of it.
+    fn end(&mut self, d: &Delivery, reply: &str, send: &impl Fn(Value) -> bool) {
+        let held = self.held.take().unwrap_or_default();
+        let streamed = format!("{}{held}", self.sent);
+        match reply.strip_prefix(streamed.as_str()) {
+            Some(rest) => self.send(d, held + rest, true, send),
+            None => {
+                self.sent.clear();
+                self.send(d, reply.to_owned(), true, send)
+            }
+        };
+    }
+
+    fn send(
+        &mut self,
+        d: &Delivery,
+        text: String,
+        last: bool,
+        send: &impl Fn(Value) -> bool,
+    ) -> bool {
+        let event = json!({
+            "taskId": d.run_id,
+            "contextId": d.target_session.render(),
+            "artifact": {"artifactId": "reply", "name": "reply", "parts": [{"text": text}]},
+            "append": !self.sent.is_empty(),
+            "lastChunk": last,
+        });
+        self.sent.push_str(&text);
+        send(json!({"artifactUpdate": event}))
+    }
 }
 
 /// A `working` status carrying a progress line the bot reported.

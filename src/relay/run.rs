@@ -227,7 +227,12 @@ async fn answer(
         recall: Recall::SessionTail,
         delivery,
     };
-    answer_of(turn.take(plan).await)
+    // An A2A caller may follow the task's stream: it hears the reply as it is written.
+    let end = match d.sender_session.a2a_peer() {
+        Some(_) => turn.take_tapped(plan, &d.run_id).await,
+        None => turn.take(plan).await,
+    };
+    answer_of(end)
 }
 
 /// What a turn answering a delivery amounted to, from its end.

@@ -45,7 +45,7 @@ pub(super) async fn continued(
     plan: TurnPlan<'_>,
     d: &Delivery,
 ) {
-    let answer = answer_of(turn.take(plan).await);
+    let answer = answer_of(turn.take_tapped(plan, &d.run_id).await);
     let change = change(d, &answer.result, None);
     let recorded = record(engine, turn, d, &answer, change, |_| {}).await;
     hand_on(engine, d, answer.result, recorded).await;

@@ -701,6 +701,44 @@ pub(super) mod tests {
     }
 
     #[tokio::test]
+    async fn a_delivered_task_resumes_running_without_its_reply_and_settles_again() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for run in ["r1", "r2"] {
+                store
+                    .delivery_begin(send(run, None, run, 1), 0, None)
+                    .await
+                    .unwrap();
+            }
+            let asked = DeliveryChange {
+                reply: Some("I asked.".into()),
+                ..DeliveryChange::to("r1", DeliveryState::Delivered, 5)
+            };
+            store.delivery_settle(asked).await.unwrap();
+            let failed = DeliveryChange::to("r2", DeliveryState::Failed, 5);
+            store.delivery_settle(failed).await.unwrap();
+
+            let resumed = store.delivery_resume("r1", 7).await.unwrap().unwrap();
+            assert_eq!(resumed.state, DeliveryState::Running);
+            assert_eq!((resumed.reply, resumed.finished_ms), (None, None));
+            assert_eq!(store.delivery_resume("r1", 8).await.unwrap(), None, "once");
+            assert_eq!(
+                store.delivery_resume("r2", 8).await.unwrap(),
+                None,
+                "failed stays"
+            );
+            let done = DeliveryChange {
+                reply: Some("Deployed.".into()),
+                ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
+            };
+            assert!(store.delivery_settle(done).await.unwrap().is_some());
+            let d = store.delivery("r1").await.unwrap().unwrap();
+            assert_eq!(d.reply.as_deref(), Some("Deployed."));
+            assert_eq!(d.finished_ms, Some(9));
+        }
+    }
+
+    #[tokio::test]
     async fn settling_is_once_and_unsettled_ones_are_found() {
         for db in testing::engines().await {
             let store = db.open().await;

@@ -582,6 +582,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_question_pending_in_an_exact_thread_is_found_and_no_longer_once_answered() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let q = ask(&store, EscalationKind::Question, Some("t1"), 1_000).await;
+            ask(&store, EscalationKind::Question, None, 1_100).await;
+            let found = store
+                .pending_escalation_in(&origin(Some("t1")))
+                .await
+                .unwrap();
+            assert_eq!(found.map(|e| e.id), Some(q.id.clone()));
+            assert_eq!(
+                store
+                    .pending_escalation_in(&origin(Some("t2")))
+                    .await
+                    .unwrap(),
+                None
+            );
+            assert_eq!(
+                answered(&store, said("m1", Some("t1"), None)).await,
+                Some(q.id)
+            );
+            assert_eq!(
+                store
+                    .pending_escalation_in(&origin(Some("t1")))
+                    .await
+                    .unwrap(),
+                None
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn ids_are_short_prefixed_and_found_however_typed() {
         for db in testing::engines().await {
             let store = db.open().await;
