@@ -5,7 +5,8 @@
 //! second delivery system: the task id is the delivery's run id, the context id its target
 //! session, a repeated `messageId` is the delivery's idempotency key (so it finds the same
 //! task), and the task's state is read from the delivery's row. A restart therefore loses no
-//! task, and on PostgreSQL any instance answers for any task.
+//! task, and on PostgreSQL any instance answers for any task. A question the bot asks in a task
+//! makes it `input-required` until the caller answers on it (`relay/task_resume.rs`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -386,7 +387,7 @@ async fn answer_task(
     wait: Duration,
 ) -> Result<Delivery, RpcError> {
     let engine = relay.engine();
-    let d = task_of(engine, bot, &json!({"id": task_id})).await?;
+    let d = task_by_id(engine, bot, task_id).await?;
     if d.sender_session.a2a_peer() != Some(answer.caller.as_str()) {
         return Err(RpcError::task_not_found(task_id));
     }
@@ -628,6 +629,11 @@ async fn task_of(engine: &Engine, bot: &Bot, params: &Value) -> Result<Delivery,
         .get("id")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid("params.id is missing"))?;
+    task_by_id(engine, bot, id).await
+}
+
+/// Task `id` of `bot`.
+async fn task_by_id(engine: &Engine, bot: &Bot, id: &str) -> Result<Delivery, RpcError> {
     let found = engine
         .store()
         .delivery(id)
@@ -672,7 +678,8 @@ async fn list(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<
 }
 
 /// Stream a task over SSE: the task as it stands, `working` while it runs (again with each
-/// progress line the bot reports), then its reply as an artifact and its final status. A
+/// progress line the bot reports), its reply in chunks as the bot writes it, and its final
+/// status (`input-required` with the question the bot asked, if it asked one). A
 /// client that goes away leaves the task running. `live` was subscribed before `d` was read:
 /// no progress line falls between the two.
 fn stream(
