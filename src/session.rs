@@ -160,6 +160,27 @@ impl SessionKey {
         Some(rest.split_once(':').map_or(rest, |(caller, _)| caller))
     }
 
+    /// Where a question the bot asks in A2A task `run_id` of this session waits for the
+    /// caller's answer: the task, as a thread of its conversation (no chat people read).
+    pub fn a2a_task(&self, run_id: &str) -> SessionKey {
+        SessionKey {
+            thread: Some(ThreadId::from(run_id)),
+            ..self.clone()
+        }
+    }
+
+    /// The A2A task (its run id) this key is, when it is one ([`SessionKey::a2a_task`]), and
+    /// the conversation it belongs to.
+    pub fn a2a_task_of(&self) -> Option<(&str, SessionKey)> {
+        self.a2a_peer()?;
+        let run_id = self.thread.as_ref()?.as_str();
+        let conversation = SessionKey {
+            thread: None,
+            ..self.clone()
+        };
+        Some((run_id, conversation))
+    }
+
     /// Whether the session belongs to an MCP client: no backend stands behind it, so a
     /// message for it is recorded but wakes no turn.
     pub fn is_mcp(&self) -> bool {

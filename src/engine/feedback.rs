@@ -1,6 +1,8 @@
 //! A turn whose reply goes into a chat, with what people there see while the bot works
 //! (`[feedback]`): a typing indicator for a turn addressed to the bot, and the reply streaming
-//! in, posted once its first characters are certain and then edited as the model writes.
+//! in, posted once its first characters are certain and then edited as the model writes. A
+//! turn with no chat (an A2A task's) streams its reply the same way to a tap alone
+//! ([`SessionTurn::take_tapped`]).
 //!
 //! The turn runs and the stream is posted side by side in one task: the backend hands each
 //! piece of text to a channel, and the follower posts and edits from it at most once per
@@ -137,7 +139,7 @@ impl SessionTurn<'_> {
                 silent_token,
                 gate: reply.gate,
             };
-            let follow = follower.follow(rx, streamer.as_mut(), tap);
+            let follow = follower.follow(rx, streamer.as_mut(), || tap.clone());
             let (end, followed) = tokio::join!(take, follow);
             (end, streamer, followed)
         } else {
@@ -193,6 +195,30 @@ impl SessionTurn<'_> {
     }
 }
 
+impl SessionTurn<'_> {
+    /// Take the turn with its reply's certain text handed, as it is written, to whoever taps
+    /// run `run_id` (an A2A stream following its task: [`Taps::open_run`](super::Taps)). No
+    /// chat shows it.
+    pub(crate) async fn take_tapped(&self, plan: TurnPlan<'_>, run_id: &str) -> TurnEnd {
+        let engine = self.engine();
+        let settings = engine.config().feedback.with(&plan.bot.config.feedback);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let take = async {
+            let pieces = Pieces(tx);
+            self.take_with(plan, Some(&pieces)).await
+        };
+        let follower = Follower {
+            settings: &settings,
+            silent_token: &engine.config().gateway.silent_token,
+            gate: None,
+        };
+        let taps = engine.taps();
+        let follow = follower.follow(rx, None, || taps.run_sender(run_id));
+        let (end, _shown) = tokio::join!(take, follow);
+        end
+    }
+}
+
 /// Whether the reply's flow (if it has one) takes `text`.
 async fn admitted(gate: Option<&dyn ReplyGate>, text: &str) -> Result<(), NotAdmitted> {
     match gate {
@@ -219,13 +245,16 @@ struct Follower<'a> {
 impl Follower<'_> {
     /// Follow the reply as the backend writes it, until the turn ends: show its certain part in
     /// the chat (at most once per interval, and only while its flow lets it) and hand each new
-    /// certain piece to the tap. Returns the certain part at the end.
+    /// certain piece to the tap, looked for (`find_tap`) with each piece until there is one: a
+    /// tap found late first gets all of the certain text so far. Returns the certain part at
+    /// the end.
     async fn follow(
         &self,
         mut pieces: mpsc::UnboundedReceiver<Piece>,
         mut streamer: Option<&mut Streamer<'_>>,
-        tap: Option<mpsc::UnboundedSender<String>>,
+        find_tap: impl Fn() -> Option<mpsc::UnboundedSender<String>>,
     ) -> Result<String, DeliveryFailed> {
+        let mut tap = None;
         let settings = self.settings;
         let interval = Duration::from_millis(settings.edit_interval_ms);
         let mut draft = Draft::new(self.silent_token);
@@ -269,6 +298,9 @@ impl Follower<'_> {
                 Some(Piece::Retract) => draft.retract(),
             }
             fresh = true;
+            if tap.is_none() {
+                tap = find_tap();
+            }
             if let Some(tap) = &tap {
                 let certain = draft.certain();
                 // Only ever add to what the listener has: text taken back is not sent again.

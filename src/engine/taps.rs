@@ -1,7 +1,8 @@
 //! Listeners on a turn's reply while it is written: `POST /v1/chat/completions` with
-//! `stream: true` opens a [`Tap`] on the message it hands the pipeline, and the turn that
-//! answers that message sends it each piece of text as soon as it is certain (never a piece of
-//! the silent token: see `deliver::Draft`).
+//! `stream: true` opens a [`Tap`] on the message it hands the pipeline, and an A2A stream one on
+//! the task (a delivery's run) it follows; the turn that answers that message, or runs that
+//! delivery, sends it each piece of text as soon as it is certain (never a piece of the silent
+//! token: see `deliver::Draft`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,20 +10,39 @@ use std::sync::{Arc, Mutex};
 use baton_contract::{AccountId, MessageId};
 use tokio::sync::mpsc;
 
-/// The open taps, by the message they listen for.
+/// What a tap listens for.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Listened {
+    /// The reply to a message an account received.
+    Reply(AccountId, MessageId),
+    /// The reply of a delivery's run, by its run id.
+    Run(String),
+}
+
+/// The open taps, by what they listen for.
 #[derive(Default, Clone)]
-pub struct Taps(Arc<Mutex<HashMap<String, mpsc::UnboundedSender<String>>>>);
+pub struct Taps(Arc<Mutex<HashMap<Listened, mpsc::UnboundedSender<String>>>>);
 
 impl Taps {
     /// Listen to the reply to `message` (received by `account`) while it is written. The tap
     /// closes when dropped.
     pub fn open(&self, account: &AccountId, message: &MessageId) -> Tap {
+        self.listen(Listened::Reply(account.clone(), message.clone()))
+    }
+
+    /// Listen to the reply of run `run_id` (a delivery's) while it is written: the newest tap
+    /// on a run hears it. The tap closes when dropped.
+    pub fn open_run(&self, run_id: &str) -> Tap {
+        self.listen(Listened::Run(run_id.to_owned()))
+    }
+
+    fn listen(&self, key: Listened) -> Tap {
         let (tx, rx) = mpsc::unbounded_channel();
-        let key = key(account, message);
-        self.lock().insert(key.clone(), tx);
+        self.lock().insert(key.clone(), tx.clone());
         Tap {
             taps: self.clone(),
             key,
+            own: tx,
             pieces: rx,
         }
     }
@@ -33,29 +53,42 @@ impl Taps {
         account: &AccountId,
         message: &MessageId,
     ) -> Option<mpsc::UnboundedSender<String>> {
-        self.lock().get(&key(account, message)).cloned()
+        self.find(&Listened::Reply(account.clone(), message.clone()))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::UnboundedSender<String>>> {
+    /// Where pieces of run `run_id`'s reply go, if anyone listens.
+    pub(crate) fn run_sender(&self, run_id: &str) -> Option<mpsc::UnboundedSender<String>> {
+        self.find(&Listened::Run(run_id.to_owned()))
+    }
+
+    fn find(&self, key: &Listened) -> Option<mpsc::UnboundedSender<String>> {
+        self.lock().get(key).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Listened, mpsc::UnboundedSender<String>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-fn key(account: &AccountId, message: &MessageId) -> String {
-    format!("{account}\n{message}")
 }
 
 /// One listener: the pieces of text, in order.
 pub struct Tap {
     taps: Taps,
-    key: String,
+    key: Listened,
+    /// Its own sender: a newer tap on the same key is not closed with this one.
+    own: mpsc::UnboundedSender<String>,
     /// Each piece of the reply as it becomes certain.
     pub pieces: mpsc::UnboundedReceiver<String>,
 }
 
 impl Drop for Tap {
     fn drop(&mut self) {
-        self.taps.lock().remove(&self.key);
+        let mut taps = self.taps.lock();
+        if taps
+            .get(&self.key)
+            .is_some_and(|t| t.same_channel(&self.own))
+        {
+            taps.remove(&self.key);
+        }
     }
 }
 
@@ -83,5 +116,21 @@ mod tests {
         let (account, message) = (AccountId::from("lead"), MessageId::from("m1"));
         drop(taps.open(&account, &message));
         assert!(taps.sender(&account, &message).is_none());
+    }
+
+    #[test]
+    fn a_run_is_heard_by_its_newest_tap_and_an_older_one_closing_leaves_it_open() {
+        let taps = Taps::default();
+        let older = taps.open_run("r1");
+        let mut newer = taps.open_run("r1");
+        drop(older);
+        let sender = taps.run_sender("r1").expect("the newer tap is open");
+        sender.send("Hi".into()).unwrap();
+        assert_eq!(newer.pieces.try_recv().as_deref(), Ok("Hi"));
+        assert!(taps.run_sender("r2").is_none());
+        assert!(
+            taps.sender(&AccountId::from("r1"), &MessageId::from("r1"))
+                .is_none()
+        );
     }
 }

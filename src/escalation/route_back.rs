@@ -1,5 +1,6 @@
 //! Handing the asking bot what became of its escalation: a human's answer or a decision on its
-//! approval request wakes the asker's session, tied to the conversation it escalated to.
+//! approval request wakes the asker's session, tied to the conversation it escalated to. Asked
+//! in an A2A task, it continues that task.
 
 use serde_json::Value;
 
@@ -38,8 +39,16 @@ pub(crate) fn route_back(
             meta,
             caller,
             delivery: None,
+            task: task_of(escalation),
         },
     );
+}
+
+/// The A2A task the escalation was asked in, when the asker's session is that task's: what
+/// comes of it continues the task (`relay/task_resume.rs`).
+fn task_of(escalation: &Escalation) -> Option<String> {
+    let (run_id, conversation) = escalation.origin.a2a_task_of()?;
+    (conversation == escalation.session).then(|| run_id.to_owned())
 }
 
 #[cfg(test)]

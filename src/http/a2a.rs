@@ -5,7 +5,8 @@
 //! second delivery system: the task id is the delivery's run id, the context id its target
 //! session, a repeated `messageId` is the delivery's idempotency key (so it finds the same
 //! task), and the task's state is read from the delivery's row. A restart therefore loses no
-//! task, and on PostgreSQL any instance answers for any task.
+//! task, and on PostgreSQL any instance answers for any task. A question the bot asks in a task
+//! makes it `input-required` until the caller answers on it (`relay/task_resume.rs`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -26,12 +27,16 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
+use crate::escalation::route_back;
 use crate::events::{Event, Stamped};
 use crate::media_type;
 use crate::relay::{self, Relay, SendOutcome, SendRequest};
 use crate::roster::{Bot, glob_set};
 use crate::session::{A2aCaller, SessionKey};
-use crate::store::{Delivery, DeliveryQuery, DeliveryState, NewArtifact, Put};
+use crate::store::{
+    AnswerCandidate, AnswerMatch, Delivery, DeliveryQuery, DeliveryState, Escalation, NewArtifact,
+    Origin, Put,
+};
 use crate::timing::now_ms;
 
 /// The protocol version cards declare.
@@ -286,7 +291,8 @@ async fn send(relay: &Relay, bot: &Bot, params: &Value, base: &str) -> Result<Va
         Duration::from_secs(relay.engine().config().gateway.turn_timeout_seconds)
     };
     let d = accept(relay, bot, params, wait).await?;
-    Ok(json!({"task": task(&d, base)}))
+    let asked = waits_on(relay.engine(), &d).await?;
+    Ok(json!({"task": task(&d, asked.as_ref(), base)}))
 }
 
 /// The message of `params` handed to `bot` as a delivery from the caller, waited on up to
@@ -308,6 +314,24 @@ async fn accept(
         .ok_or_else(|| RpcError::invalid("message.messageId is missing"))?;
     let (text, files) = read_message(message)?;
     let caller = caller_of(params, message)?;
+    if let Some(task_id) = message
+        .get("taskId")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    {
+        if !files.is_empty() {
+            return Err(RpcError::invalid(
+                "an answer on a task carries text only; send files without `taskId`, as a new \
+                 task in the same `contextId`",
+            ));
+        }
+        let answer = Answer {
+            caller: &caller,
+            message_id,
+            text,
+        };
+        return answer_task(relay, bot, task_id, answer, wait).await;
+    }
     let account = engine
         .roster()
         .account_of_bot(Platform::Local, bot.id())
@@ -342,6 +366,95 @@ async fn accept(
     found
         .map_err(RpcError::internal)?
         .ok_or_else(|| RpcError::internal("the task was not recorded; send it again"))
+}
+
+/// The caller's answer to the question a task waits on.
+struct Answer<'a> {
+    caller: &'a A2aCaller,
+    message_id: &'a str,
+    text: String,
+}
+
+/// A message on task `task_id`: the answer to the question it waits on (`input-required`),
+/// routed back to the bot, whose turn then goes on with the task. The task as it stands after
+/// `wait`. The same answer sent again finds the task as it stands; a task that waits on
+/// nothing takes no message.
+async fn answer_task(
+    relay: &Relay,
+    bot: &Bot,
+    task_id: &str,
+    answer: Answer<'_>,
+    wait: Duration,
+) -> Result<Delivery, RpcError> {
+    let engine = relay.engine();
+    let d = task_by_id(engine, bot, task_id).await?;
+    if d.sender_session.a2a_peer() != Some(answer.caller.as_str()) {
+        return Err(RpcError::task_not_found(task_id));
+    }
+    let asked_in = d.target_session.a2a_task(&d.run_id);
+    let speaker = format!("a2a:{}", answer.caller);
+    let candidate = AnswerCandidate {
+        chat: d.target_session.chat_key(),
+        chat_key: asked_in.chat_key(),
+        reply_to: None,
+        message_id: answer.message_id.to_owned(),
+        sent_ms: 0,
+        by: speaker.clone(),
+        text: answer.text.clone(),
+    };
+    let taken = engine
+        .store()
+        .answer_escalation(candidate, now_ms())
+        .await
+        .map_err(RpcError::internal)?;
+    match taken {
+        Some(AnswerMatch::First(escalation)) => {
+            // Running again before this call returns: the task is read as working, not as the
+            // turn that asked left it.
+            relay::resume_task(engine, &d.run_id).await;
+            let text = format!(
+                "Answer from A2A agent '{}' to your question {}: {}",
+                answer.caller, escalation.id, answer.text
+            );
+            let meta = json!({"escalation": escalation.id, "message_id": answer.message_id,
+                              "name": speaker});
+            route_back(engine, &escalation, &speaker, Origin::Bot, text, meta);
+        }
+        // Sent again: the answer was taken the first time.
+        Some(AnswerMatch::Copy(_)) => {}
+        None => {
+            return Err(RpcError {
+                code: -32004,
+                message: format!(
+                    "task `{task_id}` is not waiting for input ({}); send the message without \
+                     `taskId` to start a new task in its `contextId`",
+                    d.state.as_str()
+                ),
+            });
+        }
+    }
+    let found = if wait.is_zero() {
+        engine.store().delivery(&d.run_id).await
+    } else {
+        relay::settled(relay, &d.run_id, wait).await
+    };
+    found
+        .map_err(RpcError::internal)?
+        .ok_or_else(|| RpcError::task_not_found(task_id))
+}
+
+/// The question task `d` waits on its caller for (`input-required`): one pending, asked in the
+/// task by a turn that has ended.
+async fn waits_on(engine: &Engine, d: &Delivery) -> Result<Option<Escalation>, RpcError> {
+    if d.state != DeliveryState::Delivered {
+        return Ok(None);
+    }
+    let asked_in = d.target_session.a2a_task(&d.run_id);
+    engine
+        .store()
+        .pending_escalation_in(&asked_in)
+        .await
+        .map_err(RpcError::internal)
 }
 
 /// The context a message without one starts: named after its `messageId`.
@@ -488,7 +601,9 @@ async fn keep_files(
 
 /// `GetTask`.
 async fn get(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
-    task_of(engine, bot, params).await.map(|d| task(&d, base))
+    let d = task_of(engine, bot, params).await?;
+    let asked = waits_on(engine, &d).await?;
+    Ok(task(&d, asked.as_ref(), base))
 }
 
 /// `CancelTask`: the bot's turn is stopped and nothing of it is posted; a task already ended
@@ -505,7 +620,7 @@ async fn cancel(relay: &Relay, bot: &Bot, params: &Value, base: &str) -> Result<
         .await
         .map_err(RpcError::internal)?
         .ok_or_else(|| RpcError::task_not_found(&d.run_id))?;
-    Ok(task(&canceled, base))
+    Ok(task(&canceled, None, base))
 }
 
 /// The delivery `params.id` names, if it is an A2A task of `bot`.
@@ -514,6 +629,11 @@ async fn task_of(engine: &Engine, bot: &Bot, params: &Value) -> Result<Delivery,
         .get("id")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid("params.id is missing"))?;
+    task_by_id(engine, bot, id).await
+}
+
+/// Task `id` of `bot`.
+async fn task_by_id(engine: &Engine, bot: &Bot, id: &str) -> Result<Delivery, RpcError> {
     let found = engine
         .store()
         .delivery(id)
@@ -547,18 +667,19 @@ async fn list(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<
         })
         .await
         .map_err(RpcError::internal)?;
-    let tasks: Vec<Value> = rows
-        .iter()
-        .filter(|d| is_task_of(d, bot.id()))
-        .map(|d| task(d, base))
-        .collect();
+    let mut tasks: Vec<Value> = Vec::with_capacity(rows.len());
+    for d in rows.iter().filter(|d| is_task_of(d, bot.id())) {
+        let asked = waits_on(engine, d).await?;
+        tasks.push(task(d, asked.as_ref(), base));
+    }
     Ok(
         json!({"tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len()}),
     )
 }
 
 /// Stream a task over SSE: the task as it stands, `working` while it runs (again with each
-/// progress line the bot reports), then its reply as an artifact and its final status. A
+/// progress line the bot reports), its reply in chunks as the bot writes it, and its final
+/// status (`input-required` with the question the bot asked, if it asked one). A
 /// client that goes away leaves the task running. `live` was subscribed before `d` was read:
 /// no progress line falls between the two.
 fn stream(
@@ -569,6 +690,9 @@ fn stream(
     base: String,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Opened before the task is read again: the turn finds it with its next piece of text, and
+    // a tap found late is first given all of the text so far.
+    let mut tap = relay.engine().taps().open_run(&d.run_id);
     tokio::spawn(async move {
         let send = |result: Value| {
             let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
@@ -577,9 +701,12 @@ fn stream(
             ))
             .is_ok()
         };
-        if !send(json!({"task": task(&d, &base)})) {
+        let engine = relay.engine();
+        let asked = waits_on(engine, &d).await.ok().flatten();
+        if !send(json!({"task": task(&d, asked.as_ref(), &base)})) {
             return;
         }
+        let mut chunks = ReplyChunks::default();
         let d = if d.state.is_settled() {
             d
         } else {
@@ -599,6 +726,11 @@ fn stream(
             let settled = loop {
                 tokio::select! {
                     settled = &mut settle => break settled,
+                    Some(piece) = tap.pieces.recv() => {
+                        if !chunks.add(&d, piece, &send) {
+                            return;
+                        }
+                    }
                     heard = live.recv() => match heard {
                         Ok(stamped) => {
                             let Event::Progress { run_id, message, .. } = &stamped.event else {
@@ -619,20 +751,83 @@ fn stream(
                     },
                 }
             };
+            // Written before the run settled: all of it is in the tap by now.
+            while let Ok(piece) = tap.pieces.try_recv() {
+                if !chunks.add(&d, piece, &send) {
+                    return;
+                }
+            }
             match settled {
                 Ok(Some(settled)) => settled,
                 Ok(None) | Err(_) => d,
             }
         };
-        if let Some(artifact) = reply_artifact(&d) {
-            let event = json!({"taskId": d.run_id, "contextId": d.target_session.render(),
-                               "artifact": artifact, "append": false, "lastChunk": true});
-            send(json!({"artifactUpdate": event}));
+        let asked = waits_on(engine, &d).await.ok().flatten();
+        if let Some(reply) = d
+            .reply
+            .as_deref()
+            .filter(|r| !r.is_empty() && asked.is_none())
+        {
+            chunks.end(&d, reply, &send);
         }
-        send(json!({"statusUpdate": update(&d, status(&d, d.state))}));
+        send(json!({"statusUpdate": update(&d, final_status(&d, asked.as_ref()))}));
     });
     let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
     Sse::new(events).into_response()
+}
+
+/// The reply streamed as the bot writes it: appended chunks of the task's `reply` artifact,
+/// each piece sent when the next one comes, so the last can say it is the last.
+#[derive(Default)]
+struct ReplyChunks {
+    /// What the chunks sent so far hold.
+    sent: String,
+    /// The newest piece, not sent yet.
+    held: Option<String>,
+}
+
+impl ReplyChunks {
+    /// A piece of the reply as written: the one held before goes out. False once the client
+    /// is gone.
+    fn add(&mut self, d: &Delivery, piece: String, send: &impl Fn(Value) -> bool) -> bool {
+        match self.held.replace(piece) {
+            Some(held) => self.send(d, held, false, send),
+            None => true,
+        }
+    }
+
+    /// The turn ended with `reply`: the rest of it as the last chunk, or, when what was
+    /// streamed is not how the reply begins (text the model took back), the whole reply in
+    /// place of it.
+    fn end(&mut self, d: &Delivery, reply: &str, send: &impl Fn(Value) -> bool) {
+        let held = self.held.take().unwrap_or_default();
+        let streamed = format!("{}{held}", self.sent);
+        match reply.strip_prefix(streamed.as_str()) {
+            Some(rest) => self.send(d, held + rest, true, send),
+            None => {
+                self.sent.clear();
+                self.send(d, reply.to_owned(), true, send)
+            }
+        };
+    }
+
+    fn send(
+        &mut self,
+        d: &Delivery,
+        text: String,
+        last: bool,
+        send: &impl Fn(Value) -> bool,
+    ) -> bool {
+        let event = json!({
+            "taskId": d.run_id,
+            "contextId": d.target_session.render(),
+            "artifact": {"artifactId": "reply", "name": "reply", "parts": [{"text": text}]},
+            "append": !self.sent.is_empty(),
+            "lastChunk": last,
+        });
+        self.sent.push_str(&text);
+        send(json!({"artifactUpdate": event}))
+    }
 }
 
 /// A `working` status carrying a progress line the bot reported.
@@ -652,9 +847,11 @@ fn update(d: &Delivery, status: Value) -> Value {
     json!({"taskId": d.run_id, "contextId": d.target_session.render(), "status": status})
 }
 
-/// A delivery as an A2A task.
-fn task(d: &Delivery, base: &str) -> Value {
-    let mut artifacts: Vec<Value> = reply_artifact(d).into_iter().collect();
+/// A delivery as an A2A task, waiting on its caller when `asked` it a question.
+fn task(d: &Delivery, asked: Option<&Escalation>, base: &str) -> Value {
+    // What the asking turn said after its question is not the task's answer.
+    let reply = reply_artifact(d).filter(|_| asked.is_none());
+    let mut artifacts: Vec<Value> = reply.into_iter().collect();
     artifacts.extend(d.artifacts_out.iter().map(|a| {
         json!({"artifactId": a.id, "name": a.name, "parts": [{
             "url": format!("{base}/api/artifacts/{}/content", a.id),
@@ -670,7 +867,7 @@ fn task(d: &Delivery, base: &str) -> Value {
     json!({
         "id": d.run_id,
         "contextId": d.target_session.render(),
-        "status": status(d, d.state),
+        "status": final_status(d, asked),
         "artifacts": artifacts,
         "history": [{
             "messageId": message_id,
@@ -686,6 +883,24 @@ fn task(d: &Delivery, base: &str) -> Value {
 fn reply_artifact(d: &Delivery) -> Option<Value> {
     let reply = d.reply.as_deref().filter(|r| !r.is_empty())?;
     Some(json!({"artifactId": "reply", "name": "reply", "parts": [{"text": reply}]}))
+}
+
+/// The status task `d` stands at: `input-required` with the question while it waits on one
+/// (`asked`), else its delivery's.
+fn final_status(d: &Delivery, asked: Option<&Escalation>) -> Value {
+    let Some(asked) = asked else {
+        return status(d, d.state);
+    };
+    let timestamp = chrono::DateTime::from_timestamp_millis(asked.created_ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    json!({"state": "TASK_STATE_INPUT_REQUIRED", "timestamp": timestamp, "message": {
+        "messageId": format!("{}-{}", d.run_id, asked.id),
+        "taskId": d.run_id,
+        "contextId": d.target_session.render(),
+        "role": "ROLE_AGENT",
+        "parts": [{"text": asked.text}],
+    }})
 }
 
 /// A task status for `state`, with the reason as the agent's message for an unhappy end.

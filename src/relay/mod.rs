@@ -30,6 +30,7 @@ mod ping_pong;
 mod recover;
 mod run;
 mod send;
+mod task_resume;
 mod waiters;
 mod wake;
 
@@ -40,6 +41,7 @@ pub use handle::{BuildError, Relay, RelayState};
 pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};
 pub use send::{RunReport, SendError, SendOutcome, SendRequest, Sent, send};
+pub use task_resume::resume_task;
 pub(crate) use waiters::{Finished, Handing, Listening, Waited};
 pub use waiters::{RunResult, Waiters};
 
@@ -77,6 +79,10 @@ pub struct SessionMessage {
     /// trace links to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_parent: Option<String>,
+    /// The A2A task (its delivery's run id) the woken turn continues: an answer to the
+    /// question the bot asked in it. The turn's answer settles the task (`task_resume.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// Wake `message.session`'s bot with `message`, in the background (tracked, so a shutdown

@@ -48,24 +48,40 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let (answer, report) = in_span!(traced, turns(engine, &turn, bot, d));
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
-    // The outcome is recorded with the answer, queued while the session is still held: the
-    // target's next turn is given this answer, and does not wait for its commit.
     let change = change(d, &answer.result, Some(report));
-    let recorded = match &answer.spoken {
+    let recorded = record(engine, turn, d, &answer, change, |notify| {
+        offer(handing, notify, handed_report, &answer.result)
+    })
+    .await;
+    hand_on(engine, d, answer.result, recorded).await;
+}
+
+/// Keep the outcome `change` with the answer the turn spoke (if any), queued while `turn` still
+/// holds the session: its next turn is given this answer, and does not wait for its commit.
+/// `ran` is told the row's notify state once the settle ran, before it is committed.
+pub(super) async fn record(
+    engine: &Engine,
+    turn: SessionTurn<'_>,
+    d: &Delivery,
+    answer: &Answer,
+    change: DeliveryChange,
+    ran: impl FnOnce(Option<Notify>),
+) -> Result<Option<Notify>, StoreError> {
+    match &answer.spoken {
         Some(spoken) => {
             let meta = answer_meta(d, &spoken.model);
             let queued = turn.journal().answered(&spoken.text, meta, change).await;
             // Queued: whatever the session's next turn records comes after it.
             drop(turn);
-            let ran = match queued {
+            let moved = match queued {
                 Ok(queued) => queued.ran().await,
                 Err(err) => Err(err),
             };
-            match ran {
+            match moved {
                 // Run, not yet committed: whatever the sender does with it is written after
                 // it, and nothing it posts goes out before a later commit.
                 Ok((notify, committed)) => {
-                    offer(handing, notify, handed_report, &answer.result);
+                    ran(notify);
                     committed.await.map(|()| notify)
                 }
                 Err(err) => Err(err),
@@ -75,12 +91,11 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
             let settled = engine.store().delivery_settle(change).await;
             drop(turn);
             if let Ok(notify) = settled {
-                offer(handing, notify, handed_report, &answer.result);
+                ran(notify);
             }
             settled
         }
-    };
-    hand_on(engine, d, answer.result, recorded).await;
+    }
 }
 
 /// Hand the outcome to a sender waiting here when the settle moved the row with nobody given
@@ -94,8 +109,8 @@ fn offer(handing: Handing<'_>, notify: Option<Notify>, report: Option<Value>, re
 
 /// One turn's answer to a delivery. What it said is not on record yet: the last answer is kept
 /// with the delivery's outcome, in the same store job, whatever the outcome.
-struct Answer {
-    result: RunResult,
+pub(super) struct Answer {
+    pub(super) result: RunResult,
     usage: Option<Usage>,
     /// What the bot replied (text, or files alone); `None` when it stayed silent or failed.
     spoken: Option<Spoken>,
@@ -212,7 +227,17 @@ async fn answer(
         recall: Recall::SessionTail,
         delivery,
     };
-    let (result, usage, spoken) = match turn.take(plan).await {
+    // An A2A caller may follow the task's stream: it hears the reply as it is written.
+    let end = match d.sender_session.a2a_peer() {
+        Some(_) => turn.take_tapped(plan, &d.run_id).await,
+        None => turn.take(plan).await,
+    };
+    answer_of(end)
+}
+
+/// What a turn answering a delivery amounted to, from its end.
+pub(super) fn answer_of(end: TurnEnd) -> Answer {
+    let (result, usage, spoken) = match end {
         TurnEnd::Reply { text, model, usage } => {
             let spoken = Spoken {
                 text: text.clone(),
@@ -303,7 +328,7 @@ pub(super) async fn settle(
 }
 
 /// The change that settles `d` with `result`, keeping the run's `report`.
-fn change(d: &Delivery, result: &RunResult, report: Option<Value>) -> DeliveryChange {
+pub(super) fn change(d: &Delivery, result: &RunResult, report: Option<Value>) -> DeliveryChange {
     let mut change = match result {
         RunResult::Answered { reply, model } => DeliveryChange {
             reply: Some(reply.clone()),
@@ -323,7 +348,7 @@ fn change(d: &Delivery, result: &RunResult, report: Option<Value>) -> DeliveryCh
 /// the sender's session, else start the ping-pong exchange when one is configured. Which of
 /// the two is the row's to say, not this process's: the sender may be waiting on another
 /// instance (`waiters.rs`).
-async fn hand_on(
+pub(super) async fn hand_on(
     engine: &Engine,
     d: &Delivery,
     result: RunResult,
@@ -426,6 +451,7 @@ pub(super) async fn push(engine: &Engine, d: &Delivery, result: &RunResult) {
             caller,
             delivery: Some(d.run_id.clone()),
             trace_parent: d.trace_parent.clone(),
+            task: None,
         },
     );
 }

@@ -127,6 +127,12 @@ async fn woken(engine: &Engine, message: SessionMessage) {
         recall: Recall::SessionTail,
         delivery: None,
     };
+    if let Some(run_id) = &message.task {
+        // An answer in an A2A task: the task goes on, and this turn's answer settles it.
+        if let Some(d) = super::resume_task(engine, run_id).await {
+            return super::task_resume::continued(engine, turn, plan, &d).await;
+        }
+    }
     // A session with a chat gets the reply there, streamed like any chat reply (nobody there
     // addressed the bot with this message, so no typing); a backchannel keeps it on record.
     let account = engine.roster().account(key.platform, &key.account);

@@ -257,7 +257,8 @@ fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
 impl Store {
     /// Move a delivery to `state`. `reply`, `model` and `reason` are kept when given; a settled
     /// state stamps `finished_ms`, `Running` stamps `started_ms`. A settled delivery never moves
-    /// again: the first outcome wins. The run's `result` (its report) is kept either way, in the
+    /// again: the first outcome wins (but for an A2A task its caller answers,
+    /// [`Store::delivery_resume`]). The run's `result` (its report) is kept either way, in the
     /// same job. Returns the row's notify state after the move (`None`: it had settled before). Settling is announced, so a sender waiting on any instance reads it; the move to
     /// `Running` is not.
     ///
@@ -279,6 +280,31 @@ impl Store {
         } else {
             self.write(work).await
         }
+    }
+
+    /// Open a delivered A2A task again for the turn its caller's answer to the bot's question
+    /// wakes (`relay::resume_task`): running, without its earlier reply, until that turn
+    /// settles it. The reopened row; `None` when nothing was reopened: no such delivery, or
+    /// one running still or ended any other way, which is left as it is.
+    pub async fn delivery_resume(
+        &self,
+        run_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Delivery>, StoreError> {
+        let run_id = run_id.to_owned();
+        self.write(move |db| {
+            let moved = db.execute(
+                "UPDATE deliveries SET state = 'running', reply = NULL, model = NULL,
+                    finished_ms = NULL, started_ms = ?2
+                 WHERE run_id = ?1 AND state = 'delivered'",
+                args![&run_id, now_ms],
+            )?;
+            if moved == 0 {
+                return Ok(None);
+            }
+            by_run(db, &run_id)
+        })
+        .await
     }
 
     /// A sender stops waiting for `run_id`: if the run is still open, its outcome is now to be
@@ -672,6 +698,44 @@ pub(super) mod tests {
                 .is_some_and(|n| n.touches(Topic::Delivery, "r1")),
             "{heard:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_delivered_task_resumes_running_without_its_reply_and_settles_again() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            for run in ["r1", "r2"] {
+                store
+                    .delivery_begin(send(run, None, run, 1), 0, None)
+                    .await
+                    .unwrap();
+            }
+            let asked = DeliveryChange {
+                reply: Some("I asked.".into()),
+                ..DeliveryChange::to("r1", DeliveryState::Delivered, 5)
+            };
+            store.delivery_settle(asked).await.unwrap();
+            let failed = DeliveryChange::to("r2", DeliveryState::Failed, 5);
+            store.delivery_settle(failed).await.unwrap();
+
+            let resumed = store.delivery_resume("r1", 7).await.unwrap().unwrap();
+            assert_eq!(resumed.state, DeliveryState::Running);
+            assert_eq!((resumed.reply, resumed.finished_ms), (None, None));
+            assert_eq!(store.delivery_resume("r1", 8).await.unwrap(), None, "once");
+            assert_eq!(
+                store.delivery_resume("r2", 8).await.unwrap(),
+                None,
+                "failed stays"
+            );
+            let done = DeliveryChange {
+                reply: Some("Deployed.".into()),
+                ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
+            };
+            assert!(store.delivery_settle(done).await.unwrap().is_some());
+            let d = store.delivery("r1").await.unwrap().unwrap();
+            assert_eq!(d.reply.as_deref(), Some("Deployed."));
+            assert_eq!(d.finished_ms, Some(9));
+        }
     }
 
     #[tokio::test]

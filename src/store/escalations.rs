@@ -346,6 +346,32 @@ impl Store {
         .await
     }
 
+    /// The oldest pending escalation asked in `origin` exactly (its chat and thread): what an
+    /// A2A task waits on (`SessionKey::a2a_task`).
+    pub async fn pending_escalation_in(
+        &self,
+        origin: &SessionKey,
+    ) -> Result<Option<Escalation>, StoreError> {
+        let origin = origin.clone();
+        self.read(move |db| {
+            db.query_row(
+                &format!(
+                    "{SELECT} WHERE state = 'pending' AND origin_platform = ?1
+                       AND origin_chat = ?2 AND origin = ?3
+                     ORDER BY created_ms, id LIMIT 1"
+                ),
+                args![
+                    origin.platform.as_str(),
+                    origin.chat.as_str(),
+                    origin.render().as_str()
+                ],
+                escalation_from_row,
+            )
+            .optional()
+        })
+        .await
+    }
+
     /// Moves a *pending* escalation to `state`, recording `answer` (the answer, a note, or why
     /// it failed) and who decided. `None` when there is no such escalation or it is no longer
     /// pending: of two callers racing, exactly one gets `Some`.
@@ -553,6 +579,38 @@ mod tests {
         }
         let err = "maybe".parse::<EscalationState>().unwrap_err();
         assert_eq!(err, "unknown stored escalation state 'maybe'");
+    }
+
+    #[tokio::test]
+    async fn the_question_pending_in_an_exact_thread_is_found_and_no_longer_once_answered() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            let q = ask(&store, EscalationKind::Question, Some("t1"), 1_000).await;
+            ask(&store, EscalationKind::Question, None, 1_100).await;
+            let found = store
+                .pending_escalation_in(&origin(Some("t1")))
+                .await
+                .unwrap();
+            assert_eq!(found.map(|e| e.id), Some(q.id.clone()));
+            assert_eq!(
+                store
+                    .pending_escalation_in(&origin(Some("t2")))
+                    .await
+                    .unwrap(),
+                None
+            );
+            assert_eq!(
+                answered(&store, said("m1", Some("t1"), None)).await,
+                Some(q.id)
+            );
+            assert_eq!(
+                store
+                    .pending_escalation_in(&origin(Some("t1")))
+                    .await
+                    .unwrap(),
+                None
+            );
+        }
     }
 
     #[tokio::test]

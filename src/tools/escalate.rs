@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AgentTools, ToolName, args, error};
-use crate::engine::{Line, say};
+use crate::engine::{Caller, Line, say};
 use crate::escalation::{DecideError, Decision, Resolver, decide_approval};
 use crate::post::{DeliveryFailed, Target};
 use crate::roster::Account;
@@ -46,20 +46,30 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
         return error("`message` is empty; write the question the human should answer");
     }
     let caller = &tools.caller;
-    let Some(origin) = &caller.origin else {
+    let Some(origin) = asked_in(caller) else {
         return error(
             "there is no human conversation behind this call (it did not start from a chat, \
              e.g. it came over MCP), so there is nobody to ask; ask the person you are working \
              for directly",
         );
     };
+    let origin = &origin;
     let engine = &tools.engine;
-    let Some(account) = engine.roster().account(origin.platform, &origin.account) else {
-        return error(format!(
-            "the account `{}` on {} that the conversation came through is no longer configured; \
-             the question cannot be posted",
-            origin.account, origin.platform
-        ));
+    // An A2A task's caller reads the question from the task (`input-required`): nothing is
+    // posted, and its next message on the task answers it.
+    let a2a_caller = origin.a2a_task_of().and_then(|_| origin.a2a_peer());
+    let account = match a2a_caller {
+        Some(_) => None,
+        None => match engine.roster().account(origin.platform, &origin.account) {
+            Some(account) => Some(account),
+            None => {
+                return error(format!(
+                    "the account `{}` on {} that the conversation came through is no longer \
+                     configured; the question cannot be posted",
+                    origin.account, origin.platform
+                ));
+            }
+        },
     };
     let kind = if args.approval {
         EscalationKind::Approval
@@ -84,6 +94,16 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
             ));
         }
     };
+    let id_field = match kind {
+        EscalationKind::Question => "escalation_id",
+        EscalationKind::Approval => "approval_id",
+    };
+    let Some(account) = account else {
+        let asked = format!("the A2A agent `{}`", a2a_caller.unwrap_or_default());
+        return json!({"status": "pending", id_field: escalation.id, "asked": asked,
+                      "note": "its task now waits for the answer, which comes as a message; \
+                               end your turn"});
+    };
     let asker = engine
         .roster()
         .bot(&caller.bot)
@@ -95,11 +115,17 @@ pub(super) async fn escalate(tools: &AgentTools, args_json: Value) -> Value {
              will come: try again later or go on without it"
         ));
     }
-    let id_field = match kind {
-        EscalationKind::Question => "escalation_id",
-        EscalationKind::Approval => "approval_id",
-    };
     json!({"status": "pending", id_field: escalation.id, "posted_to": chat_key})
+}
+
+/// Where `caller`'s question is asked: the conversation its chain of turns started from, or,
+/// in a turn of an A2A task (which has no chat), the task itself.
+fn asked_in(caller: &Caller) -> Option<SessionKey> {
+    if let Some(origin) = &caller.origin {
+        return Some(origin.clone());
+    }
+    caller.session.a2a_peer()?;
+    Some(caller.session.a2a_task(caller.run_id.as_deref()?))
 }
 
 /// What the humans see.

@@ -1,8 +1,9 @@
 # Drives baton's A2A server with the official a2a-sdk client (scripts/test-deps-python).
-# Usage: client.py <base> <bot> <mode> <text> <message_id>; prints one JSON object.
-# Modes: send (blocking, then GetTask), stream (streaming send), twice (the same messageId
-# sent twice), immediately (returnImmediately), cancel (CancelTask of the task id given as
-# <text>), file (the text with a file part: notes.txt inline and a URL).
+# Usage: client.py <base> <bot> <mode> <text> <message_id> [<task_id> <context_id>]; prints
+# one JSON object. Modes: send (blocking, then GetTask), stream (streaming send), twice (the
+# same messageId sent twice), immediately (returnImmediately), cancel (CancelTask of the task
+# id given as <text>), file (the text with a file part: notes.txt inline and a URL). With a
+# task and context id, the message is sent on that task (an answer to its question).
 import asyncio
 import json
 import sys
@@ -18,7 +19,7 @@ def as_json(message):
     return json_format.MessageToDict(message)
 
 
-async def main(base, bot, mode, text, message_id):
+async def main(base, bot, mode, text, message_id, task_id="", context_id=""):
     async with httpx.AsyncClient(timeout=60) as http:
         card = await A2ACardResolver(http, f"{base}/a2a/{bot}").get_agent_card()
         config = ClientConfig(httpx_client=http, streaming=(mode == "stream"))
@@ -38,7 +39,13 @@ async def main(base, bot, mode, text, message_id):
 
         async def send():
             request = pb.SendMessageRequest(
-                message=pb.Message(message_id=message_id, role=pb.ROLE_USER, parts=parts)
+                message=pb.Message(
+                    message_id=message_id,
+                    role=pb.ROLE_USER,
+                    parts=parts,
+                    task_id=task_id,
+                    context_id=context_id,
+                )
             )
             if mode == "immediately":
                 request.configuration.return_immediately = True
@@ -57,4 +64,4 @@ async def main(base, bot, mode, text, message_id):
         print(json.dumps(out), flush=True)
 
 
-asyncio.run(main(*sys.argv[1:6]))
+asyncio.run(main(*sys.argv[1:8]))

@@ -1,7 +1,9 @@
 //! A2A inbound (SPEC 14) judged by the official Python `a2a-sdk` client
 //! (scripts/test-deps-python): the agent card, a blocking and a streaming send, a repeated
-//! `messageId`, a guard's refusal, and a task that outlives a restart.
+//! `messageId`, a guard's refusal, and a task that outlives a restart. A question the bot asks
+//! is in `input_required.rs`.
 
+mod input_required;
 pub(crate) mod outbound;
 
 use std::time::Duration;
@@ -22,10 +24,16 @@ const A2A_ON: &str = "\n[a2a]\nenabled = true\n";
 
 /// Run the SDK client in `mode` and read what it printed.
 async fn sdk(gw: &TestGateway, mode: &str, text: &str, message_id: &str) -> Value {
+    sdk_on(gw, mode, text, message_id, &[]).await
+}
+
+/// [`sdk`], the message sent on a task: `on` is its task id and context id.
+async fn sdk_on(gw: &TestGateway, mode: &str, text: &str, message_id: &str, on: &[&str]) -> Value {
     let run = tokio::process::Command::new("python3")
         .arg("-c")
         .arg(CLIENT)
         .args([gw.base.as_str(), "alpha", mode, text, message_id])
+        .args(on)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(DEADLINE, run)
@@ -184,6 +192,47 @@ async fn a_streaming_send_reports_working_then_the_reply_then_completed() {
         .expect("the reply as an artifact update");
     assert!(working < text, "{events:?}");
     assert_eq!(final_state(events), "TASK_STATE_COMPLETED");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_reply_arrives_in_appended_chunks_as_the_model_writes_it() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
+    let reply = "The answer is forty-two, as ever.";
+    fake.script("alpha", Step::slow(reply, 6, Duration::from_millis(40)));
+    let out = sdk(&gw, "stream", "go", "m-chunks").await;
+    let events = out["events"].as_array().unwrap();
+    let chunks: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.get("artifactUpdate"))
+        .collect();
+    assert!(chunks.len() > 1, "the reply came in pieces: {events:?}");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c.pointer("/artifact/parts/0/text").and_then(Value::as_str))
+        .collect();
+    assert_eq!(text, reply, "{events:?}");
+    // The first chunk starts the artifact, the others add to it, and the last says so.
+    assert_ne!(chunks[0]["append"], true, "{events:?}");
+    assert!(
+        chunks[1..].iter().all(|c| c["append"] == true),
+        "{events:?}"
+    );
+    let last = chunks.iter().rposition(|c| c["lastChunk"] == true);
+    assert_eq!(last, Some(chunks.len() - 1), "{events:?}");
+    let finished = events
+        .iter()
+        .rposition(|e| e.get("artifactUpdate").is_some())
+        .unwrap();
+    assert!(
+        events[finished + 1..].iter().any(
+            |e| e.pointer("/statusUpdate/status/state") == Some(&json!("TASK_STATE_COMPLETED"))
+        ),
+        "{events:?}"
+    );
+    assert_eq!(out["got"]["artifacts"][0]["parts"][0]["text"], reply);
     gw.stop().await;
 }
 

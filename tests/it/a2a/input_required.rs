@@ -1,0 +1,91 @@
+//! A bot that escalates in an A2A task asks the task's caller (SPEC 14: an escalation is
+//! `input-required`): the official SDK client sees the question as the task's status, answers
+//! on the same task, and the task goes on to `completed` with a reply that used the answer.
+
+use serde_json::{Value, json};
+
+use super::{A2A_ON, sdk, sdk_on};
+use crate::support::fake_openai::{FakeOpenAi, Step};
+use crate::support::gateway::{TestGateway, config_with, temp_db};
+
+#[tokio::test]
+async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let bots = [("alpha", "tools = [\"escalate_to_user\"]")];
+    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, A2A_ON), &db).await;
+    fake.script(
+        "alpha",
+        Step::tool_call("escalate_to_user", json!({"message": "Which branch?"})),
+    );
+    fake.script("alpha", Step::reply("I asked which branch to deploy."));
+    fake.script("alpha", Step::reply("Deployed main."));
+
+    let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
+    let task = &asked["events"][0]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "Which branch?",
+        "{asked}"
+    );
+    // What the bot said after asking is not the task's answer.
+    assert_eq!(task["artifacts"], Value::Null, "{asked}");
+    assert_eq!(asked["got"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    let (id, context) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
+    // Nothing was posted anywhere: the question is recorded against the task.
+    let question = &fake.tool_results("alpha")[0];
+    assert_eq!(question["status"], "pending", "{question}");
+
+    let answered = sdk_on(&gw, "stream", "main", "m-main", &[id, context]).await;
+    let events = answered["events"].as_array().unwrap();
+    assert_eq!(events[0]["task"]["id"], id, "{events:?}");
+    assert_eq!(
+        super::final_state(events),
+        "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    assert_eq!(answered["got"]["id"], id);
+    assert_eq!(answered["got"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        answered["got"]["artifacts"][0]["parts"][0]["text"], "Deployed main.",
+        "{answered}"
+    );
+    // The bot's next turn was handed the answer, tied to its question.
+    let woken = fake.woken_by("alpha");
+    let told = woken.last().unwrap();
+    assert!(
+        told.starts_with("Answer from A2A agent 'client' to your question q-")
+            && told.ends_with(": main"),
+        "{woken:?}"
+    );
+
+    // The answer sent again finds the task; a task waiting on nothing takes no message.
+    let again = sdk_on(&gw, "send", "main", "m-main", &[id, context]).await;
+    assert_eq!(
+        again["events"][0]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(fake.requests_for("alpha").len(), 3, "no further turn");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-late", "role": "ROLE_USER", "taskId": id,
+                    "contextId": context, "parts": [{"text": "develop"}]}}});
+    let late: Value = gw
+        .http
+        .post(format!("{}/a2a/alpha", gw.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let error = late["error"]["message"].as_str().unwrap_or_default();
+    assert!(error.contains("not waiting for input"), "{late}");
+    gw.stop().await;
+}
