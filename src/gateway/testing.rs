@@ -34,10 +34,15 @@ pub(crate) struct Parts {
 /// The parts for config `toml`, which must be valid (panics with the problems otherwise),
 /// built by the gateway's own [`assemble`] over an in-memory store.
 pub(crate) async fn parts(toml: &str) -> Parts {
+    let store = Store::open(":memory:").await.expect("in-memory store");
+    parts_on(toml, store).await
+}
+
+/// [`parts`] over `store` (a PostgreSQL one, for what only several instances share).
+pub(crate) async fn parts_on(toml: &str, store: Store) -> Parts {
     let env = |_: &str| None;
     let config = Config::from_toml(toml, Path::new("."), &env)
         .unwrap_or_else(|problems| panic!("test config is invalid: {problems:?}"));
-    let store = Store::open(":memory:").await.expect("in-memory store");
     let Assembled {
         engine,
         dispatcher,
