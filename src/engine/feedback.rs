@@ -319,7 +319,7 @@ mod tests {
     use crate::gateway::testing::{echo_config, parts};
     use crate::lanes::Lane;
     use crate::roster::Bot;
-    use crate::session::test_key;
+    use crate::session::{SessionKey, test_key};
 
     /// Shows what is certain, however short, and edits it at most every 100 ms (the pieces
     /// below come a second apart).
@@ -340,7 +340,10 @@ mod tests {
     /// `bot`'s turn in chat `room`, woken by `text` (its run named for it), answered as `reply`
     /// says.
     async fn answer(engine: &Engine, bot: &Arc<Bot>, text: &str, reply: ChatReply<'_>) -> Answered {
-        let session = test_key("room");
+        let session = SessionKey {
+            bot: bot.id().clone(),
+            ..test_key("room")
+        };
         let seat = Seat {
             session: &session,
             run_id: format!("in-{text}"),
@@ -412,24 +415,23 @@ mod tests {
 
     #[tokio::test]
     async fn no_typing_shows_for_a_turn_not_addressed_to_the_bot_nor_for_a_bot_without_it() {
-        let gw = parts(&echo_config(&["b"], "feedback = { typing = false }\n")).await;
+        let without = "feedback = { typing = false }\n";
+        let gw = parts(&echo_config(&["a", "b"], without)).await;
         let stub = Arc::new(StubAdapter::new(Platform::Local, "b").typing(None));
-        let account = account_on(&bot(&gw.engine, "b"), &stub);
+        let a = bot(&gw.engine, "a");
+        let account = account_on(&a, &stub);
+        answer(&gw.engine, &a, "hello", into_room(&account)).await;
         let b = bot(&gw.engine, "b");
-        answer(&gw.engine, &b, "hello", into_room(&account)).await;
+        let account = account_on(&b, &stub);
         let asked = MessageId::from("m1");
         let reply = ChatReply {
             typing_at: Some(&asked),
             ..into_room(&account)
         };
         answer(&gw.engine, &b, "hello again", reply).await;
-        assert_eq!(texts(&stub.calls()), ["send hello", "send hello again"]);
-        assert_eq!(
-            stub.calls().len(),
-            2,
-            "no typing indicator: {:?}",
-            stub.calls()
-        );
+        let calls = stub.calls();
+        assert_eq!(texts(&calls), ["send hello", "send hello again"]);
+        assert_eq!(calls.len(), 2, "no typing indicator: {calls:?}");
     }
 
     #[tokio::test]
