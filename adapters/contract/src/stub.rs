@@ -1,5 +1,5 @@
 //! [`StubAdapter`]: an account on no platform, for the tests of what the gateway does with an
-//! adapter (delivery, streaming, file intake, the lease fence). It keeps every call it gets in
+//! adapter (delivery, streaming, typing indicators, file intake, the lease fence). It keeps every call it gets in
 //! order, answers posts from a script, and its `run` holds a connection open until shutdown.
 //! The platform adapters' own tests talk to fake platforms instead.
 //!
@@ -74,7 +74,7 @@ pub struct StubAdapter {
 
 impl StubAdapter {
     /// Account `account` on `platform`, in state `Connecting`: 4,000 characters a post, no
-    /// threads, no edits, no files; every post succeeds, as message `m0`, `m1`, ...
+    /// threads, no edits, no typing indicator, no files; every post succeeds, as message `m0`, `m1`, ...
     pub fn new(platform: Platform, account: &str) -> StubAdapter {
         StubAdapter {
             platform,
