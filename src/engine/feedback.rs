@@ -337,3 +337,326 @@ async fn at(due: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use baton_contract::{Call, ChatKey, Platform, StubAdapter};
+
+    use super::*;
+    use crate::engine::testing::{End, Scripted, account_on, bot, bot_on, plan, target};
+    use crate::engine::{Engine, Seat, TurnFailure};
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::lanes::Lane;
+    use crate::roster::Bot;
+    use crate::session::{SessionKey, test_key};
+
+    /// Shows what is certain, however short, and edits it at most every 100 ms (the pieces
+    /// below come a second apart).
+    const SHOWS_AT_ONCE: &str = "feedback = { stream_min_chars = 1, edit_interval_ms = 100 }\n";
+
+    /// A reply into chat `room` through `account`, answering nothing, showing no typing.
+    fn into_room(account: &Account) -> ChatReply<'_> {
+        ChatReply {
+            account,
+            target: target("room"),
+            answering: None,
+            typing_at: None,
+            gate: None,
+            asker: None,
+        }
+    }
+
+    /// `bot`'s turn in chat `room`, woken by `text` (its run named for it), answered as `reply`
+    /// says.
+    async fn answer(engine: &Engine, bot: &Arc<Bot>, text: &str, reply: ChatReply<'_>) -> Answered {
+        let session = SessionKey {
+            bot: bot.id().clone(),
+            ..test_key("room")
+        };
+        let seat = Seat {
+            session: &session,
+            run_id: format!("in-{text}"),
+            lane: Lane::Main,
+        };
+        let turn = SessionTurn::enter(engine, seat).await;
+        turn.answer(plan(bot, &session, text), reply).await
+    }
+
+    fn streaming(pieces: Vec<&'static str>, end: End) -> Scripted {
+        Scripted {
+            pieces,
+            gap: Duration::from_secs(1),
+            end,
+        }
+    }
+
+    fn texts(calls: &[Call]) -> Vec<String> {
+        calls
+            .iter()
+            .filter_map(|call| match call {
+                Call::Send(message) => Some(format!("send {}", message.text)),
+                Call::Edit(edit) => Some(format!("edit {}", edit.text)),
+                Call::Delete(_) => Some("delete".to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_reply_where_posts_cannot_be_edited_is_posted_whole() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b"));
+        let account = account_on(&bot(&gw.engine, "b"), &stub);
+        let bot = bot(&gw.engine, "b");
+        let answered = answer(&gw.engine, &bot, "hello", into_room(&account)).await;
+        assert_eq!(answered.posted, Ok(vec!["m0".into()]));
+        assert_eq!(texts(&stub.calls()), ["send hello"]);
+    }
+
+    #[tokio::test]
+    async fn a_turn_addressed_to_the_bot_shows_typing_until_it_has_answered() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").typing(None));
+        let account = account_on(&bot(&gw.engine, "b"), &stub);
+        let asked = MessageId::from("m1");
+        let reply = ChatReply {
+            typing_at: Some(&asked),
+            ..into_room(&account)
+        };
+        answer(&gw.engine, &bot(&gw.engine, "b"), "hello", reply).await;
+        let calls = stub.calls();
+        let at = TypingTarget {
+            chat: "room".into(),
+            thread: None,
+            message: asked.clone(),
+        };
+        let starts = calls
+            .iter()
+            .filter(|c| **c == Call::TypingStart(at.clone()));
+        assert_eq!(starts.count(), 1);
+        assert_eq!(texts(&calls), ["send hello"]);
+        assert_eq!(
+            calls.last(),
+            Some(&Call::TypingStop(at)),
+            "gone when it returns"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_typing_shows_for_a_turn_not_addressed_to_the_bot_nor_for_a_bot_without_it() {
+        let without = "feedback = { typing = false }\n";
+        let gw = parts(&echo_config(&["a", "b"], without)).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").typing(None));
+        let a = bot(&gw.engine, "a");
+        let account = account_on(&a, &stub);
+        answer(&gw.engine, &a, "hello", into_room(&account)).await;
+        let b = bot(&gw.engine, "b");
+        let account = account_on(&b, &stub);
+        let asked = MessageId::from("m1");
+        let reply = ChatReply {
+            typing_at: Some(&asked),
+            ..into_room(&account)
+        };
+        answer(&gw.engine, &b, "hello again", reply).await;
+        let calls = stub.calls();
+        assert_eq!(texts(&calls), ["send hello", "send hello again"]);
+        assert_eq!(calls.len(), 2, "no typing indicator: {calls:?}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_turn_posts_nothing() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").editable(20));
+        let account = account_on(&bot(&gw.engine, "b"), &stub);
+        let answered = answer(
+            &gw.engine,
+            &bot(&gw.engine, "b"),
+            "NO_REPLY",
+            into_room(&account),
+        )
+        .await;
+        assert!(matches!(answered.end, TurnEnd::Silent { .. }));
+        assert_eq!(answered.posted, Ok(Vec::new()));
+        assert!(stub.calls().is_empty());
+    }
+
+    /// The error reply for a turn that showed nothing is its flow's to post (or not).
+    #[tokio::test]
+    async fn a_failed_turn_that_showed_nothing_posts_nothing() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").editable(20));
+        let failing = bot_on(&gw.engine, "b", Scripted::ends(End::Fails));
+        let account = account_on(&failing, &stub);
+        let answered = answer(&gw.engine, &failing, "hi", into_room(&account)).await;
+        assert!(matches!(answered.end, TurnEnd::Failed(_)));
+        assert_eq!(answered.posted, Ok(Vec::new()));
+        assert!(stub.calls().is_empty());
+    }
+
+    /// Shown once its first characters are certain (never what may be the silent token's
+    /// start), edited as it grows, and made to hold exactly the reply at the end.
+    #[tokio::test]
+    async fn a_streamed_reply_shows_what_is_certain_and_ends_as_exactly_the_reply() {
+        let gw = parts(&echo_config(&["b"], SHOWS_AT_ONCE)).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").editable(20));
+        let pieces = vec!["Hello there, ", "how are you today?", ""];
+        let writer = bot_on(
+            &gw.engine,
+            "b",
+            streaming(pieces, End::Says("Hello there, how are you today?")),
+        );
+        let account = account_on(&writer, &stub);
+        let answered = answer(&gw.engine, &writer, "hi", into_room(&account)).await;
+        assert_eq!(answered.posted, Ok(vec!["m0".into()]));
+        let calls = texts(&stub.calls());
+        let first = calls.first().map(String::as_str);
+        assert_eq!(
+            first,
+            Some("send Hello"),
+            "shown from its first certain piece"
+        );
+        assert!(
+            calls.contains(&"edit Hello there, how are yo".to_owned()),
+            "{calls:?}"
+        );
+        let whole = ("m0".into(), "Hello there, how are you today?".to_owned());
+        assert_eq!(stub.shown(), [whole]);
+    }
+
+    #[tokio::test]
+    async fn a_reply_written_within_one_interval_is_posted_whole_without_edits() {
+        let gw = parts(&echo_config(&["b"], SHOWS_AT_ONCE)).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").editable(20));
+        let quick = Scripted {
+            pieces: vec!["Hello there, ", "how are you today?"],
+            gap: Duration::from_millis(10),
+            end: End::Says("Hello there, how are you today?"),
+        };
+        let writer = bot_on(&gw.engine, "b", quick);
+        let account = account_on(&writer, &stub);
+        answer(&gw.engine, &writer, "hi", into_room(&account)).await;
+        assert_eq!(
+            texts(&stub.calls()),
+            ["send Hello there, how are you today?"]
+        );
+    }
+
+    /// A reply that began to show is not left cut off.
+    #[tokio::test]
+    async fn a_turn_failing_after_its_reply_began_to_show_ends_it_with_the_error_reply() {
+        let gw = parts(&echo_config(&["b"], SHOWS_AT_ONCE)).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").editable(20));
+        let pieces = vec!["Hello there, ", "how are you today?"];
+        let writer = bot_on(&gw.engine, "b", streaming(pieces, End::Fails));
+        let account = account_on(&writer, &stub);
+        let answered = answer(&gw.engine, &writer, "hi", into_room(&account)).await;
+        assert!(matches!(
+            answered.end,
+            TurnEnd::Failed(TurnFailure::Backend(_))
+        ));
+        assert_eq!(answered.posted, Ok(vec!["m0".into()]));
+        let error_reply = gw.engine.config().gateway.error_reply.trim();
+        let ended = format!("Hello there, how are yo\n\n{error_reply}");
+        assert_eq!(stub.shown(), [("m0".into(), ended)]);
+    }
+
+    #[tokio::test]
+    async fn a_turn_ending_silent_takes_back_the_draft_it_showed() {
+        let gw = parts(&echo_config(&["b"], SHOWS_AT_ONCE)).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").editable(20));
+        let pieces = vec!["Let me look into that for you.", ""];
+        let writer = bot_on(&gw.engine, "b", streaming(pieces, End::Says("NO_REPLY")));
+        let account = account_on(&writer, &stub);
+        let answered = answer(&gw.engine, &writer, "hi", into_room(&account)).await;
+        assert!(matches!(answered.end, TurnEnd::Silent { .. }));
+        assert_eq!(answered.posted, Ok(Vec::new()));
+        assert_eq!(
+            texts(&stub.calls()),
+            ["send Let me look into that", "delete"]
+        );
+        assert!(stub.shown().is_empty());
+    }
+
+    /// A `/v1` stream listening for the answer gets each new certain piece, in order, and
+    /// nothing of a reply that may still turn out silent.
+    #[tokio::test]
+    async fn a_tap_on_the_message_gets_each_certain_piece_and_nothing_of_silence() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b"));
+        let asked = MessageId::from("m1");
+        let cases = [
+            (
+                vec!["Hello there, ", "how are you today?"],
+                "Hello there, how are you today?",
+                vec!["Hello", " there, how are yo"],
+            ),
+            (vec!["NO_", "REPLY"], "NO_REPLY", Vec::new()),
+        ];
+        for (pieces, says, tapped) in cases {
+            let writer = bot_on(&gw.engine, "b", streaming(pieces, End::Says(says)));
+            let account = account_on(&writer, &stub);
+            let mut tap = gw.engine.taps().open(&account.id, &asked);
+            let reply = ChatReply {
+                answering: Some(&asked),
+                ..into_room(&account)
+            };
+            answer(&gw.engine, &writer, says, reply).await;
+            let mut heard = Vec::new();
+            while let Ok(piece) = tap.pieces.try_recv() {
+                heard.push(piece);
+            }
+            assert_eq!(heard, tapped);
+        }
+    }
+
+    /// A chain's reply: its flow may still refuse it, and its posts must wake no bot.
+    struct Chain {
+        quiet: ChatKey,
+        admits: bool,
+    }
+
+    #[async_trait]
+    impl ReplyGate for Chain {
+        fn quiet_in(&self) -> &ChatKey {
+            &self.quiet
+        }
+
+        async fn open(&self) -> Result<(), NotAdmitted> {
+            Ok(())
+        }
+
+        async fn admit(&self, _text: &str) -> Result<(), NotAdmitted> {
+            match self.admits {
+                true => Ok(()),
+                false => Err(NotAdmitted("the turn moved on".into())),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reply_its_flow_refuses_is_not_posted_and_one_it_takes_wakes_no_bot() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b"));
+        let b = bot(&gw.engine, "b");
+        let account = account_on(&b, &stub);
+        let quiet = ChatKey::new(Platform::Local, &"room".into(), None);
+        for (admits, text) in [(false, "not mine"), (true, "my turn")] {
+            let chain = Chain {
+                quiet: quiet.clone(),
+                admits,
+            };
+            let reply = ChatReply {
+                gate: Some(&chain),
+                ..into_room(&account)
+            };
+            let answered = answer(&gw.engine, &b, text, reply).await;
+            let posted = usize::from(admits);
+            assert_eq!(answered.posted.map(|ids| ids.len()), Ok(posted));
+        }
+        assert_eq!(texts(&stub.calls()), ["send my turn"]);
+        assert!(gw.engine.own_notices().is_notice(&quiet, b.id(), "my turn"));
+    }
+}

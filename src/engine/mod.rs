@@ -30,6 +30,8 @@ mod say;
 mod session_lock;
 mod session_turn;
 mod taps;
+#[cfg(test)]
+mod testing;
 mod turn;
 mod turn_end;
 mod typing;

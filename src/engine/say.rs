@@ -51,3 +51,65 @@ pub(crate) async fn say(engine: &Engine, line: Line<'_>) -> Result<Vec<MessageId
     }
     posted
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use baton_contract::{Platform, SendError, StubAdapter};
+
+    use super::*;
+    use crate::engine::testing::{account_on, bot, kinds, target, transcript};
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::session::test_key;
+
+    fn line<'a>(account: &'a Account, session: &'a SessionKey, text: &'a str) -> Line<'a> {
+        Line {
+            account,
+            session,
+            run_id: "notice-1".into(),
+            quiet_in: ChatKey::new(Platform::Local, &"room".into(), None),
+            target: target("room"),
+            stage: "notice",
+            text,
+        }
+    }
+
+    /// A bot in the chat must not take the gateway's line for a message to answer.
+    #[tokio::test]
+    async fn a_line_is_posted_as_the_gateways_own_under_its_run() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let session = test_key("room");
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b"));
+        let account = account_on(&bot(&gw.engine, "b"), &stub);
+        let said = line(&account, &session, "Budget used up until midnight.");
+        let quiet_in = said.quiet_in.clone();
+        let posted = say(&gw.engine, said).await;
+        assert_eq!(posted.ok(), Some(vec!["m0".into()]));
+        let sent: Vec<_> = stub.sent().into_iter().map(|m| m.text).collect();
+        assert_eq!(sent, ["Budget used up until midnight."]);
+        let own = gw.engine.own_notices();
+        assert!(own.is_notice(&quiet_in, &session.bot, "Budget used up until midnight."));
+        let entries = transcript(&gw.engine, &session).await;
+        assert_eq!(kinds(&entries), [EntryKind::Reply]);
+        assert_eq!(entries[0].run_id.as_deref(), Some("notice-1"));
+    }
+
+    #[tokio::test]
+    async fn a_line_that_fails_to_post_is_recorded_with_its_stage_and_returned() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let session = test_key("room");
+        let refused = Err(SendError::Rejected {
+            code: "not_in_channel".into(),
+            message: "the bot is not in the channel".into(),
+        });
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").answering(vec![refused]));
+        let account = account_on(&bot(&gw.engine, "b"), &stub);
+        let failed = say(&gw.engine, line(&account, &session, "hello")).await;
+        let err = failed.expect_err("the platform refused it");
+        let entries = transcript(&gw.engine, &session).await;
+        assert_eq!(kinds(&entries), [EntryKind::Failure]);
+        assert_eq!(entries[0].text, err.to_string());
+        assert_eq!(entries[0].meta["stage"], "notice");
+    }
+}

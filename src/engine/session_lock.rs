@@ -111,3 +111,76 @@ async fn keep(
         tracing::warn!(session = %name, %err, "could not let the session's lock go; it frees itself when it expires");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts, parts_on};
+    use crate::session::test_key;
+    use crate::store::testing::TestDb;
+
+    /// Bot `b`'s engine over a fresh PostgreSQL database, where instances share session locks;
+    /// `extra` is appended to its config.
+    async fn shared(extra: &str) -> Engine {
+        let store = TestDb::postgres().await.open().await;
+        parts_on(&echo_config(&["b"], extra), store, &|_| None).engine
+    }
+
+    /// On SQLite there is one instance, and its lane already holds the session.
+    #[tokio::test]
+    async fn on_one_instance_the_lane_alone_holds_the_session() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let session = test_key("room");
+        let _first = hold(&gw.engine, &session).await;
+        let second = hold_until(&gw.engine, &session, Some(Instant::now())).await;
+        assert!(second.is_ok(), "nothing to wait for");
+        assert_eq!(gw.engine.tasks().len(), 0, "no lock to renew");
+    }
+
+    /// The session lock's lease is 15 s: only its holder's notice wakes a waiter this soon.
+    #[tokio::test]
+    async fn a_session_held_elsewhere_is_taken_as_soon_as_its_holder_lets_go() {
+        let engine = shared("").await;
+        let session = test_key("room");
+        let first = hold(&engine, &session).await;
+        let soon = Instant::now() + Duration::from_millis(300);
+        let beside = hold_until(&engine, &session, Some(soon)).await;
+        assert!(beside.is_err(), "taken while its holder runs");
+        let waiting = hold(&engine, &session);
+        tokio::pin!(waiting);
+        let early = tokio::time::timeout(Duration::from_millis(300), &mut waiting).await;
+        assert!(early.is_err(), "taken while its holder runs");
+        drop(first);
+        let taken = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        assert!(taken.is_ok(), "not taken within 5 s of being let go");
+    }
+
+    /// A holder that died lets nothing go.
+    #[tokio::test]
+    async fn a_lock_whose_holder_died_is_taken_once_it_expires() {
+        let engine = shared("").await;
+        let session = test_key("room");
+        let store = engine.store();
+        let dead = store.session_lock(&session.render(), "gone/1", 1500).await;
+        assert_eq!(dead.unwrap(), Locked::Held);
+        let asked = Instant::now();
+        let held = hold_until(&engine, &session, Some(asked + Duration::from_secs(10))).await;
+        assert!(held.is_ok(), "not taken within 10 s");
+        assert!(
+            asked.elapsed() >= Duration::from_millis(1000),
+            "taken while the dead holder's lock was still good"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_session_stays_held_past_its_lease_while_its_turn_runs() {
+        let engine = shared("\n[cluster]\nlease_seconds = 3\n").await;
+        let session = test_key("room");
+        let _running = hold(&engine, &session).await;
+        // Time passing is the subject: the lease runs out unless it is renewed.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let soon = Instant::now() + Duration::from_millis(300);
+        let beside = hold_until(&engine, &session, Some(soon)).await;
+        assert!(beside.is_err(), "the lock lapsed while its turn ran");
+    }
+}

@@ -172,3 +172,116 @@ impl<'a> SessionTurn<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use baton_contract::{Platform, SendError, StubAdapter};
+    use tokio::time::timeout;
+
+    use super::*;
+    use crate::engine::testing::{account_on, bot, kinds, target, transcript};
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::session::test_key;
+    use crate::store::EntryKind;
+
+    fn seat<'s>(session: &'s SessionKey, run: &str) -> Seat<'s> {
+        Seat {
+            session,
+            run_id: run.into(),
+            lane: Lane::Main,
+        }
+    }
+
+    /// How long a test gives what must not happen to happen.
+    const A_WHILE: Duration = Duration::from_millis(300);
+
+    #[tokio::test]
+    async fn a_session_takes_one_turn_at_a_time_in_the_order_they_came() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let session = test_key("room");
+        let first = SessionTurn::enter(&gw.engine, seat(&session, "r1")).await;
+        let second = SessionTurn::enter(&gw.engine, seat(&session, "r2"));
+        tokio::pin!(second);
+        let early = timeout(A_WHILE, &mut second).await;
+        assert!(early.is_err(), "the second turn got in beside the first");
+        let other = test_key("other");
+        let elsewhere = SessionTurn::enter(&gw.engine, seat(&other, "r3"));
+        let elsewhere = timeout(Duration::from_secs(10), elsewhere).await;
+        assert!(elsewhere.is_ok(), "another session is not kept waiting");
+        drop(first);
+        let second = timeout(Duration::from_secs(10), second).await;
+        let second = second.expect("the second turn goes once the first is done");
+        assert_eq!(second.journal().run_id(), "r2");
+    }
+
+    /// A chain turn's deadline counts its wait for the session too.
+    #[tokio::test]
+    async fn a_turn_with_a_deadline_gives_up_on_a_session_busy_past_it() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let session = test_key("room");
+        let first = SessionTurn::enter(&gw.engine, seat(&session, "r1")).await;
+        let until = Instant::now() + A_WHILE;
+        let late = SessionTurn::enter_until(&gw.engine, seat(&session, "r2"), until);
+        let late = timeout(Duration::from_secs(10), late).await;
+        assert!(
+            matches!(late, Ok(Err(SessionBusy))),
+            "it gave up at its deadline"
+        );
+        assert!(Instant::now() >= until, "it waited until the deadline");
+        drop(first);
+        let until = Instant::now() + Duration::from_secs(10);
+        let free = SessionTurn::enter_until(&gw.engine, seat(&session, "r3"), until).await;
+        assert!(free.is_ok(), "a free session is taken at once");
+    }
+
+    #[tokio::test]
+    async fn a_chat_turn_is_refused_at_once_when_its_session_has_its_maximum_waiting() {
+        let lanes = "\n[lanes]\nmax_queued_per_session = 1\n";
+        let gw = parts(&echo_config(&["b"], lanes)).await;
+        let session = test_key("room");
+        let queued =
+            |run| SessionTurn::enter_queued(&gw.engine, seat(&session, run), Arrival::Fresh);
+        let first = queued("r1").await.ok().expect("a free session");
+        let second = queued("r2");
+        tokio::pin!(second);
+        assert!(timeout(A_WHILE, &mut second).await.is_err());
+        let third = timeout(Duration::from_secs(10), queued("r3")).await;
+        let Ok(Err(Refused { journal, full })) = third else {
+            panic!("a third turn got in line past the maximum");
+        };
+        assert_eq!(journal.run_id(), "r3", "its own journal records why");
+        assert_eq!(full, QueueFull::Session { max: 1 });
+        drop(first);
+        assert!(timeout(Duration::from_secs(10), second).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_post_is_recorded_in_the_run_and_a_failed_one_says_why() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let session = test_key("room");
+        let refused = Err(SendError::Rejected {
+            code: "channel_not_found".into(),
+            message: "no such channel".into(),
+        });
+        let stub = StubAdapter::new(Platform::Local, "b").answering(vec![refused]);
+        let account = account_on(&bot(&gw.engine, "b"), &Arc::new(stub));
+        let turn = SessionTurn::enter(&gw.engine, seat(&session, "r1")).await;
+        let failed = turn.post(&account, &target("room"), "first").await;
+        let why = failed.expect_err("the platform refused it");
+        assert!(why.contains("channel_not_found"), "{why}");
+        drop(turn);
+        let turn = SessionTurn::enter(&gw.engine, seat(&session, "r2")).await;
+        let posted = turn.post(&account, &target("room"), "second").await;
+        assert_eq!(posted, Ok(vec!["m0".into()]));
+        let entries = transcript(&gw.engine, &session).await;
+        assert_eq!(kinds(&entries), [EntryKind::Failure, EntryKind::Reply]);
+        assert_eq!(entries[0].text, why);
+        assert_eq!(entries[0].meta["stage"], "deliver");
+        assert_eq!(entries[1].text, "second");
+        let runs: Vec<_> = entries.iter().map(|e| e.run_id.as_deref()).collect();
+        assert_eq!(runs, [Some("r1"), Some("r2")]);
+    }
+}

@@ -368,3 +368,126 @@ pub(super) async fn undelivered(journal: &Journal, err: DeliveryFailed) -> Strin
         .await;
     err
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::journal::journal;
+    use crate::engine::testing::{End, Scripted, bot, bot_on, kinds, plan, transcript, until};
+    use crate::engine::{Engine, Stop};
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::session::test_key;
+    use crate::store::Entry;
+
+    /// Bot `b`'s turn in chat `room`, woken by `text`: how it ended, and the session's
+    /// transcript after it.
+    async fn take(engine: &Engine, bot: &Arc<Bot>, text: &str) -> (TurnEnd, Vec<Entry>) {
+        let session = test_key("room");
+        let journal = journal(engine, &session, "r1".into()).await;
+        let end = take_turn(engine, &journal, plan(bot, &session, text), None).await;
+        (end, transcript(engine, &session).await)
+    }
+
+    /// The reply is the caller's to post: the turn records only what woke the bot.
+    #[tokio::test]
+    async fn a_reply_is_handed_back_not_posted() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let (end, entries) = take(&gw.engine, &bot(&gw.engine, "b"), "hello there").await;
+        let reply = TurnEnd::Reply {
+            text: "hello there".into(),
+            model: "echo".into(),
+            usage: None,
+        };
+        assert_eq!(end, reply);
+        assert_eq!(kinds(&entries), [EntryKind::Inbound]);
+        assert_eq!(entries[0].text, "hello there");
+    }
+
+    #[tokio::test]
+    async fn the_silent_token_ends_the_turn_in_recorded_silence() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let (end, entries) = take(&gw.engine, &bot(&gw.engine, "b"), "NO_REPLY").await;
+        let silent = TurnEnd::Silent {
+            model: "echo".into(),
+            usage: None,
+        };
+        assert_eq!(end, silent);
+        assert_eq!(kinds(&entries), [EntryKind::Inbound, EntryKind::Silent]);
+    }
+
+    #[tokio::test]
+    async fn a_backend_error_fails_the_turn_on_record() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let failing = bot_on(&gw.engine, "b", Scripted::ends(End::Fails));
+        let (end, entries) = take(&gw.engine, &failing, "hi").await;
+        let TurnEnd::Failed(TurnFailure::Backend(why)) = end else {
+            panic!("a backend failure, not {end:?}");
+        };
+        assert!(why.contains("connection refused"), "{why}");
+        assert_eq!(kinds(&entries), [EntryKind::Inbound, EntryKind::Failure]);
+        assert_eq!(entries[1].text, why);
+        assert_eq!(entries[1].meta["stage"], "turn");
+    }
+
+    /// A refusal only the config can mend is told as such, not as "try again".
+    #[tokio::test]
+    async fn a_backend_refusal_fails_the_turn_as_misconfigured() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let refusing = bot_on(&gw.engine, "b", Scripted::ends(End::Refused));
+        let (end, _) = take(&gw.engine, &refusing, "hi").await;
+        assert!(
+            matches!(end, TurnEnd::Failed(TurnFailure::Misconfigured(_))),
+            "{end:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_backend_still_working_at_the_bots_time_limit_is_stopped() {
+        let gw = parts(&echo_config(&["b"], "turn_timeout_seconds = 1\n")).await;
+        let hanging = bot_on(&gw.engine, "b", Scripted::ends(End::Hangs));
+        let (end, entries) = take(&gw.engine, &hanging, "hi").await;
+        let limit = TurnFailure::TimedOut(Duration::from_secs(1));
+        assert_eq!(end, TurnEnd::Failed(limit));
+        assert_eq!(kinds(&entries), [EntryKind::Inbound, EntryKind::Failure]);
+    }
+
+    #[tokio::test]
+    async fn a_turn_stopped_in_its_chat_ends_as_stopped() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let engine = &gw.engine;
+        let hanging = bot_on(engine, "b", Scripted::ends(End::Hangs));
+        let session = test_key("room");
+        let stop = async {
+            until("the turn runs", || engine.running().count() == 1).await;
+            engine
+                .running()
+                .stop(&session.bot, session.platform, &session.chat)
+        };
+        let (end, stopped) = tokio::join!(take(engine, &hanging, "hi"), stop);
+        assert_eq!(stopped, 1);
+        assert_eq!(end.0, TurnEnd::Failed(TurnFailure::Stopped(Stop::Stopped)));
+        assert_eq!(engine.running().count(), 0);
+    }
+
+    /// Every flow's turn is announced when it starts and when it ends, with its outcome.
+    #[tokio::test]
+    async fn a_turn_is_announced_at_its_start_and_at_its_end_with_its_outcome() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let mut announced = gw.engine.events().subscribe(None).live;
+        let failing = bot_on(&gw.engine, "b", Scripted::ends(End::Fails));
+        take(&gw.engine, &failing, "hi").await;
+        let mut turns = Vec::new();
+        while let Ok(stamped) = announced.try_recv() {
+            match &stamped.event {
+                Event::TurnStarted { run_id, .. } => turns.push(format!("started {run_id}")),
+                Event::TurnEnded {
+                    run_id, outcome, ..
+                } => turns.push(format!("ended {run_id} {outcome:?}")),
+                _ => {}
+            }
+        }
+        assert_eq!(turns, ["started r1", "ended r1 Failed"]);
+    }
+}

@@ -299,3 +299,144 @@ pub(crate) async fn take_down(engine: Engine, left: Vec<OpenTyping>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use baton_contract::{Call, StubAdapter};
+
+    use super::*;
+    use crate::engine::testing::until;
+    use crate::gateway::testing::{echo_config, parts};
+
+    fn at() -> TypingTarget {
+        TypingTarget {
+            chat: "room".into(),
+            thread: None,
+            message: "m1".into(),
+        }
+    }
+
+    /// How many times `stub` was asked to show, to say a line on, and to take away its
+    /// indicator.
+    fn asked(stub: &StubAdapter) -> (usize, Vec<String>, usize) {
+        let calls = stub.calls();
+        let starts = calls
+            .iter()
+            .filter(|c| matches!(c, Call::TypingStart(_)))
+            .count();
+        let says = calls
+            .iter()
+            .filter_map(|c| match c {
+                Call::TypingSays(line) => Some(line.clone()),
+                _ => None,
+            })
+            .collect();
+        let stops = calls
+            .iter()
+            .filter(|c| matches!(c, Call::TypingStop(_)))
+            .count();
+        (starts, says, stops)
+    }
+
+    /// Each indicator is on record from before it is put up until it is gone, so one a
+    /// killed run left up is found at the next start.
+    #[tokio::test]
+    async fn the_indicator_is_on_record_while_up_and_gone_once_ended() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").typing(None));
+        let typing = Typing::start(&gw.engine, stub.clone(), at(), "r1");
+        until("the indicator is up", || asked(&stub).0 == 1).await;
+        let up = left_up(&gw.engine).await.unwrap();
+        let on_record: Vec<_> = up.iter().map(|row| row.message.as_str()).collect();
+        assert_eq!(on_record, ["m1"]);
+        assert_eq!(asked(&stub).2, 0, "nothing took it away yet");
+        typing.end().await;
+        assert_eq!(stub.calls().last(), Some(&Call::TypingStop(at())));
+        assert_eq!(asked(&stub), (1, Vec::new(), 1));
+        assert!(left_up(&gw.engine).await.unwrap().is_empty());
+    }
+
+    /// A turn cut off by its time limit or a panic never calls `end`.
+    #[tokio::test]
+    async fn a_dropped_owner_still_takes_the_indicator_away() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").typing(None));
+        let typing = Typing::start(&gw.engine, stub.clone(), at(), "r1");
+        until("the indicator is up", || asked(&stub).0 == 1).await;
+        drop(typing);
+        until("the indicator is taken away", || asked(&stub).2 == 1).await;
+    }
+
+    #[tokio::test]
+    async fn an_indicator_that_fades_is_shown_again_every_period_until_ended() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let every = Duration::from_millis(50);
+        let stub = Arc::new(StubAdapter::new(Platform::Local, "b").typing(Some(every)));
+        let typing = Typing::start(&gw.engine, stub.clone(), at(), "r1");
+        until("shown three times", || asked(&stub).0 == 3).await;
+        typing.end().await;
+        let shown = asked(&stub).0;
+        // Time passing is the subject: four periods without a renewal.
+        tokio::time::sleep(every * 4).await;
+        assert_eq!(
+            asked(&stub),
+            (shown, Vec::new(), 1),
+            "not shown again once ended"
+        );
+    }
+
+    /// The indicator says the latest `progress` line of its own run, as `step/of · message`.
+    #[tokio::test]
+    async fn an_indicator_that_carries_text_says_its_runs_progress() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let stub = Arc::new(
+            StubAdapter::new(Platform::Local, "b")
+                .typing(None)
+                .typing_text(),
+        );
+        let typing = Typing::start(&gw.engine, stub.clone(), at(), "r1");
+        until("the indicator is up", || asked(&stub).0 == 1).await;
+        let progress = |run: &str, message: &str, step, of| Event::Progress {
+            run_id: run.into(),
+            bot: "b".parse().unwrap(),
+            session: "local:b:room".into(),
+            message: message.into(),
+            step,
+            of,
+        };
+        let events = gw.engine.events();
+        events.emit(progress("r2", "another run's work", None, None));
+        events.emit(progress("r1", "reading the logs", Some(2), Some(5)));
+        events.emit(progress("r1", "writing", None, None));
+        until("two lines said", || asked(&stub).1.len() == 2).await;
+        typing.end().await;
+        assert_eq!(asked(&stub).1, ["2/5 · reading the logs", "writing"]);
+    }
+
+    /// A kill -9 ends no indicator: the next start takes away what is still on record, and
+    /// forgets one whose account is no longer configured.
+    #[tokio::test]
+    async fn indicators_a_killed_run_left_up_are_taken_down_at_the_next_start() {
+        let gw = parts(&echo_config(&["b"], "")).await;
+        let store = gw.engine.store();
+        for account in ["b", "gone"] {
+            let row = OpenTyping {
+                id: 0,
+                platform: "local".into(),
+                account: account.into(),
+                chat: "room".into(),
+                thread: None,
+                message: "m1".into(),
+                handle: None,
+                owner: instance(&gw.engine),
+            };
+            store.typing_opened(row, now_ms()).await.unwrap();
+        }
+        let left = left_up(&gw.engine).await.unwrap();
+        assert_eq!(left.len(), 2);
+        take_down(gw.engine.clone(), left).await;
+        assert!(left_up(&gw.engine).await.unwrap().is_empty());
+    }
+}

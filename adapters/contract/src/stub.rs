@@ -1,5 +1,5 @@
 //! [`StubAdapter`]: an account on no platform, for the tests of what the gateway does with an
-//! adapter (delivery, streaming, file intake, the lease fence). It keeps every call it gets in
+//! adapter (delivery, streaming, typing indicators, file intake, the lease fence). It keeps every call it gets in
 //! order, answers posts from a script, and its `run` holds a connection open until shutdown.
 //! The platform adapters' own tests talk to fake platforms instead.
 //!
@@ -10,6 +10,7 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adapter::{Adapter, AdapterError, Capabilities, EventSink, NotTaken};
 use crate::connection::{ConnectionCell, ConnectionState};
-use crate::feedback::EditMessage;
+use crate::feedback::{DeleteMessage, EditMessage, Typing, TypingTarget};
 use crate::files::{DownloadError, Downloaded, FileRef};
 use crate::ids::{AccountId, MessageId, Platform, UserId};
 use crate::inbound::InboundEvent;
@@ -32,6 +33,14 @@ pub enum Call {
     Edit(EditMessage),
     /// [`Adapter::download`].
     Download(FileRef),
+    /// [`Adapter::delete`].
+    Delete(DeleteMessage),
+    /// [`Adapter::typing_start`] (a renewal too).
+    TypingStart(TypingTarget),
+    /// [`Adapter::typing_says`], with its line.
+    TypingSays(String),
+    /// [`Adapter::typing_stop`].
+    TypingStop(TypingTarget),
 }
 
 /// A scriptable, recording [`Adapter`]. Built with [`StubAdapter::new`] and its builder
@@ -46,6 +55,10 @@ pub struct StubAdapter {
     max_edits: Option<u32>,
     /// What every download gets; `None`: downloads are not supported.
     serves: Option<Downloaded>,
+    /// The typing indicator it shows, renewed this often; `None`: it shows none.
+    typing: Option<Option<Duration>>,
+    /// Its typing indicator carries a line of text.
+    typing_text: bool,
     /// The answers to the next posts, in order; once empty, a post succeeds.
     answers: Mutex<VecDeque<Result<SentMessage, SendError>>>,
     calls: Mutex<Vec<Call>>,
@@ -61,7 +74,7 @@ pub struct StubAdapter {
 
 impl StubAdapter {
     /// Account `account` on `platform`, in state `Connecting`: 4,000 characters a post, no
-    /// threads, no edits, no files; every post succeeds, as message `m0`, `m1`, ...
+    /// threads, no edits, no typing indicator, no files; every post succeeds, as message `m0`, `m1`, ...
     pub fn new(platform: Platform, account: &str) -> StubAdapter {
         StubAdapter {
             platform,
@@ -75,6 +88,8 @@ impl StubAdapter {
             connection: ConnectionCell::default(),
             max_edits: None,
             serves: None,
+            typing: None,
+            typing_text: false,
             answers: Mutex::default(),
             calls: Mutex::default(),
             shown: Mutex::default(),
@@ -107,6 +122,19 @@ impl StubAdapter {
     /// ignores [`Adapter::max_edits`] is a bug the test must show.
     pub fn editable(mut self, max_edits: u32) -> StubAdapter {
         self.max_edits = Some(max_edits);
+        self
+    }
+
+    /// It shows a typing indicator, renewed every `renew_every` (`None`: never), and takes it
+    /// away when asked.
+    pub fn typing(mut self, renew_every: Option<Duration>) -> StubAdapter {
+        self.typing = Some(renew_every);
+        self
+    }
+
+    /// Its typing indicator carries the bot's progress lines ([`Adapter::typing_says`]).
+    pub fn typing_text(mut self) -> StubAdapter {
+        self.typing_text = true;
         self
     }
 
@@ -274,6 +302,53 @@ impl Adapter for StubAdapter {
     async fn download(&self, file: &FileRef, _limit: u64) -> Result<Downloaded, DownloadError> {
         lock(&self.calls).push(Call::Download(file.clone()));
         self.serves.clone().ok_or(DownloadError::NotSupported)
+    }
+
+    /// Where it can edit, the post is gone from [`StubAdapter::shown`].
+    async fn delete(&self, message: &DeleteMessage) -> Result<(), SendError> {
+        if self.max_edits.is_none() {
+            return Err(SendError::Rejected {
+                code: "delete_unsupported".into(),
+                message: "this stub was built without `editable`".into(),
+            });
+        }
+        lock(&self.calls).push(Call::Delete(message.clone()));
+        lock(&self.shown).retain(|(id, _)| *id != message.message_id);
+        Ok(())
+    }
+
+    fn shows_typing(&self) -> bool {
+        self.typing.is_some()
+    }
+
+    async fn typing_start(&self, at: &TypingTarget) -> Result<Option<Typing>, SendError> {
+        let Some(renew_every) = self.typing else {
+            return Ok(None);
+        };
+        lock(&self.calls).push(Call::TypingStart(at.clone()));
+        Ok(Some(Typing {
+            renew_every,
+            handle: None,
+        }))
+    }
+
+    async fn typing_stop(&self, at: &TypingTarget, _typing: &Typing) -> Result<(), SendError> {
+        lock(&self.calls).push(Call::TypingStop(at.clone()));
+        Ok(())
+    }
+
+    fn typing_shows_text(&self) -> bool {
+        self.typing_text
+    }
+
+    async fn typing_says(
+        &self,
+        _at: &TypingTarget,
+        _typing: &Typing,
+        line: &str,
+    ) -> Result<(), SendError> {
+        lock(&self.calls).push(Call::TypingSays(line.to_owned()));
+        Ok(())
     }
 }
 
