@@ -34,8 +34,8 @@ use crate::relay::{self, Relay, SendOutcome, SendRequest};
 use crate::roster::{Bot, glob_set};
 use crate::session::{A2aCaller, SessionKey};
 use crate::store::{
-    AnswerCandidate, AnswerMatch, Delivery, DeliveryQuery, DeliveryState, Escalation, NewArtifact,
-    Origin, Put,
+    AnswerCandidate, AnswerMatch, Delivery, DeliveryQuery, DeliveryState, Escalation,
+    EscalationState, NewArtifact, Origin, Put,
 };
 use crate::timing::now_ms;
 
@@ -606,10 +606,30 @@ async fn get(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<V
     Ok(task(&d, asked.as_ref(), base))
 }
 
-/// `CancelTask`: the bot's turn is stopped and nothing of it is posted; a task already ended
-/// cannot be canceled.
+/// `CancelTask`: the bot's turn is stopped and nothing of it is posted; a task waiting on its
+/// caller has its question withdrawn; a task already ended cannot be canceled.
 async fn cancel(relay: &Relay, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
-    let d = task_of(relay.engine(), bot, params).await?;
+    let engine = relay.engine();
+    let mut d = task_of(engine, bot, params).await?;
+    if let Some(asked) = waits_on(engine, &d).await? {
+        let by = format!("a2a:{}", d.sender_session.a2a_peer().unwrap_or_default());
+        let withdrawn = engine
+            .store()
+            .resolve_escalation(
+                &asked.id,
+                EscalationState::Failed,
+                Some("the A2A caller canceled the task"),
+                &by,
+                now_ms(),
+            )
+            .await
+            .map_err(RpcError::internal)?;
+        // Open again only to be canceled; answered meanwhile, it runs on its answer.
+        d = match withdrawn {
+            Some(_) => relay::resume_task(engine, &d.run_id).await.unwrap_or(d),
+            None => task_by_id(engine, bot, &d.run_id).await?,
+        };
+    }
     if d.state.is_settled() {
         return Err(RpcError {
             code: -32002,

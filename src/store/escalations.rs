@@ -51,7 +51,8 @@ stored_name! {
         Approved = "approved",
         /// An approval request that was denied.
         Denied = "denied",
-        /// The question could not be posted; nobody will answer it.
+        /// The question could not be posted, or the A2A task it was asked in was canceled;
+        /// nobody will answer it.
         Failed = "failed",
     }
 }

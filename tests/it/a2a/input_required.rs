@@ -1,6 +1,7 @@
 //! A bot that escalates in an A2A task asks the task's caller (SPEC 14: an escalation is
 //! `input-required`): the official SDK client sees the question as the task's status, answers
-//! on the same task, and the task goes on to `completed` with a reply that used the answer.
+//! on the same task, and the task goes on to `completed` with a reply that used the answer; or
+//! cancels it, which withdraws the question.
 
 use serde_json::{Value, json};
 
@@ -87,5 +88,56 @@ async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it
         .unwrap();
     let error = late["error"]["message"].as_str().unwrap_or_default();
     assert!(error.contains("not waiting for input"), "{late}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn a_task_waiting_on_its_caller_can_be_canceled_and_takes_no_answer_after() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let bots = [("alpha", "tools = [\"escalate_to_user\"]")];
+    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, A2A_ON), &db).await;
+    fake.script(
+        "alpha",
+        Step::tool_call("escalate_to_user", json!({"message": "Which branch?"})),
+    );
+    fake.script("alpha", Step::reply("I asked."));
+    let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
+    let task = &asked["events"][0]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let (id, context) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
+
+    let canceled = sdk(&gw, "cancel", id, "unused").await;
+    assert_eq!(
+        canceled["canceled"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let row = &gw.get("/api/deliveries").await["deliveries"][0];
+    assert_eq!(row["state"], "canceled", "{row}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-main", "role": "ROLE_USER", "taskId": id,
+                    "contextId": context, "parts": [{"text": "main"}]}}});
+    let late: Value = gw
+        .http
+        .post(format!("{}/a2a/alpha", gw.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(late["error"]["code"], -32004, "{late}");
+    assert_eq!(
+        fake.requests_for("alpha").len(),
+        2,
+        "no turn after the cancel"
+    );
     gw.stop().await;
 }
