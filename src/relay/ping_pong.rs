@@ -130,6 +130,11 @@ mod tests {
         )
     }
 
+    /// Alpha's send to beta, on record.
+    async fn answered(engine: &Engine) -> Delivery {
+        begun(engine, new_delivery("r1", "alpha", "beta", "ping"), None).await
+    }
+
     /// What the bot of `session` said in the exchange: each entry's kind, text and exchange
     /// number.
     async fn exchanges(engine: &Engine, session: &SessionKey) -> Vec<(EntryKind, String, u64)> {
@@ -148,12 +153,7 @@ mod tests {
     #[tokio::test]
     async fn the_bots_take_turns_sender_first_up_to_the_bound() {
         let gw = parts(&with_turns(3)).await;
-        let d = begun(
-            &gw.engine,
-            new_delivery("r1", "alpha", "beta", "ping"),
-            None,
-        )
-        .await;
+        let d = answered(&gw.engine).await;
         start(&gw.engine, &d, "pong");
         until_idle(&gw.engine).await;
         let said = |n| (EntryKind::Answer, "pong".to_owned(), n);
@@ -168,12 +168,7 @@ mod tests {
     async fn nothing_is_exchanged_unless_configured_and_answered_in_words() {
         for (turns, reply) in [(0, "pong"), (2, "  "), (2, REPLY_SKIP)] {
             let gw = parts(&with_turns(turns)).await;
-            let d = begun(
-                &gw.engine,
-                new_delivery("r1", "alpha", "beta", "ping"),
-                None,
-            )
-            .await;
+            let d = answered(&gw.engine).await;
             start(&gw.engine, &d, reply);
             until_idle(&gw.engine).await;
             for session in [&d.sender_session, &d.target_session] {
@@ -192,12 +187,7 @@ mod tests {
     #[tokio::test]
     async fn a_skip_ends_the_exchange() {
         let gw = parts(&with_turns(3)).await;
-        let d = begun(
-            &gw.engine,
-            new_delivery("r1", "alpha", "beta", "ping"),
-            None,
-        )
-        .await;
+        let d = answered(&gw.engine).await;
         // Alpha's echo drops the mention: it answers `REPLY_SKIP`.
         start(&gw.engine, &d, &format!("@beta {REPLY_SKIP}"));
         until_idle(&gw.engine).await;

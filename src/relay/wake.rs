@@ -205,10 +205,9 @@ mod tests {
         }
     }
 
-    async fn said(engine: &Engine, session: &SessionKey) -> Vec<(EntryKind, String)> {
+    async fn transcript(engine: &Engine, session: &SessionKey) -> Vec<crate::store::Entry> {
         let query = TranscriptQuery::session(session.clone());
-        let entries = engine.store().transcript(query).await.unwrap();
-        entries.into_iter().map(|e| (e.kind, e.text)).collect()
+        engine.store().transcript(query).await.unwrap()
     }
 
     /// On SQLite this instance is every bot's home: the session is woken here, its reply is
@@ -236,11 +235,7 @@ mod tests {
         let session = message.session.clone();
         run(engine, message).await;
         assert!(room_texts(&gw, "a2a:beta").await.is_empty());
-        let entries = engine
-            .store()
-            .transcript(TranscriptQuery::session(session))
-            .await
-            .unwrap();
+        let entries = transcript(engine, &session).await;
         let answer = entries.iter().find(|e| e.kind == EntryKind::Answer);
         let answer = answer.expect("an answer on record");
         assert_eq!(
@@ -257,8 +252,13 @@ mod tests {
         let message = late("mcp:client", "late news", None);
         let session = message.session.clone();
         run(engine, message).await;
+        let said: Vec<_> = transcript(engine, &session)
+            .await
+            .into_iter()
+            .map(|e| (e.kind, e.text))
+            .collect();
         assert_eq!(
-            said(engine, &session).await,
+            said,
             [(
                 EntryKind::Inbound,
                 "Message from bot 'beta': late news".to_owned()

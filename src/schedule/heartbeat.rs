@@ -81,7 +81,7 @@ mod tests {
 
     use super::super::tests::{monday, scheduler, until_idle};
     use super::*;
-    use crate::gateway::testing::{echo_config, parts};
+    use crate::gateway::testing::{Parts, echo_config, parts};
     use crate::schedule::{HEARTBEAT_JOB, Ticked};
     use crate::session::SessionKey;
     use crate::store::{EntryKind, TranscriptQuery};
@@ -101,6 +101,15 @@ mod tests {
             &["hb"],
             &format!("heartbeat = {{ every = \"30m\", target = \"none\"{more} }}\n"),
         )
+    }
+
+    /// hb's heartbeat with checklist `text`, in `HEARTBEAT.md` of the directory returned.
+    async fn with_checklist(text: &str) -> (tempfile::TempDir, Parts) {
+        let dir = tempfile::tempdir().unwrap();
+        let checklist = dir.path().join("HEARTBEAT.md");
+        std::fs::write(&checklist, text).unwrap();
+        let file = format!(", prompt_file = {:?}", checklist.display().to_string());
+        (dir, parts(&every_30m(&file)).await)
     }
 
     /// Skipped in quiet hours, a heartbeat is due again when they end, not at its next
@@ -164,11 +173,8 @@ mod tests {
     /// why; a checklist with work in it is the turn's prompt.
     #[tokio::test]
     async fn a_checklist_is_the_prompt_and_an_unreadable_one_skips() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, gw) = with_checklist("- [ ] feed the cat\n").await;
         let checklist = dir.path().join("HEARTBEAT.md");
-        std::fs::write(&checklist, "- [ ] feed the cat\n").unwrap();
-        let file = format!(", prompt_file = {:?}", checklist.display().to_string());
-        let gw = parts(&every_30m(&file)).await;
         let scheduler = scheduler(&gw);
         assert_eq!(
             scheduler.tick(monday(9, 0)).await,
@@ -240,11 +246,7 @@ mod tests {
     /// A checklist of headings and empty boxes is no work: the heartbeat is skipped, no turn.
     #[tokio::test]
     async fn a_heartbeat_with_an_empty_checklist_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let checklist = dir.path().join("HEARTBEAT.md");
-        std::fs::write(&checklist, "# Checks\n\n- [ ]\n").unwrap();
-        let file = format!(", prompt_file = {:?}", checklist.display().to_string());
-        let gw = parts(&every_30m(&file)).await;
+        let (_dir, gw) = with_checklist("# Checks\n\n- [ ]\n").await;
         let scheduler = scheduler(&gw);
         assert_eq!(
             scheduler.tick(monday(9, 0)).await,
