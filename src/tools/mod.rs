@@ -153,3 +153,38 @@ fn cap_of(field: &str) -> Cap {
         _ => Cap::Id,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{error_of, in_room};
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    fn tool_call(name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// A bot calls only the tools its `tools` list gives it, whatever its model asks for.
+    #[tokio::test]
+    async fn a_tool_off_the_bots_list_is_refused_and_arguments_must_be_json() {
+        let narrow = "\n[[bots]]\nid = \"narrow\"\nbackend = \"echo\"\ntools = [\"bots_list\"]\n";
+        let gw = parts(&echo_config(&["lead"], narrow)).await;
+        let tools = in_room(&gw, "narrow", Some("run-1"));
+        let listed = tools.call(&tool_call("bots_list", "")).await;
+        assert_eq!(listed["status"], "ok", "{listed}");
+        let off = tools.call(&tool_call("sessions_send", "{}")).await;
+        assert!(
+            error_of(&off).contains("not available to bot `narrow`"),
+            "{off}"
+        );
+        let unknown = tools.call(&tool_call("rm_rf", "{}")).await;
+        assert!(error_of(&unknown).contains("not available"), "{unknown}");
+        let lead = in_room(&gw, "lead", Some("run-1"));
+        let garbled = lead.call(&tool_call("sessions_list", "{not json")).await;
+        assert!(error_of(&garbled).contains("not valid JSON"), "{garbled}");
+    }
+}

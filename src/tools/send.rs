@@ -243,7 +243,7 @@ mod tests {
             ),
             (
                 json!({"target": "alpha", "message": "hi", "expect": {"type": 12}}),
-                "12",
+                "`expect` is not a usable JSON Schema",
             ),
             (
                 json!({"target": "alpha", "message": "hi", "artifacts": ["art-nope"]}),
