@@ -202,6 +202,7 @@ mod tests {
             meta: json!({}),
             delivery: delivery.map(str::to_owned),
             trace_parent: None,
+            task: None,
         }
     }
 
