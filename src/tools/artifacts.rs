@@ -222,7 +222,7 @@ mod tests {
     /// `alpha`'s tools in its turn `run-1`, with `extra` config.
     async fn alpha(extra: &str) -> AgentTools {
         in_room(
-            &parts(&echo_config(&["alpha", "beta"], extra)).await,
+            &parts(&echo_config(&["alpha", "beta"], extra)).await.relay,
             "alpha",
             Some("run-1"),
         )
@@ -329,7 +329,7 @@ mod tests {
     #[tokio::test]
     async fn list_shows_the_callers_session_by_default_or_a_session_or_a_run() {
         let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
-        let tools = in_room(&gw, "alpha", Some("run-1"));
+        let tools = in_room(&gw.relay, "alpha", Some("run-1"));
         let id = kept(&tools, json!({"name": "a.txt", "text": "x"})).await;
         let ids = |result: Value| -> Vec<String> {
             assert_eq!(result["status"], "ok", "{result}");
@@ -339,10 +339,10 @@ mod tests {
                 .map(|a| a["id"].as_str().unwrap().to_owned())
                 .collect()
         };
-        assert_eq!(ids(list(&tools, json!({})).await), [id.clone()]);
+        assert_eq!(ids(list(&tools, json!({})).await), [id.as_str()]);
         assert_eq!(
             ids(list(&tools, json!({"run_id": "run-1"})).await),
-            [id.clone()]
+            [id.as_str()]
         );
         assert_eq!(
             ids(list(&tools, json!({"run_id": "run-2"})).await),
@@ -350,7 +350,7 @@ mod tests {
         );
         let session = "bot:alpha:local:alpha:room";
         assert_eq!(ids(list(&tools, json!({"session": session})).await), [id]);
-        let betas = in_room(&gw, "beta", None);
+        let betas = in_room(&gw.relay, "beta", None);
         assert_eq!(ids(list(&betas, json!({})).await), [] as [String; 0]);
 
         let both = list(&tools, json!({"session": session, "run_id": "run-1"})).await;

@@ -287,7 +287,7 @@ mod tests {
     /// A chain `lead` coordinates in the room, with `alpha` taking part; its id.
     async fn led_by_lead(gw: &Parts) -> String {
         let created = create(
-            &in_room(gw, "lead", Some("run-1")),
+            &in_room(&gw.relay, "lead", Some("run-1")),
             json!({"name": "plan", "participants": ["alpha"]}),
         )
         .await;
@@ -300,7 +300,7 @@ mod tests {
     #[tokio::test]
     async fn create_starts_a_chain_the_caller_coordinates_in_its_chat() {
         let gw = gateway().await;
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let created = create(
             &lead,
             json!({"name": "plan", "participants": ["@alpha", " beta"]}),
@@ -329,7 +329,7 @@ mod tests {
     #[tokio::test]
     async fn create_needs_a_name_known_bots_and_a_chat() {
         let gw = gateway().await;
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let unnamed = create(&lead, json!({"name": " "})).await;
         assert!(error_of(&unnamed).contains("`name` is empty"));
         let unknown = create(&lead, json!({"name": "plan", "participants": ["gamma"]})).await;
@@ -351,7 +351,7 @@ mod tests {
     async fn only_the_holder_posts_and_only_the_coordinator_hands_on_or_closes() {
         let gw = gateway().await;
         let chain = led_by_lead(&gw).await;
-        let alpha = in_room(&gw, "alpha", Some("run-2"));
+        let alpha = in_room(&gw.relay, "alpha", Some("run-2"));
         let early = message(&alpha, json!({"chain": chain, "content": "me first"})).await;
         assert_eq!(refused(&early), "not-holder");
         assert!(
@@ -385,7 +385,7 @@ mod tests {
     async fn pass_gives_the_turn_to_a_participant_and_add_brings_one_in() {
         let gw = gateway().await;
         let chain = led_by_lead(&gw).await;
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let outsider = hand(
             &lead,
             ToolName::ChainPass,
@@ -408,7 +408,7 @@ mod tests {
     async fn the_coordinator_posting_keeps_the_turn() {
         let gw = gateway().await;
         let chain = led_by_lead(&gw).await;
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let empty = message(&lead, json!({"chain": chain, "content": "  "})).await;
         assert!(error_of(&empty).contains("`content` is empty"));
         let posted = message(&lead, json!({"chain": chain, "content": "the agenda"})).await;
@@ -427,7 +427,7 @@ mod tests {
     async fn the_coordinator_closes_a_chain_once() {
         let gw = gateway().await;
         let chain = led_by_lead(&gw).await;
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let closed = close(&lead, json!({"chain": chain, "summary": "agreed"})).await;
         assert_eq!(
             (&closed["status"], &closed["state"]),
@@ -453,12 +453,12 @@ mod tests {
                 .map(|c| c["chain"].as_str().unwrap().to_owned())
                 .collect()
         };
-        let mine = listed(status(&in_room(&gw, "alpha", None), json!({})).await);
-        assert_eq!(mine, [chain.clone()]);
-        let theirs = listed(status(&in_room(&gw, "beta", None), json!({})).await);
+        let mine = listed(status(&in_room(&gw.relay, "alpha", None), json!({})).await);
+        assert_eq!(mine, [chain.as_str()]);
+        let theirs = listed(status(&in_room(&gw.relay, "beta", None), json!({})).await);
         assert_eq!(theirs, [] as [String; 0]);
 
-        let one = status(&in_room(&gw, "beta", None), json!({"chain": chain})).await;
+        let one = status(&in_room(&gw.relay, "beta", None), json!({"chain": chain})).await;
         assert_eq!(
             (&one["holder"], &one["state"]),
             (&json!("lead"), &json!("open"))
@@ -467,7 +467,11 @@ mod tests {
             one["messages"].as_array().is_some_and(|m| !m.is_empty()),
             "{one}"
         );
-        let unknown = status(&in_room(&gw, "beta", None), json!({"chain": "ch-nope"})).await;
+        let unknown = status(
+            &in_room(&gw.relay, "beta", None),
+            json!({"chain": "ch-nope"}),
+        )
+        .await;
         assert!(error_of(&unknown).contains("no chain `ch-nope`"));
     }
 }

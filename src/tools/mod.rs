@@ -173,7 +173,7 @@ mod tests {
     async fn a_tool_off_the_bots_list_is_refused_and_arguments_must_be_json() {
         let narrow = "\n[[bots]]\nid = \"narrow\"\nbackend = \"echo\"\ntools = [\"bots_list\"]\n";
         let gw = parts(&echo_config(&["lead"], narrow)).await;
-        let tools = in_room(&gw, "narrow", Some("run-1"));
+        let tools = in_room(&gw.relay, "narrow", Some("run-1"));
         let listed = tools.call(&tool_call("bots_list", "")).await;
         assert_eq!(listed["status"], "ok", "{listed}");
         let off = tools.call(&tool_call("sessions_send", "{}")).await;
@@ -183,7 +183,7 @@ mod tests {
         );
         let unknown = tools.call(&tool_call("rm_rf", "{}")).await;
         assert!(error_of(&unknown).contains("not available"), "{unknown}");
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let garbled = lead.call(&tool_call("sessions_list", "{not json")).await;
         assert!(error_of(&garbled).contains("not valid JSON"), "{garbled}");
     }

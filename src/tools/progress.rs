@@ -89,7 +89,7 @@ mod tests {
 
     /// Tools for bot `b` in a chat turn (`run_id` set) or outside any turn.
     async fn tools(run_id: Option<&str>) -> AgentTools {
-        in_room(&parts(&echo_config(&["b"], "")).await, "b", run_id)
+        in_room(&parts(&echo_config(&["b"], "")).await.relay, "b", run_id)
     }
 
     #[tokio::test]

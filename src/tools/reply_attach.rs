@@ -62,7 +62,7 @@ mod tests {
     use crate::gateway::testing::{echo_config, parts};
 
     async fn tools(run_id: Option<&str>) -> AgentTools {
-        in_room(&parts(&echo_config(&["b"], "")).await, "b", run_id)
+        in_room(&parts(&echo_config(&["b"], "")).await.relay, "b", run_id)
     }
 
     #[tokio::test]

@@ -216,7 +216,7 @@ mod tests {
     /// `lead`'s tools in its turn, with bots `lead`, `alpha`, `beta` and `extra` config.
     async fn lead(extra: &str) -> AgentTools {
         let gw = parts(&echo_config(&["lead", "alpha", "beta"], extra)).await;
-        in_room(&gw, "lead", Some("run-1"))
+        in_room(&gw.relay, "lead", Some("run-1"))
     }
 
     fn alpha() -> BotId {

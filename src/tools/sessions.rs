@@ -208,7 +208,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_is_a_key_or_a_bots_backchannel_with_the_caller() {
         let gw = gateway().await;
-        let lead = in_room(&gw, "lead", None);
+        let lead = in_room(&gw.relay, "lead", None);
         let alpha = "alpha".parse().unwrap();
         let backchannel =
             SessionKey::backchannel(&alpha, AccountId::from("alpha"), &lead.caller.bot);
@@ -232,7 +232,7 @@ mod tests {
         said(&gw, &a1, 1_000, "one").await;
         said(&gw, &b1, 3_000, "three").await;
         said(&gw, &a2, 2_000, "two").await;
-        let lead = in_room(&gw, "lead", None);
+        let lead = in_room(&gw.relay, "lead", None);
         let (a1, a2, b1) = (a1.render(), a2.render(), b1.render());
 
         assert_eq!(keys(&list(&lead, json!({})).await), [&b1, &a2, &a1]);
@@ -253,7 +253,7 @@ mod tests {
     #[tokio::test]
     async fn history_gives_the_last_entries_oldest_first() {
         let gw = gateway().await;
-        let lead = in_room(&gw, "lead", None);
+        let lead = in_room(&gw.relay, "lead", None);
         let backchannel = resolve(&lead, "alpha").unwrap();
         for (n, text) in ["first", "second", "third"].into_iter().enumerate() {
             said(&gw, &backchannel, 1_000 + i64::try_from(n).unwrap(), text).await;
@@ -274,7 +274,7 @@ mod tests {
     #[tokio::test]
     async fn status_shows_a_busy_session_and_the_sends_in_flight_to_it() {
         let gw = gateway().await;
-        let lead = in_room(&gw, "lead", Some("run-1"));
+        let lead = in_room(&gw.relay, "lead", Some("run-1"));
         let fresh = status(&lead, json!({"session": "alpha"})).await;
         assert_eq!(
             (&fresh["exists"], &fresh["busy"], &fresh["entries"]),

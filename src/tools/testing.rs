@@ -4,17 +4,17 @@ use serde_json::Value;
 
 use super::AgentTools;
 use crate::engine::Caller;
-use crate::gateway::testing::Parts;
+use crate::relay::Relay;
 
-/// `bot`'s tools in a turn a human woke in the local chat `room` (`run_id` set: inside that
+/// `bot`'s tools, sending through `relay`, in a turn a human woke in the local chat `room` (`run_id` set: inside that
 /// turn; `None`: called from outside any turn).
-pub(super) fn in_room(gw: &Parts, bot: &str, run_id: Option<&str>) -> AgentTools {
+pub(super) fn in_room(relay: &Relay, bot: &str, run_id: Option<&str>) -> AgentTools {
     let session = format!("bot:{bot}:local:{bot}:room")
         .parse()
         .expect("session key");
     let mut caller = Caller::from_chat(&session);
     caller.run_id = run_id.map(str::to_owned);
-    AgentTools::new(gw.relay.clone(), caller)
+    AgentTools::new(relay.clone(), caller)
 }
 
 /// The error of a result that must be one.
