@@ -40,9 +40,9 @@ use super::mentions::mentions;
 use super::sender_name::{NameRefused, NameRules};
 use crate::config::LocalConfig;
 use crate::field_bound::{self, Cap, FieldTooLong};
-use crate::trace::Handoff;
 pub use crate::store::RoomMessage;
 use crate::store::{NewRoomMessage, RoomBounds, RoomWrite, Store, StoreError};
+use crate::trace::Handoff;
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
 /// seconds; thousands of posts later nobody retries it.
@@ -256,7 +256,9 @@ impl LocalHub {
         self.check_length(&post.text)?;
         check_ids(room, &post)?;
         let message = self.keep(room, &post, None).await?.message()?;
-        Ok(self.deliver(room, &post, message, Some(Handoff::here())).await)
+        Ok(self
+            .deliver(room, &post, message, Some(Handoff::here()))
+            .await)
     }
 
     /// Hand the kept `message` to every member account. A person's post (`person`: the span
