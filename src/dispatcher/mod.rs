@@ -66,6 +66,7 @@ use crate::pen::Arrival;
 use crate::post::RunHandedOver;
 use crate::store::{InboxId, StoreError};
 use crate::timing::{Board, now_ms};
+use crate::trace::Handoff;
 
 /// What step 2 made of an event.
 #[expect(
@@ -191,7 +192,12 @@ impl Dispatcher {
                 return;
             }
             let admin = Admin::new(Chains::new(engine.clone()), Arc::clone(&schedule));
-            Dispatcher::new(engine, admin, Arc::clone(&own)).spawn_run(filed, event);
+            // A post handed over is a trigger of its own: a trace of its own.
+            Dispatcher::new(engine, admin, Arc::clone(&own)).spawn_run(
+                filed,
+                event,
+                Handoff::default(),
+            );
         })
     }
 
@@ -266,12 +272,13 @@ impl Dispatcher {
     ///
     /// Boxed: the run's state is kilobytes, and a task holding it inline is copied whole when
     /// spawned and again at each change of the task's stage (BENCHMARKS.md, issue 23).
-    fn spawn_run(self, filed: InboxId, event: InboundEvent) {
+    /// The run is in the trace `trace` names, if any: that of a local room's post.
+    fn spawn_run(self, filed: InboxId, event: InboundEvent, trace: Handoff) {
         let tasks = self.engine.tasks().clone();
-        tasks.spawn(Box::pin(async move {
+        tasks.spawn(Box::pin(trace.run(async move {
             let handled = self.run_filed(filed, event, Arrival::Fresh).await;
             tracing::debug!(?handled, "event handled");
-        }));
+        })));
     }
 
     /// Steps 3 to 13 for a filed event, which end by taking it out of the inbox.
@@ -289,7 +296,8 @@ impl EventSink for Dispatcher {
             return Err(NotTaken::ShuttingDown);
         }
         if let Intake::Filed(filed, event) = self.intake(event).await? {
-            self.clone().spawn_run(filed, event);
+            // Under the span the adapter accepts it in: a local room's post's.
+            self.clone().spawn_run(filed, event, Handoff::here());
         }
         Ok(())
     }

@@ -109,8 +109,8 @@ pub(super) async fn take_turn(
         || format!("turn {bot}"),
         SpanKind::Internal,
         || {
+            // The bot is in the span's name.
             vec![
-                attr("baton.bot", bot.as_str().to_owned()),
                 attr("baton.session", session.clone()),
                 attr("baton.run_id", run_id.clone()),
             ]
@@ -122,12 +122,7 @@ pub(super) async fn take_turn(
         TurnEnd::Silent { model, .. } => (TurnOutcome::Silent, model.clone()),
         TurnEnd::Failed(_) => (TurnOutcome::Failed, String::new()),
     };
-    span.set(|| {
-        vec![attr(
-            "baton.turn.outcome",
-            format!("{outcome:?}").to_lowercase(),
-        )]
-    });
+    span.set(|| vec![attr("baton.turn.outcome", outcome.as_str())]);
     if let TurnEnd::Failed(err) = &end {
         span.failed(|| err.to_string());
     }

@@ -207,6 +207,17 @@ pub enum TurnOutcome {
     Failed,
 }
 
+impl TurnOutcome {
+    /// Its name, as the event's JSON writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnOutcome::Reply => "reply",
+            TurnOutcome::Silent => "silent",
+            TurnOutcome::Failed => "failed",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -87,10 +87,15 @@ impl Link for Drain<'_> {
                 _ = shutdown.cancelled() => break,
                 event = self.inbox.recv() => event,
             };
-            let Some(Handed { event, recorded }) = event else {
+            let Some(Handed {
+                event,
+                recorded,
+                trace,
+            }) = event
+            else {
                 break;
             };
-            let accepted = sink.accept(event).await;
+            let accepted = trace.run(sink.accept(event)).await;
             adapter.hub.taken();
             if let Some(recorded) = recorded {
                 // The poster may have given up waiting; the record stands either way.

@@ -42,6 +42,7 @@ use crate::config::LocalConfig;
 use crate::field_bound::{self, Cap, FieldTooLong};
 pub use crate::store::RoomMessage;
 use crate::store::{NewRoomMessage, RoomBounds, RoomWrite, Store, StoreError};
+use crate::trace::Handoff;
 
 /// How many bot posts' idempotency keys are remembered. A key guards a delivery retried within
 /// seconds; thousands of posts later nobody retries it.
@@ -60,6 +61,9 @@ pub struct Handed {
     pub event: InboundEvent,
     /// Told what the account's pipeline made of it; `None` when nobody waits (a bot's post).
     pub recorded: Option<oneshot::Sender<Result<(), NotTaken>>>,
+    /// The span a person's post was made under (its request's `traceparent`): the pipeline
+    /// runs in that trace.
+    pub trace: Handoff,
 }
 
 /// A person's post, shown in its room, on its way to the bot accounts.
@@ -252,12 +256,23 @@ impl LocalHub {
         self.check_length(&post.text)?;
         check_ids(room, &post)?;
         let message = self.keep(room, &post, None).await?.message()?;
-        Ok(self.deliver(room, &post, message, true).await)
+        Ok(self
+            .deliver(room, &post, message, Some(Handoff::here()))
+            .await)
     }
 
-    /// Hand the kept `message` to every member account; with `wait`, each account says when
-    /// its pipeline recorded it ([`Accepted::recorded`]).
-    async fn deliver(&self, room: &str, post: &Post, message: RoomMessage, wait: bool) -> Accepted {
+    /// Hand the kept `message` to every member account. A person's post (`person`: the span
+    /// it was made under) waits: each account says when its pipeline recorded it
+    /// ([`Accepted::recorded`]).
+    async fn deliver(
+        &self,
+        room: &str,
+        post: &Post,
+        message: RoomMessage,
+        person: Option<Handoff>,
+    ) -> Accepted {
+        let wait = person.is_some();
+        let trace = person.unwrap_or_default();
         let answered = self.author_of(room, post.reply_to.as_deref()).await;
         let members = self.members.lock().expect("hub poisoned");
         let mut waits = Vec::new();
@@ -267,6 +282,7 @@ impl LocalHub {
             let handed = Handed {
                 event,
                 recorded: wait.then_some(tell),
+                trace: trace.clone(),
             };
             // A closed inbox means that account stopped; the others still get the message.
             if member.inbox.send(handed).is_ok() {
@@ -311,7 +327,7 @@ impl LocalHub {
         };
         let id = message.id.clone();
         if !is_dm(room) {
-            self.deliver(room, &post, message, false).await;
+            self.deliver(room, &post, message, None).await;
         }
         Ok(id)
     }

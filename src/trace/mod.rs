@@ -19,6 +19,6 @@ mod traceparent;
 
 pub use export::{Exporting, TraceStartError, dropped, start};
 pub use json_log::WithTraceId;
-pub use propagate::continue_request;
+pub use propagate::{Handoff, continue_request};
 pub(crate) use propagate::{carry, traced};
 pub(crate) use span::{Span, SpanKind, attr, in_span};

@@ -1,6 +1,6 @@
 //! W3C Trace Context: the `traceparent` header sent on backend HTTP requests (any backend,
 //! A2A included, takes it from [`traceparent`]), and the one a `/v1` or `/api` caller sends
-//! continued ([`continue_request`]).
+//! continued ([`continue_request`]), on into the work it hands to other tasks ([`Handoff`]).
 
 use std::future::Future;
 
@@ -34,12 +34,34 @@ pub(crate) fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilde
     }
 }
 
-/// `work` under the current span, for work spawned onto another task.
-pub(crate) async fn carry<F: Future>(work: F) -> F::Output {
-    if tracer().is_none() {
-        return work.await;
+/// The span current where work is handed to another task (a local room's post handed to its
+/// bots' accounts, an event's run spawned): [`Handoff::run`] runs the work under it there.
+/// Holds nothing when tracing is off or no span is current.
+#[derive(Clone, Default)]
+pub struct Handoff(Option<Context>);
+
+impl Handoff {
+    /// The span current here.
+    pub fn here() -> Handoff {
+        if tracer().is_none() {
+            return Handoff(None);
+        }
+        Handoff(Some(Context::current()).filter(|cx| cx.has_active_span()))
     }
-    work.with_context(Context::current()).await
+
+    /// `work` under the span taken by [`Handoff::here`].
+    pub async fn run<F: Future>(self, work: F) -> F::Output {
+        match self.0 {
+            Some(cx) => work.with_context(cx).await,
+            None => work.await,
+        }
+    }
+}
+
+/// `work` under the current span, for work spawned onto another task: the span is the one
+/// current where `carry` is called, not where the task is first polled.
+pub(crate) fn carry<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    Handoff::here().run(work)
 }
 
 /// Middleware for `/v1` and `/api`: a request carrying a valid `traceparent` runs under a

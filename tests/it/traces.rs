@@ -4,7 +4,10 @@
 //! - a mention that delegates to another bot (`sessions_send`) is one trace holding both bots'
 //!   turns and model calls as one tree; both fake-model requests carry that trace's
 //!   `traceparent`, under their model-call span; the model spans carry the fake's token usage;
-//! - a `/v1/chat/completions` request carrying `traceparent` is continued (over OTLP/JSON);
+//! - a `/v1/chat/completions` request carrying `traceparent` is continued (over OTLP/JSON),
+//!   and so is a local room post carrying one: the pipeline it wakes runs in the caller's trace;
+//! - a `sessions_send` that timed out and was answered late: the woken turn's span links to the
+//!   send's;
 //! - a collector that is down fails no turn, and its dropped spans are counted in `/metrics`;
 //!   so are the spans ended while the export queue is full behind a collector that never answers.
 //!
@@ -65,13 +68,19 @@ impl Traced {
     }
 
     async fn say(&self, text: &str) {
-        let response = self
+        self.say_under(text, None).await;
+    }
+
+    /// Posts `text` to the local room, with the caller's `traceparent` header if given.
+    async fn say_under(&self, text: &str, traceparent: Option<&str>) {
+        let mut request = self
             .http
             .post(format!("{}/api/local/rooms/room/messages", self.base))
-            .json(&json!({"sender": "alice", "text": text}))
-            .send()
-            .await
-            .unwrap();
+            .json(&json!({"sender": "alice", "text": text}));
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
+        }
+        let response = request.send().await.unwrap();
         assert_eq!(response.status(), 202, "post refused");
     }
 
@@ -290,6 +299,96 @@ async fn a_v1_request_carrying_traceparent_continues_the_callers_trace() {
         sent[0].as_deref().unwrap().contains(caller_trace),
         "{sent:?}"
     );
+}
+
+/// A local room post carrying `traceparent`: the pipeline it wakes runs in the caller's trace,
+/// under the request's server span, and the model request carries that trace.
+#[tokio::test]
+async fn a_local_room_post_carrying_traceparent_continues_the_callers_trace() {
+    let collector = Collector::start().await;
+    let model = FakeOpenAi::start().await;
+    model.script("helper", Step::reply("hello"));
+    let gw = Traced::start(
+        &model,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)],
+    )
+    .await;
+    let caller_trace = "0af7651916cd43dd8448eb211c80319c";
+    let caller_span = "b7ad6b7169203331";
+    let traceparent = format!("00-{caller_trace}-{caller_span}-01");
+
+    gw.say_under("@helper hi", Some(&traceparent)).await;
+    let trace = collector
+        .wait_for("helper's turn in the caller's trace", |spans| {
+            let trace: Vec<Span> = spans
+                .iter()
+                .filter(|s| s.trace_id == caller_trace)
+                .cloned()
+                .collect();
+            let has = |name: &str| trace.iter().any(|s| s.name == name);
+            (has("POST /api/local/rooms/room/messages") && has("chat helper")).then_some(trace)
+        })
+        .await;
+    let one = |name: &str| trace.iter().find(|s| s.name == name).unwrap();
+    let server = one("POST /api/local/rooms/room/messages");
+    assert_eq!(server.parent_span_id, caller_span);
+    assert_eq!(one("inbound").parent_span_id, server.span_id);
+    assert_eq!(one("turn helper").trace_id, caller_trace);
+    let sent = model.traceparents_for("helper");
+    assert!(
+        sent[0].as_deref().unwrap().contains(caller_trace),
+        "{sent:?}"
+    );
+}
+
+/// A `sessions_send` that timed out, answered late: the turn the late reply wakes is linked to
+/// the send's span, in the trace of the message that asked.
+#[tokio::test]
+async fn a_late_reply_is_linked_to_the_send_it_answers() {
+    let collector = Collector::start().await;
+    let model = FakeOpenAi::start().await;
+    let ask = json!({"target": "helper", "message": "ping", "timeout_seconds": 1});
+    model.script("asker", Step::tool_call("sessions_send", ask));
+    // Four pieces a second apart: the send's second is up long before the answer is.
+    model.script("helper", Step::slow("pong", 1, Duration::from_secs(1)));
+    model.script("asker", Step::reply("helper is slow"));
+    model.script("asker", Step::reply("helper says pong after all"));
+    let gw = Traced::start(
+        &model,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)],
+    )
+    .await;
+
+    gw.say("@asker ask helper").await;
+    eventually(WAIT, "asker's reply to the late answer", || async {
+        let said = gw.said_by("asker").await;
+        said.iter()
+            .any(|m| m["text"] == "helper says pong after all")
+            .then_some(())
+    })
+    .await;
+    let (send, wake) = collector
+        .wait_for("the send's span and the late reply's", |spans| {
+            let send = spans.iter().find(|s| s.name == "sessions_send helper")?;
+            let wake = spans.iter().find(|s| s.name == "wake")?;
+            Some((send.clone(), wake.clone()))
+        })
+        .await;
+    assert_eq!(
+        wake.links,
+        vec![(send.trace_id.clone(), send.span_id.clone())],
+        "{wake:?}"
+    );
+    // The woken turn runs under it.
+    let turn = collector
+        .wait_for("the woken turn", |spans| {
+            spans
+                .iter()
+                .find(|s| s.name == "turn asker" && s.parent_span_id == wake.span_id)
+                .cloned()
+        })
+        .await;
+    assert_eq!(turn.trace_id, wake.trace_id);
 }
 
 #[tokio::test]
