@@ -136,8 +136,8 @@ const STEPS: [(&str, &str); 31] = [
         include_str!("migrations/postgres/032_delivery_waiter.sql"),
     ),
     (
-        include_str!("migrations/036_room_export_pages.sql"),
-        include_str!("migrations/postgres/036_room_export_pages.sql"),
+        include_str!("migrations/033_room_export_pages.sql"),
+        include_str!("migrations/postgres/033_room_export_pages.sql"),
     ),
 ];
 

@@ -9,7 +9,7 @@
 //! A page is read after the last line of the one before ([`RoomCursor`]) without sorting the
 //! rest of the room: each part of the record (the room's messages; each of its sessions'
 //! turns, artifacts and deliveries; each chain's turns) is read on an index in the page's own
-//! order, from the cursor on, at most a page of it (migration 036); the parts are merged here
+//! order, from the cursor on, at most a page of it (migration 033); the parts are merged here
 //! and the first page of the merge kept. A page costs the same early or late in a large room:
 //! a bounded read per session and chain of the room, never a sort of what is left. The one
 //! part not bounded so is the turns that answered the room's deliveries in another chat: they
