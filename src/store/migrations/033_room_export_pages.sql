@@ -1,4 +1,4 @@
--- Schema version 36: `baton export` reads a room a page at a time (issue 50, SPEC section 13).
+-- Schema version 33: `baton export` reads a room a page at a time (issue 50, SPEC section 13).
 --
 -- Each part of a room's record is read from where the last page ended, in the page's order
 -- (time, then id), at most a page of it (store/room_export.rs): an index for each part that
