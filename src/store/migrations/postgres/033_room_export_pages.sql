@@ -1,4 +1,4 @@
--- PostgreSQL form of ../036_room_export_pages.sql. Keep the two in step.
+-- PostgreSQL form of ../033_room_export_pages.sql. Keep the two in step.
 CREATE INDEX room_messages_page ON room_messages (room, ts_ms, id);
 DROP INDEX room_messages_room;
 CREATE INDEX transcript_turns ON transcript (session, ts_ms, id) WHERE kind <> 'inbound';
