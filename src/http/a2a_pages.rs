@@ -19,7 +19,9 @@ pub(super) const MAX_PAGE_SIZE: usize = 100;
 /// A `ListTasks` paging parameter that is not one.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PageError {
-    #[error("pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}; leave it out for {DEFAULT_PAGE_SIZE}")]
+    #[error(
+        "pageSize must be a whole number from 1 to {MAX_PAGE_SIZE}; leave it out for {DEFAULT_PAGE_SIZE}"
+    )]
     Size,
     #[error(
         "pageToken `{0}` is not one this agent gave: pass back the nextPageToken of the \
@@ -46,9 +48,9 @@ pub(super) fn page_start(params: &Value) -> Result<Option<TaskCursor>, PageError
     match params.get("pageToken") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(token)) if token.is_empty() => Ok(None),
-        Some(Value::String(token)) => {
-            decode(token).ok_or_else(|| PageError::Token(token.clone())).map(Some)
-        }
+        Some(Value::String(token)) => decode(token)
+            .ok_or_else(|| PageError::Token(token.clone()))
+            .map(Some),
         Some(other) => Err(PageError::Token(other.to_string())),
     }
 }
@@ -90,7 +92,9 @@ mod tests {
         assert_eq!(next_page_token(None), "");
         assert_eq!(page_start(&json!({"pageToken": ""})).unwrap(), None);
         for bad in [json!("10"), json!("not base64!"), json!(7)] {
-            let err = page_start(&json!({ "pageToken": bad })).unwrap_err().to_string();
+            let err = page_start(&json!({ "pageToken": bad }))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains("leave pageToken out"), "{err}");
         }
     }
@@ -98,9 +102,15 @@ mod tests {
     #[test]
     fn the_page_size_defaults_and_is_clamped() {
         assert_eq!(page_size(&json!({})).unwrap(), DEFAULT_PAGE_SIZE);
-        assert_eq!(page_size(&json!({"pageSize": 0})).unwrap(), DEFAULT_PAGE_SIZE);
+        assert_eq!(
+            page_size(&json!({"pageSize": 0})).unwrap(),
+            DEFAULT_PAGE_SIZE
+        );
         assert_eq!(page_size(&json!({"pageSize": 3})).unwrap(), 3);
-        assert_eq!(page_size(&json!({"pageSize": 5000})).unwrap(), MAX_PAGE_SIZE);
+        assert_eq!(
+            page_size(&json!({"pageSize": 5000})).unwrap(),
+            MAX_PAGE_SIZE
+        );
         assert!(page_size(&json!({"pageSize": -1})).is_err());
         assert!(page_size(&json!({"pageSize": "ten"})).is_err());
     }

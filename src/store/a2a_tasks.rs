@@ -124,11 +124,20 @@ mod tests {
             let store = db.open().await;
             // Two created in the same millisecond: the run id orders them.
             for (run, at) in [("r1", 1), ("r2", 2), ("r3", 2), ("r4", 3), ("r5", 4)] {
-                store.delivery_begin(task(run, "caid", at), 0, None).await.unwrap();
+                store
+                    .delivery_begin(task(run, "caid", at), 0, None)
+                    .await
+                    .unwrap();
             }
             // Neither another bot's task nor a send between bots is one of caid's tasks.
-            store.delivery_begin(task("x1", "snark", 5), 0, None).await.unwrap();
-            store.delivery_begin(send("x2", None, "hi", 5), 0, None).await.unwrap();
+            store
+                .delivery_begin(task("x1", "snark", 5), 0, None)
+                .await
+                .unwrap();
+            store
+                .delivery_begin(send("x2", None, "hi", 5), 0, None)
+                .await
+                .unwrap();
 
             let mut seen = Vec::new();
             let mut after = None;

@@ -46,7 +46,11 @@ async fn the_sdk_pages_through_every_task_once_newest_first() {
         assert_eq!(page["totalSize"], 5, "{page}");
         assert_eq!(page["pageSize"], 2, "{page}");
     }
-    assert!(pages[0]["nextPageToken"].as_str().is_some_and(|t| !t.is_empty()));
+    assert!(
+        pages[0]["nextPageToken"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty())
+    );
     assert!(pages[2].get("nextPageToken").is_none_or(|t| t == ""));
 
     let bad = rpc("ListTasks", json!({"pageToken": "page-2"})).await;
