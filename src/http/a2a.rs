@@ -25,6 +25,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::{self, error::RecvError};
 
+use super::a2a_pages;
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
 use crate::escalation::route_back;
@@ -34,15 +35,13 @@ use crate::relay::{self, Relay, SendOutcome, SendRequest};
 use crate::roster::{Bot, glob_set};
 use crate::session::{A2aCaller, SessionKey};
 use crate::store::{
-    AnswerCandidate, AnswerMatch, Delivery, DeliveryQuery, DeliveryState, Escalation,
-    EscalationState, NewArtifact, Origin, Put,
+    AnswerCandidate, AnswerMatch, Delivery, DeliveryState, Escalation, EscalationState,
+    NewArtifact, Origin, Put, TaskQuery,
 };
 use crate::timing::now_ms;
 
 /// The protocol version cards declare.
 const PROTOCOL_VERSION: &str = "1.0";
-/// The most tasks `ListTasks` returns.
-const MAX_LISTED: usize = 100;
 /// How long a streamed send or a subscription follows a task before it ends the stream with
 /// the task as it stands.
 const FOLLOW_FOR: Duration = Duration::from_secs(30 * 60);
@@ -668,33 +667,40 @@ fn is_task_of(d: &Delivery, bot: &BotId) -> bool {
     d.target == *bot && d.sender_session.a2a_peer().is_some()
 }
 
-/// `ListTasks`: this agent's tasks, newest first, in `contextId` when given.
+/// `ListTasks`: this agent's tasks, newest first, in `contextId` when given, a page at a
+/// time (`a2a_pages.rs`).
 async fn list(engine: &Engine, bot: &Bot, params: &Value, base: &str) -> Result<Value, RpcError> {
     let session = match params.get("contextId").and_then(Value::as_str) {
-        Some(context) => Some(
+        Some(context) if !context.is_empty() => Some(
             context
                 .parse::<SessionKey>()
                 .map_err(|_| RpcError::invalid(format!("contextId `{context}` is not one")))?,
         ),
-        None => None,
+        _ => None,
     };
-    let rows = engine
+    let bad = |err: a2a_pages::PageError| RpcError::invalid(err.to_string());
+    let limit = a2a_pages::page_size(params).map_err(bad)?;
+    let page = engine
         .store()
-        .deliveries(DeliveryQuery {
+        .a2a_tasks(TaskQuery {
+            bot: bot.id().clone(),
             session,
-            open_only: false,
-            limit: MAX_LISTED,
+            after: a2a_pages::page_start(params).map_err(bad)?,
+            limit,
         })
         .await
         .map_err(RpcError::internal)?;
-    let mut tasks: Vec<Value> = Vec::with_capacity(rows.len());
-    for d in rows.iter().filter(|d| is_task_of(d, bot.id())) {
+    let mut tasks: Vec<Value> = Vec::with_capacity(page.tasks.len());
+    for d in &page.tasks {
         let asked = waits_on(engine, d).await?;
         tasks.push(task(d, asked.as_ref(), base));
     }
-    Ok(
-        json!({"tasks": tasks, "nextPageToken": "", "pageSize": tasks.len(), "totalSize": tasks.len()}),
-    )
+    Ok(json!({
+        "tasks": tasks,
+        "nextPageToken": a2a_pages::next_page_token(page.next.as_ref()),
+        "pageSize": limit,
+        "totalSize": page.total,
+    }))
 }
 
 /// Stream a task over SSE: the task as it stands, `working` while it runs (again with each

@@ -9,6 +9,7 @@
 //! ([`body_deadline`]).
 
 mod a2a;
+mod a2a_pages;
 mod api;
 mod artifacts;
 mod auth;

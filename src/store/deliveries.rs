@@ -190,7 +190,7 @@ pub(super) fn from_row(row: &Row<'_>) -> Result<Delivery, DbError> {
 
 /// Each delivery with its progress lines and its artifacts out: those its run made, then those
 /// it attached to its reply (made earlier, or by another bot).
-fn with_lineage(db: Db<'_>, found: &mut [Delivery]) -> Result<(), DbError> {
+pub(super) fn with_lineage(db: Db<'_>, found: &mut [Delivery]) -> Result<(), DbError> {
     let runs: Vec<&str> = found.iter().map(|d| d.run_id.as_str()).collect();
     let mut lines = progress_of(db, &runs)?;
     for d in found {

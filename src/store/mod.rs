@@ -40,6 +40,7 @@
 #[macro_use]
 mod stored_name;
 
+mod a2a_tasks;
 mod artifacts;
 mod audit;
 mod bot_column;
@@ -95,6 +96,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::Connection;
 
+pub use a2a_tasks::{TaskCursor, TaskPage, TaskQuery};
 pub use artifacts::{Artifact, ArtifactQuery, NewArtifact, Put, content_path, sha256_hex};
 pub use audit::{AuditRecord, NewAudit};
 pub use chains::{

@@ -2,7 +2,8 @@
 # Usage: client.py <base> <bot> <mode> <text> <message_id> [<task_id> <context_id>]; prints
 # one JSON object. Modes: send (blocking, then GetTask), stream (streaming send), twice (the
 # same messageId sent twice), immediately (returnImmediately), cancel (CancelTask of the task
-# id given as <text>), file (the text with a file part: notes.txt inline and a URL). With a
+# id given as <text>), file (the text with a file part: notes.txt inline and a URL), list
+# (ListTasks pages of <text> tasks each, following nextPageToken to the last page). With a
 # task and context id, the message is sent on that task (an answer to its question).
 import asyncio
 import json
@@ -28,6 +29,18 @@ async def main(base, bot, mode, text, message_id, task_id="", context_id=""):
         if mode == "cancel":
             task = await client.cancel_task(pb.CancelTaskRequest(id=text))
             print(json.dumps({"canceled": as_json(task)}), flush=True)
+            return
+
+        if mode == "list":
+            pages, token = [], ""
+            while True:
+                request = pb.ListTasksRequest(page_size=int(text), page_token=token)
+                page = await client.list_tasks(request)
+                pages.append(as_json(page))
+                token = page.next_page_token
+                if not token or len(pages) > 20:
+                    break
+            print(json.dumps({"pages": pages}), flush=True)
             return
 
         parts = [pb.Part(text=text)]

@@ -4,6 +4,7 @@
 //! is in `input_required.rs`.
 
 mod input_required;
+mod list_pages;
 pub(crate) mod outbound;
 
 use std::time::Duration;
