@@ -5,11 +5,14 @@
 //! `BATON_SCREENSHOTS=1 cargo test --test it dashboard::` also saves the README's pictures under
 //! `docs/`.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::support::browser::Browser;
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, temp_db};
+use crate::support::process::eventually;
 
 /// The demo's three echo bots on the local channel, open rooms, `admin` may start chains.
 const CONFIG: &str = r#"
@@ -245,7 +248,19 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
         )
         .await;
 
-    // Spend: what the turns above spent, per bot (echo bots: estimated) and per chat.
+    // Spend: what the turns above spent, per bot (echo bots: estimated) and per chat. A run's
+    // usage rows ride on its next write, so the page is opened once the store holds them (the
+    // page reads them when it opens).
+    eventually(Duration::from_secs(10), "snark's usage on record", || async {
+        let rows = gw.get("/api/usage?group_by=bot&since=24h").await["rows"].clone();
+        let bots: Vec<String> = rows
+            .as_array()?
+            .iter()
+            .filter_map(|r| r["bot"].as_str().map(str::to_owned))
+            .collect();
+        bots.contains(&"snark".to_owned()).then_some(())
+    })
+    .await;
     browser.goto(&format!("{}/#/spend", gw.base)).await;
     let spend = browser
         .until(
