@@ -91,7 +91,10 @@ impl Dispatcher {
             }
         };
         if let Err(err) = kept {
-            tracing::error!(%err, "could not keep the message in the history buffer");
+            // Its row is still filed as this instance's, which nothing else would ever run
+            // while this instance lives: hand it back to be run again (its push is idempotent).
+            tracing::error!(%err, "could not keep the message in the history buffer; it is run again once the store writes");
+            self.run_again(inbound.filed).await;
         }
     }
 }

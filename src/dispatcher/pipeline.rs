@@ -238,6 +238,39 @@ mod tests {
         );
     }
 
+    /// A filed message kept as history whose write the store refuses (PostgreSQL restarting)
+    /// is handed back, made nobody's, for the instance serving its account to run again; not
+    /// left as this live instance's row, which nothing would ever run or take out.
+    #[tokio::test]
+    async fn a_filed_message_whose_history_write_is_refused_is_handed_back() {
+        let gw = parts(&config()).await;
+        let (d, store) = (&gw.dispatcher, gw.engine.store());
+        store.instance_register("solo", "test", 1).await.unwrap();
+        let mut aside = to_alpha(1, "room", "ann", "the deploy is at five");
+        aside.mentions.clear();
+        let filed = store.file(crate::store::Filing::of(&aside), 1, None);
+        let id = filed.await.unwrap().expect("fresh");
+        let refuse = "CREATE TRIGGER refuse BEFORE INSERT ON history \
+                      BEGIN SELECT RAISE(ABORT, 'refused'); END";
+        store
+            .write(move |db| db.execute(refuse, &[]))
+            .await
+            .unwrap();
+        let kept = d.process(aside.clone(), Arrival::Fresh, Some(id)).await;
+        assert_eq!(kept, Handled::Buffered);
+        let left = store.inbox_left("local:alpha").await.unwrap();
+        assert_eq!(left.len(), 1, "not taken out: its history was not kept");
+        assert_eq!(left[0].owner, "", "handed back to be run again");
+
+        let allow = "DROP TRIGGER refuse";
+        store.write(move |db| db.execute(allow, &[])).await.unwrap();
+        let taken = store.inbox_adopt("local:alpha", 1).await.unwrap();
+        assert_eq!(taken.len(), 1, "the serving instance takes it over");
+        let kept = d.process(aside, Arrival::Replayed, Some(id)).await;
+        assert_eq!(kept, Handled::Buffered);
+        assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
+    }
+
     /// Chatter costs one write: its dedupe claim and its history push together, with no inbox
     /// row, and a redelivery of it keeps nothing more. A mention costs seven: the turn's start
     /// is one job, the local room keeping the reply is the post itself, and an adapter that

@@ -36,6 +36,10 @@ pub struct Unfinished {
     pub row: Vec<u8>,
     /// How many times a start has run it again already.
     pub attempts: u32,
+    /// The instance running it (`''`: nobody's, for the instance serving its account to take).
+    pub owner: String,
+    /// When it was filed (ms since the epoch).
+    pub accepted_ms: i64,
 }
 
 impl Unfinished {
@@ -301,13 +305,16 @@ impl Store {
         let scope = scope.to_owned();
         self.read(move |db| {
             db.query_map(
-                "SELECT id, event, attempts FROM inbox WHERE account = ?1 ORDER BY id",
+                "SELECT id, event, attempts, owner, accepted_ms FROM inbox WHERE account = ?1 \
+                 ORDER BY id",
                 args![&scope],
                 |row| {
                     Ok(Unfinished {
                         id: InboxId(row.get(0)?),
                         row: row.get::<Stored>(1)?.0,
                         attempts: row.get(2)?,
+                        owner: row.get(3)?,
+                        accepted_ms: row.get(4)?,
                     })
                 },
             )
@@ -345,13 +352,15 @@ impl Store {
             for (id, owner) in &orphans {
                 let row = db.query_map(
                     "UPDATE inbox SET owner = ?1 WHERE id = ?2 AND owner = ?3 \
-                     RETURNING event, attempts",
+                     RETURNING event, attempts, accepted_ms",
                     args![&*me, *id, owner],
                     |row| {
                         Ok(Unfinished {
                             id: InboxId(*id),
                             row: row.get::<Stored>(0)?.0,
                             attempts: row.get(1)?,
+                            owner: me.to_string(),
+                            accepted_ms: row.get(2)?,
                         })
                     },
                 )?;

@@ -26,7 +26,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use baton::store::{Claim, EntryKind, Store};
+use baton::store::{Claim, EntryKind, Store, Unfinished};
 use rand::Rng;
 
 use crate::support::fake_discord::FakeDiscord;
@@ -72,6 +72,8 @@ const PACE: Duration = Duration::from_millis(200);
 const MODEL_TIME: Duration = Duration::from_millis(150);
 /// Bounds each wait: a failover, the redeliveries, the reruns.
 const WAIT: Duration = Duration::from_secs(60);
+/// Bounds the wait for the inbox to empty while its rows keep being worked.
+const DRAIN: Duration = Duration::from_secs(180);
 
 /// Held by each test of this module while it runs: each starts three instances under traffic
 /// on four platforms and times leases of 3 s, which two such clusters side by side on a small
@@ -555,14 +557,7 @@ async fn account(
         .iter()
         .flat_map(|p| p.sent.iter().map(|s| s.scope.as_str()))
         .collect();
-    eventually(WAIT, "the inbox to empty", || async {
-        let mut left = 0;
-        for scope in &scopes {
-            left += store.inbox_left(scope).await.unwrap().len();
-        }
-        (left == 0).then_some(())
-    })
-    .await;
+    inbox_drained(store, &scopes, running, seed).await;
 
     let failed = failed_runs(store).await;
     let mut tallies = Vec::new();
@@ -594,6 +589,92 @@ async fn account(
         tallies.push(tally);
     }
     tallies
+}
+
+/// The inbox rows of `scopes`, each with its scope: what the instances still have to run.
+async fn inbox_rows<'a>(store: &Store, scopes: &BTreeSet<&'a str>) -> Vec<(&'a str, Unfinished)> {
+    let mut rows = Vec::new();
+    for scope in scopes {
+        for row in store.inbox_left(scope).await.unwrap() {
+            rows.push((*scope, row));
+        }
+    }
+    rows
+}
+
+/// Wait until the inbox of `scopes` is empty. Its rows are worked by the instances (run, taken
+/// over from a killed one, run again after the PostgreSQL restart), which a loaded machine
+/// slows: the wait lasts as long as the rows keep changing (one taken out, taken over, run
+/// again), until [`WAIT`] passes with no change at all, or [`DRAIN`] in all. On a timeout it
+/// says what was left, who owned it, and which instances were alive (renewing their
+/// registration) then.
+async fn inbox_drained(store: &Store, scopes: &BTreeSet<&str>, running: &[Instance], seed: u64) {
+    let began = tokio::time::Instant::now();
+    let (mut seen, mut changed) = (Vec::new(), began);
+    let rows = loop {
+        let rows = inbox_rows(store, scopes).await;
+        if rows.is_empty() {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let state: Vec<(i64, String, u32)> = rows
+            .iter()
+            .map(|(_, r)| (r.id.0, r.owner.clone(), r.attempts))
+            .collect();
+        if state != seen {
+            (seen, changed) = (state, now);
+        }
+        if now - changed >= WAIT || now - began >= DRAIN {
+            break rows;
+        }
+        tokio::time::sleep(crate::support::process::POLL * 4).await;
+    };
+    let status = store.cluster_status().await.unwrap();
+    let left: Vec<String> = rows
+        .iter()
+        .map(|(scope, row)| {
+            let event = row
+                .event()
+                .map_or_else(|e| e.to_string(), |e| e.message_id.to_string());
+            format!(
+                "#{} {scope} {event}: owner {:?}, filed {} ms ago, attempts {}",
+                row.id.0,
+                row.owner,
+                status.now_ms - row.accepted_ms,
+                row.attempts
+            )
+        })
+        .collect();
+    let registered: Vec<String> = status
+        .instances
+        .iter()
+        .map(|i| {
+            let held: Vec<String> = i
+                .accounts
+                .iter()
+                .map(|a| format!("{}/{}", a.platform, a.account))
+                .collect();
+            let ago = status.now_ms - i.renewed_ms;
+            format!("{} renewed {ago} ms ago, holds {held:?}", i.id)
+        })
+        .collect();
+    let pids: Vec<String> = running
+        .iter()
+        .map(|i| format!("{} (pid {})", i.id, i.process.pid))
+        .collect();
+    panic!(
+        "seed {seed}: the inbox did not empty ({:?} waited, {:?} since its rows last changed); \
+         {} rows left:\n{}\nrunning: {pids:?}\nregistrations (database clock):\n{}\n{}",
+        began.elapsed(),
+        changed.elapsed(),
+        left.len(),
+        left.join("\n"),
+        registered.join("\n"),
+        running
+            .iter()
+            .map(|i| format!("--- {} ---\n{}", i.id, i.process.logs()))
+            .collect::<String>()
+    );
 }
 
 /// Whether baton claimed `sent`'s id (it received it), asked by claiming it: only once every
