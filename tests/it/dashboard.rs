@@ -251,15 +251,19 @@ async fn the_dashboard_shows_bots_live_transcripts_calls_and_chains() {
     // Spend: what the turns above spent, per bot (echo bots: estimated) and per chat. A run's
     // usage rows ride on its next write, so the page is opened once the store holds them (the
     // page reads them when it opens).
-    eventually(Duration::from_secs(10), "snark's usage on record", || async {
-        let rows = gw.get("/api/usage?group_by=bot&since=24h").await["rows"].clone();
-        let bots: Vec<String> = rows
-            .as_array()?
-            .iter()
-            .filter_map(|r| r["bot"].as_str().map(str::to_owned))
-            .collect();
-        bots.contains(&"snark".to_owned()).then_some(())
-    })
+    eventually(
+        Duration::from_secs(10),
+        "snark's usage on record",
+        || async {
+            let rows = gw.get("/api/usage?group_by=bot&since=24h").await["rows"].clone();
+            let bots: Vec<String> = rows
+                .as_array()?
+                .iter()
+                .filter_map(|r| r["bot"].as_str().map(str::to_owned))
+                .collect();
+            bots.contains(&"snark".to_owned()).then_some(())
+        },
+    )
     .await;
     browser.goto(&format!("{}/#/spend", gw.base)).await;
     let spend = browser
