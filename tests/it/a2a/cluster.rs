@@ -100,11 +100,12 @@ async fn any_instance_reads_and_cancels_a_task_another_instance_runs() {
         canceled["status"]["state"], "TASK_STATE_CANCELED",
         "{canceled}"
     );
-    model.release();
-    until("A's run of the task ended", async || {
+    // A hears of the cancel and stops the turn while the model still holds its answer.
+    until("A stopped the task's turn", async || {
         in_flight(&a).await == "0"
     })
     .await;
+    model.release();
     for at in [&a, &b] {
         let got = state(at, &second).await;
         assert_eq!(got["status"]["state"], "TASK_STATE_CANCELED", "{got}");
