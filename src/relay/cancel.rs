@@ -1,12 +1,19 @@
 //! Canceling a delivery its sender no longer wants (an A2A `CancelTask`): its turn is stopped
-//! where it runs here, or, not started, it is settled `canceled` before it can start. Either
-//! way the row says `canceled` and nothing of the run is posted after.
+//! where it runs here, or, not running here, it is settled `canceled` at once. A run that has
+//! not started finds it over; a turn running on another instance hears the settle's notice and
+//! is stopped there ([`heeding`]). Either way the row says `canceled` and nothing of the run is
+//! posted after.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use super::{Relay, moved, settled};
-use crate::store::{Delivery, DeliveryChange, DeliveryState, StoreError};
+use crate::engine::Engine;
+use crate::store::{Delivery, DeliveryChange, DeliveryState, Notices, StoreError, Topic};
 use crate::timing::now_ms;
+
+/// How often a cancel heard before its turn began looks again for the turn to stop.
+const TURN_BEGINS: Duration = Duration::from_millis(20);
 
 /// How long a stopped turn may take to put its end on record.
 const STOPPED_WITHIN: Duration = Duration::from_secs(10);
@@ -34,6 +41,38 @@ pub async fn cancel(relay: &Relay, run_id: &str) -> Result<Option<Delivery>, Sto
         }
     }
     settled(relay, run_id, STOPPED_WITHIN).await
+}
+
+/// `turn` (run `run_id`'s, here), stopped if the run is canceled elsewhere meanwhile: another
+/// instance, not running it, settles its row `canceled` (see [`cancel`]), and that settle's
+/// notice reaches every instance. `notices` was subscribed before the run began.
+pub(super) async fn heeding<T>(
+    engine: &Engine,
+    run_id: &str,
+    notices: Notices,
+    turn: impl Future<Output = T>,
+) -> T {
+    tokio::select! {
+        out = turn => out,
+        never = stop_when_canceled(engine, run_id, notices) => match never {},
+    }
+}
+
+/// Wait for run `run_id`'s row to say `canceled`, then stop its turn here, as soon as it has
+/// begun; pends for good afterwards (the turn ends with its stop).
+async fn stop_when_canceled(engine: &Engine, run_id: &str, mut notices: Notices) -> Infallible {
+    loop {
+        notices.touching(Topic::Delivery, run_id).await;
+        match engine.store().delivery(run_id).await {
+            Ok(Some(d)) if d.state == DeliveryState::Canceled => break,
+            Ok(_) => {}
+            Err(err) => tracing::warn!(%err, run_id, "could not read whether the run was canceled"),
+        }
+    }
+    while engine.running().cancel_run(run_id) == 0 {
+        tokio::time::sleep(TURN_BEGINS).await;
+    }
+    std::future::pending().await
 }
 
 #[cfg(test)]

@@ -42,10 +42,13 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
         run_id: d.run_id.clone(),
         lane: Lane::Nested,
     };
+    // Before the session is taken: a cancel while the run waits for it is heard.
+    let notices = engine.store().subscribe();
     let turn = SessionTurn::enter(engine, seat).await;
     // The target's turn is a child of the sender's `sessions_send`, on whichever instance.
     let traced = Span::continued(d.trace_parent.as_deref());
-    let (answer, report) = in_span!(traced, turns(engine, &turn, bot, d));
+    let turns = super::cancel::heeding(engine, &d.run_id, notices, turns(engine, &turn, bot, d));
+    let (answer, report) = in_span!(traced, turns);
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
     let change = change(d, &answer.result, Some(report));

@@ -3,6 +3,7 @@
 //! `messageId`, a guard's refusal, and a task that outlives a restart. A question the bot asks
 //! is in `input_required.rs`.
 
+mod cluster;
 mod input_required;
 mod list_pages;
 pub(crate) mod outbound;
