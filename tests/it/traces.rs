@@ -325,8 +325,15 @@ async fn a_local_room_post_carrying_traceparent_continues_the_callers_trace() {
                 .filter(|s| s.trace_id == caller_trace)
                 .cloned()
                 .collect();
+            // Spans are exported as they end, in batches: the turn's ends after its model call's.
             let has = |name: &str| trace.iter().any(|s| s.name == name);
-            (has("POST /api/local/rooms/room/messages") && has("chat helper")).then_some(trace)
+            let names = [
+                "POST /api/local/rooms/room/messages",
+                "inbound",
+                "chat helper",
+                "turn helper",
+            ];
+            names.iter().all(|n| has(n)).then_some(trace)
         })
         .await;
     let one = |name: &str| trace.iter().find(|s| s.name == name).unwrap();
