@@ -3,6 +3,8 @@
 //! on the same task, and the task goes on to `completed` with a reply that used the answer; or
 //! cancels it, which withdraws the question.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use super::{A2A_ON, sdk, sdk_on};
@@ -13,16 +15,8 @@ use crate::support::gateway::{TestGateway, config_with, temp_db};
 async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
-    let bots = [("alpha", "tools = [\"escalate_to_user\"]")];
-    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, A2A_ON), &db).await;
-    fake.script(
-        "alpha",
-        Step::tool_call("escalate_to_user", json!({"message": "Which branch?"})),
-    );
-    fake.script("alpha", Step::reply("I asked which branch to deploy."));
+    let (gw, asked) = asking(&fake, &db, "I asked which branch to deploy.").await;
     fake.script("alpha", Step::reply("Deployed main."));
-
-    let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
     let task = &asked["events"][0]["task"];
     assert_eq!(
         task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
@@ -95,14 +89,7 @@ async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it
 async fn a_task_waiting_on_its_caller_can_be_canceled_and_takes_no_answer_after() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
-    let bots = [("alpha", "tools = [\"escalate_to_user\"]")];
-    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, A2A_ON), &db).await;
-    fake.script(
-        "alpha",
-        Step::tool_call("escalate_to_user", json!({"message": "Which branch?"})),
-    );
-    fake.script("alpha", Step::reply("I asked."));
-    let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
+    let (gw, asked) = asking(&fake, &db, "I asked.").await;
     let task = &asked["events"][0]["task"];
     assert_eq!(
         task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
@@ -140,4 +127,18 @@ async fn a_task_waiting_on_its_caller_can_be_canceled_and_takes_no_answer_after(
         "no turn after the cancel"
     );
     gw.stop().await;
+}
+
+/// A gateway whose bot `alpha` asks its caller "Which branch?" and then says `after`, and the
+/// SDK client's answer to the task it sent it.
+async fn asking(fake: &FakeOpenAi, db: &Path, after: &str) -> (TestGateway, Value) {
+    let bots = [("alpha", "tools = [\"escalate_to_user\"]")];
+    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, A2A_ON), db).await;
+    fake.script(
+        "alpha",
+        Step::tool_call("escalate_to_user", json!({"message": "Which branch?"})),
+    );
+    fake.script("alpha", Step::reply(after));
+    let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
+    (gw, asked)
 }
