@@ -280,11 +280,12 @@ mod tests {
         }
     }
 
-    /// The entries of `kind` in `chain` since it started.
-    async fn log(engine: &Engine, chain: &str, kind: ChainEntryKind) -> Vec<ChainEntry> {
-        let log = engine.store().chain_entries(chain).await.unwrap();
+    /// The entries of `kind` in the turn `chain` is at. Only that turn: a turn handed back
+    /// wakes the coordinator in the background, and its turn may write while a test reads.
+    async fn log(engine: &Engine, chain: &Chain, kind: ChainEntryKind) -> Vec<ChainEntry> {
+        let log = engine.store().chain_entries(&chain.id).await.unwrap();
         log.into_iter()
-            .filter(|e| e.kind == kind && e.turn > 0)
+            .filter(|e| e.kind == kind && e.turn == chain.turn)
             .collect()
     }
 
@@ -306,7 +307,7 @@ mod tests {
         let chain = given(engine, &chain, "alpha").await;
 
         take(chains, job(chain.clone(), "alpha", Role::Participant)).await;
-        let posts = log(engine, &chain.id, ChainEntryKind::Message).await;
+        let posts = log(engine, &chain, ChainEntryKind::Message).await;
         let posts: Vec<(&str, &str, i64)> = posts
             .iter()
             .map(|e| (e.sender.as_str(), e.content.as_str(), e.turn))
@@ -317,8 +318,17 @@ mod tests {
             room.iter().any(|m| m.author == "alpha" && m.text == "plan"),
             "{room:?}"
         );
-        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        let notes = log(engine, &chain, ChainEntryKind::System).await;
         assert!(notes.is_empty(), "a post needs no note: {notes:?}");
+        assert_woken_coordinator_stalled(engine, &chain).await;
+    }
+
+    /// The turn went back: the coordinator was woken and, an echo bot that moves nothing,
+    /// ended its turn and so the chain.
+    async fn assert_woken_coordinator_stalled(engine: &Engine, chain: &Chain) {
+        let closed = until_closed(engine, &chain.id).await;
+        assert_eq!(closed.state, ChainState::Stalled, "{closed:?}");
+        assert_eq!(closed.turn, chain.turn + 1, "{closed:?}");
     }
 
     #[tokio::test]
@@ -338,10 +348,11 @@ mod tests {
         let chain = given(engine, &quiet, "alpha").await;
 
         take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
-        assert_eq!(log(engine, &chain.id, ChainEntryKind::Message).await, []);
-        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        assert_eq!(log(engine, &chain, ChainEntryKind::Message).await, []);
+        let notes = log(engine, &chain, ChainEntryKind::System).await;
         let notes: Vec<&str> = notes.iter().map(|e| e.content.as_str()).collect();
         assert_eq!(notes, ["alpha passed without posting"]);
+        assert_woken_coordinator_stalled(engine, &chain).await;
     }
 
     /// Waiting for the bot's session counts toward the turn's limit: the chain waits all the
@@ -361,7 +372,7 @@ mod tests {
             .await;
 
         take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
-        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        let notes = log(engine, &chain, ChainEntryKind::System).await;
         let notes: Vec<&str> = notes.iter().map(|e| e.content.as_str()).collect();
         assert_eq!(notes, ["alpha's turn timed out after 1 s"]);
     }
@@ -388,7 +399,7 @@ mod tests {
         let chain = given(engine, &chain, "alpha").await;
 
         take(&gw.chains, job(chain.clone(), "alpha", Role::Participant)).await;
-        let notes = log(engine, &chain.id, ChainEntryKind::System).await;
+        let notes = log(engine, &chain, ChainEntryKind::System).await;
         assert_eq!(
             notes.first().map(|e| e.content.as_str()),
             Some("alpha's turn failed: alpha has no account on slack any more")
