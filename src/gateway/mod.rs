@@ -283,8 +283,14 @@ impl Gateway {
         tasks.spawn({
             let (store, stop) = (engine.store().clone(), shutdown.clone());
             async move {
+                let follow = async {
+                    tokio::join!(
+                        store.follow_chat_settings(),
+                        store.follow_escalation_chats()
+                    )
+                };
                 tokio::select! {
-                    () = store.follow_chat_settings() => {}
+                    _ = follow => {}
                     () = stop.cancelled() => {}
                 }
             }

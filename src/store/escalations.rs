@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 use rand::Rng;
 use serde::Serialize;
 
+use super::notices::{Notice, Topic, announce_in};
 use super::sessions::session_column;
 use super::sql::{Db, DbError, Engine, OptionalRow, Row, args};
 use super::stored_name::parse_column;
@@ -216,17 +217,18 @@ fn by_id(db: Db<'_>, id: &str) -> Result<Option<Escalation>, DbError> {
 /// pruning settled rows (`[retention] escalations`) leaves their chats in it until the next
 /// start, which costs such a chat one read per message, never a missed answer.
 ///
-/// On PostgreSQL, other instances sharing the database add escalations this one never hears
-/// of, so there the set rules no chat out ([`EscalationChats::may_have`]).
+/// On PostgreSQL, other instances sharing the database add escalations too: each announces its
+/// chat, and [`Store::follow_escalation_chats`] adds it here, reloading the whole set when
+/// notices may have been missed. The notice goes out at the escalation's commit, before the
+/// question is posted, so it is here long before a person has read the question and answered.
 #[derive(Debug, Default)]
 pub(crate) struct EscalationChats {
     chats: RwLock<HashSet<String>>,
-    shared: bool,
 }
 
 impl EscalationChats {
     /// Loads every chat that has an escalation.
-    pub(crate) fn load(db: Db<'_>) -> Result<Self, StoreError> {
+    pub(crate) fn load(db: Db<'_>) -> Result<Self, DbError> {
         let chats = db.query_map(
             "SELECT DISTINCT origin_platform || ':' || origin_chat FROM escalations",
             &[],
@@ -234,16 +236,11 @@ impl EscalationChats {
         )?;
         Ok(EscalationChats {
             chats: RwLock::new(chats.into_iter().collect()),
-            shared: db.engine() == Engine::Postgres,
         })
     }
 
-    /// Whether `chat` may have an escalation: one this instance created or found at open, or
-    /// any chat at all when the database is shared with instances that create them unseen.
+    /// Whether `chat` may have an escalation: one created here, found at open, or announced.
     fn may_have(&self, chat: &str) -> bool {
-        if self.shared {
-            return true;
-        }
         let chats = self.chats.read().unwrap_or_else(|p| p.into_inner());
         chats.contains(chat)
     }
@@ -251,6 +248,13 @@ impl EscalationChats {
     fn insert(&self, chat: String) {
         let mut chats = self.chats.write().unwrap_or_else(|p| p.into_inner());
         chats.insert(chat);
+    }
+
+    /// Takes in every chat of `fresh` (a reload never forgets a chat known here).
+    fn extend(&self, fresh: EscalationChats) {
+        let fresh = fresh.chats.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mut chats = self.chats.write().unwrap_or_else(|p| p.into_inner());
+        chats.extend(fresh);
     }
 }
 
@@ -298,15 +302,48 @@ impl Store {
                     )
                     .optional()?;
                 if let Some(escalation) = created {
+                    announce_in(db, Topic::Escalation, &chat_of(&escalation))?;
                     return Ok(escalation);
                 }
             }
         };
         self.write_then(work, move |escalation: &Escalation| {
-            let origin = &escalation.origin;
-            chats.insert(format!("{}:{}", origin.platform, origin.chat));
+            chats.insert(chat_of(escalation));
         })
         .await
+    }
+
+    /// Until the store is dropped: keeps this instance's set of chats with escalations up with
+    /// the ones other instances create ([`EscalationChats`]). On SQLite there are no others, and
+    /// it returns at once.
+    pub async fn follow_escalation_chats(&self) {
+        if self.engine() == Engine::Sqlite {
+            return;
+        }
+        let mut notices = self.subscribe();
+        // What was created between the open and this subscription is read once now.
+        let mut missed = true;
+        loop {
+            if missed {
+                match self.read(EscalationChats::load).await {
+                    Ok(fresh) => self.inner.escalation_chats.extend(fresh),
+                    Err(err) => {
+                        tracing::error!(%err, "could not read the chats with escalations; a question another instance asks is recognised after the next notice or a restart")
+                    }
+                }
+            }
+            missed = match notices.next().await {
+                Notice::Changed {
+                    topic: Topic::Escalation,
+                    key,
+                } => {
+                    self.inner.escalation_chats.insert(key);
+                    false
+                }
+                Notice::Changed { .. } => false,
+                Notice::Missed => true,
+            };
+        }
     }
 
     /// Remembers the platform id of the posted question, so a reply to it is recognised.
@@ -452,6 +489,12 @@ impl Store {
     }
 }
 
+/// The chat an escalation was asked in, as [`EscalationChats`] keys it.
+fn chat_of(escalation: &Escalation) -> String {
+    let origin = &escalation.origin;
+    format!("{}:{}", origin.platform, origin.chat)
+}
+
 /// [`Store::answer_escalation`] on the writer.
 fn answer_in(db: Db<'_>, c: &AnswerCandidate, now_ms: i64) -> Result<Option<AnswerMatch>, DbError> {
     if let Some(escalation) = answered_by(db, c)? {
@@ -515,6 +558,7 @@ fn answered_by(db: Db<'_>, c: &AnswerCandidate) -> Result<Option<Escalation>, Db
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::testing::eventually;
     use crate::store::testing;
 
     fn origin(thread: Option<&str>) -> SessionKey {
@@ -571,6 +615,41 @@ mod tests {
             Some(AnswerMatch::Copy(e)) => Some(format!("copy:{}", e.id)),
             None => None,
         }
+    }
+
+    /// On PostgreSQL a question asked through another instance is known here: one asked
+    /// before this instance followed is read when it starts following, one asked after
+    /// arrives by its notice; its answer is then recognised here.
+    #[tokio::test]
+    async fn a_question_another_instance_asks_is_answered_here() {
+        let db = testing::TestDb::postgres().await;
+        let (asker, here) = (db.open().await, db.open().await);
+        let first = ask(&asker, EscalationKind::Question, None, 1_000).await;
+        let c1 = origin(None).chat_key();
+        assert!(!here.may_have_escalation(&c1), "opened before it was asked");
+
+        let follower = tokio::spawn({
+            let here = here.clone();
+            async move { here.follow_escalation_chats().await }
+        });
+        eventually("the question asked before is read", || async {
+            here.may_have_escalation(&c1)
+        })
+        .await;
+        let mut later = question(EscalationKind::Question, None);
+        later.origin.chat = "C2".into();
+        later.chat_key = later.origin.chat_key();
+        let c2 = later.chat_key.clone();
+        asker.create_escalation(later, 1_500).await.unwrap();
+        eventually("the question asked after is announced", || async {
+            here.may_have_escalation(&c2)
+        })
+        .await;
+        assert_eq!(
+            answered(&here, said("m1", None, None)).await,
+            Some(first.id)
+        );
+        follower.abort();
     }
 
     #[test]

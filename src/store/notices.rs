@@ -50,6 +50,8 @@ stored_name! {
         ChatSettings = "chat_settings",
         /// A message for a session of a bot (key: the bot's id) was handed to its home instance.
         Wake = "wake",
+        /// A bot asked a question in a chat (key: `<platform>:<chat>`): its messages may answer.
+        Escalation = "escalation",
     }
 }
 
