@@ -48,6 +48,7 @@ mod watchers;
 use std::time::Duration;
 
 use process::Accounts;
+use scenarios::Via;
 
 /// How big each section is.
 struct Sizes {
@@ -268,10 +269,16 @@ fn main() {
             );
         }
     }
-    if wanted("b2b") {
-        let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes));
+    for (section, via, title, to) in [
+        ("b2b", Via::Local, "bot-to-bot", ""),
+        ("a2a", Via::A2a, "A2A", " to this gateway's own /a2a/caid"),
+    ] {
+        if !wanted(section) {
+            continue;
+        }
+        let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes, via));
         println!(
-            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats, {:.1} writes and {:.2} commits/round trip)",
+            "## {title}: {:.0} sessions_send round trips/s{to} ({} in {:.2} s, 100 chats, {:.1} writes and {:.2} commits/round trip)",
             trips.rate(),
             trips.count,
             trips.elapsed.as_secs_f64(),
