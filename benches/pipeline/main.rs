@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench --bench pipeline                # everything (a few minutes on 2 cores)
 //! cargo bench --bench pipeline -- throughput  # only the sections named
-//! cargo bench --bench pipeline -- --postgres throughput latency b2b  # on PostgreSQL
+//! cargo bench --bench pipeline -- --postgres throughput latency b2b a2a  # on PostgreSQL
 //! cargo bench --bench pipeline -- --postgres --durable throughput   # syncing every commit
 //! cargo bench --bench pipeline -- --postgres instances    # 1, 2 and 3 gateways on one database
 //! ```
@@ -20,12 +20,17 @@
 //! (`BATON_BENCH_INSTANCES=N` for one N instead of 1, 2 and 3).
 //!
 //! Sections: `throughput` (the 80/20 mix over 1, 10 and 1000 chats), `kinds` (only chatter,
-//! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b`, `sessions`,
+//! only mentions), `sizes` (bytes of one pipeline run's future), `latency`, `b2b` (a person
+//! writes `@snark ask @caid: ping N`: snark's `sessions_send` to caid, caid's answer on the
+//! nested lane, snark's post), `a2a` (the same round trip with snark's `sessions_send` to
+//! `a2a:caid-a2a`, an `[[a2a.peers]]` that is this gateway's own `/a2a/caid` over loopback HTTP
+//! with the API token: baton's outbound A2A client, its inbound A2A server, caid's turn and the
+//! answer back; every round trip checked to have gone out and come in over A2A), `sessions`,
 //! `wal` (WAL and database size under sustained load), `startup`, `rss`, `events` (throughput
 //! with 10 `/api/events` readers attached, each a process of its own, and with none,
 //! alternating). `BATON_BENCH_EVENTS=N` sets the number of events per throughput run (for
 //! profiling under callgrind),
-//! `BATON_BENCH_ROUND_TRIPS=N` the number of `b2b` round trips (for profiles),
+//! `BATON_BENCH_ROUND_TRIPS=N` the number of `b2b` and `a2a` round trips (for profiles),
 //! `BATON_BENCH_LATENCY_EVENTS=N` the events of the `latency` run (10,000 by default: 2,000
 //! replies, so its p99 is the 20th slowest; a longer run steadies it),
 //! `BATON_BENCH_BUDGETS=N` adds N `[[budgets]]` that count every call,
@@ -48,6 +53,7 @@ mod watchers;
 use std::time::Duration;
 
 use process::Accounts;
+use scenarios::Via;
 
 /// How big each section is.
 struct Sizes {
@@ -268,10 +274,16 @@ fn main() {
             );
         }
     }
-    if wanted("b2b") {
-        let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes));
+    for (section, via, title, to) in [
+        ("b2b", Via::Local, "bot-to-bot", ""),
+        ("a2a", Via::A2a, "A2A", " to this gateway's own /a2a/caid"),
+    ] {
+        if !wanted(section) {
+            continue;
+        }
+        let trips = runtime.block_on(scenarios::round_trips(100, sizes.round_trips, lanes, via));
         println!(
-            "## bot-to-bot: {:.0} sessions_send round trips/s ({} in {:.2} s, 100 chats, {:.1} writes and {:.2} commits/round trip)",
+            "## {title}: {:.0} sessions_send round trips/s{to} ({} in {:.2} s, 100 chats, {:.1} writes and {:.2} commits/round trip)",
             trips.rate(),
             trips.count,
             trips.elapsed.as_secs_f64(),

@@ -69,9 +69,13 @@ fn on_postgres() -> bool {
 /// The variable the bench config names in `database_url_env` on PostgreSQL.
 const URL_VAR: &str = "BENCH_DATABASE_URL";
 
+/// The variable a config with an API token names in `api_token_env` (and a peer in
+/// `token_env`): set, like every `BENCH_` variable.
+pub(crate) const API_TOKEN_VAR: &str = "BENCH_API_TOKEN";
+
 /// Every bench account is a Slack account whose connection is the in-memory adapter; these
-/// fake secrets only satisfy validation (nothing connects to Slack). On PostgreSQL,
-/// [`URL_VAR`] is the gateway's database (`url`).
+/// fake secrets only satisfy validation (nothing connects to Slack), and serve as the API
+/// token where one is asked for. On PostgreSQL, [`URL_VAR`] is the gateway's database (`url`).
 fn env(name: &str, url: Option<&str>) -> Option<String> {
     if name == URL_VAR {
         return url.map(str::to_owned);
@@ -96,11 +100,15 @@ pub(crate) struct Setup<'a> {
     pub(crate) capacity: usize,
     /// More TOML at the end of the config, e.g. a `[store]` section.
     pub(crate) extra_toml: &'a str,
+    /// More `[gateway]` keys, e.g. `api_token_env`.
+    pub(crate) gateway_keys: &'a str,
+    /// The HTTP port on 127.0.0.1; 0 for any free one.
+    pub(crate) port: u16,
 }
 
 /// The TOML a bench gateway runs with.
 pub(crate) fn config_text(setup: &Setup<'_>) -> String {
-    let lanes = setup.lanes;
+    let (lanes, gateway_keys) = (setup.lanes, setup.gateway_keys);
     let database = if on_postgres() {
         format!("database_url_env = \"{URL_VAR}\"")
     } else {
@@ -113,6 +121,7 @@ pub(crate) fn config_text(setup: &Setup<'_>) -> String {
 [gateway]
 timezone = "UTC"
 {database}
+{gateway_keys}
 
 [lanes]
 main = {lanes}
@@ -182,6 +191,15 @@ fn budgets(n: usize) -> String {
         .collect()
 }
 
+/// A port on 127.0.0.1 free a moment ago, for a gateway whose config must name its own
+/// address before it listens (the port is let go just before the gateway binds it).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
 /// A running gateway, its accounts' injectors and what they recorded.
 pub(crate) struct Rig {
     /// The gateway.
@@ -229,10 +247,10 @@ impl Rig {
             }
         });
         let options = StartOptions {
-            listen: Some("127.0.0.1:0".to_owned()),
+            listen: Some(format!("127.0.0.1:{}", setup.port)),
             database: Some(db.to_string_lossy().into_owned()),
             // Events come through the adapters; HTTP is not on their path, but the event
-            // stream's readers (`watchers.rs`) are served over it.
+            // stream's readers (`watchers.rs`) and the A2A round trips are served over it.
             serve_http: true,
             clock: ScheduleClock::Manual,
         };

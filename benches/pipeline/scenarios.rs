@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::rig::{Kind, Rig, Setup, group_message, kind_of};
+use super::rig::{API_TOKEN_VAR, Kind, Rig, Setup, free_port, group_message, kind_of};
 use super::watchers::Watchers;
 
 /// The one bot of the single-bot scenarios.
@@ -65,6 +65,8 @@ async fn warmed_up(
         bot_keys: "",
         capacity: total,
         extra_toml: "",
+        gateway_keys: "",
+        port: 0,
     })
     .await;
     let injector = rig.injector(BOT);
@@ -149,6 +151,8 @@ pub(crate) async fn throughput_instances(
             bot_keys: "",
             capacity: total,
             extra_toml: &cluster,
+            gateway_keys: "",
+            port: 0,
         };
         rigs.push(Rig::start_on(&setup, url.clone()).await);
     }
@@ -311,23 +315,122 @@ impl RoundTrips {
     }
 }
 
-/// `count` times, a person asks snark to `ask @caid: ...`: snark's turn calls `sessions_send`,
-/// caid's turn answers on the nested lane, snark posts caid's answer. Spread over `chats` chats.
-pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> RoundTrips {
+/// Where snark's `sessions_send` goes in [`round_trips`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// To caid, a bot of the same gateway (`b2b`).
+    Local,
+    /// To `a2a:caid-a2a`, a `[[a2a.peers]]` that is the same gateway's own inbound A2A endpoint
+    /// for caid (`/a2a/caid`) over loopback HTTP, with the API token it requires (`a2a`): baton's
+    /// outbound A2A client, its inbound A2A server, caid's turn and the answer back.
+    A2a,
+}
+
+/// The `[[a2a.peers]]` id of caid's own A2A endpoint.
+const LOOPBACK_PEER: &str = "caid-a2a";
+
+impl Via {
+    /// The `sessions_send` target snark is asked to call.
+    fn target(self) -> String {
+        match self {
+            Via::Local => "caid".to_owned(),
+            Via::A2a => format!("a2a:{LOOPBACK_PEER}"),
+        }
+    }
+
+    /// The HTTP port the gateway listens on: fixed for [`Via::A2a`], whose peer's URL names it
+    /// before the gateway starts.
+    fn port(self) -> u16 {
+        match self {
+            Via::Local => 0,
+            Via::A2a => free_port(),
+        }
+    }
+
+    /// `[gateway]` keys: the API token the inbound A2A side requires.
+    fn gateway_keys(self) -> String {
+        match self {
+            Via::Local => String::new(),
+            Via::A2a => format!("api_token_env = \"{API_TOKEN_VAR}\""),
+        }
+    }
+
+    /// The config's `[a2a]`: caid exposed, and its own endpoint at `port` as a peer.
+    fn a2a_toml(self, port: u16) -> String {
+        match self {
+            Via::Local => String::new(),
+            Via::A2a => format!(
+                "\n[a2a]\nenabled = true\nexpose = [\"caid\"]\n\n[[a2a.peers]]\n\
+                 id = \"{LOOPBACK_PEER}\"\nurl = \"http://127.0.0.1:{port}/a2a/caid\"\n\
+                 token_env = \"{API_TOKEN_VAR}\"\n"
+            ),
+        }
+    }
+
+    /// The deliveries `count` round trips leave, by kind (bot to bot, to an A2A peer, from an
+    /// A2A caller): one bot-to-bot each, or one out and one in.
+    fn deliveries(self, count: usize) -> Legs {
+        match self {
+            Via::Local => Legs {
+                local: count,
+                a2a_out: 0,
+                a2a_in: 0,
+            },
+            Via::A2a => Legs {
+                local: 0,
+                a2a_out: count,
+                a2a_in: count,
+            },
+        }
+    }
+}
+
+/// Delivered deliveries by kind.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Legs {
+    /// From a bot to a bot of this gateway.
+    local: usize,
+    /// From a bot to an A2A peer (`a2a-out:`).
+    a2a_out: usize,
+    /// From an A2A caller to a bot (`a2a-in:`).
+    a2a_in: usize,
+}
+
+impl Legs {
+    fn count(&mut self, d: &baton::store::Delivery) {
+        let leg = if d.target_session.a2a_out_peer().is_some() {
+            &mut self.a2a_out
+        } else if d.target_session.a2a_peer().is_some() {
+            &mut self.a2a_in
+        } else {
+            &mut self.local
+        };
+        *leg += 1;
+    }
+}
+
+/// `count` times, a person asks snark to `ask @caid: ...` (or `ask @a2a:caid-a2a: ...`, `via`):
+/// snark's turn calls `sessions_send`, caid's turn answers on the nested lane, snark posts
+/// caid's answer. Spread over `chats` chats.
+pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize, via: Via) -> RoundTrips {
+    let port = via.port();
     let rig = Rig::start(&Setup {
         bots: &[BOT, "caid"],
         lanes,
         bot_keys: "tools = [\"sessions_send\"]",
         capacity: count,
-        extra_toml: "",
+        extra_toml: &via.a2a_toml(port),
+        gateway_keys: &via.gateway_keys(),
+        port,
     })
     .await;
     let injector = rig.injector(BOT).clone();
+    let target = via.target();
     let batch: Vec<_> = (0..count)
         .map(|n| {
             let chat = n % chats;
             let mut event = group_message(n, chat, chat, BOT, Kind::Mention);
-            event.text = format!("@{BOT} ask @caid: ping {n}");
+            event.text = format!("@{BOT} ask @{target}: ping {n}");
             event
         })
         .collect();
@@ -343,22 +446,27 @@ pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize) -> Rou
     let elapsed = started.elapsed();
     let jobs = rig.gateway.store().jobs() - jobs;
     let commits = rig.gateway.store().commits() - commits;
-    // Each reply must be caid's answer, not a refusal.
+    // Each reply must be caid's answer, not a refusal, and have gone the way asked.
+    let want = via.deliveries(count);
     let deliveries = rig
         .gateway
         .store()
         .deliveries(baton::store::DeliveryQuery {
             session: None,
             open_only: false,
-            limit: count,
+            limit: want.local + want.a2a_out + want.a2a_in + 1,
         })
         .await
         .expect("deliveries");
-    let delivered = deliveries
+    let mut delivered = Legs::default();
+    deliveries
         .iter()
         .filter(|d| d.state == baton::store::DeliveryState::Delivered)
-        .count();
-    assert_eq!(delivered, count, "every ask went through sessions_send");
+        .for_each(|d| delivered.count(d));
+    assert_eq!(
+        delivered, want,
+        "every ask went through sessions_send {via:?}"
+    );
     rig.stop().await;
     RoundTrips {
         count,
@@ -394,6 +502,8 @@ pub(crate) async fn session_memory(per_step: usize, steps: usize) -> SessionMemo
         bot_keys: "",
         capacity: total,
         extra_toml: "",
+        gateway_keys: "",
+        port: 0,
     })
     .await;
     let injector = rig.injector(BOT).clone();
@@ -448,6 +558,8 @@ pub(crate) async fn pipeline_future_size() -> usize {
         bot_keys: "",
         capacity: 1,
         extra_toml: "",
+        gateway_keys: "",
+        port: 0,
     })
     .await;
     let event = group_message(0, 0, 0, BOT, Kind::Mention);

@@ -60,6 +60,8 @@ pub(crate) async fn soak(
         bot_keys: "",
         capacity: events,
         extra_toml: &extra,
+        gateway_keys: "",
+        port: 0,
     })
     .await;
     let db = rig.database.clone();

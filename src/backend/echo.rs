@@ -4,7 +4,8 @@
 //! `Message from bot '<x>': ` prefix a `sessions_send` adds, so two echo bots can be chained in a
 //! demo and a test can predict every word. A turn in a chain is answered with the chain's topic,
 //! not the instructions baton wraps around it. Two directives exercise the tool path:
-//! - `ask @<bot>: <text>` calls `sessions_send` and answers with the target's reply;
+//! - `ask @<bot>: <text>` calls `sessions_send` and answers with the target's reply (the
+//!   target may be an A2A peer, `ask @a2a:<peer>: <text>`);
 //! - `tell @<bot>: <text>` calls it fire-and-forget (`timeout_seconds = 0`) and answers that the
 //!   message was accepted; the target's reply arrives in the session later.
 
@@ -93,6 +94,9 @@ fn strip_addressing(mut text: &str) -> &str {
     }
 }
 
+/// How a `sessions_send` target names an A2A peer (`a2a:<peer>`).
+const A2A_TARGET: &str = "a2a:";
+
 /// A `sessions_send` the text asks for.
 #[derive(Debug, PartialEq, Eq)]
 struct Directive<'a> {
@@ -102,8 +106,8 @@ struct Directive<'a> {
     message: &'a str,
 }
 
-/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case, the `@` optional).
-/// In a chat, `@snark ask @caid: ...` does not wake caid: the message is addressed to snark
+/// `ask @<bot>: <text>` or `tell @<bot>: <text>` (the keyword in any case, the `@` optional);
+/// `<bot>` may be `a2a:<peer>`, the target `sessions_send` takes for an A2A peer. In a chat, `@snark ask @caid: ...` does not wake caid: the message is addressed to snark
 /// (see `dispatcher::activation`).
 fn parse_directive(text: &str) -> Option<Directive<'_>> {
     let (keyword, rest) = text.split_once(' ')?;
@@ -116,8 +120,14 @@ fn parse_directive(text: &str) -> Option<Directive<'_>> {
     };
     let rest = rest.trim_start();
     let rest = rest.strip_prefix('@').unwrap_or(rest);
-    let (target, message) = rest.split_once(':')?;
-    let target = target.trim();
+    // The colon of an `a2a:` target is part of the target, not the end of it.
+    let scheme = if rest.starts_with(A2A_TARGET) {
+        A2A_TARGET.len()
+    } else {
+        0
+    };
+    let end = scheme + rest[scheme..].find(':')?;
+    let (target, message) = (rest[..end].trim(), &rest[end + 1..]);
     let message = message.trim();
     let valid = !target.is_empty() && !target.contains(char::is_whitespace);
     (valid && !message.is_empty()).then_some(Directive {
@@ -190,6 +200,12 @@ mod tests {
             ask("caid", "x"),
             "the @ is optional"
         );
+        assert_eq!(
+            parse_directive("ask @a2a:remote: ping: 1"),
+            ask("a2a:remote", "ping: 1"),
+            "an A2A peer's target keeps its colon"
+        );
+        assert_eq!(parse_directive("ask @a2a:remote"), None);
         assert_eq!(parse_directive("ask @caid x"), None);
         assert_eq!(parse_directive("ask @caid: "), None);
         assert_eq!(parse_directive("basket"), None);

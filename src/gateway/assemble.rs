@@ -59,7 +59,7 @@ pub(crate) fn assemble(
         .map_err(|e| ScheduleError(format!("gateway.timezone: {e}")))?;
     let schedule = Arc::new(Board::new(zone));
     let pipeline = DispatcherState::new(&config);
-    let traffic = RelayState::new(&config)?;
+    let traffic = RelayState::new(&config, env)?;
     let engine = Engine::new(
         config,
         roster,

@@ -8,13 +8,14 @@
 //! down, slow or answers garbage ends the delivery `failed` (or `timed_out`) with the reason.
 //! Every request to a peer is built by [`crate::backend::a2a_request`].
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::RunResult;
 use crate::backend::{a2a_request, a2a_texts as texts};
-use crate::config::{A2aPeer, Config};
+use crate::config::{A2aPeer, Config, Secret, resolve_secret};
 use crate::store::{Delivery, DeliveryState};
 
 /// How long reaching a peer may take before it counts as down.
@@ -22,18 +23,31 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a peer's unusable answer quoted in the reason.
 const QUOTED: usize = 200;
 
-/// The HTTP client every call to a peer goes through (pooled connections).
+/// The HTTP client every call to a peer goes through (pooled connections), and the peers'
+/// tokens, read once at start like every other secret.
 pub(super) struct Peers {
     client: reqwest::Client,
+    /// By peer id, those with a `token_env` that is set.
+    tokens: HashMap<String, Secret>,
 }
 
 impl Peers {
-    /// The client, or why it could not be built (the TLS roots).
-    pub(super) fn new() -> Result<Peers, reqwest::Error> {
+    /// The client and `config`'s peers' tokens from `env`, or why the client could not be
+    /// built (the TLS roots).
+    pub(super) fn new(
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Peers, reqwest::Error> {
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()?;
-        Ok(Peers { client })
+        let tokens = config
+            .a2a
+            .peers
+            .iter()
+            .filter_map(|p| Some((p.id.clone(), resolve_secret(p.token_env.as_deref(), env)?)))
+            .collect();
+        Ok(Peers { client, tokens })
     }
 }
 
@@ -44,18 +58,9 @@ pub(super) fn peer<'c>(config: &'c Config, id: &str) -> Option<&'c A2aPeer> {
 
 /// A request to `peer` carrying JSON-RPC `body`, with its token and timeout.
 fn request(peers: &Peers, peer: &A2aPeer, body: &Value) -> reqwest::RequestBuilder {
-    let token = peer
-        .token_env
-        .as_deref()
-        .and_then(|n| std::env::var(n).ok());
+    let token = peers.tokens.get(&peer.id).map(Secret::expose);
     let timeout = Duration::from_secs(peer.timeout_seconds);
-    a2a_request(
-        &peers.client,
-        &peer.url,
-        token.as_deref(),
-        Some(timeout),
-        body,
-    )
+    a2a_request(&peers.client, &peer.url, token, Some(timeout), body)
 }
 
 /// Run delivery `d` to its peer: its message sent, the peer's answer as the run's result.

@@ -38,15 +38,19 @@ pub enum BuildError {
 }
 
 impl RelayState {
-    /// The relay's state for `config`. Fails on an `[agent_to_agent] allow` glob that does
-    /// not compile (validation reports those first), or when no HTTP client can be made.
-    pub fn new(config: &Config) -> Result<Arc<RelayState>, BuildError> {
+    /// The relay's state for `config`, the peers' tokens read from `env`. Fails on an
+    /// `[agent_to_agent] allow` glob that does not compile (validation reports those first), or
+    /// when no HTTP client can be made.
+    pub fn new(
+        config: &Config,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Arc<RelayState>, BuildError> {
         let allow = glob_set(&config.agent_to_agent.allow)?;
         let clock = governor::clock::DefaultClock::default();
         Ok(Arc::new(RelayState {
             waiters: Waiters::default(),
             sends: SendGuard::new(&config.limits, &config.agent_to_agent, allow, clock),
-            peers: Peers::new()?,
+            peers: Peers::new(config, env)?,
         }))
     }
 }
@@ -103,6 +107,6 @@ mod tests {
         let gw = parts(&echo_config(&["alpha"], "")).await;
         let mut config = (**gw.engine.config()).clone();
         config.agent_to_agent.allow = vec!["[unclosed".into()];
-        assert!(RelayState::new(&config).is_err());
+        assert!(RelayState::new(&config, &|_| None).is_err());
     }
 }

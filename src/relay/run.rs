@@ -31,7 +31,15 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let handing = relay.waiters().handing(&d.run_id);
     if d.target_session.a2a_out_peer().is_some() {
         let result = super::a2a_out::call(relay.peers(), engine.config(), d).await;
-        return settle(engine, d, result, None).await;
+        let recorded = engine
+            .store()
+            .delivery_settle(change(d, &result, None))
+            .await;
+        // A peer's answer is text alone, and its row keeps no report: a sender waiting here
+        // is handed it rather than sent to read the row back.
+        let notify = recorded.as_ref().ok().copied().flatten();
+        offer(handing, notify, Some(Value::Null), &result);
+        return hand_on(engine, d, result, recorded).await;
     }
     let Some(bot) = engine.roster().bot(&d.target) else {
         let gone = format!("bot `{}` is no longer configured", d.target);
