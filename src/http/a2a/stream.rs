@@ -47,10 +47,27 @@ where
     // Subscribed before the task is read: no progress line falls between the two.
     let live = relay.engine().events().subscribe(None).live;
     let d = match what {
-        Follow::Send(params) => accept(relay, bot, params, Duration::ZERO).await?,
+        Follow::Send(params) => as_accepted(accept(relay, bot, params, Duration::ZERO).await?),
         Follow::Task(id) => task_by_id(relay.engine(), bot, id).await?,
     };
     Ok(stream(relay.clone(), d, live, base, frame))
+}
+
+/// A task a streamed send started, as it was accepted. Its turn may end before the stream
+/// opens; the stream still tells it in order (submitted, working, the reply, the end) rather
+/// than starting at the end. A task refused before any turn ran stands as it is.
+fn as_accepted(d: Delivery) -> Delivery {
+    if !d.state.is_settled() || d.started_ms.is_none() {
+        return d;
+    }
+    Delivery {
+        state: DeliveryState::Queued,
+        reason: None,
+        reply: None,
+        finished_ms: None,
+        artifacts_out: Vec::new(),
+        ..d
+    }
 }
 
 /// Stream a task over SSE: the task as it stands, `working` while it runs (again with each

@@ -3,7 +3,7 @@
 # <context_id>]; prints one JSON object. The binding the client takes from the card is JSONRPC
 # unless --binding names another (HTTP+JSON); "transport" says which transport it picked.
 # Modes: send (blocking, then GetTask), stream (streaming send), twice (the same messageId sent
-# twice), immediately (returnImmediately), cancel (CancelTask of the task id given as <text>),
+# twice), stream-twice (the same, streamed), immediately (returnImmediately), cancel (CancelTask of the task id given as <text>),
 # get (GetTask of the task id given as <text>), file (the text with a file part: notes.txt
 # inline and a URL), list (ListTasks pages of <text> tasks each, following nextPageToken to the
 # last page). With a task and context id, the message is sent on that task (an answer to its
@@ -29,7 +29,7 @@ async def main(binding, base, bot, mode, text, message_id, task_id="", context_i
         card = await A2ACardResolver(http, f"{base}/a2a/{bot}").get_agent_card()
         config = ClientConfig(
             httpx_client=http,
-            streaming=(mode == "stream"),
+            streaming=mode in ("stream", "stream-twice"),
             supported_protocol_bindings=[binding],
         )
         client = ClientFactory(config).create(card)
@@ -82,7 +82,7 @@ async def main(binding, base, bot, mode, text, message_id, task_id="", context_i
             return [as_json(event) async for event in client.send_message(request)]
 
         out = {"card": as_json(card), "transport": transport, "events": await send()}
-        if mode == "twice":
+        if mode in ("twice", "stream-twice"):
             out["again"] = await send()
         task_id = next(
             (e["task"]["id"] for e in out["events"] if "task" in e),

@@ -75,26 +75,34 @@ async fn the_card_offers_http_json_and_the_sdk_sends_and_gets_over_it() {
     gw.stop().await;
 }
 
+/// A streamed send's events in order: the task, `working`, the reply, `completed`.
+fn told_in_order(events: &[Value], reply: &str) {
+    let working = events
+        .iter()
+        .position(|e| e.pointer("/statusUpdate/status/state") == Some(&json!("TASK_STATE_WORKING")))
+        .unwrap_or_else(|| panic!("a working update: {events:?}"));
+    let text = events
+        .iter()
+        .position(|e| e.pointer("/artifactUpdate/artifact/parts/0/text") == Some(&json!(reply)))
+        .unwrap_or_else(|| panic!("the reply as an artifact update: {events:?}"));
+    assert!(events[0].get("task").is_some(), "{events:?}");
+    assert!(working < text, "{events:?}");
+    assert_eq!(final_state(events), "TASK_STATE_COMPLETED", "{events:?}");
+}
+
 #[tokio::test]
 async fn a_streaming_send_over_http_json_reports_working_then_the_reply_then_completed() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = alpha(&fake, &db).await;
     fake.script("alpha", Step::reply("streamed answer"));
-    let out = rest(&gw, "stream", "go", "m-rest-stream").await;
-    let events = out["events"].as_array().unwrap();
-    let working = events
-        .iter()
-        .position(|e| e.pointer("/statusUpdate/status/state") == Some(&json!("TASK_STATE_WORKING")))
-        .expect("a working update");
-    let text = events
-        .iter()
-        .position(|e| {
-            e.pointer("/artifactUpdate/artifact/parts/0/text") == Some(&json!("streamed answer"))
-        })
-        .expect("the reply as an artifact update");
-    assert!(working < text, "{events:?}");
-    assert_eq!(final_state(events), "TASK_STATE_COMPLETED");
+    let out = rest(&gw, "stream-twice", "go", "m-rest-stream").await;
+    told_in_order(out["events"].as_array().unwrap(), "streamed answer");
+    // Sent again once its turn has ended, the task is told the same way, from its start.
+    let again = out["again"].as_array().unwrap();
+    told_in_order(again, "streamed answer");
+    assert_eq!(again[0]["task"]["id"], out["events"][0]["task"]["id"]);
+    assert_eq!(fake.requests_for("alpha").len(), 1, "one turn");
     gw.stop().await;
 }
 
