@@ -6,9 +6,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::response::IntoResponse;
-use axum::response::Response;
 use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::broadcast::{self, error::RecvError};
 

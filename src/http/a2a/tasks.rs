@@ -27,6 +27,7 @@ use crate::timing::now_ms;
 const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 
 /// `SendMessage`: the task once the bot answered (or, with `returnImmediately`, at once).
+/// `params` is the send request (`SendMessageRequest`): JSON-RPC's `params`, HTTP+JSON's body.
 pub(super) async fn send(
     relay: &Relay,
     bot: &Bot,
@@ -56,9 +57,9 @@ pub(super) async fn accept(
     wait: Duration,
 ) -> Result<Delivery, A2aError> {
     let engine = relay.engine();
-    let message = params
-        .get("message")
-        .ok_or_else(|| A2aError::invalid("params.message is missing"))?;
+    let message = params.get("message").ok_or_else(|| {
+        A2aError::invalid("the request has no `message`; send one with its `messageId` and `parts`")
+    })?;
     let message_id = message
         .get("messageId")
         .and_then(Value::as_str)
