@@ -177,6 +177,7 @@ async fn an_unknown_task_is_the_sdks_task_not_found_error() {
         .await
         .unwrap();
     assert_eq!(missing.status(), 404);
+    assert_eq!(missing.headers()["content-type"], "application/a2a+json");
     let body: Value = missing.json().await.unwrap();
     assert_eq!(
         body["error"]["details"][0]["reason"], "TASK_NOT_FOUND",
