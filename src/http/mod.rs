@@ -9,7 +9,6 @@
 //! ([`body_deadline`]).
 
 mod a2a;
-mod a2a_pages;
 mod api;
 mod artifacts;
 mod auth;
@@ -173,6 +172,13 @@ pub fn router(state: AppState, stop: CancellationToken) -> Router {
         .route("/.well-known/agent-card.json", get(a2a::cards))
         .route("/a2a/{bot}/.well-known/agent-card.json", get(a2a::bot_card))
         .route("/a2a/{bot}", post(a2a::rpc))
+        .route("/a2a/{bot}/message:send", post(a2a::send_message))
+        .route("/a2a/{bot}/message:stream", post(a2a::stream_message))
+        .route("/a2a/{bot}/tasks", get(a2a::list_tasks))
+        .route(
+            "/a2a/{bot}/tasks/{call}",
+            get(a2a::task_call).post(a2a::task_call),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::metrics))

@@ -2,8 +2,8 @@
 //!
 //! A bot that escalates in an A2A task asks the task's caller, not a chat
 //! (`tools/escalate.rs`), and its turn ends: the task's delivery settles as usual while the
-//! question is pending. The caller's answer (a message on the task, `http/a2a.rs`) or a decision
-//! on an approval request is routed back to the bot's session like any answer
+//! question is pending. The caller's answer (a message on the task, `http/a2a/tasks.rs`) or a
+//! decision on an approval request is routed back to the bot's session like any answer
 //! (`escalation::route_back`), tied to the task: the delivery is opened again ([`resume_task`])
 //! and the woken turn's answer settles it ([`continued`]), so the task's state and reply still
 //! come from its delivery's row.

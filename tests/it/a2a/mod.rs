@@ -1,12 +1,13 @@
 //! A2A inbound (SPEC 14) judged by the official Python `a2a-sdk` client
 //! (scripts/test-deps-python): the agent card, a blocking and a streaming send, a repeated
 //! `messageId`, a guard's refusal, and a task that outlives a restart. A question the bot asks
-//! is in `input_required.rs`.
+//! is in `input_required.rs`; the HTTP+JSON binding in `rest.rs`.
 
 mod cluster;
 mod input_required;
 mod list_pages;
 pub(crate) mod outbound;
+mod rest;
 
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use crate::support::gateway::{
     DEADLINE, TestGateway, config_text, config_with, echo_config, temp_db,
 };
 
-/// The SDK driver: `client.py <base> <bot> <mode> <text> <message_id>`.
+/// The SDK driver: `client.py --binding=<binding> <base> <bot> <mode> <text> <message_id>`.
 const CLIENT: &str = include_str!("client.py");
 
 const A2A_ON: &str = "\n[a2a]\nenabled = true\n";
@@ -31,9 +32,22 @@ async fn sdk(gw: &TestGateway, mode: &str, text: &str, message_id: &str) -> Valu
 
 /// [`sdk`], the message sent on a task: `on` is its task id and context id.
 async fn sdk_on(gw: &TestGateway, mode: &str, text: &str, message_id: &str, on: &[&str]) -> Value {
+    sdk_over(gw, "JSONRPC", mode, text, message_id, on).await
+}
+
+/// [`sdk_on`] with the client taking `binding` (`JSONRPC`, `HTTP+JSON`) from the card.
+async fn sdk_over(
+    gw: &TestGateway,
+    binding: &str,
+    mode: &str,
+    text: &str,
+    message_id: &str,
+    on: &[&str],
+) -> Value {
     let run = tokio::process::Command::new("python3")
         .arg("-c")
         .arg(CLIENT)
+        .arg(format!("--binding={binding}"))
         .args([gw.base.as_str(), "alpha", mode, text, message_id])
         .args(on)
         .kill_on_drop(true)

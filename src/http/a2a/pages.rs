@@ -31,12 +31,17 @@ pub(super) enum PageError {
 }
 
 /// The page size `params.pageSize` asks for: the default when absent or 0 (the protocol's
-/// unset value), clamped to [`MAX_PAGE_SIZE`].
+/// unset value), clamped to [`MAX_PAGE_SIZE`]. A number, or its digits as a string (as in a
+/// query string, and as protobuf JSON allows).
 pub(super) fn page_size(params: &Value) -> Result<usize, PageError> {
     let Some(size) = params.get("pageSize").filter(|v| !v.is_null()) else {
         return Ok(DEFAULT_PAGE_SIZE);
     };
-    match size.as_u64() {
+    let number = match size {
+        Value::String(digits) => digits.parse::<u64>().ok(),
+        other => other.as_u64(),
+    };
+    match number {
         Some(0) => Ok(DEFAULT_PAGE_SIZE),
         Some(n) => Ok(usize::try_from(n).map_or(MAX_PAGE_SIZE, |n| n.min(MAX_PAGE_SIZE))),
         None => Err(PageError::Size),
@@ -107,6 +112,7 @@ mod tests {
             DEFAULT_PAGE_SIZE
         );
         assert_eq!(page_size(&json!({"pageSize": 3})).unwrap(), 3);
+        assert_eq!(page_size(&json!({"pageSize": "3"})).unwrap(), 3);
         assert_eq!(
             page_size(&json!({"pageSize": 5000})).unwrap(),
             MAX_PAGE_SIZE
