@@ -314,6 +314,10 @@ impl PgConn {
 
     /// The first `limit` rows of a query, each read by `each` once all are in (so `each` may
     /// run queries of its own).
+    /// The first `limit` rows of `sql`, each given to `each`. A `SELECT` with no `LIMIT` of
+    /// its own is sent with one: a PostgreSQL server sends every row a query finds, however
+    /// few are read (SQLite only steps as far as it is asked), and a turn's read of its
+    /// session's last entries, unbounded, sent the whole transcript each time (BENCHMARKS.md).
     pub(super) fn query_each(
         &self,
         sql: &str,
@@ -321,8 +325,22 @@ impl PgConn {
         limit: usize,
         each: impl FnMut(&tokio_postgres::Row) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
+        let bound = (limit != usize::MAX && is_unlimited_select(sql))
+            .then(|| Value::from(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let limited;
+        let sql = match bound {
+            Some(_) => {
+                limited = format!("{sql}\nLIMIT ?{}", args.len() + 1);
+                limited.as_str()
+            }
+            None => sql,
+        };
         let stmt = self.statement(sql)?;
-        let params = args.iter().map(|a| a as &(dyn ToSql + Sync));
+        let params: Vec<&(dyn ToSql + Sync)> = args
+            .iter()
+            .chain(bound.as_ref())
+            .map(|a| a as &(dyn ToSql + Sync))
+            .collect();
         let rows = self.wait(async {
             let rows = self.client.query_raw(&stmt, params).await?;
             let mut rows = pin!(rows);
@@ -336,6 +354,16 @@ impl PgConn {
         })?;
         rows.iter().try_for_each(each)
     }
+}
+
+/// Whether `sql` is a plain `SELECT` (not a data-modifying `WITH`) with no `LIMIT`, which one
+/// may be added to.
+fn is_unlimited_select(sql: &str) -> bool {
+    let mut words = sql.split_whitespace();
+    words
+        .next()
+        .is_some_and(|first| first.eq_ignore_ascii_case("SELECT"))
+        && !words.any(|word| word.eq_ignore_ascii_case("LIMIT"))
 }
 
 /// `sql` with SQLite's `?N` placeholders written PostgreSQL's way, `$N`; string literals and
@@ -369,6 +397,38 @@ mod tests {
             placeholders("SELECT ?1, '?2', \"a?3\" WHERE x = ?12 AND y = ?"),
             "SELECT $1, '?2', \"a?3\" WHERE x = $12 AND y = ?"
         );
+    }
+
+    /// A query of which only the first rows are read asks the server for no more: the rows
+    /// after them are never made (each row here takes a number from a sequence).
+    #[tokio::test]
+    async fn only_the_rows_taken_are_asked_of_the_server() {
+        let db = crate::store::testing::TestDb::postgres().await;
+        tokio::task::spawn_blocking(move || {
+            db.connect().with_db(|db| {
+                db.execute_batch("CREATE SEQUENCE made").unwrap();
+                let sql = "SELECT nextval('made') FROM generate_series(1, 100)";
+                let taken = db.query_take(sql, &[], 3, |row| row.get::<i64>(0)).unwrap();
+                assert_eq!(taken, [1, 2, 3]);
+                let made = "SELECT last_value FROM made";
+                assert_eq!(db.query_row(made, &[], |row| row.get::<i64>(0)).unwrap(), 3);
+            });
+        })
+        .await
+        .unwrap();
+    }
+
+    #[test]
+    fn is_unlimited_select_leaves_writes_and_limited_queries_alone() {
+        assert!(is_unlimited_select("SELECT id FROM t ORDER BY id"));
+        assert!(is_unlimited_select("\n select id FROM t"));
+        assert!(!is_unlimited_select("SELECT id FROM t LIMIT 1 OFFSET 4"));
+        assert!(!is_unlimited_select(
+            "WITH fresh AS (INSERT INTO t VALUES (1) RETURNING 1) SELECT 1"
+        ));
+        assert!(!is_unlimited_select(
+            "INSERT INTO t VALUES (1) RETURNING id"
+        ));
     }
 
     #[test]
