@@ -33,14 +33,14 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
         let result = super::a2a_out::call(relay.peers(), engine.config(), d).await;
         let change = change(d, &result, None);
         let settled_ms = change.at_ms;
-        let recorded = engine.store().delivery_settle(change).await;
         // A peer's answer is text alone, and its row keeps no report: a sender waiting here
-        // is handed it rather than sent to read the row back. Committed already.
-        let notify = recorded.as_ref().ok().copied().flatten();
-        let report = Some(Value::Null);
-        if let Some(committing) = offer(handing, notify, report, &result, settled_ms) {
-            committing.hand();
-        }
+        // is handed it rather than sent to read the row back, as soon as the settle ran.
+        let moved = engine.store().delivery_settle_early(change).await;
+        let moved = moved.map(|(notify, committed)| (notify, committed.answer()));
+        let recorded = committed(moved, |notify| {
+            offer(handing, notify, Some(Value::Null), &result, settled_ms)
+        })
+        .await;
         return hand_on(engine, d, result, recorded).await;
     }
     let Some(bot) = engine.roster().bot(&d.target) else {
@@ -92,19 +92,7 @@ pub(super) async fn record(
                 Ok(queued) => queued.ran().await,
                 Err(err) => Err(err),
             };
-            match moved {
-                // Run, not yet committed: whatever the sender does with it is written after
-                // it, and nothing it posts goes out before a later commit.
-                Ok((notify, committed)) => {
-                    let committing = ran(notify);
-                    let committed = committed.await.map(|()| notify);
-                    if let (Ok(_), Some(committing)) = (&committed, committing) {
-                        committing.hand();
-                    }
-                    committed
-                }
-                Err(err) => Err(err),
-            }
+            committed(moved, ran).await
         }
         None => {
             let settled = engine.store().delivery_settle(change).await;
@@ -118,6 +106,23 @@ pub(super) async fn record(
             settled
         }
     }
+}
+
+/// Once a settle `moved` the row (run, not yet committed): `ran` told the row's notify state,
+/// then the commit's answer, and what `ran` left to hand over once committed handed then.
+/// Whatever the sender does with an outcome handed before is written after the settle, and
+/// nothing it posts goes out before a later commit.
+async fn committed(
+    moved: Result<(Option<Notify>, impl Future<Output = Result<(), StoreError>>), StoreError>,
+    ran: impl FnOnce(Option<Notify>) -> Option<Committing>,
+) -> Result<Option<Notify>, StoreError> {
+    let (notify, committed) = moved?;
+    let committing = ran(notify);
+    let committed = committed.await.map(|()| notify);
+    if let (Ok(_), Some(committing)) = (&committed, committing) {
+        committing.hand();
+    }
+    committed
 }
 
 /// Hand the outcome to a sender waiting here when the settle moved the row with nobody given

@@ -114,7 +114,10 @@ where
             // Lines on the row may come live too: each is told once.
             let mut told: Vec<String> = Vec::with_capacity(d.progress.len());
             for line in &d.progress {
-                send(wrapped("statusUpdate", update(&d, progress(&d, &line.message))));
+                send(wrapped(
+                    "statusUpdate",
+                    update(&d, progress(&d, &line.message)),
+                ));
                 told.push(line.message.clone());
             }
             let run_id = d.run_id.clone();
@@ -167,7 +170,10 @@ where
         {
             chunks.end(&d, reply, &send);
         }
-        send(wrapped("statusUpdate", update(&d, final_status(&d, asked.as_ref()))));
+        send(wrapped(
+            "statusUpdate",
+            update(&d, final_status(&d, asked.as_ref())),
+        ));
     });
     let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
     Sse::new(events).into_response()

@@ -186,7 +186,13 @@ pub(super) async fn accept(
     };
     let found = match (sent.outcome, handed) {
         (SendOutcome::Answered { run_id, reply, .. }, Some(at)) => {
-            return Ok(ended(run_id, DeliveryState::Delivered, None, Some(reply), at));
+            return Ok(ended(
+                run_id,
+                DeliveryState::Delivered,
+                None,
+                Some(reply),
+                at,
+            ));
         }
         (
             SendOutcome::Ended {
