@@ -45,10 +45,10 @@ pub(super) async fn send(
     };
     match accept(relay, bot, params, wait).await? {
         // Its run asked no question: nothing to look up.
-        Accepted::Ended(ended) => Ok(wrapped("task", task(&ended, None, base))),
+        Accepted::Ended(ended) => Ok(wrapped("task", task(&*ended, None, base))),
         Accepted::Row(d) => {
             let asked = waits_on(relay.engine(), &d).await?;
-            Ok(wrapped("task", task(&d, asked.as_ref(), base)))
+            Ok(wrapped("task", task(&*d, asked.as_ref(), base)))
         }
     }
 }
@@ -56,19 +56,19 @@ pub(super) async fn send(
 /// A message accepted: the task it started or answered, as it stands after the wait.
 pub(super) enum Accepted {
     /// The task's row.
-    Row(Delivery),
+    Row(Box<Delivery>),
     /// A new task whose run ended here, as the run handed its outcome over once committed,
     /// having made nothing but its text: no file, and no question, so none is looked up.
     /// Reading the row and its pending question back cost a round trip through A2A ~2.6 store
     /// reads (BENCHMARKS.md).
-    Ended(Ended),
+    Ended(Box<Ended>),
 }
 
 impl Accepted {
     /// The task's row (read for a task known from its run's hand-over).
     pub(super) async fn into_row(self, engine: &Engine, bot: &Bot) -> Result<Delivery, A2aError> {
         match self {
-            Accepted::Row(d) => Ok(d),
+            Accepted::Row(d) => Ok(*d),
             Accepted::Ended(ended) => task_by_id(engine, bot, &ended.run_id).await,
         }
     }
@@ -138,9 +138,8 @@ pub(super) async fn accept(
             message_id,
             text,
         };
-        return answer_task(relay, bot, task_id, answer, wait)
-            .await
-            .map(Accepted::Row);
+        let answered = answer_task(relay, bot, task_id, answer, wait).await?;
+        return Ok(Accepted::Row(Box::new(answered)));
     }
     let account = engine
         .roster()
@@ -173,7 +172,7 @@ pub(super) async fn accept(
         .filter(|r| r.made_nothing && !sent.deduplicated)
         .and_then(|r| r.settled_ms);
     let ended = |run_id, state, reason, reply, settled_ms| {
-        Accepted::Ended(Ended {
+        Accepted::Ended(Box::new(Ended {
             run_id,
             session,
             idempotency_key,
@@ -182,7 +181,7 @@ pub(super) async fn accept(
             reason,
             reply,
             settled_ms,
-        })
+        }))
     };
     let found = match (sent.outcome, handed) {
         (SendOutcome::Answered { run_id, reply, .. }, Some(at)) => {
@@ -211,7 +210,7 @@ pub(super) async fn accept(
     };
     found
         .map_err(A2aError::internal)?
-        .map(Accepted::Row)
+        .map(|d| Accepted::Row(Box::new(d)))
         .ok_or_else(|| A2aError::internal("the task was not recorded; send it again"))
 }
 
