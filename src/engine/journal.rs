@@ -9,7 +9,7 @@
 //! (`src/post/send.rs`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -51,6 +51,8 @@ pub struct Journal {
     /// Tool calls recorded, shared by the journal's clones: a run's report counts them without
     /// reading its entries back.
     tool_calls: Arc<AtomicUsize>,
+    /// The run's agent may call tools this journal does not count ([`Journal::lends_tools`]).
+    lent_tools: Arc<AtomicBool>,
 }
 
 impl Journal {
@@ -59,6 +61,7 @@ impl Journal {
         Self {
             pen: Pen::new(store, events, session, run_id),
             tool_calls: Arc::default(),
+            lent_tools: Arc::default(),
         }
     }
 
@@ -254,11 +257,18 @@ impl Journal {
         self.tool_calls.load(Ordering::Relaxed)
     }
 
+    /// The run's agent was given a token for `/mcp` (SPEC 6.1): it may call tools in this run
+    /// that this journal does not count (each MCP call is recorded by a journal of its own),
+    /// so the run is not known to have made nothing.
+    pub fn lends_tools(&self) {
+        self.lent_tools.store(true, Ordering::Relaxed);
+    }
+
     /// Whether this run, in this process, made nothing but text: it called no tool (the only
-    /// way a model makes artifacts or progress lines) and attached no file. Such a run needs
-    /// nothing read back to report on.
+    /// way a model makes artifacts or progress lines, or asks a question) and attached no
+    /// file. Such a run needs nothing read back to report on.
     pub fn made_nothing(&self) -> bool {
-        self.tool_calls() == 0 && !self.pen.attaching()
+        self.tool_calls() == 0 && !self.pen.attaching() && !self.lent_tools.load(Ordering::Relaxed)
     }
 
     /// A line of the bot's own.
@@ -449,6 +459,10 @@ mod tests {
             .await;
         assert!(!sending.made_nothing());
         assert_eq!(files(sending).await, 0, "no tool but reply_attach attaches");
+        let quiet = pen();
+        assert!(quiet.made_nothing());
+        quiet.lends_tools();
+        assert!(!quiet.made_nothing(), "its agent may call tools over MCP");
         let calling = pen().replaying(Arrival::Fresh);
         RecordingTools::new(&NoTools, &calling)
             .call(&call("reply_attach"))

@@ -229,6 +229,9 @@ async fn run_turn(
     // An agent calls baton's tools over MCP with its own token; a model through the executor.
     let agent = matches!(kind, BackendKind::Command | BackendKind::Http);
     let (running, access) = engine.running().start(&caller, agent);
+    if access.is_some() {
+        journal.lends_tools();
+    }
     request.access = access;
     let agent_tools = engine.tools_for(caller.clone());
     let recording = RecordingTools::new(&*agent_tools, journal);

@@ -65,6 +65,8 @@ pub struct AppState {
     mcp_sessions: Arc<LocalSessionManager>,
     /// Open `/api/events` streams, capped below the connection cap (`events.rs`).
     event_readers: events::EventReaders,
+    /// The bots published as A2A agents.
+    a2a_agents: a2a::Agents,
 }
 
 impl AppState {
@@ -79,6 +81,7 @@ impl AppState {
         let gateway = &dispatcher.engine().config().gateway;
         let mcp_sessions = mcp::session_table(gateway);
         let event_readers = events::EventReaders::new(gateway.max_connections);
+        let a2a_agents = a2a::Agents::published(dispatcher.engine());
         Self {
             dispatcher,
             relay,
@@ -87,6 +90,7 @@ impl AppState {
             connections: Arc::default(),
             mcp_sessions,
             event_readers,
+            a2a_agents,
         }
     }
 }
@@ -144,6 +148,12 @@ impl FromRef<AppState> for Option<auth::Token> {
 impl FromRef<AppState> for Arc<server::OpenConnections> {
     fn from_ref(state: &AppState) -> Arc<server::OpenConnections> {
         Arc::clone(&state.connections)
+    }
+}
+
+impl FromRef<AppState> for a2a::Agents {
+    fn from_ref(state: &AppState) -> a2a::Agents {
+        state.a2a_agents.clone()
     }
 }
 

@@ -42,7 +42,7 @@ pub use handoff::{SchemaError, check_schema};
 pub use recover::{recover, serve};
 pub use send::{RunReport, SendError, SendOutcome, SendRequest, Sent, send};
 pub use task_resume::resume_task;
-pub(crate) use waiters::{Finished, Handing, Listening, Waited};
+pub(crate) use waiters::{Committing, Finished, HandAt, Handing, Listening, Waited};
 pub use waiters::{RunResult, Waiters};
 
 use crate::bot_id::BotId;

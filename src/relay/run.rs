@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::handoff::{self, Report};
-use super::{Finished, Handing, Relay, RunResult};
+use super::{Committing, Finished, Handing, Relay, RunResult};
 use super::{SessionMessage, from_bot, moved, ping_pong, post_to_session};
 use crate::backend::Usage;
 use crate::engine::{
@@ -31,14 +31,16 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let handing = relay.waiters().handing(&d.run_id);
     if d.target_session.a2a_out_peer().is_some() {
         let result = super::a2a_out::call(relay.peers(), engine.config(), d).await;
-        let recorded = engine
-            .store()
-            .delivery_settle(change(d, &result, None))
-            .await;
+        let change = change(d, &result, None);
+        let settled_ms = change.at_ms;
         // A peer's answer is text alone, and its row keeps no report: a sender waiting here
-        // is handed it rather than sent to read the row back.
-        let notify = recorded.as_ref().ok().copied().flatten();
-        offer(handing, notify, Some(Value::Null), &result);
+        // is handed it rather than sent to read the row back, as soon as the settle ran.
+        let moved = engine.store().delivery_settle_early(change).await;
+        let moved = moved.map(|(notify, committed)| (notify, committed.answer()));
+        let recorded = committed(moved, |notify| {
+            offer(handing, notify, Some(Value::Null), &result, settled_ms)
+        })
+        .await;
         return hand_on(engine, d, result, recorded).await;
     }
     let Some(bot) = engine.roster().bot(&d.target) else {
@@ -60,8 +62,9 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     // A run that made nothing but text leaves its row nothing a sender here must read back.
     let handed_report = turn.journal().made_nothing().then(|| report.clone());
     let change = change(d, &answer.result, Some(report));
+    let settled_ms = change.at_ms;
     let recorded = record(engine, turn, d, &answer, change, |notify| {
-        offer(handing, notify, handed_report, &answer.result)
+        offer(handing, notify, handed_report, &answer.result, settled_ms)
     })
     .await;
     hand_on(engine, d, answer.result, recorded).await;
@@ -69,14 +72,15 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
 
 /// Keep the outcome `change` with the answer the turn spoke (if any), queued while `turn` still
 /// holds the session: its next turn is given this answer, and does not wait for its commit.
-/// `ran` is told the row's notify state once the settle ran, before it is committed.
+/// `ran` is told the row's notify state once the settle ran, before it is committed; what it
+/// leaves to hand over once committed is handed then.
 pub(super) async fn record(
     engine: &Engine,
     turn: SessionTurn<'_>,
     d: &Delivery,
     answer: &Answer,
     change: DeliveryChange,
-    ran: impl FnOnce(Option<Notify>),
+    ran: impl FnOnce(Option<Notify>) -> Option<Committing>,
 ) -> Result<Option<Notify>, StoreError> {
     match &answer.spoken {
         Some(spoken) => {
@@ -88,34 +92,58 @@ pub(super) async fn record(
                 Ok(queued) => queued.ran().await,
                 Err(err) => Err(err),
             };
-            match moved {
-                // Run, not yet committed: whatever the sender does with it is written after
-                // it, and nothing it posts goes out before a later commit.
-                Ok((notify, committed)) => {
-                    ran(notify);
-                    committed.await.map(|()| notify)
-                }
-                Err(err) => Err(err),
-            }
+            committed(moved, ran).await
         }
         None => {
             let settled = engine.store().delivery_settle(change).await;
             drop(turn);
-            if let Ok(notify) = settled {
-                ran(notify);
+            // Committed already.
+            if let Ok(notify) = settled
+                && let Some(committing) = ran(notify)
+            {
+                committing.hand();
             }
             settled
         }
     }
 }
 
-/// Hand the outcome to a sender waiting here when the settle moved the row with nobody given
-/// up (`Some(Notify::None)`) and the run made nothing its row would add (`report` kept).
-fn offer(handing: Handing<'_>, notify: Option<Notify>, report: Option<Value>, result: &RunResult) {
-    if let (Some(Notify::None), Some(report)) = (notify, report) {
-        let result = result.clone();
-        handing.hand(Finished { result, report });
+/// Once a settle `moved` the row (run, not yet committed): `ran` told the row's notify state,
+/// then the commit's answer, and what `ran` left to hand over once committed handed then.
+/// Whatever the sender does with an outcome handed before is written after the settle, and
+/// nothing it posts goes out before a later commit.
+async fn committed(
+    moved: Result<(Option<Notify>, impl Future<Output = Result<(), StoreError>>), StoreError>,
+    ran: impl FnOnce(Option<Notify>) -> Option<Committing>,
+) -> Result<Option<Notify>, StoreError> {
+    let (notify, committed) = moved?;
+    let committing = ran(notify);
+    let committed = committed.await.map(|()| notify);
+    if let (Ok(_), Some(committing)) = (&committed, committing) {
+        committing.hand();
     }
+    committed
+}
+
+/// Hand the outcome to a sender waiting here when the settle moved the row with nobody given
+/// up (`Some(Notify::None)`) and the run made nothing its row would add (`report` kept), at
+/// `settled_ms`: now, or what is left to hand over once the settle is committed.
+fn offer(
+    handing: Handing<'_>,
+    notify: Option<Notify>,
+    report: Option<Value>,
+    result: &RunResult,
+    settled_ms: i64,
+) -> Option<Committing> {
+    let (Some(Notify::None), Some(report)) = (notify, report) else {
+        return None;
+    };
+    let result = result.clone();
+    handing.hand(Finished {
+        result,
+        report,
+        settled_ms,
+    })
 }
 
 /// One turn's answer to a delivery. What it said is not on record yet: the last answer is kept

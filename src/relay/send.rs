@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::home::{Home, home_of};
 use super::{a2a_out, moved, run};
 
-use super::{Finished, Listening, Relay, RunResult, Waited};
+use super::{Finished, HandAt, Listening, Relay, RunResult, Waited};
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
 use crate::guards::{SendAttempt, SendRefusal};
@@ -62,6 +62,12 @@ pub struct RunReport {
     pub artifacts: Vec<Artifact>,
     /// Its report (`output`, `errors`, `usage`, `tool_calls`), when it got as far as one.
     pub report: Option<Value>,
+    /// When it settled (its row's `finished_ms`).
+    pub settled_ms: Option<i64>,
+    /// Handed over by the run itself, here, having made nothing but its text: it called no
+    /// tool, so it made no artifact, reported no progress and asked no question. False when the
+    /// outcome was read from the row.
+    pub made_nothing: bool,
 }
 
 impl From<Delivery> for RunReport {
@@ -69,6 +75,8 @@ impl From<Delivery> for RunReport {
         RunReport {
             artifacts: d.artifacts_out,
             report: d.result,
+            settled_ms: d.finished_ms,
+            made_nothing: false,
         }
     }
 }
@@ -302,10 +310,17 @@ async fn send_as(
         }));
     }
     // Listening before the run can start: its settle cannot come unheard, so the wait does
-    // not read the row it just wrote. A run here hands its outcome over too.
+    // not read the row it just wrote. A run here hands its outcome over too; to a sender
+    // outside baton (an A2A caller), which tells it outside the process at once, only once
+    // its settle is committed.
+    let hand_at = if caller.session.a2a_peer().is_some() {
+        HandAt::Commit
+    } else {
+        HandAt::Run
+    };
     let listening = (delivery.mode == SendMode::Wait).then(|| Listening::SinceStart {
         notices: engine.store().subscribe(),
-        handed: (home == Home::Here).then(|| relay.waiters().expect(&delivery.run_id)),
+        handed: (home == Home::Here).then(|| relay.waiters().expect(&delivery.run_id, hand_at)),
     });
     match home {
         Home::Here => start(relay, &delivery),
@@ -498,11 +513,17 @@ async fn wait(
     }
     match waited_for {
         Ok(Waited::Got(row)) => (stored(&row, started), Some(RunReport::from(*row))),
-        Ok(Waited::Handed(Finished { result, report })) => {
+        Ok(Waited::Handed(Finished {
+            result,
+            report,
+            settled_ms,
+        })) => {
             // A run that made nothing: no artifacts.
             let report = RunReport {
                 artifacts: Vec::new(),
                 report: Some(report),
+                settled_ms: Some(settled_ms),
+                made_nothing: true,
             };
             (answered(d, result, started), Some(report))
         }

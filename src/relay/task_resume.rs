@@ -47,6 +47,6 @@ pub(super) async fn continued(
 ) {
     let answer = answer_of(turn.take_tapped(plan, &d.run_id).await);
     let change = change(d, &answer.result, None);
-    let recorded = record(engine, turn, d, &answer, change, |_| {}).await;
+    let recorded = record(engine, turn, d, &answer, change, |_| None).await;
     hand_on(engine, d, answer.result, recorded).await;
 }

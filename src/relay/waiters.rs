@@ -65,6 +65,17 @@ pub(crate) struct Finished {
     pub result: RunResult,
     /// Its report (`Delivery::result`).
     pub report: Value,
+    /// When it settled (`Delivery::finished_ms`).
+    pub settled_ms: i64,
+}
+
+/// When a run started here hands its outcome to the sender waiting for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandAt {
+    /// As soon as its settle has run: what the sender does next is written after it.
+    Run,
+    /// Once its settle is committed: the sender tells the outcome outside the process.
+    Commit,
 }
 
 /// Since when a waiter has been listening for the run's settle.
@@ -87,8 +98,8 @@ pub(crate) enum Listening {
 #[derive(Default)]
 pub struct Waiters {
     running: AtomicUsize,
-    /// Senders waiting here for runs started here, by run id.
-    expecting: Mutex<HashMap<String, oneshot::Sender<Finished>>>,
+    /// Senders waiting here for runs started here, by run id, and when each is handed it.
+    expecting: Mutex<HashMap<String, (oneshot::Sender<Finished>, HandAt)>>,
 }
 
 /// A run started here, handing its outcome to a sender waiting for it ([`Handing::hand`]).
@@ -101,12 +112,33 @@ pub(crate) struct Handing<'a> {
 
 impl Handing<'_> {
     /// The run's settle ran with nobody given up, having made nothing: `finished` is its row's
-    /// word.
-    pub(crate) fn hand(self, finished: Finished) {
-        if let Some(sender) = self.waiters.take(self.run_id) {
-            // A sender gone already (its turn ended) has nothing left to hear.
-            let _ = sender.send(finished);
+    /// word, handed over now, or returned to hand over once the settle is committed when the
+    /// sender waits for that ([`HandAt::Commit`]).
+    pub(crate) fn hand(self, finished: Finished) -> Option<Committing> {
+        let (sender, at) = self.waiters.take(self.run_id)?;
+        match at {
+            HandAt::Run => {
+                // A sender gone already (its turn ended) has nothing left to hear.
+                let _ = sender.send(finished);
+                None
+            }
+            HandAt::Commit => Some(Committing { sender, finished }),
         }
+    }
+}
+
+/// An outcome to hand over once its settle is committed ([`Committing::hand`]). Dropped instead
+/// (the commit failed), it tells the sender to read the row.
+pub(crate) struct Committing {
+    sender: oneshot::Sender<Finished>,
+    finished: Finished,
+}
+
+impl Committing {
+    /// The settle is committed: hand the outcome over.
+    pub(crate) fn hand(self) {
+        // A sender gone already has nothing left to hear.
+        let _ = self.sender.send(self.finished);
     }
 }
 
@@ -134,13 +166,14 @@ impl Waiters {
     }
 
     /// A sender will wait for `run_id`, about to start here: what the run hands over when it
-    /// ends ([`Waiters::handing`]). Call it before the run can start.
-    pub(crate) fn expect(&self, run_id: &str) -> oneshot::Receiver<Finished> {
+    /// ends ([`Waiters::handing`]), as soon as its settle ran or once it is committed (`at`).
+    /// Call it before the run can start.
+    pub(crate) fn expect(&self, run_id: &str, at: HandAt) -> oneshot::Receiver<Finished> {
         let (sender, handed) = oneshot::channel();
         self.expecting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(run_id.to_owned(), sender);
+            .insert(run_id.to_owned(), (sender, at));
         handed
     }
 
@@ -152,7 +185,7 @@ impl Waiters {
         }
     }
 
-    fn take(&self, run_id: &str) -> Option<oneshot::Sender<Finished>> {
+    fn take(&self, run_id: &str) -> Option<(oneshot::Sender<Finished>, HandAt)> {
         self.expecting
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -323,24 +356,18 @@ mod tests {
         begun(&store, "r").await;
         let listening = Listening::SinceStart {
             notices: store.subscribe(),
-            handed: Some(waiters.expect("r")),
+            handed: Some(waiters.expect("r", HandAt::Run)),
         };
         store.delivery_settle(answered("r", "row")).await.unwrap();
-        let finished = Finished {
-            result: RunResult::Answered {
-                reply: "handed".into(),
-                model: "echo".into(),
-            },
-            report: serde_json::json!({"tool_calls": 0}),
-        };
+        let finished = handed_over();
         let waiting = waiters.wait(&store, "r", long, listening);
-        waiters.handing("r").hand(finished.clone());
+        assert!(waiters.handing("r").hand(finished.clone()).is_none());
         assert_eq!(waiting.await.unwrap(), Waited::Handed(finished));
 
         begun(&store, "s").await;
         let listening = Listening::SinceStart {
             notices: store.subscribe(),
-            handed: Some(waiters.expect("s")),
+            handed: Some(waiters.expect("s", HandAt::Run)),
         };
         store.delivery_settle(answered("s", "row")).await.unwrap();
         drop(waiters.handing("s"));
@@ -349,5 +376,52 @@ mod tests {
         };
         assert_eq!(d.reply.as_deref(), Some("row"));
         assert!(waiters.take("s").is_none(), "nothing left expected");
+    }
+
+    fn handed_over() -> Finished {
+        Finished {
+            result: RunResult::Answered {
+                reply: "handed".into(),
+                model: "echo".into(),
+            },
+            report: serde_json::json!({"tool_calls": 0}),
+            settled_ms: 7,
+        }
+    }
+
+    /// A sender that tells the outcome outside the process is handed it only once the settle
+    /// is committed: the run's hand-over waits for that, and one whose commit failed (dropped)
+    /// leaves the sender to read the row.
+    #[tokio::test]
+    async fn a_sender_outside_is_handed_the_outcome_once_committed() {
+        let store = Store::open(":memory:").await.unwrap();
+        let waiters = Waiters::default();
+        let long = Duration::from_secs(10);
+        begun(&store, "r").await;
+        let listening = Listening::SinceStart {
+            notices: store.subscribe(),
+            handed: Some(waiters.expect("r", HandAt::Commit)),
+        };
+        let finished = handed_over();
+        let committing = waiters.handing("r").hand(finished.clone()).expect("held");
+        let waiting = waiters.wait(&store, "r", long, listening);
+        tokio::pin!(waiting);
+        let early = tokio::time::timeout(Duration::from_millis(50), &mut waiting).await;
+        assert!(early.is_err(), "handed over before its commit");
+        store.delivery_settle(answered("r", "row")).await.unwrap();
+        committing.hand();
+        assert_eq!(waiting.await.unwrap(), Waited::Handed(finished));
+
+        begun(&store, "s").await;
+        let listening = Listening::SinceStart {
+            notices: store.subscribe(),
+            handed: Some(waiters.expect("s", HandAt::Commit)),
+        };
+        store.delivery_settle(answered("s", "row")).await.unwrap();
+        drop(waiters.handing("s").hand(handed_over()));
+        let Waited::Got(d) = waiters.wait(&store, "s", long, listening).await.unwrap() else {
+            panic!("not read");
+        };
+        assert_eq!(d.reply.as_deref(), Some("row"));
     }
 }

@@ -20,7 +20,7 @@ use super::reply_files::attached_to;
 use super::sessions::{optional_session_column, session_column};
 use super::sql::{Db, DbError, OptionalRow, Row, args};
 use super::stored_name::parse_column;
-use super::{Store, StoreError};
+use super::{Queued, Store, StoreError};
 use crate::bot_id::BotId;
 use crate::session::SessionKey;
 
@@ -280,6 +280,25 @@ impl Store {
         } else {
             self.write(work).await
         }
+    }
+
+    /// [`Store::delivery_settle`] of a run's outcome (`change` settles it), returning as soon as
+    /// the writer has run it, with what its commit answers: for a run whose sender waits here
+    /// and is handed the outcome at once, its own next writes queued after this one (see
+    /// `relay/waiters.rs`). A send to an A2A peer waited a commit more than one to a bot.
+    pub async fn delivery_settle_early(
+        &self,
+        change: DeliveryChange,
+    ) -> Result<(Option<Notify>, Queued<()>), StoreError> {
+        debug_assert!(change.state.is_settled(), "only a settle is announced");
+        let run_id = change.run_id.clone();
+        let result = change.result.as_ref().map(Value::to_string);
+        self.queue_early_announcing(Topic::Delivery, &run_id, move |db| {
+            settle_in(db, &change, result.as_deref())
+        })
+        .await?
+        .ran()
+        .await
     }
 
     /// Open a delivered A2A task again for the turn its caller's answer to the bot's question

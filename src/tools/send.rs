@@ -390,6 +390,8 @@ mod tests {
             report: Some(
                 json!({"output": {"ok": 1}, "usage": {"total_tokens": 9}, "tool_calls": 2}),
             ),
+            settled_ms: Some(1),
+            made_nothing: false,
         };
         let mut failed = sent(SendOutcome::Ended {
             bot: alpha(),

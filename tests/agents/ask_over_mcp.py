@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fake agent for the tests: reads its turn, asks snark over baton's MCP with the per-turn
 token (claiming, in vain, to be another bot), and answers with snark's reply as JSON Lines.
-With $TURN_DUMP set it keeps the turn it got there."""
+With $TURN_DUMP set it keeps the turn it got there. With `--ask-caller QUESTION` it asks that
+of whoever its turn answers instead (`escalate_to_user`), and says it asked."""
 import json
 import os
 import sys
@@ -39,6 +40,11 @@ rpc({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
     "clientInfo": {"name": "fake-agent", "version": "0"}}})
 rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
+if sys.argv[1:2] == ["--ask-caller"]:
+    call = {"name": "escalate_to_user", "arguments": {"message": sys.argv[2]}}
+    rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+    print(json.dumps({"type": "text", "delta": "I asked: " + sys.argv[2]}))
+    sys.exit(0)
 call = {"name": "sessions_send", "arguments": {"target": "snark", "message": "hi there", "bot": "sec"}}
 answer = rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
 result = json.loads(answer["result"]["content"][0]["text"])

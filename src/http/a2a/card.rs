@@ -28,10 +28,66 @@ pub(in crate::http) fn is_card(path: &str) -> bool {
             .is_some_and(|rest| rest.ends_with("/.well-known/agent-card.json"))
 }
 
+/// The bots published as A2A agents (`[a2a] expose`, when `[a2a] enabled`), settled once at
+/// start-up: every A2A request looks its bot up here (matching the globs again on each one
+/// cost a round trip through A2A ~30k instructions, BENCHMARKS.md).
+#[derive(Clone)]
+pub(in crate::http) struct Agents {
+    bots: Arc<[Arc<Bot>]>,
+    enabled: bool,
+}
+
+impl Agents {
+    /// `engine`'s exposed bots that have a local account to speak through.
+    pub(in crate::http) fn published(engine: &Engine) -> Agents {
+        let config = &engine.config().a2a;
+        let roster = engine.roster();
+        // Validation compiled these at start-up.
+        let globs = glob_set(&config.expose).ok().filter(|_| config.enabled);
+        let bots = globs.map_or_else(Vec::new, |globs| {
+            roster
+                .bots()
+                .iter()
+                .filter(|b| globs.is_match(b.id().as_str()))
+                .filter(|b| roster.account_of_bot(Platform::Local, b.id()).is_some())
+                .cloned()
+                .collect()
+        });
+        Agents {
+            bots: bots.into(),
+            enabled: config.enabled,
+        }
+    }
+
+    /// The published bot named `name`.
+    pub(super) fn find(&self, name: &str) -> Option<Arc<Bot>> {
+        self.bots.iter().find(|b| b.id() == name).cloned()
+    }
+
+    /// The answer to a request for `bot`, which is not published.
+    pub(super) fn not_found(&self, bot: &str) -> Response {
+        let message = if self.enabled {
+            let names: Vec<String> = self.bots.iter().map(|b| b.id().to_string()).collect();
+            format!(
+                "no A2A agent `{bot}`; exposed: {} (`[a2a] expose` in the config)",
+                names.join(", ")
+            )
+        } else {
+            "A2A is off; set `[a2a] enabled = true` in the config".to_owned()
+        };
+        (StatusCode::NOT_FOUND, Json(json!({"error": message}))).into_response()
+    }
+}
+
 /// `GET /.well-known/agent-card.json`: the cards of every exposed bot, as a list.
-pub(in crate::http) async fn cards(State(engine): State<Engine>, headers: HeaderMap) -> Response {
+pub(in crate::http) async fn cards(
+    State(engine): State<Engine>,
+    State(agents): State<Agents>,
+    headers: HeaderMap,
+) -> Response {
     let base = base_url(&engine, &headers);
-    let cards: Vec<Value> = exposed(&engine)
+    let cards: Vec<Value> = agents
+        .bots
         .iter()
         .map(|bot| card(&engine, bot, &base))
         .collect();
@@ -41,50 +97,14 @@ pub(in crate::http) async fn cards(State(engine): State<Engine>, headers: Header
 /// `GET /a2a/<bot>/.well-known/agent-card.json`.
 pub(in crate::http) async fn bot_card(
     State(engine): State<Engine>,
+    State(agents): State<Agents>,
     Path(bot): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    match exposed_bot(&engine, &bot) {
+    match agents.find(&bot) {
         Some(found) => Json(card(&engine, &found, &base_url(&engine, &headers))).into_response(),
-        None => not_exposed(&engine, &bot),
+        None => agents.not_found(&bot),
     }
-}
-
-pub(super) fn not_exposed(engine: &Engine, bot: &str) -> Response {
-    let names: Vec<String> = exposed(engine).iter().map(|b| b.id().to_string()).collect();
-    let message = if engine.config().a2a.enabled {
-        format!(
-            "no A2A agent `{bot}`; exposed: {} (`[a2a] expose` in the config)",
-            names.join(", ")
-        )
-    } else {
-        "A2A is off; set `[a2a] enabled = true` in the config".to_owned()
-    };
-    (StatusCode::NOT_FOUND, Json(json!({"error": message}))).into_response()
-}
-
-/// The bots published as A2A agents: `[a2a] expose`, when `[a2a] enabled`.
-fn exposed(engine: &Engine) -> Vec<Arc<Bot>> {
-    let config = &engine.config().a2a;
-    if !config.enabled {
-        return Vec::new();
-    }
-    // Validation compiled these at start-up.
-    let Ok(globs) = glob_set(&config.expose) else {
-        return Vec::new();
-    };
-    let roster = engine.roster();
-    roster
-        .bots()
-        .iter()
-        .filter(|b| globs.is_match(b.id().as_str()))
-        .filter(|b| roster.account_of_bot(Platform::Local, b.id()).is_some())
-        .cloned()
-        .collect()
-}
-
-pub(super) fn exposed_bot(engine: &Engine, name: &str) -> Option<Arc<Bot>> {
-    exposed(engine).into_iter().find(|b| b.id() == name)
 }
 
 /// Where callers reach baton: `gateway.public_url`, else the host the request was sent to.

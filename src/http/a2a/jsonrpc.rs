@@ -8,9 +8,9 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::card::{base_url, exposed_bot, not_exposed};
+use super::card::{Agents, base_url};
 use super::error::{A2aError, ErrorKind};
 use super::stream::{self, Follow};
 use super::tasks;
@@ -28,11 +28,21 @@ struct RpcRequest {
 }
 
 fn reply(id: &Value, result: Result<Value, A2aError>) -> Response {
-    let body = match result {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(err) => json!({"jsonrpc": "2.0", "id": id, "error": err.rpc()}),
+    Json(response(id.clone(), result)).into_response()
+}
+
+/// The JSON-RPC response to call `id`, the result or error moved in (`json!` would copy it
+/// through serialization).
+fn response(id: Value, result: Result<Value, A2aError>) -> Value {
+    let (key, value) = match result {
+        Ok(result) => ("result", result),
+        Err(err) => ("error", err.rpc()),
     };
-    Json(body).into_response()
+    Value::Object(serde_json::Map::from_iter([
+        ("jsonrpc".to_owned(), Value::from("2.0")),
+        ("id".to_owned(), id),
+        (key.to_owned(), value),
+    ]))
 }
 
 /// The task `params.id` names.
@@ -46,13 +56,14 @@ fn task_id(params: &Value) -> Result<&str, A2aError> {
 /// `POST /a2a/<bot>`: one JSON-RPC call.
 pub(in crate::http) async fn rpc(
     State(relay): State<Relay>,
+    State(agents): State<Agents>,
     Path(bot): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let engine = relay.engine();
-    let Some(bot) = exposed_bot(engine, &bot) else {
-        return not_exposed(engine, &bot);
+    let Some(bot) = agents.find(&bot) else {
+        return agents.not_found(&bot);
     };
     let request: RpcRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
@@ -111,7 +122,7 @@ async fn open(
     base: String,
 ) -> Response {
     let call = id.clone();
-    let frame = move |result| json!({"jsonrpc": "2.0", "id": call, "result": result});
+    let frame = move |result| response(call.clone(), Ok(result));
     let opened = match what {
         Ok(what) => stream::follow(relay, bot, what, base, frame).await,
         Err(err) => Err(err),

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, Method, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::card::{base_url, exposed_bot, not_exposed};
+use super::card::{Agents, base_url};
 use super::error::{A2aError, ErrorKind};
 use super::stream::{self, Follow};
 use super::tasks;
@@ -61,13 +61,14 @@ async fn open(relay: &Relay, bot: &Bot, what: Follow<'_>, base: String) -> Respo
 /// `POST /a2a/<bot>/message:send`.
 pub(in crate::http) async fn send_message(
     State(relay): State<Relay>,
+    State(agents): State<Agents>,
     Path(bot): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let engine = relay.engine();
-    let Some(bot) = exposed_bot(engine, &bot) else {
-        return not_exposed(engine, &bot);
+    let Some(bot) = agents.find(&bot) else {
+        return agents.not_found(&bot);
     };
     let base = base_url(engine, &headers);
     let answer = match body_of(&body) {
@@ -80,13 +81,14 @@ pub(in crate::http) async fn send_message(
 /// `POST /a2a/<bot>/message:stream`.
 pub(in crate::http) async fn stream_message(
     State(relay): State<Relay>,
+    State(agents): State<Agents>,
     Path(bot): Path<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let engine = relay.engine();
-    let Some(bot) = exposed_bot(engine, &bot) else {
-        return not_exposed(engine, &bot);
+    let Some(bot) = agents.find(&bot) else {
+        return agents.not_found(&bot);
     };
     let base = base_url(engine, &headers);
     match body_of(&body) {
@@ -98,13 +100,14 @@ pub(in crate::http) async fn stream_message(
 /// `GET /a2a/<bot>/tasks`: the query's parameters are `ListTasks`'s.
 pub(in crate::http) async fn list_tasks(
     State(relay): State<Relay>,
+    State(agents): State<Agents>,
     Path(bot): Path<String>,
     headers: HeaderMap,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
     let engine = relay.engine();
-    let Some(bot) = exposed_bot(engine, &bot) else {
-        return not_exposed(engine, &bot);
+    let Some(bot) = agents.find(&bot) else {
+        return agents.not_found(&bot);
     };
     let params: Value = query
         .into_iter()
@@ -140,6 +143,7 @@ impl<'a> TaskCall<'a> {
 /// `GET /a2a/<bot>/tasks/<id>`, `POST …/tasks/<id>:cancel`, `GET|POST …/tasks/<id>:subscribe`.
 pub(in crate::http) async fn task_call(
     State(relay): State<Relay>,
+    State(agents): State<Agents>,
     Path((bot, segment)): Path<(String, String)>,
     method: Method,
     headers: HeaderMap,
@@ -154,8 +158,8 @@ pub(in crate::http) async fn task_call(
         )));
     };
     let engine = relay.engine();
-    let Some(bot) = exposed_bot(engine, &bot) else {
-        return not_exposed(engine, &bot);
+    let Some(bot) = agents.find(&bot) else {
+        return agents.not_found(&bot);
     };
     let base = base_url(engine, &headers);
     respond(match call {

@@ -13,7 +13,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::error::A2aError;
 use super::tasks::{accept, task_by_id, waits_on};
-use super::wire::{final_status, status, task};
+use super::wire::{final_status, status, task, wrapped};
 use crate::events::{Event, Stamped};
 use crate::relay::{self, Relay};
 use crate::roster::Bot;
@@ -46,7 +46,10 @@ where
     // Subscribed before the task is read: no progress line falls between the two.
     let live = relay.engine().events().subscribe(None).live;
     let d = match what {
-        Follow::Send(params) => as_accepted(accept(relay, bot, params, Duration::ZERO).await?),
+        Follow::Send(params) => {
+            let accepted = accept(relay, bot, params, Duration::ZERO).await?;
+            as_accepted(accepted.into_row(relay.engine(), bot).await?)
+        }
         Follow::Task(id) => task_by_id(relay.engine(), bot, id).await?,
     };
     Ok(stream(relay.clone(), d, live, base, frame))
@@ -97,7 +100,7 @@ where
         };
         let engine = relay.engine();
         let asked = waits_on(engine, &d).await.ok().flatten();
-        if !send(json!({"task": task(&d, asked.as_ref(), &base)})) {
+        if !send(wrapped("task", task(&d, asked.as_ref(), &base))) {
             return;
         }
         let mut chunks = ReplyChunks::default();
@@ -105,13 +108,16 @@ where
             d
         } else {
             let working = status(&d, DeliveryState::Running);
-            if !send(json!({"statusUpdate": update(&d, working)})) {
+            if !send(wrapped("statusUpdate", update(&d, working))) {
                 return;
             }
             // Lines on the row may come live too: each is told once.
             let mut told: Vec<String> = Vec::with_capacity(d.progress.len());
             for line in &d.progress {
-                send(json!({"statusUpdate": update(&d, progress(&d, &line.message))}));
+                send(wrapped(
+                    "statusUpdate",
+                    update(&d, progress(&d, &line.message)),
+                ));
                 told.push(line.message.clone());
             }
             let run_id = d.run_id.clone();
@@ -135,7 +141,7 @@ where
                             }
                             if let Some(at) = told.iter().position(|t| t == message) {
                                 told.swap_remove(at);
-                            } else if !send(json!({"statusUpdate": update(&d, progress(&d, message))})) {
+                            } else if !send(wrapped("statusUpdate", update(&d, progress(&d, message)))) {
                                 return;
                             }
                         }
@@ -164,7 +170,10 @@ where
         {
             chunks.end(&d, reply, &send);
         }
-        send(json!({"statusUpdate": update(&d, final_status(&d, asked.as_ref()))}));
+        send(wrapped(
+            "statusUpdate",
+            update(&d, final_status(&d, asked.as_ref())),
+        ));
     });
     let events = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
     Sse::new(events).into_response()
@@ -220,7 +229,7 @@ impl ReplyChunks {
             "lastChunk": last,
         });
         self.sent.push_str(&text);
-        send(json!({"artifactUpdate": event}))
+        send(wrapped("artifactUpdate", event))
     }
 }
 
@@ -238,5 +247,7 @@ fn progress(d: &Delivery, line: &str) -> Value {
 }
 
 fn update(d: &Delivery, status: Value) -> Value {
-    json!({"taskId": d.run_id, "contextId": d.target_session.render(), "status": status})
+    let mut update = json!({"taskId": d.run_id, "contextId": d.target_session.render()});
+    update["status"] = status;
+    update
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::error::{A2aError, ErrorKind};
 use super::message::{keep_files, read_message};
 use super::pages;
-use super::wire::task;
+use super::wire::{Task, task, wrapped};
 use crate::bot_id::BotId;
 use crate::engine::{Caller, Engine};
 use crate::escalation::route_back;
@@ -43,19 +43,74 @@ pub(super) async fn send(
     } else {
         Duration::from_secs(relay.engine().config().gateway.turn_timeout_seconds)
     };
-    let d = accept(relay, bot, params, wait).await?;
-    let asked = waits_on(relay.engine(), &d).await?;
-    Ok(json!({"task": task(&d, asked.as_ref(), base)}))
+    match accept(relay, bot, params, wait).await? {
+        // Its run asked no question: nothing to look up.
+        Accepted::Ended(ended) => Ok(wrapped("task", task(&*ended, None, base))),
+        Accepted::Row(d) => {
+            let asked = waits_on(relay.engine(), &d).await?;
+            Ok(wrapped("task", task(&*d, asked.as_ref(), base)))
+        }
+    }
+}
+
+/// A message accepted: the task it started or answered, as it stands after the wait.
+pub(super) enum Accepted {
+    /// The task's row.
+    Row(Box<Delivery>),
+    /// A new task whose run ended here, as the run handed its outcome over once committed,
+    /// having made nothing but its text: no file, and no question, so none is looked up.
+    /// Reading the row and its pending question back cost a round trip through A2A ~2.6 store
+    /// reads (BENCHMARKS.md).
+    Ended(Box<Ended>),
+}
+
+impl Accepted {
+    /// The task's row (read for a task known from its run's hand-over).
+    pub(super) async fn into_row(self, engine: &Engine, bot: &Bot) -> Result<Delivery, A2aError> {
+        match self {
+            Accepted::Row(d) => Ok(*d),
+            Accepted::Ended(ended) => task_by_id(engine, bot, &ended.run_id).await,
+        }
+    }
+}
+
+/// A new task's end as its run handed it over ([`Accepted::Ended`]): what its row says.
+pub(super) struct Ended {
+    run_id: String,
+    session: SessionKey,
+    idempotency_key: String,
+    message: String,
+    state: DeliveryState,
+    reason: Option<String>,
+    reply: Option<String>,
+    settled_ms: i64,
+}
+
+impl<'a> From<&'a Ended> for Task<'a> {
+    fn from(e: &'a Ended) -> Self {
+        Task {
+            run_id: &e.run_id,
+            context: &e.session,
+            idempotency_key: Some(&e.idempotency_key),
+            message: &e.message,
+            state: e.state,
+            reason: e.reason.as_deref(),
+            reply: e.reply.as_deref(),
+            // It made nothing.
+            artifacts: &[],
+            at_ms: e.settled_ms,
+        }
+    }
 }
 
 /// The message of `params` handed to `bot` as a delivery from the caller, waited on up to
-/// `wait`: the delivery as it stands then.
+/// `wait`: the task as it stands then.
 pub(super) async fn accept(
     relay: &Relay,
     bot: &Bot,
     params: &Value,
     wait: Duration,
-) -> Result<Delivery, A2aError> {
+) -> Result<Accepted, A2aError> {
     let engine = relay.engine();
     let message = params.get("message").ok_or_else(|| {
         A2aError::invalid("the request has no `message`; send one with its `messageId` and `parts`")
@@ -83,7 +138,8 @@ pub(super) async fn accept(
             message_id,
             text,
         };
-        return answer_task(relay, bot, task_id, answer, wait).await;
+        let answered = answer_task(relay, bot, task_id, answer, wait).await?;
+        return Ok(Accepted::Row(Box::new(answered)));
     }
     let account = engine
         .roster()
@@ -97,27 +153,64 @@ pub(super) async fn accept(
     };
     let from = Caller::external(&SessionKey::a2a_caller(bot.id(), account, &caller));
     let artifacts = keep_files(engine, &session, files).await?;
+    let idempotency_key = format!("a2a:{caller}:{message_id}");
     let request = SendRequest {
         target: session.render(),
-        message: text,
+        message: text.clone(),
         timeout: wait,
-        idempotency_key: Some(format!("a2a:{caller}:{message_id}")),
+        idempotency_key: Some(idempotency_key.clone()),
         artifacts,
         expect: None,
     };
     let sent = relay::send(relay, &from, request)
         .await
         .map_err(A2aError::internal)?;
-    let run_id = sent.outcome.run_id();
-    // A run hands its outcome over before its commit: an ended one is read once on record.
-    let found = match sent.outcome {
-        SendOutcome::StillWorking { .. } | SendOutcome::Accepted { .. } => {
-            engine.store().delivery(run_id).await
+    // Handed over by a new task's run, once committed, having made nothing: as its row says.
+    let handed = sent
+        .report
+        .as_ref()
+        .filter(|r| r.made_nothing && !sent.deduplicated)
+        .and_then(|r| r.settled_ms);
+    let ended = |run_id, state, reason, reply, settled_ms| {
+        Accepted::Ended(Box::new(Ended {
+            run_id,
+            session,
+            idempotency_key,
+            message: text,
+            state,
+            reason,
+            reply,
+            settled_ms,
+        }))
+    };
+    let found = match (sent.outcome, handed) {
+        (SendOutcome::Answered { run_id, reply, .. }, Some(at)) => {
+            return Ok(ended(
+                run_id,
+                DeliveryState::Delivered,
+                None,
+                Some(reply),
+                at,
+            ));
         }
-        _ => relay::settled(relay, run_id, SETTLE_WITHIN).await,
+        (
+            SendOutcome::Ended {
+                run_id,
+                state,
+                reason,
+                ..
+            },
+            Some(at),
+        ) => return Ok(ended(run_id, state, Some(reason), None, at)),
+        (outcome @ (SendOutcome::StillWorking { .. } | SendOutcome::Accepted { .. }), _) => {
+            engine.store().delivery(outcome.run_id()).await
+        }
+        // Refused, or its run's outcome read from the row: read once on record.
+        (outcome, _) => relay::settled(relay, outcome.run_id(), SETTLE_WITHIN).await,
     };
     found
         .map_err(A2aError::internal)?
+        .map(|d| Accepted::Row(Box::new(d)))
         .ok_or_else(|| A2aError::internal("the task was not recorded; send it again"))
 }
 

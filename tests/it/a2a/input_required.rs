@@ -11,6 +11,9 @@ use super::{A2A_ON, sdk, sdk_on};
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{TestGateway, config_with, temp_db};
 
+/// The fake agent that asks its caller over `/mcp` (`--ask-caller`).
+const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/ask_over_mcp.py");
+
 #[tokio::test]
 async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it() {
     let fake = FakeOpenAi::start().await;
@@ -126,6 +129,43 @@ async fn a_task_waiting_on_its_caller_can_be_canceled_and_takes_no_answer_after(
         2,
         "no turn after the cancel"
     );
+    gw.stop().await;
+}
+
+/// An agent bot (a real process) asks its question over `/mcp` with its turn's token, which
+/// its turn's own record does not count as a tool call: the blocking send's answer still says
+/// `input-required`, not `completed` with what the agent said after asking.
+#[tokio::test]
+async fn an_agent_asking_over_mcp_leaves_its_task_input_required() {
+    let (_dir, db) = temp_db();
+    let config = format!(
+        r#"
+[gateway]
+drain_seconds = 5
+
+[[bots]]
+id = "alpha"
+backend = "command"
+command = ["python3", "{AGENT}", "--ask-caller", "Which branch?"]
+tools = ["escalate_to_user"]
+{A2A_ON}"#
+    );
+    let env = |name: &str| match name {
+        "PATH" | "HOME" => std::env::var(name).ok(),
+        _ => None,
+    };
+    let gw = TestGateway::start_with_env(&config, &db, &env).await;
+    let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
+    let task = &asked["events"][0]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "Which branch?",
+        "{asked}"
+    );
+    assert_eq!(task["artifacts"], Value::Null, "{asked}");
     gw.stop().await;
 }
 
