@@ -757,6 +757,46 @@ pub(super) mod tests {
         }
     }
 
+    /// An early settle answers what a settle does once the writer has run it, and its commit
+    /// after: the row is settled then, announced, and settled once.
+    #[tokio::test]
+    async fn an_early_settle_answers_once_run_and_settles_once_committed() {
+        for db in testing::engines().await {
+            let store = db.open().await;
+            store
+                .delivery_begin(send("r1", None, "a", 1), 0, None)
+                .await
+                .unwrap();
+            let mut notices = store.subscribe();
+            let done = DeliveryChange {
+                reply: Some("pong".into()),
+                ..DeliveryChange::to("r1", DeliveryState::Delivered, 9)
+            };
+            let (notify, committed) = store.delivery_settle_early(done.clone()).await.unwrap();
+            assert_eq!(
+                notify,
+                Some(Notify::None),
+                "a waited-for run: handed, not pushed"
+            );
+            committed.answer().await.unwrap();
+            let r1 = store.delivery("r1").await.unwrap().unwrap();
+            assert_eq!(
+                (r1.state, r1.reply.as_deref(), r1.finished_ms),
+                (DeliveryState::Delivered, Some("pong"), Some(9))
+            );
+            tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                notices.touching(Topic::Delivery, "r1"),
+            )
+            .await
+            .expect("the settle is announced");
+            let again = DeliveryChange::to("r1", DeliveryState::Failed, 10);
+            let (notify, committed) = store.delivery_settle_early(again).await.unwrap();
+            committed.answer().await.unwrap();
+            assert_eq!(notify, None, "settled stays settled");
+        }
+    }
+
     #[tokio::test]
     async fn settling_is_once_and_unsettled_ones_are_found() {
         for db in testing::engines().await {
