@@ -4,13 +4,11 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::card::{Agents, base_url};
+use super::addressed::Addressed;
 use super::error::{A2aError, ErrorKind};
 use super::stream::{self, Follow};
 use super::tasks;
@@ -54,17 +52,8 @@ fn task_id(params: &Value) -> Result<&str, A2aError> {
 }
 
 /// `POST /a2a/<bot>`: one JSON-RPC call.
-pub(in crate::http) async fn rpc(
-    State(relay): State<Relay>,
-    State(agents): State<Agents>,
-    Path(bot): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let engine = relay.engine();
-    let Some(bot) = agents.find(&bot) else {
-        return agents.not_found(&bot);
-    };
+pub(in crate::http) async fn rpc(to: Addressed, body: Bytes) -> Response {
+    let Addressed { relay, bot, base } = to;
     let request: RpcRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(err) => {
@@ -75,7 +64,6 @@ pub(in crate::http) async fn rpc(
             return reply(&Value::Null, Err(err));
         }
     };
-    let base = base_url(engine, &headers);
     let id = request.id;
     let params = request.params;
     match request.method.as_str() {

@@ -14,6 +14,7 @@
 //! giving its response JSON or an [`error::A2aError`]; `jsonrpc.rs` and `rest.rs` only say where
 //! a request's parts are and how an answer or an error is framed.
 
+mod addressed;
 mod card;
 mod error;
 mod jsonrpc;

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::extract::{Path, Query};
+use axum::http::{Method, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::card::{Agents, base_url};
+use super::addressed::Addressed;
 use super::error::{A2aError, ErrorKind};
 use super::stream::{self, Follow};
 use super::tasks;
@@ -59,63 +59,33 @@ async fn open(relay: &Relay, bot: &Bot, what: Follow<'_>, base: String) -> Respo
 }
 
 /// `POST /a2a/<bot>/message:send`.
-pub(in crate::http) async fn send_message(
-    State(relay): State<Relay>,
-    State(agents): State<Agents>,
-    Path(bot): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let engine = relay.engine();
-    let Some(bot) = agents.find(&bot) else {
-        return agents.not_found(&bot);
-    };
-    let base = base_url(engine, &headers);
+pub(in crate::http) async fn send_message(to: Addressed, body: Bytes) -> Response {
     let answer = match body_of(&body) {
-        Ok(params) => tasks::send(&relay, &bot, &params, &base).await,
+        Ok(params) => tasks::send(&to.relay, &to.bot, &params, &to.base).await,
         Err(err) => Err(err),
     };
     respond(answer)
 }
 
 /// `POST /a2a/<bot>/message:stream`.
-pub(in crate::http) async fn stream_message(
-    State(relay): State<Relay>,
-    State(agents): State<Agents>,
-    Path(bot): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let engine = relay.engine();
-    let Some(bot) = agents.find(&bot) else {
-        return agents.not_found(&bot);
-    };
-    let base = base_url(engine, &headers);
+pub(in crate::http) async fn stream_message(to: Addressed, body: Bytes) -> Response {
     match body_of(&body) {
-        Ok(params) => open(&relay, &bot, Follow::Send(&params), base).await,
+        Ok(params) => open(&to.relay, &to.bot, Follow::Send(&params), to.base).await,
         Err(err) => respond(Err(err)),
     }
 }
 
 /// `GET /a2a/<bot>/tasks`: the query's parameters are `ListTasks`'s.
 pub(in crate::http) async fn list_tasks(
-    State(relay): State<Relay>,
-    State(agents): State<Agents>,
-    Path(bot): Path<String>,
-    headers: HeaderMap,
+    to: Addressed,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let engine = relay.engine();
-    let Some(bot) = agents.find(&bot) else {
-        return agents.not_found(&bot);
-    };
     let params: Value = query
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
         .collect::<serde_json::Map<_, _>>()
         .into();
-    let base = base_url(engine, &headers);
-    respond(tasks::list(engine, &bot, &params, &base).await)
+    respond(tasks::list(to.relay.engine(), &to.bot, &params, &to.base).await)
 }
 
 /// What a request under `/tasks/<segment>` asks of a task.
@@ -142,11 +112,9 @@ impl<'a> TaskCall<'a> {
 
 /// `GET /a2a/<bot>/tasks/<id>`, `POST …/tasks/<id>:cancel`, `GET|POST …/tasks/<id>:subscribe`.
 pub(in crate::http) async fn task_call(
-    State(relay): State<Relay>,
-    State(agents): State<Agents>,
-    Path((bot, segment)): Path<(String, String)>,
+    to: Addressed,
+    Path((_, segment)): Path<(String, String)>,
     method: Method,
-    headers: HeaderMap,
 ) -> Response {
     let Some(call) = TaskCall::parse(&method, &segment) else {
         return respond(Err(A2aError::new(
@@ -157,13 +125,9 @@ pub(in crate::http) async fn task_call(
             ),
         )));
     };
-    let engine = relay.engine();
-    let Some(bot) = agents.find(&bot) else {
-        return agents.not_found(&bot);
-    };
-    let base = base_url(engine, &headers);
+    let Addressed { relay, bot, base } = to;
     respond(match call {
-        TaskCall::Get(id) => tasks::get(engine, &bot, id, &base).await,
+        TaskCall::Get(id) => tasks::get(relay.engine(), &bot, id, &base).await,
         TaskCall::Cancel(id) => tasks::cancel(&relay, &bot, id, &base).await,
         TaskCall::Subscribe(id) => return open(&relay, &bot, Follow::Task(id), base).await,
     })
