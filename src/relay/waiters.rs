@@ -320,10 +320,7 @@ mod tests {
         let store = Store::open(":memory:").await.unwrap();
         begun(&store, "r").await;
         begun(&store, "s").await;
-        let listening = Listening::SinceStart {
-            notices: store.subscribe(),
-            handed: None,
-        };
+        let listening = since_start(&store, None);
         store.delivery_settle(answered("r", "quick")).await.unwrap();
         store
             .delivery_settle(answered("s", "quick too"))
@@ -354,10 +351,7 @@ mod tests {
         let waiters = Waiters::default();
         let long = Duration::from_secs(10);
         begun(&store, "r").await;
-        let listening = Listening::SinceStart {
-            notices: store.subscribe(),
-            handed: Some(waiters.expect("r", HandAt::Run)),
-        };
+        let listening = since_start(&store, Some(waiters.expect("r", HandAt::Run)));
         store.delivery_settle(answered("r", "row")).await.unwrap();
         let finished = handed_over();
         let waiting = waiters.wait(&store, "r", long, listening);
@@ -365,10 +359,7 @@ mod tests {
         assert_eq!(waiting.await.unwrap(), Waited::Handed(finished));
 
         begun(&store, "s").await;
-        let listening = Listening::SinceStart {
-            notices: store.subscribe(),
-            handed: Some(waiters.expect("s", HandAt::Run)),
-        };
+        let listening = since_start(&store, Some(waiters.expect("s", HandAt::Run)));
         store.delivery_settle(answered("s", "row")).await.unwrap();
         drop(waiters.handing("s"));
         let Waited::Got(d) = waiters.wait(&store, "s", long, listening).await.unwrap() else {
@@ -376,6 +367,14 @@ mod tests {
         };
         assert_eq!(d.reply.as_deref(), Some("row"));
         assert!(waiters.take("s").is_none(), "nothing left expected");
+    }
+
+    /// Listening since the run started, with what the run may hand over.
+    fn since_start(store: &Store, handed: Option<oneshot::Receiver<Finished>>) -> Listening {
+        Listening::SinceStart {
+            notices: store.subscribe(),
+            handed,
+        }
     }
 
     fn handed_over() -> Finished {
@@ -398,10 +397,7 @@ mod tests {
         let waiters = Waiters::default();
         let long = Duration::from_secs(10);
         begun(&store, "r").await;
-        let listening = Listening::SinceStart {
-            notices: store.subscribe(),
-            handed: Some(waiters.expect("r", HandAt::Commit)),
-        };
+        let listening = since_start(&store, Some(waiters.expect("r", HandAt::Commit)));
         let finished = handed_over();
         let committing = waiters.handing("r").hand(finished.clone()).expect("held");
         let waiting = waiters.wait(&store, "r", long, listening);
@@ -413,10 +409,7 @@ mod tests {
         assert_eq!(waiting.await.unwrap(), Waited::Handed(finished));
 
         begun(&store, "s").await;
-        let listening = Listening::SinceStart {
-            notices: store.subscribe(),
-            handed: Some(waiters.expect("s", HandAt::Commit)),
-        };
+        let listening = since_start(&store, Some(waiters.expect("s", HandAt::Commit)));
         store.delivery_settle(answered("s", "row")).await.unwrap();
         drop(waiters.handing("s").hand(handed_over()));
         let Waited::Got(d) = waiters.wait(&store, "s", long, listening).await.unwrap() else {

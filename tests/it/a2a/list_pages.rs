@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{A2A_ON, sdk};
+use super::{A2A_ON, listed, sdk};
 use crate::support::fake_openai::FakeOpenAi;
 use crate::support::gateway::{TestGateway, config_text, temp_db};
 
@@ -35,13 +35,8 @@ async fn the_sdk_pages_through_every_task_once_newest_first() {
     let out = sdk(&gw, "list", "2", "unused").await;
     let pages = out["pages"].as_array().unwrap();
     assert_eq!(pages.len(), 3, "{out}");
-    let listed: Vec<&str> = pages
-        .iter()
-        .flat_map(|p| p["tasks"].as_array().unwrap())
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
     sent.reverse();
-    assert_eq!(listed, sent, "every task once, newest first");
+    assert_eq!(listed(&out), sent, "every task once, newest first");
     for page in pages {
         assert_eq!(page["totalSize"], 5, "{page}");
         assert_eq!(page["pageSize"], 2, "{page}");

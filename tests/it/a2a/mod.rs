@@ -64,6 +64,16 @@ async fn sdk_over(
     serde_json::from_slice(&out.stdout).expect("the client printed JSON")
 }
 
+/// The ids of the tasks on the pages the client's `list` mode printed, in page order.
+fn listed(out: &Value) -> Vec<&str> {
+    let pages = out["pages"].as_array().expect("the client printed pages");
+    pages
+        .iter()
+        .flat_map(|p| p["tasks"].as_array().unwrap())
+        .map(|t| t["id"].as_str().unwrap())
+        .collect()
+}
+
 /// The task the events of one send ended with (the last full task, updated by the status
 /// and artifact updates after it).
 fn final_state(events: &[Value]) -> String {

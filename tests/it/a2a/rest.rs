@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{A2A_ON, final_state, sdk_over};
+use super::{A2A_ON, final_state, listed, sdk_over};
 use crate::support::fake_openai::{FakeOpenAi, Step};
 use crate::support::gateway::{DEADLINE, TestGateway, config_text, echo_config, temp_db};
 
@@ -147,13 +147,8 @@ async fn list_over_http_json_pages_through_every_task_newest_first() {
     let out = rest(&gw, "list", "2", "unused").await;
     let pages = out["pages"].as_array().unwrap();
     assert_eq!(pages.len(), 2, "{out}");
-    let listed: Vec<&str> = pages
-        .iter()
-        .flat_map(|p| p["tasks"].as_array().unwrap())
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
     sent.reverse();
-    assert_eq!(listed, sent, "every task once, newest first");
+    assert_eq!(listed(&out), sent, "every task once, newest first");
     assert_eq!(pages[0]["totalSize"], 3, "{out}");
     gw.stop().await;
 }
