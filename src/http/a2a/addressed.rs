@@ -1,6 +1,7 @@
 //! The agent a request under `/a2a/<bot>` addresses, resolved once for every call of both
 //! bindings: the published bot (else the 404 that names the exposed ones), the relay that runs
-//! its tasks, and the base URL its cards and tasks name.
+//! its tasks, the base URL its cards and tasks name, and the protocol version the request asked
+//! for (each binding refuses one it does not speak in its own framing).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
 use super::card::{Agents, base_url};
+use super::version::Asked;
 use crate::relay::Relay;
 use crate::roster::Bot;
 
@@ -19,6 +21,7 @@ pub(in crate::http) struct Addressed {
     pub(super) bot: Arc<Bot>,
     /// Where this gateway is reached (`card::base_url`).
     pub(super) base: String,
+    pub(super) asked: Asked,
 }
 
 impl<S> FromRequestParts<S> for Addressed
@@ -40,6 +43,12 @@ where
         };
         let relay = Relay::from_ref(state);
         let base = base_url(relay.engine(), &parts.headers);
-        Ok(Addressed { relay, bot, base })
+        let asked = Asked::of(&parts.headers);
+        Ok(Addressed {
+            relay,
+            bot,
+            base,
+            asked,
+        })
     }
 }

@@ -11,11 +11,10 @@ use axum::response::{IntoResponse, Response};
 use baton_contract::Platform;
 use serde_json::{Value, json};
 
+use super::error::status_body;
+use super::version::PROTOCOL_VERSION;
 use crate::engine::Engine;
 use crate::roster::{Bot, glob_set};
-
-/// The protocol version cards declare.
-const PROTOCOL_VERSION: &str = "1.0";
 
 /// The bindings each card declares, in the order the card prefers them.
 const BINDINGS: [&str; 2] = ["JSONRPC", "HTTP+JSON"];
@@ -75,7 +74,8 @@ impl Agents {
         } else {
             "A2A is off; set `[a2a] enabled = true` in the config".to_owned()
         };
-        (StatusCode::NOT_FOUND, Json(json!({"error": message}))).into_response()
+        let body = status_body(StatusCode::NOT_FOUND, "NOT_FOUND", &message, json!([]));
+        (StatusCode::NOT_FOUND, Json(body)).into_response()
     }
 }
 

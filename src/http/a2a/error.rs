@@ -21,6 +21,8 @@ pub(super) enum ErrorKind {
     UnsupportedOperation,
     /// A part this agent cannot take (not base64, too large, of no known kind).
     ContentTypeNotSupported,
+    /// The request asked for a protocol version this agent does not speak (`version.rs`).
+    VersionNotSupported,
     Internal,
 }
 
@@ -64,6 +66,7 @@ impl A2aError {
             ErrorKind::TaskNotCancelable => -32002,
             ErrorKind::UnsupportedOperation => -32004,
             ErrorKind::ContentTypeNotSupported => -32005,
+            ErrorKind::VersionNotSupported => -32009,
             ErrorKind::Internal => -32603,
         };
         json!({"code": code, "message": self.message})
@@ -99,23 +102,34 @@ impl A2aError {
                 "INVALID_ARGUMENT",
                 "CONTENT_TYPE_NOT_SUPPORTED",
             ),
+            ErrorKind::VersionNotSupported => (
+                StatusCode::BAD_REQUEST,
+                "FAILED_PRECONDITION",
+                "VERSION_NOT_SUPPORTED",
+            ),
             ErrorKind::Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "INTERNAL",
                 "INTERNAL_ERROR",
             ),
         };
-        let body = json!({"error": {
-            "code": status.as_u16(),
-            "status": grpc,
-            "message": self.message,
-            "details": [{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": "a2a-protocol.org",
-                "metadata": {},
-            }],
-        }});
-        (status, body)
+        let details = json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": "a2a-protocol.org",
+            "metadata": {},
+        }]);
+        (status, status_body(status, grpc, &self.message, details))
     }
+}
+
+/// A `google.rpc.Status` body, as the HTTP+JSON binding frames every error; `details` holds
+/// the `ErrorInfo` naming an A2A error, or nothing for an error of HTTP alone (no such agent).
+pub(super) fn status_body(status: StatusCode, grpc: &str, message: &str, details: Value) -> Value {
+    json!({"error": {
+        "code": status.as_u16(),
+        "status": grpc,
+        "message": message,
+        "details": details,
+    }})
 }

@@ -23,6 +23,7 @@ mod pages;
 mod rest;
 mod stream;
 mod tasks;
+mod version;
 mod wire;
 
 pub(super) use card::{Agents, bot_card, cards, is_card};

@@ -60,7 +60,7 @@ async fn open(relay: &Relay, bot: &Bot, what: Follow<'_>, base: String) -> Respo
 
 /// `POST /a2a/<bot>/message:send`.
 pub(in crate::http) async fn send_message(to: Addressed, body: Bytes) -> Response {
-    let answer = match body_of(&body) {
+    let answer = match to.asked.supported().and_then(|()| body_of(&body)) {
         Ok(params) => tasks::send(&to.relay, &to.bot, &params, &to.base).await,
         Err(err) => Err(err),
     };
@@ -69,7 +69,7 @@ pub(in crate::http) async fn send_message(to: Addressed, body: Bytes) -> Respons
 
 /// `POST /a2a/<bot>/message:stream`.
 pub(in crate::http) async fn stream_message(to: Addressed, body: Bytes) -> Response {
-    match body_of(&body) {
+    match to.asked.supported().and_then(|()| body_of(&body)) {
         Ok(params) => open(&to.relay, &to.bot, Follow::Send(&params), to.base).await,
         Err(err) => respond(Err(err)),
     }
@@ -80,6 +80,9 @@ pub(in crate::http) async fn list_tasks(
     to: Addressed,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    if let Err(err) = to.asked.supported() {
+        return respond(Err(err));
+    }
     let params: Value = query
         .into_iter()
         .map(|(k, v)| (k, Value::String(v)))
@@ -125,7 +128,15 @@ pub(in crate::http) async fn task_call(
             ),
         )));
     };
-    let Addressed { relay, bot, base } = to;
+    let Addressed {
+        relay,
+        bot,
+        base,
+        asked,
+    } = to;
+    if let Err(err) = asked.supported() {
+        return respond(Err(err));
+    }
     respond(match call {
         TaskCall::Get(id) => tasks::get(relay.engine(), &bot, id, &base).await,
         TaskCall::Cancel(id) => tasks::cancel(&relay, &bot, id, &base).await,

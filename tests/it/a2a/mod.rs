@@ -430,3 +430,69 @@ async fn with_an_api_token_cards_are_public_and_calls_need_the_token() {
     );
     gw.stop().await;
 }
+
+/// A caller asking for another protocol version is refused before anything of its call is
+/// read, in each binding's framing (JSON-RPC: the call's id and -32009; HTTP+JSON: 400 with
+/// the reason), and no turn runs; a bot that is not exposed is a 404 `google.rpc.Status`
+/// naming the ones that are.
+#[tokio::test]
+async fn another_protocol_version_is_refused_and_an_unexposed_bot_is_not_found() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let config = config_text(
+        &fake.base_url,
+        &["alpha", "beta"],
+        "\n[a2a]\nenabled = true\nexpose = [\"alpha\"]\n",
+    );
+    let gw = TestGateway::start(&config, &db).await;
+    fake.script("alpha", Step::reply("never said"));
+    let message = json!({"message": {"messageId": "m-old", "role": "ROLE_USER",
+                                     "parts": [{"text": "hi"}]}});
+    let rpc = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": message});
+    let old: Value = gw
+        .http
+        .post(format!("{}/a2a/alpha", gw.base))
+        .header("A2A-Version", "0.3")
+        .json(&rpc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(old["id"], 7, "{old}");
+    assert_eq!(old["error"]["code"], -32009, "{old}");
+    let said = old["error"]["message"].as_str().unwrap();
+    assert!(said.contains("A2A-Version: 1.0"), "{said}");
+
+    let rest = gw
+        .http
+        .post(format!("{}/a2a/alpha/message:send", gw.base))
+        .header("A2A-Version", "2.0")
+        .json(&message)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 400);
+    let body: Value = rest.json().await.unwrap();
+    assert_eq!(
+        body["error"]["details"][0]["reason"], "VERSION_NOT_SUPPORTED",
+        "{body}"
+    );
+    assert!(fake.requests_for("alpha").is_empty(), "no turn ran");
+
+    let hidden = gw
+        .http
+        .post(format!("{}/a2a/beta", gw.base))
+        .header("A2A-Version", "1.0")
+        .json(&rpc)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hidden.status(), 404);
+    let body: Value = hidden.json().await.unwrap();
+    assert_eq!(body["error"]["status"], "NOT_FOUND", "{body}");
+    let said = body["error"]["message"].as_str().unwrap();
+    assert!(said.contains("exposed: alpha"), "{said}");
+    gw.stop().await;
+}
