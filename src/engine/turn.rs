@@ -165,10 +165,21 @@ async fn run_turn(
         history: taken,
         mut tail,
         conversation,
+        delivery_settled,
         ..
     } = journal
         .turn_started(line, take, recall, plan.delivery)
         .await;
+    if delivery_settled {
+        // Not a failure of the bot's: what it was asked is on record, and why it said nothing.
+        let end = TurnFailure::DeliverySettled;
+        tracing::info!(session = %session, "{end}");
+        let meta = json!({"stage": "turn"});
+        journal
+            .bot_did(EntryKind::Failure, &end.to_string(), meta)
+            .await;
+        return TurnEnd::Failed(end);
+    }
     // A replay's tail holds the inbound line its cut-off attempt recorded: the model is given
     // that line once, as the current message.
     let run = Some(journal.run_id());

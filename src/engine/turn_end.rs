@@ -48,6 +48,12 @@ pub(crate) enum TurnFailure {
     /// Stopped before it ended (`/baton stop`, a shutdown): nothing of it is posted.
     #[error("{0}")]
     Stopped(super::Stop),
+    /// The delivery it ran for was settled while the turn waited for its session (its sender
+    /// canceled it, or gave up on it): the model was not called.
+    #[error(
+        "its delivery was settled before the turn began (canceled or given up): the model was not called"
+    )]
+    DeliverySettled,
 }
 
 #[cfg(test)]

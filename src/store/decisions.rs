@@ -284,7 +284,7 @@ fn explain(db: Db<'_>, decision: Decision) -> Result<Explained, DbError> {
     let (entries, deliveries) = match (session, run) {
         (Some(session), Some(run)) => (
             super::transcript::run_entries_in(db, &session.render(), run)?,
-            super::deliveries::triggered_by(db, run)?,
+            super::trigger_deliveries::triggered_by(db, run)?,
         ),
         _ => (Vec::new(), Vec::new()),
     };

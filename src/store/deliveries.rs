@@ -233,18 +233,6 @@ fn json_column<T: serde::de::DeserializeOwned>(
         .map_err(|e| row.column_error(index, e.to_string()))
 }
 
-/// The deliveries charged to trigger `run_id` (those its turn and their targets' turns
-/// began), oldest first, with their lineage once settled.
-pub(super) fn triggered_by(db: Db<'_>, run_id: &str) -> Result<Vec<Delivery>, DbError> {
-    let mut found = db.query_map(
-        &format!("{SELECT} WHERE trigger_id = ?1 ORDER BY created_ms, run_id"),
-        args![run_id],
-        from_row,
-    )?;
-    with_lineage(db, &mut found)?;
-    Ok(found)
-}
-
 fn by_run(db: Db<'_>, run_id: &str) -> Result<Option<Delivery>, DbError> {
     db.query_row(
         &format!("{SELECT} WHERE run_id = ?1"),

@@ -85,6 +85,7 @@ mod tail_cache;
 #[cfg(test)]
 pub(crate) mod testing;
 mod transcript;
+mod trigger_deliveries;
 mod turn_start;
 mod typing;
 mod usage;

@@ -60,6 +60,9 @@ pub struct TurnStarted {
     /// The session's reset point (0 before its first reset): which conversation of the session
     /// the turn is in, so that a reset gives the turn a new `session_id`.
     pub conversation: i64,
+    /// The delivery the turn runs for was settled before the turn began (canceled by its
+    /// sender, given up): nothing the turn could say would change its outcome.
+    pub delivery_settled: bool,
 }
 
 impl Store {
@@ -97,9 +100,10 @@ impl Store {
                 move |db: Db<'_>| {
                     let ran = touch_unless_fresh(db, &touched, &session, &rendered, now_ms)?;
                     wrote.store(ran, Ordering::Relaxed);
-                    if let Some(running) = &running {
-                        move_in(db, running, None)?;
-                    }
+                    let delivery_settled = match &running {
+                        Some(running) => !move_in(db, running, None)?,
+                        None => false,
+                    };
                     let (tail, conversation) = match (last, &tails) {
                         (Some(last), Some(tails)) => {
                             let kept = tails.get(&rendered, data_version(db)?);
@@ -134,6 +138,7 @@ impl Store {
                         entry,
                         tail,
                         conversation,
+                        delivery_settled,
                     };
                     Ok(started)
                 },
@@ -244,7 +249,8 @@ mod tests {
     }
 
     /// The delivery a turn runs for is marked running in the turn's start job, with the line
-    /// that woke its target; a delivery that settled meanwhile stays settled.
+    /// that woke its target; a delivery that settled meanwhile stays settled, and the turn is
+    /// told so.
     #[tokio::test]
     async fn a_delivery_is_marked_running_with_its_turn() {
         use crate::store::deliveries::tests::send;
@@ -266,7 +272,7 @@ mod tests {
                 let mut line = heard(&session, json!({}));
                 line.run_id = Some(run.into());
                 line.platform_message_id = None;
-                store
+                let started = store
                     .turn_start(TurnStart {
                         session: &session,
                         now_ms: 7,
@@ -278,6 +284,7 @@ mod tests {
                     .await
                     .unwrap();
                 assert_eq!(store.jobs() - before, 1, "{engine}: one job");
+                assert_eq!(started.delivery_settled, run == "r2", "{engine}: {run}");
             }
             let r1 = store.delivery("r1").await.unwrap().unwrap();
             assert_eq!(
