@@ -60,8 +60,8 @@ pub struct TurnStarted {
     /// The session's reset point (0 before its first reset): which conversation of the session
     /// the turn is in, so that a reset gives the turn a new `session_id`.
     pub conversation: i64,
-    /// The delivery the turn runs for was settled before the turn began (canceled by its
-    /// sender, given up): nothing the turn could say would change its outcome.
+    /// The delivery the turn runs for was settled before the turn began (canceled, or failed
+    /// on record): nothing the turn could say would change its outcome.
     pub delivery_settled: bool,
 }
 
