@@ -48,10 +48,10 @@ pub(crate) enum TurnFailure {
     /// Stopped before it ended (`/baton stop`, a shutdown): nothing of it is posted.
     #[error("{0}")]
     Stopped(super::Stop),
-    /// The delivery it ran for was settled while the turn waited for its session (its sender
-    /// canceled it, or gave up on it): the model was not called.
+    /// The delivery it ran for was settled while the turn waited for its session (canceled, or
+    /// failed on record by a recovery): the model was not called.
     #[error(
-        "its delivery was settled before the turn began (canceled or given up): the model was not called"
+        "its delivery ended before the turn began (canceled, or failed on record): the model was not called"
     )]
     DeliverySettled,
 }
