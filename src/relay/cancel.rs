@@ -40,14 +40,7 @@ pub async fn cancel(relay: &Relay, run_id: &str) -> Result<Option<Delivery>, Sto
     if engine.running().cancel_run(run_id) == 0 {
         // Not running here: settled now, so a run that starts (here or on another instance)
         // finds it over, and one running elsewhere finds its outcome refused by the record.
-        let reason = crate::engine::Stop::Canceled.to_string();
-        let change = DeliveryChange {
-            reason: Some(reason.clone()),
-            ..DeliveryChange::to(run_id, DeliveryState::Canceled, now_ms())
-        };
-        if engine.store().delivery_settle(change).await?.is_some() {
-            moved(engine, &d, DeliveryState::Canceled, Some(&reason), None);
-        }
+        settle_canceled(engine, &d).await?;
     }
     // A task from outside is the first turn of its trigger: everything charged to the trigger
     // is what it set off. (A delivery from a bot shares its trigger with its sender's other
@@ -63,21 +56,13 @@ pub async fn cancel(relay: &Relay, run_id: &str) -> Result<Option<Delivery>, Sto
 /// then stopped if its turn runs here; one running on another instance hears the settle
 /// ([`heeding`]). Looked for again until a look finds none.
 async fn cancel_what_it_set_off(engine: &Engine, trigger: &str) -> Result<(), StoreError> {
-    let reason = crate::engine::Stop::Canceled.to_string();
     for _ in 0..LOOKS {
         let open = engine.store().deliveries_open_in_trigger(trigger).await?;
         if open.is_empty() {
             return Ok(());
         }
         for d in &open {
-            let change = DeliveryChange {
-                reason: Some(reason.clone()),
-                notify: Some(Notify::None),
-                ..DeliveryChange::to(&d.run_id, DeliveryState::Canceled, now_ms())
-            };
-            if engine.store().delivery_settle(change).await?.is_some() {
-                moved(engine, d, DeliveryState::Canceled, Some(&reason), None);
-            }
+            settle_canceled(engine, d).await?;
             engine.running().cancel_run(&d.run_id);
         }
     }
@@ -85,6 +70,22 @@ async fn cancel_what_it_set_off(engine: &Engine, trigger: &str) -> Result<(), St
         trigger,
         "a canceled task's sends were still being begun after {LOOKS} looks; those left run on"
     );
+    Ok(())
+}
+
+/// Settle `d` `canceled`, with nobody to tell: the A2A caller that canceled it reads the
+/// outcome it asked for, and the sender of a send its task set off was canceled too (its
+/// session is not woken by the outcome, now or by a recovery after a restart).
+async fn settle_canceled(engine: &Engine, d: &Delivery) -> Result<(), StoreError> {
+    let reason = crate::engine::Stop::Canceled.to_string();
+    let change = DeliveryChange {
+        reason: Some(reason.clone()),
+        notify: Some(Notify::None),
+        ..DeliveryChange::to(&d.run_id, DeliveryState::Canceled, now_ms())
+    };
+    if engine.store().delivery_settle(change).await?.is_some() {
+        moved(engine, d, DeliveryState::Canceled, Some(&reason), None);
+    }
     Ok(())
 }
 
@@ -149,7 +150,7 @@ mod tests {
     }
 
     /// A run still waiting for its lane is settled at once, and its turn, when it gets the lane,
-    /// cannot change the outcome.
+    /// cannot change the outcome; nothing of it is left to push to a session.
     #[tokio::test]
     async fn a_run_not_started_is_settled_canceled_for_good() {
         let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
@@ -168,6 +169,7 @@ mod tests {
         until_idle(engine).await;
         let after = engine.store().delivery("r1").await.unwrap().unwrap();
         assert_eq!((after.state, after.reply), (DeliveryState::Canceled, None));
+        assert_eq!(after.notify, Notify::None, "nobody left to tell");
     }
 
     /// A run whose turn is under way here is stopped where it runs; the row says so. What its
