@@ -187,6 +187,12 @@ impl SessionKey {
         self.platform == Platform::Local && self.chat.as_str().starts_with(MCP_PREFIX)
     }
 
+    /// Whether the session is a caller's outside baton (an A2A agent, an MCP client): what it
+    /// is told leaves the process at once, with no later write of baton's to come first.
+    pub fn is_external(&self) -> bool {
+        self.a2a_peer().is_some() || self.is_mcp()
+    }
+
     /// Whether the session is a conversation among bots (or with an MCP client, or a bot's
     /// private scheduled turns) rather than a chat people read: nothing said in it is posted
     /// anywhere.
@@ -380,5 +386,22 @@ mod tests {
         assert_eq!(bot.a2a_peer(), None);
         assert!(talk.is_backchannel() && from.is_backchannel());
         assert!(A2aCaller::parse("Not A Name").is_none());
+    }
+
+    /// Callers outside baton are an A2A agent and an MCP client; a bot's own sessions, its
+    /// backchannels and its chats are not.
+    #[test]
+    fn a2a_agents_and_mcp_clients_are_outside_baton() {
+        let caid: BotId = "caid".parse().unwrap();
+        let snark = A2aCaller::parse("snark").unwrap();
+        assert!(SessionKey::a2a(&caid, "caid".into(), &snark, "c1").is_external());
+        assert!(SessionKey::a2a_caller(&caid, "caid".into(), &snark).is_external());
+        assert!(SessionKey::mcp(&caid, "caid".into()).is_external());
+        let bot = SessionKey::backchannel(&caid, "caid".into(), &"snark".parse().unwrap());
+        let chat: SessionKey = "bot:caid:slack:caid:C1".parse().unwrap();
+        let private = SessionKey::scheduled(&caid, "caid".into(), "heartbeat");
+        for inside in [bot, chat, private] {
+            assert!(!inside.is_external(), "{inside}");
+        }
     }
 }

@@ -311,9 +311,9 @@ async fn send_as(
     }
     // Listening before the run can start: its settle cannot come unheard, so the wait does
     // not read the row it just wrote. A run here hands its outcome over too; to a sender
-    // outside baton (an A2A caller), which tells it outside the process at once, only once
-    // its settle is committed.
-    let hand_at = if caller.session.a2a_peer().is_some() {
+    // outside baton (an A2A caller, an MCP client), which tells it outside the process at
+    // once, only once its settle is committed.
+    let hand_at = if caller.session.is_external() {
         HandAt::Commit
     } else {
         HandAt::Run
