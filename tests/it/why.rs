@@ -1,12 +1,13 @@
 //! Why a message was or was not answered (SPEC 13): `GET /api/why` on messages posted into
 //! local rooms of bots answered by the fake model. Each bot that received a message says which
 //! step decided and why (duplicate, self, admin, policy, activation, bot guards, budgets, rate
-//! limit); an answered one names its turn, its lane wait and the message it posted.
+//! limit); an answered one names its turn, its lane wait, the deliveries it made and the message
+//! it posted.
 
 use serde_json::{Value, json};
 
 use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::gateway::{TestGateway, config_text, temp_db};
+use crate::support::gateway::{TestGateway, config_text, config_with, temp_db};
 
 /// The decisions on message `id`, as `GET /api/why` gives them.
 async fn why(gw: &TestGateway, id: &str) -> Vec<Value> {
@@ -221,4 +222,38 @@ async fn why_names_each_step_that_stopped_a_message() {
         "only the first message was answered"
     );
     gw.stop().await;
+}
+
+/// A turn that asked another bot names the delivery: its run, target, state and reply.
+#[tokio::test]
+async fn why_names_the_deliveries_a_turn_made() {
+    let fake = FakeOpenAi::start().await;
+    let ask = json!({"target": "b", "message": "two and two?", "timeout_seconds": 20});
+    fake.script("a", Step::tool_call("sessions_send", ask));
+    fake.script("b", Step::reply("four"));
+    fake.script("a", Step::reply("b says four"));
+    let bots = [("a", "tools = [\"*\"]"), ("b", "tools = [\"*\"]")];
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config_with(&fake.base_url, &bots, ""), &db).await;
+
+    let asked = say(&gw, "room", json!({"sender": "alice", "text": "@a ask b"})).await;
+    let found = why(&gw, &asked).await;
+    let a = of(&found, "a");
+    assert_eq!(
+        (&a[0]["step"], &a[0]["outcome"]),
+        (&json!("turn"), &json!("replied"))
+    );
+    let sent = &a[0]["deliveries"];
+    assert_eq!(sent.as_array().map(Vec::len), Some(1), "{:#}", a[0]);
+    let rows = gw.get("/api/deliveries").await;
+    assert_eq!(
+        sent[0]["run_id"], rows["deliveries"][0]["run_id"],
+        "{sent:#}"
+    );
+    assert_eq!(
+        (&sent[0]["target"], &sent[0]["state"], &sent[0]["reply"]),
+        (&json!("b"), &json!("delivered"), &json!("four")),
+        "{sent:#}"
+    );
+    assert_eq!(a[0]["posts"][0]["text"], "b says four", "{:#}", a[0]);
 }
