@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use super::http::Lines;
 use super::{
     Backend, BackendError, BackendReply, DEFAULT_MAX_READ, NoSink, ReplyFile, TextSink,
-    ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
-    redacted_url,
+    ToolExecutor, TurnRequest, agent_call, describe_transport_error, error_message, http_client,
+    quote, redacted_url,
 };
 
 /// A request to the A2A agent at `url` carrying JSON-RPC `body`: the protocol version, the
@@ -97,6 +97,17 @@ impl Backend for A2aBackend {
         _tools: &dyn ToolExecutor,
         sink: &dyn TextSink,
     ) -> Result<BackendReply, BackendError> {
+        agent_call(request, self.exchange(request, sink)).await
+    }
+}
+
+impl A2aBackend {
+    /// One streamed send to the agent and its answer.
+    async fn exchange(
+        &self,
+        request: &TurnRequest,
+        sink: &dyn TextSink,
+    ) -> Result<BackendReply, BackendError> {
         let transport = |e: reqwest::Error| {
             BackendError::Unreachable(describe_transport_error(&e, &self.url, None))
         };
@@ -168,9 +179,6 @@ impl Backend for A2aBackend {
             attachments: files,
         })
     }
-}
-
-impl A2aBackend {
     /// One line of an event stream: a `data:` line is an event; other SSE fields, comments and
     /// blank lines carry none.
     fn event(&self, reply: &mut Reply<'_>, line: &str) -> Result<(), BackendError> {

@@ -13,10 +13,9 @@ use serde_json::Value;
 use super::agent_events::AgentOutput;
 use super::{
     Backend, BackendError, BackendReply, DEFAULT_MAX_READ, NoSink, ReplyFile, TextSink,
-    ToolExecutor, TurnRequest, describe_transport_error, error_message, http_client, quote,
-    redacted_url,
+    ToolExecutor, TurnRequest, agent_call, describe_transport_error, error_message, http_client,
+    quote, redacted_url,
 };
-use crate::trace::{Span, SpanKind, attr, in_span};
 
 /// Posts each turn to an agent's URL. baton's tools reach the agent over MCP (the turn's
 /// `tools`), not through the executor.
@@ -61,17 +60,7 @@ impl Backend for HttpBackend {
         tools: &dyn ToolExecutor,
         sink: &dyn TextSink,
     ) -> Result<BackendReply, BackendError> {
-        let span = Span::start("invoke_agent", SpanKind::Client, || {
-            vec![
-                attr("gen_ai.operation.name", "invoke_agent"),
-                attr("gen_ai.request.model", request.model.clone()),
-            ]
-        });
-        let reply = in_span!(span, self.exchange(request, tools, sink));
-        if let Err(err) = &reply {
-            span.failed(|| err.to_string());
-        }
-        reply
+        agent_call(request, self.exchange(request, tools, sink)).await
     }
 }
 

@@ -15,11 +15,14 @@ mod openai;
 mod process_group;
 mod schema;
 
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use crate::trace::{Span, SpanKind, attr, in_span};
 
 pub(crate) use a2a::texts as a2a_texts;
 pub use a2a::{A2aBackend, a2a_request};
@@ -476,6 +479,26 @@ fn http_client(idle: Option<Duration>) -> Result<reqwest::Client, BackendError> 
         .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| BackendError::Unreachable(format!("could not set up the HTTP client: {e}")))
+}
+
+/// One call to an agent backend (`http`, `a2a`) for `request`, under a span of its own: the
+/// request `call` makes carries this span's `traceparent`, so the agent's own spans join the
+/// turn's trace.
+async fn agent_call(
+    request: &TurnRequest,
+    call: impl Future<Output = Result<BackendReply, BackendError>>,
+) -> Result<BackendReply, BackendError> {
+    let span = Span::start("invoke_agent", SpanKind::Client, || {
+        vec![
+            attr("gen_ai.operation.name", "invoke_agent"),
+            attr("gen_ai.request.model", request.model.clone()),
+        ]
+    });
+    let reply = in_span!(span, call);
+    if let Err(err) = &reply {
+        span.failed(|| err.to_string());
+    }
+    reply
 }
 
 /// `url` without user info or query, fit for an error message (either may hold a credential).

@@ -29,8 +29,12 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     let d = &delivery;
     // Dropped unhanded on every other way out: a sender waiting here then reads the row.
     let handing = relay.waiters().handing(&d.run_id);
+    // The target's turn, or the peer's request, is a child of the sender's `sessions_send`,
+    // on whichever instance runs it.
+    let traced = Span::continued(d.trace_parent.as_deref());
     if d.target_session.a2a_out_peer().is_some() {
-        let result = super::a2a_out::call(relay.peers(), engine.config(), d).await;
+        let call = super::a2a_out::call(relay.peers(), engine.config(), d);
+        let result = in_span!(traced, call);
         let change = change(d, &result, None);
         let settled_ms = change.at_ms;
         // A peer's answer is text alone, and its row keeps no report: a sender waiting here
@@ -55,8 +59,6 @@ pub(super) async fn run(relay: Relay, delivery: Delivery) {
     // Before the session is taken: a cancel while the run waits for it is heard.
     let notices = engine.store().subscribe();
     let turn = SessionTurn::enter(engine, seat).await;
-    // The target's turn is a child of the sender's `sessions_send`, on whichever instance.
-    let traced = Span::continued(d.trace_parent.as_deref());
     let turns = super::cancel::heeding(engine, &d.run_id, notices, turns(engine, &turn, bot, d));
     let (answer, report) = in_span!(traced, turns);
     // A run that made nothing but text leaves its row nothing a sender here must read back.

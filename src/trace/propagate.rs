@@ -1,5 +1,5 @@
 //! W3C Trace Context: the `traceparent` header sent on backend HTTP requests (any backend,
-//! A2A included, takes it from [`traceparent`]), and the one a `/v1` or `/api` caller sends
+//! A2A included, takes it from [`traceparent`]), and the one a `/v1`, `/api` or A2A caller sends
 //! continued ([`continue_request`]), on into the work it hands to other tasks ([`Handoff`]).
 
 use std::future::Future;
@@ -64,12 +64,17 @@ pub(crate) fn carry<F: Future>(work: F) -> impl Future<Output = F::Output> {
     Handoff::here().run(work)
 }
 
-/// Middleware for `/v1` and `/api`: a request carrying a valid `traceparent` runs under a
-/// server span in the caller's trace, so the event it posts is traced there too. Requests
-/// without one are not traced here (the pipeline starts its own trace for what they post).
+/// The paths whose callers' traces are continued: the OpenAI-compatible API, baton's own API
+/// and A2A (where the caller is another agent).
+const CONTINUED: [&str; 3] = ["/v1/", "/api/", "/a2a/"];
+
+/// Middleware for `/v1`, `/api` and `/a2a`: a request carrying a valid `traceparent` runs
+/// under a server span in the caller's trace, so the event or delivery it makes is traced there
+/// too. Requests without one are not traced here (the pipeline starts its own trace for what
+/// they post).
 pub async fn continue_request(request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let continued = tracer().is_some() && (path.starts_with("/v1/") || path.starts_with("/api/"));
+    let continued = tracer().is_some() && CONTINUED.iter().any(|p| path.starts_with(p));
     let caller = request
         .headers()
         .get(TRACEPARENT)

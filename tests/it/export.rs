@@ -2,14 +2,16 @@
 //! model. A person's message nobody answers, then a mention a delegates to b (`sessions_send`):
 //! `GET /api/chats/local/room/export` and `baton export` on the same store give every author,
 //! the delivery with its reply, in time order, as JSON lines and as Markdown with the same
-//! texts, bounded by `since`/`until`, and never the backend's key.
+//! texts, bounded by `since`/`until`, and never the backend's key. A room where a bot keeps an
+//! artifact and a chain runs gives the artifact (name, sha256) and each of the chain's turns.
 
 use std::path::Path;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::support::fake_openai::{FakeOpenAi, Step};
-use crate::support::gateway::{TestGateway, temp_db};
+use crate::support::gateway::{TestGateway, config_with, temp_db};
 use crate::support::process::{baton, output, show};
 use crate::support::world::agents_config;
 
@@ -51,6 +53,26 @@ fn at(lines: &[Value], kind: &str, text: &str) -> usize {
         .iter()
         .position(|l| l["kind"] == kind && l["text"] == text)
         .unwrap_or_else(|| panic!("no {kind} `{text}` in {lines:#?}"))
+}
+
+/// `markdown` is the room's Markdown form, one list item per JSON line in the same order, each
+/// saying every word of its line: author, text, reply, and an artifact's name and sha256.
+fn says_the_same(lines: &[Value], markdown: &str) {
+    assert!(markdown.starts_with("# local:room\n"), "{markdown}");
+    // A line's further lines are indented under its item: only items start a line with `- `.
+    let items: Vec<&str> = markdown.split("\n- `").skip(1).collect();
+    assert_eq!(items.len(), lines.len(), "one item per line:\n{markdown}");
+    for (line, item) in lines.iter().zip(items) {
+        for key in ["author", "text", "reply", "name", "sha256"] {
+            let said = line[key].as_str().unwrap_or_default();
+            for words in said.lines() {
+                assert!(
+                    item.contains(words.trim()),
+                    "{key} `{said}` missing:\n{item}"
+                );
+            }
+        }
+    }
 }
 
 #[tokio::test]
@@ -109,13 +131,7 @@ async fn export_gives_the_whole_room_in_time_order_with_every_author() {
 
     // The Markdown form says the same things.
     let markdown = api(&gw, "?format=markdown").await;
-    assert!(markdown.starts_with("# local:room\n"), "{markdown}");
-    for line in &lines {
-        let text = line["text"].as_str().unwrap_or_default();
-        assert!(markdown.contains(text), "`{text}` missing:\n{markdown}");
-        let author = line["author"].as_str().unwrap();
-        assert!(markdown.contains(author), "`{author}` missing:\n{markdown}");
-    }
+    says_the_same(&lines, &markdown);
 
     // since and until bound it.
     let (first, second) = (times[unanswered], times[mention]);
@@ -167,5 +183,67 @@ async fn export_gives_the_whole_room_in_time_order_with_every_author() {
     assert_eq!(bad.status(), 400);
     let said: Value = bad.json().await.unwrap();
     assert!(said["error"].as_str().unwrap().contains("since"), "{said}");
+    gw.stop().await;
+}
+
+#[tokio::test]
+async fn export_gives_a_rooms_artifacts_and_its_chains_turns() {
+    let fake = FakeOpenAi::start().await;
+    let notes = "alpha\nbeta\n";
+    fake.script(
+        "caid",
+        Step::tool_call("artifact_put", json!({"name": "names.txt", "text": notes})),
+    );
+    fake.script("caid", Step::reply("kept names.txt"));
+    fake.script("caid", Step::reply("I say alpha"));
+    fake.script("sec", Step::reply("I say beta"));
+    let bots = [("caid", "tools = [\"*\"]"), ("sec", "tools = [\"*\"]")];
+    let config = config_with(&fake.base_url, &bots, "\n[chains]\nrounds = 1\n");
+    let (_dir, db) = temp_db();
+    let gw = TestGateway::start(&config, &db).await;
+
+    gw.say("room", "alice", "@caid write the names down").await;
+    gw.settle().await;
+    gw.say(
+        "room",
+        "admin",
+        "/baton chain start @caid @sec name the project",
+    )
+    .await;
+    gw.settle().await;
+    assert_eq!(fake.requests().len(), 4, "caid twice, then each chain turn");
+
+    let lines = parsed(&api(&gw, "").await);
+    let kept = lines
+        .iter()
+        .position(|l| l["kind"] == "artifact")
+        .unwrap_or_else(|| panic!("an artifact line: {lines:#?}"));
+    let artifact = &lines[kept];
+    assert_eq!(artifact["name"], "names.txt", "{artifact:#}");
+    let sha256 = format!("{:x}", Sha256::digest(notes.as_bytes()));
+    assert_eq!(artifact["sha256"], sha256, "{artifact:#}");
+    assert_eq!(
+        (&artifact["author"], &artifact["author_kind"]),
+        (&json!("bot:caid"), &json!("bot"))
+    );
+    let chain_line = |text: &str| {
+        lines
+            .iter()
+            .position(|l| l["kind"] == "chain" && l["text"] == text)
+            .unwrap_or_else(|| panic!("the chain turn `{text}`: {lines:#?}"))
+    };
+    let (first, second) = (chain_line("I say alpha"), chain_line("I say beta"));
+    assert!(kept < first && first < second, "in time order: {lines:#?}");
+    for (at, author) in [(first, "bot:caid"), (second, "bot:sec")] {
+        let turn = &lines[at];
+        assert_eq!(turn["author"], author, "{turn:#}");
+        assert!(
+            turn["chain"].as_str().unwrap().starts_with("ch-"),
+            "{turn:#}"
+        );
+        assert_eq!(turn["chain"], lines[first]["chain"], "one chain: {turn:#}");
+    }
+
+    says_the_same(&lines, &api(&gw, "?format=markdown").await);
     gw.stop().await;
 }

@@ -5,7 +5,8 @@
 //!   turns and model calls as one tree; both fake-model requests carry that trace's
 //!   `traceparent`, under their model-call span; the model spans carry the fake's token usage;
 //! - a `/v1/chat/completions` request carrying `traceparent` is continued (over OTLP/JSON),
-//!   and so is a local room post carrying one: the pipeline it wakes runs in the caller's trace;
+//!   and so are a local room post and an A2A call carrying one (over both A2A bindings): the
+//!   turn it wakes runs in the caller's trace;
 //! - a `sessions_send` that timed out and was answered late: the woken turn's span links to the
 //!   send's;
 //! - a collector that is down fails no turn, and its dropped spans are counted in `/metrics`;
@@ -14,7 +15,12 @@
 //! - the same delegation across two `baton run` instances on PostgreSQL, asker's account on one
 //!   and helper's on the other: the context travels with the delivery.
 //!
+//! The requests baton makes to agents (`http` and `a2a` backends, A2A peers) carry the trace
+//! too: `agents.rs`.
+//!
 //! Every wait is on a condition with a deadline.
+
+mod agents;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -41,10 +47,15 @@ struct Traced {
 
 impl Traced {
     async fn start(model: &FakeOpenAi, env: &[(&str, &str)]) -> Traced {
+        Traced::start_with(model, "", env).await
+    }
+
+    /// [`Traced::start`] with `extra` appended to the config (more bots, `[a2a]`).
+    async fn start_with(model: &FakeOpenAi, extra: &str, env: &[(&str, &str)]) -> Traced {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("baton.toml");
         let bots = [("asker", "tools = [\"*\"]"), ("helper", "tools = [\"*\"]")];
-        std::fs::write(&config, config_with(&model.base_url, &bots, "")).unwrap();
+        std::fs::write(&config, config_with(&model.base_url, &bots, extra)).unwrap();
         let mut cmd = baton(dir.path());
         cmd.args(["--log-format", "json", "run", "--listen", "127.0.0.1:0"])
             .arg("--config")
@@ -224,6 +235,35 @@ pub(crate) fn check_delegation(trace: &[Span], model: &FakeOpenAi) -> HashMap<St
     by_id
 }
 
+/// The spans of trace `trace_id` once it holds a span named each of `names`: spans are
+/// exported as they end, in batches (a server span ends last, once the answer is sent).
+async fn trace_holding(collector: &Collector, trace_id: &str, names: &[&str]) -> Vec<Span> {
+    collector
+        .wait_for("the named spans in the trace", |spans| {
+            let trace: Vec<Span> = spans
+                .iter()
+                .filter(|s| s.trace_id == trace_id)
+                .cloned()
+                .collect();
+            let has = |name: &&str| trace.iter().any(|s| s.name == *name);
+            names.iter().all(has).then_some(trace)
+        })
+        .await
+}
+
+/// The first span up from `from` (itself included) through its parents in `trace` that
+/// `reached` picks; fails if the way up leaves the trace first.
+fn climb<'t>(trace: &'t [Span], from: &'t Span, reached: impl Fn(&Span) -> bool) -> &'t Span {
+    let mut at = from;
+    while !reached(at) {
+        at = trace
+            .iter()
+            .find(|s| s.span_id == at.parent_span_id)
+            .unwrap_or_else(|| panic!("{}'s parent is in the trace", at.name));
+    }
+    at
+}
+
 #[tokio::test]
 async fn a_delegation_is_one_trace_with_both_bots_turns_and_model_calls() {
     let collector = Collector::start().await;
@@ -275,18 +315,8 @@ async fn a_v1_request_carrying_traceparent_continues_the_callers_trace() {
         .unwrap();
     assert_eq!(response.status(), 200);
 
-    let trace = collector
-        .wait_for("the request's turn in the caller's trace", |spans| {
-            let trace: Vec<Span> = spans
-                .iter()
-                .filter(|s| s.trace_id == caller_trace)
-                .cloned()
-                .collect();
-            let has = |name: &str| trace.iter().any(|s| s.name == name);
-            // The server span ends last, once the answer is sent.
-            (has("chat helper") && has("POST /v1/chat/completions")).then_some(trace)
-        })
-        .await;
+    let names = ["chat helper", "POST /v1/chat/completions"];
+    let trace = trace_holding(&collector, caller_trace, &names).await;
     let server = trace
         .iter()
         .find(|s| s.name == "POST /v1/chat/completions")
@@ -318,24 +348,13 @@ async fn a_local_room_post_carrying_traceparent_continues_the_callers_trace() {
     let traceparent = format!("00-{caller_trace}-{caller_span}-01");
 
     gw.say_under("@helper hi", Some(&traceparent)).await;
-    let trace = collector
-        .wait_for("helper's turn in the caller's trace", |spans| {
-            let trace: Vec<Span> = spans
-                .iter()
-                .filter(|s| s.trace_id == caller_trace)
-                .cloned()
-                .collect();
-            // Spans are exported as they end, in batches: the turn's ends after its model call's.
-            let has = |name: &str| trace.iter().any(|s| s.name == name);
-            let names = [
-                "POST /api/local/rooms/room/messages",
-                "inbound",
-                "chat helper",
-                "turn helper",
-            ];
-            names.iter().all(|n| has(n)).then_some(trace)
-        })
-        .await;
+    let names = [
+        "POST /api/local/rooms/room/messages",
+        "inbound",
+        "chat helper",
+        "turn helper",
+    ];
+    let trace = trace_holding(&collector, caller_trace, &names).await;
     let one = |name: &str| trace.iter().find(|s| s.name == name).unwrap();
     let server = one("POST /api/local/rooms/room/messages");
     assert_eq!(server.parent_span_id, caller_span);
@@ -346,6 +365,72 @@ async fn a_local_room_post_carrying_traceparent_continues_the_callers_trace() {
         sent[0].as_deref().unwrap().contains(caller_trace),
         "{sent:?}"
     );
+}
+
+/// An A2A call carrying `traceparent`, over each binding (JSON-RPC `SendMessage` and HTTP+JSON
+/// `message:send`): the task's turn runs in the caller's trace, under the request's server span,
+/// and the model request carries that trace.
+#[tokio::test]
+async fn an_a2a_call_carrying_traceparent_continues_the_callers_trace() {
+    let collector = Collector::start().await;
+    let model = FakeOpenAi::start().await;
+    model.script("helper", Step::reply("over JSON-RPC"));
+    model.script("helper", Step::reply("over HTTP+JSON"));
+    let gw = Traced::start_with(
+        &model,
+        "\n[a2a]\nenabled = true\n",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)],
+    )
+    .await;
+    let send = |id: &str| json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hi"}]}});
+    let calls = [
+        (
+            "/a2a/helper",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send("m-rpc")}),
+            "over JSON-RPC",
+            "5a1f0c7be0e84b8f9d2a3c4b5d6e7f80",
+            "a1b2c3d4e5f60718",
+        ),
+        (
+            "/a2a/helper/message:send",
+            send("m-rest"),
+            "over HTTP+JSON",
+            "6b2e1d8cf1f95c90ae3b4d5c6e7f8091",
+            "b2c3d4e5f6071829",
+        ),
+    ];
+    for (n, (path, body, reply, caller_trace, caller_span)) in calls.into_iter().enumerate() {
+        let answer: Value = gw
+            .http
+            .post(format!("{}{path}", gw.base))
+            .header("traceparent", format!("00-{caller_trace}-{caller_span}-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let text = answer
+            .pointer("/result/task/artifacts/0/parts/0/text")
+            .or_else(|| answer.pointer("/task/artifacts/0/parts/0/text"));
+        assert_eq!(text, Some(&json!(reply)), "{path}: {answer}");
+
+        let server_name = format!("POST {path}");
+        let names = [server_name.as_str(), "turn helper", "chat helper"];
+        let trace = trace_holding(&collector, caller_trace, &names).await;
+        let server = trace.iter().find(|s| s.name == server_name).unwrap();
+        assert_eq!(server.parent_span_id, caller_span, "{path}");
+        // The model call sits under the turn, and the turn, through the task's delivery,
+        // under the request.
+        let chat = trace.iter().find(|s| s.name == "chat helper").unwrap();
+        let turn = climb(&trace, chat, |s| s.name.starts_with("turn "));
+        assert_eq!(turn.name, "turn helper", "{path}");
+        climb(&trace, turn, |s| s.span_id == server.span_id);
+        let sent = model.traceparents_for("helper");
+        let header = sent[n].as_deref().expect("the model request's traceparent");
+        assert!(header.contains(caller_trace), "{path}: {header}");
+    }
 }
 
 /// A `sessions_send` that timed out, answered late: the turn the late reply wakes is linked to
