@@ -195,11 +195,21 @@ pub enum SendError {
     NotRecorded(#[from] StoreError),
 }
 
+/// What a `sessions_send` span is named for: the target bot (or `a2a:<peer>`), not a whole
+/// session key (an A2A caller's send names its conversation's), so that span names stay few.
+/// The full target is the span's `baton.target`.
+fn target_name(target: &str) -> String {
+    match target.parse::<SessionKey>() {
+        Ok(session) => session.bot.to_string(),
+        Err(_) => target.to_owned(),
+    }
+}
+
 /// Send `request` as `caller` and say what became of it, under a `sessions_send` span whose
 /// `traceparent` the delivery keeps: the target's turn is its child wherever it runs.
 pub async fn send(relay: &Relay, caller: &Caller, request: SendRequest) -> Result<Sent, SendError> {
     let span = Span::start(
-        || format!("sessions_send {}", request.target),
+        || format!("sessions_send {}", target_name(&request.target)),
         SpanKind::Producer,
         || {
             vec![
@@ -614,6 +624,13 @@ mod tests {
     use super::*;
     use crate::gateway::testing::{echo_config, parts};
     use crate::store::DeliveryQuery;
+
+    #[test]
+    fn a_send_span_is_named_for_its_target_bot_or_peer_never_a_session() {
+        assert_eq!(target_name("caid"), "caid");
+        assert_eq!(target_name("a2a:peer"), "a2a:peer");
+        assert_eq!(target_name("bot:caid:local:caid:a2a-in:client:c1"), "caid");
+    }
 
     fn caller(bot: &str, depth: u32, passive_to: Option<&str>) -> Caller {
         let key: SessionKey = format!("bot:{bot}:local:{bot}:room").parse().unwrap();

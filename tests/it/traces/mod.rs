@@ -417,7 +417,13 @@ async fn an_a2a_call_carrying_traceparent_continues_the_callers_trace() {
         assert_eq!(text, Some(&json!(reply)), "{path}: {answer}");
 
         let server_name = format!("POST {path}");
-        let names = [server_name.as_str(), "turn helper", "chat helper"];
+        // The task's send is named for its bot, not its conversation's session key.
+        let names = [
+            server_name.as_str(),
+            "sessions_send helper",
+            "turn helper",
+            "chat helper",
+        ];
         let trace = trace_holding(&collector, caller_trace, &names).await;
         let server = trace.iter().find(|s| s.name == server_name).unwrap();
         assert_eq!(server.parent_span_id, caller_span, "{path}");
