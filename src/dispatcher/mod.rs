@@ -43,6 +43,8 @@ mod policy;
 mod self_drop;
 mod speaker;
 mod stop;
+#[cfg(test)]
+mod testing;
 mod turn_step;
 
 use std::sync::Arc;

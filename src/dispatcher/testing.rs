@@ -1,0 +1,44 @@
+//! What the pipeline's unit tests share, over [`crate::gateway::testing::parts`]: a message to
+//! one bot's local account, the [`Inbound`] a step is given for it, and what a chat was told.
+//! A step's rules can then be tested one call at a time, with the state the gateway builds.
+
+use baton_contract::{AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender};
+
+use super::{Dispatcher, Inbound};
+use crate::pen::Arrival;
+
+/// The bots of the configs these tests build (`echo_config(&["alpha", "beta"], …)`): a
+/// sender named after one of them is a bot.
+const BOTS: [&str; 2] = ["alpha", "beta"];
+
+/// Message `m<n>` saying `text` to bot `to`'s local account in the group `chat`, by `from`
+/// (a bot when it is `alpha` or `beta`), mentioning `to`.
+pub(super) fn to_bot(to: &str, n: u32, chat: &str, from: &str, text: &str) -> InboundEvent {
+    let sender = Sender {
+        id: from.into(),
+        name: from.to_owned(),
+        is_bot: BOTS.contains(&from),
+        is_self: false,
+    };
+    let mut event = InboundEvent::text_message(
+        Platform::Local,
+        AccountId::from(to),
+        ChatId::from(chat),
+        ChatKind::Group,
+        sender,
+        MessageId::from(format!("m{n}")),
+        text,
+    );
+    event.mentions = vec![to.into()];
+    event
+}
+
+/// `event` as the steps are given it, fresh and not filed, received by its own account.
+pub(super) fn inbound(dispatcher: &Dispatcher, event: InboundEvent) -> Inbound<'_> {
+    let account = dispatcher
+        .engine
+        .roster()
+        .account(event.platform, &event.account)
+        .expect("the event's account is in the config");
+    dispatcher.inbound(event, account, Arrival::Fresh, None)
+}
