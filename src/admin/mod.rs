@@ -253,3 +253,147 @@ pub(crate) fn resolve_bot(
         .map(|b| b.id().clone())
         .ok_or_else(|| AdminError::UnknownBot(name.to_owned()))
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{AccountId, ChatId, ChatKind, MessageId, Platform, Sender};
+
+    use super::*;
+    use crate::config::Activation;
+    use crate::gateway::testing::{Parts, echo_config, parts};
+
+    /// Bots `alpha` (named "Snark") and `beta`, each on its local account.
+    async fn gateway() -> Parts {
+        let config = echo_config(&["beta", "alpha"], "name = \"Snark\"\n");
+        parts(&config).await
+    }
+
+    /// The command `root` typed in the local chat `room`, to `alpha`'s account.
+    fn typed(text: &str) -> InboundEvent {
+        let sender = Sender {
+            id: "root".into(),
+            name: "Root".into(),
+            is_bot: false,
+            is_self: false,
+        };
+        InboundEvent::text_message(
+            Platform::Local,
+            AccountId::from("alpha"),
+            ChatId::from("room"),
+            ChatKind::Group,
+            sender,
+            MessageId::from("m1"),
+            text,
+        )
+    }
+
+    /// `line` (the words after `/baton`), run as `root` in `room`: its answer, or the error
+    /// whose text is the answer.
+    async fn run(gw: &Parts, line: &str) -> Result<String, AdminError> {
+        let event = typed(&format!("/baton {line}"));
+        let account = gw
+            .engine
+            .roster()
+            .account(Platform::Local, &event.account)
+            .expect("alpha's account");
+        let settings_key = ChatKey::new(Platform::Local, &event.chat, None);
+        let invocation = Invocation {
+            event: &event,
+            account,
+            speaker_name: "Root",
+            settings_key: &settings_key,
+            activation: Activation::Mention,
+            bot_chain: 0,
+        };
+        let command = AdminCommand::parse(line).expect("a command");
+        let answer = execute(gw.dispatcher.admin(), &invocation, &command).await;
+        answer.map(|a| a.text)
+    }
+
+    /// `room`'s settings as the store keeps them.
+    async fn settings(gw: &Parts) -> crate::store::ChatSettings {
+        let room = ChatKey::new(Platform::Local, &"room".into(), None);
+        gw.engine.store().chat_settings(&room).await.unwrap()
+    }
+
+    /// A bot is named by its id or its display name (any case), with or without the `@` a
+    /// mention arrives with; a name no bot has is an error naming it.
+    #[tokio::test]
+    async fn a_bot_is_named_by_id_or_display_name_with_or_without_an_at() {
+        let gw = gateway().await;
+        for name in ["alpha", "@alpha", "snark", "@SNARK"] {
+            let answer = run(&gw, &format!("pause {name}")).await.unwrap();
+            assert_eq!(answer, "Paused `alpha` in this chat.", "{name}");
+        }
+        let unknown = run(&gw, "pause @gamma").await.unwrap_err();
+        assert!(matches!(&unknown, AdminError::UnknownBot(name) if name == "gamma"));
+        assert_eq!(settings(&gw).await.paused, ["alpha"], "nothing more paused");
+    }
+
+    /// A pause names one bot or, without a name, every bot; resuming every bot lifts every
+    /// pause. Resuming one bot while every bot is paused lifts the pause of every bot, which
+    /// (as the store resumes `*`) lifts the pauses of bots paused by name too.
+    #[tokio::test]
+    async fn pause_and_resume_name_one_bot_or_every_bot() {
+        let gw = gateway().await;
+        run(&gw, "pause beta").await.unwrap();
+        assert_eq!(
+            run(&gw, "pause").await.unwrap(),
+            "Paused every bot in this chat."
+        );
+        assert_eq!(settings(&gw).await.paused, ["*", "beta"]);
+        run(&gw, "resume alpha").await.unwrap();
+        assert!(!settings(&gw).await.is_paused(&"alpha".parse().unwrap()));
+        assert!(
+            settings(&gw).await.paused.is_empty(),
+            "beta's own pause too"
+        );
+        run(&gw, "pause alpha").await.unwrap();
+        assert_eq!(
+            run(&gw, "resume").await.unwrap(),
+            "Resumed every bot in this chat."
+        );
+        assert!(settings(&gw).await.paused.is_empty());
+    }
+
+    /// An activation set by command is kept for the chat, over the config's.
+    #[tokio::test]
+    async fn an_activation_set_by_command_is_kept_for_the_chat() {
+        let gw = gateway().await;
+        let answer = run(&gw, "activation always").await.unwrap();
+        assert_eq!(answer, "Activation in this chat is now `always`.");
+        assert_eq!(settings(&gw).await.activation, Some(Activation::Always));
+    }
+
+    /// Stopping a bot with no turn running in the chat says so.
+    #[tokio::test]
+    async fn stopping_a_bot_with_nothing_running_says_so() {
+        let gw = gateway().await;
+        let answer = run(&gw, "stop snark").await.unwrap();
+        assert_eq!(answer, "alpha has no turn running in this chat.");
+    }
+
+    /// A pairing code is approved, past its hour, or unknown, each answered with what to do.
+    #[test]
+    fn a_pairing_code_is_answered_approved_expired_or_unknown() {
+        let who = || ("slack".to_owned(), "U1".to_owned());
+        let (platform, user) = who();
+        let approved = pairing_answer(" K7 ", PairingApproval::Approved { platform, user });
+        assert_eq!(
+            approved.unwrap(),
+            "Approved U1 on slack: they can talk to the bots in DMs now."
+        );
+        let (platform, user) = who();
+        let expired = pairing_answer(" K7 ", PairingApproval::Expired { platform, user });
+        assert!(matches!(
+            expired,
+            Err(AdminError::PairingExpired { code, .. }) if code == "K7"
+        ));
+        let unknown = pairing_answer("K8", PairingApproval::Unknown).unwrap_err();
+        assert!(
+            unknown
+                .to_string()
+                .starts_with("No pending pairing with code K8")
+        );
+    }
+}

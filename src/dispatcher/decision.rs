@@ -194,12 +194,19 @@ mod tests {
         let replied = of(&inbound, &turned(Handled::Replied("hi".into()), false));
         assert_eq!(
             (replied.step, replied.outcome, replied.reason.as_str()),
-            (DecisionStep::Turn, DecisionOutcome::Replied, "a reply to it")
+            (
+                DecisionStep::Turn,
+                DecisionOutcome::Replied,
+                "a reply to it"
+            )
         );
         assert_eq!(replied.session, Some(inbound.session()));
         assert_eq!(replied.run_id.as_deref(), Some("in:local:alpha:m1"));
         assert_eq!(replied.waited_ms, Some(12));
-        let failed = of(&inbound, &turned(Handled::Failed("timed out".into()), false));
+        let failed = of(
+            &inbound,
+            &turned(Handled::Failed("timed out".into()), false),
+        );
         assert_eq!(failed.outcome, DecisionOutcome::Failed);
         assert_eq!(failed.reason, "a reply to it; timed out");
     }
@@ -248,9 +255,15 @@ mod tests {
             assert!(!decided.reason.is_empty(), "{reason:?} says why");
             assert_eq!((decided.session, decided.run_id), (None, None));
         }
-        let policy = of(&inbound, &Err(Stop::dropped(DropReason::Policy(Refusal::DmsDisabled))));
+        let policy = of(
+            &inbound,
+            &Err(Stop::dropped(DropReason::Policy(Refusal::DmsDisabled))),
+        );
         assert_eq!(policy.reason, "dms_disabled");
-        let answered = of(&inbound, &Err(Stop::handled(Handled::Answered("q-1".into()))));
+        let answered = of(
+            &inbound,
+            &Err(Stop::handled(Handled::Answered("q-1".into()))),
+        );
         assert_eq!(
             (answered.step, answered.outcome, answered.reason.as_str()),
             (
@@ -292,7 +305,10 @@ mod tests {
             (again.step, again.outcome),
             (DecisionStep::Duplicate, DecisionOutcome::Duplicate)
         );
-        assert_eq!((again.said.text.as_str(), again.sender.as_str()), ("hi", "ann"));
+        assert_eq!(
+            (again.said.text.as_str(), again.sender.as_str()),
+            ("hi", "ann")
+        );
         assert_eq!(again.chat, "local:room");
     }
 }

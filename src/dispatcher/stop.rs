@@ -283,7 +283,10 @@ mod tests {
     /// and `/api/events` tell them.
     #[test]
     fn a_drop_is_named_with_its_reason_and_the_refusal_inside_it() {
-        assert_eq!(Handled::Dropped(DropReason::Paused).name(), "dropped:paused");
+        assert_eq!(
+            Handled::Dropped(DropReason::Paused).name(),
+            "dropped:paused"
+        );
         assert_eq!(Handled::Answered("q-1".into()).name(), "answered");
         let refused = DropReason::Policy(Refusal::DmNotAllowed);
         assert_eq!(refused.as_str(), "policy:dm_not_allowed");

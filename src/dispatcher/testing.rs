@@ -1,11 +1,15 @@
 //! What the pipeline's unit tests share, over [`crate::gateway::testing::parts`]: a message to
-//! one bot's local account, the [`Inbound`] a step is given for it, and what a chat was told.
+//! one bot's local account, the [`Inbound`] a step is given for it, and a bot's question
+//! waiting for a human's answer.
 //! A step's rules can then be tested one call at a time, with the state the gateway builds.
 
 use baton_contract::{AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender};
 
 use super::{Dispatcher, Inbound};
+use crate::engine::Engine;
 use crate::pen::Arrival;
+use crate::session::SessionKey;
+use crate::store::{Escalation, EscalationKind, NewEscalation};
 
 /// The bots of the configs these tests build (`echo_config(&["alpha", "beta"], …)`): a
 /// sender named after one of them is a bot.
@@ -41,4 +45,22 @@ pub(super) fn inbound(dispatcher: &Dispatcher, event: InboundEvent) -> Inbound<'
         .account(event.platform, &event.account)
         .expect("the event's account is in the config");
     dispatcher.inbound(event, account, Arrival::Fresh, None)
+}
+
+/// A question bot `asker` asked from its chat `ops`, posted in `room` through `alpha`'s
+/// account and waiting for an answer there.
+pub(super) async fn asked(engine: &Engine, asker: &str) -> Escalation {
+    let origin: SessionKey = "bot:alpha:local:alpha:room".parse().expect("session key");
+    let question = NewEscalation {
+        kind: EscalationKind::Question,
+        bot: asker.parse().expect("bot id"),
+        session: format!("bot:{asker}:local:{asker}:ops")
+            .parse()
+            .expect("session key"),
+        chat_key: origin.chat_key(),
+        origin,
+        text: "which branch?".into(),
+    };
+    let created = engine.store().create_escalation(question, 0).await;
+    created.expect("the question is recorded")
 }
