@@ -268,45 +268,60 @@ mod tests {
         parts(&config).await
     }
 
-    /// The command `root` typed in the local chat `room`, to `alpha`'s account.
-    fn typed(text: &str) -> InboundEvent {
-        let sender = Sender {
-            id: "root".into(),
-            name: "Root".into(),
-            is_bot: false,
-            is_self: false,
-        };
-        InboundEvent::text_message(
-            Platform::Local,
-            AccountId::from("alpha"),
-            ChatId::from("room"),
-            ChatKind::Group,
-            sender,
-            MessageId::from("m1"),
-            text,
-        )
+    /// A command `root` typed in the local chat `room`, to `alpha`'s account.
+    struct Typed {
+        event: InboundEvent,
+        settings_key: ChatKey,
+    }
+
+    impl Typed {
+        /// `/baton <line>`.
+        fn new(line: &str) -> Typed {
+            let sender = Sender {
+                id: "root".into(),
+                name: "Root".into(),
+                is_bot: false,
+                is_self: false,
+            };
+            let event = InboundEvent::text_message(
+                Platform::Local,
+                AccountId::from("alpha"),
+                ChatId::from("room"),
+                ChatKind::Group,
+                sender,
+                MessageId::from("m1"),
+                format!("/baton {line}"),
+            );
+            let settings_key = ChatKey::new(Platform::Local, &event.chat, None);
+            Typed {
+                event,
+                settings_key,
+            }
+        }
+
+        /// As the commands read it, received by `alpha`'s account of `gw`.
+        fn invocation<'a>(&'a self, gw: &'a Parts) -> Invocation<'a> {
+            let account = gw
+                .engine
+                .roster()
+                .account(Platform::Local, &self.event.account);
+            Invocation {
+                event: &self.event,
+                account: account.expect("alpha's account"),
+                speaker_name: "Root",
+                settings_key: &self.settings_key,
+                activation: Activation::Mention,
+                bot_chain: 0,
+            }
+        }
     }
 
     /// `line` (the words after `/baton`), run as `root` in `room`: its answer, or the error
     /// whose text is the answer.
     async fn run(gw: &Parts, line: &str) -> Result<String, AdminError> {
-        let event = typed(&format!("/baton {line}"));
-        let account = gw
-            .engine
-            .roster()
-            .account(Platform::Local, &event.account)
-            .expect("alpha's account");
-        let settings_key = ChatKey::new(Platform::Local, &event.chat, None);
-        let invocation = Invocation {
-            event: &event,
-            account,
-            speaker_name: "Root",
-            settings_key: &settings_key,
-            activation: Activation::Mention,
-            bot_chain: 0,
-        };
+        let typed = Typed::new(line);
         let command = AdminCommand::parse(line).expect("a command");
-        let answer = execute(gw.dispatcher.admin(), &invocation, &command).await;
+        let answer = execute(gw.dispatcher.admin(), &typed.invocation(gw), &command).await;
         answer.map(|a| a.text)
     }
 
@@ -321,13 +336,15 @@ mod tests {
     #[tokio::test]
     async fn a_bot_is_named_by_id_or_display_name_with_or_without_an_at() {
         let gw = gateway().await;
+        let typed = Typed::new("pause");
+        let named = |name| resolve_bot(&gw.engine, &typed.invocation(&gw), name);
         for name in ["alpha", "@alpha", "snark", "@SNARK"] {
-            let answer = run(&gw, &format!("pause {name}")).await.unwrap();
-            assert_eq!(answer, "Paused `alpha` in this chat.", "{name}");
+            assert_eq!(named(name).unwrap().as_str(), "alpha", "{name}");
         }
-        let unknown = run(&gw, "pause @gamma").await.unwrap_err();
+        let unknown = named("@gamma").unwrap_err();
         assert!(matches!(&unknown, AdminError::UnknownBot(name) if name == "gamma"));
-        assert_eq!(settings(&gw).await.paused, ["alpha"], "nothing more paused");
+        let answer = run(&gw, "pause @Snark").await.unwrap();
+        assert_eq!(answer, "Paused `alpha` in this chat.");
     }
 
     /// A pause names one bot or, without a name, every bot; resuming every bot lifts every

@@ -310,5 +310,10 @@ mod tests {
             ("hi", "ann")
         );
         assert_eq!(again.chat, "local:room");
+        assert!(
+            again.reason.starts_with("received before"),
+            "{}",
+            again.reason
+        );
     }
 }
