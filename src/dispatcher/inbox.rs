@@ -206,7 +206,7 @@ impl Dispatcher {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{inbound, to_bot};
+    use super::super::testing::{allow, inbound, refuse, to_bot};
     use super::super::{DropReason, decision, stop::Stop};
     use super::*;
     use crate::engine::testing::transcript;
@@ -306,15 +306,9 @@ mod tests {
         store.instance_register("solo", "test", 1).await.unwrap();
         let row = left_over(&gw, 0).await;
         assert_ne!(row.owner, "", "filed as this instance's");
-        let refuse = "CREATE TRIGGER refuse BEFORE DELETE ON inbox \
-                      BEGIN SELECT RAISE(ABORT, 'refused'); END";
-        store
-            .write(move |db| db.execute(refuse, &[]))
-            .await
-            .unwrap();
+        refuse(store, "DELETE", "inbox").await;
         d.finish(Some(row.id), None).await;
-        let allow = "DROP TRIGGER refuse";
-        store.write(move |db| db.execute(allow, &[])).await.unwrap();
+        allow(store).await;
         assert_ne!(store.inbox_left("local:alpha").await.unwrap()[0].owner, "");
         d.hand_back_unfinished().await;
         let left = store.inbox_left("local:alpha").await.unwrap();

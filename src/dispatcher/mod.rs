@@ -313,7 +313,7 @@ impl EventSink for Dispatcher {
 
 #[cfg(test)]
 mod tests {
-    use super::testing::to_bot;
+    use super::testing::{refuse, to_bot};
     use super::*;
     use crate::gateway::testing::{echo_config, parts, room_texts};
 
@@ -354,12 +354,7 @@ mod tests {
     async fn an_event_the_store_cannot_record_is_refused_not_answered() {
         let gw = parts(&echo_config(&["alpha"], "")).await;
         let (d, store) = (&gw.dispatcher, gw.engine.store());
-        let refuse = "CREATE TRIGGER refuse BEFORE INSERT ON inbox \
-                      BEGIN SELECT RAISE(ABORT, 'refused'); END";
-        store
-            .write(move |db| db.execute(refuse, &[]))
-            .await
-            .unwrap();
+        refuse(store, "INSERT", "inbox").await;
         let event = |n| to_bot("alpha", n, "room", "ann", "@alpha hi");
         assert_eq!(d.accept(event(1)).await, Err(NotTaken::StoreFailing));
         assert_eq!(

@@ -124,7 +124,7 @@ mod tests {
 
     use super::*;
     use crate::bot_id::BotId;
-    use crate::dispatcher::testing::to_bot;
+    use crate::dispatcher::testing::{allow, refuse, to_bot};
     use crate::gateway::testing::{echo_config, parts};
 
     /// Two echo bots; the local chat `room` is the only group allowed; `root` is an admin; a
@@ -227,20 +227,14 @@ mod tests {
         aside.mentions.clear();
         let filed = store.file(crate::store::Filing::of(&aside), 1, None);
         let id = filed.await.unwrap().expect("fresh");
-        let refuse = "CREATE TRIGGER refuse BEFORE INSERT ON history \
-                      BEGIN SELECT RAISE(ABORT, 'refused'); END";
-        store
-            .write(move |db| db.execute(refuse, &[]))
-            .await
-            .unwrap();
+        refuse(store, "INSERT", "history").await;
         let kept = d.process(aside.clone(), Arrival::Fresh, Some(id)).await;
         assert_eq!(kept, Handled::Buffered);
         let left = store.inbox_left("local:alpha").await.unwrap();
         assert_eq!(left.len(), 1, "not taken out: its history was not kept");
         assert_eq!(left[0].owner, "", "handed back to be run again");
 
-        let allow = "DROP TRIGGER refuse";
-        store.write(move |db| db.execute(allow, &[])).await.unwrap();
+        allow(store).await;
         let taken = store.inbox_adopt("local:alpha", 1).await.unwrap();
         assert_eq!(taken.len(), 1, "the serving instance takes it over");
         let kept = d.process(aside, Arrival::Replayed, Some(id)).await;

@@ -1,6 +1,6 @@
 //! What the pipeline's unit tests share, over [`crate::gateway::testing::parts`]: a message to
 //! one bot's local account, the [`Inbound`] a step is given for it, and a bot's question
-//! waiting for a human's answer.
+//! waiting for a human's answer, a store that refuses writes.
 //! A step's rules can then be tested one call at a time, with the state the gateway builds.
 
 use baton_contract::{AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender};
@@ -9,7 +9,7 @@ use super::{Dispatcher, Inbound};
 use crate::engine::Engine;
 use crate::pen::Arrival;
 use crate::session::SessionKey;
-use crate::store::{Escalation, EscalationKind, NewEscalation};
+use crate::store::{Escalation, EscalationKind, NewEscalation, Store};
 
 /// The bots of the configs these tests build (`echo_config(&["alpha", "beta"], …)`): a
 /// sender named after one of them is a bot.
@@ -63,4 +63,26 @@ pub(super) async fn asked(engine: &Engine, asker: &str) -> Escalation {
     };
     let created = engine.store().create_escalation(question, 0).await;
     created.expect("the question is recorded")
+}
+
+/// Makes the SQLite `store` refuse every `statement` (`INSERT`, `DELETE`) on `table`, as a
+/// database that cannot write refuses it, until [`allow`].
+pub(super) async fn refuse(store: &Store, statement: &str, table: &str) {
+    let trigger = format!(
+        "CREATE TRIGGER refuse BEFORE {statement} ON {table} \
+         BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    );
+    store
+        .write(move |db| db.execute(&trigger, &[]))
+        .await
+        .expect("refusing");
+}
+
+/// Takes back [`refuse`]: the store writes again.
+pub(super) async fn allow(store: &Store) {
+    let drop = "DROP TRIGGER refuse";
+    store
+        .write(move |db| db.execute(drop, &[]))
+        .await
+        .expect("allowing");
 }
