@@ -253,3 +253,164 @@ pub(crate) fn resolve_bot(
         .map(|b| b.id().clone())
         .ok_or_else(|| AdminError::UnknownBot(name.to_owned()))
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{AccountId, ChatId, ChatKind, MessageId, Platform, Sender};
+
+    use super::*;
+    use crate::config::Activation;
+    use crate::gateway::testing::{Parts, echo_config, parts};
+
+    /// Bots `alpha` (named "Snark") and `beta`, each on its local account.
+    async fn gateway() -> Parts {
+        let config = echo_config(&["beta", "alpha"], "name = \"Snark\"\n");
+        parts(&config).await
+    }
+
+    /// A command `root` typed in the local chat `room`, to `alpha`'s account.
+    struct Typed {
+        event: InboundEvent,
+        settings_key: ChatKey,
+    }
+
+    impl Typed {
+        /// `/baton <line>`.
+        fn new(line: &str) -> Typed {
+            let sender = Sender {
+                id: "root".into(),
+                name: "Root".into(),
+                is_bot: false,
+                is_self: false,
+            };
+            let event = InboundEvent::text_message(
+                Platform::Local,
+                AccountId::from("alpha"),
+                ChatId::from("room"),
+                ChatKind::Group,
+                sender,
+                MessageId::from("m1"),
+                format!("/baton {line}"),
+            );
+            let settings_key = ChatKey::new(Platform::Local, &event.chat, None);
+            Typed {
+                event,
+                settings_key,
+            }
+        }
+
+        /// As the commands read it, received by `alpha`'s account of `gw`.
+        fn invocation<'a>(&'a self, gw: &'a Parts) -> Invocation<'a> {
+            let account = gw
+                .engine
+                .roster()
+                .account(Platform::Local, &self.event.account);
+            Invocation {
+                event: &self.event,
+                account: account.expect("alpha's account"),
+                speaker_name: "Root",
+                settings_key: &self.settings_key,
+                activation: Activation::Mention,
+                bot_chain: 0,
+            }
+        }
+    }
+
+    /// `line` (the words after `/baton`), run as `root` in `room`: its answer, or the error
+    /// whose text is the answer.
+    async fn run(gw: &Parts, line: &str) -> Result<String, AdminError> {
+        let typed = Typed::new(line);
+        let command = AdminCommand::parse(line).expect("a command");
+        let answer = execute(gw.dispatcher.admin(), &typed.invocation(gw), &command).await;
+        answer.map(|a| a.text)
+    }
+
+    /// `room`'s settings as the store keeps them.
+    async fn settings(gw: &Parts) -> crate::store::ChatSettings {
+        let room = ChatKey::new(Platform::Local, &"room".into(), None);
+        gw.engine.store().chat_settings(&room).await.unwrap()
+    }
+
+    /// A bot is named by its id or its display name (any case), with or without the `@` a
+    /// mention arrives with; a name no bot has is an error naming it.
+    #[tokio::test]
+    async fn a_bot_is_named_by_id_or_display_name_with_or_without_an_at() {
+        let gw = gateway().await;
+        let typed = Typed::new("pause");
+        let named = |name| resolve_bot(&gw.engine, &typed.invocation(&gw), name);
+        for name in ["alpha", "@alpha", "snark", "@SNARK"] {
+            assert_eq!(named(name).unwrap().as_str(), "alpha", "{name}");
+        }
+        let unknown = named("@gamma").unwrap_err();
+        assert!(matches!(&unknown, AdminError::UnknownBot(name) if name == "gamma"));
+        let answer = run(&gw, "pause @Snark").await.unwrap();
+        assert_eq!(answer, "Paused `alpha` in this chat.");
+    }
+
+    /// A pause names one bot or, without a name, every bot; resuming every bot lifts every
+    /// pause. Resuming one bot while every bot is paused lifts the pause of every bot, which
+    /// (as the store resumes `*`) lifts the pauses of bots paused by name too.
+    #[tokio::test]
+    async fn pause_and_resume_name_one_bot_or_every_bot() {
+        let gw = gateway().await;
+        run(&gw, "pause beta").await.unwrap();
+        assert_eq!(
+            run(&gw, "pause").await.unwrap(),
+            "Paused every bot in this chat."
+        );
+        assert_eq!(settings(&gw).await.paused, ["*", "beta"]);
+        run(&gw, "resume alpha").await.unwrap();
+        assert!(!settings(&gw).await.is_paused(&"alpha".parse().unwrap()));
+        assert!(
+            settings(&gw).await.paused.is_empty(),
+            "beta's own pause too"
+        );
+        run(&gw, "pause alpha").await.unwrap();
+        assert_eq!(
+            run(&gw, "resume").await.unwrap(),
+            "Resumed every bot in this chat."
+        );
+        assert!(settings(&gw).await.paused.is_empty());
+    }
+
+    /// An activation set by command is kept for the chat, over the config's.
+    #[tokio::test]
+    async fn an_activation_set_by_command_is_kept_for_the_chat() {
+        let gw = gateway().await;
+        let answer = run(&gw, "activation always").await.unwrap();
+        assert_eq!(answer, "Activation in this chat is now `always`.");
+        assert_eq!(settings(&gw).await.activation, Some(Activation::Always));
+    }
+
+    /// Stopping a bot with no turn running in the chat says so.
+    #[tokio::test]
+    async fn stopping_a_bot_with_nothing_running_says_so() {
+        let gw = gateway().await;
+        let answer = run(&gw, "stop snark").await.unwrap();
+        assert_eq!(answer, "alpha has no turn running in this chat.");
+    }
+
+    /// A pairing code is approved, past its hour, or unknown, each answered with what to do.
+    #[test]
+    fn a_pairing_code_is_answered_approved_expired_or_unknown() {
+        let who = || ("slack".to_owned(), "U1".to_owned());
+        let (platform, user) = who();
+        let approved = pairing_answer(" K7 ", PairingApproval::Approved { platform, user });
+        assert_eq!(
+            approved.unwrap(),
+            "Approved U1 on slack: they can talk to the bots in DMs now."
+        );
+        let (platform, user) = who();
+        let expired = pairing_answer(" K7 ", PairingApproval::Expired { platform, user });
+        assert!(matches!(
+            expired,
+            Err(AdminError::PairingExpired { code, .. }) if code == "K7"
+        ));
+        let unknown = pairing_answer("K8", PairingApproval::Unknown).unwrap_err();
+        assert!(
+            unknown
+                .to_string()
+                .starts_with("No pending pairing with code K8")
+        );
+    }
+}

@@ -147,3 +147,122 @@ async fn audit(engine: &Engine, inbound: &Inbound<'_>, line: &str, outcome: &str
         tracing::error!(%err, "could not write the audit record");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{CommandReply, Platform};
+
+    use super::super::testing::{inbound, to_bot};
+    use super::*;
+    use crate::gateway::testing::{Parts, echo_config, parts, room_texts};
+
+    /// Bots `alpha` and `beta`; `root` is the local admin; a sender gets one message a minute.
+    async fn gateway() -> Parts {
+        let extra =
+            "\n[admins]\nlocal = [\"root\"]\n\n[limits]\ninbound_per_sender_per_minute = 1\n";
+        parts(&echo_config(&["alpha", "beta"], extra)).await
+    }
+
+    /// Step 4, acting, for message `n` saying `text` from `from` to bot `to` in `room`.
+    async fn command(gw: &Parts, to: &str, n: u32, from: &str, text: &str) -> Stop {
+        let d = &gw.dispatcher;
+        let inbound = inbound(d, to_bot(to, n, "room", from, text));
+        intercept(&d.admin, &d.own.guards, &inbound, Mode::Act)
+            .await
+            .expect_err("a command ends the event")
+    }
+
+    /// The audit rows' outcomes, oldest first.
+    async fn audited(gw: &Parts) -> Vec<String> {
+        let mut rows = gw.engine.store().audit_log(10).await.unwrap();
+        rows.sort_by_key(|r| r.id);
+        rows.into_iter().map(|r| r.outcome).collect()
+    }
+
+    /// An admin is a human listed for the event's platform: never a bot, even one listed,
+    /// never someone listed for another platform.
+    #[tokio::test]
+    async fn only_a_human_listed_for_the_platform_is_an_admin() {
+        let gw = gateway().await;
+        let admins = &gw.engine.config().admins;
+        let root = to_bot("alpha", 1, "room", "root", "hi");
+        assert!(is_admin(admins, &root));
+        assert!(!is_admin(admins, &to_bot("alpha", 1, "room", "ann", "hi")));
+        let mut as_bot = root.clone();
+        as_bot.sender.is_bot = true;
+        assert!(!is_admin(admins, &as_bot), "a bot never is");
+        let mut elsewhere = root;
+        elsewhere.platform = Platform::Slack;
+        assert!(!is_admin(admins, &elsewhere), "listed for local only");
+    }
+
+    /// A command is a native slash command, a `/baton` line (after leading mentions), or a
+    /// human's `/baton chain stop` anywhere in a message; a bot's aside is no brake.
+    #[test]
+    fn a_command_is_a_slash_command_a_baton_line_or_a_humans_brake() {
+        let said = |from, text| to_bot("alpha", 1, "room", from, text);
+        assert_eq!(
+            command_line(&said("ann", "@alpha /baton status")),
+            Some("status")
+        );
+        assert_eq!(command_line(&said("ann", "hello /baton")), None);
+        let brake = "ok, /baton chain stop now";
+        assert_eq!(command_line(&said("ann", brake)), Some("chain stop"));
+        assert_eq!(command_line(&said("beta", brake)), None, "a bot's");
+        let mut native = said("ann", " pause alpha ");
+        native.kind = InboundKind::Command {
+            reply: CommandReply { token: "t".into() },
+        };
+        assert_eq!(command_line(&native), Some("pause alpha"));
+    }
+
+    /// A text command in a group reaches every bot's account: the first answers it, the
+    /// others drop their copies; it is answered and audited once.
+    #[tokio::test]
+    async fn a_text_command_in_a_group_is_answered_by_one_account() {
+        let gw = gateway().await;
+        let first = command(&gw, "alpha", 1, "root", "/baton activation always").await;
+        assert!(matches!(first.handled, Handled::Admin(_)), "{first:?}");
+        let copy = command(&gw, "beta", 1, "root", "/baton activation always").await;
+        assert_eq!(
+            copy.handled,
+            Handled::Dropped(DropReason::AdminHandledElsewhere)
+        );
+        assert_eq!(audited(&gw).await, ["ok"]);
+        assert_eq!(room_texts(&gw, "room").await.len(), 1, "answered once");
+    }
+
+    /// A bot's command is refused without an answer in the chat (a bot cannot start a command
+    /// loop), and audited.
+    #[tokio::test]
+    async fn a_bots_command_is_refused_without_an_answer_and_audited() {
+        let gw = gateway().await;
+        let stop = command(&gw, "alpha", 1, "beta", "/baton help").await;
+        let refused = "refused: bots may not run admin commands";
+        assert_eq!(stop.handled, Handled::Admin(refused.into()));
+        assert!(room_texts(&gw, "room").await.is_empty());
+        assert_eq!(audited(&gw).await, [refused]);
+    }
+
+    /// A human who is not an admin is refused and audited, within the sender's rate budget;
+    /// past it, the flood gets the rate limit's stop, with no refusal and no audit row each.
+    #[tokio::test]
+    async fn a_non_admin_is_refused_and_audited_only_within_the_rate_budget() {
+        let gw = gateway().await;
+        let refused = command(&gw, "alpha", 1, "ann", "/baton help").await;
+        let Handled::Admin(answer) = &refused.handled else {
+            panic!("not answered: {refused:?}");
+        };
+        assert!(answer.starts_with("Only baton admins"), "{answer}");
+        for n in [2, 3] {
+            let limited = command(&gw, "alpha", n, "ann", "/baton help").await;
+            assert_eq!(limited.handled, Handled::Dropped(DropReason::RateLimited));
+        }
+        assert_eq!(audited(&gw).await, ["refused: not an admin"]);
+        let admin = command(&gw, "alpha", 4, "root", "/baton help").await;
+        assert!(
+            matches!(admin.handled, Handled::Admin(_)),
+            "an admin is not limited"
+        );
+    }
+}

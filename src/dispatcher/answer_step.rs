@@ -111,3 +111,82 @@ pub(super) async fn answer(engine: &Engine, inbound: &Inbound<'_>, mode: Mode) -
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{asked, inbound, to_bot};
+    use super::*;
+    use crate::engine::testing::transcript;
+    use crate::gateway::testing::{echo_config, parts, until_idle};
+    use crate::store::EscalationState;
+
+    /// Step 5½ for message `n` saying `text` from `from` to bot `to` in `room`.
+    async fn answered(
+        d: &super::super::Dispatcher,
+        to: &str,
+        n: u32,
+        from: &str,
+        mode: Mode,
+    ) -> Step<()> {
+        let inbound = inbound(d, to_bot(to, n, "room", from, "main"));
+        answer(d.engine(), &inbound, mode).await
+    }
+
+    /// In a chat with no question, or for a bot's message, the step lets the message go on and
+    /// leaves the question waiting.
+    #[tokio::test]
+    async fn only_a_humans_message_in_a_chat_with_a_question_is_taken() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let d = &gw.dispatcher;
+        assert_eq!(answered(d, "alpha", 1, "ann", Mode::Act).await, Ok(()));
+        let question = asked(&gw.engine, "beta").await;
+        assert_eq!(answered(d, "alpha", 2, "beta", Mode::Act).await, Ok(()));
+        let still = gw.engine.store().escalation(&question.id).await.unwrap();
+        assert_eq!(still.unwrap().state, EscalationState::Pending);
+    }
+
+    /// Asked, a human's message in a chat with a question stops without looking for which:
+    /// the question is still waiting.
+    #[tokio::test]
+    async fn asked_a_message_that_may_answer_stops_without_answering() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let d = &gw.dispatcher;
+        assert_eq!(answered(d, "alpha", 1, "ann", Mode::Ask).await, Ok(()));
+        let question = asked(&gw.engine, "beta").await;
+        let stop = answered(d, "alpha", 2, "ann", Mode::Ask).await.unwrap_err();
+        assert_eq!(stop.handled, Handled::Answered(String::new()));
+        let still = gw.engine.store().escalation(&question.id).await.unwrap();
+        assert_eq!(still.unwrap().state, EscalationState::Pending);
+    }
+
+    /// A human's next message answers the question and goes no further: it is recorded where
+    /// the question was posted, as the answer; the copy another bot's account received is
+    /// taken too, and recorded nowhere again.
+    #[tokio::test]
+    async fn a_humans_answer_is_taken_once_and_goes_no_further() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let d = &gw.dispatcher;
+        let question = asked(&gw.engine, "beta").await;
+        let stop = answered(d, "alpha", 1, "ann", Mode::Act).await.unwrap_err();
+        assert_eq!(stop.handled, Handled::Answered(question.id.clone()));
+        let copy = answered(d, "beta", 1, "ann", Mode::Act).await.unwrap_err();
+        assert_eq!(copy.handled, Handled::Answered(question.id.clone()));
+        let now = gw
+            .engine
+            .store()
+            .escalation(&question.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(now.state, EscalationState::Answered);
+        assert_eq!(now.answer.as_deref(), Some("main"));
+        until_idle(&gw.engine).await;
+        let heard = transcript(&gw.engine, &question.origin).await;
+        let answers: Vec<_> = heard
+            .iter()
+            .filter(|e| e.meta["answers"] == question.id.as_str())
+            .map(|e| (e.speaker.as_str(), e.text.as_str()))
+            .collect();
+        assert_eq!(answers, [("ann", "main")], "recorded once: {heard:?}");
+    }
+}

@@ -51,10 +51,7 @@ pub(super) async fn refuse(
 
 #[cfg(test)]
 mod tests {
-    use baton_contract::{
-        AccountId, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, UserId,
-    };
-
+    use super::super::testing::to_bot;
     use super::*;
     use crate::dispatcher::Handled;
     use crate::gateway::testing::{echo_config, parts};
@@ -69,21 +66,7 @@ mod tests {
         let d = &gw.dispatcher;
         let account = &gw.engine.roster().accounts()[0];
         for n in 0..3 {
-            let sender = Sender {
-                id: UserId::from("ann"),
-                name: "ann".into(),
-                is_bot: false,
-                is_self: false,
-            };
-            let event = InboundEvent::text_message(
-                Platform::Local,
-                AccountId::from("alpha"),
-                ChatId::from("room"),
-                ChatKind::Group,
-                sender,
-                MessageId::from(format!("m{n}")),
-                "@alpha hi",
-            );
+            let event = to_bot("alpha", n, "room", "ann", "@alpha hi");
             let inbound = d.inbound(event, account, Arrival::Fresh, None);
             let full = QueueFull::Session { max: 1 };
             let stop = Stop::dropped(DropReason::Busy(full))

@@ -166,3 +166,154 @@ fn stopped(stop: &Stop) -> (DecisionStep, String) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{inbound, to_bot};
+    use super::*;
+    use crate::dispatcher::Refusal;
+    use crate::gateway::testing::{echo_config, parts};
+    use crate::guards::BotRefusal;
+    use crate::lanes::QueueFull;
+
+    fn turned(handled: Handled, by_budget: bool) -> Step<Turned> {
+        Ok(Turned {
+            handled,
+            wake: Wake::RepliedTo,
+            waited_ms: 12,
+            by_budget,
+        })
+    }
+
+    /// A turn is decided at the turn step, in the bot's session and run, with why the bot woke
+    /// and, when it failed, why it failed too.
+    #[tokio::test]
+    async fn a_turn_is_decided_with_why_it_woke_and_why_it_failed() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let inbound = inbound(&gw.dispatcher, to_bot("alpha", 1, "room", "ann", "hi"));
+        let replied = of(&inbound, &turned(Handled::Replied("hi".into()), false));
+        assert_eq!(
+            (replied.step, replied.outcome, replied.reason.as_str()),
+            (
+                DecisionStep::Turn,
+                DecisionOutcome::Replied,
+                "a reply to it"
+            )
+        );
+        assert_eq!(replied.session, Some(inbound.session()));
+        assert_eq!(replied.run_id.as_deref(), Some("in:local:alpha:m1"));
+        assert_eq!(replied.waited_ms, Some(12));
+        let failed = of(
+            &inbound,
+            &turned(Handled::Failed("timed out".into()), false),
+        );
+        assert_eq!(failed.outcome, DecisionOutcome::Failed);
+        assert_eq!(failed.reason, "a reply to it; timed out");
+    }
+
+    /// A turn a used-up budget refused before its model call is decided at the budget step.
+    #[tokio::test]
+    async fn a_turn_the_budget_refused_is_decided_at_the_budget_step() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let inbound = inbound(&gw.dispatcher, to_bot("alpha", 1, "room", "ann", "hi"));
+        let refused = of(&inbound, &turned(Handled::Failed("budget".into()), true));
+        assert_eq!(refused.step, DecisionStep::Budget);
+        assert_eq!(refused.outcome, DecisionOutcome::Failed);
+    }
+
+    /// Each stop is decided at the step that made it, with no session or run (no turn ran).
+    #[tokio::test]
+    async fn each_stop_is_decided_at_the_step_that_made_it() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let inbound = inbound(&gw.dispatcher, to_bot("alpha", 1, "room", "ann", "hi"));
+        let cases = [
+            (DropReason::OwnMessage, DecisionStep::OwnMessage),
+            (DropReason::GatewayNotice, DecisionStep::OwnMessage),
+            (DropReason::TooLong, DecisionStep::Size),
+            (DropReason::AdminHandledElsewhere, DecisionStep::Admin),
+            (
+                DropReason::Policy(Refusal::GroupNotListed),
+                DecisionStep::Policy,
+            ),
+            (DropReason::PairingPending, DecisionStep::Policy),
+            (DropReason::Paused, DecisionStep::Activation),
+            (
+                DropReason::BotGuard(BotRefusal::NotAllowed),
+                DecisionStep::BotGuard,
+            ),
+            (DropReason::RateLimited, DecisionStep::Rate),
+            (
+                DropReason::Busy(QueueFull::Session { max: 1 }),
+                DecisionStep::Lane,
+            ),
+            (DropReason::ShuttingDown, DecisionStep::Intake),
+        ];
+        for (reason, step) in cases {
+            let decided = of(&inbound, &Err(Stop::dropped(reason.clone())));
+            assert_eq!(decided.step, step, "{reason:?}");
+            assert_eq!(decided.outcome, DecisionOutcome::Dropped, "{reason:?}");
+            assert!(!decided.reason.is_empty(), "{reason:?} says why");
+            assert_eq!((decided.session, decided.run_id), (None, None));
+        }
+        let policy = of(
+            &inbound,
+            &Err(Stop::dropped(DropReason::Policy(Refusal::DmsDisabled))),
+        );
+        assert_eq!(policy.reason, "dms_disabled");
+        let answered = of(
+            &inbound,
+            &Err(Stop::handled(Handled::Answered("q-1".into()))),
+        );
+        assert_eq!(
+            (answered.step, answered.outcome, answered.reason.as_str()),
+            (
+                DecisionStep::Answer,
+                DecisionOutcome::Answered,
+                "an answer to the bot's question q-1"
+            )
+        );
+    }
+
+    /// A message that woke nobody is decided at activation with why: not mentioned unless
+    /// activation said otherwise.
+    #[tokio::test]
+    async fn a_message_that_woke_nobody_says_why() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let inbound = inbound(&gw.dispatcher, to_bot("alpha", 1, "room", "ann", "hi"));
+        let kept = Stop::handled(Handled::Buffered).keep_as_history();
+        let unsaid = of(&inbound, &Err(kept.clone()));
+        assert_eq!(
+            (unsaid.step, unsaid.outcome, unsaid.reason.as_str()),
+            (
+                DecisionStep::Activation,
+                DecisionOutcome::Buffered,
+                "not mentioned"
+            )
+        );
+        let others = of(&inbound, &Err(kept.not_woken(NotWoken::OnlyOtherBots)));
+        assert_eq!(others.reason, "mentions only other bots");
+    }
+
+    /// The decision kept should the claim find the event received before: a duplicate, with
+    /// what was said, and no turn.
+    #[tokio::test]
+    async fn a_redelivery_is_decided_as_a_duplicate_of_what_was_said() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let inbound = inbound(&gw.dispatcher, to_bot("alpha", 1, "room", "ann", "hi"));
+        let again = duplicate(&inbound);
+        assert_eq!(
+            (again.step, again.outcome),
+            (DecisionStep::Duplicate, DecisionOutcome::Duplicate)
+        );
+        assert_eq!(
+            (again.said.text.as_str(), again.sender.as_str()),
+            ("hi", "ann")
+        );
+        assert_eq!(again.chat, "local:room");
+        assert!(
+            again.reason.starts_with("received before"),
+            "{}",
+            again.reason
+        );
+    }
+}

@@ -222,12 +222,10 @@ fn size_text(bytes: u64) -> String {
 mod tests {
     use std::sync::Arc;
 
-    use baton_contract::{
-        AccountId, ChatId, ChatKey, ChatKind, Downloaded, FileRef, InboundEvent, MessageId,
-        Platform, Sender, StubAdapter, UserId,
-    };
+    use baton_contract::{AccountId, ChatKey, Downloaded, FileRef, Platform, StubAdapter};
 
     use super::super::speaker::Speaker;
+    use super::super::testing::to_bot;
     use super::*;
     use crate::gateway::testing::{echo_config, parts};
     use crate::pen::Arrival;
@@ -252,21 +250,7 @@ mod tests {
             bot: Arc::clone(&roster.bots()[0]),
             adapter: adapter.clone(),
         };
-        let sender = Sender {
-            id: UserId::from("ann"),
-            name: "ann".into(),
-            is_bot: false,
-            is_self: false,
-        };
-        let mut event = InboundEvent::text_message(
-            Platform::Local,
-            AccountId::from("alpha"),
-            ChatId::from("room"),
-            ChatKind::Group,
-            sender,
-            MessageId::from("m1"),
-            "@alpha read this",
-        );
+        let mut event = to_bot("alpha", 1, "room", "ann", "@alpha read this");
         event.files = vec![file("notes.txt")];
         let inbound = Inbound {
             speaker: Speaker::of(&event, roster),

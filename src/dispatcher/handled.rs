@@ -98,3 +98,152 @@ impl Dispatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::{ChatKey, Platform};
+
+    use crate::dispatcher::Refusal;
+    use crate::store::{DecisionQuery, HistoryTake};
+
+    use super::super::decision;
+    use super::super::testing::{inbound, to_bot};
+    use super::*;
+    use crate::gateway::testing::{Parts, echo_config, parts, room_texts};
+    use crate::guards::BotRefusal;
+    use crate::lanes::QueueFull;
+
+    /// Perform `stop` for message `n` from `from` to `alpha` in `room`.
+    async fn stop_with(gw: &Parts, n: u32, from: &str, stop: Stop) -> Handled {
+        let d = &gw.dispatcher;
+        let inbound = inbound(d, to_bot("alpha", n, "room", from, "hello there"));
+        let decided = decision::of(&inbound, &Err(stop.clone()));
+        d.stopped(&inbound, stop, decided).await
+    }
+
+    /// What `room`'s history buffer holds for `alpha`.
+    async fn buffered(gw: &Parts) -> Vec<String> {
+        let (chat_key, bot) = (
+            ChatKey::new(Platform::Local, &"room".into(), None),
+            "alpha".parse().unwrap(),
+        );
+        let kept = gw.engine.store().history_take(HistoryTake {
+            chat_key: &chat_key,
+            bot: &bot,
+            skip_sender: None,
+            skip_message: None,
+            limit: 10,
+        });
+        kept.await
+            .unwrap()
+            .into_iter()
+            .map(|h| h.message_id)
+            .collect()
+    }
+
+    /// A line owed now is posted each time; one owed once per sender is posted once for each
+    /// sender, however many of their messages are refused.
+    #[tokio::test]
+    async fn a_notice_is_posted_each_time_or_once_per_sender_as_owed() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let refused = || Stop::dropped(DropReason::Policy(Refusal::DmNotAllowed));
+        for (n, from) in [(1, "ann"), (2, "ann"), (3, "bob")] {
+            let once = refused().with_notice(Notice::OncePerSender(format!("once {from}")));
+            assert_eq!(
+                stop_with(&gw, n, from, once).await,
+                Handled::Dropped(DropReason::Policy(Refusal::DmNotAllowed))
+            );
+        }
+        assert_eq!(room_texts(&gw, "room").await, ["once ann", "once bob"]);
+        for n in [4, 5] {
+            let now = refused().with_notice(Notice::Now(format!("now {n}")));
+            stop_with(&gw, n, "ann", now).await;
+        }
+        assert_eq!(
+            room_texts(&gw, "room").await,
+            ["once ann", "once bob", "now 4", "now 5"]
+        );
+    }
+
+    /// A stop that keeps its message puts it in the chat's buffer; one that does not, does
+    /// not. Either way the decision on the event is kept.
+    #[tokio::test]
+    async fn a_message_is_buffered_only_when_its_stop_keeps_it_and_each_decision_is_kept() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let kept = Stop::handled(Handled::Buffered).keep_as_history();
+        assert_eq!(stop_with(&gw, 1, "ann", kept).await, Handled::Buffered);
+        let paused = Stop::dropped(DropReason::Paused);
+        stop_with(&gw, 2, "ann", paused).await;
+        assert_eq!(buffered(&gw).await, ["m1"]);
+        for id in ["m1", "m2"] {
+            let decided = gw
+                .engine
+                .store()
+                .decisions(DecisionQuery::Message(id.into()));
+            assert_eq!(decided.await.unwrap().len(), 1, "{id}'s decision");
+        }
+    }
+
+    /// In a chat that keeps no history, a stop that would keep its message keeps nothing but
+    /// still keeps its decision.
+    #[tokio::test]
+    async fn with_no_history_kept_a_kept_message_still_keeps_its_decision() {
+        let config = echo_config(&["alpha"], "").replace(
+            "activation = \"mention\"\n",
+            "activation = \"mention\"\nhistory_limit = 0\n",
+        );
+        let gw = parts(&config).await;
+        let kept = Stop::handled(Handled::Buffered).keep_as_history();
+        assert_eq!(stop_with(&gw, 1, "ann", kept).await, Handled::Buffered);
+        assert!(buffered(&gw).await.is_empty());
+        let decided = gw
+            .engine
+            .store()
+            .decisions(DecisionQuery::Message("m1".into()));
+        assert_eq!(decided.await.unwrap().len(), 1);
+    }
+
+    /// Every stop is announced on the event stream with its reason, except a busy refusal,
+    /// which the turn step announced as a wake already: one announcement per event.
+    #[tokio::test]
+    async fn every_stop_but_a_busy_one_is_announced_with_its_reason() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let mut stream = gw.engine.events().subscribe(None);
+        stop_with(&gw, 1, "ann", Stop::dropped(DropReason::Paused)).await;
+        let busy = DropReason::Busy(QueueFull::Session { max: 1 });
+        stop_with(&gw, 2, "ann", Stop::dropped(busy)).await;
+        stop_with(&gw, 3, "ann", Stop::handled(Handled::Admin("ok".into()))).await;
+        let mut told = Vec::new();
+        while let Ok(stamped) = stream.live.try_recv() {
+            if let crate::events::Event::EventReceived {
+                message_id,
+                outcome,
+                reason,
+                ..
+            } = &stamped.event
+            {
+                told.push((message_id.to_string(), *outcome, reason.clone()));
+            }
+        }
+        assert_eq!(
+            told,
+            [
+                ("m1".into(), Received::Dropped, Some("paused".into())),
+                ("m3".into(), Received::Admin, None),
+            ]
+        );
+    }
+
+    /// A bot message the bot guard refused is counted by its reason, for `/metrics`.
+    #[tokio::test]
+    async fn a_bot_guard_refusal_is_counted_by_its_reason() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let refused = Stop::dropped(DropReason::BotGuard(BotRefusal::NotAllowed));
+        stop_with(&gw, 1, "beta", refused.keep_as_history()).await;
+        let counted = gw
+            .engine
+            .metrics()
+            .get(&metrics::BOT_MESSAGE_REFUSALS, "bot_not_allowed");
+        assert_eq!(counted, 1);
+    }
+}

@@ -119,3 +119,88 @@ impl Dispatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use baton_contract::CommandReply;
+
+    use super::super::testing::{inbound, to_bot};
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts};
+
+    /// A thread keys the history buffer, the bot chains and the session, but not the chat's
+    /// durable settings, which are the whole chat's.
+    #[tokio::test]
+    async fn a_thread_keys_the_history_and_session_but_not_the_chat_settings() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let mut event = to_bot("alpha", 1, "room", "ann", "hi");
+        event.thread = Some("t1".into());
+        let inbound = inbound(&gw.dispatcher, event);
+        assert_eq!(inbound.chat_key.as_str(), "local:room:thread:t1");
+        assert_eq!(inbound.settings_key.as_str(), "local:room");
+        let session = inbound.session();
+        assert_eq!(session.bot.as_str(), "alpha");
+        assert_eq!(session.account.as_str(), "alpha");
+        assert_eq!(session.chat.as_str(), "room");
+        assert_eq!(session.thread.as_ref().map(|t| t.as_str()), Some("t1"));
+    }
+
+    /// An answer goes to the event's thread as a reply to it; a native command's answer goes
+    /// privately to its caller, a message's never does.
+    #[tokio::test]
+    async fn an_answer_replies_in_the_thread_and_privately_only_to_a_native_command() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let mut event = to_bot("alpha", 1, "room", "ann", "hi");
+        event.thread = Some("t1".into());
+        let message = inbound(&gw.dispatcher, event.clone()).reply_target();
+        assert_eq!(message.chat.as_str(), "room");
+        assert_eq!(message.thread.as_ref().map(|t| t.as_str()), Some("t1"));
+        assert_eq!(message.reply_to.as_ref().map(|m| m.as_str()), Some("m1"));
+        assert_eq!(message.ephemeral, None);
+        let reply = CommandReply {
+            token: "tok".into(),
+        };
+        event.kind = InboundKind::Command {
+            reply: reply.clone(),
+        };
+        let command = inbound(&gw.dispatcher, event).reply_target();
+        assert_eq!(command.ephemeral, Some(("ann".into(), reply)));
+    }
+
+    /// The history buffer keeps who said it by the name people read and the id it came from;
+    /// the event stream tells it by the speaker's label, in the thread's chat.
+    #[tokio::test]
+    async fn the_buffer_and_the_stream_tell_the_speaker_as_each_reads_it() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let mut event = to_bot("alpha", 1, "room", "ann", "the deploy is at five");
+        event.sender.name = "Ann B".into();
+        event.thread = Some("t1".into());
+        event.timestamp_ms = 42;
+        let human = inbound(&gw.dispatcher, event);
+        let entry = human.history_entry();
+        assert_eq!(
+            (entry.speaker.as_str(), entry.sender_id.as_str()),
+            ("Ann B", "ann")
+        );
+        assert_eq!((entry.message_id.as_str(), entry.ts_ms), ("m1", 42));
+        assert_eq!(entry.text, "the deploy is at five");
+        let Event::EventReceived {
+            chat,
+            sender,
+            outcome,
+            reason,
+            ..
+        } = human.received(Received::Dropped, Some("paused".into()))
+        else {
+            panic!("not an event received");
+        };
+        assert_eq!(chat.as_str(), "local:room:thread:t1");
+        assert_eq!(sender, "ann");
+        assert_eq!(
+            (outcome, reason.as_deref()),
+            (Received::Dropped, Some("paused"))
+        );
+        let bot = inbound(&gw.dispatcher, to_bot("alpha", 2, "room", "beta", "hi"));
+        assert_eq!(bot.history_entry().speaker, "bot:beta");
+    }
+}

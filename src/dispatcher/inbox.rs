@@ -203,3 +203,116 @@ impl Dispatcher {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{allow, inbound, refuse, to_bot};
+    use super::super::{DropReason, decision, stop::Stop};
+    use super::*;
+    use crate::engine::testing::transcript;
+    use crate::gateway::testing::{Parts, echo_config, parts, room_texts};
+    use crate::store::DecisionQuery;
+
+    /// `@alpha hi` from `ann` in `room`, filed in `alpha`'s inbox, with the run counted
+    /// `attempts` times; the row as the recovery finds it.
+    async fn left_over(gw: &Parts, attempts: u32) -> Unfinished {
+        let store = gw.engine.store();
+        let event = to_bot("alpha", 1, "room", "ann", "@alpha hi");
+        let id = file(store, &event, 1, None).await.unwrap().expect("fresh");
+        for _ in 0..attempts {
+            store.inbox_attempt(id).await.unwrap();
+        }
+        let mut left = store.inbox_left("local:alpha").await.unwrap();
+        assert_eq!(left.len(), 1);
+        left.remove(0)
+    }
+
+    /// An event is filed with its claim, once: a redelivery files nothing more.
+    #[tokio::test]
+    async fn an_event_is_filed_once() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let store = gw.engine.store();
+        let event = to_bot("alpha", 1, "room", "ann", "@alpha hi");
+        assert!(file(store, &event, 1, None).await.unwrap().is_some());
+        assert_eq!(file(store, &event, 2, None).await.unwrap(), None);
+        assert_eq!(store.inbox_left("local:alpha").await.unwrap().len(), 1);
+    }
+
+    /// A left-over event run fewer than [`MAX_ATTEMPTS`] times is run again, counted, and
+    /// taken out once answered.
+    #[tokio::test]
+    async fn a_left_over_event_is_run_again_and_taken_out() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let row = left_over(&gw, MAX_ATTEMPTS - 1).await;
+        let account = &gw.engine.roster().accounts()[0];
+        gw.dispatcher.rerun(account, row).await;
+        assert_eq!(room_texts(&gw, "room").await, ["hi"]);
+        let store = gw.engine.store();
+        assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
+        let reruns = gw.engine.metrics().get(&metrics::EVENTS_RECOVERED, "rerun");
+        assert_eq!(reruns, 1);
+    }
+
+    /// An event left over [`MAX_ATTEMPTS`] times is taken to be what stops the gateway: it is
+    /// not run again but given up on, with the failure in the bot's transcript, and taken out.
+    #[tokio::test]
+    async fn an_event_left_over_too_often_is_given_up_on_record() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let row = left_over(&gw, MAX_ATTEMPTS).await;
+        let account = &gw.engine.roster().accounts()[0];
+        gw.dispatcher.rerun(account, row).await;
+        assert!(room_texts(&gw, "room").await.is_empty(), "not run again");
+        let store = gw.engine.store();
+        assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
+        let session = "bot:alpha:local:alpha:room".parse().unwrap();
+        let entries = transcript(&gw.engine, &session).await;
+        let failures: Vec<_> = entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Failure)
+            .map(|e| e.text.as_str())
+            .collect();
+        assert_eq!(failures.len(), 1, "{entries:?}");
+        assert!(
+            failures[0].starts_with(
+                "message m1 was not answered: the gateway stopped while handling it 3 times"
+            ),
+            "{failures:?}"
+        );
+    }
+
+    /// A run's end takes its row out with the decision in the same write; a run never filed
+    /// keeps its decision alone.
+    #[tokio::test]
+    async fn a_run_ends_with_its_row_out_and_its_decision_kept() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let (d, store) = (&gw.dispatcher, gw.engine.store());
+        let row = left_over(&gw, 0).await;
+        for (n, filed) in [(1, Some(row.id)), (2, None)] {
+            let inbound = inbound(d, to_bot("alpha", n, "room", "ann", "hi"));
+            let decided = decision::of(&inbound, &Err(Stop::dropped(DropReason::Paused)));
+            d.finish(filed, Some(decided)).await;
+            let kept = store.decisions(DecisionQuery::Message(format!("m{n}")));
+            assert_eq!(kept.await.unwrap().len(), 1, "m{n}'s decision");
+        }
+        assert!(store.inbox_left("local:alpha").await.unwrap().is_empty());
+    }
+
+    /// A row the store would not take out is handed back (made nobody's, for the serving
+    /// instance to run again) once the store writes again.
+    #[tokio::test]
+    async fn a_row_the_store_would_not_take_out_is_handed_back_once_it_writes() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let (d, store) = (&gw.dispatcher, gw.engine.store());
+        store.instance_register("solo", "test", 1).await.unwrap();
+        let row = left_over(&gw, 0).await;
+        assert_ne!(row.owner, "", "filed as this instance's");
+        refuse(store, "DELETE", "inbox").await;
+        d.finish(Some(row.id), None).await;
+        allow(store).await;
+        assert_ne!(store.inbox_left("local:alpha").await.unwrap()[0].owner, "");
+        d.hand_back_unfinished().await;
+        let left = store.inbox_left("local:alpha").await.unwrap();
+        assert_eq!(left.len(), 1, "still to run");
+        assert_eq!(left[0].owner, "", "handed back");
+    }
+}

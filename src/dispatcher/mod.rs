@@ -43,6 +43,8 @@ mod policy;
 mod self_drop;
 mod speaker;
 mod stop;
+#[cfg(test)]
+mod testing;
 mod turn_step;
 
 use std::sync::Arc;
@@ -144,6 +146,12 @@ impl Dispatcher {
     #[cfg(test)]
     pub(crate) fn guards(&self) -> &Guards {
         &self.own.guards
+    }
+
+    /// Step 4's commands, for a test to run one.
+    #[cfg(test)]
+    pub(crate) fn admin(&self) -> &Admin {
+        &self.admin
     }
 
     /// Deduplicate and run the whole pipeline, waiting for the outcome. The local chat uses
@@ -300,5 +308,89 @@ impl EventSink for Dispatcher {
             self.clone().spawn_run(filed, event, Handoff::here());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{refuse, to_bot};
+    use super::*;
+    use crate::gateway::testing::{echo_config, parts, room_texts};
+
+    /// A draining dispatcher takes no new event: the local chat's is dropped, a platform's is
+    /// refused for the platform to redeliver to the next process, and neither is filed.
+    #[tokio::test]
+    async fn a_draining_dispatcher_takes_no_new_event() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let d = &gw.dispatcher;
+        assert!(d.drain(Duration::from_secs(10)).await, "nothing in flight");
+        let event = || to_bot("alpha", 1, "room", "ann", "@alpha hi");
+        assert_eq!(
+            d.handle(event()).await,
+            Handled::Dropped(DropReason::ShuttingDown)
+        );
+        assert_eq!(d.accept(event()).await, Err(NotTaken::ShuttingDown));
+        let left = gw.engine.store().inbox_left("local:alpha").await.unwrap();
+        assert!(left.is_empty(), "nothing filed");
+    }
+
+    /// A redelivered event is a duplicate: counted as one, answered once.
+    #[tokio::test]
+    async fn a_redelivery_is_counted_as_a_duplicate_and_answered_once() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let d = &gw.dispatcher;
+        let event = || to_bot("alpha", 1, "room", "ann", "@alpha hi");
+        assert_eq!(d.handle(event()).await, Handled::Replied("hi".into()));
+        assert_eq!(d.handle(event()).await, Handled::Duplicate);
+        let counters = gw.engine.metrics();
+        assert_eq!(counters.get(&metrics::EVENTS_IN, "local"), 1);
+        assert_eq!(counters.get(&metrics::DUPLICATES, "local"), 1);
+        assert_eq!(room_texts(&gw, "room").await, ["hi"]);
+    }
+
+    /// An event the store cannot record is refused, loudly and counted, not answered without
+    /// a record: a platform's is not acknowledged, so the platform redelivers it.
+    #[tokio::test]
+    async fn an_event_the_store_cannot_record_is_refused_not_answered() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let (d, store) = (&gw.dispatcher, gw.engine.store());
+        refuse(store, "INSERT", "inbox").await;
+        let event = |n| to_bot("alpha", n, "room", "ann", "@alpha hi");
+        assert_eq!(d.accept(event(1)).await, Err(NotTaken::StoreFailing));
+        assert_eq!(
+            d.handle(event(2)).await,
+            Handled::Dropped(DropReason::StoreFailing)
+        );
+        let refused = gw.engine.metrics().get(&metrics::EVENTS_REFUSED, "local");
+        assert_eq!(refused, 2);
+        assert!(room_texts(&gw, "room").await.is_empty(), "not answered");
+    }
+
+    /// An accepted event is answered in the background; a drain waits for its run.
+    #[tokio::test]
+    async fn an_accepted_event_runs_in_the_background_and_a_drain_waits_for_it() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let d = &gw.dispatcher;
+        d.accept(to_bot("alpha", 1, "room", "ann", "@alpha hi"))
+            .await
+            .expect("taken");
+        assert!(d.drain(Duration::from_secs(10)).await, "finished in time");
+        assert_eq!(d.in_flight(), 0);
+        assert_eq!(room_texts(&gw, "room").await, ["hi"]);
+        let left = gw.engine.store().inbox_left("local:alpha").await.unwrap();
+        assert!(left.is_empty(), "taken out of the inbox");
+    }
+
+    /// An event for an account the config does not have is claimed, dropped and taken out.
+    #[tokio::test]
+    async fn an_event_for_an_unknown_account_is_dropped_and_taken_out() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let stray = to_bot("nobody", 1, "room", "ann", "@nobody hi");
+        assert_eq!(
+            gw.dispatcher.handle(stray).await,
+            Handled::Dropped(DropReason::UnknownAccount)
+        );
+        let left = gw.engine.store().inbox_left("local:nobody").await.unwrap();
+        assert!(left.is_empty());
     }
 }

@@ -120,12 +120,11 @@ pub(super) fn within_size(inbound: &Inbound<'_>) -> Step<()> {
 
 #[cfg(test)]
 mod tests {
-    use baton_contract::{
-        AccountId, ChatId, ChatKey, ChatKind, MessageId, Platform, Sender, UserId,
-    };
+    use baton_contract::{AccountId, ChatKey, Platform};
 
     use super::*;
     use crate::bot_id::BotId;
+    use crate::dispatcher::testing::{allow, refuse, to_bot};
     use crate::gateway::testing::{echo_config, parts};
 
     /// Two echo bots; the local chat `room` is the only group allowed; `root` is an admin; a
@@ -137,28 +136,6 @@ mod tests {
              [limits]\ninbound_per_sender_per_minute = 1\n",
         )
         .replace("group_policy = \"open\"", "group_policy = \"allowlist\"")
-    }
-
-    /// A message to `alpha`'s account in `chat`, by `from` (a bot when it is one of ours).
-    fn to_alpha(n: u32, chat: &str, from: &str, text: &str) -> InboundEvent {
-        let is_bot = ["alpha", "beta"].contains(&from);
-        let sender = Sender {
-            id: UserId::from(from),
-            name: from.to_owned(),
-            is_bot,
-            is_self: false,
-        };
-        let mut event = InboundEvent::text_message(
-            Platform::Local,
-            AccountId::from("alpha"),
-            ChatId::from(chat),
-            ChatKind::Group,
-            sender,
-            MessageId::from(format!("m{n}")),
-            text,
-        );
-        event.mentions = vec![UserId::from("alpha")];
-        event
     }
 
     /// Each event below would trip its step and every later one; it must stop at its own step.
@@ -177,7 +154,7 @@ mod tests {
             gw.dispatcher.guards().inbound.check(&alpha, label);
         }
 
-        let own = to_alpha(1, "elsewhere", "alpha", &huge);
+        let own = to_bot("alpha", 1, "elsewhere", "alpha", &huge);
         assert_eq!(
             d.process(own, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::OwnMessage)
@@ -188,50 +165,50 @@ mod tests {
             &"beta".parse().unwrap(),
             &huge,
         );
-        let notice = to_alpha(2, "room", "beta", &huge);
+        let notice = to_bot("alpha", 2, "room", "beta", &huge);
         assert_eq!(
             d.process(notice, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::GatewayNotice)
         );
 
-        let long = to_alpha(3, "elsewhere", "ann", &huge);
+        let long = to_bot("alpha", 3, "elsewhere", "ann", &huge);
         assert_eq!(
             d.process(long, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::TooLong)
         );
 
-        let command = to_alpha(4, "elsewhere", "cid", "/baton help");
+        let command = to_bot("alpha", 4, "elsewhere", "cid", "/baton help");
         let Handled::Admin(answer) = d.process(command, Arrival::Fresh, None).await else {
             panic!("an admin command is answered before the policy");
         };
         assert!(answer.contains("Only baton admins"), "{answer}");
 
-        let refused = to_alpha(5, "elsewhere", "ann", "@alpha hi");
+        let refused = to_bot("alpha", 5, "elsewhere", "ann", "@alpha hi");
         assert!(matches!(
             d.process(refused, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::Policy(_))
         ));
 
-        let mut unaddressed = to_alpha(6, "room", "beta", "chatter");
+        let mut unaddressed = to_bot("alpha", 6, "room", "beta", "chatter");
         unaddressed.mentions.clear();
         assert_eq!(
             d.process(unaddressed, Arrival::Fresh, None).await,
             Handled::Buffered
         );
 
-        let from_bot = to_alpha(7, "room", "beta", "@alpha hi");
+        let from_bot = to_bot("alpha", 7, "room", "beta", "@alpha hi");
         assert!(matches!(
             d.process(from_bot, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::BotGuard(_))
         ));
 
-        let limited = to_alpha(8, "room", "ann", "@alpha hi");
+        let limited = to_bot("alpha", 8, "room", "ann", "@alpha hi");
         assert_eq!(
             d.process(limited, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::RateLimited)
         );
 
-        let fine = to_alpha(9, "room", "bob", "@alpha hi");
+        let fine = to_bot("alpha", 9, "room", "bob", "@alpha hi");
         assert_eq!(
             d.process(fine, Arrival::Fresh, None).await,
             Handled::Replied("hi".into())
@@ -246,24 +223,18 @@ mod tests {
         let gw = parts(&config()).await;
         let (d, store) = (&gw.dispatcher, gw.engine.store());
         store.instance_register("solo", "test", 1).await.unwrap();
-        let mut aside = to_alpha(1, "room", "ann", "the deploy is at five");
+        let mut aside = to_bot("alpha", 1, "room", "ann", "the deploy is at five");
         aside.mentions.clear();
         let filed = store.file(crate::store::Filing::of(&aside), 1, None);
         let id = filed.await.unwrap().expect("fresh");
-        let refuse = "CREATE TRIGGER refuse BEFORE INSERT ON history \
-                      BEGIN SELECT RAISE(ABORT, 'refused'); END";
-        store
-            .write(move |db| db.execute(refuse, &[]))
-            .await
-            .unwrap();
+        refuse(store, "INSERT", "history").await;
         let kept = d.process(aside.clone(), Arrival::Fresh, Some(id)).await;
         assert_eq!(kept, Handled::Buffered);
         let left = store.inbox_left("local:alpha").await.unwrap();
         assert_eq!(left.len(), 1, "not taken out: its history was not kept");
         assert_eq!(left[0].owner, "", "handed back to be run again");
 
-        let allow = "DROP TRIGGER refuse";
-        store.write(move |db| db.execute(allow, &[])).await.unwrap();
+        allow(store).await;
         let taken = store.inbox_adopt("local:alpha", 1).await.unwrap();
         assert_eq!(taken.len(), 1, "the serving instance takes it over");
         let kept = d.process(aside, Arrival::Replayed, Some(id)).await;
@@ -279,7 +250,7 @@ mod tests {
     async fn chatter_is_claimed_and_kept_in_one_write() {
         let gw = parts(&config()).await;
         let (d, store) = (&gw.dispatcher, gw.engine.store());
-        let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
+        let mut chatter = to_bot("alpha", 1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
         let before = store.jobs();
         assert_eq!(d.handle(chatter.clone()).await, Handled::Buffered);
@@ -298,7 +269,7 @@ mod tests {
             .unwrap();
         assert_eq!(kept.len(), 1, "kept once: {kept:?}");
 
-        let mention = to_alpha(2, "room", "bob", "@alpha hi");
+        let mention = to_bot("alpha", 2, "room", "bob", "@alpha hi");
         let before = store.jobs();
         assert_eq!(d.handle(mention).await, Handled::Replied("hi".into()));
         assert_eq!(
@@ -319,7 +290,7 @@ mod tests {
         let gw = parts(&config()).await;
         let d = &gw.dispatcher;
         let unaddressed = |n, chat, from, text: &str| {
-            let mut event = to_alpha(n, chat, from, text);
+            let mut event = to_bot("alpha", n, chat, from, text);
             event.mentions.clear();
             event
         };
@@ -328,7 +299,7 @@ mod tests {
         let cases = [
             (unaddressed(1, "room", "ann", "the deploy is at five"), true),
             (unaddressed(2, "room", "beta", "a bot's aside"), true),
-            (to_alpha(3, "room", "bob", "@alpha hi"), false),
+            (to_bot("alpha", 3, "room", "bob", "@alpha hi"), false),
             (unaddressed(4, "room", "alpha", "my own line"), false),
             (
                 unaddressed(5, "room", "ann", &"x".repeat(MAX_TEXT_BYTES + 1)),
@@ -372,7 +343,7 @@ mod tests {
             .roster()
             .account(Platform::Local, &AccountId::from("alpha"))
             .unwrap();
-        let command = || to_alpha(1, "room", "root", "/baton help");
+        let command = || to_bot("alpha", 1, "room", "root", "/baton help");
         let asked = d.inbound(command(), account, Arrival::Fresh, None);
         assert!(matches!(
             d.before_turn(&asked, Mode::Ask).await,
@@ -393,7 +364,7 @@ mod tests {
     async fn a_stop_posts_its_notice_and_keeps_history_as_told() {
         let gw = parts(&config()).await;
         let d = &gw.dispatcher;
-        let mut chatter = to_alpha(1, "room", "ann", "the deploy is at five");
+        let mut chatter = to_bot("alpha", 1, "room", "ann", "the deploy is at five");
         chatter.mentions.clear();
         assert_eq!(
             d.process(chatter, Arrival::Fresh, None).await,
@@ -414,12 +385,12 @@ mod tests {
         let texts: Vec<&str> = history.iter().map(|h| h.text.as_str()).collect();
         assert_eq!(texts, ["the deploy is at five"]);
 
-        let first = to_alpha(2, "room", "bob", "@alpha one");
+        let first = to_bot("alpha", 2, "room", "bob", "@alpha one");
         assert_eq!(
             d.process(first, Arrival::Fresh, None).await,
             Handled::Replied("one".into())
         );
-        let second = to_alpha(3, "room", "bob", "@alpha two");
+        let second = to_bot("alpha", 3, "room", "bob", "@alpha two");
         assert_eq!(
             d.process(second, Arrival::Fresh, None).await,
             Handled::Dropped(DropReason::RateLimited)

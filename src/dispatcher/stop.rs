@@ -241,3 +241,75 @@ impl Refusal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chatter is a stop that woke nobody, keeps the message and owes nothing: a stop that owes
+    /// a line, keeps nothing, or is anything but buffered is not chatter.
+    #[test]
+    fn a_stop_is_chatter_only_when_buffered_kept_and_owing_nothing() {
+        let kept = Stop::handled(Handled::Buffered).keep_as_history();
+        assert!(kept.is_chatter());
+        assert!(kept.clone().not_woken(NotWoken::OnlyOtherBots).is_chatter());
+        assert!(!Stop::handled(Handled::Buffered).is_chatter(), "not kept");
+        let told = kept.with_notice(Notice::Now("hi".into()));
+        assert!(!told.is_chatter(), "owes a line");
+        let refused = Stop::dropped(DropReason::BotGuard(BotRefusal::NotAllowed));
+        assert!(!refused.keep_as_history().is_chatter(), "dropped");
+    }
+
+    /// Each builder sets what it names and keeps the rest: a drop owes nothing and keeps
+    /// nothing until told otherwise.
+    #[test]
+    fn a_stop_owes_only_what_its_builders_add() {
+        let dropped = Stop::dropped(DropReason::TooLong);
+        assert_eq!(
+            (&dropped.notice, dropped.keep, dropped.not_woken),
+            (&None, Keep::Nothing, None)
+        );
+        let built = dropped
+            .with_notice(Notice::OncePerSender("no".into()))
+            .keep_as_history()
+            .not_woken(NotWoken::NotMentioned);
+        assert_eq!(built.handled, Handled::Dropped(DropReason::TooLong));
+        assert_eq!(built.notice, Some(Notice::OncePerSender("no".into())));
+        assert_eq!(built.keep, Keep::AsHistory);
+        assert_eq!(built.not_woken, Some(NotWoken::NotMentioned));
+    }
+
+    /// A drop is named with its reason, and a reason with the refusal inside it, as the trace
+    /// and `/api/events` tell them.
+    #[test]
+    fn a_drop_is_named_with_its_reason_and_the_refusal_inside_it() {
+        assert_eq!(
+            Handled::Dropped(DropReason::Paused).name(),
+            "dropped:paused"
+        );
+        assert_eq!(Handled::Answered("q-1".into()).name(), "answered");
+        let refused = DropReason::Policy(Refusal::DmNotAllowed);
+        assert_eq!(refused.as_str(), "policy:dm_not_allowed");
+        let guarded = DropReason::BotGuard(BotRefusal::ChainLimit {
+            position: 4,
+            max: 3,
+        });
+        assert_eq!(guarded.as_str(), "bot_guard:bot_reply_chain");
+        let busy = DropReason::Busy(QueueFull::Session { max: 1 });
+        assert_eq!(
+            Handled::Dropped(busy).name(),
+            "dropped:busy:session_queue_full"
+        );
+    }
+
+    /// A DM sender refused because DMs are off is told so; one refused by the allow-list is
+    /// told to ask an admin.
+    #[test]
+    fn a_refused_dm_sender_is_told_why() {
+        assert_eq!(
+            Refusal::DmsDisabled.notice(),
+            "I don't take direct messages here."
+        );
+        assert!(Refusal::DmNotAllowed.notice().contains("ask an admin"));
+    }
+}

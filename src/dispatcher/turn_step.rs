@@ -139,3 +139,107 @@ async fn fail(engine: &Engine, inbound: &Inbound<'_>, err: TurnFailure) -> Handl
     }
     Handled::Failed(err.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use baton_contract::{Platform, StubAdapter};
+
+    use super::super::testing::to_bot;
+    use super::*;
+    use crate::engine::testing::{End, Scripted, account_on, bot, bot_on};
+    use crate::events::Event;
+    use crate::gateway::testing::{Parts, echo_config, parts};
+    use crate::pen::Arrival;
+
+    /// Steps 9 to 13 for `@alpha hi` from `ann` in `room`, woken as `wake`, on an `alpha`
+    /// account on `stub` whose backend ends as `end` (its own echo backend without one).
+    async fn woken(gw: &Parts, stub: &Arc<StubAdapter>, end: Option<End>, wake: Wake) -> Turned {
+        let alpha = match end {
+            Some(end) => bot_on(&gw.engine, "alpha", Scripted::ends(end)),
+            None => bot(&gw.engine, "alpha"),
+        };
+        let account = account_on(&alpha, stub);
+        let event = to_bot("alpha", 1, "room", "ann", "@alpha hi");
+        let inbound = gw.dispatcher.inbound(event, &account, Arrival::Fresh, None);
+        run(&gw.engine, &inbound, wake).await.expect("the turn ran")
+    }
+
+    fn stub() -> Arc<StubAdapter> {
+        Arc::new(StubAdapter::new(Platform::Local, "alpha"))
+    }
+
+    /// The texts `stub` was asked to post.
+    fn posted(stub: &StubAdapter) -> Vec<String> {
+        stub.sent().into_iter().map(|m| m.text).collect()
+    }
+
+    /// A woken bot's reply is posted in answer to the message and is what became of it; the
+    /// wake is announced on the event stream before the turn.
+    #[tokio::test]
+    async fn a_reply_is_posted_in_answer_after_the_wake_is_announced() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let mut stream = gw.engine.events().subscribe(None).live;
+        let stub = stub();
+        let turned = woken(&gw, &stub, Some(End::Says("main")), Wake::Mentioned).await;
+        assert_eq!(turned.handled, Handled::Replied("main".into()));
+        assert_eq!((turned.wake, turned.by_budget), (Wake::Mentioned, false));
+        let sent = stub.sent();
+        assert_eq!(posted(&stub), ["main"]);
+        assert_eq!(sent[0].reply_to.as_ref().map(|m| m.as_str()), Some("m1"));
+        let first = stream.try_recv().expect("announced").event.clone();
+        assert!(
+            matches!(
+                first,
+                Event::EventReceived {
+                    outcome: Received::Wake,
+                    ..
+                }
+            ),
+            "{first:?}"
+        );
+    }
+
+    /// A failed turn tells the chat the configured error reply.
+    #[tokio::test]
+    async fn a_failed_turn_posts_the_error_reply() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let stub = stub();
+        let turned = woken(&gw, &stub, Some(End::Fails), Wake::Mentioned).await;
+        assert!(matches!(turned.handled, Handled::Failed(_)), "{turned:?}");
+        assert_eq!(
+            posted(&stub),
+            [gw.engine.config().gateway.error_reply.clone()]
+        );
+    }
+
+    /// With `error_reply = ""`, a failed turn posts nothing.
+    #[tokio::test]
+    async fn with_an_empty_error_reply_a_failed_turn_posts_nothing() {
+        let config =
+            echo_config(&["alpha"], "").replace("[gateway]\n", "[gateway]\nerror_reply = \"\"\n");
+        let gw = parts(&config).await;
+        let stub = stub();
+        let turned = woken(&gw, &stub, Some(End::Fails), Wake::Mentioned).await;
+        assert!(matches!(turned.handled, Handled::Failed(_)), "{turned:?}");
+        assert!(posted(&stub).is_empty(), "{:?}", posted(&stub));
+    }
+
+    /// A failure only the config can mend is said as it is, for the chat's admins to act on,
+    /// not as "try again".
+    #[tokio::test]
+    async fn a_misconfigured_backend_is_said_as_it_is() {
+        let gw = parts(&echo_config(&["alpha"], "")).await;
+        let stub = stub();
+        woken(&gw, &stub, Some(End::Refused), Wake::Mentioned).await;
+        let told = posted(&stub);
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert!(
+            told[0].starts_with(
+                "alpha cannot answer until its config is fixed (for the baton admins): "
+            ),
+            "{told:?}"
+        );
+    }
+}

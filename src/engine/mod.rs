@@ -31,7 +31,7 @@ mod session_lock;
 mod session_turn;
 mod taps;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod turn;
 mod turn_end;
 mod typing;

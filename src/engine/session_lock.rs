@@ -121,7 +121,7 @@ mod tests {
 
     /// Bot `b`'s engine over a fresh PostgreSQL database, where instances share session locks;
     /// `extra` is appended to its config.
-    async fn shared(extra: &str) -> Engine {
+    async fn engine_on_postgres(extra: &str) -> Engine {
         let store = TestDb::postgres().await.open().await;
         parts_on(&echo_config(&["b"], extra), store, &|_| None).engine
     }
@@ -140,7 +140,7 @@ mod tests {
     /// The session lock's lease is 15 s: only its holder's notice wakes a waiter this soon.
     #[tokio::test]
     async fn a_session_held_elsewhere_is_taken_as_soon_as_its_holder_lets_go() {
-        let engine = shared("").await;
+        let engine = engine_on_postgres("").await;
         let session = test_key("room");
         let first = hold(&engine, &session).await;
         let soon = Instant::now() + Duration::from_millis(300);
@@ -158,7 +158,7 @@ mod tests {
     /// A holder that died lets nothing go.
     #[tokio::test]
     async fn a_lock_whose_holder_died_is_taken_once_it_expires() {
-        let engine = shared("").await;
+        let engine = engine_on_postgres("").await;
         let session = test_key("room");
         let store = engine.store();
         let dead = store.session_lock(&session.render(), "gone/1", 1500).await;
@@ -174,7 +174,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_stays_held_past_its_lease_while_its_turn_runs() {
-        let engine = shared("\n[cluster]\nlease_seconds = 3\n").await;
+        let engine = engine_on_postgres("\n[cluster]\nlease_seconds = 3\n").await;
         let session = test_key("room");
         let _running = hold(&engine, &session).await;
         // Time passing is the subject: the lease runs out unless it is renewed.

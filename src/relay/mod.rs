@@ -188,3 +188,76 @@ fn moved<'a>(
         model: model.map(str::to_owned),
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::gateway::testing::{begun, echo_config, new_delivery, parts};
+    use crate::session::A2aCaller;
+
+    /// A delivery's message is spoken to its target by the sending bot, or by the external
+    /// A2A agent whose caller session sent it, and introduced as such.
+    #[tokio::test]
+    async fn a_delivery_is_spoken_by_its_bot_or_its_a2a_caller() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let d = begun(&gw.engine, new_delivery("r1", "alpha", "beta", "hi"), None).await;
+        assert_eq!(speaker(&d), "bot:alpha");
+        assert_eq!(from_sender(&d), "Message from bot 'alpha': hi");
+        let caller = A2aCaller::parse("acme").unwrap();
+        let from_agent = Delivery {
+            sender_session: SessionKey::a2a_caller(&d.target, "beta".into(), &caller),
+            ..d
+        };
+        assert_eq!(speaker(&from_agent), "a2a:acme");
+        assert_eq!(
+            from_sender(&from_agent),
+            "Message from A2A agent 'acme': hi"
+        );
+    }
+
+    /// Waiting for a run no delivery has finds nothing; for one still queued when the time
+    /// runs out, the delivery as it stands.
+    #[tokio::test]
+    async fn settled_finds_no_unknown_run_and_gives_a_pending_one_as_it_stands() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let wait = Duration::from_millis(20);
+        assert_eq!(settled(&gw.relay, "nope", wait).await.unwrap(), None);
+        begun(&gw.engine, new_delivery("r1", "alpha", "beta", "hi"), None).await;
+        let pending = settled(&gw.relay, "r1", wait).await.unwrap();
+        assert_eq!(pending.map(|d| d.state), Some(DeliveryState::Queued));
+    }
+
+    /// Every move of a delivery is announced on the event stream with its route, its state
+    /// and why.
+    #[tokio::test]
+    async fn a_move_of_a_delivery_is_announced_with_its_route_and_why() {
+        let gw = parts(&echo_config(&["alpha", "beta"], "")).await;
+        let mut stream = gw.engine.events().subscribe(None).live;
+        let d = begun(&gw.engine, new_delivery("r1", "alpha", "beta", "hi"), None).await;
+        moved(&gw.engine, &d, DeliveryState::Refused, Some("depth"), None);
+        let told = stream.try_recv().expect("announced").event.clone();
+        let Event::Delivery {
+            run_id,
+            sender,
+            target,
+            target_session,
+            state,
+            reason,
+            ..
+        } = told
+        else {
+            panic!("not a delivery's move: {told:?}");
+        };
+        assert_eq!(
+            (run_id.as_str(), sender.as_str(), target.as_str()),
+            ("r1", "alpha", "beta")
+        );
+        assert_eq!(target_session, d.target_session.render());
+        assert_eq!(
+            (state.as_str(), reason.as_deref()),
+            ("refused", Some("depth"))
+        );
+    }
+}
