@@ -12,7 +12,7 @@ mod error;
 mod handle;
 mod report;
 
-use baton_contract::{ChatKey, InboundEvent};
+use baton_contract::{ChatKey, InboundEvent, Platform};
 
 pub(crate) use chain::may_stop;
 pub use command::{
@@ -118,12 +118,12 @@ pub(crate) async fn execute(
         }
         AdminCommand::Resume(bot) => {
             let whom = whom(engine, inbound, bot.as_deref())?;
-            let paused = store.chat_settings(chat).await?.paused;
-            let resumed = paused
-                .iter()
-                .filter(|p| matches!(whom, Whom::Every) || *p == whom.stored() || *p == "*");
-            for p in resumed {
-                store.set_paused(chat, p, false).await?;
+            match &whom {
+                Whom::Every => store.set_paused(chat, "*", false).await?,
+                Whom::Bot(bot) => {
+                    let others = others_here(engine, inbound.event.platform, bot);
+                    store.resume_alone(chat, bot.as_str(), others).await?;
+                }
             }
             Ok(format!("Resumed {whom} in this chat."))
         }
@@ -199,6 +199,19 @@ async fn decide(
         Decision::Approve => format!("Approved {}.", decided.id),
         Decision::Deny => format!("Denied {}.", decided.id),
     })
+}
+
+/// The bots other than `bot` that speak on `platform`: those a pause of every bot holds in a
+/// chat there.
+fn others_here(engine: &Engine, platform: Platform, bot: &BotId) -> Vec<String> {
+    let roster = engine.roster();
+    roster
+        .bots()
+        .iter()
+        .map(|b| b.id())
+        .filter(|id| *id != bot && roster.account_of_bot(platform, id).is_some())
+        .map(|id| id.to_string())
+        .collect()
 }
 
 /// Who a pause, resume or reset is about: the bot named, or every bot when none is.
@@ -348,8 +361,8 @@ mod tests {
     }
 
     /// A pause names one bot or, without a name, every bot; resuming every bot lifts every
-    /// pause. Resuming one bot while every bot is paused lifts the pause of every bot, which
-    /// (as the store resumes `*`) lifts the pauses of bots paused by name too.
+    /// pause. Resuming one bot while every bot is paused resumes that bot alone: the others
+    /// stay paused, a bot paused by name among them.
     #[tokio::test]
     async fn pause_and_resume_name_one_bot_or_every_bot() {
         let gw = gateway().await;
@@ -359,12 +372,14 @@ mod tests {
             "Paused every bot in this chat."
         );
         assert_eq!(settings(&gw).await.paused, ["*", "beta"]);
-        run(&gw, "resume alpha").await.unwrap();
-        assert!(!settings(&gw).await.is_paused(&"alpha".parse().unwrap()));
-        assert!(
-            settings(&gw).await.paused.is_empty(),
-            "beta's own pause too"
+        assert_eq!(
+            run(&gw, "resume alpha").await.unwrap(),
+            "Resumed `alpha` in this chat."
         );
+        assert!(!settings(&gw).await.is_paused(&"alpha".parse().unwrap()));
+        assert_eq!(settings(&gw).await.paused, ["beta"], "beta stays paused");
+        run(&gw, "resume beta").await.unwrap();
+        assert!(settings(&gw).await.paused.is_empty());
         run(&gw, "pause alpha").await.unwrap();
         assert_eq!(
             run(&gw, "resume").await.unwrap(),

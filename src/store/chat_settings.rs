@@ -161,6 +161,39 @@ impl Store {
         .await
     }
 
+    /// Resumes `bot` alone in the chat. Where every bot is paused (`"*"`), that pause becomes
+    /// the own pause of each of `others` (the chat's other bots), so they stay paused; in one
+    /// update, so no instance sees them resumed in between.
+    pub async fn resume_alone(
+        &self,
+        chat_key: &ChatKey,
+        bot: &str,
+        others: Vec<String>,
+    ) -> Result<(), StoreError> {
+        let chat = chat_key.as_str().to_owned();
+        let bot = bot.to_owned();
+        self.update_settings(chat, move |db, chat| {
+            let every = db.execute(
+                "DELETE FROM chat_paused WHERE chat_key = ?1 AND bot = '*'",
+                args![chat],
+            )?;
+            if every > 0 {
+                for other in &others {
+                    db.execute(
+                        "INSERT INTO chat_paused (chat_key, bot) VALUES (?1, ?2)
+                         ON CONFLICT DO NOTHING",
+                        args![chat, other],
+                    )?;
+                }
+            }
+            db.execute(
+                "DELETE FROM chat_paused WHERE chat_key = ?1 AND bot = ?2",
+                args![chat, &bot],
+            )
+        })
+        .await
+    }
+
     /// The chat's overrides (defaults when it has none), from memory.
     pub async fn chat_settings(&self, chat_key: &ChatKey) -> Result<ChatSettings, StoreError> {
         Ok(self.inner.settings.get(chat_key.as_str()))
@@ -350,6 +383,38 @@ mod tests {
 
     /// A change made through one instance reaches another's cache without a restart. Waits on
     /// the condition with a deadline.
+    /// Resuming one bot where every bot is paused leaves the others paused, those paused by
+    /// name among them; where only it was paused, only its pause goes.
+    #[tokio::test]
+    async fn resuming_one_bot_of_every_bot_paused_keeps_the_others_paused() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            let others = || vec!["caid".to_owned(), "snark".to_owned()];
+            store.set_paused(&slack("C1"), "snark", true).await.unwrap();
+            store.set_paused(&slack("C1"), "*", true).await.unwrap();
+            store
+                .resume_alone(&slack("C1"), "alpha", others())
+                .await
+                .unwrap();
+            let paused = store.chat_settings(&slack("C1")).await.unwrap().paused;
+            assert_eq!(paused, ["caid", "snark"], "{engine}");
+            store
+                .resume_alone(&slack("C1"), "caid", vec!["alpha".into()])
+                .await
+                .unwrap();
+            let after = store.chat_settings(&slack("C1")).await.unwrap().paused;
+            assert_eq!(
+                after,
+                ["snark"],
+                "{engine}: no pause of every bot to hand on"
+            );
+            let reopened = db.open().await;
+            let kept = reopened.chat_settings(&slack("C1")).await.unwrap().paused;
+            assert_eq!(kept, ["snark"], "{engine}: on record");
+        }
+    }
+
     #[tokio::test]
     async fn a_change_through_another_instance_reaches_this_cache() {
         let db = testing::TestDb::postgres().await;
