@@ -53,12 +53,6 @@ fn task_id(params: &Value) -> Result<&str, A2aError> {
 
 /// `POST /a2a/<bot>`: one JSON-RPC call.
 pub(in crate::http) async fn rpc(to: Addressed, body: Bytes) -> Response {
-    let Addressed {
-        relay,
-        bot,
-        base,
-        asked,
-    } = to;
     let request: RpcRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(err) => {
@@ -70,9 +64,12 @@ pub(in crate::http) async fn rpc(to: Addressed, body: Bytes) -> Response {
         }
     };
     let id = request.id;
-    if let Err(err) = asked.supported() {
+    if let Err(err) = to.asked.supported() {
         return reply(&id, Err(err));
     }
+    let Addressed {
+        relay, bot, base, ..
+    } = to;
     let params = request.params;
     match request.method.as_str() {
         "SendStreamingMessage" => open(&relay, &bot, &id, Ok(Follow::Send(&params)), base).await,

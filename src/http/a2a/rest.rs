@@ -128,15 +128,12 @@ pub(in crate::http) async fn task_call(
             ),
         )));
     };
-    let Addressed {
-        relay,
-        bot,
-        base,
-        asked,
-    } = to;
-    if let Err(err) = asked.supported() {
+    if let Err(err) = to.asked.supported() {
         return respond(Err(err));
     }
+    let Addressed {
+        relay, bot, base, ..
+    } = to;
     respond(match call {
         TaskCall::Get(id) => tasks::get(relay.engine(), &bot, id, &base).await,
         TaskCall::Cancel(id) => tasks::cancel(&relay, &bot, id, &base).await,

@@ -13,17 +13,7 @@ use crate::support::instances::{Instance, Instances, until};
 
 /// JSON-RPC `method` with `params` on bot alpha's A2A endpoint of `at`: the result.
 async fn rpc(at: &Instance, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{}/a2a/alpha", at.base))
-        .header("A2A-Version", "1.0")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = super::rpc(&reqwest::Client::new(), &at.base, "alpha", method, params).await;
     answer
         .get("result")
         .cloned()

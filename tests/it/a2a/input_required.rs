@@ -70,19 +70,9 @@ async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it
         "TASK_STATE_COMPLETED"
     );
     assert_eq!(fake.requests_for("alpha").len(), 3, "no further turn");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": "m-late", "role": "ROLE_USER", "taskId": id,
-                    "contextId": context, "parts": [{"text": "develop"}]}}});
-    let late: Value = gw
-        .http
-        .post(format!("{}/a2a/alpha", gw.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let params = json!({"message": {"messageId": "m-late", "role": "ROLE_USER", "taskId": id,
+                                     "contextId": context, "parts": [{"text": "develop"}]}});
+    let late = super::rpc(&gw.http, &gw.base, "alpha", "SendMessage", params).await;
     let error = late["error"]["message"].as_str().unwrap_or_default();
     assert!(error.contains("not waiting for input"), "{late}");
     gw.stop().await;
@@ -110,19 +100,9 @@ async fn a_task_waiting_on_its_caller_can_be_canceled_and_takes_no_answer_after(
     );
     let row = &gw.get("/api/deliveries").await["deliveries"][0];
     assert_eq!(row["state"], "canceled", "{row}");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": "m-main", "role": "ROLE_USER", "taskId": id,
-                    "contextId": context, "parts": [{"text": "main"}]}}});
-    let late: Value = gw
-        .http
-        .post(format!("{}/a2a/alpha", gw.base))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let params = json!({"message": {"messageId": "m-main", "role": "ROLE_USER", "taskId": id,
+                                     "contextId": context, "parts": [{"text": "main"}]}});
+    let late = super::rpc(&gw.http, &gw.base, "alpha", "SendMessage", params).await;
     assert_eq!(late["error"]["code"], -32004, "{late}");
     assert_eq!(
         fake.requests_for("alpha").len(),

@@ -13,15 +13,8 @@ async fn the_sdk_pages_through_every_task_once_newest_first() {
     let fake = FakeOpenAi::start().await;
     let (_dir, db) = temp_db();
     let gw = TestGateway::start(&config_text(&fake.base_url, &["alpha"], A2A_ON), &db).await;
-    let rpc = |method: &str, params: Value| {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let call = gw
-            .http
-            .post(format!("{}/a2a/alpha", gw.base))
-            .header("A2A-Version", "1.0")
-            .json(&body)
-            .send();
-        async move { call.await.unwrap().json::<Value>().await.unwrap() }
+    let rpc = |method: &'static str, params: Value| {
+        super::rpc(&gw.http, &gw.base, "alpha", method, params)
     };
     let mut sent = Vec::new();
     for n in 0..5 {

@@ -64,6 +64,21 @@ async fn sdk_over(
     serde_json::from_slice(&out.stdout).expect("the client printed JSON")
 }
 
+/// JSON-RPC `method` with `params` on `bot`'s A2A endpoint at `base`, sent as an A2A 1.0
+/// client sends it: the whole response.
+async fn rpc(http: &reqwest::Client, base: &str, bot: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    http.post(format!("{base}/a2a/{bot}"))
+        .header("A2A-Version", "1.0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// The ids of the tasks on the pages the client's `list` mode printed, in page order.
 fn listed(out: &Value) -> Vec<&str> {
     let pages = out["pages"].as_array().expect("the client printed pages");
@@ -340,19 +355,14 @@ async fn a_task_accepted_before_a_restart_is_answered_by_get_task_after_it() {
 
     let gw = TestGateway::start(&config, &db).await;
     gw.settle().await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
-                      "params": {"id": task["id"]}});
-    let got: Value = gw
-        .http
-        .post(format!("{}/a2a/alpha", gw.base))
-        .header("A2A-Version", "1.0")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got = rpc(
+        &gw.http,
+        &gw.base,
+        "alpha",
+        "GetTask",
+        json!({"id": task["id"]}),
+    )
+    .await;
     let status = &got["result"]["status"];
     assert_eq!(status["state"], "TASK_STATE_FAILED", "{got}");
     let reason = status["message"]["parts"][0]["text"].as_str().unwrap();
