@@ -54,6 +54,7 @@ mod dedupe;
 mod deliveries;
 mod delivery_answer;
 mod delivery_begin;
+mod delivery_wait;
 mod entry_kind;
 mod error;
 mod escalations;
