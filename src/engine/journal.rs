@@ -259,9 +259,11 @@ impl Journal {
 
     /// The run's agent was given a token for `/mcp` (SPEC 6.1): it may call tools in this run
     /// that this journal does not count (each MCP call is recorded by a journal of its own),
-    /// so the run is not known to have made nothing.
+    /// so the run is not known to have made nothing, nor to have attached no file to its reply
+    /// (`reply_attach` over MCP attaches to this run).
     pub fn lends_tools(&self) {
         self.lent_tools.store(true, Ordering::Relaxed);
+        self.pen.attaches_files();
     }
 
     /// Whether this run, in this process, made nothing but text: it called no tool (the only
@@ -417,8 +419,8 @@ mod tests {
 
     /// Only the first run of a fresh event that attached nothing skips reading its reply files:
     /// files attached to its run id behind its back are not seen, while any other run (not an
-    /// event's, a replay, one that called `reply_attach` or whose backend attached files) reads
-    /// them.
+    /// event's, a replay, one that called `reply_attach`, whose backend attached files, or
+    /// whose agent may have attached them over MCP) reads them.
     #[tokio::test]
     async fn only_a_fresh_event_s_run_that_attached_nothing_skips_its_reply_files() {
         let store = Store::open(":memory:").await.unwrap();
@@ -463,6 +465,13 @@ mod tests {
         assert!(quiet.made_nothing());
         quiet.lends_tools();
         assert!(!quiet.made_nothing(), "its agent may call tools over MCP");
+        let lending = pen().replaying(Arrival::Fresh);
+        lending.lends_tools();
+        assert_eq!(
+            files(lending).await,
+            1,
+            "its agent may attach files over MCP"
+        );
         let calling = pen().replaying(Arrival::Fresh);
         RecordingTools::new(&NoTools, &calling)
             .call(&call("reply_attach"))

@@ -2,7 +2,9 @@
 """A fake agent for the tests: reads its turn, asks snark over baton's MCP with the per-turn
 token (claiming, in vain, to be another bot), and answers with snark's reply as JSON Lines.
 With $TURN_DUMP set it keeps the turn it got there. With `--ask-caller QUESTION` it asks that
-of whoever its turn answers instead (`escalate_to_user`), and says it asked."""
+of whoever its turn answers instead (`escalate_to_user`), and says it asked. With `--attach
+NAME TEXT` it keeps TEXT as artifact NAME (`artifact_put`), attaches it to its reply
+(`reply_attach`) and says so."""
 import json
 import os
 import sys
@@ -44,6 +46,14 @@ if sys.argv[1:2] == ["--ask-caller"]:
     call = {"name": "escalate_to_user", "arguments": {"message": sys.argv[2]}}
     rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
     print(json.dumps({"type": "text", "delta": "I asked: " + sys.argv[2]}))
+    sys.exit(0)
+if sys.argv[1:2] == ["--attach"]:
+    put = {"name": "artifact_put", "arguments": {"name": sys.argv[2], "text": sys.argv[3]}}
+    kept = rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": put})
+    artifact = json.loads(kept["result"]["content"][0]["text"])["id"]
+    attach = {"name": "reply_attach", "arguments": {"ids": [artifact]}}
+    rpc({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": attach})
+    print(json.dumps({"type": "text", "delta": "attached " + sys.argv[2]}))
     sys.exit(0)
 call = {"name": "sessions_send", "arguments": {"target": "snark", "message": "hi there", "bot": "sec"}}
 answer = rpc({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})

@@ -742,3 +742,38 @@ async fn each_tool_argument_over_its_cap_is_refused_naming_it() {
     }
     gw.stop().await;
 }
+
+/// An agent bot that makes a file and attaches it to its reply over `/mcp` (its calls are
+/// recorded apart from its turn's own): the chat gets the file after the text.
+#[tokio::test]
+async fn a_file_an_agent_attaches_over_mcp_is_posted_with_its_reply() {
+    let (_dir, db) = temp_db();
+    let agent = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/ask_over_mcp.py");
+    let config = format!(
+        r#"
+[[bots]]
+id = "caid"
+backend = "command"
+command = ["python3", "{agent}", "--attach", "notes.txt", "the notes"]
+tools = ["artifact_put", "reply_attach"]
+
+[chats_default]
+group_policy = "open"
+"#
+    );
+    let env = |name: &str| matches!(name, "PATH" | "HOME").then(|| std::env::var(name).ok())?;
+    let gw = TestGateway::start_with_env(&config, &db, &env).await;
+    gw.say("lab", "alice", "@caid the notes please").await;
+    let said = eventually(DEADLINE, "caid's answer and its file", || async {
+        let said = gw.said_by("lab", "caid").await;
+        (said.len() >= 2).then_some(said)
+    })
+    .await;
+    let texts: Vec<&str> = said.iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts[0], "attached notes.txt", "{texts:?}");
+    assert!(
+        texts[1].starts_with("[file] notes.txt (text/plain"),
+        "{texts:?}"
+    );
+    gw.stop().await;
+}
