@@ -427,7 +427,11 @@ mod tests {
             assert_eq!(left("SELECT count(*) FROM decisions").await, 1, "{engine}");
             let young = "SELECT count(*) FROM room_messages WHERE message_id = 'm3'";
             assert_eq!(left(young).await, 1, "{engine}");
-            assert_eq!(left("SELECT count(*) FROM room_messages").await, 1, "{engine}");
+            assert_eq!(
+                left("SELECT count(*) FROM room_messages").await,
+                1,
+                "{engine}"
+            );
             if engine == "sqlite" {
                 let time_indexes = "SELECT count(*) FROM sqlite_master
                      WHERE name IN ('decisions_ts', 'room_messages_ts')";
