@@ -22,24 +22,19 @@ pub fn turn_schema() -> serde_json::Value {
 /// that key their memory by UUID take it as it is. It is the same for every turn until an admin
 /// resets the session (`/baton reset`), then a new one: a reset starts a new conversation.
 pub fn session_id(session: &str, conversation: i64) -> String {
-    let key = match conversation {
-        0 => session.to_owned(),
-        n => format!("{session}#{n}"),
-    };
-    let mut bytes: [u8; 16] = Sha256::digest(key.as_bytes())[..16]
+    // Hashed and written without a string per byte: every turn's request carries it.
+    let mut key = Sha256::new().chain_update(session);
+    if conversation != 0 {
+        key.update(format!("#{conversation}"));
+    }
+    let digest = key.finalize();
+    let bytes: [u8; 16] = digest[..16]
         .try_into()
         .expect("a SHA-256 digest has 32 bytes");
-    bytes[6] = (bytes[6] & 0x0f) | 0x80;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
+    uuid::Builder::from_custom_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -59,6 +54,13 @@ mod tests {
         let parts: Vec<usize> = id.split('-').map(str::len).collect();
         assert_eq!(parts, [8, 4, 4, 4, 12]);
         assert_eq!(&id[14..15], "8", "version 8");
+        // The ids agents were given before keep being given: the first 16 bytes of the
+        // key's SHA-256, version 8, RFC 4122 variant, lowercase.
+        assert_eq!(id, "297d41c5-ceec-85b9-b5e1-0b8270e5186e");
+        assert_eq!(
+            session_id("bot:snark:local:snark:c1", 7),
+            "f6dbb24f-d682-8e92-8187-5cd455864737"
+        );
     }
 
     #[test]

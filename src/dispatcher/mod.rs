@@ -280,10 +280,12 @@ impl Dispatcher {
     ///
     /// Boxed: the run's state is kilobytes, and a task holding it inline is copied whole when
     /// spawned and again at each change of the task's stage (BENCHMARKS.md, issue 23).
-    /// The run is in the trace `trace` names, if any: that of a local room's post.
+    /// The run is in the trace `trace` names, if any: that of a local room's post. The run is
+    /// boxed, not the wrapper: a wrapper's future holding the run inline copied it twice more
+    /// (into the wrapper, and into its await), ~10 k instructions a mention.
     fn spawn_run(self, filed: InboxId, event: InboundEvent, trace: Handoff) {
         let tasks = self.engine.tasks().clone();
-        tasks.spawn(Box::pin(trace.run(async move {
+        tasks.spawn(trace.run(Box::pin(async move {
             let handled = self.run_filed(filed, event, Arrival::Fresh).await;
             tracing::debug!(?handled, "event handled");
         })));

@@ -14,7 +14,7 @@ use super::sql::{Db, DbError, Engine, args};
 pub const SCHEMA_VERSION: u32 = STEPS.len() as u32;
 
 /// Each version's SQL, SQLite's then PostgreSQL's; version N is `STEPS[N - 1]`.
-const STEPS: [(&str, &str); 32] = [
+const STEPS: [(&str, &str); 33] = [
     (
         include_str!("migrations/001_initial.sql"),
         include_str!("migrations/postgres/001_initial.sql"),
@@ -142,6 +142,10 @@ const STEPS: [(&str, &str); 32] = [
     (
         include_str!("migrations/034_a2a_task_pages.sql"),
         include_str!("migrations/postgres/034_a2a_task_pages.sql"),
+    ),
+    (
+        include_str!("migrations/035_decisions_pruned_by_id.sql"),
+        include_str!("migrations/postgres/035_decisions_pruned_by_id.sql"),
     ),
 ];
 

@@ -144,6 +144,12 @@ impl PruneTable {
 
 /// Transcript entries, then the pipeline's decisions (`decisions.rs`) they explain and the
 /// room's messages: kept as long as the transcript.
+///
+/// Every event writes a decision and a room message, so neither table has an index on its time
+/// (schema 35): a chunk is the table's oldest [`CHUNK`] rows by id, of which those older than
+/// `before` go. Rows are written in about the order of their time, so this takes what a
+/// search by time would; a row older than rows written before it (an event delivered late)
+/// goes with its chunk, or once it is among the oldest [`CHUNK`]; never a younger row.
 fn delete_entries_and_decisions(db: Db<'_>, before: i64) -> Result<usize, DbError> {
     let entries = db.execute(
         "DELETE FROM transcript WHERE id IN
@@ -154,16 +160,16 @@ fn delete_entries_and_decisions(db: Db<'_>, before: i64) -> Result<usize, DbErro
         return Ok(entries);
     }
     let decisions = db.execute(
-        "DELETE FROM decisions WHERE id IN
-            (SELECT id FROM decisions WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
+        "DELETE FROM decisions WHERE ts_ms < ?1 AND id IN
+            (SELECT id FROM decisions ORDER BY id LIMIT ?2)",
         args![before, CHUNK],
     )?;
     if decisions > 0 {
         return Ok(decisions);
     }
     db.execute(
-        "DELETE FROM room_messages WHERE id IN
-            (SELECT id FROM room_messages WHERE ts_ms < ?1 ORDER BY id LIMIT ?2)",
+        "DELETE FROM room_messages WHERE ts_ms < ?1 AND id IN
+            (SELECT id FROM room_messages ORDER BY id LIMIT ?2)",
         args![before, CHUNK],
     )
 }
@@ -384,6 +390,53 @@ mod tests {
                 "{engine}"
             );
             assert_eq!(left("SELECT count(*) FROM pairing").await, 1, "{engine}");
+        }
+    }
+
+    /// Decisions and room messages have no index on their time (schema 35): of the oldest rows
+    /// by id, those older than the date go, a late one written after a younger one too; the
+    /// younger ones stay.
+    #[tokio::test]
+    async fn decisions_and_room_messages_go_oldest_first_never_a_younger_one() {
+        for db in testing::engines().await {
+            let engine = db.engine();
+            let store = db.open().await;
+            exec(
+                &store,
+                "INSERT INTO decisions (ts_ms, platform, account, bot, chat, message_id,
+                     sender, step, outcome, reason) VALUES
+                 (1000, 'slack', 'a', 'b', 'c', 'm1', 'u', 'turn', 'replied', ''),
+                 (2000, 'slack', 'a', 'b', 'c', 'm2', 'u', 'turn', 'replied', ''),
+                 (34473600000, 'slack', 'a', 'b', 'c', 'm3', 'u', 'turn', 'replied', ''),
+                 (3000, 'slack', 'a', 'b', 'c', 'm4', 'u', 'turn', 'replied', '');
+                 INSERT INTO room_messages (ts_ms, room, chat, message_id, author,
+                     author_name, origin, text) VALUES
+                 (1000, 'r', 'c', 'm1', 'u', 'U', 'human', 'old'),
+                 (34473600000, 'r', 'c', 'm3', 'u', 'U', 'human', 'new'),
+                 (3000, 'r', 'c', 'm4', 'u', 'U', 'human', 'late');",
+            )
+            .await;
+            let gone = store
+                .prune(PruneTable::Transcripts, NOW - 7 * DAY, NOW)
+                .await
+                .unwrap();
+            assert_eq!(gone, 5, "{engine}: all but m3's decision and message");
+            let left = |sql| count(&store, sql);
+            let young = "SELECT count(*) FROM decisions WHERE message_id = 'm3'";
+            assert_eq!(left(young).await, 1, "{engine}");
+            assert_eq!(left("SELECT count(*) FROM decisions").await, 1, "{engine}");
+            let young = "SELECT count(*) FROM room_messages WHERE message_id = 'm3'";
+            assert_eq!(left(young).await, 1, "{engine}");
+            assert_eq!(
+                left("SELECT count(*) FROM room_messages").await,
+                1,
+                "{engine}"
+            );
+            if engine == "sqlite" {
+                let time_indexes = "SELECT count(*) FROM sqlite_master
+                     WHERE name IN ('decisions_ts', 'room_messages_ts')";
+                assert_eq!(left(time_indexes).await, 0, "no index on their time");
+            }
         }
     }
 
