@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use baton::config::Config;
-use baton::gateway::{AdapterOverride, Gateway, ScheduleClock, StartOptions};
+use baton::gateway::{AdapterOverride, Gateway, ScheduleClock, StartError, StartOptions};
 use baton_contract::{
     AccountId, Adapter, ChatId, ChatKind, InboundEvent, MessageId, Platform, Sender, UserId,
 };
@@ -192,12 +192,18 @@ fn budgets(n: usize) -> String {
 }
 
 /// A port on 127.0.0.1 free a moment ago, for a gateway whose config must name its own
-/// address before it listens (the port is let go just before the gateway binds it).
+/// address before it listens (the port is let go just before the gateway binds it, so another
+/// process may take it in between: [`is_port_taken`] tells that apart).
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.1")
         .port()
+}
+
+/// Whether a gateway did not start because its port, free a moment before, was taken.
+pub(crate) fn is_port_taken(err: &StartError) -> bool {
+    matches!(err, StartError::Listen { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse)
 }
 
 /// A running gateway, its accounts' injectors and what they recorded.
@@ -222,6 +228,17 @@ impl Rig {
     /// Start a gateway for `setup` on the PostgreSQL database at `url` (from [`new_database`],
     /// shared by several gateways), or on a fresh SQLite file for `None`.
     pub(crate) async fn start_on(setup: &Setup<'_>, url: Option<String>) -> Rig {
+        Rig::try_start_on(setup, url)
+            .await
+            .unwrap_or_else(|err| panic!("bench gateway starts: {err}"))
+    }
+
+    /// [`Rig::start`] on a fresh SQLite file, or why the gateway did not start.
+    pub(crate) async fn try_start(setup: &Setup<'_>) -> Result<Rig, StartError> {
+        Rig::try_start_on(setup, new_database().await).await
+    }
+
+    async fn try_start_on(setup: &Setup<'_>, url: Option<String>) -> Result<Rig, StartError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("bench.db");
         let env = |name: &str| env(name, url.as_deref());
@@ -254,9 +271,7 @@ impl Rig {
             serve_http: true,
             clock: ScheduleClock::Manual,
         };
-        let gateway = Gateway::start_with_adapters(config, options, &env, &adapters)
-            .await
-            .expect("bench gateway starts");
+        let gateway = Gateway::start_with_adapters(config, options, &env, &adapters).await?;
         let injectors = std::mem::take(&mut *injectors.lock().expect("injectors poisoned"));
         let rig = Rig {
             gateway,
@@ -266,7 +281,7 @@ impl Rig {
             _dir: dir,
         };
         rig.wait_connected().await;
-        rig
+        Ok(rig)
     }
 
     async fn wait_connected(&self) {

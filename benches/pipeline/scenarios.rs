@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::rig::{API_TOKEN_VAR, Kind, Rig, Setup, free_port, group_message, kind_of};
+use super::rig::{
+    API_TOKEN_VAR, Kind, Rig, Setup, free_port, group_message, is_port_taken, kind_of,
+};
 use super::watchers::Watchers;
 
 /// The one bot of the single-bot scenarios.
@@ -413,17 +415,27 @@ impl Legs {
 /// snark's turn calls `sessions_send`, caid's turn answers on the nested lane, snark posts
 /// caid's answer. Spread over `chats` chats.
 pub(crate) async fn round_trips(chats: usize, count: usize, lanes: usize, via: Via) -> RoundTrips {
-    let port = via.port();
-    let rig = Rig::start(&Setup {
-        bots: &[BOT, "caid"],
-        lanes,
-        bot_keys: "tools = [\"sessions_send\"]",
-        capacity: count,
-        extra_toml: &via.a2a_toml(port),
-        gateway_keys: &via.gateway_keys(),
-        port,
-    })
-    .await;
+    let mut tries = 0;
+    let rig = loop {
+        let port = via.port();
+        let started = Rig::try_start(&Setup {
+            bots: &[BOT, "caid"],
+            lanes,
+            bot_keys: "tools = [\"sessions_send\"]",
+            capacity: count,
+            extra_toml: &via.a2a_toml(port),
+            gateway_keys: &via.gateway_keys(),
+            port,
+        })
+        .await;
+        tries += 1;
+        match started {
+            Ok(rig) => break rig,
+            // Taken between choosing it and binding it: choose again.
+            Err(err) if is_port_taken(&err) && tries < 5 => continue,
+            Err(err) => panic!("bench gateway starts: {err}"),
+        }
+    };
     let injector = rig.injector(BOT).clone();
     let target = via.target();
     let batch: Vec<_> = (0..count)
