@@ -14,12 +14,10 @@ use crate::support::gateway::{TestGateway, config_with, temp_db};
 /// The fake agent that asks its caller over `/mcp` (`--ask-caller`).
 const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/ask_over_mcp.py");
 
-#[tokio::test]
-async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it() {
-    let fake = FakeOpenAi::start().await;
-    let (_dir, db) = temp_db();
-    let (gw, asked) = asking(&fake, &db, "I asked which branch to deploy.").await;
-    fake.script("alpha", Step::reply("Deployed main."));
+/// The task of an SDK send (`asked`, the client's output): waiting on its caller, with the
+/// question "Which branch?" as its status message, and no answer (what the bot said after
+/// asking is not the task's answer).
+fn asking_which_branch(asked: &Value) -> &Value {
     let task = &asked["events"][0]["task"];
     assert_eq!(
         task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
@@ -29,8 +27,17 @@ async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it
         task["status"]["message"]["parts"][0]["text"], "Which branch?",
         "{asked}"
     );
-    // What the bot said after asking is not the task's answer.
     assert_eq!(task["artifacts"], Value::Null, "{asked}");
+    task
+}
+
+#[tokio::test]
+async fn an_escalation_is_input_required_and_the_answer_on_the_task_completes_it() {
+    let fake = FakeOpenAi::start().await;
+    let (_dir, db) = temp_db();
+    let (gw, asked) = asking(&fake, &db, "I asked which branch to deploy.").await;
+    fake.script("alpha", Step::reply("Deployed main."));
+    let task = asking_which_branch(&asked);
     assert_eq!(asked["got"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
     let (id, context) = (
         task["id"].as_str().unwrap(),
@@ -136,16 +143,7 @@ tools = ["escalate_to_user"]
     };
     let gw = TestGateway::start_with_env(&config, &db, &env).await;
     let asked = sdk(&gw, "send", "Deploy, please.", "m-deploy").await;
-    let task = &asked["events"][0]["task"];
-    assert_eq!(
-        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
-        "{asked}"
-    );
-    assert_eq!(
-        task["status"]["message"]["parts"][0]["text"], "Which branch?",
-        "{asked}"
-    );
-    assert_eq!(task["artifacts"], Value::Null, "{asked}");
+    asking_which_branch(&asked);
     gw.stop().await;
 }
 

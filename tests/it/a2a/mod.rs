@@ -459,48 +459,35 @@ async fn another_protocol_version_is_refused_and_an_unexposed_bot_is_not_found()
     let message = json!({"message": {"messageId": "m-old", "role": "ROLE_USER",
                                      "parts": [{"text": "hi"}]}});
     let rpc = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": message});
-    let old: Value = gw
-        .http
-        .post(format!("{}/a2a/alpha", gw.base))
-        .header("A2A-Version", "0.3")
-        .json(&rpc)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // A POST of `body` to `path` asking for protocol `version`: its status and body.
+    let post = |path: &str, version: &str, body: &Value| {
+        let sent = gw
+            .http
+            .post(format!("{}{path}", gw.base))
+            .header("A2A-Version", version)
+            .json(body)
+            .send();
+        async move {
+            let response = sent.await.unwrap();
+            (response.status(), response.json::<Value>().await.unwrap())
+        }
+    };
+    let (_, old) = post("/a2a/alpha", "0.3", &rpc).await;
     assert_eq!(old["id"], 7, "{old}");
     assert_eq!(old["error"]["code"], -32009, "{old}");
     let said = old["error"]["message"].as_str().unwrap();
     assert!(said.contains("A2A-Version: 1.0"), "{said}");
 
-    let rest = gw
-        .http
-        .post(format!("{}/a2a/alpha/message:send", gw.base))
-        .header("A2A-Version", "2.0")
-        .json(&message)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rest.status(), 400);
-    let body: Value = rest.json().await.unwrap();
+    let (status, body) = post("/a2a/alpha/message:send", "2.0", &message).await;
+    assert_eq!(status, 400);
     assert_eq!(
         body["error"]["details"][0]["reason"], "VERSION_NOT_SUPPORTED",
         "{body}"
     );
     assert!(fake.requests_for("alpha").is_empty(), "no turn ran");
 
-    let hidden = gw
-        .http
-        .post(format!("{}/a2a/beta", gw.base))
-        .header("A2A-Version", "1.0")
-        .json(&rpc)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(hidden.status(), 404);
-    let body: Value = hidden.json().await.unwrap();
+    let (status, body) = post("/a2a/beta", "1.0", &rpc).await;
+    assert_eq!(status, 404);
     assert_eq!(body["error"]["status"], "NOT_FOUND", "{body}");
     let said = body["error"]["message"].as_str().unwrap();
     assert!(said.contains("exposed: alpha"), "{said}");

@@ -235,6 +235,13 @@ pub(crate) fn check_delegation(trace: &[Span], model: &FakeOpenAi) -> HashMap<St
     by_id
 }
 
+/// Helper's `n`th request to the model carries the caller's trace `caller_trace`.
+fn assert_continued(model: &FakeOpenAi, n: usize, caller_trace: &str) {
+    let sent = model.traceparents_for("helper");
+    let header = sent[n].as_deref().expect("the model request's traceparent");
+    assert!(header.contains(caller_trace), "{header}");
+}
+
 /// The spans of trace `trace_id` once it holds a span named each of `names`: spans are
 /// exported as they end, in batches (a server span ends last, once the answer is sent).
 async fn trace_holding(collector: &Collector, trace_id: &str, names: &[&str]) -> Vec<Span> {
@@ -324,11 +331,7 @@ async fn a_v1_request_carrying_traceparent_continues_the_callers_trace() {
     assert_eq!(server.parent_span_id, caller_span);
     let inbound = trace.iter().find(|s| s.name == "inbound").unwrap();
     assert_eq!(inbound.parent_span_id, server.span_id);
-    let sent = model.traceparents_for("helper");
-    assert!(
-        sent[0].as_deref().unwrap().contains(caller_trace),
-        "{sent:?}"
-    );
+    assert_continued(&model, 0, caller_trace);
 }
 
 /// A local room post carrying `traceparent`: the pipeline it wakes runs in the caller's trace,
@@ -360,11 +363,7 @@ async fn a_local_room_post_carrying_traceparent_continues_the_callers_trace() {
     assert_eq!(server.parent_span_id, caller_span);
     assert_eq!(one("inbound").parent_span_id, server.span_id);
     assert_eq!(one("turn helper").trace_id, caller_trace);
-    let sent = model.traceparents_for("helper");
-    assert!(
-        sent[0].as_deref().unwrap().contains(caller_trace),
-        "{sent:?}"
-    );
+    assert_continued(&model, 0, caller_trace);
 }
 
 /// An A2A call carrying `traceparent`, over each binding (JSON-RPC `SendMessage` and HTTP+JSON
@@ -433,9 +432,7 @@ async fn an_a2a_call_carrying_traceparent_continues_the_callers_trace() {
         let turn = climb(&trace, chat, |s| s.name.starts_with("turn "));
         assert_eq!(turn.name, "turn helper", "{path}");
         climb(&trace, turn, |s| s.span_id == server.span_id);
-        let sent = model.traceparents_for("helper");
-        let header = sent[n].as_deref().expect("the model request's traceparent");
-        assert!(header.contains(caller_trace), "{path}: {header}");
+        assert_continued(&model, n, caller_trace);
     }
 }
 
